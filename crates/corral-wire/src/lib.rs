@@ -1,0 +1,35 @@
+//! # corral-wire
+//!
+//! CoAP wire formats, and nothing else: RFC 7252 messages, the option registry, codes and content formats,
+//! Block/Observe option values, the cache key, URIs ⇄ options, RFC 8323 framing and RFC 6690 link-format.
+//!
+//! This crate owns how bytes look. It must never do I/O, read a clock, draw a random number, or panic on
+//! any input; decoding a message never allocates. Protocol behaviour (what to do with a message) lives in
+//! `corral-proto`.
+//!
+//! Two ways to handle a message:
+//! - [`Packet`]: a zero-copy view, validated once by [`Packet::new_checked`]; accessors never fail after that.
+//! - [`Message`]: an owned message with a sorted [`Options`] list, for building and for convenience.
+#![no_std]
+extern crate alloc;
+
+mod block;
+mod code;
+mod content_format;
+mod error;
+mod message;
+mod option;
+
+pub use block::{
+    observe_is_fresher, BlockValue, OBSERVE_DEREGISTER, OBSERVE_MODULUS, OBSERVE_REGISTER,
+};
+pub use code::Code;
+pub use content_format::ContentFormat;
+pub use error::Error;
+pub use message::{
+    write_cache_key, Message, MessageBuilder, MessageId, MessageType, Packet, Token,
+};
+pub use option::{
+    check_critical, decode_uint, encode_uint, BadOption, OptionDef, OptionFormat, OptionIter,
+    OptionNumber, OptionValue, Options, REGISTRY,
+};

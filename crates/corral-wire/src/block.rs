@@ -47,11 +47,7 @@ impl BlockValue {
             return None;
         }
         let v = decode_uint(value)? as u32;
-        Some(BlockValue {
-            num: v >> 4,
-            more: v & 0x08 != 0,
-            szx: (v & 0x07) as u8,
-        })
+        Some(BlockValue { num: v >> 4, more: v & 0x08 != 0, szx: (v & 0x07) as u8 })
     }
 
     pub fn to_uint(self) -> u32 {
@@ -88,14 +84,7 @@ mod tests {
         assert_eq!(BlockValue::decode(&bytes[..len]), Some(b));
         assert_eq!(b.size(), 64);
         assert_eq!(b.offset(), 320);
-        assert_eq!(
-            BlockValue::decode(&[]),
-            Some(BlockValue {
-                num: 0,
-                more: false,
-                szx: 0
-            })
-        );
+        assert_eq!(BlockValue::decode(&[]), Some(BlockValue { num: 0, more: false, szx: 0 }));
         assert_eq!(BlockValue::decode(&[0, 0, 0, 0]), None);
         assert_eq!(BlockValue::new(1 << 20, false, 0), None);
     }

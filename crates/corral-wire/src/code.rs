@@ -149,10 +149,7 @@ impl Code {
 
     /// GET, FETCH, PUT, DELETE, iPATCH are idempotent (RFC 7252 §5.1, RFC 8132).
     pub const fn is_idempotent(self) -> bool {
-        matches!(
-            self,
-            Code::GET | Code::FETCH | Code::PUT | Code::DELETE | Code::IPATCH
-        )
+        matches!(self, Code::GET | Code::FETCH | Code::PUT | Code::DELETE | Code::IPATCH)
     }
 
     /// Parses `"2.05"`, `"4.04"`, `"GET"` (case-insensitive) or a decimal byte.
@@ -160,15 +157,7 @@ impl Code {
         if let Some((c, d)) = s.split_once('.') {
             return Code::new(c.parse().ok()?, d.parse().ok()?);
         }
-        for m in [
-            Code::GET,
-            Code::POST,
-            Code::PUT,
-            Code::DELETE,
-            Code::FETCH,
-            Code::PATCH,
-            Code::IPATCH,
-        ] {
+        for m in [Code::GET, Code::POST, Code::PUT, Code::DELETE, Code::FETCH, Code::PATCH, Code::IPATCH] {
             if let Some(name) = m.name() {
                 if name.eq_ignore_ascii_case(s) {
                     return Some(m);

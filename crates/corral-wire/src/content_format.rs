@@ -94,15 +94,9 @@ mod tests {
     #[test]
     fn lookup() {
         assert_eq!(ContentFormat::parse("json"), Some(ContentFormat::JSON));
-        assert_eq!(
-            ContentFormat::parse("application/senml+cbor"),
-            Some(ContentFormat::SENML_CBOR)
-        );
+        assert_eq!(ContentFormat::parse("application/senml+cbor"), Some(ContentFormat::SENML_CBOR));
         assert_eq!(ContentFormat::parse("112"), Some(ContentFormat(112)));
         assert_eq!(ContentFormat::parse("nope"), None);
-        assert_eq!(
-            ContentFormat::LINK_FORMAT.media_type(),
-            Some("application/link-format")
-        );
+        assert_eq!(ContentFormat::LINK_FORMAT.media_type(), Some("application/link-format"));
     }
 }

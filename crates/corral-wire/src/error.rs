@@ -49,12 +49,8 @@ impl fmt::Display for Error {
             Error::ReservedOptionDelta => f.write_str("reserved option delta 15"),
             Error::ReservedOptionLength => f.write_str("reserved option length 15"),
             Error::OptionNumberOverflow => f.write_str("option number exceeds 65535"),
-            Error::EmptyPayloadAfterMarker => {
-                f.write_str("payload marker followed by empty payload")
-            }
-            Error::NonEmptyEmptyMessage => {
-                f.write_str("empty message (0.00) carries bytes after the message ID")
-            }
+            Error::EmptyPayloadAfterMarker => f.write_str("payload marker followed by empty payload"),
+            Error::NonEmptyEmptyMessage => f.write_str("empty message (0.00) carries bytes after the message ID"),
             Error::BufferTooSmall => f.write_str("output buffer too small"),
             Error::OptionOutOfOrder => f.write_str("options must be added in ascending order"),
             Error::OptionTooLong => f.write_str("option value too long"),

@@ -20,16 +20,12 @@ mod error;
 mod message;
 mod option;
 
-pub use block::{
-    observe_is_fresher, BlockValue, OBSERVE_DEREGISTER, OBSERVE_MODULUS, OBSERVE_REGISTER,
-};
+pub use block::{observe_is_fresher, BlockValue, OBSERVE_DEREGISTER, OBSERVE_MODULUS, OBSERVE_REGISTER};
 pub use code::Code;
 pub use content_format::ContentFormat;
 pub use error::Error;
-pub use message::{
-    write_cache_key, Message, MessageBuilder, MessageId, MessageType, Packet, Token,
-};
+pub use message::{write_cache_key, Message, MessageBuilder, MessageId, MessageType, Packet, Token};
 pub use option::{
-    check_critical, decode_uint, encode_uint, BadOption, OptionDef, OptionFormat, OptionIter,
-    OptionNumber, OptionValue, Options, REGISTRY,
+    check_critical, decode_uint, encode_uint, BadOption, OptionDef, OptionFormat, OptionIter, OptionNumber,
+    OptionValue, Options, REGISTRY,
 };

@@ -68,10 +68,7 @@ pub struct Token {
 }
 
 impl Token {
-    pub const EMPTY: Token = Token {
-        len: 0,
-        bytes: [0; 8],
-    };
+    pub const EMPTY: Token = Token { len: 0, bytes: [0; 8] };
     pub const MAX_LEN: usize = 8;
 
     /// `None` if longer than 8 bytes.
@@ -79,10 +76,7 @@ impl Token {
         if bytes.len() > 8 {
             return None;
         }
-        let mut t = Token {
-            len: bytes.len() as u8,
-            bytes: [0; 8],
-        };
+        let mut t = Token { len: bytes.len() as u8, bytes: [0; 8] };
         t.bytes[..bytes.len()].copy_from_slice(bytes);
         Some(t)
     }
@@ -93,10 +87,7 @@ impl Token {
         if s.len() % 2 != 0 || s.len() > 16 {
             return None;
         }
-        let mut t = Token {
-            len: (s.len() / 2) as u8,
-            bytes: [0; 8],
-        };
+        let mut t = Token { len: (s.len() / 2) as u8, bytes: [0; 8] };
         for i in 0..s.len() / 2 {
             t.bytes[i] = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
         }
@@ -118,9 +109,7 @@ impl Token {
 
 impl fmt::Display for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.as_bytes()
-            .iter()
-            .try_for_each(|b| write!(f, "{b:02x}"))
+        self.as_bytes().iter().try_for_each(|b| write!(f, "{b:02x}"))
     }
 }
 
@@ -174,10 +163,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if options_end < b.len() && options_end + 1 == b.len() {
             return Err(Error::EmptyPayloadAfterMarker);
         }
-        Ok(Packet {
-            buffer,
-            options_end,
-        })
+        Ok(Packet { buffer, options_end })
     }
 
     /// Reads just the header of bytes that may be malformed beyond it: enough to answer a CON that failed
@@ -187,11 +173,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if h[0] >> 6 != 1 {
             return None;
         }
-        Some((
-            MessageType::from_bits(h[0] >> 4),
-            Code(h[1]),
-            MessageId(u16::from_be_bytes([h[2], h[3]])),
-        ))
+        Some((MessageType::from_bits(h[0] >> 4), Code(h[1]), MessageId(u16::from_be_bytes([h[2], h[3]]))))
     }
 
     pub fn into_inner(self) -> T {
@@ -234,11 +216,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// The first value of `number`.
     pub fn option(&self, number: OptionNumber) -> Option<&[u8]> {
-        self.options()
-            .skip_while(|(n, _)| *n < number)
-            .take_while(|(n, _)| *n == number)
-            .map(|(_, v)| v)
-            .next()
+        self.options().skip_while(|(n, _)| *n < number).take_while(|(n, _)| *n == number).map(|(_, v)| v).next()
     }
 
     pub fn payload(&self) -> &[u8] {
@@ -312,11 +290,7 @@ impl<'a> MessageBuilder<'a> {
         buf[1] = code.0;
         buf[field::MID].copy_from_slice(&mid.0.to_be_bytes());
         buf[field::HEADER_LEN..need].copy_from_slice(token.as_bytes());
-        Ok(MessageBuilder {
-            buf,
-            pos: need,
-            last_option: 0,
-        })
+        Ok(MessageBuilder { buf, pos: need, last_option: 0 })
     }
 
     pub fn option(&mut self, number: OptionNumber, value: &[u8]) -> Result<&mut Self, Error> {
@@ -369,14 +343,7 @@ pub struct Message {
 
 impl Message {
     pub fn new(mtype: MessageType, code: Code, mid: MessageId, token: Token) -> Message {
-        Message {
-            mtype,
-            code,
-            mid,
-            token,
-            options: Options::new(),
-            payload: Vec::new(),
-        }
+        Message { mtype, code, mid, token, options: Options::new(), payload: Vec::new() }
     }
 
     /// An Empty ACK or RST (or a ping, with `Con`) for `mid`.
@@ -392,11 +359,7 @@ impl Message {
         field::HEADER_LEN
             + self.token.len()
             + self.options.encoded_len()
-            + if self.payload.is_empty() {
-                0
-            } else {
-                1 + self.payload.len()
-            }
+            + if self.payload.is_empty() { 0 } else { 1 + self.payload.len() }
     }
 
     /// Encodes into `out`; returns the length.
@@ -409,9 +372,7 @@ impl Message {
     pub fn encode(&self) -> Vec<u8> {
         let mut v = alloc::vec![0u8; self.encoded_len()];
         // The buffer is exactly encoded_len() long, and Options only holds encodable values.
-        let n = self
-            .encode_into(&mut v)
-            .expect("buffer sized by encoded_len");
+        let n = self.encode_into(&mut v).expect("buffer sized by encoded_len");
         v.truncate(n);
         v
     }
@@ -425,10 +386,7 @@ impl fmt::Debug for Message {
             .field("mid", &self.mid)
             .field("token", &self.token)
             .field("options", &self.options)
-            .field(
-                "payload",
-                &alloc::string::String::from_utf8_lossy(&self.payload),
-            )
+            .field("payload", &alloc::string::String::from_utf8_lossy(&self.payload))
             .finish()
     }
 }
@@ -464,14 +422,10 @@ mod tests {
     use alloc::vec;
 
     // RFC 7252 Appendix A, Figure 16 style: GET /temperature, CON, MID 0x7d34, no token.
-    const GET_TEMPERATURE: &[u8] = &[
-        0x40, 0x01, 0x7d, 0x34, 0xbb, b't', b'e', b'm', b'p', b'e', b'r', b'a', b't', b'u', b'r',
-        b'e',
-    ];
+    const GET_TEMPERATURE: &[u8] =
+        &[0x40, 0x01, 0x7d, 0x34, 0xbb, b't', b'e', b'm', b'p', b'e', b'r', b'a', b't', b'u', b'r', b'e'];
     // The piggybacked 2.05 "22.3 C" answer with token 0x71 (Figure 17 variant).
-    const ACK_CONTENT: &[u8] = &[
-        0x61, 0x45, 0x7d, 0x34, 0x71, 0xff, b'2', b'2', b'.', b'3', b' ', b'C',
-    ];
+    const ACK_CONTENT: &[u8] = &[0x61, 0x45, 0x7d, 0x34, 0x71, 0xff, b'2', b'2', b'.', b'3', b' ', b'C'];
 
     #[test]
     fn deconstruct_request() {
@@ -499,54 +453,22 @@ mod tests {
         let mut m = Message::new(MessageType::Con, Code::GET, MessageId(0x7d34), Token::EMPTY);
         m.options.push(OptionNumber::URI_PATH, b"temperature");
         assert_eq!(m.encode(), GET_TEMPERATURE);
-        let mut r = Message::new(
-            MessageType::Ack,
-            Code::CONTENT,
-            MessageId(0x7d34),
-            Token::new(&[0x71]).unwrap(),
-        );
+        let mut r = Message::new(MessageType::Ack, Code::CONTENT, MessageId(0x7d34), Token::new(&[0x71]).unwrap());
         r.payload = b"22.3 C".to_vec();
         assert_eq!(r.encode(), ACK_CONTENT);
     }
 
     #[test]
     fn format_errors() {
-        assert_eq!(
-            Packet::new_checked(&[0x40, 0x01, 0x00][..]).unwrap_err(),
-            Error::Truncated
-        );
-        assert_eq!(
-            Packet::new_checked(&[0x80, 0x01, 0, 0][..]).unwrap_err(),
-            Error::BadVersion(2)
-        );
-        assert_eq!(
-            Packet::new_checked(&[0x49, 0x01, 0, 0][..]).unwrap_err(),
-            Error::BadTokenLength(9)
-        );
-        assert_eq!(
-            Packet::new_checked(&[0x42, 0x01, 0, 0, 1][..]).unwrap_err(),
-            Error::Truncated
-        );
-        assert_eq!(
-            Packet::new_checked(&[0x40, 0x01, 0, 0, 0xff][..]).unwrap_err(),
-            Error::EmptyPayloadAfterMarker
-        );
-        assert_eq!(
-            Packet::new_checked(&[0x40, 0x01, 0, 0, 0xf0][..]).unwrap_err(),
-            Error::ReservedOptionDelta
-        );
-        assert_eq!(
-            Packet::new_checked(&[0x40, 0x01, 0, 0, 0x1f][..]).unwrap_err(),
-            Error::ReservedOptionLength
-        );
-        assert_eq!(
-            Packet::new_checked(&[0x40, 0x00, 0, 0, 0x11][..]).unwrap_err(),
-            Error::NonEmptyEmptyMessage
-        );
-        assert_eq!(
-            Packet::new_checked(&[0x40, 0x01, 0, 0, 0xd1][..]).unwrap_err(),
-            Error::Truncated
-        );
+        assert_eq!(Packet::new_checked(&[0x40, 0x01, 0x00][..]).unwrap_err(), Error::Truncated);
+        assert_eq!(Packet::new_checked(&[0x80, 0x01, 0, 0][..]).unwrap_err(), Error::BadVersion(2));
+        assert_eq!(Packet::new_checked(&[0x49, 0x01, 0, 0][..]).unwrap_err(), Error::BadTokenLength(9));
+        assert_eq!(Packet::new_checked(&[0x42, 0x01, 0, 0, 1][..]).unwrap_err(), Error::Truncated);
+        assert_eq!(Packet::new_checked(&[0x40, 0x01, 0, 0, 0xff][..]).unwrap_err(), Error::EmptyPayloadAfterMarker);
+        assert_eq!(Packet::new_checked(&[0x40, 0x01, 0, 0, 0xf0][..]).unwrap_err(), Error::ReservedOptionDelta);
+        assert_eq!(Packet::new_checked(&[0x40, 0x01, 0, 0, 0x1f][..]).unwrap_err(), Error::ReservedOptionLength);
+        assert_eq!(Packet::new_checked(&[0x40, 0x00, 0, 0, 0x11][..]).unwrap_err(), Error::NonEmptyEmptyMessage);
+        assert_eq!(Packet::new_checked(&[0x40, 0x01, 0, 0, 0xd1][..]).unwrap_err(), Error::Truncated);
         // delta 14 + 0xffff + 269 overflows 65535
         assert_eq!(
             Packet::new_checked(&[0x40, 0x01, 0, 0, 0xe0, 0xff, 0xff][..]).unwrap_err(),
@@ -556,12 +478,7 @@ mod tests {
 
     #[test]
     fn extended_option_encodings() {
-        let mut m = Message::new(
-            MessageType::Non,
-            Code::POST,
-            MessageId(7),
-            Token::new(&[1, 2, 3, 4]).unwrap(),
-        );
+        let mut m = Message::new(MessageType::Non, Code::POST, MessageId(7), Token::new(&[1, 2, 3, 4]).unwrap());
         m.options.push(OptionNumber::URI_PATH, &[b'a'; 13]); // length ext 1 byte
         m.options.push(OptionNumber::PROXY_URI, &[b'b'; 300]); // delta ext 1, length ext 2
         m.options.push(OptionNumber::NO_RESPONSE, &[26]); // delta ext 1 (258-35=223)
@@ -575,42 +492,19 @@ mod tests {
     #[test]
     fn builder_rejects_misuse() {
         let mut buf = [0u8; 8];
-        let mut b = MessageBuilder::new(
-            &mut buf,
-            MessageType::Con,
-            Code::GET,
-            MessageId(1),
-            Token::EMPTY,
-        )
-        .unwrap();
+        let mut b = MessageBuilder::new(&mut buf, MessageType::Con, Code::GET, MessageId(1), Token::EMPTY).unwrap();
         b.option(OptionNumber::URI_PATH, b"a").unwrap();
-        assert_eq!(
-            b.option(OptionNumber::URI_HOST, b"h").err(),
-            Some(Error::OptionOutOfOrder)
-        );
-        assert_eq!(
-            b.finish(b"too long payload").err(),
-            Some(Error::BufferTooSmall)
-        );
+        assert_eq!(b.option(OptionNumber::URI_HOST, b"h").err(), Some(Error::OptionOutOfOrder));
+        assert_eq!(b.finish(b"too long payload").err(), Some(Error::BufferTooSmall));
         let mut tiny = [0u8; 3];
-        assert!(MessageBuilder::new(
-            &mut tiny,
-            MessageType::Con,
-            Code::GET,
-            MessageId(1),
-            Token::EMPTY
-        )
-        .is_err());
+        assert!(MessageBuilder::new(&mut tiny, MessageType::Con, Code::GET, MessageId(1), Token::EMPTY).is_err());
     }
 
     #[test]
     fn peek_header_of_malformed() {
         let bad = [0x40, 0x01, 0x12, 0x34, 0xf0];
         assert!(Packet::new_checked(&bad[..]).is_err());
-        assert_eq!(
-            Packet::<&[u8]>::peek_header(&bad),
-            Some((MessageType::Con, Code::GET, MessageId(0x1234)))
-        );
+        assert_eq!(Packet::<&[u8]>::peek_header(&bad), Some((MessageType::Con, Code::GET, MessageId(0x1234))));
     }
 
     #[test]
@@ -618,17 +512,13 @@ mod tests {
         assert_eq!(Token::from_hex("0xa1b2").unwrap().as_bytes(), &[0xa1, 0xb2]);
         assert!(Token::from_hex("abc").is_none());
         assert!(Token::from_hex("112233445566778899").is_none());
-        assert_eq!(
-            alloc::format!("{}", Token::new(&[0xde, 0xad]).unwrap()),
-            "dead"
-        );
+        assert_eq!(alloc::format!("{}", Token::new(&[0xde, 0xad]).unwrap()), "dead");
     }
 
     #[test]
     fn cache_key_ignores_nocachekey() {
         let mut a = Options::new();
-        a.push(OptionNumber::URI_PATH, b"t")
-            .push_uint(OptionNumber::SIZE1, 5);
+        a.push(OptionNumber::URI_PATH, b"t").push_uint(OptionNumber::SIZE1, 5);
         let mut b = Options::new();
         b.push(OptionNumber::URI_PATH, b"t");
         let (mut ka, mut kb) = (Vec::new(), Vec::new());

@@ -114,10 +114,7 @@ impl OptionNumber {
 
     /// The registry entry, if corral knows this option.
     pub fn def(self) -> Option<&'static OptionDef> {
-        REGISTRY
-            .binary_search_by_key(&self, |d| d.number)
-            .ok()
-            .map(|i| &REGISTRY[i])
+        REGISTRY.binary_search_by_key(&self, |d| d.number).ok().map(|i| &REGISTRY[i])
     }
 
     pub fn name(self) -> Option<&'static str> {
@@ -126,10 +123,7 @@ impl OptionNumber {
 
     /// Looks up a registered option by name, case-insensitively.
     pub fn from_name(name: &str) -> Option<OptionNumber> {
-        REGISTRY
-            .iter()
-            .find(|d| d.name.eq_ignore_ascii_case(name))
-            .map(|d| d.number)
+        REGISTRY.iter().find(|d| d.name.eq_ignore_ascii_case(name)).map(|d| d.number)
     }
 }
 
@@ -298,9 +292,7 @@ pub(crate) fn scan_options(b: &[u8]) -> Result<usize, Error> {
     let mut pos = 0usize;
     let mut number: u16 = 0;
     while let Some((delta, len, header)) = decode_option_header(&b[pos..])? {
-        number = number
-            .checked_add(delta)
-            .ok_or(Error::OptionNumberOverflow)?;
+        number = number.checked_add(delta).ok_or(Error::OptionNumberOverflow)?;
         let end = pos + header + len;
         if end > b.len() {
             return Err(Error::Truncated);
@@ -321,12 +313,7 @@ pub fn option_encoded_len(delta: u16, len: usize) -> usize {
 }
 
 /// Writes one option with the given delta into `out` at `pos`; returns the new position.
-pub(crate) fn write_option(
-    out: &mut [u8],
-    mut pos: usize,
-    delta: u16,
-    value: &[u8],
-) -> Result<usize, Error> {
+pub(crate) fn write_option(out: &mut [u8], mut pos: usize, delta: u16, value: &[u8]) -> Result<usize, Error> {
     if value.len() > 65535 + 269 {
         return Err(Error::OptionTooLong);
     }
@@ -420,9 +407,7 @@ pub struct Options {
 
 impl Options {
     pub const fn new() -> Self {
-        Options {
-            entries: Vec::new(),
-        }
+        Options { entries: Vec::new() }
     }
 
     /// Collects options from an iterator (any order).
@@ -488,10 +473,7 @@ impl Options {
     /// Every value of `number`, in order.
     pub fn get_all(&self, number: OptionNumber) -> impl Iterator<Item = &[u8]> + '_ {
         let start = self.entries.partition_point(|(n, _)| *n < number);
-        self.entries[start..]
-            .iter()
-            .take_while(move |(n, _)| *n == number)
-            .map(|(_, v)| v.as_bytes())
+        self.entries[start..].iter().take_while(move |(n, _)| *n == number).map(|(_, v)| v.as_bytes())
     }
 
     /// The first value of `number` decoded as a uint; `None` if absent or longer than 8 bytes.
@@ -548,35 +530,27 @@ impl Options {
     }
 
     pub fn content_format(&self) -> Option<crate::ContentFormat> {
-        self.get_uint(OptionNumber::CONTENT_FORMAT)
-            .and_then(|v| u16::try_from(v).ok())
-            .map(crate::ContentFormat)
+        self.get_uint(OptionNumber::CONTENT_FORMAT).and_then(|v| u16::try_from(v).ok()).map(crate::ContentFormat)
     }
 
     pub fn accept(&self) -> Option<crate::ContentFormat> {
-        self.get_uint(OptionNumber::ACCEPT)
-            .and_then(|v| u16::try_from(v).ok())
-            .map(crate::ContentFormat)
+        self.get_uint(OptionNumber::ACCEPT).and_then(|v| u16::try_from(v).ok()).map(crate::ContentFormat)
     }
 
     pub fn observe(&self) -> Option<u32> {
-        self.get_uint(OptionNumber::OBSERVE)
-            .and_then(|v| u32::try_from(v).ok())
+        self.get_uint(OptionNumber::OBSERVE).and_then(|v| u32::try_from(v).ok())
     }
 
     pub fn max_age(&self) -> Option<u32> {
-        self.get_uint(OptionNumber::MAX_AGE)
-            .and_then(|v| u32::try_from(v).ok())
+        self.get_uint(OptionNumber::MAX_AGE).and_then(|v| u32::try_from(v).ok())
     }
 
     pub fn block1(&self) -> Option<crate::BlockValue> {
-        self.get(OptionNumber::BLOCK1)
-            .and_then(crate::BlockValue::decode)
+        self.get(OptionNumber::BLOCK1).and_then(crate::BlockValue::decode)
     }
 
     pub fn block2(&self) -> Option<crate::BlockValue> {
-        self.get(OptionNumber::BLOCK2)
-            .and_then(crate::BlockValue::decode)
+        self.get(OptionNumber::BLOCK2).and_then(crate::BlockValue::decode)
     }
 
     /// Sets Uri-Path from a `/`-separated path (leading and trailing `/` ignored, no percent-decoding).
@@ -589,11 +563,7 @@ impl Options {
     }
 }
 
-fn join_segments<'a>(
-    segs: impl Iterator<Item = &'a [u8]>,
-    sep: char,
-    empty: &str,
-) -> alloc::string::String {
+fn join_segments<'a>(segs: impl Iterator<Item = &'a [u8]>, sep: char, empty: &str) -> alloc::string::String {
     let mut s = alloc::string::String::new();
     for (i, seg) in segs.enumerate() {
         if sep == '/' || i > 0 {
@@ -609,9 +579,7 @@ fn join_segments<'a>(
 
 impl fmt::Debug for Options {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list()
-            .entries(self.entries.iter().map(|(n, v)| (n, v)))
-            .finish()
+        f.debug_list().entries(self.entries.iter().map(|(n, v)| (n, v))).finish()
     }
 }
 
@@ -639,10 +607,7 @@ mod tests {
     #[test]
     fn registry_sorted() {
         assert!(REGISTRY.windows(2).all(|w| w[0].number < w[1].number));
-        assert_eq!(
-            OptionNumber::from_name("uri-path"),
-            Some(OptionNumber::URI_PATH)
-        );
+        assert_eq!(OptionNumber::from_name("uri-path"), Some(OptionNumber::URI_PATH));
     }
 
     #[test]
@@ -657,33 +622,18 @@ mod tests {
 
     #[test]
     fn check_critical_rules() {
-        let ok: [(OptionNumber, &[u8]); 2] = [
-            (OptionNumber::URI_PATH, b"a"),
-            (OptionNumber::URI_PATH, b"b"),
-        ];
+        let ok: [(OptionNumber, &[u8]); 2] = [(OptionNumber::URI_PATH, b"a"), (OptionNumber::URI_PATH, b"b")];
         assert_eq!(check_critical(ok, &[]), Ok(()));
         let unknown: [(OptionNumber, &[u8]); 1] = [(OptionNumber(2049), b"")];
-        assert_eq!(
-            check_critical(unknown, &[]),
-            Err(BadOption::Unrecognized(OptionNumber(2049)))
-        );
+        assert_eq!(check_critical(unknown, &[]), Err(BadOption::Unrecognized(OptionNumber(2049))));
         assert_eq!(check_critical(unknown, &[OptionNumber(2049)]), Ok(()));
         let elective_unknown: [(OptionNumber, &[u8]); 1] = [(OptionNumber(2048), b"")];
         assert_eq!(check_critical(elective_unknown, &[]), Ok(()));
         let long_host = [0u8; 256];
         let bad: [(OptionNumber, &[u8]); 1] = [(OptionNumber::URI_HOST, &long_host)];
-        assert_eq!(
-            check_critical(bad, &[]),
-            Err(BadOption::BadLength(OptionNumber::URI_HOST))
-        );
-        let rep: [(OptionNumber, &[u8]); 2] = [
-            (OptionNumber::URI_HOST, b"a"),
-            (OptionNumber::URI_HOST, b"b"),
-        ];
-        assert_eq!(
-            check_critical(rep, &[]),
-            Err(BadOption::Repeated(OptionNumber::URI_HOST))
-        );
+        assert_eq!(check_critical(bad, &[]), Err(BadOption::BadLength(OptionNumber::URI_HOST)));
+        let rep: [(OptionNumber, &[u8]); 2] = [(OptionNumber::URI_HOST, b"a"), (OptionNumber::URI_HOST, b"b")];
+        assert_eq!(check_critical(rep, &[]), Err(BadOption::Repeated(OptionNumber::URI_HOST)));
     }
 
     #[test]

@@ -1,0 +1,1236 @@
+//! The sans-IO CoAP endpoint: message layer and request/response exchanges over one datagram transport.
+//!
+//! # What it owns
+//! - The message layer (RFC 7252 §4): CON retransmission with randomised exponential back-off, ACK/RST
+//!   matching, message-ID allocation per peer, duplicate detection per (peer, message ID) that answers a
+//!   duplicate CON with the reply it sent before, RST for what cannot be processed, CoAP ping.
+//! - Exchanges (§5): tokens, piggybacked and separate responses, NON requests and responses, NSTART with a
+//!   queue beyond it, timeouts and resets, cancellation; multicast requests with a response window and the
+//!   server side of multicast (leisure, no error responses, §8).
+//! - Bounded state: every table has a limit in [`Limits`] and a defined behaviour when it is full.
+//!
+//! # What it must never do
+//! Read a clock, open a socket, or draw randomness other than from the seed in [`EndpointConfig`].
+//!
+//! # Driving it
+//! Inputs: [`Endpoint::handle_datagram`], [`Endpoint::handle_timeout`], and the application calls
+//! [`Endpoint::request`], [`Endpoint::respond`], [`Endpoint::cancel`], [`Endpoint::ping`].
+//! Outputs, drained after every input: [`Endpoint::poll_event`], [`Endpoint::poll_transmit`], then
+//! [`Endpoint::poll_timeout`] for the next wake-up. A spurious `handle_timeout` is harmless.
+
+use crate::message::{
+    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,
+};
+use crate::params::TransmissionParams;
+use crate::rng::Rng;
+use crate::time::{Duration, Instant};
+use corral_wire::{check_critical, Code, Message, MessageId, MessageType, OptionNumber, Options, Packet, Token};
+use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use tracing::{debug, info, trace, warn};
+
+type Map<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+
+fn new_map<K, V>(seed: u64) -> Map<K, V> {
+    HashMap::with_hasher(foldhash::fast::FixedState::with_seed(seed))
+}
+
+/// Limits on every table the endpoint keeps, so that no peer can make it grow without bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Peers with per-peer state (message IDs, duplicate detection, NSTART queue). When full, the least
+    /// recently active peer without pending exchanges is forgotten; if none can be, new peers get 5.03.
+    pub max_peers: usize,
+    /// Duplicate-detection entries remembered per peer (the most recent message IDs). A client that obeys
+    /// NSTART has one CON outstanding, so a few entries cover its retransmissions.
+    pub dedup_per_peer: usize,
+    /// Concurrent requests this endpoint sends (queued ones included); beyond it `request` fails.
+    pub max_client_exchanges: usize,
+    /// Requests queued behind NSTART for one peer; beyond it `request` fails.
+    pub max_queued_per_peer: usize,
+    /// Received requests awaiting the application's response; beyond it new requests get 5.03.
+    pub max_inbound_exchanges: usize,
+    /// Responses to multicast requests waiting for their leisure; beyond it the response is dropped.
+    pub max_delayed: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_peers: 8192,
+            dedup_per_peer: 16,
+            max_client_exchanges: 4096,
+            max_queued_per_peer: 256,
+            max_inbound_exchanges: 4096,
+            max_delayed: 4096,
+        }
+    }
+}
+
+/// Configuration of an [`Endpoint`].
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    pub params: TransmissionParams,
+    /// Seeds every random choice: message IDs, tokens, back-off jitter, leisure.
+    pub seed: u64,
+    /// Length of generated tokens, 1 to 8 bytes.
+    pub token_len: u8,
+    /// How long a received CON waits for the application's response before an empty ACK is sent and the
+    /// response goes separately (RFC 7252 §5.2.2). Default: ACK_TIMEOUT / 2, well before the client's
+    /// first retransmission.
+    pub piggyback_window: Option<Duration>,
+    /// How long a NON request waits for its response. Default: MAX_TRANSMIT_WAIT.
+    pub non_timeout: Option<Duration>,
+    /// How long a request waits for its separate response after the empty ACK. Default: EXCHANGE_LIFETIME.
+    pub separate_timeout: Option<Duration>,
+    /// How long responses to a multicast request are collected. Default: DEFAULT_LEISURE + ACK_TIMEOUT.
+    pub multicast_window: Option<Duration>,
+    /// Max-Age of the 5.03 sent when a limit is hit.
+    pub overload_max_age: u32,
+    /// Critical options the application understands beyond corral-wire's registry.
+    pub extra_known_options: Vec<OptionNumber>,
+    pub limits: Limits,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        EndpointConfig {
+            params: TransmissionParams::default(),
+            seed: 0,
+            token_len: 4,
+            piggyback_window: None,
+            non_timeout: None,
+            separate_timeout: None,
+            multicast_window: None,
+            overload_max_age: 2,
+            extra_known_options: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl EndpointConfig {
+    pub fn with_seed(seed: u64) -> EndpointConfig {
+        EndpointConfig { seed, ..EndpointConfig::default() }
+    }
+
+    fn piggyback_window(&self) -> Duration {
+        self.piggyback_window.unwrap_or(Duration::from_micros(self.params.ack_timeout.as_micros() / 2))
+    }
+
+    fn non_timeout(&self) -> Duration {
+        self.non_timeout.unwrap_or(self.params.max_transmit_wait())
+    }
+
+    fn separate_timeout(&self) -> Duration {
+        self.separate_timeout.unwrap_or(self.params.exchange_lifetime())
+    }
+
+    fn multicast_window(&self) -> Duration {
+        self.multicast_window.unwrap_or(self.params.default_leisure + self.params.ack_timeout)
+    }
+}
+
+/// A datagram to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    pub dst: SocketAddr,
+    pub payload: Vec<u8>,
+}
+
+/// Something the application must know about.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A request arrived; answer it with [`Endpoint::respond`].
+    Request(IncomingRequest),
+    /// A response to a request this endpoint sent. For a unicast request this ends the exchange; a
+    /// multicast request may get many until [`Event::MulticastDone`].
+    Response { id: RequestId, from: SocketAddr, response: Response },
+    /// A request ended without a (further) response.
+    Failed { id: RequestId, error: RequestError },
+    /// The response window of a multicast request closed.
+    MulticastDone { id: RequestId },
+    /// A ping was answered (with RST, as RFC 7252 §4.3 prescribes).
+    Pong { id: RequestId, from: SocketAddr },
+}
+
+/// Counters for diagnostics, benchmarks and the lab.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub datagrams_in: u64,
+    pub malformed_in: u64,
+    pub duplicates_in: u64,
+    pub requests_in: u64,
+    pub responses_in: u64,
+    pub transmits: u64,
+    pub retransmissions: u64,
+    pub timeouts: u64,
+    pub resets_in: u64,
+    pub resets_out: u64,
+    pub overload_rejections: u64,
+    pub peers_evicted: u64,
+    pub dedup_evicted: u64,
+}
+
+/// What a reply to a received message looks like, remembered for duplicates.
+#[derive(Debug, Clone)]
+enum Reply {
+    /// The application has not answered yet.
+    Pending(InboundId),
+    /// The bytes sent in reply (ACK, piggybacked response, RST), resent for a duplicate CON.
+    Sent(Vec<u8>),
+    /// Nothing to resend (a NON, or a suppressed reply).
+    Nothing,
+}
+
+#[derive(Debug)]
+struct DedupEntry {
+    mid: MessageId,
+    expires: Instant,
+    reply: Reply,
+}
+
+#[derive(Debug)]
+struct Peer {
+    addr: SocketAddr,
+    next_mid: u16,
+    /// Outstanding interactions this endpoint initiated (NSTART, RFC 7252 §4.7).
+    outstanding: u16,
+    queue: VecDeque<RequestId>,
+    dedup: VecDeque<DedupEntry>,
+    /// Exchanges and reliable messages that refer to this peer; a peer with refs is never evicted.
+    refs: u32,
+    lru_stamp: u64,
+}
+
+/// Who a message we sent belongs to, so that its ACK, RST or timeout reaches the right place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    Request(RequestId),
+    Ping(RequestId),
+    /// A separate (CON) response; nothing waits for it but the peer's reference.
+    Response,
+}
+
+#[derive(Debug)]
+struct Retransmit {
+    bytes: Vec<u8>,
+    count: u8,
+    timeout: Duration,
+    next: Instant,
+}
+
+#[derive(Debug)]
+struct Sent {
+    owner: Owner,
+    /// Present for CONs until ACK, RST or give-up; NONs are remembered only to match a RST.
+    retransmit: Option<Retransmit>,
+}
+
+#[derive(Debug)]
+enum ClientState {
+    /// Waiting behind NSTART; holds the message to send.
+    Queued(Box<Message>),
+    /// A CON was sent; waiting for its ACK (or a response that implies it).
+    ExpectAck { mid: MessageId },
+    /// Acknowledged (empty ACK) or sent NON: waiting for the response.
+    ExpectResponse { mid: MessageId, until: Instant },
+    /// A multicast request: collecting responses until the window closes.
+    Collecting { mid: MessageId, until: Instant },
+}
+
+#[derive(Debug)]
+struct ClientExchange {
+    dst: SocketAddr,
+    token: Token,
+    confirmable: bool,
+    multicast: bool,
+    /// Counts towards the peer's NSTART.
+    counted: bool,
+    deadline: Option<Instant>,
+    multicast_window: Duration,
+    state: ClientState,
+}
+
+impl ClientExchange {
+    /// The earliest time this exchange needs attention.
+    fn wake_at(&self) -> Option<Instant> {
+        let state = match self.state {
+            ClientState::ExpectResponse { until, .. } | ClientState::Collecting { until, .. } => Some(until),
+            _ => None,
+        };
+        match (state, self.deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inbound {
+    peer: SocketAddr,
+    mid: MessageId,
+    token: Token,
+    con: bool,
+    multicast: bool,
+    /// An empty ACK went out: the response must be a separate CON.
+    acked: bool,
+    /// No-Response (RFC 7967) bits, if the option was present.
+    no_response: Option<u8>,
+    /// For multicast requests: not before this time (leisure, RFC 7252 §8.2).
+    not_before: Instant,
+    expires: Instant,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    Retransmit(SocketAddr, MessageId),
+    Exchange(RequestId),
+}
+
+#[derive(Debug)]
+struct Delayed {
+    at: Instant,
+    seq: u64,
+    transmit: Transmit,
+}
+
+impl PartialEq for Delayed {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Delayed {}
+impl PartialOrd for Delayed {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Delayed {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+/// A CoAP endpoint over one datagram transport (UDP or a simulated link). See the module docs.
+pub struct Endpoint {
+    config: EndpointConfig,
+    rng: Rng,
+    peer_params: Map<SocketAddr, TransmissionParams>,
+    peers: Map<SocketAddr, u32>,
+    slab: Vec<Option<Peer>>,
+    free_slots: Vec<u32>,
+    lru: VecDeque<(u32, u64)>,
+    lru_clock: u64,
+    sent: Map<(SocketAddr, MessageId), Sent>,
+    /// NONs we sent, forgotten after NON_LIFETIME (FIFO: the lifetime is constant).
+    sent_non_expiry: VecDeque<(Instant, SocketAddr, MessageId)>,
+    exchanges: Map<RequestId, ClientExchange>,
+    tokens: Map<Token, RequestId>,
+    inbound: Map<InboundId, Inbound>,
+    /// Received CONs waiting for a response: an empty ACK goes out at the deadline (FIFO: constant window).
+    piggyback_deadlines: VecDeque<(Instant, InboundId)>,
+    /// Unanswered inbound exchanges are dropped after EXCHANGE_LIFETIME (FIFO).
+    inbound_expiry: VecDeque<(Instant, InboundId)>,
+    timers: BinaryHeap<Reverse<(Instant, Timer)>>,
+    delayed: BinaryHeap<Reverse<Delayed>>,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    next_request_id: u64,
+    next_inbound_id: u64,
+    seq: u64,
+    stats: Stats,
+}
+
+impl Endpoint {
+    pub fn new(config: EndpointConfig) -> Endpoint {
+        let mut rng = Rng::new(config.seed);
+        let hash_seed = rng.next_u64();
+        Endpoint {
+            peer_params: new_map(hash_seed),
+            peers: new_map(hash_seed),
+            slab: Vec::new(),
+            free_slots: Vec::new(),
+            lru: VecDeque::new(),
+            lru_clock: 0,
+            sent: new_map(hash_seed),
+            sent_non_expiry: VecDeque::new(),
+            exchanges: new_map(hash_seed),
+            tokens: new_map(hash_seed),
+            inbound: new_map(hash_seed),
+            piggyback_deadlines: VecDeque::new(),
+            inbound_expiry: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            delayed: BinaryHeap::new(),
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            next_request_id: 1,
+            next_inbound_id: 1,
+            seq: 0,
+            stats: Stats::default(),
+            rng,
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &EndpointConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Transmission parameters for one peer, replacing the endpoint's (RFC 7252 §4.8: they may differ per
+    /// peer). `None` restores the default.
+    pub fn set_peer_params(&mut self, peer: SocketAddr, params: Option<TransmissionParams>) {
+        match params {
+            Some(p) => {
+                self.peer_params.insert(peer, p);
+            }
+            None => {
+                self.peer_params.remove(&peer);
+            }
+        }
+    }
+
+    fn params_for(&self, peer: &SocketAddr) -> TransmissionParams {
+        self.peer_params.get(peer).copied().unwrap_or(self.config.params)
+    }
+
+    /// Sizes of the internal tables, for tests and diagnostics: (peers, client exchanges, inbound exchanges,
+    /// reliable/tracked sent messages, dedup entries).
+    pub fn table_sizes(&self) -> (usize, usize, usize, usize, usize) {
+        let dedup = self.slab.iter().flatten().map(|p| p.dedup.len()).sum();
+        (self.peers.len(), self.exchanges.len(), self.inbound.len(), self.sent.len(), dedup)
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Outputs
+    // ---------------------------------------------------------------------------------------------
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        let t = self.transmits.pop_front()?;
+        self.stats.transmits += 1;
+        Some(t)
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The next time [`Endpoint::handle_timeout`] must be called. May be early (a stale timer); never late.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let candidates = [
+            self.timers.peek().map(|Reverse((t, _))| *t),
+            self.delayed.peek().map(|Reverse(d)| d.at),
+            self.piggyback_deadlines.front().map(|(t, _)| *t),
+            self.inbound_expiry.front().map(|(t, _)| *t),
+            self.sent_non_expiry.front().map(|(t, _, _)| *t),
+        ];
+        candidates.into_iter().flatten().min()
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Client side
+    // ---------------------------------------------------------------------------------------------
+
+    /// Starts a request to `dst` (a multicast address sends a NON to the group). The outcome arrives as
+    /// [`Event::Response`], [`Event::Failed`] or, for multicast, [`Event::MulticastDone`].
+    pub fn request(
+        &mut self,
+        now: Instant,
+        dst: SocketAddr,
+        request: Request,
+        params: SendParams,
+    ) -> Result<RequestId, StartError> {
+        if self.exchanges.len() >= self.config.limits.max_client_exchanges {
+            return Err(StartError::TooManyExchanges);
+        }
+        let token = match params.token {
+            Some(t) if self.tokens.contains_key(&t) => return Err(StartError::TokenInUse),
+            Some(t) => t,
+            None => self.fresh_token(),
+        };
+        let multicast = dst.ip().is_multicast();
+        let confirmable = params.confirmable && !multicast;
+        let Some(slot) = self.peer_slot(dst) else {
+            return Err(StartError::TooManyPeers);
+        };
+        let nstart = self.params_for(&dst).nstart;
+        let peer = self.peer_mut(slot);
+        let must_queue = peer.outstanding >= nstart;
+        if must_queue && peer.queue.len() >= self.config.limits.max_queued_per_peer {
+            return Err(StartError::QueueFull);
+        }
+        let id = RequestId(self.next_request_id);
+        self.next_request_id += 1;
+        let mtype = if confirmable { MessageType::Con } else { MessageType::Non };
+        let msg = Message {
+            mtype,
+            code: request.method,
+            mid: MessageId(0),
+            token,
+            options: request.options,
+            payload: request.payload,
+        };
+        let peer = self.peer_mut(slot);
+        peer.refs += 1;
+        if must_queue {
+            peer.queue.push_back(id);
+        }
+        let exchange = ClientExchange {
+            dst,
+            token,
+            confirmable,
+            multicast,
+            counted: false,
+            deadline: params.timeout.map(|t| now + t),
+            multicast_window: params.multicast_window.unwrap_or(self.config.multicast_window()),
+            state: ClientState::Queued(Box::new(msg)),
+        };
+        self.tokens.insert(token, id);
+        self.exchanges.insert(id, exchange);
+        debug!(?id, %dst, %token, queued = must_queue, "request started");
+        if must_queue {
+            self.arm_exchange(id);
+        } else {
+            self.send_queued(now, id);
+        }
+        Ok(id)
+    }
+
+    /// Sends an empty CON to `dst` (CoAP ping, RFC 7252 §4.3); the answer is [`Event::Pong`].
+    pub fn ping(&mut self, now: Instant, dst: SocketAddr) -> Result<RequestId, StartError> {
+        let Some(slot) = self.peer_slot(dst) else {
+            return Err(StartError::TooManyPeers);
+        };
+        let id = RequestId(self.next_request_id);
+        self.next_request_id += 1;
+        let mid = self.next_mid(slot);
+        let bytes = Message::empty(MessageType::Con, mid).encode();
+        self.send_reliable(now, dst, mid, Owner::Ping(id), bytes);
+        Ok(id)
+    }
+
+    /// Abandons a request: no more retransmissions, no event. Responses that arrive later are rejected.
+    pub fn cancel(&mut self, now: Instant, id: RequestId) {
+        if self.exchanges.contains_key(&id) {
+            debug!(?id, "request cancelled");
+            self.finish_exchange(now, id);
+        }
+    }
+
+    /// Whether a request is still in progress.
+    pub fn is_active(&self, id: RequestId) -> bool {
+        self.exchanges.contains_key(&id)
+    }
+
+    fn fresh_token(&mut self) -> Token {
+        let len = usize::from(self.config.token_len.clamp(1, 8));
+        loop {
+            let mut b = [0u8; 8];
+            self.rng.fill(&mut b[..len]);
+            let t = Token::new(&b[..len]).unwrap_or(Token::EMPTY);
+            if !self.tokens.contains_key(&t) {
+                return t;
+            }
+        }
+    }
+
+    /// Sends a queued exchange's message now.
+    fn send_queued(&mut self, now: Instant, id: RequestId) {
+        let Some(ex) = self.exchanges.get_mut(&id) else { return };
+        let ClientState::Queued(_) = ex.state else { return };
+        let dst = ex.dst;
+        let Some(&slot) = self.peers.get(&dst) else { return };
+        let mid = self.next_mid(slot);
+        let peer = self.peer_mut(slot);
+        peer.outstanding += 1;
+        let ex = self.exchanges.get_mut(&id).expect("exchange exists: checked above");
+        ex.counted = true;
+        let ClientState::Queued(mut msg) = std::mem::replace(&mut ex.state, ClientState::ExpectAck { mid }) else {
+            unreachable!("state checked above")
+        };
+        msg.mid = mid;
+        let bytes = msg.encode();
+        if ex.confirmable {
+            self.send_reliable(now, dst, mid, Owner::Request(id), bytes);
+        } else {
+            let params = self.params_for(&dst);
+            let ex = self.exchanges.get_mut(&id).expect("exchange exists: checked above");
+            ex.state = if ex.multicast {
+                ClientState::Collecting { mid, until: now + ex.multicast_window }
+            } else {
+                ClientState::ExpectResponse { mid, until: now + self.config.non_timeout() }
+            };
+            self.sent.insert((dst, mid), Sent { owner: Owner::Request(id), retransmit: None });
+            self.sent_non_expiry.push_back((now + params.non_lifetime(), dst, mid));
+            self.transmits.push_back(Transmit { dst, payload: bytes });
+        }
+        self.arm_exchange(id);
+    }
+
+    /// Sends a CON and tracks it until ACK, RST or give-up. The tracking entry holds a peer reference.
+    fn send_reliable(&mut self, now: Instant, dst: SocketAddr, mid: MessageId, owner: Owner, bytes: Vec<u8>) {
+        if let Some(&slot) = self.peers.get(&dst) {
+            self.peer_mut(slot).refs += 1;
+        }
+        let p = self.params_for(&dst);
+        let lo = p.ack_timeout.as_micros();
+        let hi = p.max_initial_timeout().as_micros();
+        let timeout = Duration::from_micros(self.rng.range_inclusive(lo, hi));
+        let next = now + timeout;
+        self.transmits.push_back(Transmit { dst, payload: bytes.clone() });
+        self.sent.insert((dst, mid), Sent { owner, retransmit: Some(Retransmit { bytes, count: 0, timeout, next }) });
+        self.timers.push(Reverse((next, Timer::Retransmit(dst, mid))));
+    }
+
+    fn arm_exchange(&mut self, id: RequestId) {
+        if let Some(at) = self.exchanges.get(&id).and_then(|e| e.wake_at()) {
+            self.timers.push(Reverse((at, Timer::Exchange(id))));
+        }
+    }
+
+    /// Ends an exchange: frees its token, NSTART slot, tracked message and peer reference, and starts the
+    /// next queued request to that peer.
+    fn finish_exchange(&mut self, now: Instant, id: RequestId) {
+        let Some(ex) = self.exchanges.remove(&id) else { return };
+        self.tokens.remove(&ex.token);
+        match ex.state {
+            ClientState::ExpectAck { mid } => {
+                if self.sent.remove(&(ex.dst, mid)).is_some() {
+                    self.release_peer_ref(ex.dst);
+                }
+            }
+            ClientState::ExpectResponse { mid, .. } | ClientState::Collecting { mid, .. } => {
+                // A NON's tracking entry (for RST matching) goes with the exchange.
+                if let Some(s) = self.sent.get(&(ex.dst, mid)) {
+                    if s.retransmit.is_none() {
+                        self.sent.remove(&(ex.dst, mid));
+                    }
+                }
+            }
+            ClientState::Queued(_) => {
+                if let Some(&slot) = self.peers.get(&ex.dst) {
+                    self.peer_mut(slot).queue.retain(|q| *q != id);
+                }
+            }
+        }
+        if ex.counted {
+            self.release_outstanding(now, ex.dst);
+        }
+        self.release_peer_ref(ex.dst);
+    }
+
+    /// One outstanding interaction with `dst` ended: start the next queued request, if any.
+    fn release_outstanding(&mut self, now: Instant, dst: SocketAddr) {
+        let Some(&slot) = self.peers.get(&dst) else { return };
+        let peer = self.peer_mut(slot);
+        peer.outstanding = peer.outstanding.saturating_sub(1);
+        if let Some(next) = peer.queue.pop_front() {
+            self.send_queued(now, next);
+        }
+    }
+
+    /// Marks an exchange as no longer outstanding for NSTART (its CON was acknowledged).
+    fn uncount(&mut self, now: Instant, id: RequestId) {
+        if let Some(ex) = self.exchanges.get_mut(&id) {
+            if ex.counted {
+                ex.counted = false;
+                let dst = ex.dst;
+                self.release_outstanding(now, dst);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Server side
+    // ---------------------------------------------------------------------------------------------
+
+    /// Answers a received request: piggybacked on the ACK if the CON is not acknowledged yet, as a separate
+    /// CON if it is, as a NON for a NON request (after leisure for a multicast request). Errors to multicast
+    /// requests and classes suppressed by No-Response are not sent (RFC 7252 §8.2, RFC 7967).
+    pub fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
+        let inb = self.inbound.remove(&id).ok_or(UnknownExchange)?;
+        let suppressed = suppressed(response.code, inb.no_response, inb.multicast);
+        let slot = self.peers.get(&inb.peer).copied();
+        if let Some(slot) = slot {
+            self.peer_mut(slot).refs = self.peer_mut(slot).refs.saturating_sub(1);
+        }
+        trace!(?id, code = %response.code, suppressed, "respond");
+        let mut msg = Message {
+            mtype: MessageType::Ack,
+            code: response.code,
+            mid: inb.mid,
+            token: inb.token,
+            options: response.options,
+            payload: response.payload,
+        };
+        if inb.con && !inb.acked {
+            let bytes = if suppressed { Message::empty(MessageType::Ack, inb.mid).encode() } else { msg.encode() };
+            self.remember_reply(slot, inb.mid, Reply::Sent(bytes.clone()));
+            self.transmits.push_back(Transmit { dst: inb.peer, payload: bytes });
+            return Ok(());
+        }
+        if suppressed {
+            return Ok(());
+        }
+        let Some(slot) = slot.or_else(|| self.peer_slot(inb.peer)) else {
+            warn!(peer = %inb.peer, "response dropped: peer table full");
+            return Ok(());
+        };
+        msg.mid = self.next_mid(slot);
+        if inb.con {
+            // Separate response (RFC 7252 §5.2.2): a CON of its own, retransmitted until acknowledged.
+            msg.mtype = MessageType::Con;
+            let bytes = msg.encode();
+            self.send_reliable(now, inb.peer, msg.mid, Owner::Response, bytes);
+        } else {
+            msg.mtype = MessageType::Non;
+            let transmit = Transmit { dst: inb.peer, payload: msg.encode() };
+            if inb.not_before > now {
+                if self.delayed.len() >= self.config.limits.max_delayed {
+                    warn!(peer = %inb.peer, "multicast response dropped: too many delayed responses");
+                    return Ok(());
+                }
+                self.seq += 1;
+                self.delayed.push(Reverse(Delayed { at: inb.not_before, seq: self.seq, transmit }));
+            } else {
+                self.transmits.push_back(transmit);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends the empty ACK for a received CON now, committing to a separate response. Useful when the
+    /// application knows it will be slow; otherwise the endpoint does it after the piggyback window.
+    pub fn accept(&mut self, id: InboundId) -> Result<(), UnknownExchange> {
+        let inb = self.inbound.get_mut(&id).ok_or(UnknownExchange)?;
+        if inb.con && !inb.acked {
+            inb.acked = true;
+            let (peer, mid) = (inb.peer, inb.mid);
+            let bytes = Message::empty(MessageType::Ack, mid).encode();
+            let slot = self.peers.get(&peer).copied();
+            self.remember_reply(slot, mid, Reply::Sent(bytes.clone()));
+            self.transmits.push_back(Transmit { dst: peer, payload: bytes });
+        }
+        Ok(())
+    }
+
+    fn remember_reply(&mut self, slot: Option<u32>, mid: MessageId, reply: Reply) {
+        let Some(slot) = slot else { return };
+        if let Some(e) = self.peer_mut(slot).dedup.iter_mut().rev().find(|e| e.mid == mid) {
+            e.reply = reply;
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Input
+    // ---------------------------------------------------------------------------------------------
+
+    /// A datagram arrived from `from`. `dst_ip` is the local address it was sent to, when the runtime knows
+    /// it; a multicast address there marks the request as multicast (RFC 7252 §8.2).
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
+        self.stats.datagrams_in += 1;
+        let multicast = dst_ip.is_some_and(|ip| ip.is_multicast());
+        let packet = match Packet::new_checked(data) {
+            Ok(p) => p,
+            Err(e) => {
+                self.stats.malformed_in += 1;
+                debug!(%from, error = %e, len = data.len(), "malformed datagram");
+                // RFC 7252 §4.2: a CON with a format error is rejected with RST (never on multicast).
+                if let Some((MessageType::Con, _, mid)) = Packet::<&[u8]>::peek_header(data) {
+                    if !multicast {
+                        self.send_rst(from, mid);
+                    }
+                }
+                return;
+            }
+        };
+        let code = packet.code();
+        match packet.mtype() {
+            MessageType::Ack if !multicast => self.on_ack(now, from, &packet),
+            MessageType::Rst if !multicast => self.on_rst(now, from, packet.message_id()),
+            MessageType::Con | MessageType::Non if code.is_request() => self.on_request(now, from, multicast, &packet),
+            MessageType::Con | MessageType::Non if code.is_response() && !multicast => {
+                self.on_response_message(now, from, &packet)
+            }
+            MessageType::Con if code.is_empty() && !multicast => {
+                trace!(%from, "ping answered");
+                self.send_rst(from, packet.message_id());
+            }
+            mtype => {
+                // Reserved classes, empty NON, signalling codes over UDP: a CON is rejected, the rest ignored.
+                self.stats.malformed_in += 1;
+                debug!(%from, ?mtype, %code, "ignoring message with unexpected type or code");
+                if mtype == MessageType::Con && !multicast {
+                    self.send_rst(from, packet.message_id());
+                }
+            }
+        }
+    }
+
+    fn send_rst(&mut self, to: SocketAddr, mid: MessageId) {
+        self.stats.resets_out += 1;
+        self.transmits.push_back(Transmit { dst: to, payload: Message::empty(MessageType::Rst, mid).encode() });
+    }
+
+    fn on_ack(&mut self, now: Instant, from: SocketAddr, packet: &Packet<&[u8]>) {
+        let mid = packet.message_id();
+        let Some(sent) = self.sent.remove(&(from, mid)) else {
+            trace!(%from, %mid, "ACK for nothing outstanding (duplicate?)");
+            return;
+        };
+        if sent.retransmit.is_none() {
+            // An ACK for a NON: meaningless; keep tracking the NON.
+            self.sent.insert((from, mid), sent);
+            return;
+        }
+        self.release_peer_ref(from);
+        match sent.owner {
+            Owner::Response => trace!(%from, %mid, "separate response acknowledged"),
+            Owner::Ping(id) => self.events.push_back(Event::Pong { id, from }),
+            Owner::Request(id) => {
+                let Some(ex) = self.exchanges.get_mut(&id) else { return };
+                let token_matches = ex.token.as_bytes() == packet.token_bytes();
+                if packet.code().is_response() && token_matches {
+                    self.stats.responses_in += 1;
+                    let response = to_response(packet);
+                    self.finish_exchange(now, id);
+                    self.events.push_back(Event::Response { id, from, response });
+                    return;
+                }
+                if !packet.code().is_empty() {
+                    warn!(%from, %mid, "piggybacked response with a foreign token or code; treating as empty ACK");
+                }
+                // Empty ACK: the response will come separately; the CON is no longer outstanding.
+                ex.state = ClientState::ExpectResponse { mid, until: now + self.config.separate_timeout() };
+                self.arm_exchange(id);
+                self.uncount(now, id);
+            }
+        }
+    }
+
+    fn on_rst(&mut self, now: Instant, from: SocketAddr, mid: MessageId) {
+        self.stats.resets_in += 1;
+        let Some(sent) = self.sent.remove(&(from, mid)) else {
+            trace!(%from, %mid, "RST for nothing outstanding");
+            return;
+        };
+        if sent.retransmit.is_some() {
+            self.release_peer_ref(from);
+        }
+        match sent.owner {
+            Owner::Ping(id) => self.events.push_back(Event::Pong { id, from }),
+            Owner::Response => info!(%from, %mid, "separate response rejected with RST"),
+            Owner::Request(id) => {
+                if self.exchanges.get(&id).is_some_and(|e| e.multicast) {
+                    return; // one member's RST does not end a group request
+                }
+                info!(%from, ?id, "request reset by peer");
+                self.finish_exchange(now, id);
+                self.events.push_back(Event::Failed { id, error: RequestError::Reset });
+            }
+        }
+    }
+
+    /// Duplicate detection for a received CON or NON. Returns the peer slot if the message is new.
+    fn dedup(&mut self, now: Instant, from: SocketAddr, packet: &Packet<&[u8]>) -> Result<u32, ()> {
+        let Some(slot) = self.peer_slot(from) else {
+            return Err(());
+        };
+        let mid = packet.message_id();
+        let con = packet.mtype() == MessageType::Con;
+        let peer = self.peer_mut(slot);
+        if let Some(pos) = peer.dedup.iter().rposition(|e| e.mid == mid) {
+            if peer.dedup[pos].expires > now {
+                let reply = peer.dedup[pos].reply.clone();
+                self.stats.duplicates_in += 1;
+                trace!(%from, %mid, "duplicate");
+                if con {
+                    match reply {
+                        Reply::Sent(bytes) => self.transmits.push_back(Transmit { dst: from, payload: bytes }),
+                        Reply::Pending(iid) => {
+                            // Still being handled: stop the client's retransmissions with an empty ACK.
+                            let _ = self.accept(iid);
+                        }
+                        Reply::Nothing => {}
+                    }
+                }
+                return Err(());
+            }
+            peer.dedup.remove(pos);
+        }
+        let p = self.params_for(&from);
+        let lifetime = if con { p.exchange_lifetime() } else { p.non_lifetime() };
+        let cap = self.config.limits.dedup_per_peer.max(1);
+        let peer = self.peer_mut(slot);
+        if peer.dedup.len() >= cap {
+            peer.dedup.pop_front();
+            self.stats.dedup_evicted += 1;
+        }
+        self.peer_mut(slot).dedup.push_back(DedupEntry { mid, expires: now + lifetime, reply: Reply::Nothing });
+        Ok(slot)
+    }
+
+    fn on_request(&mut self, now: Instant, from: SocketAddr, multicast: bool, packet: &Packet<&[u8]>) {
+        let con = packet.mtype() == MessageType::Con && !multicast;
+        let mid = packet.message_id();
+        let slot = match self.dedup(now, from, packet) {
+            Ok(slot) => slot,
+            Err(()) if self.peers.contains_key(&from) => return, // a duplicate, handled
+            Err(()) => {
+                self.stats.overload_rejections += 1;
+                if con {
+                    self.reject_overload(from, packet, "too many peers");
+                }
+                return;
+            }
+        };
+        self.stats.requests_in += 1;
+        let method = packet.code();
+        let error = if method.detail() > 7 {
+            Some(Response::error(Code::METHOD_NOT_ALLOWED, format!("unknown method 0.{:02}", method.detail())))
+        } else {
+            check_critical(packet.options(), &self.config.extra_known_options)
+                .err()
+                .map(|bad| Response::error(Code::BAD_OPTION, bad.to_string()))
+        };
+        if let Some(response) = error {
+            if multicast {
+                return;
+            }
+            debug!(%from, code = %response.code, "rejecting request");
+            if con {
+                let mut ack = Message::new(MessageType::Ack, response.code, mid, packet.token());
+                ack.payload = response.payload;
+                let bytes = ack.encode();
+                self.remember_reply(Some(slot), mid, Reply::Sent(bytes.clone()));
+                self.transmits.push_back(Transmit { dst: from, payload: bytes });
+            } else {
+                // RFC 7252 §5.4.1: a NON with an unrecognised critical option is rejected (RST).
+                self.send_rst(from, mid);
+            }
+            return;
+        }
+        if self.inbound.len() >= self.config.limits.max_inbound_exchanges {
+            self.stats.overload_rejections += 1;
+            if !multicast {
+                self.reject_overload(from, packet, "too many requests in progress");
+            }
+            return;
+        }
+        let id = InboundId(self.next_inbound_id);
+        self.next_inbound_id += 1;
+        let params = self.params_for(&from);
+        let not_before = if multicast {
+            now + Duration::from_micros(self.rng.below(params.default_leisure.as_micros() + 1))
+        } else {
+            now
+        };
+        let no_response = packet.option(OptionNumber::NO_RESPONSE).map(|v| v.first().copied().unwrap_or(0));
+        let expires = now + params.exchange_lifetime();
+        self.inbound.insert(
+            id,
+            Inbound {
+                peer: from,
+                mid,
+                token: packet.token(),
+                con,
+                multicast,
+                acked: false,
+                no_response,
+                not_before,
+                expires,
+            },
+        );
+        self.peer_mut(slot).refs += 1;
+        if con {
+            self.remember_reply(Some(slot), mid, Reply::Pending(id));
+            self.piggyback_deadlines.push_back((now + self.config.piggyback_window(), id));
+        }
+        self.inbound_expiry.push_back((expires, id));
+        let request = Request { method, options: packet.options().collect(), payload: packet.payload().to_vec() };
+        self.events.push_back(Event::Request(IncomingRequest {
+            id,
+            from,
+            multicast,
+            confirmable: packet.mtype() == MessageType::Con,
+            token: packet.token(),
+            request,
+        }));
+    }
+
+    /// A stateless 5.03 with Max-Age for a CON request that hit a limit (RFC 7252 §5.9.3.4).
+    fn reject_overload(&mut self, to: SocketAddr, packet: &Packet<&[u8]>, why: &str) {
+        warn!(peer = %to, why, "overloaded: answering 5.03");
+        let mut ack = Message::new(MessageType::Ack, Code::SERVICE_UNAVAILABLE, packet.message_id(), packet.token());
+        ack.options.set_uint(OptionNumber::MAX_AGE, u64::from(self.config.overload_max_age));
+        ack.payload = format!("overloaded: {why}").into_bytes();
+        self.transmits.push_back(Transmit { dst: to, payload: ack.encode() });
+    }
+
+    fn on_response_message(&mut self, now: Instant, from: SocketAddr, packet: &Packet<&[u8]>) {
+        let con = packet.mtype() == MessageType::Con;
+        let mid = packet.message_id();
+        let slot = match self.dedup(now, from, packet) {
+            Ok(slot) => Some(slot),
+            Err(()) if self.peers.contains_key(&from) => return,
+            Err(()) => None,
+        };
+        let token = packet.token();
+        let matched = self.tokens.get(&token).copied().filter(|id| {
+            self.exchanges
+                .get(id)
+                .is_some_and(|ex| ex.multicast || (ex.dst == from && !matches!(ex.state, ClientState::Queued(_))))
+        });
+        let Some(id) = matched else {
+            // Nobody asked: reject a CON; a NON notification too, so the server forgets the observer
+            // (RFC 7641 §3.6). Late NON replies to a closed multicast window are dropped quietly.
+            if con || packet.option(OptionNumber::OBSERVE).is_some() {
+                debug!(%from, %token, "rejecting unexpected response");
+                self.send_rst(from, mid);
+                self.remember_reply(slot, mid, Reply::Sent(Message::empty(MessageType::Rst, mid).encode()));
+            }
+            return;
+        };
+        if con {
+            let ack = Message::empty(MessageType::Ack, mid).encode();
+            self.remember_reply(slot, mid, Reply::Sent(ack.clone()));
+            self.transmits.push_back(Transmit { dst: from, payload: ack });
+        }
+        self.stats.responses_in += 1;
+        let response = to_response(packet);
+        let multicast = self.exchanges.get(&id).is_some_and(|e| e.multicast);
+        if !multicast {
+            self.finish_exchange(now, id);
+        }
+        self.events.push_back(Event::Response { id, from, response });
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Timers
+    // ---------------------------------------------------------------------------------------------
+
+    /// Processes every timer due at or before `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&Reverse((at, _))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            let Some(Reverse((at, timer))) = self.timers.pop() else { break };
+            match timer {
+                Timer::Retransmit(dst, mid) => self.on_retransmit_timer(now, at, dst, mid),
+                Timer::Exchange(id) => self.on_exchange_timer(now, at, id),
+            }
+        }
+        while self.delayed.peek().is_some_and(|Reverse(d)| d.at <= now) {
+            if let Some(Reverse(d)) = self.delayed.pop() {
+                self.transmits.push_back(d.transmit);
+            }
+        }
+        while let Some(&(at, id)) = self.piggyback_deadlines.front() {
+            if at > now {
+                break;
+            }
+            self.piggyback_deadlines.pop_front();
+            if self.inbound.get(&id).is_some_and(|i| !i.acked) {
+                debug!(?id, "no response within the piggyback window: sending empty ACK");
+                let _ = self.accept(id);
+            }
+        }
+        while let Some(&(at, id)) = self.inbound_expiry.front() {
+            if at > now {
+                break;
+            }
+            self.inbound_expiry.pop_front();
+            if let Some(inb) = self.inbound.get(&id) {
+                if inb.expires <= now {
+                    warn!(?id, peer = %inb.peer, "request never answered by the application; dropping it");
+                    let peer = inb.peer;
+                    self.inbound.remove(&id);
+                    self.release_peer_ref(peer);
+                }
+            }
+        }
+        while let Some(&(at, dst, mid)) = self.sent_non_expiry.front() {
+            if at > now {
+                break;
+            }
+            self.sent_non_expiry.pop_front();
+            if self.sent.get(&(dst, mid)).is_some_and(|s| s.retransmit.is_none()) {
+                self.sent.remove(&(dst, mid));
+            }
+        }
+    }
+
+    fn on_retransmit_timer(&mut self, now: Instant, at: Instant, dst: SocketAddr, mid: MessageId) {
+        let max_retransmit = self.params_for(&dst).max_retransmit;
+        let Some(sent) = self.sent.get_mut(&(dst, mid)) else { return };
+        let Some(rt) = sent.retransmit.as_mut() else { return };
+        if rt.next != at {
+            return; // stale
+        }
+        if rt.count < max_retransmit {
+            rt.count += 1;
+            rt.timeout = rt.timeout.saturating_mul(2);
+            rt.next = now + rt.timeout;
+            let (next, count, bytes) = (rt.next, rt.count, rt.bytes.clone());
+            self.stats.retransmissions += 1;
+            info!(%dst, %mid, count, "retransmitting CON");
+            self.transmits.push_back(Transmit { dst, payload: bytes });
+            self.timers.push(Reverse((next, Timer::Retransmit(dst, mid))));
+            return;
+        }
+        let owner = sent.owner;
+        self.sent.remove(&(dst, mid));
+        self.release_peer_ref(dst);
+        self.stats.timeouts += 1;
+        info!(%dst, %mid, "CON not acknowledged after MAX_RETRANSMIT retransmissions");
+        match owner {
+            Owner::Request(id) => {
+                if self.exchanges.contains_key(&id) {
+                    self.finish_exchange(now, id);
+                    self.events.push_back(Event::Failed { id, error: RequestError::Timeout });
+                }
+            }
+            Owner::Ping(id) => self.events.push_back(Event::Failed { id, error: RequestError::Timeout }),
+            Owner::Response => {}
+        }
+    }
+
+    fn on_exchange_timer(&mut self, now: Instant, at: Instant, id: RequestId) {
+        let Some(ex) = self.exchanges.get(&id) else { return };
+        if ex.wake_at() != Some(at) {
+            return; // stale
+        }
+        if let ClientState::Collecting { .. } = ex.state {
+            debug!(?id, "multicast response window closed");
+            self.finish_exchange(now, id);
+            self.events.push_back(Event::MulticastDone { id });
+            return;
+        }
+        self.stats.timeouts += 1;
+        info!(?id, "request timed out");
+        self.finish_exchange(now, id);
+        self.events.push_back(Event::Failed { id, error: RequestError::Timeout });
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Peers
+    // ---------------------------------------------------------------------------------------------
+
+    fn peer_mut(&mut self, slot: u32) -> &mut Peer {
+        self.slab[slot as usize].as_mut().expect("peer slot is live: slots come from the peers map")
+    }
+
+    fn next_mid(&mut self, slot: u32) -> MessageId {
+        let peer = self.peer_mut(slot);
+        let mid = peer.next_mid;
+        peer.next_mid = mid.wrapping_add(1);
+        MessageId(mid)
+    }
+
+    fn release_peer_ref(&mut self, addr: SocketAddr) {
+        if let Some(&slot) = self.peers.get(&addr) {
+            let p = self.peer_mut(slot);
+            p.refs = p.refs.saturating_sub(1);
+        }
+    }
+
+    /// The slot of `addr`'s state, creating it (and evicting an idle peer if the table is full).
+    fn peer_slot(&mut self, addr: SocketAddr) -> Option<u32> {
+        self.lru_clock += 1;
+        let stamp = self.lru_clock;
+        if let Some(&slot) = self.peers.get(&addr) {
+            self.peer_mut(slot).lru_stamp = stamp;
+            self.lru.push_back((slot, stamp));
+            self.compact_lru();
+            return Some(slot);
+        }
+        if self.peers.len() >= self.config.limits.max_peers && !self.evict_peer() {
+            return None;
+        }
+        let peer = Peer {
+            addr,
+            next_mid: self.rng.next_u16(),
+            outstanding: 0,
+            queue: VecDeque::new(),
+            dedup: VecDeque::new(),
+            refs: 0,
+            lru_stamp: stamp,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.slab[s as usize] = Some(peer);
+                s
+            }
+            None => {
+                self.slab.push(Some(peer));
+                (self.slab.len() - 1) as u32
+            }
+        };
+        match self.peers.entry(addr) {
+            Entry::Vacant(v) => {
+                v.insert(slot);
+            }
+            Entry::Occupied(_) => unreachable!("checked absent above"),
+        }
+        self.lru.push_back((slot, stamp));
+        self.compact_lru();
+        Some(slot)
+    }
+
+    /// Forgets the least recently active peer that has no exchanges or reliable messages pending.
+    fn evict_peer(&mut self) -> bool {
+        let mut budget = self.lru.len();
+        while budget > 0 {
+            budget -= 1;
+            let Some((slot, stamp)) = self.lru.pop_front() else { return false };
+            let Some(peer) = self.slab[slot as usize].as_ref() else { continue };
+            if peer.lru_stamp != stamp {
+                continue; // a newer touch of this peer is further back
+            }
+            if peer.refs > 0 || peer.outstanding > 0 || !peer.queue.is_empty() {
+                self.lru.push_back((slot, stamp));
+                continue;
+            }
+            let addr = peer.addr;
+            self.peers.remove(&addr);
+            self.slab[slot as usize] = None;
+            self.free_slots.push(slot);
+            self.stats.peers_evicted += 1;
+            debug!(peer = %addr, "forgot idle peer (peer table full)");
+            return true;
+        }
+        false
+    }
+
+    fn compact_lru(&mut self) {
+        if self.lru.len() > 4 * self.peers.len() + 64 {
+            let slab = &self.slab;
+            self.lru.retain(|(slot, stamp)| slab[*slot as usize].as_ref().is_some_and(|p| p.lru_stamp == *stamp));
+        }
+    }
+}
+
+fn to_response(packet: &Packet<&[u8]>) -> Response {
+    Response { code: packet.code(), options: packet.options().collect::<Options>(), payload: packet.payload().to_vec() }
+}
+
+/// Whether a response must not be sent (RFC 7967 No-Response; RFC 7252 §8.2 for errors to multicast).
+fn suppressed(code: Code, no_response: Option<u8>, multicast: bool) -> bool {
+    let class_bit = match code.class() {
+        2 => 0x02,
+        4 => 0x08,
+        5 => 0x10,
+        _ => 0,
+    };
+    match no_response {
+        Some(bits) => bits & class_bit != 0,
+        None => multicast && code.is_error(),
+    }
+}

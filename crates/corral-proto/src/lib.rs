@@ -1,0 +1,43 @@
+//! # corral-proto
+//!
+//! The sans-IO CoAP protocol engine. It contains no networking code and never reads a clock or the global
+//! RNG: inputs are `handle_*(now, …)` calls, outputs are drained with `poll_*`, time is corral's own
+//! [`Instant`], and randomness comes from the seed in the configuration. The tokio runtime (`corral-tokio`)
+//! and the simulator (`corral-sim`) drive the very same state machines.
+//!
+//! - [`Endpoint`]: message layer and exchanges over one datagram transport (RFC 7252 §4, §5, §8).
+//! - [`Service`] and [`Node`]: how applications plug in — the server resources, the Entity Manager,
+//!   the proxy and simulated devices are all services on a node.
+//! - [`TransmissionParams`]: ACK_TIMEOUT and friends, with the derived values of RFC 7252 §4.8.2.
+//!
+//! ## Driving an endpoint or node
+//! After every input (`handle_datagram`, `handle_timeout`, or an application call), drain
+//! `poll_transmit` (send each datagram), for an [`Endpoint`] `poll_event`, for a [`Node`] `poll_command`,
+//! then ask `poll_timeout` when to call `handle_timeout` next.
+//!
+//! ## Logging policy (`tracing`)
+//! TRACE per message; DEBUG exchange life cycle and malformed input (a flood must not flood the log);
+//! INFO retransmissions, timeouts and resets; WARN limits being hit and peers that misbehave.
+
+mod endpoint;
+mod links;
+mod message;
+mod node;
+mod params;
+mod rng;
+mod service;
+pub mod testing;
+mod time;
+
+pub use endpoint::{Endpoint, EndpointConfig, Event, Limits, Stats, Transmit};
+pub use links::render as render_links;
+pub use message::{
+    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,
+};
+pub use node::{Node, ServiceHandle};
+pub use params::TransmissionParams;
+pub use rng::Rng;
+pub use service::{Context, NodeCommand, Outcome, ResourceLink, Service};
+pub use time::{Duration, Instant};
+
+pub use corral_wire as wire;

@@ -1,0 +1,239 @@
+//! The application-level request and response types, free of message-layer fields.
+//!
+//! Type, message ID and token belong to the endpoint; an application only says what it wants
+//! (method or code, options, payload) and how to send it ([`SendParams`]).
+
+use crate::time::Duration;
+use corral_wire::{Code, ContentFormat, OptionNumber, Options, Token};
+use std::fmt;
+use std::net::SocketAddr;
+
+/// A request as the application sees it.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Request {
+    pub method: Code,
+    pub options: Options,
+    pub payload: Vec<u8>,
+}
+
+impl Request {
+    pub fn new(method: Code) -> Request {
+        Request { method, options: Options::new(), payload: Vec::new() }
+    }
+
+    /// A GET of a `/`-separated path.
+    pub fn get(path: &str) -> Request {
+        Request::new(Code::GET).with_path(path)
+    }
+
+    pub fn with_path(mut self, path: &str) -> Request {
+        self.options.set_path(path);
+        self
+    }
+
+    /// Adds one Uri-Query item (`key=value`).
+    pub fn with_query(mut self, item: &str) -> Request {
+        self.options.push_str(OptionNumber::URI_QUERY, item);
+        self
+    }
+
+    pub fn with_option(mut self, number: OptionNumber, value: &[u8]) -> Request {
+        self.options.push(number, value);
+        self
+    }
+
+    pub fn with_payload(mut self, payload: impl Into<Vec<u8>>) -> Request {
+        self.payload = payload.into();
+        self
+    }
+
+    pub fn with_content_format(mut self, cf: ContentFormat) -> Request {
+        self.options.set_uint(OptionNumber::CONTENT_FORMAT, u64::from(cf.0));
+        self
+    }
+
+    pub fn with_accept(mut self, cf: ContentFormat) -> Request {
+        self.options.set_uint(OptionNumber::ACCEPT, u64::from(cf.0));
+        self
+    }
+
+    /// Uri-Path segments as strings (lossy for non-UTF-8).
+    pub fn path_segments(&self) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
+        self.options.get_all(OptionNumber::URI_PATH).map(String::from_utf8_lossy)
+    }
+
+    /// The value of the first `key=value` Uri-Query with this key.
+    pub fn query_value(&self, key: &str) -> Option<&str> {
+        self.options.query_pairs().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+}
+
+impl fmt::Debug for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.method, self.options.path())?;
+        let q = self.options.query();
+        if !q.is_empty() {
+            write!(f, "?{q}")?;
+        }
+        write!(f, " ({} B)", self.payload.len())
+    }
+}
+
+/// A response as the application sees it.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Response {
+    pub code: Code,
+    pub options: Options,
+    pub payload: Vec<u8>,
+}
+
+impl Response {
+    pub fn new(code: Code) -> Response {
+        Response { code, options: Options::new(), payload: Vec::new() }
+    }
+
+    /// 2.05 Content with a payload in a content format.
+    pub fn content(cf: ContentFormat, payload: impl Into<Vec<u8>>) -> Response {
+        Response::new(Code::CONTENT).with_content_format(cf).with_payload(payload)
+    }
+
+    /// An error response with a diagnostic payload (RFC 7252 §5.5.2: UTF-8 text, no Content-Format).
+    pub fn error(code: Code, diagnostic: impl Into<String>) -> Response {
+        Response::new(code).with_payload(diagnostic.into().into_bytes())
+    }
+
+    pub fn with_payload(mut self, payload: impl Into<Vec<u8>>) -> Response {
+        self.payload = payload.into();
+        self
+    }
+
+    pub fn with_content_format(mut self, cf: ContentFormat) -> Response {
+        self.options.set_uint(OptionNumber::CONTENT_FORMAT, u64::from(cf.0));
+        self
+    }
+
+    pub fn with_option(mut self, number: OptionNumber, value: &[u8]) -> Response {
+        self.options.push(number, value);
+        self
+    }
+
+    pub fn with_max_age(mut self, secs: u32) -> Response {
+        self.options.set_uint(OptionNumber::MAX_AGE, u64::from(secs));
+        self
+    }
+
+    /// The payload as text, lossily.
+    pub fn payload_text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.payload)
+    }
+}
+
+impl fmt::Debug for Response {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#} ({} B)", self.code, self.payload.len())
+    }
+}
+
+/// How to send a request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SendParams {
+    /// CON (reliable) or NON. Requests to a multicast address are always NON (RFC 7252 §8.1).
+    pub confirmable: bool,
+    /// A token to use instead of a random one (it must not be in use for another outstanding request).
+    pub token: Option<Token>,
+    /// Fail the request with [`RequestError::Timeout`] if it has not completed this long after it started.
+    pub timeout: Option<Duration>,
+    /// For multicast requests: how long responses are collected before [`crate::Event::MulticastDone`].
+    /// Defaults to the endpoint's `multicast_window`.
+    pub multicast_window: Option<Duration>,
+}
+
+impl Default for SendParams {
+    fn default() -> Self {
+        SendParams { confirmable: true, token: None, timeout: None, multicast_window: None }
+    }
+}
+
+impl SendParams {
+    pub fn non() -> SendParams {
+        SendParams { confirmable: false, ..SendParams::default() }
+    }
+}
+
+/// Identifies a request this endpoint sent.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct RequestId(pub u64);
+
+/// Identifies a request this endpoint received and has not answered yet.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct InboundId(pub u64);
+
+/// A request received from a peer, to be answered with [`crate::Endpoint::respond`].
+#[derive(Debug, Clone)]
+pub struct IncomingRequest {
+    pub id: InboundId,
+    pub from: SocketAddr,
+    /// It arrived on a multicast address: answer after leisure, never with an error (RFC 7252 §8.2).
+    pub multicast: bool,
+    pub confirmable: bool,
+    pub token: Token,
+    pub request: Request,
+}
+
+/// Why a request ended without a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestError {
+    /// No ACK after MAX_RETRANSMIT retransmissions, no response in time, or the request's own timeout.
+    Timeout,
+    /// The peer answered with RST.
+    Reset,
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::Timeout => f.write_str("timed out"),
+            RequestError::Reset => f.write_str("reset by peer"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// Why a request could not be started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartError {
+    /// The limit on concurrent client exchanges is reached.
+    TooManyExchanges,
+    /// NSTART requests to this peer are outstanding and its queue is full.
+    QueueFull,
+    /// The requested token is already in use.
+    TokenInUse,
+    /// The peer table is full of peers with state that cannot be dropped.
+    TooManyPeers,
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::TooManyExchanges => f.write_str("too many concurrent requests"),
+            StartError::QueueFull => f.write_str("request queue for this peer is full"),
+            StartError::TokenInUse => f.write_str("token already in use"),
+            StartError::TooManyPeers => f.write_str("too many peers"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// [`crate::Endpoint::respond`] was given an exchange that is already answered or has expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnknownExchange;
+
+impl fmt::Display for UnknownExchange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no such inbound exchange (already answered or expired)")
+    }
+}
+
+impl std::error::Error for UnknownExchange {}

@@ -1,0 +1,279 @@
+//! A node: one endpoint plus the services mounted on it. The tokio runtime and the simulator drive nodes.
+//!
+//! The node routes each received request to the service mounted at the longest matching Uri-Path prefix,
+//! answers 4.04 when none matches, serves `/.well-known/core` from the services' links, and hands every
+//! outcome of a request back to the service that issued it. It adds no I/O and no clock to the endpoint's
+//! contract: inputs are `handle_*`, outputs `poll_*`.
+
+use crate::endpoint::{Endpoint, Event, Transmit};
+use crate::message::{IncomingRequest, RequestId};
+use crate::rng::Rng;
+use crate::service::{Context, NodeCommand, Outcome, Owners, ResourceLink, Service};
+use crate::time::Instant;
+use corral_wire::{Code, ContentFormat};
+use std::any::Any;
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+
+/// Refers to a service mounted on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ServiceHandle(usize);
+
+struct Mount {
+    prefix: Vec<String>,
+    service: Box<dyn Service>,
+    rng: Rng,
+}
+
+/// An endpoint and its services. See the module docs.
+pub struct Node {
+    endpoint: Endpoint,
+    mounts: Vec<Mount>,
+    owners: Owners,
+    commands: Vec<NodeCommand>,
+    /// Events for requests no service owns (issued directly on the endpoint by the driver).
+    unowned: VecDeque<Event>,
+    seed: u64,
+    well_known_core: bool,
+}
+
+impl Node {
+    pub fn new(endpoint: Endpoint) -> Node {
+        let seed = endpoint.config().seed;
+        Node {
+            endpoint,
+            mounts: Vec::new(),
+            owners: Owners::with_hasher(foldhash::fast::FixedState::with_seed(seed)),
+            commands: Vec::new(),
+            unowned: VecDeque::new(),
+            seed,
+            well_known_core: true,
+        }
+    }
+
+    /// Mounts a service at a `/`-separated path prefix (`""` catches every path no other mount claims).
+    pub fn mount<S: Service>(&mut self, prefix: &str, service: S) -> ServiceHandle {
+        let prefix: Vec<String> = prefix.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
+        let index = self.mounts.len();
+        let rng = Rng::stream(self.seed, 0x5e41_0000 + index as u64);
+        self.mounts.push(Mount { prefix, service: Box::new(service), rng });
+        ServiceHandle(index)
+    }
+
+    /// Whether the node answers `/.well-known/core` itself (default: yes, unless a service is mounted there).
+    pub fn set_well_known_core(&mut self, enabled: bool) {
+        self.well_known_core = enabled;
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    pub fn endpoint_mut(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
+    }
+
+    pub fn service<S: Service>(&self, h: ServiceHandle) -> Option<&S> {
+        let svc: &dyn Any = self.mounts.get(h.0)?.service.as_ref();
+        svc.downcast_ref::<S>()
+    }
+
+    pub fn service_mut<S: Service>(&mut self, h: ServiceHandle) -> Option<&mut S> {
+        let svc: &mut dyn Any = self.mounts.get_mut(h.0)?.service.as_mut();
+        svc.downcast_mut::<S>()
+    }
+
+    /// Runs `f` on a service with a context, as if the service had an input: the way a driver makes a
+    /// client service start a request. Outputs are dispatched afterwards.
+    pub fn with_service<S: Service, R>(
+        &mut self,
+        now: Instant,
+        h: ServiceHandle,
+        f: impl FnOnce(&mut S, &mut Context<'_>) -> R,
+    ) -> Option<R> {
+        let mount = self.mounts.get_mut(h.0)?;
+        let svc: &mut dyn Any = mount.service.as_mut();
+        let svc = svc.downcast_mut::<S>()?;
+        let mut cx = Context {
+            now,
+            endpoint: &mut self.endpoint,
+            owners: &mut self.owners,
+            commands: &mut self.commands,
+            rng: &mut mount.rng,
+            me: h.0,
+            mount_depth: mount.prefix.len(),
+        };
+        let r = f(svc, &mut cx);
+        self.dispatch(now);
+        Some(r)
+    }
+
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
+        self.endpoint.handle_datagram(now, from, dst_ip, data);
+        self.dispatch(now);
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.endpoint.handle_timeout(now);
+        self.dispatch(now);
+        for i in 0..self.mounts.len() {
+            if self.mounts[i].service.poll_timeout().is_some_and(|t| t <= now) {
+                let mount = &mut self.mounts[i];
+                let mut cx = Context {
+                    now,
+                    endpoint: &mut self.endpoint,
+                    owners: &mut self.owners,
+                    commands: &mut self.commands,
+                    rng: &mut mount.rng,
+                    me: i,
+                    mount_depth: mount.prefix.len(),
+                };
+                mount.service.handle_timeout(&mut cx);
+            }
+        }
+        self.dispatch(now);
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.endpoint.poll_transmit()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let services = self.mounts.iter().filter_map(|m| m.service.poll_timeout()).min();
+        match (self.endpoint.poll_timeout(), services) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Multicast joins and leaves the services asked for; the driver applies them.
+    pub fn poll_command(&mut self) -> Option<NodeCommand> {
+        if self.commands.is_empty() {
+            None
+        } else {
+            Some(self.commands.remove(0))
+        }
+    }
+
+    /// Events about requests the driver issued directly on the endpoint.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.unowned.pop_front()
+    }
+
+    /// Delivers every pending endpoint event to its service.
+    fn dispatch(&mut self, now: Instant) {
+        while let Some(event) = self.endpoint.poll_event() {
+            let (id, outcome) = match event {
+                Event::Request(req) => {
+                    self.route(now, req);
+                    continue;
+                }
+                Event::Response { id, from, response } => (id, Outcome::Response { from, response }),
+                Event::Failed { id, error } => (id, Outcome::Failed(error)),
+                Event::MulticastDone { id } => (id, Outcome::MulticastDone),
+                Event::Pong { id, from } => (id, Outcome::Pong { from }),
+            };
+            self.deliver(now, id, outcome);
+        }
+    }
+
+    fn deliver(&mut self, now: Instant, id: RequestId, outcome: Outcome) {
+        let Some(&(index, multicast)) = self.owners.get(&id) else {
+            self.unowned.push_back(match outcome {
+                Outcome::Response { from, response } => Event::Response { id, from, response },
+                Outcome::Failed(error) => Event::Failed { id, error },
+                Outcome::MulticastDone => Event::MulticastDone { id },
+                Outcome::Pong { from } => Event::Pong { id, from },
+            });
+            return;
+        };
+        if outcome.is_final(multicast) {
+            self.owners.remove(&id);
+        }
+        let mount = &mut self.mounts[index];
+        let mut cx = Context {
+            now,
+            endpoint: &mut self.endpoint,
+            owners: &mut self.owners,
+            commands: &mut self.commands,
+            rng: &mut mount.rng,
+            me: index,
+            mount_depth: mount.prefix.len(),
+        };
+        mount.service.handle_response(&mut cx, id, outcome);
+    }
+
+    fn route(&mut self, now: Instant, req: IncomingRequest) {
+        let segments: Vec<std::borrow::Cow<'_, str>> = req.request.path_segments().collect();
+        let best = self
+            .mounts
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.prefix.len() <= segments.len() && m.prefix.iter().zip(&segments).all(|(a, b)| a == b))
+            .max_by_key(|(i, m)| (m.prefix.len(), usize::MAX - i))
+            .map(|(i, _)| i);
+        let is_wkc = segments.len() == 2 && segments[0] == ".well-known" && segments[1] == "core";
+        let wkc_mounted = best.is_some_and(|i| self.mounts[i].prefix.len() == 2);
+        if is_wkc && self.well_known_core && !wkc_mounted {
+            drop(segments);
+            self.serve_well_known_core(now, req);
+            return;
+        }
+        drop(segments);
+        let Some(index) = best else {
+            let path = req.request.options.path();
+            let _ = self.endpoint.respond(
+                now,
+                req.id,
+                crate::Response::error(Code::NOT_FOUND, format!("no resource at {path}")),
+            );
+            return;
+        };
+        let mount = &mut self.mounts[index];
+        let mut cx = Context {
+            now,
+            endpoint: &mut self.endpoint,
+            owners: &mut self.owners,
+            commands: &mut self.commands,
+            rng: &mut mount.rng,
+            me: index,
+            mount_depth: mount.prefix.len(),
+        };
+        mount.service.handle_request(&mut cx, req);
+    }
+
+    /// Every link of every service, with paths made absolute.
+    pub fn links(&self) -> Vec<ResourceLink> {
+        let mut out = Vec::new();
+        for m in &self.mounts {
+            for mut link in m.service.links() {
+                let mut path = m.prefix.join("/");
+                if !link.path.is_empty() {
+                    if !path.is_empty() {
+                        path.push('/');
+                    }
+                    path.push_str(&link.path);
+                }
+                link.path = path;
+                out.push(link);
+            }
+        }
+        out
+    }
+
+    fn serve_well_known_core(&mut self, now: Instant, req: IncomingRequest) {
+        let response = if req.request.method != Code::GET {
+            crate::Response::error(Code::METHOD_NOT_ALLOWED, "/.well-known/core only supports GET")
+        } else {
+            let filter = req.request.options.query_pairs().next().map(|(k, v)| (k.to_string(), v.to_string()));
+            let body = crate::links::render(&self.links(), filter.as_ref().map(|(k, v)| (k.as_str(), v.as_str())));
+            if body.is_empty() && req.multicast {
+                // RFC 6690 §4.1: a filtered multicast discovery with no match is not answered.
+                crate::Response::error(Code::NOT_FOUND, "no matching links")
+            } else {
+                crate::Response::content(ContentFormat::LINK_FORMAT, body)
+            }
+        };
+        let _ = self.endpoint.respond(now, req.id, response);
+    }
+}

@@ -1,0 +1,173 @@
+//! The `Service` contract: how sans-IO applications (servers, the Entity Manager, the proxy, simulated
+//! devices) plug into a [`crate::Node`].
+//!
+//! A service receives requests routed to it, responses to the requests it issued, and timer wake-ups. It
+//! acts only through its [`Context`]: answer, issue requests, cancel, ask the driver to join a multicast
+//! group, draw random numbers from its own seeded stream. It never reads a clock (`cx.now()` is the
+//! driver's time) and never touches a socket, so the tokio runtime and the simulator drive it unchanged.
+
+use crate::endpoint::Endpoint;
+use crate::message::{InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError};
+use crate::rng::Rng;
+use crate::time::Instant;
+use std::any::Any;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+/// The outcome of a request a service issued.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// A response. Final for a unicast request; one of possibly many for a multicast request.
+    Response { from: SocketAddr, response: Response },
+    /// No (further) response: timeout or reset.
+    Failed(RequestError),
+    /// The collection window of a multicast request closed.
+    MulticastDone,
+    /// A ping was answered.
+    Pong { from: SocketAddr },
+}
+
+impl Outcome {
+    /// Whether this is the last outcome for its request.
+    pub fn is_final(&self, multicast: bool) -> bool {
+        !matches!(self, Outcome::Response { .. }) || !multicast
+    }
+}
+
+/// Something a service asks of the driver that the endpoint cannot do itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeCommand {
+    /// Join a multicast group on the node's socket(s) (or the simulated network).
+    JoinGroup(IpAddr),
+    LeaveGroup(IpAddr),
+}
+
+/// A link to describe in `/.well-known/core`: a path relative to the service's mount point and its
+/// RFC 6690 attributes (`rt`, `if`, `ct`, `obs`, `title`, …), values unquoted.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResourceLink {
+    /// Path below the mount point, without a leading `/` (empty for the mount point itself).
+    pub path: String,
+    pub attributes: Vec<(String, Option<String>)>,
+}
+
+impl ResourceLink {
+    pub fn new(path: &str) -> ResourceLink {
+        ResourceLink { path: path.trim_matches('/').to_string(), attributes: Vec::new() }
+    }
+
+    pub fn attr(mut self, name: &str, value: impl Into<String>) -> ResourceLink {
+        self.attributes.push((name.to_string(), Some(value.into())));
+        self
+    }
+
+    /// A valueless attribute such as `obs`.
+    pub fn flag(mut self, name: &str) -> ResourceLink {
+        self.attributes.push((name.to_string(), None));
+        self
+    }
+}
+
+/// A sans-IO application. All methods but `handle_request` have harmless defaults.
+pub trait Service: Any {
+    /// A request whose path falls under this service's mount point. Answer with `cx.respond` now or later.
+    fn handle_request(&mut self, cx: &mut Context<'_>, request: IncomingRequest);
+
+    /// The outcome of a request issued with `cx.request` or `cx.ping`.
+    fn handle_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
+        let _ = (cx, id, outcome);
+    }
+
+    /// Called when `poll_timeout` has passed (possibly spuriously).
+    fn handle_timeout(&mut self, cx: &mut Context<'_>) {
+        let _ = cx;
+    }
+
+    /// The next time this service wants `handle_timeout`.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Resources to list in `/.well-known/core`.
+    fn links(&self) -> Vec<ResourceLink> {
+        Vec::new()
+    }
+}
+
+pub(crate) type Owners = HashMap<RequestId, (usize, bool), foldhash::fast::FixedState>;
+
+/// What a service may do while handling an input.
+pub struct Context<'a> {
+    pub(crate) now: Instant,
+    pub(crate) endpoint: &'a mut Endpoint,
+    pub(crate) owners: &'a mut Owners,
+    pub(crate) commands: &'a mut Vec<NodeCommand>,
+    pub(crate) rng: &'a mut Rng,
+    pub(crate) me: usize,
+    pub(crate) mount_depth: usize,
+}
+
+impl<'a> Context<'a> {
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Answers a request (see [`Endpoint::respond`]). Answering twice or too late is logged and ignored.
+    pub fn respond(&mut self, id: InboundId, response: Response) {
+        if self.endpoint.respond(self.now, id, response).is_err() {
+            tracing::debug!(?id, "response to an exchange that no longer exists");
+        }
+    }
+
+    /// Sends the empty ACK now; the response will go separately.
+    pub fn accept(&mut self, id: InboundId) {
+        let _ = self.endpoint.accept(id);
+    }
+
+    /// Issues a request; its outcome comes back through `handle_response`.
+    pub fn request(&mut self, dst: SocketAddr, request: Request, params: SendParams) -> Result<RequestId, StartError> {
+        let id = self.endpoint.request(self.now, dst, request, params)?;
+        self.owners.insert(id, (self.me, dst.ip().is_multicast()));
+        Ok(id)
+    }
+
+    pub fn ping(&mut self, dst: SocketAddr) -> Result<RequestId, StartError> {
+        let id = self.endpoint.ping(self.now, dst)?;
+        self.owners.insert(id, (self.me, false));
+        Ok(id)
+    }
+
+    /// Abandons a request; no outcome will be delivered for it.
+    pub fn cancel(&mut self, id: RequestId) {
+        self.endpoint.cancel(self.now, id);
+        self.owners.remove(&id);
+    }
+
+    pub fn join_group(&mut self, group: IpAddr) {
+        self.commands.push(NodeCommand::JoinGroup(group));
+    }
+
+    pub fn leave_group(&mut self, group: IpAddr) {
+        self.commands.push(NodeCommand::LeaveGroup(group));
+    }
+
+    /// This service's own random stream, seeded from the node's seed.
+    pub fn rng(&mut self) -> &mut Rng {
+        self.rng
+    }
+
+    /// Read access to the endpoint (configuration, statistics).
+    pub fn endpoint(&self) -> &Endpoint {
+        self.endpoint
+    }
+
+    /// How many leading Uri-Path segments the mount point consumed.
+    pub fn mount_depth(&self) -> usize {
+        self.mount_depth
+    }
+
+    /// The request's Uri-Path segments below this service's mount point.
+    pub fn subpath(&self, request: &Request) -> Vec<String> {
+        request.path_segments().skip(self.mount_depth).map(|s| s.into_owned()).collect()
+    }
+}

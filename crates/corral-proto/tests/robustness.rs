@@ -1,0 +1,129 @@
+//! Hostile input: arbitrary datagrams never panic the endpoint, and floods leave its state bounded.
+
+use corral_proto::wire::{Code, ContentFormat, Message, MessageId, MessageType, OptionNumber, Token};
+use corral_proto::{
+    Context, Duration, Endpoint, EndpointConfig, IncomingRequest, Instant, Limits, Node, Response, Service,
+};
+use proptest::prelude::*;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+struct Hello;
+impl Service for Hello {
+    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        cx.respond(req.id, Response::content(ContentFormat::TEXT_PLAIN, "hi"));
+    }
+}
+
+/// A service that never answers: every request it gets stays pending until the endpoint drops it.
+struct BlackHole;
+impl Service for BlackHole {
+    fn handle_request(&mut self, _cx: &mut Context<'_>, _req: IncomingRequest) {}
+}
+
+fn peer(i: u32) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (i >> 16))), (i & 0xffff) as u16)
+}
+
+fn get(mid: u16, path: &str) -> Vec<u8> {
+    let mut m = Message::new(MessageType::Con, Code::GET, MessageId(mid), Token::new(&[1, 2]).unwrap());
+    m.options.push(OptionNumber::URI_PATH, path.as_bytes());
+    m.encode()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_datagrams_never_panic(datagrams in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..20),
+                                       multicast in any::<bool>()) {
+        let mut node = Node::new(Endpoint::new(EndpointConfig::with_seed(1)));
+        node.mount("", Hello);
+        let dst = multicast.then_some(IpAddr::V4(Ipv4Addr::new(224, 0, 1, 187)));
+        let mut now = Instant::ZERO;
+        for (i, d) in datagrams.iter().enumerate() {
+            node.handle_datagram(now, peer(i as u32 % 3), dst, d);
+            while node.poll_transmit().is_some() {}
+            now += Duration::from_millis(700);
+            node.handle_timeout(now);
+        }
+        // Still serves a valid request afterwards.
+        node.handle_datagram(now, peer(99), None, &get(7, "x"));
+        let out = node.poll_transmit().expect("a response");
+        let m = Message::parse(&out.payload).unwrap();
+        prop_assert_eq!(m.code, Code::CONTENT);
+    }
+
+    /// Mutations of a valid request (bit flips, truncation) never panic and always get at most a reply.
+    #[test]
+    fn mutated_requests_never_panic(flips in proptest::collection::vec((0usize..40, any::<u8>()), 0..6), cut in 0usize..40) {
+        let mut bytes = get(1, "sensors");
+        let mut m = Message::parse(&bytes).unwrap();
+        m.payload = b"payload".to_vec();
+        m.options.push_uint(OptionNumber::CONTENT_FORMAT, 0);
+        bytes = m.encode();
+        for (pos, x) in flips {
+            if let Some(b) = bytes.get_mut(pos) { *b ^= x; }
+        }
+        bytes.truncate(cut.max(1).min(bytes.len()));
+        let mut node = Node::new(Endpoint::new(EndpointConfig::with_seed(2)));
+        node.mount("", Hello);
+        node.handle_datagram(Instant::ZERO, peer(1), None, &bytes);
+        let mut n = 0;
+        while node.poll_transmit().is_some() { n += 1; }
+        prop_assert!(n <= 1);
+    }
+}
+
+/// Requests from 100,000 spoofed source addresses: the peer table, duplicate-detection state and pending
+/// exchanges stay within their limits, and a legitimate client is still answered.
+#[test]
+fn spoofed_source_flood_keeps_state_bounded() {
+    let limits = Limits { max_peers: 1000, max_inbound_exchanges: 200, ..Limits::default() };
+    let cfg = EndpointConfig { limits, ..EndpointConfig::with_seed(3) };
+    let mut node = Node::new(Endpoint::new(cfg));
+    node.mount("", Hello);
+    node.mount("hole", BlackHole);
+    let mut now = Instant::ZERO;
+    let mut overloaded = 0;
+    for i in 0..100_000u32 {
+        let path = if i % 2 == 0 { "hole" } else { "x" };
+        node.handle_datagram(now, peer(i), None, &get(i as u16, path));
+        while let Some(t) = node.poll_transmit() {
+            if Message::parse(&t.payload).unwrap().code == Code::SERVICE_UNAVAILABLE {
+                overloaded += 1;
+            }
+        }
+        now += Duration::from_micros(10);
+        let (peers, _, inbound, sent, dedup) = node.endpoint().table_sizes();
+        assert!(peers <= 1000 && inbound <= 200 && sent == 0 && dedup <= 1000 * 16, "{peers} {inbound} {dedup}");
+    }
+    assert!(overloaded > 0, "the black hole fills the inbound table, so some requests get 5.03");
+    // A legitimate client still gets an answer (or a 5.03 with Max-Age telling it when to retry).
+    node.handle_datagram(now, peer(1_000_000), None, &get(1, "x"));
+    let m = Message::parse(&node.poll_transmit().unwrap().payload).unwrap();
+    assert!(m.code == Code::CONTENT || (m.code == Code::SERVICE_UNAVAILABLE && m.options.max_age().is_some()));
+    // After EXCHANGE_LIFETIME the never-answered exchanges are dropped and service is normal again.
+    now += Duration::from_secs(300);
+    node.handle_timeout(now);
+    while node.poll_transmit().is_some() {}
+    node.handle_datagram(now, peer(1_000_001), None, &get(2, "x"));
+    let m = Message::parse(&node.poll_transmit().unwrap().payload).unwrap();
+    assert_eq!(m.code, Code::CONTENT);
+    assert_eq!(node.endpoint().table_sizes().2, 0);
+}
+
+/// A flood of malformed CONs is answered with RST and never creates state.
+#[test]
+fn malformed_flood_creates_no_state() {
+    let mut node = Node::new(Endpoint::new(EndpointConfig::with_seed(4)));
+    node.mount("", Hello);
+    for i in 0..10_000u32 {
+        // CON header with a reserved option delta.
+        let bytes = [0x40, 0x01, (i >> 8) as u8, i as u8, 0xf1, 0x00];
+        node.handle_datagram(Instant::ZERO, peer(i), None, &bytes);
+        let rst = Message::parse(&node.poll_transmit().unwrap().payload).unwrap();
+        assert_eq!(rst.mtype, MessageType::Rst);
+    }
+    assert_eq!(node.endpoint().table_sizes(), (0, 0, 0, 0, 0));
+    assert_eq!(node.endpoint().stats().malformed_in, 10_000);
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the real CoAP peers the interop tests run against: libcoap's command-line tools (Debian package
+# libcoap3-bin: coap-client-notls, coap-server-notls) and aiocoap (pip). Idempotent; quiet when present.
+set -euo pipefail
+if ! command -v coap-client-notls >/dev/null 2>&1; then
+  echo "installing libcoap3-bin (apt)…" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libcoap3-bin >/dev/null
+fi
+if ! python3 -c 'import aiocoap' >/dev/null 2>&1; then
+  echo "installing aiocoap (pip)…" >&2
+  python3 -m pip install --quiet --disable-pip-version-check 'aiocoap[linkheader]'
+fi
+command -v coap-client-notls >/dev/null && python3 -c 'import aiocoap' && echo "interop peers ready" >&2

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite: unit, property, pair, simulation and loopback tests, then interop tests against
+# real peers (libcoap, aiocoap), installing those peers first when they are missing.
+#
+# Usage: scripts/test.sh            # everything
+#        CORRAL_SKIP_INTEROP=1 scripts/test.sh   # Rust tests only (no apt/pip)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${CORRAL_SKIP_INTEROP:-}" ]; then
+  scripts/install-peers.sh
+  export CORRAL_INTEROP=1
+fi
+
+cargo test --workspace --release --locked
+scripts/check-deps.sh

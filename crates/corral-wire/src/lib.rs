@@ -17,6 +17,7 @@ mod block;
 mod code;
 mod content_format;
 mod error;
+pub mod link_format;
 mod message;
 mod option;
 pub mod uri;

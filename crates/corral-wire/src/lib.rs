@@ -17,8 +17,10 @@ mod block;
 mod code;
 mod content_format;
 mod error;
+pub mod link_format;
 mod message;
 mod option;
+pub mod uri;
 
 pub use block::{observe_is_fresher, BlockValue, OBSERVE_DEREGISTER, OBSERVE_MODULUS, OBSERVE_REGISTER};
 pub use code::Code;
@@ -29,3 +31,4 @@ pub use option::{
     check_critical, decode_uint, encode_uint, BadOption, OptionDef, OptionFormat, OptionIter, OptionNumber,
     OptionValue, Options, REGISTRY,
 };
+pub use uri::{Host, Scheme, Uri};

@@ -8,6 +8,9 @@
 //! - [`Endpoint`]: message layer and exchanges over one datagram transport (RFC 7252 §4, §5, §8).
 //! - [`Service`] and [`Node`]: how applications plug in — the server resources, the Entity Manager,
 //!   the proxy and simulated devices are all services on a node.
+//! - Observe (RFC 7641) and block-wise transfer (RFC 7959) are part of the endpoint: a service marks a GET
+//!   response [`Response::observable`] and calls [`Context::changed`]; large bodies are cut into blocks
+//!   and reassembled without the application noticing.
 //! - [`TransmissionParams`]: ACK_TIMEOUT and friends, with the derived values of RFC 7252 §4.8.2.
 //!
 //! ## Driving an endpoint or node
@@ -29,7 +32,7 @@ mod service;
 pub mod testing;
 mod time;
 
-pub use endpoint::{Endpoint, EndpointConfig, Event, Limits, Stats, Transmit};
+pub use endpoint::{BlockConfig, Endpoint, EndpointConfig, Event, Limits, ObservePolicy, Stats, TableSizes, Transmit};
 pub use links::render as render_links;
 pub use message::{
     InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,

@@ -117,6 +117,14 @@ impl Response {
         self
     }
 
+    /// Marks the response of a GET handler as observable: if the request registered (Observe=0), the
+    /// endpoint registers the observer and sets the sequence number (RFC 7641 §4.1). Services call
+    /// `Context::changed` when the resource changes; the handler then renders each notification.
+    pub fn observable(mut self) -> Response {
+        self.options.set_uint(OptionNumber::OBSERVE, 0);
+        self
+    }
+
     pub fn with_max_age(mut self, secs: u32) -> Response {
         self.options.set_uint(OptionNumber::MAX_AGE, u64::from(secs));
         self
@@ -146,11 +154,14 @@ pub struct SendParams {
     /// For multicast requests: how long responses are collected before [`crate::Event::MulticastDone`].
     /// Defaults to the endpoint's `multicast_window`.
     pub multicast_window: Option<Duration>,
+    /// Block size exponent for this request (`2^(szx+4)` bytes, 0-6): uploads use it for Block1 and the
+    /// first request asks for it in Block2 (early negotiation, RFC 7959 §2.4). `None`: the endpoint's.
+    pub block_szx: Option<u8>,
 }
 
 impl Default for SendParams {
     fn default() -> Self {
-        SendParams { confirmable: true, token: None, timeout: None, multicast_window: None }
+        SendParams { confirmable: true, token: None, timeout: None, multicast_window: None, block_szx: None }
     }
 }
 
@@ -187,6 +198,8 @@ pub enum RequestError {
     Timeout,
     /// The peer answered with RST.
     Reset,
+    /// A block-wise transfer broke off (RFC 7959): the text says why. No partial body is delivered.
+    BadTransfer(&'static str),
 }
 
 impl fmt::Display for RequestError {
@@ -194,6 +207,7 @@ impl fmt::Display for RequestError {
         match self {
             RequestError::Timeout => f.write_str("timed out"),
             RequestError::Reset => f.write_str("reset by peer"),
+            RequestError::BadTransfer(why) => write!(f, "block-wise transfer failed: {why}"),
         }
     }
 }

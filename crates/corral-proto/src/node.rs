@@ -31,6 +31,8 @@ pub struct Node {
     mounts: Vec<Mount>,
     owners: Owners,
     commands: Vec<NodeCommand>,
+    /// Resources whose observers must be notified (`Context::changed`).
+    changes: Vec<(String, Option<bool>)>,
     /// Events for requests no service owns (issued directly on the endpoint by the driver).
     unowned: VecDeque<Event>,
     seed: u64,
@@ -45,6 +47,7 @@ impl Node {
             mounts: Vec::new(),
             owners: Owners::with_hasher(foldhash::fast::FixedState::with_seed(seed)),
             commands: Vec::new(),
+            changes: Vec::new(),
             unowned: VecDeque::new(),
             seed,
             well_known_core: true,
@@ -91,18 +94,12 @@ impl Node {
         h: ServiceHandle,
         f: impl FnOnce(&mut S, &mut Context<'_>) -> R,
     ) -> Option<R> {
-        let mount = self.mounts.get_mut(h.0)?;
-        let svc: &mut dyn Any = mount.service.as_mut();
+        if h.0 >= self.mounts.len() {
+            return None;
+        }
+        let (service, mut cx) = self.parts(now, h.0);
+        let svc: &mut dyn Any = service;
         let svc = svc.downcast_mut::<S>()?;
-        let mut cx = Context {
-            now,
-            endpoint: &mut self.endpoint,
-            owners: &mut self.owners,
-            commands: &mut self.commands,
-            rng: &mut mount.rng,
-            me: h.0,
-            mount_depth: mount.prefix.len(),
-        };
         let r = f(svc, &mut cx);
         self.dispatch(now);
         Some(r)
@@ -118,17 +115,8 @@ impl Node {
         self.dispatch(now);
         for i in 0..self.mounts.len() {
             if self.mounts[i].service.poll_timeout().is_some_and(|t| t <= now) {
-                let mount = &mut self.mounts[i];
-                let mut cx = Context {
-                    now,
-                    endpoint: &mut self.endpoint,
-                    owners: &mut self.owners,
-                    commands: &mut self.commands,
-                    rng: &mut mount.rng,
-                    me: i,
-                    mount_depth: mount.prefix.len(),
-                };
-                mount.service.handle_timeout(&mut cx);
+                let (service, mut cx) = self.parts(now, i);
+                service.handle_timeout(&mut cx);
             }
         }
         self.dispatch(now);
@@ -160,8 +148,43 @@ impl Node {
         self.unowned.pop_front()
     }
 
-    /// Delivers every pending endpoint event to its service.
+    /// The service at `index` and a context for it, borrowing the node's other parts.
+    fn parts(&mut self, now: Instant, index: usize) -> (&mut dyn Service, Context<'_>) {
+        let mount = &mut self.mounts[index];
+        let cx = Context {
+            now,
+            endpoint: &mut self.endpoint,
+            owners: &mut self.owners,
+            commands: &mut self.commands,
+            changes: &mut self.changes,
+            rng: &mut mount.rng,
+            me: index,
+            mount_depth: mount.prefix.len(),
+        };
+        (mount.service.as_mut(), cx)
+    }
+
+    /// Delivers every pending endpoint event to its service, and renders the notifications of changed
+    /// resources. A handler that reports a change while rendering would loop; rounds are capped.
     fn dispatch(&mut self, now: Instant) {
+        for _round in 0..8 {
+            self.dispatch_events(now);
+            if self.changes.is_empty() {
+                return;
+            }
+            let changes = std::mem::take(&mut self.changes);
+            for (path, confirmable) in changes {
+                for req in self.endpoint.notify(now, &path, confirmable) {
+                    self.route(now, req);
+                }
+            }
+        }
+        if !self.changes.is_empty() {
+            tracing::warn!("resource changes keep arriving while notifications render; deferring the rest");
+        }
+    }
+
+    fn dispatch_events(&mut self, now: Instant) {
         while let Some(event) = self.endpoint.poll_event() {
             let (id, outcome) = match event {
                 Event::Request(req) => {
@@ -178,7 +201,7 @@ impl Node {
     }
 
     fn deliver(&mut self, now: Instant, id: RequestId, outcome: Outcome) {
-        let Some(&(index, multicast)) = self.owners.get(&id) else {
+        let Some(&index) = self.owners.get(&id) else {
             self.unowned.push_back(match outcome {
                 Outcome::Response { from, response } => Event::Response { id, from, response },
                 Outcome::Failed(error) => Event::Failed { id, error },
@@ -187,20 +210,11 @@ impl Node {
             });
             return;
         };
-        if outcome.is_final(multicast) {
+        if !self.endpoint.is_active(id) {
             self.owners.remove(&id);
         }
-        let mount = &mut self.mounts[index];
-        let mut cx = Context {
-            now,
-            endpoint: &mut self.endpoint,
-            owners: &mut self.owners,
-            commands: &mut self.commands,
-            rng: &mut mount.rng,
-            me: index,
-            mount_depth: mount.prefix.len(),
-        };
-        mount.service.handle_response(&mut cx, id, outcome);
+        let (service, mut cx) = self.parts(now, index);
+        service.handle_response(&mut cx, id, outcome);
     }
 
     fn route(&mut self, now: Instant, req: IncomingRequest) {
@@ -229,17 +243,8 @@ impl Node {
             );
             return;
         };
-        let mount = &mut self.mounts[index];
-        let mut cx = Context {
-            now,
-            endpoint: &mut self.endpoint,
-            owners: &mut self.owners,
-            commands: &mut self.commands,
-            rng: &mut mount.rng,
-            me: index,
-            mount_depth: mount.prefix.len(),
-        };
-        mount.service.handle_request(&mut cx, req);
+        let (service, mut cx) = self.parts(now, index);
+        service.handle_request(&mut cx, req);
     }
 
     /// Every link of every service, with paths made absolute.

@@ -27,13 +27,6 @@ pub enum Outcome {
     Pong { from: SocketAddr },
 }
 
-impl Outcome {
-    /// Whether this is the last outcome for its request.
-    pub fn is_final(&self, multicast: bool) -> bool {
-        !matches!(self, Outcome::Response { .. }) || !multicast
-    }
-}
-
 /// Something a service asks of the driver that the endpoint cannot do itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeCommand {
@@ -94,7 +87,7 @@ pub trait Service: Any {
     }
 }
 
-pub(crate) type Owners = HashMap<RequestId, (usize, bool), foldhash::fast::FixedState>;
+pub(crate) type Owners = HashMap<RequestId, usize, foldhash::fast::FixedState>;
 
 /// What a service may do while handling an input.
 pub struct Context<'a> {
@@ -102,6 +95,7 @@ pub struct Context<'a> {
     pub(crate) endpoint: &'a mut Endpoint,
     pub(crate) owners: &'a mut Owners,
     pub(crate) commands: &'a mut Vec<NodeCommand>,
+    pub(crate) changes: &'a mut Vec<(String, Option<bool>)>,
     pub(crate) rng: &'a mut Rng,
     pub(crate) me: usize,
     pub(crate) mount_depth: usize,
@@ -127,13 +121,13 @@ impl<'a> Context<'a> {
     /// Issues a request; its outcome comes back through `handle_response`.
     pub fn request(&mut self, dst: SocketAddr, request: Request, params: SendParams) -> Result<RequestId, StartError> {
         let id = self.endpoint.request(self.now, dst, request, params)?;
-        self.owners.insert(id, (self.me, dst.ip().is_multicast()));
+        self.owners.insert(id, self.me);
         Ok(id)
     }
 
     pub fn ping(&mut self, dst: SocketAddr) -> Result<RequestId, StartError> {
         let id = self.endpoint.ping(self.now, dst)?;
-        self.owners.insert(id, (self.me, false));
+        self.owners.insert(id, self.me);
         Ok(id)
     }
 
@@ -141,6 +135,22 @@ impl<'a> Context<'a> {
     pub fn cancel(&mut self, id: RequestId) {
         self.endpoint.cancel(self.now, id);
         self.owners.remove(&id);
+    }
+
+    /// Ends an observation this service registered (GET with Observe=1, RFC 7641 §3.6).
+    pub fn deregister(&mut self, id: RequestId) {
+        self.endpoint.deregister(self.now, id);
+    }
+
+    /// The resource at `path` (e.g. `"/s/t"`) changed: every observer gets a notification, rendered by
+    /// running the resource's handler again. The type follows the endpoint's [`crate::ObservePolicy`].
+    pub fn changed(&mut self, path: &str) {
+        self.changes.push((normalize_path(path), None));
+    }
+
+    /// Like [`Context::changed`], forcing CON (`true`) or NON (`false`) notifications.
+    pub fn changed_with(&mut self, path: &str, confirmable: bool) {
+        self.changes.push((normalize_path(path), Some(confirmable)));
     }
 
     pub fn join_group(&mut self, group: IpAddr) {
@@ -170,4 +180,10 @@ impl<'a> Context<'a> {
     pub fn subpath(&self, request: &Request) -> Vec<String> {
         request.path_segments().skip(self.mount_depth).map(|s| s.into_owned()).collect()
     }
+}
+
+/// `"s/t/"` → `"/s/t"`: the form `Options::path` produces.
+fn normalize_path(path: &str) -> String {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    format!("/{}", segs.join("/"))
 }

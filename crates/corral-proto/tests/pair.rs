@@ -262,7 +262,7 @@ fn separate_response_is_acknowledged() {
     let outcomes = s.outcomes();
     assert!(matches!(&outcomes[..], [(_, _, Outcome::Response { response, .. })] if response.payload == b"finally"));
     // The server stopped retransmitting: nothing tracked any more.
-    assert_eq!(s.net.node(s.server).endpoint().table_sizes().3, 0);
+    assert_eq!(s.net.node(s.server).endpoint().table_sizes().tracked_messages, 0);
 }
 
 /// A lost empty ACK: the client's retransmission is answered with the cached empty ACK, the handler runs

@@ -94,8 +94,11 @@ fn spoofed_source_flood_keeps_state_bounded() {
             }
         }
         now += Duration::from_micros(10);
-        let (peers, _, inbound, sent, dedup) = node.endpoint().table_sizes();
-        assert!(peers <= 1000 && inbound <= 200 && sent == 0 && dedup <= 1000 * 16, "{peers} {inbound} {dedup}");
+        let t = node.endpoint().table_sizes();
+        assert!(
+            t.peers <= 1000 && t.inbound_exchanges <= 200 && t.tracked_messages == 0 && t.dedup_entries <= 1000 * 16,
+            "{t:?}"
+        );
     }
     assert!(overloaded > 0, "the black hole fills the inbound table, so some requests get 5.03");
     // A legitimate client still gets an answer (or a 5.03 with Max-Age telling it when to retry).
@@ -109,7 +112,7 @@ fn spoofed_source_flood_keeps_state_bounded() {
     node.handle_datagram(now, peer(1_000_001), None, &get(2, "x"));
     let m = Message::parse(&node.poll_transmit().unwrap().payload).unwrap();
     assert_eq!(m.code, Code::CONTENT);
-    assert_eq!(node.endpoint().table_sizes().2, 0);
+    assert_eq!(node.endpoint().table_sizes().inbound_exchanges, 0);
 }
 
 /// A flood of malformed CONs is answered with RST and never creates state.
@@ -124,6 +127,6 @@ fn malformed_flood_creates_no_state() {
         let rst = Message::parse(&node.poll_transmit().unwrap().payload).unwrap();
         assert_eq!(rst.mtype, MessageType::Rst);
     }
-    assert_eq!(node.endpoint().table_sizes(), (0, 0, 0, 0, 0));
+    assert_eq!(node.endpoint().table_sizes(), corral_proto::TableSizes::default());
     assert_eq!(node.endpoint().stats().malformed_in, 10_000);
 }

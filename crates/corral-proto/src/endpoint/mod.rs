@@ -18,13 +18,23 @@
 //! Outputs, drained after every input: [`Endpoint::poll_event`], [`Endpoint::poll_transmit`], then
 //! [`Endpoint::poll_timeout`] for the next wake-up. A spurious `handle_timeout` is harmless.
 
+mod block;
+mod observe;
+
+pub use block::BlockConfig;
+pub use observe::ObservePolicy;
+
 use crate::message::{
     InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,
 };
 use crate::params::TransmissionParams;
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
-use corral_wire::{check_critical, Code, Message, MessageId, MessageType, OptionNumber, Options, Packet, Token};
+use block::{Assemblies, Block1Step, BodyCache, Step, Transfer};
+use corral_wire::{
+    check_critical, BlockValue, Code, Message, MessageId, MessageType, OptionNumber, Options, Packet, Token,
+};
+use observe::{Freshness, ObserverKey, Observers};
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -92,6 +102,10 @@ pub struct EndpointConfig {
     /// Critical options the application understands beyond corral-wire's registry.
     pub extra_known_options: Vec<OptionNumber>,
     pub limits: Limits,
+    /// Block-wise transfer settings (RFC 7959), both as client and as server.
+    pub block: BlockConfig,
+    /// Observe settings (RFC 7641) for this endpoint as a server.
+    pub observe: ObservePolicy,
 }
 
 impl Default for EndpointConfig {
@@ -107,6 +121,8 @@ impl Default for EndpointConfig {
             overload_max_age: 2,
             extra_known_options: Vec::new(),
             limits: Limits::default(),
+            block: BlockConfig::default(),
+            observe: ObservePolicy::default(),
         }
     }
 }
@@ -172,6 +188,24 @@ pub struct Stats {
     pub overload_rejections: u64,
     pub peers_evicted: u64,
     pub dedup_evicted: u64,
+    /// Notifications dropped by the freshness rule (RFC 7641 §3.4).
+    pub stale_notifications: u64,
+    /// Observers removed because a notification was rejected or went unacknowledged.
+    pub observers_lost: u64,
+}
+
+/// How full each of the endpoint's bounded tables is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableSizes {
+    pub peers: usize,
+    pub client_exchanges: usize,
+    pub inbound_exchanges: usize,
+    /// CONs awaiting ACK and NONs remembered for RST matching.
+    pub tracked_messages: usize,
+    pub dedup_entries: usize,
+    pub uploads: usize,
+    pub observers: usize,
+    pub delayed_responses: usize,
 }
 
 /// What a reply to a received message looks like, remembered for duplicates.
@@ -212,6 +246,8 @@ enum Owner {
     Ping(RequestId),
     /// A separate (CON) response; nothing waits for it but the peer's reference.
     Response,
+    /// An Observe notification; its RST or timeout removes the observer.
+    Notification(ObserverKey),
 }
 
 #[derive(Debug)]
@@ -231,14 +267,17 @@ struct Sent {
 
 #[derive(Debug)]
 enum ClientState {
-    /// Waiting behind NSTART; holds the message to send.
-    Queued(Box<Message>),
+    /// Waiting behind NSTART.
+    Queued,
     /// A CON was sent; waiting for its ACK (or a response that implies it).
     ExpectAck { mid: MessageId },
     /// Acknowledged (empty ACK) or sent NON: waiting for the response.
     ExpectResponse { mid: MessageId, until: Instant },
     /// A multicast request: collecting responses until the window closes.
     Collecting { mid: MessageId, until: Instant },
+    /// An Observe registration that succeeded: notifications arrive until cancel, deregistration or a
+    /// final response.
+    Observing,
 }
 
 #[derive(Debug)]
@@ -252,6 +291,16 @@ struct ClientExchange {
     deadline: Option<Instant>,
     multicast_window: Duration,
     state: ClientState,
+    /// The message of the current round, kept to build follow-up block requests and deregistrations.
+    msg: Box<Message>,
+    /// Set when the request registers for Observe (RFC 7641): notifications are checked for freshness.
+    observe: Option<Freshness>,
+    /// A block-wise transfer (RFC 7959) this exchange is carrying out, one round per block.
+    transfer: Option<Box<Transfer>>,
+    /// This exchange fetches the remaining blocks of a notification of that observation.
+    parent: Option<RequestId>,
+    /// Block size exponent for this exchange's transfers.
+    szx: u8,
 }
 
 impl ClientExchange {
@@ -268,8 +317,24 @@ impl ClientExchange {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InboundKind {
+    Request,
+    /// The application renders a notification for this observer.
+    Notification(ObserverKey),
+}
+
 #[derive(Debug)]
 struct Inbound {
+    kind: InboundKind,
+    /// The request's key, block options aside (for the Block2 body cache).
+    key: u64,
+    /// The Block2 option of the request, if any (the block the client wants).
+    block2: Option<BlockValue>,
+    /// The completed upload's last Block1, echoed in the response (RFC 7959 §2.3).
+    block1_echo: Option<BlockValue>,
+    /// An Observe registration request: its path and the request to replay for notifications.
+    observe: Option<Box<(String, Request)>>,
     peer: SocketAddr,
     mid: MessageId,
     token: Token,
@@ -342,6 +407,10 @@ pub struct Endpoint {
     next_inbound_id: u64,
     seq: u64,
     stats: Stats,
+    hasher: foldhash::fast::FixedState,
+    assemblies: Assemblies,
+    bodies: BodyCache,
+    observers: Observers,
 }
 
 impl Endpoint {
@@ -370,6 +439,10 @@ impl Endpoint {
             next_inbound_id: 1,
             seq: 0,
             stats: Stats::default(),
+            hasher: foldhash::fast::FixedState::with_seed(hash_seed),
+            assemblies: Assemblies::new(hash_seed),
+            bodies: BodyCache::new(hash_seed),
+            observers: Observers::new(hash_seed),
             rng,
             config,
         }
@@ -400,11 +473,18 @@ impl Endpoint {
         self.peer_params.get(peer).copied().unwrap_or(self.config.params)
     }
 
-    /// Sizes of the internal tables, for tests and diagnostics: (peers, client exchanges, inbound exchanges,
-    /// reliable/tracked sent messages, dedup entries).
-    pub fn table_sizes(&self) -> (usize, usize, usize, usize, usize) {
-        let dedup = self.slab.iter().flatten().map(|p| p.dedup.len()).sum();
-        (self.peers.len(), self.exchanges.len(), self.inbound.len(), self.sent.len(), dedup)
+    /// Sizes of the internal tables, for tests and diagnostics.
+    pub fn table_sizes(&self) -> TableSizes {
+        TableSizes {
+            peers: self.peers.len(),
+            client_exchanges: self.exchanges.len(),
+            inbound_exchanges: self.inbound.len(),
+            tracked_messages: self.sent.len(),
+            dedup_entries: self.slab.iter().flatten().map(|p| p.dedup.len()).sum(),
+            uploads: self.assemblies.len(),
+            observers: self.observers.len(),
+            delayed_responses: self.delayed.len(),
+        }
     }
 
     // ---------------------------------------------------------------------------------------------
@@ -439,6 +519,11 @@ impl Endpoint {
 
     /// Starts a request to `dst` (a multicast address sends a NON to the group). The outcome arrives as
     /// [`Event::Response`], [`Event::Failed`] or, for multicast, [`Event::MulticastDone`].
+    ///
+    /// A payload larger than one block goes out block-wise (Block1) and a block-wise response is assembled
+    /// (Block2) before it is delivered. A GET or FETCH with Observe=0 registers an observation: every fresh
+    /// notification is an [`Event::Response`] for the same id, until [`Endpoint::cancel`],
+    /// [`Endpoint::deregister`] or a final response (an error, or one without Observe).
     pub fn request(
         &mut self,
         now: Instant,
@@ -446,14 +531,23 @@ impl Endpoint {
         request: Request,
         params: SendParams,
     ) -> Result<RequestId, StartError> {
+        self.start_exchange(now, dst, request, params, None)
+    }
+
+    fn start_exchange(
+        &mut self,
+        now: Instant,
+        dst: SocketAddr,
+        mut request: Request,
+        params: SendParams,
+        parent: Option<RequestId>,
+    ) -> Result<RequestId, StartError> {
         if self.exchanges.len() >= self.config.limits.max_client_exchanges {
             return Err(StartError::TooManyExchanges);
         }
-        let token = match params.token {
-            Some(t) if self.tokens.contains_key(&t) => return Err(StartError::TokenInUse),
-            Some(t) => t,
-            None => self.fresh_token(),
-        };
+        if params.token.is_some_and(|t| self.tokens.contains_key(&t)) {
+            return Err(StartError::TokenInUse);
+        }
         let multicast = dst.ip().is_multicast();
         let confirmable = params.confirmable && !multicast;
         let Some(slot) = self.peer_slot(dst) else {
@@ -461,9 +555,23 @@ impl Endpoint {
         };
         let nstart = self.params_for(&dst).nstart;
         let peer = self.peer_mut(slot);
-        let must_queue = peer.outstanding >= nstart;
-        if must_queue && peer.queue.len() >= self.config.limits.max_queued_per_peer {
+        if peer.outstanding >= nstart && peer.queue.len() >= self.config.limits.max_queued_per_peer {
             return Err(StartError::QueueFull);
+        }
+        let token = params.token.unwrap_or_else(|| self.fresh_token());
+        let szx = params.block_szx.unwrap_or(self.config.block.szx).min(6);
+        let observe = (matches!(request.method, Code::GET | Code::FETCH)
+            && request.options.observe() == Some(corral_wire::OBSERVE_REGISTER))
+        .then(Freshness::default);
+        let mut transfer = None;
+        if !multicast && (Transfer::needs_upload(&request, szx) || params.block_szx.is_some()) {
+            // RFC 9175 §3.3: concurrent uploads to one peer must be told apart by Request-Tag.
+            let concurrent =
+                self.exchanges.values().any(|e| e.dst == dst && e.transfer.as_ref().is_some_and(|t| t.is_uploading()));
+            let tag = concurrent.then(|| self.rng.next_u32().to_be_bytes());
+            let (t, first) = Transfer::start(request, szx, self.config.block.max_body, tag, params.block_szx.is_some());
+            transfer = Some(Box::new(t));
+            request = first;
         }
         let id = RequestId(self.next_request_id);
         self.next_request_id += 1;
@@ -476,30 +584,47 @@ impl Endpoint {
             options: request.options,
             payload: request.payload,
         };
-        let peer = self.peer_mut(slot);
-        peer.refs += 1;
-        if must_queue {
-            peer.queue.push_back(id);
-        }
-        let exchange = ClientExchange {
-            dst,
-            token,
-            confirmable,
-            multicast,
-            counted: false,
-            deadline: params.timeout.map(|t| now + t),
-            multicast_window: params.multicast_window.unwrap_or(self.config.multicast_window()),
-            state: ClientState::Queued(Box::new(msg)),
-        };
+        self.peer_mut(slot).refs += 1;
         self.tokens.insert(token, id);
-        self.exchanges.insert(id, exchange);
-        debug!(?id, %dst, %token, queued = must_queue, "request started");
-        if must_queue {
+        self.exchanges.insert(
+            id,
+            ClientExchange {
+                dst,
+                token,
+                confirmable,
+                multicast,
+                counted: false,
+                deadline: params.timeout.map(|t| now + t),
+                multicast_window: params.multicast_window.unwrap_or(self.config.multicast_window()),
+                state: ClientState::Queued,
+                msg: Box::new(msg),
+                observe,
+                transfer,
+                parent,
+                szx,
+            },
+        );
+        debug!(?id, %dst, %token, "request started");
+        self.send_or_queue(now, id);
+        Ok(id)
+    }
+
+    /// Sends a queued exchange now if NSTART allows, else queues it behind the peer's outstanding ones.
+    fn send_or_queue(&mut self, now: Instant, id: RequestId) {
+        let Some(ex) = self.exchanges.get(&id) else { return };
+        let dst = ex.dst;
+        let nstart = self.params_for(&dst).nstart;
+        let Some(slot) = self.peer_slot(dst) else {
+            self.fail_exchange(now, id, RequestError::Timeout);
+            return;
+        };
+        let peer = self.peer_mut(slot);
+        if peer.outstanding >= nstart {
+            peer.queue.push_back(id);
             self.arm_exchange(id);
         } else {
             self.send_queued(now, id);
         }
-        Ok(id)
     }
 
     /// Sends an empty CON to `dst` (CoAP ping, RFC 7252 §4.3); the answer is [`Event::Pong`].
@@ -511,11 +636,12 @@ impl Endpoint {
         self.next_request_id += 1;
         let mid = self.next_mid(slot);
         let bytes = Message::empty(MessageType::Con, mid).encode();
-        self.send_reliable(now, dst, mid, Owner::Ping(id), bytes);
+        self.send_reliable(now, dst, mid, Owner::Ping(id), bytes, None);
         Ok(id)
     }
 
-    /// Abandons a request: no more retransmissions, no event. Responses that arrive later are rejected.
+    /// Abandons a request: no more retransmissions, no event. Responses that arrive later are rejected
+    /// (for an observation, the next notification is answered with RST, RFC 7641 §3.6).
     pub fn cancel(&mut self, now: Instant, id: RequestId) {
         if self.exchanges.contains_key(&id) {
             debug!(?id, "request cancelled");
@@ -523,7 +649,21 @@ impl Endpoint {
         }
     }
 
-    /// Whether a request is still in progress.
+    /// Ends an observation explicitly with a GET carrying Observe=1 and the same token (RFC 7641 §3.6);
+    /// its response is the last [`Event::Response`] for `id`. Does nothing for other requests.
+    pub fn deregister(&mut self, now: Instant, id: RequestId) {
+        let Some(ex) = self.exchanges.get_mut(&id) else { return };
+        if !matches!(ex.state, ClientState::Observing) {
+            return;
+        }
+        ex.observe = None;
+        ex.state = ClientState::Queued;
+        ex.msg.options.set_uint(OptionNumber::OBSERVE, u64::from(corral_wire::OBSERVE_DEREGISTER));
+        ex.msg.options.remove(OptionNumber::BLOCK2);
+        self.send_or_queue(now, id);
+    }
+
+    /// Whether a request is still in progress (for an observation: still observing).
     pub fn is_active(&self, id: RequestId) -> bool {
         self.exchanges.contains_key(&id)
     }
@@ -542,22 +682,19 @@ impl Endpoint {
 
     /// Sends a queued exchange's message now.
     fn send_queued(&mut self, now: Instant, id: RequestId) {
-        let Some(ex) = self.exchanges.get_mut(&id) else { return };
-        let ClientState::Queued(_) = ex.state else { return };
+        let Some(ex) = self.exchanges.get(&id) else { return };
+        let ClientState::Queued = ex.state else { return };
         let dst = ex.dst;
         let Some(&slot) = self.peers.get(&dst) else { return };
         let mid = self.next_mid(slot);
-        let peer = self.peer_mut(slot);
-        peer.outstanding += 1;
+        self.peer_mut(slot).outstanding += 1;
         let ex = self.exchanges.get_mut(&id).expect("exchange exists: checked above");
         ex.counted = true;
-        let ClientState::Queued(mut msg) = std::mem::replace(&mut ex.state, ClientState::ExpectAck { mid }) else {
-            unreachable!("state checked above")
-        };
-        msg.mid = mid;
-        let bytes = msg.encode();
+        ex.msg.mid = mid;
+        let bytes = ex.msg.encode();
         if ex.confirmable {
-            self.send_reliable(now, dst, mid, Owner::Request(id), bytes);
+            ex.state = ClientState::ExpectAck { mid };
+            self.send_reliable(now, dst, mid, Owner::Request(id), bytes, None);
         } else {
             let params = self.params_for(&dst);
             let ex = self.exchanges.get_mut(&id).expect("exchange exists: checked above");
@@ -574,17 +711,28 @@ impl Endpoint {
     }
 
     /// Sends a CON and tracks it until ACK, RST or give-up. The tracking entry holds a peer reference.
-    fn send_reliable(&mut self, now: Instant, dst: SocketAddr, mid: MessageId, owner: Owner, bytes: Vec<u8>) {
+    /// `carry` continues the back-off of a message this one replaces (RFC 7641 §4.5.2).
+    fn send_reliable(
+        &mut self,
+        now: Instant,
+        dst: SocketAddr,
+        mid: MessageId,
+        owner: Owner,
+        bytes: Vec<u8>,
+        carry: Option<(u8, Duration, Instant)>,
+    ) {
         if let Some(&slot) = self.peers.get(&dst) {
             self.peer_mut(slot).refs += 1;
         }
-        let p = self.params_for(&dst);
-        let lo = p.ack_timeout.as_micros();
-        let hi = p.max_initial_timeout().as_micros();
-        let timeout = Duration::from_micros(self.rng.range_inclusive(lo, hi));
-        let next = now + timeout;
+        let (count, timeout, next) = carry.unwrap_or_else(|| {
+            let p = self.params_for(&dst);
+            let lo = p.ack_timeout.as_micros();
+            let hi = p.max_initial_timeout().as_micros();
+            let timeout = Duration::from_micros(self.rng.range_inclusive(lo, hi));
+            (0, timeout, now + timeout)
+        });
         self.transmits.push_back(Transmit { dst, payload: bytes.clone() });
-        self.sent.insert((dst, mid), Sent { owner, retransmit: Some(Retransmit { bytes, count: 0, timeout, next }) });
+        self.sent.insert((dst, mid), Sent { owner, retransmit: Some(Retransmit { bytes, count, timeout, next }) });
         self.timers.push(Reverse((next, Timer::Retransmit(dst, mid))));
     }
 
@@ -594,35 +742,63 @@ impl Endpoint {
         }
     }
 
-    /// Ends an exchange: frees its token, NSTART slot, tracked message and peer reference, and starts the
-    /// next queued request to that peer.
-    fn finish_exchange(&mut self, now: Instant, id: RequestId) {
-        let Some(ex) = self.exchanges.remove(&id) else { return };
-        self.tokens.remove(&ex.token);
+    /// Ends the current round of an exchange at the message layer: its tracked message goes, and it no
+    /// longer counts towards NSTART. The token stays mapped.
+    fn end_round(&mut self, now: Instant, id: RequestId) {
+        let Some(ex) = self.exchanges.get_mut(&id) else { return };
+        let dst = ex.dst;
+        let counted = std::mem::replace(&mut ex.counted, false);
         match ex.state {
             ClientState::ExpectAck { mid } => {
-                if self.sent.remove(&(ex.dst, mid)).is_some() {
-                    self.release_peer_ref(ex.dst);
+                if self.sent.remove(&(dst, mid)).is_some() {
+                    self.release_peer_ref(dst);
                 }
             }
             ClientState::ExpectResponse { mid, .. } | ClientState::Collecting { mid, .. } => {
-                // A NON's tracking entry (for RST matching) goes with the exchange.
-                if let Some(s) = self.sent.get(&(ex.dst, mid)) {
-                    if s.retransmit.is_none() {
-                        self.sent.remove(&(ex.dst, mid));
-                    }
+                // A NON's tracking entry (for RST matching) goes with the round.
+                if self.sent.get(&(dst, mid)).is_some_and(|s| s.retransmit.is_none()) {
+                    self.sent.remove(&(dst, mid));
                 }
             }
-            ClientState::Queued(_) => {
-                if let Some(&slot) = self.peers.get(&ex.dst) {
+            ClientState::Queued => {
+                if let Some(&slot) = self.peers.get(&dst) {
                     self.peer_mut(slot).queue.retain(|q| *q != id);
                 }
             }
+            ClientState::Observing => {}
         }
-        if ex.counted {
-            self.release_outstanding(now, ex.dst);
+        if counted {
+            self.release_outstanding(now, dst);
         }
+    }
+
+    /// Ends an exchange: frees its token, NSTART slot, tracked message and peer reference, and starts the
+    /// next queued request to that peer.
+    fn finish_exchange(&mut self, now: Instant, id: RequestId) {
+        self.end_round(now, id);
+        let Some(ex) = self.exchanges.remove(&id) else { return };
+        self.tokens.remove(&ex.token);
         self.release_peer_ref(ex.dst);
+    }
+
+    /// Starts the next round of a block-wise transfer: a new message with a new token.
+    fn next_round(&mut self, now: Instant, id: RequestId, request: Request) {
+        self.end_round(now, id);
+        let token = self.fresh_token();
+        let Some(ex) = self.exchanges.get_mut(&id) else { return };
+        let old = std::mem::replace(&mut ex.token, token);
+        ex.state = ClientState::Queued;
+        ex.msg = Box::new(Message {
+            mtype: ex.msg.mtype,
+            code: request.method,
+            mid: MessageId(0),
+            token,
+            options: request.options,
+            payload: request.payload,
+        });
+        self.tokens.remove(&old);
+        self.tokens.insert(token, id);
+        self.send_or_queue(now, id);
     }
 
     /// One outstanding interaction with `dst` ended: start the next queued request, if any.
@@ -646,6 +822,110 @@ impl Endpoint {
         }
     }
 
+    /// Ends an exchange with an error, reported to the application (or, for the block fetch of a
+    /// notification, only logged: the observation goes on).
+    fn fail_exchange(&mut self, now: Instant, id: RequestId, error: RequestError) {
+        let Some(ex) = self.exchanges.get(&id) else { return };
+        let parent = ex.parent;
+        self.finish_exchange(now, id);
+        match parent {
+            Some(p) => info!(?p, %error, "could not fetch the rest of a block-wise notification"),
+            None => self.events.push_back(Event::Failed { id, error }),
+        }
+    }
+
+    /// A response for exchange `id` arrived (piggybacked or separate; already matched by token and peer).
+    fn on_client_response(&mut self, now: Instant, id: RequestId, from: SocketAddr, response: Response) {
+        let Some(ex) = self.exchanges.get_mut(&id) else { return };
+        self.stats.responses_in += 1;
+        let notification_seq =
+            ex.observe.as_ref().and(response.options.observe()).filter(|_| response.code.is_success() && !ex.multicast);
+        if let Some(seq) = notification_seq {
+            let fresh = ex.observe.as_mut().is_some_and(|f| f.accept(seq, now));
+            if !matches!(ex.state, ClientState::Observing) {
+                // The registration succeeded: the exchange now waits for notifications.
+                self.end_round(now, id);
+                if let Some(ex) = self.exchanges.get_mut(&id) {
+                    ex.state = ClientState::Observing;
+                }
+            }
+            if !fresh {
+                self.stats.stale_notifications += 1;
+                debug!(?id, seq, "dropping a notification older than the last one (RFC 7641 §3.4)");
+                return;
+            }
+            if response.options.block2().is_some_and(|b| b.more) {
+                self.fetch_notification_rest(now, id, response);
+                return;
+            }
+            self.events.push_back(Event::Response { id, from, response });
+            return;
+        }
+        let block_more = response.options.block2().is_some_and(|b| b.more);
+        let ex = self.exchanges.get_mut(&id).expect("exchange exists: checked above");
+        let mut response = response;
+        if ex.transfer.is_some() || block_more {
+            let (max_body, szx) = (self.config.block.max_body, ex.szx);
+            let step = match ex.transfer.as_mut() {
+                Some(t) => t.on_response(response),
+                None => {
+                    let request = Request {
+                        method: ex.msg.code,
+                        options: ex.msg.options.clone(),
+                        payload: ex.msg.payload.clone(),
+                    };
+                    let (t, step) = Transfer::from_first_response(request, szx, max_body, response);
+                    ex.transfer = Some(Box::new(t));
+                    step
+                }
+            };
+            match step {
+                Step::Send(next) => {
+                    self.next_round(now, id, next);
+                    return;
+                }
+                Step::Fail(e) => {
+                    info!(?id, %e, "block-wise transfer failed");
+                    self.fail_exchange(now, id, e);
+                    return;
+                }
+                Step::Done(full) => response = full,
+            }
+        }
+        if ex.multicast {
+            self.events.push_back(Event::Response { id, from, response });
+            return;
+        }
+        let parent = ex.parent;
+        self.finish_exchange(now, id);
+        match parent {
+            Some(p) if self.exchanges.contains_key(&p) => {
+                self.events.push_back(Event::Response { id: p, from, response })
+            }
+            Some(_) => {}
+            None => self.events.push_back(Event::Response { id, from, response }),
+        }
+    }
+
+    /// A notification carried only block 0 (RFC 7641 §4.5, RFC 7959 §2.6): fetch the rest with a GET
+    /// without Observe, and report the whole representation as the notification.
+    fn fetch_notification_rest(&mut self, now: Instant, parent: RequestId, block0: Response) {
+        let Some(ex) = self.exchanges.get(&parent) else { return };
+        let request = Request { method: ex.msg.code, options: ex.msg.options.clone(), payload: ex.msg.payload.clone() };
+        let (dst, confirmable, szx) = (ex.dst, ex.confirmable, ex.szx);
+        let (transfer, step) = Transfer::for_notification(request, szx, self.config.block.max_body, block0);
+        let Step::Send(next) = step else { return };
+        let params = SendParams { confirmable, ..SendParams::default() };
+        match self.start_exchange(now, dst, next, params, Some(parent)) {
+            Ok(sub) => {
+                if let Some(e) = self.exchanges.get_mut(&sub) {
+                    e.transfer = Some(Box::new(transfer));
+                }
+            }
+            Err(e) => info!(?parent, %e, "cannot fetch the rest of a block-wise notification"),
+        }
+    }
+
     // ---------------------------------------------------------------------------------------------
     // Server side
     // ---------------------------------------------------------------------------------------------
@@ -653,14 +933,81 @@ impl Endpoint {
     /// Answers a received request: piggybacked on the ACK if the CON is not acknowledged yet, as a separate
     /// CON if it is, as a NON for a NON request (after leisure for a multicast request). Errors to multicast
     /// requests and classes suppressed by No-Response are not sent (RFC 7252 §8.2, RFC 7967).
-    pub fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
-        let inb = self.inbound.remove(&id).ok_or(UnknownExchange)?;
+    ///
+    /// On the way out the endpoint registers an observer if the request asked for it and the response is
+    /// marked [`Response::observable`], echoes Block1 for a completed upload, and sends a body larger than
+    /// one block as the Block2 block the client asked for (RFC 7959).
+    pub fn respond(&mut self, now: Instant, id: InboundId, mut response: Response) -> Result<(), UnknownExchange> {
+        let mut inb = self.inbound.remove(&id).ok_or(UnknownExchange)?;
+        if let Some(slot) = self.peers.get(&inb.peer).copied() {
+            let p = self.peer_mut(slot);
+            p.refs = p.refs.saturating_sub(1);
+        }
+        if let InboundKind::Notification(key) = inb.kind {
+            self.send_notification(now, &inb, key, response);
+            return Ok(());
+        }
+        if let Some(echo) = inb.block1_echo {
+            let (b, l) = echo.encode();
+            response.options.set(OptionNumber::BLOCK1, &b[..l]);
+        }
+        match inb.observe.take() {
+            Some(reg) if response.code.is_success() && response.options.contains(OptionNumber::OBSERVE) => {
+                let (path, request) = *reg;
+                let start = self.rng.next_u32() & 0xffff;
+                let key = (inb.peer, inb.token);
+                match self.observers.register(now, &self.config.observe, key, &path, request, start) {
+                    Ok(seq) => {
+                        debug!(peer = %inb.peer, %path, "observer registered");
+                        response.options.set_uint(OptionNumber::OBSERVE, u64::from(seq));
+                    }
+                    Err(_) => {
+                        warn!(peer = %inb.peer, %path, "observer limit reached; answering without Observe");
+                        response.options.remove(OptionNumber::OBSERVE);
+                    }
+                }
+            }
+            Some(_) => {
+                self.observers.remove(&(inb.peer, inb.token));
+                response.options.remove(OptionNumber::OBSERVE);
+            }
+            None => {
+                response.options.remove(OptionNumber::OBSERVE);
+            }
+        }
+        let response = self.blockify(now, inb.peer, inb.key, inb.block2, response);
+        self.send_response(now, &inb, response);
+        Ok(())
+    }
+
+    /// Cuts a response larger than one block into the requested block (block 0 by default), keeping the
+    /// rendered body for the follow-up requests.
+    fn blockify(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        key: u64,
+        requested: Option<BlockValue>,
+        mut response: Response,
+    ) -> Response {
+        let szx = requested.map_or(self.config.block.szx, |b| b.szx.min(self.config.block.szx)).min(6);
+        let want = BlockValue { num: requested.map_or(0, |b| b.num), more: false, szx };
+        if !response.code.is_success() || (response.payload.len() <= want.size() && want.num == 0) {
+            return response;
+        }
+        block::ensure_etag(&self.hasher, &mut response);
+        let block = block::slice(&response, want).unwrap_or_else(|e| e);
+        response.options.remove(OptionNumber::OBSERVE);
+        let cfg = self.config.block;
+        self.bodies.insert(now, &cfg, peer, key, response);
+        block
+    }
+
+    /// Sends a response (or suppresses it) the way the request arrived.
+    fn send_response(&mut self, now: Instant, inb: &Inbound, response: Response) {
         let suppressed = suppressed(response.code, inb.no_response, inb.multicast);
         let slot = self.peers.get(&inb.peer).copied();
-        if let Some(slot) = slot {
-            self.peer_mut(slot).refs = self.peer_mut(slot).refs.saturating_sub(1);
-        }
-        trace!(?id, code = %response.code, suppressed, "respond");
+        trace!(peer = %inb.peer, code = %response.code, suppressed, "respond");
         let mut msg = Message {
             mtype: MessageType::Ack,
             code: response.code,
@@ -673,28 +1020,28 @@ impl Endpoint {
             let bytes = if suppressed { Message::empty(MessageType::Ack, inb.mid).encode() } else { msg.encode() };
             self.remember_reply(slot, inb.mid, Reply::Sent(bytes.clone()));
             self.transmits.push_back(Transmit { dst: inb.peer, payload: bytes });
-            return Ok(());
+            return;
         }
         if suppressed {
-            return Ok(());
+            return;
         }
         let Some(slot) = slot.or_else(|| self.peer_slot(inb.peer)) else {
             warn!(peer = %inb.peer, "response dropped: peer table full");
-            return Ok(());
+            return;
         };
         msg.mid = self.next_mid(slot);
         if inb.con {
             // Separate response (RFC 7252 §5.2.2): a CON of its own, retransmitted until acknowledged.
             msg.mtype = MessageType::Con;
             let bytes = msg.encode();
-            self.send_reliable(now, inb.peer, msg.mid, Owner::Response, bytes);
+            self.send_reliable(now, inb.peer, msg.mid, Owner::Response, bytes, None);
         } else {
             msg.mtype = MessageType::Non;
             let transmit = Transmit { dst: inb.peer, payload: msg.encode() };
             if inb.not_before > now {
                 if self.delayed.len() >= self.config.limits.max_delayed {
                     warn!(peer = %inb.peer, "multicast response dropped: too many delayed responses");
-                    return Ok(());
+                    return;
                 }
                 self.seq += 1;
                 self.delayed.push(Reverse(Delayed { at: inb.not_before, seq: self.seq, transmit }));
@@ -702,7 +1049,105 @@ impl Endpoint {
                 self.transmits.push_back(transmit);
             }
         }
-        Ok(())
+    }
+
+    /// Sends a rendered notification to its observer (RFC 7641 §4.2): same token, new message ID, the next
+    /// sequence number, CON or NON as decided in [`Endpoint::notify`]. A response that is not a success or
+    /// no longer observable is the last notification and ends the observation.
+    fn send_notification(&mut self, now: Instant, inb: &Inbound, key: ObserverKey, mut response: Response) {
+        if self.observers.get(&key).is_none() {
+            return; // the observer went away while the notification was rendered
+        }
+        let last = !(response.code.is_success() && response.options.contains(OptionNumber::OBSERVE));
+        if last {
+            response.options.remove(OptionNumber::OBSERVE);
+        } else if let Some(seq) = self.observers.next_seq(&key, now, inb.con) {
+            response.options.set_uint(OptionNumber::OBSERVE, u64::from(seq));
+        }
+        let response = self.blockify(now, key.0, inb.key, None, response);
+        let Some(slot) = self.peer_slot(key.0) else {
+            warn!(peer = %key.0, "notification dropped: peer table full");
+            return;
+        };
+        let mid = self.next_mid(slot);
+        let msg = Message {
+            mtype: if inb.con { MessageType::Con } else { MessageType::Non },
+            code: response.code,
+            mid,
+            token: key.1,
+            options: response.options,
+            payload: response.payload,
+        };
+        let bytes = msg.encode();
+        if inb.con {
+            // RFC 7641 §4.5.2: a new notification replaces one still being retransmitted, continuing its
+            // back-off, so an observer that went away is still given up on in time.
+            let carry = self.observers.get(&key).and_then(|o| o.pending).and_then(|old| {
+                let sent = self.sent.remove(&(key.0, old))?;
+                self.release_peer_ref(key.0);
+                sent.retransmit.map(|r| (r.count, r.timeout, r.next))
+            });
+            self.send_reliable(now, key.0, mid, Owner::Notification(key), bytes, carry);
+            self.observers.set_pending(&key, Some(mid));
+        } else {
+            let lifetime = self.params_for(&key.0).non_lifetime();
+            self.sent.insert((key.0, mid), Sent { owner: Owner::Notification(key), retransmit: None });
+            self.sent_non_expiry.push_back((now + lifetime, key.0, mid));
+            self.transmits.push_back(Transmit { dst: key.0, payload: bytes });
+        }
+        if last {
+            self.observers.remove(&key);
+        }
+    }
+
+    /// The resource at `path` changed: one request per observer of it, to be rendered by the application
+    /// (routed like any request; the [`Node`](crate::Node) does it for services). Each answer is sent as a
+    /// notification. `confirmable` forces CON or NON; `None` follows the [`ObservePolicy`].
+    pub fn notify(&mut self, now: Instant, path: &str, confirmable: Option<bool>) -> Vec<IncomingRequest> {
+        let mut out = Vec::new();
+        for key in self.observers.keys_for(path) {
+            if self.inbound.len() >= self.config.limits.max_inbound_exchanges {
+                warn!(%path, "notifications skipped: too many requests in progress");
+                break;
+            }
+            let Some(o) = self.observers.get(&key) else { continue };
+            let con = self.observers.wants_con(&key, now, &self.config.observe, confirmable) || o.pending.is_some();
+            let request = o.request.clone();
+            let Some(slot) = self.peer_slot(key.0) else { continue };
+            self.peer_mut(slot).refs += 1;
+            let id = InboundId(self.next_inbound_id);
+            self.next_inbound_id += 1;
+            let expires = now + self.params_for(&key.0).exchange_lifetime();
+            let rkey =
+                block::request_key(&self.hasher, request.method, request.options.iter(), &request.payload, false);
+            self.inbound.insert(
+                id,
+                Inbound {
+                    kind: InboundKind::Notification(key),
+                    key: rkey,
+                    block2: None,
+                    block1_echo: None,
+                    observe: None,
+                    peer: key.0,
+                    mid: MessageId(0),
+                    token: key.1,
+                    con,
+                    multicast: false,
+                    acked: true,
+                    no_response: None,
+                    not_before: now,
+                    expires,
+                },
+            );
+            self.inbound_expiry.push_back((expires, id));
+            out.push(IncomingRequest { id, from: key.0, multicast: false, confirmable: con, token: key.1, request });
+        }
+        out
+    }
+
+    /// How many observers `path` has.
+    pub fn observer_count(&self, path: &str) -> usize {
+        self.observers.count_for(path)
     }
 
     /// Sends the empty ACK for a received CON now, committing to a separate response. Useful when the
@@ -792,15 +1237,20 @@ impl Endpoint {
         self.release_peer_ref(from);
         match sent.owner {
             Owner::Response => trace!(%from, %mid, "separate response acknowledged"),
+            Owner::Notification(key) => {
+                if self.observers.get(&key).is_some_and(|o| o.pending == Some(mid)) {
+                    self.observers.set_pending(&key, None);
+                }
+            }
             Owner::Ping(id) => self.events.push_back(Event::Pong { id, from }),
             Owner::Request(id) => {
                 let Some(ex) = self.exchanges.get_mut(&id) else { return };
                 let token_matches = ex.token.as_bytes() == packet.token_bytes();
                 if packet.code().is_response() && token_matches {
-                    self.stats.responses_in += 1;
-                    let response = to_response(packet);
-                    self.finish_exchange(now, id);
-                    self.events.push_back(Event::Response { id, from, response });
+                    // The round ends with this ACK: the response is handled like a separate one.
+                    ex.state = ClientState::ExpectResponse { mid, until: now };
+                    self.uncount(now, id);
+                    self.on_client_response(now, id, from, to_response(packet));
                     return;
                 }
                 if !packet.code().is_empty() {
@@ -826,13 +1276,19 @@ impl Endpoint {
         match sent.owner {
             Owner::Ping(id) => self.events.push_back(Event::Pong { id, from }),
             Owner::Response => info!(%from, %mid, "separate response rejected with RST"),
+            Owner::Notification(key) => {
+                // RFC 7641 §3.6: a client rejects a notification it does not want; forget the observer.
+                if self.observers.remove(&key) {
+                    self.stats.observers_lost += 1;
+                    info!(peer = %from, "observer rejected a notification with RST; removed");
+                }
+            }
             Owner::Request(id) => {
                 if self.exchanges.get(&id).is_some_and(|e| e.multicast) {
                     return; // one member's RST does not end a group request
                 }
                 info!(%from, ?id, "request reset by peer");
-                self.finish_exchange(now, id);
-                self.events.push_back(Event::Failed { id, error: RequestError::Reset });
+                self.fail_exchange(now, id, RequestError::Reset);
             }
         }
     }
@@ -905,16 +1361,76 @@ impl Endpoint {
             }
             debug!(%from, code = %response.code, "rejecting request");
             if con {
-                let mut ack = Message::new(MessageType::Ack, response.code, mid, packet.token());
-                ack.payload = response.payload;
-                let bytes = ack.encode();
-                self.remember_reply(Some(slot), mid, Reply::Sent(bytes.clone()));
-                self.transmits.push_back(Transmit { dst: from, payload: bytes });
+                self.reply_now(slot, from, mid, packet.token(), true, response);
             } else {
                 // RFC 7252 §5.4.1: a NON with an unrecognised critical option is rejected (RST).
                 self.send_rst(from, mid);
             }
             return;
+        }
+        let token = packet.token();
+        let payload = packet.payload();
+        let key = block::request_key(&self.hasher, method, packet.options(), payload, false);
+        let observe = packet.option(OptionNumber::OBSERVE).and_then(corral_wire::decode_uint);
+        if observe == Some(u64::from(corral_wire::OBSERVE_DEREGISTER)) && self.observers.remove(&(from, token)) {
+            debug!(%from, "observer deregistered (Observe=1)");
+        }
+        let block2 = packet.option(OptionNumber::BLOCK2).and_then(BlockValue::decode);
+        let mut options: Options = packet.options().collect();
+        let mut body = None;
+        let mut block1_echo = None;
+        if !multicast {
+            // A later block of a large response: answer from the rendered body, without the application.
+            if let Some(b2) = block2.filter(|b| b.num > 0) {
+                let reply = match self.bodies.get(now, from, key) {
+                    Some(full) => Some(
+                        block::slice(full, BlockValue { szx: b2.szx.min(self.config.block.szx), ..b2 })
+                            .unwrap_or_else(|e| e),
+                    ),
+                    None if !matches!(method, Code::GET | Code::FETCH) => Some(Response::error(
+                        Code::REQUEST_ENTITY_INCOMPLETE,
+                        "the block-wise response is no longer available; repeat the request",
+                    )),
+                    None => None,
+                };
+                if let Some(reply) = reply {
+                    self.reply_now(slot, from, mid, token, con, reply);
+                    return;
+                }
+            }
+            // A block of an upload: collect it; only the whole body reaches the application.
+            if let Some(b1) = packet.option(OptionNumber::BLOCK1).and_then(BlockValue::decode) {
+                let key1 = block::request_key(&self.hasher, method, packet.options(), &[], true);
+                let size1 = packet.option(OptionNumber::SIZE1).and_then(corral_wire::decode_uint);
+                let lifetime = self.params_for(&from).exchange_lifetime();
+                let cfg = self.config.block;
+                match self.assemblies.on_block(now, lifetime, &cfg, from, key1, b1, size1, payload) {
+                    Block1Step::Continue(echo) => {
+                        let (b, l) = echo.encode();
+                        self.reply_now(
+                            slot,
+                            from,
+                            mid,
+                            token,
+                            con,
+                            Response::new(Code::CONTINUE).with_option(OptionNumber::BLOCK1, &b[..l]),
+                        );
+                        return;
+                    }
+                    Block1Step::Reject(r) => {
+                        debug!(%from, code = %r.code, "block-wise upload rejected");
+                        self.reply_now(slot, from, mid, token, con, r);
+                        return;
+                    }
+                    Block1Step::Complete { body: whole, echo } => {
+                        options.remove(OptionNumber::BLOCK1);
+                        options.remove(OptionNumber::SIZE1);
+                        options.remove(OptionNumber::REQUEST_TAG);
+                        body = Some(whole);
+                        block1_echo = Some(echo);
+                    }
+                }
+            }
         }
         if self.inbound.len() >= self.config.limits.max_inbound_exchanges {
             self.stats.overload_rejections += 1;
@@ -923,6 +1439,11 @@ impl Endpoint {
             }
             return;
         }
+        let request = Request { method, options, payload: body.unwrap_or_else(|| payload.to_vec()) };
+        let observe = (observe == Some(u64::from(corral_wire::OBSERVE_REGISTER))
+            && matches!(method, Code::GET | Code::FETCH)
+            && !multicast)
+            .then(|| Box::new((request.options.path(), request.clone())));
         let id = InboundId(self.next_inbound_id);
         self.next_inbound_id += 1;
         let params = self.params_for(&from);
@@ -936,9 +1457,14 @@ impl Endpoint {
         self.inbound.insert(
             id,
             Inbound {
+                kind: InboundKind::Request,
+                key,
+                block2,
+                block1_echo,
+                observe,
                 peer: from,
                 mid,
-                token: packet.token(),
+                token,
                 con,
                 multicast,
                 acked: false,
@@ -953,15 +1479,36 @@ impl Endpoint {
             self.piggyback_deadlines.push_back((now + self.config.piggyback_window(), id));
         }
         self.inbound_expiry.push_back((expires, id));
-        let request = Request { method, options: packet.options().collect(), payload: packet.payload().to_vec() };
         self.events.push_back(Event::Request(IncomingRequest {
             id,
             from,
             multicast,
             confirmable: packet.mtype() == MessageType::Con,
-            token: packet.token(),
+            token,
             request,
         }));
+    }
+
+    /// Answers a request on the spot, without involving the application (protocol-level replies such as
+    /// 2.31 Continue, 4.08, or a cached block): piggybacked for a CON, as a NON otherwise.
+    fn reply_now(&mut self, slot: u32, to: SocketAddr, mid: MessageId, token: Token, con: bool, response: Response) {
+        let mut msg = Message {
+            mtype: MessageType::Ack,
+            code: response.code,
+            mid,
+            token,
+            options: response.options,
+            payload: response.payload,
+        };
+        if con {
+            let bytes = msg.encode();
+            self.remember_reply(Some(slot), mid, Reply::Sent(bytes.clone()));
+            self.transmits.push_back(Transmit { dst: to, payload: bytes });
+        } else {
+            msg.mtype = MessageType::Non;
+            msg.mid = self.next_mid(slot);
+            self.transmits.push_back(Transmit { dst: to, payload: msg.encode() });
+        }
     }
 
     /// A stateless 5.03 with Max-Age for a CON request that hit a limit (RFC 7252 §5.9.3.4).
@@ -985,7 +1532,7 @@ impl Endpoint {
         let matched = self.tokens.get(&token).copied().filter(|id| {
             self.exchanges
                 .get(id)
-                .is_some_and(|ex| ex.multicast || (ex.dst == from && !matches!(ex.state, ClientState::Queued(_))))
+                .is_some_and(|ex| ex.multicast || (ex.dst == from && !matches!(ex.state, ClientState::Queued)))
         });
         let Some(id) = matched else {
             // Nobody asked: reject a CON; a NON notification too, so the server forgets the observer
@@ -1002,13 +1549,7 @@ impl Endpoint {
             self.remember_reply(slot, mid, Reply::Sent(ack.clone()));
             self.transmits.push_back(Transmit { dst: from, payload: ack });
         }
-        self.stats.responses_in += 1;
-        let response = to_response(packet);
-        let multicast = self.exchanges.get(&id).is_some_and(|e| e.multicast);
-        if !multicast {
-            self.finish_exchange(now, id);
-        }
-        self.events.push_back(Event::Response { id, from, response });
+        self.on_client_response(now, id, from, to_response(packet));
     }
 
     // ---------------------------------------------------------------------------------------------
@@ -1091,14 +1632,16 @@ impl Endpoint {
         self.stats.timeouts += 1;
         info!(%dst, %mid, "CON not acknowledged after MAX_RETRANSMIT retransmissions");
         match owner {
-            Owner::Request(id) => {
-                if self.exchanges.contains_key(&id) {
-                    self.finish_exchange(now, id);
-                    self.events.push_back(Event::Failed { id, error: RequestError::Timeout });
-                }
-            }
+            Owner::Request(id) => self.fail_exchange(now, id, RequestError::Timeout),
             Owner::Ping(id) => self.events.push_back(Event::Failed { id, error: RequestError::Timeout }),
             Owner::Response => {}
+            Owner::Notification(key) => {
+                // RFC 7641 §4.5: an observer that does not acknowledge a CON notification is removed.
+                if self.observers.remove(&key) {
+                    self.stats.observers_lost += 1;
+                    info!(peer = %dst, "observer did not acknowledge a notification; removed");
+                }
+            }
         }
     }
 
@@ -1113,10 +1656,12 @@ impl Endpoint {
             self.events.push_back(Event::MulticastDone { id });
             return;
         }
+        if matches!(ex.state, ClientState::Observing) {
+            return; // an observation has no deadline of its own
+        }
         self.stats.timeouts += 1;
         info!(?id, "request timed out");
-        self.finish_exchange(now, id);
-        self.events.push_back(Event::Failed { id, error: RequestError::Timeout });
+        self.fail_exchange(now, id, RequestError::Timeout);
     }
 
     // ---------------------------------------------------------------------------------------------

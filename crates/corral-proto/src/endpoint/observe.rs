@@ -1,0 +1,216 @@
+//! Observe (RFC 7641), the parts that do not depend on the transport.
+//!
+//! Server: [`Observers`] keeps registrations keyed by (endpoint, token) — a re-registration replaces —
+//! indexed by resource path, with limits per resource and in total, the 24-bit sequence numbers, and the
+//! policy that decides when a notification must be confirmable (at least every 24 h, RFC 7641 §4.5).
+//! Rendering a notification is the application's ordinary GET handler run again; the endpoint sends it.
+//!
+//! Client: [`Freshness`] applies the rule of RFC 7641 §3.4 so that reordered notifications are dropped.
+
+use super::Map;
+use crate::message::Request;
+use crate::time::{Duration, Instant};
+use corral_wire::{observe_is_fresher, Token, OBSERVE_MODULUS};
+use std::net::SocketAddr;
+
+/// When notifications are sent as CON, and how many observers are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObservePolicy {
+    /// A CON notification at least this often per observer (RFC 7641 §4.5: at least every 24 hours), so that
+    /// an observer that went away is noticed and removed.
+    pub max_con_interval: Duration,
+    /// Also every n-th notification is CON (0: only by interval, or when the application asks).
+    pub con_every: u32,
+    pub max_observers: usize,
+    pub max_observers_per_resource: usize,
+}
+
+impl Default for ObservePolicy {
+    fn default() -> Self {
+        ObservePolicy {
+            max_con_interval: Duration::from_secs(24 * 3600),
+            con_every: 0,
+            max_observers: 1024,
+            max_observers_per_resource: 256,
+        }
+    }
+}
+
+/// Identifies an observation on the server: the observer's address and token.
+pub(crate) type ObserverKey = (SocketAddr, Token);
+
+pub(crate) struct Observer {
+    pub(crate) path: String,
+    /// The registration request, replayed to the handler to render each notification.
+    pub(crate) request: Request,
+    seq: u32,
+    last_con: Instant,
+    sent: u32,
+    /// The message ID of a CON notification still being retransmitted.
+    pub(crate) pending: Option<corral_wire::MessageId>,
+}
+
+/// Why a registration was not accepted; the response then goes out without Observe (RFC 7641 §4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ObserversFull;
+
+pub(crate) struct Observers {
+    by_key: Map<ObserverKey, Observer>,
+    by_path: Map<String, Vec<ObserverKey>>,
+}
+
+impl Observers {
+    pub(crate) fn new(seed: u64) -> Observers {
+        Observers { by_key: super::new_map(seed), by_path: super::new_map(seed) }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    pub(crate) fn get(&self, key: &ObserverKey) -> Option<&Observer> {
+        self.by_key.get(key)
+    }
+
+    pub(crate) fn count_for(&self, path: &str) -> usize {
+        self.by_path.get(path).map_or(0, Vec::len)
+    }
+
+    /// Adds or replaces the observation `key`; returns the sequence number for the first response.
+    pub(crate) fn register(
+        &mut self,
+        now: Instant,
+        policy: &ObservePolicy,
+        key: ObserverKey,
+        path: &str,
+        request: Request,
+        seq_start: u32,
+    ) -> Result<u32, ObserversFull> {
+        let replacing = self.by_key.get(&key).is_some_and(|o| o.path == path);
+        if !replacing {
+            self.remove(&key);
+            if self.by_key.len() >= policy.max_observers || self.count_for(path) >= policy.max_observers_per_resource {
+                return Err(ObserversFull);
+            }
+            self.by_path.entry(path.to_string()).or_default().push(key);
+        }
+        let seq = seq_start % OBSERVE_MODULUS;
+        self.by_key
+            .insert(key, Observer { path: path.to_string(), request, seq, last_con: now, sent: 0, pending: None });
+        Ok(seq)
+    }
+
+    pub(crate) fn remove(&mut self, key: &ObserverKey) -> bool {
+        let Some(o) = self.by_key.remove(key) else { return false };
+        if let Some(list) = self.by_path.get_mut(&o.path) {
+            list.retain(|k| k != key);
+            if list.is_empty() {
+                self.by_path.remove(&o.path);
+            }
+        }
+        true
+    }
+
+    /// Observers of `path`, in registration order.
+    pub(crate) fn keys_for(&self, path: &str) -> Vec<ObserverKey> {
+        self.by_path.get(path).cloned().unwrap_or_default()
+    }
+
+    /// Decides the type of the next notification: CON when asked, when the interval or the count says so.
+    pub(crate) fn wants_con(
+        &self,
+        key: &ObserverKey,
+        now: Instant,
+        policy: &ObservePolicy,
+        asked: Option<bool>,
+    ) -> bool {
+        let Some(o) = self.by_key.get(key) else { return false };
+        if let Some(a) = asked {
+            return a;
+        }
+        now.saturating_since(o.last_con) >= policy.max_con_interval
+            || (policy.con_every > 0 && (o.sent + 1) % policy.con_every == 0)
+    }
+
+    pub(crate) fn set_pending(&mut self, key: &ObserverKey, mid: Option<corral_wire::MessageId>) {
+        if let Some(o) = self.by_key.get_mut(key) {
+            o.pending = mid;
+        }
+    }
+
+    /// Advances the sequence number for a notification about to be sent and returns it.
+    pub(crate) fn next_seq(&mut self, key: &ObserverKey, now: Instant, con: bool) -> Option<u32> {
+        let o = self.by_key.get_mut(key)?;
+        o.seq = (o.seq + 1) % OBSERVE_MODULUS;
+        o.sent = o.sent.wrapping_add(1);
+        if con {
+            o.last_con = now;
+        }
+        Some(o.seq)
+    }
+}
+
+/// The client's view of one observation: the freshest notification so far (RFC 7641 §3.4).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Freshness {
+    last: Option<(u32, Instant)>,
+}
+
+impl Freshness {
+    /// Whether a notification with `seq` arriving at `now` is newer than every one before; if so it becomes
+    /// the reference. Over TCP (no reordering) the caller skips the check.
+    pub(crate) fn accept(&mut self, seq: u32, now: Instant) -> bool {
+        let fresh = match self.last {
+            None => true,
+            Some((v1, t1)) => observe_is_fresher(v1, t1.as_secs(), seq, now.as_secs()),
+        };
+        if fresh {
+            self.last = Some((seq, now));
+        }
+        fresh
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u8) -> ObserverKey {
+        (format!("10.0.0.{i}:5683").parse().unwrap(), Token::new(&[i]).unwrap())
+    }
+
+    #[test]
+    fn register_replace_limits() {
+        let mut o = Observers::new(1);
+        let p = ObservePolicy { max_observers: 2, max_observers_per_resource: 1, ..ObservePolicy::default() };
+        assert!(o.register(Instant::ZERO, &p, key(1), "/a", Request::get("a"), 5).is_ok());
+        // Same key, same path: replaced, not duplicated.
+        assert!(o.register(Instant::ZERO, &p, key(1), "/a", Request::get("a"), 9).is_ok());
+        assert_eq!(o.len(), 1);
+        assert_eq!(o.register(Instant::ZERO, &p, key(2), "/a", Request::get("a"), 0), Err(ObserversFull));
+        assert!(o.register(Instant::ZERO, &p, key(2), "/b", Request::get("b"), 0).is_ok());
+        assert_eq!(o.register(Instant::ZERO, &p, key(3), "/c", Request::get("c"), 0), Err(ObserversFull));
+        assert!(o.remove(&key(1)));
+        assert_eq!(o.keys_for("/a"), vec![]);
+        assert_eq!(o.next_seq(&key(2), Instant::ZERO, false), Some(1));
+    }
+
+    #[test]
+    fn con_at_least_every_interval() {
+        let mut o = Observers::new(1);
+        let p = ObservePolicy::default();
+        o.register(Instant::ZERO, &p, key(1), "/a", Request::get("a"), 0).unwrap();
+        assert!(!o.wants_con(&key(1), Instant::from_secs(3600), &p, None));
+        assert!(o.wants_con(&key(1), Instant::from_secs(24 * 3600), &p, None));
+        assert!(o.wants_con(&key(1), Instant::ZERO, &p, Some(true)));
+    }
+
+    #[test]
+    fn freshness_drops_reordered() {
+        let mut f = Freshness::default();
+        assert!(f.accept(5, Instant::from_secs(1)));
+        assert!(!f.accept(4, Instant::from_secs(2)));
+        assert!(f.accept(6, Instant::from_secs(3)));
+        assert!(f.accept(2, Instant::from_secs(200)), "more than 128 s later is fresh regardless");
+    }
+}

@@ -19,6 +19,7 @@ mod content_format;
 mod error;
 mod message;
 mod option;
+pub mod tcp;
 
 pub use block::{observe_is_fresher, BlockValue, OBSERVE_DEREGISTER, OBSERVE_MODULUS, OBSERVE_REGISTER};
 pub use code::Code;
@@ -29,3 +30,4 @@ pub use option::{
     check_critical, decode_uint, encode_uint, BadOption, OptionDef, OptionFormat, OptionIter, OptionNumber,
     OptionValue, Options, REGISTRY,
 };
+pub use tcp::{FrameDecoder, TcpMessage, TcpPacket};

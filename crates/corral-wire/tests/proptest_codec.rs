@@ -142,7 +142,7 @@ proptest! {
         let parsed = Message::parse(&bytes);
         match Packet::new_checked(&bytes[..]) {
             Ok(p) => {
-                let _ = p.options().map(|(n, v)| (n.0, v.len())).count();
+                let _: usize = p.options().map(|(n, v)| usize::from(n.0) + v.len()).sum();
                 let _ = p.payload().len();
                 let owned = p.to_owned();
                 prop_assert_eq!(parsed.as_ref(), Ok(&owned));

@@ -34,6 +34,8 @@ pub enum Error {
     ValueOutOfRange,
     /// RFC 8323: a frame is larger than the configured maximum message size.
     FrameTooLarge,
+    /// RFC 8323: the buffer holds bytes after the end of the frame its length field declares.
+    TrailingData,
     /// A URI that is not a valid CoAP URI; the text says what is wrong.
     Uri(&'static str),
     /// Link-format text that does not parse; the text says what is wrong.
@@ -56,6 +58,7 @@ impl fmt::Display for Error {
             Error::OptionTooLong => f.write_str("option value too long"),
             Error::ValueOutOfRange => f.write_str("value out of range"),
             Error::FrameTooLarge => f.write_str("frame exceeds the maximum message size"),
+            Error::TrailingData => f.write_str("bytes after the end of the frame"),
             Error::Uri(why) => write!(f, "invalid URI: {why}"),
             Error::LinkFormat(why) => write!(f, "invalid link-format: {why}"),
         }

@@ -20,6 +20,7 @@ mod error;
 pub mod link_format;
 mod message;
 mod option;
+pub mod tcp;
 pub mod uri;
 
 pub use block::{observe_is_fresher, BlockValue, OBSERVE_DEREGISTER, OBSERVE_MODULUS, OBSERVE_REGISTER};
@@ -31,4 +32,5 @@ pub use option::{
     check_critical, decode_uint, encode_uint, BadOption, OptionDef, OptionFormat, OptionIter, OptionNumber,
     OptionValue, Options, REGISTRY,
 };
+pub use tcp::{FrameDecoder, TcpMessage, TcpPacket};
 pub use uri::{Host, Scheme, Uri};

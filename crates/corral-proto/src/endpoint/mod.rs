@@ -711,7 +711,9 @@ impl Endpoint {
     }
 
     /// Sends a CON and tracks it until ACK, RST or give-up. The tracking entry holds a peer reference.
-    /// `carry` continues the back-off of a message this one replaces (RFC 7641 §4.5.2).
+    /// `carry` continues the back-off of a message this one replaces (RFC 7641 §4.5.2): the new message
+    /// goes out at the replaced one's next retransmission, so a peer that has gone away still receives at
+    /// most 1 + MAX_RETRANSMIT transmissions before it is given up on.
     fn send_reliable(
         &mut self,
         now: Instant,
@@ -731,7 +733,9 @@ impl Endpoint {
             let timeout = Duration::from_micros(self.rng.range_inclusive(lo, hi));
             (0, timeout, now + timeout)
         });
-        self.transmits.push_back(Transmit { dst, payload: bytes.clone() });
+        if carry.is_none() {
+            self.transmits.push_back(Transmit { dst, payload: bytes.clone() });
+        }
         self.sent.insert((dst, mid), Sent { owner, retransmit: Some(Retransmit { bytes, count, timeout, next }) });
         self.timers.push(Reverse((next, Timer::Retransmit(dst, mid))));
     }

@@ -792,14 +792,9 @@ impl Endpoint {
         let Some(ex) = self.exchanges.get_mut(&id) else { return };
         let old = std::mem::replace(&mut ex.token, token);
         ex.state = ClientState::Queued;
-        ex.msg = Box::new(Message {
-            mtype: ex.msg.mtype,
-            code: request.method,
-            mid: MessageId(0),
-            token,
-            options: request.options,
-            payload: request.payload,
-        });
+        let mtype = ex.msg.mtype;
+        *ex.msg =
+            Message { mtype, code: request.method, mid: MessageId(0), token, options: request.options, payload: request.payload };
         self.tokens.remove(&old);
         self.tokens.insert(token, id);
         self.send_or_queue(now, id);

@@ -20,6 +20,7 @@
 
 mod block;
 mod observe;
+mod server;
 
 pub use block::BlockConfig;
 pub use observe::ObservePolicy;
@@ -30,11 +31,10 @@ use crate::message::{
 use crate::params::TransmissionParams;
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
-use block::{Assemblies, Block1Step, BodyCache, Step, Transfer};
-use corral_wire::{
-    check_critical, BlockValue, Code, Message, MessageId, MessageType, OptionNumber, Options, Packet, Token,
-};
-use observe::{Freshness, ObserverKey, Observers};
+use block::{Step, Transfer};
+use corral_wire::{check_critical, Code, Message, MessageId, MessageType, OptionNumber, Options, Packet, Token};
+use observe::{Freshness, ObserverKey};
+use server::{Incoming, RequestMeta, ServerLayer};
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -327,14 +327,8 @@ enum InboundKind {
 #[derive(Debug)]
 struct Inbound {
     kind: InboundKind,
-    /// The request's key, block options aside (for the Block2 body cache).
-    key: u64,
-    /// The Block2 option of the request, if any (the block the client wants).
-    block2: Option<BlockValue>,
-    /// The completed upload's last Block1, echoed in the response (RFC 7959 §2.3).
-    block1_echo: Option<BlockValue>,
-    /// An Observe registration request: its path and the request to replay for notifications.
-    observe: Option<Box<(String, Request)>>,
+    /// Block-wise and Observe state of the request, for its response.
+    meta: RequestMeta,
     peer: SocketAddr,
     mid: MessageId,
     token: Token,
@@ -407,10 +401,7 @@ pub struct Endpoint {
     next_inbound_id: u64,
     seq: u64,
     stats: Stats,
-    hasher: foldhash::fast::FixedState,
-    assemblies: Assemblies,
-    bodies: BodyCache,
-    observers: Observers,
+    server: ServerLayer,
 }
 
 impl Endpoint {
@@ -439,10 +430,7 @@ impl Endpoint {
             next_inbound_id: 1,
             seq: 0,
             stats: Stats::default(),
-            hasher: foldhash::fast::FixedState::with_seed(hash_seed),
-            assemblies: Assemblies::new(hash_seed),
-            bodies: BodyCache::new(hash_seed),
-            observers: Observers::new(hash_seed),
+            server: ServerLayer::new(hash_seed),
             rng,
             config,
         }
@@ -481,8 +469,8 @@ impl Endpoint {
             inbound_exchanges: self.inbound.len(),
             tracked_messages: self.sent.len(),
             dedup_entries: self.slab.iter().flatten().map(|p| p.dedup.len()).sum(),
-            uploads: self.assemblies.len(),
-            observers: self.observers.len(),
+            uploads: self.server.uploads(),
+            observers: self.server.observers.len(),
             delayed_responses: self.delayed.len(),
         }
     }
@@ -793,8 +781,14 @@ impl Endpoint {
         let old = std::mem::replace(&mut ex.token, token);
         ex.state = ClientState::Queued;
         let mtype = ex.msg.mtype;
-        *ex.msg =
-            Message { mtype, code: request.method, mid: MessageId(0), token, options: request.options, payload: request.payload };
+        *ex.msg = Message {
+            mtype,
+            code: request.method,
+            mid: MessageId(0),
+            token,
+            options: request.options,
+            payload: request.payload,
+        };
         self.tokens.remove(&old);
         self.tokens.insert(token, id);
         self.send_or_queue(now, id);
@@ -936,7 +930,7 @@ impl Endpoint {
     /// On the way out the endpoint registers an observer if the request asked for it and the response is
     /// marked [`Response::observable`], echoes Block1 for a completed upload, and sends a body larger than
     /// one block as the Block2 block the client asked for (RFC 7959).
-    pub fn respond(&mut self, now: Instant, id: InboundId, mut response: Response) -> Result<(), UnknownExchange> {
+    pub fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
         let mut inb = self.inbound.remove(&id).ok_or(UnknownExchange)?;
         if let Some(slot) = self.peers.get(&inb.peer).copied() {
             let p = self.peer_mut(slot);
@@ -946,60 +940,12 @@ impl Endpoint {
             self.send_notification(now, &inb, key, response);
             return Ok(());
         }
-        if let Some(echo) = inb.block1_echo {
-            let (b, l) = echo.encode();
-            response.options.set(OptionNumber::BLOCK1, &b[..l]);
-        }
-        match inb.observe.take() {
-            Some(reg) if response.code.is_success() && response.options.contains(OptionNumber::OBSERVE) => {
-                let (path, request) = *reg;
-                let start = self.rng.next_u32() & 0xffff;
-                let key = (inb.peer, inb.token);
-                match self.observers.register(now, &self.config.observe, key, &path, request, start) {
-                    Ok(seq) => {
-                        debug!(peer = %inb.peer, %path, "observer registered");
-                        response.options.set_uint(OptionNumber::OBSERVE, u64::from(seq));
-                    }
-                    Err(_) => {
-                        warn!(peer = %inb.peer, %path, "observer limit reached; answering without Observe");
-                        response.options.remove(OptionNumber::OBSERVE);
-                    }
-                }
-            }
-            Some(_) => {
-                self.observers.remove(&(inb.peer, inb.token));
-                response.options.remove(OptionNumber::OBSERVE);
-            }
-            None => {
-                response.options.remove(OptionNumber::OBSERVE);
-            }
-        }
-        let response = self.blockify(now, inb.peer, inb.key, inb.block2, response);
+        let meta = std::mem::take(&mut inb.meta);
+        let (block, policy) = (self.config.block, self.config.observe);
+        let response =
+            self.server.on_response(now, &block, &policy, &mut self.rng, inb.peer, inb.token, meta, response);
         self.send_response(now, &inb, response);
         Ok(())
-    }
-
-    /// Cuts a response larger than one block into the requested block (block 0 by default), keeping the
-    /// rendered body for the follow-up requests.
-    fn blockify(
-        &mut self,
-        now: Instant,
-        peer: SocketAddr,
-        key: u64,
-        requested: Option<BlockValue>,
-        mut response: Response,
-    ) -> Response {
-        let szx = requested.map_or(self.config.block.szx, |b| b.szx.min(self.config.block.szx)).min(6);
-        let want = BlockValue { num: requested.map_or(0, |b| b.num), more: false, szx };
-        if !response.code.is_success() || (response.payload.len() <= want.size() && want.num == 0) {
-            return response;
-        }
-        block::ensure_etag(&self.hasher, &mut response);
-        let block = block::slice(&response, want).unwrap_or_else(|e| e);
-        response.options.remove(OptionNumber::OBSERVE);
-        let cfg = self.config.block;
-        self.bodies.insert(now, &cfg, peer, key, response);
-        block
     }
 
     /// Sends a response (or suppresses it) the way the request arrived.
@@ -1053,17 +999,12 @@ impl Endpoint {
     /// Sends a rendered notification to its observer (RFC 7641 §4.2): same token, new message ID, the next
     /// sequence number, CON or NON as decided in [`Endpoint::notify`]. A response that is not a success or
     /// no longer observable is the last notification and ends the observation.
-    fn send_notification(&mut self, now: Instant, inb: &Inbound, key: ObserverKey, mut response: Response) {
-        if self.observers.get(&key).is_none() {
+    fn send_notification(&mut self, now: Instant, inb: &Inbound, key: ObserverKey, response: Response) {
+        let block = self.config.block;
+        let Some((response, last)) = self.server.on_notification(now, &block, key, inb.meta.key, inb.con, response)
+        else {
             return; // the observer went away while the notification was rendered
-        }
-        let last = !(response.code.is_success() && response.options.contains(OptionNumber::OBSERVE));
-        if last {
-            response.options.remove(OptionNumber::OBSERVE);
-        } else if let Some(seq) = self.observers.next_seq(&key, now, inb.con) {
-            response.options.set_uint(OptionNumber::OBSERVE, u64::from(seq));
-        }
-        let response = self.blockify(now, key.0, inb.key, None, response);
+        };
         let Some(slot) = self.peer_slot(key.0) else {
             warn!(peer = %key.0, "notification dropped: peer table full");
             return;
@@ -1081,13 +1022,13 @@ impl Endpoint {
         if inb.con {
             // RFC 7641 §4.5.2: a new notification replaces one still being retransmitted, continuing its
             // back-off, so an observer that went away is still given up on in time.
-            let carry = self.observers.get(&key).and_then(|o| o.pending).and_then(|old| {
+            let carry = self.server.observers.get(&key).and_then(|o| o.pending).and_then(|old| {
                 let sent = self.sent.remove(&(key.0, old))?;
                 self.release_peer_ref(key.0);
                 sent.retransmit.map(|r| (r.count, r.timeout, r.next))
             });
             self.send_reliable(now, key.0, mid, Owner::Notification(key), bytes, carry);
-            self.observers.set_pending(&key, Some(mid));
+            self.server.observers.set_pending(&key, Some(mid));
         } else {
             let lifetime = self.params_for(&key.0).non_lifetime();
             self.sent.insert((key.0, mid), Sent { owner: Owner::Notification(key), retransmit: None });
@@ -1095,7 +1036,7 @@ impl Endpoint {
             self.transmits.push_back(Transmit { dst: key.0, payload: bytes });
         }
         if last {
-            self.observers.remove(&key);
+            self.server.observers.remove(&key);
         }
     }
 
@@ -1104,29 +1045,26 @@ impl Endpoint {
     /// notification. `confirmable` forces CON or NON; `None` follows the [`ObservePolicy`].
     pub fn notify(&mut self, now: Instant, path: &str, confirmable: Option<bool>) -> Vec<IncomingRequest> {
         let mut out = Vec::new();
-        for key in self.observers.keys_for(path) {
+        for key in self.server.observers.keys_for(path) {
             if self.inbound.len() >= self.config.limits.max_inbound_exchanges {
                 warn!(%path, "notifications skipped: too many requests in progress");
                 break;
             }
-            let Some(o) = self.observers.get(&key) else { continue };
-            let con = self.observers.wants_con(&key, now, &self.config.observe, confirmable) || o.pending.is_some();
+            let Some(o) = self.server.observers.get(&key) else { continue };
+            let con =
+                self.server.observers.wants_con(&key, now, &self.config.observe, confirmable) || o.pending.is_some();
             let request = o.request.clone();
             let Some(slot) = self.peer_slot(key.0) else { continue };
             self.peer_mut(slot).refs += 1;
             let id = InboundId(self.next_inbound_id);
             self.next_inbound_id += 1;
             let expires = now + self.params_for(&key.0).exchange_lifetime();
-            let rkey =
-                block::request_key(&self.hasher, request.method, request.options.iter(), &request.payload, false);
+            let meta = RequestMeta { key: self.server.key_of(&request), ..RequestMeta::default() };
             self.inbound.insert(
                 id,
                 Inbound {
                     kind: InboundKind::Notification(key),
-                    key: rkey,
-                    block2: None,
-                    block1_echo: None,
-                    observe: None,
+                    meta,
                     peer: key.0,
                     mid: MessageId(0),
                     token: key.1,
@@ -1146,7 +1084,7 @@ impl Endpoint {
 
     /// How many observers `path` has.
     pub fn observer_count(&self, path: &str) -> usize {
-        self.observers.count_for(path)
+        self.server.observers.count_for(path)
     }
 
     /// Sends the empty ACK for a received CON now, committing to a separate response. Useful when the
@@ -1237,8 +1175,8 @@ impl Endpoint {
         match sent.owner {
             Owner::Response => trace!(%from, %mid, "separate response acknowledged"),
             Owner::Notification(key) => {
-                if self.observers.get(&key).is_some_and(|o| o.pending == Some(mid)) {
-                    self.observers.set_pending(&key, None);
+                if self.server.observers.get(&key).is_some_and(|o| o.pending == Some(mid)) {
+                    self.server.observers.set_pending(&key, None);
                 }
             }
             Owner::Ping(id) => self.events.push_back(Event::Pong { id, from }),
@@ -1277,7 +1215,7 @@ impl Endpoint {
             Owner::Response => info!(%from, %mid, "separate response rejected with RST"),
             Owner::Notification(key) => {
                 // RFC 7641 §3.6: a client rejects a notification it does not want; forget the observer.
-                if self.observers.remove(&key) {
+                if self.server.observers.remove(&key) {
                     self.stats.observers_lost += 1;
                     info!(peer = %from, "observer rejected a notification with RST; removed");
                 }
@@ -1368,69 +1306,25 @@ impl Endpoint {
             return;
         }
         let token = packet.token();
-        let payload = packet.payload();
-        let key = block::request_key(&self.hasher, method, packet.options(), payload, false);
-        let observe = packet.option(OptionNumber::OBSERVE).and_then(corral_wire::decode_uint);
-        if observe == Some(u64::from(corral_wire::OBSERVE_DEREGISTER)) && self.observers.remove(&(from, token)) {
-            debug!(%from, "observer deregistered (Observe=1)");
-        }
-        let block2 = packet.option(OptionNumber::BLOCK2).and_then(BlockValue::decode);
-        let mut options: Options = packet.options().collect();
-        let mut body = None;
-        let mut block1_echo = None;
-        if !multicast {
-            // A later block of a large response: answer from the rendered body, without the application.
-            if let Some(b2) = block2.filter(|b| b.num > 0) {
-                let reply = match self.bodies.get(now, from, key) {
-                    Some(full) => Some(
-                        block::slice(full, BlockValue { szx: b2.szx.min(self.config.block.szx), ..b2 })
-                            .unwrap_or_else(|e| e),
-                    ),
-                    None if !matches!(method, Code::GET | Code::FETCH) => Some(Response::error(
-                        Code::REQUEST_ENTITY_INCOMPLETE,
-                        "the block-wise response is no longer available; repeat the request",
-                    )),
-                    None => None,
-                };
-                if let Some(reply) = reply {
-                    self.reply_now(slot, from, mid, token, con, reply);
-                    return;
-                }
+        let lifetime = self.params_for(&from).exchange_lifetime();
+        let block = self.config.block;
+        let (request, meta) = match self.server.on_request(
+            now,
+            &block,
+            lifetime,
+            from,
+            token,
+            method,
+            packet.options(),
+            packet.payload(),
+            multicast,
+        ) {
+            Incoming::Reply(reply) => {
+                self.reply_now(slot, from, mid, token, con, reply);
+                return;
             }
-            // A block of an upload: collect it; only the whole body reaches the application.
-            if let Some(b1) = packet.option(OptionNumber::BLOCK1).and_then(BlockValue::decode) {
-                let key1 = block::request_key(&self.hasher, method, packet.options(), &[], true);
-                let size1 = packet.option(OptionNumber::SIZE1).and_then(corral_wire::decode_uint);
-                let lifetime = self.params_for(&from).exchange_lifetime();
-                let cfg = self.config.block;
-                match self.assemblies.on_block(now, lifetime, &cfg, from, key1, b1, size1, payload) {
-                    Block1Step::Continue(echo) => {
-                        let (b, l) = echo.encode();
-                        self.reply_now(
-                            slot,
-                            from,
-                            mid,
-                            token,
-                            con,
-                            Response::new(Code::CONTINUE).with_option(OptionNumber::BLOCK1, &b[..l]),
-                        );
-                        return;
-                    }
-                    Block1Step::Reject(r) => {
-                        debug!(%from, code = %r.code, "block-wise upload rejected");
-                        self.reply_now(slot, from, mid, token, con, r);
-                        return;
-                    }
-                    Block1Step::Complete { body: whole, echo } => {
-                        options.remove(OptionNumber::BLOCK1);
-                        options.remove(OptionNumber::SIZE1);
-                        options.remove(OptionNumber::REQUEST_TAG);
-                        body = Some(whole);
-                        block1_echo = Some(echo);
-                    }
-                }
-            }
-        }
+            Incoming::Deliver(request, meta) => (request, meta),
+        };
         if self.inbound.len() >= self.config.limits.max_inbound_exchanges {
             self.stats.overload_rejections += 1;
             if !multicast {
@@ -1438,11 +1332,6 @@ impl Endpoint {
             }
             return;
         }
-        let request = Request { method, options, payload: body.unwrap_or_else(|| payload.to_vec()) };
-        let observe = (observe == Some(u64::from(corral_wire::OBSERVE_REGISTER))
-            && matches!(method, Code::GET | Code::FETCH)
-            && !multicast)
-            .then(|| Box::new((request.options.path(), request.clone())));
         let id = InboundId(self.next_inbound_id);
         self.next_inbound_id += 1;
         let params = self.params_for(&from);
@@ -1457,10 +1346,7 @@ impl Endpoint {
             id,
             Inbound {
                 kind: InboundKind::Request,
-                key,
-                block2,
-                block1_echo,
-                observe,
+                meta,
                 peer: from,
                 mid,
                 token,
@@ -1636,7 +1522,7 @@ impl Endpoint {
             Owner::Response => {}
             Owner::Notification(key) => {
                 // RFC 7641 §4.5: an observer that does not acknowledge a CON notification is removed.
-                if self.observers.remove(&key) {
+                if self.server.observers.remove(&key) {
                     self.stats.observers_lost += 1;
                     info!(peer = %dst, "observer did not acknowledge a notification; removed");
                 }

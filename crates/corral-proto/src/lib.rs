@@ -11,6 +11,8 @@
 //! - Observe (RFC 7641) and block-wise transfer (RFC 7959) are part of the endpoint: a service marks a GET
 //!   response [`Response::observable`] and calls [`Context::changed`]; large bodies are cut into blocks
 //!   and reassembled without the application noticing.
+//! - [`TcpEndpoint`]: CoAP over TCP (RFC 8323): CSM, Ping/Pong, Release, Abort, no message layer; the
+//!   same block-wise and Observe processing.
 //! - [`TransmissionParams`]: ACK_TIMEOUT and friends, with the derived values of RFC 7252 §4.8.2.
 //!
 //! ## Driving an endpoint or node
@@ -29,6 +31,7 @@ mod node;
 mod params;
 mod rng;
 mod service;
+pub mod tcp;
 pub mod testing;
 mod time;
 
@@ -41,6 +44,7 @@ pub use node::{Node, ServiceHandle};
 pub use params::TransmissionParams;
 pub use rng::Rng;
 pub use service::{Context, NodeCommand, Outcome, ResourceLink, Service};
+pub use tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 pub use time::{Duration, Instant};
 
 pub use corral_wire as wire;

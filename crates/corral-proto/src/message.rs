@@ -200,6 +200,8 @@ pub enum RequestError {
     Reset,
     /// A block-wise transfer broke off (RFC 7959): the text says why. No partial body is delivered.
     BadTransfer(&'static str),
+    /// CoAP over TCP: the connection closed or was aborted before the response arrived.
+    ConnectionClosed,
 }
 
 impl fmt::Display for RequestError {
@@ -208,6 +210,7 @@ impl fmt::Display for RequestError {
             RequestError::Timeout => f.write_str("timed out"),
             RequestError::Reset => f.write_str("reset by peer"),
             RequestError::BadTransfer(why) => write!(f, "block-wise transfer failed: {why}"),
+            RequestError::ConnectionClosed => f.write_str("connection closed"),
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::endpoint::{Endpoint, Event, Transmit};
 use crate::message::{IncomingRequest, RequestId};
 use crate::rng::Rng;
 use crate::service::{Context, NodeCommand, Outcome, Owners, ResourceLink, Service};
+use crate::tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 use crate::time::Instant;
 use corral_wire::{Code, ContentFormat};
 use std::any::Any;
@@ -28,6 +29,7 @@ struct Mount {
 /// An endpoint and its services. See the module docs.
 pub struct Node {
     endpoint: Endpoint,
+    tcp: TcpEndpoint,
     mounts: Vec<Mount>,
     owners: Owners,
     commands: Vec<NodeCommand>,
@@ -42,8 +44,16 @@ pub struct Node {
 impl Node {
     pub fn new(endpoint: Endpoint) -> Node {
         let seed = endpoint.config().seed;
+        let tcp = TcpEndpoint::new(TcpConfig {
+            seed,
+            block: endpoint.config().block,
+            observe: endpoint.config().observe,
+            extra_known_options: endpoint.config().extra_known_options.clone(),
+            ..TcpConfig::default()
+        });
         Node {
             endpoint,
+            tcp,
             mounts: Vec::new(),
             owners: Owners::with_hasher(foldhash::fast::FixedState::with_seed(seed)),
             commands: Vec::new(),
@@ -74,6 +84,41 @@ impl Node {
 
     pub fn endpoint_mut(&mut self) -> &mut Endpoint {
         &mut self.endpoint
+    }
+
+    /// The CoAP-over-TCP endpoint that serves this node's services to TCP connections.
+    pub fn tcp(&self) -> &TcpEndpoint {
+        &self.tcp
+    }
+
+    /// Replaces the TCP endpoint's configuration (before any connection).
+    pub fn set_tcp_config(&mut self, config: TcpConfig) {
+        self.tcp = TcpEndpoint::new(config);
+    }
+
+    pub fn handle_tcp_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr) {
+        self.tcp.handle_connected(now, conn, peer);
+        self.dispatch(now);
+    }
+
+    pub fn handle_tcp_data(&mut self, now: Instant, conn: ConnId, data: &[u8]) {
+        self.tcp.handle_data(now, conn, data);
+        self.dispatch(now);
+    }
+
+    pub fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId) {
+        self.tcp.handle_closed(now, conn);
+        self.dispatch(now);
+    }
+
+    /// Bytes to write to a TCP connection.
+    pub fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit> {
+        self.tcp.poll_transmit()
+    }
+
+    /// A TCP connection the driver must close.
+    pub fn poll_tcp_close(&mut self) -> Option<ConnId> {
+        self.tcp.poll_close()
     }
 
     pub fn service<S: Service>(&self, h: ServiceHandle) -> Option<&S> {
@@ -112,6 +157,7 @@ impl Node {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.endpoint.handle_timeout(now);
+        self.tcp.handle_timeout(now);
         self.dispatch(now);
         for i in 0..self.mounts.len() {
             if self.mounts[i].service.poll_timeout().is_some_and(|t| t <= now) {
@@ -128,10 +174,7 @@ impl Node {
 
     pub fn poll_timeout(&self) -> Option<Instant> {
         let services = self.mounts.iter().filter_map(|m| m.service.poll_timeout()).min();
-        match (self.endpoint.poll_timeout(), services) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.endpoint.poll_timeout(), self.tcp.poll_timeout(), services].into_iter().flatten().min()
     }
 
     /// Multicast joins and leaves the services asked for; the driver applies them.
@@ -154,6 +197,7 @@ impl Node {
         let cx = Context {
             now,
             endpoint: &mut self.endpoint,
+            tcp: &mut self.tcp,
             owners: &mut self.owners,
             commands: &mut self.commands,
             changes: &mut self.changes,
@@ -174,7 +218,9 @@ impl Node {
             }
             let changes = std::mem::take(&mut self.changes);
             for (path, confirmable) in changes {
-                for req in self.endpoint.notify(now, &path, confirmable) {
+                let mut requests = self.endpoint.notify(now, &path, confirmable);
+                requests.extend(self.tcp.notify(now, &path));
+                for req in requests {
                     self.route(now, req);
                 }
             }
@@ -185,7 +231,7 @@ impl Node {
     }
 
     fn dispatch_events(&mut self, now: Instant) {
-        while let Some(event) = self.endpoint.poll_event() {
+        while let Some(event) = self.endpoint.poll_event().or_else(|| self.tcp.poll_event()) {
             let (id, outcome) = match event {
                 Event::Request(req) => {
                     self.route(now, req);
@@ -210,7 +256,7 @@ impl Node {
             });
             return;
         };
-        if !self.endpoint.is_active(id) {
+        if !self.endpoint.is_active(id) && !self.tcp.is_active(id) {
             self.owners.remove(&id);
         }
         let (service, mut cx) = self.parts(now, index);
@@ -236,11 +282,7 @@ impl Node {
         drop(segments);
         let Some(index) = best else {
             let path = req.request.options.path();
-            let _ = self.endpoint.respond(
-                now,
-                req.id,
-                crate::Response::error(Code::NOT_FOUND, format!("no resource at {path}")),
-            );
+            self.respond(now, req.id, crate::Response::error(Code::NOT_FOUND, format!("no resource at {path}")));
             return;
         };
         let (service, mut cx) = self.parts(now, index);
@@ -279,6 +321,15 @@ impl Node {
                 crate::Response::content(ContentFormat::LINK_FORMAT, body)
             }
         };
-        let _ = self.endpoint.respond(now, req.id, response);
+        self.respond(now, req.id, response);
+    }
+
+    /// Answers on whichever transport the request came.
+    fn respond(&mut self, now: Instant, id: crate::InboundId, response: crate::Response) {
+        let _ = if id.0 >= crate::tcp::TCP_ID_BASE {
+            self.tcp.respond(now, id, response)
+        } else {
+            self.endpoint.respond(now, id, response)
+        };
     }
 }

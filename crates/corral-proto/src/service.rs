@@ -9,6 +9,7 @@
 use crate::endpoint::Endpoint;
 use crate::message::{InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError};
 use crate::rng::Rng;
+use crate::tcp::{TcpEndpoint, TCP_ID_BASE};
 use crate::time::Instant;
 use std::any::Any;
 use std::collections::HashMap;
@@ -93,6 +94,7 @@ pub(crate) type Owners = HashMap<RequestId, usize, foldhash::fast::FixedState>;
 pub struct Context<'a> {
     pub(crate) now: Instant,
     pub(crate) endpoint: &'a mut Endpoint,
+    pub(crate) tcp: &'a mut TcpEndpoint,
     pub(crate) owners: &'a mut Owners,
     pub(crate) commands: &'a mut Vec<NodeCommand>,
     pub(crate) changes: &'a mut Vec<(String, Option<bool>)>,
@@ -106,19 +108,27 @@ impl<'a> Context<'a> {
         self.now
     }
 
-    /// Answers a request (see [`Endpoint::respond`]). Answering twice or too late is logged and ignored.
+    /// Answers a request (see [`Endpoint::respond`]), over whichever transport it came. Answering twice or
+    /// too late is logged and ignored.
     pub fn respond(&mut self, id: InboundId, response: Response) {
-        if self.endpoint.respond(self.now, id, response).is_err() {
+        let done = if id.0 >= TCP_ID_BASE {
+            self.tcp.respond(self.now, id, response)
+        } else {
+            self.endpoint.respond(self.now, id, response)
+        };
+        if done.is_err() {
             tracing::debug!(?id, "response to an exchange that no longer exists");
         }
     }
 
-    /// Sends the empty ACK now; the response will go separately.
+    /// Sends the empty ACK now; the response will go separately (UDP only; TCP has no ACKs).
     pub fn accept(&mut self, id: InboundId) {
-        let _ = self.endpoint.accept(id);
+        if id.0 < TCP_ID_BASE {
+            let _ = self.endpoint.accept(id);
+        }
     }
 
-    /// Issues a request; its outcome comes back through `handle_response`.
+    /// Issues a request over UDP; its outcome comes back through `handle_response`.
     pub fn request(&mut self, dst: SocketAddr, request: Request, params: SendParams) -> Result<RequestId, StartError> {
         let id = self.endpoint.request(self.now, dst, request, params)?;
         self.owners.insert(id, self.me);

@@ -18,9 +18,9 @@
 //! Outputs, drained after every input: [`Endpoint::poll_event`], [`Endpoint::poll_transmit`], then
 //! [`Endpoint::poll_timeout`] for the next wake-up. A spurious `handle_timeout` is harmless.
 
-mod block;
-mod observe;
-mod server;
+pub(crate) mod block;
+pub(crate) mod observe;
+pub(crate) mod server;
 
 pub use block::BlockConfig;
 pub use observe::ObservePolicy;
@@ -41,9 +41,9 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use tracing::{debug, info, trace, warn};
 
-type Map<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
-fn new_map<K, V>(seed: u64) -> Map<K, V> {
+pub(crate) fn new_map<K, V>(seed: u64) -> Map<K, V> {
     HashMap::with_hasher(foldhash::fast::FixedState::with_seed(seed))
 }
 
@@ -943,7 +943,7 @@ impl Endpoint {
         let meta = std::mem::take(&mut inb.meta);
         let (block, policy) = (self.config.block, self.config.observe);
         let response =
-            self.server.on_response(now, &block, &policy, &mut self.rng, inb.peer, inb.token, meta, response);
+            self.server.on_response(now, &block, &policy, &mut self.rng, inb.peer, inb.token, meta, response, 0);
         self.send_response(now, &inb, response);
         Ok(())
     }
@@ -1001,7 +1001,7 @@ impl Endpoint {
     /// no longer observable is the last notification and ends the observation.
     fn send_notification(&mut self, now: Instant, inb: &Inbound, key: ObserverKey, response: Response) {
         let block = self.config.block;
-        let Some((response, last)) = self.server.on_notification(now, &block, key, inb.meta.key, inb.con, response)
+        let Some((response, last)) = self.server.on_notification(now, &block, key, inb.meta.key, inb.con, response, 0)
         else {
             return; // the observer went away while the notification was rendered
         };

@@ -111,6 +111,12 @@ impl Observers {
         true
     }
 
+    /// Forgets every observation of one peer (RFC 8323 §7.4: a closed connection ends its observations).
+    pub(crate) fn remove_peer(&mut self, peer: SocketAddr) -> usize {
+        let keys: Vec<ObserverKey> = self.by_key.keys().filter(|(a, _)| *a == peer).copied().collect();
+        keys.iter().filter(|k| self.remove(k)).count()
+    }
+
     /// Observers of `path`, in registration order.
     pub(crate) fn keys_for(&self, path: &str) -> Vec<ObserverKey> {
         self.by_path.get(path).cloned().unwrap_or_default()

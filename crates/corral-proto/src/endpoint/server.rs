@@ -131,7 +131,9 @@ impl ServerLayer {
     }
 
     /// Prepares the application's response: Block1 echo, Observe registration (if asked for and the
-    /// response is [`Response::observable`]), and the requested block of a large body.
+    /// response is [`Response::observable`]), and the requested block of a large body. A body up to
+    /// `unblocked_limit` bytes goes whole unless the client asked for blocks (TCP peers announce how large a
+    /// message they take; over UDP the limit is the block size).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_response(
         &mut self,
@@ -143,6 +145,7 @@ impl ServerLayer {
         token: Token,
         meta: RequestMeta,
         mut response: Response,
+        unblocked_limit: usize,
     ) -> Response {
         if let Some(echo) = meta.block1_echo {
             let (b, l) = echo.encode();
@@ -171,12 +174,13 @@ impl ServerLayer {
                 response.options.remove(OptionNumber::OBSERVE);
             }
         }
-        self.blockify(now, cfg, peer, meta.key, meta.block2, response)
+        self.blockify(now, cfg, peer, meta.key, meta.block2, response, unblocked_limit)
     }
 
     /// Prepares a rendered notification for `key`: the next sequence number, or — for a response that is
     /// not a success or no longer observable — the final notification without Observe (the observer is
     /// then removed by the caller once sent). Returns `None` if the observer is gone.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_notification(
         &mut self,
         now: Instant,
@@ -185,6 +189,7 @@ impl ServerLayer {
         request_key: u64,
         con: bool,
         mut response: Response,
+        unblocked_limit: usize,
     ) -> Option<(Response, bool)> {
         self.observers.get(&key)?;
         let last = !(response.code.is_success() && response.options.contains(OptionNumber::OBSERVE));
@@ -193,7 +198,7 @@ impl ServerLayer {
         } else if let Some(seq) = self.observers.next_seq(&key, now, con) {
             response.options.set_uint(OptionNumber::OBSERVE, u64::from(seq));
         }
-        Some((self.blockify(now, cfg, key.0, request_key, None, response), last))
+        Some((self.blockify(now, cfg, key.0, request_key, None, response, unblocked_limit), last))
     }
 
     /// The key of a stored registration request (for notifications' Block2 follow-ups).
@@ -203,6 +208,7 @@ impl ServerLayer {
 
     /// Cuts a response larger than one block into the requested block (block 0 by default), keeping the
     /// rendered body for the follow-up requests.
+    #[allow(clippy::too_many_arguments)]
     fn blockify(
         &mut self,
         now: Instant,
@@ -211,10 +217,12 @@ impl ServerLayer {
         key: u64,
         requested: Option<BlockValue>,
         mut response: Response,
+        unblocked_limit: usize,
     ) -> Response {
         let szx = requested.map_or(cfg.szx, |b| b.szx.min(cfg.szx)).min(6);
         let want = BlockValue { num: requested.map_or(0, |b| b.num), more: false, szx };
-        if !response.code.is_success() || (response.payload.len() <= want.size() && want.num == 0) {
+        let limit = if requested.is_some() { want.size() } else { want.size().max(unblocked_limit) };
+        if !response.code.is_success() || (response.payload.len() <= limit && want.num == 0) {
             return response;
         }
         block::ensure_etag(&self.hasher, &mut response);

@@ -1,0 +1,782 @@
+//! CoAP over TCP (RFC 8323), sans-IO: connections carry length-framed messages with no type, no message
+//! ID and no message layer — TCP already delivers reliably and in order.
+//!
+//! # What it owns
+//! - Per connection: the stream decoder (bounded by the Max-Message-Size this side announces), the
+//!   Capabilities and Settings Message exchange (each side sends CSM first; a connection whose first
+//!   message is not a CSM is aborted, §5.3), Ping/Pong, Release and Abort (§5.4-§5.6), and the peer's
+//!   announced Max-Message-Size, which bounds what is sent to it.
+//! - Exchanges by token per connection: requests with a timeout, responses, Observe (notifications arrive
+//!   in order, so no freshness rule, §7.2), block-wise transfers (the same [`Transfer`] and
+//!   [`ServerLayer`] as over UDP).
+//! - Closing a connection fails its client requests and ends its observations (§7.4).
+//!
+//! # What it must never do
+//! Read a clock, open a socket, or draw randomness other than from its seed. The driver owns the sockets:
+//! it reports `handle_connected`, `handle_data` and `handle_closed`, sends what `poll_transmit` yields and
+//! closes what `poll_close` names.
+//!
+//! Ids: [`RequestId`]s and [`InboundId`]s of this endpoint start at [`TCP_ID_BASE`], so a node can tell
+//! them from its UDP endpoint's.
+
+use crate::endpoint::block::{Step, Transfer};
+use crate::endpoint::observe::ObservePolicy;
+use crate::endpoint::server::{Incoming, RequestMeta, ServerLayer};
+use crate::endpoint::{new_map, BlockConfig, Event, Map};
+use crate::message::{
+    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,
+};
+use crate::rng::Rng;
+use crate::time::{Duration, Instant};
+use corral_wire::tcp::{signal, FrameDecoder, TcpMessage};
+use corral_wire::{check_critical, Code, OptionNumber, Token};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::net::SocketAddr;
+use tracing::{debug, info, trace, warn};
+
+/// The first id of this endpoint's requests and inbound exchanges.
+pub const TCP_ID_BASE: u64 = 1 << 62;
+
+/// A connection, named by the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// Configuration of a [`TcpEndpoint`].
+#[derive(Debug, Clone)]
+pub struct TcpConfig {
+    pub seed: u64,
+    /// The Max-Message-Size this side announces in its CSM, and the most a received frame may carry; it
+    /// bounds the memory of each connection's decoder (RFC 8323 §5.3.1).
+    pub max_message_size: usize,
+    pub max_connections: usize,
+    /// How long a request waits for its response.
+    pub request_timeout: Duration,
+    pub token_len: u8,
+    pub max_client_exchanges: usize,
+    pub max_inbound_exchanges: usize,
+    pub extra_known_options: Vec<OptionNumber>,
+    pub block: BlockConfig,
+    pub observe: ObservePolicy,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            seed: 0,
+            max_message_size: 8 * 1024 + 1152,
+            max_connections: 1024,
+            request_timeout: Duration::from_secs(60),
+            token_len: 4,
+            max_client_exchanges: 4096,
+            max_inbound_exchanges: 4096,
+            extra_known_options: Vec::new(),
+            block: BlockConfig::default(),
+            observe: ObservePolicy::default(),
+        }
+    }
+}
+
+/// Bytes to write to a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpTransmit {
+    pub conn: ConnId,
+    pub bytes: Vec<u8>,
+}
+
+struct Conn {
+    peer: SocketAddr,
+    decoder: FrameDecoder,
+    /// Max-Message-Size announced by the peer (1152 until its CSM says otherwise).
+    peer_mms: usize,
+    peer_block_wise: bool,
+    got_csm: bool,
+    closing: bool,
+}
+
+struct Exchange {
+    conn: ConnId,
+    token: Token,
+    deadline: Option<Instant>,
+    /// The current round's request, for follow-up blocks and deregistration.
+    request: Request,
+    observe: bool,
+    observing: bool,
+    transfer: Option<Box<Transfer>>,
+    parent: Option<RequestId>,
+    szx: u8,
+    ping: bool,
+}
+
+struct Inbound {
+    conn: ConnId,
+    peer: SocketAddr,
+    token: Token,
+    notification: bool,
+    meta: RequestMeta,
+}
+
+/// A CoAP-over-TCP endpoint serving any number of connections. See the module docs.
+pub struct TcpEndpoint {
+    config: TcpConfig,
+    rng: Rng,
+    conns: Map<ConnId, Conn>,
+    exchanges: Map<RequestId, Exchange>,
+    tokens: Map<(ConnId, Token), RequestId>,
+    inbound: Map<InboundId, Inbound>,
+    server: ServerLayer,
+    timers: BinaryHeap<Reverse<(Instant, RequestId)>>,
+    transmits: VecDeque<TcpTransmit>,
+    closes: VecDeque<ConnId>,
+    events: VecDeque<Event>,
+    next_request_id: u64,
+    next_inbound_id: u64,
+}
+
+impl TcpEndpoint {
+    pub fn new(config: TcpConfig) -> TcpEndpoint {
+        let mut rng = Rng::new(config.seed ^ 0x7c9);
+        let seed = rng.next_u64();
+        TcpEndpoint {
+            conns: new_map(seed),
+            exchanges: new_map(seed),
+            tokens: new_map(seed),
+            inbound: new_map(seed),
+            server: ServerLayer::new(seed),
+            timers: BinaryHeap::new(),
+            transmits: VecDeque::new(),
+            closes: VecDeque::new(),
+            events: VecDeque::new(),
+            next_request_id: TCP_ID_BASE,
+            next_inbound_id: TCP_ID_BASE,
+            rng,
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &TcpConfig {
+        &self.config
+    }
+
+    /// Open connections.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The Max-Message-Size the peer of `conn` announced.
+    pub fn peer_max_message_size(&self, conn: ConnId) -> Option<usize> {
+        self.conns.get(&conn).map(|c| c.peer_mms)
+    }
+
+    /// Whether the peer's CSM has arrived.
+    pub fn is_established(&self, conn: ConnId) -> bool {
+        self.conns.get(&conn).is_some_and(|c| c.got_csm)
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Outputs
+    // ---------------------------------------------------------------------------------------------
+
+    pub fn poll_transmit(&mut self) -> Option<TcpTransmit> {
+        self.transmits.pop_front()
+    }
+
+    /// A connection the driver must close (after Abort or Release, or at the peer's request).
+    pub fn poll_close(&mut self) -> Option<ConnId> {
+        self.closes.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Connection life cycle
+    // ---------------------------------------------------------------------------------------------
+
+    /// A connection was established (either side initiated it). This side's CSM goes out at once; the
+    /// initiator does not wait for the peer's before sending requests (RFC 8323 §5.3).
+    pub fn handle_connected(&mut self, _now: Instant, conn: ConnId, peer: SocketAddr) {
+        if self.conns.len() >= self.config.max_connections {
+            warn!(%peer, "too many connections; refusing");
+            self.abort(conn, "too many connections");
+            return;
+        }
+        self.conns.insert(
+            conn,
+            Conn {
+                peer,
+                decoder: FrameDecoder::new(self.config.max_message_size),
+                peer_mms: signal::BASE_MAX_MESSAGE_SIZE,
+                peer_block_wise: false,
+                got_csm: false,
+                closing: false,
+            },
+        );
+        let mut csm = TcpMessage::new(Code::CSM, Token::EMPTY);
+        csm.options.push_uint(signal::MAX_MESSAGE_SIZE, self.config.max_message_size as u64);
+        csm.options.push(signal::BLOCK_WISE_TRANSFER, &[]);
+        self.send(conn, &csm);
+        debug!(?conn, %peer, "connection established");
+    }
+
+    /// The connection is gone (closed by either side, or broken): its requests fail, its observations and
+    /// pending exchanges end.
+    pub fn handle_closed(&mut self, now: Instant, conn: ConnId) {
+        let Some(c) = self.conns.remove(&conn) else { return };
+        let ids: Vec<RequestId> = self.exchanges.iter().filter(|(_, e)| e.conn == conn).map(|(id, _)| *id).collect();
+        let mut failed: Vec<RequestId> = Vec::new();
+        for id in ids {
+            if let Some(e) = self.exchanges.remove(&id) {
+                self.tokens.remove(&(conn, e.token));
+                if e.parent.is_none() {
+                    failed.push(id);
+                }
+            }
+        }
+        failed.sort();
+        for id in failed {
+            self.events.push_back(Event::Failed { id, error: RequestError::ConnectionClosed });
+        }
+        self.inbound.retain(|_, i| i.conn != conn);
+        let lost = self.server.observers.remove_peer(c.peer);
+        debug!(?conn, peer = %c.peer, observers = lost, "connection closed");
+        let _ = now;
+    }
+
+    /// Ends a connection gracefully: Release (RFC 8323 §5.5), then close.
+    pub fn release(&mut self, conn: ConnId) {
+        if self.conns.contains_key(&conn) {
+            self.send(conn, &TcpMessage::new(Code::RELEASE, Token::EMPTY));
+            self.close(conn);
+        }
+    }
+
+    fn abort(&mut self, conn: ConnId, why: &str) {
+        let mut m = TcpMessage::new(Code::ABORT, Token::EMPTY);
+        m.payload = why.as_bytes().to_vec();
+        self.transmits.push_back(TcpTransmit { conn, bytes: m.encode() });
+        self.close(conn);
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if c.closing {
+                return;
+            }
+            c.closing = true;
+        }
+        self.closes.push_back(conn);
+    }
+
+    fn send(&mut self, conn: ConnId, msg: &TcpMessage) {
+        self.transmits.push_back(TcpTransmit { conn, bytes: msg.encode() });
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Input
+    // ---------------------------------------------------------------------------------------------
+
+    /// Bytes arrived on `conn`.
+    pub fn handle_data(&mut self, now: Instant, conn: ConnId, mut data: &[u8]) {
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else { return };
+            if c.closing {
+                return;
+            }
+            let taken = c.decoder.feed(data);
+            data = &data[taken..];
+            loop {
+                let Some(c) = self.conns.get_mut(&conn) else { return };
+                let msg = match c.decoder.next_frame() {
+                    Ok(Some(frame)) => frame.to_owned(),
+                    Ok(None) => break,
+                    Err(e) => {
+                        warn!(?conn, error = %e, "malformed or oversized frame; aborting the connection");
+                        self.abort(conn, &format!("{e}"));
+                        return;
+                    }
+                };
+                self.on_message(now, conn, msg);
+            }
+            if data.is_empty() {
+                return;
+            }
+        }
+    }
+
+    fn on_message(&mut self, now: Instant, conn: ConnId, msg: TcpMessage) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        trace!(?conn, code = %msg.code, "frame");
+        if !c.got_csm && msg.code != Code::CSM {
+            self.abort(conn, "the first message must be a CSM (RFC 8323 §5.3)");
+            return;
+        }
+        let code = msg.code;
+        if code.is_signal() {
+            self.on_signal(now, conn, msg);
+        } else if code.is_empty() {
+            // RFC 8323 §3.4: an Empty message is a keep-alive and is ignored.
+        } else if code.is_request() {
+            self.on_request(now, conn, msg);
+        } else if code.is_response() {
+            self.on_response(now, conn, msg);
+        } else {
+            self.abort(conn, &format!("reserved code {code}"));
+        }
+    }
+
+    fn on_signal(&mut self, now: Instant, conn: ConnId, msg: TcpMessage) {
+        match msg.code {
+            Code::CSM => {
+                for (n, v) in msg.options.iter() {
+                    match n {
+                        signal::MAX_MESSAGE_SIZE => {
+                            let mms = corral_wire::decode_uint(v).unwrap_or(1152) as usize;
+                            if let Some(c) = self.conns.get_mut(&conn) {
+                                c.peer_mms = mms.max(64);
+                            }
+                        }
+                        signal::BLOCK_WISE_TRANSFER => {
+                            if let Some(c) = self.conns.get_mut(&conn) {
+                                c.peer_block_wise = true;
+                            }
+                        }
+                        n if n.is_critical() => {
+                            // RFC 8323 §5.3: an unknown critical CSM option aborts, naming it.
+                            let mut a = TcpMessage::new(Code::ABORT, Token::EMPTY);
+                            a.options.push_uint(signal::BAD_CSM_OPTION, u64::from(n.0));
+                            a.payload = format!("unsupported critical CSM option {}", n.0).into_bytes();
+                            self.send(conn, &a);
+                            self.close(conn);
+                            return;
+                        }
+                        _ => {}
+                    }
+                }
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.got_csm = true;
+                    debug!(?conn, mms = c.peer_mms, block_wise = c.peer_block_wise, "peer CSM");
+                }
+            }
+            Code::PING => {
+                let mut pong = TcpMessage::new(Code::PONG, msg.token);
+                if let Some(custody) = msg.options.get(signal::CUSTODY) {
+                    pong.options.push(signal::CUSTODY, custody);
+                }
+                self.send(conn, &pong);
+            }
+            Code::PONG => {
+                if let Some(id) = self.tokens.remove(&(conn, msg.token)) {
+                    if let Some(ex) = self.exchanges.remove(&id) {
+                        let from = self.conns.get(&conn).map(|c| c.peer);
+                        if let (true, Some(from)) = (ex.ping, from) {
+                            self.events.push_back(Event::Pong { id, from });
+                        }
+                    }
+                }
+            }
+            Code::RELEASE => {
+                info!(?conn, "peer released the connection");
+                self.close(conn);
+            }
+            Code::ABORT => {
+                info!(?conn, why = %String::from_utf8_lossy(&msg.payload), "peer aborted the connection");
+                self.close(conn);
+                self.handle_closed(now, conn);
+            }
+            other => self.abort(conn, &format!("unknown signal {other}")),
+        }
+    }
+
+    fn on_request(&mut self, now: Instant, conn: ConnId, msg: TcpMessage) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        let peer = c.peer;
+        let token = msg.token;
+        let error = if msg.code.detail() > 7 {
+            Some(Response::error(Code::METHOD_NOT_ALLOWED, format!("unknown method 0.{:02}", msg.code.detail())))
+        } else {
+            check_critical(msg.options.iter(), &self.config.extra_known_options)
+                .err()
+                .map(|bad| Response::error(Code::BAD_OPTION, bad.to_string()))
+        };
+        if let Some(r) = error {
+            self.send_response(conn, token, r);
+            return;
+        }
+        let cfg = self.config.block;
+        let (request, meta) = match self.server.on_request(
+            now,
+            &cfg,
+            self.config.request_timeout,
+            peer,
+            token,
+            msg.code,
+            msg.options.iter(),
+            &msg.payload,
+            false,
+        ) {
+            Incoming::Reply(r) => {
+                self.send_response(conn, token, r);
+                return;
+            }
+            Incoming::Deliver(request, meta) => (request, meta),
+        };
+        if self.inbound.len() >= self.config.max_inbound_exchanges {
+            let r = Response::error(Code::SERVICE_UNAVAILABLE, "too many requests in progress").with_max_age(2);
+            self.send_response(conn, token, r);
+            return;
+        }
+        let id = InboundId(self.next_inbound_id);
+        self.next_inbound_id += 1;
+        self.inbound.insert(id, Inbound { conn, peer, token, notification: false, meta });
+        self.events.push_back(Event::Request(IncomingRequest {
+            id,
+            from: peer,
+            multicast: false,
+            confirmable: true,
+            token,
+            request,
+        }));
+    }
+
+    fn send_response(&mut self, conn: ConnId, token: Token, r: Response) {
+        let m = TcpMessage { code: r.code, token, options: r.options, payload: r.payload };
+        self.send(conn, &m);
+    }
+
+    /// The largest payload that fits the peer's Max-Message-Size with room for the header and options.
+    fn unblocked_limit(&self, conn: ConnId) -> usize {
+        self.conns.get(&conn).map_or(0, |c| c.peer_mms.saturating_sub(128))
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Server API
+    // ---------------------------------------------------------------------------------------------
+
+    /// Answers a received request. Registers observers and cuts large bodies as the UDP endpoint does.
+    pub fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
+        let inb = self.inbound.remove(&id).ok_or(UnknownExchange)?;
+        if !self.conns.contains_key(&inb.conn) {
+            return Ok(()); // the connection went away meanwhile
+        }
+        let limit = self.unblocked_limit(inb.conn);
+        let (block, policy) = (self.config.block, self.config.observe);
+        if inb.notification {
+            let key = (inb.peer, inb.token);
+            let Some((r, last)) = self.server.on_notification(now, &block, key, inb.meta.key, false, response, limit)
+            else {
+                return Ok(());
+            };
+            self.send_response(inb.conn, inb.token, r);
+            if last {
+                self.server.observers.remove(&key);
+            }
+            return Ok(());
+        }
+        let r = self.server.on_response(
+            now,
+            &block,
+            &policy,
+            &mut self.rng,
+            inb.peer,
+            inb.token,
+            inb.meta,
+            response,
+            limit,
+        );
+        self.send_response(inb.conn, inb.token, r);
+        Ok(())
+    }
+
+    /// The resource at `path` changed: one request per observer over TCP, to be rendered and answered with
+    /// [`TcpEndpoint::respond`]; each answer goes out as a notification.
+    pub fn notify(&mut self, _now: Instant, path: &str) -> Vec<IncomingRequest> {
+        let mut out = Vec::new();
+        for key in self.server.observers.keys_for(path) {
+            let Some(conn) = self.conns.iter().find(|(_, c)| c.peer == key.0 && !c.closing).map(|(id, _)| *id) else {
+                self.server.observers.remove(&key);
+                continue;
+            };
+            let Some(o) = self.server.observers.get(&key) else { continue };
+            let request = o.request.clone();
+            let id = InboundId(self.next_inbound_id);
+            self.next_inbound_id += 1;
+            let meta = RequestMeta { key: self.server.key_of(&request), ..RequestMeta::default() };
+            self.inbound.insert(id, Inbound { conn, peer: key.0, token: key.1, notification: true, meta });
+            out.push(IncomingRequest { id, from: key.0, multicast: false, confirmable: true, token: key.1, request });
+        }
+        out
+    }
+
+    pub fn observer_count(&self, path: &str) -> usize {
+        self.server.observers.count_for(path)
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Client API
+    // ---------------------------------------------------------------------------------------------
+
+    /// Sends a request on `conn`. Outcomes arrive as events, as for the UDP endpoint (Observe and
+    /// block-wise included); `params.timeout` overrides the configured request timeout.
+    pub fn request(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        request: Request,
+        params: SendParams,
+    ) -> Result<RequestId, StartError> {
+        self.start(now, conn, request, params, None)
+    }
+
+    fn start(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        mut request: Request,
+        params: SendParams,
+        parent: Option<RequestId>,
+    ) -> Result<RequestId, StartError> {
+        if self.exchanges.len() >= self.config.max_client_exchanges {
+            return Err(StartError::TooManyExchanges);
+        }
+        let Some(c) = self.conns.get(&conn) else { return Err(StartError::TooManyPeers) };
+        let peer_mms = c.peer_mms;
+        if params.token.is_some_and(|t| self.tokens.contains_key(&(conn, t))) {
+            return Err(StartError::TokenInUse);
+        }
+        let token = params.token.unwrap_or_else(|| self.fresh_token(conn));
+        // Blocks must fit the peer's Max-Message-Size (1152 until its CSM arrives).
+        let fit = corral_wire::BlockValue::szx_for_size(peer_mms.saturating_sub(128)).min(6);
+        let szx = params.block_szx.unwrap_or(self.config.block.szx).min(fit);
+        let observe = matches!(request.method, Code::GET | Code::FETCH)
+            && request.options.observe() == Some(corral_wire::OBSERVE_REGISTER);
+        let mut transfer = None;
+        let too_big = request.payload.len() + 256 > peer_mms;
+        if too_big || params.block_szx.is_some() {
+            let (t, first) =
+                Transfer::start(request, szx, self.config.block.max_body, None, params.block_szx.is_some());
+            transfer = Some(Box::new(t));
+            request = first;
+        }
+        let id = RequestId(self.next_request_id);
+        self.next_request_id += 1;
+        let deadline = now + params.timeout.unwrap_or(self.config.request_timeout);
+        self.tokens.insert((conn, token), id);
+        self.send(
+            conn,
+            &TcpMessage {
+                code: request.method,
+                token,
+                options: request.options.clone(),
+                payload: request.payload.clone(),
+            },
+        );
+        self.exchanges.insert(
+            id,
+            Exchange {
+                conn,
+                token,
+                deadline: Some(deadline),
+                request,
+                observe,
+                observing: false,
+                transfer,
+                parent,
+                szx,
+                ping: false,
+            },
+        );
+        self.timers.push(Reverse((deadline, id)));
+        Ok(id)
+    }
+
+    /// Sends a Ping (RFC 8323 §5.4); the Pong arrives as [`Event::Pong`].
+    pub fn ping(&mut self, now: Instant, conn: ConnId) -> Result<RequestId, StartError> {
+        if !self.conns.contains_key(&conn) {
+            return Err(StartError::TooManyPeers);
+        }
+        let token = self.fresh_token(conn);
+        let id = RequestId(self.next_request_id);
+        self.next_request_id += 1;
+        self.send(conn, &TcpMessage::new(Code::PING, token));
+        self.tokens.insert((conn, token), id);
+        let deadline = now + self.config.request_timeout;
+        self.exchanges.insert(
+            id,
+            Exchange {
+                conn,
+                token,
+                deadline: Some(deadline),
+                request: Request::new(Code::EMPTY),
+                observe: false,
+                observing: false,
+                transfer: None,
+                parent: None,
+                szx: 6,
+                ping: true,
+            },
+        );
+        self.timers.push(Reverse((deadline, id)));
+        Ok(id)
+    }
+
+    /// Abandons a request without telling the peer (for an observation prefer [`TcpEndpoint::deregister`]:
+    /// over TCP there is no RST to reject the next notification with).
+    pub fn cancel(&mut self, _now: Instant, id: RequestId) {
+        if let Some(e) = self.exchanges.remove(&id) {
+            self.tokens.remove(&(e.conn, e.token));
+        }
+    }
+
+    /// Ends an observation with a GET carrying Observe=1 (RFC 8323 §7.2 requires explicit cancellation).
+    pub fn deregister(&mut self, now: Instant, id: RequestId) {
+        let Some(e) = self.exchanges.get_mut(&id) else { return };
+        if !e.observing {
+            return;
+        }
+        e.observing = false;
+        e.observe = false;
+        e.request.options.set_uint(OptionNumber::OBSERVE, u64::from(corral_wire::OBSERVE_DEREGISTER));
+        e.request.options.remove(OptionNumber::BLOCK2);
+        let deadline = now + self.config.request_timeout;
+        e.deadline = Some(deadline);
+        let m = TcpMessage {
+            code: e.request.method,
+            token: e.token,
+            options: e.request.options.clone(),
+            payload: e.request.payload.clone(),
+        };
+        let conn = e.conn;
+        self.timers.push(Reverse((deadline, id)));
+        self.send(conn, &m);
+    }
+
+    pub fn is_active(&self, id: RequestId) -> bool {
+        self.exchanges.contains_key(&id)
+    }
+
+    fn fresh_token(&mut self, conn: ConnId) -> Token {
+        let len = usize::from(self.config.token_len.clamp(1, 8));
+        loop {
+            let mut b = [0u8; 8];
+            self.rng.fill(&mut b[..len]);
+            let t = Token::new(&b[..len]).unwrap_or(Token::EMPTY);
+            if !self.tokens.contains_key(&(conn, t)) {
+                return t;
+            }
+        }
+    }
+
+    fn on_response(&mut self, now: Instant, conn: ConnId, msg: TcpMessage) {
+        let Some(&id) = self.tokens.get(&(conn, msg.token)) else {
+            debug!(?conn, token = %msg.token, "response for no request; ignoring (TCP has no RST)");
+            return;
+        };
+        let from = match self.conns.get(&conn) {
+            Some(c) => c.peer,
+            None => return,
+        };
+        let response = Response { code: msg.code, options: msg.options, payload: msg.payload };
+        let Some(ex) = self.exchanges.get_mut(&id) else { return };
+        if ex.observe && response.code.is_success() && response.options.observe().is_some() {
+            ex.observing = true;
+            ex.deadline = None;
+            if response.options.block2().is_some_and(|b| b.more) {
+                let mut request = ex.request.clone();
+                request.options.remove(OptionNumber::OBSERVE);
+                let (t, step) = Transfer::for_notification(request, ex.szx, self.config.block.max_body, response);
+                if let Step::Send(next) = step {
+                    if let Ok(sub) = self.start(now, conn, next, SendParams::default(), Some(id)) {
+                        if let Some(e) = self.exchanges.get_mut(&sub) {
+                            e.transfer = Some(Box::new(t));
+                        }
+                    }
+                }
+                return;
+            }
+            self.events.push_back(Event::Response { id, from, response });
+            return;
+        }
+        let mut response = response;
+        let block_more = response.options.block2().is_some_and(|b| b.more);
+        if ex.transfer.is_some() || block_more {
+            let (max_body, szx) = (self.config.block.max_body, ex.szx);
+            let step = match ex.transfer.as_mut() {
+                Some(t) => t.on_response(response),
+                None => {
+                    let (t, step) = Transfer::from_first_response(ex.request.clone(), szx, max_body, response);
+                    ex.transfer = Some(Box::new(t));
+                    step
+                }
+            };
+            match step {
+                Step::Send(next) => {
+                    let old = ex.token;
+                    let token = self.fresh_token(conn);
+                    let Some(ex) = self.exchanges.get_mut(&id) else { return };
+                    ex.token = token;
+                    ex.request = next.clone();
+                    self.tokens.remove(&(conn, old));
+                    self.tokens.insert((conn, token), id);
+                    self.send(
+                        conn,
+                        &TcpMessage { code: next.method, token, options: next.options, payload: next.payload },
+                    );
+                    return;
+                }
+                Step::Fail(e) => {
+                    self.finish(id, Some(e), None, from);
+                    return;
+                }
+                Step::Done(full) => response = full,
+            }
+        }
+        self.finish(id, None, Some(response), from);
+    }
+
+    /// Ends exchange `id` with a response or an error, reporting to it or to the observation it serves.
+    fn finish(&mut self, id: RequestId, error: Option<RequestError>, response: Option<Response>, from: SocketAddr) {
+        let Some(ex) = self.exchanges.remove(&id) else { return };
+        self.tokens.remove(&(ex.conn, ex.token));
+        let report = match ex.parent {
+            Some(p) if self.exchanges.contains_key(&p) => p,
+            Some(_) => return,
+            None => id,
+        };
+        match (response, error) {
+            (Some(response), _) => self.events.push_back(Event::Response { id: report, from, response }),
+            (None, Some(error)) if ex.parent.is_none() => self.events.push_back(Event::Failed { id, error }),
+            _ => {}
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&Reverse((at, id))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(ex) = self.exchanges.get(&id) else { continue };
+            if ex.deadline != Some(at) {
+                continue;
+            }
+            let from = self.conns.get(&ex.conn).map(|c| c.peer).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+            info!(?id, "request over TCP timed out");
+            self.finish(id, Some(RequestError::Timeout), None, from);
+        }
+    }
+}
+
+impl std::fmt::Debug for TcpEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpEndpoint")
+            .field("connections", &self.conns.len())
+            .field("exchanges", &self.exchanges.len())
+            .finish()
+    }
+}

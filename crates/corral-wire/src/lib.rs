@@ -30,7 +30,7 @@ pub use error::Error;
 pub use message::{write_cache_key, Message, MessageBuilder, MessageId, MessageType, Packet, Token};
 pub use option::{
     check_critical, decode_uint, encode_uint, BadOption, OptionDef, OptionFormat, OptionIter, OptionNumber,
-    OptionValue, Options, REGISTRY,
+    OptionValue, Options, MAX_OPTION_LEN, REGISTRY,
 };
 pub use tcp::{FrameDecoder, TcpMessage, TcpPacket};
 pub use uri::{Host, Scheme, Uri};

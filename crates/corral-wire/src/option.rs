@@ -145,6 +145,9 @@ impl fmt::Display for OptionNumber {
     }
 }
 
+/// The longest option value the delta/length encoding can express: 65535 + 269 bytes (RFC 7252 §3.1).
+pub const MAX_OPTION_LEN: usize = 65535 + 269;
+
 /// Decodes a uint option value (RFC 7252 §3.2): big-endian, leading zeros allowed, at most 8 bytes.
 pub fn decode_uint(value: &[u8]) -> Option<u64> {
     if value.len() > 8 {
@@ -314,7 +317,7 @@ pub fn option_encoded_len(delta: u16, len: usize) -> usize {
 
 /// Writes one option with the given delta into `out` at `pos`; returns the new position.
 pub(crate) fn write_option(out: &mut [u8], mut pos: usize, delta: u16, value: &[u8]) -> Result<usize, Error> {
-    if value.len() > 65535 + 269 {
+    if value.len() > MAX_OPTION_LEN {
         return Err(Error::OptionTooLong);
     }
     let need = option_encoded_len(delta, value.len());
@@ -428,7 +431,11 @@ impl Options {
     }
 
     /// Adds an option after any existing options with the same number.
+    ///
+    /// A value longer than [`MAX_OPTION_LEN`] (65804 bytes, the most the option encoding can express) is
+    /// cut to that length, so that every `Options` can be encoded; no registered option comes near it.
     pub fn push(&mut self, number: OptionNumber, value: &[u8]) -> &mut Self {
+        let value = &value[..value.len().min(MAX_OPTION_LEN)];
         let at = self.entries.partition_point(|(n, _)| *n <= number);
         self.entries.insert(at, (number, OptionValue::new(value)));
         self
@@ -652,6 +659,15 @@ mod tests {
         assert_eq!(o.path(), "/x/y");
         assert!(o.remove(OptionNumber::URI_QUERY));
         assert_eq!(o.query(), "");
+    }
+
+    #[test]
+    fn overlong_values_are_cut_so_encoding_never_fails() {
+        let mut m =
+            crate::Message::new(crate::MessageType::Con, crate::Code::GET, crate::MessageId(1), crate::Token::EMPTY);
+        m.options.push(OptionNumber::PROXY_URI, &alloc::vec![b'a'; MAX_OPTION_LEN + 10]);
+        assert_eq!(m.options.get(OptionNumber::PROXY_URI).map(<[u8]>::len), Some(MAX_OPTION_LEN));
+        assert_eq!(m.encode().len(), m.encoded_len());
     }
 
     #[test]

@@ -86,11 +86,24 @@ pub struct SimConfig {
     pub record: bool,
     /// IPv6 hop limit of every datagram (loops end there).
     pub hop_limit: u8,
+    /// SMRF's forwarding delay: a forwarder re-broadcasts a multicast datagram `smrf_delay · (1 + k)` after
+    /// receiving it, `k` uniform in `0..smrf_spread`. Contiki's `smrf.c` with no RDC: `SMRF_MIN_FWD_DELAY` =
+    /// 4 ticks of `CLOCK_SECOND` = 128 (31.25 ms) and a spread of `min(SMRF_INTERVAL_COUNT, SMRF_MAX_SPREAD)`
+    /// = 4. The source itself sends at once.
+    pub smrf_delay: Duration,
+    pub smrf_spread: u8,
 }
 
 impl SimConfig {
     pub fn new(seed: u64) -> SimConfig {
-        SimConfig { seed, radio: RadioParams::default(), record: true, hop_limit: 64 }
+        SimConfig {
+            seed,
+            radio: RadioParams::default(),
+            record: true,
+            hop_limit: 64,
+            smrf_delay: Duration::from_micros(31_250),
+            smrf_spread: 4,
+        }
     }
 }
 
@@ -250,6 +263,7 @@ enum Ev {
     WifiStart(u16),
     WifiEnd(u16),
     ReasmTimeout(u32, DatagramId),
+    SmrfForward { node: u32, dg: DgramRef, hops: u8 },
 }
 
 enum PcapSink {
@@ -496,6 +510,19 @@ impl Sim {
     /// Reads a service of an attached node.
     pub fn service<S: Service>(&self, id: NodeId, h: ServiceHandle) -> Option<&S> {
         self.node(id)?.service(h)
+    }
+
+    /// Sends a raw UDP datagram from node `from` as if its endpoint had (background traffic, tests). It is
+    /// recorded, captured and routed like any `Transmit`.
+    pub fn inject(&mut self, from: NodeId, dst: SocketAddr, payload: Vec<u8>) -> DatagramId {
+        let id = DatagramId(self.next_dgram);
+        self.submit(from.0, dst, payload);
+        id
+    }
+
+    /// Makes a node a member of a multicast group, as a `NodeCommand::JoinGroup` from its services would.
+    pub fn join_group(&mut self, id: NodeId, group: IpAddr) {
+        self.apply_command(id.0, NodeCommand::JoinGroup(group));
     }
 
     /// Sets the loss model of the radio link between `a` and `b`, both directions.
@@ -1029,7 +1056,14 @@ impl Sim {
             }
         }
         if radio_down {
-            self.enqueue(at, None, dg, hops);
+            match came_from {
+                None => self.enqueue(at, None, dg, hops),
+                Some(_) => {
+                    let k = self.nodes[at as usize].rng.below(u64::from(self.cfg.smrf_spread.max(1)));
+                    let delay = self.cfg.smrf_delay.saturating_mul(1 + k);
+                    self.queue.schedule(self.now() + delay, Ev::SmrfForward { node: at, dg, hops });
+                }
+            }
         }
     }
 
@@ -1580,6 +1614,7 @@ impl Sim {
             Ev::TxEnd(air) => self.end_air(air),
             Ev::AckStart(j) => self.send_ack(j),
             Ev::Arrive { node, from, dg, hops } => self.arrive(node, from, dg, hops),
+            Ev::SmrfForward { node, dg, hops } => self.enqueue(node, None, dg, hops),
             Ev::WifiStart(w) => {
                 let st = &mut self.interferers[usize::from(w)];
                 if st.cfg.load_at(at) <= 0.0 {

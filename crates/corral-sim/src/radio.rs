@@ -147,8 +147,13 @@ impl Layout {
 impl RadioParams {
     /// Airtime of a frame with an MPDU of `mpdu` bytes, PHY overhead included (rounded up to 1 µs).
     pub fn airtime(&self, mpdu: usize) -> Duration {
+        self.airtime_at(mpdu, self.bit_rate)
+    }
+
+    /// Airtime at another bit rate (a channel with its own rate, see [`crate::SimConfig::channel_bit_rates`]).
+    pub fn airtime_at(&self, mpdu: usize, bit_rate: u32) -> Duration {
         let bits = ((self.phy_overhead + mpdu) * 8) as u64;
-        Duration::from_micros((bits * 1_000_000).div_ceil(u64::from(self.bit_rate.max(1))))
+        Duration::from_micros((bits * 1_000_000).div_ceil(u64::from(bit_rate.max(1))))
     }
 
     /// Airtime of an Imm-ACK frame (352 µs by default).

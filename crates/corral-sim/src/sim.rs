@@ -92,6 +92,9 @@ pub struct SimConfig {
     /// = 4. The source itself sends at once.
     pub smrf_delay: Duration,
     pub smrf_spread: u8,
+    /// Bit rates of channels that differ from [`RadioParams::bit_rate`]: `(IEEE channel, bit/s)`. MAC timing
+    /// constants stay those of [`RadioParams`]; only frame and ACK airtimes change.
+    pub channel_bit_rates: Vec<(u8, u32)>,
 }
 
 impl SimConfig {
@@ -103,6 +106,7 @@ impl SimConfig {
             hop_limit: 64,
             smrf_delay: Duration::from_micros(31_250),
             smrf_spread: 4,
+            channel_bit_rates: Vec::new(),
         }
     }
 }
@@ -175,6 +179,7 @@ struct PendingAck {
 
 struct Radio {
     channel: u8,
+    bit_rate: u32,
     /// This node's neighbours are `nbrs[nbr_start..nbr_end]`.
     nbr_start: u32,
     nbr_end: u32,
@@ -322,6 +327,11 @@ impl Sim {
                 nbrs.extend(adj[i].iter().map(|&j| j as u32));
                 Radio {
                     channel,
+                    bit_rate: cfg
+                        .channel_bit_rates
+                        .iter()
+                        .find(|(c, _)| *c == channel)
+                        .map_or(cfg.radio.bit_rate, |(_, r)| *r),
                     nbr_start: start,
                     nbr_end: nbrs.len() as u32,
                     queue: VecDeque::new(),
@@ -1236,7 +1246,8 @@ impl Sim {
         let (dg, hops, next, layout) = (out.dg.clone(), out.hops, out.next, out.layout);
         let mpdu = usize::from(layout.mpdu(frag));
         let phy_bytes = mpdu + self.cfg.radio.phy_overhead;
-        let airtime = self.cfg.radio.airtime(mpdu);
+        let rate = self.radio(i).bit_rate;
+        let airtime = self.cfg.radio.airtime_at(mpdu, rate);
         let r = self.radio(i);
         r.mac = MacState::Tx;
         r.tx_until = now + airtime;
@@ -1503,7 +1514,8 @@ impl Sim {
     ) {
         let now = self.now();
         let p = &self.cfg.radio;
-        let (turnaround, ack_air, reasm_timeout) = (p.turnaround, p.ack_airtime(), p.reassembly_timeout);
+        let rate = self.nodes[j as usize].radio.as_ref().expect("radio").bit_rate;
+        let (turnaround, ack_air, reasm_timeout) = (p.turnaround, p.airtime_at(p.ack_mpdu, rate), p.reassembly_timeout);
         let r = self.radio(j);
         if unicast {
             r.ack_until = now + turnaround + ack_air;
@@ -1561,7 +1573,8 @@ impl Sim {
 
     fn send_ack(&mut self, j: u32) {
         let now = self.now();
-        let ack_air = self.cfg.radio.ack_airtime();
+        let rate = self.radio(j).bit_rate;
+        let ack_air = self.cfg.radio.airtime_at(self.cfg.radio.ack_mpdu, rate);
         let phy = (self.cfg.radio.ack_mpdu + self.cfg.radio.phy_overhead) as u16;
         let r = self.radio(j);
         let Some(pa) = r.pending_ack.as_ref() else { return };

@@ -240,3 +240,51 @@ fn mac_retries_realise_seed_002_eq3() {
         assert!((lost - eq3).abs() < 0.025, "{lost} vs {eq3}");
     });
 }
+
+/// A channel with its own bit rate stretches frame airtime accordingly (frame start to reception end).
+#[test]
+fn per_channel_bit_rate_sets_the_airtime() {
+    with_seed(23, |seed| {
+        let mut cfg = SimConfig::new(seed);
+        cfg.channel_bit_rates = vec![(26, 125_000)];
+        let mut sim = Sim::from_topology(cfg, &Topology::star(1));
+        let dst = sim.addr(NodeId(1));
+        sim.inject(NodeId(0), dst, vec![0; 40]);
+        sim.run_for(Duration::from_secs(1));
+        let p = RadioParams::default();
+        let sent = sim.records().iter().find(|r| r.kind == RecordKind::FrameSent).unwrap();
+        let got = sim.records().iter().find(|r| r.kind == RecordKind::FrameReceived).unwrap();
+        let mpdu = p.mac_overhead_unicast + p.lowpan_header + 40;
+        assert_eq!(got.at - sent.at, p.airtime_at(mpdu, 125_000));
+        assert_eq!(p.airtime_at(mpdu, 125_000), p.airtime(mpdu).saturating_mul(2));
+    });
+}
+
+/// An interferer's load follows its schedule: no corruption or busy channel while it is off.
+#[test]
+fn interferer_load_follows_its_schedule() {
+    with_seed(29, |seed| {
+        let mut cfg = SimConfig::new(seed);
+        cfg.radio.max_frame_retries = 0;
+        let mut topo = Topology::star(1);
+        let mut wifi = Interferer::constant(13, 0.0);
+        wifi.load = vec![(Instant::from_secs(2), 28.5), (Instant::from_secs(4), 0.0)];
+        wifi.corruption_prob = 0.5;
+        topo.interferers.push(wifi);
+        let mut sim = Sim::from_topology(cfg, &topo);
+        let dst = sim.addr(NodeId(1));
+        for k in 0..300u64 {
+            sim.run_until(Instant::from_millis(20 * k));
+            sim.inject(NodeId(0), dst, vec![0; 80]);
+        }
+        sim.run_for(Duration::from_secs(1));
+        let hit: Vec<Instant> = sim
+            .records()
+            .iter()
+            .filter(|r| matches!(r.reason, Some(DropReason::Interference | DropReason::ChannelBusy)))
+            .map(|r| r.at)
+            .collect();
+        assert!(!hit.is_empty());
+        assert!(hit.iter().all(|t| *t >= Instant::from_secs(2) && *t < Instant::from_millis(4100)), "{hit:?}");
+    });
+}

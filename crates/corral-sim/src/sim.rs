@@ -95,6 +95,10 @@ pub struct SimConfig {
     /// Bit rates of channels that differ from [`RadioParams::bit_rate`]: `(IEEE channel, bit/s)`. MAC timing
     /// constants stay those of [`RadioParams`]; only frame and ACK airtimes change.
     pub channel_bit_rates: Vec<(u8, u32)>,
+    /// Time a node's CPU takes to hand a received datagram to its CoAP stack (zero by default). The network
+    /// records delivery on arrival; the endpoint sees the datagram this much later. Real motes (an MSP430
+    /// running Contiki and Erbium) take milliseconds, which the lab may calibrate.
+    pub processing_delay: Duration,
 }
 
 impl SimConfig {
@@ -107,6 +111,7 @@ impl SimConfig {
             smrf_delay: Duration::from_micros(31_250),
             smrf_spread: 4,
             channel_bit_rates: Vec::new(),
+            processing_delay: Duration::ZERO,
         }
     }
 }
@@ -269,6 +274,7 @@ enum Ev {
     WifiEnd(u16),
     ReasmTimeout(u32, DatagramId),
     SmrfForward { node: u32, dg: DgramRef, hops: u8 },
+    Process(u32, DgramRef),
 }
 
 enum PcapSink {
@@ -1009,7 +1015,7 @@ impl Sim {
         self.forward(at, dg, hops);
     }
 
-    fn deliver_local(&mut self, at: u32, dg: &Dgram, hops: u8) {
+    fn deliver_local(&mut self, at: u32, dg: &DgramRef, hops: u8) {
         let now = self.now();
         self.nodes[at as usize].counters.datagrams_delivered += 1;
         let mut r = Record::new(now, NodeId(at), RecordKind::Delivered, dg.id);
@@ -1017,6 +1023,15 @@ impl Sim {
         r.hops = hops;
         r.bytes = dg.payload.len() as u32;
         self.record(r);
+        if self.cfg.processing_delay.is_zero() {
+            self.hand_to_node(at, dg);
+        } else {
+            self.queue.schedule(now + self.cfg.processing_delay, Ev::Process(at, dg.clone()));
+        }
+    }
+
+    fn hand_to_node(&mut self, at: u32, dg: &Dgram) {
+        let now = self.now();
         if let Some(node) = self.nodes[at as usize].proto.as_deref_mut() {
             node.handle_datagram(now, dg.src, Some(dg.dst.ip()), &dg.payload);
             self.drain(at, false);
@@ -1628,6 +1643,7 @@ impl Sim {
             Ev::AckStart(j) => self.send_ack(j),
             Ev::Arrive { node, from, dg, hops } => self.arrive(node, from, dg, hops),
             Ev::SmrfForward { node, dg, hops } => self.enqueue(node, None, dg, hops),
+            Ev::Process(node, dg) => self.hand_to_node(node, &dg),
             Ev::WifiStart(w) => {
                 let st = &mut self.interferers[usize::from(w)];
                 if st.cfg.load_at(at) <= 0.0 {

@@ -288,3 +288,19 @@ fn interferer_load_follows_its_schedule() {
         assert!(hit.iter().all(|t| *t >= Instant::from_secs(2) && *t < Instant::from_millis(4100)), "{hit:?}");
     });
 }
+
+/// A processing delay postpones the endpoint's answer by exactly that much per received datagram.
+#[test]
+fn processing_delay_adds_to_the_exchange() {
+    with_seed(2, |seed| {
+        let rt = |delay: Duration| {
+            let mut cfg = SimConfig::new(seed);
+            cfg.processing_delay = delay;
+            let mut sim = Sim::from_topology(cfg, &Topology::star(1));
+            responders(&mut sim, [1], b"21.5");
+            let h = client(&mut sim, 0, &[1], Pacing::AfterResponse);
+            run_round(&mut sim, 0, h, Instant::from_secs(10)).response_time().unwrap()
+        };
+        assert_eq!(rt(Duration::from_millis(5)), rt(Duration::ZERO) + Duration::from_millis(10));
+    });
+}

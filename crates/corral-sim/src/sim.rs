@@ -1,0 +1,1678 @@
+//! The simulated network: nodes (a `corral_proto::Node` plus radio and wired interfaces), the unslotted
+//! CSMA/CA MAC with ACKs and retries, 6LoWPAN fragmentation and reassembly, tree routing with SMRF
+//! multicast, wired links, interferers — driven by the event queue of [`crate::engine`].
+//!
+//! # What it owns
+//! Everything that happens between a node's `poll_transmit` and another node's `handle_datagram`, on the
+//! virtual clock, and the records of it. It drives each `Node` exactly as corral-tokio would: after every
+//! input it drains `poll_command` (multicast joins), `poll_transmit` and `poll_event`, then arms a timer at
+//! `poll_timeout`. It must never read a clock or draw randomness except from its seeded streams.
+//!
+//! # Random streams
+//! One [`Rng`] per node (CSMA/CA backoffs), one per IEEE 802.15.4 channel (link loss, interference
+//! corruption and CCA detection draws, made in receiver order), one per interferer (Wi-Fi backoff), one for
+//! wired loss; each endpoint gets its own seed from [`Sim::endpoint_config`]. A change in one node's traffic
+//! therefore does not reshuffle another node's backoffs.
+//!
+//! # The MAC, step by step (IEEE 802.15.4-2006 §7.5.1.4, unslotted; nonbeacon-enabled PAN, no RDC)
+//! 1. A frame at the head of the queue starts CSMA/CA with NB = 0, BE = macMinBE.
+//! 2. Backoff: a random number of unit backoff periods in `0..2^BE`, then a CCA of 8 symbols. The channel is
+//!    busy if any IEEE 802.15.4 transmission in range was on the air at any time during the CCA window, the
+//!    node itself was transmitting or owed an ACK, or (with the interferer's detection probability) a Wi-Fi
+//!    burst overlapped the window.
+//! 3. Busy: NB += 1, BE = min(BE + 1, macMaxBE); over macMaxCSMABackoffs the frame fails (channel-access
+//!    failure). Idle: turnaround (192 µs), then the frame is on the air for its airtime.
+//! 4. A unicast frame waits macAckWaitDuration for an Imm-ACK that the receiver sends a turnaround after the
+//!    frame ends, without CCA; no ACK → a retransmission through CSMA/CA again, up to macMaxFrameRetries.
+//!    Broadcast frames get no ACK and no retransmission (why SMRF multicast is unreliable in seed 000).
+//! 5. A receiver locks onto the first frame whose start it hears while not transmitting; a second frame
+//!    starting in range while it receives destroys both (no capture effect: the simulator has no received
+//!    power model, so it cannot say which frame would win). A receiver that is transmitting hears nothing.
+//!    A frame that survives collisions is then subject to the Wi-Fi corruption draw, the link's loss model,
+//!    and the fault-injection rule, in that order.
+//! 6. A receiver drops duplicates (same sender and MAC sequence number, after a lost ACK) but still ACKs
+//!    them, and hands the datagram to its IP layer when the ACK is out (as with the CC2420/CC2520 auto-ACK,
+//!    the radio acknowledges before the stack processes the frame).
+//!
+//! # 6LoWPAN
+//! A datagram over one frame's payload goes as RFC 4944 fragments ([`crate::radio::RadioParams::layout`]),
+//! each its own MAC frame with CSMA/CA and retries, sent back to back. If one fragment fails at the MAC the
+//! sender abandons the rest. Reassembly is hop by hop (route-over, as Contiki does it) with a single
+//! reassembly buffer per node, as Contiki's `sicslowpan` has: a first fragment of another datagram displaces
+//! an incomplete one, and an incomplete datagram is dropped (`fragment-lost`) at the reassembly timeout.
+//!
+//! # Routing (RFC 6550 storing mode) and SMRF multicast (RFC 7731's predecessor in Contiki)
+//! The radio parents of [`crate::Topology::parents`] and the wired links form one routing tree per connected
+//! component. Every node knows its parent and, for every node in its sub-DODAG, the child leading there —
+//! exactly a storing-mode node's routing table, computed here from tree intervals instead of DAO messages
+//! (no control traffic is simulated). Unicast goes up to the common ancestor and down again. A multicast
+//! datagram travels away from its source along tree branches that contain a member (storing-mode group
+//! membership): over the radio only *downward*, one link-layer broadcast per forwarding node, accepted only
+//! from the receiver's routing parent (SMRF); over wired links in any direction.
+//!
+//! # Wired links
+//! Full duplex, FIFO per direction: a datagram of `n` payload bytes occupies `(n + 48 + 18) · 8 / bandwidth`
+//! seconds (IPv6 + UDP headers, Ethernet header and FCS), then arrives after the propagation delay; optional
+//! independent loss.
+
+use crate::engine::EventQueue;
+use crate::loss::{BurstProcess, Interferer, LinkModel, LinkState, ModelLoss, Reach};
+use crate::pcap::PcapWriter;
+use crate::radio::{Layout, RadioParams, IPV6_UDP_HEADER};
+use crate::topology::{Role, Topology, WiredSpec};
+use crate::trace::{
+    CoapSummary, DatagramId, DatagramInfo, DropReason, LinkCounters, NodeCounters, NodeId, Record, RecordKind,
+    TraceHash,
+};
+use corral_proto::{Duration, EndpointConfig, Event, Instant, Node, NodeCommand, Rng, Service, ServiceHandle};
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::rc::Rc;
+
+/// The CoAP port every simulated node listens on.
+pub const COAP_PORT: u16 = 5683;
+
+/// Ethernet II header + FCS, counted on wired links.
+const ETHERNET_OVERHEAD: usize = 18;
+
+/// Configuration of a simulation.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Seeds every random stream of the simulator and, through [`Sim::endpoint_config`], of the endpoints.
+    pub seed: u64,
+    pub radio: RadioParams,
+    /// Keep [`Record`]s and [`DatagramInfo`]s in memory (the trace hash is computed either way).
+    pub record: bool,
+    /// IPv6 hop limit of every datagram (loops end there).
+    pub hop_limit: u8,
+    /// SMRF's forwarding delay: a forwarder re-broadcasts a multicast datagram `smrf_delay · (1 + k)` after
+    /// receiving it, `k` uniform in `0..smrf_spread`. Contiki's `smrf.c` with no RDC: `SMRF_MIN_FWD_DELAY` =
+    /// 4 ticks of `CLOCK_SECOND` = 128 (31.25 ms) and a spread of `min(SMRF_INTERVAL_COUNT, SMRF_MAX_SPREAD)`
+    /// = 4. The source itself sends at once.
+    pub smrf_delay: Duration,
+    pub smrf_spread: u8,
+    /// Bit rates of channels that differ from [`RadioParams::bit_rate`]: `(IEEE channel, bit/s)`. MAC timing
+    /// constants stay those of [`RadioParams`]; only frame and ACK airtimes change.
+    pub channel_bit_rates: Vec<(u8, u32)>,
+    /// Time a node's CPU takes to hand a received datagram to its CoAP stack (zero by default). The network
+    /// records delivery on arrival; the endpoint sees the datagram this much later. Real motes (an MSP430
+    /// running Contiki and Erbium) take milliseconds, which the lab may calibrate.
+    pub processing_delay: Duration,
+}
+
+impl SimConfig {
+    pub fn new(seed: u64) -> SimConfig {
+        SimConfig {
+            seed,
+            radio: RadioParams::default(),
+            record: true,
+            hop_limit: 64,
+            smrf_delay: Duration::from_micros(31_250),
+            smrf_spread: 4,
+            channel_bit_rates: Vec::new(),
+            processing_delay: Duration::ZERO,
+        }
+    }
+}
+
+/// What a fault-injection rule sees of a frame at one intended receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameInfo {
+    pub at: Instant,
+    pub from: NodeId,
+    pub to: NodeId,
+    pub datagram: DatagramId,
+    /// True for an Imm-ACK frame (then `frag`/`frags` are 0).
+    pub ack: bool,
+    pub broadcast: bool,
+    pub frag: u16,
+    pub frags: u16,
+    pub attempt: u8,
+}
+
+type FrameRule = Box<dyn FnMut(&FrameInfo) -> bool>;
+
+/// One datagram as its source sent it (shared by every copy in flight).
+struct Dgram {
+    id: DatagramId,
+    src: SocketAddr,
+    dst: SocketAddr,
+    payload: Box<[u8]>,
+    created: Instant,
+}
+
+type DgramRef = Rc<Dgram>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MacState {
+    Idle,
+    Backoff,
+    Cca,
+    Turnaround,
+    Tx,
+    WaitAck,
+}
+
+struct Outgoing {
+    dg: DgramRef,
+    hops: u8,
+    /// `None`: link-layer broadcast.
+    next: Option<u32>,
+    layout: Layout,
+}
+
+struct Rx {
+    air: u32,
+    lost: Option<DropReason>,
+    wifi_on: bool,
+    wifi_mark: u32,
+}
+
+struct Reasm {
+    from: u32,
+    id: DatagramId,
+    next_frag: u16,
+    frags: u16,
+}
+
+struct PendingAck {
+    to: u32,
+    dsn: u8,
+    up: Option<(DgramRef, u8, u32)>,
+}
+
+struct Radio {
+    channel: u8,
+    bit_rate: u32,
+    /// This node's neighbours are `nbrs[nbr_start..nbr_end]`.
+    nbr_start: u32,
+    nbr_end: u32,
+    queue: VecDeque<Outgoing>,
+    mac: MacState,
+    /// Bumped on every MAC state change; a MAC event with an older generation is stale.
+    gen: u32,
+    nb: u8,
+    be: u8,
+    retries: u8,
+    frag: u16,
+    dsn: u8,
+    cca_start: Instant,
+    tx_until: Instant,
+    ack_until: Instant,
+    rx: Option<Rx>,
+    audible: u16,
+    last_audible_end: Instant,
+    pending_ack: Option<PendingAck>,
+    dedup: [(u32, u8); 4],
+    dedup_next: u8,
+    reasm: Option<Reasm>,
+    /// Interferers whose bursts reach this node.
+    wifi: Box<[u16]>,
+}
+
+struct SimNode {
+    addr: IpAddr,
+    role: Role,
+    position: Option<(f64, f64)>,
+    proto: Option<Box<Node>>,
+    timer_at: Option<Instant>,
+    radio: Option<Radio>,
+    /// `(link, peer)` for every wired link.
+    wired: Vec<(u32, u32)>,
+    /// Routing tree: parent, whether the edge to it is wired (its link), Euler-tour interval, component.
+    rparent: Option<u32>,
+    up_wired: Option<u32>,
+    tin: u32,
+    tout: u32,
+    comp: u32,
+    /// Routing children, sorted by `tin`.
+    children: Vec<u32>,
+    rng: Rng,
+    counters: NodeCounters,
+}
+
+struct WiredLink {
+    spec: WiredSpec,
+    /// Per direction (a→b, b→a): when the transmitter is free again.
+    free_at: [Instant; 2],
+}
+
+struct InterfererState {
+    cfg: Interferer,
+    process: BurstProcess,
+}
+
+enum AirKind {
+    Data { dg: DgramRef, hops: u8, dst: Option<u32>, frag: u16, frags: u16, dsn: u8, attempt: u8 },
+    Ack { to: u32, dsn: u8, datagram: DatagramId },
+}
+
+struct Air {
+    sender: u32,
+    phy_bytes: u16,
+    kind: AirKind,
+    /// Intended receivers that could not lock onto the frame, and why.
+    misses: Vec<(u32, DropReason)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum MacStep {
+    BackoffDone,
+    CcaDone,
+    TxStart,
+    AckTimeout,
+}
+
+enum Ev {
+    Timer(u32),
+    Mac(u32, u32, MacStep),
+    TxEnd(u32),
+    AckStart(u32),
+    Arrive { node: u32, from: u32, dg: DgramRef, hops: u8 },
+    WifiStart(u16),
+    WifiEnd(u16),
+    ReasmTimeout(u32, DatagramId),
+    SmrfForward { node: u32, dg: DgramRef, hops: u8 },
+    Process(u32, DgramRef),
+}
+
+enum PcapSink {
+    Memory(PcapWriter<Vec<u8>>),
+    Writer(PcapWriter<Box<dyn Write>>),
+}
+
+/// The simulator. See the module docs for the model, [`crate`] for an overview and an example.
+pub struct Sim {
+    cfg: SimConfig,
+    queue: EventQueue<Ev>,
+    nodes: Vec<SimNode>,
+    by_addr: HashMap<IpAddr, u32>,
+    /// CSR neighbour lists and per-directed-link state, indexed alike.
+    nbrs: Vec<u32>,
+    link_model: Vec<u16>,
+    link_state: Vec<LinkState>,
+    link_counters: Vec<Option<Box<LinkCounters>>>,
+    models: Vec<LinkModel>,
+    wired: Vec<WiredLink>,
+    wired_rng: Rng,
+    chan_rng: Vec<Rng>,
+    interferers: Vec<InterfererState>,
+    groups: HashMap<IpAddr, Vec<(u32, u32)>>,
+    air: Vec<Option<Air>>,
+    air_free: Vec<u32>,
+    next_dgram: u64,
+    hash: TraceHash,
+    records: Vec<Record>,
+    datagrams: Vec<DatagramInfo>,
+    node_events: Vec<(Instant, NodeId, Event)>,
+    pcap: Option<PcapSink>,
+    rule: Option<FrameRule>,
+}
+
+fn default_addr(i: usize) -> IpAddr {
+    let n = (i + 1) as u32;
+    IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, (n >> 16) as u16, n as u16))
+}
+
+impl Sim {
+    /// Builds the network a topology describes. Node `i` of the topology is `NodeId(i)`; no CoAP node is
+    /// attached yet ([`Sim::attach`]); nodes without one still route.
+    pub fn from_topology(cfg: SimConfig, topo: &Topology) -> Sim {
+        let n = topo.nodes.len();
+        let seed = cfg.seed;
+        let adj = topo.adjacency();
+        let mut nbrs = Vec::new();
+        let mut nodes = Vec::with_capacity(n);
+        let mut by_addr = HashMap::with_capacity(n);
+        for (i, spec) in topo.nodes.iter().enumerate() {
+            let addr = spec.addr.unwrap_or_else(|| default_addr(i));
+            by_addr.insert(addr, i as u32);
+            let radio = spec.channel.map(|channel| {
+                let start = nbrs.len() as u32;
+                nbrs.extend(adj[i].iter().map(|&j| j as u32));
+                Radio {
+                    channel,
+                    bit_rate: cfg
+                        .channel_bit_rates
+                        .iter()
+                        .find(|(c, _)| *c == channel)
+                        .map_or(cfg.radio.bit_rate, |(_, r)| *r),
+                    nbr_start: start,
+                    nbr_end: nbrs.len() as u32,
+                    queue: VecDeque::new(),
+                    mac: MacState::Idle,
+                    gen: 0,
+                    nb: 0,
+                    be: 0,
+                    retries: 0,
+                    frag: 0,
+                    dsn: (i as u8).wrapping_mul(37),
+                    cca_start: Instant::ZERO,
+                    tx_until: Instant::ZERO,
+                    ack_until: Instant::ZERO,
+                    rx: None,
+                    audible: 0,
+                    last_audible_end: Instant::ZERO,
+                    pending_ack: None,
+                    dedup: [(u32::MAX, 0); 4],
+                    dedup_next: 0,
+                    reasm: None,
+                    wifi: Box::new([]),
+                }
+            });
+            nodes.push(SimNode {
+                addr,
+                role: spec.role,
+                position: spec.position,
+                proto: None,
+                timer_at: None,
+                radio,
+                wired: Vec::new(),
+                rparent: None,
+                up_wired: None,
+                tin: 0,
+                tout: 0,
+                comp: 0,
+                children: Vec::new(),
+                rng: Rng::stream(seed, 0x1_0000_0000 + i as u64),
+                counters: NodeCounters::default(),
+            });
+        }
+        let links = nbrs.len();
+        let mut sim = Sim {
+            queue: EventQueue::new(),
+            nodes,
+            by_addr,
+            nbrs,
+            link_model: vec![0; links],
+            link_state: vec![LinkState::default(); links],
+            link_counters: (0..links).map(|_| None).collect(),
+            models: vec![topo.default_link],
+            wired: Vec::new(),
+            wired_rng: Rng::stream(seed, 0x4_0000_0000),
+            chan_rng: (0..32u64).map(|c| Rng::stream(seed, 0x2_0000_0000 + c)).collect(),
+            interferers: Vec::new(),
+            groups: HashMap::new(),
+            air: Vec::new(),
+            air_free: Vec::new(),
+            next_dgram: 0,
+            hash: TraceHash::default(),
+            records: Vec::new(),
+            datagrams: Vec::new(),
+            node_events: Vec::new(),
+            pcap: None,
+            rule: None,
+            cfg,
+        };
+        for &(a, b, model) in &topo.link_models {
+            sim.set_link_model(NodeId(a as u32), NodeId(b as u32), model);
+        }
+        for spec in &topo.wired {
+            let l = sim.wired.len() as u32;
+            sim.wired.push(WiredLink { spec: *spec, free_at: [Instant::ZERO; 2] });
+            sim.nodes[spec.a].wired.push((l, spec.b as u32));
+            sim.nodes[spec.b].wired.push((l, spec.a as u32));
+        }
+        sim.build_routes(&topo.parents());
+        for i in topo.interferers.iter().cloned() {
+            sim.add_interferer(i);
+        }
+        sim
+    }
+
+    /// The routing tree: radio parent edges plus wired links, one depth-first tree per component.
+    fn build_routes(&mut self, radio_parent: &[Option<usize>]) {
+        let n = self.nodes.len();
+        let mut adj: Vec<Vec<(u32, Option<u32>)>> = vec![Vec::new(); n];
+        for (v, p) in radio_parent.iter().enumerate() {
+            if let Some(p) = *p {
+                adj[v].push((p as u32, None));
+                adj[p].push((v as u32, None));
+            }
+        }
+        for (v, node) in self.nodes.iter().enumerate() {
+            for &(l, peer) in &node.wired {
+                adj[v].push((peer, Some(l)));
+            }
+        }
+        for list in &mut adj {
+            list.sort_unstable();
+        }
+        let mut visited = vec![false; n];
+        let mut clock = 0u32;
+        let mut comp = 0u32;
+        let roots: Vec<usize> = (0..n)
+            .filter(|&v| radio_parent[v].is_none())
+            .chain((0..n).filter(|&v| radio_parent[v].is_some()))
+            .collect();
+        for root in roots {
+            if visited[root] {
+                continue;
+            }
+            comp += 1;
+            visited[root] = true;
+            self.nodes[root].tin = clock;
+            self.nodes[root].comp = comp;
+            clock += 1;
+            let mut stack: Vec<(u32, usize)> = vec![(root as u32, 0)];
+            while let Some(&mut (v, ref mut next)) = stack.last_mut() {
+                if let Some(&(w, link)) = adj[v as usize].get(*next) {
+                    *next += 1;
+                    if !visited[w as usize] {
+                        visited[w as usize] = true;
+                        let node = &mut self.nodes[w as usize];
+                        node.rparent = Some(v);
+                        node.up_wired = link;
+                        node.tin = clock;
+                        node.comp = comp;
+                        clock += 1;
+                        self.nodes[v as usize].children.push(w);
+                        stack.push((w, 0));
+                    }
+                } else {
+                    self.nodes[v as usize].tout = clock;
+                    stack.pop();
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Building and attaching
+    // ---------------------------------------------------------------------------------------------
+
+    /// An endpoint configuration seeded for node `id` from the simulation seed.
+    pub fn endpoint_config(&self, id: NodeId) -> EndpointConfig {
+        EndpointConfig::with_seed(Rng::stream(self.cfg.seed, 0x5_0000_0000 + u64::from(id.0)).next_u64())
+    }
+
+    /// Attaches a CoAP node (endpoint and services) to simulated node `id`, replacing any previous one, and
+    /// processes whatever it wants to do at the current time.
+    pub fn attach(&mut self, id: NodeId, node: Node) {
+        self.nodes[id.index()].proto = Some(Box::new(node));
+        self.nodes[id.index()].timer_at = None;
+        self.drain(id.0, false);
+    }
+
+    /// The CoAP node attached to `id`.
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(id.index())?.proto.as_deref()
+    }
+
+    /// Runs `f` on the attached CoAP node at the current time, then processes its outputs (use it to issue
+    /// requests directly on the endpoint; their events come back through [`Sim::take_node_events`]).
+    pub fn with_node<R>(&mut self, id: NodeId, f: impl FnOnce(Instant, &mut Node) -> R) -> Option<R> {
+        let now = self.now();
+        let r = f(now, self.nodes.get_mut(id.index())?.proto.as_deref_mut()?);
+        self.drain(id.0, false);
+        Some(r)
+    }
+
+    /// [`Node::with_service`] at the current time, then processes the node's outputs: how a driver makes a
+    /// client service start a request.
+    pub fn with_service<S: Service, R>(
+        &mut self,
+        id: NodeId,
+        h: ServiceHandle,
+        f: impl FnOnce(&mut S, &mut corral_proto::Context<'_>) -> R,
+    ) -> Option<R> {
+        let now = self.now();
+        let r = self.nodes.get_mut(id.index())?.proto.as_deref_mut()?.with_service(now, h, f);
+        self.drain(id.0, false);
+        r
+    }
+
+    /// Reads a service of an attached node.
+    pub fn service<S: Service>(&self, id: NodeId, h: ServiceHandle) -> Option<&S> {
+        self.node(id)?.service(h)
+    }
+
+    /// Sends a raw UDP datagram from node `from` as if its endpoint had (background traffic, tests). It is
+    /// recorded, captured and routed like any `Transmit`.
+    pub fn inject(&mut self, from: NodeId, dst: SocketAddr, payload: Vec<u8>) -> DatagramId {
+        let id = DatagramId(self.next_dgram);
+        self.submit(from.0, dst, payload);
+        id
+    }
+
+    /// Makes a node a member of a multicast group, as a `NodeCommand::JoinGroup` from its services would.
+    pub fn join_group(&mut self, id: NodeId, group: IpAddr) {
+        self.apply_command(id.0, NodeCommand::JoinGroup(group));
+    }
+
+    /// Sets the loss model of the radio link between `a` and `b`, both directions.
+    pub fn set_link_model(&mut self, a: NodeId, b: NodeId, model: LinkModel) {
+        self.set_link_model_directed(a, b, model);
+        self.set_link_model_directed(b, a, model);
+    }
+
+    /// Sets the loss model of frames from `from` to `to` only. No effect if they are not neighbours.
+    pub fn set_link_model_directed(&mut self, from: NodeId, to: NodeId, model: LinkModel) {
+        let idx = match self.models.iter().position(|m| *m == model) {
+            Some(i) => i,
+            None => {
+                self.models.push(model);
+                self.models.len() - 1
+            }
+        };
+        if let Some(k) = self.link_index(from.0, to.0) {
+            self.link_model[k] = idx as u16;
+            self.link_state[k] = LinkState::default();
+        }
+    }
+
+    /// Sets the loss model of every radio link.
+    pub fn set_all_link_models(&mut self, model: LinkModel) {
+        self.models = vec![model];
+        self.link_model.iter_mut().for_each(|m| *m = 0);
+    }
+
+    /// Installs a fault-injection rule: it sees every frame that reached an intended receiver intact and
+    /// drops it (reason `rule`) by returning true.
+    pub fn set_frame_rule(&mut self, rule: impl FnMut(&FrameInfo) -> bool + 'static) {
+        self.rule = Some(Box::new(rule));
+    }
+
+    pub fn clear_frame_rule(&mut self) {
+        self.rule = None;
+    }
+
+    /// Adds a Wi-Fi interferer; returns its index.
+    pub fn add_interferer(&mut self, cfg: Interferer) -> usize {
+        let id = self.interferers.len() as u16;
+        for node in &mut self.nodes {
+            let Some(radio) = &mut node.radio else { continue };
+            let reached = match cfg.reach {
+                Reach::All => true,
+                Reach::Within { x, y, radius } => {
+                    node.position.is_some_and(|(nx, ny)| (nx - x).hypot(ny - y) <= radius)
+                }
+            };
+            if reached && cfg.overlaps(radio.channel) {
+                let mut v = radio.wifi.to_vec();
+                v.push(id);
+                radio.wifi = v.into_boxed_slice();
+            }
+        }
+        let rng = Rng::stream(self.cfg.seed, 0x3_0000_0000 + u64::from(id));
+        let mut st = InterfererState { cfg, process: BurstProcess::new(rng) };
+        let now = self.now();
+        if let Some(at) = st.process.next_start(&st.cfg, now, now) {
+            self.queue.schedule(at, Ev::WifiStart(id));
+        }
+        self.interferers.push(st);
+        id as usize
+    }
+
+    /// Captures every datagram (at its source) into an in-memory pcap; see [`Sim::take_pcap`].
+    pub fn capture_pcap(&mut self) {
+        self.pcap = PcapWriter::new(Vec::new()).ok().map(PcapSink::Memory);
+    }
+
+    /// Captures every datagram (at its source) as pcap into `out`.
+    pub fn capture_pcap_to(&mut self, out: Box<dyn Write>) -> std::io::Result<()> {
+        self.pcap = Some(PcapSink::Writer(PcapWriter::new(out)?));
+        Ok(())
+    }
+
+    /// The in-memory pcap captured so far (capture stops).
+    pub fn take_pcap(&mut self) -> Option<Vec<u8>> {
+        match self.pcap.take()? {
+            PcapSink::Memory(w) => Some(w.into_inner()),
+            PcapSink::Writer(mut w) => {
+                let _ = w.flush();
+                None
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Running
+    // ---------------------------------------------------------------------------------------------
+
+    pub fn now(&self) -> Instant {
+        self.queue.now()
+    }
+
+    /// Processes the next event; false if there is none.
+    pub fn step(&mut self) -> bool {
+        self.step_until(Instant::MAX)
+    }
+
+    fn step_until(&mut self, limit: Instant) -> bool {
+        match self.queue.pop_until(limit) {
+            Some((at, ev)) => {
+                self.handle(at, ev);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Processes every event up to and including `t`; the clock ends at `t`.
+    pub fn run_until(&mut self, t: Instant) {
+        while self.step_until(t) {}
+        self.queue.advance_to(t);
+    }
+
+    pub fn run_for(&mut self, d: Duration) {
+        let t = self.now() + d;
+        self.run_until(t);
+    }
+
+    /// Runs until `done` holds (checked after every event) or `limit` passes; returns whether `done` held.
+    pub fn run_until_cond(&mut self, limit: Instant, mut done: impl FnMut(&Sim) -> bool) -> bool {
+        loop {
+            if done(self) {
+                return true;
+            }
+            if !self.step_until(limit) {
+                self.queue.advance_to(limit);
+                return done(self);
+            }
+        }
+    }
+
+    /// Events processed so far.
+    pub fn events_processed(&self) -> u64 {
+        self.queue.processed()
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Observation
+    // ---------------------------------------------------------------------------------------------
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.cfg
+    }
+
+    /// The node's CoAP address (`[addr]:5683`).
+    pub fn addr(&self, id: NodeId) -> SocketAddr {
+        SocketAddr::new(self.nodes[id.index()].addr, COAP_PORT)
+    }
+
+    pub fn node_by_addr(&self, ip: IpAddr) -> Option<NodeId> {
+        self.by_addr.get(&ip).map(|&i| NodeId(i))
+    }
+
+    pub fn role(&self, id: NodeId) -> Role {
+        self.nodes[id.index()].role
+    }
+
+    /// The routing path from `a` to `b` (both included), or `None` if there is no route.
+    pub fn route(&self, a: NodeId, b: NodeId) -> Option<Vec<NodeId>> {
+        let mut path = vec![a];
+        let mut at = a.0;
+        while at != b.0 {
+            at = self.next_hop(at, b.0)?;
+            path.push(NodeId(at));
+            if path.len() > self.nodes.len() {
+                return None;
+            }
+        }
+        Some(path)
+    }
+
+    /// Links (radio and wired) on the route from `a` to `b`.
+    pub fn hops(&self, a: NodeId, b: NodeId) -> Option<usize> {
+        self.route(a, b).map(|p| p.len() - 1)
+    }
+
+    /// The routing parent of a node.
+    pub fn parent(&self, id: NodeId) -> Option<NodeId> {
+        self.nodes[id.index()].rparent.map(NodeId)
+    }
+
+    /// Radio neighbours of a node.
+    pub fn neighbors(&self, id: NodeId) -> Vec<NodeId> {
+        match &self.nodes[id.index()].radio {
+            Some(r) => self.nbrs[r.nbr_start as usize..r.nbr_end as usize].iter().map(|&j| NodeId(j)).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// Datagrams as their sources sent them, indexed by [`DatagramId`].
+    pub fn datagrams(&self) -> &[DatagramInfo] {
+        &self.datagrams
+    }
+
+    pub fn datagram(&self, id: DatagramId) -> Option<&DatagramInfo> {
+        self.datagrams.get(id.0 as usize)
+    }
+
+    /// The hash of every record so far (computed whether or not records are stored).
+    pub fn trace_hash(&self) -> u64 {
+        self.hash.value()
+    }
+
+    pub fn counters(&self, id: NodeId) -> &NodeCounters {
+        &self.nodes[id.index()].counters
+    }
+
+    /// Counters of every directed radio link that carried traffic, in (from, to) order.
+    pub fn link_counters(&self) -> Vec<(NodeId, NodeId, &LinkCounters)> {
+        let mut out = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let Some(r) = &node.radio else { continue };
+            for k in r.nbr_start as usize..r.nbr_end as usize {
+                if let Some(c) = &self.link_counters[k] {
+                    out.push((NodeId(i as u32), NodeId(self.nbrs[k]), &**c));
+                }
+            }
+        }
+        out
+    }
+
+    /// Counters of the directed link `from → to`, if it carried traffic.
+    pub fn link(&self, from: NodeId, to: NodeId) -> Option<&LinkCounters> {
+        self.link_counters[self.link_index(from.0, to.0)?].as_deref()
+    }
+
+    /// Endpoint events of requests issued directly on endpoints ([`Sim::with_node`]), with time and node.
+    pub fn take_node_events(&mut self) -> Vec<(Instant, NodeId, Event)> {
+        std::mem::take(&mut self.node_events)
+    }
+
+    /// Members of a multicast group.
+    pub fn group_members(&self, group: IpAddr) -> Vec<NodeId> {
+        let mut v: Vec<NodeId> =
+            self.groups.get(&group).map_or(Vec::new(), |m| m.iter().map(|&(_, n)| NodeId(n)).collect());
+        v.sort();
+        v
+    }
+
+    /// An estimate of the simulator's own memory (bytes): node, radio and link tables with their heap
+    /// capacities, the event queue and frames on the air — not the attached CoAP nodes' internal tables,
+    /// and not stored records.
+    pub fn footprint(&self) -> usize {
+        use std::mem::size_of;
+        let mut b = size_of::<Sim>() + self.nodes.capacity() * size_of::<SimNode>();
+        for n in &self.nodes {
+            b += n.children.capacity() * 4 + n.wired.capacity() * 8;
+            if n.proto.is_some() {
+                b += size_of::<Node>();
+            }
+            if let Some(r) = &n.radio {
+                b += r.queue.capacity() * size_of::<Outgoing>() + r.wifi.len() * 2;
+            }
+        }
+        b += self.nbrs.capacity() * 4 + self.link_model.capacity() * 2 + self.link_state.capacity();
+        b +=
+            self.link_counters.capacity() * 8 + self.link_counters.iter().flatten().count() * size_of::<LinkCounters>();
+        b += self.queue.capacity() * (size_of::<Ev>() + 16) + self.air.capacity() * size_of::<Option<Air>>();
+        b += self.by_addr.capacity() * (size_of::<IpAddr>() + 4 + 8);
+        b
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Internals: recording
+    // ---------------------------------------------------------------------------------------------
+
+    fn record(&mut self, r: Record) {
+        r.hash_into(&mut self.hash);
+        if self.cfg.record {
+            self.records.push(r);
+        }
+    }
+
+    fn drop_dgram(&mut self, node: u32, dg: &Dgram, reason: DropReason, hops: u8) {
+        self.nodes[node as usize].counters.drop(reason);
+        let mut r = Record::new(self.now(), NodeId(node), RecordKind::Dropped, dg.id);
+        r.reason = Some(reason);
+        r.bytes = dg.payload.len() as u32;
+        r.hops = hops;
+        self.record(r);
+    }
+
+    fn link_index(&self, from: u32, to: u32) -> Option<usize> {
+        let r = self.nodes.get(from as usize)?.radio.as_ref()?;
+        let s = &self.nbrs[r.nbr_start as usize..r.nbr_end as usize];
+        s.binary_search(&to).ok().map(|k| r.nbr_start as usize + k)
+    }
+
+    fn link_counters_mut(&mut self, k: usize) -> &mut LinkCounters {
+        self.link_counters[k].get_or_insert_with(Default::default)
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Internals: driving CoAP nodes
+    // ---------------------------------------------------------------------------------------------
+
+    /// Drains a node's outputs after an input and re-arms its timer.
+    fn drain(&mut self, i: u32, after_timeout: bool) {
+        let now = self.now();
+        loop {
+            let Some(node) = self.nodes[i as usize].proto.as_deref_mut() else { return };
+            if let Some(cmd) = node.poll_command() {
+                self.apply_command(i, cmd);
+                continue;
+            }
+            if let Some(t) = node.poll_transmit() {
+                self.submit(i, t.dst, t.payload);
+                continue;
+            }
+            if let Some(ev) = node.poll_event() {
+                self.node_events.push((now, NodeId(i), ev));
+                continue;
+            }
+            break;
+        }
+        let node = &mut self.nodes[i as usize];
+        let Some(mut t) = node.proto.as_deref().and_then(Node::poll_timeout) else { return };
+        if t <= now && after_timeout {
+            // The node still reports a deadline it has just been given: wake it one tick later instead of
+            // spinning at the same instant.
+            t = now + Duration::from_micros(1);
+        }
+        let t = t.max(now);
+        if node.timer_at.is_none_or(|cur| t < cur) {
+            node.timer_at = Some(t);
+            self.queue.schedule(t, Ev::Timer(i));
+        }
+    }
+
+    fn apply_command(&mut self, i: u32, cmd: NodeCommand) {
+        let tin = self.nodes[i as usize].tin;
+        match cmd {
+            NodeCommand::JoinGroup(g) => {
+                let m = self.groups.entry(g).or_default();
+                if let Err(pos) = m.binary_search(&(tin, i)) {
+                    m.insert(pos, (tin, i));
+                }
+            }
+            NodeCommand::LeaveGroup(g) => {
+                if let Some(m) = self.groups.get_mut(&g) {
+                    m.retain(|&(_, n)| n != i);
+                }
+            }
+        }
+    }
+
+    /// A node's `Transmit`: a new datagram.
+    fn submit(&mut self, i: u32, dst: SocketAddr, payload: Vec<u8>) {
+        let now = self.now();
+        let src = SocketAddr::new(self.nodes[i as usize].addr, COAP_PORT);
+        let id = DatagramId(self.next_dgram);
+        self.next_dgram += 1;
+        if let Some(p) = &mut self.pcap {
+            let _ = match p {
+                PcapSink::Memory(w) => w.write_udp(now, src, dst, &payload),
+                PcapSink::Writer(w) => w.write_udp(now, src, dst, &payload),
+            };
+        }
+        if self.cfg.record {
+            let broadcast = dst.ip().is_multicast();
+            let layout =
+                self.nodes[i as usize].radio.as_ref().and_then(|_| self.cfg.radio.layout(payload.len(), broadcast));
+            self.datagrams.push(DatagramInfo {
+                id,
+                at: now,
+                node: NodeId(i),
+                src,
+                dst,
+                len: payload.len(),
+                layout,
+                coap: CoapSummary::parse(&payload),
+            });
+        }
+        let dg = Rc::new(Dgram { id, src, dst, payload: payload.into_boxed_slice(), created: now });
+        self.nodes[i as usize].counters.datagrams_sent += 1;
+        let mut r = Record::new(now, NodeId(i), RecordKind::Sent, id);
+        r.bytes = dg.payload.len() as u32;
+        self.record(r);
+        if dst.ip().is_multicast() {
+            self.multicast(i, dg, 0, None);
+        } else {
+            self.forward(i, dg, 0);
+        }
+    }
+
+    fn next_hop(&self, at: u32, dst: u32) -> Option<u32> {
+        let a = &self.nodes[at as usize];
+        let d = &self.nodes[dst as usize];
+        if a.comp != d.comp {
+            return None;
+        }
+        if a.tin < d.tin && d.tin < a.tout {
+            let k = a.children.partition_point(|&c| self.nodes[c as usize].tin <= d.tin);
+            return a.children.get(k.checked_sub(1)?).copied();
+        }
+        a.rparent
+    }
+
+    /// Routes a unicast datagram from node `at` (its source or a forwarder).
+    fn forward(&mut self, at: u32, dg: DgramRef, hops: u8) {
+        let Some(&dst) = self.by_addr.get(&dg.dst.ip()) else {
+            return self.drop_dgram(at, &dg, DropReason::NoRoute, hops);
+        };
+        if dst == at {
+            // Loopback: delivered at once.
+            return self.deliver_local(at, &dg, hops);
+        }
+        if hops >= self.cfg.hop_limit {
+            return self.drop_dgram(at, &dg, DropReason::HopLimit, hops);
+        }
+        let Some(next) = self.next_hop(at, dst) else {
+            return self.drop_dgram(at, &dg, DropReason::NoRoute, hops);
+        };
+        self.send_link(at, next, dg, hops);
+    }
+
+    /// Sends over the tree edge between `at` and its tree neighbour `next`.
+    fn send_link(&mut self, at: u32, next: u32, dg: DgramRef, hops: u8) {
+        let wired = if self.nodes[next as usize].rparent == Some(at) {
+            self.nodes[next as usize].up_wired
+        } else {
+            self.nodes[at as usize].up_wired
+        };
+        match wired {
+            Some(link) => self.send_wired(at, link, next, dg, hops),
+            None => self.enqueue(at, Some(next), dg, hops),
+        }
+    }
+
+    fn send_wired(&mut self, at: u32, link: u32, to: u32, dg: DgramRef, hops: u8) {
+        let now = self.now();
+        let w = &mut self.wired[link as usize];
+        if w.spec.loss > 0.0 && self.wired_rng.chance(w.spec.loss) {
+            return self.drop_dgram(at, &dg, DropReason::WiredLoss, hops);
+        }
+        let dir = usize::from(w.spec.a != at as usize);
+        let bits = ((dg.payload.len() + IPV6_UDP_HEADER + ETHERNET_OVERHEAD) * 8) as u64;
+        let tx = Duration::from_micros((bits * 1_000_000).div_ceil(w.spec.bandwidth.max(1)));
+        let start = w.free_at[dir].max(now);
+        w.free_at[dir] = start + tx;
+        let arrive = start + tx + w.spec.delay;
+        self.queue.schedule(arrive, Ev::Arrive { node: to, from: at, dg, hops: hops + 1 });
+    }
+
+    /// A datagram reached node `at` over a link from `from`.
+    fn arrive(&mut self, at: u32, from: u32, dg: DgramRef, hops: u8) {
+        if dg.dst.ip().is_multicast() {
+            return self.multicast(at, dg, hops, Some(from));
+        }
+        if self.by_addr.get(&dg.dst.ip()) == Some(&at) {
+            return self.deliver_local(at, &dg, hops);
+        }
+        self.nodes[at as usize].counters.datagrams_forwarded += 1;
+        let mut r = Record::new(self.now(), NodeId(at), RecordKind::Forwarded, dg.id);
+        r.peer = Some(NodeId(from));
+        r.hops = hops;
+        self.record(r);
+        self.forward(at, dg, hops);
+    }
+
+    fn deliver_local(&mut self, at: u32, dg: &DgramRef, hops: u8) {
+        let now = self.now();
+        self.nodes[at as usize].counters.datagrams_delivered += 1;
+        let mut r = Record::new(now, NodeId(at), RecordKind::Delivered, dg.id);
+        r.latency = Some(now - dg.created);
+        r.hops = hops;
+        r.bytes = dg.payload.len() as u32;
+        self.record(r);
+        if self.cfg.processing_delay.is_zero() {
+            self.hand_to_node(at, dg);
+        } else {
+            self.queue.schedule(now + self.cfg.processing_delay, Ev::Process(at, dg.clone()));
+        }
+    }
+
+    fn hand_to_node(&mut self, at: u32, dg: &Dgram) {
+        let now = self.now();
+        if let Some(node) = self.nodes[at as usize].proto.as_deref_mut() {
+            node.handle_datagram(now, dg.src, Some(dg.dst.ip()), &dg.payload);
+            self.drain(at, false);
+        }
+    }
+
+    fn members_in(&self, group: IpAddr, lo: u32, hi: u32) -> usize {
+        let Some(m) = self.groups.get(&group) else { return 0 };
+        let a = m.partition_point(|&(t, _)| t < lo);
+        let b = m.partition_point(|&(t, _)| t < hi);
+        b - a
+    }
+
+    /// SMRF-style multicast forwarding at node `at` (see the module docs).
+    fn multicast(&mut self, at: u32, dg: DgramRef, hops: u8, came_from: Option<u32>) {
+        let group = dg.dst.ip();
+        let (tin, tout, parent, up_wired) = {
+            let n = &self.nodes[at as usize];
+            (n.tin, n.tout, n.rparent, n.up_wired)
+        };
+        // A node does not hear its own multicast (IP_MULTICAST_LOOP off), only others'.
+        if came_from.is_some() && self.members_in(group, tin, tin + 1) == 1 {
+            self.deliver_local(at, &dg, hops);
+        }
+        if hops >= self.cfg.hop_limit {
+            return;
+        }
+        let total = self.groups.get(&group).map_or(0, Vec::len);
+        if let (Some(p), Some(link)) = (parent, up_wired) {
+            if came_from != Some(p) && total > self.members_in(group, tin, tout) {
+                self.send_wired(at, link, p, dg.clone(), hops);
+            }
+        }
+        let mut radio_down = false;
+        for k in 0..self.nodes[at as usize].children.len() {
+            let c = self.nodes[at as usize].children[k];
+            if Some(c) == came_from {
+                continue;
+            }
+            let cn = &self.nodes[c as usize];
+            if self.members_in(group, cn.tin, cn.tout) == 0 {
+                continue;
+            }
+            match cn.up_wired {
+                Some(link) => self.send_wired(at, link, c, dg.clone(), hops),
+                None => radio_down = true,
+            }
+        }
+        if radio_down {
+            match came_from {
+                None => self.enqueue(at, None, dg, hops),
+                Some(_) => {
+                    let k = self.nodes[at as usize].rng.below(u64::from(self.cfg.smrf_spread.max(1)));
+                    let delay = self.cfg.smrf_delay.saturating_mul(1 + k);
+                    self.queue.schedule(self.now() + delay, Ev::SmrfForward { node: at, dg, hops });
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Internals: the MAC
+    // ---------------------------------------------------------------------------------------------
+
+    fn radio(&mut self, i: u32) -> &mut Radio {
+        self.nodes[i as usize].radio.as_mut().expect("MAC events only for nodes with a radio")
+    }
+
+    fn enqueue(&mut self, at: u32, next: Option<u32>, dg: DgramRef, hops: u8) {
+        let Some(layout) = self.cfg.radio.layout(dg.payload.len(), next.is_none()) else {
+            return self.drop_dgram(at, &dg, DropReason::TooBig, hops);
+        };
+        let cap = self.cfg.radio.queue_capacity;
+        let Some(radio) = self.nodes[at as usize].radio.as_mut() else {
+            return self.drop_dgram(at, &dg, DropReason::NoRoute, hops);
+        };
+        if radio.queue.len() >= cap {
+            return self.drop_dgram(at, &dg, DropReason::QueueOverflow, hops);
+        }
+        radio.queue.push_back(Outgoing { dg, hops, next, layout });
+        let len = radio.queue.len() as u64;
+        let idle = radio.mac == MacState::Idle;
+        let c = &mut self.nodes[at as usize].counters;
+        c.queue_peak = c.queue_peak.max(len);
+        if idle {
+            self.start_datagram(at);
+        }
+    }
+
+    fn start_datagram(&mut self, i: u32) {
+        let r = self.radio(i);
+        if r.queue.is_empty() {
+            r.mac = MacState::Idle;
+            r.gen = r.gen.wrapping_add(1);
+            return;
+        }
+        r.frag = 0;
+        self.start_frame(i);
+    }
+
+    fn start_frame(&mut self, i: u32) {
+        let r = self.radio(i);
+        r.retries = 0;
+        r.dsn = r.dsn.wrapping_add(1);
+        self.start_csma(i);
+    }
+
+    fn start_csma(&mut self, i: u32) {
+        let min_be = self.cfg.radio.min_be;
+        let r = self.radio(i);
+        r.nb = 0;
+        r.be = min_be;
+        self.backoff(i);
+    }
+
+    fn backoff(&mut self, i: u32) {
+        let now = self.now();
+        let unit = self.cfg.radio.unit_backoff;
+        let node = &mut self.nodes[i as usize];
+        let r = node.radio.as_mut().expect("radio");
+        let slots = node.rng.below(1u64 << r.be);
+        r.mac = MacState::Backoff;
+        r.gen = r.gen.wrapping_add(1);
+        let gen = r.gen;
+        self.queue.schedule(now + unit.saturating_mul(slots), Ev::Mac(i, gen, MacStep::BackoffDone));
+    }
+
+    fn mac_step(&mut self, i: u32, gen: u32, step: MacStep) {
+        let now = self.now();
+        let p = &self.cfg.radio;
+        let (cca, turnaround, max_be, max_nb, max_retries) =
+            (p.cca, p.turnaround, p.max_be, p.max_csma_backoffs, p.max_frame_retries);
+        let r = self.radio(i);
+        if r.gen != gen {
+            return;
+        }
+        match (step, r.mac) {
+            (MacStep::BackoffDone, MacState::Backoff) => {
+                r.mac = MacState::Cca;
+                r.cca_start = now;
+                self.queue.schedule(now + cca, Ev::Mac(i, gen, MacStep::CcaDone));
+            }
+            (MacStep::CcaDone, MacState::Cca) => {
+                if self.channel_busy(i) {
+                    self.nodes[i as usize].counters.busy_ccas += 1;
+                    let r = self.radio(i);
+                    r.nb += 1;
+                    r.be = (r.be + 1).min(max_be);
+                    if r.nb > max_nb {
+                        self.fail_datagram(i, DropReason::ChannelBusy);
+                    } else {
+                        self.backoff(i);
+                    }
+                } else {
+                    let r = self.radio(i);
+                    r.mac = MacState::Turnaround;
+                    self.queue.schedule(now + turnaround, Ev::Mac(i, gen, MacStep::TxStart));
+                }
+            }
+            (MacStep::TxStart, MacState::Turnaround) => self.transmit_data(i),
+            (MacStep::AckTimeout, MacState::WaitAck) => {
+                self.nodes[i as usize].counters.mac_retries += 1;
+                let r = self.radio(i);
+                r.retries += 1;
+                if r.retries > max_retries {
+                    self.fail_datagram(i, DropReason::MacRetriesExhausted);
+                } else {
+                    self.start_csma(i);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn channel_busy(&mut self, i: u32) -> bool {
+        let now = self.now();
+        let r = self.nodes[i as usize].radio.as_ref().expect("radio");
+        let since = r.cca_start;
+        if r.tx_until > since || r.ack_until > since || r.audible > 0 || r.last_audible_end > since {
+            return true;
+        }
+        let ch = usize::from(r.channel) % self.chan_rng.len();
+        for k in 0..r.wifi.len() {
+            let w = &self.interferers[usize::from(r.wifi[k])];
+            if (w.process.on || w.process.last_off > since) && self.chan_rng[ch].chance(w.cfg.cca_busy_prob) {
+                return true;
+            }
+        }
+        let _ = now;
+        false
+    }
+
+    /// The current frame failed for good: the datagram is dropped at this hop.
+    fn fail_datagram(&mut self, i: u32, reason: DropReason) {
+        let out = self.radio(i).queue.pop_front().expect("a failing frame has a datagram");
+        let frag = self.radio(i).frag;
+        self.nodes[i as usize].counters.drop(reason);
+        let mut r = Record::new(self.now(), NodeId(i), RecordKind::Dropped, out.dg.id);
+        r.reason = Some(reason);
+        r.peer = out.next.map(NodeId);
+        r.frag = frag;
+        r.frags = out.layout.frames;
+        r.hops = out.hops;
+        r.bytes = out.dg.payload.len() as u32;
+        self.record(r);
+        self.start_datagram(i);
+    }
+
+    fn alloc_air(&mut self, air: Air) -> u32 {
+        match self.air_free.pop() {
+            Some(k) => {
+                self.air[k as usize] = Some(air);
+                k
+            }
+            None => {
+                self.air.push(Some(air));
+                (self.air.len() - 1) as u32
+            }
+        }
+    }
+
+    fn transmit_data(&mut self, i: u32) {
+        let now = self.now();
+        let r = self.radio(i);
+        let out = r.queue.front().expect("transmitting a queued datagram");
+        let (frag, dsn, attempt) = (r.frag, r.dsn, r.retries);
+        let (dg, hops, next, layout) = (out.dg.clone(), out.hops, out.next, out.layout);
+        let mpdu = usize::from(layout.mpdu(frag));
+        let phy_bytes = mpdu + self.cfg.radio.phy_overhead;
+        let rate = self.radio(i).bit_rate;
+        let airtime = self.cfg.radio.airtime_at(mpdu, rate);
+        let r = self.radio(i);
+        r.mac = MacState::Tx;
+        r.tx_until = now + airtime;
+        let id = dg.id;
+        let air = self.alloc_air(Air {
+            sender: i,
+            phy_bytes: phy_bytes as u16,
+            kind: AirKind::Data { dg, hops, dst: next, frag, frags: layout.frames, dsn, attempt },
+            misses: Vec::new(),
+        });
+        let c = &mut self.nodes[i as usize].counters;
+        c.frames_sent += 1;
+        c.frame_bytes_sent += phy_bytes as u64;
+        if let Some(n) = next {
+            if let Some(k) = self.link_index(i, n) {
+                let lc = self.link_counters_mut(k);
+                lc.frames += 1;
+                lc.bytes += phy_bytes as u64;
+                lc.retransmissions += u64::from(attempt > 0);
+            }
+        }
+        let mut rec = Record::new(now, NodeId(i), RecordKind::FrameSent, id);
+        rec.peer = next.map(NodeId);
+        rec.frag = frag;
+        rec.frags = layout.frames;
+        rec.attempt = attempt;
+        rec.bytes = phy_bytes as u32;
+        rec.hops = hops;
+        self.record(rec);
+        self.start_air(i, air);
+        self.queue.schedule(now + airtime, Ev::TxEnd(air));
+    }
+
+    /// Whether `r` is an intended receiver of `air`.
+    fn intended(&self, air: &Air, r: u32) -> bool {
+        match air.kind {
+            AirKind::Data { dst: Some(d), .. } => d == r,
+            AirKind::Data { dst: None, .. } => {
+                let n = &self.nodes[r as usize];
+                n.rparent == Some(air.sender) && n.up_wired.is_none()
+            }
+            AirKind::Ack { to, .. } => to == r,
+        }
+    }
+
+    /// A transmission starts: every neighbour on the channel hears energy, and locks onto it if it can.
+    fn start_air(&mut self, sender: u32, air: u32) {
+        let now = self.now();
+        // Our own reception, if any, is lost: half-duplex.
+        if let Some(rx) = self.radio(sender).rx.as_mut() {
+            rx.lost.get_or_insert(DropReason::HalfDuplex);
+        }
+        let (start, end) = {
+            let r = self.nodes[sender as usize].radio.as_ref().expect("radio");
+            (r.nbr_start as usize, r.nbr_end as usize)
+        };
+        for k in start..end {
+            let j = self.nbrs[k];
+            let (wifi_on, wifi_mark) = self.wifi_status(j);
+            let r = self.nodes[j as usize].radio.as_mut().expect("neighbours have radios");
+            let prior = r.audible;
+            r.audible += 1;
+            let miss = if r.tx_until > now {
+                Some(DropReason::HalfDuplex)
+            } else if let Some(rx) = r.rx.as_mut() {
+                rx.lost.get_or_insert(DropReason::Collision);
+                Some(DropReason::Collision)
+            } else if prior > 0 {
+                Some(DropReason::Collision)
+            } else {
+                r.rx = Some(Rx { air, lost: None, wifi_on, wifi_mark });
+                None
+            };
+            if let Some(reason) = miss {
+                let a = self.air[air as usize].as_ref().expect("air frame alive");
+                if self.intended(a, j) {
+                    self.air[air as usize].as_mut().expect("air frame alive").misses.push((j, reason));
+                }
+            }
+        }
+    }
+
+    fn wifi_status(&self, j: u32) -> (bool, u32) {
+        let Some(r) = &self.nodes[j as usize].radio else { return (false, 0) };
+        let mut on = false;
+        let mut mark = 0u32;
+        for &w in r.wifi.iter() {
+            let p = &self.interferers[usize::from(w)].process;
+            on |= p.on;
+            mark = mark.wrapping_add(p.count);
+        }
+        (on, mark)
+    }
+
+    /// A transmission ends: every neighbour that locked onto it decides whether it got it.
+    fn end_air(&mut self, air_id: u32) {
+        let now = self.now();
+        let air = self.air[air_id as usize].take().expect("air frame alive");
+        self.air_free.push(air_id);
+        let sender = air.sender;
+        let (start, end, channel) = {
+            let r = self.nodes[sender as usize].radio.as_ref().expect("radio");
+            (r.nbr_start as usize, r.nbr_end as usize, r.channel)
+        };
+        for k in start..end {
+            let j = self.nbrs[k];
+            let (_, mark_now) = self.wifi_status(j);
+            let r = self.nodes[j as usize].radio.as_mut().expect("neighbours have radios");
+            r.audible -= 1;
+            r.last_audible_end = now;
+            let locked = r.rx.as_ref().is_some_and(|rx| rx.air == air_id);
+            let rx = if locked { r.rx.take() } else { None };
+            if !self.intended(&air, j) {
+                continue;
+            }
+            let outcome = match rx {
+                None => Err(air.misses.iter().find(|(n, _)| *n == j).map_or(DropReason::Collision, |(_, r)| *r)),
+                Some(rx) => match rx.lost {
+                    Some(reason) => Err(reason),
+                    None => self.channel_outcome(&air, j, k, channel, &rx, mark_now),
+                },
+            };
+            self.reception(&air, j, outcome);
+        }
+        match air.kind {
+            AirKind::Data { dst, .. } => {
+                let ack_wait = self.cfg.radio.ack_wait;
+                let r = self.radio(sender);
+                if dst.is_none() {
+                    self.frame_done(sender);
+                } else {
+                    r.mac = MacState::WaitAck;
+                    r.gen = r.gen.wrapping_add(1);
+                    let gen = r.gen;
+                    self.queue.schedule(now + ack_wait, Ev::Mac(sender, gen, MacStep::AckTimeout));
+                }
+            }
+            AirKind::Ack { .. } => {
+                let up = self.radio(sender).pending_ack.take().and_then(|p| p.up);
+                if let Some((dg, hops, from)) = up {
+                    self.arrive(sender, from, dg, hops);
+                }
+            }
+        }
+    }
+
+    /// Interference, the link model and the rule, for a frame that survived collisions.
+    fn channel_outcome(
+        &mut self,
+        air: &Air,
+        j: u32,
+        k: usize,
+        channel: u8,
+        rx: &Rx,
+        mark_now: u32,
+    ) -> Result<(), DropReason> {
+        let ch = usize::from(channel) % self.chan_rng.len();
+        let bursts = u32::from(rx.wifi_on) + mark_now.wrapping_sub(rx.wifi_mark);
+        if bursts > 0 {
+            let r = self.nodes[j as usize].radio.as_ref().expect("radio");
+            let p = r.wifi.iter().map(|&w| self.interferers[usize::from(w)].cfg.corruption_prob).fold(0.0, f64::max);
+            let survive = (1.0 - p).powi(bursts as i32);
+            if !self.chan_rng[ch].chance(survive) {
+                return Err(DropReason::Interference);
+            }
+        }
+        // The link from the sender to j is the sender's k-th neighbour.
+        let model = self.models[usize::from(self.link_model[k])];
+        if let Some(loss) = model.lose(&mut self.link_state[k], usize::from(air.phy_bytes), &mut self.chan_rng[ch]) {
+            return Err(match loss {
+                ModelLoss::Bernoulli => DropReason::Bernoulli,
+                ModelLoss::Burst => DropReason::Burst,
+                ModelLoss::Snr => DropReason::Snr,
+            });
+        }
+        if let Some(rule) = self.rule.as_mut() {
+            let info = match &air.kind {
+                AirKind::Data { dg, dst, frag, frags, attempt, .. } => FrameInfo {
+                    at: self.queue.now(),
+                    from: NodeId(air.sender),
+                    to: NodeId(j),
+                    datagram: dg.id,
+                    ack: false,
+                    broadcast: dst.is_none(),
+                    frag: *frag,
+                    frags: *frags,
+                    attempt: *attempt,
+                },
+                AirKind::Ack { datagram, .. } => FrameInfo {
+                    at: self.queue.now(),
+                    from: NodeId(air.sender),
+                    to: NodeId(j),
+                    datagram: *datagram,
+                    ack: true,
+                    broadcast: false,
+                    frag: 0,
+                    frags: 0,
+                    attempt: 0,
+                },
+            };
+            if rule(&info) {
+                return Err(DropReason::Rule);
+            }
+        }
+        Ok(())
+    }
+
+    /// An intended receiver's verdict on a frame.
+    fn reception(&mut self, air: &Air, j: u32, outcome: Result<(), DropReason>) {
+        let now = self.now();
+        match (&air.kind, outcome) {
+            (AirKind::Data { dg, frag, frags, attempt, .. }, Err(reason)) => {
+                if let Some(k) = self.link_index(air.sender, j) {
+                    self.link_counters_mut(k).lose(reason);
+                }
+                let mut r = Record::new(now, NodeId(j), RecordKind::FrameLost, dg.id);
+                r.peer = Some(NodeId(air.sender));
+                (r.frag, r.frags, r.attempt, r.bytes, r.reason) =
+                    (*frag, *frags, *attempt, u32::from(air.phy_bytes), Some(reason));
+                self.record(r);
+            }
+            (AirKind::Data { dg, hops, dst, frag, frags, dsn, attempt }, Ok(())) => {
+                let c = &mut self.nodes[j as usize].counters;
+                c.frames_received += 1;
+                c.frame_bytes_received += u64::from(air.phy_bytes);
+                if let Some(k) = self.link_index(air.sender, j) {
+                    self.link_counters_mut(k).received += 1;
+                }
+                let mut r = Record::new(now, NodeId(j), RecordKind::FrameReceived, dg.id);
+                r.peer = Some(NodeId(air.sender));
+                (r.frag, r.frags, r.attempt, r.bytes) = (*frag, *frags, *attempt, u32::from(air.phy_bytes));
+                self.record(r);
+                self.receive_data(j, air.sender, dg, *hops, dst.is_some(), *frag, *frags, *dsn);
+            }
+            (AirKind::Ack { dsn, datagram, .. }, Ok(())) => {
+                let r = self.radio(j);
+                if r.mac == MacState::WaitAck && r.dsn == *dsn {
+                    let mut rec = Record::new(now, NodeId(j), RecordKind::AckReceived, *datagram);
+                    rec.peer = Some(NodeId(air.sender));
+                    self.record(rec);
+                    self.frame_done(j);
+                }
+            }
+            (AirKind::Ack { datagram, .. }, Err(reason)) => {
+                let mut rec = Record::new(now, NodeId(j), RecordKind::AckLost, *datagram);
+                rec.peer = Some(NodeId(air.sender));
+                rec.reason = Some(reason);
+                self.record(rec);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn receive_data(
+        &mut self,
+        j: u32,
+        from: u32,
+        dg: &DgramRef,
+        hops: u8,
+        unicast: bool,
+        frag: u16,
+        frags: u16,
+        dsn: u8,
+    ) {
+        let now = self.now();
+        let p = &self.cfg.radio;
+        let rate = self.nodes[j as usize].radio.as_ref().expect("radio").bit_rate;
+        let (turnaround, ack_air, reasm_timeout) = (p.turnaround, p.airtime_at(p.ack_mpdu, rate), p.reassembly_timeout);
+        let r = self.radio(j);
+        if unicast {
+            r.ack_until = now + turnaround + ack_air;
+            r.pending_ack = Some(PendingAck { to: from, dsn, up: None });
+            self.nodes[j as usize].counters.acks_sent += 1;
+            self.queue.schedule(now + turnaround, Ev::AckStart(j));
+        }
+        let r = self.radio(j);
+        if r.dedup.contains(&(from, dsn)) {
+            return;
+        }
+        r.dedup[usize::from(r.dedup_next)] = (from, dsn);
+        r.dedup_next = (r.dedup_next + 1) % r.dedup.len() as u8;
+        let complete = if frags <= 1 {
+            true
+        } else if frag == 0 {
+            let displaced = r.reasm.replace(Reasm { from, id: dg.id, next_frag: 1, frags }).map(|old| old.id);
+            if let Some(old) = displaced {
+                self.reasm_lost(j, old, hops);
+            }
+            self.queue.schedule(now + reasm_timeout, Ev::ReasmTimeout(j, dg.id));
+            false
+        } else {
+            match r.reasm.as_mut() {
+                Some(re) if re.from == from && re.id == dg.id && re.next_frag == frag => {
+                    re.next_frag += 1;
+                    let done = re.next_frag == re.frags;
+                    if done {
+                        r.reasm = None;
+                    }
+                    done
+                }
+                _ => false,
+            }
+        };
+        if !complete {
+            return;
+        }
+        if unicast {
+            if let Some(pa) = self.radio(j).pending_ack.as_mut() {
+                pa.up = Some((dg.clone(), hops + 1, from));
+            }
+        } else {
+            self.arrive(j, from, dg.clone(), hops + 1);
+        }
+    }
+
+    fn reasm_lost(&mut self, j: u32, id: DatagramId, hops: u8) {
+        self.nodes[j as usize].counters.drop(DropReason::FragmentLost);
+        let mut r = Record::new(self.now(), NodeId(j), RecordKind::Dropped, id);
+        r.reason = Some(DropReason::FragmentLost);
+        r.hops = hops;
+        self.record(r);
+    }
+
+    fn send_ack(&mut self, j: u32) {
+        let now = self.now();
+        let rate = self.radio(j).bit_rate;
+        let ack_air = self.cfg.radio.airtime_at(self.cfg.radio.ack_mpdu, rate);
+        let phy = (self.cfg.radio.ack_mpdu + self.cfg.radio.phy_overhead) as u16;
+        let r = self.radio(j);
+        let Some(pa) = r.pending_ack.as_ref() else { return };
+        let (to, dsn) = (pa.to, pa.dsn);
+        let datagram = pa.up.as_ref().map_or(DatagramId(u64::MAX), |(dg, _, _)| dg.id);
+        r.tx_until = now + ack_air;
+        let air = self.alloc_air(Air {
+            sender: j,
+            phy_bytes: phy,
+            kind: AirKind::Ack { to, dsn, datagram },
+            misses: Vec::new(),
+        });
+        self.start_air(j, air);
+        self.queue.schedule(now + ack_air, Ev::TxEnd(air));
+    }
+
+    /// The current frame is done (acknowledged, or a broadcast sent): next fragment or next datagram.
+    fn frame_done(&mut self, i: u32) {
+        let r = self.radio(i);
+        let frames = r.queue.front().map_or(0, |o| o.layout.frames);
+        r.frag += 1;
+        if r.frag < frames {
+            self.start_frame(i);
+        } else {
+            r.queue.pop_front();
+            self.start_datagram(i);
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Internals: dispatch
+    // ---------------------------------------------------------------------------------------------
+
+    fn handle(&mut self, at: Instant, ev: Ev) {
+        match ev {
+            Ev::Timer(i) => {
+                let node = &mut self.nodes[i as usize];
+                if node.timer_at != Some(at) {
+                    return;
+                }
+                node.timer_at = None;
+                if let Some(p) = node.proto.as_deref_mut() {
+                    if p.poll_timeout().is_some_and(|t| t <= at) {
+                        p.handle_timeout(at);
+                    }
+                }
+                self.drain(i, true);
+            }
+            Ev::Mac(i, gen, step) => self.mac_step(i, gen, step),
+            Ev::TxEnd(air) => self.end_air(air),
+            Ev::AckStart(j) => self.send_ack(j),
+            Ev::Arrive { node, from, dg, hops } => self.arrive(node, from, dg, hops),
+            Ev::SmrfForward { node, dg, hops } => self.enqueue(node, None, dg, hops),
+            Ev::Process(node, dg) => self.hand_to_node(node, &dg),
+            Ev::WifiStart(w) => {
+                let st = &mut self.interferers[usize::from(w)];
+                if st.cfg.load_at(at) <= 0.0 {
+                    // A load change point: the load may be zero now; look for the next burst.
+                    if let Some(t) = st.process.next_start(&st.cfg, at, at) {
+                        self.queue.schedule(t.max(at + Duration::from_micros(1)), Ev::WifiStart(w));
+                    }
+                    return;
+                }
+                st.process.on = true;
+                st.process.count = st.process.count.wrapping_add(1);
+                let burst = st.cfg.wifi.burst;
+                self.queue.schedule(at + burst, Ev::WifiEnd(w));
+            }
+            Ev::WifiEnd(w) => {
+                let st = &mut self.interferers[usize::from(w)];
+                st.process.on = false;
+                st.process.last_off = at;
+                if let Some(t) = st.process.next_start(&st.cfg, at, at) {
+                    self.queue.schedule(t, Ev::WifiStart(w));
+                }
+            }
+            Ev::ReasmTimeout(j, id) => {
+                let r = self.radio(j);
+                if r.reasm.as_ref().is_some_and(|re| re.id == id) {
+                    r.reasm = None;
+                    self.reasm_lost(j, id, 0);
+                }
+            }
+        }
+    }
+}

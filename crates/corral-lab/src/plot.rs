@@ -428,7 +428,7 @@ mod tests {
             .to_svg();
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert!(svg.contains("&lt;reproduced&gt;"));
-        assert_eq!(svg.matches("<path d=\"M").count() >= 2, true);
+        assert!(svg.matches("<path d=\"M").count() >= 2);
         assert!(!svg.contains("NaN"));
     }
 

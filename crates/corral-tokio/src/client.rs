@@ -392,7 +392,12 @@ impl RequestBuilder {
             None => self.client.resolve(&uri).await?,
         };
         let mut request = self.request;
-        uri.apply_to(&mut request.options);
+        // The URI's Uri-Path/Uri-Query come first: the order of repeated options is meaningful.
+        let mut options = uri.to_options();
+        for (n, v) in request.options.iter() {
+            options.push(n, v);
+        }
+        request.options = options;
         Ok((self.client, dst, request, self.params))
     }
 

@@ -3,7 +3,7 @@
 use crate::exit::Failure;
 use crate::plugtest::{Echo, Hello, Plugtest, Stats};
 use clap::Args;
-use corral_tokio::{EndpointConfig, Server, TransmissionParams};
+use corral_tokio::{EndpointConfig, Limits, Server, TransmissionParams};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -35,6 +35,12 @@ pub struct ServeArgs {
     /// DEFAULT_LEISURE in seconds: the window over which multicast requests are answered (default 5).
     #[arg(long, value_name = "SECONDS")]
     pub leisure: Option<f64>,
+    /// Peers with state the server remembers (a flood from more sources evicts idle ones).
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_peers)]
+    pub max_peers: usize,
+    /// Requests in progress at once; beyond it new requests get 5.03 Service Unavailable.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_inbound_exchanges)]
+    pub max_pending: usize,
 }
 
 pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
@@ -51,7 +57,13 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         if let Some(l) = args.leisure {
             params.default_leisure = corral_tokio::corral_proto::Duration::from_secs_f64(l);
         }
-        let mut builder = Server::builder().endpoint_config(EndpointConfig { params, ..EndpointConfig::default() });
+        let limits = Limits {
+            max_peers: args.max_peers.max(1),
+            max_inbound_exchanges: args.max_pending.max(1),
+            ..Limits::default()
+        };
+        let mut builder =
+            Server::builder().endpoint_config(EndpointConfig { params, limits, ..EndpointConfig::default() });
         if let Some(a) = args.mcast_if {
             builder = builder.multicast_interface_v4(a);
         }
@@ -66,9 +78,7 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         server.mount("", Plugtest::default()).mount("hello", Hello).mount("echo", Echo).mount("stats", Stats);
         let local = server.local_addr();
         let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the server: {e}")))?;
-        if !v.quiet {
-            print_banner(local, &args.join);
-        }
+        print_banner(local, &args.join, v.quiet);
         wait_for_signal().await;
         tracing::info!("shutting down");
         handle.shutdown().await;
@@ -76,7 +86,7 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
     })
 }
 
-fn print_banner(local: SocketAddr, groups: &[IpAddr]) {
+fn print_banner(local: SocketAddr, groups: &[IpAddr], quiet: bool) {
     let families = match local.ip() {
         IpAddr::V6(ip) if ip.is_unspecified() => " (IPv4 and IPv6)",
         _ => "",
@@ -92,6 +102,10 @@ fn print_banner(local: SocketAddr, groups: &[IpAddr]) {
     let _ = writeln!(out, "corral serve: listening on {local}{families}");
     for g in groups {
         let _ = writeln!(out, "  member of multicast group {g}");
+    }
+    if quiet {
+        let _ = out.flush();
+        return;
     }
     let _ = writeln!(
         out,

@@ -113,6 +113,9 @@ fn discover_prints_an_aligned_table() {
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let paths: Vec<&str> = j.as_array().unwrap().iter().map(|l| l["path"].as_str().unwrap()).collect();
     assert_eq!(paths, ["/link1", "/link3"]);
+    // Without block-wise transfer, discovery must fit the 1152-byte messages every peer accepts.
+    let o = corral(&["get", &format!("coap://127.0.0.1:{}/.well-known/core", s.port)]);
+    assert!(o.stdout.len() < 1100, "{} bytes", o.stdout.len());
 }
 
 #[test]

@@ -199,7 +199,7 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
                 .push(CoapSocket::bind(bind, opts).map_err(|e| Failure::other(format!("cannot open a socket: {e}")))?);
         }
         if !v.quiet {
-            eprintln!(
+            say!(
                 "bench: {} {} {} with {} clients for up to {:.1} s{}",
                 if args.non { "NON" } else { "CON" },
                 method,
@@ -257,9 +257,9 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
                 "timeouts": timeouts,
                 "retransmissions": retransmissions,
             });
-            println!("{out}");
+            out!("{out}");
         } else {
-            println!(
+            out!(
                 "{completed} requests in {elapsed:.2} s: {rate:.0} requests/s\n\
                  latency p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms\n\
                  error responses {errors}, timeouts {timeouts}, retransmissions {retransmissions}",
@@ -282,7 +282,7 @@ async fn progress(shared: Arc<Shared>, start: std::time::Instant) {
     loop {
         tick.tick().await;
         let done = shared.completed.load(Ordering::Relaxed);
-        eprintln!(
+        say!(
             "[{:5.1} s] {done} requests ({}/s), errors {}, timeouts {}",
             start.elapsed().as_secs_f64(),
             done - last,

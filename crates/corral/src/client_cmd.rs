@@ -216,7 +216,7 @@ fn show(from: SocketAddr, r: &Response, args: &RequestArgs, v: Verbosity) -> Res
     if args.json {
         let _ = writeln!(stdout, "{}", output::response_json(Some(from), r));
     } else if v.verbose > 0 {
-        eprintln!("{}\n  (from {from})", output::response_head(r));
+        say!("{}\n  (from {from})", output::response_head(r));
     }
     if r.code.is_error() {
         return Err(Failure::from_response(r.code, &r.payload));
@@ -243,7 +243,7 @@ fn show_multicast(responses: &[(SocketAddr, Response)], args: &RequestArgs, v: V
     } else {
         for (from, r) in responses {
             if v.verbose > 0 {
-                eprintln!("{}\n  (from {from})", output::response_head(r));
+                say!("{}\n  (from {from})", output::response_head(r));
             }
             let _ = writeln!(stdout, "{from} {:#}: {}", r.code, r.payload_text());
         }
@@ -255,7 +255,7 @@ fn show_multicast(responses: &[(SocketAddr, Response)], args: &RequestArgs, v: V
         ));
     }
     if !v.quiet && !args.json {
-        eprintln!("{} response(s)", responses.len());
+        say!("{} response(s)", responses.len());
     }
     Ok(())
 }
@@ -269,7 +269,7 @@ pub fn discover(args: DiscoverArgs, v: Verbosity) -> Result<(), Failure> {
         client.get(&uri.to_string()).send_from().await.map_err(|e| Failure::from_client(e, args.timeout))
     })?;
     if v.verbose > 0 {
-        eprintln!("{}\n  (from {from})", output::response_head(&r));
+        say!("{}\n  (from {from})", output::response_head(&r));
     }
     if r.code.is_error() {
         return Err(Failure::from_response(r.code, &r.payload));
@@ -333,7 +333,7 @@ pub fn discover(args: DiscoverArgs, v: Verbosity) -> Result<(), Failure> {
         let _ = writeln!(stdout, "{}", line(row));
     }
     if rows.is_empty() && !v.quiet {
-        eprintln!("(no resources listed)");
+        say!("(no resources listed)");
     }
     Ok(())
 }

@@ -3,6 +3,22 @@
 //! Every failure ends in one line on stderr and a documented exit code (see [`exit`]); nothing a user or
 //! a peer does makes it panic.
 
+/// `println!` that ignores a closed stdout (`corral get … | head -1` must not panic).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `eprintln!` that ignores a closed stderr.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 mod bench;
 mod client_cmd;
 mod exit;
@@ -118,7 +134,7 @@ fn main() {
     };
     if let Err(failure) = result {
         if !failure.message.is_empty() {
-            eprintln!("error: {}", failure.message);
+            say!("error: {}", failure.message);
         }
         std::process::exit(failure.code as i32);
     }

@@ -1,0 +1,545 @@
+//! The CoAP server: a [`Node`] (endpoint + services) on a UDP socket.
+//!
+//! Resources are sans-IO [`Service`]s mounted at path prefixes, or async functions registered with
+//! [`Server::route`]; the node routes by longest prefix, answers 4.04 for unknown paths and serves
+//! `/.well-known/core` (RFC 6690, with query filtering) from every service's links.
+//!
+//! ```no_run
+//! # async fn f() -> std::io::Result<()> {
+//! use corral_tokio::{ContentFormat, Response, Server};
+//! let mut server = Server::bind("[::]:5683").await?;
+//! server.route("/hello", |_req| async move { Response::content(ContentFormat::TEXT_PLAIN, "hello") }).rt("greeting");
+//! let handle = server.spawn()?;
+//! # let stop = async {};
+//! stop.await; // e.g. tokio::signal::ctrl_c()
+//! handle.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! The node and its services are not `Send` (the `Service` contract does not ask it), so the driver runs
+//! on a dedicated thread with its own single-threaded tokio runtime; services are moved there when the
+//! server starts. Async handlers run on the runtime that created the server (or that thread's, if none)
+//! and hand their responses back through a channel; a handler slower than the piggyback window gets an
+//! empty ACK and a separate response (RFC 7252 §5.2.2) from the endpoint.
+
+use crate::driver::{os_seed, Clock, Command, Driver, DriverStats};
+use crate::socket::{PreparedSocket, SocketOptions};
+use corral_proto::wire::{Code, ContentFormat, Options};
+use corral_proto::{
+    Context, Endpoint, EndpointConfig, IncomingRequest, Node, Request, ResourceLink, Response, Service,
+};
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+use tokio::runtime::Handle;
+use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
+
+type Mounter = Box<dyn FnOnce(&mut Node) + Send>;
+
+/// Configures a [`Server`] before binding it.
+#[derive(Debug, Clone, Default)]
+pub struct ServerBuilder {
+    config: Option<EndpointConfig>,
+    socket: SocketOptions,
+}
+
+impl ServerBuilder {
+    /// The endpoint configuration (limits, piggyback window, leisure…); its seed is replaced by one from
+    /// the OS.
+    pub fn endpoint_config(mut self, config: EndpointConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    pub fn socket_options(mut self, opts: SocketOptions) -> Self {
+        self.socket = opts;
+        self
+    }
+
+    /// The interface (by address) on which IPv4 multicast groups are joined, e.g. `127.0.0.1`.
+    pub fn multicast_interface_v4(mut self, ifaddr: Ipv4Addr) -> Self {
+        self.socket.multicast_if_v4 = Some(ifaddr);
+        self
+    }
+
+    /// The interface index on which IPv6 multicast groups are joined.
+    pub fn multicast_interface_v6(mut self, index: u32) -> Self {
+        self.socket.multicast_if_v6 = index;
+        self
+    }
+
+    /// Binds the socket. The server does not answer until [`Server::spawn`].
+    pub async fn bind(self, addr: impl tokio::net::ToSocketAddrs) -> io::Result<Server> {
+        let addr = tokio::net::lookup_host(addr)
+            .await?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "bind address resolved to nothing"))?;
+        self.bind_addr(addr)
+    }
+
+    /// Like [`ServerBuilder::bind`], for a resolved address and without a runtime.
+    pub fn bind_addr(self, addr: SocketAddr) -> io::Result<Server> {
+        let mut socket = self.socket;
+        if socket.recv_buffer.is_none() {
+            socket.recv_buffer = Some(4 << 20);
+        }
+        if socket.send_buffer.is_none() {
+            socket.send_buffer = Some(4 << 20);
+        }
+        socket.batch = socket.batch.max(32);
+        let socket = PreparedSocket::bind(addr, socket)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        Ok(Server {
+            socket,
+            config: self.config.unwrap_or_default(),
+            mounts: Vec::new(),
+            routes: Vec::new(),
+            tx,
+            rx,
+            well_known_core: true,
+        })
+    }
+}
+
+/// A CoAP server being set up; [`Server::spawn`] starts it.
+pub struct Server {
+    socket: PreparedSocket,
+    config: EndpointConfig,
+    mounts: Vec<Mounter>,
+    routes: Vec<Route>,
+    tx: mpsc::UnboundedSender<Command>,
+    rx: mpsc::UnboundedReceiver<Command>,
+    well_known_core: bool,
+}
+
+impl Server {
+    /// Binds a server socket with default settings; `"[::]:5683"` serves IPv4 and IPv6.
+    pub async fn bind(addr: impl tokio::net::ToSocketAddrs) -> io::Result<Server> {
+        ServerBuilder::default().bind(addr).await
+    }
+
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.socket.local_addr()
+    }
+
+    /// Mounts a sans-IO service at a path prefix (`""` catches every path nothing else claims).
+    pub fn mount<S: Service + Send>(&mut self, prefix: &str, service: S) -> &mut Self {
+        let prefix = prefix.to_string();
+        self.mounts.push(Box::new(move |node: &mut Node| {
+            node.mount(&prefix, service);
+        }));
+        self
+    }
+
+    /// Registers an async handler for a path pattern: literal segments, `{name}` for one segment, and a
+    /// final `{*name}` for the rest of the path (`/users/{id}`, `/files/{*path}`). Literal matches win over
+    /// patterns. The returned [`RouteConfig`] sets methods and the link attributes listed in
+    /// `/.well-known/core`.
+    ///
+    /// Async routes live in one service mounted at the root: sans-IO services mounted at a prefix take
+    /// precedence for their paths.
+    pub fn route<F, Fut>(&mut self, pattern: &str, handler: F) -> RouteConfig<'_>
+    where
+        F: Fn(ServerRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        let segments = parse_pattern(pattern);
+        let link_path = segments
+            .iter()
+            .map(|s| match s {
+                Segment::Literal(l) => Some(l.as_str()),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(|segs| segs.join("/"));
+        let handler: Arc<dyn Handler> = Arc::new(move |req| -> BoxFuture { Box::pin(handler(req)) });
+        self.routes.push(Route { segments, methods: None, handler, link: link_path.map(|p| ResourceLink::new(&p)) });
+        let route = self.routes.last_mut().expect("a route was just pushed");
+        RouteConfig { route }
+    }
+
+    /// Whether the node answers `/.well-known/core` (default: yes).
+    pub fn well_known_core(&mut self, enabled: bool) -> &mut Self {
+        self.well_known_core = enabled;
+        self
+    }
+
+    /// Joins a multicast group now (on the configured interface).
+    pub fn join_group(&mut self, group: IpAddr) -> io::Result<&mut Self> {
+        self.socket.join(group)?;
+        Ok(self)
+    }
+
+    /// Starts the server on its own thread and returns a handle to it.
+    pub fn spawn(self) -> io::Result<ServerHandle> {
+        let local = self.socket.local_addr();
+        let handlers = Handle::try_current().ok();
+        let (done_tx, done_rx) = oneshot::channel();
+        let Server { socket, mut config, mounts, routes, tx, rx, well_known_core } = self;
+        config.seed = os_seed();
+        let router_tx = tx.clone();
+        std::thread::Builder::new().name("corral-server".into()).spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the server's runtime");
+                    return;
+                }
+            };
+            let span = tracing::info_span!("coap_server", local = %local);
+            rt.block_on(
+                async move {
+                    let socket = match socket.into_tokio() {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot register the server socket");
+                            return;
+                        }
+                    };
+                    let mut node = Node::new(Endpoint::new(config));
+                    node.set_well_known_core(well_known_core);
+                    for mount in mounts {
+                        mount(&mut node);
+                    }
+                    if !routes.is_empty() {
+                        let spawner = handlers.unwrap_or_else(Handle::current);
+                        node.mount("", Router { routes, tx: router_tx, spawner });
+                    }
+                    tracing::info!("serving");
+                    Driver::new(node, socket, Clock::new(), rx).run().await;
+                }
+                .instrument(span),
+            );
+            let _ = done_tx.send(());
+        })?;
+        Ok(ServerHandle { tx, local, done: done_rx })
+    }
+
+    /// Runs the server until `signal` completes, then shuts it down gracefully.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> io::Result<()> {
+        let handle = self.spawn()?;
+        signal.await;
+        handle.shutdown().await;
+        Ok(())
+    }
+}
+
+/// Controls a running server. Dropping it leaves the server running (detached).
+pub struct ServerHandle {
+    tx: mpsc::UnboundedSender<Command>,
+    local: SocketAddr,
+    done: oneshot::Receiver<()>,
+}
+
+impl ServerHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Counters and table sizes of the server's endpoint; `None` if it has stopped.
+    pub async fn stats(&self) -> Option<DriverStats> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Stats { reply }).ok()?;
+        rx.await.ok()
+    }
+
+    /// Joins (or with `join == false`, leaves) a multicast group on the server's socket.
+    pub async fn set_group(&self, group: IpAddr, join: bool) -> io::Result<()> {
+        let (reply, rx) = oneshot::channel();
+        let gone = || io::Error::other("server stopped");
+        self.tx.send(Command::Join { group, join, reply }).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Stops reading requests, gives requests in progress up to one second to be answered, and waits for
+    /// the server to stop.
+    pub async fn shutdown(self) {
+        self.shutdown_with_grace(Duration::from_secs(1)).await
+    }
+
+    pub async fn shutdown_with_grace(self, grace: Duration) {
+        let _ = self.tx.send(Command::Shutdown { grace });
+        let _ = self.done.await;
+    }
+
+    /// Waits until the server stops (after a shutdown, or if its socket fails).
+    pub async fn stopped(&mut self) {
+        let _ = (&mut self.done).await;
+    }
+}
+
+/// A request handed to an async handler.
+#[derive(Debug, Clone)]
+pub struct ServerRequest {
+    pub from: SocketAddr,
+    /// It was sent to a multicast address: errors are not sent back, the response waits for leisure.
+    pub multicast: bool,
+    pub confirmable: bool,
+    pub request: Request,
+    /// Values of the pattern's `{name}` segments.
+    pub params: Vec<(String, String)>,
+}
+
+impl ServerRequest {
+    pub fn method(&self) -> Code {
+        self.request.method
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.request.options
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        &self.request.payload
+    }
+
+    pub fn payload_text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.request.payload)
+    }
+
+    /// `/a/b`.
+    pub fn path(&self) -> String {
+        self.request.options.path()
+    }
+
+    /// The value of a `{name}` segment of the route pattern.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The value of the first `key=value` Uri-Query item.
+    pub fn query(&self, key: &str) -> Option<&str> {
+        self.request.query_value(key)
+    }
+
+    pub fn content_format(&self) -> Option<ContentFormat> {
+        self.request.options.content_format()
+    }
+
+    pub fn accept(&self) -> Option<ContentFormat> {
+        self.request.options.accept()
+    }
+}
+
+/// Sets what a route answers and how it is described in `/.well-known/core`.
+pub struct RouteConfig<'a> {
+    route: &'a mut Route,
+}
+
+impl RouteConfig<'_> {
+    /// The methods the route accepts; others get 4.05. Default: all.
+    pub fn methods(self, methods: &[Code]) -> Self {
+        self.route.methods = Some(methods.to_vec());
+        self
+    }
+
+    /// A link attribute (RFC 6690 §3, §7.2); ignored for routes with `{…}` segments, which are not listed.
+    pub fn attr(self, name: &str, value: impl Into<String>) -> Self {
+        if let Some(link) = self.route.link.take() {
+            self.route.link = Some(link.attr(name, value));
+        }
+        self
+    }
+
+    /// Resource type (`rt`).
+    pub fn rt(self, rt: &str) -> Self {
+        self.attr("rt", rt)
+    }
+
+    /// Interface description (`if`).
+    pub fn iface(self, iface: &str) -> Self {
+        self.attr("if", iface)
+    }
+
+    /// Content format (`ct`).
+    pub fn ct(self, cf: ContentFormat) -> Self {
+        self.attr("ct", cf.0.to_string())
+    }
+
+    /// Maximum size estimate (`sz`).
+    pub fn sz(self, size: usize) -> Self {
+        self.attr("sz", size.to_string())
+    }
+
+    pub fn title(self, title: &str) -> Self {
+        self.attr("title", title)
+    }
+
+    /// Marks the resource observable (`obs`).
+    pub fn obs(self) -> Self {
+        if let Some(link) = self.route.link.take() {
+            self.route.link = Some(link.flag("obs"));
+        }
+        self
+    }
+
+    /// Leaves the route out of `/.well-known/core`.
+    pub fn hidden(self) -> Self {
+        self.route.link = None;
+        self
+    }
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+trait Handler: Send + Sync {
+    fn call(&self, req: ServerRequest) -> BoxFuture;
+}
+
+impl<F: Fn(ServerRequest) -> BoxFuture + Send + Sync> Handler for F {
+    fn call(&self, req: ServerRequest) -> BoxFuture {
+        self(req)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Literal(String),
+    Param(String),
+    Rest(String),
+}
+
+fn parse_pattern(pattern: &str) -> Vec<Segment> {
+    pattern
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            Some(name) => match name.strip_prefix('*') {
+                Some(rest) => Segment::Rest(rest.to_string()),
+                None => Segment::Param(name.to_string()),
+            },
+            None => Segment::Literal(s.to_string()),
+        })
+        .collect()
+}
+
+/// Matches a path against a pattern; returns the captured parameters.
+fn match_pattern(pattern: &[Segment], path: &[String]) -> Option<Vec<(String, String)>> {
+    let mut params = Vec::new();
+    for (i, seg) in pattern.iter().enumerate() {
+        match seg {
+            Segment::Rest(name) => {
+                params.push((name.clone(), path.get(i..).map(|p| p.join("/")).unwrap_or_default()));
+                return Some(params);
+            }
+            Segment::Literal(l) => {
+                if path.get(i) != Some(l) {
+                    return None;
+                }
+            }
+            Segment::Param(name) => params.push((name.clone(), path.get(i)?.clone())),
+        }
+    }
+    (path.len() == pattern.len()).then_some(params)
+}
+
+struct Route {
+    segments: Vec<Segment>,
+    methods: Option<Vec<Code>>,
+    handler: Arc<dyn Handler>,
+    link: Option<ResourceLink>,
+}
+
+/// The service behind [`Server::route`]: matches a route, runs its handler, and answers inline if the
+/// handler completes at once or from a task otherwise.
+struct Router {
+    routes: Vec<Route>,
+    tx: mpsc::UnboundedSender<Command>,
+    spawner: Handle,
+}
+
+impl Service for Router {
+    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        let path: Vec<String> = req.request.path_segments().map(|s| s.into_owned()).collect();
+        let best = self.routes.iter().filter_map(|r| match_pattern(&r.segments, &path).map(|p| (r, p))).max_by_key(
+            |(r, _)| {
+                let literals = r.segments.iter().filter(|s| matches!(s, Segment::Literal(_))).count();
+                (literals, std::cmp::Reverse(r.segments.len()))
+            },
+        );
+        let Some((route, params)) = best else {
+            let path = req.request.options.path();
+            cx.respond(req.id, Response::error(Code::NOT_FOUND, format!("no resource at {path}")));
+            return;
+        };
+        if route.methods.as_ref().is_some_and(|m| !m.contains(&req.request.method)) {
+            cx.respond(
+                req.id,
+                Response::error(Code::METHOD_NOT_ALLOWED, format!("{} not allowed here", req.request.method)),
+            );
+            return;
+        }
+        let id = req.id;
+        let request = ServerRequest {
+            from: req.from,
+            multicast: req.multicast,
+            confirmable: req.confirmable,
+            request: req.request,
+            params,
+        };
+        let mut fut = CatchUnwind(route.handler.call(request));
+        // A handler that needs no waiting is answered inline, piggybacked, without a task or a channel.
+        let mut task_cx = TaskContext::from_waker(std::task::Waker::noop());
+        if let Poll::Ready(response) = Pin::new(&mut fut).poll(&mut task_cx) {
+            cx.respond(id, response);
+            return;
+        }
+        let tx = self.tx.clone();
+        self.spawner.spawn(async move {
+            let response = fut.await;
+            let _ = tx.send(Command::Respond { id, response });
+        });
+    }
+
+    fn links(&self) -> Vec<ResourceLink> {
+        self.routes.iter().filter_map(|r| r.link.clone()).collect()
+    }
+}
+
+/// Turns a panicking handler into a 5.00 response instead of a request that is never answered.
+struct CatchUnwind(BoxFuture);
+
+impl Future for CatchUnwind {
+    type Output = Response;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Response> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(p) => p,
+            Err(_) => {
+                tracing::error!("request handler panicked; answering 5.00");
+                Poll::Ready(Response::error(Code::INTERNAL_SERVER_ERROR, "handler failed"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segs(p: &str) -> Vec<String> {
+        p.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect()
+    }
+
+    #[test]
+    fn patterns() {
+        let p = parse_pattern("/users/{id}/x");
+        assert_eq!(match_pattern(&p, &segs("/users/7/x")), Some(vec![("id".into(), "7".into())]));
+        assert_eq!(match_pattern(&p, &segs("/users/7")), None);
+        assert_eq!(match_pattern(&p, &segs("/users/7/x/y")), None);
+        let r = parse_pattern("/files/{*rest}");
+        assert_eq!(match_pattern(&r, &segs("/files/a/b")), Some(vec![("rest".into(), "a/b".into())]));
+        assert_eq!(match_pattern(&r, &segs("/files")), Some(vec![("rest".into(), String::new())]));
+        assert_eq!(match_pattern(&parse_pattern("/"), &segs("/")), Some(vec![]));
+    }
+}

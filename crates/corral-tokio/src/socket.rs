@@ -1,0 +1,302 @@
+//! UDP sockets for CoAP: binding (dual stack), batched receive with the local destination address of every
+//! datagram, sending, and multicast membership.
+//!
+//! The unsafe `recvmmsg`/`sendmsg` and control-message code lives in `quinn-udp`; this module stays safe.
+//! Addresses handed to the protocol core are canonical: an IPv4 peer reaching a dual-stack `[::]` socket
+//! appears as `1.2.3.4:p`, never as `[::ffff:1.2.3.4]:p`, and is mapped back when sending.
+
+use quinn_udp::{RecvMeta, UdpSocketState};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use tokio::io::Interest;
+
+/// How a socket is set up.
+#[derive(Debug, Clone)]
+pub struct SocketOptions {
+    /// Interface for IPv4 multicast: joins and multicast sends use it. `None`: the kernel's routing choice.
+    pub multicast_if_v4: Option<Ipv4Addr>,
+    /// Interface index for IPv6 multicast joins and sends; 0 lets the kernel choose.
+    pub multicast_if_v6: u32,
+    /// Hop limit (TTL) of multicast sends; 1 keeps them on the link.
+    pub multicast_hops: u32,
+    /// SO_REUSEADDR, so that several processes can bind the same multicast port.
+    pub reuse_address: bool,
+    /// Kernel receive buffer size to ask for (bytes); a server under load wants a large one.
+    pub recv_buffer: Option<usize>,
+    pub send_buffer: Option<usize>,
+    /// Datagrams read per system call (`recvmmsg`), 1 to 32.
+    pub batch: usize,
+}
+
+impl Default for SocketOptions {
+    fn default() -> Self {
+        SocketOptions {
+            multicast_if_v4: None,
+            multicast_if_v6: 0,
+            multicast_hops: 1,
+            reuse_address: false,
+            recv_buffer: None,
+            send_buffer: None,
+            batch: 8,
+        }
+    }
+}
+
+/// Resolves `addr` (`"[::]:5683"`, `"localhost:0"`, a `SocketAddr`) to its first address.
+pub fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
+    addr.to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the address resolved to nothing"))
+}
+
+/// Creates a bound, non-blocking std socket. `[::]` is made dual-stack (IPV6_V6ONLY off) where the OS
+/// allows it, so one socket serves IPv4 and IPv6.
+pub fn bind_std(addr: SocketAddr, opts: &SocketOptions) -> io::Result<std::net::UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if let SocketAddr::V6(v6) = addr {
+        if v6.ip().is_unspecified() {
+            if let Err(e) = socket.set_only_v6(false) {
+                tracing::debug!(error = %e, "cannot make the socket dual-stack; IPv6 only");
+            }
+        }
+    }
+    if opts.reuse_address {
+        socket.set_reuse_address(true)?;
+    }
+    if let Some(n) = opts.recv_buffer {
+        let _ = socket.set_recv_buffer_size(n);
+    }
+    if let Some(n) = opts.send_buffer {
+        let _ = socket.set_send_buffer_size(n);
+    }
+    socket.bind(&addr.into())?;
+    socket.set_nonblocking(true)?;
+    let v4_capable = addr.is_ipv4() || !socket.only_v6().unwrap_or(true);
+    if v4_capable {
+        if let Some(ifaddr) = opts.multicast_if_v4 {
+            socket.set_multicast_if_v4(&ifaddr)?;
+        }
+        let _ = socket.set_multicast_ttl_v4(opts.multicast_hops);
+    }
+    if addr.is_ipv6() {
+        if opts.multicast_if_v6 != 0 {
+            socket.set_multicast_if_v6(opts.multicast_if_v6)?;
+        }
+        let _ = socket.set_multicast_hops_v6(opts.multicast_hops);
+    }
+    Ok(socket.into())
+}
+
+/// Turns `::ffff:a.b.c.d` into `a.b.c.d`.
+pub fn canonical_ip(ip: IpAddr) -> IpAddr {
+    ip.to_canonical()
+}
+
+pub fn canonical(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), v6.port()),
+            None => addr,
+        },
+        v4 => v4,
+    }
+}
+
+/// A bound socket with its `quinn-udp` state, not yet registered with a runtime: it can be made on one
+/// thread and moved to the thread that will drive it.
+pub struct PreparedSocket {
+    socket: std::net::UdpSocket,
+    state: UdpSocketState,
+    local: SocketAddr,
+    dual_stack: bool,
+    opts: SocketOptions,
+}
+
+impl PreparedSocket {
+    /// Binds a socket (see [`bind_std`]).
+    pub fn bind(addr: SocketAddr, opts: SocketOptions) -> io::Result<PreparedSocket> {
+        PreparedSocket::from_std(bind_std(addr, &opts)?, opts)
+    }
+
+    /// Takes a bound std socket; enables destination-address reporting (IP_PKTINFO, IPV6_RECVPKTINFO).
+    pub fn from_std(socket: std::net::UdpSocket, opts: SocketOptions) -> io::Result<PreparedSocket> {
+        let state = UdpSocketState::new((&socket).into())?;
+        let local = socket.local_addr()?;
+        let dual_stack = local.is_ipv6() && !SockRef::from(&socket).only_v6().unwrap_or(true);
+        Ok(PreparedSocket { socket, state, local, dual_stack, opts })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn dual_stack(&self) -> bool {
+        self.dual_stack
+    }
+
+    /// Joins a multicast group on the configured interface.
+    pub fn join(&self, group: IpAddr) -> io::Result<()> {
+        membership(SockRef::from(&self.socket), &self.opts, group, true)
+    }
+
+    /// Registers the socket with the current tokio runtime.
+    pub fn into_tokio(self) -> io::Result<CoapSocket> {
+        let io = tokio::net::UdpSocket::from_std(self.socket)?;
+        Ok(CoapSocket { io, state: self.state, local: self.local, dual_stack: self.dual_stack, opts: self.opts })
+    }
+}
+
+fn membership(sock: SockRef<'_>, opts: &SocketOptions, group: IpAddr, join: bool) -> io::Result<()> {
+    let v4_if = opts.multicast_if_v4.unwrap_or(Ipv4Addr::UNSPECIFIED);
+    match (canonical_ip(group), join) {
+        (IpAddr::V4(g), true) => sock.join_multicast_v4(&g, &v4_if),
+        (IpAddr::V4(g), false) => sock.leave_multicast_v4(&g, &v4_if),
+        (IpAddr::V6(g), true) => sock.join_multicast_v6(&g, opts.multicast_if_v6),
+        (IpAddr::V6(g), false) => sock.leave_multicast_v6(&g, opts.multicast_if_v6),
+    }
+}
+
+/// Whether a socket bound to `local` can send to `dst`: an IPv4 socket cannot reach IPv6 and an IPv6-only
+/// socket cannot reach IPv4.
+pub fn can_reach(local: SocketAddr, dual_stack: bool, dst: &SocketAddr) -> bool {
+    match (local, dst) {
+        (SocketAddr::V4(_), SocketAddr::V4(_)) | (SocketAddr::V6(_), SocketAddr::V6(_)) => true,
+        (SocketAddr::V4(_), SocketAddr::V6(_)) => false,
+        (SocketAddr::V6(_), SocketAddr::V4(_)) => dual_stack,
+    }
+}
+
+/// A CoAP UDP socket on tokio. See the module docs.
+pub struct CoapSocket {
+    io: tokio::net::UdpSocket,
+    state: UdpSocketState,
+    local: SocketAddr,
+    /// An IPv6 socket that also carries IPv4 (as mapped addresses).
+    dual_stack: bool,
+    opts: SocketOptions,
+}
+
+impl CoapSocket {
+    /// Binds a socket; must be called inside a tokio runtime.
+    pub fn bind(addr: SocketAddr, opts: SocketOptions) -> io::Result<CoapSocket> {
+        PreparedSocket::bind(addr, opts)?.into_tokio()
+    }
+
+    pub fn dual_stack(&self) -> bool {
+        self.dual_stack
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Whether this socket can send to `dst`.
+    pub fn can_reach(&self, dst: &SocketAddr) -> bool {
+        can_reach(self.local, self.dual_stack, dst)
+    }
+
+    fn to_wire(&self, dst: SocketAddr) -> SocketAddr {
+        match dst {
+            SocketAddr::V4(v4) if self.local.is_ipv6() => {
+                SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
+            }
+            other => other,
+        }
+    }
+
+    /// Waits until the socket is readable (or was, spuriously).
+    pub async fn readable(&self) -> io::Result<()> {
+        self.io.readable().await
+    }
+
+    pub async fn writable(&self) -> io::Result<()> {
+        self.io.writable().await
+    }
+
+    /// Reads as many datagrams as are waiting, up to the batch size, without blocking.
+    /// `WouldBlock` when there are none.
+    pub fn try_recv(&self, bufs: &mut RecvBuffers) -> io::Result<usize> {
+        let RecvBuffers { storage, chunk, metas, .. } = bufs;
+        let mut iovs: Vec<IoSliceMut<'_>> = storage.chunks_mut(*chunk).map(IoSliceMut::new).collect();
+        let n = self.io.try_io(Interest::READABLE, || self.state.recv((&self.io).into(), &mut iovs, metas))?;
+        bufs.filled = n;
+        Ok(n)
+    }
+
+    /// Sends one datagram without blocking (`WouldBlock` when the kernel buffer is full). Other errors
+    /// (unreachable network, …) are for the caller to log: CoAP's retransmissions deal with loss.
+    pub fn try_send(&self, dst: SocketAddr, payload: &[u8]) -> io::Result<()> {
+        let transmit = quinn_udp::Transmit {
+            destination: self.to_wire(dst),
+            ecn: None,
+            contents: payload,
+            segment_size: None,
+            src_ip: None,
+        };
+        self.io.try_io(Interest::WRITABLE, || self.state.try_send((&self.io).into(), &transmit))
+    }
+
+    /// Sends one datagram, waiting for buffer space if needed.
+    pub async fn send(&self, dst: SocketAddr, payload: &[u8]) -> io::Result<()> {
+        loop {
+            match self.try_send(dst, payload) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.io.writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+
+    /// Joins a multicast group on the configured interface.
+    pub fn join(&self, group: IpAddr) -> io::Result<()> {
+        membership(SockRef::from(&self.io), &self.opts, group, true)
+    }
+
+    pub fn leave(&self, group: IpAddr) -> io::Result<()> {
+        membership(SockRef::from(&self.io), &self.opts, group, false)
+    }
+
+    /// The batch size this socket was configured with.
+    pub fn batch(&self) -> usize {
+        self.opts.batch.clamp(1, quinn_udp::BATCH_SIZE)
+    }
+
+    /// Receive buffers sized for this socket (GRO may coalesce datagrams into one buffer).
+    pub fn recv_buffers(&self) -> RecvBuffers {
+        RecvBuffers::new(self.batch(), 65_535usize.max(2048 * self.state.gro_segments()).min(1 << 16))
+    }
+}
+
+/// Buffers for one batched receive.
+pub struct RecvBuffers {
+    storage: Vec<u8>,
+    chunk: usize,
+    metas: Vec<RecvMeta>,
+    filled: usize,
+}
+
+impl RecvBuffers {
+    pub fn new(batch: usize, chunk: usize) -> RecvBuffers {
+        RecvBuffers { storage: vec![0; batch * chunk], chunk, metas: vec![RecvMeta::default(); batch], filled: 0 }
+    }
+
+    /// The datagrams of the last receive: (source, local destination address, bytes), with GRO segments
+    /// split and addresses canonical.
+    pub fn datagrams(&self) -> impl Iterator<Item = (SocketAddr, Option<IpAddr>, &[u8])> + '_ {
+        self.metas[..self.filled].iter().zip(self.storage.chunks(self.chunk)).flat_map(|(meta, buf)| {
+            let from = canonical(meta.addr);
+            let dst = meta.dst_ip.map(canonical_ip);
+            let stride = if meta.stride == 0 { meta.len.max(1) } else { meta.stride };
+            buf[..meta.len.min(buf.len())].chunks(stride).map(move |seg| (from, dst, seg))
+        })
+    }
+}
+
+/// The unspecified address of the family of `addr` with port 0: a client's natural bind address.
+pub fn unspecified_for(addr: &SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        SocketAddr::V6(_) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+    }
+}

@@ -1,0 +1,407 @@
+//! `corral bench`: a closed-loop load generator.
+//!
+//! N emulated clients, each with its own UDP socket and its own corral [`Endpoint`] (one endpoint to one
+//! server is limited by NSTART = 1 and by message-ID reuse to roughly 250 CON/s over EXCHANGE_LIFETIME),
+//! each keeping exactly one request outstanding. The clients drive their endpoints inline — no channels,
+//! no extra tasks — on as few threads as asked (`--threads`, default 1, leaving the other core of a small
+//! machine to the server under test).
+
+use crate::client_cmd::Verbosity;
+use crate::exit::Failure;
+use clap::Args;
+use corral_tokio::corral_proto::{Duration as CDuration, Endpoint, Event, Instant, RequestId};
+use corral_tokio::socket::{CoapSocket, SocketOptions};
+use corral_tokio::uri::Host;
+use corral_tokio::{os_seed, Clock, Code, EndpointConfig, Request, SendParams};
+use serde_json::json;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const AFTER_HELP: &str = "\
+Each client keeps one request outstanding (closed loop); the run stops after --duration seconds or
+--requests requests, whichever comes first (a run is always bounded: at most 600 s).
+
+Examples:
+  corral bench coap://127.0.0.1/                      # 16 clients, CON GET, 10 s
+  corral bench coap://[::1]/test --clients 64 --duration 5 --non
+  corral bench coap://127.0.0.1/echo --payload 100 --requests 100000 --json
+  scripts/bench-server.sh                             # corral serve vs libcoap, same settings";
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// The resource to request: coap://host[:port]/path.
+    pub uri: String,
+    /// Emulated clients, each with its own socket and endpoint.
+    #[arg(short, long, default_value = "16", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub clients: u32,
+    /// Run time in seconds (default 10 unless --requests is given).
+    #[arg(short, long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Stop after this many requests.
+    #[arg(short = 'n', long, value_name = "N")]
+    pub requests: Option<u64>,
+    /// Send NON requests instead of CON.
+    #[arg(short = 'N', long)]
+    pub non: bool,
+    /// Attach a payload of this many bytes (the request becomes a POST unless --method says otherwise).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(0..=60000))]
+    pub payload: Option<u32>,
+    /// Request method (get, post, put, delete, fetch, patch, ipatch).
+    #[arg(short, long, value_parser = parse_method)]
+    pub method: Option<Code>,
+    /// Seconds after which a request counts as timed out.
+    #[arg(long, value_name = "SECONDS", default_value = "5")]
+    pub timeout: f64,
+    /// Worker threads for the clients.
+    #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub threads: u32,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_method(s: &str) -> Result<Code, String> {
+    Code::parse(s).filter(|c| c.is_request()).ok_or_else(|| format!("`{s}` is not a method"))
+}
+
+/// The longest run allowed, whatever the arguments say.
+const MAX_RUN: Duration = Duration::from_secs(600);
+
+/// Latency histogram with ~0.2 % resolution: exact below 1024 µs, then 512 sub-buckets per power of two.
+#[derive(Clone)]
+struct Histogram {
+    buckets: Vec<u64>,
+    count: u64,
+    sum: u64,
+    max: u64,
+}
+
+impl Histogram {
+    fn new() -> Histogram {
+        Histogram { buckets: vec![0; 1024 + 512 * 54], count: 0, sum: 0, max: 0 }
+    }
+
+    fn index(v: u64) -> usize {
+        if v < 1024 {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros() as usize - 9; // v >> e is in 512..1024
+        1024 + (e - 1) * 512 + ((v >> e) as usize - 512)
+    }
+
+    fn value(i: usize) -> u64 {
+        if i < 1024 {
+            return i as u64;
+        }
+        let e = (i - 1024) / 512 + 1;
+        ((i - 1024) % 512 + 512) as u64 * (1 << e)
+    }
+
+    fn record(&mut self, v: u64) {
+        let last = self.buckets.len() - 1;
+        self.buckets[Histogram::index(v).min(last)] += 1;
+        self.count += 1;
+        self.sum += v;
+        self.max = self.max.max(v);
+    }
+
+    fn merge(&mut self, o: &Histogram) {
+        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
+            *a += b;
+        }
+        self.count += o.count;
+        self.sum += o.sum;
+        self.max = self.max.max(o.max);
+    }
+
+    fn quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let rank = ((self.count as f64 * q).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Histogram::value(i).min(self.max);
+            }
+        }
+        self.max
+    }
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Requests that may still be started (counts down; negative means stop).
+    budget: AtomicI64,
+    completed: AtomicU64,
+    errors: AtomicU64,
+    timeouts: AtomicU64,
+}
+
+struct ClientResult {
+    histogram: Histogram,
+    retransmissions: u64,
+}
+
+pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
+    let uri = corral_tokio::parse_uri(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
+    if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) || !(args.timeout > 0.0 && args.timeout.is_finite()) {
+        return Err(Failure::usage("--duration and --timeout must be positive numbers of seconds"));
+    }
+    let duration = match (args.duration, args.requests) {
+        (Some(d), _) => Duration::from_secs_f64(d).min(MAX_RUN),
+        (None, Some(_)) => MAX_RUN,
+        (None, None) => Duration::from_secs(10),
+    };
+    let rt = if args.threads == 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(args.threads as usize).enable_all().build()
+    }
+    .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
+    rt.block_on(async move {
+        let dst = match &uri.host {
+            Host::Ip { ip, .. } => SocketAddr::new(*ip, uri.port),
+            Host::Name(name) => tokio::net::lookup_host((name.as_str(), uri.port))
+                .await
+                .ok()
+                .and_then(|mut a| a.next())
+                .ok_or_else(|| Failure::other(format!("cannot resolve `{name}`")))?,
+        };
+        let method = args.method.unwrap_or(if args.payload.unwrap_or(0) > 0 { Code::POST } else { Code::GET });
+        let mut request = Request::new(method);
+        uri.apply_to(&mut request.options);
+        request.payload = vec![b'x'; args.payload.unwrap_or(0) as usize];
+        let params = SendParams {
+            confirmable: !args.non,
+            timeout: Some(CDuration::from_secs_f64(args.timeout)),
+            ..SendParams::default()
+        };
+        let shared = Arc::new(Shared::default());
+        shared
+            .budget
+            .store(args.requests.map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX)), Ordering::Relaxed);
+        let clock = Clock::new();
+        let start = std::time::Instant::now();
+        let deadline = start + duration;
+        let mut sockets = Vec::new();
+        for _ in 0..args.clients {
+            let bind = match dst.ip() {
+                IpAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+                IpAddr::V6(_) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+            };
+            let opts = SocketOptions { batch: 4, ..SocketOptions::default() };
+            sockets
+                .push(CoapSocket::bind(bind, opts).map_err(|e| Failure::other(format!("cannot open a socket: {e}")))?);
+        }
+        if !v.quiet {
+            say!(
+                "bench: {} {} {} with {} clients for up to {:.1} s{}",
+                if args.non { "NON" } else { "CON" },
+                method,
+                uri,
+                args.clients,
+                duration.as_secs_f64(),
+                args.requests.map(|n| format!(" or {n} requests")).unwrap_or_default()
+            );
+        }
+        let tasks: Vec<_> = sockets
+            .into_iter()
+            .map(|socket| {
+                let (shared, request) = (shared.clone(), request.clone());
+                tokio::spawn(client_loop(socket, dst, request, params, shared, clock, deadline))
+            })
+            .collect();
+        let progress = (!v.quiet).then(|| tokio::spawn(progress(shared.clone(), start)));
+        let mut histogram = Histogram::new();
+        let mut retransmissions = 0;
+        for t in tasks {
+            match t.await {
+                Ok(Ok(r)) => {
+                    histogram.merge(&r.histogram);
+                    retransmissions += r.retransmissions;
+                }
+                Ok(Err(e)) => return Err(Failure::other(format!("client failed: {e}"))),
+                Err(e) => return Err(Failure::other(format!("client task failed: {e}"))),
+            }
+        }
+        if let Some(p) = progress {
+            p.abort();
+        }
+        let elapsed = start.elapsed().as_secs_f64().max(1e-9);
+        let completed = shared.completed.load(Ordering::Relaxed);
+        let errors = shared.errors.load(Ordering::Relaxed);
+        let timeouts = shared.timeouts.load(Ordering::Relaxed);
+        let rate = completed as f64 / elapsed;
+        let ms = |us: u64| us as f64 / 1000.0;
+        if args.json {
+            let out = json!({
+                "uri": uri.to_string(),
+                "method": method.to_string(),
+                "confirmable": !args.non,
+                "clients": args.clients,
+                "elapsed_s": elapsed,
+                "requests": completed,
+                "requests_per_s": rate,
+                "latency_ms": {
+                    "p50": ms(histogram.quantile(0.50)),
+                    "p99": ms(histogram.quantile(0.99)),
+                    "max": ms(histogram.max),
+                    "mean": histogram.sum.checked_div(histogram.count).map_or(0.0, ms),
+                },
+                "errors": errors,
+                "timeouts": timeouts,
+                "retransmissions": retransmissions,
+            });
+            out!("{out}");
+        } else {
+            out!(
+                "{completed} requests in {elapsed:.2} s: {rate:.0} requests/s\n\
+                 latency p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms\n\
+                 error responses {errors}, timeouts {timeouts}, retransmissions {retransmissions}",
+                ms(histogram.quantile(0.50)),
+                ms(histogram.quantile(0.99)),
+                ms(histogram.max),
+            );
+        }
+        if completed == 0 {
+            return Err(Failure::new(crate::exit::ExitCode::Timeout, "no request completed"));
+        }
+        Ok(())
+    })
+}
+
+async fn progress(shared: Arc<Shared>, start: std::time::Instant) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    let mut last = 0;
+    loop {
+        tick.tick().await;
+        let done = shared.completed.load(Ordering::Relaxed);
+        say!(
+            "[{:5.1} s] {done} requests ({}/s), errors {}, timeouts {}",
+            start.elapsed().as_secs_f64(),
+            done - last,
+            shared.errors.load(Ordering::Relaxed),
+            shared.timeouts.load(Ordering::Relaxed)
+        );
+        last = done;
+    }
+}
+
+/// One emulated client: its own socket and endpoint, one request outstanding at a time.
+async fn client_loop(
+    socket: CoapSocket,
+    dst: SocketAddr,
+    template: Request,
+    params: SendParams,
+    shared: Arc<Shared>,
+    clock: Clock,
+    deadline: std::time::Instant,
+) -> io::Result<ClientResult> {
+    let mut ep = Endpoint::new(EndpointConfig { seed: os_seed(), ..EndpointConfig::default() });
+    let mut bufs = socket.recv_buffers();
+    let mut histogram = Histogram::new();
+    let mut outstanding: Option<(RequestId, Instant)> = None;
+    let sleep = tokio::time::sleep_until(deadline.into());
+    tokio::pin!(sleep);
+    loop {
+        let now = clock.now();
+        if ep.poll_timeout().is_some_and(|t| t <= now) {
+            ep.handle_timeout(now);
+        }
+        while let Some(event) = ep.poll_event() {
+            let (id, ok) = match event {
+                Event::Response { id, response, .. } => (id, Some(response.code.is_success())),
+                Event::Failed { id, .. } => (id, None),
+                _ => continue,
+            };
+            let Some((current, started)) = outstanding else { continue };
+            if current != id {
+                continue;
+            }
+            outstanding = None;
+            match ok {
+                Some(success) => {
+                    histogram.record(now.saturating_since(started).as_micros());
+                    shared.completed.fetch_add(1, Ordering::Relaxed);
+                    if !success {
+                        shared.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                None => {
+                    shared.timeouts.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if outstanding.is_none() {
+            if std::time::Instant::now() >= deadline || shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0 {
+                break;
+            }
+            match ep.request(now, dst, template.clone(), params) {
+                Ok(id) => outstanding = Some((id, now)),
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            }
+        }
+        while let Some(t) = ep.poll_transmit() {
+            if let Err(e) = socket.send(t.dst, &t.payload).await {
+                tracing::debug!(error = %e, "send failed");
+            }
+        }
+        let wake = ep.poll_timeout().map(|t| clock.to_std(t)).map_or(deadline, |t| t.min(deadline));
+        sleep.as_mut().reset(wake.into());
+        tokio::select! {
+            r = socket.readable() => {
+                r?;
+                loop {
+                    match socket.try_recv(&mut bufs) {
+                        Ok(_) => {
+                            let now = clock.now();
+                            for (from, dst_ip, data) in bufs.datagrams() {
+                                ep.handle_datagram(now, from, dst_ip, data);
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "receive error");
+                            break;
+                        }
+                    }
+                }
+            }
+            _ = &mut sleep => {
+                if std::time::Instant::now() >= deadline {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(ClientResult { histogram, retransmissions: ep.stats().retransmissions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_quantiles() {
+        let mut h = Histogram::new();
+        for v in 1..=10_000u64 {
+            h.record(v);
+        }
+        let p50 = h.quantile(0.5) as f64;
+        assert!((p50 - 5000.0).abs() / 5000.0 < 0.01, "{p50}");
+        let p99 = h.quantile(0.99) as f64;
+        assert!((p99 - 9900.0).abs() / 9900.0 < 0.01, "{p99}");
+        assert_eq!(h.max, 10_000);
+        for v in [0u64, 1, 1023, 1024, 1025, 4096, 1 << 30, u64::MAX / 4] {
+            let i = Histogram::index(v);
+            let back = Histogram::value(i);
+            assert!(back <= v && (v - back) as f64 <= v as f64 / 500.0 + 1.0, "{v} -> {i} -> {back}");
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! Exit codes: one per kind of failure, documented in `--help` and the README. Usage errors use 2, which is
+//! also what clap exits with for bad arguments, so the two never disagree.
+
+use corral_tokio::Code;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCode {
+    Other = 1,
+    Usage = 2,
+    Timeout = 3,
+    ClientError = 4,
+    ServerError = 5,
+}
+
+/// Why a command failed: the exit code and the one-line message printed after `error: `.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: ExitCode,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: ExitCode, message: impl Into<String>) -> Failure {
+        Failure { code, message: message.into() }
+    }
+
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure::new(ExitCode::Usage, message)
+    }
+
+    pub fn other(message: impl Into<String>) -> Failure {
+        Failure::new(ExitCode::Other, message)
+    }
+
+    /// An error response: `4.04 Not Found: <diagnostic payload>`.
+    pub fn from_response(code: Code, diagnostic: &[u8]) -> Failure {
+        let exit = if code.is_client_error() { ExitCode::ClientError } else { ExitCode::ServerError };
+        let diag = String::from_utf8_lossy(diagnostic);
+        let diag: String = diag.trim().chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        let message = if diag.is_empty() { format!("{code:#}") } else { format!("{code:#}: {diag}") };
+        Failure::new(exit, message)
+    }
+
+    pub fn from_client(e: corral_tokio::Error, timeout_secs: f64) -> Failure {
+        use corral_tokio::Error as E;
+        match e {
+            E::InvalidUri(u) => Failure::usage(u.to_string()),
+            E::Timeout => Failure::new(ExitCode::Timeout, format!("no response within {timeout_secs} s (timeout)")),
+            E::Unreachable(a) => Failure::new(ExitCode::Timeout, format!("{a} is unreachable from this socket")),
+            E::Resolve { .. } => Failure::new(ExitCode::Timeout, e.to_string()),
+            E::Reset => Failure::other("the server rejected the request (RST)"),
+            other => Failure::other(other.to_string()),
+        }
+    }
+}

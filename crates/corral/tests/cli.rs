@@ -1,0 +1,281 @@
+//! The `corral` binary as a user meets it: exit codes and one-line errors, output formats, the plugtest
+//! server, and a flood that must leave `corral serve` answering with bounded memory.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+fn code(o: &std::process::Output) -> i32 {
+    o.status.code().expect("exited normally, not by a signal")
+}
+
+#[test]
+fn missing_resource_exits_4_with_the_code_in_the_message() {
+    let s = corral_serve("127.0.0.1", &[]);
+    let o = corral(&["get", &format!("coap://127.0.0.1:{}/no/such/thing", s.port)]);
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.starts_with("error: 4.04 Not Found"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(stdout(&o).is_empty());
+}
+
+#[test]
+fn unreachable_server_times_out_with_exit_3() {
+    let port = free_udp_port();
+    let o = corral(&["get", &format!("coap://127.0.0.1:{port}/x"), "-B", "1"]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert!(stderr(&o).contains("timeout"), "{}", stderr(&o));
+    let o = corral(&["get", &format!("coap://[::1]:{port}/x"), "-B", "0.5", "-N"]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+}
+
+#[test]
+fn malformed_uri_and_bad_arguments_are_usage_errors() {
+    for args in [
+        &["get", "coap:/missing-slash"][..],
+        &["get", "http://example.com/"],
+        &["get", "coap://[::1/x"],
+        &["discover", "not a uri"],
+        &["get", "coap://[::1]/x", "-T", "xyz"],
+        &["get", "coap://[::1]/x", "-t", "no-such-format"],
+        &["get", "coap://[::1]/x", "-B", "-1"],
+        &["bench", "coap://[::1]/x", "--clients", "0"],
+        &["frobnicate"],
+    ] {
+        let o = corral(args);
+        assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}");
+    }
+}
+
+#[test]
+fn client_verbs_against_the_plugtest_server() {
+    let s = corral_serve("[::]", &[]);
+    let base = format!("coap://[::1]:{}", s.port);
+    let v4 = format!("coap://127.0.0.1:{}", s.port);
+    let o = corral(&["get", &format!("{base}/hello")]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!"));
+    let o = corral(&["put", &format!("{v4}/test"), "-e", "new value", "-t", "text", "-N"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = corral(&["get", &format!("{base}/test"), "-v"]);
+    assert_eq!(stdout(&o), "new value");
+    assert!(stderr(&o).contains("2.05 Content") && stderr(&o).contains("Content-Format: 0"), "{}", stderr(&o));
+    let o = corral(&["post", &format!("{base}/test"), "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--json prints JSON");
+    assert_eq!(j["code"], "2.01");
+    let names: Vec<&str> = j["options"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();
+    assert_eq!(names.iter().filter(|n| **n == "Location-Path").count(), 3, "{j}");
+    let o = corral(&["delete", &format!("{base}/test")]);
+    assert_eq!(code(&o), 0);
+    let o = corral(&["get", &format!("{base}/separate"), "-B", "5"]);
+    assert_eq!(stdout(&o), "the separate response of /separate");
+    let o = corral(&["get", &format!("{base}/multi-format"), "-A", "xml", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["content_format"], 41);
+    let o = corral(&["get", &format!("{base}/multi-format"), "-A", "cbor"]);
+    assert_eq!(code(&o), 4);
+    assert!(stderr(&o).contains("4.06 Not Acceptable"), "{}", stderr(&o));
+    let o = corral(&["get", &format!("{base}/query?a=1&b=2"), "-O", "15,c=3"]);
+    assert_eq!(stdout(&o), "query: a=1&b=2&c=3");
+    let o = corral(&["put", &format!("{base}/create1"), "-O", "5", "-e", "x", "-v"]);
+    assert!(stderr(&o).contains("2.01 Created"), "{}", stderr(&o));
+    let o = corral(&["put", &format!("{base}/create1"), "-O", "If-None-Match", "-e", "x"]);
+    assert_eq!(code(&o), 4);
+    assert!(stderr(&o).contains("4.12 Precondition Failed"), "{}", stderr(&o));
+    // A payload from standard input, echoed back as JSON with a binary payload in base64.
+    let mut cmd = std::process::Command::new(CORRAL);
+    cmd.args(["post", &format!("{base}/echo"), "-f", "-", "-t", "octet-stream", "--json"]);
+    let out = {
+        use std::io::Write;
+        let mut child =
+            cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().expect("start corral");
+        child.stdin.take().expect("stdin is piped").write_all(&[0, 1, 2, 0xff]).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((j["payload"].as_str(), j["payload_encoding"].as_str()), (Some("AAEC/w=="), Some("base64")));
+}
+
+#[test]
+fn discover_prints_an_aligned_table() {
+    let s = corral_serve("127.0.0.1", &[]);
+    let o = corral(&["discover", &format!("coap://127.0.0.1:{}", s.port)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("PATH") && lines[0].contains("RT") && lines[0].contains("TITLE"));
+    let link1 = lines.iter().find(|l| l.starts_with("/link1 ")).expect("/link1 listed");
+    assert!(link1.contains("Type1 Type2") && link1.contains("If1"), "{link1}");
+    let title_col = lines[0].find("TITLE").unwrap();
+    assert!(lines.iter().skip(1).filter(|l| l.len() > title_col).all(|l| l.as_bytes()[title_col - 1] == b' '));
+    let o = corral(&["discover", &format!("coap://127.0.0.1:{}?rt=Type1", s.port), "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let paths: Vec<&str> = j.as_array().unwrap().iter().map(|l| l["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["/link1", "/link3"]);
+    // Without block-wise transfer, discovery must fit the 1152-byte messages every peer accepts.
+    let o = corral(&["get", &format!("coap://127.0.0.1:{}/.well-known/core", s.port)]);
+    assert!(o.stdout.len() < 1100, "{} bytes", o.stdout.len());
+}
+
+#[test]
+fn help_teaches_with_examples_and_exit_codes() {
+    let o = corral(&["--help"]);
+    let out = stdout(&o);
+    assert!(out.contains("Exit status:") && out.contains("4  the server answered 4.xx"), "{out}");
+    let o = corral(&["get", "--help"]);
+    assert!(stdout(&o).contains("--content-format") && stdout(&o).contains("Examples:"));
+}
+
+#[test]
+fn bench_reports_rate_and_latency() {
+    let s = corral_serve("127.0.0.1", &[]);
+    let o = corral(&["bench", &format!("coap://127.0.0.1:{}/hello", s.port), "-c", "4", "-n", "2000", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["requests"], 2000);
+    assert_eq!(j["errors"], 0);
+    assert!(j["latency_ms"]["p99"].as_f64().unwrap() >= j["latency_ms"]["p50"].as_f64().unwrap());
+}
+
+/// Malformed datagrams and requests from thousands of source ports: the server keeps answering valid
+/// requests, its tables stay within the corral-proto limits and its memory stays bounded.
+#[test]
+fn flood_leaves_corral_serve_answering_with_bounded_memory() {
+    let s = corral_serve("127.0.0.1", &["-q", "--max-peers", "1000", "--max-pending", "200"]);
+    let dst: std::net::SocketAddr = format!("127.0.0.1:{}", s.port).parse().unwrap();
+    let stats_uri = format!("coap://127.0.0.1:{}/stats", s.port);
+    assert_eq!(code(&corral(&["get", &stats_uri])), 0);
+    let rss_before = s.rss_kib().expect("read VmRSS");
+    let mut sources = 0u32;
+    for round in 0..20u16 {
+        let sockets: Vec<std::net::UdpSocket> =
+            (0..250).map(|_| std::net::UdpSocket::bind("127.0.0.1:0").expect("flood socket")).collect();
+        for (i, sock) in sockets.iter().enumerate() {
+            let mid = (round as usize * 250 + i) as u16;
+            // A request for a missing resource, a NON to /separate (answered late: pins inbound state), and
+            // three malformed datagrams.
+            let get = [0x40, 0x01, (mid >> 8) as u8, mid as u8, 0xb4, b'n', b'o', b'p', b'e'];
+            let sep =
+                [0x50, 0x01, (mid >> 8) as u8 ^ 0x80, mid as u8, 0xb8, b's', b'e', b'p', b'a', b'r', b'a', b't', b'e'];
+            for d in
+                [&get[..], &sep[..], &[0x40, 0x01, 0x00][..], &[0x4f, 0x01, 0, 1][..], &[0x40, 0x01, 0, 2, 0xf0][..]]
+            {
+                let _ = sock.send_to(d, dst);
+            }
+            sources += 1;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Still answering valid requests: at once with 5.03 (and Max-Age) while the pending limit is full,
+    // then normally once the flood's slow requests are done.
+    let hello = format!("coap://127.0.0.1:{}/hello", s.port);
+    let mut o = corral(&["get", &hello, "-B", "5"]);
+    for _ in 0..50 {
+        if code(&o) == 0 {
+            break;
+        }
+        assert!(stderr(&o).contains("5.03 Service Unavailable"), "{}", stderr(&o));
+        std::thread::sleep(Duration::from_millis(100));
+        o = corral(&["get", &hello, "-B", "5"]);
+    }
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!"), "{}", stderr(&o));
+    let o = corral(&["get", &stats_uri, "-B", "5"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stats are JSON");
+    let dedup_per_peer = corral_proto::Limits::default().dedup_per_peer as u64;
+    let tables = &j["tables"];
+    assert!(tables["peers"].as_u64().unwrap() <= 1000, "{j}");
+    assert!(tables["inbound_exchanges"].as_u64().unwrap() <= 200, "{j}");
+    assert!(tables["dedup"].as_u64().unwrap() <= 1000 * dedup_per_peer, "{j}");
+    assert!(j["malformed_in"].as_u64().unwrap() >= u64::from(sources), "the flood arrived: {j}");
+    assert!(j["peers_evicted"].as_u64().unwrap() > 0, "the peer limit was reached: {j}");
+    assert!(j["overload_rejections"].as_u64().unwrap() > 0, "the pending limit was reached: {j}");
+    let rss_after = s.rss_kib().expect("read VmRSS");
+    // 5,000 sources × 5 datagrams; state is capped by Limits, so growth stays far below this bound.
+    assert!(rss_after < rss_before + 64 * 1024, "RSS grew from {rss_before} KiB to {rss_after} KiB");
+}
+
+/// IPv6 multicast needs an interface that does multicast; loopback does not, so this runs `corral serve`
+/// in a throwaway network namespace with a bridge (root only; skipped otherwise). The server joins
+/// ff02::fd, answers a multicast GET after leisure, and stays silent on a multicast request for a missing
+/// resource (RFC 7252 §8.2).
+#[test]
+fn ipv6_multicast_in_a_network_namespace() {
+    let ns = format!("corral-test-{}", std::process::id());
+    let ip = |args: &[&str]| run(std::process::Command::new("ip").args(args), Duration::from_secs(10));
+    let created =
+        std::process::Command::new("ip").args(["netns", "add", &ns]).output().is_ok_and(|o| o.status.success());
+    if !created {
+        println!("skipped: cannot create a network namespace (needs root and iproute2)");
+        return;
+    }
+    struct Cleanup(String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("ip").args(["netns", "del", &self.0]).output();
+        }
+    }
+    let _cleanup = Cleanup(ns.clone());
+    for args in [
+        &["-n", &ns, "link", "set", "lo", "up"][..],
+        &["-n", &ns, "link", "add", "br0", "type", "bridge"],
+        &["-n", &ns, "link", "set", "br0", "up"],
+        &["-n", &ns, "addr", "add", "fd01::1/64", "dev", "br0", "nodad"],
+    ] {
+        let o = ip(args);
+        assert!(o.status.success(), "ip {args:?}: {}", stderr(&o));
+    }
+    let index = String::from_utf8(ip(&["netns", "exec", &ns, "cat", "/sys/class/net/br0/ifindex"]).stdout).unwrap();
+    let index = index.trim().to_string();
+    let server = spawn_with_port(
+        std::process::Command::new("ip").args([
+            "netns",
+            "exec",
+            &ns,
+            CORRAL,
+            "serve",
+            "--bind",
+            "[::]:0",
+            "--join",
+            "ff02::fd",
+            "--mcast-if6",
+            &index,
+            "--leisure",
+            "0.2",
+        ]),
+        |line| {
+            line.strip_prefix("corral serve: listening on ")?
+                .split_whitespace()
+                .next()?
+                .rsplit_once(':')?
+                .1
+                .parse()
+                .ok()
+        },
+    );
+    let uri = |path: &str| format!("coap://[ff02::fd%25br0]:{}{path}", server.port);
+    let o = run(
+        std::process::Command::new("ip").args([
+            "netns",
+            "exec",
+            &ns,
+            CORRAL,
+            "get",
+            &uri("/hello"),
+            "-B",
+            "2",
+            "--json",
+        ]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j.as_array().map(Vec::len), Some(1), "{j}");
+    assert_eq!(j[0]["payload"], "Hello from corral!");
+    assert_eq!(j[0]["from"], format!("[fd01::1]:{}", server.port));
+    let o = run(
+        std::process::Command::new("ip").args(["netns", "exec", &ns, CORRAL, "get", &uri("/nope"), "-B", "1"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(code(&o), 3, "no error response to a multicast request: {}", stderr(&o));
+}

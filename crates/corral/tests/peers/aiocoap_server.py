@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""A tiny aiocoap server for corral's interop tests.
+
+Resources: /hello (GET), /store (GET, PUT, POST, DELETE), /slow (GET, answered after 1.5 s, so aiocoap
+sends an empty ACK first and a separate response), and /.well-known/core. Binds [::] (IPv4 and IPv6) on
+the given port (0 = any) and prints "port N" once it is serving. Stops by itself after --lifetime seconds.
+"""
+import argparse
+import asyncio
+
+import aiocoap
+import aiocoap.resource as resource
+
+
+class Hello(resource.Resource):
+    async def render_get(self, request):
+        return aiocoap.Message(payload=b"hello from aiocoap", content_format=0)
+
+
+class Store(resource.Resource):
+    def __init__(self):
+        super().__init__()
+        self.value = b"initial"
+
+    async def render_get(self, request):
+        return aiocoap.Message(payload=self.value, content_format=0)
+
+    async def render_put(self, request):
+        self.value = request.payload
+        return aiocoap.Message(code=aiocoap.CHANGED)
+
+    async def render_post(self, request):
+        self.value = self.value + request.payload
+        return aiocoap.Message(code=aiocoap.CREATED, location_path=("store",))
+
+    async def render_delete(self, request):
+        self.value = b""
+        return aiocoap.Message(code=aiocoap.DELETED)
+
+
+class Slow(resource.Resource):
+    async def render_get(self, request):
+        await asyncio.sleep(1.5)
+        return aiocoap.Message(payload=b"slow but sure", content_format=0)
+
+
+async def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--lifetime", type=float, default=120.0)
+    args = parser.parse_args()
+    root = resource.Site()
+    root.add_resource([".well-known", "core"], resource.WKCResource(root.get_resources_as_linkheader))
+    root.add_resource(["hello"], Hello())
+    root.add_resource(["store"], Store())
+    root.add_resource(["slow"], Slow())
+    port = args.port
+    if port == 0:
+        import socket
+
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        s.bind(("::", 0))
+        port = s.getsockname()[1]
+        s.close()
+    await aiocoap.Context.create_server_context(root, bind=("::", port))
+    print(f"port {port}", flush=True)
+    await asyncio.sleep(args.lifetime)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

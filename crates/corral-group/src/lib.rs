@@ -1,5 +1,7 @@
 #![forbid(unsafe_code)]
 
+pub mod device;
+pub mod mc;
 pub mod output;
 pub mod pool;
 pub mod profile;
@@ -8,6 +10,7 @@ pub mod sqlite;
 pub mod store;
 pub mod uri;
 
+pub use mc::McResource;
 pub use pool::AddressPool;
 pub use profile::{Delay, Ect, Emt, Op, Profile};
 pub use sqlite::SqliteStore;

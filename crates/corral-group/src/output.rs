@@ -252,11 +252,7 @@ fn label_senml(name: &[String]) -> String {
         if i > 0 {
             s.push('/');
         }
-        if i == 0 {
-            s.push_str(&crate::uri::senml_name(part));
-        } else {
-            s.extend(part.chars().map(|c| if crate::uri::senml_name_char(c) { c } else { '_' }));
-        }
+        s.push_str(&crate::uri::senml_name(part));
     }
     if s.is_empty() {
         s.push_str("value");

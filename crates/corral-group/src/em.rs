@@ -25,7 +25,9 @@ use corral_proto::{
     SendParams, Service,
 };
 use serde_json::{json, Value as Json};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use tracing::{debug, info, warn};
@@ -131,6 +133,14 @@ impl Res {
     }
     fn ok(&self) -> bool {
         self.code.is_some_and(|c| c.is_success())
+    }
+    /// The result as report text; formatted only when asked (the per-member fast path allocates none).
+    fn describe(&self) -> String {
+        match (&self.code, self.text.is_empty()) {
+            (_, false) => self.text.clone(),
+            (Some(c), true) => format!("{c:#}"),
+            (None, true) => "no response".into(),
+        }
     }
 }
 
@@ -331,9 +341,9 @@ impl EntityManager {
             counters: snap.counters,
             busy: HashSet::new(),
             reserved_groups: HashSet::new(),
-            jobs: HashMap::new(),
+            jobs: HashMap::default(),
             next_job: 1,
-            requests: HashMap::new(),
+            requests: HashMap::default(),
             timers: BTreeSet::new(),
             ready: Vec::new(),
             client_jobs: 0,
@@ -866,7 +876,7 @@ impl EntityManager {
                     Slot::Done(r) => {
                         all_ok &= r.ok();
                         silent |= r.code.is_none();
-                        r.text.clone()
+                        r.describe()
                     }
                     _ => "not asked".into(),
                 };
@@ -985,7 +995,7 @@ impl EntityManager {
                 let arithmetic = job.op.is_arithmetic();
                 let mut first_bad: Option<String> = None;
                 for (label, r) in &results {
-                    let mut text = r.text.clone();
+                    let mut text = r.describe();
                     let mut good = r.ok();
                     if good && arithmetic {
                         if let Some(v) = output::single_number(&r.readings) {
@@ -1014,7 +1024,7 @@ impl EntityManager {
             Stage::Joining => {
                 let mut first_bad = None;
                 for (label, r) in &results {
-                    flow.report(label).steps.push(("join".into(), r.text.clone()));
+                    flow.report(label).steps.push(("join".into(), r.describe()));
                     if r.ok() {
                         flow.joined_now.push(label.clone());
                         if let Some(new) = flow.new.as_mut() {
@@ -1023,7 +1033,7 @@ impl EntityManager {
                             }
                         }
                     } else if first_bad.is_none() {
-                        first_bad = Some(format!("member {label}: join failed: {}", r.text));
+                        first_bad = Some(format!("member {label}: join failed: {}", r.describe()));
                     }
                 }
                 if let Some(why) = first_bad {
@@ -1043,20 +1053,20 @@ impl EntityManager {
             }
             Stage::LeavingRemoved => {
                 for (label, r) in &results {
-                    flow.report(label).steps.push(("leave".into(), r.text.clone()));
+                    flow.report(label).steps.push(("leave".into(), r.describe()));
                 }
                 self.commit(cx, flow);
             }
             Stage::RollingBack => {
                 for (label, r) in &results {
-                    flow.report(label).steps.push(("rollback leave".into(), r.text.clone()));
+                    flow.report(label).steps.push(("rollback leave".into(), r.describe()));
                 }
                 let fail = flow.failure.take().unwrap_or_else(|| bad("failed"));
                 self.flow_fail(cx, flow, fail);
             }
             Stage::LeavingAll => {
                 for (label, r) in &results {
-                    flow.report(label).steps.push(("leave".into(), r.text.clone()));
+                    flow.report(label).steps.push(("leave".into(), r.describe()));
                 }
                 self.commit(cx, flow);
             }
@@ -1630,39 +1640,51 @@ fn verb(a: Action) -> &'static str {
 
 /// Combines a read job's replies. `Err` names members with non-numeric values under an arithmetic op.
 fn build_use_result(job: &Job) -> Result<UseResult, String> {
-    let mut values = Vec::new();
-    let mut errors = Vec::new();
+    let done = || {
+        job.items.iter().zip(&job.slots).filter_map(|(it, s)| match s {
+            Slot::Done(r) => Some((it, r)),
+            _ => None,
+        })
+    };
+    let replies = done().filter(|(_, r)| r.ok()).count();
+    let success = replies >= job.enr;
     let mut numbers = Vec::new();
-    let mut non_numeric = Vec::new();
-    let mut replies = 0;
-    for (it, slot) in job.items.iter().zip(&job.slots) {
-        let Slot::Done(r) = slot else { continue };
-        if !r.ok() {
-            errors.push((it.label.clone(), r.text.clone()));
-            continue;
-        }
-        replies += 1;
-        if job.op.is_arithmetic() {
+    if success && job.op.is_arithmetic() {
+        numbers.reserve(replies);
+        let mut non_numeric = Vec::new();
+        for (it, r) in done().filter(|(_, r)| r.ok()) {
             match output::single_number(&r.readings) {
                 Some(v) => numbers.push(v),
-                None => non_numeric.push(it.label.clone()),
+                None => non_numeric.push(it.label.as_str()),
             }
         }
-        for rd in &r.readings {
-            let mut rd = rd.clone();
-            rd.name.insert(0, it.label.clone());
-            values.push(rd);
+        if !non_numeric.is_empty() {
+            return Err(format!(
+                "eo={} needs numeric values, but {} answered with non-numeric representations",
+                job.op,
+                non_numeric.join(", ")
+            ));
         }
     }
-    if !non_numeric.is_empty() && replies >= job.enr {
-        return Err(format!(
-            "eo={} needs numeric values, but {} answered with non-numeric representations",
-            job.op,
-            non_numeric.join(", ")
-        ));
+    let errors: Vec<(String, String)> =
+        done().filter(|(_, r)| !r.ok()).map(|(it, r)| (it.label.clone(), r.describe())).collect();
+    let aggregate = match job.op {
+        _ if !success => None,
+        Op::Lst => None,
+        Op::Count => Some(replies as f64),
+        op => output::aggregate(op, &numbers),
+    };
+    // Values are listed for `lst` and for a partial answer (what did arrive).
+    let mut values = Vec::new();
+    if aggregate.is_none() {
+        for (it, r) in done().filter(|(_, r)| r.ok()) {
+            for rd in &r.readings {
+                let mut rd = rd.clone();
+                rd.name.insert(0, it.label.clone());
+                values.push(rd);
+            }
+        }
     }
-    let aggregate = if replies >= job.enr && job.op != Op::Lst { output::aggregate(job.op, &numbers) } else { None };
-    let aggregate = if job.op == Op::Count && replies >= job.enr { Some(replies as f64) } else { aggregate };
     Ok(UseResult {
         entity: job.entity.clone(),
         op: job.op,
@@ -1780,5 +1802,7 @@ fn member_result(job: Option<&Job>, _i: usize, response: &Response) -> Res {
     } else {
         Vec::new()
     };
-    Res { code: Some(response.code), readings, text: output::code_text(response.code, &response.payload) }
+    let text =
+        if response.code.is_success() { String::new() } else { output::code_text(response.code, &response.payload) };
+    Res { code: Some(response.code), readings, text }
 }

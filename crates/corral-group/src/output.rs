@@ -104,7 +104,7 @@ fn cbor_value(c: &ciborium::Value) -> Value {
 /// The single number a member contributes to an arithmetic operation, if it has exactly one.
 pub fn single_number(readings: &[Reading]) -> Option<f64> {
     match readings {
-        [Reading { value: Value::Num(v), .. }] => Some(*v),
+        [Reading { value: Value::Num(v), .. }] if v.is_finite() => Some(*v),
         _ => None,
     }
 }

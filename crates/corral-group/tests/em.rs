@@ -564,6 +564,15 @@ fn generated_names_link_format_creation_list_and_profile_updates() {
     assert_eq!(stored.entities[0].profile.delay, corral_group::Delay::Millis(0));
     let r = lab.get("em/e1", &[], None);
     assert_eq!(r.payload_text().parse::<f64>().unwrap(), aggregate(Op::Max, &temps(&lab, 1..4)).unwrap());
+    // PUT of a profile document on the entity itself updates it too (anything else would actuate).
+    let r = lab.request(
+        Request::new(Code::PUT)
+            .with_path("em/e1")
+            .with_content_format(ContentFormat::JSON)
+            .with_payload(json!({"er": er, "eo": "min"}).to_string()),
+    );
+    assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
+    assert_eq!(lab.em().entity("e1").unwrap().profile.eo, vec![Op::Min]);
     // A CBOR profile document creates too.
     let doc = corral_group::output::encode_doc(&json!({"er": lab.uris(0..1, "s/h")}), ContentFormat::CBOR);
     let r = lab

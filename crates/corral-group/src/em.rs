@@ -710,8 +710,9 @@ impl EntityManager {
 
     fn send_slot(&mut self, cx: &mut Context<'_>, id: JobId, i: usize) {
         let Some(job) = self.jobs.get(&id) else { return };
-        let target = job.items[i].target.clone();
-        let slot = match &target {
+        let items = job.items.clone();
+        let target = &items[i].target;
+        let slot = match target {
             Target::Local(child) => {
                 let kind = match &job.kind {
                     Kind::Actuate { .. } => job.kind.clone(),
@@ -736,7 +737,7 @@ impl EntityManager {
                 if *entity && job.hop_limit <= 1 {
                     Slot::Done(Res::failed(format!("{:#}: not forwarded", Code::HOP_LIMIT_REACHED)))
                 } else {
-                    let Some((addr, req, confirmable)) = self.member_request(job, i, &target) else { return };
+                    let Some((addr, req, confirmable)) = self.member_request(job, i, target) else { return };
                     match cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
                         Ok(rid) => {
                             self.requests.insert(rid, (id, Some(i)));

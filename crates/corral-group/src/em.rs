@@ -232,9 +232,13 @@ impl Job {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
-    Create { generated: bool },
+    Create {
+        generated: bool,
+    },
     Update,
     Delete,
+    /// After a restart: a multicast creation the crash interrupted is undone (members leave, record goes).
+    Recover,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +254,10 @@ enum Stage {
 #[derive(Debug)]
 struct Flow {
     action: Action,
-    client: InboundId,
+    /// The client to answer; `None` for the EM's own recovery.
+    client: Option<InboundId>,
+    /// A pending record of this (multicast) creation is in the store and must go if the creation fails.
+    pending_saved: bool,
     accept: Option<ContentFormat>,
     name: String,
     old: Option<StoredEntity>,
@@ -317,6 +324,8 @@ pub struct EntityManager {
     /// Results of finished child jobs, to deliver to their parents after the current input.
     ready: Vec<(JobId, usize, Res)>,
     client_jobs: usize,
+    /// Interrupted multicast creations found at start-up, undone at the first wake-up.
+    recovery: Vec<StoredEntity>,
 }
 
 impl std::fmt::Debug for EntityManager {
@@ -347,8 +356,15 @@ impl EntityManager {
             timers: BTreeSet::new(),
             ready: Vec::new(),
             client_jobs: 0,
+            recovery: Vec::new(),
         };
         for stored in snap.entities {
+            if stored.pending {
+                warn!(entity = %stored.name, "multicast creation interrupted by a restart: members will be asked to leave");
+                em.busy.insert(stored.name.clone());
+                em.recovery.push(stored);
+                continue;
+            }
             let items = em
                 .resolve_items(&stored.profile.er)
                 .map_err(|(_, m)| StoreError(format!("entity {}: {m}", stored.name)))?;
@@ -1123,6 +1139,21 @@ impl EntityManager {
                 g
             }
         };
+        if flow.old.is_none() && !flow.pending_saved {
+            // Before any member joins: a crash from here on is undone at the next start-up.
+            let mut pending = new.clone();
+            pending.group = Some(group);
+            pending.joined = vec![false; pending.profile.er.len()];
+            pending.pending = true;
+            if let Err(e) = self.store.save_entity(&pending) {
+                return self.flow_fail(
+                    cx,
+                    flow,
+                    (Code::INTERNAL_SERVER_ERROR, format!("entity {} not created: {e}", pending.name)),
+                );
+            }
+            flow.pending_saved = true;
+        }
         let Some(new) = flow.new.as_mut() else { return };
         new.group = Some(group);
         let path = match flow.items.first().map(|i| &i.target) {
@@ -1176,21 +1207,28 @@ impl EntityManager {
 
     fn flow_fail(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, (code, msg): Fail) {
         info!(entity = %flow.name, %code, msg = %msg, "entity change refused");
+        if flow.pending_saved {
+            // If this fails too, the record stays pending and the next start-up undoes it.
+            if let Err(e) = self.store.delete_entity(&flow.name) {
+                warn!(entity = %flow.name, error = %e, "could not remove the pending record");
+            }
+        }
         self.busy.remove(&flow.name);
         if let Some(g) = flow.allocated {
             self.reserved_groups.remove(&g);
         }
+        let Some(client) = flow.client else { return };
         self.client_done();
         let head = json!({ "message": msg });
         let mut payload = output::render_reports(&head, &flow.reports, ContentFormat::TEXT_PLAIN);
         payload.truncate(8 * 1024);
-        cx.respond(flow.client, Response::new(code).with_payload(payload));
+        cx.respond(client, Response::new(code).with_payload(payload));
     }
 
     /// Writes the flow's result to the store, updates the in-memory copy, answers the client.
     fn commit(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
         let result = match (&flow.action, &flow.new) {
-            (Action::Delete, _) => self.store.delete_entity(&flow.name),
+            (Action::Delete | Action::Recover, _) => self.store.delete_entity(&flow.name),
             (Action::Create { generated: true }, Some(new)) => {
                 let seq = self.counters.get(COUNTER_NAMES).copied().unwrap_or(0) + 1;
                 self.store.set_counter(COUNTER_NAMES, seq).and_then(|_| {
@@ -1203,6 +1241,10 @@ impl EntityManager {
         };
         if let Err(e) = result {
             warn!(entity = %flow.name, error = %e, "store write failed");
+            if flow.action == Action::Recover {
+                self.busy.remove(&flow.name);
+                return; // still pending in the store: retried at the next start-up
+            }
             flow.failure = Some((Code::INTERNAL_SERVER_ERROR, format!("entity {} unchanged: {e}", flow.name)));
             return self.rollback(cx, flow);
         }
@@ -1210,10 +1252,14 @@ impl EntityManager {
         if let Some(g) = flow.allocated {
             self.reserved_groups.remove(&g);
         }
+        let Some(client) = flow.client else {
+            info!(entity = %flow.name, "interrupted multicast creation undone");
+            return;
+        };
         self.client_done();
         let accept = flow.accept.unwrap_or(ContentFormat::JSON);
         let (code, head) = match flow.action {
-            Action::Delete => {
+            Action::Delete | Action::Recover => {
                 self.entities.remove(&flow.name);
                 (Code::DELETED, json!({ "entity": flow.name, "message": format!("entity {} deleted", flow.name) }))
             }
@@ -1241,12 +1287,50 @@ impl EntityManager {
                 .with_option(OptionNumber::LOCATION_PATH, b"em")
                 .with_option(OptionNumber::LOCATION_PATH, flow.name.as_bytes());
         }
-        cx.respond(flow.client, resp);
+        cx.respond(client, resp);
     }
 
     // ------------------------------------------------------------------------------------------------
     // Requests
     // ------------------------------------------------------------------------------------------------
+
+    /// Undoes a multicast creation a crash interrupted: every member is asked to leave (those that never
+    /// joined answer 4.04), then the pending record is removed. The name stays busy meanwhile.
+    fn recover(&mut self, cx: &mut Context<'_>, stored: StoredEntity) {
+        let items = match self.resolve_items(&stored.profile.er) {
+            Ok(items) => items,
+            Err((_, why)) => {
+                warn!(entity = %stored.name, why = %why, "pending record unreadable; removing it");
+                let _ = self.store.delete_entity(&stored.name);
+                self.busy.remove(&stored.name);
+                return;
+            }
+        };
+        let name = stored.name.clone();
+        let group = stored.group;
+        if let Some(g) = group {
+            self.reserved_groups.insert(g);
+        }
+        let flow = Box::new(Flow {
+            action: Action::Recover,
+            client: None,
+            pending_saved: true,
+            accept: None,
+            name,
+            old: Some(stored),
+            new: None,
+            items: items.clone().into(),
+            reports: Vec::new(),
+            stage: Stage::LeavingAll,
+            joined_now: Vec::new(),
+            allocated: group,
+            failure: None,
+        });
+        match group {
+            Some(g) => self.flow_job(cx, flow, Kind::Leave(g), items),
+            None => self.commit(cx, flow),
+        }
+    }
 
     fn list(&self, req: &Request) -> Response {
         if !matches!(req.options.accept().map(|c| c.0), None | Some(40)) {
@@ -1391,10 +1475,11 @@ impl EntityManager {
         if profile.ect == Ect::Multicast && profile.enr.is_none() {
             // enr follows the member count; nothing to fix.
         }
-        let new = StoredEntity { name: name.clone(), profile, group: None, joined: Vec::new() };
+        let new = StoredEntity { name: name.clone(), profile, group: None, joined: Vec::new(), pending: false };
         let flow = Box::new(Flow {
             action: Action::Create { generated },
-            client: inb.id,
+            client: Some(inb.id),
+            pending_saved: false,
             accept,
             name: name.clone(),
             old: None,
@@ -1463,10 +1548,11 @@ impl EntityManager {
                 old.profile.er.iter().position(|o| o == m).and_then(|i| old.joined.get(i).copied()).unwrap_or(false)
             })
             .collect();
-        let new = StoredEntity { name: name.to_string(), profile, group: old.group, joined };
+        let new = StoredEntity { name: name.to_string(), profile, group: old.group, joined, pending: false };
         let flow = Box::new(Flow {
             action: Action::Update,
-            client: inb.id,
+            client: Some(inb.id),
+            pending_saved: false,
             accept,
             name: name.to_string(),
             old: Some(old),
@@ -1519,7 +1605,8 @@ impl EntityManager {
         let group = old.group;
         let flow = Box::new(Flow {
             action: Action::Delete,
-            client: inb.id,
+            client: Some(inb.id),
+            pending_saved: false,
             accept,
             name: name.to_string(),
             old: Some(old),
@@ -1636,6 +1723,7 @@ fn verb(a: Action) -> &'static str {
         Action::Create { .. } => "created",
         Action::Update => "updated",
         Action::Delete => "deleted",
+        Action::Recover => "recovered",
     }
 }
 
@@ -1765,6 +1853,9 @@ impl Service for EntityManager {
     }
 
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
+        for stored in std::mem::take(&mut self.recovery) {
+            self.recover(cx, stored);
+        }
         let now = cx.now();
         let due: Vec<JobId> = self.timers.iter().take_while(|(t, _)| *t <= now).map(|(_, j)| *j).collect();
         for id in due {
@@ -1781,6 +1872,9 @@ impl Service for EntityManager {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
+        if !self.recovery.is_empty() {
+            return Some(Instant::ZERO); // at once: the driver's first wake-up
+        }
         self.timers.first().map(|(t, _)| *t)
     }
 

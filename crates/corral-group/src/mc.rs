@@ -46,6 +46,26 @@ impl McResource {
         self.slots
     }
 
+    /// Joins a group as `POST ?act=add` does (also for memberships configured at start-up): `Err` is the
+    /// error answer (4.00 not multicast, 5.03 no free slot). Joining a group twice is not an error.
+    pub fn join(&mut self, cx: &mut Context<'_>, group: IpAddr) -> Result<(), Response> {
+        if !group.is_multicast() {
+            return Err(Response::error(Code::BAD_REQUEST, format!("{group} is not a multicast address")));
+        }
+        if self.groups.contains(&group) {
+            return Ok(());
+        }
+        if self.groups.len() >= self.slots {
+            return Err(Response::error(
+                Code::SERVICE_UNAVAILABLE,
+                format!("no free slot ({} of {} in use)", self.groups.len(), self.slots),
+            ));
+        }
+        self.groups.push(group);
+        cx.join_group(group);
+        Ok(())
+    }
+
     fn handle(&mut self, cx: &mut Context<'_>, req: &IncomingRequest) -> Response {
         if !cx.subpath(&req.request).is_empty() {
             return Response::error(Code::NOT_FOUND, "no such resource below /mc");
@@ -101,23 +121,10 @@ impl McResource {
                     _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
                 };
                 match act {
-                    Some("add") => {
-                        if !group.is_multicast() {
-                            return Response::error(Code::BAD_REQUEST, format!("{group} is not a multicast address"));
-                        }
-                        if self.groups.contains(&group) {
-                            return Response::new(Code::CHANGED);
-                        }
-                        if self.groups.len() >= self.slots {
-                            return Response::error(
-                                Code::SERVICE_UNAVAILABLE,
-                                format!("no free slot ({} of {} in use)", self.groups.len(), self.slots),
-                            );
-                        }
-                        self.groups.push(group);
-                        cx.join_group(group);
-                        Response::new(Code::CHANGED)
-                    }
+                    Some("add") => match self.join(cx, group) {
+                        Ok(()) => Response::new(Code::CHANGED),
+                        Err(resp) => resp,
+                    },
                     Some("del") => {
                         if let Some(i) = self.groups.iter().position(|g| *g == group) {
                             self.groups.remove(i);

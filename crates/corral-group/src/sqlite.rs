@@ -16,7 +16,7 @@
 //! # Schema (version 1)
 //! ```sql
 //! entity(name TEXT PRIMARY KEY, emt TEXT, ect TEXT, enr INTEGER NULL, eo TEXT, delay TEXT,
-//!        timeout INTEGER NULL, mcst_uri TEXT NULL, grp TEXT NULL)
+//!        timeout INTEGER NULL, mcst_uri TEXT NULL, grp TEXT NULL, pending INTEGER)
 //! member(entity TEXT REFERENCES entity(name) ON DELETE CASCADE, idx INTEGER, uri TEXT, joined INTEGER,
 //!        PRIMARY KEY (entity, idx))
 //! counter(key TEXT PRIMARY KEY, value INTEGER)
@@ -41,7 +41,8 @@ CREATE TABLE entity (
     delay    TEXT NOT NULL,
     timeout  INTEGER,
     mcst_uri TEXT,
-    grp      TEXT
+    grp      TEXT,
+    pending  INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE member (
     entity TEXT NOT NULL REFERENCES entity(name) ON DELETE CASCADE,
@@ -123,7 +124,7 @@ impl Store for SqliteStore {
         let mut snap = Snapshot::default();
         let mut st = self
             .conn
-            .prepare("SELECT name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp FROM entity ORDER BY name")
+            .prepare("SELECT name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending FROM entity ORDER BY name")
             .map_err(e)?;
         let rows = st
             .query_map([], |r| {
@@ -137,12 +138,13 @@ impl Store for SqliteStore {
                     r.get::<_, Option<i64>>(6)?,
                     r.get::<_, Option<String>>(7)?,
                     r.get::<_, Option<String>>(8)?,
+                    r.get::<_, i64>(9)? != 0,
                 ))
             })
             .map_err(e)?;
         let mut mst = self.conn.prepare("SELECT uri, joined FROM member WHERE entity = ?1 ORDER BY idx").map_err(e)?;
         for row in rows {
-            let (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp) = row.map_err(e)?;
+            let (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending) = row.map_err(e)?;
             let members: Vec<(String, bool)> = mst
                 .query_map([&name], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0)))
                 .map_err(e)?
@@ -170,6 +172,7 @@ impl Store for SqliteStore {
                 profile,
                 group,
                 joined: members.iter().map(|(_, j)| *j).collect(),
+                pending,
             });
         }
         let mut cst = self.conn.prepare("SELECT key, value FROM counter").map_err(e)?;
@@ -185,7 +188,7 @@ impl Store for SqliteStore {
         tx.execute("DELETE FROM entity WHERE name = ?1", [&ent.name]).map_err(e)?;
         let p = &ent.profile;
         tx.execute(
-            "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+            "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
             params![
                 ent.name,
                 p.emt.as_str(),
@@ -196,6 +199,7 @@ impl Store for SqliteStore {
                 p.timeout.map(|t| t as i64),
                 p.mcst_uri,
                 ent.group.map(|g| g.to_string()),
+                ent.pending as i64,
             ],
         )
         .map_err(e)?;
@@ -257,6 +261,7 @@ mod tests {
             },
             group: Some("239.255.89.1".parse().unwrap()),
             joined: vec![true, false],
+            pending: false,
         }
     }
 

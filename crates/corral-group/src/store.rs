@@ -25,6 +25,9 @@ pub struct StoredEntity {
     pub group: Option<IpAddr>,
     /// Per member (in `profile.er` order): whether it confirmed joining `group`.
     pub joined: Vec<bool>,
+    /// A multicast creation in progress: the group is allocated and members may be joining. Written before
+    /// the first join so that, after a crash, the EM asks every member to leave and removes the record.
+    pub pending: bool,
 }
 
 /// Everything a store holds.

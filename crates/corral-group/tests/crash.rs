@@ -84,6 +84,11 @@ fn entities_and_allocator_survive_sigkill() {
     // A restarted gateway serves the entities and never reuses an address, even one allocated by a
     // creation the kill interrupted.
     let mut lab = lab_with(LabConfig { devices: 3, v6: true, store: Some(Box::new(store)), ..LabConfig::default() });
+    lab.net.run_for(corral_proto::Duration::from_secs(10));
+    assert!(
+        lab.em().store().load().unwrap().entities.iter().all(|e| !e.pending),
+        "an interrupted creation is undone at start-up"
+    );
     let name = reported.keys().find(|n| n.starts_with('u')).unwrap().clone();
     let r = lab.get(&format!("em/{name}"), &[], None);
     assert_eq!(r.code, Code::CONTENT, "{}", r.payload_text());

@@ -721,15 +721,18 @@ fn device_well_known_core_and_mc_resource_over_coap() {
     assert_eq!(recs[0].value, Some(senml::Value::Num(42.0)));
 }
 
-/// A store whose entity writes fail (a full disk): counters still work, so a multicast creation gets as
-/// far as joining before the commit fails.
+/// A store whose final entity writes fail (a full disk): counters and the pending record still work, so a
+/// multicast creation gets as far as joining before the commit fails.
 struct FailingSaves(corral_group::MemStore);
 
 impl corral_group::Store for FailingSaves {
     fn load(&self) -> Result<corral_group::Snapshot, corral_group::StoreError> {
         self.0.load()
     }
-    fn save_entity(&mut self, _: &corral_group::StoredEntity) -> Result<(), corral_group::StoreError> {
+    fn save_entity(&mut self, e: &corral_group::StoredEntity) -> Result<(), corral_group::StoreError> {
+        if e.pending {
+            return self.0.save_entity(e); // the small pending record still fits
+        }
         Err(corral_group::StoreError("disk full".into()))
     }
     fn delete_entity(&mut self, name: &str) -> Result<(), corral_group::StoreError> {
@@ -754,6 +757,7 @@ fn store_failure_at_commit_rolls_the_joins_back_and_answers_5_00() {
         assert!(lab.mc(i).groups().is_empty());
     }
     assert!(lab.em().entity_names().is_empty());
+    assert!(lab.em().store().load().unwrap().entities.is_empty(), "the pending record is gone");
     // The name is free again.
     let r = lab.create("m", json!({ "er": er, "ect": "multicast" }));
     assert_eq!(r.code, Code::INTERNAL_SERVER_ERROR);
@@ -775,4 +779,36 @@ fn runs_are_deterministic() {
     let a = run();
     assert!(a.len() > 30);
     assert_eq!(a, run());
+}
+
+#[test]
+fn a_multicast_creation_interrupted_by_a_crash_is_undone_at_start_up() {
+    use corral_group::{McResource, MemStore, Profile, Store, StoredEntity};
+    let g: IpAddr = "ff1e::89:5".parse().unwrap();
+    let mut store = MemStore::new();
+    let er: Vec<String> =
+        (0..3).map(|i| corral_group::uri::format_coap(dev_addr(i, true), &["s".into(), "t".into()])).collect();
+    let pending = StoredEntity {
+        name: "half".into(),
+        profile: Profile { er, ect: corral_group::Ect::Multicast, emt: corral_group::Emt::Non, ..Profile::default() },
+        group: Some(g),
+        joined: vec![false; 3],
+        pending: true,
+    };
+    store.save_entity(&pending).unwrap();
+    let mut lab = lab_with(LabConfig { devices: 3, v6: true, store: Some(Box::new(store)), ..LabConfig::default() });
+    // Two members had joined before the crash.
+    for i in 0..2 {
+        let (d, h, now) = (lab.devices[i], lab.handles[i].mc, lab.net.now);
+        lab.net.node(d).with_service(now, h, |mc: &mut McResource, cx| mc.join(cx, g).unwrap());
+    }
+    assert!(lab.em().entity_names().is_empty(), "a pending entity is not served");
+    let r = lab.create("half", json!({ "er": ["coap://192.0.2.1/x"] }));
+    assert_eq!(r.code, Code::CONFLICT, "the name is busy while it is undone");
+    lab.net.run_for(Duration::from_secs(10));
+    for i in 0..3 {
+        assert!(lab.mc(i).groups().is_empty(), "device {i}");
+    }
+    assert!(lab.em().store().load().unwrap().entities.is_empty());
+    assert_eq!(lab.em().jobs_in_progress(), 0);
 }

@@ -1472,9 +1472,6 @@ impl EntityManager {
         profile.check().map_err(|e| bad(e.0))?;
         let items = self.resolve_items(&profile.er)?;
         self.check_members(&name, &profile, &items)?;
-        if profile.ect == Ect::Multicast && profile.enr.is_none() {
-            // enr follows the member count; nothing to fix.
-        }
         let new = StoredEntity { name: name.clone(), profile, group: None, joined: Vec::new(), pending: false };
         let flow = Box::new(Flow {
             action: Action::Create { generated },

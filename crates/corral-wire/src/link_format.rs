@@ -42,8 +42,9 @@ pub type LinkOwned = Link<'static>;
 const LIST_ATTRS: [&str; 4] = ["rel", "rt", "if", "ct"];
 
 /// Attributes written as quoted-strings even when a token would do: `anchor` and `title` must be
-/// (RFC 6690 §2 grammar), and `rt` / `if` are by convention in every RFC 6690 example.
-const QUOTED_ATTRS: [&str; 4] = ["anchor", "title", "rt", "if"];
+/// (RFC 6690 §2 grammar). Every other value is quoted too unless it is a bare number (`ct=0`, `sz=512`),
+/// as in the RFC 6690 examples and the Entity Manager's `ect="multicast"`.
+const QUOTED_ATTRS: [&str; 2] = ["anchor", "title"];
 
 fn is_one_of(name: &str, set: &[&str]) -> bool {
     set.iter().any(|s| s.eq_ignore_ascii_case(name))
@@ -206,7 +207,8 @@ impl fmt::Display for Link<'_> {
             write!(f, ";{name}")?;
             let Some(value) = value else { continue };
             f.write_char('=')?;
-            if value.is_empty() || is_one_of(name, &QUOTED_ATTRS) || !value.bytes().all(is_ptokenchar) {
+            let bare_number = value.bytes().all(|b| b.is_ascii_digit());
+            if value.is_empty() || is_one_of(name, &QUOTED_ATTRS) || !bare_number || !value.bytes().all(is_ptokenchar) {
                 f.write_char('"')?;
                 for c in value.chars() {
                     if c == '"' || c == '\\' {
@@ -660,7 +662,7 @@ mod tests {
             concat!(
                 r#"</sensors/temp>;rt="temperature-c";if="sensor";ct="0 40";obs;sz=262144;title="Temp \"inside\" \\ C","#,
                 r#"</firmware/v2.1>;rt="firmware x";ct=40;obs,"#,
-                r#"<http://www.example.com/sensors/t123>;anchor="/sensors/temp";rel=describedby"#,
+                r#"<http://www.example.com/sensors/t123>;anchor="/sensors/temp";rel="describedby""#,
             )
         );
         let back = parse_all(&out);

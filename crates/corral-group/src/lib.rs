@@ -1,0 +1,65 @@
+//! # corral-group
+//!
+//! CoAP group communication as seed 000 builds it, as sans-IO services for a corral [`Node`]:
+//!
+//! - [`EntityManager`] (mount at `em`): entities — named groups of CoAP resources exposed as one resource —
+//!   with profiles (`er emt ect enr eo delay timeout mcstURI`), operations (`lst avg min max sum count med`),
+//!   unicast and multicast fan-out, nesting, validation, and persistence through a [`Store`]. The wire
+//!   interface is `shared/docs/entity-manager.md`.
+//! - [`McResource`] (mount at `mc`): the member-side multicast membership resource of seed 000 Table 4.
+//! - [`device`]: virtual sensors and actuators, the lab's constrained devices.
+//! - [`Store`] with [`SqliteStore`] (embedded SQLite, WAL) and [`MemStore`].
+//! - [`senml`]: SenML (RFC 8428) JSON and CBOR. It lives here rather than in corral-wire *(decision)*: it
+//!   needs serde and a CBOR codec, and only the Entity Manager produces it.
+//!
+//! Nothing here reads a clock, opens a socket or draws randomness of its own; the one synchronous I/O is
+//! the SQLite store (see [`store`] for why that is acceptable).
+//!
+//! ## A gateway node
+//! ```
+//! use corral_group::{EmConfig, EntityManager, SqliteStore};
+//! use corral_proto::{Endpoint, EndpointConfig, Node};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("em.db");
+//! let gateway_addr = "127.0.0.1:5683".parse().unwrap();
+//! let store = SqliteStore::open(&path).expect("open the entity database");
+//! let config = EmConfig { local_addrs: vec![gateway_addr], ..EmConfig::default() };
+//! let mut gateway = Node::new(Endpoint::new(EndpointConfig::with_seed(7)));
+//! let em = gateway.mount("em", EntityManager::new(config, Box::new(store)).expect("load entities"));
+//! // The driver (corral-tokio or the simulator) now feeds datagrams and timeouts to `gateway` and applies
+//! // its `poll_command()`s; `gateway.service::<EntityManager>(em)` inspects the EM.
+//! # let _ = em;
+//! ```
+//!
+//! ## A device node
+//! ```
+//! use corral_group::device::{mount_device, DeviceConfig};
+//! use corral_proto::{Endpoint, EndpointConfig, Node};
+//! let mut device = Node::new(Endpoint::new(EndpointConfig::with_seed(42)));
+//! let handles = mount_device(&mut device, DeviceConfig { mc_slots: Some(4), ..DeviceConfig::default() });
+//! // /s/t /s/h /s/l, /a/shutter /a/light, /mc and /.well-known/core are now served. A POST /mc?act=add
+//! // yields NodeCommand::JoinGroup(addr) from device.poll_command(), which the driver applies to its socket.
+//! # let _ = handles;
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod device;
+pub mod em;
+pub mod mc;
+pub mod output;
+pub mod pool;
+pub mod profile;
+pub mod senml;
+pub mod sqlite;
+pub mod store;
+pub mod uri;
+
+pub use em::{EmConfig, EntityManager};
+pub use mc::McResource;
+pub use pool::AddressPool;
+pub use profile::{Delay, Ect, Emt, Op, Profile};
+pub use sqlite::SqliteStore;
+pub use store::{MemStore, Snapshot, Store, StoreError, StoredEntity};
+
+#[doc(no_inline)]
+pub use corral_proto::Node;

@@ -1,0 +1,154 @@
+//! The member-side multicast membership resource `/mc` of seed 000 §4.1, Table 4, as a sans-IO service.
+//!
+//! | method | query | payload | answers |
+//! |---|---|---|---|
+//! | GET | — | — | 2.05: joined groups, one per line (text/plain) or a CBOR array of byte strings (Accept 60) |
+//! | POST | `act=add` | the group address, 16 raw bytes (IPv6) or 4 (IPv4) | 2.04 joined (also when already a member); 4.00 bad length or not multicast; 5.03 no free slot |
+//! | POST | `act=del` | the group address | 2.02 left; 4.04 not a member |
+//!
+//! Owns: the node's list of joined groups, bounded by a fixed number of slots like Contiki's compile-time
+//! limit. Joining and leaving reach the socket (or the simulated network) as [`corral_proto::NodeCommand`]s
+//! through `cx.join_group` / `cx.leave_group`. Must never: touch a socket itself.
+
+use corral_proto::wire::{Code, ContentFormat};
+use corral_proto::{Context, IncomingRequest, ResourceLink, Response, Service};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Default slots *(decision)*: seed 000's nodes had 6 multicast addresses of which 4 are taken by the
+/// automatic link-local groups (Table 3, Table 6); corral's virtual devices allow 4 entity groups so that a
+/// testbed can host several multicast entities per device. Configurable (`corral device --mc-slots`).
+pub const DEFAULT_SLOTS: usize = 4;
+
+/// The `/mc` resource. Mount it at `mc`.
+#[derive(Debug, Clone)]
+pub struct McResource {
+    slots: usize,
+    groups: Vec<IpAddr>,
+}
+
+impl Default for McResource {
+    fn default() -> Self {
+        McResource::new(DEFAULT_SLOTS)
+    }
+}
+
+impl McResource {
+    pub fn new(slots: usize) -> McResource {
+        McResource { slots, groups: Vec::new() }
+    }
+
+    /// The groups joined, in join order.
+    pub fn groups(&self) -> &[IpAddr] {
+        &self.groups
+    }
+
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Joins a group as `POST ?act=add` does (also for memberships configured at start-up): `Err` is the
+    /// error answer (4.00 not multicast, 5.03 no free slot). Joining a group twice is not an error.
+    pub fn join(&mut self, cx: &mut Context<'_>, group: IpAddr) -> Result<(), Response> {
+        if !group.is_multicast() {
+            return Err(Response::error(Code::BAD_REQUEST, format!("{group} is not a multicast address")));
+        }
+        if self.groups.contains(&group) {
+            return Ok(());
+        }
+        if self.groups.len() >= self.slots {
+            return Err(Response::error(
+                Code::SERVICE_UNAVAILABLE,
+                format!("no free slot ({} of {} in use)", self.groups.len(), self.slots),
+            ));
+        }
+        self.groups.push(group);
+        cx.join_group(group);
+        Ok(())
+    }
+
+    fn handle(&mut self, cx: &mut Context<'_>, req: &IncomingRequest) -> Response {
+        if !cx.subpath(&req.request).is_empty() {
+            return Response::error(Code::NOT_FOUND, "no such resource below /mc");
+        }
+        let r = &req.request;
+        match r.method {
+            Code::GET => match r.options.accept().map(|c| c.0) {
+                None | Some(0) => {
+                    let mut s = String::new();
+                    for g in &self.groups {
+                        s.push_str(&g.to_string());
+                        s.push('\n');
+                    }
+                    Response::content(ContentFormat::TEXT_PLAIN, s)
+                }
+                Some(60) => {
+                    let arr = ciborium::Value::Array(
+                        self.groups
+                            .iter()
+                            .map(|g| {
+                                ciborium::Value::Bytes(match g {
+                                    IpAddr::V4(a) => a.octets().to_vec(),
+                                    IpAddr::V6(a) => a.octets().to_vec(),
+                                })
+                            })
+                            .collect(),
+                    );
+                    let mut out = Vec::new();
+                    let _ = ciborium::into_writer(&arr, &mut out);
+                    Response::content(ContentFormat::CBOR, out)
+                }
+                Some(_) => Response::error(Code::NOT_ACCEPTABLE, "/mc offers text/plain (0) or CBOR (60)"),
+            },
+            Code::POST => {
+                let act = r.query_value("act");
+                let group = match r.payload.len() {
+                    16 => {
+                        let mut b = [0u8; 16];
+                        b.copy_from_slice(&r.payload);
+                        IpAddr::V6(Ipv6Addr::from(b))
+                    }
+                    4 => {
+                        let mut b = [0u8; 4];
+                        b.copy_from_slice(&r.payload);
+                        IpAddr::V4(Ipv4Addr::from(b))
+                    }
+                    n if matches!(act, Some("add" | "del")) => {
+                        return Response::error(
+                            Code::BAD_REQUEST,
+                            format!("bad length: {n} bytes (expected 16 for IPv6 or 4 for IPv4)"),
+                        )
+                    }
+                    _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                };
+                match act {
+                    Some("add") => match self.join(cx, group) {
+                        Ok(()) => Response::new(Code::CHANGED),
+                        Err(resp) => resp,
+                    },
+                    Some("del") => {
+                        if let Some(i) = self.groups.iter().position(|g| *g == group) {
+                            self.groups.remove(i);
+                            cx.leave_group(group);
+                            Response::new(Code::DELETED)
+                        } else {
+                            Response::error(Code::NOT_FOUND, format!("not a member of {group}"))
+                        }
+                    }
+                    _ => Response::error(Code::BAD_REQUEST, "expected the query act=add or act=del"),
+                }
+            }
+            _ => Response::error(Code::METHOD_NOT_ALLOWED, "/mc supports GET and POST"),
+        }
+    }
+}
+
+impl Service for McResource {
+    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        let resp = self.handle(cx, &req);
+        cx.respond(req.id, resp);
+    }
+
+    fn links(&self) -> Vec<ResourceLink> {
+        vec![ResourceLink::new("").attr("rt", "core.mc").attr("ct", "0 60")]
+    }
+}

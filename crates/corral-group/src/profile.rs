@@ -1,0 +1,586 @@
+//! Entity profiles (seed 000 §2.3.1): the fields `er emt ect enr eo delay timeout mcstURI`, their
+//! defaults, the three ways a client writes them (JSON, CBOR, link-format member list plus URI queries),
+//! the per-request overrides of a use request, and the profile document the EM answers with.
+//!
+//! Owns: syntax and per-field validity. Must never: look at the network or the store — whether members
+//! answer, cycles and multicast membership are the Entity Manager's business.
+
+use serde_json::{Map, Value as Json};
+use std::fmt;
+use std::time::Duration as StdDuration;
+
+/// An entity operation (`eo`): how member replies combine into one answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Every reply, one record per member.
+    Lst,
+    Avg,
+    Min,
+    Max,
+    /// *(decision)* The sum of the values.
+    Sum,
+    /// *(decision)* How many members replied (any representation).
+    Count,
+    /// *(decision)* The median (the mean of the middle two for an even count).
+    Med,
+}
+
+impl Op {
+    pub const ALL: [Op; 7] = [Op::Lst, Op::Avg, Op::Min, Op::Max, Op::Sum, Op::Count, Op::Med];
+
+    pub fn parse(s: &str) -> Option<Op> {
+        Some(match s {
+            "lst" => Op::Lst,
+            "avg" => Op::Avg,
+            "min" => Op::Min,
+            "max" => Op::Max,
+            "sum" => Op::Sum,
+            "count" => Op::Count,
+            "med" => Op::Med,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Lst => "lst",
+            Op::Avg => "avg",
+            Op::Min => "min",
+            Op::Max => "max",
+            Op::Sum => "sum",
+            Op::Count => "count",
+            Op::Med => "med",
+        }
+    }
+
+    /// Whether the operation needs one number from every member.
+    pub fn is_arithmetic(self) -> bool {
+        matches!(self, Op::Avg | Op::Min | Op::Max | Op::Sum | Op::Med)
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Entity message type (`emt`): CON or NON from the EM to members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Emt {
+    Con,
+    Non,
+}
+
+impl Emt {
+    pub fn parse(s: &str) -> Option<Emt> {
+        match s.to_ascii_lowercase().as_str() {
+            "con" => Some(Emt::Con),
+            "non" => Some(Emt::Non),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Emt::Con => "con",
+            Emt::Non => "non",
+        }
+    }
+}
+
+/// Entity communication type (`ect`): set at creation only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ect {
+    Unicast,
+    Multicast,
+}
+
+impl Ect {
+    pub fn parse(s: &str) -> Option<Ect> {
+        match s.to_ascii_lowercase().as_str() {
+            "unicast" => Some(Ect::Unicast),
+            "multicast" => Some(Ect::Multicast),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ect::Unicast => "unicast",
+            Ect::Multicast => "multicast",
+        }
+    }
+}
+
+/// The pause between successive unicast member requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delay {
+    Millis(u64),
+    /// Seed 000 Eq. (2): `D = S·G / (R·(G−1))`.
+    Auto,
+}
+
+impl Delay {
+    pub fn parse(s: &str) -> Option<Delay> {
+        if s == "auto" {
+            return Some(Delay::Auto);
+        }
+        s.parse::<u64>().ok().filter(|v| *v <= MAX_MILLIS).map(Delay::Millis)
+    }
+
+    fn to_json(self) -> Json {
+        match self {
+            Delay::Millis(ms) => Json::from(ms),
+            Delay::Auto => Json::from("auto"),
+        }
+    }
+
+    /// The delay for a group of `g` members (`s` bytes per response, `r` bytes per second).
+    pub fn resolve(self, g: usize, s: u32, r: u32) -> StdDuration {
+        match self {
+            Delay::Millis(ms) => StdDuration::from_millis(ms),
+            Delay::Auto => auto_delay(g, s, r),
+        }
+    }
+}
+
+impl fmt::Display for Delay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Delay::Millis(ms) => write!(f, "{ms}"),
+            Delay::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+/// Seed 000 Eq. (2), the lower bound of the delay between unicast requests: `D = S·G / (R·(G−1))`, with
+/// `S` the response size in bytes, `R` the target rate in bytes per second and `G` the group size. One
+/// member needs no spacing, so `G ≤ 1` gives zero. 100 ms for G = 5, 82 ms for G = 40 with S = 80, R = 1000.
+pub fn auto_delay(g: usize, s: u32, r: u32) -> StdDuration {
+    if g <= 1 || r == 0 {
+        return StdDuration::ZERO;
+    }
+    let g = g as f64;
+    let secs = f64::from(s) * g / (f64::from(r) * (g - 1.0));
+    StdDuration::from_micros((secs * 1e6).round() as u64)
+}
+
+/// The largest delay or timeout accepted, in ms (one day): larger values are surely mistakes.
+pub const MAX_MILLIS: u64 = 86_400_000;
+/// The most members an entity may have.
+pub const MAX_MEMBERS: usize = 1024;
+
+/// An entity profile. `enr = None` means "every member" and follows the member count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    pub er: Vec<String>,
+    pub emt: Emt,
+    pub ect: Ect,
+    pub enr: Option<u32>,
+    pub eo: Vec<Op>,
+    pub delay: Delay,
+    /// Entity-level timeout in ms; `None`: CoAP's own (until every exchange completed or failed).
+    pub timeout: Option<u64>,
+    /// Multicast entities only: the group URI, assigned by the EM.
+    pub mcst_uri: Option<String>,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Profile {
+            er: Vec::new(),
+            emt: Emt::Con,
+            ect: Ect::Unicast,
+            enr: None,
+            eo: vec![Op::Lst, Op::Avg, Op::Min, Op::Max],
+            delay: Delay::Millis(0),
+            timeout: None,
+            mcst_uri: None,
+        }
+    }
+}
+
+/// A profile field that is wrong; the text names the field and the problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileError(pub String);
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn perr(s: impl Into<String>) -> ProfileError {
+    ProfileError(s.into())
+}
+
+/// Fields given in a document or a query, each optional: what a client said, before defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProfilePatch {
+    pub er: Option<Vec<String>>,
+    pub emt: Option<Emt>,
+    pub ect: Option<Ect>,
+    pub enr: Option<Option<u32>>,
+    pub eo: Option<Vec<Op>>,
+    pub delay: Option<Delay>,
+    pub timeout: Option<Option<u64>>,
+    pub mcst_uri: Option<String>,
+}
+
+impl Profile {
+    /// The default operation: the first of `eo`.
+    pub fn default_op(&self) -> Op {
+        self.eo.first().copied().unwrap_or(Op::Lst)
+    }
+
+    /// The number of replies to wait for.
+    pub fn enr_resolved(&self) -> usize {
+        self.enr.map(|n| n as usize).unwrap_or(self.er.len())
+    }
+
+    /// Applies a patch on top of this profile. `ect` forces `emt=non` for multicast entities.
+    pub fn apply(&mut self, p: &ProfilePatch) {
+        if let Some(er) = &p.er {
+            self.er = er.clone();
+        }
+        if let Some(v) = p.emt {
+            self.emt = v;
+        }
+        if let Some(v) = p.ect {
+            self.ect = v;
+        }
+        if let Some(v) = p.enr {
+            self.enr = v;
+        }
+        if let Some(v) = &p.eo {
+            self.eo = v.clone();
+        }
+        if let Some(v) = p.delay {
+            self.delay = v;
+        }
+        if let Some(v) = p.timeout {
+            self.timeout = v;
+        }
+        if self.ect == Ect::Multicast {
+            // Seed 000 §2.3.1: CoAP multicast requests are NON.
+            self.emt = Emt::Non;
+        }
+    }
+
+    /// Field checks that need no other entity: members present and not duplicated, `enr` in range, `eo`
+    /// not empty.
+    pub fn check(&self) -> Result<(), ProfileError> {
+        if self.er.is_empty() {
+            return Err(perr("er: an entity needs at least one member"));
+        }
+        if self.er.len() > MAX_MEMBERS {
+            return Err(perr(format!("er: {} members, at most {MAX_MEMBERS} are allowed", self.er.len())));
+        }
+        for (i, m) in self.er.iter().enumerate() {
+            if self.er[..i].iter().any(|o| o.trim() == m.trim()) {
+                return Err(perr(format!("er: member {m} is listed twice")));
+            }
+        }
+        if let Some(n) = self.enr {
+            if n == 0 {
+                return Err(perr("enr=0: the number of replies must be at least 1"));
+            }
+            if n as usize > self.er.len() {
+                return Err(perr(format!("enr={n} exceeds the number of members ({})", self.er.len())));
+            }
+        }
+        if self.eo.is_empty() {
+            return Err(perr("eo: at least one operation is needed"));
+        }
+        Ok(())
+    }
+
+    /// The profile document (JSON object) the EM answers with; `enr` is always written resolved.
+    pub fn to_json(&self) -> Json {
+        let mut m = Map::new();
+        m.insert("er".into(), Json::from(self.er.clone()));
+        m.insert("emt".into(), Json::from(self.emt.as_str()));
+        m.insert("ect".into(), Json::from(self.ect.as_str()));
+        m.insert("enr".into(), Json::from(self.enr_resolved()));
+        m.insert("eo".into(), Json::from(self.eo.iter().map(|o| o.as_str()).collect::<Vec<_>>()));
+        m.insert("delay".into(), self.delay.to_json());
+        if let Some(t) = self.timeout {
+            m.insert("timeout".into(), Json::from(t));
+        }
+        if let Some(u) = &self.mcst_uri {
+            m.insert("mcstURI".into(), Json::from(u.clone()));
+        }
+        Json::Object(m)
+    }
+}
+
+fn parse_ops(s: &str) -> Result<Vec<Op>, ProfileError> {
+    let mut ops = Vec::new();
+    for item in s.split([',', ' ', '+', ';']).filter(|s| !s.is_empty()) {
+        let op = Op::parse(item)
+            .ok_or_else(|| perr(format!("eo: unknown operation {item:?} (known: lst avg min max sum count med)")))?;
+        if !ops.contains(&op) {
+            ops.push(op);
+        }
+    }
+    if ops.is_empty() {
+        return Err(perr("eo: no operation given"));
+    }
+    Ok(ops)
+}
+
+fn parse_enr(s: &str) -> Result<u32, ProfileError> {
+    s.parse::<u32>().map_err(|_| perr(format!("enr={s:?} is not a number")))
+}
+
+fn parse_timeout(s: &str) -> Result<u64, ProfileError> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|v| *v <= MAX_MILLIS)
+        .ok_or_else(|| perr(format!("timeout={s:?} is not a number of milliseconds (0 to {MAX_MILLIS})")))
+}
+
+fn parse_delay(s: &str) -> Result<Delay, ProfileError> {
+    Delay::parse(s).ok_or_else(|| perr(format!("delay={s:?} is neither a number of milliseconds nor auto")))
+}
+
+/// A JSON scalar as the string a query would carry, or an error naming the field.
+fn scalar(field: &str, v: &Json) -> Result<String, ProfileError> {
+    match v {
+        Json::String(s) => Ok(s.clone()),
+        Json::Number(n) => Ok(n.to_string()),
+        Json::Bool(b) => Ok(b.to_string()),
+        _ => Err(perr(format!("{field}: expected a string or a number"))),
+    }
+}
+
+impl ProfilePatch {
+    /// Reads a profile document: a JSON object with any of the profile fields. Unknown fields are an error
+    /// (a typo must not silently fall back to a default).
+    pub fn from_json(doc: &Json) -> Result<ProfilePatch, ProfileError> {
+        let Json::Object(m) = doc else {
+            return Err(perr("the profile document must be a JSON/CBOR map"));
+        };
+        let mut p = ProfilePatch::default();
+        for (k, v) in m {
+            match k.as_str() {
+                "er" => {
+                    let Json::Array(items) = v else {
+                        return Err(perr("er: expected an array of member URIs"));
+                    };
+                    let mut er = Vec::with_capacity(items.len());
+                    for it in items {
+                        let Json::String(s) = it else {
+                            return Err(perr("er: every member must be a URI string"));
+                        };
+                        er.push(s.trim().to_string());
+                    }
+                    p.er = Some(er);
+                }
+                "eo" => {
+                    p.eo = Some(match v {
+                        Json::Array(items) => {
+                            let mut joined = String::new();
+                            for it in items {
+                                joined.push_str(&scalar("eo", it)?);
+                                joined.push(',');
+                            }
+                            parse_ops(&joined)?
+                        }
+                        other => parse_ops(&scalar("eo", other)?)?,
+                    })
+                }
+                "enr" => {
+                    p.enr = Some(match v {
+                        Json::Null => None,
+                        other => Some(parse_enr(&scalar("enr", other)?)?),
+                    })
+                }
+                "timeout" => {
+                    p.timeout = Some(match v {
+                        Json::Null => None,
+                        other => Some(parse_timeout(&scalar("timeout", other)?)?),
+                    })
+                }
+                other_field => p.set_text(other_field, &scalar(other_field, v)?)?,
+            }
+        }
+        Ok(p)
+    }
+
+    /// Sets one field from its text form, as in a URI query (`enr=2`, `eo=avg,min`, `delay=auto`).
+    pub fn set_text(&mut self, key: &str, value: &str) -> Result<(), ProfileError> {
+        match key {
+            "emt" => {
+                self.emt = Some(Emt::parse(value).ok_or_else(|| perr(format!("emt={value:?}: expected con or non")))?)
+            }
+            "ect" => {
+                self.ect = Some(
+                    Ect::parse(value).ok_or_else(|| perr(format!("ect={value:?}: expected unicast or multicast")))?,
+                )
+            }
+            "enr" => self.enr = Some(Some(parse_enr(value)?)),
+            "eo" => self.eo = Some(parse_ops(value)?),
+            "delay" => self.delay = Some(parse_delay(value)?),
+            "timeout" => self.timeout = Some(Some(parse_timeout(value)?)),
+            "mcstURI" => self.mcst_uri = Some(value.to_string()),
+            "er" => return Err(perr("er: members go in the payload, not in a query")),
+            other => return Err(perr(format!("unknown profile field {other:?}"))),
+        }
+        Ok(())
+    }
+
+    /// Reads `key=value` URI queries on top of this patch.
+    pub fn apply_queries<'a>(
+        &mut self,
+        queries: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), ProfileError> {
+        for (k, v) in queries {
+            self.set_text(k, v)?;
+        }
+        Ok(())
+    }
+}
+
+/// Per-request overrides of a use request: every field but `ect`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UseOverrides {
+    pub eo: Option<Op>,
+    pub enr: Option<u32>,
+    pub emt: Option<Emt>,
+    pub delay: Option<Delay>,
+    pub timeout: Option<u64>,
+}
+
+impl UseOverrides {
+    /// Reads the URI queries of a use request. `ect` is refused (seed 000 §2.3.1: creation time only).
+    pub fn parse<'a>(queries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<UseOverrides, ProfileError> {
+        let mut o = UseOverrides::default();
+        for (k, v) in queries {
+            match k {
+                "eo" => {
+                    o.eo = Some(Op::parse(v).ok_or_else(|| {
+                        perr(format!("eo: unknown operation {v:?} (known: lst avg min max sum count med)"))
+                    })?)
+                }
+                "enr" => o.enr = Some(parse_enr(v)?),
+                "emt" => o.emt = Some(Emt::parse(v).ok_or_else(|| perr(format!("emt={v:?}: expected con or non")))?),
+                "delay" => o.delay = Some(parse_delay(v)?),
+                "timeout" => o.timeout = Some(parse_timeout(v)?),
+                "ect" => {
+                    return Err(perr(
+                        "ect cannot be overridden per request: it is fixed at creation (change membership instead)",
+                    ))
+                }
+                other => {
+                    return Err(perr(format!("unknown query parameter {other:?} (use eo, enr, emt, delay, timeout)")))
+                }
+            }
+        }
+        if o.enr == Some(0) {
+            return Err(perr("enr=0: the number of replies must be at least 1"));
+        }
+        Ok(o)
+    }
+}
+
+/// Reads a CoRE link-format (RFC 6690) member list: the targets of `<…>` links; attributes are ignored.
+pub fn parse_link_members(text: &str) -> Result<Vec<String>, ProfileError> {
+    let mut out = Vec::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    loop {
+        while i < b.len() && (b[i] as char).is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= b.len() {
+            break;
+        }
+        if b[i] != b'<' {
+            return Err(perr(format!("link-format: expected '<' at byte {i}")));
+        }
+        let Some(end) = text[i + 1..].find('>') else {
+            return Err(perr("link-format: unterminated '<'"));
+        };
+        out.push(text[i + 1..i + 1 + end].trim().to_string());
+        i += end + 2;
+        // Skip attributes up to the next top-level comma.
+        let mut quoted = false;
+        while i < b.len() {
+            match b[i] {
+                b'"' => quoted = !quoted,
+                b'\\' if quoted => i += 1,
+                b',' if !quoted => break,
+                _ => {}
+            }
+            i += 1;
+        }
+        if quoted {
+            return Err(perr("link-format: unterminated quoted attribute"));
+        }
+        i += 1; // the comma
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eq2_auto_delay() {
+        assert_eq!(auto_delay(5, 80, 1000), StdDuration::from_millis(100));
+        assert_eq!(auto_delay(40, 80, 1000).as_micros(), 82_051);
+        assert_eq!(auto_delay(1, 80, 1000), StdDuration::ZERO);
+        assert_eq!(auto_delay(0, 80, 1000), StdDuration::ZERO);
+    }
+
+    #[test]
+    fn json_document() {
+        let doc: Json = serde_json::from_str(
+            r#"{"er":["coap://10.0.0.1/s/t"],"eo":"avg min","enr":1,"delay":"auto","emt":"non","timeout":3000}"#,
+        )
+        .unwrap();
+        let patch = ProfilePatch::from_json(&doc).unwrap();
+        let mut p = Profile::default();
+        p.apply(&patch);
+        assert_eq!(p.eo, vec![Op::Avg, Op::Min]);
+        assert_eq!(p.enr, Some(1));
+        assert_eq!(p.delay, Delay::Auto);
+        assert_eq!(p.emt, Emt::Non);
+        assert_eq!(p.timeout, Some(3000));
+        p.check().unwrap();
+        let out = p.to_json();
+        assert_eq!(out["eo"], serde_json::json!(["avg", "min"]));
+        let bad: Json = serde_json::from_str(r#"{"er":["x"],"eoo":"avg"}"#).unwrap();
+        assert!(ProfilePatch::from_json(&bad).unwrap_err().0.contains("eoo"));
+    }
+
+    #[test]
+    fn overrides() {
+        let o = UseOverrides::parse([("eo", "avg"), ("enr", "2"), ("delay", "auto")]).unwrap();
+        assert_eq!(o.eo, Some(Op::Avg));
+        assert!(UseOverrides::parse([("ect", "unicast")]).unwrap_err().0.contains("ect"));
+        assert!(UseOverrides::parse([("eo", "mode")]).unwrap_err().0.contains("unknown operation"));
+        assert!(UseOverrides::parse([("enr", "0")]).unwrap_err().0.contains("enr=0"));
+    }
+
+    #[test]
+    fn link_members() {
+        let m = parse_link_members(r#"<coap://[::1]/s/t>;rt="a,b", </em/r1> ,<coap://1.2.3.4/x>"#).unwrap();
+        assert_eq!(m, vec!["coap://[::1]/s/t", "/em/r1", "coap://1.2.3.4/x"]);
+        assert!(parse_link_members("coap://x").is_err());
+        assert!(parse_link_members("<coap://x").is_err());
+    }
+
+    #[test]
+    fn checks() {
+        let mut p = Profile { er: vec!["a".into(), "b".into()], ..Profile::default() };
+        p.enr = Some(3);
+        assert!(p.check().unwrap_err().0.contains("enr=3"));
+        p.enr = Some(0);
+        assert!(p.check().unwrap_err().0.contains("enr=0"));
+        p.enr = None;
+        p.er.push("a".into());
+        assert!(p.check().unwrap_err().0.contains("twice"));
+    }
+}

@@ -1,0 +1,306 @@
+//! The embedded SQLite store (one file, WAL mode).
+//!
+//! Owns: the schema, its version (`PRAGMA user_version`) and migrations, and the mapping of
+//! [`StoredEntity`] onto tables. Every [`Store`] call is one transaction.
+//!
+//! # Durability *(decision)*
+//! - `journal_mode=WAL`: readers never block the writer, and a commit is one append to the log.
+//! - `synchronous=FULL`: each commit is fsynced before the call returns. With `NORMAL`, WAL survives a
+//!   process crash (`kill -9`) but may lose the last commits on power loss; an EM write is rare and
+//!   follows network round trips that take far longer than an fsync, and losing an allocator cursor on
+//!   power loss would let the EM hand out a multicast address that is still bookmarked. So the stronger
+//!   setting costs nothing that matters.
+//! - Foreign keys with `ON DELETE CASCADE` keep members with their entity; saving an entity replaces its
+//!   rows inside one transaction, so a crash leaves the old entity or the new one.
+//!
+//! # Schema (version 1)
+//! ```sql
+//! entity(name TEXT PRIMARY KEY, emt TEXT, ect TEXT, enr INTEGER NULL, eo TEXT, delay TEXT,
+//!        timeout INTEGER NULL, mcst_uri TEXT NULL, grp TEXT NULL, pending INTEGER)
+//! member(entity TEXT REFERENCES entity(name) ON DELETE CASCADE, idx INTEGER, uri TEXT, joined INTEGER,
+//!        PRIMARY KEY (entity, idx))
+//! counter(key TEXT PRIMARY KEY, value INTEGER)
+//! ```
+
+use crate::profile::{Delay, Ect, Emt, Op, Profile};
+use crate::store::{Snapshot, Store, StoreError, StoredEntity};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::net::IpAddr;
+use std::path::Path;
+
+/// The schema version this code writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE entity (
+    name     TEXT PRIMARY KEY NOT NULL,
+    emt      TEXT NOT NULL,
+    ect      TEXT NOT NULL,
+    enr      INTEGER,
+    eo       TEXT NOT NULL,
+    delay    TEXT NOT NULL,
+    timeout  INTEGER,
+    mcst_uri TEXT,
+    grp      TEXT,
+    pending  INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE member (
+    entity TEXT NOT NULL REFERENCES entity(name) ON DELETE CASCADE,
+    idx    INTEGER NOT NULL,
+    uri    TEXT NOT NULL,
+    joined INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (entity, idx)
+);
+CREATE TABLE counter (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value INTEGER NOT NULL
+);
+";
+
+fn e(err: rusqlite::Error) -> StoreError {
+    StoreError(err.to_string())
+}
+
+/// The SQLite store. See the module docs.
+pub struct SqliteStore {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.conn.path()).finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file and brings its schema up to date.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        let conn = Connection::open(path).map_err(e)?;
+        SqliteStore::init(conn)
+    }
+
+    /// An in-memory database (same code path as a file, no durability).
+    pub fn open_in_memory() -> Result<SqliteStore, StoreError> {
+        SqliteStore::init(Connection::open_in_memory().map_err(e)?)
+    }
+
+    fn init(mut conn: Connection) -> Result<SqliteStore, StoreError> {
+        conn.busy_timeout(std::time::Duration::from_secs(2)).map_err(e)?;
+        // journal_mode returns a row; in-memory databases answer "memory".
+        let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(e)?;
+        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;").map_err(e)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(e)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError(format!(
+                "database schema version {version} is newer than this corral ({SCHEMA_VERSION}); refusing to touch it"
+            )));
+        }
+        if version < 1 {
+            let tx = conn.transaction().map_err(e)?;
+            tx.execute_batch(SCHEMA_V1).map_err(e)?;
+            tx.pragma_update(None, "user_version", 1).map_err(e)?;
+            tx.commit().map_err(e)?;
+        }
+        // Future migrations: `if version < 2 { … user_version = 2 }`, each in its own transaction.
+        Ok(SqliteStore { conn })
+    }
+
+    /// The schema version of the open database.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(e)
+    }
+}
+
+fn eo_text(eo: &[Op]) -> String {
+    eo.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(" ")
+}
+
+fn bad(what: &str, name: &str) -> StoreError {
+    StoreError(format!("entity {name}: unreadable {what} in the database"))
+}
+
+impl Store for SqliteStore {
+    fn load(&self) -> Result<Snapshot, StoreError> {
+        let mut snap = Snapshot::default();
+        let mut st = self
+            .conn
+            .prepare("SELECT name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending FROM entity ORDER BY name")
+            .map_err(e)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, Option<i64>>(6)?,
+                    r.get::<_, Option<String>>(7)?,
+                    r.get::<_, Option<String>>(8)?,
+                    r.get::<_, i64>(9)? != 0,
+                ))
+            })
+            .map_err(e)?;
+        let mut mst = self.conn.prepare("SELECT uri, joined FROM member WHERE entity = ?1 ORDER BY idx").map_err(e)?;
+        for row in rows {
+            let (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending) = row.map_err(e)?;
+            let members: Vec<(String, bool)> = mst
+                .query_map([&name], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0)))
+                .map_err(e)?
+                .collect::<Result<_, _>>()
+                .map_err(e)?;
+            let eo: Vec<Op> = eo
+                .split(' ')
+                .filter(|s| !s.is_empty())
+                .map(Op::parse)
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad("eo", &name))?;
+            let profile = Profile {
+                er: members.iter().map(|(u, _)| u.clone()).collect(),
+                emt: Emt::parse(&emt).ok_or_else(|| bad("emt", &name))?,
+                ect: Ect::parse(&ect).ok_or_else(|| bad("ect", &name))?,
+                enr: enr.map(|v| u32::try_from(v).map_err(|_| bad("enr", &name))).transpose()?,
+                eo,
+                delay: Delay::parse(&delay).ok_or_else(|| bad("delay", &name))?,
+                timeout: timeout.map(|v| u64::try_from(v).map_err(|_| bad("timeout", &name))).transpose()?,
+                mcst_uri,
+            };
+            let group = grp.map(|g| g.parse::<IpAddr>().map_err(|_| bad("group", &name))).transpose()?;
+            snap.entities.push(StoredEntity {
+                name,
+                profile,
+                group,
+                joined: members.iter().map(|(_, j)| *j).collect(),
+                pending,
+            });
+        }
+        let mut cst = self.conn.prepare("SELECT key, value FROM counter").map_err(e)?;
+        for row in cst.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).map_err(e)? {
+            let (k, v) = row.map_err(e)?;
+            snap.counters.insert(k, v as u64);
+        }
+        Ok(snap)
+    }
+
+    fn save_entity(&mut self, ent: &StoredEntity) -> Result<(), StoreError> {
+        let tx = self.conn.transaction().map_err(e)?;
+        tx.execute("DELETE FROM entity WHERE name = ?1", [&ent.name]).map_err(e)?;
+        let p = &ent.profile;
+        tx.execute(
+            "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
+            params![
+                ent.name,
+                p.emt.as_str(),
+                p.ect.as_str(),
+                p.enr.map(i64::from),
+                eo_text(&p.eo),
+                p.delay.to_string(),
+                p.timeout.map(|t| t as i64),
+                p.mcst_uri,
+                ent.group.map(|g| g.to_string()),
+                ent.pending as i64,
+            ],
+        )
+        .map_err(e)?;
+        {
+            let mut st =
+                tx.prepare("INSERT INTO member (entity, idx, uri, joined) VALUES (?1, ?2, ?3, ?4)").map_err(e)?;
+            for (i, uri) in p.er.iter().enumerate() {
+                let joined = ent.joined.get(i).copied().unwrap_or(false);
+                st.execute(params![ent.name, i as i64, uri, joined as i64]).map_err(e)?;
+            }
+        }
+        tx.commit().map_err(e)
+    }
+
+    fn delete_entity(&mut self, name: &str) -> Result<(), StoreError> {
+        let tx = self.conn.transaction().map_err(e)?;
+        tx.execute("DELETE FROM entity WHERE name = ?1", [name]).map_err(e)?;
+        tx.commit().map_err(e)
+    }
+
+    fn set_counter(&mut self, key: &str, value: u64) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO counter (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![key, value as i64],
+            )
+            .map_err(e)?;
+        Ok(())
+    }
+}
+
+impl SqliteStore {
+    /// A counter's value, for diagnostics.
+    pub fn counter(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        self.conn
+            .query_row("SELECT value FROM counter WHERE key = ?1", [key], |r| r.get::<_, i64>(0))
+            .optional()
+            .map(|v| v.map(|v| v as u64))
+            .map_err(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entity(name: &str) -> StoredEntity {
+        StoredEntity {
+            name: name.into(),
+            profile: Profile {
+                er: vec!["coap://10.0.0.1/s/t".into(), "/em/x".into()],
+                enr: Some(1),
+                delay: Delay::Auto,
+                timeout: Some(300),
+                mcst_uri: Some("coap://239.255.89.1/s/t".into()),
+                ect: Ect::Multicast,
+                emt: Emt::Non,
+                ..Profile::default()
+            },
+            group: Some("239.255.89.1".parse().unwrap()),
+            joined: vec![true, false],
+            pending: false,
+        }
+    }
+
+    #[test]
+    fn round_trip_replace_delete_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("em.db");
+        {
+            let mut s = SqliteStore::open(&path).unwrap();
+            assert_eq!(s.schema_version().unwrap(), 1);
+            s.save_entity(&entity("a")).unwrap();
+            let mut b = entity("b");
+            b.profile.er.pop();
+            b.joined.pop();
+            s.save_entity(&b).unwrap();
+            s.save_entity(&b).unwrap();
+            s.set_counter("pool", 7).unwrap();
+            s.set_counter("pool", 8).unwrap();
+            s.delete_entity("missing").unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        let snap = s.load().unwrap();
+        assert_eq!(snap.entities.len(), 2);
+        assert_eq!(snap.entities[0], entity("a"));
+        assert_eq!(snap.entities[1].profile.er.len(), 1);
+        assert_eq!(snap.counters["pool"], 8);
+        s.delete_entity("a").unwrap();
+        let n: i64 = s.conn.query_row("SELECT count(*) FROM member", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1, "members cascade with their entity");
+    }
+
+    #[test]
+    fn refuses_newer_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("em.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.pragma_update(None, "user_version", 99).unwrap();
+        }
+        assert!(SqliteStore::open(&path).unwrap_err().0.contains("newer"));
+    }
+}

@@ -1,0 +1,111 @@
+//! Persistence of the Entity Manager: entities with their profiles and members, multicast memberships,
+//! and counters (the multicast address allocator cursors, the generated-name sequence).
+//!
+//! Owns: the [`Store`] trait the EM writes through, and [`MemStore`] for tests and the simulator. The
+//! SQLite implementation is [`crate::SqliteStore`].
+//!
+//! The EM is sans-IO, yet a store call is synchronous local I/O *(documented exception)*: an entity change
+//! is rare (creation, update, deletion, address allocation), is a single small transaction, and happens
+//! after the network work for it is done, so a blocking call of a few hundred microseconds (an fsync on
+//! commit) is cheaper and simpler than an asynchronous store protocol. Use requests never touch the store:
+//! the EM serves them from its in-memory copy. Every write is one atomic transaction: after a crash the
+//! store holds the old state or the new one, never a mix.
+
+use crate::profile::Profile;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+
+/// An entity as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEntity {
+    pub name: String,
+    pub profile: Profile,
+    /// The multicast group of a multicast entity.
+    pub group: Option<IpAddr>,
+    /// Per member (in `profile.er` order): whether it confirmed joining `group`.
+    pub joined: Vec<bool>,
+    /// A multicast creation in progress: the group is allocated and members may be joining. Written before
+    /// the first join so that, after a crash, the EM asks every member to leave and removes the record.
+    pub pending: bool,
+}
+
+/// Everything a store holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub entities: Vec<StoredEntity>,
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// A store failure; the EM answers 5.00 and changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "store: {}", self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Where the EM keeps its state. Each method is one atomic transaction.
+pub trait Store: Send + 'static {
+    /// Everything, for start-up.
+    fn load(&self) -> Result<Snapshot, StoreError>;
+    /// Inserts or replaces an entity (profile, members, memberships) as a whole.
+    fn save_entity(&mut self, entity: &StoredEntity) -> Result<(), StoreError>;
+    /// Removes an entity; absent is not an error.
+    fn delete_entity(&mut self, name: &str) -> Result<(), StoreError>;
+    /// Sets a counter (allocator cursors, name sequence).
+    fn set_counter(&mut self, key: &str, value: u64) -> Result<(), StoreError>;
+}
+
+/// An in-memory store for tests and the simulator (no durability).
+#[derive(Debug, Clone, Default)]
+pub struct MemStore {
+    snapshot: Snapshot,
+    /// Fail every write from now on (tests of the EM's behaviour on store errors).
+    pub fail_writes: bool,
+}
+
+impl MemStore {
+    pub fn new() -> MemStore {
+        MemStore::default()
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if self.fail_writes {
+            Err(StoreError("write refused (fail_writes is set)".into()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Store for MemStore {
+    fn load(&self) -> Result<Snapshot, StoreError> {
+        Ok(self.snapshot.clone())
+    }
+
+    fn save_entity(&mut self, entity: &StoredEntity) -> Result<(), StoreError> {
+        self.check()?;
+        match self.snapshot.entities.iter_mut().find(|e| e.name == entity.name) {
+            Some(e) => *e = entity.clone(),
+            None => self.snapshot.entities.push(entity.clone()),
+        }
+        Ok(())
+    }
+
+    fn delete_entity(&mut self, name: &str) -> Result<(), StoreError> {
+        self.check()?;
+        self.snapshot.entities.retain(|e| e.name != name);
+        Ok(())
+    }
+
+    fn set_counter(&mut self, key: &str, value: u64) -> Result<(), StoreError> {
+        self.check()?;
+        self.snapshot.counters.insert(key.to_string(), value);
+        Ok(())
+    }
+}

@@ -591,7 +591,7 @@ impl TcpEndpoint {
                 ping: false,
             },
         );
-        self.timers.push(Reverse((deadline, id)));
+        self.push_timer(deadline, id);
         Ok(id)
     }
 
@@ -621,7 +621,7 @@ impl TcpEndpoint {
                 ping: true,
             },
         );
-        self.timers.push(Reverse((deadline, id)));
+        self.push_timer(deadline, id);
         Ok(id)
     }
 
@@ -652,7 +652,7 @@ impl TcpEndpoint {
             payload: e.request.payload.clone(),
         };
         let conn = e.conn;
-        self.timers.push(Reverse((deadline, id)));
+        self.push_timer(deadline, id);
         self.send(conn, &m);
     }
 
@@ -752,6 +752,16 @@ impl TcpEndpoint {
             (Some(response), _) => self.events.push_back(Event::Response { id: report, from, response }),
             (None, Some(error)) if ex.parent.is_none() => self.events.push_back(Event::Failed { id, error }),
             _ => {}
+        }
+    }
+
+    /// Request deadlines stay in the heap after their request completes and are skipped when they fire;
+    /// when such stale entries clearly dominate, the heap is rebuilt with the live ones.
+    fn push_timer(&mut self, at: Instant, id: RequestId) {
+        self.timers.push(Reverse((at, id)));
+        if self.timers.len() > 4096 && self.timers.len() > 4 * self.exchanges.len() {
+            let exchanges = &self.exchanges;
+            self.timers.retain(|Reverse((at, id))| exchanges.get(id).is_some_and(|e| e.deadline == Some(*at)));
         }
     }
 

@@ -130,3 +130,26 @@ fn malformed_flood_creates_no_state() {
     assert_eq!(node.endpoint().table_sizes(), corral_proto::TableSizes::default());
     assert_eq!(node.endpoint().stats().malformed_in, 10_000);
 }
+
+/// Sustained load on a server that answers at once: its deadline queues hold about one piggyback window
+/// of requests, not EXCHANGE_LIFETIME's worth, so memory does not grow with the request rate.
+#[test]
+fn answered_requests_leave_no_long_lived_state() {
+    let mut node = Node::new(Endpoint::new(EndpointConfig::with_seed(5)));
+    node.mount("", Hello);
+    let mut now = Instant::ZERO;
+    let mut max_timers = 0;
+    // 300,000 CON requests at 50,000/s from 1,000 peers: 6 s of traffic.
+    for i in 0..300_000u32 {
+        node.handle_datagram(now, peer(i % 1000), None, &get((i / 1000) as u16, "x"));
+        while node.poll_transmit().is_some() {}
+        now += Duration::from_micros(20);
+        if i % 1000 == 0 {
+            node.handle_timeout(now);
+        }
+        max_timers = max_timers.max(node.endpoint().table_sizes().timers);
+    }
+    // One second of piggyback window at 50,000/s is 50,000 entries; EXCHANGE_LIFETIME would be 12 million.
+    assert!(max_timers <= 55_000, "deadline queues grew to {max_timers}");
+    assert_eq!(node.endpoint().table_sizes().inbound_exchanges, 0);
+}

@@ -206,6 +206,8 @@ pub struct TableSizes {
     pub uploads: usize,
     pub observers: usize,
     pub delayed_responses: usize,
+    /// Entries in the timer heap and the deadline queues (stale ones included).
+    pub timers: usize,
 }
 
 /// What a reply to a received message looks like, remembered for duplicates.
@@ -389,9 +391,13 @@ pub struct Endpoint {
     exchanges: Map<RequestId, ClientExchange>,
     tokens: Map<Token, RequestId>,
     inbound: Map<InboundId, Inbound>,
-    /// Received CONs waiting for a response: an empty ACK goes out at the deadline (FIFO: constant window).
+    /// Every received request is checked once when the piggyback window ends (FIFO: the window is
+    /// constant): a CON still unanswered then gets its empty ACK, and any request still unanswered moves
+    /// to `inbound_expiry`. Answered requests leave no trace beyond the window, so memory does not grow
+    /// with the request rate times EXCHANGE_LIFETIME.
     piggyback_deadlines: VecDeque<(Instant, InboundId)>,
-    /// Unanswered inbound exchanges are dropped after EXCHANGE_LIFETIME (FIFO).
+    /// Requests the application has not answered after the piggyback window, dropped after
+    /// EXCHANGE_LIFETIME (FIFO).
     inbound_expiry: VecDeque<(Instant, InboundId)>,
     timers: BinaryHeap<Reverse<(Instant, Timer)>>,
     delayed: BinaryHeap<Reverse<Delayed>>,
@@ -472,6 +478,10 @@ impl Endpoint {
             uploads: self.server.uploads(),
             observers: self.server.observers.len(),
             delayed_responses: self.delayed.len(),
+            timers: self.timers.len()
+                + self.piggyback_deadlines.len()
+                + self.inbound_expiry.len()
+                + self.sent_non_expiry.len(),
         }
     }
 
@@ -725,12 +735,29 @@ impl Endpoint {
             self.transmits.push_back(Transmit { dst, payload: bytes.clone() });
         }
         self.sent.insert((dst, mid), Sent { owner, retransmit: Some(Retransmit { bytes, count, timeout, next }) });
-        self.timers.push(Reverse((next, Timer::Retransmit(dst, mid))));
+        self.push_timer(next, Timer::Retransmit(dst, mid));
     }
 
     fn arm_exchange(&mut self, id: RequestId) {
         if let Some(at) = self.exchanges.get(&id).and_then(|e| e.wake_at()) {
-            self.timers.push(Reverse((at, Timer::Exchange(id))));
+            self.push_timer(at, Timer::Exchange(id));
+        }
+    }
+
+    /// Timers are never removed from the heap when their reason goes away (an ACK arrives, a request
+    /// completes); they are skipped when they fire. A busy client would pile up such stale entries for a
+    /// whole timeout, so when stale ones clearly dominate, the heap is rebuilt with the live ones only.
+    fn push_timer(&mut self, at: Instant, timer: Timer) {
+        self.timers.push(Reverse((at, timer)));
+        let live = self.sent.len() + self.exchanges.len();
+        if self.timers.len() > 4096 && self.timers.len() > 4 * live {
+            let (sent, exchanges) = (&self.sent, &self.exchanges);
+            self.timers.retain(|Reverse((at, t))| match t {
+                Timer::Retransmit(dst, mid) => {
+                    sent.get(&(*dst, *mid)).and_then(|s| s.retransmit.as_ref()).is_some_and(|r| r.next == *at)
+                }
+                Timer::Exchange(id) => exchanges.get(id).and_then(|e| e.wake_at()) == Some(*at),
+            });
         }
     }
 
@@ -1076,7 +1103,7 @@ impl Endpoint {
                     expires,
                 },
             );
-            self.inbound_expiry.push_back((expires, id));
+            self.piggyback_deadlines.push_back((now + self.config.piggyback_window(), id));
             out.push(IncomingRequest { id, from: key.0, multicast: false, confirmable: con, token: key.1, request });
         }
         out
@@ -1361,9 +1388,8 @@ impl Endpoint {
         self.peer_mut(slot).refs += 1;
         if con {
             self.remember_reply(Some(slot), mid, Reply::Pending(id));
-            self.piggyback_deadlines.push_back((now + self.config.piggyback_window(), id));
         }
-        self.inbound_expiry.push_back((expires, id));
+        self.piggyback_deadlines.push_back((now + self.config.piggyback_window(), id));
         self.events.push_back(Event::Request(IncomingRequest {
             id,
             from,
@@ -1463,10 +1489,13 @@ impl Endpoint {
                 break;
             }
             self.piggyback_deadlines.pop_front();
-            if self.inbound.get(&id).is_some_and(|i| !i.acked) {
+            let Some(inb) = self.inbound.get(&id) else { continue };
+            let expires = inb.expires;
+            if inb.con && !inb.acked {
                 debug!(?id, "no response within the piggyback window: sending empty ACK");
                 let _ = self.accept(id);
             }
+            self.inbound_expiry.push_back((expires, id));
         }
         while let Some(&(at, id)) = self.inbound_expiry.front() {
             if at > now {
@@ -1508,7 +1537,7 @@ impl Endpoint {
             self.stats.retransmissions += 1;
             info!(%dst, %mid, count, "retransmitting CON");
             self.transmits.push_back(Transmit { dst, payload: bytes });
-            self.timers.push(Reverse((next, Timer::Retransmit(dst, mid))));
+            self.push_timer(next, Timer::Retransmit(dst, mid));
             return;
         }
         let owner = sent.owner;

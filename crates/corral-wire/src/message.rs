@@ -216,16 +216,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// The first value of `number`.
     pub fn option(&self, number: OptionNumber) -> Option<&[u8]> {
-        self.options().skip_while(|(n, _)| *n < number).take_while(|(n, _)| *n == number).map(|(_, v)| v).next()
+        self.options().first(number)
     }
 
     pub fn payload(&self) -> &[u8] {
-        let b = self.as_bytes();
-        if self.options_end < b.len() {
-            &b[self.options_end + 1..]
-        } else {
-            &[]
-        }
+        crate::option::payload_after(self.as_bytes(), self.options_end)
     }
 
     /// An empty message: code 0.00 (validation guarantees nothing follows the header).

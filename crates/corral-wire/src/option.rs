@@ -242,6 +242,18 @@ impl<'a> OptionIter<'a> {
     }
 }
 
+impl<'a> OptionIter<'a> {
+    /// The first value of `number` (options are in ascending order, so the search stops early).
+    pub fn first(self, number: OptionNumber) -> Option<&'a [u8]> {
+        self.skip_while(|(n, _)| *n < number).take_while(|(n, _)| *n == number).map(|(_, v)| v).next()
+    }
+}
+
+/// The payload of validated message bytes whose options end at `options_end`: what follows the marker.
+pub(crate) fn payload_after(bytes: &[u8], options_end: usize) -> &[u8] {
+    bytes.get(options_end + 1..).unwrap_or(&[])
+}
+
 impl<'a> Iterator for OptionIter<'a> {
     type Item = (OptionNumber, &'a [u8]);
 

@@ -574,14 +574,7 @@ impl Endpoint {
         let id = RequestId(self.next_request_id);
         self.next_request_id += 1;
         let mtype = if confirmable { MessageType::Con } else { MessageType::Non };
-        let msg = Message {
-            mtype,
-            code: request.method,
-            mid: MessageId(0),
-            token,
-            options: request.options,
-            payload: request.payload,
-        };
+        let msg = request_message(mtype, token, request);
         self.peer_mut(slot).refs += 1;
         self.tokens.insert(token, id);
         self.exchanges.insert(
@@ -807,15 +800,7 @@ impl Endpoint {
         let Some(ex) = self.exchanges.get_mut(&id) else { return };
         let old = std::mem::replace(&mut ex.token, token);
         ex.state = ClientState::Queued;
-        let mtype = ex.msg.mtype;
-        *ex.msg = Message {
-            mtype,
-            code: request.method,
-            mid: MessageId(0),
-            token,
-            options: request.options,
-            payload: request.payload,
-        };
+        *ex.msg = request_message(ex.msg.mtype, token, request);
         self.tokens.remove(&old);
         self.tokens.insert(token, id);
         self.send_or_queue(now, id);
@@ -1673,6 +1658,18 @@ impl Endpoint {
             let slab = &self.slab;
             self.lru.retain(|(slot, stamp)| slab[*slot as usize].as_ref().is_some_and(|p| p.lru_stamp == *stamp));
         }
+    }
+}
+
+/// The message for a request; the message ID is set when it is sent.
+fn request_message(mtype: MessageType, token: Token, request: Request) -> Message {
+    Message {
+        mtype,
+        code: request.method,
+        mid: MessageId(0),
+        token,
+        options: request.options,
+        payload: request.payload,
     }
 }
 

@@ -462,8 +462,27 @@ fn matches(p: &Point, filter: &BTreeMap<String, toml::Value>) -> bool {
     })
 }
 
+/// A short legend label: `unicast, G=10`, `ACK_TIMEOUT=500` (the legend column is narrow).
 fn series_key(p: &Point, series: &[String]) -> String {
-    series.iter().filter_map(|a| p.get(a).map(|v| format!("{a}={v}"))).collect::<Vec<_>>().join(", ")
+    series
+        .iter()
+        .filter_map(|a| {
+            let v = p.get(a)?;
+            Some(match a.as_str() {
+                "mode" | "layout" | "usage" => v.to_string(),
+                "group" => format!("G={v}"),
+                "wifi_mbps" => format!("{v} Mb/s"),
+                "ack_timeout_ms" => format!("ACK_TIMEOUT {v} ms"),
+                "leisure_ms" => format!("leisure {v} ms"),
+                "processing_delay_ms" => format!("CPU {v} ms"),
+                "cca_busy_prob" => format!("CCA {v}"),
+                "corruption_prob" => format!("corrupt {v}"),
+                "rx_queue" => format!("queue {v}"),
+                other => format!("{other}={v}"),
+            })
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Renders one figure of the scenario as SVG.
@@ -491,7 +510,8 @@ pub fn figure_svg(f: &Figure, aggs: &[(&Point, Aggregate)]) -> String {
         return plot.to_svg();
     }
     let mut chart = LineChart::new(&f.title, axis_label(&f.x), metric.label());
-    let mut groups: Vec<(String, Vec<(f64, f64)>, Vec<(f64, f64)>)> = Vec::new();
+    type Group = (String, Vec<(f64, f64)>, Vec<(f64, f64)>);
+    let mut groups: Vec<Group> = Vec::new();
     for (p, a) in &selected {
         let Some(x) = p.get(&f.x).and_then(AxisValue::num) else { continue };
         let key = series_key(p, &f.series);

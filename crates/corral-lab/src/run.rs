@@ -464,9 +464,8 @@ pub fn run_point(s: &Setup, index: usize, seed: u64) -> Result<PointResult, Stri
         }
     }
     let mut nodes = Vec::new();
-    for i in 0..d.sim.len() {
+    for (i, &(s0, r0, f0)) in node_before.iter().enumerate() {
         let c = d.sim.counters(NodeId(i as u32));
-        let (s0, r0, f0) = node_before[i];
         let role = match d.sim.role(NodeId(i as u32)) {
             Role::Gateway => "gateway",
             Role::Device => "device",

@@ -769,6 +769,27 @@ mod tests {
         }
     }
 
+    /// One calibrated set, not constants per figure: every file naming a set uses the same values.
+    #[test]
+    fn a_calibration_set_has_one_value_everywhere() {
+        let mut sets: BTreeMap<String, (String, f64, i32, f64, f64)> = BTreeMap::new();
+        for b in BUILTINS {
+            let c = Scenario::parse(b.text).unwrap().calibration;
+            if c.set.is_empty() {
+                continue;
+            }
+            let v = (b.name.to_string(), c.processing_delay_ms, c.rx_queue, c.cca_busy_prob, c.corruption_prob);
+            let first = sets.entry(c.set.clone()).or_insert_with(|| v.clone());
+            assert_eq!((first.1, first.2, first.3, first.4), (v.1, v.2, v.3, v.4), "{} vs {}", first.0, v.0);
+        }
+        assert!(sets.contains_key("testbed") && sets.contains_key("office"));
+        let seed000 =
+            ["fig07-delay", "fig08-group-size", "fig10-interference", "fig13-two-gateways", "fig14-ack-timeout"];
+        for name in seed000 {
+            assert_eq!(Scenario::parse(builtin(name).unwrap()).unwrap().calibration.set, "testbed", "{name}");
+        }
+    }
+
     #[test]
     fn sweep_expands_in_axis_order_and_quick_filters() {
         let s = Scenario::parse(

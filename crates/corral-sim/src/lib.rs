@@ -64,9 +64,10 @@
 //! No received-power/SINR model (so no capture, no partial adjacent-channel interference between channels
 //! 25 and 26 that seed 000 §5.2.4 mentions), no RPL control traffic or parent changes during a run, no radio
 //! duty cycling (seed 000 used none), one reassembly buffer per node. Node CPU time is a single constant
-//! ([`SimConfig::processing_delay`], zero by default), so with defaults the best "delay between requests" of
-//! seed 000 Fig. 7 comes out shorter than on the testbed's MSP430 motes; the Wi-Fi detection and corruption
-//! probabilities are uncalibrated defaults.
+//! ([`SimConfig::processing_delay`], zero by default), optionally serial with a bounded receive queue
+//! ([`SimConfig::rx_queue`]); with the defaults the best "delay between requests" of seed 000 Fig. 7 comes
+//! out shorter than on the testbed's MSP430 motes, and the Wi-Fi detection and corruption probabilities are
+//! uncalibrated defaults — corral-lab's `docs/lab.md` gives calibrated values.
 
 pub mod engine;
 pub mod loss;

@@ -99,6 +99,12 @@ pub struct SimConfig {
     /// records delivery on arrival; the endpoint sees the datagram this much later. Real motes (an MSP430
     /// running Contiki and Erbium) take milliseconds, which the lab may calibrate.
     pub processing_delay: Duration,
+    /// With a processing delay: `Some(k)` makes each node's CPU handle received datagrams one at a time
+    /// (each takes `processing_delay`), with room for `k` more waiting; a datagram arriving when `k` wait
+    /// already is dropped (`queue-overflow`) after the radio acknowledged it — as a Contiki mote with its
+    /// single uIP buffer and a one-frame radio FIFO loses frames that arrive while it is busy. `None` (the
+    /// default): every datagram is handed over `processing_delay` after its arrival, in parallel.
+    pub rx_queue: Option<u16>,
 }
 
 impl SimConfig {
@@ -112,6 +118,7 @@ impl SimConfig {
             smrf_spread: 4,
             channel_bit_rates: Vec::new(),
             processing_delay: Duration::ZERO,
+            rx_queue: None,
         }
     }
 }
@@ -230,6 +237,10 @@ struct SimNode {
     children: Vec<u32>,
     rng: Rng,
     counters: NodeCounters,
+    /// Serial CPU ([`SimConfig::rx_queue`]): datagrams accepted and not yet handed over, and when the last
+    /// of them will be.
+    cpu_backlog: u16,
+    cpu_free_at: Instant,
 }
 
 struct WiredLink {
@@ -377,6 +388,8 @@ impl Sim {
                 children: Vec::new(),
                 rng: Rng::stream(seed, 0x1_0000_0000 + i as u64),
                 counters: NodeCounters::default(),
+                cpu_backlog: 0,
+                cpu_free_at: Instant::ZERO,
             });
         }
         let links = nbrs.len();
@@ -1017,6 +1030,12 @@ impl Sim {
 
     fn deliver_local(&mut self, at: u32, dg: &DgramRef, hops: u8) {
         let now = self.now();
+        let serial = self.cfg.rx_queue.filter(|_| !self.cfg.processing_delay.is_zero());
+        if let Some(waiting) = serial {
+            if self.nodes[at as usize].cpu_backlog > waiting {
+                return self.drop_dgram(at, dg, DropReason::QueueOverflow, hops);
+            }
+        }
         self.nodes[at as usize].counters.datagrams_delivered += 1;
         let mut r = Record::new(now, NodeId(at), RecordKind::Delivered, dg.id);
         r.latency = Some(now - dg.created);
@@ -1025,6 +1044,12 @@ impl Sim {
         self.record(r);
         if self.cfg.processing_delay.is_zero() {
             self.hand_to_node(at, dg);
+        } else if serial.is_some() {
+            let node = &mut self.nodes[at as usize];
+            node.cpu_backlog += 1;
+            node.cpu_free_at = node.cpu_free_at.max(now) + self.cfg.processing_delay;
+            let t = node.cpu_free_at;
+            self.queue.schedule(t, Ev::Process(at, dg.clone()));
         } else {
             self.queue.schedule(now + self.cfg.processing_delay, Ev::Process(at, dg.clone()));
         }
@@ -1643,7 +1668,11 @@ impl Sim {
             Ev::AckStart(j) => self.send_ack(j),
             Ev::Arrive { node, from, dg, hops } => self.arrive(node, from, dg, hops),
             Ev::SmrfForward { node, dg, hops } => self.enqueue(node, None, dg, hops),
-            Ev::Process(node, dg) => self.hand_to_node(node, &dg),
+            Ev::Process(node, dg) => {
+                let n = &mut self.nodes[node as usize];
+                n.cpu_backlog = n.cpu_backlog.saturating_sub(1);
+                self.hand_to_node(node, &dg)
+            }
             Ev::WifiStart(w) => {
                 let st = &mut self.interferers[usize::from(w)];
                 if st.cfg.load_at(at) <= 0.0 {

@@ -304,3 +304,28 @@ fn processing_delay_adds_to_the_exchange() {
         assert_eq!(rt(Duration::from_millis(5)), rt(Duration::ZERO) + Duration::from_millis(10));
     });
 }
+
+/// A serial CPU with no room to queue (`rx_queue = Some(0)`) drops replies that arrive while it is busy,
+/// after the radio acknowledged them, so only CoAP's retransmission recovers them; with room for all of
+/// them nothing is lost and they are handled one `processing_delay` apart.
+#[test]
+fn busy_cpu_drops_what_it_cannot_queue() {
+    with_seed(3, |seed| {
+        let run = |rx_queue: Option<u16>| {
+            let mut cfg = SimConfig::new(seed);
+            cfg.processing_delay = Duration::from_millis(30);
+            cfg.rx_queue = rx_queue;
+            let mut sim = Sim::from_topology(cfg, &Topology::star(3));
+            responders(&mut sim, [1, 2, 3], b"21.5");
+            let h = client(&mut sim, 0, &[1, 2, 3], Pacing::Interval(Duration::ZERO));
+            let rt = run_round(&mut sim, 0, h, Instant::from_secs(60)).response_time().unwrap();
+            (rt, sim.counters(NodeId(0)).drops(DropReason::QueueOverflow))
+        };
+        let (fast, none_dropped) = run(Some(8));
+        assert_eq!(none_dropped, 0);
+        assert!(fast < Duration::from_millis(300), "{fast:?}");
+        let (slow, dropped) = run(Some(0));
+        assert!(dropped >= 1, "replies arriving while the CPU is busy are lost");
+        assert!(slow >= Duration::from_secs(2), "recovered by a CoAP retransmission: {slow:?}");
+    });
+}

@@ -22,6 +22,7 @@ macro_rules! say {
 mod bench;
 mod client_cmd;
 mod exit;
+mod lab;
 mod linkformat;
 mod output;
 mod plugtest;
@@ -97,6 +98,9 @@ enum Command {
     /// Load-test a CoAP server: N client endpoints in a closed loop, then requests/s and latency.
     #[command(after_help = bench::AFTER_HELP)]
     Bench(bench::BenchArgs),
+    /// Experiments on the simulated network: list, show, run and merge scenarios (seed 000's figures).
+    #[command(after_help = lab::AFTER_HELP)]
+    Lab(lab::LabArgs),
 }
 
 fn init_logging(verbose: u8, quiet: bool) {
@@ -131,6 +135,7 @@ fn main() {
         Command::Discover(a) => client_cmd::discover(a, verbosity),
         Command::Serve(a) => serve::run(a, verbosity),
         Command::Bench(a) => bench::run(a, verbosity),
+        Command::Lab(a) => lab::run(a, cli.quiet),
     };
     if let Err(failure) = result {
         if !failure.message.is_empty() {

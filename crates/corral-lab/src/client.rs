@@ -1,0 +1,80 @@
+//! The lab's client: a sans-IO service on the wired host that talks to the Entity Manager over CoAP, one
+//! request at a time, and remembers when each was sent and answered — seed 000's response time is "the
+//! time between the moment the client issues the request to the EM until it gets back the response".
+//!
+//! Owns only the bookkeeping of its one outstanding request; never reads a clock (time is `cx.now()`).
+
+use corral_proto::wire::Code;
+use corral_proto::{
+    Context, Duration, IncomingRequest, Instant, Outcome, Request, RequestId, Response, SendParams, Service,
+};
+use std::net::SocketAddr;
+
+/// How one request ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exchange {
+    pub sent: Instant,
+    pub answered: Instant,
+    /// `None`: no response (the client's exchange failed).
+    pub code: Option<Code>,
+    pub payload: Vec<u8>,
+}
+
+impl Exchange {
+    pub fn response_time(&self) -> Duration {
+        self.answered - self.sent
+    }
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub struct LabClient {
+    pending: Option<(RequestId, Instant)>,
+    last: Option<Exchange>,
+}
+
+impl LabClient {
+    pub fn new() -> LabClient {
+        LabClient::default()
+    }
+
+    /// Sends `request` to `dst` as a CON (the client's own wired hop is reliable anyway).
+    pub fn send(&mut self, cx: &mut Context<'_>, dst: SocketAddr, request: Request) {
+        self.last = None;
+        let now = cx.now();
+        match cx.request(dst, request, SendParams::default()) {
+            Ok(id) => self.pending = Some((id, now)),
+            Err(_) => self.last = Some(Exchange { sent: now, answered: now, code: None, payload: Vec::new() }),
+        }
+    }
+
+    /// The outcome of the last request, once it ended.
+    pub fn result(&self) -> Option<&Exchange> {
+        self.last.as_ref()
+    }
+
+    pub fn busy(&self) -> bool {
+        self.pending.is_some()
+    }
+}
+
+impl Service for LabClient {
+    fn handle_request(&mut self, cx: &mut Context<'_>, request: IncomingRequest) {
+        cx.respond(request.id, Response::error(Code::NOT_FOUND, "the lab client serves nothing"));
+    }
+
+    fn handle_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
+        let Some((pid, sent)) = self.pending else { return };
+        if pid != id {
+            return;
+        }
+        self.pending = None;
+        let answered = cx.now();
+        self.last = Some(match outcome {
+            Outcome::Response { response, .. } => {
+                Exchange { sent, answered, code: Some(response.code), payload: response.payload }
+            }
+            _ => Exchange { sent, answered, code: None, payload: Vec::new() },
+        });
+    }
+}

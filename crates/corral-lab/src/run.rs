@@ -1,0 +1,544 @@
+//! One sweep point, end to end: build the network of a [`Setup`] on corral-sim, attach the real Entity
+//! Manager (corral-group, on a `MemStore`) to each gateway, virtual devices to the members and a
+//! [`LabClient`] to a wired host; the client creates the entity through the EM's CoAP interface, the
+//! interference starts, and the client queries the entity `repetitions` times, measuring each response
+//! time from its request to the EM's response. Counters of the simulator give the network-side metrics.
+//!
+//! # What it owns
+//! The mapping of a scenario onto the simulator and the measurement of one point. It never reads a clock
+//! or draws randomness of its own: everything follows from the point's seed, so a point's rows are a pure
+//! function of (scenario, point, seed) — which is what makes shards and threads safe.
+
+use crate::client::LabClient;
+use crate::scenario::{LinkSpec, Point, Setup, TopologyKind};
+use corral_group::device::{mount_device, DeviceConfig};
+use corral_group::{EmConfig, EntityManager, MemStore};
+use corral_proto::wire::{Code, ContentFormat};
+use corral_proto::{Duration, Endpoint, Node, Request, ServiceHandle, TransmissionParams};
+use corral_sim::{Interferer, LinkModel, NodeId, NodeSpec, Reach, Role, Sim, SimConfig, Topology, WiredSpec};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+/// One query of the client: a row of `queries.csv`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryRow {
+    pub point: usize,
+    pub rep: usize,
+    pub seed: u64,
+    /// Virtual time the query was sent, s.
+    pub start_s: f64,
+    /// Response time, ms; NaN when no response came.
+    pub response_ms: f64,
+    /// The EM's response code (`2.05`), or `none`.
+    pub code: String,
+    /// Member values in the response.
+    pub replies: usize,
+    pub members: usize,
+    /// CoAP retransmissions of the gateways' endpoints during the query.
+    pub coap_retx: u64,
+    /// IEEE 802.15.4 data frames sent by all nodes during the query (MAC retries included).
+    pub frames: u64,
+    pub mac_retries: u64,
+}
+
+impl QueryRow {
+    pub fn success(&self) -> bool {
+        self.replies >= self.members && self.response_ms.is_finite()
+    }
+}
+
+/// Per-point facts: a row of `points.csv`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointRow {
+    pub point: usize,
+    pub seed: u64,
+    /// Whether the EM created the entity (2.01); if not, no query ran.
+    pub created: bool,
+    /// Time the creation took (validation and, for multicast, joins), ms.
+    pub create_ms: f64,
+    pub avg_hops: f64,
+    pub max_hops: u32,
+    /// Totals over the query phase.
+    pub frames: u64,
+    pub mac_retries: u64,
+    pub busy_ccas: u64,
+    pub coap_retx: u64,
+    pub drops_interference: u64,
+    pub drops_collision: u64,
+    pub drops_mac: u64,
+    /// Datagrams a busy CPU could not take ([`corral_sim::SimConfig::rx_queue`]).
+    pub drops_cpu: u64,
+    /// Frames on the busiest directed radio link (link stress) and its name.
+    pub max_link_frames: u64,
+    pub max_link: String,
+    /// Frames sent + received by the busiest node and its index.
+    pub max_node_frames: u64,
+    pub max_node: u32,
+    pub events: u64,
+}
+
+/// Frames on one directed link during the query phase: a row of `links.csv`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkRow {
+    pub point: usize,
+    pub from: u32,
+    pub to: u32,
+    pub frames: u64,
+    pub retransmissions: u64,
+    pub received: u64,
+}
+
+/// Load of one node during the query phase: a row of `nodes.csv`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRow {
+    pub point: usize,
+    pub node: u32,
+    pub role: &'static str,
+    pub hops: u32,
+    pub frames_sent: u64,
+    pub frames_received: u64,
+    pub datagrams_forwarded: u64,
+}
+
+/// Everything one point produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointResult {
+    pub queries: Vec<QueryRow>,
+    pub point: PointRow,
+    pub links: Vec<LinkRow>,
+    pub nodes: Vec<NodeRow>,
+}
+
+/// The seed of a point: the run seed mixed with the point's label, so a point keeps its seed whatever
+/// other points the sweep has (and whichever shard runs it).
+pub fn point_seed(base: u64, p: &Point) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in p.label().bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut z = base ^ h;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The network of a setup: the topology, the gateway indices, the members of each gateway and the host.
+pub struct Network {
+    pub topology: Topology,
+    pub gateways: Vec<usize>,
+    pub members: Vec<Vec<usize>>,
+    pub host: usize,
+}
+
+fn link_model(l: LinkSpec) -> LinkModel {
+    match l {
+        LinkSpec::Perfect => LinkModel::Perfect,
+        LinkSpec::Bernoulli { p } => LinkModel::Bernoulli { p },
+        LinkSpec::Gilbert { mean_loss, burst, loss_bad } => LinkModel::bursty(mean_loss, burst, loss_bad),
+        LinkSpec::Snr { snr_db } => LinkModel::Snr { snr_db },
+    }
+}
+
+fn sub_topology(s: &Setup, k: usize, gw: usize) -> Result<Topology, String> {
+    Ok(match s.topology {
+        TopologyKind::Star => Topology::star(k),
+        TopologyKind::Table7 => table7_like(k),
+        TopologyKind::Layered if s.layers.iter().sum::<usize>() == k => Topology::layered(&s.layers),
+        TopologyKind::Layered => Topology::testbed_table7(k),
+        TopologyKind::Floor => {
+            let (w, h, r, seed) = s.floor;
+            Topology::random_geometric(k + 1, w, h, r, seed.wrapping_add(gw as u64))
+                .ok_or_else(|| format!("no connected placement of {k} nodes on a {w}×{h} m floor with range {r} m"))?
+        }
+    })
+}
+
+/// Seed 000 Table 7's layout for its group sizes; other sizes get the hop layers of the nearest size in the
+/// table, scaled (largest remainder), so e.g. Figs. 10-12's 30 members keep the 29-member proportions.
+pub fn table7_like(k: usize) -> Topology {
+    const TABLE: [(usize, &[usize]); 5] =
+        [(5, &[5]), (10, &[6, 4]), (20, &[9, 8, 3]), (29, &[11, 13, 5]), (40, &[11, 12, 10, 4, 3])];
+    if TABLE.iter().any(|(g, _)| *g == k) {
+        return Topology::testbed_table7(k);
+    }
+    let (g, layers) = TABLE.iter().min_by_key(|(g, _)| g.abs_diff(k)).expect("table is not empty");
+    let exact: Vec<f64> = layers.iter().map(|&l| l as f64 * k as f64 / *g as f64).collect();
+    let mut out: Vec<usize> = exact.iter().map(|x| x.floor() as usize).collect();
+    let mut order: Vec<usize> = (0..out.len()).collect();
+    order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())).then(a.cmp(&b)));
+    let mut missing = k - out.iter().sum::<usize>();
+    for i in order.into_iter().cycle() {
+        if missing == 0 {
+            break;
+        }
+        out[i] += 1;
+        missing -= 1;
+    }
+    out.retain(|&l| l > 0);
+    Topology::layered(&out)
+}
+
+/// Builds the network of a setup (see [`Network`]).
+pub fn build_network(s: &Setup) -> Result<Network, String> {
+    let mut topo = Topology::new();
+    topo.default_link = link_model(s.link);
+    let mut gateways = Vec::new();
+    let mut members = Vec::new();
+    let split = if s.nested { s.gateways } else { 1 };
+    for g in 0..s.gateways {
+        let k = if g < split { s.group / split + usize::from(g < s.group % split) } else { 0 };
+        let sub = if k == 0 {
+            let mut t = Topology::new();
+            t.add(NodeSpec::new(Role::Gateway, None));
+            t
+        } else {
+            sub_topology(s, k, g)?
+        };
+        let offset = topo.nodes.len();
+        let adj = sub.adjacency();
+        let mut mine = Vec::new();
+        for (i, spec) in sub.nodes.iter().enumerate() {
+            let mut spec = spec.clone();
+            spec.channel = Some(s.channels[g]);
+            spec.parent = spec.parent.map(|p| p + offset);
+            if spec.role == Role::Gateway {
+                gateways.push(offset + i);
+            } else {
+                mine.push(offset + i);
+            }
+            topo.add(spec);
+        }
+        for (a, list) in adj.iter().enumerate() {
+            for &b in list {
+                if a < b {
+                    topo.connect(offset + a, offset + b);
+                }
+            }
+        }
+        members.push(mine);
+    }
+    let delay = Duration::from_micros((s.wired_delay_ms * 1000.0).round() as u64);
+    for &g in &gateways[1..] {
+        topo.wire(WiredSpec { delay, ..WiredSpec::ethernet(gateways[0], g) });
+    }
+    let host = topo.add_wired_host(gateways[0], WiredSpec { delay, ..WiredSpec::ethernet(0, 0) });
+    Ok(Network { topology: topo, gateways, members, host })
+}
+
+fn params(s: &Setup) -> TransmissionParams {
+    TransmissionParams {
+        ack_timeout: Duration::from_millis(s.ack_timeout_ms),
+        ack_random_factor: s.ack_random_factor,
+        max_retransmit: s.max_retransmit,
+        default_leisure: Duration::from_millis(s.leisure_ms),
+        ..TransmissionParams::default()
+    }
+}
+
+fn uri(addr: SocketAddr, path: &str) -> String {
+    match addr {
+        SocketAddr::V6(a) => format!("coap://[{}]/{}", a.ip(), path),
+        SocketAddr::V4(a) => format!("coap://{}/{}", a.ip(), path),
+    }
+}
+
+fn profile_doc(s: &Setup, er: &[String], delay_ms: Option<u64>, multicast: bool) -> Vec<u8> {
+    let mut doc = serde_json::json!({
+        "er": er,
+        "ect": if multicast { "multicast" } else { "unicast" },
+        "eo": ["lst", "avg", "min", "max"],
+    });
+    if !multicast {
+        doc["emt"] = serde_json::json!(if s.confirmable { "con" } else { "non" });
+        doc["delay"] = match delay_ms {
+            Some(d) => serde_json::json!(d),
+            None => serde_json::json!("auto"),
+        };
+    }
+    if let Some(t) = s.timeout_ms {
+        doc["timeout"] = serde_json::json!(t);
+    }
+    serde_json::to_vec(&doc).expect("a JSON value serialises")
+}
+
+/// Totals of the counters we difference per query.
+#[derive(Debug, Clone, Copy, Default)]
+struct Totals {
+    frames: u64,
+    mac_retries: u64,
+    coap_retx: u64,
+}
+
+fn totals(sim: &Sim, gateways: &[usize]) -> Totals {
+    let mut t = Totals::default();
+    for i in 0..sim.len() {
+        let c = sim.counters(NodeId(i as u32));
+        t.frames += c.frames_sent;
+        t.mac_retries += c.mac_retries;
+    }
+    for &g in gateways {
+        if let Some(n) = sim.node(NodeId(g as u32)) {
+            t.coap_retx += n.endpoint().stats().retransmissions;
+        }
+    }
+    t
+}
+
+/// Counts the member values in an EM response (JSON `values`, or 1 per member for an aggregate).
+pub fn count_replies(payload: &[u8]) -> usize {
+    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(payload) else { return 0 };
+    match doc.get("values").and_then(|v| v.as_array()) {
+        Some(v) => v.len(),
+        None => doc.get("replies").and_then(|r| r.as_u64()).unwrap_or(0) as usize,
+    }
+}
+
+struct Driver {
+    sim: Sim,
+    host: NodeId,
+    client: ServiceHandle,
+}
+
+impl Driver {
+    /// Sends a request from the client and runs until it is answered or `limit` passes.
+    fn exchange(&mut self, dst: SocketAddr, req: Request, limit: Duration) -> crate::client::Exchange {
+        let (host, h) = (self.host, self.client);
+        self.sim.with_service(host, h, |c: &mut LabClient, cx| c.send(cx, dst, req));
+        let deadline = self.sim.now() + limit;
+        self.sim.run_until_cond(deadline, |s| s.service::<LabClient>(host, h).is_some_and(|c| c.result().is_some()));
+        let now = self.sim.now();
+        match self.sim.service::<LabClient>(host, h).and_then(|c| c.result()) {
+            Some(x) => x.clone(),
+            None => crate::client::Exchange { sent: now - limit, answered: now, code: None, payload: Vec::new() },
+        }
+    }
+}
+
+/// Runs one point with `seed`. Errors are configuration problems (a topology that cannot be built).
+pub fn run_point(s: &Setup, index: usize, seed: u64) -> Result<PointResult, String> {
+    let net = build_network(s)?;
+    let mut cfg = SimConfig::new(seed);
+    cfg.record = false;
+    cfg.processing_delay = Duration::from_micros((s.processing_delay_ms * 1000.0).round() as u64);
+    cfg.rx_queue = s.rx_queue;
+    let mut sim = Sim::from_topology(cfg, &net.topology);
+    let params = params(s);
+    let endpoint = |sim: &Sim, i: usize| {
+        let mut c = sim.endpoint_config(NodeId(i as u32));
+        c.params = params;
+        c
+    };
+    for list in &net.members {
+        for &m in list {
+            let mut node = Node::new(Endpoint::new(endpoint(&sim, m)));
+            mount_device(&mut node, DeviceConfig { mc_slots: Some(4), ..DeviceConfig::default() });
+            sim.attach(NodeId(m as u32), node);
+        }
+    }
+    for &g in &net.gateways {
+        let cfg = EmConfig {
+            local_addrs: vec![sim.addr(NodeId(g as u32))],
+            multicast_leisure: Duration::from_millis(s.leisure_ms),
+            ..EmConfig::default()
+        };
+        let em = EntityManager::new(cfg, Box::new(MemStore::new())).map_err(|e| e.to_string())?;
+        let mut node = Node::new(Endpoint::new(endpoint(&sim, g)));
+        node.mount("em", em);
+        sim.attach(NodeId(g as u32), node);
+    }
+    let mut client_node = Node::new(Endpoint::new(sim.endpoint_config(NodeId(net.host as u32))));
+    let client = client_node.mount("client", LabClient::new());
+    sim.attach(NodeId(net.host as u32), client_node);
+    let mut d = Driver { sim, host: NodeId(net.host as u32), client };
+
+    // Create the entity (or the children, then the parent) through the EM's CoAP interface.
+    let em0 = d.sim.addr(NodeId(net.gateways[0] as u32));
+    let resource = s.resource.trim_start_matches('/');
+    let create_limit = Duration::from_secs(600);
+    let t0 = d.sim.now();
+    let mut created = true;
+    let create = |d: &mut Driver, gw: SocketAddr, name: &str, doc: Vec<u8>| {
+        let req = Request::new(Code::PUT)
+            .with_path(&format!("em/{name}"))
+            .with_content_format(ContentFormat::JSON)
+            .with_accept(ContentFormat::JSON)
+            .with_payload(doc);
+        // As an experimenter would: a creation that failed (a member did not answer its validation or
+        // join in time; the EM rolled it back) is tried again, up to five times.
+        for _ in 0..5 {
+            if d.exchange(gw, req.clone(), create_limit).code == Some(Code::CREATED) {
+                return true;
+            }
+            d.sim.run_for(Duration::from_secs(5));
+        }
+        false
+    };
+    if s.nested {
+        let mut children = Vec::new();
+        for (g, list) in net.members.iter().enumerate() {
+            if list.is_empty() {
+                continue;
+            }
+            let gw = d.sim.addr(NodeId(net.gateways[g] as u32));
+            let er: Vec<String> = list.iter().map(|&m| uri(d.sim.addr(NodeId(m as u32)), resource)).collect();
+            let name = format!("part{}", g + 1);
+            created &= create(&mut d, gw, &name, profile_doc(s, &er, s.delay_ms, false));
+            children.push(uri(gw, &format!("em/{name}")));
+        }
+        created &= create(&mut d, em0, "group", profile_doc(s, &children, Some(s.parent_delay_ms), false));
+    } else {
+        let er: Vec<String> =
+            net.members.iter().flatten().map(|&m| uri(d.sim.addr(NodeId(m as u32)), resource)).collect();
+        created &= create(&mut d, em0, "group", profile_doc(s, &er, s.delay_ms, s.multicast));
+    }
+    let create_ms = (d.sim.now() - t0).as_micros() as f64 / 1000.0;
+    d.sim.run_for(Duration::from_secs(1));
+
+    // Interference starts with the query phase.
+    let start = d.sim.now();
+    if s.wifi_schedule.iter().any(|(_, m)| *m > 0.0) {
+        let mut w = Interferer::constant(s.wifi_channel, 0.0);
+        w.load = s
+            .wifi_schedule
+            .iter()
+            .map(|&(at, mbps)| (start + Duration::from_micros((at.max(0.0) * 1e6) as u64), mbps))
+            .collect();
+        w.cca_busy_prob = s.cca_busy_prob;
+        w.corruption_prob = s.corruption_prob;
+        w.reach = Reach::All;
+        d.sim.add_interferer(w);
+    }
+
+    let hops = net.topology.hop_counts();
+    let member_ids: Vec<usize> = net.members.iter().flatten().copied().collect();
+    let member_hops: Vec<u32> = member_ids.iter().filter_map(|&m| hops[m]).collect();
+    let avg_hops = member_hops.iter().sum::<u32>() as f64 / member_hops.len().max(1) as f64;
+    let max_hops = member_hops.iter().copied().max().unwrap_or(0);
+
+    let link_before = link_snapshot(&d.sim);
+    let node_before: Vec<(u64, u64, u64)> = (0..d.sim.len()).map(|i| node_snapshot(&d.sim, i)).collect();
+    let before_all = totals(&d.sim, &net.gateways);
+    let busy_before: u64 = (0..d.sim.len()).map(|i| d.sim.counters(NodeId(i as u32)).busy_ccas).sum();
+    let drops_before = drops(&d.sim);
+
+    let mut queries = Vec::new();
+    if created {
+        for rep in 0..s.repetitions {
+            let before = totals(&d.sim, &net.gateways);
+            let req = Request::get("em/group").with_accept(ContentFormat::JSON);
+            let x = d.exchange(em0, req, Duration::from_secs(s.query_limit_s));
+            let after = totals(&d.sim, &net.gateways);
+            let answered = x.code.is_some();
+            queries.push(QueryRow {
+                point: index,
+                rep,
+                seed,
+                start_s: x.sent.as_micros() as f64 / 1e6,
+                // µs / 1000 is the double nearest the CSV's 3 decimals, so merged shards aggregate identically.
+                response_ms: if answered { x.response_time().as_micros() as f64 / 1000.0 } else { f64::NAN },
+                code: x.code.map_or_else(|| "none".to_string(), |c| format!("{c}")),
+                replies: if answered { count_replies(&x.payload) } else { 0 },
+                members: s.group,
+                coap_retx: after.coap_retx - before.coap_retx,
+                frames: after.frames - before.frames,
+                mac_retries: after.mac_retries - before.mac_retries,
+            });
+            d.sim.run_for(Duration::from_millis(s.pause_ms));
+        }
+    }
+
+    let after_all = totals(&d.sim, &net.gateways);
+    let mut links = Vec::new();
+    for (from, to, c) in d.sim.link_counters() {
+        let (f0, r0, x0) = link_before.get(&(from.0, to.0)).copied().unwrap_or_default();
+        let row = LinkRow {
+            point: index,
+            from: from.0,
+            to: to.0,
+            frames: c.frames - f0,
+            retransmissions: c.retransmissions - r0,
+            received: c.received - x0,
+        };
+        if row.frames > 0 || row.received > 0 {
+            links.push(row);
+        }
+    }
+    let mut nodes = Vec::new();
+    for (i, &(s0, r0, f0)) in node_before.iter().enumerate() {
+        let c = d.sim.counters(NodeId(i as u32));
+        let role = match d.sim.role(NodeId(i as u32)) {
+            Role::Gateway => "gateway",
+            Role::Device => "device",
+            Role::Host => "client",
+        };
+        nodes.push(NodeRow {
+            point: index,
+            node: i as u32,
+            role,
+            hops: hops.get(i).copied().flatten().unwrap_or(0),
+            frames_sent: c.frames_sent - s0,
+            frames_received: c.frames_received - r0,
+            datagrams_forwarded: c.datagrams_forwarded - f0,
+        });
+    }
+    let (max_link_frames, max_link) = links
+        .iter()
+        .map(|l| (l.frames, format!("{}->{}", l.from, l.to)))
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+        .unwrap_or((0, String::new()));
+    let (max_node_frames, max_node) = nodes
+        .iter()
+        .map(|n| (n.frames_sent + n.frames_received, n.node))
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+        .unwrap_or((0, 0));
+    let drops_after = drops(&d.sim);
+    let busy_after: u64 = (0..d.sim.len()).map(|i| d.sim.counters(NodeId(i as u32)).busy_ccas).sum();
+    let point = PointRow {
+        point: index,
+        seed,
+        created,
+        create_ms,
+        avg_hops,
+        max_hops,
+        frames: after_all.frames - before_all.frames,
+        mac_retries: after_all.mac_retries - before_all.mac_retries,
+        busy_ccas: busy_after - busy_before,
+        coap_retx: after_all.coap_retx - before_all.coap_retx,
+        drops_interference: drops_after.0 - drops_before.0,
+        drops_collision: drops_after.1 - drops_before.1,
+        drops_mac: drops_after.2 - drops_before.2,
+        drops_cpu: drops_after.3 - drops_before.3,
+        max_link_frames,
+        max_link,
+        max_node_frames,
+        max_node,
+        events: d.sim.events_processed(),
+    };
+    Ok(PointResult { queries, point, links, nodes })
+}
+
+fn link_snapshot(sim: &Sim) -> BTreeMap<(u32, u32), (u64, u64, u64)> {
+    sim.link_counters().into_iter().map(|(a, b, c)| ((a.0, b.0), (c.frames, c.retransmissions, c.received))).collect()
+}
+
+fn node_snapshot(sim: &Sim, i: usize) -> (u64, u64, u64) {
+    let c = sim.counters(NodeId(i as u32));
+    (c.frames_sent, c.frames_received, c.datagrams_forwarded)
+}
+
+/// Frames lost to interference, to collisions (incl. half-duplex) and datagrams dropped after the MAC
+/// gave up, over all links and nodes so far.
+fn drops(sim: &Sim) -> (u64, u64, u64, u64) {
+    use corral_sim::DropReason as R;
+    let mut out = (0, 0, 0, 0);
+    for (_, _, c) in sim.link_counters() {
+        out.0 += c.lost(R::Interference);
+        out.1 += c.lost(R::Collision) + c.lost(R::HalfDuplex);
+    }
+    for i in 0..sim.len() {
+        let c = sim.counters(NodeId(i as u32));
+        out.2 += c.drops(R::MacRetriesExhausted) + c.drops(R::ChannelBusy);
+        out.3 += c.drops(R::QueueOverflow);
+    }
+    out
+}

@@ -1,0 +1,141 @@
+//! Running a sweep: which points (all, `--quick`, one `--shard i/n`), on how many threads, and merging
+//! shards back. Every point runs in its own simulator from its own seed ([`crate::run::point_seed`]), so
+//! neither the thread count nor the shard split changes a single number; results are put back in point
+//! order before anything is written.
+
+use crate::report::{read_results, RunData};
+use crate::run::{point_seed, run_point, PointResult};
+use crate::scenario::{Point, Scenario};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub seed: u64,
+    pub quick: bool,
+    /// `(i, n)`: only points whose position in the sweep is `i` modulo `n`.
+    pub shard: Option<(usize, usize)>,
+    pub jobs: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { seed: 1, quick: false, shard: None, jobs: 1 }
+    }
+}
+
+/// Parses `i/n` with `0 ≤ i < n`.
+pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let (i, n) = s.split_once('/').ok_or_else(|| format!("--shard {s}: expected i/n, e.g. 0/4"))?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| format!("--shard {s}: bad i"))?,
+        n.trim().parse().map_err(|_| format!("--shard {s}: bad n"))?,
+    );
+    if n == 0 || i >= n {
+        return Err(format!("--shard {s}: need 0 ≤ i < n"));
+    }
+    Ok((i, n))
+}
+
+/// The points a run covers: the sweep (quick or full), then the shard's share of them.
+pub fn selected_points(s: &Scenario, o: &RunOptions) -> (Vec<Point>, Vec<Point>) {
+    let all = s.points(o.quick);
+    let mine = match o.shard {
+        Some((i, n)) => all.iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, p)| p.clone()).collect(),
+        None => all.clone(),
+    };
+    (all, mine)
+}
+
+/// Runs `points` of a scenario on `jobs` threads; `progress(done, total)` is called after each point.
+pub fn run_points(
+    s: &Scenario,
+    points: &[Point],
+    o: &RunOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<PointResult>, String> {
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let slots: Mutex<Vec<Option<Result<PointResult, String>>>> = Mutex::new(vec![None; points.len()]);
+    let jobs = o.jobs.clamp(1, points.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(p) = points.get(k) else { break };
+                let r = s
+                    .setup(p, o.quick)
+                    .map_err(|e| e.0)
+                    .and_then(|setup| run_point(&setup, p.index, point_seed(o.seed, p)))
+                    .map_err(|e| format!("point {} ({}): {e}", p.index, p.label()));
+                slots.lock().expect("no thread panics holding the lock")[k] = Some(r);
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, points.len());
+            });
+        }
+    });
+    slots
+        .into_inner()
+        .expect("threads joined")
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("point not run".into())))
+        .collect()
+}
+
+/// Runs a scenario (or one shard of it) and returns its data, ready for [`crate::report::write_report`].
+pub fn run(
+    s: &Scenario,
+    text: &str,
+    o: &RunOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<RunData, String> {
+    let (all, mine) = selected_points(s, o);
+    let results = run_points(s, &mine, o, progress)?;
+    Ok(RunData {
+        scenario: s.clone(),
+        scenario_text: text.to_string(),
+        seed: o.seed,
+        quick: o.quick,
+        points: all,
+        results,
+        shard: o.shard,
+    })
+}
+
+/// Joins shard directories (written by `run` with `--shard`) into one run's data. The shards must come
+/// from the same scenario file, seed and mode; a point present in two shards must agree.
+pub fn merge(dirs: &[&Path]) -> Result<RunData, String> {
+    let mut base: Option<(String, u64, bool)> = None;
+    let mut results: Vec<PointResult> = Vec::new();
+    for dir in dirs {
+        let text = std::fs::read_to_string(dir.join("scenario.toml")).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let manifest: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("run.json"))
+                .map_err(|e| format!("{}: {e}", dir.join("run.json").display()))?,
+        )
+        .map_err(|e| format!("{}: {e}", dir.join("run.json").display()))?;
+        let seed = manifest["seed"].as_u64().ok_or("run.json: no seed")?;
+        let quick = manifest["quick"].as_bool().ok_or("run.json: no quick")?;
+        match &base {
+            None => base = Some((text, seed, quick)),
+            Some((t, s, q)) => {
+                if *t != text || *s != seed || *q != quick {
+                    return Err(format!("{}: a different scenario, seed or mode than the first shard", dir.display()));
+                }
+            }
+        }
+        for r in read_results(dir)? {
+            match results.iter().find(|x| x.point.point == r.point.point) {
+                Some(x) if *x != r => return Err(format!("point {} differs between shards", r.point.point)),
+                Some(_) => {}
+                None => results.push(r),
+            }
+        }
+    }
+    let (text, seed, quick) = base.ok_or("no shard directories given")?;
+    let scenario = Scenario::parse(&text).map_err(|e| e.0)?;
+    results.sort_by_key(|r| r.point.point);
+    let points = scenario.points(quick);
+    Ok(RunData { scenario, scenario_text: text, seed, quick, points, results, shard: None })
+}

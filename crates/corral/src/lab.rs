@@ -1,0 +1,218 @@
+//! `corral lab`: list, show, run and merge the experiments of corral-lab (scenario files → simulated
+//! network with the real Entity Manager → CSV, HTML with SVG figures, a text summary).
+//!
+//! Only the progress display reads the wall clock (for the ETA); the results never depend on it, on
+//! `--jobs` or on `--shard`.
+
+use crate::exit::Failure;
+use corral_lab::scenario::{builtin, Scenario, BUILTINS};
+use corral_lab::sweep::{self, RunOptions};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub const AFTER_HELP: &str = "\
+Examples:
+  corral lab list                                   # the built-in scenarios
+  corral lab run fig07-delay --quick                # a few repetitions, report in lab-out/fig07-delay-quick
+  corral lab run fig10-interference --jobs 2        # the full run on two threads
+  corral lab show table8-office > my.toml           # copy a scenario, edit it, then:
+  corral lab run my.toml --out my-report
+  corral lab run fig08-group-size --shard 0/2 --out s0   # half the sweep points (on one machine)
+  corral lab run fig08-group-size --shard 1/2 --out s1   # the other half (on another)
+  corral lab merge s0 s1 --out fig08                # one report from both
+
+A report directory holds queries.csv (one row per query), aggregates.csv, points.csv, links.csv (frames
+per link), nodes.csv (load per node), one SVG per figure, index.html (figures with the paper's findings and
+whether corral agrees), summary.txt and summary.json. The same command and --seed give byte-identical
+CSV files.";
+
+#[derive(clap::Args, Debug)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    command: LabCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum LabCommand {
+    /// List the built-in scenarios.
+    List,
+    /// Print a built-in scenario's file (copy it to edit your own).
+    Show {
+        /// A built-in scenario name (see `corral lab list`).
+        name: String,
+    },
+    /// Run a scenario (a built-in name or a TOML file) and write its report.
+    Run(RunArgs),
+    /// Join the report directories of `run --shard` into one report.
+    Merge {
+        /// Shard directories.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Output directory (default: lab-out/<scenario>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print summary.json instead of the text summary.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// A built-in scenario name or a scenario file (.toml).
+    scenario: String,
+    /// Few repetitions (and the scenario's quick subset of sweep values): for CI and a first look.
+    #[arg(long)]
+    quick: bool,
+    /// Report directory (default: lab-out/<scenario>[-quick][-shard-i-of-n]).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Seed of every random choice in the run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Run only every n-th sweep point starting at i (`i/n`), for splitting a sweep over machines.
+    #[arg(long)]
+    shard: Option<String>,
+    /// Threads (default: the available cores). Results do not depend on it.
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Print summary.json instead of the text summary.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Reads a scenario: a built-in name, or a file.
+fn load(spec: &str) -> Result<(Scenario, String), Failure> {
+    let text = match builtin(spec) {
+        Some(t) => t.to_string(),
+        None => {
+            let path = Path::new(spec);
+            if !path.exists() {
+                let names: Vec<&str> = BUILTINS.iter().map(|b| b.name).collect();
+                return Err(Failure::usage(format!(
+                    "{spec}: no such built-in scenario or file (built-in: {})",
+                    names.join(", ")
+                )));
+            }
+            std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("{spec}: {e}")))?
+        }
+    };
+    let s = Scenario::parse(&text).map_err(|e| Failure::usage(format!("{spec}: {e}")))?;
+    Ok((s, text))
+}
+
+struct Progress {
+    name: String,
+    start: Instant,
+    tty: bool,
+    quiet: bool,
+    last_tenth: std::sync::atomic::AtomicUsize,
+}
+
+impl Progress {
+    fn report(&self, done: usize, total: usize) {
+        if self.quiet {
+            return;
+        }
+        let elapsed = self.start.elapsed().as_secs_f64();
+        let eta = if done > 0 { elapsed / done as f64 * (total - done) as f64 } else { 0.0 };
+        let line = format!("[{}] {done}/{total} points, {elapsed:.1} s elapsed, ETA {eta:.0} s", self.name);
+        if self.tty {
+            let width = 30;
+            let filled = width * done / total.max(1);
+            say!("\r[{}{}] {line}   \x1b[K", "#".repeat(filled), ".".repeat(width - filled));
+            if done == total {
+                say!("");
+            }
+        } else {
+            // Without a terminal: a line at every tenth, so logs stay short.
+            let tenth = done * 10 / total.max(1);
+            if self.last_tenth.fetch_max(tenth + 1, std::sync::atomic::Ordering::Relaxed) <= tenth || done == total {
+                say!("{line}");
+            }
+        }
+    }
+}
+
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
+    match args.command {
+        LabCommand::List => {
+            out!("{:<22} {:<22} title", "name", "reproduces");
+            for b in BUILTINS {
+                let s = Scenario::parse(b.text).map_err(|e| Failure::other(format!("built-in {}: {e}", b.name)))?;
+                let points = s.points(false).len();
+                out!("{:<22} {:<22} {} ({points} points)", b.name, s.reference, s.title);
+            }
+            Ok(())
+        }
+        LabCommand::Show { name } => match builtin(&name) {
+            Some(t) => {
+                out!("{}", t.trim_end());
+                Ok(())
+            }
+            None => Err(Failure::usage(format!("{name}: no such built-in scenario (see corral lab list)"))),
+        },
+        LabCommand::Run(a) => {
+            let (s, text) = load(&a.scenario)?;
+            let shard = a.shard.as_deref().map(sweep::parse_shard).transpose().map_err(Failure::usage)?;
+            let jobs = a.jobs.unwrap_or_else(default_jobs).max(1);
+            let opts = RunOptions { seed: a.seed, quick: a.quick, shard, jobs };
+            let out = a.out.unwrap_or_else(|| {
+                let mut name = s.name.clone();
+                if a.quick {
+                    name.push_str("-quick");
+                }
+                if let Some((i, n)) = shard {
+                    name.push_str(&format!("-shard-{i}-of-{n}"));
+                }
+                PathBuf::from("lab-out").join(name)
+            });
+            let progress = Progress {
+                name: s.name.clone(),
+                start: Instant::now(),
+                tty: std::io::stderr().is_terminal(),
+                quiet,
+                last_tenth: Default::default(),
+            };
+            let data = sweep::run(&s, &text, &opts, &|d, t| progress.report(d, t)).map_err(Failure::other)?;
+            let found = corral_lab::report::write_report(&out, &data).map_err(Failure::other)?;
+            print_summary(&data, &found, a.json);
+            if !quiet {
+                say!("report: {} ({:.1} s)", out.join("index.html").display(), progress.start.elapsed().as_secs_f64());
+            }
+            Ok(())
+        }
+        LabCommand::Merge { dirs, out, json } => {
+            let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+            let data = sweep::merge(&refs).map_err(Failure::other)?;
+            let out = out.unwrap_or_else(|| PathBuf::from("lab-out").join(&data.scenario.name));
+            if data.results.len() < data.points.len() && !quiet {
+                say!(
+                    "warning: the shards cover {} of {} points; findings need all of them",
+                    data.results.len(),
+                    data.points.len()
+                );
+            }
+            let found = corral_lab::report::write_report(&out, &data).map_err(Failure::other)?;
+            print_summary(&data, &found, json);
+            if !quiet {
+                say!("report: {}", out.join("index.html").display());
+            }
+            Ok(())
+        }
+    }
+}
+
+fn print_summary(data: &corral_lab::report::RunData, found: &[corral_lab::findings::Finding], json: bool) {
+    if json {
+        let j = corral_lab::report::summary_json(data, found);
+        out!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
+    } else {
+        out!("{}", corral_lab::report::summary_text(data, found).trim_end());
+    }
+}

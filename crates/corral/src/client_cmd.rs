@@ -158,7 +158,7 @@ async fn client_for(uri: &Uri, timeout: Duration, mcast_if: Option<Ipv4Addr>) ->
     if let Some(ifaddr) = mcast_if {
         builder = builder.multicast_interface_v4(ifaddr);
     }
-    let v4_only = matches!(uri.host, Host::Ip { ip: IpAddr::V4(_), .. });
+    let v4_only = matches!(uri.host, Host::Ip(IpAddr::V4(_)));
     let first = if v4_only { "0.0.0.0:0" } else { "[::]:0" };
     match builder.clone().bind(first).await {
         Ok(c) => Ok(c),
@@ -194,7 +194,7 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
         if args.non {
             req = req.non();
         }
-        let multicast = matches!(uri.host, Host::Ip { ip, .. } if ip.is_multicast());
+        let multicast = matches!(uri.host, Host::Ip(ip) if ip.is_multicast());
         if multicast {
             let responses = req
                 .multicast_window(timeout)

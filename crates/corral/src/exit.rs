@@ -51,6 +51,10 @@ impl Failure {
             E::Unreachable(a) => Failure::new(ExitCode::Timeout, format!("{a} is unreachable from this socket")),
             E::Resolve { .. } => Failure::new(ExitCode::Timeout, e.to_string()),
             E::Reset => Failure::other("the server rejected the request (RST)"),
+            E::Transfer(why) if why.starts_with("stalled") => Failure::new(
+                ExitCode::Transfer,
+                format!("block-wise transfer failed: {why} (-B {timeout_secs} s; large transfers may need more)"),
+            ),
             E::Transfer(why) => Failure::new(ExitCode::Transfer, format!("block-wise transfer failed: {why}")),
             E::Connect { .. } | E::ConnectionClosed => Failure::new(ExitCode::Timeout, e.to_string()),
             other => Failure::other(other.to_string()),

@@ -206,3 +206,31 @@ async fn tcp_server_closing_fails_pending_requests() {
     let e = c.get(&format!("coap+tcp://127.0.0.1:{port}/x")).await.expect_err("the connection closes");
     assert!(matches!(e, Error::ConnectionClosed), "{e:?}");
 }
+
+/// Whatever a TCP peer sends — bytes that are not CoAP, a first message that is not a CSM, a frame larger
+/// than announced — only its own connection ends; the server keeps answering others.
+#[tokio::test]
+async fn tcp_garbage_closes_only_that_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = server().await;
+    let c = client().await;
+    assert_eq!(c.get(&uri("coap+tcp", &s, "renders")).await.unwrap().code, Code::CONTENT);
+    let garbage: [&[u8]; 3] = [
+        &[0xff; 64],                           // reserved lengths and codes
+        &[0x01, 0x01, 0xaa],                   // a GET before any CSM
+        &[0xf0, 0x7f, 0xff, 0xff, 0xff, 0xe1], // a 2 GB frame
+    ];
+    for bytes in garbage {
+        let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", s.local_addr().port())).await.unwrap();
+        raw.write_all(bytes).await.unwrap();
+        let mut sink = Vec::new();
+        // The server answers with its CSM (and an Abort) and closes: read_to_end returns.
+        tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut sink))
+            .await
+            .expect("the server closes the connection")
+            .ok();
+    }
+    let r = c.get(&uri("coap+tcp", &s, "renders")).await.expect("the first connection still works");
+    assert_eq!(r.code, Code::CONTENT);
+    eventually("the aborted connections are gone", async || s.stats().await.unwrap().tcp_connections == 1).await;
+}

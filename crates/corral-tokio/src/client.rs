@@ -300,10 +300,19 @@ impl Client {
 
     /// Registers an observation of a ready-made request (a GET or FETCH; Observe=0 is added) and streams the
     /// notifications. `params.timeout` bounds the wait for the first response only.
-    pub fn observe(
+    pub fn observe(&self, dst: SocketAddr, request: Request, params: SendParams) -> Result<Observation, Error> {
+        self.observe_via(Transport::Udp, dst, request, params)
+    }
+
+    /// Like [`Client::observe`], over CoAP over TCP.
+    pub fn observe_tcp(&self, dst: SocketAddr, request: Request, params: SendParams) -> Result<Observation, Error> {
+        self.observe_via(Transport::Tcp, dst, request, params)
+    }
+
+    fn observe_via(
         &self,
+        transport: Transport,
         dst: SocketAddr,
-        tcp: bool,
         mut request: Request,
         mut params: SendParams,
     ) -> Result<Observation, Error> {
@@ -311,7 +320,6 @@ impl Client {
         // The endpoint's deadline would cover the whole observation: the first response is timed here.
         let first_timeout = params.timeout.take().map(Duration::from).or(self.inner.timeout);
         let (tx, rx) = mpsc::channel(OBSERVE_QUEUE);
-        let transport = if tcp { Transport::Tcp } else { Transport::Udp };
         let guard = self.start(transport, dst, request, params, Reply::Observe(tx))?;
         Ok(Observation {
             rx,
@@ -566,7 +574,7 @@ impl RequestBuilder {
     /// The request's timeout bounds the wait for the first response only.
     pub async fn observe(self) -> Result<Observation, Error> {
         let p = self.prepare().await?;
-        p.client.observe(p.dst, p.transport == Transport::Tcp, p.request, p.params)
+        p.client.observe_via(p.transport, p.dst, p.request, p.params)
     }
 }
 

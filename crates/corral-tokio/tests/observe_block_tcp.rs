@@ -234,3 +234,19 @@ async fn tcp_garbage_closes_only_that_connection() {
     assert_eq!(r.code, Code::CONTENT);
     eventually("the aborted connections are gone", async || s.stats().await.unwrap().tcp_connections == 1).await;
 }
+
+/// Async handlers answer requests that came over TCP as well as over UDP, slow ones included.
+#[tokio::test]
+async fn async_routes_answer_over_tcp() {
+    let mut server = Server::builder().tcp(None).bind("127.0.0.1:0").await.expect("bind server");
+    server.route("/slow/{n}", |req| async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Response::content(ContentFormat::TEXT_PLAIN, format!("slow {}", req.param("n").unwrap_or("?")))
+    });
+    let s = server.spawn().expect("spawn server");
+    let c = client().await;
+    for scheme in ["coap+tcp", "coap"] {
+        let r = c.get(&uri(scheme, &s, "slow/7")).await.expect("answered");
+        assert_eq!(r.payload_text(), "slow 7", "{scheme}");
+    }
+}

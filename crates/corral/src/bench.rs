@@ -148,7 +148,8 @@ struct ClientResult {
 }
 
 pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
-    let uri = corral_tokio::parse_uri(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
+    let (uri, scope_id) =
+        corral_tokio::uri::parse_scoped(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
     if uri.scheme != Scheme::Coap {
         return Err(Failure::usage(format!("corral bench measures CoAP over UDP: use coap://, not {}://", uri.scheme)));
     }
@@ -168,6 +169,7 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
     .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
         let dst = match &uri.host {
+            Host::Ip(IpAddr::V6(ip)) => SocketAddr::V6(std::net::SocketAddrV6::new(*ip, uri.port, 0, scope_id)),
             Host::Ip(ip) => SocketAddr::new(*ip, uri.port),
             Host::Name(name) => tokio::net::lookup_host((name.as_str(), uri.port))
                 .await

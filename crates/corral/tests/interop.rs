@@ -137,104 +137,6 @@ fn aiocoap_client_against_corral_serve() {
     }
 }
 
-fn libcoap_server() -> Proc {
-    // coap-server-notls cannot report an ephemeral port: take one that was free a moment ago (for UDP and
-    // TCP: it listens on both), and wait until it answers.
-    for _ in 0..5 {
-        let port = free_udp_tcp_port();
-        let child = Command::new("coap-server-notls")
-            .args(["-p", &port.to_string()])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start coap-server-notls");
-        let server = Proc { child, port };
-        let o = corral(&["get", &format!("coap://127.0.0.1:{port}/"), "-B", "3"]);
-        if o.status.success() {
-            return server;
-        }
-    }
-    panic!("coap-server-notls did not come up");
-}
-
-#[test]
-fn corral_against_libcoap_server() {
-    if !enabled(&["coap-server-notls"]) {
-        return;
-    }
-    let s = libcoap_server();
-    for host in ["127.0.0.1", "[::1]"] {
-        let base = format!("coap://{host}:{}", s.port);
-        let o = corral(&["get", &format!("{base}/")]);
-        assert!(stdout(&o).contains("libcoap"), "{}", out(&o));
-        let o = corral(&["get", "-N", &format!("{base}/")]);
-        assert!(stdout(&o).contains("libcoap"), "NON: {}", out(&o));
-        let o =
-            corral(&["put", &format!("{base}/example_data"), "-e", &format!("from corral via {host}"), "-t", "text"]);
-        assert_eq!(o.status.code(), Some(0), "{}", out(&o));
-        let o = corral(&["get", &format!("{base}/example_data")]);
-        assert_eq!(stdout(&o), format!("from corral via {host}"), "{}", out(&o));
-        // Known difference: the example resource allows GET and PUT only.
-        for method in ["post", "delete"] {
-            let o = corral(&[method, &format!("{base}/example_data"), "-e", "x"]);
-            assert_eq!(o.status.code(), Some(4), "{method}: {}", out(&o));
-            assert!(stderr(&o).contains("4.05 Method Not Allowed"), "{}", out(&o));
-        }
-        // /async?1 answers after a second: an empty ACK, then a separate response.
-        let o = corral(&["get", &format!("{base}/async?1"), "-v"]);
-        assert_eq!(o.status.code(), Some(0), "{}", out(&o));
-        let o = corral(&["get", "-N", &format!("{base}/async?1")]);
-        assert_eq!(o.status.code(), Some(0), "NON: {}", out(&o));
-        let o = corral(&["discover", &base]);
-        assert!(
-            stdout(&o).lines().any(|l| l.starts_with("/time") && l.contains("ticks") && l.contains("yes")),
-            "{}",
-            out(&o)
-        );
-        let o = corral(&["get", &format!("{base}/no-such-resource")]);
-        assert_eq!(o.status.code(), Some(4), "{}", out(&o));
-        assert!(stderr(&o).contains("4.04 Not Found"), "{}", out(&o));
-    }
-}
-
-#[test]
-fn corral_against_aiocoap_server() {
-    if !enabled(&["python3"]) {
-        return;
-    }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/aiocoap_server.py");
-    let s = spawn_with_port(Command::new("python3").args([script, "--lifetime", "60"]), |line| {
-        line.strip_prefix("port ")?.trim().parse().ok()
-    });
-    for host in ["127.0.0.1", "[::1]"] {
-        let base = format!("coap://{host}:{}", s.port);
-        let o = corral(&["get", &format!("{base}/hello")]);
-        assert_eq!(stdout(&o), "hello from aiocoap", "{}", out(&o));
-        let o = corral(&["get", "-N", &format!("{base}/hello")]);
-        assert_eq!(stdout(&o), "hello from aiocoap", "NON: {}", out(&o));
-        let o = corral(&["put", &format!("{base}/store"), "-e", "a"]);
-        assert_eq!(o.status.code(), Some(0), "{}", out(&o));
-        let o = corral(&["post", &format!("{base}/store"), "-e", "b", "--json"]);
-        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", out(&o)));
-        assert_eq!(j["code"], "2.01");
-        let o = corral(&["get", &format!("{base}/store")]);
-        assert_eq!(stdout(&o), "ab", "{}", out(&o));
-        let o = corral(&["delete", "-N", &format!("{base}/store")]);
-        assert_eq!(o.status.code(), Some(0), "{}", out(&o));
-        let o = corral(&["get", &format!("{base}/slow")]);
-        assert_eq!(stdout(&o), "slow but sure", "separate response: {}", out(&o));
-        let o = corral(&["get", "-N", &format!("{base}/slow")]);
-        assert_eq!(stdout(&o), "slow but sure", "NON: {}", out(&o));
-        let o = corral(&["discover", &base]);
-        for path in ["/hello", "/store", "/slow"] {
-            assert!(stdout(&o).lines().any(|l| l.starts_with(path)), "{path}: {}", out(&o));
-        }
-        let o = corral(&["get", &format!("{base}/missing")]);
-        assert_eq!(o.status.code(), Some(4), "{}", out(&o));
-    }
-}
-
 /// A port free for UDP and TCP a moment ago.
 fn free_udp_tcp_port() -> u16 {
     loop {
@@ -433,5 +335,103 @@ fn corral_observes_and_moves_blocks_with_aiocoap_server() {
         assert_eq!(o.status.code(), Some(0), "{}", out(&o));
         let o = corral(&["get", &format!("{base}/large-update")]);
         assert!(o.stdout == upload, "{host}: {} bytes back", o.stdout.len());
+    }
+}
+
+fn libcoap_server() -> Proc {
+    // coap-server-notls cannot report an ephemeral port: take one that was free a moment ago (for UDP and
+    // TCP: it listens on both), and wait until it answers.
+    for _ in 0..5 {
+        let port = free_udp_tcp_port();
+        let child = Command::new("coap-server-notls")
+            .args(["-p", &port.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start coap-server-notls");
+        let server = Proc { child, port };
+        let o = corral(&["get", &format!("coap://127.0.0.1:{port}/"), "-B", "3"]);
+        if o.status.success() {
+            return server;
+        }
+    }
+    panic!("coap-server-notls did not come up");
+}
+
+#[test]
+fn corral_against_libcoap_server() {
+    if !enabled(&["coap-server-notls"]) {
+        return;
+    }
+    let s = libcoap_server();
+    for host in ["127.0.0.1", "[::1]"] {
+        let base = format!("coap://{host}:{}", s.port);
+        let o = corral(&["get", &format!("{base}/")]);
+        assert!(stdout(&o).contains("libcoap"), "{}", out(&o));
+        let o = corral(&["get", "-N", &format!("{base}/")]);
+        assert!(stdout(&o).contains("libcoap"), "NON: {}", out(&o));
+        let o =
+            corral(&["put", &format!("{base}/example_data"), "-e", &format!("from corral via {host}"), "-t", "text"]);
+        assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+        let o = corral(&["get", &format!("{base}/example_data")]);
+        assert_eq!(stdout(&o), format!("from corral via {host}"), "{}", out(&o));
+        // Known difference: the example resource allows GET and PUT only.
+        for method in ["post", "delete"] {
+            let o = corral(&[method, &format!("{base}/example_data"), "-e", "x"]);
+            assert_eq!(o.status.code(), Some(4), "{method}: {}", out(&o));
+            assert!(stderr(&o).contains("4.05 Method Not Allowed"), "{}", out(&o));
+        }
+        // /async?1 answers after a second: an empty ACK, then a separate response.
+        let o = corral(&["get", &format!("{base}/async?1"), "-v"]);
+        assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+        let o = corral(&["get", "-N", &format!("{base}/async?1")]);
+        assert_eq!(o.status.code(), Some(0), "NON: {}", out(&o));
+        let o = corral(&["discover", &base]);
+        assert!(
+            stdout(&o).lines().any(|l| l.starts_with("/time") && l.contains("ticks") && l.contains("yes")),
+            "{}",
+            out(&o)
+        );
+        let o = corral(&["get", &format!("{base}/no-such-resource")]);
+        assert_eq!(o.status.code(), Some(4), "{}", out(&o));
+        assert!(stderr(&o).contains("4.04 Not Found"), "{}", out(&o));
+    }
+}
+
+#[test]
+fn corral_against_aiocoap_server() {
+    if !enabled(&["python3"]) {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/aiocoap_server.py");
+    let s = spawn_with_port(Command::new("python3").args([script, "--lifetime", "60"]), |line| {
+        line.strip_prefix("port ")?.trim().parse().ok()
+    });
+    for host in ["127.0.0.1", "[::1]"] {
+        let base = format!("coap://{host}:{}", s.port);
+        let o = corral(&["get", &format!("{base}/hello")]);
+        assert_eq!(stdout(&o), "hello from aiocoap", "{}", out(&o));
+        let o = corral(&["get", "-N", &format!("{base}/hello")]);
+        assert_eq!(stdout(&o), "hello from aiocoap", "NON: {}", out(&o));
+        let o = corral(&["put", &format!("{base}/store"), "-e", "a"]);
+        assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+        let o = corral(&["post", &format!("{base}/store"), "-e", "b", "--json"]);
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", out(&o)));
+        assert_eq!(j["code"], "2.01");
+        let o = corral(&["get", &format!("{base}/store")]);
+        assert_eq!(stdout(&o), "ab", "{}", out(&o));
+        let o = corral(&["delete", "-N", &format!("{base}/store")]);
+        assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+        let o = corral(&["get", &format!("{base}/slow")]);
+        assert_eq!(stdout(&o), "slow but sure", "separate response: {}", out(&o));
+        let o = corral(&["get", "-N", &format!("{base}/slow")]);
+        assert_eq!(stdout(&o), "slow but sure", "NON: {}", out(&o));
+        let o = corral(&["discover", &base]);
+        for path in ["/hello", "/store", "/slow"] {
+            assert!(stdout(&o).lines().any(|l| l.starts_with(path)), "{path}: {}", out(&o));
+        }
+        let o = corral(&["get", &format!("{base}/missing")]);
+        assert_eq!(o.status.code(), Some(4), "{}", out(&o));
     }
 }

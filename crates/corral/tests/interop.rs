@@ -284,7 +284,7 @@ fn corral_observes_and_moves_blocks_with_libcoap_server() {
     for scheme in ["coap", "coap+tcp"] {
         let base = format!("{scheme}://127.0.0.1:{}", s.port);
         // /time notifies every second.
-        let o = corral(&["get", &format!("{base}/time"), "-s", "3.5"]);
+        let o = corral(&["get", &format!("{base}/time"), "-s", "4.5"]);
         assert_eq!(o.status.code(), Some(0), "{scheme}: {}", out(&o));
         assert!(stdout(&o).lines().count() >= 3, "{scheme}: several notifications: {}", out(&o));
         // Block1 upload and Block2 download with 64-byte blocks, then 1 MB with the default size.

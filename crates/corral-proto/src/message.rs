@@ -198,7 +198,9 @@ pub enum RequestError {
     Timeout,
     /// The peer answered with RST.
     Reset,
-    /// A block-wise transfer broke off (RFC 7959): the text says why. No partial body is delivered.
+    /// A block-wise transfer broke off (RFC 7959): the text says why — a bad block, a representation that
+    /// changed, or (text starting "stalled") a timeout after some blocks had gone through. No partial body
+    /// is delivered.
     BadTransfer(&'static str),
     /// CoAP over TCP: the connection closed or was aborted before the response arrived.
     ConnectionClosed,

@@ -91,6 +91,12 @@ impl Node {
         &self.tcp
     }
 
+    /// The TCP endpoint, for a driver that answers TCP requests on behalf of async handlers (as
+    /// [`Node::endpoint_mut`] does for UDP).
+    pub fn tcp_mut(&mut self) -> &mut TcpEndpoint {
+        &mut self.tcp
+    }
+
     /// Replaces the TCP endpoint's configuration (before any connection).
     pub fn set_tcp_config(&mut self, config: TcpConfig) {
         self.tcp = TcpEndpoint::new(config);

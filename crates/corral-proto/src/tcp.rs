@@ -777,7 +777,8 @@ impl TcpEndpoint {
             }
             let from = self.conns.get(&ex.conn).map(|c| c.peer).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
             info!(?id, "request over TCP timed out");
-            self.finish(id, Some(RequestError::Timeout), None, from);
+            let error = Transfer::failure(ex.transfer.as_deref(), RequestError::Timeout);
+            self.finish(id, Some(error), None, from);
         }
     }
 }

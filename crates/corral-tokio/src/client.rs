@@ -1,4 +1,5 @@
-//! The async CoAP client: one [`Client`] is one UDP socket and one corral [`Endpoint`], driven by a task.
+//! The async CoAP client: one [`Client`] is one UDP socket with its corral [`Endpoint`], plus a
+//! [`TcpEndpoint`] for `coap+tcp://` URIs, driven by one task.
 //!
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -7,17 +8,37 @@
 //! let resp = client.get("coap://[::1]/s/t").await?;
 //! println!("{:#} {}", resp.code, resp.payload_text());
 //! let resp = client.put("coap://[::1]/led").payload("on").content_format(corral_tokio::ContentFormat::TEXT_PLAIN).non().await?;
-//! # let _ = resp; Ok(()) }
+//! let firmware = client.get("coap+tcp://[::1]/fw").block_size(512).await?;   // block-wise, over TCP
+//! let mut temperature = client.get("coap://[::1]/temp").observe().await?;   // RFC 7641
+//! while let Some(notification) = temperature.next().await {
+//!     println!("{}", notification?.payload_text());
+//! #   break;
+//! }
+//! temperature.cancel().await?;                                             // GET with Observe=1
+//! # let _ = (resp, firmware); Ok(()) }
 //! ```
 //!
 //! Requests to one server obey NSTART = 1 (RFC 7252 §4.7): concurrent requests to the same server queue
-//! behind each other inside the endpoint. Dropping a request's future cancels it.
+//! behind each other inside the endpoint. Dropping a request's future cancels it; dropping an
+//! [`Observation`] deregisters it.
+//!
+//! Block-wise transfer (RFC 7959) is transparent: a payload larger than a block goes out block by block and
+//! a block-wise response is assembled before it is returned; a transfer that breaks off is an
+//! [`Error::Transfer`] (or [`Error::Timeout`]), never a truncated body.
+//!
+//! `coap+tcp://` (RFC 8323): the first request to a server opens a connection, which later requests reuse;
+//! responses, notifications and block-wise transfers look exactly as over UDP.
 
-use crate::driver::{os_seed, Clock, Command, Driver, DriverStats, Reply, RequestFailure};
+use crate::driver::{
+    os_seed, ClientMachine, Clock, Command, Driver, DriverStats, Outcome, Reply, RequestFailure, TcpSide, Transport,
+    OBSERVE_QUEUE,
+};
 use crate::socket::{can_reach, PreparedSocket, SocketOptions};
-use crate::uri::{parse_uri, Host, Uri, UriError};
-use corral_proto::wire::{Code, ContentFormat, OptionNumber, Token};
-use corral_proto::{Endpoint, EndpointConfig, Request, RequestError, Response, SendParams, StartError};
+use crate::uri::{parse_scoped, Host, Scheme, Uri, UriError};
+use corral_proto::wire::{BlockValue, Code, ContentFormat, OptionNumber, Token};
+use corral_proto::{
+    Endpoint, EndpointConfig, Request, RequestError, Response, SendParams, StartError, TcpConfig, TcpEndpoint,
+};
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::io;
@@ -53,6 +74,8 @@ pub enum Error {
     Transfer(&'static str),
     /// CoAP over TCP: the connection closed before the response arrived.
     ConnectionClosed,
+    /// CoAP over TCP: no connection could be made to the server.
+    Connect { addr: SocketAddr, reason: String },
 }
 
 impl fmt::Display for Error {
@@ -67,6 +90,7 @@ impl fmt::Display for Error {
             Error::Closed => f.write_str("the client has stopped"),
             Error::Transfer(why) => write!(f, "block-wise transfer failed: {why}"),
             Error::ConnectionClosed => f.write_str("the connection closed before the response arrived"),
+            Error::Connect { addr, reason } => write!(f, "cannot connect to {addr} over TCP: {reason}"),
         }
     }
 }
@@ -82,6 +106,7 @@ impl From<RequestFailure> for Error {
             RequestFailure::Failed(RequestError::ConnectionClosed) => Error::ConnectionClosed,
             RequestFailure::Start(e) => Error::Start(e),
             RequestFailure::Unreachable => Error::Unreachable(SocketAddr::from(([0, 0, 0, 0], 0))),
+            RequestFailure::Connect(reason) => Error::Connect { addr: SocketAddr::from(([0, 0, 0, 0], 0)), reason },
         }
     }
 }
@@ -96,6 +121,7 @@ impl From<UriError> for Error {
 #[derive(Debug, Clone, Default)]
 pub struct ClientBuilder {
     config: Option<EndpointConfig>,
+    tcp: Option<TcpConfig>,
     socket: SocketOptions,
     timeout: Option<Duration>,
 }
@@ -105,6 +131,13 @@ impl ClientBuilder {
     /// the OS: tokens and message IDs must not be predictable off-path.
     pub fn endpoint_config(mut self, config: EndpointConfig) -> Self {
         self.config = Some(config);
+        self
+    }
+
+    /// The CoAP-over-TCP configuration (Max-Message-Size, limits). Default: the UDP endpoint's block
+    /// settings, the rest [`TcpConfig::default`]. Its seed is replaced by one from the OS.
+    pub fn tcp_config(mut self, config: TcpConfig) -> Self {
+        self.tcp = Some(config);
         self
     }
 
@@ -143,8 +176,11 @@ impl ClientBuilder {
         let socket = prepared.into_tokio()?;
         let mut config = self.config.unwrap_or_default();
         config.seed = os_seed();
+        let mut tcp = self.tcp.unwrap_or_else(|| TcpConfig { block: config.block, ..TcpConfig::default() });
+        tcp.seed = os_seed();
+        let machine = ClientMachine { udp: Endpoint::new(config), tcp: TcpEndpoint::new(tcp) };
         let (tx, rx) = mpsc::unbounded_channel();
-        let driver = Driver::new(Endpoint::new(config), socket, Clock::new(), rx);
+        let driver = Driver::new(machine, socket, Clock::new(), rx, TcpSide::new(None));
         let span = tracing::debug_span!("coap_client", local = %local);
         tokio::spawn(driver.run().instrument(span));
         Ok(Client {
@@ -192,7 +228,7 @@ impl Client {
     pub fn request(&self, method: Code, uri: &str) -> RequestBuilder {
         RequestBuilder {
             client: self.clone(),
-            uri: parse_uri(uri),
+            uri: parse_scoped(uri),
             dst: None,
             request: Request::new(method),
             params: SendParams { timeout: self.inner.timeout.map(Into::into), ..SendParams::default() },
@@ -234,13 +270,65 @@ impl Client {
         request: Request,
         params: SendParams,
     ) -> Result<(SocketAddr, Response), Error> {
+        self.send_via(Transport::Udp, dst, request, params).await
+    }
+
+    /// Sends a ready-made request over CoAP over TCP (RFC 8323) to `dst`, connecting first if this client
+    /// has no connection to it yet. `params.confirmable` does not matter: TCP has no message layer.
+    pub async fn send_tcp(
+        &self,
+        dst: SocketAddr,
+        request: Request,
+        params: SendParams,
+    ) -> Result<(SocketAddr, Response), Error> {
+        self.send_via(Transport::Tcp, dst, request, params).await
+    }
+
+    async fn send_via(
+        &self,
+        transport: Transport,
+        dst: SocketAddr,
+        request: Request,
+        params: SendParams,
+    ) -> Result<(SocketAddr, Response), Error> {
         let (tx, rx) = oneshot::channel();
-        let guard = self.start(dst, request, params, Reply::Unicast(tx))?;
+        let guard = self.start(transport, dst, request, params, Reply::Unicast(tx))?;
         let result = rx.await.map_err(|_| Error::Closed)?;
         guard.disarm();
-        result.map_err(|f| match f {
-            RequestFailure::Unreachable => Error::Unreachable(dst),
-            f => f.into(),
+        result.map_err(|f| failure_for(f, dst))
+    }
+
+    /// Registers an observation of a ready-made request (a GET or FETCH; Observe=0 is added) and streams the
+    /// notifications. `params.timeout` bounds the wait for the first response only.
+    pub fn observe(&self, dst: SocketAddr, request: Request, params: SendParams) -> Result<Observation, Error> {
+        self.observe_via(Transport::Udp, dst, request, params)
+    }
+
+    /// Like [`Client::observe`], over CoAP over TCP.
+    pub fn observe_tcp(&self, dst: SocketAddr, request: Request, params: SendParams) -> Result<Observation, Error> {
+        self.observe_via(Transport::Tcp, dst, request, params)
+    }
+
+    fn observe_via(
+        &self,
+        transport: Transport,
+        dst: SocketAddr,
+        mut request: Request,
+        mut params: SendParams,
+    ) -> Result<Observation, Error> {
+        request.options.set_uint(OptionNumber::OBSERVE, u64::from(corral_proto::wire::OBSERVE_REGISTER));
+        // The endpoint's deadline would cover the whole observation: the first response is timed here.
+        let first_timeout = params.timeout.take().map(Duration::from).or(self.inner.timeout);
+        let (tx, rx) = mpsc::channel(OBSERVE_QUEUE);
+        let guard = self.start(transport, dst, request, params, Reply::Observe(tx))?;
+        Ok(Observation {
+            rx,
+            ticket: Some(guard.ticket),
+            tx: guard.disarm_keep(),
+            dst,
+            first_timeout,
+            established: false,
+            registered: false,
         })
     }
 
@@ -253,7 +341,7 @@ impl Client {
         params: SendParams,
     ) -> Result<MulticastResponses, Error> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let guard = self.start(dst, request, params, Reply::Multicast(tx))?;
+        let guard = self.start(Transport::Udp, dst, request, params, Reply::Multicast(tx))?;
         Ok(MulticastResponses { rx, guard: Some(guard) })
     }
 
@@ -264,33 +352,57 @@ impl Client {
         rx.await.ok()
     }
 
-    fn start(&self, dst: SocketAddr, request: Request, params: SendParams, reply: Reply) -> Result<CancelGuard, Error> {
-        if !can_reach(self.inner.local, self.inner.dual_stack, &dst) {
+    fn start(
+        &self,
+        transport: Transport,
+        dst: SocketAddr,
+        request: Request,
+        params: SendParams,
+        reply: Reply,
+    ) -> Result<CancelGuard, Error> {
+        if transport == Transport::Udp && !can_reach(self.inner.local, self.inner.dual_stack, &dst) {
             return Err(Error::Unreachable(dst));
         }
         let ticket = self.inner.next_ticket.fetch_add(1, Ordering::Relaxed);
-        self.inner.tx.send(Command::Request { ticket, dst, request, params, reply }).map_err(|_| Error::Closed)?;
+        self.inner
+            .tx
+            .send(Command::Request { ticket, dst, transport, request, params, reply })
+            .map_err(|_| Error::Closed)?;
         Ok(CancelGuard { tx: self.inner.tx.clone(), ticket, armed: true })
     }
 
-    /// Where a URI's request goes: its IP literal, or the first resolved address this socket can reach.
+    /// Where a URI's request goes: its IP literal, or the first resolved address this client can reach
+    /// (over UDP, one of its socket's family; over TCP, any).
     pub async fn resolve(&self, uri: &Uri) -> Result<SocketAddr, Error> {
+        self.resolve_scoped(uri, 0).await
+    }
+
+    /// Like [`Client::resolve`], with the interface index of an IPv6 zone (see [`crate::uri::parse_scoped`]).
+    pub async fn resolve_scoped(&self, uri: &Uri, scope_id: u32) -> Result<SocketAddr, Error> {
         match &uri.host {
-            Host::Ip { ip: std::net::IpAddr::V6(ip), scope_id } => {
-                Ok(SocketAddr::V6(SocketAddrV6::new(*ip, uri.port, 0, *scope_id)))
-            }
-            Host::Ip { ip, .. } => Ok(SocketAddr::new(*ip, uri.port)),
+            Host::Ip(std::net::IpAddr::V6(ip)) => Ok(SocketAddr::V6(SocketAddrV6::new(*ip, uri.port, 0, scope_id))),
+            Host::Ip(ip) => Ok(SocketAddr::new(*ip, uri.port)),
             Host::Name(name) => {
                 let addrs = tokio::net::lookup_host((name.as_str(), uri.port))
                     .await
                     .map_err(|e| Error::Resolve { host: name.clone(), reason: e.to_string() })?;
                 let (local, dual) = (self.inner.local, self.inner.dual_stack);
-                addrs.into_iter().find(|a| can_reach(local, dual, a)).ok_or_else(|| Error::Resolve {
+                let tcp = uri.scheme.is_reliable();
+                addrs.into_iter().find(|a| tcp || can_reach(local, dual, a)).ok_or_else(|| Error::Resolve {
                     host: name.clone(),
                     reason: "no address of a family this socket can reach".into(),
                 })
             }
         }
+    }
+}
+
+/// Puts the destination into failures that name it.
+fn failure_for(f: RequestFailure, dst: SocketAddr) -> Error {
+    match f {
+        RequestFailure::Unreachable => Error::Unreachable(dst),
+        RequestFailure::Connect(reason) => Error::Connect { addr: dst, reason },
+        f => f.into(),
     }
 }
 
@@ -304,6 +416,12 @@ struct CancelGuard {
 impl CancelGuard {
     fn disarm(mut self) {
         self.armed = false;
+    }
+
+    /// Disarms the guard, keeping its command sender (the driver stays alive while it exists).
+    fn disarm_keep(mut self) -> mpsc::UnboundedSender<Command> {
+        self.armed = false;
+        self.tx.clone()
     }
 }
 
@@ -320,7 +438,7 @@ impl Drop for CancelGuard {
 #[must_use = "a request does nothing until it is awaited"]
 pub struct RequestBuilder {
     client: Client,
-    uri: Result<Uri, UriError>,
+    uri: Result<(Uri, u32), UriError>,
     dst: Option<SocketAddr>,
     request: Request,
     params: SendParams,
@@ -376,6 +494,14 @@ impl RequestBuilder {
         self
     }
 
+    /// Block size for block-wise transfer (RFC 7959): uploads use it for Block1, and the first request asks
+    /// the server for it in Block2 (early negotiation). `bytes` is rounded down to a power of two in
+    /// 16..=1024. Without it, the endpoint's block size (1024) is used for bodies that need it.
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.params.block_szx = Some(BlockValue::szx_for_size(bytes.clamp(16, 1024)).min(6));
+        self
+    }
+
     /// For multicast requests: how long responses are collected.
     pub fn multicast_window(mut self, window: Duration) -> Self {
         self.params.multicast_window = Some(window.into());
@@ -393,20 +519,31 @@ impl RequestBuilder {
         &self.request
     }
 
-    async fn prepare(self) -> Result<(Client, SocketAddr, Request, SendParams), Error> {
-        let uri = self.uri?;
+    async fn prepare(self) -> Result<Prepared, Error> {
+        let (uri, scope_id) = self.uri?;
+        let transport = match uri.scheme {
+            Scheme::Coap => Transport::Udp,
+            Scheme::CoapTcp => Transport::Tcp,
+            Scheme::Coaps | Scheme::CoapsTcp => {
+                return Err(Error::InvalidUri(UriError(format!(
+                    "{}:// (CoAP over DTLS/TLS) is not supported; use coap:// or coap+tcp://",
+                    uri.scheme
+                ))))
+            }
+        };
         let dst = match self.dst {
             Some(d) => d,
-            None => self.client.resolve(&uri).await?,
+            None => self.client.resolve_scoped(&uri, scope_id).await?,
         };
         let mut request = self.request;
-        // The URI's Uri-Path/Uri-Query come first: the order of repeated options is meaningful.
-        let mut options = uri.to_options();
+        // The URI's Uri-* options come first: the order of repeated options is meaningful.
+        let mut options = corral_proto::wire::Options::new();
+        uri.to_options(&mut options);
         for (n, v) in request.options.iter() {
             options.push(n, v);
         }
         request.options = options;
-        Ok((self.client, dst, request, self.params))
+        Ok(Prepared { client: self.client, transport, dst, request, params: self.params })
     }
 
     /// Sends the request; returns the response (whatever its code).
@@ -416,16 +553,133 @@ impl RequestBuilder {
 
     /// Sends the request; returns the responder's address and the response.
     pub async fn send_from(self) -> Result<(SocketAddr, Response), Error> {
-        let (client, dst, request, params) = self.prepare().await?;
-        client.send(dst, request, params).await
+        let p = self.prepare().await?;
+        p.client.send_via(p.transport, p.dst, p.request, p.params).await
     }
 
     /// Sends the request to a multicast group (as NON) and streams the responses.
     pub async fn multicast(self) -> Result<MulticastResponses, Error> {
-        let (client, dst, request, mut params) = self.prepare().await?;
-        params.confirmable = false;
-        params.timeout = None;
-        client.send_multicast(dst, request, params)
+        let mut p = self.prepare().await?;
+        if p.transport != Transport::Udp {
+            return Err(Error::InvalidUri(UriError("multicast needs coap:// (UDP)".into())));
+        }
+        p.params.confirmable = false;
+        p.params.timeout = None;
+        p.client.send_multicast(p.dst, p.request, p.params)
+    }
+
+    /// Observes the resource (RFC 7641): sends the request (a GET or FETCH) with Observe=0 and streams the
+    /// registration's response and every notification after it, until the server ends the observation,
+    /// [`Observation::cancel`] deregisters it, or the [`Observation`] is dropped (which deregisters too).
+    /// The request's timeout bounds the wait for the first response only.
+    pub async fn observe(self) -> Result<Observation, Error> {
+        let p = self.prepare().await?;
+        p.client.observe_via(p.transport, p.dst, p.request, p.params)
+    }
+}
+
+struct Prepared {
+    client: Client,
+    transport: Transport,
+    dst: SocketAddr,
+    request: Request,
+    params: SendParams,
+}
+
+/// An observation (RFC 7641): the registration's response, then each notification as it arrives.
+///
+/// Notifications older than the last one are dropped by the endpoint (the freshness rule of RFC 7641
+/// §3.4); a block-wise notification arrives assembled. A reader that falls far behind misses intermediate
+/// notifications, never the end. Dropping the observation deregisters it in the background.
+pub struct Observation {
+    rx: mpsc::Receiver<Outcome>,
+    /// Set while the driver may still be observing; dropping sends the deregistration.
+    ticket: Option<u64>,
+    tx: mpsc::UnboundedSender<Command>,
+    dst: SocketAddr,
+    first_timeout: Option<Duration>,
+    established: bool,
+    registered: bool,
+}
+
+impl Observation {
+    /// The next notification (the first is the registration's response); `None` once the observation has
+    /// ended: a final response, an error, or after deregistration.
+    pub async fn next(&mut self) -> Option<Result<Response, Error>> {
+        self.next_from().await.map(|r| r.map(|(_, r)| r))
+    }
+
+    /// Like [`Observation::next`], with the address the notification came from.
+    pub async fn next_from(&mut self) -> Option<Result<(SocketAddr, Response), Error>> {
+        let item = match (self.established, self.first_timeout) {
+            (false, Some(limit)) => match tokio::time::timeout(limit, self.rx.recv()).await {
+                Ok(item) => item,
+                Err(_) => {
+                    self.stop();
+                    return Some(Err(Error::Timeout));
+                }
+            },
+            _ => self.rx.recv().await,
+        };
+        match item {
+            None => {
+                self.ticket = None; // ended in the driver: nothing to deregister
+                None
+            }
+            Some(Ok((from, response))) => {
+                if !self.established {
+                    self.established = true;
+                    self.registered = response.code.is_success() && response.options.observe().is_some();
+                }
+                Some(Ok((from, response)))
+            }
+            Some(Err(f)) => Some(Err(failure_for(f, self.dst))),
+        }
+    }
+
+    /// Whether the server accepted the registration: its first response was a success carrying Observe.
+    /// `false` before the first response and for a resource that is not observable.
+    pub fn is_registered(&self) -> bool {
+        self.registered
+    }
+
+    /// Ends the observation with a GET carrying Observe=1 (RFC 7641 §3.6; over TCP the only way, RFC 8323
+    /// §7.2) and waits for the server's answer, which is returned (`None` if the observation had not been
+    /// established or had already ended).
+    pub async fn cancel(mut self) -> Result<Option<Response>, Error> {
+        self.stop();
+        let limit = self.first_timeout.unwrap_or(Duration::from_secs(10));
+        let dst = self.dst;
+        let mut last = None;
+        let drain = async {
+            while let Some(item) = self.rx.recv().await {
+                last = Some(item.map_err(|f| failure_for(f, dst))?.1);
+            }
+            Ok::<(), Error>(())
+        };
+        match tokio::time::timeout(limit, drain).await {
+            Ok(Ok(())) => Ok(last),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::Timeout),
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            let _ = self.tx.send(Command::StopObserving { ticket });
+        }
+    }
+}
+
+impl Drop for Observation {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl fmt::Debug for Observation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Observation").field("dst", &self.dst).field("registered", &self.registered).finish()
     }
 }
 
@@ -440,7 +694,7 @@ impl IntoFuture for RequestBuilder {
 
 /// The responses to a multicast request, as they arrive.
 pub struct MulticastResponses {
-    rx: mpsc::UnboundedReceiver<Result<(SocketAddr, Response), RequestFailure>>,
+    rx: mpsc::UnboundedReceiver<Outcome>,
     guard: Option<CancelGuard>,
 }
 

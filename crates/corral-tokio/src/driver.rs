@@ -1,24 +1,31 @@
-//! The driver: runs one sans-IO [`Endpoint`] or [`Node`] over one [`CoapSocket`] on tokio.
+//! The driver: runs one sans-IO machine — a client's UDP [`Endpoint`] and [`TcpEndpoint`], or a server's
+//! [`Node`] — over one [`CoapSocket`] and any number of TCP connections on tokio.
 //!
-//! One task owns the state machine and the socket; everything else talks to it through a command channel
-//! (requests from [`crate::Client`], responses from async handlers, shutdown). After every input it drains
-//! the machine's outputs — events to the waiting requests, multicast joins to the socket, datagrams to the
-//! wire — then sleeps until the next datagram, command or `poll_timeout`.
+//! One task owns the state machine and the UDP socket; everything else talks to it through channels:
+//! commands (requests from [`crate::Client`], responses from async handlers, shutdown) and the input of the
+//! TCP connection tasks ([`crate::tcp`]). After every input it drains the machine's outputs — events to the
+//! waiting requests and observations, multicast joins to the socket, frames to connections, connections to
+//! close, datagrams to the wire — then sleeps until the next datagram, command, TCP input or
+//! `poll_timeout`.
 //!
 //! Time: corral's [`Instant`] is microseconds since a `std::time::Instant` taken when the driver is
 //! created (its [`Clock`]).
 
 use crate::socket::{CoapSocket, RecvBuffers};
+use crate::tcp::{ConnLink, TcpInput};
+use corral_proto::tcp::TCP_ID_BASE;
 use corral_proto::wire::Code;
 use corral_proto::{
-    Endpoint, Event, InboundId, Instant, Node, NodeCommand, Request, RequestError, RequestId, Response, SendParams,
-    StartError, Stats, Transmit,
+    ConnId, Endpoint, Event, InboundId, Instant, Node, NodeCommand, Request, RequestError, RequestId, Response,
+    SendParams, StartError, Stats, TcpEndpoint, TcpTransmit, Transmit,
 };
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, trace, warn};
+use tracing::{debug, info, trace, warn};
 
 /// Maps corral's [`Instant`] onto the wall clock: microseconds since the driver started.
 #[derive(Debug, Clone, Copy)]
@@ -58,42 +65,79 @@ pub fn os_seed() -> u64 {
     h.finish()
 }
 
-/// What the driver runs: an endpoint alone (a client) or a node with services (a server).
+/// What the driver runs: a client's endpoints or a node with services (a server). Both carry a UDP
+/// endpoint and a TCP endpoint; request and inbound ids tell the two apart (TCP ids start at
+/// [`TCP_ID_BASE`]).
 pub(crate) trait Machine {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]);
     fn handle_timeout(&mut self, now: Instant);
+    fn handle_tcp_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr);
+    fn handle_tcp_data(&mut self, now: Instant, conn: ConnId, data: &[u8]);
+    fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId);
     fn poll_transmit(&mut self) -> Option<Transmit>;
+    fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit>;
+    fn poll_tcp_close(&mut self) -> Option<ConnId>;
     fn poll_timeout(&self) -> Option<Instant>;
     fn poll_event(&mut self) -> Option<Event>;
     fn poll_command(&mut self) -> Option<NodeCommand>;
     fn endpoint(&self) -> &Endpoint;
     fn endpoint_mut(&mut self) -> &mut Endpoint;
+    fn tcp(&self) -> &TcpEndpoint;
+    fn tcp_mut(&mut self) -> &mut TcpEndpoint;
 }
 
-impl Machine for Endpoint {
+/// A client: a UDP endpoint and a TCP endpoint, serving nothing.
+pub(crate) struct ClientMachine {
+    pub udp: Endpoint,
+    pub tcp: TcpEndpoint,
+}
+
+impl Machine for ClientMachine {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
-        Endpoint::handle_datagram(self, now, from, dst_ip, data)
+        self.udp.handle_datagram(now, from, dst_ip, data)
     }
     fn handle_timeout(&mut self, now: Instant) {
-        Endpoint::handle_timeout(self, now)
+        self.udp.handle_timeout(now);
+        self.tcp.handle_timeout(now);
+    }
+    fn handle_tcp_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr) {
+        self.tcp.handle_connected(now, conn, peer)
+    }
+    fn handle_tcp_data(&mut self, now: Instant, conn: ConnId, data: &[u8]) {
+        self.tcp.handle_data(now, conn, data)
+    }
+    fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId) {
+        self.tcp.handle_closed(now, conn)
     }
     fn poll_transmit(&mut self) -> Option<Transmit> {
-        Endpoint::poll_transmit(self)
+        self.udp.poll_transmit()
+    }
+    fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit> {
+        self.tcp.poll_transmit()
+    }
+    fn poll_tcp_close(&mut self) -> Option<ConnId> {
+        self.tcp.poll_close()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        Endpoint::poll_timeout(self)
+        [self.udp.poll_timeout(), self.tcp.poll_timeout()].into_iter().flatten().min()
     }
     fn poll_event(&mut self) -> Option<Event> {
-        Endpoint::poll_event(self)
+        self.udp.poll_event().or_else(|| self.tcp.poll_event())
     }
     fn poll_command(&mut self) -> Option<NodeCommand> {
         None
     }
     fn endpoint(&self) -> &Endpoint {
-        self
+        &self.udp
     }
     fn endpoint_mut(&mut self) -> &mut Endpoint {
-        self
+        &mut self.udp
+    }
+    fn tcp(&self) -> &TcpEndpoint {
+        &self.tcp
+    }
+    fn tcp_mut(&mut self) -> &mut TcpEndpoint {
+        &mut self.tcp
     }
 }
 
@@ -104,8 +148,23 @@ impl Machine for Node {
     fn handle_timeout(&mut self, now: Instant) {
         Node::handle_timeout(self, now)
     }
+    fn handle_tcp_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr) {
+        Node::handle_tcp_connected(self, now, conn, peer)
+    }
+    fn handle_tcp_data(&mut self, now: Instant, conn: ConnId, data: &[u8]) {
+        Node::handle_tcp_data(self, now, conn, data)
+    }
+    fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId) {
+        Node::handle_tcp_closed(self, now, conn)
+    }
     fn poll_transmit(&mut self) -> Option<Transmit> {
         Node::poll_transmit(self)
+    }
+    fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit> {
+        Node::poll_tcp_transmit(self)
+    }
+    fn poll_tcp_close(&mut self) -> Option<ConnId> {
+        Node::poll_tcp_close(self)
     }
     fn poll_timeout(&self) -> Option<Instant> {
         Node::poll_timeout(self)
@@ -122,20 +181,42 @@ impl Machine for Node {
     fn endpoint_mut(&mut self) -> &mut Endpoint {
         Node::endpoint_mut(self)
     }
+    fn tcp(&self) -> &TcpEndpoint {
+        Node::tcp(self)
+    }
+    fn tcp_mut(&mut self) -> &mut TcpEndpoint {
+        Node::tcp_mut(self)
+    }
 }
+
+fn is_tcp(id: RequestId) -> bool {
+    id.0 >= TCP_ID_BASE
+}
+
+/// A response, or why there is none, as delivered to a waiting caller.
+pub(crate) type Outcome = Result<(SocketAddr, Response), RequestFailure>;
 
 /// Where the outcome of a request goes.
 pub(crate) enum Reply {
-    Unicast(oneshot::Sender<Result<(SocketAddr, Response), RequestFailure>>),
-    Multicast(mpsc::UnboundedSender<Result<(SocketAddr, Response), RequestFailure>>),
+    Unicast(oneshot::Sender<Outcome>),
+    Multicast(mpsc::UnboundedSender<Outcome>),
+    /// An observation: every notification, then the final response (or failure); the channel closes when
+    /// the observation has ended. Bounded: a consumer that falls behind misses intermediate notifications
+    /// (each one replaces the state the previous described, RFC 7641 §1.2), never the end.
+    Observe(mpsc::Sender<Outcome>),
 }
 
+/// Notifications buffered for an [`crate::Observation`] that is not being read.
+pub(crate) const OBSERVE_QUEUE: usize = 256;
+
 /// Why a request issued through the driver produced no response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RequestFailure {
     Failed(RequestError),
     Start(StartError),
     Unreachable,
+    /// CoAP over TCP: the connection could not be made.
+    Connect(String),
 }
 
 /// A snapshot of a driver's endpoint, for diagnostics and tests.
@@ -145,18 +226,35 @@ pub struct DriverStats {
     /// (peers, client exchanges, inbound exchanges, tracked sent messages, dedup entries): see
     /// `Endpoint::table_sizes`.
     pub table_sizes: corral_proto::TableSizes,
+    /// Open CoAP-over-TCP connections.
+    pub tcp_connections: usize,
+}
+
+/// Which transport a request takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transport {
+    Udp,
+    /// CoAP over TCP: one connection per server, made on the first request and reused.
+    Tcp,
 }
 
 pub(crate) enum Command {
     Request {
         ticket: u64,
         dst: SocketAddr,
+        transport: Transport,
         request: Request,
         params: SendParams,
         reply: Reply,
     },
     /// The caller stopped waiting (its future was dropped).
     Cancel {
+        ticket: u64,
+    },
+    /// The caller is done with an observation: deregister it (GET with Observe=1, RFC 7641 §3.6), now if
+    /// it is established, else as soon as it is (TCP, where there is no RST) or by forgetting it (UDP: the
+    /// next notification is answered with RST).
+    StopObserving {
         ticket: u64,
     },
     /// An async handler's response.
@@ -178,29 +276,103 @@ pub(crate) enum Command {
     },
 }
 
+/// A request the driver is waiting on.
+struct Pending {
+    ticket: u64,
+    reply: Reply,
+    /// An observation whose registration succeeded (a notification arrived while it stayed active).
+    observing: bool,
+    /// The caller is gone: deregister as soon as the observation is established.
+    stop: bool,
+}
+
+/// A TCP request waiting for its connection.
+struct Queued {
+    ticket: u64,
+    request: Request,
+    params: SendParams,
+    reply: Reply,
+}
+
+/// The driver's TCP side: connection tasks, the listener (servers), and connections to servers (clients).
+pub(crate) struct TcpSide {
+    listener: Option<std::net::TcpListener>,
+    accept: Option<tokio::task::AbortHandle>,
+    tx: mpsc::Sender<TcpInput>,
+    rx: mpsc::Receiver<TcpInput>,
+    ids: Arc<AtomicU64>,
+    conns: HashMap<ConnId, ConnLink>,
+    /// Client connections by server address, reused across requests.
+    to_server: HashMap<SocketAddr, ConnId>,
+    /// Requests waiting for a connection being made.
+    connecting: HashMap<SocketAddr, Vec<Queued>>,
+}
+
+impl TcpSide {
+    pub(crate) fn new(listener: Option<std::net::TcpListener>) -> TcpSide {
+        let (tx, rx) = mpsc::channel(crate::tcp::INPUT_QUEUE);
+        TcpSide {
+            listener,
+            accept: None,
+            tx,
+            rx,
+            ids: Arc::new(AtomicU64::new(1)),
+            conns: HashMap::new(),
+            to_server: HashMap::new(),
+            connecting: HashMap::new(),
+        }
+    }
+}
+
+impl Drop for TcpSide {
+    fn drop(&mut self) {
+        if let Some(a) = self.accept.take() {
+            a.abort();
+        }
+    }
+}
+
 pub(crate) struct Driver<M> {
     pub machine: M,
     pub socket: CoapSocket,
     pub clock: Clock,
     pub rx: mpsc::UnboundedReceiver<Command>,
-    pending: HashMap<RequestId, (u64, Reply)>,
+    pending: HashMap<RequestId, Pending>,
     tickets: HashMap<u64, RequestId>,
     /// Set by shutdown: stop by this time even if responses are still pending.
     draining: Option<Instant>,
+    tcp: TcpSide,
 }
 
 /// How many batches to read before looking at commands and timers again, so neither starves under load.
 const READS_PER_TURN: usize = 16;
 /// Commands handled per turn, for the same reason.
 const COMMANDS_PER_TURN: usize = 256;
+/// How long a client waits for a TCP connection when the request sets no timeout.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl<M: Machine> Driver<M> {
-    pub fn new(machine: M, socket: CoapSocket, clock: Clock, rx: mpsc::UnboundedReceiver<Command>) -> Driver<M> {
-        Driver { machine, socket, clock, rx, pending: HashMap::new(), tickets: HashMap::new(), draining: None }
+    pub fn new(
+        machine: M,
+        socket: CoapSocket,
+        clock: Clock,
+        rx: mpsc::UnboundedReceiver<Command>,
+        tcp: TcpSide,
+    ) -> Driver<M> {
+        Driver { machine, socket, clock, rx, pending: HashMap::new(), tickets: HashMap::new(), draining: None, tcp }
     }
 
     /// Runs until shutdown, or until every command sender is gone and nothing is pending.
     pub async fn run(mut self) {
+        if let Some(listener) = self.tcp.listener.take() {
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => {
+                    let task = tokio::spawn(crate::tcp::accept_loop(l, self.tcp.ids.clone(), self.tcp.tx.clone()));
+                    self.tcp.accept = Some(task.abort_handle());
+                }
+                Err(e) => warn!(error = %e, "cannot register the TCP listener; serving UDP only"),
+            }
+        }
         let mut bufs = self.socket.recv_buffers();
         let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
         tokio::pin!(sleep);
@@ -254,6 +426,15 @@ impl<M: Machine> Driver<M> {
                     }
                     self.read(&mut bufs).await;
                 }
+                Some(input) = self.tcp.rx.recv() => {
+                    self.on_tcp_input(input);
+                    for _ in 1..READS_PER_TURN {
+                        match self.tcp.rx.try_recv() {
+                            Ok(input) => self.on_tcp_input(input),
+                            Err(_) => break,
+                        }
+                    }
+                }
                 _ = &mut sleep, if armed.is_some() => {}
             }
         }
@@ -281,36 +462,154 @@ impl<M: Machine> Driver<M> {
         }
     }
 
+    fn on_tcp_input(&mut self, input: TcpInput) {
+        let now = self.clock.now();
+        match input {
+            TcpInput::Connected { conn, peer, outgoing, link } => {
+                if self.draining.is_some() && !outgoing {
+                    return; // dropping the link closes the connection
+                }
+                self.tcp.conns.insert(conn, link);
+                self.machine.handle_tcp_connected(now, conn, peer);
+                if outgoing {
+                    self.tcp.to_server.insert(peer, conn);
+                    for q in self.tcp.connecting.remove(&peer).unwrap_or_default() {
+                        self.start_tcp(now, conn, q);
+                    }
+                }
+            }
+            TcpInput::ConnectFailed { dst, reason } => {
+                info!(%dst, %reason, "cannot connect");
+                for q in self.tcp.connecting.remove(&dst).unwrap_or_default() {
+                    send_failure(q.reply, RequestFailure::Connect(reason.clone()));
+                }
+            }
+            TcpInput::Data { conn, bytes } => {
+                if self.tcp.conns.contains_key(&conn) {
+                    self.machine.handle_tcp_data(now, conn, &bytes);
+                }
+            }
+            TcpInput::Closed { conn } => self.close_conn(now, conn),
+        }
+    }
+
+    /// Closes a connection (dropping its link lets the writer flush, then shut the socket down) and tells
+    /// the machine, which fails the connection's requests and forgets its observers.
+    fn close_conn(&mut self, now: Instant, conn: ConnId) {
+        if self.tcp.conns.remove(&conn).is_some() {
+            self.tcp.to_server.retain(|_, c| *c != conn);
+            self.machine.handle_tcp_closed(now, conn);
+        }
+    }
+
+    fn start_tcp(&mut self, now: Instant, conn: ConnId, q: Queued) {
+        match self.machine.tcp_mut().request(now, conn, q.request, q.params) {
+            Ok(id) => self.track(id, q.ticket, q.reply),
+            Err(e) => send_failure(q.reply, RequestFailure::Start(e)),
+        }
+    }
+
+    fn track(&mut self, id: RequestId, ticket: u64, reply: Reply) {
+        self.pending.insert(id, Pending { ticket, reply, observing: false, stop: false });
+        self.tickets.insert(ticket, id);
+    }
+
+    fn is_active(&self, id: RequestId) -> bool {
+        if is_tcp(id) {
+            self.machine.tcp().is_active(id)
+        } else {
+            self.machine.endpoint().is_active(id)
+        }
+    }
+
+    fn cancel(&mut self, now: Instant, id: RequestId) {
+        if is_tcp(id) {
+            self.machine.tcp_mut().cancel(now, id)
+        } else {
+            self.machine.endpoint_mut().cancel(now, id)
+        }
+    }
+
+    fn deregister(&mut self, now: Instant, id: RequestId) {
+        if is_tcp(id) {
+            self.machine.tcp_mut().deregister(now, id)
+        } else {
+            self.machine.endpoint_mut().deregister(now, id)
+        }
+    }
+
     fn handle_command(&mut self, cmd: Command) {
         let now = self.clock.now();
         match cmd {
-            Command::Request { ticket, dst, request, params, reply } => {
+            Command::Request { ticket, dst, transport: Transport::Udp, request, params, reply } => {
                 if !self.socket.can_reach(&dst) {
                     send_failure(reply, RequestFailure::Unreachable);
                     return;
                 }
                 match self.machine.endpoint_mut().request(now, dst, request, params) {
-                    Ok(id) => {
-                        self.pending.insert(id, (ticket, reply));
-                        self.tickets.insert(ticket, id);
-                    }
+                    Ok(id) => self.track(id, ticket, reply),
                     Err(e) => send_failure(reply, RequestFailure::Start(e)),
+                }
+            }
+            Command::Request { ticket, dst, transport: Transport::Tcp, request, params, reply } => {
+                let q = Queued { ticket, request, params, reply };
+                if let Some(&conn) = self.tcp.to_server.get(&dst) {
+                    self.start_tcp(now, conn, q);
+                } else if let Some(waiting) = self.tcp.connecting.get_mut(&dst) {
+                    waiting.push(q);
+                } else {
+                    let timeout = q.params.timeout.map_or(CONNECT_TIMEOUT, std::time::Duration::from);
+                    self.tcp.connecting.insert(dst, vec![q]);
+                    crate::tcp::connect(dst, timeout, self.tcp.ids.clone(), self.tcp.tx.clone());
                 }
             }
             Command::Cancel { ticket } => {
                 if let Some(id) = self.tickets.remove(&ticket) {
                     self.pending.remove(&id);
-                    self.machine.endpoint_mut().cancel(now, id);
+                    self.cancel(now, id);
+                } else {
+                    for waiting in self.tcp.connecting.values_mut() {
+                        waiting.retain(|q| q.ticket != ticket);
+                    }
+                }
+            }
+            Command::StopObserving { ticket } => {
+                let Some(&id) = self.tickets.get(&ticket) else {
+                    for waiting in self.tcp.connecting.values_mut() {
+                        waiting.retain(|q| q.ticket != ticket);
+                    }
+                    return;
+                };
+                let Some(p) = self.pending.get_mut(&id) else { return };
+                if p.observing {
+                    debug!(?id, "deregistering observation");
+                    p.observing = false;
+                    self.deregister(now, id);
+                } else if is_tcp(id) {
+                    p.stop = true;
+                } else {
+                    self.tickets.remove(&ticket);
+                    self.pending.remove(&id);
+                    self.cancel(now, id);
                 }
             }
             Command::Respond { id, response } => {
-                if self.machine.endpoint_mut().respond(now, id, response).is_err() {
+                let r = if id.0 >= TCP_ID_BASE {
+                    self.machine.tcp_mut().respond(now, id, response)
+                } else {
+                    self.machine.endpoint_mut().respond(now, id, response)
+                };
+                if r.is_err() {
                     debug!(?id, "handler answered an exchange that no longer exists");
                 }
             }
             Command::Stats { reply } => {
                 let e = self.machine.endpoint();
-                let _ = reply.send(DriverStats { stats: e.stats(), table_sizes: e.table_sizes() });
+                let _ = reply.send(DriverStats {
+                    stats: e.stats(),
+                    table_sizes: e.table_sizes(),
+                    tcp_connections: self.machine.tcp().connections(),
+                });
             }
             Command::Join { group, join, reply } => {
                 let r = if join { self.socket.join(group) } else { self.socket.leave(group) };
@@ -319,14 +618,36 @@ impl<M: Machine> Driver<M> {
             Command::Shutdown { grace } => {
                 debug!(?grace, "shutting down: no new requests");
                 self.draining = Some(now + corral_proto::Duration::from(grace));
+                if let Some(a) = self.tcp.accept.take() {
+                    a.abort();
+                }
             }
         }
     }
 
-    /// Delivers events, applies multicast commands and sends every pending datagram.
+    /// Delivers events, applies multicast commands, writes TCP frames, closes the connections the machine
+    /// is done with (which may fail requests: more events) and sends every pending datagram.
     async fn drain_outputs(&mut self, now: Instant) {
-        while let Some(event) = self.machine.poll_event() {
-            self.on_event(now, event);
+        loop {
+            while let Some(event) = self.machine.poll_event() {
+                self.on_event(now, event);
+            }
+            while let Some(t) = self.machine.poll_tcp_transmit() {
+                let Some(link) = self.tcp.conns.get(&t.conn) else { continue };
+                trace!(conn = ?t.conn, len = t.bytes.len(), "frame out");
+                if !link.send(t.bytes) {
+                    warn!(conn = ?t.conn, "peer does not read what is sent to it; closing the connection");
+                    self.close_conn(now, t.conn);
+                }
+            }
+            let mut closed = false;
+            while let Some(conn) = self.machine.poll_tcp_close() {
+                self.close_conn(now, conn);
+                closed = true;
+            }
+            if !closed {
+                break;
+            }
         }
         while let Some(cmd) = self.machine.poll_command() {
             let (group, r) = match cmd {
@@ -351,32 +672,71 @@ impl<M: Machine> Driver<M> {
             Event::Request(req) => {
                 // A bare endpoint (a client) serves nothing.
                 let response = Response::error(Code::NOT_FOUND, "this endpoint is a client and serves no resources");
-                let _ = self.machine.endpoint_mut().respond(now, req.id, response);
+                let _ = if req.id.0 >= TCP_ID_BASE {
+                    self.machine.tcp_mut().respond(now, req.id, response)
+                } else {
+                    self.machine.endpoint_mut().respond(now, req.id, response)
+                };
             }
             Event::Response { id, from, response } => {
-                let multicast = matches!(self.pending.get(&id), Some((_, Reply::Multicast(_))));
-                if multicast {
-                    if let Some((_, Reply::Multicast(tx))) = self.pending.get(&id) {
+                let active = self.is_active(id);
+                let Some(p) = self.pending.get_mut(&id) else { return };
+                match &p.reply {
+                    Reply::Multicast(tx) => {
                         let _ = tx.send(Ok((from, response)));
                     }
-                } else if let Some((ticket, Reply::Unicast(tx))) = self.pending.remove(&id) {
-                    self.tickets.remove(&ticket);
-                    let _ = tx.send(Ok((from, response)));
+                    Reply::Observe(tx) if active => {
+                        // A notification (the registration's response included): the observation goes on.
+                        if p.stop {
+                            p.stop = false;
+                            self.deregister(now, id);
+                            return;
+                        }
+                        p.observing = true;
+                        if tx.try_send(Ok((from, response))).is_err() {
+                            debug!(?id, "observation not read fast enough: a notification was skipped");
+                        }
+                    }
+                    Reply::Observe(_) | Reply::Unicast(_) => {
+                        // The last response of the exchange.
+                        if let Some(p) = self.pending.remove(&id) {
+                            self.tickets.remove(&p.ticket);
+                            match p.reply {
+                                Reply::Unicast(tx) => {
+                                    let _ = tx.send(Ok((from, response)));
+                                }
+                                Reply::Observe(tx) => deliver_last(&tx, Ok((from, response))),
+                                Reply::Multicast(_) => {}
+                            }
+                        }
+                    }
                 }
             }
             Event::Failed { id, error } => {
-                if let Some((ticket, reply)) = self.pending.remove(&id) {
-                    self.tickets.remove(&ticket);
-                    send_failure(reply, RequestFailure::Failed(error));
+                if let Some(p) = self.pending.remove(&id) {
+                    self.tickets.remove(&p.ticket);
+                    send_failure(p.reply, RequestFailure::Failed(error));
                 }
             }
             Event::MulticastDone { id } => {
-                if let Some((ticket, _)) = self.pending.remove(&id) {
-                    self.tickets.remove(&ticket);
+                if let Some(p) = self.pending.remove(&id) {
+                    self.tickets.remove(&p.ticket);
                 }
             }
             Event::Pong { .. } => {}
         }
+    }
+}
+
+/// The end of an observation must reach its reader even when unread notifications fill the queue: then a
+/// task waits for room, and the channel closes only after it has delivered.
+fn deliver_last(tx: &mpsc::Sender<Outcome>, outcome: Outcome) {
+    if let Err(mpsc::error::TrySendError::Full(outcome)) = tx.try_send(outcome) {
+        // The receiver cannot be drained from here; a spawned send waits for room instead.
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let _ = tx.send(outcome).await;
+        });
     }
 }
 
@@ -388,5 +748,6 @@ fn send_failure(reply: Reply, failure: RequestFailure) {
         Reply::Multicast(tx) => {
             let _ = tx.send(Err(failure));
         }
+        Reply::Observe(tx) => deliver_last(&tx, Err(failure)),
     }
 }

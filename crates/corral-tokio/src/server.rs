@@ -1,4 +1,6 @@
-//! The CoAP server: a [`Node`] (endpoint + services) on a UDP socket.
+//! The CoAP server: a [`Node`] (endpoint + services) on a UDP socket and, when asked
+//! ([`ServerBuilder::tcp`]), a TCP listener for CoAP over TCP (RFC 8323): the same services answer both,
+//! Observe and block-wise transfer included.
 //!
 //! Resources are sans-IO [`Service`]s mounted at path prefixes, or async functions registered with
 //! [`Server::route`]; the node routes by longest prefix, answers 4.04 for unknown paths and serves
@@ -22,11 +24,11 @@
 //! and hand their responses back through a channel; a handler slower than the piggyback window gets an
 //! empty ACK and a separate response (RFC 7252 §5.2.2) from the endpoint.
 
-use crate::driver::{os_seed, Clock, Command, Driver, DriverStats};
+use crate::driver::{os_seed, Clock, Command, Driver, DriverStats, TcpSide};
 use crate::socket::{PreparedSocket, SocketOptions};
 use corral_proto::wire::{Code, ContentFormat, Options};
 use corral_proto::{
-    Context, Endpoint, EndpointConfig, IncomingRequest, Node, Request, ResourceLink, Response, Service,
+    Context, Endpoint, EndpointConfig, IncomingRequest, Node, Request, ResourceLink, Response, Service, TcpConfig,
 };
 use std::future::Future;
 use std::io;
@@ -46,7 +48,17 @@ type Mounter = Box<dyn FnOnce(&mut Node) + Send>;
 #[derive(Debug, Clone, Default)]
 pub struct ServerBuilder {
     config: Option<EndpointConfig>,
+    tcp_config: Option<TcpConfig>,
     socket: SocketOptions,
+    tcp: Option<TcpBind>,
+}
+
+/// Where the TCP listener goes.
+#[derive(Debug, Clone, Copy)]
+enum TcpBind {
+    /// The UDP socket's address and port (its actual port when it was bound to port 0).
+    SameAsUdp,
+    At(SocketAddr),
 }
 
 impl ServerBuilder {
@@ -59,6 +71,20 @@ impl ServerBuilder {
 
     pub fn socket_options(mut self, opts: SocketOptions) -> Self {
         self.socket = opts;
+        self
+    }
+
+    /// Also serves CoAP over TCP (RFC 8323) on `addr`; `None` listens on the UDP socket's address and port
+    /// (RFC 8323 §8.1: coap+tcp uses the same default port, 5683).
+    pub fn tcp(mut self, addr: Option<SocketAddr>) -> Self {
+        self.tcp = Some(addr.map_or(TcpBind::SameAsUdp, TcpBind::At));
+        self
+    }
+
+    /// The CoAP-over-TCP configuration (Max-Message-Size announced in the CSM, connection limit). Default:
+    /// [`TcpConfig::default`] with the endpoint's block and Observe settings. Its seed is replaced.
+    pub fn tcp_config(mut self, config: TcpConfig) -> Self {
+        self.tcp_config = Some(config);
         self
     }
 
@@ -83,7 +109,8 @@ impl ServerBuilder {
         self.bind_addr(addr)
     }
 
-    /// Like [`ServerBuilder::bind`], for a resolved address and without a runtime.
+    /// Like [`ServerBuilder::bind`], for a resolved address and without a runtime. Binds the TCP listener
+    /// too, if one was asked for.
     pub fn bind_addr(self, addr: SocketAddr) -> io::Result<Server> {
         let mut socket = self.socket;
         if socket.recv_buffer.is_none() {
@@ -94,9 +121,16 @@ impl ServerBuilder {
         }
         socket.batch = socket.batch.max(32);
         let socket = PreparedSocket::bind(addr, socket)?;
+        let tcp = match self.tcp {
+            None => None,
+            Some(TcpBind::SameAsUdp) => Some(crate::tcp::bind_listener(socket.local_addr())?),
+            Some(TcpBind::At(a)) => Some(crate::tcp::bind_listener(a)?),
+        };
         let (tx, rx) = mpsc::unbounded_channel();
         Ok(Server {
             socket,
+            tcp,
+            tcp_config: self.tcp_config,
             config: self.config.unwrap_or_default(),
             mounts: Vec::new(),
             routes: Vec::new(),
@@ -110,6 +144,8 @@ impl ServerBuilder {
 /// A CoAP server being set up; [`Server::spawn`] starts it.
 pub struct Server {
     socket: PreparedSocket,
+    tcp: Option<std::net::TcpListener>,
+    tcp_config: Option<TcpConfig>,
     config: EndpointConfig,
     mounts: Vec<Mounter>,
     routes: Vec<Route>,
@@ -130,6 +166,11 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.socket.local_addr()
+    }
+
+    /// The address of the CoAP-over-TCP listener, if there is one.
+    pub fn tcp_local_addr(&self) -> Option<SocketAddr> {
+        self.tcp.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// Mounts a sans-IO service at a path prefix (`""` catches every path nothing else claims).
@@ -183,10 +224,21 @@ impl Server {
     /// Starts the server on its own thread and returns a handle to it.
     pub fn spawn(self) -> io::Result<ServerHandle> {
         let local = self.socket.local_addr();
+        let tcp_local = self.tcp_local_addr();
         let handlers = Handle::try_current().ok();
         let (done_tx, done_rx) = oneshot::channel();
-        let Server { socket, mut config, mounts, routes, tx, rx, well_known_core } = self;
+        let Server { socket, tcp, tcp_config, mut config, mounts, routes, tx, rx, well_known_core } = self;
         config.seed = os_seed();
+        let tcp_config = tcp.is_some().then(|| {
+            let mut c = tcp_config.unwrap_or_else(|| TcpConfig {
+                block: config.block,
+                observe: config.observe,
+                extra_known_options: config.extra_known_options.clone(),
+                ..TcpConfig::default()
+            });
+            c.seed = os_seed();
+            c
+        });
         let router_tx = tx.clone();
         std::thread::Builder::new().name("corral-server".into()).spawn(move || {
             let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -207,6 +259,9 @@ impl Server {
                         }
                     };
                     let mut node = Node::new(Endpoint::new(config));
+                    if let Some(c) = tcp_config {
+                        node.set_tcp_config(c);
+                    }
                     node.set_well_known_core(well_known_core);
                     for mount in mounts {
                         mount(&mut node);
@@ -215,14 +270,14 @@ impl Server {
                         let spawner = handlers.unwrap_or_else(Handle::current);
                         node.mount("", Router { routes, tx: router_tx, spawner });
                     }
-                    tracing::info!("serving");
-                    Driver::new(node, socket, Clock::new(), rx).run().await;
+                    tracing::info!(tcp = ?tcp_local, "serving");
+                    Driver::new(node, socket, Clock::new(), rx, TcpSide::new(tcp)).run().await;
                 }
                 .instrument(span),
             );
             let _ = done_tx.send(());
         })?;
-        Ok(ServerHandle { tx, local, done: done_rx })
+        Ok(ServerHandle { tx, local, tcp_local, done: done_rx })
     }
 
     /// Runs the server until `signal` completes, then shuts it down gracefully.
@@ -238,12 +293,18 @@ impl Server {
 pub struct ServerHandle {
     tx: mpsc::UnboundedSender<Command>,
     local: SocketAddr,
+    tcp_local: Option<SocketAddr>,
     done: oneshot::Receiver<()>,
 }
 
 impl ServerHandle {
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The address of the CoAP-over-TCP listener, if the server has one.
+    pub fn tcp_local_addr(&self) -> Option<SocketAddr> {
+        self.tcp_local
     }
 
     /// Counters and table sizes of the server's endpoint; `None` if it has stopped.

@@ -11,7 +11,7 @@ use crate::exit::Failure;
 use clap::Args;
 use corral_tokio::corral_proto::{Duration as CDuration, Endpoint, Event, Instant, RequestId};
 use corral_tokio::socket::{CoapSocket, SocketOptions};
-use corral_tokio::uri::Host;
+use corral_tokio::uri::{Host, Scheme};
 use corral_tokio::{os_seed, Clock, Code, EndpointConfig, Request, SendParams};
 use serde_json::json;
 use std::io;
@@ -148,7 +148,11 @@ struct ClientResult {
 }
 
 pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
-    let uri = corral_tokio::parse_uri(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
+    let (uri, scope_id) =
+        corral_tokio::uri::parse_scoped(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
+    if uri.scheme != Scheme::Coap {
+        return Err(Failure::usage(format!("corral bench measures CoAP over UDP: use coap://, not {}://", uri.scheme)));
+    }
     if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) || !(args.timeout > 0.0 && args.timeout.is_finite()) {
         return Err(Failure::usage("--duration and --timeout must be positive numbers of seconds"));
     }
@@ -165,7 +169,8 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
     .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
         let dst = match &uri.host {
-            Host::Ip { ip, .. } => SocketAddr::new(*ip, uri.port),
+            Host::Ip(IpAddr::V6(ip)) => SocketAddr::V6(std::net::SocketAddrV6::new(*ip, uri.port, 0, scope_id)),
+            Host::Ip(ip) => SocketAddr::new(*ip, uri.port),
             Host::Name(name) => tokio::net::lookup_host((name.as_str(), uri.port))
                 .await
                 .ok()
@@ -174,7 +179,7 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         };
         let method = args.method.unwrap_or(if args.payload.unwrap_or(0) > 0 { Code::POST } else { Code::GET });
         let mut request = Request::new(method);
-        uri.apply_to(&mut request.options);
+        uri.to_options(&mut request.options);
         request.payload = vec![b'x'; args.payload.unwrap_or(0) as usize];
         let params = SendParams {
             confirmable: !args.non,

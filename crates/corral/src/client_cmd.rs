@@ -3,8 +3,11 @@
 use crate::exit::{ExitCode, Failure};
 use crate::output;
 use clap::Args;
-use corral_tokio::uri::Host;
-use corral_tokio::{Client, Code, ContentFormat, OptionNumber, Response, Token, Uri};
+use corral_tokio::corral_proto::wire::link_format;
+use corral_tokio::uri::{Host, Scheme};
+use corral_tokio::{
+    BlockConfig, Client, Code, ContentFormat, EndpointConfig, OptionNumber, RequestBuilder, Response, Token, Uri,
+};
 use serde_json::json;
 use std::io::{IsTerminal, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -17,10 +20,18 @@ Examples:
   corral put coap://[::1]/test -e 'mode=on' -t text
   echo -n '{\"on\":true}' | corral post coap://[::1]/echo -f - -t json --json
   corral get coap://[::1]/test -O 2048,0xcafe -T a1b2 -N -v
+  corral get coap://[::1]/obs -s 30                  # observe for 30 s: every notification as it arrives
+  corral get coap://[::1]/obs -s 30 --json           # one JSON object per notification and line
+  corral get coap://[::1]/large -b 64                # block-wise, 64-byte blocks
+  corral put coap://[::1]/large-update -f firmware.bin -b 1024 -B 60
+  corral get coap+tcp://[::1]/hello                  # CoAP over TCP (RFC 8323)
   corral get coap://224.0.1.187/.well-known/core --mcast-if 192.168.1.10   # every server answers
 
+Payloads larger than a block (1024 bytes, or -b) go block-wise (RFC 7959) and large responses are
+reassembled; a transfer that breaks off never prints a partial body.
 Formats (-t, -A): a number or a name: text, link, xml, octet-stream, json, cbor, senml+json, …
-Exit status: 0 for 2.xx, 4 for 4.xx, 5 for 5.xx, 3 timeout/unreachable, 2 usage, 1 other.";
+Exit status: 0 for 2.xx, 4 for 4.xx, 5 for 5.xx, 3 timeout/unreachable, 6 block-wise transfer failed,
+2 usage, 1 other.";
 
 pub const DISCOVER_HELP: &str = "\
 Examples:
@@ -36,7 +47,7 @@ pub struct Verbosity {
 
 #[derive(Args, Debug)]
 pub struct RequestArgs {
-    /// coap://host[:port]/path?query (IPv6 literals in brackets: coap://[::1]/x).
+    /// coap://host[:port]/path?query, or coap+tcp://… for CoAP over TCP (IPv6 in brackets: coap://[::1]/x).
     pub uri: String,
     /// Payload text.
     #[arg(short = 'e', long, value_name = "TEXT")]
@@ -59,9 +70,18 @@ pub struct RequestArgs {
     /// Token, in hex (up to 8 bytes).
     #[arg(short = 'T', long, value_name = "HEX", value_parser = parse_token)]
     pub token: Option<Token>,
-    /// Give up after this many seconds (for multicast: how long responses are collected).
+    /// Give up after this many seconds (for multicast: how long responses are collected; with -s: how long
+    /// to wait for the first response). A block-wise transfer must complete within it.
     #[arg(short = 'B', long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
     pub timeout: f64,
+    /// Block size for block-wise transfer (RFC 7959), as libcoap's -b: SIZE is a power of two from 16 to
+    /// 1024; NUM, the block to start at, must be 0. Asks the server for this size from the first request.
+    #[arg(short = 'b', long = "block-size", value_name = "[NUM,]SIZE", value_parser = parse_block_size)]
+    pub block_size: Option<usize>,
+    /// Observe the resource (RFC 7641) for this many seconds: print the response and each notification as
+    /// it arrives, then deregister and exit 0 (libcoap's -s).
+    #[arg(short = 's', long = "observe", value_name = "SECONDS", value_parser = parse_seconds)]
+    pub observe: Option<f64>,
     /// Print the whole response as JSON on stdout (code, options, payload as text or base64).
     #[arg(long)]
     pub json: bool,
@@ -98,6 +118,25 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+/// libcoap's `-b [num,]size`: size a power of two in 16..=1024; a start block other than 0 is not offered.
+fn parse_block_size(s: &str) -> Result<usize, String> {
+    let (num, size) = match s.split_once(',') {
+        Some((n, sz)) => (Some(n.trim()), sz.trim()),
+        None => (None, s.trim()),
+    };
+    if let Some(n) = num {
+        match n.parse::<u32>() {
+            Ok(0) => {}
+            Ok(_) => return Err("starting at a block other than 0 is not supported; give SIZE or 0,SIZE".into()),
+            Err(_) => return Err(format!("`{n}` is not a block number")),
+        }
+    }
+    match size.parse::<usize>() {
+        Ok(v) if (16..=1024).contains(&v) && v.is_power_of_two() => Ok(v),
+        _ => Err(format!("`{size}` is not a block size: use 16, 32, 64, 128, 256, 512 or 1024")),
+    }
+}
+
 fn parse_raw_option(s: &str) -> Result<(OptionNumber, Vec<u8>), String> {
     let (num, value) = s.split_once(',').unwrap_or((s, ""));
     let number = match num.trim().parse::<u16>() {
@@ -120,29 +159,28 @@ fn parse_raw_option(s: &str) -> Result<(OptionNumber, Vec<u8>), String> {
     Ok((number, bytes))
 }
 
-/// The largest payload one UDP datagram carries; block-wise transfer is not available yet.
-const MAX_PAYLOAD: usize = 64_000;
+/// The largest request or response body the client handles: bodies travel block-wise and are held in
+/// memory whole.
+const MAX_BODY: usize = 64 << 20;
 
 fn read_payload(args: &RequestArgs) -> Result<Option<Vec<u8>>, Failure> {
-    let data = match (&args.payload, &args.file) {
-        (Some(p), _) => p.clone().into_bytes(),
+    let mut buf = Vec::new();
+    let (result, what) = match (&args.payload, &args.file) {
+        (Some(p), _) => return Ok(Some(p.clone().into_bytes())),
         (None, Some(f)) if f == "-" => {
-            let mut buf = Vec::new();
-            std::io::stdin()
-                .take(MAX_PAYLOAD as u64 + 1)
-                .read_to_end(&mut buf)
-                .map_err(|e| Failure::other(format!("cannot read standard input: {e}")))?;
-            buf
+            (std::io::stdin().take(MAX_BODY as u64 + 1).read_to_end(&mut buf), "standard input".to_string())
         }
-        (None, Some(f)) => std::fs::read(f).map_err(|e| Failure::other(format!("cannot read `{f}`: {e}")))?,
+        (None, Some(f)) => match std::fs::File::open(f) {
+            Ok(file) => (file.take(MAX_BODY as u64 + 1).read_to_end(&mut buf), format!("`{f}`")),
+            Err(e) => return Err(Failure::other(format!("cannot read `{f}`: {e}"))),
+        },
         (None, None) => return Ok(None),
     };
-    if data.len() > MAX_PAYLOAD {
-        return Err(Failure::usage(format!(
-            "payload larger than {MAX_PAYLOAD} bytes does not fit one datagram (block-wise transfer is not supported yet)"
-        )));
+    result.map_err(|e| Failure::other(format!("cannot read {what}: {e}")))?;
+    if buf.len() > MAX_BODY {
+        return Err(Failure::usage(format!("the payload from {what} is larger than {} MiB", MAX_BODY >> 20)));
     }
-    Ok(Some(data))
+    Ok(Some(buf))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -154,11 +192,13 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 
 /// A client socket of a family that can reach `uri`: dual-stack when the host is a name.
 async fn client_for(uri: &Uri, timeout: Duration, mcast_if: Option<Ipv4Addr>) -> Result<Client, Failure> {
-    let mut builder = Client::builder().timeout(timeout);
+    let block = BlockConfig { max_body: MAX_BODY, ..BlockConfig::default() };
+    let mut builder =
+        Client::builder().timeout(timeout).endpoint_config(EndpointConfig { block, ..EndpointConfig::default() });
     if let Some(ifaddr) = mcast_if {
         builder = builder.multicast_interface_v4(ifaddr);
     }
-    let v4_only = matches!(uri.host, Host::Ip { ip: IpAddr::V4(_), .. });
+    let v4_only = matches!(uri.host, Host::Ip(IpAddr::V4(_)));
     let first = if v4_only { "0.0.0.0:0" } else { "[::]:0" };
     match builder.clone().bind(first).await {
         Ok(c) => Ok(c),
@@ -171,6 +211,16 @@ async fn client_for(uri: &Uri, timeout: Duration, mcast_if: Option<Ipv4Addr>) ->
 
 pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure> {
     let uri = corral_tokio::parse_uri(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
+    if uri.scheme.is_secure() {
+        return Err(Failure::usage(format!(
+            "{}:// (DTLS/TLS) is not supported; use coap:// or coap+tcp://",
+            uri.scheme
+        )));
+    }
+    let multicast = matches!(uri.host, Host::Ip(ip) if ip.is_multicast());
+    if multicast && (uri.scheme != Scheme::Coap || args.observe.is_some()) {
+        return Err(Failure::usage("a multicast request goes over coap:// (UDP) and cannot be observed"));
+    }
     let payload = read_payload(&args)?;
     let timeout = Duration::from_secs_f64(args.timeout);
     runtime()?.block_on(async move {
@@ -194,7 +244,12 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
         if args.non {
             req = req.non();
         }
-        let multicast = matches!(uri.host, Host::Ip { ip, .. } if ip.is_multicast());
+        if let Some(size) = args.block_size {
+            req = req.block_size(size);
+        }
+        if let Some(secs) = args.observe {
+            return observe(req, &args, secs, v).await;
+        }
         if multicast {
             let responses = req
                 .multicast_window(timeout)
@@ -209,6 +264,65 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
         let (from, response) = req.send_from().await.map_err(|e| Failure::from_client(e, args.timeout))?;
         show(from, &response, &args, v)
     })
+}
+
+/// `-s SECONDS`: the registration's response and each notification, until the time is up (then
+/// deregister, exit 0), the server ends the observation, or an error response ends it (exit 4 or 5).
+async fn observe(req: RequestBuilder, args: &RequestArgs, secs: f64, v: Verbosity) -> Result<(), Failure> {
+    let mut obs = req.observe().await.map_err(|e| Failure::from_client(e, args.timeout))?;
+    let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
+    let mut first = true;
+    loop {
+        let item = tokio::select! {
+            item = obs.next_from() => item,
+            _ = tokio::time::sleep_until(until) => break,
+        };
+        let (from, response) = match item {
+            None => {
+                if !v.quiet {
+                    say!("the server ended the observation");
+                }
+                return Ok(());
+            }
+            Some(Err(e)) => return Err(Failure::from_client(e, args.timeout)),
+            Some(Ok(r)) => r,
+        };
+        show_notification(from, &response, args, v)?;
+        if first && !obs.is_registered() {
+            if !v.quiet {
+                say!("note: {} is not observable (its response carries no Observe option)", args.uri);
+            }
+            return Ok(());
+        }
+        first = false;
+    }
+    // Deregister explicitly (RFC 7641 §3.6), so the server stops at once; its answer is not shown.
+    if let Err(e) = obs.cancel().await {
+        tracing::info!(error = %e, "deregistration got no answer");
+    }
+    Ok(())
+}
+
+/// One notification: a JSON object per line with --json, else the payload on its own line.
+fn show_notification(from: SocketAddr, r: &Response, args: &RequestArgs, v: Verbosity) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        let _ = writeln!(stdout, "{}", output::response_json(Some(from), r));
+        let _ = stdout.flush();
+    } else if v.verbose > 0 {
+        say!("{}\n  (from {from})", output::response_head(r));
+    }
+    if r.code.is_error() {
+        return Err(Failure::from_response(r.code, &r.payload));
+    }
+    if !args.json {
+        let _ = stdout.write_all(&r.payload);
+        if !r.payload.ends_with(b"\n") {
+            let _ = stdout.write_all(b"\n");
+        }
+        let _ = stdout.flush();
+    }
+    Ok(())
 }
 
 fn show(from: SocketAddr, r: &Response, args: &RequestArgs, v: Verbosity) -> Result<(), Failure> {
@@ -280,18 +394,28 @@ pub fn discover(args: DiscoverArgs, v: Verbosity) -> Result<(), Failure> {
             r.options.content_format().map(|c| c.to_string()).unwrap_or_default()
         )));
     }
-    let links = crate::linkformat::parse(&r.payload_text());
+    let text = r.payload_text();
+    let mut links = Vec::new();
+    for link in link_format::parse(&text) {
+        match link {
+            Ok(l) => links.push(l),
+            Err(e) => {
+                if !v.quiet {
+                    say!("warning: the link-format document is malformed after {} link(s): {e}", links.len());
+                }
+                break;
+            }
+        }
+    }
+    let joined = |l: &link_format::Link<'_>, name: &str| l.values(name).collect::<Vec<_>>().join(" ");
     let mut stdout = std::io::stdout().lock();
     if args.json {
         let all: Vec<_> = links
             .iter()
             .map(|l| {
-                let attrs: serde_json::Map<String, serde_json::Value> = l
-                    .attributes
-                    .iter()
-                    .map(|(n, v)| (n.clone(), v.clone().map_or(json!(true), |v| json!(v))))
-                    .collect();
-                json!({ "path": l.target, "attributes": attrs })
+                let attrs: serde_json::Map<String, serde_json::Value> =
+                    l.attrs().map(|(n, v)| (n.to_string(), v.map_or(json!(true), |v| json!(v)))).collect();
+                json!({ "path": l.target(), "attributes": attrs })
             })
             .collect();
         let _ = writeln!(stdout, "{}", serde_json::Value::Array(all));
@@ -302,12 +426,12 @@ pub fn discover(args: DiscoverArgs, v: Verbosity) -> Result<(), Failure> {
         .iter()
         .map(|l| {
             [
-                l.target.clone(),
-                l.attr("rt").unwrap_or_default(),
-                l.attr("if").unwrap_or_default(),
-                l.attr("ct").unwrap_or_default(),
+                l.target().to_string(),
+                joined(l, "rt"),
+                joined(l, "if"),
+                joined(l, "ct"),
                 if l.has("obs") { "yes".into() } else { String::new() },
-                l.attr("title").unwrap_or_default(),
+                l.value("title").unwrap_or_default().to_string(),
             ]
         })
         .collect();

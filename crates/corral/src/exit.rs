@@ -10,6 +10,8 @@ pub enum ExitCode {
     Timeout = 3,
     ClientError = 4,
     ServerError = 5,
+    /// A block-wise transfer broke off (stalled, or the peer sent inconsistent blocks); no body was written.
+    Transfer = 6,
 }
 
 /// Why a command failed: the exit code and the one-line message printed after `error: `.
@@ -49,6 +51,12 @@ impl Failure {
             E::Unreachable(a) => Failure::new(ExitCode::Timeout, format!("{a} is unreachable from this socket")),
             E::Resolve { .. } => Failure::new(ExitCode::Timeout, e.to_string()),
             E::Reset => Failure::other("the server rejected the request (RST)"),
+            E::Transfer(why) if why.starts_with("stalled") => Failure::new(
+                ExitCode::Transfer,
+                format!("block-wise transfer failed: {why} (-B {timeout_secs} s; large transfers may need more)"),
+            ),
+            E::Transfer(why) => Failure::new(ExitCode::Transfer, format!("block-wise transfer failed: {why}")),
+            E::Connect { .. } | E::ConnectionClosed => Failure::new(ExitCode::Timeout, e.to_string()),
             other => Failure::other(other.to_string()),
         }
     }

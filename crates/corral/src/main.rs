@@ -23,7 +23,6 @@ mod bench;
 mod client_cmd;
 mod exit;
 mod lab;
-mod linkformat;
 mod output;
 mod plugtest;
 mod serve;
@@ -39,6 +38,9 @@ Examples:
   corral post coap://[::1]/echo -f data.json -t json -A json --json
   corral get coap://[::1]/.well-known/core -v    # code and options on stderr
   corral discover coap://[::1]
+  corral get coap://[::1]/obs -s 20                 # observe: each notification as it arrives
+  corral put coap://[::1]/large-update -f big.bin -b 512   # block-wise upload
+  corral get coap+tcp://[::1]/hello                 # CoAP over TCP (corral serve --tcp)
   corral bench coap://127.0.0.1/ --clients 8 --duration 5
 
 Exit status:
@@ -48,6 +50,7 @@ Exit status:
   3  timeout or unreachable (no response within --timeout)
   4  the server answered 4.xx (client error)
   5  the server answered 5.xx (server error)
+  6  a block-wise transfer failed (stalled or inconsistent blocks; no partial body is written)
 
 Logging: -v info, -vv debug, -vvv trace, -q errors only; RUST_LOG (e.g. RUST_LOG=corral_proto=debug)
 overrides both.";

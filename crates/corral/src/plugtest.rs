@@ -1,19 +1,57 @@
 //! The resources of `corral serve`: the ETSI CoAP plugtest set (TD_COAP_CORE, _LINK, _BLOCK, _OBS) and a
 //! few demo resources, as sans-IO services so that the simulator can run them too.
 //!
-//! Block-wise (RFC 7959) and Observe (RFC 7641) belong to corral-proto and arrive with that work; until
-//! then `/large*` and `/obs*` serve their current representation in one plain response. Each of them gets
-//! its representation from one method ([`Plugtest::large_body`], [`Plugtest::obs_value`]), so turning
-//! them into block-wise and observable resources only changes how the response is sent.
+//! Block-wise transfer (RFC 7959) and Observe (RFC 7641) are corral-proto's: `/large*` return or take
+//! whole bodies and the endpoint cuts and assembles the blocks; `/obs*` mark their GET responses
+//! observable and report changes with `Context::changed_with`, and the endpoint re-runs the GET handler
+//! for each observer. The periodic change of `/obs*` is a service timer (`poll_timeout`), not a clock.
+//!
+//! - `/obs` (TD_COAP_OBS_01..10): changes every period with CON notifications; PUT replaces the value until
+//!   the next change (observers that registered for another Content-Format get 4.06 and are dropped,
+//!   OBS_08), DELETE ends every observation with 4.04 (OBS_07) and the resource reappears at the next change.
+//! - `/obs-non`: the same with NON notifications.
+//! - `/obs-large`: an observable representation larger than a block (the notification carries block 0,
+//!   the client fetches the rest, RFC 7959 §3.4).
+//! - `/large` (TD_COAP_BLOCK_01/02), `/large-update` (PUT via Block1, BLOCK_03), `/large-create` (POST
+//!   via Block1 creates `/large-create/N`, BLOCK_04).
 
-use corral_proto::wire::{Code, ContentFormat, OptionNumber};
+use corral_proto::wire::{Code, ContentFormat, OptionNumber, Token};
 use corral_proto::{Context, Duration, InboundId, IncomingRequest, Instant, ResourceLink, Response, Service};
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
 /// How long `/separate` waits before its separate response.
 const SEPARATE_DELAY: Duration = Duration::from_millis(500);
 /// The period over which `/obs*` values change (TD_COAP_OBS: "changes every 5 s").
-const OBS_PERIOD_SECS: u64 = 5;
+pub const OBS_PERIOD: Duration = Duration::from_secs(5);
+/// Observers of one resource whose Content-Format is remembered (for OBS_08); beyond it the oldest goes.
+const MAX_REMEMBERED_OBSERVERS: usize = 1024;
+/// Resources `/large-create` keeps; beyond it the oldest goes.
+const MAX_CREATED: usize = 64;
+
+/// A body and its Content-Format (none if the client gave none).
+type Body = (Vec<u8>, Option<ContentFormat>);
+
+/// An observer, as the service sees it: its address and token.
+type ObserverId = (SocketAddr, Vec<u8>);
+
+fn observer_id(from: SocketAddr, token: Token) -> ObserverId {
+    (from, token.as_bytes().to_vec())
+}
+
+/// `/obs` or `/obs-non`: a value that changes every period, or that a PUT set until then.
+#[derive(Default)]
+struct Observed {
+    /// Set by PUT; `None` serves the change counter.
+    value: Option<(Vec<u8>, ContentFormat)>,
+    /// DELETE removed the resource until the next change.
+    deleted: bool,
+    /// The Content-Format each current observer registered for.
+    observers: BTreeMap<ObserverId, ContentFormat>,
+    /// Observers whose next notification is this final error (4.04 after DELETE, 4.06 after a
+    /// Content-Format change): it ends their observation.
+    ending: BTreeMap<ObserverId, Code>,
+}
 
 /// The plugtest resources; mount at the root (`""`): it answers the paths it knows and 4.04 otherwise.
 pub struct Plugtest {
@@ -21,24 +59,22 @@ pub struct Plugtest {
     test_cf: Option<ContentFormat>,
     validate: (Vec<u8>, u64),
     create1: Option<Vec<u8>>,
-    large_update: Vec<u8>,
-    large_created: BTreeMap<u32, Vec<u8>>,
+    large_update: Body,
+    large_created: BTreeMap<u32, Body>,
     next_created: u32,
     separate: Vec<(Instant, InboundId, bool)>,
+    obs_period: Duration,
+    /// When `/obs*` change next; `None` until the first request (before it nobody can be observing).
+    next_change: Option<Instant>,
+    /// How many times `/obs*` have changed.
+    changes: u64,
+    obs: Observed,
+    obs_non: Observed,
 }
 
 impl Default for Plugtest {
     fn default() -> Self {
-        Plugtest {
-            test: b"Hello from the /test resource".to_vec(),
-            test_cf: Some(ContentFormat::TEXT_PLAIN),
-            validate: (b"validate v1".to_vec(), 1),
-            create1: None,
-            large_update: Plugtest::large_body(),
-            large_created: BTreeMap::new(),
-            next_created: 1,
-            separate: Vec::new(),
-        }
+        Plugtest::new(OBS_PERIOD)
     }
 }
 
@@ -50,7 +86,40 @@ fn not_allowed(method: Code) -> Response {
     Response::error(Code::METHOD_NOT_ALLOWED, format!("{method} is not allowed on this resource"))
 }
 
+/// GET of a stored body: 4.06 if the request's Accept names another format.
+fn stored((body, cf): &Body, r: &corral_proto::Request) -> Response {
+    match (r.options.accept(), cf) {
+        (Some(a), Some(cf)) if a != *cf => Response::error(Code::NOT_ACCEPTABLE, format!("only {cf} is available")),
+        _ => {
+            let resp = Response::new(Code::CONTENT).with_payload(body.clone());
+            match cf {
+                Some(cf) => resp.with_content_format(*cf),
+                None => resp,
+            }
+        }
+    }
+}
+
 impl Plugtest {
+    /// The resources, with `/obs*` changing every `obs_period` (at least 10 ms).
+    pub fn new(obs_period: Duration) -> Plugtest {
+        Plugtest {
+            test: b"Hello from the /test resource".to_vec(),
+            test_cf: Some(ContentFormat::TEXT_PLAIN),
+            validate: (b"validate v1".to_vec(), 1),
+            create1: None,
+            large_update: (Plugtest::large_body(), Some(ContentFormat::TEXT_PLAIN)),
+            large_created: BTreeMap::new(),
+            next_created: 1,
+            separate: Vec::new(),
+            obs_period: obs_period.max(Duration::from_millis(10)),
+            next_change: None,
+            changes: 0,
+            obs: Observed::default(),
+            obs_non: Observed::default(),
+        }
+    }
+
     /// The `/large` representation: 1,600 bytes of numbered lines (more than one 1024-byte block).
     pub fn large_body() -> Vec<u8> {
         let mut s = String::new();
@@ -63,9 +132,98 @@ impl Plugtest {
         s.into_bytes()
     }
 
-    /// The current value of the `/obs*` resources: it changes every [`OBS_PERIOD_SECS`].
-    pub fn obs_value(now: Instant) -> u64 {
-        now.as_secs() / OBS_PERIOD_SECS
+    /// Max-Age of the `/obs*` representations: valid until the next change (RFC 7641 §4.2).
+    fn obs_max_age(&self) -> u32 {
+        u32::try_from(self.obs_period.as_micros().div_ceil(1_000_000)).unwrap_or(u32::MAX).max(1)
+    }
+
+    /// GET of `/obs` or `/obs-non`: the current value, observable; or the error that ends this observer's
+    /// observation.
+    fn get_observed(&mut self, non: bool, req: &IncomingRequest) -> Response {
+        let (changes, max_age) = (self.changes, self.obs_max_age());
+        let o = if non { &mut self.obs_non } else { &mut self.obs };
+        let id = observer_id(req.from, req.token);
+        if let Some(code) = o.ending.remove(&id) {
+            o.observers.remove(&id);
+            let why = if code == Code::NOT_FOUND {
+                "the resource was deleted; observation ended"
+            } else {
+                "the resource changed its Content-Format; observation ended"
+            };
+            return Response::error(code, why);
+        }
+        if o.deleted {
+            return Response::error(Code::NOT_FOUND, "deleted; the resource comes back at its next change");
+        }
+        let (body, cf) =
+            o.value.clone().unwrap_or_else(|| (changes.to_string().into_bytes(), ContentFormat::TEXT_PLAIN));
+        if req.request.options.accept().is_some_and(|a| a != cf) {
+            return Response::error(Code::NOT_ACCEPTABLE, format!("only {cf} is available"));
+        }
+        if req.request.options.observe() == Some(corral_proto::wire::OBSERVE_REGISTER) {
+            if o.observers.len() >= MAX_REMEMBERED_OBSERVERS && !o.observers.contains_key(&id) {
+                o.observers.pop_first();
+            }
+            o.observers.insert(id, cf);
+        }
+        Response::content(cf, body).with_max_age(max_age).observable()
+    }
+
+    /// PUT or DELETE of `/obs` or `/obs-non` (TD_COAP_OBS_07..09); observers hear of it at once.
+    fn change_observed(&mut self, cx: &mut Context<'_>, non: bool, req: &IncomingRequest) -> Response {
+        let path = if non { "/obs-non" } else { "/obs" };
+        let o = if non { &mut self.obs_non } else { &mut self.obs };
+        let response = match req.request.method {
+            Code::PUT => {
+                let cf = req.request.options.content_format().unwrap_or(ContentFormat::TEXT_PLAIN);
+                for (id, registered) in &o.observers {
+                    if *registered != cf {
+                        o.ending.insert(id.clone(), Code::NOT_ACCEPTABLE);
+                    }
+                }
+                o.value = Some((req.request.payload.clone(), cf));
+                o.deleted = false;
+                Response::new(Code::CHANGED)
+            }
+            Code::DELETE => {
+                for id in std::mem::take(&mut o.observers).into_keys() {
+                    o.ending.insert(id, Code::NOT_FOUND);
+                }
+                o.value = None;
+                o.deleted = true;
+                Response::new(Code::DELETED)
+            }
+            m => return not_allowed(m),
+        };
+        cx.changed_with(path, !non);
+        response
+    }
+
+    /// `/obs*` change: every observer gets the new value (CON for `/obs` and `/obs-large`, NON for
+    /// `/obs-non`); a PUT value or a deletion lasts until now.
+    fn change(&mut self, cx: &mut Context<'_>) {
+        self.changes += 1;
+        for o in [&mut self.obs, &mut self.obs_non] {
+            o.value = None;
+            o.deleted = false;
+            o.ending.clear();
+        }
+        cx.changed_with("/obs", true);
+        cx.changed_with("/obs-non", false);
+        cx.changed_with("/obs-large", true);
+    }
+
+    /// `/large-create`: the resources created so far, as link-format.
+    fn created_links(&self) -> String {
+        let links: Vec<String> = self
+            .large_created
+            .iter()
+            .map(|(n, (body, cf))| {
+                let ct = cf.map(|c| format!(";ct={}", c.0)).unwrap_or_default();
+                format!("</large-create/{n}>{ct};sz={}", body.len())
+            })
+            .collect();
+        links.join(",")
     }
 
     fn etag(&self) -> [u8; 8] {
@@ -73,6 +231,9 @@ impl Plugtest {
     }
 
     fn handle(&mut self, cx: &mut Context<'_>, req: &IncomingRequest) -> Option<Response> {
+        if self.next_change.is_none() {
+            self.next_change = Some(cx.now() + self.obs_period);
+        }
         let r = &req.request;
         let path: Vec<String> = r.path_segments().map(|s| s.into_owned()).collect();
         let path: Vec<&str> = path.iter().map(String::as_str).collect();
@@ -185,22 +346,23 @@ impl Plugtest {
                 _ => not_allowed(m),
             },
             ["large-update"] => match m {
-                Code::GET => text(Code::CONTENT, self.large_update.clone()),
+                Code::GET => stored(&self.large_update, r),
                 Code::PUT => {
-                    self.large_update = r.payload.clone();
+                    self.large_update = (r.payload.clone(), r.options.content_format());
                     Response::new(Code::CHANGED)
                 }
                 _ => not_allowed(m),
             },
             ["large-create"] => match m {
+                Code::GET => Response::content(ContentFormat::LINK_FORMAT, self.created_links()),
                 Code::POST => {
                     let n = self.next_created;
-                    self.next_created = self.next_created.wrapping_add(1);
+                    self.next_created = self.next_created.wrapping_add(1).max(1);
                     // Bounded: a client POSTing forever replaces old entries instead of growing memory.
-                    if self.large_created.len() >= 64 {
+                    if self.large_created.len() >= MAX_CREATED {
                         self.large_created.pop_first();
                     }
-                    self.large_created.insert(n, r.payload.clone());
+                    self.large_created.insert(n, (r.payload.clone(), r.options.content_format()));
                     let mut resp = Response::new(Code::CREATED);
                     resp.options.push_str(OptionNumber::LOCATION_PATH, "large-create");
                     resp.options.push_str(OptionNumber::LOCATION_PATH, &n.to_string());
@@ -208,22 +370,30 @@ impl Plugtest {
                 }
                 _ => not_allowed(m),
             },
-            ["large-create", n] => match (m, n.parse::<u32>().ok().and_then(|n| self.large_created.get(&n))) {
-                (Code::GET, Some(body)) => text(Code::CONTENT, body.clone()),
-                (Code::GET, None) => Response::error(Code::NOT_FOUND, "no such created resource"),
-                _ => not_allowed(m),
-            },
-            ["obs" | "obs-non"] => match m {
-                Code::GET => {
-                    text(Code::CONTENT, Plugtest::obs_value(cx.now()).to_string()).with_max_age(OBS_PERIOD_SECS as u32)
+            ["large-create", n] => {
+                let n = n.parse::<u32>().ok().filter(|n| self.large_created.contains_key(n));
+                match (m, n) {
+                    (Code::GET, Some(n)) => stored(&self.large_created[&n], r),
+                    (Code::DELETE, Some(n)) => {
+                        self.large_created.remove(&n);
+                        Response::new(Code::DELETED)
+                    }
+                    (Code::GET | Code::DELETE, None) => Response::error(Code::NOT_FOUND, "no such created resource"),
+                    _ => not_allowed(m),
                 }
-                _ => not_allowed(m),
-            },
+            }
+            [name @ ("obs" | "obs-non")] => {
+                let non = *name == "obs-non";
+                match m {
+                    Code::GET => self.get_observed(non, req),
+                    _ => self.change_observed(cx, non, req),
+                }
+            }
             ["obs-large"] => match m {
                 Code::GET => {
-                    let mut body = format!("value {}\n", Plugtest::obs_value(cx.now())).into_bytes();
+                    let mut body = format!("change {}\n", self.changes).into_bytes();
                     body.extend_from_slice(&Plugtest::large_body());
-                    text(Code::CONTENT, body).with_max_age(OBS_PERIOD_SECS as u32)
+                    text(Code::CONTENT, body).with_max_age(self.obs_max_age()).observable()
                 }
                 _ => not_allowed(m),
             },
@@ -277,15 +447,21 @@ impl Service for Plugtest {
         for (_, id, _) in due {
             cx.respond(id, text(Code::CONTENT, "the separate response of /separate"));
         }
+        if let Some(at) = self.next_change.filter(|at| *at <= now) {
+            // The next change keeps the rhythm, but never lands in the past after a long pause.
+            let next = at + self.obs_period;
+            self.next_change = Some(if next <= now { now + self.obs_period } else { next });
+            self.change(cx);
+        }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.separate.iter().map(|(at, _, _)| *at).min()
+        self.separate.iter().map(|(at, _, _)| *at).chain(self.next_change).min()
     }
 
     fn links(&self) -> Vec<ResourceLink> {
-        // Kept short (no titles): without block-wise transfer, /.well-known/core must fit one datagram that
-        // libcoap accepts (1152 bytes).
+        // Kept short (no titles): block-wise transfer would carry a longer document, but discovery in one
+        // 1024-byte block suits every client, constrained ones included.
         let l = ResourceLink::new;
         vec![
             l("test").attr("rt", "test").attr("ct", "0"),
@@ -304,8 +480,8 @@ impl Service for Plugtest {
             l("path/sub2"),
             l("path/sub3"),
             l("large").attr("rt", "block").attr("sz", "1600").attr("ct", "0"),
-            l("large-update").attr("rt", "block").attr("sz", "1600").attr("ct", "0"),
-            l("large-create").attr("rt", "block"),
+            l("large-update").attr("rt", "block").attr("sz", self.large_update.0.len().to_string()),
+            l("large-create").attr("rt", "block").attr("ct", "40"),
             l("obs").attr("rt", "observe").attr("ct", "0").flag("obs"),
             l("obs-non").attr("rt", "observe").attr("ct", "0").flag("obs"),
             l("obs-large").attr("rt", "observe").attr("ct", "0").flag("obs"),
@@ -362,11 +538,12 @@ impl Service for Stats {
         let t = cx.endpoint().table_sizes();
         let (peers, client_exchanges, inbound, sent, dedup) =
             (t.peers, t.client_exchanges, t.inbound_exchanges, t.tracked_messages, t.dedup_entries);
+        let (observers, uploads) = (t.observers, t.uploads);
         let body = format!(
             "{{\"uptime_s\":{},\"datagrams_in\":{},\"malformed_in\":{},\"duplicates_in\":{},\"requests_in\":{},\
              \"transmits\":{},\"retransmissions\":{},\"overload_rejections\":{},\"peers_evicted\":{},\
              \"tables\":{{\"peers\":{peers},\"client_exchanges\":{client_exchanges},\"inbound_exchanges\":{inbound},\
-             \"sent\":{sent},\"dedup\":{dedup}}}}}",
+             \"sent\":{sent},\"dedup\":{dedup},\"observers\":{observers},\"uploads\":{uploads}}}}}",
             cx.now().as_secs(),
             s.datagrams_in,
             s.malformed_in,
@@ -418,6 +595,174 @@ mod tests {
             out.push(got.expect("a response"));
         }
         out
+    }
+
+    /// The plugtest server with `/obs*` changing every second, and a client, on the in-memory network.
+    struct Obs {
+        net: Net,
+        c: usize,
+        server: SocketAddr,
+        seen: Vec<(corral_proto::RequestId, Response)>,
+    }
+
+    impl Obs {
+        fn new() -> Obs {
+            let mut net = Net::default();
+            let server: SocketAddr = "[2001:db8::1]:5683".parse().unwrap();
+            let mut node = Node::new(Endpoint::new(EndpointConfig::with_seed(3)));
+            node.mount("", Plugtest::new(Duration::from_secs(1)));
+            net.add(server, node);
+            let c =
+                net.add("[2001:db8::2]:5683".parse().unwrap(), Node::new(Endpoint::new(EndpointConfig::with_seed(4))));
+            Obs { net, c, server, seen: Vec::new() }
+        }
+
+        fn request(&mut self, req: Request) -> corral_proto::RequestId {
+            let now = self.net.now;
+            self.net.node(self.c).endpoint_mut().request(now, self.server, req, SendParams::default()).unwrap()
+        }
+
+        /// Runs `ms` milliseconds; returns every response (notifications included) for `id`, keeping the
+        /// others for later calls.
+        fn responses(&mut self, id: corral_proto::RequestId, ms: u64) -> Vec<Response> {
+            let limit = self.net.now + Duration::from_millis(ms);
+            while self.net.step(limit) {
+                while let Some(e) = self.net.node(self.c).poll_event() {
+                    if let corral_proto::Event::Response { id: rid, response, .. } = e {
+                        self.seen.push((rid, response));
+                    }
+                }
+            }
+            let (mine, rest) = std::mem::take(&mut self.seen).into_iter().partition(|(rid, _)| *rid == id);
+            self.seen = rest;
+            mine.into_iter().map(|(_, r)| r).collect()
+        }
+
+        fn observers(&mut self) -> usize {
+            let s = self.net.node(0).endpoint().table_sizes();
+            s.observers
+        }
+    }
+
+    fn observe(path: &str) -> Request {
+        Request::get(path).with_option(OptionNumber::OBSERVE, &[])
+    }
+
+    #[test]
+    fn obs_notifies_every_period_with_con_and_obs_non_with_non() {
+        let mut o = Obs::new();
+        let id = o.request(observe("obs"));
+        let r = o.responses(id, 5000);
+        assert!(r.len() >= 5, "registration and one notification per second: {r:?}");
+        let values: Vec<u64> = r.iter().map(|r| r.payload_text().parse().unwrap()).collect();
+        assert!(values.windows(2).all(|w| w[1] == w[0] + 1), "{values:?}");
+        assert!(r
+            .iter()
+            .all(|r| r.options.observe().is_some() && r.options.get_uint(OptionNumber::MAX_AGE) == Some(1)));
+        let server = o.server;
+        let types = |o: &Obs, from| {
+            o.net
+                .sent_by(from)
+                .iter()
+                .filter(|(_, m)| m.code == Code::CONTENT)
+                .map(|(_, m)| m.mtype)
+                .collect::<Vec<_>>()
+        };
+        assert!(types(&o, server).iter().skip(1).all(|t| *t == corral_proto::wire::MessageType::Con));
+        let mut o = Obs::new();
+        let id = o.request(observe("obs-non"));
+        assert!(o.responses(id, 3000).len() >= 3);
+        let t = types(&o, server);
+        assert!(t.iter().skip(1).all(|t| *t == corral_proto::wire::MessageType::Non), "{t:?}");
+    }
+
+    #[test]
+    fn obs_delete_ends_observations_with_4_04_and_put_of_another_format_with_4_06() {
+        let mut o = Obs::new();
+        let put = |cf: ContentFormat, body: &str| {
+            Request::new(Code::PUT).with_path("obs").with_content_format(cf).with_payload(body.to_string())
+        };
+        let id = o.request(observe("obs"));
+        assert_eq!(o.responses(id, 100).len(), 1);
+        assert_eq!(o.observers(), 1);
+        // TD_COAP_OBS_09: an update in the same format is notified.
+        let p = o.request(put(ContentFormat::TEXT_PLAIN, "hi"));
+        let seen = o.responses(id, 100);
+        assert!(seen.iter().any(|r| r.code == Code::CONTENT && r.payload == b"hi"), "{seen:?}");
+        assert_eq!(o.responses(p, 0)[0].code, Code::CHANGED);
+        // TD_COAP_OBS_08: another format ends the observation with 4.06.
+        let p = o.request(put(ContentFormat::JSON, "{}"));
+        let seen = o.responses(id, 100);
+        assert!(
+            matches!(&seen[..], [r] if r.code == Code::NOT_ACCEPTABLE && r.options.observe().is_none()),
+            "{seen:?}"
+        );
+        assert_eq!(o.responses(p, 0)[0].code, Code::CHANGED);
+        assert_eq!(o.observers(), 0);
+        // TD_COAP_OBS_07: DELETE ends every observation with 4.04.
+        let id = o.request(observe("obs"));
+        assert_eq!(o.responses(id, 100)[0].options.content_format(), Some(ContentFormat::JSON));
+        assert_eq!(o.observers(), 1);
+        let d = o.request(Request::new(Code::DELETE).with_path("obs"));
+        let seen = o.responses(id, 100);
+        assert!(matches!(&seen[..], [r] if r.code == Code::NOT_FOUND), "{seen:?}");
+        assert_eq!(o.responses(d, 0)[0].code, Code::DELETED);
+        assert_eq!(o.observers(), 0);
+        // Gone until the next change; then observable again.
+        let g = o.request(Request::get("obs"));
+        assert_eq!(o.responses(g, 100)[0].code, Code::NOT_FOUND);
+        o.responses(g, 1000);
+        let id = o.request(observe("obs"));
+        assert_eq!(o.responses(id, 100)[0].code, Code::CONTENT);
+        assert_eq!(o.observers(), 1);
+    }
+
+    #[test]
+    fn obs_large_notifications_arrive_whole() {
+        let mut o = Obs::new();
+        let id = o.request(observe("obs-large"));
+        let r = o.responses(id, 3000);
+        assert!(r.len() >= 3, "{r:?}");
+        for n in &r {
+            assert!(
+                n.payload.len() > 1024
+                    && n.payload_text().ends_with(&String::from_utf8(Plugtest::large_body()).unwrap())
+            );
+        }
+    }
+
+    #[test]
+    fn large_update_and_large_create_take_block_wise_bodies() {
+        let body: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        let r = exchange(vec![
+            Request::new(Code::PUT)
+                .with_path("large-update")
+                .with_content_format(ContentFormat::OCTET_STREAM)
+                .with_payload(body.clone()),
+            Request::get("large-update"),
+            Request::get("large-update").with_accept(ContentFormat::TEXT_PLAIN),
+            Request::new(Code::POST)
+                .with_path("large-create")
+                .with_content_format(ContentFormat::OCTET_STREAM)
+                .with_payload(body.clone()),
+            Request::get("large-create/1"),
+            Request::get("large-create"),
+            Request::new(Code::DELETE).with_path("large-create/1"),
+            Request::get("large-create/1"),
+            Request::get("large"),
+        ]);
+        assert_eq!(r[0].code, Code::CHANGED);
+        assert_eq!(r[1].payload, body);
+        assert_eq!(r[1].options.content_format(), Some(ContentFormat::OCTET_STREAM));
+        assert_eq!(r[2].code, Code::NOT_ACCEPTABLE);
+        assert_eq!(r[3].code, Code::CREATED);
+        let loc: Vec<&[u8]> = r[3].options.get_all(OptionNumber::LOCATION_PATH).collect();
+        assert_eq!(loc, [&b"large-create"[..], b"1"]);
+        assert_eq!(r[4].payload, body);
+        assert_eq!(r[5].payload_text(), "</large-create/1>;ct=42;sz=5000");
+        assert_eq!(r[6].code, Code::DELETED);
+        assert_eq!(r[7].code, Code::NOT_FOUND);
+        assert_eq!(r[8].payload, Plugtest::large_body());
     }
 
     #[test]

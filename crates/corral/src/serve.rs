@@ -1,21 +1,24 @@
-//! `corral serve`: the demo and plugtest resources on a UDP socket until Ctrl-C or SIGTERM.
+//! `corral serve`: the demo and plugtest resources on a UDP socket (and with `--tcp` over TCP) until
+//! Ctrl-C or SIGTERM.
 
 use crate::exit::Failure;
 use crate::plugtest::{Echo, Hello, Plugtest, Stats};
 use clap::Args;
-use corral_tokio::{EndpointConfig, Limits, Server, TransmissionParams};
+use corral_tokio::{BlockConfig, EndpointConfig, Limits, Server, TransmissionParams};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 pub const AFTER_HELP: &str = "\
 Resources: /hello /echo /stats (demo) and the ETSI plugtest set: /test /separate /seg1/seg2/seg3 /query
-/location-query /validate /create1 /multi-format /link1 /link2 /link3 /path /path/sub1..3 /large
-/large-update /large-create /obs /obs-non /obs-large (the last six are served plainly until block-wise
-and Observe land). GET /.well-known/core lists them all.
+/location-query /validate /create1 /multi-format /link1 /link2 /link3 /path /path/sub1..3, block-wise
+(RFC 7959) /large (GET), /large-update (PUT, GET), /large-create (POST creates /large-create/N), and
+observable (RFC 7641) /obs (CON notifications), /obs-non (NON), /obs-large (larger than a block), which
+change every --obs-period seconds. GET /.well-known/core lists them all.
 
 Examples:
   corral serve                                  # [::]:5683, IPv4 and IPv6
-  corral serve --bind 127.0.0.1:5700
+  corral serve --tcp                            # also CoAP over TCP (coap+tcp://) on [::]:5683
+  corral serve --bind 127.0.0.1:5700 --tcp 127.0.0.1:5800 --obs-period 1
   corral serve --join 224.0.1.187 --mcast-if 192.168.1.10   # also answer All-CoAP-Nodes multicast";
 
 #[derive(Args, Debug)]
@@ -41,6 +44,22 @@ pub struct ServeArgs {
     /// Requests in progress at once; beyond it new requests get 5.03 Service Unavailable.
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_inbound_exchanges)]
     pub max_pending: usize,
+    /// Also serve CoAP over TCP (RFC 8323); without ADDR:PORT on the UDP address and port.
+    #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
+    pub tcp: Option<String>,
+    /// How often /obs, /obs-non and /obs-large change (and notify their observers), in seconds.
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = parse_period)]
+    pub obs_period: f64,
+    /// The largest request body accepted block-wise (bytes); larger uploads get 4.13 with Size1.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
+    pub max_body: usize,
+}
+
+fn parse_period(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.01..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a period between 0.01 and 86400 seconds")),
+    }
 }
 
 pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
@@ -48,6 +67,13 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         .bind
         .parse()
         .map_err(|_| Failure::usage(format!("`{}` is not ADDR:PORT (e.g. [::]:5683 or 127.0.0.1:5683)", args.bind)))?;
+    let tcp: Option<Option<SocketAddr>> = match args.tcp.as_deref() {
+        None => None,
+        Some("") => Some(None),
+        Some(a) => Some(Some(a.parse().map_err(|_| {
+            Failure::usage(format!("`{a}` is not ADDR:PORT for --tcp (e.g. [::]:5683 or 127.0.0.1:5683)"))
+        })?)),
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -62,8 +88,20 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
             max_inbound_exchanges: args.max_pending.max(1),
             ..Limits::default()
         };
+        let block = BlockConfig {
+            max_body: args.max_body.max(1024),
+            max_assembly_bytes: args
+                .max_body
+                .max(1024)
+                .saturating_mul(2)
+                .max(BlockConfig::default().max_assembly_bytes),
+            ..BlockConfig::default()
+        };
         let mut builder =
-            Server::builder().endpoint_config(EndpointConfig { params, limits, ..EndpointConfig::default() });
+            Server::builder().endpoint_config(EndpointConfig { params, limits, block, ..EndpointConfig::default() });
+        if let Some(addr) = tcp {
+            builder = builder.tcp(addr);
+        }
         if let Some(a) = args.mcast_if {
             builder = builder.multicast_interface_v4(a);
         }
@@ -75,10 +113,12 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         for g in &args.join {
             server.join_group(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
         }
-        server.mount("", Plugtest::default()).mount("hello", Hello).mount("echo", Echo).mount("stats", Stats);
+        let period = corral_tokio::corral_proto::Duration::from_secs_f64(args.obs_period);
+        server.mount("", Plugtest::new(period)).mount("hello", Hello).mount("echo", Echo).mount("stats", Stats);
         let local = server.local_addr();
+        let tcp_local = server.tcp_local_addr();
         let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the server: {e}")))?;
-        print_banner(local, &args.join, v.quiet);
+        print_banner(local, tcp_local, &args.join, v.quiet);
         wait_for_signal().await;
         tracing::info!("shutting down");
         handle.shutdown().await;
@@ -86,7 +126,7 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
     })
 }
 
-fn print_banner(local: SocketAddr, groups: &[IpAddr], quiet: bool) {
+fn print_banner(local: SocketAddr, tcp: Option<SocketAddr>, groups: &[IpAddr], quiet: bool) {
     let families = match local.ip() {
         IpAddr::V6(ip) if ip.is_unspecified() => " (IPv4 and IPv6)",
         _ => "",
@@ -100,6 +140,9 @@ fn print_banner(local: SocketAddr, groups: &[IpAddr], quiet: bool) {
     let base = if local.port() == 5683 { format!("coap://{host}") } else { format!("coap://{host}:{}", local.port()) };
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "corral serve: listening on {local}{families}");
+    if let Some(t) = tcp {
+        let _ = writeln!(out, "corral serve: CoAP over TCP on {t}");
+    }
     for g in groups {
         let _ = writeln!(out, "  member of multicast group {g}");
     }
@@ -111,7 +154,7 @@ fn print_banner(local: SocketAddr, groups: &[IpAddr], quiet: bool) {
         out,
         "resources: demo /hello /echo /stats, ETSI plugtest /test /separate /validate /multi-format … (Ctrl-C stops)\n\
          try:\n  corral discover {base}\n  corral get {base}/hello\n  corral put {base}/test -e 'new value' -t text\n  \
-         corral bench {base}/ --clients 8 --duration 5"
+         corral get {base}/obs -s 20\n  corral get {base}/large -b 64\n  corral bench {base}/ --clients 8 --duration 5"
     );
     let _ = out.flush();
 }

@@ -41,6 +41,14 @@ fn malformed_uri_and_bad_arguments_are_usage_errors() {
         &["get", "coap://[::1]/x", "-t", "no-such-format"],
         &["get", "coap://[::1]/x", "-B", "-1"],
         &["bench", "coap://[::1]/x", "--clients", "0"],
+        &["bench", "coap+tcp://[::1]/x"],
+        &["get", "coap://[::1]/x", "-b", "100"],
+        &["get", "coap://[::1]/x", "-b", "2048"],
+        &["get", "coap://[::1]/x", "-b", "3,64"],
+        &["get", "coap://[::1]/x", "-s", "0"],
+        &["get", "coaps://[::1]/x"],
+        &["get", "coap://224.0.1.187/x", "-s", "5"],
+        &["serve", "--obs-period", "0"],
         &["frobnicate"],
     ] {
         let o = corral(args);
@@ -113,7 +121,7 @@ fn discover_prints_an_aligned_table() {
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let paths: Vec<&str> = j.as_array().unwrap().iter().map(|l| l["path"].as_str().unwrap()).collect();
     assert_eq!(paths, ["/link1", "/link3"]);
-    // Without block-wise transfer, discovery must fit the 1152-byte messages every peer accepts.
+    // Block-wise transfer would carry more, but discovery in one 1024-byte block suits every client.
     let o = corral(&["get", &format!("coap://127.0.0.1:{}/.well-known/core", s.port)]);
     assert!(o.stdout.len() < 1100, "{} bytes", o.stdout.len());
 }
@@ -123,8 +131,13 @@ fn help_teaches_with_examples_and_exit_codes() {
     let o = corral(&["--help"]);
     let out = stdout(&o);
     assert!(out.contains("Exit status:") && out.contains("4  the server answered 4.xx"), "{out}");
+    assert!(out.contains("6  a block-wise transfer failed"), "{out}");
     let o = corral(&["get", "--help"]);
-    assert!(stdout(&o).contains("--content-format") && stdout(&o).contains("Examples:"));
+    let out = stdout(&o);
+    assert!(out.contains("--content-format") && out.contains("Examples:"));
+    assert!(
+        out.contains("--observe <SECONDS>") && out.contains("--block-size <[NUM,]SIZE>") && out.contains("coap+tcp")
+    );
 }
 
 #[test]
@@ -278,4 +291,111 @@ fn ipv6_multicast_in_a_network_namespace() {
         Duration::from_secs(10),
     );
     assert_eq!(code(&o), 3, "no error response to a multicast request: {}", stderr(&o));
+}
+
+fn stats(port: u16) -> serde_json::Value {
+    let o = corral(&["get", &format!("coap://127.0.0.1:{port}/stats")]);
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("stats are JSON: {}", stderr(&o)))
+}
+
+/// `-s`: the registration's response and each notification on its own line, then an explicit
+/// deregistration (the server has no observer left once the command has exited), over UDP and TCP.
+#[test]
+fn observe_prints_each_notification_and_deregisters() {
+    let s = corral_serve("127.0.0.1", &["--tcp", "--obs-period", "0.2"]);
+    for scheme in ["coap", "coap+tcp"] {
+        let o = corral(&["get", &format!("{scheme}://127.0.0.1:{}/obs", s.port), "-s", "1.5"]);
+        assert_eq!(code(&o), 0, "{scheme}: {}", stderr(&o));
+        let values: Vec<u64> = stdout(&o).lines().map(|l| l.parse().expect("one number per line")).collect();
+        assert!(values.len() >= 2, "{scheme}: several notifications: {values:?}");
+        assert!(values.windows(2).all(|w| w[1] > w[0]), "{scheme}: each one newer: {values:?}");
+    }
+    assert_eq!(stats(s.port)["tables"]["observers"], 0, "deregistered");
+    let o = corral(&["get", &format!("coap://127.0.0.1:{}/obs-non", s.port), "-s", "1", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> =
+        stdout(&o).lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    assert!(lines.len() >= 2, "{lines:?}");
+    for j in &lines {
+        assert_eq!(j["code"], "2.05");
+        assert!(j["options"].as_array().unwrap().iter().any(|o| o["name"] == "Observe"), "{j}");
+    }
+    // A resource that is not observable: its one response, a note, exit 0.
+    let o = corral(&["get", &format!("coap://127.0.0.1:{}/hello", s.port), "-s", "5"]);
+    assert_eq!((code(&o), stdout(&o).trim()), (0, "Hello from corral!"));
+    assert!(stderr(&o).contains("not observable"), "{}", stderr(&o));
+}
+
+/// `-b` and multi-megabyte files: byte-for-byte both ways, over UDP and TCP.
+#[test]
+fn block_wise_transfers_of_large_files() {
+    let s = corral_serve("127.0.0.1", &["--tcp"]);
+    let plain = corral(&["get", &format!("coap://127.0.0.1:{}/large", s.port)]);
+    assert_eq!(plain.stdout.len(), 1600, "{}", stderr(&plain));
+    let o = corral(&["get", &format!("coap://127.0.0.1:{}/large", s.port), "-b", "64", "-v"]);
+    assert_eq!(o.stdout, plain.stdout);
+    assert!(!stderr(&o).contains("Block2"), "the assembled response has no Block2: {}", stderr(&o));
+    let dir = std::env::temp_dir().join(format!("corral-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("big.bin");
+    let body: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    std::fs::write(&file, &body).unwrap();
+    for (scheme, block) in [("coap", "1024"), ("coap+tcp", "512")] {
+        let uri = format!("{scheme}://127.0.0.1:{}/large-update", s.port);
+        let o = corral(&["put", &uri, "-f", file.to_str().unwrap(), "-t", "octet-stream", "-b", block]);
+        assert_eq!(code(&o), 0, "{scheme}: {}", stderr(&o));
+        let o = corral(&["get", &uri]);
+        assert_eq!(code(&o), 0, "{scheme}: {}", stderr(&o));
+        assert!(o.stdout == body, "{scheme}: {} bytes back", o.stdout.len());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(stats(s.port)["tables"]["uploads"], 0);
+}
+
+/// A server that sends block 0 of a block-wise response and then goes silent: the transfer fails with exit
+/// 6 and a one-line error; nothing reaches stdout.
+#[test]
+fn stalled_transfer_exits_6_without_a_partial_body() {
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = sock.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let mut answered = false;
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            if answered || n < 4 {
+                continue;
+            }
+            answered = true;
+            let tkl = (buf[0] & 0x0f) as usize;
+            // ACK, 2.05, same MID and token; Block2 (23) NUM 0, M 1, SZX 2; 64 bytes.
+            let mut m = vec![0x60 | tkl as u8, 0x45, buf[2], buf[3]];
+            m.extend_from_slice(&buf[4..4 + tkl]);
+            m.extend_from_slice(&[0xd1, 0x0a, 0x0a, 0xff]);
+            m.extend_from_slice(&[b'x'; 64]);
+            let _ = sock.send_to(&m, from);
+        }
+    });
+    let o = corral(&["get", &format!("coap://127.0.0.1:{port}/big"), "-B", "1"]);
+    assert_eq!(code(&o), 6, "{}", stderr(&o));
+    assert!(stderr(&o).contains("stalled") && stderr(&o).lines().count() == 1, "{}", stderr(&o));
+    assert!(o.stdout.is_empty(), "no partial body");
+}
+
+#[test]
+fn coap_over_tcp_against_corral_serve() {
+    let s = corral_serve("[::]", &["--tcp"]);
+    for host in ["127.0.0.1", "[::1]"] {
+        let o = corral(&["get", &format!("coap+tcp://{host}:{}/hello", s.port)]);
+        assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!"), "{}", stderr(&o));
+        let o = corral(&["get", &format!("coap+tcp://{host}:{}/nope", s.port)]);
+        assert_eq!(code(&o), 4, "{}", stderr(&o));
+        assert!(stderr(&o).starts_with("error: 4.04 Not Found"), "{}", stderr(&o));
+    }
+    let o = corral(&["discover", &format!("coap+tcp://127.0.0.1:{}", s.port)]);
+    assert!(stdout(&o).lines().any(|l| l.starts_with("/obs ") && l.contains("yes")), "{}", stdout(&o));
+    // Nobody listens on TCP here: a connection error, exit 3.
+    let u = corral_serve("127.0.0.1", &[]);
+    let o = corral(&["get", &format!("coap+tcp://127.0.0.1:{}/hello", u.port)]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot connect"), "{}", stderr(&o));
 }

@@ -1,22 +1,35 @@
 //! Interop with the CoAP implementations people run: libcoap's `coap-client-notls` and `aiocoap-client`
 //! against `corral serve`, and `corral` against `coap-server-notls` and a small aiocoap server
 //! (`tests/peers/aiocoap_server.py`). GET/PUT/POST/DELETE, CON and NON, separate responses, discovery,
-//! IPv4 and IPv6.
+//! IPv4 and IPv6; Observe (RFC 7641), block-wise transfer (RFC 7959) both ways, and CoAP over TCP
+//! (RFC 8323) between corral and libcoap.
 //!
 //! Runs when `CORRAL_INTEROP=1` (scripts/test.sh sets it after installing the peers with
 //! scripts/install-peers.sh); otherwise each test says it was skipped. With `CORRAL_INTEROP=1`, a missing
-//! peer is a failure. Every server gets an ephemeral port and every command a time limit.
+//! peer is a failure. Every server gets an ephemeral port and every command a time limit; `corral serve`
+//! runs with `--obs-period 0.5` so that a few seconds of observing see several notifications.
 //!
 //! Known differences (asserted, not hidden):
 //! - libcoap's example server only allows GET and PUT on `/example_data`: POST and DELETE get 4.05, which
 //!   `corral` reports with exit status 4. Its `/async?N` resource is what answers separately.
 //! - aiocoap lists an `impl-info` link (its version URL) in `/.well-known/core`.
-//! - libcoap's client rejects responses over 1152 bytes that are not block-wise ("pdu too big"); until
-//!   block-wise lands, `corral serve` keeps `/.well-known/core` short (no titles on the plugtest links), and
-//!   `/large*` (1600 bytes) is not readable by libcoap.
+//! - libcoap's client appends a newline to a payload it prints; byte-for-byte checks use its `-o FILE`.
+//! - aiocoap-client 0.4.17 `--observe` shows the registration's response and nothing after it
+//!   (<https://github.com/chrysn/aiocoap/issues/395>: the client cancels the observation as soon as the
+//!   first response is in). The observe test drives the aiocoap library through
+//!   `tests/peers/aiocoap_observe.py` instead; aiocoap-client still does the block-wise transfers.
+//! - libcoap's `/time` notifies every second and its first notification may repeat the registration's
+//!   value, so the test counts notifications instead of requiring each to differ.
+//! - libcoap 4.3.1's server does not show a body PUT to `/example_data` over TCP to a later GET over UDP
+//!   (and the other way round): each test reads back over the transport it wrote with.
+//! - aiocoap's test server listens on UDP only (its TCP transport is not enabled there), so CoAP over TCP
+//!   is tested against libcoap and corral only.
+//! - Uploading megabytes to the aiocoap server takes longer than corral's default 10 s timeout (Python
+//!   handles each block in about a millisecond); its upload is kept to tens of kilobytes.
 
 mod common;
 use common::*;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -124,11 +137,212 @@ fn aiocoap_client_against_corral_serve() {
     }
 }
 
-fn libcoap_server() -> Proc {
-    // coap-server-notls cannot report an ephemeral port: take one that was free a moment ago, and wait
-    // until it answers.
-    for _ in 0..5 {
+/// A port free for UDP and TCP a moment ago.
+fn free_udp_tcp_port() -> u16 {
+    loop {
         let port = free_udp_port();
+        if std::net::TcpListener::bind(("::", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A scratch directory for this test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("corral-interop-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Scratch(dir)
+    }
+
+    fn file(&self, name: &str, body: &[u8]) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, body).expect("write scratch file");
+        path.to_string_lossy().into_owned()
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn body(len: usize, salt: u32) -> Vec<u8> {
+    (0..len as u32).map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(salt) >> 24) as u8).collect()
+}
+
+/// Numbers, one per line (notifications of a counter), ignoring empty lines.
+fn numbers(text: &str) -> Vec<u64> {
+    text.lines().filter(|l| !l.trim().is_empty()).filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+#[test]
+fn libcoap_client_observes_and_moves_blocks_with_corral_serve() {
+    if !enabled(&["coap-client-notls"]) {
+        return;
+    }
+    let s = corral_serve("[::]", &["--tcp", "--obs-period", "0.5"]);
+    let dir = Scratch::new("libcoap-client");
+    let large = corral(&["get", &format!("coap://127.0.0.1:{}/large", s.port)]).stdout;
+    assert_eq!(large.len(), 1600);
+    let upload = body(6000, 1);
+    let upload_file = dir.file("upload.bin", &upload);
+    for scheme in ["coap", "coap+tcp"] {
+        let base = format!("{scheme}://127.0.0.1:{}", s.port);
+        // Observe for 5 s: the registration's response, then a notification every 0.5 s.
+        let o =
+            run(Command::new("coap-client-notls").args(["-B", "10", "-s", "5", "-w", &format!("{base}/obs")]), LIMIT);
+        let values = numbers(&stdout(&o));
+        assert!(values.len() >= 4, "{scheme}: several notifications: {}", out(&o));
+        assert!(values.windows(2).all(|w| w[1] > w[0]), "{scheme}: {values:?}");
+        // Block2 download with 64-byte blocks, byte-for-byte.
+        let got = dir.path("large.out");
+        let o = coap_client(&["-b", "64", "-o", &got, &format!("{base}/large")]);
+        assert!(o.status.success(), "{scheme}: {}", out(&o));
+        assert_eq!(std::fs::read(&got).unwrap(), large, "{scheme}: /large");
+        // Block1 upload with 64-byte blocks, read back by corral.
+        let o =
+            coap_client(&["-b", "64", "-m", "put", "-t", "42", "-f", &upload_file, &format!("{base}/large-update")]);
+        assert!(o.status.success(), "{scheme}: {}", out(&o));
+        let back = corral(&["get", &format!("{base}/large-update")]);
+        assert!(back.stdout == upload, "{scheme}: {} bytes back; {}", back.stdout.len(), stderr(&back));
+        // And the other way: what corral uploaded, libcoap downloads.
+        let other = body(9000, 2);
+        let o = corral(&["put", &format!("{base}/large-update"), "-f", &dir.file("other.bin", &other)]);
+        assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+        let o = coap_client(&["-b", "128", "-o", &got, &format!("{base}/large-update")]);
+        assert!(o.status.success(), "{scheme}: {}", out(&o));
+        assert!(std::fs::read(&got).unwrap() == other, "{scheme}: libcoap downloads corral's upload");
+    }
+    // CoAP over TCP over IPv6 too.
+    let o = coap_client(&[&format!("coap+tcp://[::1]:{}/hello", s.port)]);
+    assert_eq!(stdout(&o).trim(), "Hello from corral!", "{}", out(&o));
+    let j: serde_json::Value =
+        serde_json::from_slice(&corral(&["get", &format!("coap://127.0.0.1:{}/stats", s.port)]).stdout).unwrap();
+    assert_eq!(j["tables"]["observers"], 0, "libcoap deregistered or its observations were dropped: {j}");
+    assert_eq!(j["tables"]["uploads"], 0, "{j}");
+}
+
+#[test]
+fn aiocoap_observes_and_moves_blocks_with_corral_serve() {
+    if !enabled(&["aiocoap-client", "python3"]) {
+        return;
+    }
+    let s = corral_serve("[::]", &["--obs-period", "0.5"]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/aiocoap_observe.py");
+    let dir = Scratch::new("aiocoap-client");
+    for host in ["127.0.0.1", "[::1]"] {
+        let base = format!("coap://{host}:{}", s.port);
+        let o = run(Command::new("python3").args([script, &format!("{base}/obs"), "3"]), LIMIT);
+        assert!(o.status.success(), "{}", out(&o));
+        let values = numbers(&stdout(&o));
+        assert!(values.len() >= 3, "{host}: several notifications: {}", out(&o));
+        assert!(values.windows(2).all(|w| w[1] > w[0]), "{host}: {values:?}");
+        // An observable representation larger than a block: every notification arrives whole.
+        let o = run(Command::new("python3").args([script, &format!("{base}/obs-large"), "1.5"]), LIMIT);
+        let text = stdout(&o);
+        assert!(text.matches("change ").count() >= 2, "{}", out(&o));
+        assert_eq!(text.matches("|-------- the /large resource").count() % 22, 0, "{}", out(&o));
+        // Block2 download and Block1 upload (aiocoap picks its block size itself).
+        let o = aiocoap_client(&[&format!("{base}/large")]);
+        let large = corral(&["get", &format!("{base}/large")]).stdout;
+        assert_eq!(o.stdout, large, "{}", out(&o));
+        let upload = body(20_000, 3);
+        let arg = format!("@{}", dir.file("upload.bin", &upload));
+        let o = aiocoap_client(&[
+            "-m",
+            "PUT",
+            "--content-format",
+            "application/octet-stream",
+            "--payload",
+            &arg,
+            &format!("{base}/large-update"),
+        ]);
+        assert!(o.status.success(), "{}", out(&o));
+        let back = corral(&["get", &format!("{base}/large-update")]);
+        assert!(back.stdout == upload, "{host}: {} bytes back", back.stdout.len());
+    }
+    let j: serde_json::Value =
+        serde_json::from_slice(&corral(&["get", &format!("coap://127.0.0.1:{}/stats", s.port)]).stdout).unwrap();
+    assert_eq!(j["tables"]["uploads"], 0, "{j}");
+}
+
+#[test]
+fn corral_observes_and_moves_blocks_with_libcoap_server() {
+    if !enabled(&["coap-server-notls"]) {
+        return;
+    }
+    let s = libcoap_server();
+    let dir = Scratch::new("libcoap-server");
+    for scheme in ["coap", "coap+tcp"] {
+        let base = format!("{scheme}://127.0.0.1:{}", s.port);
+        // /time notifies every second.
+        let o = corral(&["get", &format!("{base}/time"), "-s", "4.5"]);
+        assert_eq!(o.status.code(), Some(0), "{scheme}: {}", out(&o));
+        assert!(stdout(&o).lines().count() >= 3, "{scheme}: several notifications: {}", out(&o));
+        // Block1 upload and Block2 download with 64-byte blocks, then 1 MB with the default size.
+        for (len, block) in [(10_000, Some("64")), (1 << 20, None)] {
+            let data = body(len, len as u32);
+            let file = dir.file("upload.bin", &data);
+            let uri = format!("{base}/example_data");
+            let mut put = vec!["put", uri.as_str(), "-f", file.as_str(), "-t", "octet-stream", "-B", "30"];
+            let mut get = vec!["get", uri.as_str(), "-B", "30"];
+            if let Some(b) = block {
+                put.extend(["-b", b]);
+                get.extend(["-b", b]);
+            }
+            let o = corral(&put);
+            assert_eq!(o.status.code(), Some(0), "{scheme} {len}: {}", out(&o));
+            let o = corral(&get);
+            assert_eq!(o.status.code(), Some(0), "{scheme} {len}: {}", stderr(&o));
+            assert!(o.stdout == data, "{scheme} {len}: {} bytes back", o.stdout.len());
+        }
+    }
+}
+
+#[test]
+fn corral_observes_and_moves_blocks_with_aiocoap_server() {
+    if !enabled(&["python3"]) {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/aiocoap_server.py");
+    let s =
+        spawn_with_port(Command::new("python3").args([script, "--lifetime", "60", "--obs-period", "0.3"]), |line| {
+            line.strip_prefix("port ")?.trim().parse().ok()
+        });
+    let dir = Scratch::new("aiocoap-server");
+    for host in ["127.0.0.1", "[::1]"] {
+        let base = format!("coap://{host}:{}", s.port);
+        let o = corral(&["get", &format!("{base}/obs"), "-s", "2"]);
+        assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+        let values = numbers(&stdout(&o));
+        assert!(values.len() >= 3 && values.windows(2).all(|w| w[1] > w[0]), "{host}: {}", out(&o));
+        let expected: Vec<u8> = (0..5000u32).map(|i| ((i * 7 + i / 251) % 256) as u8).collect();
+        for block in ["1024", "64"] {
+            let o = corral(&["get", &format!("{base}/large"), "-b", block]);
+            assert!(o.stdout == expected, "{host} -b {block}: {} bytes; {}", o.stdout.len(), stderr(&o));
+        }
+        let upload = body(30_000, 4);
+        let file = dir.file("upload.bin", &upload);
+        let o = corral(&["put", &format!("{base}/large-update"), "-f", &file, "-b", "256"]);
+        assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+        let o = corral(&["get", &format!("{base}/large-update")]);
+        assert!(o.stdout == upload, "{host}: {} bytes back", o.stdout.len());
+    }
+}
+
+fn libcoap_server() -> Proc {
+    // coap-server-notls cannot report an ephemeral port: take one that was free a moment ago (for UDP and
+    // TCP: it listens on both), and wait until it answers.
+    for _ in 0..5 {
+        let port = free_udp_tcp_port();
         let child = Command::new("coap-server-notls")
             .args(["-p", &port.to_string()])
             .stdin(std::process::Stdio::null())

@@ -325,6 +325,10 @@ pub(crate) fn slice(full: &Response, want: BlockValue) -> Result<Response, Respo
 // Client: one logical request as a sequence of block requests
 // -------------------------------------------------------------------------------------------------
 
+/// Why a transfer that had moved some blocks failed on a timeout.
+pub(crate) const STALLED: &str = "stalled part-way through: the peer stopped answering, or the transfer outlasted \
+                                  the request's timeout; nothing was delivered";
+
 /// What the client does next in a transfer.
 pub(crate) enum Step {
     /// Send this request (a new exchange, new token) and feed its response back.
@@ -365,6 +369,23 @@ pub(crate) struct Transfer {
 impl Transfer {
     pub(crate) fn is_uploading(&self) -> bool {
         self.upload.is_some()
+    }
+
+    /// Whether blocks have gone through: the server accepted part of the upload, or sent part of the
+    /// response. A timeout after that is a transfer that stalled, not a server that never answered.
+    pub(crate) fn has_progressed(&self) -> bool {
+        self.upload.as_ref().is_some_and(|u| u.acked > 0) || self.download.is_some()
+    }
+
+    /// The error for a transfer that ends by `error`: a timeout after some blocks went through becomes
+    /// [`RequestError::BadTransfer`], so the application can tell a stalled transfer from an absent server.
+    pub(crate) fn failure(transfer: Option<&Transfer>, error: RequestError) -> RequestError {
+        match error {
+            RequestError::Timeout if transfer.is_some_and(Transfer::has_progressed) => {
+                RequestError::BadTransfer(STALLED)
+            }
+            e => e,
+        }
     }
 
     /// Whether `request` needs Block1 with blocks of `2^(szx+4)` bytes.

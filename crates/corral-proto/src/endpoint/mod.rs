@@ -832,6 +832,7 @@ impl Endpoint {
     fn fail_exchange(&mut self, now: Instant, id: RequestId, error: RequestError) {
         let Some(ex) = self.exchanges.get(&id) else { return };
         let parent = ex.parent;
+        let error = Transfer::failure(ex.transfer.as_deref(), error);
         self.finish_exchange(now, id);
         match parent {
             Some(p) => info!(?p, %error, "could not fetch the rest of a block-wise notification"),

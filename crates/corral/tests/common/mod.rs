@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 pub const CORRAL: &str = env!("CARGO_BIN_EXE_corral");
 
-/// Runs a command to completion, killing it if it exceeds `limit` (then the test fails loudly).
+/// Runs a command to completion, killing it if it exceeds `limit` (then the test fails loudly). Output is
+/// read while the command runs, so a command that prints megabytes does not block on a full pipe.
 pub fn run(cmd: &mut Command, limit: Duration) -> Output {
     let desc = format!("{cmd:?}");
     let mut child = cmd
@@ -17,22 +18,33 @@ pub fn run(cmd: &mut Command, limit: Duration) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout is piped")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr is piped")));
     let start = Instant::now();
-    loop {
+    let status = loop {
         match child.try_wait().expect("wait on child") {
-            Some(_) => return child.wait_with_output().expect("collect child output"),
+            Some(status) => break status,
             None if start.elapsed() > limit => {
                 let _ = child.kill();
-                let out = child.wait_with_output().expect("collect child output");
+                let _ = child.wait();
+                let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
                 panic!(
                     "{desc} did not finish within {limit:?}\nstdout: {}\nstderr: {}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
+                    String::from_utf8_lossy(&out[..out.len().min(4096)]),
+                    String::from_utf8_lossy(&err)
                 );
             }
             None => std::thread::sleep(Duration::from_millis(10)),
         }
-    }
+    };
+    Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() }
 }
 
 /// `corral ARGS…` with a 20-second limit.

@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Observes a CoAP resource with the aiocoap library for a while, printing each notification's payload on
+its own line (the registration's response first), then cancels the observation and exits 0.
+
+aiocoap-client --observe cannot do this in aiocoap 0.4.17: it shows the first response only
+(https://github.com/chrysn/aiocoap/issues/395), so corral's interop tests use this script instead.
+
+Usage: aiocoap_observe.py URI SECONDS
+"""
+import asyncio
+import sys
+
+import aiocoap
+
+
+async def main(uri, seconds):
+    context = await aiocoap.Context.create_client_context()
+    request = aiocoap.Message(code=aiocoap.GET, uri=uri, observe=0)
+    requester = context.request(request)
+    first = await asyncio.wait_for(requester.response, timeout=10)
+    print(first.payload.decode(errors="replace"), flush=True)
+    if not first.code.is_successful():
+        return 1
+
+    async def notifications():
+        async for n in requester.observation:
+            print(n.payload.decode(errors="replace"), flush=True)
+
+    try:
+        await asyncio.wait_for(notifications(), timeout=seconds)
+    except asyncio.TimeoutError:
+        pass
+    requester.observation.cancel()
+    await context.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1], float(sys.argv[2]))))

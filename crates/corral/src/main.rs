@@ -1,4 +1,5 @@
-//! The `corral` command: CoAP client verbs, `discover`, `serve` and `bench`.
+//! The `corral` command: CoAP client verbs, `discover`, `serve`, `bench`, and the Entity Manager's
+//! `gateway`, `device` and `entity`.
 //!
 //! Every failure ends in one line on stderr and a documented exit code (see [`exit`]); nothing a user or
 //! a peer does makes it panic.
@@ -21,7 +22,9 @@ macro_rules! say {
 
 mod bench;
 mod client_cmd;
+mod devices;
 mod exit;
+mod gateway;
 mod linkformat;
 mod output;
 mod plugtest;
@@ -39,6 +42,8 @@ Examples:
   corral get coap://[::1]/.well-known/core -v    # code and options on stderr
   corral discover coap://[::1]
   corral bench coap://127.0.0.1/ --clients 8 --duration 5
+  corral gateway --testbed 20                    # Entity Manager + 20 virtual devices on loopback
+  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg
 
 Exit status:
   0  success (a 2.xx response)
@@ -97,6 +102,12 @@ enum Command {
     /// Load-test a CoAP server: N client endpoints in a closed loop, then requests/s and latency.
     #[command(after_help = bench::AFTER_HELP)]
     Bench(bench::BenchArgs),
+    /// Run the Entity Manager gateway (groups of resources as one resource); --testbed adds devices.
+    #[command(after_help = gateway::AFTER_HELP)]
+    Gateway(gateway::GatewayArgs),
+    /// Run virtual constrained devices (sensors, actuators, /mc) on loopback addresses.
+    #[command(after_help = devices::AFTER_HELP)]
+    Device(devices::DeviceArgs),
 }
 
 fn init_logging(verbose: u8, quiet: bool) {
@@ -131,6 +142,8 @@ fn main() {
         Command::Discover(a) => client_cmd::discover(a, verbosity),
         Command::Serve(a) => serve::run(a, verbosity),
         Command::Bench(a) => bench::run(a, verbosity),
+        Command::Gateway(a) => gateway::run(a, verbosity),
+        Command::Device(a) => devices::run(a, verbosity),
     };
     if let Err(failure) = result {
         if !failure.message.is_empty() {

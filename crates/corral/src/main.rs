@@ -23,6 +23,7 @@ macro_rules! say {
 mod bench;
 mod client_cmd;
 mod devices;
+mod entity_cmd;
 mod exit;
 mod gateway;
 mod linkformat;
@@ -108,6 +109,9 @@ enum Command {
     /// Run virtual constrained devices (sensors, actuators, /mc) on loopback addresses.
     #[command(after_help = devices::AFTER_HELP)]
     Device(devices::DeviceArgs),
+    /// Create, list, show, use, actuate, update and delete a gateway's entities.
+    #[command(after_help = entity_cmd::AFTER_HELP)]
+    Entity(entity_cmd::EntityArgs),
 }
 
 fn init_logging(verbose: u8, quiet: bool) {
@@ -144,6 +148,7 @@ fn main() {
         Command::Bench(a) => bench::run(a, verbosity),
         Command::Gateway(a) => gateway::run(a, verbosity),
         Command::Device(a) => devices::run(a, verbosity),
+        Command::Entity(a) => entity_cmd::run(a, verbosity),
     };
     if let Err(failure) = result {
         if !failure.message.is_empty() {

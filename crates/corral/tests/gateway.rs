@@ -13,10 +13,9 @@
 mod common;
 use common::*;
 use serde_json::Value as Json;
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use corral_tokio::{Client, Code, ContentFormat, Response};
@@ -24,36 +23,6 @@ use corral_tokio::{Client, Code, ContentFormat, Response};
 // ------------------------------------------------------------------------------------------------------
 // Harness
 // ------------------------------------------------------------------------------------------------------
-
-/// Starts a process whose first stdout line is a JSON summary (`--json`), and returns it with the summary.
-fn spawn_json(cmd: &mut Command) -> (Proc, Json) {
-    let desc = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-        for _ in lines {}
-    });
-    let line = match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(l) => l,
-        Err(_) => {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("collect output");
-            panic!("{desc} printed no summary within 20 s; stderr: {}", String::from_utf8_lossy(&out.stderr));
-        }
-    };
-    let j: Json = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{desc}: summary is not JSON ({e}): {line}"));
-    (Proc { child, port: 0 }, j)
-}
 
 fn addrs(j: &Json) -> Vec<SocketAddr> {
     j.as_array().expect("an address list").iter().map(|a| a.as_str().unwrap().parse().unwrap()).collect()

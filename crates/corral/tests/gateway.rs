@@ -520,7 +520,7 @@ fn bad_input_gets_a_4xx_naming_the_problem_and_changes_nothing() {
     let ect_change = r#"{"er":["/em/room"],"ect":"multicast"}"#;
     let profile_uri = format!("{}/em/floor/profile", tb.uri);
     let ect_query = format!("{}/em/room?ect=multicast", tb.uri);
-    let light_words = [light.as_str(), "not numeric"];
+    let light_words = [light.as_str(), "not numeric (\"off\")"];
     let cases: Vec<(Vec<&str>, &str, &[&str])> = vec![
         (vec!["entity", "use", "room", "--eo", "mode"], "4.00", &["unknown operation", "mode"]),
         (vec!["entity", "use", "room", "--enr", "0"], "4.00", &["enr=0"]),

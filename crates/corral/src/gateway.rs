@@ -211,7 +211,6 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
             banner(local, &db, &names, &devices, rejoin.len(), rejoined, v.quiet);
         }
         wait_for_signal().await;
-        tracing::info!("shutting down");
         if !v.quiet && !args.json {
             say!("corral gateway: stopping (requests in progress get a second to finish)");
         }

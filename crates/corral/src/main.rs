@@ -133,7 +133,9 @@ fn init_logging(verbose: u8, quiet: bool) {
 
 fn main() {
     let cli = Cli::parse();
-    init_logging(cli.verbose, cli.quiet);
+    // A server's log is its progress (entity changes, group joins): INFO unless -q.
+    let serving = matches!(cli.command, Command::Gateway(_) | Command::Device(_));
+    init_logging(if serving { cli.verbose.max(1) } else { cli.verbose }, cli.quiet);
     let verbosity = client_cmd::Verbosity { verbose: cli.verbose, quiet: cli.quiet };
     let result: Result<(), Failure> = match cli.command {
         Command::Get(a) => client_cmd::run(corral_tokio::Code::GET, a, verbosity),

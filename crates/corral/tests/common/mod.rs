@@ -138,10 +138,26 @@ pub fn spawn_json(cmd: &mut Command) -> (Proc, serde_json::Value) {
         }
         for _ in lines {}
     });
+    // Servers log to stderr: keep reading it so that a long run never blocks on a full pipe.
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(mut l) = sink.lock() {
+                if l.len() < 1 << 16 {
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            }
+        }
+    });
     let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) else {
         let _ = child.kill();
-        let out = child.wait_with_output().expect("collect output");
-        panic!("{desc} printed no summary within 20 s; stderr: {}", String::from_utf8_lossy(&out.stderr));
+        let _ = child.wait();
+        std::thread::sleep(Duration::from_millis(100));
+        let err = log.lock().map(|l| l.clone()).unwrap_or_default();
+        panic!("{desc} printed no summary within 20 s; stderr: {err}");
     };
     let j = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{desc}: summary is not JSON ({e}): {line}"));
     (Proc { child, port: 0 }, j)

@@ -304,6 +304,10 @@ fn banner(
     };
     out!("Ctrl-C stops; entities survive restarts.");
     if devices.is_empty() {
+        if local.ip().is_unspecified() {
+            out!("devices on this machine: `--testbed N`, or run the gateway on one address (--bind 127.0.0.1:5683)");
+            out!("  so that `corral device --count 3` can take 127.0.0.2 … on the same port");
+        }
         out!("try (members are any CoAP resources, e.g. `corral device --count 3` on 127.0.0.2 …):");
         out!("  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t{gw_flag}");
         out!("  corral entity use room1{gw_flag}");

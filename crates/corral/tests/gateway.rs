@@ -714,3 +714,30 @@ fn entity_command_line_surface() {
     assert_eq!(o.status.code(), Some(1), "an address this host does not have: {}", stderr(&o));
     assert!(stderr(&o).starts_with("error: cannot listen on 203.0.113.77:0"), "{}", stderr(&o));
 }
+
+#[test]
+fn devices_serve_observable_sensors_and_their_links() {
+    use corral_tokio::corral_proto::wire::{Message, MessageId, MessageType, OptionNumber, Token};
+    let (_devices, dj) = spawn_json(Command::new(CORRAL).args(["device", "--bind", "127.0.19.1:0", "--json"]));
+    let dev = addrs(&dj["devices"])[0];
+    let coap = Coap::new();
+    let wkc = coap.get(&format!("{}/.well-known/core", base(dev)), None).payload_text().into_owned();
+    for link in ["</s/t>", "</s/h>", "</s/l>", "</a/shutter>", "</a/light>", "</mc>"] {
+        assert!(wkc.contains(link), "{link} in {wkc}");
+    }
+    assert!(wkc.contains(r#"</s/t>;rt="temperature";if="core.s";ct="0 50 60 110 112";obs"#), "{wkc}");
+    // An Observe registration (RFC 7641 §3.1) over a plain UDP socket: the answer carries Observe, so the
+    // device registered the observer.
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut req = Message::new(MessageType::Con, Code::GET, MessageId(0x1234), Token::new(&[7, 7]).unwrap());
+    req.options.push_uint(OptionNumber::OBSERVE, 0);
+    req.options.set_path("/s/t");
+    sock.send_to(&req.encode(), dev).unwrap();
+    let mut buf = [0u8; 1500];
+    let (n, _) = sock.recv_from(&mut buf).expect("an answer");
+    let resp = Message::parse(&buf[..n]).expect("CoAP");
+    assert_eq!((resp.mtype, resp.code, resp.mid), (MessageType::Ack, Code::CONTENT, MessageId(0x1234)));
+    assert!(resp.options.get_uint(OptionNumber::OBSERVE).is_some(), "observable: {:?}", resp.options);
+    assert!(String::from_utf8_lossy(&resp.payload).parse::<f64>().is_ok());
+}

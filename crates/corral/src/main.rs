@@ -43,8 +43,6 @@ Examples:
   corral get coap://[::1]/.well-known/core -v    # code and options on stderr
   corral discover coap://[::1]
   corral bench coap://127.0.0.1/ --clients 8 --duration 5
-  corral gateway --testbed 20                    # Entity Manager + 20 virtual devices on loopback
-  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg
 
 Exit status:
   0  success (a 2.xx response)

@@ -65,12 +65,21 @@ pub struct EntityArgs {
 #[derive(Subcommand, Debug)]
 pub enum Verb {
     /// Create an entity from member URIs (PUT /em/NAME).
+    #[command(after_help = "Examples:
+  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg,min,max
+  corral entity create lights coap://127.0.0.2/a/light coap://127.0.0.3/a/light --ect multicast
+  corral entity create floor1 /em/room1 /em/room2 --eo avg --delay auto --timeout 3000")]
     Create(CreateArgs),
     /// List the gateway's entities (GET /em).
     List,
     /// Show an entity's profile (GET /em/NAME/profile).
     Show { name: String },
     /// Read an entity: one request, every member asked (GET /em/NAME).
+    #[command(after_help = "Examples:
+  corral entity use room1                          # the default operation, as text
+  corral entity use room1 --eo lst --enr 1         # anycast: the first reading to arrive
+  corral entity use room1 --eo max -A senml+cbor > max.cbor
+  corral entity use room1 --json                   # {\"entity\":\"room1\",\"eo\":\"avg\",\"v\":21.3,…}")]
     Use(UseArgs),
     /// Send a value to every member (PUT /em/NAME), e.g. `close` to a group of shutters.
     Actuate(ActuateArgs),

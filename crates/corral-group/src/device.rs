@@ -74,6 +74,11 @@ pub struct DeviceConfig {
     pub seed: Option<u64>,
     /// Add `obs` to the sensors' links, for drivers that put an Observe layer in front of them.
     pub advertise_obs: bool,
+    /// Observable sensors (RFC 7641, implies `advertise_obs`): GET responses register observers, and once
+    /// one registered the sensors look at their value every second and notify when it moved by a step
+    /// (0.2 °C, 1 %RH, 10 lx). Off by default: it costs a timer per device, and the simulator runs
+    /// thousands of devices that nobody observes.
+    pub observable: bool,
     /// Slots of `/mc`; `None`: [`crate::mc::DEFAULT_SLOTS`].
     pub mc_slots: Option<usize>,
 }
@@ -110,11 +115,35 @@ fn represent(
 #[derive(Debug, Clone, Default)]
 pub struct Sensors {
     config: DeviceConfig,
+    /// Observable sensors: the value last served per quantity (a notification re-runs the handler, so
+    /// this is also the value observers last saw), and where the sensors are mounted (learnt from the
+    /// first registration: a service does not know its mount point before a request names it).
+    watch: Option<Watch>,
 }
+
+#[derive(Debug, Clone)]
+struct Watch {
+    prefix: String,
+    last: [Option<f64>; 3],
+    /// The next look at the values; `None` while nobody observes.
+    next: Option<Instant>,
+}
+
+const QUANTITIES: [(Quantity, &str, f64); 3] =
+    [(Quantity::Temperature, "t", 0.2), (Quantity::Humidity, "h", 1.0), (Quantity::Light, "l", 10.0)];
 
 impl Sensors {
     pub fn new(config: DeviceConfig) -> Sensors {
-        Sensors { config }
+        Sensors { config, watch: None }
+    }
+
+    fn seed(&self, cx: &Context<'_>) -> u64 {
+        self.config.seed.unwrap_or(cx.endpoint().config().seed)
+    }
+
+    /// The next whole second after `now`: sensors sample once per second.
+    fn next_second(now: Instant) -> Instant {
+        Instant::from_secs(now.as_secs() + 1)
     }
 }
 
@@ -130,8 +159,21 @@ impl Service for Sensors {
         if req.request.method != Code::GET {
             return cx.respond(req.id, Response::error(Code::METHOD_NOT_ALLOWED, "sensors are read-only (GET)"));
         }
-        let seed = self.config.seed.unwrap_or(cx.endpoint().config().seed);
-        let v = sample(seed, q, cx.now());
+        let v = sample(self.seed(cx), q, cx.now());
+        let observable = self.config.observable;
+        if observable {
+            let watch = self.watch.get_or_insert_with(|| {
+                let depth = cx.mount_depth();
+                let prefix: Vec<String> = req.request.path_segments().take(depth).map(|s| s.into_owned()).collect();
+                Watch { prefix: prefix.join("/"), last: [None; 3], next: None }
+            });
+            if req.request.options.observe() == Some(0) && watch.next.is_none() {
+                watch.next = Some(Sensors::next_second(cx.now()));
+            }
+            if let Some(i) = QUANTITIES.iter().position(|(qq, _, _)| *qq == q) {
+                watch.last[i] = Some(v);
+            }
+        }
         let rec = Record { n: Some(q.name().into()), u: Some(q.unit().into()), v: Some(v), ..Record::default() };
         let resp = represent(
             req.request.options.accept(),
@@ -140,7 +182,34 @@ impl Service for Sensors {
             ciborium::Value::Float(v),
             rec,
         );
+        let resp = if observable && resp.code == Code::CONTENT { resp.observable() } else { resp };
         cx.respond(req.id, resp);
+    }
+
+    fn handle_timeout(&mut self, cx: &mut Context<'_>) {
+        let seed = self.seed(cx);
+        let Some(watch) = self.watch.as_mut() else { return };
+        if watch.next.is_none_or(|t| cx.now() < t) {
+            return;
+        }
+        let mut observed = false;
+        for (i, (q, sub, step)) in QUANTITIES.iter().enumerate() {
+            let path = if watch.prefix.is_empty() { format!("/{sub}") } else { format!("/{}/{sub}", watch.prefix) };
+            if cx.endpoint().observer_count(&path) == 0 {
+                continue;
+            }
+            observed = true;
+            let Some(last) = watch.last[i] else { continue };
+            if (sample(seed, *q, cx.now()) - last).abs() >= *step {
+                // The notification re-runs handle_request, which records the value sent.
+                cx.changed(&path);
+            }
+        }
+        watch.next = observed.then(|| Sensors::next_second(cx.now()));
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.watch.as_ref().and_then(|w| w.next)
     }
 
     fn links(&self) -> Vec<ResourceLink> {
@@ -148,7 +217,7 @@ impl Service for Sensors {
             .into_iter()
             .map(|(p, rt, _u)| {
                 let l = ResourceLink::new(p).attr("rt", rt).attr("if", "core.s").attr("ct", SENSOR_FORMATS);
-                if self.config.advertise_obs {
+                if self.config.advertise_obs || self.config.observable {
                     l.flag("obs")
                 } else {
                     l

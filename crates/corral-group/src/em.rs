@@ -1022,7 +1022,11 @@ impl EntityManager {
                             let shown = r
                                 .readings
                                 .first()
-                                .map(|x| format!("{:?}", x.value))
+                                .map(|x| match &x.value {
+                                    crate::senml::Value::Num(v) => format!("{v}"),
+                                    crate::senml::Value::Str(t) | crate::senml::Value::Data(t) => format!("{t:?}"),
+                                    crate::senml::Value::Bool(b) => format!("{b}"),
+                                })
                                 .unwrap_or_else(|| "no value".into());
                             text = format!("{text}, but not numeric ({shown}) as eo={} requires", job.op);
                         }

@@ -484,42 +484,12 @@ impl UseOverrides {
 }
 
 /// Reads a CoRE link-format (RFC 6690) member list: the targets of `<…>` links; attributes are ignored.
+/// The parser is corral-wire's [`corral_wire::link_format::parse`].
 pub fn parse_link_members(text: &str) -> Result<Vec<String>, ProfileError> {
-    let mut out = Vec::new();
-    let b = text.as_bytes();
-    let mut i = 0;
-    loop {
-        while i < b.len() && (b[i] as char).is_ascii_whitespace() {
-            i += 1;
-        }
-        if i >= b.len() {
-            break;
-        }
-        if b[i] != b'<' {
-            return Err(perr(format!("link-format: expected '<' at byte {i}")));
-        }
-        let Some(end) = text[i + 1..].find('>') else {
-            return Err(perr("link-format: unterminated '<'"));
-        };
-        out.push(text[i + 1..i + 1 + end].trim().to_string());
-        i += end + 2;
-        // Skip attributes up to the next top-level comma.
-        let mut quoted = false;
-        while i < b.len() {
-            match b[i] {
-                b'"' => quoted = !quoted,
-                b'\\' if quoted => i += 1,
-                b',' if !quoted => break,
-                _ => {}
-            }
-            i += 1;
-        }
-        if quoted {
-            return Err(perr("link-format: unterminated quoted attribute"));
-        }
-        i += 1; // the comma
-    }
-    Ok(out)
+    corral_wire::link_format::parse(text)
+        .map(|link| link.map(|l| l.target().trim().to_string()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| perr(format!("link-format: {e}")))
 }
 
 #[cfg(test)]
@@ -570,6 +540,9 @@ mod tests {
         assert_eq!(m, vec!["coap://[::1]/s/t", "/em/r1", "coap://1.2.3.4/x"]);
         assert!(parse_link_members("coap://x").is_err());
         assert!(parse_link_members("<coap://x").is_err());
+        assert!(parse_link_members("<coap://x>;rt=\"open").is_err());
+        assert!(parse_link_members("<coap://x>,").is_err());
+        assert_eq!(parse_link_members(" ").unwrap(), Vec::<String>::new());
     }
 
     #[test]

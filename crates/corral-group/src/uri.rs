@@ -1,15 +1,15 @@
 //! Member URIs: parsing the `er` entries of a profile into something the EM can send to.
 //!
-//! Owns: the small CoAP URI grammar the EM accepts for members (`coap://<ip-literal>[:port]/path[?query]`
-//! and the gateway-relative `/em/<name>`), and how a member is named in SenML output.
+//! Owns: the subset of CoAP URIs the EM accepts for members (`coap://<ip-literal>[:port]/path[?query]`
+//! and the gateway-relative `/em/<name>`), and how a member is named in SenML output. The grammar itself
+//! (percent-decoding, IPv6 literals, dot segments, option bounds) is corral-wire's [`Uri`]; this module
+//! only narrows it: scheme `coap`, an IP literal, a non-zero port, no empty path segments or query items.
 //! Must never: resolve host names (the EM is sans-IO and does no DNS; members are IP literals) or panic on
 //! any input.
-//!
-//! corral-wire is growing a full `Uri` type on another branch; this module keeps to the subset the EM needs
-//! so that it can switch over without changing behaviour.
 
+use corral_wire::uri::{Host, Scheme, Uri};
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 /// The default CoAP port (RFC 7252 §6.1).
 pub const COAP_PORT: u16 = 5683;
@@ -37,42 +37,23 @@ fn err(s: impl Into<String>) -> UriError {
     UriError(s.into())
 }
 
-/// Percent-decodes one path segment or query item (RFC 3986 §2.1).
-fn pct_decode(s: &str) -> Result<String, UriError> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = s.get(i + 1..i + 3).ok_or_else(|| err("truncated percent-encoding"))?;
-            let v = u8::from_str_radix(hex, 16).map_err(|_| err("bad percent-encoding"))?;
-            out.push(v);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| err("percent-encoding is not UTF-8"))
+/// The longest member URI accepted; far beyond any real one, it bounds the work on hostile input.
+const MAX_LEN: usize = 1024;
+
+/// Parses with corral-wire, mapping its error to the EM's wording (`invalid URI: …` would repeat what the
+/// EM's own message says).
+fn wire_parse(text: &str) -> Result<Uri, UriError> {
+    Uri::parse(text).map_err(|e| match e {
+        corral_wire::Error::Uri(why) => err(why),
+        other => err(other.to_string()),
+    })
 }
 
-fn split_path_query(rest: &str) -> Result<(Vec<String>, Vec<String>), UriError> {
-    if rest.contains('#') {
-        return Err(err("fragments are not allowed in CoAP URIs"));
-    }
-    let (path, query) = match rest.split_once('?') {
-        Some((p, q)) => (p, Some(q)),
-        None => (rest, None),
-    };
-    let path: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(pct_decode).collect::<Result<_, _>>()?;
-    if path.iter().any(|s| s == "." || s == "..") {
-        return Err(err("dot segments are not allowed"));
-    }
-    let query = match query {
-        Some(q) => q.split('&').filter(|s| !s.is_empty()).map(pct_decode).collect::<Result<_, _>>()?,
-        None => Vec::new(),
-    };
-    Ok((path, query))
+/// Empty path segments (`/s//t`, a trailing `/`) and empty query items are dropped *(decision, kept from
+/// the EM's first parser)*: a member list typed by hand often carries a stray `/`, and no device resource
+/// of this project has an empty segment.
+fn non_empty(items: Vec<String>) -> Vec<String> {
+    items.into_iter().filter(|s| !s.is_empty()).collect()
 }
 
 /// Parses a member URI. Accepts `coap://` with an IP literal (IPv6 in brackets) and `/`-relative paths.
@@ -81,75 +62,45 @@ pub fn parse(text: &str) -> Result<MemberUri, UriError> {
     if text.is_empty() {
         return Err(err("empty URI"));
     }
-    if text.len() > 1024 {
+    if text.len() > MAX_LEN {
         return Err(err("URI longer than 1024 bytes"));
     }
     if text.bytes().any(|b| b <= b' ' || b == 0x7f) {
         return Err(err("URI contains spaces or control characters"));
     }
     if text.starts_with('/') {
-        let (path, query) = split_path_query(text)?;
-        if !query.is_empty() {
+        // A relative reference: let corral-wire decode it against a placeholder authority.
+        let uri = wire_parse(&format!("coap://[::]{text}"))?;
+        if !non_empty(uri.query).is_empty() {
             return Err(err("a relative member may not carry a query"));
         }
-        return Ok(MemberUri::Relative { path });
+        return Ok(MemberUri::Relative { path: non_empty(uri.path) });
     }
-    let Some((scheme, rest)) = text.split_once("://") else {
+    let Some((scheme, _)) = text.split_once("://") else {
         return Err(err("not an absolute URI (expected coap://host/path or /em/<name>)"));
     };
     if !scheme.eq_ignore_ascii_case("coap") {
         return Err(err(format!("scheme {scheme:?} is not coap (only coap:// members are supported)")));
     }
-    let (authority, path_query) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    if authority.contains('@') {
-        return Err(err("user info is not allowed in CoAP URIs"));
-    }
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (inside, after) = v6.split_once(']').ok_or_else(|| err("unterminated IPv6 literal"))?;
-        let ip: std::net::Ipv6Addr = inside.parse().map_err(|_| err(format!("bad IPv6 literal [{inside}]")))?;
-        let port = match after {
-            "" => None,
-            p => Some(p.strip_prefix(':').ok_or_else(|| err("junk after IPv6 literal"))?),
-        };
-        (IpAddr::V6(ip), port)
-    } else {
-        let (h, p) = match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        };
-        if h.is_empty() {
-            return Err(err("missing host"));
+    let uri = wire_parse(text)?;
+    debug_assert_eq!(uri.scheme, Scheme::Coap);
+    let ip = match uri.host {
+        Host::Ip(ip) => ip,
+        Host::Name(name) => {
+            return Err(err(format!("host {name:?} is not an IP literal (the EM does not resolve names)")))
         }
-        let ip: std::net::Ipv4Addr =
-            h.parse().map_err(|_| err(format!("host {h:?} is not an IP literal (the EM does not resolve names)")))?;
-        (IpAddr::V4(ip), p)
     };
-    let port = match port {
-        None | Some("") => COAP_PORT,
-        Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| err(format!("bad port {p:?}")))?,
-    };
-    let (path, query) = split_path_query(path_query)?;
-    Ok(MemberUri::Coap { addr: SocketAddr::new(host, port), path, query })
+    if uri.port == 0 {
+        return Err(err("bad port \"0\""));
+    }
+    Ok(MemberUri::Coap { addr: SocketAddr::new(ip, uri.port), path: non_empty(uri.path), query: non_empty(uri.query) })
 }
 
-/// Writes `coap://host[:port]/path` for an address and a path (port omitted when it is 5683).
+/// Writes `coap://host[:port]/path` for an address and a path (port omitted when it is 5683), percent-encoding
+/// what a URI cannot carry plainly (corral-wire's [`Uri`] display form).
 pub fn format_coap(addr: SocketAddr, path: &[String]) -> String {
-    let mut s = String::from("coap://");
-    match addr.ip() {
-        IpAddr::V6(ip) => s.push_str(&format!("[{ip}]")),
-        IpAddr::V4(ip) => s.push_str(&ip.to_string()),
-    }
-    if addr.port() != COAP_PORT {
-        s.push_str(&format!(":{}", addr.port()));
-    }
-    for seg in path {
-        s.push('/');
-        s.push_str(seg);
-    }
-    s
+    Uri { scheme: Scheme::Coap, host: Host::Ip(addr.ip()), port: addr.port(), path: path.to_vec(), query: Vec::new() }
+        .to_string()
 }
 
 /// Whether `c` may appear in a SenML name (RFC 8428 §4.5.1).
@@ -211,6 +162,23 @@ mod tests {
         );
         assert_eq!(parse("/em/room1").unwrap(), MemberUri::Relative { path: vec!["em".into(), "room1".into()] });
         assert_eq!(format_coap("[::1]:5683".parse().unwrap(), &["s".into()]), "coap://[::1]/s");
+        assert_eq!(format_coap("10.0.0.1:6000".parse().unwrap(), &["a b".into()]), "coap://10.0.0.1:6000/a%20b");
+    }
+
+    #[test]
+    fn normalises_as_corral_wire_does() {
+        // Equivalent spellings (RFC 7252 §6.3) give the same member; stray empty segments are dropped.
+        let want = parse("coap://10.0.0.2/s/t").unwrap();
+        for same in
+            ["COAP://10.0.0.2:5683/s/t", "coap://10.0.0.2/s/x/../t", "coap://10.0.0.2/%73/t", "coap://10.0.0.2//s/t/"]
+        {
+            assert_eq!(parse(same).unwrap(), want, "{same}");
+        }
+        assert_eq!(parse("/em/./room1").unwrap(), MemberUri::Relative { path: vec!["em".into(), "room1".into()] });
+        let e = parse("coap://gw.example/em/x").unwrap_err();
+        assert!(e.0.contains("not an IP literal"), "{e}");
+        let e = parse("coap://10.0.0.1:0/s").unwrap_err();
+        assert!(e.0.contains("port"), "{e}");
     }
 
     #[test]
@@ -228,6 +196,11 @@ mod tests {
             "coap://10.0.0.1/%zz",
             "coap://u@10.0.0.1/",
             "coap://10.0.0.1/a b",
+            "coaps://10.0.0.1/s",
+            "coap+tcp://10.0.0.1/s",
+            "coap://[fe80::1%25eth0]/s",
+            "coap://10.0.0.1/%FF",
+            "/em/room1?x=1",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} should be rejected");
         }

@@ -1,4 +1,5 @@
-//! The `corral` command: CoAP client verbs, `discover`, `serve` and `bench`.
+//! The `corral` command: CoAP client verbs, `discover`, `serve`, `bench`, and the Entity Manager's
+//! `gateway`, `device` and `entity`.
 //!
 //! Every failure ends in one line on stderr and a documented exit code (see [`exit`]); nothing a user or
 //! a peer does makes it panic.
@@ -21,7 +22,10 @@ macro_rules! say {
 
 mod bench;
 mod client_cmd;
+mod devices;
+mod entity_cmd;
 mod exit;
+mod gateway;
 mod lab;
 mod output;
 mod plugtest;
@@ -104,6 +108,15 @@ enum Command {
     /// Experiments on the simulated network: list, show, run and merge scenarios (seed 000's figures).
     #[command(after_help = lab::AFTER_HELP)]
     Lab(lab::LabArgs),
+    /// Run the Entity Manager gateway (groups of resources as one resource); --testbed adds devices.
+    #[command(after_help = gateway::AFTER_HELP)]
+    Gateway(gateway::GatewayArgs),
+    /// Run virtual constrained devices (sensors, actuators, /mc) on loopback addresses.
+    #[command(after_help = devices::AFTER_HELP)]
+    Device(devices::DeviceArgs),
+    /// Create, list, show, use, actuate, update and delete a gateway's entities.
+    #[command(after_help = entity_cmd::AFTER_HELP)]
+    Entity(entity_cmd::EntityArgs),
 }
 
 fn init_logging(verbose: u8, quiet: bool) {
@@ -125,7 +138,9 @@ fn init_logging(verbose: u8, quiet: bool) {
 
 fn main() {
     let cli = Cli::parse();
-    init_logging(cli.verbose, cli.quiet);
+    // A server's log is its progress (entity changes, group joins): INFO unless -q.
+    let serving = matches!(cli.command, Command::Gateway(_) | Command::Device(_));
+    init_logging(if serving { cli.verbose.max(1) } else { cli.verbose }, cli.quiet);
     let verbosity = client_cmd::Verbosity { verbose: cli.verbose, quiet: cli.quiet };
     let result: Result<(), Failure> = match cli.command {
         Command::Get(a) => client_cmd::run(corral_tokio::Code::GET, a, verbosity),
@@ -139,6 +154,9 @@ fn main() {
         Command::Serve(a) => serve::run(a, verbosity),
         Command::Bench(a) => bench::run(a, verbosity),
         Command::Lab(a) => lab::run(a, cli.quiet),
+        Command::Gateway(a) => gateway::run(a, verbosity),
+        Command::Device(a) => devices::run(a, verbosity),
+        Command::Entity(a) => entity_cmd::run(a, verbosity),
     };
     if let Err(failure) = result {
         if !failure.message.is_empty() {

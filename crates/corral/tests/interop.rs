@@ -26,6 +26,10 @@
 //!   is tested against libcoap and corral only.
 //! - Uploading megabytes to the aiocoap server takes longer than corral's default 10 s timeout (Python
 //!   handles each block in about a millisecond); its upload is kept to tens of kilobytes.
+//!
+//! The Entity Manager (`corral gateway --testbed`) with both clients: create (JSON and link-format
+//! profiles, unicast and multicast), use (text and SenML), list, delete. No known differences: both
+//! clients wait out the EM's empty ACK and separate response of a multicast use.
 
 mod common;
 use common::*;
@@ -434,4 +438,104 @@ fn corral_against_aiocoap_server() {
         let o = corral(&["get", &format!("{base}/missing")]);
         assert_eq!(o.status.code(), Some(4), "{}", out(&o));
     }
+}
+
+// ------------------------------------------------------------------------------------------------------
+// The Entity Manager gateway with libcoap's and aiocoap's clients
+// ------------------------------------------------------------------------------------------------------
+
+/// A testbed of three devices, and (gateway URI, device base URIs).
+fn em_testbed(subnet: u8) -> (Proc, tempfile::TempDir, String, Vec<String>) {
+    let (p, j, data) = corral_testbed(3, subnet, &[]);
+    let uri = j["uri"].as_str().expect("gateway URI").to_string();
+    let devices =
+        j["devices"].as_array().expect("devices").iter().map(|d| format!("coap://{}", d.as_str().unwrap())).collect();
+    (p, data, uri, devices)
+}
+
+/// Checks a SenML JSON `lst` answer: one record per member, named after it, with a number.
+fn assert_senml_members(text: &str, members: &[String]) {
+    let j: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("SenML JSON ({e}): {text}"));
+    let recs = j.as_array().expect("a SenML pack");
+    assert_eq!(recs.len(), members.len(), "{text}");
+    for m in members {
+        assert!(recs.iter().any(|r| r["n"] == m.as_str() && r["v"].is_f64()), "{m} in {text}");
+    }
+}
+
+#[test]
+fn libcoap_client_creates_uses_and_deletes_entities() {
+    if !enabled(&["coap-client-notls"]) {
+        return;
+    }
+    let (_gw, _data, gw, dev) = em_testbed(51);
+    let temps = [format!("{}/s/t", dev[0]), format!("{}/s/t", dev[1])];
+    let profile = serde_json::json!({"er": temps, "eo": "avg lst"}).to_string();
+    let o = coap_client(&["-m", "put", "-t", "50", "-e", &profile, &format!("{gw}/em/room")]);
+    assert!(o.status.success() && stdout(&o).contains("entity room created"), "{}", out(&o));
+    let o = coap_client(&["-m", "get", &format!("{gw}/em/room")]);
+    assert!(stdout(&o).trim().parse::<f64>().is_ok(), "the average: {}", out(&o));
+    let o = coap_client(&["-m", "get", "-A", "110", &format!("{gw}/em/room?eo=lst")]);
+    assert_senml_members(&stdout(&o), &temps);
+    let lights: Vec<String> = dev.iter().map(|d| format!("{d}/a/light")).collect();
+    let links: Vec<String> = lights.iter().map(|l| format!("<{l}>")).collect();
+    let o = coap_client(&["-m", "put", "-t", "40", "-e", &links.join(","), &format!("{gw}/em/lights?ect=multicast")]);
+    assert!(stdout(&o).contains("\"mcstURI\":\"coap://239.255.89."), "{}", out(&o));
+    let o = coap_client(&["-m", "put", "-t", "0", "-e", "on", &format!("{gw}/em/lights")]);
+    assert!(stdout(&o).contains("3 of 3 members changed"), "actuation: {}", out(&o));
+    let o = coap_client(&["-m", "get", &format!("{gw}/em/lights")]);
+    for l in &lights {
+        assert!(stdout(&o).contains(&format!("{l} on")), "multicast use: {}", out(&o));
+    }
+    let o = coap_client(&["-m", "get", &format!("{gw}/em")]);
+    assert!(stdout(&o).contains("</em/lights>;rt=\"core.entity\";ect=\"multicast\""), "{}", out(&o));
+    for name in ["lights", "room"] {
+        let o = coap_client(&["-m", "delete", &format!("{gw}/em/{name}")]);
+        assert!(stdout(&o).contains(&format!("entity {name} deleted")), "{}", out(&o));
+    }
+    let o = corral(&["get", &format!("{}/mc", dev[0])]);
+    assert_eq!(stdout(&o), "", "the members left the group");
+}
+
+#[test]
+fn aiocoap_client_creates_uses_and_deletes_entities() {
+    if !enabled(&["aiocoap-client"]) {
+        return;
+    }
+    let (_gw, _data, gw, dev) = em_testbed(52);
+    let temps = [format!("{}/s/t", dev[0]), format!("{}/s/t", dev[2])];
+    let profile = serde_json::json!({"er": temps, "eo": ["max", "lst"]}).to_string();
+    let o = aiocoap_client(&[
+        "-m",
+        "PUT",
+        "--content-format",
+        "application/json",
+        "--payload",
+        &profile,
+        &format!("{gw}/em/room"),
+    ]);
+    assert!(o.status.success() && stdout(&o).contains("entity room created"), "{}", out(&o));
+    let o = aiocoap_client(&[&format!("{gw}/em/room")]);
+    assert!(stdout(&o).trim().parse::<f64>().is_ok(), "the maximum: {}", out(&o));
+    let o = aiocoap_client(&["--accept", "application/senml+json", &format!("{gw}/em/room?eo=lst")]);
+    assert_senml_members(&stdout(&o), &temps);
+    let light: Vec<String> = dev[..2].iter().map(|d| format!("<{d}/s/l>")).collect();
+    let o = aiocoap_client(&[
+        "-m",
+        "PUT",
+        "--content-format",
+        "application/link-format",
+        "--payload",
+        &light.join(","),
+        &format!("{gw}/em/lux?ect=multicast&eo=avg"),
+    ]);
+    assert!(stdout(&o).contains("\"mcstURI\":\"coap://239.255.89."), "{}", out(&o));
+    let o = aiocoap_client(&[&format!("{gw}/em/lux")]);
+    assert!(stdout(&o).trim().parse::<f64>().is_ok(), "multicast average: {}", out(&o));
+    for name in ["lux", "room"] {
+        let o = aiocoap_client(&["-m", "DELETE", &format!("{gw}/em/{name}")]);
+        assert!(stdout(&o).contains(&format!("entity {name} deleted")), "{}", out(&o));
+    }
+    let o = aiocoap_client(&[&format!("{gw}/em/room")]);
+    assert!(format!("{}{}", stdout(&o), stderr(&o)).contains("4.04"), "{}", out(&o));
 }

@@ -130,3 +130,59 @@ pub fn free_udp_port() -> u16 {
     let s = std::net::UdpSocket::bind("[::]:0").expect("bind an ephemeral port");
     s.local_addr().expect("local address").port()
 }
+
+/// Starts a process whose first stdout line is a JSON summary (`corral gateway --json`,
+/// `corral device --json`) and waits (at most 20 s) for it.
+pub fn spawn_json(cmd: &mut Command) -> (Proc, serde_json::Value) {
+    let desc = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        if let Some(Ok(line)) = lines.next() {
+            let _ = tx.send(line);
+        }
+        for _ in lines {}
+    });
+    // Servers log to stderr: keep reading it so that a long run never blocks on a full pipe.
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(mut l) = sink.lock() {
+                if l.len() < 1 << 16 {
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            }
+        }
+    });
+    let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        std::thread::sleep(Duration::from_millis(100));
+        let err = log.lock().map(|l| l.clone()).unwrap_or_default();
+        panic!("{desc} printed no summary within 20 s; stderr: {err}");
+    };
+    let j = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{desc}: summary is not JSON ({e}): {line}"));
+    (Proc { child, port: 0 }, j)
+}
+
+/// `corral gateway --testbed n` on loopback subnet 127.0.`subnet`.x, ephemeral ports, a scratch data
+/// directory and a 0.3 s multicast leisure; returns the gateway, its summary and the directory.
+pub fn corral_testbed(n: usize, subnet: u8, extra: &[&str]) -> (Proc, serde_json::Value, tempfile::TempDir) {
+    let data = tempfile::tempdir().expect("temporary directory");
+    let (n, from, dir) = (n.to_string(), format!("127.0.{subnet}.1:0"), data.path().display().to_string());
+    let mut args = vec!["gateway", "--bind", "127.0.0.1:0", "--testbed", &n, "--testbed-from", &from];
+    args.extend(["--leisure", "0.3", "--json", "--data", &dir]);
+    args.extend_from_slice(extra);
+    let (p, j) = spawn_json(Command::new(CORRAL).args(&args));
+    (p, j, data)
+}

@@ -1,0 +1,565 @@
+//! Virtual constrained devices on real UDP sockets: `corral device`, and the testbed that
+//! `corral gateway --testbed N` starts in its own process.
+//!
+//! Each device is a corral [`Node`] with corral-group's sensors (`/s/t /s/h /s/l`), actuators
+//! (`/a/shutter /a/light`) and `/mc`, on its own unicast socket: device `i` listens on the `i`-th address
+//! after the first (`127.0.0.2:5683`, `127.0.0.3:5683`, …; Linux answers for all of 127.0.0.0/8 on `lo`).
+//!
+//! Multicast: a socket bound to a unicast address never receives multicast datagrams (Linux delivers a
+//! group datagram only to sockets bound to the wildcard or to the group address). So for every group a
+//! device joins through `/mc` it opens one more socket, bound to `group:port` with SO_REUSEADDR (every member
+//! binds the same pair) and joined on the interface of the device's address (`127.0.0.1`, i.e. `lo`, for
+//! loopback devices). Datagrams read there go to the device's node with the group as their destination
+//! (leisure, no error responses: RFC 7252 §8.1); answers leave from the unicast socket, so the Entity
+//! Manager sees them come from the member's own address. Leaving the group closes that socket. Nothing
+//! binds the wildcard address, so the devices coexist with a gateway on `127.0.0.1:5683`.
+//!
+//! All devices of a fleet run on one thread: a current-thread runtime with a `LocalSet`, since a `Node`
+//! is not `Send`. Must never: implement protocol behaviour (that is corral-proto's and corral-group's).
+
+use corral_group::device::{mount_device, DeviceConfig};
+use corral_proto::wire::{Message, MessageType, Packet};
+use corral_proto::{Endpoint, EndpointConfig, Node, NodeCommand};
+use corral_tokio::socket::{CoapSocket, PreparedSocket, SocketOptions};
+use corral_tokio::{os_seed, Clock};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+/// How to run a fleet of virtual devices.
+#[derive(Debug, Clone)]
+pub struct FleetConfig {
+    /// Address of device 0; device `i` gets the `i`-th address after it, same port.
+    pub first: SocketAddr,
+    pub count: usize,
+    /// `/mc` slots per device.
+    pub mc_slots: usize,
+    /// Device `i` draws its sensor values from seed `seed + i`.
+    pub seed: u64,
+    /// DEFAULT_LEISURE: multicast requests are answered after a random delay up to it (RFC 7252 §8.2).
+    pub leisure: Option<Duration>,
+    /// Port of the multicast groups; `None`: the devices' port.
+    pub mcast_port: Option<u16>,
+    /// Interface (by IPv4 address) on which groups are joined; `None`: `127.0.0.1` for loopback devices,
+    /// the device's own address otherwise.
+    pub mcast_if: Option<Ipv4Addr>,
+    /// Observable sensors (RFC 7641).
+    pub observable: bool,
+    /// Append one JSON line per request a device receives (see [`RequestLog`]).
+    pub request_log: Option<PathBuf>,
+}
+
+impl FleetConfig {
+    pub fn new(first: SocketAddr, count: usize) -> FleetConfig {
+        FleetConfig {
+            first,
+            count,
+            mc_slots: corral_group::mc::DEFAULT_SLOTS,
+            seed: 1,
+            leisure: None,
+            mcast_port: None,
+            mcast_if: None,
+            observable: true,
+            request_log: None,
+        }
+    }
+}
+
+/// The addresses of `count` devices from `first` on: consecutive IP addresses, one port.
+pub fn device_addrs(first: SocketAddr, count: usize) -> Result<Vec<SocketAddr>, String> {
+    (0..count)
+        .map(|i| {
+            let ip = match first.ip() {
+                IpAddr::V4(a) => u32::from(a)
+                    .checked_add(u32::try_from(i).unwrap_or(u32::MAX))
+                    .map(|n| IpAddr::V4(Ipv4Addr::from(n)))
+                    .filter(|ip| !first.ip().is_loopback() || ip.is_loopback()),
+                IpAddr::V6(a) => u128::from(a).checked_add(i as u128).map(|n| IpAddr::V6(Ipv6Addr::from(n))),
+            };
+            ip.map(|ip| SocketAddr::new(ip, first.port()))
+                .ok_or_else(|| format!("{count} devices from {first} run past the end of the address range"))
+        })
+        .collect()
+}
+
+/// A running fleet. Dropping it stops the devices.
+pub struct Fleet {
+    addrs: Vec<SocketAddr>,
+    stop: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Fleet {
+    /// Binds every device's socket (so that an address in use is reported here, naming it) and starts
+    /// the devices on their own thread.
+    pub fn start(mut cfg: FleetConfig) -> io::Result<Fleet> {
+        device_addrs(cfg.first, cfg.count).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let unicast = SocketOptions { batch: 4, recv_buffer: Some(1 << 20), ..SocketOptions::default() };
+        let bind = |a: SocketAddr| {
+            PreparedSocket::bind(a, unicast.clone()).map_err(|e| {
+                let hint = match e.kind() {
+                    io::ErrorKind::AddrNotAvailable => {
+                        " (only 127.0.0.0/8 gives every device an address without configuring an interface)"
+                    }
+                    io::ErrorKind::AddrInUse => {
+                        " (another gateway or device there? a server on [::] or 0.0.0.0 holds the port on every address)"
+                    }
+                    _ => "",
+                };
+                io::Error::new(e.kind(), format!("cannot listen on {a}: {e}{hint}"))
+            })
+        };
+        // Port 0: the first device takes an ephemeral port and the others follow it (the group port too).
+        let mut sockets = Vec::with_capacity(cfg.count);
+        if cfg.count > 0 {
+            let s = bind(cfg.first)?;
+            cfg.first = s.local_addr();
+            sockets.push(s);
+        }
+        let addrs = device_addrs(cfg.first, cfg.count).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        for a in addrs.iter().skip(1) {
+            sockets.push(bind(*a)?);
+        }
+        let log = match &cfg.request_log {
+            Some(path) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display())))?,
+            ),
+            None => None,
+        };
+        let (stop, stop_rx) = watch::channel(false);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread_addrs = addrs.clone();
+        let thread = std::thread::Builder::new().name("corral-devices".into()).spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                let clock = Clock::new();
+                let shared = Rc::new(Shared { log: log.map(|f| RefCell::new(io::BufWriter::new(f))), cfg });
+                let mut tasks = Vec::new();
+                for (i, (addr, prepared)) in thread_addrs.into_iter().zip(sockets).enumerate() {
+                    let socket = match prepared.into_tokio() {
+                        Ok(s) => s,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    let node = device_node(&shared.cfg, i);
+                    let dev = Device { addr, node, socket, clock, shared: shared.clone(), groups: HashMap::new() };
+                    tasks.push(tokio::task::spawn_local(dev.run(stop_rx.clone())));
+                }
+                let _ = ready_tx.send(Ok(()));
+                for t in tasks {
+                    let _ = t.await;
+                }
+            });
+        })?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Fleet { addrs, stop, thread: Some(thread) }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(io::Error::other("the device thread stopped while starting")),
+        }
+    }
+
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Stops every device and waits for the thread to end.
+    pub fn shutdown(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+fn device_node(cfg: &FleetConfig, i: usize) -> Node {
+    let mut config = EndpointConfig { seed: os_seed(), ..EndpointConfig::default() };
+    if let Some(l) = cfg.leisure {
+        config.params.default_leisure = corral_proto::Duration::from(l);
+    }
+    let mut node = Node::new(Endpoint::new(config));
+    mount_device(
+        &mut node,
+        DeviceConfig {
+            seed: Some(cfg.seed.wrapping_add(i as u64)),
+            mc_slots: Some(cfg.mc_slots),
+            observable: cfg.observable,
+            ..DeviceConfig::default()
+        },
+    );
+    node
+}
+
+/// What the devices of a fleet share on their thread.
+struct Shared {
+    cfg: FleetConfig,
+    log: Option<RefCell<io::BufWriter<std::fs::File>>>,
+}
+
+/// The request log: one JSON object per line for every request datagram a device receives, written
+/// when it is read from the socket (before the node handles it):
+/// `{"t_us":…,"device":"127.0.0.2:5683","from":"127.0.0.1:5683","dst":"239.255.89.1"|null,
+/// "type":"CON","mid":1234,"method":"GET","path":"/s/t","query":"…"}`. `t_us` is wall-clock
+/// microseconds since the Unix epoch. Retransmissions appear again with the same `mid`.
+pub struct RequestLog;
+
+impl RequestLog {
+    fn line(device: SocketAddr, from: SocketAddr, group: Option<IpAddr>, data: &[u8]) -> Option<String> {
+        let (mtype, code, mid) = Packet::<&[u8]>::peek_header(data)?;
+        if !code.is_request() {
+            return None;
+        }
+        let msg = Message::parse(data).ok()?;
+        let t_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_micros();
+        let mtype = match mtype {
+            MessageType::Con => "CON",
+            MessageType::Non => "NON",
+            MessageType::Ack => "ACK",
+            MessageType::Rst => "RST",
+        };
+        Some(
+            serde_json::json!({
+                "t_us": t_us as u64,
+                "device": device.to_string(),
+                "from": from.to_string(),
+                "dst": group.map(|g| g.to_string()),
+                "type": mtype,
+                "mid": mid.0,
+                "method": code.to_string(),
+                "path": msg.options.path(),
+                "query": msg.options.query(),
+            })
+            .to_string(),
+        )
+    }
+}
+
+/// One device: its node, unicast socket and group sockets.
+struct Device {
+    addr: SocketAddr,
+    node: Node,
+    socket: CoapSocket,
+    clock: Clock,
+    shared: Rc<Shared>,
+    /// Joined groups and the task reading each group's socket.
+    groups: HashMap<IpAddr, tokio::task::JoinHandle<()>>,
+}
+
+/// Reads per turn before looking at timers again.
+const READS_PER_TURN: usize = 16;
+
+impl Device {
+    async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let (mc_tx, mut mc_rx) = mpsc::unbounded_channel::<(SocketAddr, IpAddr, Vec<u8>)>();
+        let mut bufs = self.socket.recv_buffers();
+        let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
+        tokio::pin!(sleep);
+        loop {
+            let now = self.clock.now();
+            if self.node.poll_timeout().is_some_and(|t| t <= now) {
+                self.node.handle_timeout(now);
+            }
+            self.drain(&mc_tx).await;
+            let wake = self.node.poll_timeout();
+            if let Some(t) = wake {
+                sleep.as_mut().reset(self.clock.to_std(t).into());
+            }
+            tokio::select! {
+                _ = stop.changed() => break,
+                r = self.socket.readable() => {
+                    if let Err(e) = r {
+                        warn!(device = %self.addr, error = %e, "socket failed; device stopped");
+                        break;
+                    }
+                    for _ in 0..READS_PER_TURN {
+                        match self.socket.try_recv(&mut bufs) {
+                            Ok(_) => {
+                                let now = self.clock.now();
+                                for (from, _dst, data) in bufs.datagrams() {
+                                    self.log(from, None, data);
+                                    self.node.handle_datagram(now, from, None, data);
+                                }
+                                self.drain(&mc_tx).await;
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                            Err(e) => {
+                                debug!(device = %self.addr, error = %e, "receive error");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Some((from, group, data)) = mc_rx.recv() => {
+                    self.log(from, Some(group), &data);
+                    self.node.handle_datagram(self.clock.now(), from, Some(group), &data);
+                }
+                _ = &mut sleep, if wake.is_some() => {}
+            }
+        }
+        for (_, task) in self.groups.drain() {
+            task.abort();
+        }
+    }
+
+    fn log(&self, from: SocketAddr, group: Option<IpAddr>, data: &[u8]) {
+        let Some(log) = &self.shared.log else { return };
+        if let Some(line) = RequestLog::line(self.addr, from, group, data) {
+            let mut w = log.borrow_mut();
+            let _ = writeln!(w, "{line}");
+            let _ = w.flush();
+        }
+    }
+
+    /// Applies joins and leaves, then sends what the node has to send.
+    async fn drain(&mut self, mc_tx: &mpsc::UnboundedSender<(SocketAddr, IpAddr, Vec<u8>)>) {
+        while self.node.poll_event().is_some() {}
+        while let Some(cmd) = self.node.poll_command() {
+            match cmd {
+                NodeCommand::JoinGroup(g) => {
+                    if self.groups.contains_key(&g) {
+                        continue;
+                    }
+                    match self.open_group(g, mc_tx.clone()) {
+                        Ok(task) => {
+                            info!(device = %self.addr, group = %g, "joined multicast group");
+                            self.groups.insert(g, task);
+                        }
+                        // /mc already answered 2.04; the EM learns of the failure when the member stays
+                        // silent on a multicast request. Said loudly, since it is a host problem.
+                        Err(e) => warn!(device = %self.addr, group = %g, error = %e, "cannot join multicast group"),
+                    }
+                }
+                NodeCommand::LeaveGroup(g) => {
+                    if let Some(task) = self.groups.remove(&g) {
+                        task.abort();
+                        info!(device = %self.addr, group = %g, "left multicast group");
+                    }
+                }
+            }
+        }
+        while let Some(t) = self.node.poll_transmit() {
+            if let Err(e) = self.socket.send(t.dst, &t.payload).await {
+                debug!(device = %self.addr, dst = %t.dst, error = %e, "send failed");
+            }
+        }
+    }
+
+    /// A socket bound to `group:port`, joined to the group, read by a task that forwards to the device.
+    fn open_group(
+        &self,
+        group: IpAddr,
+        tx: mpsc::UnboundedSender<(SocketAddr, IpAddr, Vec<u8>)>,
+    ) -> io::Result<tokio::task::JoinHandle<()>> {
+        let cfg = &self.shared.cfg;
+        let port = cfg.mcast_port.unwrap_or(self.addr.port());
+        let ifaddr = cfg.mcast_if.unwrap_or(match self.addr.ip() {
+            IpAddr::V4(a) if a.is_loopback() => Ipv4Addr::LOCALHOST,
+            IpAddr::V4(a) => a,
+            IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+        });
+        let opts = SocketOptions {
+            reuse_address: true,
+            multicast_if_v4: Some(ifaddr),
+            // IPv6 groups on the loopback interface (index 1) for loopback devices; the kernel's choice
+            // otherwise.
+            multicast_if_v6: if self.addr.ip().is_loopback() { 1 } else { 0 },
+            batch: 1,
+            ..SocketOptions::default()
+        };
+        let socket = PreparedSocket::bind(SocketAddr::new(group, port), opts)?;
+        socket.join(group)?;
+        let socket = socket.into_tokio()?;
+        let device = self.addr;
+        Ok(tokio::task::spawn_local(async move {
+            let mut bufs = socket.recv_buffers();
+            loop {
+                if socket.readable().await.is_err() {
+                    return;
+                }
+                match socket.try_recv(&mut bufs) {
+                    Ok(_) => {
+                        for (from, _dst, data) in bufs.datagrams() {
+                            if tx.send((from, group, data.to_vec())).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => {
+                        debug!(%device, %group, error = %e, "group socket receive error");
+                    }
+                }
+            }
+        }))
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------
+// `corral device`
+// ------------------------------------------------------------------------------------------------------
+
+pub const AFTER_HELP: &str = "\
+Each device serves /s/t (temperature, °C), /s/h (humidity, %RH) and /s/l (light, lx) — seeded,
+slowly varying, observable — the actuators /a/shutter (open, close, 0-100) and /a/light (on,
+off, toggle), the multicast membership resource /mc (seed 000 Table 4) and /.well-known/core.
+Device i of --count N listens on the i-th address after --bind (127.0.0.2, 127.0.0.3, …: all
+of 127.0.0.0/8 is local on Linux) and joins the groups a gateway asks for through /mc.
+
+Examples:
+  corral device                                # one device on 127.0.0.2:5683
+  corral device --count 10                     # 127.0.0.2 … 127.0.0.11, port 5683
+  corral device --bind 127.0.1.1:5700 --count 3 --mc-slots 1 --seed 7
+  corral get coap://127.0.0.2/s/t -A senml+json
+  corral put coap://127.0.0.3/a/shutter -e close
+
+A gateway on the same port must listen on a specific address (corral gateway --bind
+127.0.0.1:5683): one on [::] or 0.0.0.0 holds the port on every address.";
+
+#[derive(clap::Args, Debug)]
+pub struct DeviceArgs {
+    /// Address of the first device; port 0 picks a free port for all of them.
+    #[arg(short, long, value_name = "ADDR:PORT", default_value = "127.0.0.2:5683")]
+    pub bind: String,
+    /// How many devices, on consecutive addresses from --bind.
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub count: u32,
+    /// Multicast slots of each device's /mc (a join beyond them gets 5.03).
+    #[arg(long, value_name = "K", default_value_t = corral_group::mc::DEFAULT_SLOTS)]
+    pub mc_slots: usize,
+    /// Seed of the sensor values: device i uses SEED+i, so a restart reports the same readings.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+    /// Multicast leisure in seconds: answers to a group request are spread over it (seed 000: 5).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_leisure)]
+    pub leisure: Option<f64>,
+    /// Append a JSON line per request received (time, device, source, group, MID, method, path) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub request_log: Option<PathBuf>,
+    /// Print the started devices as one JSON object on stdout instead of the banner.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn parse_leisure(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds between 0 and 3600")),
+    }
+}
+
+pub fn parse_bind(s: &str) -> Result<SocketAddr, crate::exit::Failure> {
+    s.parse()
+        .map_err(|_| crate::exit::Failure::usage(format!("`{s}` is not ADDR:PORT (e.g. 127.0.0.2:5683 or [::1]:5683)")))
+}
+
+/// `coap://ADDR[:PORT]` as a user types it.
+pub fn base_uri(a: SocketAddr) -> String {
+    let host = match a.ip() {
+        IpAddr::V6(ip) => format!("[{ip}]"),
+        IpAddr::V4(ip) => ip.to_string(),
+    };
+    if a.port() == 5683 {
+        format!("coap://{host}")
+    } else {
+        format!("coap://{host}:{}", a.port())
+    }
+}
+
+/// Describes a range of device addresses in one phrase.
+pub fn describe_range(addrs: &[SocketAddr]) -> String {
+    match addrs {
+        [] => "no devices".into(),
+        [one] => one.to_string(),
+        [first, .., last] => format!("{first} … {last}"),
+    }
+}
+
+pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crate::exit::Failure> {
+    use crate::exit::Failure;
+    let first = parse_bind(&args.bind)?;
+    let cfg = FleetConfig {
+        mc_slots: args.mc_slots,
+        seed: args.seed,
+        leisure: args.leisure.map(Duration::from_secs_f64),
+        request_log: args.request_log.clone(),
+        ..FleetConfig::new(first, args.count as usize)
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
+    let fleet = Fleet::start(cfg).map_err(|e| Failure::other(e.to_string()))?;
+    let addrs = fleet.addrs().to_vec();
+    if args.json {
+        let j = serde_json::json!({
+            "devices": addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "mc_slots": args.mc_slots,
+            "seed": args.seed,
+        });
+        out!("{j}");
+    } else {
+        out!(
+            "corral device: {} device(s) on {} (seed {}, {} /mc slot(s) each)",
+            addrs.len(),
+            describe_range(&addrs),
+            args.seed,
+            args.mc_slots
+        );
+        if !v.quiet {
+            let b = base_uri(addrs[0]);
+            out!("resources: /s/t /s/h /s/l (observable), /a/shutter /a/light, /mc, /.well-known/core (Ctrl-C stops)");
+            out!("try:\n  corral discover {b}\n  corral get {b}/s/t\n  corral put {b}/a/light -e on");
+        }
+    }
+    rt.block_on(crate::gateway::wait_for_signal());
+    tracing::info!("stopping the devices");
+    fleet.shutdown();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_addresses() {
+        let a = device_addrs("127.0.0.254:5683".parse().unwrap(), 3).unwrap();
+        let want: Vec<SocketAddr> =
+            ["127.0.0.254:5683", "127.0.0.255:5683", "127.0.1.0:5683"].iter().map(|s| s.parse().unwrap()).collect();
+        assert_eq!(a, want);
+        assert!(device_addrs("127.255.255.255:5683".parse().unwrap(), 2).is_err(), "loopback range ends");
+        assert!(device_addrs("255.255.255.255:1".parse().unwrap(), 2).is_err());
+        let v6 = device_addrs("[2001:db8::ff]:5683".parse().unwrap(), 2).unwrap();
+        assert_eq!(v6[1], "[2001:db8::100]:5683".parse().unwrap());
+        assert!(device_addrs("127.0.0.2:5683".parse().unwrap(), 0).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,722 @@
+//! `corral entity …`: a front end to an Entity Manager gateway. Every verb is one or a few plain CoAP
+//! requests of `shared/docs/entity-manager.md` (so `corral put coap://gw/em/room1 …` does the same), with
+//! readable output, `--json`, and the exit codes of the client verbs.
+//!
+//! | verb | requests |
+//! |---|---|
+//! | `create NAME MEMBER…` | `PUT /em/NAME` with a JSON profile |
+//! | `list` | `GET /em`, then `GET /em/<name>/profile` for each |
+//! | `show NAME` | `GET /em/NAME/profile` |
+//! | `use NAME` | `GET /em/NAME?eo=…&enr=…` |
+//! | `actuate NAME VALUE` | `PUT /em/NAME` with the value |
+//! | `update NAME` | `GET /em/NAME/profile`, then `POST /em/NAME/profile` with the changed fields |
+//! | `delete NAME` | `DELETE /em/NAME` |
+//! | `bench NAME` | `GET /em/NAME` against the same GETs sent to the members directly |
+
+use crate::client_cmd::Verbosity;
+use crate::exit::Failure;
+use clap::{Args, Subcommand};
+use corral_tokio::{Client, Code, ContentFormat, Response};
+use serde_json::{json, Value as Json};
+use std::future::IntoFuture;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+pub const AFTER_HELP: &str = "\
+Examples (a gateway from `corral gateway --testbed 5`):
+  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg,min,max
+  corral entity use room1                       # avg: the first operation is the default
+  corral entity use room1 --eo lst --enr 1      # the first reading to arrive
+  corral entity use room1 --eo max --accept senml+json
+  corral entity create lights coap://127.0.0.2/a/light coap://127.0.0.3/a/light --ect multicast
+  corral entity actuate lights on
+  corral entity create floor1 /em/room1 /em/room2 --eo avg        # entities nest
+  corral entity update room1 --add coap://127.0.0.4/s/t --delay 50
+  corral entity list
+  corral entity show room1 --json
+  corral entity delete room1
+  corral entity bench room1 --repeat 200        # the EM against sending the member GETs yourself
+
+Operations (--eo): lst avg min max sum count med; the first one listed is the default.
+Profile fields: --ect unicast|multicast (at creation only), --emt con|non, --enr N (replies to
+wait for; 1 = anycast), --delay MS|auto (between member requests), --timeout MS (then answer
+with what arrived). The gateway is coap://127.0.0.1 unless --gateway says otherwise.
+
+Exit status: 0 for 2.xx; 4 for 4.xx (e.g. a member failed validation); 5 for 5.xx (e.g. 5.04
+when fewer than enr members answered); 3 timeout; 2 usage; 1 other. -v prints the per-member
+report of a failure on stderr.";
+
+#[derive(Args, Debug)]
+pub struct EntityArgs {
+    /// The gateway: coap://host[:port].
+    #[arg(short, long, global = true, value_name = "URI", default_value = "coap://127.0.0.1")]
+    pub gateway: String,
+    /// Give up waiting for the gateway after this many seconds.
+    #[arg(short = 'B', long = "wait", global = true, value_name = "SECONDS", default_value = "30",
+          value_parser = parse_seconds)]
+    pub wait: f64,
+    /// Print the gateway's JSON document instead of the readable form.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub verb: Verb,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Verb {
+    /// Create an entity from member URIs (PUT /em/NAME).
+    #[command(after_help = "Examples:
+  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg,min,max
+  corral entity create lights coap://127.0.0.2/a/light coap://127.0.0.3/a/light --ect multicast
+  corral entity create floor1 /em/room1 /em/room2 --eo avg --delay auto --timeout 3000")]
+    Create(CreateArgs),
+    /// List the gateway's entities (GET /em).
+    List,
+    /// Show an entity's profile (GET /em/NAME/profile).
+    Show { name: String },
+    /// Read an entity: one request, every member asked (GET /em/NAME).
+    #[command(after_help = "Examples:
+  corral entity use room1                          # the default operation, as text
+  corral entity use room1 --eo lst --enr 1         # anycast: the first reading to arrive
+  corral entity use room1 --eo max -A senml+cbor > max.cbor
+  corral entity use room1 --json                   # {\"entity\":\"room1\",\"eo\":\"avg\",\"v\":21.3,…}")]
+    Use(UseArgs),
+    /// Send a value to every member (PUT /em/NAME), e.g. `close` to a group of shutters.
+    Actuate(ActuateArgs),
+    /// Change an entity's members or profile (POST /em/NAME/profile).
+    Update(UpdateArgs),
+    /// Delete an entity; multicast members leave its group (DELETE /em/NAME).
+    Delete { name: String },
+    /// Time GET /em/NAME against a client sending the same member GETs itself.
+    Bench(BenchArgs),
+}
+
+/// Profile fields, as options.
+#[derive(Args, Debug, Default)]
+pub struct ProfileFields {
+    /// Operations, comma-separated; the first is the default: lst avg min max sum count med.
+    #[arg(long, value_name = "OPS")]
+    pub eo: Option<String>,
+    /// Message type towards the members.
+    #[arg(long, value_name = "con|non", value_parser = ["con", "non"])]
+    pub emt: Option<String>,
+    /// Replies to wait for before answering (1 … members; 1 = anycast).
+    #[arg(long, value_name = "N")]
+    pub enr: Option<u64>,
+    /// Pause between unicast member requests in ms, or `auto` (seed 000 Eq. 2).
+    #[arg(long, value_name = "MS|auto")]
+    pub delay: Option<String>,
+    /// Longest wait for members in ms; the answer then carries what arrived.
+    #[arg(long, value_name = "MS")]
+    pub timeout: Option<u64>,
+}
+
+impl ProfileFields {
+    fn to_json(&self, doc: &mut serde_json::Map<String, Json>) -> Result<(), Failure> {
+        if let Some(eo) = &self.eo {
+            let ops: Vec<&str> = eo.split([',', ' ']).filter(|s| !s.is_empty()).collect();
+            if ops.is_empty() {
+                return Err(Failure::usage("--eo needs at least one operation (lst avg min max sum count med)"));
+            }
+            doc.insert("eo".into(), json!(ops));
+        }
+        if let Some(emt) = &self.emt {
+            doc.insert("emt".into(), json!(emt));
+        }
+        if let Some(enr) = self.enr {
+            doc.insert("enr".into(), json!(enr));
+        }
+        if let Some(d) = &self.delay {
+            doc.insert("delay".into(), delay_json(d)?);
+        }
+        if let Some(t) = self.timeout {
+            doc.insert("timeout".into(), json!(t));
+        }
+        Ok(())
+    }
+}
+
+fn delay_json(d: &str) -> Result<Json, Failure> {
+    if d == "auto" {
+        return Ok(json!("auto"));
+    }
+    d.parse::<u64>()
+        .map(|ms| json!(ms))
+        .map_err(|_| Failure::usage(format!("--delay `{d}`: give milliseconds (e.g. 100) or `auto`")))
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// Entity name: 1-64 of A-Z a-z 0-9 _ . - starting with a letter or digit.
+    pub name: String,
+    /// Member URIs: coap://ADDR[:PORT]/path, or /em/NAME for an entity of this gateway.
+    #[arg(required = true, value_name = "MEMBER")]
+    pub members: Vec<String>,
+    /// unicast (one request per member) or multicast (one group request; members join through /mc).
+    #[arg(long, value_name = "unicast|multicast", value_parser = ["unicast", "multicast"])]
+    pub ect: Option<String>,
+    #[command(flatten)]
+    pub fields: ProfileFields,
+}
+
+#[derive(Args, Debug)]
+pub struct UseArgs {
+    pub name: String,
+    /// The operation for this request (default: the entity's first).
+    #[arg(long, value_name = "OP")]
+    pub eo: Option<String>,
+    /// Replies to wait for (1 = the first member to answer).
+    #[arg(long, value_name = "N")]
+    pub enr: Option<u64>,
+    #[arg(long, value_name = "con|non", value_parser = ["con", "non"])]
+    pub emt: Option<String>,
+    /// Pause between member requests in ms, or `auto`.
+    #[arg(long, value_name = "MS|auto")]
+    pub delay: Option<String>,
+    /// Longest wait for members in ms.
+    #[arg(long, value_name = "MS")]
+    pub timeout: Option<u64>,
+    /// Response format: text, json, cbor, senml+json, senml+cbor (or a number).
+    #[arg(short = 'A', long, value_name = "FMT", value_parser = parse_format)]
+    pub accept: Option<ContentFormat>,
+}
+
+#[derive(Args, Debug)]
+pub struct ActuateArgs {
+    pub name: String,
+    /// The value every member gets, as text (e.g. on, off, close, 40).
+    pub value: String,
+    /// POST instead of PUT.
+    #[arg(long)]
+    pub post: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct UpdateArgs {
+    pub name: String,
+    /// Add a member (repeatable).
+    #[arg(long, value_name = "MEMBER")]
+    pub add: Vec<String>,
+    /// Remove a member (repeatable).
+    #[arg(long, value_name = "MEMBER")]
+    pub remove: Vec<String>,
+    #[command(flatten)]
+    pub fields: ProfileFields,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    pub name: String,
+    /// Measured repetitions of each of the two ways.
+    #[arg(long, value_name = "N", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub repeat: u32,
+    /// Unmeasured repetitions first.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub warmup: u32,
+    /// The operation asked of the EM (the members are read the same way either way).
+    #[arg(long, value_name = "OP", default_value = "avg")]
+    pub eo: String,
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds between 0 and 86400")),
+    }
+}
+
+fn parse_format(s: &str) -> Result<ContentFormat, String> {
+    ContentFormat::parse(s).ok_or_else(|| format!("unknown content format `{s}` (e.g. text, json, cbor, senml+json)"))
+}
+
+/// Entity names as the EM accepts them; checked here so that a typo is a usage error, not a 4.04.
+fn check_name(name: &str) -> Result<(), Failure> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Failure::usage(format!(
+            "`{name}` is not an entity name (1-64 of A-Z a-z 0-9 _ . -, starting with a letter or digit)"
+        )))
+    }
+}
+
+/// The gateway and a client that can reach it.
+struct Gateway {
+    base: String,
+    client: Client,
+    wait: f64,
+}
+
+impl Gateway {
+    async fn connect(args: &EntityArgs) -> Result<Gateway, Failure> {
+        let uri = corral_tokio::parse_uri(&args.gateway)
+            .map_err(|e| Failure::usage(format!("--gateway: invalid URI: {e}")))?;
+        if !uri.path.is_empty() || !uri.query.is_empty() {
+            return Err(Failure::usage(format!(
+                "--gateway `{}`: give the gateway only (coap://host[:port]), without a path",
+                args.gateway
+            )));
+        }
+        let base = args.gateway.trim_end_matches('/').to_string();
+        let v4 = matches!(uri.host, corral_tokio::uri::Host::Ip(std::net::IpAddr::V4(_)));
+        let builder = Client::builder().timeout(Duration::from_secs_f64(args.wait));
+        let client = match builder.clone().bind(if v4 { "0.0.0.0:0" } else { "[::]:0" }).await {
+            Ok(c) => Ok(c),
+            Err(_) if !v4 => builder.bind("0.0.0.0:0").await,
+            Err(e) => Err(e),
+        }
+        .map_err(|e| Failure::other(format!("cannot open a UDP socket: {e}")))?;
+        Ok(Gateway { base, client, wait: args.wait })
+    }
+
+    fn uri(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn send(&self, req: corral_tokio::RequestBuilder) -> Result<Response, Failure> {
+        req.await.map_err(|e| Failure::from_client(e, self.wait))
+    }
+
+    /// A response that must be a success; an error response becomes the failure (and, with `-v`, its
+    /// per-member lines go to stderr first).
+    fn check(r: Response, v: Verbosity) -> Result<Response, Failure> {
+        if r.code.is_error() {
+            let text = r.payload_text();
+            let mut lines = text.lines();
+            let first = lines.next().unwrap_or("");
+            if v.verbose > 0 {
+                for l in lines {
+                    say!("  {l}");
+                }
+            }
+            return Err(Failure::from_response(r.code, first.as_bytes()));
+        }
+        Ok(r)
+    }
+
+    async fn profile(&self, name: &str) -> Result<Response, Failure> {
+        self.send(self.client.get(&self.uri(&format!("/em/{name}/profile"))).accept(ContentFormat::JSON)).await
+    }
+}
+
+fn parse_json(r: &Response) -> Result<Json, Failure> {
+    serde_json::from_slice(&r.payload)
+        .map_err(|e| Failure::other(format!("the gateway answered {:#} with a payload that is not JSON ({e})", r.code)))
+}
+
+fn print_json(j: &Json) {
+    out!("{j}");
+}
+
+pub fn run(args: EntityArgs, v: Verbosity) -> Result<(), Failure> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
+    rt.block_on(async {
+        let gw = Gateway::connect(&args).await?;
+        match &args.verb {
+            Verb::Create(a) => create(&gw, a, args.json, v).await,
+            Verb::List => list(&gw, args.json).await,
+            Verb::Show { name } => show(&gw, name, args.json, v).await,
+            Verb::Use(a) => use_entity(&gw, a, args.json, v).await,
+            Verb::Actuate(a) => actuate(&gw, a, args.json).await,
+            Verb::Update(a) => update(&gw, a, args.json, v).await,
+            Verb::Delete { name } => delete(&gw, name, args.json, v).await,
+            Verb::Bench(a) => bench(&gw, a, args.json, v).await,
+        }
+    })
+}
+
+async fn create(gw: &Gateway, a: &CreateArgs, as_json: bool, v: Verbosity) -> Result<(), Failure> {
+    check_name(&a.name)?;
+    let mut doc = serde_json::Map::new();
+    doc.insert("er".into(), json!(a.members));
+    if let Some(ect) = &a.ect {
+        doc.insert("ect".into(), json!(ect));
+    }
+    a.fields.to_json(&mut doc)?;
+    if !v.quiet && !as_json && a.ect.as_deref() == Some("multicast") {
+        say!("creating {}: asking {} member(s) to join a multicast group…", a.name, a.members.len());
+    }
+    let req = gw
+        .client
+        .put(&gw.uri(&format!("/em/{}", a.name)))
+        .content_format(ContentFormat::JSON)
+        .accept(ContentFormat::JSON)
+        .payload(Json::Object(doc).to_string());
+    let r = Gateway::check(gw.send(req).await?, v)?;
+    let report = parse_json(&r)?;
+    if as_json {
+        print_json(&report);
+        return Ok(());
+    }
+    let profile = &report["profile"];
+    let verb = if r.code == Code::CREATED { "created" } else { "updated" };
+    out!("{verb} {}: {}", a.name, summary(profile));
+    print_members(&report);
+    Ok(())
+}
+
+/// `unicast, 3 members, eo avg min max` / `multicast coap://239.255.89.1/s/t, 5 members, …`.
+fn summary(profile: &Json) -> String {
+    let ect = profile["ect"].as_str().unwrap_or("unicast");
+    let n = profile["er"].as_array().map_or(0, Vec::len);
+    let eo: Vec<&str> =
+        profile["eo"].as_array().map(|a| a.iter().filter_map(Json::as_str).collect()).unwrap_or_default();
+    let mut s = match profile["mcstURI"].as_str() {
+        Some(g) => format!("multicast {g}"),
+        None => ect.to_string(),
+    };
+    s.push_str(&format!(", {n} member(s), eo {}", eo.join(" ")));
+    if let Some(enr) = profile["enr"].as_u64() {
+        if enr as usize != n {
+            s.push_str(&format!(", enr {enr}"));
+        }
+    }
+    match &profile["delay"] {
+        Json::Number(d) if d.as_u64() != Some(0) => s.push_str(&format!(", delay {d} ms")),
+        Json::String(d) => s.push_str(&format!(", delay {d}")),
+        _ => {}
+    }
+    if let Some(t) = profile["timeout"].as_u64() {
+        s.push_str(&format!(", timeout {t} ms"));
+    }
+    if profile["emt"].as_str() == Some("non") && ect != "multicast" {
+        s.push_str(", NON");
+    }
+    s
+}
+
+/// The per-member lines of a report: `  <uri>  validate: 2.05 Content; join: 2.04 Changed`.
+fn print_members(report: &Json) {
+    let Some(members) = report["members"].as_array() else { return };
+    let width = members.iter().filter_map(|m| m["uri"].as_str()).map(str::len).max().unwrap_or(0);
+    for m in members {
+        let Some(o) = m.as_object() else { continue };
+        let uri = o.get("uri").and_then(Json::as_str).unwrap_or("?");
+        let steps: Vec<String> =
+            o.iter().filter(|(k, _)| *k != "uri").map(|(k, v)| format!("{k}: {}", v.as_str().unwrap_or(""))).collect();
+        out!("  {uri:<width$}  {}", steps.join("; "));
+    }
+}
+
+async fn list(gw: &Gateway, as_json: bool) -> Result<(), Failure> {
+    let r = gw.send(gw.client.get(&gw.uri("/em")).accept(ContentFormat::LINK_FORMAT)).await?;
+    let r = Gateway::check(r, Verbosity { verbose: 0, quiet: false })?;
+    let text = r.payload_text().into_owned();
+    let mut rows = Vec::new();
+    for link in corral_proto::wire::link_format::parse(&text) {
+        let link = link.map_err(|e| Failure::other(format!("the gateway's entity list is not link-format: {e}")))?;
+        let name = link.target().trim_start_matches("/em/").to_string();
+        let ect = link.value("ect").unwrap_or("unicast").to_string();
+        let profile = match gw.profile(&name).await {
+            Ok(p) if p.code == Code::CONTENT => parse_json(&p).unwrap_or(Json::Null),
+            _ => Json::Null,
+        };
+        rows.push((name, ect, profile));
+    }
+    if as_json {
+        let all: Vec<Json> = rows.iter().map(|(n, e, p)| json!({"name": n, "ect": e, "profile": p})).collect();
+        print_json(&Json::Array(all));
+        return Ok(());
+    }
+    if rows.is_empty() {
+        say!("no entities (create one with `corral entity create NAME MEMBER…`)");
+        return Ok(());
+    }
+    let width = rows.iter().map(|(n, _, _)| n.len()).max().unwrap_or(4).max(4);
+    out!("{:<width$}  SUMMARY", "NAME");
+    for (name, ect, profile) in &rows {
+        let s = if profile.is_null() { ect.clone() } else { summary(profile) };
+        out!("{name:<width$}  {s}");
+    }
+    Ok(())
+}
+
+async fn show(gw: &Gateway, name: &str, as_json: bool, v: Verbosity) -> Result<(), Failure> {
+    check_name(name)?;
+    let r = Gateway::check(gw.profile(name).await?, v)?;
+    let p = parse_json(&r)?;
+    if as_json {
+        print_json(&json!({"name": name, "profile": p}));
+        return Ok(());
+    }
+    let er: Vec<&str> = p["er"].as_array().map(|a| a.iter().filter_map(Json::as_str).collect()).unwrap_or_default();
+    let eo: Vec<&str> = p["eo"].as_array().map(|a| a.iter().filter_map(Json::as_str).collect()).unwrap_or_default();
+    out!("{name}");
+    out!("  ect      {}", p["ect"].as_str().unwrap_or("unicast"));
+    if let Some(g) = p["mcstURI"].as_str() {
+        out!("  mcstURI  {g}");
+    }
+    out!("  emt      {}", p["emt"].as_str().unwrap_or("con"));
+    out!("  enr      {} of {} member(s)", p["enr"], er.len());
+    out!("  eo       {} (default {})", eo.join(" "), eo.first().unwrap_or(&"lst"));
+    match &p["delay"] {
+        Json::String(s) => out!("  delay    {s}"),
+        d => out!("  delay    {} ms", d.as_u64().unwrap_or(0)),
+    }
+    match p["timeout"].as_u64() {
+        Some(t) => out!("  timeout  {t} ms"),
+        None => out!("  timeout  none (until every member answered or CoAP gave up)"),
+    }
+    out!("  members:");
+    for m in er {
+        out!("    {m}");
+    }
+    Ok(())
+}
+
+async fn use_entity(gw: &Gateway, a: &UseArgs, as_json: bool, v: Verbosity) -> Result<(), Failure> {
+    check_name(&a.name)?;
+    let mut query = Vec::new();
+    if let Some(eo) = &a.eo {
+        query.push(format!("eo={eo}"));
+    }
+    if let Some(n) = a.enr {
+        query.push(format!("enr={n}"));
+    }
+    if let Some(emt) = &a.emt {
+        query.push(format!("emt={emt}"));
+    }
+    if let Some(d) = &a.delay {
+        delay_json(d)?;
+        query.push(format!("delay={d}"));
+    }
+    if let Some(t) = a.timeout {
+        query.push(format!("timeout={t}"));
+    }
+    let mut uri = gw.uri(&format!("/em/{}", a.name));
+    if !query.is_empty() {
+        uri.push('?');
+        uri.push_str(&query.join("&"));
+    }
+    let accept = a.accept.or(as_json.then_some(ContentFormat::JSON));
+    let mut req = gw.client.get(&uri);
+    if let Some(cf) = accept {
+        req = req.accept(cf);
+    }
+    let r = gw.send(req).await?;
+    if r.code.is_error() {
+        // 5.04/5.02 carry what did arrive: show it before the error line.
+        if r.code.is_server_error() && !r.payload.is_empty() && v.verbose > 0 {
+            say!("{}", r.payload_text().trim_end());
+        }
+        return Err(Gateway::check(r, v).err().unwrap_or_else(|| Failure::other("error response")));
+    }
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(&r.payload);
+    let binary = accept.is_some_and(|c| matches!(c.0, 42 | 60 | 112));
+    if !r.payload.ends_with(b"\n") && (stdout.is_terminal() || !binary) {
+        let _ = stdout.write_all(b"\n");
+    }
+    let _ = stdout.flush();
+    Ok(())
+}
+
+async fn actuate(gw: &Gateway, a: &ActuateArgs, as_json: bool) -> Result<(), Failure> {
+    check_name(&a.name)?;
+    let uri = gw.uri(&format!("/em/{}", a.name));
+    let req = if a.post { gw.client.post(&uri) } else { gw.client.put(&uri) };
+    let req = req.content_format(ContentFormat::TEXT_PLAIN).accept(ContentFormat::JSON).payload(a.value.clone());
+    let r = gw.send(req).await?;
+    let report = serde_json::from_slice::<Json>(&r.payload).ok();
+    if as_json {
+        if let Some(j) = &report {
+            print_json(j);
+        }
+    } else if let Some(j) = &report {
+        if let Some(m) = j["message"].as_str() {
+            out!("{m}");
+        }
+        print_members(j);
+    }
+    if r.code.is_error() {
+        let first = report
+            .as_ref()
+            .and_then(|j| j["message"].as_str().map(String::from))
+            .unwrap_or_else(|| r.payload_text().lines().next().unwrap_or("").to_string());
+        return Err(Failure::from_response(r.code, first.as_bytes()));
+    }
+    Ok(())
+}
+
+async fn update(gw: &Gateway, a: &UpdateArgs, as_json: bool, v: Verbosity) -> Result<(), Failure> {
+    check_name(&a.name)?;
+    let mut doc = serde_json::Map::new();
+    if !a.add.is_empty() || !a.remove.is_empty() {
+        let current = parse_json(&Gateway::check(gw.profile(&a.name).await?, v)?)?;
+        let mut er: Vec<String> = current["er"]
+            .as_array()
+            .map(|l| l.iter().filter_map(Json::as_str).map(String::from).collect())
+            .unwrap_or_default();
+        for r in &a.remove {
+            let before = er.len();
+            er.retain(|m| m != r);
+            if er.len() == before {
+                return Err(Failure::usage(format!("--remove {r}: not a member of {}", a.name)));
+            }
+        }
+        for m in &a.add {
+            if !er.contains(m) {
+                er.push(m.clone());
+            }
+        }
+        doc.insert("er".into(), json!(er));
+    }
+    a.fields.to_json(&mut doc)?;
+    if doc.is_empty() {
+        return Err(Failure::usage("nothing to change: give --add, --remove or a profile field (--eo, --enr, …)"));
+    }
+    let req = gw
+        .client
+        .post(&gw.uri(&format!("/em/{}/profile", a.name)))
+        .content_format(ContentFormat::JSON)
+        .accept(ContentFormat::JSON)
+        .payload(Json::Object(doc).to_string());
+    let r = Gateway::check(gw.send(req).await?, v)?;
+    let report = parse_json(&r)?;
+    if as_json {
+        print_json(&report);
+        return Ok(());
+    }
+    out!("updated {}: {}", a.name, summary(&report["profile"]));
+    print_members(&report);
+    Ok(())
+}
+
+async fn delete(gw: &Gateway, name: &str, as_json: bool, v: Verbosity) -> Result<(), Failure> {
+    check_name(name)?;
+    let req = gw.client.delete(&gw.uri(&format!("/em/{name}"))).accept(ContentFormat::JSON);
+    let r = Gateway::check(gw.send(req).await?, v)?;
+    let report = serde_json::from_slice::<Json>(&r.payload).unwrap_or_else(|_| json!({ "entity": name }));
+    if as_json {
+        print_json(&report);
+        return Ok(());
+    }
+    out!("deleted {name}");
+    print_members(&report);
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------------------
+// bench
+// ------------------------------------------------------------------------------------------------------
+
+/// Milliseconds at a quantile of sorted samples (nearest rank).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+async fn bench(gw: &Gateway, a: &BenchArgs, as_json: bool, v: Verbosity) -> Result<(), Failure> {
+    check_name(&a.name)?;
+    let p = parse_json(&Gateway::check(gw.profile(&a.name).await?, v)?)?;
+    if p["ect"].as_str() == Some("multicast") {
+        return Err(Failure::usage(format!("{} is a multicast entity: bench compares unicast fan-outs", a.name)));
+    }
+    let members: Vec<String> =
+        p["er"].as_array().map(|l| l.iter().filter_map(Json::as_str).map(String::from).collect()).unwrap_or_default();
+    if members.iter().any(|m| !m.starts_with("coap://")) {
+        return Err(Failure::usage("bench needs members that are coap:// URIs (no nested entities)"));
+    }
+    let em_uri = gw.uri(&format!("/em/{}?eo={}&delay=0", a.name, a.eo));
+    // The direct client: its own socket, NSTART = 1 per member and all members at once, as the EM does.
+    let direct = Client::builder()
+        .timeout(Duration::from_secs_f64(gw.wait))
+        .bind("0.0.0.0:0")
+        .await
+        .map_err(|e| Failure::other(format!("cannot open a UDP socket: {e}")))?;
+    let n = members.len();
+    let total = a.warmup + a.repeat;
+    let (mut em_ms, mut direct_ms) = (Vec::new(), Vec::new());
+    let mut last_progress = Instant::now();
+    for i in 0..total {
+        // Alternate which goes first so that neither always runs on a warmer cache.
+        for pass in 0..2 {
+            let em_turn = (pass == 0) == (i % 2 == 0);
+            let t0 = Instant::now();
+            if em_turn {
+                let r = gw.send(gw.client.get(&em_uri)).await?;
+                if r.code != Code::CONTENT {
+                    return Err(Failure::from_response(r.code, &r.payload));
+                }
+            } else {
+                let mut set = tokio::task::JoinSet::new();
+                for m in &members {
+                    let req = direct.get(m);
+                    set.spawn(req.into_future());
+                }
+                while let Some(r) = set.join_next().await {
+                    match r {
+                        Ok(Ok(resp)) if resp.code == Code::CONTENT => {}
+                        Ok(Ok(resp)) => return Err(Failure::from_response(resp.code, &resp.payload)),
+                        Ok(Err(e)) => return Err(Failure::from_client(e, gw.wait)),
+                        Err(e) => return Err(Failure::other(format!("request task failed: {e}"))),
+                    }
+                }
+            }
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            if i >= a.warmup {
+                if em_turn { &mut em_ms } else { &mut direct_ms }.push(ms);
+            }
+        }
+        if !v.quiet && !as_json && last_progress.elapsed() >= Duration::from_secs(1) {
+            say!("  {}/{} repetitions", i + 1, total);
+            last_progress = Instant::now();
+        }
+    }
+    em_ms.sort_by(f64::total_cmp);
+    direct_ms.sort_by(f64::total_cmp);
+    let (em_med, em_p99) = (quantile(&em_ms, 0.5), quantile(&em_ms, 0.99));
+    let (d_med, d_p99) = (quantile(&direct_ms, 0.5), quantile(&direct_ms, 0.99));
+    let per_member_us = (em_med - d_med) * 1e3 / n as f64;
+    if as_json {
+        print_json(&json!({
+            "entity": a.name, "members": n, "repetitions": a.repeat, "eo": a.eo,
+            "em_ms": {"median": em_med, "p99": em_p99, "min": em_ms.first(), "max": em_ms.last()},
+            "direct_ms": {"median": d_med, "p99": d_p99, "min": direct_ms.first(), "max": direct_ms.last()},
+            "overhead_per_member_us": per_member_us,
+        }));
+        return Ok(());
+    }
+    out!("{} member(s), {} repetitions each (after {} warm-up), eo={}", n, a.repeat, a.warmup, a.eo);
+    out!("  via the EM   GET {em_uri}: median {em_med:.3} ms, p99 {em_p99:.3} ms");
+    out!("  direct       {n} concurrent GETs, NSTART=1 per member: median {d_med:.3} ms, p99 {d_p99:.3} ms");
+    out!("  EM overhead  {:.3} ms per request, {per_member_us:.1} µs per member (medians)", em_med - d_med);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_fields() {
+        for ok in ["room1", "a", "Floor-2.b_c"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-x", "a/b", "ä", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+        let mut doc = serde_json::Map::new();
+        let f = ProfileFields {
+            eo: Some("avg,min max".into()),
+            enr: Some(2),
+            delay: Some("auto".into()),
+            ..ProfileFields::default()
+        };
+        f.to_json(&mut doc).unwrap();
+        assert_eq!(Json::Object(doc), json!({"eo": ["avg", "min", "max"], "enr": 2, "delay": "auto"}));
+        assert!(delay_json("soon").is_err());
+        assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0], 0.5), 2.0);
+        assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0], 0.99), 4.0);
+    }
+}

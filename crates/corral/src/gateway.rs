@@ -1,0 +1,367 @@
+//! `corral gateway`: the Entity Manager of seed 000 on a UDP socket, its entities in an SQLite database,
+//! and with `--testbed N` a building of N virtual devices in the same process to talk to.
+//!
+//! Owns: choosing the data directory, binding, wiring corral-group's [`EntityManager`] into a
+//! corral-tokio server, re-joining testbed devices to the groups of stored multicast entities, the
+//! start-up summary and graceful shutdown. The Entity Manager itself is corral-group's; the devices are
+//! [`crate::devices`].
+
+use crate::client_cmd::Verbosity;
+use crate::devices::{base_uri, describe_range, parse_bind, parse_leisure, Fleet, FleetConfig};
+use crate::exit::Failure;
+use clap::Args;
+use corral_group::{EmConfig, EntityManager, SqliteStore};
+use corral_tokio::{Client, Code, Server};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const AFTER_HELP: &str = "\
+The gateway exposes groups of CoAP resources (entities) as one resource each under /em: create
+one with PUT /em/<name>, read it with GET /em/<name>?eo=avg, delete it with DELETE /em/<name>, or
+use `corral entity`. Multicast entities get a group address from 239.255.89.1-254 (IPv4 members)
+or ff1e::89:1… (IPv6) and their members join it through their /mc resource.
+
+Examples:
+  corral gateway --testbed 20        # on 127.0.0.1:5683, devices on 127.0.0.2 … 127.0.0.21
+  corral gateway --bind 127.0.0.1:5683 --data /var/lib/corral
+  corral gateway --testbed 5 --leisure 0.5 --data /tmp/demo    # quick multicast, scratch data
+  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg,min,max
+  corral entity use room1
+
+Data: entities, members, multicast memberships and the address allocator live in DIR/em.db
+(SQLite, WAL, synchronous=FULL). A change is on disk before it is answered, so a restart, a
+crash or kill -9 loses nothing. Default DIR: $XDG_DATA_HOME/corral/gateway, i.e.
+~/.local/share/corral/gateway, or …/corral/testbed with --testbed, so that the demo building
+never mixes with a real one. Run one gateway per DIR.
+
+Testbed: devices are volatile (a restart starts them with an empty /mc); the gateway re-joins
+them to the groups of its stored multicast entities when it starts.";
+
+#[derive(Args, Debug)]
+pub struct GatewayArgs {
+    /// Address and port to listen on [default: [::]:5683 (IPv4 and IPv6); with --testbed 127.0.0.1:5683].
+    #[arg(short, long, value_name = "ADDR:PORT")]
+    pub bind: Option<String>,
+    /// Directory of the entity database (DIR/em.db); created if missing.
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Also run N virtual devices in this process, on consecutive loopback addresses.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub testbed: Option<u32>,
+    /// Address of the first testbed device [default: the address after the gateway's, same port].
+    #[arg(long, value_name = "ADDR:PORT", requires = "testbed")]
+    pub testbed_from: Option<String>,
+    /// Multicast slots of each testbed device's /mc.
+    #[arg(long, value_name = "K", default_value_t = corral_group::mc::DEFAULT_SLOTS, requires = "testbed")]
+    pub mc_slots: usize,
+    /// Seed of the testbed's sensor values (device i uses SEED+i).
+    #[arg(long, value_name = "S", default_value_t = 1, requires = "testbed")]
+    pub seed: u64,
+    /// Append a JSON line per request a testbed device receives to FILE (see `corral device --help`).
+    #[arg(long, value_name = "FILE", requires = "testbed")]
+    pub request_log: Option<PathBuf>,
+    /// IPv4 address of the interface multicast requests leave from [default: 127.0.0.1 when the gateway
+    /// is on loopback or runs a testbed, otherwise the routing table's choice].
+    #[arg(long, value_name = "ADDR")]
+    pub mcast_if: Option<Ipv4Addr>,
+    /// Interface index for IPv6 multicast requests [default: the kernel's choice].
+    #[arg(long, value_name = "INDEX")]
+    pub mcast_if6: Option<u32>,
+    /// Port multicast entities are addressed on [default: 5683; with --testbed the devices' port].
+    #[arg(long, value_name = "PORT")]
+    pub mcast_port: Option<u16>,
+    /// Multicast leisure in seconds: how long members spread their answers and the EM collects them
+    /// (seed 000: 5). Also the testbed devices' leisure.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_leisure)]
+    pub leisure: Option<f64>,
+    /// Print the start-up summary as one JSON object on stdout (addresses, database, entities).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The default data directory (see [`AFTER_HELP`]).
+pub fn default_data_dir(testbed: bool) -> PathBuf {
+    let leaf = if testbed { "testbed" } else { "gateway" };
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".local/share")));
+    match base {
+        Some(b) => b.join("corral").join(leaf),
+        None => PathBuf::from("corral-data").join(leaf),
+    }
+}
+
+/// The addresses clients use for a gateway bound to `local`: members `coap://<one of these>/em/<name>`
+/// are this gateway's own entities.
+fn local_addrs(local: SocketAddr) -> Vec<SocketAddr> {
+    let p = local.port();
+    match local.ip() {
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            vec![
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p),
+                SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), p),
+            ]
+        }
+        IpAddr::V4(ip) if ip.is_unspecified() => vec![SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p)],
+        _ => vec![local],
+    }
+}
+
+/// The address after `a` (127.0.0.1 → 127.0.0.2), same port.
+fn next_addr(a: SocketAddr) -> SocketAddr {
+    match a.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), a.port()),
+        IpAddr::V6(ip) if ip.is_unspecified() || ip.is_loopback() => {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), a.port())
+        }
+        IpAddr::V4(ip) => SocketAddr::new(IpAddr::V4(Ipv4Addr::from(u32::from(ip).wrapping_add(1))), a.port()),
+        IpAddr::V6(ip) => SocketAddr::new(IpAddr::V6(Ipv6Addr::from(u128::from(ip).wrapping_add(1))), a.port()),
+    }
+}
+
+pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
+    let testbed = args.testbed.map(|n| n as usize);
+    let bind = match (&args.bind, testbed) {
+        (Some(b), _) => parse_bind(b)?,
+        (None, Some(_)) => SocketAddr::from((Ipv4Addr::LOCALHOST, 5683)),
+        (None, None) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 5683)),
+    };
+    let data = args.data.clone().unwrap_or_else(|| default_data_dir(testbed.is_some()));
+    std::fs::create_dir_all(&data)
+        .map_err(|e| Failure::other(format!("cannot create the data directory {}: {e}", data.display())))?;
+    let db = data.join("em.db");
+    let store = SqliteStore::open(&db)
+        .map_err(|e| Failure::other(format!("cannot open the entity database {}: {e}", db.display())))?;
+
+    // The testbed first, so that entities loaded from the store find their members answering.
+    let fleet = match testbed {
+        Some(n) => {
+            let first = match &args.testbed_from {
+                Some(s) => parse_bind(s)?,
+                None => next_addr(bind),
+            };
+            let cfg = FleetConfig {
+                mc_slots: args.mc_slots,
+                seed: args.seed,
+                leisure: args.leisure.map(Duration::from_secs_f64),
+                mcast_port: args.mcast_port,
+                request_log: args.request_log.clone(),
+                ..FleetConfig::new(first, n)
+            };
+            Some(Fleet::start(cfg).map_err(|e| Failure::other(format!("testbed: {e}")))?)
+        }
+        None => None,
+    };
+
+    let loopback = bind.ip().is_loopback();
+    let mut builder = Server::builder();
+    if let Some(a) = args.mcast_if.or_else(|| (loopback || fleet.is_some()).then_some(Ipv4Addr::LOCALHOST)) {
+        builder = builder.multicast_interface_v4(a);
+    }
+    if let Some(i) = args.mcast_if6.or_else(|| (bind.ip() == IpAddr::V6(Ipv6Addr::LOCALHOST)).then_some(1)) {
+        builder = builder.multicast_interface_v6(i);
+    }
+    let mut server = builder.bind_addr(bind).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse && fleet.is_some() && bind.ip().is_unspecified() {
+            " (the testbed's devices hold this port on their addresses: bind the gateway to 127.0.0.1)"
+        } else {
+            ""
+        };
+        Failure::other(format!("cannot listen on {bind}: {e}{hint}"))
+    })?;
+    let local = server.local_addr();
+
+    let mut em_config = EmConfig { local_addrs: local_addrs(local), ..EmConfig::default() };
+    em_config.multicast_port = args
+        .mcast_port
+        .or_else(|| fleet.as_ref().and_then(|f| f.addrs().first()).map(|a| a.port()))
+        .unwrap_or(corral_group::uri::COAP_PORT);
+    if let Some(l) = args.leisure {
+        em_config.multicast_leisure = corral_proto::Duration::from_secs_f64(l);
+    }
+    let mcast_port = em_config.multicast_port;
+    let em = EntityManager::new(em_config, Box::new(store))
+        .map_err(|e| Failure::other(format!("cannot load the entities of {}: {e}", db.display())))?;
+    let names = em.entity_names();
+    let rejoin = fleet.as_ref().map(|f| memberships(&em, f.addrs())).unwrap_or_default();
+    server.mount("em", em);
+    let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the gateway: {e}")))?;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
+    rt.block_on(async {
+        let rejoined = rejoin_groups(&rejoin).await;
+        let devices = fleet.as_ref().map(|f| f.addrs().to_vec()).unwrap_or_default();
+        if args.json {
+            let j = serde_json::json!({
+                "gateway": local.to_string(),
+                "uri": base_uri(gateway_contact(local)),
+                "data": db.display().to_string(),
+                "entities": names,
+                "devices": devices.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+                "mcast_port": mcast_port,
+                "rejoined": rejoined,
+            });
+            out!("{j}");
+        } else {
+            banner(local, &db, &names, &devices, rejoin.len(), rejoined, v.quiet);
+        }
+        wait_for_signal().await;
+        if !v.quiet && !args.json {
+            say!("corral gateway: stopping (requests in progress get a second to finish)");
+        }
+        handle.shutdown().await;
+    });
+    if let Some(f) = fleet {
+        f.shutdown();
+    }
+    Ok(())
+}
+
+/// Where a client reaches a gateway bound to `local` on this machine.
+fn gateway_contact(local: SocketAddr) -> SocketAddr {
+    local_addrs(local)[0]
+}
+
+/// Testbed devices that stored multicast entities count as joined, with their groups. The testbed's
+/// devices are volatile — a restart starts them with an empty `/mc` — so the gateway asks them to join
+/// again through `/mc`, as the EM did when the entity was created.
+fn memberships(em: &EntityManager, devices: &[SocketAddr]) -> Vec<(SocketAddr, IpAddr)> {
+    let mut out = Vec::new();
+    for name in em.entity_names() {
+        let Some(e) = em.entity(&name) else { continue };
+        let Some(group) = e.group else { continue };
+        for (member, joined) in e.profile.er.iter().zip(&e.joined) {
+            if let (true, Ok(corral_group::uri::MemberUri::Coap { addr, .. })) =
+                (*joined, corral_group::uri::parse(member))
+            {
+                if devices.contains(&addr) && !out.contains(&(addr, group)) {
+                    out.push((addr, group));
+                }
+            }
+        }
+    }
+    out
+}
+
+async fn rejoin_groups(joins: &[(SocketAddr, IpAddr)]) -> usize {
+    if joins.is_empty() {
+        return 0;
+    }
+    let Ok(client) = Client::builder().timeout(Duration::from_secs(5)).bind("0.0.0.0:0").await else {
+        tracing::warn!("cannot open a socket to re-join testbed devices to their groups");
+        return 0;
+    };
+    let mut ok = 0;
+    for (dev, group) in joins {
+        let bytes = match group {
+            IpAddr::V4(g) => g.octets().to_vec(),
+            IpAddr::V6(g) => g.octets().to_vec(),
+        };
+        let uri = format!("{}/mc?act=add", base_uri(*dev));
+        match client.post(&uri).payload(bytes).await {
+            Ok(r) if r.code == Code::CHANGED => ok += 1,
+            Ok(r) => tracing::warn!(device = %dev, %group, code = %r.code, "testbed device refused to re-join"),
+            Err(e) => tracing::warn!(device = %dev, %group, error = %e, "testbed device did not re-join"),
+        }
+    }
+    ok
+}
+
+fn banner(
+    local: SocketAddr,
+    db: &std::path::Path,
+    names: &[String],
+    devices: &[SocketAddr],
+    to_rejoin: usize,
+    rejoined: usize,
+    quiet: bool,
+) {
+    let families = match local.ip() {
+        IpAddr::V6(ip) if ip.is_unspecified() => " (IPv4 and IPv6)",
+        _ => "",
+    };
+    out!("corral gateway: listening on {local}{families}");
+    out!("  entities: {} in {}", names.len(), db.display());
+    if !devices.is_empty() {
+        out!("  testbed: {} virtual device(s) on {}", devices.len(), describe_range(devices));
+        if to_rejoin > 0 {
+            out!("  re-joined {rejoined} of {to_rejoin} testbed membership(s) of stored multicast entities");
+        }
+    }
+    if quiet {
+        return;
+    }
+    let contact = gateway_contact(local);
+    let gw_flag = if base_uri(contact) == "coap://127.0.0.1" {
+        String::new()
+    } else {
+        format!(" --gateway {}", base_uri(contact))
+    };
+    out!("Ctrl-C stops; entities survive restarts.");
+    if devices.is_empty() {
+        if local.ip().is_unspecified() {
+            out!("devices on this machine: `--testbed N`, or run the gateway on one address (--bind 127.0.0.1:5683)");
+            out!("  so that `corral device --count 3` can take 127.0.0.2 … on the same port");
+        }
+        out!("try (members are any CoAP resources, e.g. `corral device --count 3` on 127.0.0.2 …):");
+        out!("  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t{gw_flag}");
+        out!("  corral entity use room1{gw_flag}");
+        out!("  corral entity list{gw_flag}");
+        return;
+    }
+    let n = devices.len().min(3);
+    let members =
+        |path: &str| devices[..n].iter().map(|d| format!("{}{path}", base_uri(*d))).collect::<Vec<_>>().join(" ");
+    out!("try:");
+    out!("  corral entity create room1 {} --eo avg,min,max,lst{gw_flag}", members("/s/t"));
+    out!("  corral entity use room1{gw_flag}                         # the average temperature");
+    out!("  corral entity use room1 --eo lst --accept senml+json{gw_flag}");
+    out!("  corral entity create lights {} --ect multicast{gw_flag}", members("/a/light"));
+    out!("  corral entity use lights{gw_flag}                        # one multicast request");
+    out!("  corral entity actuate lights on{gw_flag}                 # switch every light");
+    out!("  corral entity list{gw_flag}");
+    out!("  corral entity delete lights{gw_flag}");
+    out!("  corral get {}/em/room1?eo=max                # plain CoAP works too", base_uri(contact));
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+pub async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(next_addr(a("127.0.0.1:5683")), a("127.0.0.2:5683"));
+        assert_eq!(next_addr(a("[::]:5700")), a("127.0.0.2:5700"));
+        assert_eq!(local_addrs(a("[::]:5683")), vec![a("127.0.0.1:5683"), a("[::1]:5683")]);
+        assert_eq!(local_addrs(a("10.1.2.3:5683")), vec![a("10.1.2.3:5683")]);
+    }
+
+    #[test]
+    fn data_dir_follows_xdg() {
+        let d = default_data_dir(true);
+        assert!(d.ends_with("corral/testbed"), "{}", d.display());
+        assert!(default_data_dir(false).ends_with("corral/gateway"));
+    }
+}

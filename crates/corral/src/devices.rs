@@ -540,7 +540,7 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
             out!("try:\n  corral discover {b}\n  corral get {b}/s/t\n  corral put {b}/a/light -e on");
         }
     }
-    rt.block_on(crate::gateway::wait_for_signal());
+    rt.block_on(crate::wait_for_signal());
     tracing::info!("stopping the devices");
     fleet.shutdown();
     Ok(())

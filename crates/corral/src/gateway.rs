@@ -210,7 +210,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         } else {
             banner(local, &db, &names, &devices, rejoin.len(), rejoined, v.quiet);
         }
-        wait_for_signal().await;
+        crate::wait_for_signal().await;
         if !v.quiet && !args.json {
             say!("corral gateway: stopping (requests in progress get a second to finish)");
         }
@@ -327,22 +327,6 @@ fn banner(
     out!("  corral entity list{gw_flag}");
     out!("  corral entity delete lights{gw_flag}");
     out!("  corral get {}/em/room1?eo=max                # plain CoAP works too", base_uri(contact));
-}
-
-/// Waits for Ctrl-C or SIGTERM.
-pub async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 #[cfg(test)]

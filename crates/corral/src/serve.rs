@@ -119,7 +119,7 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         let tcp_local = server.tcp_local_addr();
         let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the server: {e}")))?;
         print_banner(local, tcp_local, &args.join, v.quiet);
-        wait_for_signal().await;
+        crate::wait_for_signal().await;
         tracing::info!("shutting down");
         handle.shutdown().await;
         Ok(())
@@ -157,19 +157,4 @@ fn print_banner(local: SocketAddr, tcp: Option<SocketAddr>, groups: &[IpAddr], q
          corral get {base}/obs -s 20\n  corral get {base}/large -b 64\n  corral bench {base}/ --clients 8 --duration 5"
     );
     let _ = out.flush();
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }

@@ -25,11 +25,16 @@
 //! 4. A unicast frame waits macAckWaitDuration for an Imm-ACK that the receiver sends a turnaround after the
 //!    frame ends, without CCA; no ACK → a retransmission through CSMA/CA again, up to macMaxFrameRetries.
 //!    Broadcast frames get no ACK and no retransmission (why SMRF multicast is unreliable in seed 000).
-//! 5. A receiver locks onto the first frame whose start it hears while not transmitting; a second frame
-//!    starting in range while it receives destroys both (no capture effect: the simulator has no received
-//!    power model, so it cannot say which frame would win). A receiver that is transmitting hears nothing.
-//!    A frame that survives collisions is then subject to the Wi-Fi corruption draw, the link's loss model,
-//!    and the fault-injection rule, in that order.
+//! 5. A receiver locks onto the first frame whose start it hears while not transmitting, and keeps it
+//!    through overlaps as long as the frame's power stays [`RadioParams::capture_threshold_db`] (3 dB)
+//!    above the sum of everything else audible (the capture effect; powers per link from
+//!    [`crate::propagation`]); the overlapping frames are not received. A frame at least that much
+//!    stronger than the rest that starts within the locked frame's synchronisation header (preamble + SFD,
+//!    160 µs) takes the receiver over instead (it re-synchronises on the stronger preamble), and a frame
+//!    that starts over weaker energy the receiver is not locked on is received if it clears the threshold.
+//!    With `capture_threshold_db = None` any overlap destroys every frame involved. A receiver that is
+//!    transmitting hears nothing. A frame that survives collisions is then subject to the Wi-Fi corruption
+//!    draw, the link's loss model, and the fault-injection rule, in that order.
 //! 6. A receiver drops duplicates (same sender and MAC sequence number, after a lost ACK) but still ACKs
 //!    them, and hands the datagram to its IP layer when the ACK is out (as with the CC2420/CC2520 auto-ACK,
 //!    the radio acknowledges before the stack processes the frame).
@@ -62,6 +67,7 @@
 use crate::engine::EventQueue;
 use crate::loss::{BurstProcess, Interferer, LinkModel, LinkState, ModelLoss, Reach};
 use crate::pcap::PcapWriter;
+use crate::propagation::dbm_to_mw;
 use crate::radio::{Layout, RadioParams, IPV6_UDP_HEADER};
 use crate::topology::{Role, Topology, WiredSpec};
 use crate::trace::{
@@ -191,6 +197,9 @@ struct Outgoing {
 
 struct Rx {
     air: u32,
+    /// Received power of the frame, mW, and when it started (capture decisions).
+    power: f64,
+    start: Instant,
     lost: Option<DropReason>,
     wifi_on: bool,
     wifi_mark: u32,
@@ -229,6 +238,8 @@ struct Radio {
     ack_until: Instant,
     rx: Option<Rx>,
     audible: u16,
+    /// Total received power of the transmissions audible now, mW (capture decisions).
+    energy: f64,
     last_audible_end: Instant,
     pending_ack: Option<PendingAck>,
     dedup: [(u32, u8); 4],
@@ -349,6 +360,10 @@ pub struct Sim {
     by_addr: HashMap<IpAddr, u32>,
     /// CSR neighbour lists and per-directed-link state, indexed alike.
     nbrs: Vec<u32>,
+    /// Received power on each directed link, mW ([`crate::propagation`]).
+    link_power: Vec<f64>,
+    /// The capture threshold as a power ratio, if capture is modelled.
+    capture: Option<f64>,
     link_model: Vec<u16>,
     link_state: Vec<LinkState>,
     link_counters: Vec<Option<Box<LinkCounters>>>,
@@ -412,6 +427,7 @@ impl Sim {
                     ack_until: Instant::ZERO,
                     rx: None,
                     audible: 0,
+                    energy: 0.0,
                     last_audible_end: Instant::ZERO,
                     pending_ack: None,
                     dedup: [(u32::MAX, 0); 4],
@@ -442,11 +458,22 @@ impl Sim {
             });
         }
         let links = nbrs.len();
+        let mut link_power = Vec::with_capacity(links);
+        for (i, node) in nodes.iter().enumerate() {
+            if let Some(r) = &node.radio {
+                for &j in &nbrs[r.nbr_start as usize..r.nbr_end as usize] {
+                    link_power.push(dbm_to_mw(topo.rx_dbm(i, j as usize)));
+                }
+            }
+        }
+        let capture = cfg.radio.capture_threshold_db.map(|db| 10f64.powf(db / 10.0));
         let mut sim = Sim {
             queue: EventQueue::new(),
             nodes,
             by_addr,
             nbrs,
+            link_power,
+            capture,
             link_model: vec![0; links],
             link_state: vec![LinkState::default(); links],
             link_counters: (0..links).map(|_| None).collect(),
@@ -1395,29 +1422,65 @@ impl Sim {
             let r = self.nodes[sender as usize].radio.as_ref().expect("radio");
             (r.nbr_start as usize, r.nbr_end as usize)
         };
+        let phy = &self.cfg.radio;
+        let shr_bits = ((phy.phy_overhead.saturating_sub(1)) * 8) as u64;
         for k in start..end {
             let j = self.nbrs[k];
             let (wifi_on, wifi_mark) = self.wifi_status(j);
+            let p = self.link_power[k];
+            let capture = self.capture;
             let r = self.nodes[j as usize].radio.as_mut().expect("neighbours have radios");
             let prior = r.audible;
             r.audible += 1;
+            r.energy += p;
+            let fresh = Rx { air, power: p, start: now, lost: None, wifi_on, wifi_mark };
+            let mut displaced = None;
             let miss = if r.tx_until > now {
                 Some(DropReason::HalfDuplex)
             } else if let Some(rx) = r.rx.as_mut() {
-                rx.lost.get_or_insert(DropReason::Collision);
-                Some(DropReason::Collision)
-            } else if prior > 0 {
+                match capture {
+                    None => {
+                        rx.lost.get_or_insert(DropReason::Collision);
+                        Some(DropReason::Collision)
+                    }
+                    Some(ratio) => {
+                        let shr = Duration::from_micros((shr_bits * 1_000_000).div_ceil(u64::from(r.bit_rate.max(1))));
+                        if now < rx.start + shr && p >= ratio * (r.energy - p) {
+                            // Still in the locked frame's synchronisation header: the receiver
+                            // re-synchronises on the new, stronger preamble.
+                            displaced = Some(rx.air);
+                            *rx = fresh;
+                            None
+                        } else {
+                            // Locked on the SFD: the frame survives while its SINR stays above the
+                            // threshold; the newcomer is not received.
+                            if rx.power < ratio * (r.energy - rx.power) {
+                                rx.lost.get_or_insert(DropReason::Collision);
+                            }
+                            Some(DropReason::Collision)
+                        }
+                    }
+                }
+            } else if prior > 0 && capture.is_none_or(|ratio| p < ratio * (r.energy - p)) {
                 Some(DropReason::Collision)
             } else {
-                r.rx = Some(Rx { air, lost: None, wifi_on, wifi_mark });
+                r.rx = Some(fresh);
                 None
             };
-            if let Some(reason) = miss {
-                let a = self.air[air as usize].as_ref().expect("air frame alive");
-                if self.intended(a, j) {
-                    self.air[air as usize].as_mut().expect("air frame alive").misses.push((j, reason));
-                }
+            if let Some(old) = displaced {
+                self.note_miss(old, j, DropReason::Collision);
             }
+            if let Some(reason) = miss {
+                self.note_miss(air, j, reason);
+            }
+        }
+    }
+
+    /// Records that intended receiver `j` could not lock onto (or lost the lock of) frame `air`.
+    fn note_miss(&mut self, air: u32, j: u32, reason: DropReason) {
+        let a = self.air[air as usize].as_ref().expect("air frame alive");
+        if self.intended(a, j) {
+            self.air[air as usize].as_mut().expect("air frame alive").misses.push((j, reason));
         }
     }
 
@@ -1446,8 +1509,10 @@ impl Sim {
         for k in start..end {
             let j = self.nbrs[k];
             let (_, mark_now) = self.wifi_status(j);
+            let p = self.link_power[k];
             let r = self.nodes[j as usize].radio.as_mut().expect("neighbours have radios");
             r.audible -= 1;
+            r.energy = if r.audible == 0 { 0.0 } else { r.energy - p };
             r.last_audible_end = now;
             let locked = r.rx.as_ref().is_some_and(|rx| rx.air == air_id);
             let rx = if locked { r.rx.take() } else { None };

@@ -20,6 +20,7 @@
 //! that give Table 7's average and maximum hop counts for groups of 5, 10, 20, 29 and 40.
 
 use crate::loss::{Interferer, LinkModel};
+use crate::propagation::Propagation;
 use corral_proto::{Duration, Rng};
 use std::net::IpAddr;
 
@@ -99,6 +100,11 @@ pub struct Topology {
     /// Per-link overrides `(a, b, model)`, applied in both directions.
     pub link_models: Vec<(usize, usize, LinkModel)>,
     pub interferers: Vec<Interferer>,
+    /// How strongly each node hears its neighbours (capture effect).
+    pub propagation: Propagation,
+    /// Per-link received powers `(a, b, dBm)` that replace [`Topology::propagation`]'s, both directions (e.g.
+    /// RSSI measured on a testbed).
+    pub link_rssi: Vec<(usize, usize, f64)>,
 }
 
 /// The default IEEE 802.15.4 channel of the builders (seed 000's GW1).
@@ -114,6 +120,8 @@ impl Topology {
             default_link: LinkModel::Perfect,
             link_models: Vec::new(),
             interferers: Vec::new(),
+            propagation: Propagation::default(),
+            link_rssi: Vec::new(),
         }
     }
 
@@ -240,6 +248,15 @@ impl Topology {
             n => return Topology::star(n),
         };
         Topology::layered(layers)
+    }
+
+    /// The power at which `b` hears `a`, dBm: a [`Topology::link_rssi`] override or the propagation model.
+    pub fn rx_dbm(&self, a: usize, b: usize) -> f64 {
+        self.link_rssi
+            .iter()
+            .rev()
+            .find(|&&(x, y, _)| (x, y) == (a, b) || (x, y) == (b, a))
+            .map_or_else(|| self.propagation.rx_dbm(self, a, b), |&(_, _, dbm)| dbm)
     }
 
     /// Adds a wired host (a client on the Internet side) linked to `gateway`; returns its index.

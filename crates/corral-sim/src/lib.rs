@@ -56,7 +56,8 @@
 //!   destroyed both frames, and seed 000's SMRF re-broadcasts, which siblings send within milliseconds of
 //!   each other, lost a fifth of a 30-member group at 0 Mb/s. Powers come from log-distance path loss and
 //!   log-normal shadowing (σ 4 dB) seeded by the topology, so one topology is one room; explicit
-//!   topologies (Table 7's layers) get shadowing only.
+//!   topologies (Table 7's layers) get shadowing only. RPL's parent is the strongest candidate by default
+//!   ([`ParentChoice`]).
 //! - **SMRF on the motes' clocks**: the forwarding delay is Contiki's 4 × (1..4) ticks of a 128 Hz clock,
 //!   fired on each node's own tick with a seeded phase and a ±20 ppm rate error ([`SimConfig::smrf_delay_ticks`],
 //!   [`SimConfig::clock_hz`]); with one shared grid, two siblings drawing the same multiple fired in the same
@@ -99,7 +100,7 @@ pub use loss::{Interferer, LinkModel, Reach, WifiParams};
 pub use propagation::Propagation;
 pub use radio::{Layout, RadioParams};
 pub use sim::{FrameInfo, Sim, SimConfig, COAP_PORT};
-pub use topology::{Neighbors, NodeSpec, Role, Topology, WiredSpec};
+pub use topology::{Neighbors, NodeSpec, ParentChoice, Role, Topology, WiredSpec};
 pub use trace::{
     CoapSummary, DatagramId, DatagramInfo, DropReason, LinkCounters, NodeCounters, NodeId, Record, RecordKind,
 };

@@ -54,14 +54,9 @@ fn main() {
         if run == 0 && flag("--tree") {
             print_tree(&t.network.topology.parents(), &hops);
         }
-        let mut by_dg: HashMap<DatagramId, Vec<&Record>> = HashMap::new();
-        for r in sim.records() {
-            by_dg.entry(r.datagram).or_default().push(r);
-        }
-        let find = |dg: DatagramId, f: &dyn Fn(&Record) -> bool| -> Option<Record> {
-            by_dg.get(&dg).and_then(|v| v.iter().find(|r| f(r)).map(|r| **r))
-        };
-        let has = |dg: DatagramId, f: &dyn Fn(&Record) -> bool| find(dg, f).is_some();
+        let idx = ByDatagram::new(sim);
+        let (find, has) =
+            (|dg, f: &dyn Fn(&Record) -> bool| idx.find(dg, f), |dg, f: &dyn Fn(&Record) -> bool| idx.has(dg, f));
         for q in &t.result.queries {
             queries += 1;
             complete += usize::from(q.success());
@@ -116,7 +111,7 @@ fn main() {
                 } else if let Some(r) = find(req, &|r| r.kind == RecordKind::Dropped && r.node == m) {
                     format!("request: reached the member, which dropped it ({})", reason(r.reason))
                 } else {
-                    request_loss(sim, req, gw, m, &hops, &has, &find)
+                    request_loss(sim, &idx, req, gw, m, &hops)
                 };
                 *causes.entry(cause).or_default() += 1;
             }
@@ -157,20 +152,35 @@ fn main() {
     }
 }
 
+/// The records of each datagram.
+struct ByDatagram<'a>(HashMap<DatagramId, Vec<&'a Record>>);
+
+impl<'a> ByDatagram<'a> {
+    fn new(sim: &'a Sim) -> ByDatagram<'a> {
+        let mut m: HashMap<DatagramId, Vec<&Record>> = HashMap::new();
+        for r in sim.records() {
+            m.entry(r.datagram).or_default().push(r);
+        }
+        ByDatagram(m)
+    }
+
+    fn find(&self, dg: DatagramId, f: &dyn Fn(&Record) -> bool) -> Option<Record> {
+        self.0.get(&dg).and_then(|v| v.iter().find(|r| f(r)).map(|r| **r))
+    }
+
+    fn has(&self, dg: DatagramId, f: &dyn Fn(&Record) -> bool) -> bool {
+        self.find(dg, f).is_some()
+    }
+}
+
 fn reason(r: Option<DropReason>) -> &'static str {
     r.map_or("?", DropReason::name)
 }
 
 /// Walks the tree path from the gateway down to `m` and names the first hop the request did not cross.
-fn request_loss(
-    sim: &Sim,
-    req: DatagramId,
-    gw: NodeId,
-    m: NodeId,
-    hops: &[Option<u32>],
-    has: &dyn Fn(DatagramId, &dyn Fn(&Record) -> bool) -> bool,
-    find: &dyn Fn(DatagramId, &dyn Fn(&Record) -> bool) -> Option<Record>,
-) -> String {
+fn request_loss(sim: &Sim, idx: &ByDatagram, req: DatagramId, gw: NodeId, m: NodeId, hops: &[Option<u32>]) -> String {
+    let has = |dg, f: &dyn Fn(&Record) -> bool| idx.has(dg, f);
+    let find = |dg, f: &dyn Fn(&Record) -> bool| idx.find(dg, f);
     let path = sim.route(gw, m).unwrap_or_default();
     for w in path.windows(2) {
         let (a, b) = (w[0], w[1]);

@@ -53,11 +53,11 @@
 //! - **Capture with a 3 dB threshold on per-link powers** ([`propagation`], [`sim`] step 5): CC2420-class
 //!   receivers keep the frame they locked on if it is 3 dB above the rest (the CC2420 datasheet's co-channel
 //!   rejection), or switch to a stronger one that starts within the preamble. Without it every overlap
-//!   destroyed both frames, and seed 000's SMRF re-broadcasts, which siblings send within milliseconds of
-//!   each other, lost a fifth of a 30-member group at 0 Mb/s. Powers come from log-distance path loss and
-//!   log-normal shadowing (σ 4 dB) seeded by the topology, so one topology is one room; explicit
+//!   destroyed both frames, and seed 000's SMRF re-broadcasts, which siblings send without ACK or retry,
+//!   lost a fifth of the two-hop members of a 30-member group at 0 Mb/s. Powers come from log-distance path
+//!   loss and log-normal shadowing (σ 4 dB) seeded by the topology, so one topology is one room; explicit
 //!   topologies (Table 7's layers) get shadowing only. RPL's parent is the strongest candidate by default
-//!   ([`ParentChoice`]).
+//!   ([`ParentChoice`]), which is also who wins a child's capture.
 //! - **SMRF on the motes' clocks**: the forwarding delay is Contiki's 4 × (1..4) ticks of a 128 Hz clock,
 //!   fired on each node's own tick with a seeded phase and a ±20 ppm rate error ([`SimConfig::smrf_delay_ticks`],
 //!   [`SimConfig::clock_hz`]); with one shared grid, two siblings drawing the same multiple fired in the same
@@ -77,9 +77,12 @@
 //! its power, Wi-Fi bursts corrupt by probability rather than by their power, and channels 25 and 26 do not
 //! leak into each other (seed 000 §5.2.4 mentions some adjacent-channel interference). The MAC is IEEE
 //! 802.15.4 unslotted CSMA/CA, not Contiki's `csma.c` (which sends a first attempt after a bare CCA and,
-//! when the channel is busy or an ACK is missing, waits 1-2 × 125 ms or more before trying again). No RPL
+//! when the channel is busy or an ACK is missing, waits 1-2 × 125 ms or more before trying again, never
+//! giving up on a busy channel; modelling it would change every unicast retry, not only SMRF's). No RPL
 //! control traffic or parent changes during a run, no radio duty cycling (seed 000 used none), one
-//! reassembly buffer per node, and the CPU model does not delay SMRF forwarding. Node CPU time is a single constant
+//! reassembly buffer per node, and the CPU model does not delay SMRF forwarding. Where the positions are
+//! only a drawing (explicit neighbourhoods), powers differ by shadowing alone, so capture is rarer than among
+//! nodes at really different distances. Node CPU time is a single constant
 //! ([`SimConfig::processing_delay`], zero by default), optionally serial with a bounded receive queue
 //! ([`SimConfig::rx_queue`]); with the defaults the best "delay between requests" of seed 000 Fig. 7 comes
 //! out shorter than on the testbed's MSP430 motes, and the Wi-Fi detection and corruption probabilities are

@@ -316,9 +316,21 @@ impl Driver {
 
 /// Runs one point with `seed`. Errors are configuration problems (a topology that cannot be built).
 pub fn run_point(s: &Setup, index: usize, seed: u64) -> Result<PointResult, String> {
+    run_point_sim(s, index, seed, false).map(|t| t.result)
+}
+
+/// A point run with the simulator kept, for looking into its records (the `multicast_losses` example).
+pub struct TracedPoint {
+    pub result: PointResult,
+    pub sim: Sim,
+    pub network: Network,
+}
+
+/// [`run_point`] that keeps the simulator, with its records stored if `record` (same numbers either way).
+pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result<TracedPoint, String> {
     let net = build_network(s)?;
     let mut cfg = SimConfig::new(seed);
-    cfg.record = false;
+    cfg.record = record;
     cfg.processing_delay = Duration::from_micros((s.processing_delay_ms * 1000.0).round() as u64);
     cfg.rx_queue = s.rx_queue;
     let mut sim = Sim::from_topology(cfg, &net.topology);
@@ -514,7 +526,7 @@ pub fn run_point(s: &Setup, index: usize, seed: u64) -> Result<PointResult, Stri
         max_node,
         events: d.sim.events_processed(),
     };
-    Ok(PointResult { queries, point, links, nodes })
+    Ok(TracedPoint { result: PointResult { queries, point, links, nodes }, sim: d.sim, network: net })
 }
 
 fn link_snapshot(sim: &Sim) -> BTreeMap<(u32, u32), (u64, u64, u64)> {

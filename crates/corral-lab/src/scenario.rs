@@ -38,6 +38,7 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("ext-auto-delay"),
     builtin!("calibrate-cpu"),
     builtin!("calibrate-wifi"),
+    builtin!("calibrate-office"),
 ];
 
 /// The text of a built-in scenario.

@@ -9,6 +9,7 @@
 //! | [`engine`] | the event queue and its deterministic `(time, sequence)` order |
 //! | [`radio`] | IEEE 802.15.4 / 6LoWPAN constants, airtime, fragmentation arithmetic |
 //! | [`loss`] | Bernoulli, Gilbert–Elliott and SNR (seed 002) loss; the Wi-Fi interferer |
+//! | [`propagation`] | received power per link (log-distance path loss, log-normal shadowing) for capture |
 //! | [`topology`] | network descriptions, builders (star, line, grid, random geometric, layered, Table 7), routing parents |
 //! | [`sim`] | the running network: nodes, CSMA/CA MAC, fragmentation, routing, SMRF multicast, wired links |
 //! | [`trace`] | records, CoAP-aware datagram records, counters, the trace hash |
@@ -49,8 +50,18 @@
 //! - **Frame-level MAC, not a channel abstraction**: CSMA/CA backoffs, CCA, turnaround, ACK timing and
 //!   collisions are what make seed 000's "no delay between requests" three times slower, so they are
 //!   simulated per frame with the IEEE 802.15.4 constants ([`radio`] lists them with sources).
-//! - **No capture effect**: there is no received-power model, so overlapping frames destroy each other at
-//!   every receiver that hears both. Pessimistic for dense networks; documented in [`sim`].
+//! - **Capture with a 3 dB threshold on per-link powers** ([`propagation`], [`sim`] step 5): CC2420-class
+//!   receivers keep the frame they locked on if it is 3 dB above the rest (the CC2420 datasheet's co-channel
+//!   rejection), or switch to a stronger one that starts within the preamble. Without it every overlap
+//!   destroyed both frames, and seed 000's SMRF re-broadcasts, which siblings send without ACK or retry,
+//!   lost a fifth of the two-hop members of a 30-member group at 0 Mb/s. Powers come from log-distance path
+//!   loss and log-normal shadowing (σ 4 dB) seeded by the topology, so one topology is one room; explicit
+//!   topologies (Table 7's layers) get shadowing only. RPL's parent is the strongest candidate by default
+//!   ([`ParentChoice`]), which is also who wins a child's capture.
+//! - **SMRF on the motes' clocks**: the forwarding delay is Contiki's 4 × (1..4) ticks of a 128 Hz clock,
+//!   fired on each node's own tick with a seeded phase and a ±20 ppm rate error ([`SimConfig::smrf_delay_ticks`],
+//!   [`SimConfig::clock_hz`]); with one shared grid, two siblings drawing the same multiple fired in the same
+//!   microsecond.
 //! - **Routing from tree intervals**: RPL storing mode's routing tables are equivalent to "up to the common
 //!   ancestor, then down"; computing that from Euler-tour intervals costs no memory per route and no control
 //!   traffic. RPL's own DIO/DAO traffic is not simulated (the testbed's was negligible next to CoAP's).
@@ -61,9 +72,17 @@
 //!   so Wireshark shows exactly the CoAP exchanges (retransmissions included) on the virtual clock.
 //!
 //! ## Limitations
-//! No received-power/SINR model (so no capture, no partial adjacent-channel interference between channels
-//! 25 and 26 that seed 000 §5.2.4 mentions), no RPL control traffic or parent changes during a run, no radio
-//! duty cycling (seed 000 used none), one reassembly buffer per node. Node CPU time is a single constant
+//! Received power serves capture only: there is no noise floor, sensitivity or SINR-dependent bit errors
+//! (links are either neighbours or not; [`LinkModel`] does the loss), CCA hears every neighbour regardless of
+//! its power, Wi-Fi bursts corrupt by probability rather than by their power, and channels 25 and 26 do not
+//! leak into each other (seed 000 §5.2.4 mentions some adjacent-channel interference). The MAC is IEEE
+//! 802.15.4 unslotted CSMA/CA, not Contiki's `csma.c` (which sends a first attempt after a bare CCA and,
+//! when the channel is busy or an ACK is missing, waits 1-2 × 125 ms or more before trying again, never
+//! giving up on a busy channel; modelling it would change every unicast retry, not only SMRF's). No RPL
+//! control traffic or parent changes during a run, no radio duty cycling (seed 000 used none), one
+//! reassembly buffer per node, and the CPU model does not delay SMRF forwarding. Where the positions are
+//! only a drawing (explicit neighbourhoods), powers differ by shadowing alone, so capture is rarer than among
+//! nodes at really different distances. Node CPU time is a single constant
 //! ([`SimConfig::processing_delay`], zero by default), optionally serial with a bounded receive queue
 //! ([`SimConfig::rx_queue`]); with the defaults the best "delay between requests" of seed 000 Fig. 7 comes
 //! out shorter than on the testbed's MSP430 motes, and the Wi-Fi detection and corruption probabilities are
@@ -72,6 +91,7 @@
 pub mod engine;
 pub mod loss;
 pub mod pcap;
+pub mod propagation;
 pub mod radio;
 pub mod seed;
 pub mod sim;
@@ -80,9 +100,10 @@ pub mod trace;
 pub mod workload;
 
 pub use loss::{Interferer, LinkModel, Reach, WifiParams};
+pub use propagation::Propagation;
 pub use radio::{Layout, RadioParams};
 pub use sim::{FrameInfo, Sim, SimConfig, COAP_PORT};
-pub use topology::{Neighbors, NodeSpec, Role, Topology, WiredSpec};
+pub use topology::{Neighbors, NodeSpec, ParentChoice, Role, Topology, WiredSpec};
 pub use trace::{
     CoapSummary, DatagramId, DatagramInfo, DropReason, LinkCounters, NodeCounters, NodeId, Record, RecordKind,
 };

@@ -25,11 +25,16 @@
 //! 4. A unicast frame waits macAckWaitDuration for an Imm-ACK that the receiver sends a turnaround after the
 //!    frame ends, without CCA; no ACK → a retransmission through CSMA/CA again, up to macMaxFrameRetries.
 //!    Broadcast frames get no ACK and no retransmission (why SMRF multicast is unreliable in seed 000).
-//! 5. A receiver locks onto the first frame whose start it hears while not transmitting; a second frame
-//!    starting in range while it receives destroys both (no capture effect: the simulator has no received
-//!    power model, so it cannot say which frame would win). A receiver that is transmitting hears nothing.
-//!    A frame that survives collisions is then subject to the Wi-Fi corruption draw, the link's loss model,
-//!    and the fault-injection rule, in that order.
+//! 5. A receiver locks onto the first frame whose start it hears while not transmitting, and keeps it
+//!    through overlaps as long as the frame's power stays [`RadioParams::capture_threshold_db`] (3 dB)
+//!    above the sum of everything else audible (the capture effect; powers per link from
+//!    [`crate::propagation`]); the overlapping frames are not received. A frame at least that much
+//!    stronger than the rest that starts within the locked frame's synchronisation header (preamble + SFD,
+//!    160 µs) takes the receiver over instead (it re-synchronises on the stronger preamble), and a frame
+//!    that starts over weaker energy the receiver is not locked on is received if it clears the threshold.
+//!    With `capture_threshold_db = None` any overlap destroys every frame involved. A receiver that is
+//!    transmitting hears nothing. A frame that survives collisions is then subject to the Wi-Fi corruption
+//!    draw, the link's loss model, and the fault-injection rule, in that order.
 //! 6. A receiver drops duplicates (same sender and MAC sequence number, after a lost ACK) but still ACKs
 //!    them, and hands the datagram to its IP layer when the ACK is out (as with the CC2420/CC2520 auto-ACK,
 //!    the radio acknowledges before the stack processes the frame).
@@ -48,7 +53,11 @@
 //! (no control traffic is simulated). Unicast goes up to the common ancestor and down again. A multicast
 //! datagram travels away from its source along tree branches that contain a member (storing-mode group
 //! membership): over the radio only *downward*, one link-layer broadcast per forwarding node, accepted only
-//! from the receiver's routing parent (SMRF); over wired links in any direction.
+//! from the receiver's routing parent (SMRF); over wired links in any direction. A radio forwarder
+//! re-broadcasts after SMRF's delay as Contiki's `smrf.c` computes it ([`SimConfig::smrf_delay_ticks`]),
+//! on the ticks of its own clock ([`SimConfig::clock_hz`]): each node has a seeded phase and a rate error
+//! within the crystal tolerance, so siblings that draw the same multiple do not fire in the same
+//! microsecond, and which of them fire close together changes over a run.
 //!
 //! # Wired links
 //! Full duplex, FIFO per direction: a datagram of `n` payload bytes occupies `(n + 48 + 18) · 8 / bandwidth`
@@ -58,6 +67,7 @@
 use crate::engine::EventQueue;
 use crate::loss::{BurstProcess, Interferer, LinkModel, LinkState, ModelLoss, Reach};
 use crate::pcap::PcapWriter;
+use crate::propagation::dbm_to_mw;
 use crate::radio::{Layout, RadioParams, IPV6_UDP_HEADER};
 use crate::topology::{Role, Topology, WiredSpec};
 use crate::trace::{
@@ -86,12 +96,26 @@ pub struct SimConfig {
     pub record: bool,
     /// IPv6 hop limit of every datagram (loops end there).
     pub hop_limit: u8,
-    /// SMRF's forwarding delay: a forwarder re-broadcasts a multicast datagram `smrf_delay · (1 + k)` after
-    /// receiving it, `k` uniform in `0..smrf_spread`. Contiki's `smrf.c` with no RDC: `SMRF_MIN_FWD_DELAY` =
-    /// 4 ticks of `CLOCK_SECOND` = 128 (31.25 ms) and a spread of `min(SMRF_INTERVAL_COUNT, SMRF_MAX_SPREAD)`
-    /// = 4. The source itself sends at once.
-    pub smrf_delay: Duration,
+    /// SMRF's forwarding delay in clock ticks: a forwarder re-broadcasts a multicast datagram on the
+    /// `smrf_delay_ticks · (1 + k)`-th tick of its own clock after receiving it, `k` uniform in
+    /// `0..smrf_spread`. Contiki's `smrf.c` (2014-07 master, the seed-000 testbed's snapshot) takes
+    /// `max(NETSTACK_RDC.channel_check_interval(), SMRF_MIN_FWD_DELAY)`; Null-RDC's interval is 0, so the
+    /// delay is `SMRF_MIN_FWD_DELAY` = **4** ticks, spread over `min((CLOCK_SECOND >> 2) / 4,
+    /// SMRF_MAX_SPREAD)` = **4** multiples (31.25, 62.5, 93.75 or 125 ms at 128 Hz), set with a `ctimer`.
+    /// The source itself sends at once. 0 forwards at once.
+    pub smrf_delay_ticks: u32,
     pub smrf_spread: u8,
+    /// The rate of each node's clock (Contiki's `CLOCK_SECOND`: **128** Hz on the MSP430 platforms — z1,
+    /// wismote, the RM090's relatives). Contiki timers are counted in whole ticks from the tick at which they
+    /// are set (`timer_set` stores `clock_time()`), so a `d`-tick timer fires on the node's `d`-th tick
+    /// boundary, `(d − 1, d]` ticks later; the motes' clocks are free-running crystals with unrelated phases,
+    /// so each simulated node gets its own seeded phase. Only the SMRF forwarding timer uses it.
+    pub clock_hz: u32,
+    /// How far a node's clock rate may be off, ± ppm (**20**: the tolerance of the 32.768 kHz watch
+    /// crystals that clock the MSP430 motes' timers). Each node draws its error uniformly in the range, so
+    /// the phases of two motes slide past each other by up to 40 µs per second — which pairs of forwarders
+    /// tick together changes from one query to the next, as on real motes.
+    pub clock_tolerance_ppm: u32,
     /// Bit rates of channels that differ from [`RadioParams::bit_rate`]: `(IEEE channel, bit/s)`. MAC timing
     /// constants stay those of [`RadioParams`]; only frame and ACK airtimes change.
     pub channel_bit_rates: Vec<(u8, u32)>,
@@ -114,8 +138,10 @@ impl SimConfig {
             radio: RadioParams::default(),
             record: true,
             hop_limit: 64,
-            smrf_delay: Duration::from_micros(31_250),
+            smrf_delay_ticks: 4,
             smrf_spread: 4,
+            clock_hz: 128,
+            clock_tolerance_ppm: 20,
             channel_bit_rates: Vec::new(),
             processing_delay: Duration::ZERO,
             rx_queue: None,
@@ -171,6 +197,9 @@ struct Outgoing {
 
 struct Rx {
     air: u32,
+    /// Received power of the frame, mW, and when it started (capture decisions).
+    power: f64,
+    start: Instant,
     lost: Option<DropReason>,
     wifi_on: bool,
     wifi_mark: u32,
@@ -209,6 +238,8 @@ struct Radio {
     ack_until: Instant,
     rx: Option<Rx>,
     audible: u16,
+    /// Total received power of the transmissions audible now, mW (capture decisions).
+    energy: f64,
     last_audible_end: Instant,
     pending_ack: Option<PendingAck>,
     dedup: [(u32, u8); 4],
@@ -241,6 +272,34 @@ struct SimNode {
     /// of them will be.
     cpu_backlog: u16,
     cpu_free_at: Instant,
+    clock: NodeClock,
+}
+
+/// A node's free-running clock ([`SimConfig::clock_hz`], [`SimConfig::clock_tolerance_ppm`]): tick `n` is
+/// at `phase + n · period`, in picoseconds.
+struct NodeClock {
+    phase_ps: u64,
+    period_ps: u64,
+}
+
+impl NodeClock {
+    fn new(cfg: &SimConfig, mut rng: Rng) -> NodeClock {
+        let tol = i128::from(cfg.clock_tolerance_ppm) * 1000;
+        let ppb = rng.range_inclusive(0, (2 * tol) as u64) as i128 - tol;
+        let period = 1_000_000_000_000i128 * (1_000_000_000 + ppb) / (i128::from(cfg.clock_hz.max(1)) * 1_000_000_000);
+        let period_ps = period.max(1) as u64;
+        NodeClock { phase_ps: rng.below(period_ps), period_ps }
+    }
+
+    /// When a timer of `ticks` set at `now` fires: the `ticks`-th tick after the current one, rounded up to
+    /// the next microsecond.
+    fn after(&self, now: Instant, ticks: u64) -> Instant {
+        let (phase, period) = (i128::from(self.phase_ps), i128::from(self.period_ps));
+        let now_ps = i128::from(now.as_micros()) * 1_000_000;
+        let n0 = (now_ps - phase).div_euclid(period);
+        let at = phase + (n0 + i128::from(ticks)) * period;
+        Instant::from_micros(((at + 999_999).div_euclid(1_000_000)).max(i128::from(now.as_micros())) as u64)
+    }
 }
 
 struct WiredLink {
@@ -301,6 +360,10 @@ pub struct Sim {
     by_addr: HashMap<IpAddr, u32>,
     /// CSR neighbour lists and per-directed-link state, indexed alike.
     nbrs: Vec<u32>,
+    /// Received power on each directed link, mW ([`crate::propagation`]).
+    link_power: Vec<f64>,
+    /// The capture threshold as a power ratio, if capture is modelled.
+    capture: Option<f64>,
     link_model: Vec<u16>,
     link_state: Vec<LinkState>,
     link_counters: Vec<Option<Box<LinkCounters>>>,
@@ -364,6 +427,7 @@ impl Sim {
                     ack_until: Instant::ZERO,
                     rx: None,
                     audible: 0,
+                    energy: 0.0,
                     last_audible_end: Instant::ZERO,
                     pending_ack: None,
                     dedup: [(u32::MAX, 0); 4],
@@ -390,14 +454,26 @@ impl Sim {
                 counters: NodeCounters::default(),
                 cpu_backlog: 0,
                 cpu_free_at: Instant::ZERO,
+                clock: NodeClock::new(&cfg, Rng::stream(seed, 0x6_0000_0000 + i as u64)),
             });
         }
         let links = nbrs.len();
+        let mut link_power = Vec::with_capacity(links);
+        for (i, node) in nodes.iter().enumerate() {
+            if let Some(r) = &node.radio {
+                for &j in &nbrs[r.nbr_start as usize..r.nbr_end as usize] {
+                    link_power.push(dbm_to_mw(topo.rx_dbm(i, j as usize)));
+                }
+            }
+        }
+        let capture = cfg.radio.capture_threshold_db.map(|db| 10f64.powf(db / 10.0));
         let mut sim = Sim {
             queue: EventQueue::new(),
             nodes,
             by_addr,
             nbrs,
+            link_power,
+            capture,
             link_model: vec![0; links],
             link_state: vec![LinkState::default(); links],
             link_counters: (0..links).map(|_| None).collect(),
@@ -1108,10 +1184,12 @@ impl Sim {
         if radio_down {
             match came_from {
                 None => self.enqueue(at, None, dg, hops),
+                Some(_) if self.cfg.smrf_delay_ticks == 0 => self.enqueue(at, None, dg, hops),
                 Some(_) => {
                     let k = self.nodes[at as usize].rng.below(u64::from(self.cfg.smrf_spread.max(1)));
-                    let delay = self.cfg.smrf_delay.saturating_mul(1 + k);
-                    self.queue.schedule(self.now() + delay, Ev::SmrfForward { node: at, dg, hops });
+                    let ticks = u64::from(self.cfg.smrf_delay_ticks) * (1 + k);
+                    let t = self.nodes[at as usize].clock.after(self.now(), ticks);
+                    self.queue.schedule(t, Ev::SmrfForward { node: at, dg, hops });
                 }
             }
         }
@@ -1344,29 +1422,65 @@ impl Sim {
             let r = self.nodes[sender as usize].radio.as_ref().expect("radio");
             (r.nbr_start as usize, r.nbr_end as usize)
         };
+        let phy = &self.cfg.radio;
+        let shr_bits = ((phy.phy_overhead.saturating_sub(1)) * 8) as u64;
         for k in start..end {
             let j = self.nbrs[k];
             let (wifi_on, wifi_mark) = self.wifi_status(j);
+            let p = self.link_power[k];
+            let capture = self.capture;
             let r = self.nodes[j as usize].radio.as_mut().expect("neighbours have radios");
             let prior = r.audible;
             r.audible += 1;
+            r.energy += p;
+            let fresh = Rx { air, power: p, start: now, lost: None, wifi_on, wifi_mark };
+            let mut displaced = None;
             let miss = if r.tx_until > now {
                 Some(DropReason::HalfDuplex)
             } else if let Some(rx) = r.rx.as_mut() {
-                rx.lost.get_or_insert(DropReason::Collision);
-                Some(DropReason::Collision)
-            } else if prior > 0 {
+                match capture {
+                    None => {
+                        rx.lost.get_or_insert(DropReason::Collision);
+                        Some(DropReason::Collision)
+                    }
+                    Some(ratio) => {
+                        let shr = Duration::from_micros((shr_bits * 1_000_000).div_ceil(u64::from(r.bit_rate.max(1))));
+                        if now < rx.start + shr && p >= ratio * (r.energy - p) {
+                            // Still in the locked frame's synchronisation header: the receiver
+                            // re-synchronises on the new, stronger preamble.
+                            displaced = Some(rx.air);
+                            *rx = fresh;
+                            None
+                        } else {
+                            // Locked on the SFD: the frame survives while its SINR stays above the
+                            // threshold; the newcomer is not received.
+                            if rx.power < ratio * (r.energy - rx.power) {
+                                rx.lost.get_or_insert(DropReason::Collision);
+                            }
+                            Some(DropReason::Collision)
+                        }
+                    }
+                }
+            } else if prior > 0 && capture.is_none_or(|ratio| p < ratio * (r.energy - p)) {
                 Some(DropReason::Collision)
             } else {
-                r.rx = Some(Rx { air, lost: None, wifi_on, wifi_mark });
+                r.rx = Some(fresh);
                 None
             };
-            if let Some(reason) = miss {
-                let a = self.air[air as usize].as_ref().expect("air frame alive");
-                if self.intended(a, j) {
-                    self.air[air as usize].as_mut().expect("air frame alive").misses.push((j, reason));
-                }
+            if let Some(old) = displaced {
+                self.note_miss(old, j, DropReason::Collision);
             }
+            if let Some(reason) = miss {
+                self.note_miss(air, j, reason);
+            }
+        }
+    }
+
+    /// Records that intended receiver `j` could not lock onto (or lost the lock of) frame `air`.
+    fn note_miss(&mut self, air: u32, j: u32, reason: DropReason) {
+        let a = self.air[air as usize].as_ref().expect("air frame alive");
+        if self.intended(a, j) {
+            self.air[air as usize].as_mut().expect("air frame alive").misses.push((j, reason));
         }
     }
 
@@ -1395,8 +1509,10 @@ impl Sim {
         for k in start..end {
             let j = self.nbrs[k];
             let (_, mark_now) = self.wifi_status(j);
+            let p = self.link_power[k];
             let r = self.nodes[j as usize].radio.as_mut().expect("neighbours have radios");
             r.audible -= 1;
+            r.energy = if r.audible == 0 { 0.0 } else { r.energy - p };
             r.last_audible_end = now;
             let locked = r.rx.as_ref().is_some_and(|rx| rx.air == air_id);
             let rx = if locked { r.rx.take() } else { None };
@@ -1703,5 +1819,36 @@ impl Sim {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_clocks_tick_at_their_own_phase_and_rate() {
+        let cfg = SimConfig::new(1);
+        let nominal = 1_000_000_000_000 / 128; // ps
+        let clocks: Vec<NodeClock> = (0..200).map(|i| NodeClock::new(&cfg, Rng::stream(9, i))).collect();
+        for c in &clocks {
+            let err = c.period_ps.abs_diff(nominal) as f64 / nominal as f64;
+            assert!(err <= 20e-6 + 1e-12, "rate error {err}");
+            assert!(c.phase_ps < c.period_ps);
+            // A 4-tick timer set anywhere fires within (3, 4] of the node's ticks.
+            for now in [0u64, 1, 7_812, 1_000_000, 123_456_789] {
+                let now = Instant::from_micros(now);
+                let d = (c.after(now, 4) - now).as_micros() * 1_000_000;
+                assert!(d + 1_000_000 > 3 * c.period_ps && d <= 4 * c.period_ps + 1_000_000, "{d} ps");
+            }
+        }
+        // Drift: the offset between two clocks' ticks is not the same an hour later.
+        let offset = |t: u64| {
+            let now = Instant::from_secs(t);
+            (clocks[0].after(now, 1).as_micros() as i64 - clocks[1].after(now, 1).as_micros() as i64).rem_euclid(7_812)
+        };
+        assert_ne!(offset(0), offset(3600));
+        let exact = SimConfig { clock_tolerance_ppm: 0, ..SimConfig::new(1) };
+        assert_eq!(NodeClock::new(&exact, Rng::new(3)).period_ps, nominal);
     }
 }

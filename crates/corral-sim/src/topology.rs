@@ -10,9 +10,9 @@
 //! Each [`Role::Gateway`] node is the DODAG root of the nodes on its channel. A node's parent is its
 //! explicit [`NodeSpec::parent`] if given, otherwise a neighbour one hop closer to the root (a breadth-first
 //! search, i.e. shortest paths in hops, which is what RPL's OF0 with a hop-count rank converges to on
-//! uniform links). Ties are broken deterministically: the candidate with the fewest children so far, then
-//! the lowest index — so traffic spreads over equally good parents as RPL's link-quality metrics tend to,
-//! instead of all funnelling through node 1.
+//! uniform links). Among the candidates one hop closer, [`ParentChoice`] decides: by default the one heard
+//! strongest ([`crate::propagation`]), as RPL's link-quality metrics tend to; or the one with the fewest
+//! children so far, for a balanced tree. Either way the choice is deterministic.
 //!
 //! # Seed 000 Table 7
 //! [`Topology::layered`] places nodes in hop layers (every node of layer k hears every node of layers k−1,
@@ -20,6 +20,7 @@
 //! that give Table 7's average and maximum hop counts for groups of 5, 10, 20, 29 and 40.
 
 use crate::loss::{Interferer, LinkModel};
+use crate::propagation::Propagation;
 use corral_proto::{Duration, Rng};
 use std::net::IpAddr;
 
@@ -99,6 +100,26 @@ pub struct Topology {
     /// Per-link overrides `(a, b, model)`, applied in both directions.
     pub link_models: Vec<(usize, usize, LinkModel)>,
     pub interferers: Vec<Interferer>,
+    /// How strongly each node hears its neighbours (capture effect, parent choice).
+    pub propagation: Propagation,
+    /// Per-link received powers `(a, b, dBm)` that replace [`Topology::propagation`]'s, both directions (e.g.
+    /// RSSI measured on a testbed).
+    pub link_rssi: Vec<(usize, usize, f64)>,
+    /// How a node picks its routing parent among the neighbours one hop closer to the root.
+    pub parent_choice: ParentChoice,
+}
+
+/// How [`Topology::parents`] picks a node's parent among its neighbours one hop closer to the root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ParentChoice {
+    /// The one it hears strongest ([`Topology::propagation`]; ties: the lowest index), as RPL's MRHOF with
+    /// ETX (RFC 6719) tends to: the stronger link loses fewer frames. It is also why seed 000's testbed was
+    /// multi-hop at all in a 66 m room a 0 dBm mote can span — RPL chose short, strong links over long ones.
+    #[default]
+    StrongestLink,
+    /// The one with the fewest children so far (ties: the lowest index): a balanced tree, every parent
+    /// forwarding for as few nodes as possible.
+    FewestChildren,
 }
 
 /// The default IEEE 802.15.4 channel of the builders (seed 000's GW1).
@@ -114,6 +135,9 @@ impl Topology {
             default_link: LinkModel::Perfect,
             link_models: Vec::new(),
             interferers: Vec::new(),
+            propagation: Propagation::default(),
+            link_rssi: Vec::new(),
+            parent_choice: ParentChoice::default(),
         }
     }
 
@@ -242,6 +266,15 @@ impl Topology {
         Topology::layered(layers)
     }
 
+    /// The power at which `b` hears `a`, dBm: a [`Topology::link_rssi`] override or the propagation model.
+    pub fn rx_dbm(&self, a: usize, b: usize) -> f64 {
+        self.link_rssi
+            .iter()
+            .rev()
+            .find(|&&(x, y, _)| (x, y) == (a, b) || (x, y) == (b, a))
+            .map_or_else(|| self.propagation.rx_dbm(self, a, b), |&(_, _, dbm)| dbm)
+    }
+
     /// Adds a wired host (a client on the Internet side) linked to `gateway`; returns its index.
     pub fn add_wired_host(&mut self, gateway: usize, spec: WiredSpec) -> usize {
         let h = self.add(NodeSpec::new(Role::Host, None));
@@ -311,8 +344,14 @@ impl Topology {
             }
             next.sort_unstable();
             for &v in &next {
-                let best =
-                    adj[v].iter().copied().filter(|&u| hops[u] == Some(depth - 1)).min_by_key(|&u| (children[u], u));
+                let cands = adj[v].iter().copied().filter(|&u| hops[u] == Some(depth - 1));
+                let best = match self.parent_choice {
+                    ParentChoice::StrongestLink => cands
+                        .map(|u| (u, self.rx_dbm(u, v)))
+                        .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+                        .map(|(u, _)| u),
+                    ParentChoice::FewestChildren => cands.min_by_key(|&u| (children[u], u)),
+                };
                 if let Some(u) = best {
                     parent[v] = Some(u);
                     children[u] += 1;
@@ -382,10 +421,33 @@ mod tests {
         assert_eq!(avg_max(&Topology::line(5)), (2.5, 4));
         let g = Topology::grid(4, 4, 10.0, 10.5);
         assert_eq!(avg_max(&g).1, 6);
-        let t = Topology::layered(&[2, 4]);
+        let mut t = Topology::layered(&[2, 4]);
         let p = t.parents();
-        // Four layer-2 nodes spread over the two layer-1 parents.
+        // By default each layer-2 node takes the layer-1 node it hears strongest.
+        for (v, parent) in p.iter().enumerate().skip(3) {
+            let stronger = |a: usize, b: usize| t.rx_dbm(a, v) > t.rx_dbm(b, v);
+            assert!(*parent == Some(1) && stronger(1, 2) || *parent == Some(2) && stronger(2, 1), "node {v}");
+        }
+        // Balanced: four layer-2 nodes spread over the two layer-1 parents.
+        t.parent_choice = ParentChoice::FewestChildren;
+        let p = t.parents();
         assert_eq!(p[3..].iter().filter(|x| **x == Some(1)).count(), 2);
+    }
+
+    #[test]
+    fn strongest_link_follows_distance_in_radius_topologies() {
+        // A grid without shadowing: every node's parent is its nearest neighbour one hop closer.
+        let mut g = Topology::grid(5, 5, 10.0, 15.0);
+        g.propagation.shadowing_db = 0.0;
+        let pos = |i: usize| g.nodes[i].position.unwrap();
+        let hops = g.hop_counts();
+        for (v, p) in g.parents().iter().enumerate().skip(1) {
+            let p = p.expect("connected");
+            let d = |u: usize| (pos(u).0 - pos(v).0).hypot(pos(u).1 - pos(v).1);
+            for u in g.adjacency()[v].iter().copied().filter(|&u| hops[u] == hops[p]) {
+                assert!(d(p) <= d(u), "node {v}: parent {p} at {}, {u} at {}", d(p), d(u));
+            }
+        }
     }
 
     #[test]

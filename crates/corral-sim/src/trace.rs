@@ -35,7 +35,8 @@ pub struct DatagramId(pub u64);
 /// Why a frame or datagram was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DropReason {
-    /// Two transmissions overlapped at the receiver (no capture effect is modelled).
+    /// Two transmissions overlapped at the receiver and this frame did not win the capture (or capture is
+    /// off).
     Collision,
     /// The receiver was transmitting (half-duplex radio).
     HalfDuplex,

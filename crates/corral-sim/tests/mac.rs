@@ -329,3 +329,69 @@ fn busy_cpu_drops_what_it_cannot_queue() {
         assert!(slow >= Duration::from_secs(2), "recovered by a CoAP retransmission: {slow:?}");
     });
 }
+
+/// The capture effect: of two overlapping frames from hidden terminals, the one 10 dB stronger survives when
+/// the receiver locked on it first, or when it started within the weaker one's synchronisation header
+/// (preamble + SFD, 160 µs); the weaker never survives the stronger. Below the 3 dB threshold, and with
+/// capture off, every overlap destroys both.
+#[test]
+fn capture_keeps_the_stronger_of_two_overlapping_frames() {
+    for_seeds(&[31, 32, 33], |seed| {
+        // Nodes 1 and 2 reach the gateway but not each other, so CSMA/CA cannot keep them apart.
+        let topo = |weak_dbm: f64| {
+            let mut t = Topology::new();
+            for i in 0..3 {
+                let role = if i == 0 { corral_sim::Role::Gateway } else { corral_sim::Role::Device };
+                t.add(corral_sim::NodeSpec::new(role, Some(26)));
+            }
+            t.connect(0, 1);
+            t.connect(0, 2);
+            t.link_rssi = vec![(0, 1, -60.0), (0, 2, weak_dbm)];
+            t
+        };
+        let p = RadioParams::default();
+        let shr = Duration::from_micros(160);
+        // Per round: (start of 1's frame, start of 2's frame, 1's received, 2's received).
+        let run = |t: &Topology, capture: Option<f64>| {
+            let mut cfg = SimConfig::new(seed);
+            cfg.radio.capture_threshold_db = capture;
+            cfg.radio.max_frame_retries = 0;
+            let mut sim = Sim::from_topology(cfg, t);
+            let gw = sim.addr(NodeId(0));
+            let mut pairs = Vec::new();
+            for round in 0..150u64 {
+                sim.run_until(Instant::from_millis(50 * round));
+                pairs.push((sim.inject(NodeId(1), gw, vec![0; 90]), sim.inject(NodeId(2), gw, vec![0; 90])));
+            }
+            sim.run_for(Duration::from_secs(1));
+            let recs = sim.records();
+            let start = |d| recs.iter().find(|r| r.kind == RecordKind::FrameSent && r.datagram == d).unwrap().at;
+            let got = |d| recs.iter().any(|r| r.kind == RecordKind::FrameReceived && r.datagram == d);
+            pairs.iter().map(|&(a, b)| (start(a), start(b), got(a), got(b))).collect::<Vec<_>>()
+        };
+        let air = p.airtime(p.mac_overhead_unicast + p.lowpan_header + 90);
+        let overlap = |a: Instant, b: Instant| a.max(b) < a.min(b) + air;
+        let (mut strong_kept, mut both_lost) = (0, 0);
+        for (a, b, got_a, got_b) in run(&topo(-70.0), Some(3.0)) {
+            if !overlap(a, b) {
+                assert!(got_a && got_b, "no overlap, no loss");
+            } else if a <= b || a < b + shr {
+                assert!(got_a && !got_b, "the stronger frame (locked first or in the SHR) survives, the weaker not");
+                strong_kept += 1;
+            } else {
+                assert!(!got_a && !got_b, "locked on the weak frame: the strong one corrupts it and is missed");
+                both_lost += 1;
+            }
+        }
+        assert!(strong_kept > 5 && both_lost > 5, "both orders occur ({strong_kept}, {both_lost})");
+        for (t, capture) in [(topo(-61.0), Some(3.0)), (topo(-70.0), None)] {
+            let rounds = run(&t, capture);
+            let overlapping = rounds.iter().filter(|(a, b, _, _)| overlap(*a, *b)).count();
+            assert!(overlapping > 10);
+            for (a, b, got_a, got_b) in rounds {
+                assert_eq!(got_a && got_b, !overlap(a, b), "1 dB apart or no capture: an overlap loses both");
+                assert_eq!(got_a, got_b);
+            }
+        }
+    });
+}

@@ -366,3 +366,64 @@ fn thousand_node_network_runs() {
         let _ = Responder::new("x");
     });
 }
+
+/// SMRF forwards as Contiki's `smrf.c` does under Null-RDC: a `ctimer` of 4·(1 + rand % 4) ticks of the
+/// forwarder's own 128 Hz clock, counted from the tick in progress, so the forward leaves ((4k − 1)·T, 4k·T]
+/// after the reception (T = 1/128 s) — never exactly 31.25 ms after it, and at a different phase on each
+/// node. With `smrf_delay_ticks` 0 the forwarder queues the datagram at once.
+#[test]
+fn smrf_forwards_on_the_forwarders_clock_ticks() {
+    for_seeds(&[81, 82], |seed| {
+        let group: IpAddr = "ff05::fd".parse().unwrap();
+        let dst = std::net::SocketAddr::new(group, corral_sim::COAP_PORT);
+        // Gateway 0 and three forwarders 1-3 in a chain to member 4 (all members).
+        let run = |ticks: u32| {
+            let mut cfg = SimConfig::new(seed);
+            cfg.smrf_delay_ticks = ticks;
+            cfg.radio.min_be = 0; // no CSMA/CA backoff on a first attempt: the forward's timing is SMRF's alone
+            let mut sim = Sim::from_topology(cfg, &Topology::line(5));
+            for i in 1..5 {
+                sim.join_group(NodeId(i), group);
+            }
+            for round in 0..40u64 {
+                sim.run_until(Instant::from_millis(300 * round));
+                sim.inject(NodeId(0), dst, vec![0x50; 20]);
+            }
+            sim.run_for(Duration::from_secs(1));
+            // Per forwarder: reception from its parent → its own broadcast, µs, for every datagram.
+            let recs = sim.records();
+            let mut delays: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+            for rx in recs.iter().filter(|r| r.kind == RecordKind::FrameReceived && r.node.0 < 4) {
+                let fwd = recs
+                    .iter()
+                    .find(|r| r.kind == RecordKind::FrameSent && r.node == rx.node && r.datagram == rx.datagram)
+                    .expect("every forwarder forwards on a lossless chain");
+                delays.entry(rx.node.0).or_default().push((fwd.at - rx.at).as_micros());
+            }
+            delays
+        };
+        let p = RadioParams::default();
+        let mac = (p.cca + p.turnaround).as_micros();
+        let tick = 1e6 / 128.0;
+        let mut phases = Vec::new();
+        for (node, ds) in run(4) {
+            assert_eq!(ds.len(), 40);
+            let mut slots = [0; 4];
+            for d in &ds {
+                let smrf = (d - mac) as f64;
+                let k = (smrf / (4.0 * tick)).ceil() as usize;
+                assert!((1..=4).contains(&k), "node {node}: {smrf} µs is not within 1-4 slots of 4 ticks");
+                let lo = (4 * k - 1) as f64 * tick;
+                assert!(smrf > lo - 1.0 && smrf <= 4.0 * k as f64 * tick + 1.0, "node {node}: {smrf} µs");
+                slots[k - 1] += 1;
+            }
+            assert!(slots.iter().all(|&n| n > 0), "node {node}: every multiple is drawn ({slots:?})");
+            phases.push(ds[0] as f64 % tick);
+        }
+        phases.dedup_by(|a, b| (*a - *b).abs() < 1.0);
+        assert!(phases.len() > 1, "the forwarders' clocks tick at different phases");
+        for (_, ds) in run(0) {
+            assert!(ds.iter().all(|&d| d == mac), "no SMRF delay: CCA and turnaround only");
+        }
+    });
+}

@@ -74,17 +74,23 @@ fn simultaneous_senders_collide_and_recover() {
     });
 }
 
+/// A gateway (node 0) and two devices that reach it on channel 26 but not each other.
+fn hidden_terminals() -> Topology {
+    let mut t = Topology::new();
+    for i in 0..3 {
+        let role = if i == 0 { corral_sim::Role::Gateway } else { corral_sim::Role::Device };
+        t.add(corral_sim::NodeSpec::new(role, Some(26)));
+    }
+    t.connect(0, 1);
+    t.connect(0, 2);
+    t
+}
+
 /// Hidden terminals (both hear the gateway, not each other) collide much more; retries still mostly recover.
 #[test]
 fn hidden_terminals_collide_more_than_neighbours() {
     with_seed(21, |seed| {
-        let mut t = Topology::new();
-        for i in 0..3 {
-            let role = if i == 0 { corral_sim::Role::Gateway } else { corral_sim::Role::Device };
-            t.add(corral_sim::NodeSpec::new(role, Some(26)));
-        }
-        t.connect(0, 1);
-        t.connect(0, 2);
+        let t = hidden_terminals();
         let count = |topo: &Topology| {
             let mut sim = Sim::from_topology(SimConfig::new(seed), topo);
             let gw = sim.addr(NodeId(0));
@@ -339,13 +345,7 @@ fn capture_keeps_the_stronger_of_two_overlapping_frames() {
     for_seeds(&[31, 32, 33], |seed| {
         // Nodes 1 and 2 reach the gateway but not each other, so CSMA/CA cannot keep them apart.
         let topo = |weak_dbm: f64| {
-            let mut t = Topology::new();
-            for i in 0..3 {
-                let role = if i == 0 { corral_sim::Role::Gateway } else { corral_sim::Role::Device };
-                t.add(corral_sim::NodeSpec::new(role, Some(26)));
-            }
-            t.connect(0, 1);
-            t.connect(0, 2);
+            let mut t = hidden_terminals();
             t.link_rssi = vec![(0, 1, -60.0), (0, 2, weak_dbm)];
             t
         };

@@ -195,7 +195,7 @@ impl Service for Sensors {
         let mut observed = false;
         for (i, (q, sub, step)) in QUANTITIES.iter().enumerate() {
             let path = if watch.prefix.is_empty() { format!("/{sub}") } else { format!("/{}/{sub}", watch.prefix) };
-            if cx.endpoint().observer_count(&path) == 0 {
+            if cx.observer_count(&path) == 0 {
                 continue;
             }
             observed = true;

@@ -13,13 +13,26 @@
 //! result — answer a client, feed a parent job (nested entities run as child jobs, without the network),
 //! or continue a management flow. Jobs never call each other: a finished child's result is queued and
 //! delivered after the current input, so there is no re-entrancy.
+//!
+//! # Observed entities (beyond the paper)
+//! `GET /em/<name>` with Observe=0 on a unicast entity whose members are all remote resources registers
+//! the client as an observer (RFC 7641). The first registration starts a *watch*: the use job that answers
+//! it asks every member with Observe=0 too, and the member observations outlive the job. The watch keeps
+//! each member's latest result; every member notification updates it and, once every member has answered
+//! (or failed), re-renders the entity for its observers (`cx.changed`). A notification — and any later
+//! registration — is rendered from that cache with the observer's own query (`eo`, `enr`, Accept), so a
+//! change costs one member notification, not a fan-out. Members that do not support Observe keep their
+//! first value. The watch ends — members deregistered with Observe=1 — when a member notification finds
+//! the entity without observers, and when the entity is updated or deleted (its observers then get a
+//! final rendering: the new entity, or 4.04). Multicast entities and entities with local (nested) members
+//! answer a registration once, without Observe.
 
 use crate::output::{self, MemberReport, Reading, UseResult};
 use crate::pool::AddressPool;
 use crate::profile::{Ect, Emt, Op, Profile, ProfilePatch, UseOverrides};
 use crate::store::{Store, StoreError, StoredEntity};
 use crate::uri::{self, MemberUri};
-use corral_proto::wire::{Code, ContentFormat, OptionNumber};
+use corral_proto::wire::{Code, ContentFormat, OptionNumber, OBSERVE_REGISTER};
 use corral_proto::{
     Context, Duration, InboundId, IncomingRequest, Instant, Outcome, Request, RequestId, ResourceLink, Response,
     SendParams, Service,
@@ -205,6 +218,10 @@ struct Job {
     depth: usize,
     timed_out: bool,
     timer: Option<Instant>,
+    /// The client's answer registers it as an observer (Observe=0 on an observable entity).
+    observable: bool,
+    /// Member requests register observations for the entity's watch (see the module docs).
+    watch: bool,
 }
 
 impl Job {
@@ -283,6 +300,26 @@ impl Flow {
     }
 }
 
+/// An observed entity: the member observations and each member's latest result (see the module docs).
+#[derive(Debug)]
+struct Watch {
+    /// The entity's path as its observers registered it (`/em/<name>`).
+    path: String,
+    /// The member observations still running, by slot.
+    obs: Vec<Option<RequestId>>,
+    /// Each member's latest result; `None` until it first answered or failed.
+    latest: Vec<Option<Res>>,
+    /// The use job whose member requests registered the observations, while it runs.
+    job: Option<JobId>,
+}
+
+impl Watch {
+    /// Every member has answered or failed: notifications can be rendered from the cache.
+    fn ready(&self) -> bool {
+        self.latest.iter().all(Option::is_some)
+    }
+}
+
 /// An error answer: code and diagnostic.
 type Fail = (Code, String);
 
@@ -326,6 +363,10 @@ pub struct EntityManager {
     client_jobs: usize,
     /// Interrupted multicast creations found at start-up, undone at the first wake-up.
     recovery: Vec<StoredEntity>,
+    /// Observed entities, by name.
+    watches: HashMap<String, Watch>,
+    /// Member observations of the watches: entity and member slot.
+    watch_requests: HashMap<RequestId, (String, usize)>,
 }
 
 impl std::fmt::Debug for EntityManager {
@@ -357,6 +398,8 @@ impl EntityManager {
             ready: Vec::new(),
             client_jobs: 0,
             recovery: Vec::new(),
+            watches: HashMap::default(),
+            watch_requests: HashMap::default(),
         };
         for stored in snap.entities {
             if stored.pending {
@@ -556,6 +599,8 @@ impl EntityManager {
                 depth,
                 timed_out: false,
                 timer: None,
+                observable: false,
+                watch: false,
             },
         );
         id
@@ -689,6 +734,9 @@ impl EntityManager {
             Kind::Read => {
                 resource(&mut req);
                 ask_entity(&mut req, Some(job.op));
+                if job.watch {
+                    req.options.set_uint(OptionNumber::OBSERVE, u64::from(OBSERVE_REGISTER));
+                }
                 job.confirmable
             }
             Kind::Actuate { method, payload, cf } => {
@@ -754,9 +802,14 @@ impl EntityManager {
                     Slot::Done(Res::failed(format!("{:#}: not forwarded", Code::HOP_LIMIT_REACHED)))
                 } else {
                     let Some((addr, req, confirmable)) = self.member_request(job, i, target) else { return };
+                    let watch = job.watch.then(|| job.entity.clone());
                     match cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
                         Ok(rid) => {
                             self.requests.insert(rid, (id, Some(i)));
+                            if let Some(w) = watch.and_then(|name| self.watches.get_mut(&name).map(|w| (name, w))) {
+                                w.1.obs[i] = Some(rid);
+                                self.watch_requests.insert(rid, (w.0, i));
+                            }
                             Slot::Requested(rid)
                         }
                         Err(e) => Slot::Done(Res::failed(format!("not sent: {e}"))),
@@ -848,7 +901,10 @@ impl EntityManager {
         for slot in job.slots.iter_mut() {
             match std::mem::replace(slot, Slot::Waiting) {
                 Slot::Requested(rid) => {
-                    cx.cancel(rid);
+                    // A member observation of a watch goes on after the job that started it.
+                    if !self.watch_requests.contains_key(&rid) {
+                        cx.cancel(rid);
+                    }
                     self.requests.remove(&rid);
                     *slot = Slot::Done(Res::failed(why));
                 }
@@ -864,6 +920,9 @@ impl EntityManager {
 
     fn finish(&mut self, cx: &mut Context<'_>, id: JobId) {
         let Some(mut job) = self.jobs.remove(&id) else { return };
+        if job.watch {
+            self.watch_job_done(id, &job.entity);
+        }
         if let Some(t) = job.timer.take() {
             self.timers.remove(&(t, id));
         }
@@ -933,6 +992,7 @@ impl EntityManager {
                     if let Sink::Client { id, accept } = job.sink {
                         self.client_done();
                         let resp = Response::new(code).with_content_format(accept).with_payload(r.render(accept));
+                        let resp = if job.observable && code == Code::CONTENT { resp.observable() } else { resp };
                         cx.respond(id, resp);
                         return;
                     }
@@ -1281,6 +1341,7 @@ impl EntityManager {
             }
         };
         info!(entity = %flow.name, %code, "entity change committed");
+        self.end_watch(cx, &flow.name, true);
         let mut resp = Response::new(code).with_content_format(accept).with_payload(output::render_reports(
             &head,
             &flow.reports,
@@ -1668,11 +1729,122 @@ impl EntityManager {
         }
         let hop =
             req.options.get_uint(OptionNumber::HOP_LIMIT).map(|h| h.min(255) as u8).unwrap_or(self.config.hop_limit);
+        let register = !actuate && req.options.observe() == Some(OBSERVE_REGISTER) && self.observable(name);
         let id = self.start_use(cx, name, Sink::Client { id: inb.id, accept }, &o, kind, hop, 0)?;
         self.client_jobs += 1;
-        debug!(entity = %name, job = id, "use started");
+        if register {
+            self.attach_watch(id, name, req.options.path());
+        }
+        debug!(entity = %name, job = id, register, "use started");
         self.drive(cx, id);
         Ok(())
+    }
+
+    // ------------------------------------------------------------------------------------------------
+    // Observed entities
+    // ------------------------------------------------------------------------------------------------
+
+    /// Whether a registration on `name` can be kept: a unicast entity of remote members only.
+    fn observable(&self, name: &str) -> bool {
+        self.entities.get(name).is_some_and(|e| {
+            e.stored.profile.ect == Ect::Unicast && e.items.iter().all(|i| matches!(i.target, Target::Remote { .. }))
+        })
+    }
+
+    /// Makes use job `id` answer an Observe registration (or render a notification): from the watch's
+    /// cache when it is ready; else by asking the members, with Observe=0 when the entity has no watch yet.
+    fn attach_watch(&mut self, id: JobId, name: &str, path: String) {
+        let Some(n) = self.jobs.get(&id).map(|j| j.slots.len()) else { return };
+        let cached: Option<Vec<Res>> = self
+            .watches
+            .get(name)
+            .filter(|w| w.ready() && w.job.is_none() && w.latest.len() == n)
+            .map(|w| w.latest.iter().flatten().cloned().collect());
+        let first = !self.watches.contains_key(name);
+        let Some(job) = self.jobs.get_mut(&id) else { return };
+        job.observable = true;
+        if let Some(cached) = cached {
+            job.next = n;
+            for (i, res) in cached.into_iter().enumerate() {
+                self.set_slot(id, i, Slot::Done(res));
+            }
+        } else if first {
+            job.watch = true;
+            self.watches
+                .insert(name.to_string(), Watch { path, obs: vec![None; n], latest: vec![None; n], job: Some(id) });
+        }
+        // Otherwise the first round is still running: this registration asks the members once more.
+    }
+
+    /// A member observation of a watch answered, notified, or ended.
+    fn watch_update(&mut self, cx: &mut Context<'_>, name: &str, i: usize, rid: RequestId, outcome: &Outcome) {
+        let res = match outcome {
+            Outcome::Response { response, .. } => member_result(true, response),
+            Outcome::Failed(e) => Res::failed(e.to_string()),
+            Outcome::MulticastDone | Outcome::Pong { .. } => Res::failed("no response"),
+        };
+        let active = cx.endpoint().is_active(rid);
+        if !active {
+            self.watch_requests.remove(&rid);
+        }
+        let Some(w) = self.watches.get_mut(name) else { return };
+        if let Some(latest) = w.latest.get_mut(i) {
+            *latest = Some(res);
+        }
+        if !active {
+            if let Some(o) = w.obs.get_mut(i) {
+                *o = None;
+            }
+        }
+        if w.job.is_some() {
+            return; // the first round answers its client itself
+        }
+        if cx.observer_count(&w.path) == 0 {
+            debug!(entity = %name, "nobody observes the entity any more; members deregistered");
+            self.end_watch(cx, name, false);
+            return;
+        }
+        if w.ready() {
+            cx.changed(&w.path);
+        }
+        if w.obs.iter().all(Option::is_none) {
+            // No member notifies any more: the observers' next rendering starts a new watch.
+            self.watches.remove(name);
+        }
+    }
+
+    /// The use job `id` that started the watch of `name` finished.
+    fn watch_job_done(&mut self, id: JobId, name: &str) {
+        let Some(w) = self.watches.get_mut(name) else { return };
+        if w.job == Some(id) {
+            w.job = None;
+            if w.obs.iter().all(Option::is_none) {
+                self.watches.remove(name); // no member is observable: nothing would ever refresh the cache
+            }
+        }
+    }
+
+    /// Ends the watch of `name`: every member observation is deregistered (RFC 7641 §3.6). With `tell`, the
+    /// observers get a final rendering (the entity changed or went away).
+    fn end_watch(&mut self, cx: &mut Context<'_>, name: &str, tell: bool) {
+        let Some(w) = self.watches.remove(name) else { return };
+        for rid in w.obs.into_iter().flatten() {
+            self.watch_requests.remove(&rid);
+            cx.deregister(rid);
+        }
+        if tell {
+            cx.changed(&w.path);
+        }
+    }
+
+    /// Whether job `id` reads its members' values (reads and validation do; actuation and joins do not).
+    fn parses(&self, id: JobId) -> bool {
+        self.jobs.get(&id).is_some_and(|j| matches!(j.kind, Kind::Read | Kind::Validate))
+    }
+
+    /// How many entities are observed (member observations kept by the EM).
+    pub fn watched_entities(&self) -> usize {
+        self.watches.len()
     }
 
     fn route(&mut self, cx: &mut Context<'_>, inb: &IncomingRequest) -> Result<(), Fail> {
@@ -1797,7 +1969,16 @@ impl Service for EntityManager {
     }
 
     fn handle_response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: Outcome) {
-        let Some(&(jid, slot)) = self.requests.get(&rid) else { return };
+        if let Some((name, i)) = self.watch_requests.get(&rid).cloned() {
+            self.watch_update(cx, &name, i, rid, &outcome);
+        }
+        let Some(&(jid, slot)) = self.requests.get(&rid) else {
+            if cx.endpoint().is_active(rid) && !self.watch_requests.contains_key(&rid) {
+                cx.cancel(rid); // an observation nobody wants any more: its next notification gets RST
+            }
+            self.pump(cx);
+            return;
+        };
         match slot {
             Some(i) => {
                 self.requests.remove(&rid);
@@ -1818,7 +1999,7 @@ impl Service for EntityManager {
                             self.pump(cx);
                             return;
                         }
-                        member_result(self.jobs.get(&jid), i, &response)
+                        member_result(self.parses(jid), &response)
                     }
                     Outcome::Failed(e) => Res::failed(e.to_string()),
                     Outcome::MulticastDone | Outcome::Pong { .. } => Res::failed("no response"),
@@ -1835,7 +2016,7 @@ impl Service for EntityManager {
                     });
                     match idx {
                         Some(i) => {
-                            let res = member_result(self.jobs.get(&jid), i, &response);
+                            let res = member_result(self.parses(jid), &response);
                             self.set_slot(jid, i, Slot::Done(res));
                         }
                         None => debug!(%from, "multicast reply from a non-member or a duplicate; ignored"),
@@ -1882,17 +2063,16 @@ impl Service for EntityManager {
     fn links(&self) -> Vec<ResourceLink> {
         let mut v = vec![ResourceLink::new("").attr("ct", "40").attr("title", "Entity Manager")];
         for e in self.entities.values() {
-            v.push(
-                ResourceLink::new(&e.stored.name).attr("rt", "core.entity").attr("ect", e.stored.profile.ect.as_str()),
-            );
+            let link =
+                ResourceLink::new(&e.stored.name).attr("rt", "core.entity").attr("ect", e.stored.profile.ect.as_str());
+            v.push(if self.observable(&e.stored.name) { link.flag("obs") } else { link });
         }
         v
     }
 }
 
-/// A member's response as a slot result.
-fn member_result(job: Option<&Job>, _i: usize, response: &Response) -> Res {
-    let parse = job.is_some_and(|j| matches!(j.kind, Kind::Read | Kind::Validate));
+/// A member's response as a slot result; `parse`: read its value (reads and validation).
+fn member_result(parse: bool, response: &Response) -> Res {
     let readings = if parse && response.code.is_success() {
         output::parse_reply(response.options.content_format(), &response.payload)
     } else {

@@ -163,6 +163,13 @@ impl<'a> Context<'a> {
         self.changes.push((normalize_path(path), Some(confirmable)));
     }
 
+    /// How many observers `path` has, over UDP and TCP: a resource nobody observes can stop watching
+    /// whatever feeds its notifications.
+    pub fn observer_count(&self, path: &str) -> usize {
+        let path = normalize_path(path);
+        self.endpoint.observer_count(&path) + self.tcp.observer_count(&path)
+    }
+
     pub fn join_group(&mut self, group: IpAddr) {
         self.commands.push(NodeCommand::JoinGroup(group));
     }

@@ -741,3 +741,27 @@ fn devices_serve_observable_sensors_and_their_links() {
     assert!(resp.options.get_uint(OptionNumber::OBSERVE).is_some(), "observable: {:?}", resp.options);
     assert!(String::from_utf8_lossy(&resp.payload).parse::<f64>().is_ok());
 }
+
+#[test]
+fn observing_an_entity_registers_and_prints_the_combined_value() {
+    let tb = testbed(3, 20, &[]);
+    let members = tb.members(0..3, "/s/t");
+    let o = tb.create("room", &members, &["--eo", "avg"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // /.well-known/core marks the unicast entity observable.
+    let wkc = tb.coap.get(&format!("{}/.well-known/core", tb.uri), None).payload_text().into_owned();
+    assert!(wkc.contains(r#"</em/room>;rt="core.entity";ect="unicast";obs"#), "{wkc}");
+    // `corral get -s` registers (a response without Observe would print a note and stop at once) and prints
+    // the average; the sensors move by a notification step only every minute or so, so this checks the
+    // registration, and the in-memory tests of corral-group the notifications.
+    let before = mean(&tb.temperatures(0..3));
+    let o = Command::new(CORRAL)
+        .args(["get", &format!("{}/em/room?eo=avg", tb.uri), "-s", "1"])
+        .output()
+        .expect("corral runs");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("not observable"), "{}", stderr(&o));
+    let first: f64 = stdout(&o).lines().next().expect("a value").trim().parse().expect("a number");
+    // The observation lasts a second, in which each sensor may move by its noise (±0.05 °C).
+    assert!((first - before).abs() < 0.15, "{first}, the devices' average {before}");
+}

@@ -69,11 +69,13 @@ pub struct LabConfig {
     pub slots: Vec<usize>,
     pub store: Option<Box<dyn Store>>,
     pub em: EmConfig,
+    /// Observable sensors on the devices (RFC 7641).
+    pub observable: bool,
 }
 
 impl Default for LabConfig {
     fn default() -> Self {
-        LabConfig { devices: 5, v6: false, slots: Vec::new(), store: None, em: EmConfig::default() }
+        LabConfig { devices: 5, v6: false, slots: Vec::new(), store: None, em: EmConfig::default(), observable: false }
     }
 }
 
@@ -98,7 +100,8 @@ pub fn lab_with(cfg: LabConfig) -> Lab {
     for i in 0..cfg.devices {
         let mut d = Node::new(Endpoint::new(EndpointConfig::with_seed(DEVICE_SEED + i as u64)));
         let slots = cfg.slots.get(i).copied();
-        handles.push(mount_device(&mut d, DeviceConfig { mc_slots: slots, ..DeviceConfig::default() }));
+        let dc = DeviceConfig { mc_slots: slots, observable: cfg.observable, ..DeviceConfig::default() };
+        handles.push(mount_device(&mut d, dc));
         devices.push(net.add(dev_addr(i, v6), d));
     }
     Lab { net, gw, em, client, client_svc, devices, handles, v6 }
@@ -143,6 +146,19 @@ impl Lab {
             Outcome::Response { response, .. } => response,
             other => panic!("request failed: {other:?}"),
         }
+    }
+
+    /// Every response received so far for request `id` (an observation's notifications, in order).
+    pub fn responses(&mut self, id: RequestId) -> Vec<Response> {
+        let c = self.net.node(self.client).service::<Client>(self.client_svc).unwrap();
+        c.outcomes
+            .iter()
+            .filter(|(_, r, _)| *r == id)
+            .filter_map(|(_, _, o)| match o {
+                Outcome::Response { response, .. } => Some(response.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Runs until everything pending is done (or 10 minutes of virtual time).

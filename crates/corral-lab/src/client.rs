@@ -31,6 +31,9 @@ impl Exchange {
 pub struct LabClient {
     pending: Option<(RequestId, Instant)>,
     last: Option<Exchange>,
+    /// An observation (RFC 7641) and every response it brought, with its arrival time.
+    observation: Option<RequestId>,
+    notifications: Vec<(Instant, Response)>,
 }
 
 impl LabClient {
@@ -56,6 +59,23 @@ impl LabClient {
     pub fn busy(&self) -> bool {
         self.pending.is_some()
     }
+
+    /// Registers an observation with `request` (which carries Observe=0); its first response and every
+    /// notification are kept in [`LabClient::notifications`].
+    pub fn observe(&mut self, cx: &mut Context<'_>, dst: SocketAddr, request: Request) -> bool {
+        self.notifications.clear();
+        match cx.request(dst, request, SendParams::default()) {
+            Ok(id) => {
+                self.observation = Some(id);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    pub fn notifications(&self) -> &[(Instant, Response)] {
+        &self.notifications
+    }
 }
 
 impl Service for LabClient {
@@ -64,6 +84,12 @@ impl Service for LabClient {
     }
 
     fn handle_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
+        if self.observation == Some(id) {
+            if let Outcome::Response { response, .. } = outcome {
+                self.notifications.push((cx.now(), response));
+            }
+            return;
+        }
         let Some((pid, sent)) = self.pending else { return };
         if pid != id {
             return;

@@ -324,6 +324,8 @@ pub struct TracedPoint {
     pub result: PointResult,
     pub sim: Sim,
     pub network: Network,
+    /// The [`LabClient`] on the host node (`network.host`), to go on driving the run.
+    pub client: ServiceHandle,
 }
 
 /// [`run_point`] that keeps the simulator, with its records stored if `record` (same numbers either way).
@@ -343,7 +345,8 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
     for list in &net.members {
         for &m in list {
             let mut node = Node::new(Endpoint::new(endpoint(&sim, m)));
-            mount_device(&mut node, DeviceConfig { mc_slots: Some(4), ..DeviceConfig::default() });
+            let dc = DeviceConfig { mc_slots: Some(4), observable: s.observable_devices, ..DeviceConfig::default() };
+            mount_device(&mut node, dc);
             sim.attach(NodeId(m as u32), node);
         }
     }
@@ -526,7 +529,7 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         max_node,
         events: d.sim.events_processed(),
     };
-    Ok(TracedPoint { result: PointResult { queries, point, links, nodes }, sim: d.sim, network: net })
+    Ok(TracedPoint { result: PointResult { queries, point, links, nodes }, sim: d.sim, network: net, client })
 }
 
 fn link_snapshot(sim: &Sim) -> BTreeMap<(u32, u32), (u64, u64, u64)> {

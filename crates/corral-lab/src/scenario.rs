@@ -508,6 +508,9 @@ pub struct Setup {
     pub repetitions: usize,
     pub pause_ms: u64,
     pub query_limit_s: u64,
+    /// Observable device sensors (RFC 7641). Not a scenario field: the devices then arm a timer each, which
+    /// costs events in every run; the `observe_vs_poll` example turns it on.
+    pub observable_devices: bool,
 }
 
 /// A scenario error: which field and why.
@@ -660,6 +663,7 @@ impl Scenario {
             repetitions: if quick { self.workload.quick_repetitions } else { self.workload.repetitions },
             pause_ms: self.workload.pause_ms,
             query_limit_s: self.workload.query_limit_s,
+            observable_devices: false,
         };
         let mut ect = self.entity.ect.clone();
         let mut delay = self.entity.delay.clone();

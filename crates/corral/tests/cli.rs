@@ -214,38 +214,10 @@ fn flood_leaves_corral_serve_answering_with_bounded_memory() {
 /// resource (RFC 7252 §8.2).
 #[test]
 fn ipv6_multicast_in_a_network_namespace() {
-    let ns = format!("corral-test-{}", std::process::id());
-    let ip = |args: &[&str]| run(std::process::Command::new("ip").args(args), Duration::from_secs(10));
-    let created =
-        std::process::Command::new("ip").args(["netns", "add", &ns]).output().is_ok_and(|o| o.status.success());
-    if !created {
-        println!("skipped: cannot create a network namespace (needs root and iproute2)");
-        return;
-    }
-    struct Cleanup(String);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("ip").args(["netns", "del", &self.0]).output();
-        }
-    }
-    let _cleanup = Cleanup(ns.clone());
-    for args in [
-        &["-n", &ns, "link", "set", "lo", "up"][..],
-        &["-n", &ns, "link", "add", "br0", "type", "bridge"],
-        &["-n", &ns, "link", "set", "br0", "up"],
-        &["-n", &ns, "addr", "add", "fd01::1/64", "dev", "br0", "nodad"],
-    ] {
-        let o = ip(args);
-        assert!(o.status.success(), "ip {args:?}: {}", stderr(&o));
-    }
-    let index = String::from_utf8(ip(&["netns", "exec", &ns, "cat", "/sys/class/net/br0/ifindex"]).stdout).unwrap();
-    let index = index.trim().to_string();
+    let Some(ns) = Netns::new("serve", &["fd01::1"]) else { return };
+    let index = ns.br0_index.clone();
     let server = spawn_with_port(
-        std::process::Command::new("ip").args([
-            "netns",
-            "exec",
-            &ns,
-            CORRAL,
+        ns.command(CORRAL).args([
             "serve",
             "--bind",
             "[::]:0",
@@ -267,29 +239,13 @@ fn ipv6_multicast_in_a_network_namespace() {
         },
     );
     let uri = |path: &str| format!("coap://[ff02::fd%25br0]:{}{path}", server.port);
-    let o = run(
-        std::process::Command::new("ip").args([
-            "netns",
-            "exec",
-            &ns,
-            CORRAL,
-            "get",
-            &uri("/hello"),
-            "-B",
-            "2",
-            "--json",
-        ]),
-        Duration::from_secs(10),
-    );
+    let o = run(ns.command(CORRAL).args(["get", &uri("/hello"), "-B", "2", "--json"]), Duration::from_secs(10));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j.as_array().map(Vec::len), Some(1), "{j}");
     assert_eq!(j[0]["payload"], "Hello from corral!");
     assert_eq!(j[0]["from"], format!("[fd01::1]:{}", server.port));
-    let o = run(
-        std::process::Command::new("ip").args(["netns", "exec", &ns, CORRAL, "get", &uri("/nope"), "-B", "1"]),
-        Duration::from_secs(10),
-    );
+    let o = run(ns.command(CORRAL).args(["get", &uri("/nope"), "-B", "1"]), Duration::from_secs(10));
     assert_eq!(code(&o), 3, "no error response to a multicast request: {}", stderr(&o));
 }
 

@@ -765,3 +765,75 @@ fn observing_an_entity_registers_and_prints_the_combined_value() {
     // The observation lasts a second, in which each sensor may move by its noise (±0.05 °C).
     assert!((first - before).abs() < 0.15, "{first}, the devices' average {before}");
 }
+
+/// The paper's IPv6 groups (`ff1e::89:xx`) on real sockets: a gateway and three devices in a network
+/// namespace with a bridge (root only; skipped otherwise). Creation joins every member through `/mc`, a
+/// use is one NON to the group that every device receives, deletion makes every member leave.
+#[test]
+fn ipv6_multicast_entity_in_a_network_namespace() {
+    let Some(ns) = Netns::new("gw6", &["fd01::1", "fd01::2", "fd01::3", "fd01::4"]) else { return };
+    let data = tempfile::tempdir().expect("temporary directory");
+    let log = data.path().join("requests.jsonl");
+    let (dir, log_arg) = (data.path().display().to_string(), log.display().to_string());
+    let (_gw, j) = spawn_json(ns.command(CORRAL).args([
+        "gateway",
+        "--bind",
+        "[fd01::1]:0",
+        "--testbed",
+        "3",
+        "--testbed-from",
+        "[fd01::2]:0",
+        "--mcast-if6",
+        &ns.br0_index,
+        "--leisure",
+        "0.3",
+        "--json",
+        "--data",
+        &dir,
+        "--request-log",
+        &log_arg,
+    ]));
+    let uri = j["uri"].as_str().unwrap().to_string();
+    let devices = addrs(&j["devices"]);
+    let members: Vec<String> = devices.iter().map(|d| format!("{}/a/light", base(*d))).collect();
+    let entity = |args: &[&str]| {
+        let o = run(ns.command(CORRAL).arg("entity").args(args).args(["--gateway", &uri]), Duration::from_secs(30));
+        assert_eq!(o.status.code(), Some(0), "entity {args:?}: {}{}", stdout(&o), stderr(&o));
+        stdout(&o)
+    };
+    let mut create = vec!["create", "lights"];
+    create.extend(members.iter().map(String::as_str));
+    create.extend(["--ect", "multicast"]);
+    let out = entity(&create);
+    assert!(out.contains("multicast coap://[ff1e::89:1]"), "{out}");
+    for m in &members {
+        assert!(out.contains(&format!("{m}  join: 2.04 Changed")), "{out}");
+    }
+
+    let requests = || -> Vec<Json> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter(|l: &Json| l["path"] == "/a/light" && l["method"] == "PUT")
+            .collect()
+    };
+    let out = entity(&["actuate", "lights", "on"]);
+    assert!(out.starts_with("2.04 Changed: 3 of 3 members changed"), "{out}");
+    std::thread::sleep(Duration::from_millis(200));
+    let lines = requests();
+    assert_eq!(lines.len(), 3, "one datagram per member: {lines:?}");
+    for l in &lines {
+        assert_eq!(l["dst"].as_str(), Some("ff1e::89:1"), "{l}");
+        assert_eq!((l["type"].as_str(), &l["mid"]), (Some("NON"), &lines[0]["mid"]), "one datagram: {l}");
+    }
+    let out = entity(&["use", "lights"]);
+    for m in &members {
+        assert!(out.contains(&format!("{m} on")), "{out}");
+    }
+
+    let out = entity(&["delete", "lights"]);
+    for m in &members {
+        assert!(out.contains(&format!("{m}  leave: 2.02 Deleted")), "{out}");
+    }
+}

@@ -186,3 +186,52 @@ pub fn corral_testbed(n: usize, subnet: u8, extra: &[&str]) -> (Proc, serde_json
     let (p, j) = spawn_json(Command::new(CORRAL).args(&args));
     (p, j, data)
 }
+
+/// A throwaway network namespace with a bridge `br0` that carries `addrs` (IPv6 multicast needs an
+/// interface that does multicast; loopback does not). Deleted on drop.
+pub struct Netns {
+    pub name: String,
+    /// The bridge's interface index, for `--mcast-if6`.
+    pub br0_index: String,
+}
+
+impl Netns {
+    /// `None` when namespaces are unavailable (not root, no iproute2): the caller skips its test.
+    pub fn new(tag: &str, addrs: &[&str]) -> Option<Netns> {
+        let name = format!("corral-{tag}-{}", std::process::id());
+        let ok = Command::new("ip").args(["netns", "add", &name]).output().is_ok_and(|o| o.status.success());
+        if !ok {
+            println!("skipped: cannot create a network namespace (needs root and iproute2)");
+            return None;
+        }
+        let mut ns = Netns { name, br0_index: String::new() };
+        let ip = |args: &[&str]| run(Command::new("ip").arg("-n").arg(&ns.name).args(args), Duration::from_secs(10));
+        let mut steps: Vec<Vec<&str>> = vec![
+            vec!["link", "set", "lo", "up"],
+            vec!["link", "add", "br0", "type", "bridge"],
+            vec!["link", "set", "br0", "up"],
+        ];
+        let with_prefix: Vec<String> = addrs.iter().map(|a| format!("{a}/64")).collect();
+        steps.extend(with_prefix.iter().map(|a| vec!["addr", "add", a.as_str(), "dev", "br0", "nodad"]));
+        for args in steps {
+            let o = ip(&args);
+            assert!(o.status.success(), "ip -n {} {args:?}: {}", ns.name, stderr(&o));
+        }
+        let index = run(ns.command("cat").arg("/sys/class/net/br0/ifindex"), Duration::from_secs(10));
+        ns.br0_index = String::from_utf8_lossy(&index.stdout).trim().to_string();
+        Some(ns)
+    }
+
+    /// `program` run inside the namespace (`ip netns exec` execs it: the child's pid is the program's).
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+    }
+}

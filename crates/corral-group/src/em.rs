@@ -21,7 +21,8 @@
 //! each member's latest result; every member notification updates it and, once every member has answered
 //! (or failed), re-renders the entity for its observers (`cx.changed`). A notification — and any later
 //! registration — is rendered from that cache with the observer's own query (`eo`, `enr`, Accept), so a
-//! change costs one member notification, not a fan-out. Members that do not support Observe keep their
+//! change costs one member notification, not a fan-out. Members that are other gateways' entities are
+//! asked for the operation's aggregate, so such an entity has one watch per arithmetic operation. Members that do not support Observe keep their
 //! first value. The watch ends — members deregistered with Observe=1 — when a member notification finds
 //! the entity without observers, and when the entity is updated or deleted (its observers then get a
 //! final rendering: the new entity, or 4.04). Multicast entities and entities with local (nested) members
@@ -220,8 +221,8 @@ struct Job {
     timer: Option<Instant>,
     /// The client's answer registers it as an observer (Observe=0 on an observable entity).
     observable: bool,
-    /// Member requests register observations for the entity's watch (see the module docs).
-    watch: bool,
+    /// Member requests register observations for this watch (its key; see the module docs).
+    watch: Option<String>,
 }
 
 impl Job {
@@ -303,6 +304,7 @@ impl Flow {
 /// An observed entity: the member observations and each member's latest result (see the module docs).
 #[derive(Debug)]
 struct Watch {
+    entity: String,
     /// The entity's path as its observers registered it (`/em/<name>`).
     path: String,
     /// The member observations still running, by slot.
@@ -365,7 +367,7 @@ pub struct EntityManager {
     recovery: Vec<StoredEntity>,
     /// Observed entities, by name.
     watches: HashMap<String, Watch>,
-    /// Member observations of the watches: entity and member slot.
+    /// Member observations of the watches: watch key and member slot.
     watch_requests: HashMap<RequestId, (String, usize)>,
 }
 
@@ -600,7 +602,7 @@ impl EntityManager {
                 timed_out: false,
                 timer: None,
                 observable: false,
-                watch: false,
+                watch: None,
             },
         );
         id
@@ -734,7 +736,7 @@ impl EntityManager {
             Kind::Read => {
                 resource(&mut req);
                 ask_entity(&mut req, Some(job.op));
-                if job.watch {
+                if job.watch.is_some() {
                     req.options.set_uint(OptionNumber::OBSERVE, u64::from(OBSERVE_REGISTER));
                 }
                 job.confirmable
@@ -802,7 +804,7 @@ impl EntityManager {
                     Slot::Done(Res::failed(format!("{:#}: not forwarded", Code::HOP_LIMIT_REACHED)))
                 } else {
                     let Some((addr, req, confirmable)) = self.member_request(job, i, target) else { return };
-                    let watch = job.watch.then(|| job.entity.clone());
+                    let watch = job.watch.clone();
                     match cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
                         Ok(rid) => {
                             self.requests.insert(rid, (id, Some(i)));
@@ -920,8 +922,8 @@ impl EntityManager {
 
     fn finish(&mut self, cx: &mut Context<'_>, id: JobId) {
         let Some(mut job) = self.jobs.remove(&id) else { return };
-        if job.watch {
-            self.watch_job_done(id, &job.entity);
+        if let Some(key) = &job.watch {
+            self.watch_job_done(id, key);
         }
         if let Some(t) = job.timer.take() {
             self.timers.remove(&(t, id));
@@ -1341,7 +1343,7 @@ impl EntityManager {
             }
         };
         info!(entity = %flow.name, %code, "entity change committed");
-        self.end_watch(cx, &flow.name, true);
+        self.end_watches_of(cx, &flow.name);
         let mut resp = Response::new(code).with_content_format(accept).with_payload(output::render_reports(
             &head,
             &flow.reports,
@@ -1751,16 +1753,32 @@ impl EntityManager {
         })
     }
 
+    /// The watch that serves observers of `name` with operation `op`. One per entity — the members'
+    /// values do not depend on the operation — except for members that are other gateways' entities: they
+    /// are asked for the operation's aggregate (avg of averages), so each arithmetic operation has its own.
+    fn watch_key(&self, name: &str, op: Op) -> String {
+        let remote_entities = self
+            .entities
+            .get(name)
+            .is_some_and(|e| e.items.iter().any(|i| matches!(i.target, Target::Remote { entity: true, .. })));
+        if remote_entities && op.is_arithmetic() {
+            format!("{name}?eo={op}")
+        } else {
+            name.to_string()
+        }
+    }
+
     /// Makes use job `id` answer an Observe registration (or render a notification): from the watch's
-    /// cache when it is ready; else by asking the members, with Observe=0 when the entity has no watch yet.
+    /// cache when it is ready; else by asking the members, with Observe=0 when there is no watch yet.
     fn attach_watch(&mut self, id: JobId, name: &str, path: String) {
-        let Some(n) = self.jobs.get(&id).map(|j| j.slots.len()) else { return };
+        let Some((n, op)) = self.jobs.get(&id).map(|j| (j.slots.len(), j.op)) else { return };
+        let key = self.watch_key(name, op);
         let cached: Option<Vec<Res>> = self
             .watches
-            .get(name)
+            .get(&key)
             .filter(|w| w.ready() && w.job.is_none() && w.latest.len() == n)
             .map(|w| w.latest.iter().flatten().cloned().collect());
-        let first = !self.watches.contains_key(name);
+        let first = !self.watches.contains_key(&key);
         let Some(job) = self.jobs.get_mut(&id) else { return };
         job.observable = true;
         if let Some(cached) = cached {
@@ -1769,15 +1787,15 @@ impl EntityManager {
                 self.set_slot(id, i, Slot::Done(res));
             }
         } else if first {
-            job.watch = true;
-            self.watches
-                .insert(name.to_string(), Watch { path, obs: vec![None; n], latest: vec![None; n], job: Some(id) });
+            job.watch = Some(key.clone());
+            let w = Watch { entity: name.to_string(), path, obs: vec![None; n], latest: vec![None; n], job: Some(id) };
+            self.watches.insert(key, w);
         }
         // Otherwise the first round is still running: this registration asks the members once more.
     }
 
-    /// A member observation of a watch answered, notified, or ended.
-    fn watch_update(&mut self, cx: &mut Context<'_>, name: &str, i: usize, rid: RequestId, outcome: &Outcome) {
+    /// A member observation of watch `key` answered, notified, or ended.
+    fn watch_update(&mut self, cx: &mut Context<'_>, key: &str, i: usize, rid: RequestId, outcome: &Outcome) {
         let res = match outcome {
             Outcome::Response { response, .. } => member_result(true, response),
             Outcome::Failed(e) => Res::failed(e.to_string()),
@@ -1787,7 +1805,7 @@ impl EntityManager {
         if !active {
             self.watch_requests.remove(&rid);
         }
-        let Some(w) = self.watches.get_mut(name) else { return };
+        let Some(w) = self.watches.get_mut(key) else { return };
         if let Some(latest) = w.latest.get_mut(i) {
             *latest = Some(res);
         }
@@ -1800,8 +1818,8 @@ impl EntityManager {
             return; // the first round answers its client itself
         }
         if cx.observer_count(&w.path) == 0 {
-            debug!(entity = %name, "nobody observes the entity any more; members deregistered");
-            self.end_watch(cx, name, false);
+            debug!(entity = %w.entity, "nobody observes the entity any more; members deregistered");
+            self.end_watch(cx, key);
             return;
         }
         if w.ready() {
@@ -1809,31 +1827,39 @@ impl EntityManager {
         }
         if w.obs.iter().all(Option::is_none) {
             // No member notifies any more: the observers' next rendering starts a new watch.
-            self.watches.remove(name);
+            self.watches.remove(key);
         }
     }
 
-    /// The use job `id` that started the watch of `name` finished.
-    fn watch_job_done(&mut self, id: JobId, name: &str) {
-        let Some(w) = self.watches.get_mut(name) else { return };
+    /// The use job `id` that started watch `key` finished.
+    fn watch_job_done(&mut self, id: JobId, key: &str) {
+        let Some(w) = self.watches.get_mut(key) else { return };
         if w.job == Some(id) {
             w.job = None;
             if w.obs.iter().all(Option::is_none) {
-                self.watches.remove(name); // no member is observable: nothing would ever refresh the cache
+                self.watches.remove(key); // no member is observable: nothing would ever refresh the cache
             }
         }
     }
 
-    /// Ends the watch of `name`: every member observation is deregistered (RFC 7641 §3.6). With `tell`, the
-    /// observers get a final rendering (the entity changed or went away).
-    fn end_watch(&mut self, cx: &mut Context<'_>, name: &str, tell: bool) {
-        let Some(w) = self.watches.remove(name) else { return };
+    /// Ends watch `key`: every member observation is deregistered (RFC 7641 §3.6). Returns its path.
+    fn end_watch(&mut self, cx: &mut Context<'_>, key: &str) -> Option<String> {
+        let w = self.watches.remove(key)?;
         for rid in w.obs.into_iter().flatten() {
             self.watch_requests.remove(&rid);
             cx.deregister(rid);
         }
-        if tell {
-            cx.changed(&w.path);
+        Some(w.path)
+    }
+
+    /// The entity `name` changed or went away: its watches end and its observers get a last rendering
+    /// (the new entity, or 4.04).
+    fn end_watches_of(&mut self, cx: &mut Context<'_>, name: &str) {
+        let keys: Vec<String> = self.watches.iter().filter(|(_, w)| w.entity == name).map(|(k, _)| k.clone()).collect();
+        let mut paths: Vec<String> = keys.iter().filter_map(|k| self.end_watch(cx, k)).collect();
+        paths.dedup();
+        for path in paths {
+            cx.changed(&path);
         }
     }
 
@@ -1842,7 +1868,7 @@ impl EntityManager {
         self.jobs.get(&id).is_some_and(|j| matches!(j.kind, Kind::Read | Kind::Validate))
     }
 
-    /// How many entities are observed (member observations kept by the EM).
+    /// How many watches the EM keeps (one per observed entity; see [`EntityManager::watch_key`]).
     pub fn watched_entities(&self) -> usize {
         self.watches.len()
     }
@@ -1969,8 +1995,8 @@ impl Service for EntityManager {
     }
 
     fn handle_response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: Outcome) {
-        if let Some((name, i)) = self.watch_requests.get(&rid).cloned() {
-            self.watch_update(cx, &name, i, rid, &outcome);
+        if let Some((key, i)) = self.watch_requests.get(&rid).cloned() {
+            self.watch_update(cx, &key, i, rid, &outcome);
         }
         let Some(&(jid, slot)) = self.requests.get(&rid) else {
             if cx.endpoint().is_active(rid) && !self.watch_requests.contains_key(&rid) {

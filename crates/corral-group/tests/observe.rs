@@ -28,7 +28,11 @@ fn observe(path: &str, query: &str) -> Request {
 
 /// The text value device `i` last sent the gateway in a 2.05 (a response or a notification).
 fn last_value_sent(lab: &Lab, i: usize) -> f64 {
-    let (dev, gw) = (dev_addr(i, lab.v6), gw_addr(lab.v6));
+    last_value_sent_to(lab, i, gw_addr(lab.v6))
+}
+
+fn last_value_sent_to(lab: &Lab, i: usize, gw: std::net::SocketAddr) -> f64 {
+    let dev = dev_addr(i, lab.v6);
     lab.net
         .records
         .iter()
@@ -154,4 +158,46 @@ fn entities_that_cannot_be_watched_answer_once_without_observe() {
     assert_eq!(r[0].code, Code::CONTENT);
     assert!(r[0].options.observe().is_none(), "not registered: the client knows it is not observing");
     assert_eq!(lab.em().watched_entities(), 0);
+}
+
+#[test]
+fn observing_across_gateways_keeps_one_watch_per_operation_of_a_remote_entity() {
+    use corral_group::{EmConfig, EntityManager, MemStore};
+    use corral_proto::{Endpoint, EndpointConfig, Node};
+    // Gateway 2 holds room r (devices 0 and 1); gateway 1's entity "both" is r plus device 2.
+    let mut lab = observable_lab(3);
+    let gw2: std::net::SocketAddr = "192.0.2.9:5683".parse().unwrap();
+    let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(9)));
+    let cfg = EmConfig { local_addrs: vec![gw2], ..EmConfig::default() };
+    let em2 = n.mount("em", EntityManager::new(cfg, Box::new(MemStore::new())).unwrap());
+    let gw2_node = lab.net.add(gw2, n);
+    let er = lab.uris(0..2, "s/t");
+    let (c, svc, now) = (lab.client, lab.client_svc, lab.net.now);
+    let req = Request::new(Code::PUT)
+        .with_path("em/r")
+        .with_content_format(ContentFormat::JSON)
+        .with_payload(json!({ "er": er }).to_string());
+    lab.net.node(c).with_service(now, svc, |_: &mut Client, cx| cx.request(gw2, req, Default::default()));
+    lab.net.run_for(Duration::from_secs(5));
+    let r = lab.create("both", json!({ "er": ["coap://192.0.2.9/em/r", lab.uri(2, "s/t")] }));
+    assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
+
+    let avg = lab.send(observe("em/both", "eo=avg"));
+    let max = lab.send(observe("em/both", "eo=max"));
+    lab.net.run_for(Duration::from_secs(900));
+    // r is asked for its average by one watch and for its maximum by the other; gateway 2 serves both
+    // from one watch of its own members.
+    assert_eq!(lab.em().watched_entities(), 2);
+    let em2 = lab.net.node(gw2_node).service::<EntityManager>(em2).unwrap().watched_entities();
+    assert_eq!(em2, 1);
+    let (a, m) = (lab.responses(avg), lab.responses(max));
+    assert!(a.len() > 2 && m.len() > 2, "notifications: avg {}, max {}", a.len(), m.len());
+    assert!(a.iter().chain(&m).all(|r| r.code == Code::CONTENT && r.options.observe().is_some()));
+    let room: Vec<f64> = (0..2).map(|i| last_value_sent_to(&lab, i, gw2)).collect();
+    let dev2 = last_value_sent(&lab, 2);
+    let want_avg = aggregate(Op::Avg, &[aggregate(Op::Avg, &room).unwrap(), dev2]).unwrap();
+    let want_max = aggregate(Op::Max, &[aggregate(Op::Max, &room).unwrap(), dev2]).unwrap();
+    let got = |r: &[corral_proto::Response]| r.last().unwrap().payload_text().parse::<f64>().unwrap();
+    assert!((got(&a) - want_avg).abs() < 1e-9, "avg {} vs {want_avg}", got(&a));
+    assert!((got(&m) - want_max).abs() < 1e-9, "max {} vs {want_max}", got(&m));
 }

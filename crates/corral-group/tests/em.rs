@@ -236,30 +236,10 @@ fn nested_room_floor_building_answers_avg_of_averages() {
 #[test]
 fn remote_entity_on_another_gateway_is_used_over_coap() {
     // Gateway 2 holds room r; gateway 1's entity has coap://<gw2>/em/r as a member.
-    use corral_group::{EmConfig, EntityManager, MemStore};
-    use corral_proto::{Endpoint, EndpointConfig, Node};
     let mut lab = lab(3);
-    let gw2: std::net::SocketAddr = "192.0.2.9:5683".parse().unwrap();
-    let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(9)));
-    let cfg = EmConfig { local_addrs: vec![gw2], ..EmConfig::default() };
-    n.mount("em", EntityManager::new(cfg, Box::new(MemStore::new())).unwrap());
-    lab.net.add(gw2, n);
+    let (_, _, gw2) = lab.add_gateway();
     let er = lab.uris(0..2, "s/t");
-    // Create r on gateway 2 from the client.
-    let c = lab.client;
-    let now = lab.net.now;
-    let svc = lab.client_svc;
-    let req = Request::new(Code::PUT)
-        .with_path("em/r")
-        .with_content_format(ContentFormat::JSON)
-        .with_payload(json!({"er": er, "eo": "avg"}).to_string());
-    let id = lab
-        .net
-        .node(c)
-        .with_service(now, svc, |_: &mut Client, cx| cx.request(gw2, req, Default::default()))
-        .unwrap()
-        .unwrap();
-    lab.net.run_for(Duration::from_secs(5));
+    let id = lab.create_at(gw2, "r", json!({"er": er, "eo": "avg"}));
     assert!(lab.outcome(id).is_some());
     let r = lab.create("both", json!({ "er": ["coap://192.0.2.9/em/r", lab.uri(2, "s/t")], "eo": "avg" }));
     assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
@@ -666,14 +646,7 @@ fn device_well_known_core_and_mc_resource_over_coap() {
     let mut lab = lab(1);
     let dev = dev_addr(0, false);
     let ask = |lab: &mut Lab, req: Request| {
-        let (c, svc, now) = (lab.client, lab.client_svc, lab.net.now);
-        let id = lab
-            .net
-            .node(c)
-            .with_service(now, svc, |_: &mut Client, cx| cx.request(dev, req, Default::default()))
-            .unwrap()
-            .unwrap();
-        lab.net.run_for(Duration::from_secs(3));
+        let id = lab.send_to(dev, req);
         match lab.outcome(id).unwrap().1 {
             corral_proto::Outcome::Response { response, .. } => response,
             o => panic!("{o:?}"),

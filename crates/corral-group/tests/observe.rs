@@ -162,23 +162,12 @@ fn entities_that_cannot_be_watched_answer_once_without_observe() {
 
 #[test]
 fn observing_across_gateways_keeps_one_watch_per_operation_of_a_remote_entity() {
-    use corral_group::{EmConfig, EntityManager, MemStore};
-    use corral_proto::{Endpoint, EndpointConfig, Node};
+    use corral_group::EntityManager;
     // Gateway 2 holds room r (devices 0 and 1); gateway 1's entity "both" is r plus device 2.
     let mut lab = observable_lab(3);
-    let gw2: std::net::SocketAddr = "192.0.2.9:5683".parse().unwrap();
-    let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(9)));
-    let cfg = EmConfig { local_addrs: vec![gw2], ..EmConfig::default() };
-    let em2 = n.mount("em", EntityManager::new(cfg, Box::new(MemStore::new())).unwrap());
-    let gw2_node = lab.net.add(gw2, n);
+    let (gw2_node, em2, gw2) = lab.add_gateway();
     let er = lab.uris(0..2, "s/t");
-    let (c, svc, now) = (lab.client, lab.client_svc, lab.net.now);
-    let req = Request::new(Code::PUT)
-        .with_path("em/r")
-        .with_content_format(ContentFormat::JSON)
-        .with_payload(json!({ "er": er }).to_string());
-    lab.net.node(c).with_service(now, svc, |_: &mut Client, cx| cx.request(gw2, req, Default::default()));
-    lab.net.run_for(Duration::from_secs(5));
+    lab.create_at(gw2, "r", json!({ "er": er }));
     let r = lab.create("both", json!({ "er": ["coap://192.0.2.9/em/r", lab.uri(2, "s/t")] }));
     assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
 

@@ -148,6 +148,37 @@ impl Lab {
         }
     }
 
+    /// A second gateway with its own Entity Manager at 192.0.2.9: (net index, EM handle, address).
+    pub fn add_gateway(&mut self) -> (usize, ServiceHandle, SocketAddr) {
+        let addr: SocketAddr = "192.0.2.9:5683".parse().unwrap();
+        let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(9)));
+        let cfg = EmConfig { local_addrs: vec![addr], ..EmConfig::default() };
+        let em = n.mount("em", EntityManager::new(cfg, Box::new(MemStore::new())).expect("EM loads"));
+        (self.net.add(addr, n), em, addr)
+    }
+
+    /// Sends `req` from the client to `dst` and runs the net for five seconds.
+    pub fn send_to(&mut self, dst: SocketAddr, req: Request) -> RequestId {
+        let (c, svc, now) = (self.client, self.client_svc, self.net.now);
+        let id = self
+            .net
+            .node(c)
+            .with_service(now, svc, |_: &mut Client, cx| cx.request(dst, req, SendParams::default()))
+            .unwrap()
+            .unwrap();
+        self.net.run_for(corral_proto::Duration::from_secs(5));
+        id
+    }
+
+    /// Creates entity `name` with a JSON profile on the gateway at `dst` (see [`Lab::add_gateway`]).
+    pub fn create_at(&mut self, dst: SocketAddr, name: &str, profile: serde_json::Value) -> RequestId {
+        let req = Request::new(Code::PUT)
+            .with_path(&format!("em/{name}"))
+            .with_content_format(ContentFormat::JSON)
+            .with_payload(profile.to_string());
+        self.send_to(dst, req)
+    }
+
     /// Every response received so far for request `id` (an observation's notifications, in order).
     pub fn responses(&mut self, id: RequestId) -> Vec<Response> {
         let c = self.net.node(self.client).service::<Client>(self.client_svc).unwrap();

@@ -24,6 +24,7 @@ pub const CHECKS: &[&str] = &[
     "office_response_time",
     "leisure_lower_bound",
     "auto_delay_near_best",
+    "observe_vs_poll",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +162,9 @@ fn check(name: &str, s: &Scenario, aggs: &Aggs) -> (&'static str, Outcome) {
         "leisure_lower_bound" => ("leisure at Eq. (1)'s lower bound instead of 5 s", leisure_lower_bound(s, aggs)),
         "auto_delay_near_best" => {
             ("delay=auto (Eq. (2)) is as good as the best fixed delay", auto_delay_near_best(aggs))
+        }
+        "observe_vs_poll" => {
+            ("observing an entity is never beaten by polling it on both cost and freshness", observe_vs_poll(aggs))
         }
         _ => ("unknown check", Err(format!("no check named {name}"))),
     }
@@ -524,4 +528,49 @@ fn auto_delay_near_best(aggs: &Aggs) -> Outcome {
         return Err("needs delay = \"auto\" and fixed delays".into());
     }
     Ok((Verdict::of(ok), format!("{} (hypothesis: auto within 15 % of the best fixed delay)", parts.join("; "))))
+}
+
+/// For each group: observing against every polling period. No period may be both at least as fresh and
+/// at most as costly (frames per hour) as observing; the report names the cheapest period that is at least
+/// as fresh, and how many times observing's frames it costs.
+fn observe_vs_poll(aggs: &Aggs) -> Outcome {
+    let mut parts = Vec::new();
+    let mut ok = true;
+    for g in values(aggs, "group") {
+        let Some(obs) = pick(aggs, &[("group", n(g)), ("follow", t("observe"))]) else { continue };
+        let (fo, so) = (obs.frames_per_hour, obs.staleness);
+        let mut polls: Vec<(f64, &Aggregate)> = aggs
+            .iter()
+            .filter(|(p, _)| num(p, "group") == Some(g))
+            .filter_map(|(p, a)| Some((num(p, "follow")?, a)))
+            .filter(|(_, a)| a.staleness.is_finite() && a.frames_per_hour.is_finite())
+            .collect();
+        if polls.is_empty() || !so.is_finite() {
+            continue;
+        }
+        polls.sort_by(|a, b| a.0.total_cmp(&b.0));
+        ok &= !polls.iter().any(|(_, a)| a.staleness <= so && a.frames_per_hour <= fo);
+        let fresh = polls
+            .iter()
+            .filter(|(_, a)| a.staleness <= so)
+            .min_by(|a, b| a.1.frames_per_hour.total_cmp(&b.1.frames_per_hour));
+        let cheaper = match fresh {
+            Some((period, a)) => format!(
+                "as fresh from polling every {period} s ({:.0} frames/h, {:.1}×)",
+                a.frames_per_hour,
+                a.frames_per_hour / fo
+            ),
+            None => "no polling period as fresh".into(),
+        };
+        let list: Vec<String> =
+            polls.iter().map(|(p, a)| format!("{p} s {:.0}/h {:.3}", a.frames_per_hour, a.staleness)).collect();
+        parts.push(format!("G={g}: observe {fo:.0} frames/h, staleness {so:.3}; poll {}; {cheaper}", list.join(", ")));
+    }
+    if parts.is_empty() {
+        return Err("needs follow = \"observe\" and polling periods for a group".into());
+    }
+    Ok((
+        Verdict::of(ok),
+        format!("{} (hypothesis: no polling period is both as fresh and as cheap as observing)", parts.join("; ")),
+    ))
 }

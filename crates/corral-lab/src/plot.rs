@@ -56,6 +56,8 @@ pub struct LineChart {
     pub y_from_zero: bool,
     /// Fixed y range, e.g. `(0, 100)` for percentages.
     pub y_range: Option<(f64, f64)>,
+    /// A logarithmic y axis (decades), for values that span orders of magnitude; values ≤ 0 are left out.
+    pub log_y: bool,
 }
 
 impl LineChart {
@@ -96,13 +98,19 @@ impl LineChart {
             .series
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.1).chain(s.errors.iter().flatten().flat_map(|e| [e.0, e.1])));
-        let (mut y_lo, y_hi) = finite_range(ys).unwrap_or((0.0, 1.0));
-        if self.y_from_zero && y_lo > 0.0 {
-            y_lo = 0.0;
-        }
-        let (y_lo, y_hi) = self.y_range.unwrap_or((y_lo, y_hi));
+        let ya = if self.log_y {
+            let (y_lo, y_hi) = finite_range(ys.filter(|y| *y > 0.0)).unwrap_or((1.0, 10.0));
+            let (y_lo, y_hi) = self.y_range.unwrap_or((y_lo, y_hi));
+            Axis::decades(y_lo, y_hi)
+        } else {
+            let (mut y_lo, y_hi) = finite_range(ys).unwrap_or((0.0, 1.0));
+            if self.y_from_zero && y_lo > 0.0 {
+                y_lo = 0.0;
+            }
+            let (y_lo, y_hi) = self.y_range.unwrap_or((y_lo, y_hi));
+            Axis::new(y_lo, y_hi)
+        };
         let xa = Axis::new(x_lo, x_hi);
-        let ya = Axis::new(y_lo, y_hi);
         let mut svg = header(&self.title);
         frame(&mut svg, &xa, &ya, &self.x_label, &self.y_label);
         for b in &self.bands {
@@ -124,11 +132,12 @@ impl LineChart {
             let mut path = String::new();
             let mut pen_down = false;
             for &(x, y) in &s.points {
-                if !(x.is_finite() && y.is_finite()) {
+                let (px, py) = (xa.px(x), ya.py(y));
+                if !(px.is_finite() && py.is_finite()) {
                     pen_down = false;
                     continue;
                 }
-                let _ = write!(path, "{}{:.1},{:.1} ", if pen_down { "L" } else { "M" }, xa.px(x), ya.py(y));
+                let _ = write!(path, "{}{px:.1},{py:.1} ", if pen_down { "L" } else { "M" });
                 pen_down = true;
             }
             let _ = write!(
@@ -137,7 +146,7 @@ impl LineChart {
             );
             if let Some(errs) = &s.errors {
                 for (&(x, _), &(lo, hi)) in s.points.iter().zip(errs) {
-                    if x.is_finite() && lo.is_finite() && hi.is_finite() {
+                    if x.is_finite() && ya.py(lo).is_finite() && ya.py(hi).is_finite() {
                         let px = xa.px(x);
                         let _ = write!(
                             svg,
@@ -155,8 +164,9 @@ impl LineChart {
                 }
             }
             for &(x, y) in &s.points {
-                if x.is_finite() && y.is_finite() {
-                    marker(&mut svg, i, xa.px(x), ya.py(y), color);
+                let (px, py) = (xa.px(x), ya.py(y));
+                if px.is_finite() && py.is_finite() {
+                    marker(&mut svg, i, px, py, color);
                 }
             }
             legend_entry(&mut svg, i, &s.label, color, dash);
@@ -236,11 +246,12 @@ impl BoxPlot {
     }
 }
 
-/// A linear axis with "nice" ticks.
+/// A linear axis with "nice" ticks, or a logarithmic one with a tick per decade (`lo`, `hi` then in log10).
 struct Axis {
     lo: f64,
     hi: f64,
     ticks: Vec<f64>,
+    log: bool,
 }
 
 impl Axis {
@@ -255,15 +266,32 @@ impl Axis {
             ticks.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
             t += step;
         }
-        Axis { lo: start, hi: end, ticks }
+        Axis { lo: start, hi: end, ticks, log: false }
+    }
+
+    /// From the decade at or below `lo` to the one at or above `hi` (both > 0).
+    fn decades(lo: f64, hi: f64) -> Axis {
+        let a = lo.max(f64::MIN_POSITIVE).log10().floor();
+        let b = hi.max(lo).max(f64::MIN_POSITIVE).log10().ceil().max(a + 1.0);
+        let ticks = (a as i32..=b as i32).map(|e| 10f64.powi(e)).collect();
+        Axis { lo: a, hi: b, ticks, log: true }
+    }
+
+    /// A value in the axis's own scale (NaN for values a log axis cannot show).
+    fn scale(&self, v: f64) -> f64 {
+        match (self.log, v > 0.0) {
+            (false, _) => v,
+            (true, true) => v.log10(),
+            (true, false) => f64::NAN,
+        }
     }
 
     fn px(&self, x: f64) -> f64 {
-        LEFT + (x - self.lo) / (self.hi - self.lo) * (W - LEFT - RIGHT)
+        LEFT + (self.scale(x) - self.lo) / (self.hi - self.lo) * (W - LEFT - RIGHT)
     }
 
     fn py(&self, y: f64) -> f64 {
-        H - BOTTOM - (y - self.lo) / (self.hi - self.lo) * (H - TOP - BOTTOM)
+        H - BOTTOM - (self.scale(y) - self.lo) / (self.hi - self.lo) * (H - TOP - BOTTOM)
     }
 }
 
@@ -430,6 +458,19 @@ mod tests {
         assert!(svg.contains("&lt;reproduced&gt;"));
         assert!(svg.matches("<path d=\"M").count() >= 2);
         assert!(!svg.contains("NaN"));
+    }
+
+    #[test]
+    fn log_axis_has_a_tick_per_decade_and_leaves_out_what_it_cannot_show() {
+        let a = Axis::decades(150.0, 24_480.0);
+        assert_eq!(a.ticks, vec![100.0, 1000.0, 10_000.0, 100_000.0]);
+        assert!((a.py(1000.0) - (a.py(100.0) + a.py(10_000.0)) / 2.0).abs() < 1e-9, "decades are evenly spaced");
+        let mut chart = LineChart::new("frames", "group", "frames per hour")
+            .series(Series::new("observe", vec![(5.0, 150.0), (10.0, 0.0), (20.0, 1018.0)]));
+        chart.log_y = true;
+        let svg = chart.to_svg();
+        assert!(!svg.contains("NaN"), "{svg}");
+        assert!(svg.contains(">1000<") && svg.contains(">100<"));
     }
 
     #[test]

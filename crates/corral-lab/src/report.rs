@@ -51,10 +51,14 @@ pub enum Metric {
     Frames,
     /// Frames on the busiest link per query (link stress).
     LinkStress,
+    /// IEEE 802.15.4 frames per hour of the query phase (the `follow` axis: the cost of following).
+    FramesPerHour,
+    /// Mean |client's average − true average| over the window (the `follow` axis).
+    Staleness,
 }
 
 impl Metric {
-    pub const ALL: [(&'static str, Metric); 7] = [
+    pub const ALL: [(&'static str, Metric); 9] = [
         ("response_time", Metric::ResponseTime),
         ("response_time_per_member", Metric::ResponseTimePerMember),
         ("member_reliability", Metric::MemberReliability),
@@ -62,6 +66,8 @@ impl Metric {
         ("retransmissions", Metric::Retransmissions),
         ("frames", Metric::Frames),
         ("link_stress", Metric::LinkStress),
+        ("frames_per_hour", Metric::FramesPerHour),
+        ("staleness", Metric::Staleness),
     ];
 
     pub fn parse(s: &str) -> Result<Metric, String> {
@@ -79,6 +85,8 @@ impl Metric {
             Metric::Retransmissions => "CoAP retransmissions per query",
             Metric::Frames => "IEEE 802.15.4 frames per query",
             Metric::LinkStress => "frames on the busiest link per query",
+            Metric::FramesPerHour => "IEEE 802.15.4 frames per hour",
+            Metric::Staleness => "mean staleness (resource unit, e.g. °C)",
         }
     }
 
@@ -96,6 +104,8 @@ impl Metric {
             Metric::Retransmissions => (a.retx_per_query, None),
             Metric::Frames => (a.frames_per_query, None),
             Metric::LinkStress => (a.link_stress_per_query, None),
+            Metric::FramesPerHour => (a.frames_per_hour, None),
+            Metric::Staleness => (a.staleness, None),
         }
     }
 }
@@ -114,6 +124,10 @@ pub struct Aggregate {
     pub frames_per_query: f64,
     pub link_stress_per_query: f64,
     pub node_load_per_query: f64,
+    /// All frames of the query phase per hour of it.
+    pub frames_per_hour: f64,
+    /// The `follow` axis: mean staleness of the client's average (NaN elsewhere).
+    pub staleness: f64,
     pub avg_hops: f64,
     pub max_hops: u32,
     pub created: bool,
@@ -137,6 +151,8 @@ pub fn aggregate(p: &PointRow, queries: &[&QueryRow]) -> Aggregate {
         frames_per_query: per(queries.iter().map(|q| q.frames).sum()),
         link_stress_per_query: per(p.max_link_frames),
         node_load_per_query: per(p.max_node_frames),
+        frames_per_hour: if p.window_s > 0.0 { p.frames as f64 * 3600.0 / p.window_s } else { f64::NAN },
+        staleness: p.staleness_mean,
         avg_hops: p.avg_hops,
         max_hops: p.max_hops,
         created: p.created,
@@ -237,13 +253,13 @@ pub fn points_csv(d: &RunData) -> String {
     let mut s = header(
         &d.axes(),
         "point",
-        "seed,created,create_ms,avg_hops,max_hops,frames,mac_retries,busy_ccas,coap_retx,drops_interference,drops_collision,drops_mac,drops_cpu,max_link_frames,max_link,max_node_frames,max_node,events",
+        "seed,created,create_ms,avg_hops,max_hops,frames,mac_retries,busy_ccas,coap_retx,drops_interference,drops_collision,drops_mac,drops_cpu,max_link_frames,max_link,max_node_frames,max_node,events,window_s,staleness_mean,staleness_max",
     );
     for r in &d.results {
         let p = &r.point;
         let _ = writeln!(
             s,
-            "{}{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{}{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             p.point,
             d.axis_cells(p.point),
             p.seed,
@@ -263,7 +279,10 @@ pub fn points_csv(d: &RunData) -> String {
             p.max_link,
             p.max_node_frames,
             p.max_node,
-            p.events
+            p.events,
+            fixed(p.window_s, 6),
+            fixed(p.staleness_mean, 4),
+            fixed(p.staleness_max, 4)
         );
     }
     s
@@ -300,7 +319,7 @@ pub fn aggregates_csv(d: &RunData) -> String {
     let mut s = header(
         &d.axes(),
         "point",
-        "queries,members,member_reliability,group_reliability,rt_min_ms,rt_p25_ms,rt_median_ms,rt_mean_ms,rt_p75_ms,rt_p95_ms,rt_p99_ms,rt_max_ms,rt_ci95_ms,rt_per_member_ms,retx_per_query,frames_per_query,link_stress_per_query,node_load_per_query,avg_hops,max_hops",
+        "queries,members,member_reliability,group_reliability,rt_min_ms,rt_p25_ms,rt_median_ms,rt_mean_ms,rt_p75_ms,rt_p95_ms,rt_p99_ms,rt_max_ms,rt_ci95_ms,rt_per_member_ms,retx_per_query,frames_per_query,link_stress_per_query,node_load_per_query,frames_per_hour,staleness,avg_hops,max_hops",
     );
     for (p, a) in d.aggregates() {
         let rt = a.rt.unwrap_or(Summary {
@@ -318,7 +337,7 @@ pub fn aggregates_csv(d: &RunData) -> String {
         });
         let _ = writeln!(
             s,
-            "{}{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{}{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             p.index,
             d.axis_cells(p.index),
             a.queries,
@@ -339,6 +358,8 @@ pub fn aggregates_csv(d: &RunData) -> String {
             fixed(a.frames_per_query, 3),
             fixed(a.link_stress_per_query, 3),
             fixed(a.node_load_per_query, 3),
+            fixed(a.frames_per_hour, 3),
+            fixed(a.staleness, 4),
             fixed(a.avg_hops, 3),
             a.max_hops
         );
@@ -397,6 +418,9 @@ pub fn read_results(dir: &Path) -> Result<Vec<PointResult>, String> {
             max_node_frames: field(&row, "max_node_frames")?,
             max_node: field(&row, "max_node")?,
             events: field(&row, "events")?,
+            window_s: float(&row, "window_s")?,
+            staleness_mean: float(&row, "staleness_mean")?,
+            staleness_max: float(&row, "staleness_max")?,
         };
         by_point.insert(point.point, PointResult { queries: Vec::new(), point, links: Vec::new(), nodes: Vec::new() });
     }
@@ -478,6 +502,8 @@ fn series_key(p: &Point, series: &[String]) -> String {
                 "cca_busy_prob" => format!("CCA {v}"),
                 "corruption_prob" => format!("corrupt {v}"),
                 "rx_queue" => format!("queue {v}"),
+                "follow" if v.num().is_some() => format!("poll every {v} s"),
+                "follow" => v.to_string(),
                 other => format!("{other}={v}"),
             })
         })
@@ -544,6 +570,7 @@ pub fn figure_svg(f: &Figure, aggs: &[(&Point, Aggregate)]) -> String {
     if let Some((lo, hi)) = f.y_range {
         chart = chart.y_range(lo, hi);
     }
+    chart.log_y = f.log_y;
     chart.to_svg()
 }
 

@@ -9,12 +9,12 @@
 //! or draws randomness of its own: everything follows from the point's seed, so a point's rows are a pure
 //! function of (scenario, point, seed) — which is what makes shards and threads safe.
 
-use crate::client::LabClient;
-use crate::scenario::{LinkSpec, Point, Setup, TopologyKind};
-use corral_group::device::{mount_device, DeviceConfig};
+use crate::client::{Exchange, LabClient};
+use crate::scenario::{Follow, LinkSpec, Point, Setup, TopologyKind};
+use corral_group::device::{mount_device, sample, DeviceConfig, Quantity};
 use corral_group::{EmConfig, EntityManager, MemStore};
-use corral_proto::wire::{Code, ContentFormat};
-use corral_proto::{Duration, Endpoint, Node, Request, ServiceHandle, TransmissionParams};
+use corral_proto::wire::{Code, ContentFormat, OptionNumber};
+use corral_proto::{Duration, Endpoint, Instant, Node, Request, ServiceHandle, TransmissionParams};
 use corral_sim::{Interferer, LinkModel, NodeId, NodeSpec, Reach, Role, Sim, SimConfig, Topology, WiredSpec};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -42,8 +42,9 @@ pub struct QueryRow {
 }
 
 impl QueryRow {
+    /// Every member's value arrived (a notification of the `follow` axis has no response time).
     pub fn success(&self) -> bool {
-        self.replies >= self.members && self.response_ms.is_finite()
+        self.replies >= self.members && self.code != "none"
     }
 }
 
@@ -75,6 +76,12 @@ pub struct PointRow {
     pub max_node_frames: u64,
     pub max_node: u32,
     pub events: u64,
+    /// Length of the query phase (virtual time), s.
+    pub window_s: f64,
+    /// The `follow` axis: |the client's latest average − the members' true average|, sampled every second
+    /// of the window, mean and maximum (the resource's unit; NaN for other points).
+    pub staleness_mean: f64,
+    pub staleness_max: f64,
 }
 
 /// Frames on one directed link during the query phase: a row of `links.csv`.
@@ -345,7 +352,8 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
     for list in &net.members {
         for &m in list {
             let mut node = Node::new(Endpoint::new(endpoint(&sim, m)));
-            let dc = DeviceConfig { mc_slots: Some(4), observable: s.observable_devices, ..DeviceConfig::default() };
+            let observable = matches!(s.follow, Some(Follow::Observe));
+            let dc = DeviceConfig { mc_slots: Some(4), observable, ..DeviceConfig::default() };
             mount_device(&mut node, dc);
             sim.attach(NodeId(m as u32), node);
         }
@@ -437,28 +445,30 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
     let drops_before = drops(&d.sim);
 
     let mut queries = Vec::new();
-    if created {
-        for rep in 0..s.repetitions {
-            let before = totals(&d.sim, &net.gateways);
-            let req = Request::get("em/group").with_accept(ContentFormat::JSON);
-            let x = d.exchange(em0, req, Duration::from_secs(s.query_limit_s));
-            let after = totals(&d.sim, &net.gateways);
-            let answered = x.code.is_some();
-            queries.push(QueryRow {
-                point: index,
-                rep,
-                seed,
-                start_s: x.sent.as_micros() as f64 / 1e6,
-                // µs / 1000 is the double nearest the CSV's 3 decimals, so merged shards aggregate identically.
-                response_ms: if answered { x.response_time().as_micros() as f64 / 1000.0 } else { f64::NAN },
-                code: x.code.map_or_else(|| "none".to_string(), |c| format!("{c}")),
-                replies: if answered { count_replies(&x.payload) } else { 0 },
-                members: s.group,
-                coap_retx: after.coap_retx - before.coap_retx,
-                frames: after.frames - before.frames,
-                mac_retries: after.mac_retries - before.mac_retries,
-            });
-            d.sim.run_for(Duration::from_millis(s.pause_ms));
+    let (mut staleness_mean, mut staleness_max) = (f64::NAN, f64::NAN);
+    match (created, s.follow) {
+        (false, _) => {}
+        (true, Some(f)) => {
+            let (rows, updates) = follow(&mut d, s, f, em0, (index, seed), &net.gateways);
+            queries = rows;
+            let seeds: Vec<u64> = member_ids
+                .iter()
+                .filter_map(|&m| d.sim.node(NodeId(m as u32)).map(|n| n.endpoint().config().seed))
+                .collect();
+            if let Some(q) = quantity(&s.resource) {
+                let truth = |t: Instant| seeds.iter().map(|&sd| sample(sd, q, t)).sum::<f64>() / seeds.len() as f64;
+                (staleness_mean, staleness_max) = staleness(&updates, truth, start, d.sim.now());
+            }
+        }
+        (true, None) => {
+            for rep in 0..s.repetitions {
+                let before = totals(&d.sim, &net.gateways);
+                let req = Request::get("em/group").with_accept(ContentFormat::JSON);
+                let x = d.exchange(em0, req, Duration::from_secs(s.query_limit_s));
+                let after = totals(&d.sim, &net.gateways);
+                queries.push(query_row((index, seed), rep, s.group, &x, false, (before, after)));
+                d.sim.run_for(Duration::from_millis(s.pause_ms));
+            }
         }
     }
 
@@ -528,8 +538,153 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         max_node_frames,
         max_node,
         events: d.sim.events_processed(),
+        window_s: (d.sim.now() - start).as_micros() as f64 / 1e6,
+        staleness_mean,
+        staleness_max,
     };
     Ok(TracedPoint { result: PointResult { queries, point, links, nodes }, sim: d.sim, network: net, client })
+}
+
+/// A row of `queries.csv` for one exchange (or, `notification`, one Observe notification, which has no
+/// response time); `(point, seed)` and the counters around it.
+fn query_row(
+    (point, seed): (usize, u64),
+    rep: usize,
+    members: usize,
+    x: &Exchange,
+    notification: bool,
+    (before, after): (Totals, Totals),
+) -> QueryRow {
+    let answered = x.code.is_some();
+    QueryRow {
+        point,
+        rep,
+        seed,
+        start_s: x.sent.as_micros() as f64 / 1e6,
+        // µs / 1000 is the double nearest the CSV's 3 decimals, so merged shards aggregate identically.
+        response_ms: if answered && !notification { x.response_time().as_micros() as f64 / 1000.0 } else { f64::NAN },
+        code: x.code.map_or_else(|| "none".to_string(), |c| format!("{c}")),
+        replies: if answered { count_replies(&x.payload) } else { 0 },
+        members,
+        coap_retx: after.coap_retx - before.coap_retx,
+        frames: after.frames - before.frames,
+        mac_retries: after.mac_retries - before.mac_retries,
+    }
+}
+
+/// The `follow` axis: the client follows `GET /em/group?eo=avg` for the setup's window, polling or
+/// observing. Returns a row per exchange (polling) or notification (observing), and every average the
+/// client learnt with the time it learnt it.
+fn follow(
+    d: &mut Driver,
+    s: &Setup,
+    how: Follow,
+    em: SocketAddr,
+    ids: (usize, u64),
+    gateways: &[usize],
+) -> (Vec<QueryRow>, Vec<(Instant, f64)>) {
+    let req = Request::get("em/group").with_query("eo=avg").with_accept(ContentFormat::JSON);
+    let end = d.sim.now() + Duration::from_secs(s.window_s);
+    let (mut rows, mut updates) = (Vec::new(), Vec::new());
+    let mut learn = |x: &Exchange| {
+        if x.code == Some(Code::CONTENT) {
+            if let Some(v) = average(&x.payload) {
+                updates.push((x.answered, v));
+            }
+        }
+    };
+    match how {
+        Follow::Poll { period_ms } => {
+            let mut next = d.sim.now();
+            while next < end {
+                d.sim.run_until(next);
+                let before = totals(&d.sim, gateways);
+                let x = d.exchange(em, req.clone(), Duration::from_secs(s.query_limit_s));
+                learn(&x);
+                rows.push(query_row(ids, rows.len(), s.group, &x, false, (before, totals(&d.sim, gateways))));
+                // A query that outlasted the period is followed by the next at once.
+                next = (next + Duration::from_millis(period_ms)).max(d.sim.now());
+            }
+        }
+        Follow::Observe => {
+            let (host, h) = (d.host, d.client);
+            let req = req.with_option(OptionNumber::OBSERVE, &[]);
+            d.sim.with_service(host, h, |c: &mut LabClient, cx| c.observe(cx, em, req));
+            let count = |sim: &Sim| sim.service::<LabClient>(host, h).map_or(0, |c| c.notifications().len());
+            let mut before = totals(&d.sim, gateways);
+            loop {
+                let seen = count(&d.sim);
+                if !d.sim.run_until_cond(end, |sim| count(sim) > seen) {
+                    break;
+                }
+                let after = totals(&d.sim, gateways);
+                let news: Vec<Exchange> = d
+                    .sim
+                    .service::<LabClient>(host, h)
+                    .map(|c| c.notifications()[seen..].to_vec())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(at, r)| Exchange { sent: at, answered: at, code: Some(r.code), payload: r.payload })
+                    .collect();
+                for (k, x) in news.iter().enumerate() {
+                    learn(x);
+                    // The frames since the previous notification go with the first of a burst.
+                    let span = if k == 0 { (before, after) } else { (after, after) };
+                    rows.push(query_row(ids, rows.len(), s.group, x, true, span));
+                }
+                before = after;
+            }
+        }
+    }
+    d.sim.run_until(end);
+    (rows, updates)
+}
+
+/// The `v` of an EM's JSON answer to an arithmetic operation.
+fn average(payload: &[u8]) -> Option<f64> {
+    serde_json::from_slice::<serde_json::Value>(payload).ok()?.get("v")?.as_f64()
+}
+
+/// The sensor behind a device resource path.
+fn quantity(resource: &str) -> Option<Quantity> {
+    match resource.trim_matches('/') {
+        "s/t" => Some(Quantity::Temperature),
+        "s/h" => Some(Quantity::Humidity),
+        "s/l" => Some(Quantity::Light),
+        _ => None,
+    }
+}
+
+/// |what the client knew − `truth`| at every whole second in (`start`, `end`] after its first update:
+/// mean and maximum, rounded to 4 decimals (so that a merged report reads back the same values). NaN
+/// when the client learnt nothing.
+pub fn staleness(
+    updates: &[(Instant, f64)],
+    truth: impl Fn(Instant) -> f64,
+    start: Instant,
+    end: Instant,
+) -> (f64, f64) {
+    let (mut sum, mut max, mut n) = (0.0, 0.0f64, 0u64);
+    let mut k = 0;
+    let mut known = None;
+    for sec in start.as_secs() + 1..=end.as_secs() {
+        let t = Instant::from_secs(sec);
+        while k < updates.len() && updates[k].0 <= t {
+            known = Some(updates[k].1);
+            k += 1;
+        }
+        let Some(v) = known else { continue };
+        let e = (v - truth(t)).abs();
+        sum += e;
+        max = max.max(e);
+        n += 1;
+    }
+    let round = |x: f64| (x * 1e4).round() / 1e4;
+    if n == 0 {
+        (f64::NAN, f64::NAN)
+    } else {
+        (round(sum / n as f64), round(max))
+    }
 }
 
 fn link_snapshot(sim: &Sim) -> BTreeMap<(u32, u32), (u64, u64, u64)> {
@@ -556,4 +711,22 @@ fn drops(sim: &Sim) -> (u64, u64, u64, u64) {
         out.3 += c.drops(R::QueueOverflow);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staleness_is_sampled_every_second_after_the_first_update() {
+        let s = |x: u64| Instant::from_secs(x);
+        // The truth is 20.0 until t = 5 s, then 20.5; the client learns 20.0 at 2.5 s and 20.4 at 7 s.
+        let truth = |t: Instant| if t < s(5) { 20.0 } else { 20.5 };
+        let updates = [(Instant::from_millis(2500), 20.0), (s(7), 20.4)];
+        let (mean, max) = staleness(&updates, truth, s(0), s(10));
+        // Seconds 3-4: 0; 5-6: 0.5; 7-10: 0.1 → (0 + 0 + 0.5 + 0.5 + 4 × 0.1) / 8.
+        assert_eq!(mean, 0.175);
+        assert_eq!(max, 0.5);
+        assert!(staleness(&[], truth, s(0), s(10)).0.is_nan());
+    }
 }

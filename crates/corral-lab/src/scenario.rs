@@ -36,6 +36,7 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("table8-office"),
     builtin!("ext-leisure"),
     builtin!("ext-auto-delay"),
+    builtin!("ext-observe"),
     builtin!("calibrate-cpu"),
     builtin!("calibrate-wifi"),
     builtin!("calibrate-office"),
@@ -314,6 +315,19 @@ pub struct Workload {
     /// With `--quick`, only these values of an axis are run (e.g. `wifi_mbps = [0, 28.5]`).
     #[serde(default)]
     pub quick_sweep: BTreeMap<String, Vec<toml::Value>>,
+    /// Points of the `follow` axis follow the entity's average for this long (virtual time), s.
+    #[serde(default = "hour")]
+    pub duration_s: u64,
+    /// The same with `--quick`.
+    #[serde(default = "five_minutes")]
+    pub quick_duration_s: u64,
+}
+
+fn hour() -> u64 {
+    3600
+}
+fn five_minutes() -> u64 {
+    300
 }
 
 fn three() -> usize {
@@ -370,6 +384,9 @@ pub struct Figure {
     pub band: Option<(f64, f64, String)>,
     #[serde(default)]
     pub y_range: Option<(f64, f64)>,
+    /// A logarithmic y axis, for values spanning orders of magnitude (e.g. frames per hour).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log_y: bool,
     #[serde(default)]
     pub caption: String,
 }
@@ -410,6 +427,7 @@ pub const AXES: &[&str] = &[
     "corruption_prob",
     "wifi_mbps",
     "delay",
+    "follow",
 ];
 
 /// One value of an axis.
@@ -508,9 +526,20 @@ pub struct Setup {
     pub repetitions: usize,
     pub pause_ms: u64,
     pub query_limit_s: u64,
-    /// Observable device sensors (RFC 7641). Not a scenario field: the devices then arm a timer each, which
-    /// costs events in every run; the `observe_vs_poll` example turns it on.
-    pub observable_devices: bool,
+    /// The `follow` axis: the client follows the entity's average for `window_s` instead of querying it
+    /// `repetitions` times.
+    pub follow: Option<Follow>,
+    pub window_s: u64,
+}
+
+/// How a client follows an entity's average (the `follow` axis): `"observe"`, or a number — poll every so
+/// many seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Follow {
+    /// `GET /em/group?eo=avg` every `period_ms` (the next one at once if a query took longer).
+    Poll { period_ms: u64 },
+    /// One Observe registration; the EM observes the members (whose sensors become observable).
+    Observe,
 }
 
 /// A scenario error: which field and why.
@@ -663,7 +692,8 @@ impl Scenario {
             repetitions: if quick { self.workload.quick_repetitions } else { self.workload.repetitions },
             pause_ms: self.workload.pause_ms,
             query_limit_s: self.workload.query_limit_s,
-            observable_devices: false,
+            follow: None,
+            window_s: if quick { self.workload.quick_duration_s } else { self.workload.duration_s },
         };
         let mut ect = self.entity.ect.clone();
         let mut delay = self.entity.delay.clone();
@@ -699,6 +729,13 @@ impl Scenario {
                 "cca_busy_prob" => s.cca_busy_prob = num()?,
                 "corruption_prob" => s.corruption_prob = num()?,
                 "wifi_mbps" => s.wifi_schedule = vec![(0.0, num()?)],
+                "follow" => {
+                    s.follow = Some(match v {
+                        AxisValue::Text(t) if t == "observe" => Follow::Observe,
+                        AxisValue::Num(x) if *x > 0.0 => Follow::Poll { period_ms: (x * 1000.0).round() as u64 },
+                        other => return err(format!("sweep.follow: {other} is not \"observe\" or a period in s > 0")),
+                    })
+                }
                 "delay" => {
                     delay = match v {
                         AxisValue::Num(x) => toml::Value::Integer(*x as i64),
@@ -748,6 +785,9 @@ impl Scenario {
             if !(0.0..=1.0).contains(&p) {
                 return err(format!("calibration: probability {p} outside 0..1"));
             }
+        }
+        if s.follow.is_some() && (s.multicast || s.nested || s.window_s == 0) {
+            return err("follow: a unicast single entity and workload.duration_s > 0");
         }
         if s.ack_timeout_ms == 0 || s.ack_random_factor < 1.0 {
             return err("transmission: ack_timeout_ms > 0 and ack_random_factor ≥ 1");

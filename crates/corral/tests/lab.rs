@@ -101,32 +101,40 @@ fn corral_scenario(name: &str) -> Vec<String> {
 
 #[test]
 fn same_command_same_bytes_whatever_the_threads_and_shards_merge() {
-    let root = scratch("det");
-    let run = |dir: &str, extra: &[&str]| {
-        let out = root.join(dir);
-        let seed = if extra.contains(&"--seed") { vec![] } else { vec!["--seed", "7"] };
-        let mut args = vec!["lab", "run", "fig08-group-size", "--quick", "-q", "--out", out.to_str().unwrap()];
-        args.extend_from_slice(&seed);
-        args.extend_from_slice(extra);
-        ok(&corral(&args));
-        out
-    };
-    let a = run("a", &["--jobs", "1"]);
-    let b = run("b", &["--jobs", "2"]);
-    for f in ["queries.csv", "aggregates.csv", "points.csv", "links.csv", "nodes.csv", "summary.txt"] {
-        assert_eq!(read(&a.join(f)), read(&b.join(f)), "{f} differs between --jobs 1 and 2");
+    // fig08 queries the entity; ext-observe follows it (polls and an Observe registration).
+    for scenario in ["fig08-group-size", "ext-observe"] {
+        let root = scratch(&format!("det-{scenario}"));
+        let run = |dir: &str, extra: &[&str]| {
+            let out = root.join(dir);
+            let seed = if extra.contains(&"--seed") { vec![] } else { vec!["--seed", "7"] };
+            let mut args = vec!["lab", "run", scenario, "--quick", "-q", "--out", out.to_str().unwrap()];
+            args.extend_from_slice(&seed);
+            args.extend_from_slice(extra);
+            ok(&corral(&args));
+            out
+        };
+        let a = run("a", &["--jobs", "1"]);
+        let b = run("b", &["--jobs", "2"]);
+        for f in ["queries.csv", "aggregates.csv", "points.csv", "links.csv", "nodes.csv", "summary.txt"] {
+            assert_eq!(read(&a.join(f)), read(&b.join(f)), "{scenario}: {f} differs between --jobs 1 and 2");
+        }
+        let other = run("c", &["--seed", "8"]);
+        assert_ne!(read(&a.join("queries.csv")), read(&other.join("queries.csv")), "{scenario}: the seed matters");
+        let s0 = run("s0", &["--shard", "0/2"]);
+        let s1 = run("s1", &["--shard", "1/2"]);
+        assert!(check_csv(&s0.join("queries.csv")) < check_csv(&a.join("queries.csv")));
+        let merged = root.join("merged");
+        let (s0, s1, m) = (s0.to_str().unwrap(), s1.to_str().unwrap(), merged.to_str().unwrap());
+        ok(&corral(&["lab", "merge", s0, s1, "--out", m, "-q"]));
+        for f in ["queries.csv", "aggregates.csv", "points.csv", "links.csv", "nodes.csv", "summary.txt"] {
+            assert_eq!(
+                read(&a.join(f)),
+                read(&merged.join(f)),
+                "{scenario}: {f}: merged shards differ from the whole run"
+            );
+        }
+        let _ = std::fs::remove_dir_all(root);
     }
-    let other = run("c", &["--seed", "8"]);
-    assert_ne!(read(&a.join("queries.csv")), read(&other.join("queries.csv")), "the seed matters");
-    let s0 = run("s0", &["--shard", "0/2"]);
-    let s1 = run("s1", &["--shard", "1/2"]);
-    assert!(check_csv(&s0.join("queries.csv")) < check_csv(&a.join("queries.csv")));
-    let merged = root.join("merged");
-    ok(&corral(&["lab", "merge", s0.to_str().unwrap(), s1.to_str().unwrap(), "--out", merged.to_str().unwrap(), "-q"]));
-    for f in ["queries.csv", "aggregates.csv", "points.csv", "links.csv", "nodes.csv", "summary.txt"] {
-        assert_eq!(read(&a.join(f)), read(&merged.join(f)), "{f}: merged shards differ from the whole run");
-    }
-    let _ = std::fs::remove_dir_all(root);
 }
 
 #[test]

@@ -14,6 +14,11 @@
 //! or continue a management flow. Jobs never call each other: a finished child's result is queued and
 //! delivered after the current input, so there is no re-entrancy.
 //!
+//! # Unicast repair (beyond the paper)
+//! A multicast use with `repair=unicast` does not finish when its window closes with members silent: the
+//! multicast request ends and the same job goes on as a unicast use of the silent slots only (CON, paced
+//! by `delay`, skipping members that answered), then answers as any use does.
+//!
 //! # Observed entities (beyond the paper)
 //! `GET /em/<name>` with Observe=0 on a unicast entity whose members are all remote resources registers
 //! the client as an observer (RFC 7641). The first registration starts a *watch*: the use job that answers
@@ -30,7 +35,7 @@
 
 use crate::output::{self, MemberReport, Reading, UseResult};
 use crate::pool::AddressPool;
-use crate::profile::{Ect, Emt, Op, Profile, ProfilePatch, UseOverrides};
+use crate::profile::{Ect, Emt, Op, Profile, ProfilePatch, Repair, UseOverrides};
 use crate::store::{Store, StoreError, StoredEntity};
 use crate::uri::{self, MemberUri};
 use corral_proto::wire::{Code, ContentFormat, OptionNumber, OBSERVE_REGISTER};
@@ -223,6 +228,9 @@ struct Job {
     observable: bool,
     /// Member requests register observations for this watch (its key; see the module docs).
     watch: Option<String>,
+    /// A multicast use whose silent members are asked again by unicast CON when the window closes
+    /// (`repair=unicast`); cleared when the repair starts.
+    repair: bool,
 }
 
 impl Job {
@@ -237,6 +245,16 @@ impl Job {
             return self.mc_done || self.done == self.slots.len();
         }
         self.next == self.slots.len() && self.done == self.slots.len()
+    }
+
+    /// The multicast window closed with members silent and the use asks them again by unicast.
+    fn needs_repair(&self, now: Instant) -> bool {
+        self.repair
+            && self.multicast
+            && !self.timed_out
+            && self.deadline.is_none_or(|d| now < d)
+            && !(self.stop_at_enr && self.ok >= self.enr)
+            && self.slots.iter().any(|s| matches!(s, Slot::Waiting))
     }
 
     fn wake_at(&self) -> Option<Instant> {
@@ -603,6 +621,7 @@ impl EntityManager {
                 timer: None,
                 observable: false,
                 watch: None,
+                repair: false,
             },
         );
         id
@@ -646,6 +665,13 @@ impl EntityManager {
         let now = cx.now();
         let deadline = timeout.map(|ms| now + Duration::from_millis(ms));
         let multicast = p.ect == Ect::Multicast;
+        let repair = match o.repair {
+            Some(Repair::Unicast) if !multicast => {
+                return Err(bad(format!("repair=unicast applies to multicast entities; {name} is unicast")))
+            }
+            Some(r) => r,
+            None => p.repair,
+        } == Repair::Unicast;
         let group = ent.stored.group;
         let items = ent.items.clone();
         let (enr, stop) = if actuate { (n, false) } else { (enr, true) };
@@ -665,6 +691,9 @@ impl EntityManager {
             depth,
         );
         if multicast {
+            if let Some(job) = self.jobs.get_mut(&id) {
+                job.repair = repair;
+            }
             self.start_multicast(cx, id, group);
         }
         Ok(id)
@@ -842,6 +871,10 @@ impl EntityManager {
         loop {
             let Some(job) = self.jobs.get(&id) else { return };
             if job.complete(now) {
+                if job.needs_repair(now) {
+                    self.start_repair(cx, id);
+                    continue;
+                }
                 self.finish(cx, id);
                 return;
             }
@@ -850,6 +883,9 @@ impl EntityManager {
                 let i = job.next;
                 let job = self.jobs.get_mut(&id).expect("job exists: checked above");
                 job.next += 1;
+                if !matches!(job.slots[i], Slot::Waiting) {
+                    continue; // answered the multicast request: a repair skips it, without a delay
+                }
                 job.next_at = if job.delay.is_zero() { now } else { job.next_at + job.delay };
                 self.send_slot(cx, id, i);
                 continue;
@@ -867,6 +903,26 @@ impl EntityManager {
             }
             job.timer = wake;
         }
+    }
+
+    /// `repair=unicast`: the multicast window closed with members silent. The multicast request ends and
+    /// the job goes on as a unicast use of the silent members only, by CON, paced by the entity's delay.
+    fn start_repair(&mut self, cx: &mut Context<'_>, id: JobId) {
+        let mine: Vec<RequestId> =
+            self.requests.iter().filter(|(_, (j, s))| *j == id && s.is_none()).map(|(r, _)| *r).collect();
+        for rid in mine {
+            cx.cancel(rid);
+            self.requests.remove(&rid);
+        }
+        let Some(job) = self.jobs.get_mut(&id) else { return };
+        let silent = job.slots.iter().filter(|s| matches!(s, Slot::Waiting)).count();
+        debug!(entity = %job.entity, job = id, silent, "multicast window closed; asking the silent members by unicast");
+        job.repair = false;
+        job.multicast = false;
+        job.mc_done = true;
+        job.confirmable = true;
+        job.next = 0;
+        job.next_at = cx.now();
     }
 
     /// Delivers queued child results to their parents until nothing is left.

@@ -3,8 +3,8 @@
 //! CoAP group communication as seed 000 builds it, as sans-IO services for a corral [`Node`]:
 //!
 //! - [`EntityManager`] (mount at `em`): entities — named groups of CoAP resources exposed as one resource —
-//!   with profiles (`er emt ect enr eo delay timeout mcstURI`), operations (`lst avg min max sum count med`),
-//!   unicast and multicast fan-out, nesting, validation, and persistence through a [`Store`]. The wire
+//!   with profiles (`er emt ect enr eo delay timeout mcstURI`, and `repair` beyond the paper), operations
+//!   (`lst avg min max sum count med`), unicast and multicast fan-out, nesting, validation, and persistence through a [`Store`]. The wire
 //!   interface is `shared/docs/entity-manager.md`.
 //! - [`McResource`] (mount at `mc`): the member-side multicast membership resource of seed 000 Table 4.
 //! - [`device`]: virtual sensors and actuators, the lab's constrained devices.

@@ -1,4 +1,5 @@
-//! Entity profiles (seed 000 §2.3.1): the fields `er emt ect enr eo delay timeout mcstURI`, their
+//! Entity profiles (seed 000 §2.3.1): the fields `er emt ect enr eo delay timeout mcstURI` (and `repair`,
+//! beyond the paper), their
 //! defaults, the three ways a client writes them (JSON, CBOR, link-format member list plus URI queries),
 //! the per-request overrides of a use request, and the profile document the EM answers with.
 //!
@@ -111,6 +112,35 @@ impl Ect {
     }
 }
 
+/// *(beyond the paper)* What a multicast entity does about members that did not answer its one
+/// multicast request within the window: nothing (seed 000), or ask each of them once more by unicast CON —
+/// multicast's single datagram when the network is kind, unicast's reliability when it is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repair {
+    None,
+    Unicast,
+}
+
+impl Repair {
+    pub fn parse(s: &str) -> Option<Repair> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Some(Repair::None),
+            "unicast" => Some(Repair::Unicast),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Repair::None => "none",
+            Repair::Unicast => "unicast",
+        }
+    }
+}
+
+fn parse_repair(s: &str) -> Result<Repair, ProfileError> {
+    Repair::parse(s).ok_or_else(|| perr(format!("repair={s:?}: expected none or unicast")))
+}
+
 /// The pause between successive unicast member requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delay {
@@ -182,6 +212,8 @@ pub struct Profile {
     pub timeout: Option<u64>,
     /// Multicast entities only: the group URI, assigned by the EM.
     pub mcst_uri: Option<String>,
+    /// Multicast entities only: unicast repair of the members that did not answer.
+    pub repair: Repair,
 }
 
 impl Default for Profile {
@@ -195,6 +227,7 @@ impl Default for Profile {
             delay: Delay::Millis(0),
             timeout: None,
             mcst_uri: None,
+            repair: Repair::None,
         }
     }
 }
@@ -224,6 +257,7 @@ pub struct ProfilePatch {
     pub delay: Option<Delay>,
     pub timeout: Option<Option<u64>>,
     pub mcst_uri: Option<String>,
+    pub repair: Option<Repair>,
 }
 
 impl Profile {
@@ -260,6 +294,9 @@ impl Profile {
         if let Some(v) = p.timeout {
             self.timeout = v;
         }
+        if let Some(v) = p.repair {
+            self.repair = v;
+        }
         if self.ect == Ect::Multicast {
             // Seed 000 §2.3.1: CoAP multicast requests are NON.
             self.emt = Emt::Non;
@@ -291,6 +328,9 @@ impl Profile {
         if self.eo.is_empty() {
             return Err(perr("eo: at least one operation is needed"));
         }
+        if self.repair != Repair::None && self.ect != Ect::Multicast {
+            return Err(perr("repair=unicast applies to multicast entities (ect=multicast) only"));
+        }
         Ok(())
     }
 
@@ -308,6 +348,9 @@ impl Profile {
         }
         if let Some(u) = &self.mcst_uri {
             m.insert("mcstURI".into(), Json::from(u.clone()));
+        }
+        if self.ect == Ect::Multicast {
+            m.insert("repair".into(), Json::from(self.repair.as_str()));
         }
         Json::Object(m)
     }
@@ -423,6 +466,7 @@ impl ProfilePatch {
             "delay" => self.delay = Some(parse_delay(value)?),
             "timeout" => self.timeout = Some(Some(parse_timeout(value)?)),
             "mcstURI" => self.mcst_uri = Some(value.to_string()),
+            "repair" => self.repair = Some(parse_repair(value)?),
             "er" => return Err(perr("er: members go in the payload, not in a query")),
             other => return Err(perr(format!("unknown profile field {other:?}"))),
         }
@@ -449,6 +493,7 @@ pub struct UseOverrides {
     pub emt: Option<Emt>,
     pub delay: Option<Delay>,
     pub timeout: Option<u64>,
+    pub repair: Option<Repair>,
 }
 
 impl UseOverrides {
@@ -466,13 +511,16 @@ impl UseOverrides {
                 "emt" => o.emt = Some(Emt::parse(v).ok_or_else(|| perr(format!("emt={v:?}: expected con or non")))?),
                 "delay" => o.delay = Some(parse_delay(v)?),
                 "timeout" => o.timeout = Some(parse_timeout(v)?),
+                "repair" => o.repair = Some(parse_repair(v)?),
                 "ect" => {
                     return Err(perr(
                         "ect cannot be overridden per request: it is fixed at creation (change membership instead)",
                     ))
                 }
                 other => {
-                    return Err(perr(format!("unknown query parameter {other:?} (use eo, enr, emt, delay, timeout)")))
+                    return Err(perr(format!(
+                        "unknown query parameter {other:?} (use eo, enr, emt, delay, timeout, repair)"
+                    )))
                 }
             }
         }
@@ -532,6 +580,8 @@ mod tests {
         assert!(UseOverrides::parse([("ect", "unicast")]).unwrap_err().0.contains("ect"));
         assert!(UseOverrides::parse([("eo", "mode")]).unwrap_err().0.contains("unknown operation"));
         assert!(UseOverrides::parse([("enr", "0")]).unwrap_err().0.contains("enr=0"));
+        assert_eq!(UseOverrides::parse([("repair", "unicast")]).unwrap().repair, Some(Repair::Unicast));
+        assert!(UseOverrides::parse([("repair", "yes")]).unwrap_err().0.contains("none or unicast"));
     }
 
     #[test]
@@ -555,5 +605,11 @@ mod tests {
         p.enr = None;
         p.er.push("a".into());
         assert!(p.check().unwrap_err().0.contains("twice"));
+        p.er.pop();
+        p.repair = Repair::Unicast;
+        assert!(p.check().unwrap_err().0.contains("multicast entities"));
+        p.ect = Ect::Multicast;
+        p.check().unwrap();
+        assert_eq!(p.to_json()["repair"], "unicast");
     }
 }

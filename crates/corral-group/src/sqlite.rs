@@ -13,23 +13,24 @@
 //! - Foreign keys with `ON DELETE CASCADE` keep members with their entity; saving an entity replaces its
 //!   rows inside one transaction, so a crash leaves the old entity or the new one.
 //!
-//! # Schema (version 1)
+//! # Schema (version 2)
 //! ```sql
 //! entity(name TEXT PRIMARY KEY, emt TEXT, ect TEXT, enr INTEGER NULL, eo TEXT, delay TEXT,
-//!        timeout INTEGER NULL, mcst_uri TEXT NULL, grp TEXT NULL, pending INTEGER)
+//!        timeout INTEGER NULL, mcst_uri TEXT NULL, grp TEXT NULL, pending INTEGER,
+//!        repair TEXT DEFAULT 'none')                                  -- v2: the `repair` field
 //! member(entity TEXT REFERENCES entity(name) ON DELETE CASCADE, idx INTEGER, uri TEXT, joined INTEGER,
 //!        PRIMARY KEY (entity, idx))
 //! counter(key TEXT PRIMARY KEY, value INTEGER)
 //! ```
 
-use crate::profile::{Delay, Ect, Emt, Op, Profile};
+use crate::profile::{Delay, Ect, Emt, Op, Profile, Repair};
 use crate::store::{Snapshot, Store, StoreError, StoredEntity};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::net::IpAddr;
 use std::path::Path;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE entity (
@@ -56,6 +57,9 @@ CREATE TABLE counter (
     value INTEGER NOT NULL
 );
 ";
+
+/// Version 2: multicast entities may repair by unicast (`repair`); existing entities keep seed 000's none.
+const SCHEMA_V2: &str = "ALTER TABLE entity ADD COLUMN repair TEXT NOT NULL DEFAULT 'none';";
 
 fn e(err: rusqlite::Error) -> StoreError {
     StoreError(err.to_string())
@@ -101,7 +105,13 @@ impl SqliteStore {
             tx.pragma_update(None, "user_version", 1).map_err(e)?;
             tx.commit().map_err(e)?;
         }
-        // Future migrations: `if version < 2 { … user_version = 2 }`, each in its own transaction.
+        if version < 2 {
+            let tx = conn.transaction().map_err(e)?;
+            tx.execute_batch(SCHEMA_V2).map_err(e)?;
+            tx.pragma_update(None, "user_version", 2).map_err(e)?;
+            tx.commit().map_err(e)?;
+        }
+        // Future migrations: `if version < 3 { … user_version = 3 }`, each in its own transaction.
         Ok(SqliteStore { conn })
     }
 
@@ -124,7 +134,9 @@ impl Store for SqliteStore {
         let mut snap = Snapshot::default();
         let mut st = self
             .conn
-            .prepare("SELECT name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending FROM entity ORDER BY name")
+            .prepare(
+                "SELECT name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair FROM entity ORDER BY name",
+            )
             .map_err(e)?;
         let rows = st
             .query_map([], |r| {
@@ -139,12 +151,13 @@ impl Store for SqliteStore {
                     r.get::<_, Option<String>>(7)?,
                     r.get::<_, Option<String>>(8)?,
                     r.get::<_, i64>(9)? != 0,
+                    r.get::<_, String>(10)?,
                 ))
             })
             .map_err(e)?;
         let mut mst = self.conn.prepare("SELECT uri, joined FROM member WHERE entity = ?1 ORDER BY idx").map_err(e)?;
         for row in rows {
-            let (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending) = row.map_err(e)?;
+            let (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair) = row.map_err(e)?;
             let members: Vec<(String, bool)> = mst
                 .query_map([&name], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0)))
                 .map_err(e)?
@@ -165,6 +178,7 @@ impl Store for SqliteStore {
                 delay: Delay::parse(&delay).ok_or_else(|| bad("delay", &name))?,
                 timeout: timeout.map(|v| u64::try_from(v).map_err(|_| bad("timeout", &name))).transpose()?,
                 mcst_uri,
+                repair: Repair::parse(&repair).ok_or_else(|| bad("repair", &name))?,
             };
             let group = grp.map(|g| g.parse::<IpAddr>().map_err(|_| bad("group", &name))).transpose()?;
             snap.entities.push(StoredEntity {
@@ -188,7 +202,7 @@ impl Store for SqliteStore {
         tx.execute("DELETE FROM entity WHERE name = ?1", [&ent.name]).map_err(e)?;
         let p = &ent.profile;
         tx.execute(
-            "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
+            "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
             params![
                 ent.name,
                 p.emt.as_str(),
@@ -200,6 +214,7 @@ impl Store for SqliteStore {
                 p.mcst_uri,
                 ent.group.map(|g| g.to_string()),
                 ent.pending as i64,
+                p.repair.as_str(),
             ],
         )
         .map_err(e)?;
@@ -257,6 +272,7 @@ mod tests {
                 mcst_uri: Some("coap://239.255.89.1/s/t".into()),
                 ect: Ect::Multicast,
                 emt: Emt::Non,
+                repair: Repair::Unicast,
                 ..Profile::default()
             },
             group: Some("239.255.89.1".parse().unwrap()),
@@ -271,7 +287,7 @@ mod tests {
         let path = dir.path().join("em.db");
         {
             let mut s = SqliteStore::open(&path).unwrap();
-            assert_eq!(s.schema_version().unwrap(), 1);
+            assert_eq!(s.schema_version().unwrap(), 2);
             s.save_entity(&entity("a")).unwrap();
             let mut b = entity("b");
             b.profile.er.pop();
@@ -291,6 +307,35 @@ mod tests {
         s.delete_entity("a").unwrap();
         let n: i64 = s.conn.query_row("SELECT count(*) FROM member", [], |r| r.get(0)).unwrap();
         assert_eq!(n, 1, "members cascade with their entity");
+    }
+
+    /// A database written by the first schema opens, gains `repair` (none: seed 000's behaviour) and
+    /// keeps its entities.
+    #[test]
+    fn migrates_a_version_1_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("em.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(SCHEMA_V1).unwrap();
+            c.execute_batch(
+                "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending)
+                 VALUES ('lights', 'non', 'multicast', NULL, 'lst', '0', NULL, 'coap://239.255.89.1/a/light', '239.255.89.1', 0);
+                 INSERT INTO member (entity, idx, uri, joined) VALUES ('lights', 0, 'coap://10.0.0.1/a/light', 1);
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), 2);
+        let snap = s.load().unwrap();
+        assert_eq!(snap.entities.len(), 1);
+        assert_eq!(snap.entities[0].profile.repair, Repair::None);
+        assert_eq!(snap.entities[0].profile.er, vec!["coap://10.0.0.1/a/light".to_string()]);
+        let mut e = snap.entities[0].clone();
+        e.profile.repair = Repair::Unicast;
+        s.save_entity(&e).unwrap();
+        assert_eq!(SqliteStore::open(&path).unwrap().load().unwrap().entities[0].profile.repair, Repair::Unicast);
     }
 
     #[test]

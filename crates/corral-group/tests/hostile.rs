@@ -50,6 +50,7 @@ fn query() -> impl Strategy<Value = String> {
         Just("timeout=200".to_string()),
         Just("emt=non".to_string()),
         Just("ect=multicast".to_string()),
+        Just("repair=unicast".to_string()),
         Just("er=coap://192.0.2.100/s/t".to_string()),
         "[a-z]{1,6}=[ -~]{0,12}",
         any::<String>(),

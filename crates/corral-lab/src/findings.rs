@@ -25,6 +25,7 @@ pub const CHECKS: &[&str] = &[
     "leisure_lower_bound",
     "auto_delay_near_best",
     "observe_vs_poll",
+    "repair_best_of_both",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +167,10 @@ fn check(name: &str, s: &Scenario, aggs: &Aggs) -> (&'static str, Outcome) {
         "observe_vs_poll" => {
             ("observing an entity is never beaten by polling it on both cost and freshness", observe_vs_poll(aggs))
         }
+        "repair_best_of_both" => (
+            "multicast with unicast repair keeps unicast's reliability with fewer frames than unicast",
+            repair_best_of_both(aggs),
+        ),
         _ => ("unknown check", Err(format!("no check named {name}"))),
     }
 }
@@ -572,5 +577,52 @@ fn observe_vs_poll(aggs: &Aggs) -> Outcome {
     Ok((
         Verdict::of(ok),
         format!("{} (hypothesis: no polling period is both as fresh and as cheap as observing)", parts.join("; ")),
+    ))
+}
+
+/// At every group size and load: `multicast+repair` reaches unicast's member reliability (within half a
+/// point) with fewer frames per query than unicast. The text gives, per group at the highest load, the
+/// three modes' reliability, frames and response time.
+fn repair_best_of_both(aggs: &Aggs) -> Outcome {
+    let mut ok = true;
+    let mut compared = 0;
+    let mut parts = Vec::new();
+    let loads = values(aggs, "wifi_mbps");
+    for g in values(aggs, "group") {
+        for &w in &loads {
+            let at = |mode: &str| pick(aggs, &[("mode", t(mode)), ("group", n(g)), ("wifi_mbps", n(w))]);
+            let (Some(u), Some(m), Some(r)) = (at("unicast"), at("multicast"), at("multicast+repair")) else {
+                continue;
+            };
+            compared += 1;
+            ok &= r.member_reliability >= u.member_reliability - 0.5 && r.frames_per_query < u.frames_per_query;
+            if Some(&w) == loads.last() {
+                parts.push(format!(
+                    "G={g} at {w} Mb/s: members {:.1}/{:.1}/{:.1} %, groups {:.0}/{:.0}/{:.0} %, frames {:.0}/{:.0}/{:.0}, {}/{}/{}",
+                    u.member_reliability,
+                    m.member_reliability,
+                    r.member_reliability,
+                    u.group_reliability,
+                    m.group_reliability,
+                    r.group_reliability,
+                    u.frames_per_query,
+                    m.frames_per_query,
+                    r.frames_per_query,
+                    s3(rt_s(u)),
+                    s3(rt_s(m)),
+                    s3(rt_s(r))
+                ));
+            }
+        }
+    }
+    if compared == 0 {
+        return Err("needs mode = unicast, multicast and multicast+repair at the same group and load".into());
+    }
+    Ok((
+        Verdict::of(ok),
+        format!(
+            "unicast/multicast/multicast+repair — {} (criterion, at all {compared} group/load pairs: repair's member reliability within 0.5 points of unicast's, fewer frames per query than unicast)",
+            parts.join("; ")
+        ),
     ))
 }

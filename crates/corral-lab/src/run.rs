@@ -265,6 +265,9 @@ fn profile_doc(s: &Setup, er: &[String], delay_ms: Option<u64>, multicast: bool)
     if let Some(t) = s.timeout_ms {
         doc["timeout"] = serde_json::json!(t);
     }
+    if multicast && s.repair {
+        doc["repair"] = serde_json::json!("unicast");
+    }
     serde_json::to_vec(&doc).expect("a JSON value serialises")
 }
 

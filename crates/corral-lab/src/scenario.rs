@@ -37,6 +37,7 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("ext-leisure"),
     builtin!("ext-auto-delay"),
     builtin!("ext-observe"),
+    builtin!("ext-repair"),
     builtin!("calibrate-cpu"),
     builtin!("calibrate-wifi"),
     builtin!("calibrate-office"),
@@ -512,6 +513,8 @@ pub struct Setup {
     pub cca_busy_prob: f64,
     pub corruption_prob: f64,
     pub multicast: bool,
+    /// `mode = "multicast+repair"`: a multicast entity with `repair=unicast` (beyond the paper).
+    pub repair: bool,
     pub confirmable: bool,
     /// `None`: auto (Eq. (2)).
     pub delay_ms: Option<u64>,
@@ -679,6 +682,7 @@ impl Scenario {
             cca_busy_prob: self.calibration.cca_busy_prob,
             corruption_prob: self.calibration.corruption_prob,
             multicast: false,
+            repair: false,
             confirmable: true,
             delay_ms: None,
             resource: self.entity.resource.clone(),
@@ -745,10 +749,11 @@ impl Scenario {
                 _ => return err(format!("sweep.{axis}: unknown axis")),
             }
         }
-        s.multicast = match ect.as_str() {
-            "unicast" => false,
-            "multicast" => true,
-            other => return err(format!("entity.ect / mode: {other:?} is not unicast or multicast")),
+        (s.multicast, s.repair) = match ect.as_str() {
+            "unicast" => (false, false),
+            "multicast" => (true, false),
+            "multicast+repair" => (true, true),
+            other => return err(format!("entity.ect / mode: {other:?} is not unicast, multicast or multicast+repair")),
         };
         s.confirmable = match self.entity.emt.as_str() {
             "con" => true,

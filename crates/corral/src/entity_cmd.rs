@@ -30,6 +30,7 @@ Examples (a gateway from `corral gateway --testbed 5`):
   corral entity use room1 --eo max --accept senml+json
   corral entity create lights coap://127.0.0.2/a/light coap://127.0.0.3/a/light --ect multicast
   corral entity actuate lights on
+  corral entity update lights --repair unicast  # silent members are asked again by unicast
   corral entity create floor1 /em/room1 /em/room2 --eo avg        # entities nest
   corral entity update room1 --add coap://127.0.0.4/s/t --delay 50
   corral entity list
@@ -40,7 +41,9 @@ Examples (a gateway from `corral gateway --testbed 5`):
 Operations (--eo): lst avg min max sum count med; the first one listed is the default.
 Profile fields: --ect unicast|multicast (at creation only), --emt con|non, --enr N (replies to
 wait for; 1 = anycast), --delay MS|auto (between member requests), --timeout MS (then answer
-with what arrived). The gateway is coap://127.0.0.1 unless --gateway says otherwise.
+with what arrived), --repair none|unicast (multicast entities: ask the members that stayed silent
+during the multicast window again by unicast CON). The gateway is coap://127.0.0.1 unless
+--gateway says otherwise.
 
 Exit status: 0 for 2.xx; 4 for 4.xx (e.g. a member failed validation); 5 for 5.xx (e.g. 5.04
 when fewer than enr members answered); 3 timeout; 2 usage; 1 other. -v prints the per-member
@@ -109,6 +112,9 @@ pub struct ProfileFields {
     /// Longest wait for members in ms; the answer then carries what arrived.
     #[arg(long, value_name = "MS")]
     pub timeout: Option<u64>,
+    /// Multicast entities: ask the members that stayed silent during the window again by unicast CON.
+    #[arg(long, value_name = "none|unicast", value_parser = ["none", "unicast"])]
+    pub repair: Option<String>,
 }
 
 impl ProfileFields {
@@ -131,6 +137,9 @@ impl ProfileFields {
         }
         if let Some(t) = self.timeout {
             doc.insert("timeout".into(), json!(t));
+        }
+        if let Some(r) = &self.repair {
+            doc.insert("repair".into(), json!(r));
         }
         Ok(())
     }
@@ -176,6 +185,9 @@ pub struct UseArgs {
     /// Longest wait for members in ms.
     #[arg(long, value_name = "MS")]
     pub timeout: Option<u64>,
+    /// Multicast entities, this request only: ask silent members again by unicast (or not).
+    #[arg(long, value_name = "none|unicast", value_parser = ["none", "unicast"])]
+    pub repair: Option<String>,
     /// Response format: text, json, cbor, senml+json, senml+cbor (or a number).
     #[arg(short = 'A', long, value_name = "FMT", value_parser = parse_format)]
     pub accept: Option<ContentFormat>,
@@ -386,6 +398,9 @@ fn summary(profile: &Json) -> String {
     if let Some(t) = profile["timeout"].as_u64() {
         s.push_str(&format!(", timeout {t} ms"));
     }
+    if profile["repair"].as_str() == Some("unicast") {
+        s.push_str(", unicast repair");
+    }
     if profile["emt"].as_str() == Some("non") && ect != "multicast" {
         s.push_str(", NON");
     }
@@ -464,6 +479,9 @@ async fn show(gw: &Gateway, name: &str, as_json: bool, v: Verbosity) -> Result<(
         Some(t) => out!("  timeout  {t} ms"),
         None => out!("  timeout  none (until every member answered or CoAP gave up)"),
     }
+    if let Some(r) = p["repair"].as_str() {
+        out!("  repair   {r}");
+    }
     out!("  members:");
     for m in er {
         out!("    {m}");
@@ -489,6 +507,9 @@ async fn use_entity(gw: &Gateway, a: &UseArgs, as_json: bool, v: Verbosity) -> R
     }
     if let Some(t) = a.timeout {
         query.push(format!("timeout={t}"));
+    }
+    if let Some(r) = &a.repair {
+        query.push(format!("repair={r}"));
     }
     let mut uri = gw.uri(&format!("/em/{}", a.name));
     if !query.is_empty() {

@@ -4,8 +4,8 @@
 //!
 //! - [`EntityManager`] (mount at `em`): entities — named groups of CoAP resources exposed as one resource —
 //!   with profiles (`er emt ect enr eo delay timeout mcstURI`, and `repair` beyond the paper), operations
-//!   (`lst avg min max sum count med`), unicast and multicast fan-out, nesting, validation, and persistence through a [`Store`]. The wire
-//!   interface is `shared/docs/entity-manager.md`.
+//!   (`lst avg min max sum count med`), unicast and multicast fan-out, nesting, validation, and persistence
+//!   through a [`Store`]. The wire interface is `shared/docs/entity-manager.md`.
 //! - [`McResource`] (mount at `mc`): the member-side multicast membership resource of seed 000 Table 4.
 //! - [`device`]: virtual sensors and actuators, the lab's constrained devices.
 //! - [`Store`] with [`SqliteStore`] (embedded SQLite, WAL) and [`MemStore`].

@@ -35,7 +35,9 @@ pub mod tcp;
 pub mod testing;
 mod time;
 
-pub use endpoint::{BlockConfig, Endpoint, EndpointConfig, Event, Limits, ObservePolicy, Stats, TableSizes, Transmit};
+pub use endpoint::{
+    BlockConfig, Endpoint, EndpointConfig, Event, Limits, ObservePolicy, Stats, TableSizes, TransferProgress, Transmit,
+};
 pub use links::render as render_links;
 pub use message::{
     InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,

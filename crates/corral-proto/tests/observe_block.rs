@@ -273,6 +273,42 @@ fn block2_with_server_lowering_szx() {
     assert_eq!(p.server().gets, 1, "later blocks come from the rendered body, not the handler");
 }
 
+/// The progress of a transfer, as a CLI shows it: bytes so far grow block by block to the size the server
+/// announced (Size2) for a download, and to the body's length for an upload; none once it is done.
+#[test]
+fn transfer_progress_counts_blocks_in_both_directions() {
+    let mut p = pair(12, EndpointConfig::default());
+    let id = p.request(Request::get("large"), SendParams { block_szx: Some(4), ..SendParams::default() });
+    let mut seen = Vec::new();
+    while p.responses().is_empty() {
+        assert!(p.net.now < Instant::from_secs(60), "the download ends");
+        p.net.run_for(Duration::from_millis(1));
+        if let Some(pr) = p.net.node(p.c).endpoint().transfer_progress(id) {
+            assert!(!pr.upload);
+            if pr.done > 0 {
+                assert_eq!(pr.total, Some(3000), "Size2 of block 0");
+            }
+            seen.push(pr.done);
+        }
+    }
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]) && seen.len() >= 5, "{seen:?}");
+    assert!(seen.iter().all(|d| d % 256 == 0 && *d < 3000), "{seen:?}");
+    assert!(p.net.node(p.c).endpoint().transfer_progress(id).is_none(), "done");
+    assert_eq!(p.responses()[0].payload, body(3000, 7));
+
+    let up = p.request(Request::new(Code::PUT).with_path("upload").with_payload(body(2500, 3)), SendParams::default());
+    let mut seen = Vec::new();
+    while p.net.node(p.c).endpoint().is_active(up) {
+        p.net.run_for(Duration::from_millis(1));
+        if let Some(pr) = p.net.node(p.c).endpoint().transfer_progress(up) {
+            assert!(pr.upload);
+            assert_eq!(pr.total, Some(2500));
+            seen.push(pr.done);
+        }
+    }
+    assert!(seen.contains(&0) && seen.contains(&1024) && seen.contains(&2048), "{seen:?}");
+}
+
 /// RFC 7959 §2.5: an upload in Block1 blocks gets 2.31 Continue for each non-final block; a lost block
 /// is retransmitted by the message layer, and the handler sees the whole body once.
 #[test]

@@ -38,6 +38,7 @@ use crate::uri::{parse_scoped, Host, Scheme, Uri, UriError};
 use corral_proto::wire::{BlockValue, Code, ContentFormat, OptionNumber, Token};
 use corral_proto::{
     Endpoint, EndpointConfig, Request, RequestError, Response, SendParams, StartError, TcpConfig, TcpEndpoint,
+    TransferProgress,
 };
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -291,9 +292,39 @@ impl Client {
         request: Request,
         params: SendParams,
     ) -> Result<(SocketAddr, Response), Error> {
-        let (tx, rx) = oneshot::channel();
+        self.send_watched(transport, dst, request, params, None).await
+    }
+
+    /// [`Client::send_via`], calling `progress` every `every` while the request runs with how far its
+    /// block-wise transfer has come (`None` before the first block, or when it is not block-wise).
+    async fn send_watched(
+        &self,
+        transport: Transport,
+        dst: SocketAddr,
+        request: Request,
+        params: SendParams,
+        mut progress: Option<(Duration, &mut ProgressFn<'_>)>,
+    ) -> Result<(SocketAddr, Response), Error> {
+        let (tx, mut rx) = oneshot::channel();
         let guard = self.start(transport, dst, request, params, Reply::Unicast(tx))?;
-        let result = rx.await.map_err(|_| Error::Closed)?;
+        let result = match progress.as_mut() {
+            None => rx.await,
+            Some((every, report)) => {
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + *every, *every);
+                loop {
+                    tokio::select! {
+                        r = &mut rx => break r,
+                        _ = tick.tick() => {
+                            let (reply, answer) = oneshot::channel();
+                            if self.inner.tx.send(Command::Progress { ticket: guard.ticket, reply }).is_ok() {
+                                report(answer.await.ok().flatten());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        .map_err(|_| Error::Closed)?;
         guard.disarm();
         result.map_err(|f| failure_for(f, dst))
     }
@@ -407,6 +438,9 @@ fn failure_for(f: RequestFailure, dst: SocketAddr) -> Error {
 }
 
 /// Cancels a request in the driver when its future or stream is dropped before the end.
+/// A caller's progress callback (see [`RequestBuilder::send_with_progress`]).
+type ProgressFn<'a> = dyn FnMut(Option<TransferProgress>) + Send + 'a;
+
 struct CancelGuard {
     tx: mpsc::UnboundedSender<Command>,
     ticket: u64,
@@ -555,6 +589,19 @@ impl RequestBuilder {
     pub async fn send_from(self) -> Result<(SocketAddr, Response), Error> {
         let p = self.prepare().await?;
         p.client.send_via(p.transport, p.dst, p.request, p.params).await
+    }
+
+    /// Sends the request like [`RequestBuilder::send_from`], calling `progress` every `every` while it runs
+    /// with how far its block-wise transfer has come: bytes the server accepted or sent, and the total when
+    /// known (`None` before the first block or when the exchange is not block-wise). For a command line's
+    /// progress display; the response is the same as without it.
+    pub async fn send_with_progress(
+        self,
+        every: Duration,
+        mut progress: impl FnMut(Option<TransferProgress>) + Send,
+    ) -> Result<(SocketAddr, Response), Error> {
+        let p = self.prepare().await?;
+        p.client.send_watched(p.transport, p.dst, p.request, p.params, Some((every, &mut progress))).await
     }
 
     /// Sends the request to a multicast group (as NON) and streams the responses.

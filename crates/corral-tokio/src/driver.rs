@@ -265,6 +265,11 @@ pub(crate) enum Command {
     Stats {
         reply: oneshot::Sender<DriverStats>,
     },
+    /// How far a request's block-wise transfer has come (UDP; `None` otherwise or when it is not one).
+    Progress {
+        ticket: u64,
+        reply: oneshot::Sender<Option<corral_proto::TransferProgress>>,
+    },
     Join {
         group: IpAddr,
         join: bool,
@@ -610,6 +615,10 @@ impl<M: Machine> Driver<M> {
                     table_sizes: e.table_sizes(),
                     tcp_connections: self.machine.tcp().connections(),
                 });
+            }
+            Command::Progress { ticket, reply } => {
+                let p = self.tickets.get(&ticket).and_then(|id| self.machine.endpoint().transfer_progress(*id));
+                let _ = reply.send(p);
             }
             Command::Join { group, join, reply } => {
                 let r = if join { self.socket.join(group) } else { self.socket.leave(group) };

@@ -42,5 +42,5 @@ pub use corral_proto;
 pub use corral_proto::wire::{Code, ContentFormat, OptionNumber, Token};
 pub use corral_proto::{
     BlockConfig, EndpointConfig, Limits, ObservePolicy, Request, Response, SendParams, Service, TcpConfig,
-    TransmissionParams,
+    TransferProgress, TransmissionParams,
 };

@@ -261,9 +261,39 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
                 .map_err(|e| Failure::from_client(e, args.timeout))?;
             return show_multicast(&responses, &args, v);
         }
-        let (from, response) = req.send_from().await.map_err(|e| Failure::from_client(e, args.timeout))?;
+        let (from, response) =
+            send_showing_progress(req, v).await.map_err(|e| Failure::from_client(e, args.timeout))?;
         show(from, &response, &args, v)
     })
+}
+
+/// Sends the request; on a terminal, a request still running after two seconds (a block-wise transfer over
+/// a slow network, a server that is slow to answer) shows one line of progress on stderr, which is cleared
+/// when the response arrives.
+async fn send_showing_progress(
+    req: RequestBuilder,
+    v: Verbosity,
+) -> Result<(std::net::SocketAddr, corral_tokio::Response), corral_tokio::Error> {
+    use std::io::{IsTerminal, Write};
+    if v.quiet || !std::io::stderr().is_terminal() {
+        return req.send_from().await;
+    }
+    let started = std::time::Instant::now();
+    let mut shown = false;
+    let result = req
+        .send_with_progress(Duration::from_millis(500), |p| {
+            if started.elapsed() >= Duration::from_secs(2) {
+                shown = true;
+                let mut err = std::io::stderr();
+                let _ = write!(err, "\r\x1b[2K{}", crate::output::progress_line(started.elapsed(), p));
+                let _ = err.flush();
+            }
+        })
+        .await;
+    if shown {
+        eprint!("\r\x1b[2K");
+    }
+    result
 }
 
 /// `-s SECONDS`: the registration's response and each notification, until the time is up (then

@@ -1,7 +1,7 @@
 //! How responses are shown: readable text for people, JSON for scripts.
 
 use corral_tokio::corral_proto::wire::{OptionFormat, Options};
-use corral_tokio::{ContentFormat, OptionNumber, Response};
+use corral_tokio::{ContentFormat, OptionNumber, Response, TransferProgress};
 use serde_json::{json, Value};
 use std::fmt::Write;
 use std::net::SocketAddr;
@@ -112,6 +112,22 @@ pub fn response_head(r: &Response) -> String {
     s
 }
 
+/// One line of progress for a request that is taking a while: how far its block-wise transfer has come.
+pub fn progress_line(elapsed: std::time::Duration, p: Option<TransferProgress>) -> String {
+    let secs = elapsed.as_secs();
+    let kib = |b: usize| format!("{:.1} KiB", b as f64 / 1024.0);
+    match p {
+        None => format!("waiting for the response… {secs} s"),
+        Some(p) => {
+            let verb = if p.upload { "sent" } else { "received" };
+            match p.total.filter(|t| *t > 0) {
+                Some(t) => format!("{verb} {} of {} ({} %)… {secs} s", kib(p.done), kib(t), p.done * 100 / t),
+                None => format!("{verb} {}… {secs} s", kib(p.done)),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +139,17 @@ mod tests {
         assert_eq!(base64(b"fo"), "Zm8=");
         assert_eq!(base64(b"foo"), "Zm9v");
         assert_eq!(base64(&[0xff, 0xfe, 0xfd, 0xfc]), "//79/A==");
+    }
+
+    #[test]
+    fn progress_lines() {
+        use std::time::Duration;
+        let p = |upload, done, total| Some(TransferProgress { upload, done, total });
+        assert_eq!(progress_line(Duration::from_secs(3), None), "waiting for the response… 3 s");
+        assert_eq!(
+            progress_line(Duration::from_millis(4200), p(false, 12_288, Some(1_048_576))),
+            "received 12.0 KiB of 1024.0 KiB (1 %)… 4 s"
+        );
+        assert_eq!(progress_line(Duration::from_secs(5), p(true, 2048, None)), "sent 2.0 KiB… 5 s");
     }
 }

@@ -354,6 +354,15 @@ struct Download {
     body: Vec<u8>,
 }
 
+/// How far a block-wise transfer has come: bytes the server accepted (upload) or sent (download), and the
+/// body's size when known (the upload's own length; a download's Size2, RFC 7959 §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferProgress {
+    pub upload: bool,
+    pub done: usize,
+    pub total: Option<usize>,
+}
+
 /// A client-side block-wise transfer.
 #[derive(Debug)]
 pub(crate) struct Transfer {
@@ -369,6 +378,18 @@ pub(crate) struct Transfer {
 impl Transfer {
     pub(crate) fn is_uploading(&self) -> bool {
         self.upload.is_some()
+    }
+
+    pub(crate) fn progress(&self) -> TransferProgress {
+        match (&self.upload, &self.download) {
+            (Some(up), _) => TransferProgress { upload: true, done: up.acked, total: Some(self.request.payload.len()) },
+            (None, Some(d)) => TransferProgress {
+                upload: false,
+                done: d.body.len(),
+                total: d.head.options.get_uint(OptionNumber::SIZE2).and_then(|s| usize::try_from(s).ok()),
+            },
+            (None, None) => TransferProgress { upload: false, done: 0, total: None },
+        }
     }
 
     /// Whether blocks have gone through: the server accepted part of the upload, or sent part of the

@@ -22,7 +22,7 @@ pub(crate) mod block;
 pub(crate) mod observe;
 pub(crate) mod server;
 
-pub use block::BlockConfig;
+pub use block::{BlockConfig, TransferProgress};
 pub use observe::ObservePolicy;
 
 use crate::message::{
@@ -657,6 +657,11 @@ impl Endpoint {
     /// Whether a request is still in progress (for an observation: still observing).
     pub fn is_active(&self, id: RequestId) -> bool {
         self.exchanges.contains_key(&id)
+    }
+
+    /// How far request `id`'s block-wise transfer has come; `None` when it is not (or not yet) one.
+    pub fn transfer_progress(&self, id: RequestId) -> Option<TransferProgress> {
+        self.exchanges.get(&id)?.transfer.as_deref().map(|t| t.progress())
     }
 
     fn fresh_token(&mut self) -> Token {

@@ -321,12 +321,13 @@ fn banner(
     out!("  corral entity create room1 {} --eo avg,min,max,lst{gw_flag}", members("/s/t"));
     out!("  corral entity use room1{gw_flag}                         # the average temperature");
     out!("  corral entity use room1 --eo lst --accept senml+json{gw_flag}");
-    out!("  corral entity create lights {} --ect multicast{gw_flag}", members("/a/light"));
+    out!("  corral entity create lights {} --ect multicast --repair unicast{gw_flag}", members("/a/light"));
     out!("  corral entity use lights{gw_flag}                        # one multicast request");
     out!("  corral entity actuate lights on{gw_flag}                 # switch every light");
     out!("  corral entity list{gw_flag}");
     out!("  corral entity delete lights{gw_flag}");
     out!("  corral get {}/em/room1?eo=max                # plain CoAP works too", base_uri(contact));
+    out!("  corral get '{}/em/room1?eo=avg' -s 300       # observe: a new average as readings move", base_uri(contact));
 }
 
 #[cfg(test)]

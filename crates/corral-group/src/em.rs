@@ -978,6 +978,9 @@ impl EntityManager {
 
     fn finish(&mut self, cx: &mut Context<'_>, id: JobId) {
         let Some(mut job) = self.jobs.remove(&id) else { return };
+        if job.watch.is_some() {
+            self.watch_unasked(cx, &job);
+        }
         if let Some(key) = &job.watch {
             self.watch_job_done(id, key);
         }
@@ -1884,6 +1887,23 @@ impl EntityManager {
         if w.obs.iter().all(Option::is_none) {
             // No member notifies any more: the observers' next rendering starts a new watch.
             self.watches.remove(key);
+        }
+    }
+
+    /// A watch's first use answered before asking every member (`enr` reached, or its timeout): the members
+    /// it never asked are registered now, all at once, so that the watch covers the whole entity.
+    fn watch_unasked(&mut self, cx: &mut Context<'_>, job: &Job) {
+        let Some(key) = job.watch.clone() else { return };
+        for (i, item) in job.items.iter().enumerate() {
+            if !matches!(job.slots[i], Slot::Waiting) {
+                continue;
+            }
+            let Some((addr, req, confirmable)) = self.member_request(job, i, &item.target) else { continue };
+            let Some(w) = self.watches.get_mut(&key) else { return };
+            if let Ok(rid) = cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
+                w.obs[i] = Some(rid);
+                self.watch_requests.insert(rid, (key.clone(), i));
+            }
         }
     }
 

@@ -22,8 +22,9 @@ fn room(n: usize) -> Lab {
     lab
 }
 
+/// A registration (Observe=0) for `path` with `a=b&c=d` queries.
 fn observe(path: &str, query: &str) -> Request {
-    Request::get(path).with_query(query).with_option(OptionNumber::OBSERVE, &[])
+    query.split('&').fold(Request::get(path), |r, q| r.with_query(q)).with_option(OptionNumber::OBSERVE, &[])
 }
 
 /// The text value device `i` last sent the gateway in a 2.05 (a response or a notification).
@@ -189,4 +190,22 @@ fn observing_across_gateways_keeps_one_watch_per_operation_of_a_remote_entity() 
     let got = |r: &[corral_proto::Response]| r.last().unwrap().payload_text().parse::<f64>().unwrap();
     assert!((got(&a) - want_avg).abs() < 1e-9, "avg {} vs {want_avg}", got(&a));
     assert!((got(&m) - want_max).abs() < 1e-9, "max {} vs {want_max}", got(&m));
+}
+
+#[test]
+fn a_first_answer_from_enr_1_still_watches_every_member() {
+    // enr=1 with a delay: the first reply answers the registration before the others were asked; the
+    // watch then registers with the rest, and later notifications cover the whole entity.
+    let mut lab = room(3);
+    let id = lab.send(observe("em/room", "eo=lst&enr=1&delay=200").with_accept(ContentFormat::JSON));
+    lab.net.run_for(Duration::from_secs(900));
+    let notes = lab.responses(id);
+    assert!(notes.len() > 2, "{} notifications", notes.len());
+    assert_eq!(json(&notes[0].payload)["replies"], 1, "the first answer is the first reply");
+    let last = json(&notes.last().unwrap().payload);
+    assert_eq!(last["values"].as_array().map(Vec::len), Some(3), "{last}");
+    for d in 0..3 {
+        let node = lab.devices[d];
+        assert_eq!(lab.net.node(node).endpoint().observer_count("/s/t"), 1, "device {d} is observed");
+    }
 }

@@ -692,7 +692,14 @@ impl EntityManager {
         );
         if multicast {
             if let Some(job) = self.jobs.get_mut(&id) {
-                job.repair = repair;
+                // Only requests that may be repeated: a member whose answer to the multicast request was lost
+                // may have acted on it, and a second POST (e.g. `toggle`) would act twice (RFC 7252 §5.1).
+                job.repair = repair
+                    && match &job.kind {
+                        Kind::Read => true,
+                        Kind::Actuate { method, .. } => matches!(*method, Code::PUT | Code::DELETE),
+                        _ => false,
+                    };
             }
             self.start_multicast(cx, id, group);
         }

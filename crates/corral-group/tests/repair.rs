@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use corral_proto::wire::{Code, ContentFormat, MessageType};
+use corral_proto::Request;
 use serde_json::json;
 
 #[test]
@@ -54,4 +55,26 @@ fn repair_applies_to_multicast_entities_only_and_persists() {
     let r = lab.create("m", json!({ "er": er, "ect": "multicast", "repair": "sometimes" }));
     assert_eq!(r.code, Code::BAD_REQUEST);
     assert!(r.payload_text().contains("none or unicast"), "{}", r.payload_text());
+}
+
+#[test]
+fn actuation_repairs_an_idempotent_put_but_never_repeats_a_post() {
+    let mut lab = lab_with(LabConfig { devices: 3, v6: true, ..LabConfig::default() });
+    let er = lab.uris(0..3, "a/light");
+    let r = lab.create("lights", json!({ "er": er, "ect": "multicast", "repair": "unicast" }));
+    assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
+    let (dev, gw) = (dev_addr(1, true), gw_addr(true));
+    lab.net.set_drop(move |r| r.from == dev && r.to == gw && r.message().is_some_and(|m| m.mtype == MessageType::Non));
+    let unicast_to_1 = |lab: &Lab, since| lab.requests_to(1).into_iter().filter(|(t, _)| *t >= since).count();
+
+    let mark = lab.net.now;
+    let r = lab.request(Request::new(Code::PUT).with_path("em/lights").with_payload("on"));
+    assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
+    assert_eq!(unicast_to_1(&lab, mark), 1, "the silent member gets the PUT again, by unicast");
+
+    // POST is not idempotent: the member may have acted on the multicast request already.
+    let mark = lab.net.now;
+    let r = lab.request(Request::new(Code::POST).with_path("em/lights").with_payload("toggle"));
+    assert_eq!(r.code, Code::GATEWAY_TIMEOUT, "{}", r.payload_text());
+    assert_eq!(unicast_to_1(&lab, mark), 0, "no second POST");
 }

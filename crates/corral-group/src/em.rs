@@ -844,9 +844,8 @@ impl EntityManager {
                     match cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
                         Ok(rid) => {
                             self.requests.insert(rid, (id, Some(i)));
-                            if let Some(w) = watch.and_then(|name| self.watches.get_mut(&name).map(|w| (name, w))) {
-                                w.1.obs[i] = Some(rid);
-                                self.watch_requests.insert(rid, (w.0, i));
+                            if let Some(key) = watch {
+                                self.watch_track(id, &key, i, rid);
                             }
                             Slot::Requested(rid)
                         }
@@ -986,7 +985,7 @@ impl EntityManager {
     fn finish(&mut self, cx: &mut Context<'_>, id: JobId) {
         let Some(mut job) = self.jobs.remove(&id) else { return };
         if job.watch.is_some() {
-            self.watch_unasked(cx, &job);
+            self.watch_unasked(cx, id, &job);
         }
         if let Some(key) = &job.watch {
             self.watch_job_done(id, key);
@@ -1899,19 +1898,31 @@ impl EntityManager {
 
     /// A watch's first use answered before asking every member (`enr` reached, or its timeout): the members
     /// it never asked are registered now, all at once, so that the watch covers the whole entity.
-    fn watch_unasked(&mut self, cx: &mut Context<'_>, job: &Job) {
+    fn watch_unasked(&mut self, cx: &mut Context<'_>, id: JobId, job: &Job) {
         let Some(key) = job.watch.clone() else { return };
         for (i, item) in job.items.iter().enumerate() {
             if !matches!(job.slots[i], Slot::Waiting) {
                 continue;
             }
             let Some((addr, req, confirmable)) = self.member_request(job, i, &item.target) else { continue };
-            let Some(w) = self.watches.get_mut(&key) else { return };
             if let Ok(rid) = cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
-                w.obs[i] = Some(rid);
-                self.watch_requests.insert(rid, (key.clone(), i));
+                if !self.watch_track(id, &key, i, rid) {
+                    cx.cancel(rid);
+                    return;
+                }
             }
         }
+    }
+
+    /// Records `rid` as member `i`'s observation in watch `key`, if that watch is still the one job `id`
+    /// started (an entity changed meanwhile ends it, and a new watch may have taken the key).
+    fn watch_track(&mut self, id: JobId, key: &str, i: usize, rid: RequestId) -> bool {
+        let Some(slot) = self.watches.get_mut(key).filter(|w| w.job == Some(id)).and_then(|w| w.obs.get_mut(i)) else {
+            return false;
+        };
+        *slot = Some(rid);
+        self.watch_requests.insert(rid, (key.to_string(), i));
+        true
     }
 
     /// The use job `id` that started watch `key` finished.

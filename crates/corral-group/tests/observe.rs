@@ -209,3 +209,36 @@ fn a_first_answer_from_enr_1_still_watches_every_member() {
         assert_eq!(lab.net.node(node).endpoint().observer_count("/s/t"), 1, "device {d} is observed");
     }
 }
+
+#[test]
+fn an_entity_changed_while_its_first_watch_runs_is_followed_by_a_new_watch() {
+    // The first registration's use paces three members 2 s apart; the entity shrinks to two members a
+    // second in, and a second observer registers on the new entity while the old use still runs.
+    let mut lab = room(3);
+    let first = lab.send(observe("em/room", "eo=avg&delay=2000"));
+    lab.net.run_for(Duration::from_secs(1));
+    let er = lab.uris(0..2, "s/t");
+    let r = lab.request(
+        Request::new(Code::POST)
+            .with_path("em/room/profile")
+            .with_content_format(ContentFormat::JSON)
+            .with_payload(json!({ "er": er }).to_string()),
+    );
+    assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
+    let second = lab.send(observe("em/room", "eo=avg"));
+    lab.net.run_for(Duration::from_secs(900));
+    for id in [first, second] {
+        let r = lab.responses(id);
+        assert!(
+            !r.is_empty() && r.iter().all(|r| r.code == Code::CONTENT),
+            "{:?}",
+            r.iter().map(|r| r.code).collect::<Vec<_>>()
+        );
+    }
+    let values: Vec<f64> = (0..2).map(|i| last_value_sent(&lab, i)).collect();
+    let got: f64 = lab.responses(second).last().unwrap().payload_text().parse().unwrap();
+    assert!((got - aggregate(Op::Avg, &values).unwrap()).abs() < 1e-9, "{got} vs {values:?}");
+    assert_eq!(lab.em().watched_entities(), 1);
+    let node = lab.devices[2];
+    assert_eq!(lab.net.node(node).endpoint().observer_count("/s/t"), 0, "the removed member is not observed");
+}

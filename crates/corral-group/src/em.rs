@@ -627,6 +627,19 @@ impl EntityManager {
         id
     }
 
+    /// When a fan-out without a `timeout` gives up on silent members *(decision)*: every member asked (the
+    /// pacing, after the multicast window if there is one) plus one MAX_TRANSMIT_WAIT (93 s by default). A
+    /// member exchange ends by itself within MAX_TRANSMIT_WAIT of its first transmission, but one that waited
+    /// in the NSTART=1 queue behind a silent member's (several uses of one entity, one member down) could
+    /// otherwise keep the answer past the client's own EXCHANGE_LIFETIME (247 s), and the client would never
+    /// see it. The answer then carries what arrived.
+    fn default_deadline(&self, cx: &Context<'_>, n: usize, delay: Duration, multicast: bool) -> Instant {
+        let window =
+            if multicast { self.config.multicast_leisure + self.config.multicast_slack } else { Duration::ZERO };
+        let mtw = cx.endpoint().config().params.max_transmit_wait();
+        cx.now() + window + delay.saturating_mul(n as u64) + mtw
+    }
+
     /// Starts a use (read or actuation) of an entity. Errors are answered by the caller.
     #[allow(clippy::too_many_arguments)]
     fn start_use(
@@ -663,7 +676,6 @@ impl EntityManager {
         let delay = o.delay.unwrap_or(p.delay).resolve(n, self.config.response_size, self.config.rate);
         let timeout = o.timeout.or(p.timeout);
         let now = cx.now();
-        let deadline = timeout.map(|ms| now + Duration::from_millis(ms));
         let multicast = p.ect == Ect::Multicast;
         let repair = match o.repair {
             Some(Repair::Unicast) if !multicast => {
@@ -672,6 +684,12 @@ impl EntityManager {
             Some(r) => r,
             None => p.repair,
         } == Repair::Unicast;
+        // A plain multicast use is bounded by its window; one that may send unicast requests gets the default.
+        let deadline = match timeout {
+            Some(ms) => Some(now + Duration::from_millis(ms)),
+            None if multicast && !repair => None,
+            None => Some(self.default_deadline(cx, n, Duration::from(delay), multicast)),
+        };
         let group = ent.stored.group;
         let items = ent.items.clone();
         let (enr, stop) = if actuate { (n, false) } else { (enr, true) };
@@ -1102,7 +1120,10 @@ impl EntityManager {
         let n = items.len();
         let delay = profile.delay.resolve(n, self.config.response_size, self.config.rate);
         let now = cx.now();
-        let deadline = profile.timeout.map(|ms| now + Duration::from_millis(ms));
+        let deadline = match profile.timeout {
+            Some(ms) => now + Duration::from_millis(ms),
+            None => self.default_deadline(cx, n, Duration::from(delay), false),
+        };
         let op = profile.default_op();
         let name = flow.name.clone();
         let id = self.new_job(
@@ -1116,7 +1137,7 @@ impl EntityManager {
             Duration::from(delay),
             n,
             false,
-            deadline,
+            Some(deadline),
             self.config.hop_limit,
             0,
         );

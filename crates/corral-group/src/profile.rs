@@ -349,7 +349,7 @@ impl Profile {
         if let Some(u) = &self.mcst_uri {
             m.insert("mcstURI".into(), Json::from(u.clone()));
         }
-        if self.ect == Ect::Multicast {
+        if self.repair != Repair::None {
             m.insert("repair".into(), Json::from(self.repair.as_str()));
         }
         Json::Object(m)

@@ -202,7 +202,7 @@ proptest! {
 
     #[test]
     fn every_request_is_answered_and_nothing_is_left_behind(
-        reqs in prop::collection::vec(request(), 1..10),
+        reqs in prop::collection::vec((request(), 0u64..3), 1..10),
         lose_device in prop::option::of(0usize..3),
     ) {
         let mut lab = lab_with(LabConfig { devices: 3, observable: true, ..LabConfig::default() });
@@ -212,12 +212,18 @@ proptest! {
             let dead = dev_addr(d, false);
             lab.net.set_drop(move |r| r.to == dead || r.from == dead);
         }
-        for req in reqs {
+        // Each request goes out 0, 1 or 2 s after the previous one, answered or not: changes race uses,
+        // observations and each other.
+        let mut sent = Vec::new();
+        for (req, gap_s) in reqs {
             let shown = format!("{} {} {:?}", req.method, req.options.path(), req.options);
-            let id = lab.send(req);
-            let limit = lab.net.now + Duration::from_secs(300);
-            while lab.outcome(id).is_none() && lab.net.step(limit) {}
-            match lab.outcome(id) {
+            sent.push((lab.send(req), shown));
+            lab.net.run_for(Duration::from_secs(gap_s));
+        }
+        let limit = lab.net.now + Duration::from_secs(300);
+        while sent.iter().any(|(id, _)| lab.outcome(*id).is_none()) && lab.net.step(limit) {}
+        for (id, shown) in &sent {
+            match lab.outcome(*id) {
                 Some((_, Outcome::Response { response, .. })) => {
                     prop_assert!(response.code.is_response(), "{}: answered {}", shown, response.code);
                     prop_assert!(response.code != Code::INTERNAL_SERVER_ERROR, "{}: {}", shown, response.payload_text());

@@ -572,12 +572,7 @@ fn multicast_update_joins_added_and_leaves_removed_members() {
     assert_eq!(lab.create("m", json!({ "er": er, "ect": "multicast" })).code, Code::CREATED);
     let g: IpAddr = "ff1e::89:1".parse().unwrap();
     let er2 = lab.uris(1..4, "s/t");
-    let r = lab.request(
-        Request::new(Code::PUT)
-            .with_path("em/m/profile")
-            .with_content_format(ContentFormat::JSON)
-            .with_payload(json!({"er": er2}).to_string()),
-    );
+    let r = lab.send_json(Code::PUT, "em/m/profile", json!({"er": er2}));
     assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
     assert!(lab.mc(0).groups().is_empty(), "removed member left");
     for i in 1..4 {

@@ -218,12 +218,7 @@ fn an_entity_changed_while_its_first_watch_runs_is_followed_by_a_new_watch() {
     let first = lab.send(observe("em/room", "eo=avg&delay=2000"));
     lab.net.run_for(Duration::from_secs(1));
     let er = lab.uris(0..2, "s/t");
-    let r = lab.request(
-        Request::new(Code::POST)
-            .with_path("em/room/profile")
-            .with_content_format(ContentFormat::JSON)
-            .with_payload(json!({ "er": er }).to_string()),
-    );
+    let r = lab.send_json(Code::POST, "em/room/profile", json!({ "er": er }));
     assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
     let second = lab.send(observe("em/room", "eo=avg"));
     lab.net.run_for(Duration::from_secs(900));

@@ -209,11 +209,13 @@ impl Lab {
 
     /// Creates an entity with a JSON profile; returns the response.
     pub fn create(&mut self, name: &str, profile: serde_json::Value) -> Response {
+        self.send_json(Code::PUT, &format!("em/{name}"), profile)
+    }
+
+    /// `method path` with a JSON document (a profile, a profile change), run to its response.
+    pub fn send_json(&mut self, method: Code, path: &str, doc: serde_json::Value) -> Response {
         self.request(
-            Request::new(Code::PUT)
-                .with_path(&format!("em/{name}"))
-                .with_content_format(ContentFormat::JSON)
-                .with_payload(profile.to_string()),
+            Request::new(method).with_path(path).with_content_format(ContentFormat::JSON).with_payload(doc.to_string()),
         )
     }
 

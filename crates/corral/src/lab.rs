@@ -36,7 +36,11 @@ pub struct LabArgs {
 #[derive(clap::Subcommand, Debug)]
 enum LabCommand {
     /// List the built-in scenarios.
-    List,
+    List {
+        /// One JSON array of {name, reference, title, points} instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a built-in scenario's file (copy it to edit your own).
     Show {
         /// A built-in scenario name (see `corral lab list`).
@@ -141,12 +145,24 @@ fn default_jobs() -> usize {
 
 pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
     match args.command {
-        LabCommand::List => {
-            out!("{:<22} {:<22} title", "name", "reproduces");
+        LabCommand::List { json } => {
+            let mut rows = Vec::new();
             for b in BUILTINS {
                 let s = Scenario::parse(b.text).map_err(|e| Failure::other(format!("built-in {}: {e}", b.name)))?;
-                let points = s.points(false).len();
-                out!("{:<22} {:<22} {} ({points} points)", b.name, s.reference, s.title);
+                rows.push((b.name, s.reference.clone(), s.title.clone(), s.points(false).len()));
+            }
+            if json {
+                let all: Vec<serde_json::Value> = rows
+                    .iter()
+                    .map(|(n, r, t, p)| serde_json::json!({"name": n, "reference": r, "title": t, "points": p}))
+                    .collect();
+                out!("{}", serde_json::Value::Array(all));
+                return Ok(());
+            }
+            let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(4);
+            out!("{:<w$}  {:>6}  title — reproduces", "name", "points");
+            for (name, reference, title, points) in rows {
+                out!("{name:<w$}  {points:>6}  {title} — {reference}");
             }
             Ok(())
         }

@@ -53,6 +53,9 @@ pub struct ServeArgs {
     /// The largest request body accepted block-wise (bytes); larger uploads get 4.13 with Size1.
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
     pub max_body: usize,
+    /// Print the start-up summary as one JSON object on stdout ({"udp", "tcp", "uri", "groups"}).
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn parse_period(s: &str) -> Result<f64, String> {
@@ -118,7 +121,19 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         let local = server.local_addr();
         let tcp_local = server.tcp_local_addr();
         let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the server: {e}")))?;
-        print_banner(local, tcp_local, &args.join, v.quiet);
+        if args.json {
+            let j = serde_json::json!({
+                "udp": local.to_string(),
+                "tcp": tcp_local.map(|t| t.to_string()),
+                "uri": base_uri(local),
+                "groups": args.join.iter().map(|g| g.to_string()).collect::<Vec<_>>(),
+            });
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{j}");
+            let _ = out.flush();
+        } else {
+            print_banner(local, tcp_local, &args.join, v.quiet);
+        }
         crate::wait_for_signal().await;
         tracing::info!("shutting down");
         handle.shutdown().await;
@@ -126,18 +141,27 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
     })
 }
 
-fn print_banner(local: SocketAddr, tcp: Option<SocketAddr>, groups: &[IpAddr], quiet: bool) {
-    let families = match local.ip() {
-        IpAddr::V6(ip) if ip.is_unspecified() => " (IPv4 and IPv6)",
-        _ => "",
-    };
+/// The URI a client on this machine uses for the server (a wildcard address becomes loopback).
+fn base_uri(local: SocketAddr) -> String {
     let host = match local.ip() {
         IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_string(),
         IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
         IpAddr::V6(ip) => format!("[{ip}]"),
         IpAddr::V4(ip) => ip.to_string(),
     };
-    let base = if local.port() == 5683 { format!("coap://{host}") } else { format!("coap://{host}:{}", local.port()) };
+    if local.port() == 5683 {
+        format!("coap://{host}")
+    } else {
+        format!("coap://{host}:{}", local.port())
+    }
+}
+
+fn print_banner(local: SocketAddr, tcp: Option<SocketAddr>, groups: &[IpAddr], quiet: bool) {
+    let families = match local.ip() {
+        IpAddr::V6(ip) if ip.is_unspecified() => " (IPv4 and IPv6)",
+        _ => "",
+    };
+    let base = base_uri(local);
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "corral serve: listening on {local}{families}");
     if let Some(t) = tcp {

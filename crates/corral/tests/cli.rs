@@ -355,3 +355,15 @@ fn coap_over_tcp_against_corral_serve() {
     assert_eq!(code(&o), 3, "{}", stderr(&o));
     assert!(stderr(&o).contains("cannot connect"), "{}", stderr(&o));
 }
+
+/// `corral serve --json`: one JSON object with the bound addresses, for scripts that use port 0.
+#[test]
+fn serve_json_summary_names_its_addresses() {
+    let (_s, j) =
+        spawn_json(std::process::Command::new(CORRAL).args(["serve", "--bind", "127.0.0.1:0", "--tcp", "--json"]));
+    let udp: std::net::SocketAddr = j["udp"].as_str().unwrap().parse().unwrap();
+    assert_ne!(udp.port(), 0);
+    assert_eq!(j["tcp"].as_str().unwrap().parse::<std::net::SocketAddr>().unwrap().port(), udp.port());
+    let o = corral(&["get", &format!("{}/hello", j["uri"].as_str().unwrap())]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}

@@ -39,11 +39,13 @@ fn check_csv(p: &Path) -> usize {
 }
 
 fn builtins() -> Vec<String> {
-    ok(&corral(&["lab", "list"]))
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().next().map(String::from))
-        .collect()
+    let list: serde_json::Value = serde_json::from_str(&ok(&corral(&["lab", "list", "--json"]))).expect("JSON");
+    let names: Vec<String> =
+        list.as_array().expect("an array").iter().map(|s| s["name"].as_str().unwrap().to_string()).collect();
+    // The table shows the same scenarios.
+    let table = ok(&corral(&["lab", "list"]));
+    assert!(names.iter().all(|n| table.lines().any(|l| l.starts_with(n.as_str()))), "{table}");
+    names
 }
 
 #[test]

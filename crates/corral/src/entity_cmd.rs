@@ -94,12 +94,10 @@ pub enum Verb {
     Bench(BenchArgs),
 }
 
-/// Profile fields, as options.
+/// The profile fields a use request may also override (all but `eo`, whose form differs, and `ect`): as
+/// profile options of create/update, and as URI queries of `use`.
 #[derive(Args, Debug, Default)]
-pub struct ProfileFields {
-    /// Operations, comma-separated; the first is the default: lst avg min max sum count med.
-    #[arg(long, value_name = "OPS")]
-    pub eo: Option<String>,
+pub struct Overrides {
     /// Message type towards the members.
     #[arg(long, value_name = "con|non", value_parser = ["con", "non"])]
     pub emt: Option<String>,
@@ -117,6 +115,39 @@ pub struct ProfileFields {
     pub repair: Option<String>,
 }
 
+impl Overrides {
+    /// The fields given, by their profile names, as JSON values.
+    fn fields(&self) -> Result<Vec<(&'static str, Json)>, Failure> {
+        let mut out = Vec::new();
+        if let Some(emt) = &self.emt {
+            out.push(("emt", json!(emt)));
+        }
+        if let Some(enr) = self.enr {
+            out.push(("enr", json!(enr)));
+        }
+        if let Some(d) = &self.delay {
+            out.push(("delay", delay_json(d)?));
+        }
+        if let Some(t) = self.timeout {
+            out.push(("timeout", json!(t)));
+        }
+        if let Some(r) = &self.repair {
+            out.push(("repair", json!(r)));
+        }
+        Ok(out)
+    }
+}
+
+/// Profile fields, as options.
+#[derive(Args, Debug, Default)]
+pub struct ProfileFields {
+    /// Operations, comma-separated; the first is the default: lst avg min max sum count med.
+    #[arg(long, value_name = "OPS")]
+    pub eo: Option<String>,
+    #[command(flatten)]
+    pub overrides: Overrides,
+}
+
 impl ProfileFields {
     fn to_json(&self, doc: &mut serde_json::Map<String, Json>) -> Result<(), Failure> {
         if let Some(eo) = &self.eo {
@@ -126,20 +157,8 @@ impl ProfileFields {
             }
             doc.insert("eo".into(), json!(ops));
         }
-        if let Some(emt) = &self.emt {
-            doc.insert("emt".into(), json!(emt));
-        }
-        if let Some(enr) = self.enr {
-            doc.insert("enr".into(), json!(enr));
-        }
-        if let Some(d) = &self.delay {
-            doc.insert("delay".into(), delay_json(d)?);
-        }
-        if let Some(t) = self.timeout {
-            doc.insert("timeout".into(), json!(t));
-        }
-        if let Some(r) = &self.repair {
-            doc.insert("repair".into(), json!(r));
+        for (k, v) in self.overrides.fields()? {
+            doc.insert(k.into(), v);
         }
         Ok(())
     }
@@ -174,20 +193,9 @@ pub struct UseArgs {
     /// The operation for this request (default: the entity's first).
     #[arg(long, value_name = "OP")]
     pub eo: Option<String>,
-    /// Replies to wait for (1 = the first member to answer).
-    #[arg(long, value_name = "N")]
-    pub enr: Option<u64>,
-    #[arg(long, value_name = "con|non", value_parser = ["con", "non"])]
-    pub emt: Option<String>,
-    /// Pause between member requests in ms, or `auto`.
-    #[arg(long, value_name = "MS|auto")]
-    pub delay: Option<String>,
-    /// Longest wait for members in ms.
-    #[arg(long, value_name = "MS")]
-    pub timeout: Option<u64>,
-    /// Multicast entities, this request only: ask silent members again by unicast (or not).
-    #[arg(long, value_name = "none|unicast", value_parser = ["none", "unicast"])]
-    pub repair: Option<String>,
+    /// For this request only.
+    #[command(flatten)]
+    pub overrides: Overrides,
     /// Response format: text, json, cbor, senml+json, senml+cbor (or a number).
     #[arg(short = 'A', long, value_name = "FMT", value_parser = parse_format)]
     pub accept: Option<ContentFormat>,
@@ -495,21 +503,11 @@ async fn use_entity(gw: &Gateway, a: &UseArgs, as_json: bool, v: Verbosity) -> R
     if let Some(eo) = &a.eo {
         query.push(format!("eo={eo}"));
     }
-    if let Some(n) = a.enr {
-        query.push(format!("enr={n}"));
-    }
-    if let Some(emt) = &a.emt {
-        query.push(format!("emt={emt}"));
-    }
-    if let Some(d) = &a.delay {
-        delay_json(d)?;
-        query.push(format!("delay={d}"));
-    }
-    if let Some(t) = a.timeout {
-        query.push(format!("timeout={t}"));
-    }
-    if let Some(r) = &a.repair {
-        query.push(format!("repair={r}"));
+    for (k, v) in a.overrides.fields()? {
+        match v {
+            Json::String(s) => query.push(format!("{k}={s}")),
+            other => query.push(format!("{k}={other}")),
+        }
     }
     let mut uri = gw.uri(&format!("/em/{}", a.name));
     if !query.is_empty() {
@@ -730,9 +728,7 @@ mod tests {
         let mut doc = serde_json::Map::new();
         let f = ProfileFields {
             eo: Some("avg,min max".into()),
-            enr: Some(2),
-            delay: Some("auto".into()),
-            ..ProfileFields::default()
+            overrides: Overrides { enr: Some(2), delay: Some("auto".into()), ..Overrides::default() },
         };
         f.to_json(&mut doc).unwrap();
         assert_eq!(Json::Object(doc), json!({"eo": ["avg", "min", "max"], "enr": 2, "delay": "auto"}));

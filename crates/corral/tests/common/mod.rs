@@ -96,6 +96,18 @@ pub fn corral_serve(bind_host: &str, extra: &[&str]) -> Proc {
 
 /// Spawns a server and waits (at most 20 s) for a stdout line from which `port_of` extracts its port.
 pub fn spawn_with_port(cmd: &mut Command, port_of: impl Fn(&str) -> Option<u16> + Send + 'static) -> Proc {
+    let (child, port) = spawn_until(cmd, "its port", port_of);
+    Proc { child, port }
+}
+
+/// Spawns a process and waits (at most 20 s) for the first stdout line `pick` accepts. Both pipes stay
+/// drained afterwards, so a long-running server never blocks on a full pipe; stderr is kept (up to
+/// 64 KiB) for the panic message when nothing came.
+fn spawn_until<T: Send + 'static>(
+    cmd: &mut Command,
+    what: &str,
+    mut pick: impl FnMut(&str) -> Option<T> + Send + 'static,
+) -> (Child, T) {
     let desc = format!("{cmd:?}");
     let mut child = cmd
         .stdin(Stdio::null())
@@ -106,51 +118,13 @@ pub fn spawn_with_port(cmd: &mut Command, port_of: impl Fn(&str) -> Option<u16> 
     let stdout = child.stdout.take().expect("stdout is piped");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        let mut tx = Some(tx);
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(p) = port_of(&line) {
-                let _ = tx.send(p);
+            if let Some(v) = tx.as_ref().and_then(|_| pick(&line)) {
+                let _ = tx.take().map(|t| t.send(v));
             }
         }
     });
-    match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(port) => Proc { child, port },
-        Err(_) => {
-            let _ = child.kill();
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = e.read_to_string(&mut err);
-            }
-            panic!("{desc} did not report its port within 20 s; stderr: {err}");
-        }
-    }
-}
-
-/// A UDP port that was free a moment ago (for peers that cannot bind port 0 and report it).
-pub fn free_udp_port() -> u16 {
-    let s = std::net::UdpSocket::bind("[::]:0").expect("bind an ephemeral port");
-    s.local_addr().expect("local address").port()
-}
-
-/// Starts a process whose first stdout line is a JSON summary (`corral gateway --json`,
-/// `corral device --json`) and waits (at most 20 s) for it.
-pub fn spawn_json(cmd: &mut Command) -> (Proc, serde_json::Value) {
-    let desc = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-        for _ in lines {}
-    });
-    // Servers log to stderr: keep reading it so that a long run never blocks on a full pipe.
     let stderr = child.stderr.take().expect("stderr is piped");
     let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let sink = log.clone();
@@ -164,13 +138,30 @@ pub fn spawn_json(cmd: &mut Command) -> (Proc, serde_json::Value) {
             }
         }
     });
-    let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        std::thread::sleep(Duration::from_millis(100));
-        let err = log.lock().map(|l| l.clone()).unwrap_or_default();
-        panic!("{desc} printed no summary within 20 s; stderr: {err}");
-    };
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(v) => (child, v),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(100));
+            let err = log.lock().map(|l| l.clone()).unwrap_or_default();
+            panic!("{desc} did not report {what} within 20 s; stderr: {err}");
+        }
+    }
+}
+
+/// A UDP port that was free a moment ago (for peers that cannot bind port 0 and report it).
+pub fn free_udp_port() -> u16 {
+    let s = std::net::UdpSocket::bind("[::]:0").expect("bind an ephemeral port");
+    s.local_addr().expect("local address").port()
+}
+
+/// Starts a process whose first stdout line is a JSON summary (`corral gateway --json`,
+/// `corral device --json`, `corral serve --json`) and waits (at most 20 s) for it.
+pub fn spawn_json(cmd: &mut Command) -> (Proc, serde_json::Value) {
+    let desc = format!("{cmd:?}");
+    let mut first = true;
+    let (child, line) = spawn_until(cmd, "a summary", move |l| std::mem::take(&mut first).then(|| l.to_string()));
     let j = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{desc}: summary is not JSON ({e}): {line}"));
     (Proc { child, port: 0 }, j)
 }

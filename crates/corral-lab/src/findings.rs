@@ -126,6 +126,15 @@ pub fn evaluate(s: &Scenario, aggs: &Aggs) -> Vec<Finding> {
 
 type Outcome = Result<(Verdict, String), String>;
 
+/// A check's outcome from its per-group texts: inconclusive with `missing` when the run had no points to
+/// compare, else the verdict and the texts followed by the criterion in words.
+fn joined(ok: bool, parts: &[String], criterion: &str, missing: &str) -> Outcome {
+    if parts.is_empty() {
+        return Err(missing.into());
+    }
+    Ok((Verdict::of(ok), format!("{} ({criterion})", parts.join("; "))))
+}
+
 fn check(name: &str, s: &Scenario, aggs: &Aggs) -> (&'static str, Outcome) {
     match name {
         "no_delay_vs_best" => {
@@ -323,10 +332,7 @@ fn unicast_rt_sum_of_delays(s: &Scenario, aggs: &Aggs) -> Outcome {
         ok &= rt >= sum * 0.9 && rt <= sum + 1.0;
         parts.push(format!("G={g}: {} vs {}", s3(rt), s3(sum)));
     }
-    if parts.is_empty() {
-        return Err("needs unicast points at 0 Mb/s".into());
-    }
-    Ok((Verdict::of(ok), format!("{} (criterion: between 0.9× and the sum + 1 s)", parts.join(", "))))
+    joined(ok, &parts, "criterion: between 0.9× and the sum + 1 s", "needs unicast points at 0 Mb/s")
 }
 
 fn multicast_rt_near_leisure(s: &Scenario, aggs: &Aggs) -> Outcome {
@@ -371,10 +377,12 @@ fn unicast_rt_grows(aggs: &Aggs) -> Outcome {
         let label = base.first().map(|(_, v)| format!("G={v}: ")).unwrap_or_default();
         parts.push(format!("{label}{} at 0 → {} at {w} Mb/s", s3(a), s3(b)));
     }
-    if parts.is_empty() {
-        return Err("needs unicast points at 0 Mb/s and under interference".into());
-    }
-    Ok((Verdict::of(ok), format!("{} (criterion: at least 1.2× at the highest load)", parts.join("; "))))
+    joined(
+        ok,
+        &parts,
+        "criterion: at least 1.2× at the highest load",
+        "needs unicast points at 0 Mb/s and under interference",
+    )
 }
 
 fn nested_faster(aggs: &Aggs) -> Outcome {
@@ -510,13 +518,12 @@ fn leisure_lower_bound(s: &Scenario, aggs: &Aggs) -> Outcome {
             s3(rt_s(a))
         ));
     }
-    if parts.is_empty() {
-        return Err("needs leisure_ms points at 5000 and at or above each group's bound".into());
-    }
-    Ok((
-        Verdict::of(holds),
-        format!("{} (hypothesis: at the bound, response time drops and member reliability stays within 5 points of the 5 s default)", parts.join("; ")),
-    ))
+    joined(
+        holds,
+        &parts,
+        "hypothesis: at the bound, response time drops and member reliability stays within 5 points of the 5 s default",
+        "needs leisure_ms points at 5000 and at or above each group's bound",
+    )
 }
 
 fn auto_delay_near_best(aggs: &Aggs) -> Outcome {
@@ -529,10 +536,12 @@ fn auto_delay_near_best(aggs: &Aggs) -> Outcome {
         ok &= auto <= bt * 1.15;
         parts.push(format!("G={g}: auto {} vs best fixed {} at {bd} ms", s3(auto), s3(bt)));
     }
-    if parts.is_empty() {
-        return Err("needs delay = \"auto\" and fixed delays".into());
-    }
-    Ok((Verdict::of(ok), format!("{} (hypothesis: auto within 15 % of the best fixed delay)", parts.join("; "))))
+    joined(
+        ok,
+        &parts,
+        "hypothesis: auto within 15 % of the best fixed delay",
+        "needs delay = \"auto\" and fixed delays",
+    )
 }
 
 /// For each group: observing against every polling period. No period may be both at least as fresh and
@@ -571,13 +580,12 @@ fn observe_vs_poll(aggs: &Aggs) -> Outcome {
             polls.iter().map(|(p, a)| format!("{p} s {:.0}/h {:.3}", a.frames_per_hour, a.staleness)).collect();
         parts.push(format!("G={g}: observe {fo:.0} frames/h, staleness {so:.3}; poll {}; {cheaper}", list.join(", ")));
     }
-    if parts.is_empty() {
-        return Err("needs follow = \"observe\" and polling periods for a group".into());
-    }
-    Ok((
-        Verdict::of(ok),
-        format!("{} (hypothesis: no polling period is both as fresh and as cheap as observing)", parts.join("; ")),
-    ))
+    joined(
+        ok,
+        &parts,
+        "hypothesis: no polling period is both as fresh and as cheap as observing",
+        "needs follow = \"observe\" and polling periods for a group",
+    )
 }
 
 /// At every group size and load: `multicast+repair` reaches unicast's member reliability (within half a

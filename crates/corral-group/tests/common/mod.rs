@@ -120,9 +120,14 @@ impl Lab {
         range.map(|i| self.uri(i, path)).collect()
     }
 
+    /// Sends `req` from the client to the gateway (the net does not run).
     pub fn send(&mut self, req: Request) -> RequestId {
+        self.send_at(gw_addr(self.v6), req)
+    }
+
+    /// Sends `req` from the client to `dst` (the net does not run).
+    pub fn send_at(&mut self, dst: SocketAddr, req: Request) -> RequestId {
         let now = self.net.now;
-        let dst = gw_addr(self.v6);
         self.net
             .node(self.client)
             .with_service(now, self.client_svc, |_: &mut Client, cx| cx.request(dst, req, SendParams::default()))
@@ -159,13 +164,7 @@ impl Lab {
 
     /// Sends `req` from the client to `dst` and runs the net for five seconds.
     pub fn send_to(&mut self, dst: SocketAddr, req: Request) -> RequestId {
-        let (c, svc, now) = (self.client, self.client_svc, self.net.now);
-        let id = self
-            .net
-            .node(c)
-            .with_service(now, svc, |_: &mut Client, cx| cx.request(dst, req, SendParams::default()))
-            .unwrap()
-            .unwrap();
+        let id = self.send_at(dst, req);
         self.net.run_for(corral_proto::Duration::from_secs(5));
         id
     }

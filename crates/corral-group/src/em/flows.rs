@@ -1,0 +1,575 @@
+//! Management flows: creation, update, deletion and start-up recovery — validate → join → commit, with
+//! rollback; every change is on disk before it is answered.
+
+use super::*;
+
+impl EntityManager {
+    /// Starts a flow's fan-out stage over `items`.
+    pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
+        let profile = flow.new.as_ref().or(flow.old.as_ref()).map(|e| e.profile.clone()).unwrap_or_default();
+        let n = items.len();
+        let delay = profile.delay.resolve(n, self.config.response_size, self.config.rate);
+        let now = cx.now();
+        let deadline = match profile.timeout {
+            Some(ms) => now + Duration::from_millis(ms),
+            None => self.default_deadline(cx, n, Duration::from(delay), false),
+        };
+        let op = profile.default_op();
+        let name = flow.name.clone();
+        let id = self.new_job(
+            now,
+            kind,
+            &name,
+            Sink::Flow,
+            items.into(),
+            op,
+            true,
+            Duration::from(delay),
+            n,
+            false,
+            Some(deadline),
+            self.config.hop_limit,
+            0,
+        );
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.flow = Some(flow);
+        }
+        self.drive(cx, id);
+    }
+
+    pub(super) fn flow_step(&mut self, cx: &mut Context<'_>, job: Job) {
+        let Some(mut flow) = job.flow else { return };
+        let results: Vec<(String, Res)> = job
+            .items
+            .iter()
+            .zip(job.slots)
+            .map(|(it, s)| (it.label.clone(), if let Slot::Done(r) = s { r } else { Res::failed("not asked") }))
+            .collect();
+        match flow.stage {
+            Stage::Validating => {
+                let arithmetic = job.op.is_arithmetic();
+                let mut first_bad: Option<String> = None;
+                for (label, r) in &results {
+                    let mut text = r.describe();
+                    let mut good = r.ok();
+                    if good && arithmetic {
+                        if let Some(v) = output::single_number(&r.readings) {
+                            text = format!("{text}, value {v}");
+                        } else {
+                            good = false;
+                            let shown = r
+                                .readings
+                                .first()
+                                .map(|x| match &x.value {
+                                    crate::senml::Value::Num(v) => format!("{v}"),
+                                    crate::senml::Value::Str(t) | crate::senml::Value::Data(t) => format!("{t:?}"),
+                                    crate::senml::Value::Bool(b) => format!("{b}"),
+                                })
+                                .unwrap_or_else(|| "no value".into());
+                            text = format!("{text}, but not numeric ({shown}) as eo={} requires", job.op);
+                        }
+                    }
+                    flow.report(label).steps.push(("validate".into(), text.clone()));
+                    if !good && first_bad.is_none() {
+                        first_bad = Some(format!("member {label}: {text}"));
+                    }
+                }
+                if let Some(why) = first_bad {
+                    let msg = format!("entity {} not {}: {why}", flow.name, verb(flow.action));
+                    return self.flow_fail(cx, flow, bad(msg));
+                }
+                self.after_validation(cx, flow);
+            }
+            Stage::Joining => {
+                let mut first_bad = None;
+                for (label, r) in &results {
+                    flow.report(label).steps.push(("join".into(), r.describe()));
+                    if r.ok() {
+                        flow.joined_now.push(label.clone());
+                        if let Some(new) = flow.new.as_mut() {
+                            if let Some(k) = new.profile.er.iter().position(|m| m == label) {
+                                new.joined[k] = true;
+                            }
+                        }
+                    } else if first_bad.is_none() {
+                        first_bad = Some(format!("member {label}: join failed: {}", r.describe()));
+                    }
+                }
+                if let Some(why) = first_bad {
+                    flow.failure = Some(bad(format!("entity {} not {}: {why}", flow.name, verb(flow.action))));
+                    return self.rollback(cx, flow);
+                }
+                // Update: members that left the entity leave the group.
+                let removed = self.removed_items(&flow);
+                if !removed.is_empty() {
+                    flow.stage = Stage::LeavingRemoved;
+                    let g = flow.new.as_ref().and_then(|e| e.group).or(flow.allocated);
+                    if let Some(g) = g {
+                        return self.flow_job(cx, flow, Kind::Leave(g), removed);
+                    }
+                }
+                self.commit(cx, flow);
+            }
+            Stage::LeavingRemoved => {
+                for (label, r) in &results {
+                    flow.report(label).steps.push(("leave".into(), r.describe()));
+                }
+                self.commit(cx, flow);
+            }
+            Stage::RollingBack => {
+                for (label, r) in &results {
+                    flow.report(label).steps.push(("rollback leave".into(), r.describe()));
+                }
+                let fail = flow.failure.take().unwrap_or_else(|| bad("failed"));
+                self.flow_fail(cx, flow, fail);
+            }
+            Stage::LeavingAll => {
+                for (label, r) in &results {
+                    flow.report(label).steps.push(("leave".into(), r.describe()));
+                }
+                self.commit(cx, flow);
+            }
+        }
+    }
+
+    /// Old members no longer in the new member list (for multicast updates).
+    pub(super) fn removed_items(&self, flow: &Flow) -> Vec<Item> {
+        let (Some(old), Some(new)) = (&flow.old, &flow.new) else { return Vec::new() };
+        let Some(ent) = self.entities.get(&old.name) else { return Vec::new() };
+        ent.items
+            .iter()
+            .enumerate()
+            .filter(|(i, it)| !new.profile.er.contains(&it.label) && old.joined.get(*i).copied().unwrap_or(false))
+            .map(|(_, it)| it.clone())
+            .collect()
+    }
+
+    pub(super) fn after_validation(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
+        let Some(new) = flow.new.as_mut() else { return self.commit(cx, flow) };
+        if new.profile.ect != Ect::Multicast {
+            return self.commit(cx, flow);
+        }
+        // Multicast: a group (kept on update), the mcstURI, then joins of members not yet joined.
+        let group = match new.group {
+            Some(g) => g,
+            None => {
+                let first_v4 =
+                    flow.items.iter().any(|i| matches!(i.target, Target::Remote { addr, .. } if addr.is_ipv4()));
+                let pool = if first_v4 { self.config.pool_v4 } else { self.config.pool_v6 };
+                let key = pool_key(&pool.base);
+                let mut cursor = self.counters.get(key).copied().unwrap_or(0);
+                let in_use: HashSet<IpAddr> = self
+                    .entities
+                    .values()
+                    .filter_map(|e| e.stored.group)
+                    .chain(self.reserved_groups.iter().copied())
+                    .collect();
+                let Some(g) = pool.allocate(&mut cursor, |a| in_use.contains(&a)) else {
+                    return self.flow_fail(
+                        cx,
+                        flow,
+                        (Code::SERVICE_UNAVAILABLE, "multicast address pool exhausted".into()),
+                    );
+                };
+                // Persist the cursor before the address is used anywhere: never reused, even after a crash.
+                if let Err(e) = self.store.set_counter(key, cursor) {
+                    return self.flow_fail(cx, flow, (Code::INTERNAL_SERVER_ERROR, e.to_string()));
+                }
+                self.counters.insert(key.to_string(), cursor);
+                self.reserved_groups.insert(g);
+                flow.allocated = Some(g);
+                g
+            }
+        };
+        if flow.old.is_none() && !flow.pending_saved {
+            // Before any member joins: a crash from here on is undone at the next start-up.
+            let mut pending = new.clone();
+            pending.group = Some(group);
+            pending.joined = vec![false; pending.profile.er.len()];
+            pending.pending = true;
+            if let Err(e) = self.store.save_entity(&pending) {
+                return self.flow_fail(
+                    cx,
+                    flow,
+                    (Code::INTERNAL_SERVER_ERROR, format!("entity {} not created: {e}", pending.name)),
+                );
+            }
+            flow.pending_saved = true;
+        }
+        let Some(new) = flow.new.as_mut() else { return };
+        new.group = Some(group);
+        let path = match flow.items.first().map(|i| &i.target) {
+            Some(Target::Remote { path, query, .. }) => {
+                let mut s = uri::format_coap(SocketAddr::new(group, self.config.multicast_port), path);
+                if !query.is_empty() {
+                    s.push('?');
+                    s.push_str(&query.join("&"));
+                }
+                s
+            }
+            _ => String::new(),
+        };
+        new.profile.mcst_uri = Some(path);
+        // Members already joined (update) keep their membership.
+        let old_joined: HashSet<String> = flow
+            .old
+            .as_ref()
+            .map(|o| o.profile.er.iter().zip(&o.joined).filter(|(_, j)| **j).map(|(m, _)| m.clone()).collect())
+            .unwrap_or_default();
+        let to_join: Vec<Item> = flow.items.iter().filter(|i| !old_joined.contains(&i.label)).cloned().collect();
+        new.joined = new.profile.er.iter().map(|m| old_joined.contains(m)).collect();
+        flow.stage = Stage::Joining;
+        if to_join.is_empty() {
+            // Nothing to join; go on as if the joins were done (leaves of removed members follow).
+            let removed = self.removed_items(&flow);
+            if !removed.is_empty() {
+                flow.stage = Stage::LeavingRemoved;
+                return self.flow_job(cx, flow, Kind::Leave(group), removed);
+            }
+            return self.commit(cx, flow);
+        }
+        self.flow_job(cx, flow, Kind::Join(group), to_join);
+    }
+
+    /// Asks the members that joined in this flow to leave again, then fails.
+    pub(super) fn rollback(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
+        let group = flow.new.as_ref().and_then(|e| e.group);
+        let items: Vec<Item> = flow.items.iter().filter(|i| flow.joined_now.contains(&i.label)).cloned().collect();
+        match group {
+            Some(g) if !items.is_empty() => {
+                flow.stage = Stage::RollingBack;
+                self.flow_job(cx, flow, Kind::Leave(g), items);
+            }
+            _ => {
+                let fail = flow.failure.take().unwrap_or_else(|| bad("failed"));
+                self.flow_fail(cx, flow, fail);
+            }
+        }
+    }
+
+    pub(super) fn flow_fail(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, (code, msg): Fail) {
+        info!(entity = %flow.name, %code, msg = %msg, "entity change refused");
+        if flow.pending_saved {
+            // If this fails too, the record stays pending and the next start-up undoes it.
+            if let Err(e) = self.store.delete_entity(&flow.name) {
+                warn!(entity = %flow.name, error = %e, "could not remove the pending record");
+            }
+        }
+        self.busy.remove(&flow.name);
+        if let Some(g) = flow.allocated {
+            self.reserved_groups.remove(&g);
+        }
+        let Some(client) = flow.client else { return };
+        self.client_done();
+        let head = json!({ "message": msg });
+        let mut payload = output::render_reports(&head, &flow.reports, ContentFormat::TEXT_PLAIN);
+        payload.truncate(8 * 1024);
+        cx.respond(client, Response::new(code).with_payload(payload));
+    }
+
+    /// Writes the flow's result to the store, updates the in-memory copy, answers the client.
+    pub(super) fn commit(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
+        let result = match (&flow.action, &flow.new) {
+            (Action::Delete | Action::Recover, _) => self.store.delete_entity(&flow.name),
+            (Action::Create { generated: true }, Some(new)) => {
+                let seq = self.counters.get(COUNTER_NAMES).copied().unwrap_or(0) + 1;
+                self.store.set_counter(COUNTER_NAMES, seq).and_then(|_| {
+                    self.counters.insert(COUNTER_NAMES.into(), seq);
+                    self.store.save_entity(new)
+                })
+            }
+            (_, Some(new)) => self.store.save_entity(new),
+            (_, None) => Err(StoreError("internal: nothing to save".into())),
+        };
+        if let Err(e) = result {
+            warn!(entity = %flow.name, error = %e, "store write failed");
+            if flow.action == Action::Recover {
+                self.busy.remove(&flow.name);
+                return; // still pending in the store: retried at the next start-up
+            }
+            flow.failure = Some((Code::INTERNAL_SERVER_ERROR, format!("entity {} unchanged: {e}", flow.name)));
+            return self.rollback(cx, flow);
+        }
+        self.busy.remove(&flow.name);
+        if let Some(g) = flow.allocated {
+            self.reserved_groups.remove(&g);
+        }
+        let Some(client) = flow.client else {
+            info!(entity = %flow.name, "interrupted multicast creation undone");
+            return;
+        };
+        self.client_done();
+        let accept = flow.accept.unwrap_or(ContentFormat::JSON);
+        let (code, head) = match flow.action {
+            Action::Delete | Action::Recover => {
+                self.entities.remove(&flow.name);
+                (Code::DELETED, json!({ "entity": flow.name, "message": format!("entity {} deleted", flow.name) }))
+            }
+            action => {
+                let Some(new) = flow.new.take() else { return };
+                let profile = new.profile.to_json();
+                let items = flow.items.clone();
+                self.entities.insert(flow.name.clone(), Entity { stored: new, items });
+                let code = if matches!(action, Action::Update) { Code::CHANGED } else { Code::CREATED };
+                let msg = format!("entity {} {}", flow.name, if code == Code::CREATED { "created" } else { "updated" });
+                (
+                    code,
+                    json!({ "entity": flow.name, "message": msg, "location": format!("/em/{}", flow.name), "profile": profile }),
+                )
+            }
+        };
+        info!(entity = %flow.name, %code, "entity change committed");
+        self.end_watches_of(cx, &flow.name);
+        let mut resp = Response::new(code).with_content_format(accept).with_payload(output::render_reports(
+            &head,
+            &flow.reports,
+            accept,
+        ));
+        if flow.action == (Action::Create { generated: true }) {
+            resp = resp
+                .with_option(OptionNumber::LOCATION_PATH, b"em")
+                .with_option(OptionNumber::LOCATION_PATH, flow.name.as_bytes());
+        }
+        cx.respond(client, resp);
+    }
+
+    /// Undoes a multicast creation a crash interrupted: every member is asked to leave (those that never
+    /// joined answer 4.04), then the pending record is removed. The name stays busy meanwhile.
+    pub(super) fn recover(&mut self, cx: &mut Context<'_>, stored: StoredEntity) {
+        let items = match self.resolve_items(&stored.profile.er) {
+            Ok(items) => items,
+            Err((_, why)) => {
+                warn!(entity = %stored.name, why = %why, "pending record unreadable; removing it");
+                let _ = self.store.delete_entity(&stored.name);
+                self.busy.remove(&stored.name);
+                return;
+            }
+        };
+        let name = stored.name.clone();
+        let group = stored.group;
+        if let Some(g) = group {
+            self.reserved_groups.insert(g);
+        }
+        let flow = Box::new(Flow {
+            action: Action::Recover,
+            client: None,
+            pending_saved: true,
+            accept: None,
+            name,
+            old: Some(stored),
+            new: None,
+            items: items.clone().into(),
+            reports: Vec::new(),
+            stage: Stage::LeavingAll,
+            joined_now: Vec::new(),
+            allocated: group,
+            failure: None,
+        });
+        match group {
+            Some(g) => self.flow_job(cx, flow, Kind::Leave(g), items),
+            None => self.commit(cx, flow),
+        }
+    }
+
+    pub(super) fn create(
+        &mut self,
+        cx: &mut Context<'_>,
+        inb: &IncomingRequest,
+        name: Option<&str>,
+    ) -> Result<(), Fail> {
+        let req = &inb.request;
+        let accept = Self::report_accept(req)?;
+        let patch = Self::read_patch(req)?;
+        let (name, generated) = match name {
+            Some(n) => (n.to_string(), false),
+            None => {
+                let mut seq = self.counters.get(COUNTER_NAMES).copied().unwrap_or(0) + 1;
+                loop {
+                    let n = format!("e{seq}");
+                    if !self.entities.contains_key(&n) && !self.busy.contains(&n) {
+                        break (n, true);
+                    }
+                    seq += 1;
+                }
+            }
+        };
+        if !valid_entity_name(&name) {
+            return Err(bad(format!(
+                "entity name {name:?}: use 1 to 64 of A-Z a-z 0-9 _ . - starting with a letter or digit"
+            )));
+        }
+        if self.busy.contains(&name) {
+            return Err((Code::CONFLICT, format!("entity {name}: another change is in progress")));
+        }
+        if self.entities.len() >= self.config.max_entities {
+            return Err((Code::SERVICE_UNAVAILABLE, format!("entity limit ({}) reached", self.config.max_entities)));
+        }
+        if patch.mcst_uri.is_some() {
+            return Err(bad("mcstURI is read-only: the EM assigns it"));
+        }
+        if patch.er.is_none() {
+            return Err(bad("er: the member list is missing"));
+        }
+        let mut profile = Profile::default();
+        profile.apply(&patch);
+        profile.check().map_err(|e| bad(e.0))?;
+        let items = self.resolve_items(&profile.er)?;
+        self.check_members(&name, &profile, &items)?;
+        let new = StoredEntity { name: name.clone(), profile, group: None, joined: Vec::new(), pending: false };
+        let flow = Box::new(Flow {
+            action: Action::Create { generated },
+            client: Some(inb.id),
+            pending_saved: false,
+            accept,
+            name: name.clone(),
+            old: None,
+            new: Some(new),
+            items: items.clone().into(),
+            reports: items.iter().map(|i| MemberReport { member: i.label.clone(), steps: Vec::new() }).collect(),
+            stage: Stage::Validating,
+            joined_now: Vec::new(),
+            allocated: None,
+            failure: None,
+        });
+        info!(entity = %name, members = items.len(), "creating entity");
+        self.busy.insert(name);
+        self.client_jobs += 1;
+        self.flow_job(cx, flow, Kind::Validate, items);
+        Ok(())
+    }
+
+    pub(super) fn update(
+        &mut self,
+        cx: &mut Context<'_>,
+        inb: &IncomingRequest,
+        name: &str,
+        whole: bool,
+    ) -> Result<(), Fail> {
+        let req = &inb.request;
+        let Some(ent) = self.entities.get(name) else {
+            return Err((Code::NOT_FOUND, format!("no entity {name}")));
+        };
+        if self.busy.contains(name) {
+            return Err((Code::CONFLICT, format!("entity {name}: another change is in progress")));
+        }
+        let accept = Self::report_accept(req)?;
+        let patch = Self::read_patch(req)?;
+        let old = ent.stored.clone();
+        if let Some(ect) = patch.ect {
+            if ect != old.profile.ect {
+                return Err((
+                    Code::CONFLICT,
+                    format!(
+                        "ect of {name} is {} and can only be set at creation (delete and re-create the entity)",
+                        old.profile.ect.as_str()
+                    ),
+                ));
+            }
+        }
+        if patch.mcst_uri.as_ref().is_some_and(|u| Some(u) != old.profile.mcst_uri.as_ref()) {
+            return Err(bad("mcstURI is read-only: the EM assigns it"));
+        }
+        let mut profile = if whole {
+            if patch.er.is_none() {
+                return Err(bad("er: a whole profile (PUT) needs the member list; POST changes single fields"));
+            }
+            Profile { ect: old.profile.ect, ..Profile::default() }
+        } else {
+            old.profile.clone()
+        };
+        profile.apply(&patch);
+        profile.mcst_uri = old.profile.mcst_uri.clone();
+        profile.check().map_err(|e| bad(e.0))?;
+        let items = self.resolve_items(&profile.er)?;
+        self.check_members(name, &profile, &items)?;
+        let same_members = {
+            let a: BTreeSet<&String> = old.profile.er.iter().collect();
+            let b: BTreeSet<&String> = profile.er.iter().collect();
+            a == b
+        };
+        let joined: Vec<bool> = profile
+            .er
+            .iter()
+            .map(|m| {
+                old.profile.er.iter().position(|o| o == m).and_then(|i| old.joined.get(i).copied()).unwrap_or(false)
+            })
+            .collect();
+        let new = StoredEntity { name: name.to_string(), profile, group: old.group, joined, pending: false };
+        let flow = Box::new(Flow {
+            action: Action::Update,
+            client: Some(inb.id),
+            pending_saved: false,
+            accept,
+            name: name.to_string(),
+            old: Some(old),
+            new: Some(new),
+            items: items.clone().into(),
+            reports: Vec::new(),
+            stage: Stage::Validating,
+            joined_now: Vec::new(),
+            allocated: None,
+            failure: None,
+        });
+        self.busy.insert(name.to_string());
+        self.client_jobs += 1;
+        if same_members {
+            self.commit(cx, flow);
+        } else {
+            self.flow_job(cx, flow, Kind::Validate, items);
+        }
+        Ok(())
+    }
+
+    pub(super) fn delete(&mut self, cx: &mut Context<'_>, inb: &IncomingRequest, name: &str) -> Result<(), Fail> {
+        let Some(ent) = self.entities.get(name) else {
+            return Err((Code::NOT_FOUND, format!("no entity {name}")));
+        };
+        if self.busy.contains(name) {
+            return Err((Code::CONFLICT, format!("entity {name}: another change is in progress")));
+        }
+        let parents: Vec<&str> = self
+            .entities
+            .values()
+            .filter(|e| e.local_members().any(|m| m == name))
+            .map(|e| e.stored.name.as_str())
+            .collect();
+        if !parents.is_empty() {
+            return Err((
+                Code::CONFLICT,
+                format!("entity {name} is a member of {}; remove it there first", parents.join(", ")),
+            ));
+        }
+        let accept = Self::report_accept(&inb.request)?;
+        let old = ent.stored.clone();
+        let items = ent.items.clone();
+        let leave: Vec<Item> = items
+            .iter()
+            .zip(old.joined.iter().chain(std::iter::repeat(&false)))
+            .filter(|(_, j)| **j)
+            .map(|(i, _)| i.clone())
+            .collect();
+        let group = old.group;
+        let flow = Box::new(Flow {
+            action: Action::Delete,
+            client: Some(inb.id),
+            pending_saved: false,
+            accept,
+            name: name.to_string(),
+            old: Some(old),
+            new: None,
+            items,
+            reports: Vec::new(),
+            stage: Stage::LeavingAll,
+            joined_now: Vec::new(),
+            allocated: None,
+            failure: None,
+        });
+        self.busy.insert(name.to_string());
+        self.client_jobs += 1;
+        match group {
+            Some(g) if !leave.is_empty() => self.flow_job(cx, flow, Kind::Leave(g), leave),
+            _ => self.commit(cx, flow),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,109 @@
+//! Members: member URIs resolved to targets, and the checks of a new member list (local members exist,
+//! no cycle of nested entities, the constraints of multicast entities).
+
+use super::*;
+
+impl EntityManager {
+    pub(super) fn resolve_target(&self, text: &str) -> Result<Target, String> {
+        match uri::parse(text).map_err(|e| e.0)? {
+            MemberUri::Relative { path } => match path.as_slice() {
+                [em, name] if em == "em" => Ok(Target::Local(name.clone())),
+                _ => Err("a relative member must be /em/<name> (an entity of this gateway)".into()),
+            },
+            MemberUri::Coap { addr, path, query } => {
+                if addr.ip().is_multicast() || addr.ip().is_unspecified() {
+                    return Err(format!("{} is not a unicast address", addr.ip()));
+                }
+                let entity = path.len() == 2 && path[0] == "em";
+                if entity && self.config.local_addrs.contains(&addr) {
+                    if !query.is_empty() {
+                        return Err("a member that is an entity of this gateway may not carry a query".into());
+                    }
+                    return Ok(Target::Local(path[1].clone()));
+                }
+                Ok(Target::Remote { addr, path, query, entity })
+            }
+        }
+    }
+
+    pub(super) fn resolve_items(&self, er: &[String]) -> Result<Vec<Item>, Fail> {
+        er.iter()
+            .map(|m| {
+                self.resolve_target(m)
+                    .map(|target| Item { label: m.clone(), target })
+                    .map_err(|why| bad(format!("malformed member URI {m}: {why}")))
+            })
+            .collect()
+    }
+
+    /// Checks of a new member list against the other entities: local members exist, no cycle, and the
+    /// constraints of multicast entities.
+    pub(super) fn check_members(&self, name: &str, profile: &Profile, items: &[Item]) -> Result<(), Fail> {
+        for it in items {
+            if let Target::Local(child) = &it.target {
+                if child == name {
+                    return Err(bad(format!("cycle: entity {name} cannot be a member of itself ({})", it.label)));
+                }
+                if !self.entities.contains_key(child) {
+                    return Err(bad(format!("member {}: no entity {child} on this gateway", it.label)));
+                }
+            }
+        }
+        // A cycle exists if `name` is reachable from one of its new local members.
+        for it in items {
+            let Target::Local(child) = &it.target else { continue };
+            let mut stack = vec![(child.clone(), vec![name.to_string(), child.clone()])];
+            let mut seen = HashSet::new();
+            while let Some((cur, path)) = stack.pop() {
+                if !seen.insert(cur.clone()) {
+                    continue;
+                }
+                let Some(e) = self.entities.get(&cur) else { continue };
+                for next in e.local_members() {
+                    let mut p = path.clone();
+                    p.push(next.to_string());
+                    if next == name {
+                        return Err(bad(format!("cycle of nested entities: {}", p.join(" → "))));
+                    }
+                    stack.push((next.to_string(), p));
+                }
+            }
+        }
+        if profile.ect == Ect::Multicast {
+            let mut first: Option<(&Item, &Vec<String>, &Vec<String>)> = None;
+            for it in items {
+                let Target::Remote { addr, path, query, entity } = &it.target else {
+                    return Err(bad(format!(
+                        "member {}: a multicast entity's members must be device resources, not entities",
+                        it.label
+                    )));
+                };
+                if *entity {
+                    return Err(bad(format!(
+                        "member {}: a multicast entity's members must be device resources, not entities",
+                        it.label
+                    )));
+                }
+                match first {
+                    None => first = Some((it, path, query)),
+                    Some((f, fp, fq)) => {
+                        if fp != path || fq != query {
+                            return Err(bad(format!(
+                                "multicast members must share one resource path (seed 000 §4.2): {} and {} differ",
+                                f.label, it.label
+                            )));
+                        }
+                        let Target::Remote { addr: fa, .. } = &f.target else { continue };
+                        if fa.is_ipv4() != addr.is_ipv4() {
+                            return Err(bad(format!(
+                                "multicast members must share an address family: {} and {} differ",
+                                f.label, it.label
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

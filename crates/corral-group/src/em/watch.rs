@@ -1,0 +1,168 @@
+//! Observed entities: watches over member observations (see the module docs of [`super`]).
+
+use super::*;
+
+impl EntityManager {
+    /// Whether a registration on `name` can be kept: a unicast entity of remote members only.
+    pub(super) fn observable(&self, name: &str) -> bool {
+        self.entities.get(name).is_some_and(|e| {
+            e.stored.profile.ect == Ect::Unicast && e.items.iter().all(|i| matches!(i.target, Target::Remote { .. }))
+        })
+    }
+
+    /// The watch that serves observers of `name` with operation `op`. One per entity — the members'
+    /// values do not depend on the operation — except for members that are other gateways' entities: they
+    /// are asked for the operation's aggregate (avg of averages), so each arithmetic operation has its own.
+    pub(super) fn watch_key(&self, name: &str, op: Op) -> String {
+        let remote_entities = self
+            .entities
+            .get(name)
+            .is_some_and(|e| e.items.iter().any(|i| matches!(i.target, Target::Remote { entity: true, .. })));
+        if remote_entities && op.is_arithmetic() {
+            format!("{name}?eo={op}")
+        } else {
+            name.to_string()
+        }
+    }
+
+    /// Makes use job `id` answer an Observe registration (or render a notification): from the watch's
+    /// cache when it is ready; else by asking the members, with Observe=0 when there is no watch yet.
+    pub(super) fn attach_watch(&mut self, id: JobId, name: &str, path: String) {
+        let Some((n, op)) = self.jobs.get(&id).map(|j| (j.slots.len(), j.op)) else { return };
+        let key = self.watch_key(name, op);
+        let cached: Option<Vec<Res>> = self
+            .watches
+            .get(&key)
+            .filter(|w| w.ready() && w.job.is_none() && w.latest.len() == n)
+            .map(|w| w.latest.iter().flatten().cloned().collect());
+        let first = !self.watches.contains_key(&key);
+        let Some(job) = self.jobs.get_mut(&id) else { return };
+        job.observable = true;
+        if let Some(cached) = cached {
+            job.next = n;
+            for (i, res) in cached.into_iter().enumerate() {
+                self.set_slot(id, i, Slot::Done(res));
+            }
+        } else if first {
+            job.watch = Some(key.clone());
+            let w = Watch { entity: name.to_string(), path, obs: vec![None; n], latest: vec![None; n], job: Some(id) };
+            self.watches.insert(key, w);
+        }
+        // Otherwise the first round is still running: this registration asks the members once more.
+    }
+
+    /// A member observation of watch `key` answered, notified, or ended.
+    pub(super) fn watch_update(
+        &mut self,
+        cx: &mut Context<'_>,
+        key: &str,
+        i: usize,
+        rid: RequestId,
+        outcome: &Outcome,
+    ) {
+        let res = match outcome {
+            Outcome::Response { response, .. } => member_result(true, response),
+            Outcome::Failed(e) => Res::failed(e.to_string()),
+            Outcome::MulticastDone | Outcome::Pong { .. } => Res::failed("no response"),
+        };
+        let active = cx.endpoint().is_active(rid);
+        if !active {
+            self.watch_requests.remove(&rid);
+        }
+        let Some(w) = self.watches.get_mut(key) else { return };
+        if let Some(latest) = w.latest.get_mut(i) {
+            *latest = Some(res);
+        }
+        if !active {
+            if let Some(o) = w.obs.get_mut(i) {
+                *o = None;
+            }
+        }
+        if w.job.is_some() {
+            return; // the first round answers its client itself
+        }
+        if cx.observer_count(&w.path) == 0 {
+            debug!(entity = %w.entity, "nobody observes the entity any more; members deregistered");
+            self.end_watch(cx, key);
+            return;
+        }
+        if w.ready() {
+            cx.changed(&w.path);
+        }
+        if w.obs.iter().all(Option::is_none) {
+            // No member notifies any more: the observers' next rendering starts a new watch.
+            self.watches.remove(key);
+        }
+    }
+
+    /// A watch's first use answered before asking every member (`enr` reached, or its timeout): the members
+    /// it never asked are registered now, all at once, so that the watch covers the whole entity.
+    pub(super) fn watch_unasked(&mut self, cx: &mut Context<'_>, id: JobId, job: &Job) {
+        let Some(key) = job.watch.clone() else { return };
+        for (i, item) in job.items.iter().enumerate() {
+            if !matches!(job.slots[i], Slot::Waiting) {
+                continue;
+            }
+            let Some((addr, req, confirmable)) = self.member_request(job, i, &item.target) else { continue };
+            if let Ok(rid) = cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
+                if !self.watch_track(id, &key, i, rid) {
+                    cx.cancel(rid);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Records `rid` as member `i`'s observation in watch `key`, if that watch is still the one job `id`
+    /// started (an entity changed meanwhile ends it, and a new watch may have taken the key).
+    pub(super) fn watch_track(&mut self, id: JobId, key: &str, i: usize, rid: RequestId) -> bool {
+        let Some(slot) = self.watches.get_mut(key).filter(|w| w.job == Some(id)).and_then(|w| w.obs.get_mut(i)) else {
+            return false;
+        };
+        *slot = Some(rid);
+        self.watch_requests.insert(rid, (key.to_string(), i));
+        true
+    }
+
+    /// The use job `id` that started watch `key` finished.
+    pub(super) fn watch_job_done(&mut self, id: JobId, key: &str) {
+        let Some(w) = self.watches.get_mut(key) else { return };
+        if w.job == Some(id) {
+            w.job = None;
+            if w.obs.iter().all(Option::is_none) {
+                self.watches.remove(key); // no member is observable: nothing would ever refresh the cache
+            }
+        }
+    }
+
+    /// Ends watch `key`: every member observation is deregistered (RFC 7641 §3.6). Returns its path.
+    pub(super) fn end_watch(&mut self, cx: &mut Context<'_>, key: &str) -> Option<String> {
+        let w = self.watches.remove(key)?;
+        for rid in w.obs.into_iter().flatten() {
+            self.watch_requests.remove(&rid);
+            cx.deregister(rid);
+        }
+        Some(w.path)
+    }
+
+    /// The entity `name` changed or went away: its watches end and its observers get a last rendering
+    /// (the new entity, or 4.04).
+    pub(super) fn end_watches_of(&mut self, cx: &mut Context<'_>, name: &str) {
+        let keys: Vec<String> = self.watches.iter().filter(|(_, w)| w.entity == name).map(|(k, _)| k.clone()).collect();
+        let mut paths: Vec<String> = keys.iter().filter_map(|k| self.end_watch(cx, k)).collect();
+        paths.dedup();
+        for path in paths {
+            cx.changed(&path);
+        }
+    }
+
+    /// Whether job `id` reads its members' values (reads and validation do; actuation and joins do not).
+    pub(super) fn parses(&self, id: JobId) -> bool {
+        self.jobs.get(&id).is_some_and(|j| matches!(j.kind, Kind::Read | Kind::Validate))
+    }
+
+    /// How many watches the EM keeps (one per observed entity; see [`EntityManager::watch_key`]).
+    pub fn watched_entities(&self) -> usize {
+        self.watches.len()
+    }
+}

@@ -9,9 +9,9 @@
 //!
 //! # Rooms
 //! This module holds the shared types (configuration, entities, jobs, flows, watches), the service entry
-//! points and the routing; each concern has a module of its own: [`members`] (member URIs and the checks of
-//! a member list), [`jobs`] (fan-outs and combining replies), [`flows`] (create, update, delete, recovery),
-//! [`requests`] (listing, profiles, starting a use), [`watch`] (observed entities). Split from one
+//! points and the routing; each concern has a module of its own: `members` (member URIs and the checks of
+//! a member list), `jobs` (fan-outs and combining replies), `flows` (create, update, delete, recovery),
+//! `requests` (listing, profiles, starting a use), `watch` (observed entities). Split from one
 //! 2,200-line file in one step, without a change of behaviour; the submodules add `impl EntityManager`
 //! blocks and see the shared types as their parent's.
 //!

@@ -7,6 +7,7 @@
 //!   (`lst avg min max sum count med`), unicast and multicast fan-out, nesting, validation, and persistence
 //!   through a [`Store`]. The wire interface is `shared/docs/entity-manager.md`.
 //! - [`McResource`] (mount at `mc`): the member-side multicast membership resource of seed 000 Table 4.
+//! - [`policy`]: who may use the gateway, where members may be, and how much one request may cost.
 //! - [`device`]: virtual sensors and actuators, the lab's constrained devices.
 //! - [`Store`] with [`SqliteStore`] (embedded SQLite, WAL) and [`MemStore`].
 //! - [`senml`]: SenML (RFC 8428) JSON and CBOR. It lives here rather than in corral-wire *(decision)*: it
@@ -47,6 +48,7 @@ pub mod device;
 pub mod em;
 pub mod mc;
 pub mod output;
+pub mod policy;
 pub mod pool;
 pub mod profile;
 pub mod senml;
@@ -56,6 +58,7 @@ pub mod uri;
 
 pub use em::{EmConfig, EntityManager};
 pub use mc::McResource;
+pub use policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Prefix, Role};
 pub use pool::AddressPool;
 pub use profile::{Delay, Ect, Emt, Op, Profile};
 pub use sqlite::SqliteStore;

@@ -326,6 +326,22 @@ impl UseResult {
         s
     }
 
+    /// A diagnostic text for an answer without enough replies: how many answered, why the others did
+    /// not, and what did arrive.
+    pub fn diagnostic(&self, code: Code) -> String {
+        let mut s = format!(
+            "{code:#}: {} of {} members of {} answered, {} needed",
+            self.replies, self.members, self.entity, self.enr
+        );
+        for (m, e) in &self.errors {
+            s.push_str(&format!("\n{m}: {e}"));
+        }
+        for r in &self.values {
+            s.push_str(&format!("\n{} {}", label_text(&r.name), value_text(&r.value)));
+        }
+        s
+    }
+
     /// The payload in one of [`USE_FORMATS`].
     pub fn render(&self, cf: ContentFormat) -> Vec<u8> {
         match cf.0 {
@@ -417,10 +433,19 @@ pub fn render_reports(head: &Json, reports: &[MemberReport], cf: ContentFormat) 
 
 /// `2.05 Content` or `4.04 Not Found: <diagnostic>` for a member's response.
 pub fn code_text(code: Code, payload: &[u8]) -> String {
-    if code.is_error() && !payload.is_empty() && payload.len() <= 200 {
-        format!("{code:#}: {}", String::from_utf8_lossy(payload).trim())
-    } else {
-        format!("{code:#}")
+    match std::str::from_utf8(payload) {
+        Ok(t) if code.is_error() && !t.trim().is_empty() => {
+            // A diagnostic payload (RFC 7252 §5.5.2); a long one (a nested entity's report) is cut on a
+            // character boundary.
+            let t = t.trim().replace('\n', "; ");
+            let cut = t.char_indices().nth(400).map_or(t.len(), |(i, _)| i);
+            let more = if cut < t.len() { " …" } else { "" };
+            format!("{code:#}: {}{more}", &t[..cut])
+        }
+        Err(_) if code.is_error() && !payload.is_empty() => {
+            format!("{code:#} ({} bytes of non-text payload)", payload.len())
+        }
+        _ => format!("{code:#}"),
     }
 }
 

@@ -486,7 +486,7 @@ impl ProfilePatch {
 }
 
 /// Per-request overrides of a use request: every field but `ect`.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UseOverrides {
     pub eo: Option<Op>,
     pub enr: Option<u32>,
@@ -494,7 +494,16 @@ pub struct UseOverrides {
     pub delay: Option<Delay>,
     pub timeout: Option<u64>,
     pub repair: Option<Repair>,
+    /// `budget=N`: member requests this use may cause at most, passed by a parent gateway (its share of
+    /// its own client's budget); the EM uses the smaller of it and its own budget.
+    pub budget: Option<u32>,
+    /// `via=ID.ID…`: the gateways (8 hex digits each) this request already passed, for loop detection
+    /// across gateways (as HTTP's Via, RFC 9110 §7.6.3).
+    pub via: Vec<u32>,
 }
+
+/// The most gateways a `via` list may name (RFC 8768's default Hop-Limit).
+pub const MAX_VIA: usize = 16;
 
 impl UseOverrides {
     /// Reads the URI queries of a use request. `ect` is refused (seed 000 §2.3.1: creation time only).
@@ -512,6 +521,23 @@ impl UseOverrides {
                 "delay" => o.delay = Some(parse_delay(v)?),
                 "timeout" => o.timeout = Some(parse_timeout(v)?),
                 "repair" => o.repair = Some(parse_repair(v)?),
+                "budget" => {
+                    o.budget =
+                        Some(v.parse::<u32>().map_err(|_| perr(format!("budget={v:?} is not a number of requests")))?)
+                }
+                "via" => {
+                    o.via = v
+                        .split('.')
+                        .map(|id| {
+                            u32::from_str_radix(id, 16).ok().filter(|_| id.len() == 8).ok_or_else(|| {
+                                perr(format!("via={v:?}: expected gateway IDs of 8 hex digits joined by '.'"))
+                            })
+                        })
+                        .collect::<Result<_, _>>()?;
+                    if o.via.len() > MAX_VIA {
+                        return Err(perr(format!("via: more than {MAX_VIA} gateways")));
+                    }
+                }
                 "ect" => {
                     return Err(perr(
                         "ect cannot be overridden per request: it is fixed at creation (change membership instead)",
@@ -519,7 +545,7 @@ impl UseOverrides {
                 }
                 other => {
                     return Err(perr(format!(
-                        "unknown query parameter {other:?} (use eo, enr, emt, delay, timeout, repair)"
+                        "unknown query parameter {other:?} (use eo, enr, emt, delay, timeout, repair, budget, via)"
                     )))
                 }
             }

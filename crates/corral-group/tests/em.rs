@@ -248,7 +248,8 @@ fn remote_entity_on_another_gateway_is_used_over_coap() {
     let t = temps(&lab, 0..3);
     let expected = aggregate(Op::Avg, &[aggregate(Op::Avg, &t[0..2]).unwrap(), t[2]]).unwrap();
     assert_eq!(json(&r.payload)["v"].as_f64().unwrap(), expected);
-    // The remote entity was asked for SenML CBOR, eo=avg and with a Hop-Limit.
+    // The remote entity was asked for SenML CBOR, eo=avg, with a Hop-Limit, the rest of the fan-out budget
+    // (64 less this gateway's two requests) and this gateway's identity for loop detection.
     let asked = lab
         .net
         .records
@@ -257,7 +258,9 @@ fn remote_entity_on_another_gateway_is_used_over_coap() {
         .filter_map(|r| r.message())
         .find(|m| m.code == Code::GET)
         .unwrap();
-    assert_eq!(asked.options.query(), "eo=avg");
+    let q = asked.options.query();
+    assert!(q.starts_with("eo=avg&budget=62&via="), "{q}");
+    assert_eq!(q.len(), "eo=avg&budget=62&via=".len() + 8, "{q}");
     assert_eq!(asked.options.accept(), Some(ContentFormat::SENML_CBOR));
     assert_eq!(asked.options.get_uint(OptionNumber::HOP_LIMIT), Some(15));
 }

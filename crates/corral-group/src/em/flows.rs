@@ -31,7 +31,14 @@ impl EntityManager {
             self.config.hop_limit,
             0,
         );
+        // Validation of members that are other gateways' entities spends the budget as a use would.
+        let me = self.gateway_id(cx);
         if let Some(job) = self.jobs.get_mut(&id) {
+            let remote =
+                job.items.iter().filter(|i| matches!(i.target, Target::Remote { entity: true, .. })).count() as u64;
+            let left = u64::from(self.config.budget.datagrams).saturating_sub(job.items.len() as u64);
+            job.share = if remote == 0 { 0 } else { u32::try_from(left / remote).unwrap_or(u32::MAX) };
+            job.via = vec![me];
             job.flow = Some(flow);
         }
         self.drive(cx, id);
@@ -309,7 +316,7 @@ impl EntityManager {
                 let Some(new) = flow.new.take() else { return };
                 let profile = new.profile.to_json();
                 let items = flow.items.clone();
-                self.entities.insert(flow.name.clone(), Entity { stored: new, items });
+                self.entities.insert(flow.name.clone(), Entity { stored: new, items, violation: None });
                 let code = if matches!(action, Action::Update) { Code::CHANGED } else { Code::CREATED };
                 let msg = format!("entity {} {}", flow.name, if code == Code::CREATED { "created" } else { "updated" });
                 (
@@ -414,7 +421,9 @@ impl EntityManager {
         profile.apply(&patch);
         profile.check().map_err(|e| bad(e.0))?;
         let items = self.resolve_items(&profile.er)?;
+        self.police(&items)?;
         self.check_members(&name, &profile, &items)?;
+        self.check_budget(&name, &profile, &items)?;
         let new = StoredEntity { name: name.clone(), profile, group: None, joined: Vec::new(), pending: false };
         let flow = Box::new(Flow {
             action: Action::Create { generated },
@@ -481,7 +490,9 @@ impl EntityManager {
         profile.mcst_uri = old.profile.mcst_uri.clone();
         profile.check().map_err(|e| bad(e.0))?;
         let items = self.resolve_items(&profile.er)?;
+        self.police(&items)?;
         self.check_members(name, &profile, &items)?;
+        self.check_budget(name, &profile, &items)?;
         let same_members = {
             let a: BTreeSet<&String> = old.profile.er.iter().collect();
             let b: BTreeSet<&String> = profile.er.iter().collect();

@@ -54,6 +54,9 @@ impl EntityManager {
                 observable: false,
                 watch: None,
                 repair: false,
+                hold: None,
+                share: 0,
+                via: Vec::new(),
             },
         );
         id
@@ -214,6 +217,12 @@ impl EntityManager {
                 if let Some(op) = op.filter(|o| o.is_arithmetic()) {
                     req.options.push_str(OptionNumber::URI_QUERY, &format!("eo={op}"));
                 }
+                // Its share of the client's fan-out budget, and the gateways the request passed (loops).
+                req.options.push_str(OptionNumber::URI_QUERY, &format!("budget={}", job.share));
+                if !job.via.is_empty() {
+                    let via: Vec<String> = job.via.iter().map(|g| format!("{g:08x}")).collect();
+                    req.options.push_str(OptionNumber::URI_QUERY, &format!("via={}", via.join(".")));
+                }
                 req.options.set_uint(OptionNumber::ACCEPT, u64::from(ContentFormat::SENML_CBOR.0));
                 req.options.set_uint(OptionNumber::HOP_LIMIT, u64::from(job.hop_limit.saturating_sub(1).max(1)));
             }
@@ -274,9 +283,13 @@ impl EntityManager {
                 // take the child's own default.
                 let o = UseOverrides { eo: Some(job.op).filter(|o| o.is_arithmetic()), ..UseOverrides::default() };
                 let (hop, depth) = (job.hop_limit, job.depth + 1);
+                let (share, via) = (job.share, job.via.clone());
                 let child = child.clone();
                 match self.start_use(cx, &child, Sink::Parent { job: id, slot: i }, &o, kind, hop, depth) {
                     Ok(cid) => {
+                        if let Some(c) = self.jobs.get_mut(&cid) {
+                            (c.share, c.via) = (share, via);
+                        }
                         self.drive(cx, cid);
                         Slot::Child(cid)
                     }
@@ -288,6 +301,13 @@ impl EntityManager {
             Target::Remote { entity, .. } => {
                 if *entity && job.hop_limit <= 1 {
                     Slot::Done(Res::failed(format!("{:#}: not forwarded", Code::HOP_LIMIT_REACHED)))
+                } else if *entity && job.share == 0 {
+                    Slot::Done(Res::failed("not asked: the fan-out budget leaves nothing for another gateway's entity"))
+                } else if *entity && job.via.len() >= MAX_VIA {
+                    Slot::Done(Res::failed(format!(
+                        "{:#}: the request passed {MAX_VIA} gateways",
+                        Code::HOP_LIMIT_REACHED
+                    )))
                 } else {
                     let Some((addr, req, confirmable)) = self.member_request(job, i, target) else { return };
                     let watch = job.watch.clone();
@@ -395,6 +415,9 @@ impl EntityManager {
     /// Abandons a job and everything it started (no answer is sent).
     pub(super) fn cancel_job(&mut self, cx: &mut Context<'_>, id: JobId) {
         let Some(mut job) = self.jobs.remove(&id) else { return };
+        if let Some(h) = job.hold.take() {
+            self.release(h);
+        }
         if let Some(t) = job.timer.take() {
             self.timers.remove(&(t, id));
         }
@@ -434,6 +457,9 @@ impl EntityManager {
 
     pub(super) fn finish(&mut self, cx: &mut Context<'_>, id: JobId) {
         let Some(mut job) = self.jobs.remove(&id) else { return };
+        if let Some(h) = job.hold.take() {
+            self.release(h);
+        }
         if job.watch.is_some() {
             self.watch_unasked(cx, id, &job);
         }
@@ -508,12 +534,23 @@ impl EntityManager {
                     };
                     if let Sink::Client { id, accept } = job.sink {
                         self.client_done();
-                        let resp = Response::new(code).with_content_format(accept).with_payload(r.render(accept));
+                        // Not enough replies: JSON and CBOR carry the errors in the document; text and SenML
+                        // cannot, so those get a diagnostic payload (RFC 7252 §5.5.2) naming each failure.
+                        let structured = matches!(accept.0, 50 | 60);
+                        let resp = if code == Code::CONTENT || structured {
+                            Response::new(code).with_content_format(accept).with_payload(r.render(accept))
+                        } else {
+                            Response::new(code).with_payload(r.diagnostic(code))
+                        };
                         let resp = if job.observable && code == Code::CONTENT { resp.observable() } else { resp };
                         cx.respond(id, resp);
                         return;
                     }
-                    let text = format!("{code:#} ({} of {} replies)", r.replies, r.members);
+                    let text = if code == Code::CONTENT {
+                        format!("{code:#} ({} of {} replies)", r.replies, r.members)
+                    } else {
+                        r.diagnostic(code).replace('\n', "; ")
+                    };
                     let readings = if code.is_success() { r.into_readings() } else { Vec::new() };
                     (code, None, Res { code: Some(code), readings, text })
                 }

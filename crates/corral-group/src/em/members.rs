@@ -4,6 +4,8 @@
 use super::*;
 
 impl EntityManager {
+    /// Parses a member URI into a target. The member policy is not applied here (entities loaded from the
+    /// store keep loading when the policy tightens); [`EntityManager::police`] applies it.
     pub(super) fn resolve_target(&self, text: &str) -> Result<Target, String> {
         match uri::parse(text).map_err(|e| e.0)? {
             MemberUri::Relative { path } => match path.as_slice() {
@@ -11,11 +13,12 @@ impl EntityManager {
                 _ => Err("a relative member must be /em/<name> (an entity of this gateway)".into()),
             },
             MemberUri::Coap { addr, path, query } => {
+                let addr = SocketAddr::new(crate::policy::canonical(addr.ip()), addr.port());
                 if addr.ip().is_multicast() || addr.ip().is_unspecified() {
                     return Err(format!("{} is not a unicast address", addr.ip()));
                 }
                 let entity = path.len() == 2 && path[0] == "em";
-                if entity && self.config.local_addrs.contains(&addr) {
+                if entity && (self.config.local_addrs.contains(&addr) || self.config.members.is_gateway(addr)) {
                     if !query.is_empty() {
                         return Err("a member that is an entity of this gateway may not carry a query".into());
                     }
@@ -26,6 +29,7 @@ impl EntityManager {
         }
     }
 
+    /// Parses a member list (no policy; see [`EntityManager::police`]).
     pub(super) fn resolve_items(&self, er: &[String]) -> Result<Vec<Item>, Fail> {
         er.iter()
             .map(|m| {
@@ -34,6 +38,32 @@ impl EntityManager {
                     .map_err(|why| bad(format!("malformed member URI {m}: {why}")))
             })
             .collect()
+    }
+
+    /// The member policy over a parsed member list: every remote member in an allowed network and port,
+    /// none the gateway itself or a broadcast address, and no member twice — compared after
+    /// normalisation (dot segments, default port, case and percent-encoding are gone once parsed), so
+    /// `coap://h/s/t`, `coap://h:5683/./s/t` and `coap://h/x/../s/t` are one member. 4.03 names the member.
+    pub(super) fn police(&self, items: &[Item]) -> Result<(), Fail> {
+        let mut seen: HashMap<&Target, &str> = HashMap::default();
+        for it in items {
+            if let Target::Remote { addr, .. } = &it.target {
+                if self.config.local_addrs.contains(addr) {
+                    return Err((
+                        Code::FORBIDDEN,
+                        format!("member {}: {addr} is this gateway (name its entities as /em/<name>)", it.label),
+                    ));
+                }
+                self.config
+                    .members
+                    .check(*addr)
+                    .map_err(|why| (Code::FORBIDDEN, format!("member {}: {why}", it.label)))?;
+            }
+            if let Some(first) = seen.insert(&it.target, &it.label) {
+                return Err(bad(format!("member {} is {first} again (the same resource)", it.label)));
+            }
+        }
+        Ok(())
     }
 
     /// Checks of a new member list against the other entities: local members exist, no cycle, and the

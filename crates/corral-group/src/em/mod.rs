@@ -41,16 +41,19 @@
 //! final rendering: the new entity, or 4.04). Multicast entities and entities with local (nested) members
 //! answer a registration once, without Observe.
 
+mod budget;
 mod flows;
 mod jobs;
+use budget::Hold;
 use jobs::member_result;
 mod members;
 mod requests;
 mod watch;
 
 use crate::output::{self, MemberReport, Reading, UseResult};
+use crate::policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Role};
 use crate::pool::AddressPool;
-use crate::profile::{Ect, Emt, Op, Profile, ProfilePatch, Repair, UseOverrides};
+use crate::profile::{Ect, Emt, Op, Profile, ProfilePatch, Repair, UseOverrides, MAX_VIA};
 use crate::store::{Store, StoreError, StoredEntity};
 use crate::uri::{self, MemberUri};
 use corral_proto::wire::{Code, ContentFormat, OptionNumber, OBSERVE_REGISTER};
@@ -96,6 +99,25 @@ pub struct EmConfig {
     pub max_jobs: usize,
     /// Nesting depth of local entities at most (cycles are refused, this bounds pathological chains).
     pub max_depth: usize,
+    /// Who may read, actuate and manage entities (see [`crate::policy`]). Default: everyone — the
+    /// library's choice; `corral gateway` builds a safe one from its options.
+    pub access: AccessPolicy,
+    /// Where members may be. Default: any unicast address but the gateway itself.
+    pub members: MemberPolicy,
+    /// Fan-out budget per client request and exchange quotas per client, entity and in total.
+    pub budget: Budget,
+    /// How long a released multicast address rests before it may be allocated again, so that a
+    /// bookmarked `mcstURI` or a device that missed its leave does not meet a new entity at once.
+    pub quarantine: Duration,
+    /// Multicast address allocations: at most `allocation_burst` at once, refilled one per
+    /// `allocation_interval` (so that create/delete cycles cannot run through the pool).
+    pub allocation_burst: u32,
+    pub allocation_interval: Duration,
+    /// Unix time (ms) at the driver's `Instant::ZERO`: the quarantine survives restarts in wall-clock
+    /// terms. The driver passes it in; the EM never reads a clock.
+    pub wall_clock_at_zero_ms: u64,
+    /// Bytes of member URIs the store may hold over all entities; a change beyond it gets 5.03.
+    pub max_store_bytes: usize,
 }
 
 impl Default for EmConfig {
@@ -114,12 +136,20 @@ impl Default for EmConfig {
             max_entities: 4096,
             max_jobs: 4096,
             max_depth: 16,
+            access: AccessPolicy::open(),
+            members: MemberPolicy::default(),
+            budget: Budget::default(),
+            quarantine: Duration::from_secs(600),
+            allocation_burst: 16,
+            allocation_interval: Duration::from_secs(6),
+            wall_clock_at_zero_ms: 0,
+            max_store_bytes: 8 << 20,
         }
     }
 }
 
 /// How to reach one member.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Target {
     /// A resource on another node. `entity`: its path is `/em/<name>` (another gateway's entity), so it is
     /// asked for SenML and the operation.
@@ -139,6 +169,9 @@ struct Item {
 struct Entity {
     stored: StoredEntity,
     items: Arc<[Item]>,
+    /// Why the entity breaks the member policy, if it does: an entity stored before the policy tightened
+    /// loads, but its uses are refused with this reason until it is updated or deleted.
+    violation: Option<String>,
 }
 
 impl Entity {
@@ -246,6 +279,12 @@ struct Job {
     /// A multicast use whose silent members are asked again by unicast CON when the window closes
     /// (`repair=unicast`); cleared when the repair starts.
     repair: bool,
+    /// The top-level use's hold on the exchange quotas, released when it ends.
+    hold: Option<Hold>,
+    /// The budget each member that is another gateway's entity may spend (`budget=`); 0: none is asked.
+    share: u32,
+    /// Gateways this request passed, this one last (`via=`).
+    via: Vec<u32>,
 }
 
 impl Job {
@@ -402,6 +441,12 @@ pub struct EntityManager {
     watches: HashMap<String, Watch>,
     /// Member observations of the watches: watch key and member slot.
     watch_requests: HashMap<RequestId, (String, usize)>,
+    /// This gateway's identity in `via` lists (drawn at the first use).
+    gateway_id: Option<u32>,
+    /// Member exchanges held by uses in progress, per client, per entity and in total (the quotas).
+    held_by_client: HashMap<IpAddr, usize>,
+    held_by_entity: HashMap<String, usize>,
+    held_total: usize,
 }
 
 impl std::fmt::Debug for EntityManager {
@@ -435,6 +480,10 @@ impl EntityManager {
             recovery: Vec::new(),
             watches: HashMap::default(),
             watch_requests: HashMap::default(),
+            gateway_id: None,
+            held_by_client: HashMap::default(),
+            held_by_entity: HashMap::default(),
+            held_total: 0,
         };
         for stored in snap.entities {
             if stored.pending {
@@ -446,7 +495,11 @@ impl EntityManager {
             let items = em
                 .resolve_items(&stored.profile.er)
                 .map_err(|(_, m)| StoreError(format!("entity {}: {m}", stored.name)))?;
-            em.entities.insert(stored.name.clone(), Entity { stored, items: items.into() });
+            let violation = em.police(&items).err().map(|(_, why)| why);
+            if let Some(why) = &violation {
+                warn!(entity = %stored.name, why = %why, "stored entity breaks the member policy: its uses are refused");
+            }
+            em.entities.insert(stored.name.clone(), Entity { stored, items: items.into(), violation });
         }
         info!(entities = em.entities.len(), "entity manager loaded");
         Ok(em)
@@ -476,6 +529,41 @@ impl EntityManager {
         self.jobs.len()
     }
 
+    /// Replaces the access policy (a configuration reload); requests in progress keep their answer.
+    pub fn set_access(&mut self, access: AccessPolicy) {
+        self.config.access = access;
+    }
+
+    /// The role a request needs (see [`Role`]), checked against the access policy: 4.03 with the reason.
+    fn authorise(&self, inb: &IncomingRequest, m: Code, parts: &[&str]) -> Result<(), Fail> {
+        let needed = match (m, parts) {
+            (Code::GET, _) => Role::Read,
+            (Code::PUT, [name]) if self.entities.contains_key(*name) && !Self::is_profile_document(&inb.request) => {
+                Role::Actuate
+            }
+            (Code::POST, [_]) => Role::Actuate,
+            (Code::POST | Code::PUT | Code::DELETE, _) => Role::Manage,
+            _ => Role::Read,
+        };
+        let client = ClientIdentity::new(inb.from);
+        match self.config.access.role_of(&client) {
+            Some(r) if r >= needed => Ok(()),
+            Some(r) => Err((
+                Code::FORBIDDEN,
+                format!(
+                    "{} may {} entities, not {} them (the gateway's access policy)",
+                    client.addr.ip(),
+                    r.as_str(),
+                    needed.as_str()
+                ),
+            )),
+            None => Err((
+                Code::FORBIDDEN,
+                format!("{} may not use this gateway (the gateway's access policy)", client.addr.ip()),
+            )),
+        }
+    }
+
     fn route(&mut self, cx: &mut Context<'_>, inb: &IncomingRequest) -> Result<(), Fail> {
         let sub = cx.subpath(&inb.request);
         let m = inb.request.method;
@@ -484,6 +572,10 @@ impl EntityManager {
             cx.respond(inb.id, r);
             Ok(())
         };
+        if inb.request.options.get_all(OptionNumber::URI_QUERY).any(|q| std::str::from_utf8(q).is_err()) {
+            return Err(bad("a Uri-Query option is not UTF-8 text"));
+        }
+        self.authorise(inb, m, &parts)?;
         match (m, parts.as_slice()) {
             (Code::GET, []) => respond(cx, self.list(&inb.request)),
             (Code::POST, []) => self.create(cx, inb, None),

@@ -144,8 +144,54 @@ impl EntityManager {
         }
         let hop =
             req.options.get_uint(OptionNumber::HOP_LIMIT).map(|h| h.min(255) as u8).unwrap_or(self.config.hop_limit);
+        if let Some(why) = self.entities.get(name).and_then(|e| e.violation.clone()) {
+            return Err((Code::FORBIDDEN, format!("entity {name} is not used: {why}; update or delete it")));
+        }
+        let me = self.gateway_id(cx);
+        if o.via.contains(&me) {
+            return Err((
+                Code::HOP_LIMIT_REACHED,
+                format!("loop: this request for entity {name} already passed this gateway (a cycle of entities across gateways)"),
+            ));
+        }
+        // The fan-out budget: this gateway's own, or the smaller share a parent gateway passed down.
+        let budget = u64::from(o.budget.map_or(self.config.budget.datagrams, |b| b.min(self.config.budget.datagrams)));
+        let cost = self.cost_of(name, None);
+        if cost.requests > budget {
+            return Err((
+                Code::FORBIDDEN,
+                format!(
+                    "a use of entity {name} sends {} member requests; this request may cause at most {budget}",
+                    cost.requests
+                ),
+            ));
+        }
+        let share = if cost.remote_entities == 0 {
+            0
+        } else {
+            u32::try_from((budget - cost.requests) / cost.remote_entities).unwrap_or(u32::MAX)
+        };
+        let client = crate::policy::canonical(inb.from.ip());
+        let hold = match self.reserve(cx.now(), client, name, usize::try_from(cost.requests).unwrap_or(usize::MAX)) {
+            Ok(h) => h,
+            Err(resp) => {
+                cx.respond(inb.id, resp);
+                return Ok(());
+            }
+        };
         let register = !actuate && req.options.observe() == Some(OBSERVE_REGISTER) && self.observable(name);
-        let id = self.start_use(cx, name, Sink::Client { id: inb.id, accept }, &o, kind, hop, 0)?;
+        let id = match self.start_use(cx, name, Sink::Client { id: inb.id, accept }, &o, kind, hop, 0) {
+            Ok(id) => id,
+            Err(e) => {
+                self.release(hold);
+                return Err(e);
+            }
+        };
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.hold = Some(hold);
+            job.share = share;
+            job.via = o.via.iter().copied().chain([me]).collect();
+        }
         self.client_jobs += 1;
         if register {
             self.attach_watch(id, name, req.options.path());

@@ -162,6 +162,34 @@ impl Lab {
         (self.net.add(addr, n), em, addr)
     }
 
+    /// Another client node at `addr` (its own endpoint, so its requests do not queue behind the main
+    /// client's under NSTART): (net index, service handle).
+    pub fn add_client(&mut self, addr: SocketAddr) -> (usize, ServiceHandle) {
+        let mut c = Node::new(Endpoint::new(EndpointConfig::with_seed(u64::from(addr.port()) + 77)));
+        let h = c.mount("", Client::default());
+        (self.net.add(addr, c), h)
+    }
+
+    /// Sends `req` from an extra client (see [`Lab::add_client`]) to the gateway.
+    pub fn send_from(&mut self, (node, svc): (usize, ServiceHandle), req: Request) -> RequestId {
+        let now = self.net.now;
+        let dst = gw_addr(self.v6);
+        self.net
+            .node(node)
+            .with_service(now, svc, |_: &mut Client, cx| cx.request(dst, req, SendParams::default()))
+            .unwrap()
+            .unwrap()
+    }
+
+    /// The response an extra client got for `id`, if any.
+    pub fn response_of(&mut self, (node, svc): (usize, ServiceHandle), id: RequestId) -> Option<Response> {
+        let c = self.net.node(node).service::<Client>(svc).unwrap();
+        c.outcomes.iter().find(|(_, r, _)| *r == id).and_then(|(_, _, o)| match o {
+            Outcome::Response { response, .. } => Some(response.clone()),
+            _ => None,
+        })
+    }
+
     /// Sends `req` from the client to `dst` and runs the net for five seconds.
     pub fn send_to(&mut self, dst: SocketAddr, req: Request) -> RequestId {
         let id = self.send_at(dst, req);

@@ -1,0 +1,174 @@
+//! The fan-out budget and the exchange quotas (see [`crate::policy`]).
+//!
+//! A use's *cost* is the member requests this gateway sends for it: one per remote member (a member
+//! that is another gateway's entity counts one here; that gateway spends its share of the budget, passed
+//! on with `budget=`), the cost of every nested local entity, and for a multicast entity one request (plus
+//! one per member when it repairs by unicast). Costs are static — they follow from the member lists — so
+//! they are checked when an entity is created or changed (for the entity and every entity that contains
+//! it), and reserved against the quotas when a use starts.
+
+use super::*;
+
+/// What a use of an entity costs: requests sent here, and the members that are other gateways' entities
+/// (which each receive a share of what is left of the budget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Cost {
+    pub(super) requests: u64,
+    pub(super) remote_entities: u64,
+    /// Levels of local nesting below the entity (0: no local members).
+    pub(super) depth: usize,
+}
+
+/// A use's hold on the quotas, released when its top-level job ends.
+#[derive(Debug, Clone)]
+pub(super) struct Hold {
+    pub(super) client: IpAddr,
+    pub(super) entity: String,
+    pub(super) amount: usize,
+}
+
+impl EntityManager {
+    /// The cost of a use of `name`, with `changed` standing in for that entity's members and profile
+    /// (to judge a change before it is made).
+    pub(super) fn cost_of(&self, name: &str, changed: Option<(&str, &Profile, &[Item])>) -> Cost {
+        self.cost_rec(name, changed, 0)
+    }
+
+    fn cost_rec(&self, name: &str, changed: Option<(&str, &Profile, &[Item])>, level: usize) -> Cost {
+        let (profile, items): (&Profile, &[Item]) = match changed {
+            Some((n, p, i)) if n == name => (p, i),
+            _ => match self.entities.get(name) {
+                Some(e) => (&e.stored.profile, &e.items),
+                None => return Cost::default(),
+            },
+        };
+        if level > self.config.max_depth {
+            // Unreachable for a stored tree (acyclic, depth checked); bounds the recursion regardless.
+            return Cost { requests: u64::MAX / 4, remote_entities: 0, depth: level };
+        }
+        if profile.ect == Ect::Multicast {
+            let repair = if profile.repair == Repair::Unicast { items.len() as u64 } else { 0 };
+            return Cost { requests: 1 + repair, remote_entities: 0, depth: 0 };
+        }
+        let mut c = Cost::default();
+        for it in items {
+            match &it.target {
+                Target::Local(child) => {
+                    let sub = self.cost_rec(child, changed, level + 1);
+                    c.requests = c.requests.saturating_add(sub.requests);
+                    c.remote_entities += sub.remote_entities;
+                    c.depth = c.depth.max(sub.depth + 1);
+                }
+                Target::Remote { entity, .. } => {
+                    c.requests += 1;
+                    c.remote_entities += u64::from(*entity);
+                }
+            }
+        }
+        c
+    }
+
+    /// A change of `name` to `profile`/`items` keeps it and every entity that contains it within the
+    /// fan-out budget and the nesting depth. 4.03 names the entity and the numbers.
+    pub(super) fn check_budget(&self, name: &str, profile: &Profile, items: &[Item]) -> Result<(), Fail> {
+        let changed = Some((name, profile, items));
+        let mut affected = vec![name.to_string()];
+        let mut i = 0;
+        while i < affected.len() {
+            let cur = affected[i].clone();
+            for e in self.entities.values() {
+                if e.local_members().any(|m| m == cur) && !affected.contains(&e.stored.name) {
+                    affected.push(e.stored.name.clone());
+                }
+            }
+            i += 1;
+        }
+        let limit = u64::from(self.config.budget.datagrams);
+        for ent in &affected {
+            let c = self.cost_of(ent, changed);
+            if c.depth >= self.config.max_depth {
+                return Err(bad(format!(
+                    "entity {ent} would nest {} levels of entities; at most {} are allowed",
+                    c.depth + 1,
+                    self.config.max_depth
+                )));
+            }
+            let needed = c.requests + c.remote_entities; // each other gateway must be able to ask one member
+            if needed > limit {
+                let whose = if ent == name { String::new() } else { format!(" (it contains {name})") };
+                return Err((
+                    Code::FORBIDDEN,
+                    format!(
+                        "a use of entity {ent}{whose} would send {} member requests{}; the gateway's fan-out budget is {limit} per client request",
+                        c.requests,
+                        if c.remote_entities > 0 { format!(" and ask {} other gateways", c.remote_entities) } else { String::new() }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reserves `amount` member exchanges for a use by `client` of `entity`. One use is always allowed to
+    /// run alone (a quota smaller than an entity's cost must not make it unusable); beyond that the
+    /// per-client, per-entity and total quotas apply. `Err`: 5.03 with Max-Age and the reason.
+    pub(super) fn reserve(
+        &mut self,
+        now: Instant,
+        client: IpAddr,
+        entity: &str,
+        amount: usize,
+    ) -> Result<Hold, Response> {
+        let b = self.config.budget;
+        let by_client = self.held_by_client.get(&client).copied().unwrap_or(0);
+        let by_entity = self.held_by_entity.get(entity).copied().unwrap_or(0);
+        let refuse = if by_client > 0 && by_client + amount > b.per_client {
+            Some(format!("{client} has {by_client} member requests in progress (at most {})", b.per_client))
+        } else if by_entity > 0 && by_entity + amount > b.per_entity {
+            Some(format!("entity {entity} has {by_entity} member requests in progress (at most {})", b.per_entity))
+        } else if self.held_total > 0 && self.held_total + amount > b.uses_total {
+            Some(format!("{} member requests in progress (at most {})", self.held_total, b.uses_total))
+        } else {
+            None
+        };
+        if let Some(why) = refuse {
+            // Retry when the oldest use of this entity or client gives up at the latest.
+            let soonest = self
+                .jobs
+                .values()
+                .filter(|j| j.hold.as_ref().is_some_and(|h| h.client == client || h.entity == entity))
+                .filter_map(|j| j.deadline)
+                .min();
+            let secs = soonest.map(|d| d.saturating_since(now).as_secs() + 1).unwrap_or(10).clamp(1, 300);
+            warn!(%client, entity, "exchange quota reached: use refused");
+            let mut r = Response::error(Code::SERVICE_UNAVAILABLE, format!("try again later: {why}"));
+            r.options.set_uint(OptionNumber::MAX_AGE, secs);
+            return Err(r);
+        }
+        *self.held_by_client.entry(client).or_default() += amount;
+        *self.held_by_entity.entry(entity.to_string()).or_default() += amount;
+        self.held_total += amount;
+        Ok(Hold { client, entity: entity.to_string(), amount })
+    }
+
+    pub(super) fn release(&mut self, hold: Hold) {
+        if let Some(v) = self.held_by_client.get_mut(&hold.client) {
+            *v = v.saturating_sub(hold.amount);
+            if *v == 0 {
+                self.held_by_client.remove(&hold.client);
+            }
+        }
+        if let Some(v) = self.held_by_entity.get_mut(&hold.entity) {
+            *v = v.saturating_sub(hold.amount);
+            if *v == 0 {
+                self.held_by_entity.remove(&hold.entity);
+            }
+        }
+        self.held_total = self.held_total.saturating_sub(hold.amount);
+    }
+
+    /// This gateway's identity in `via` lists: drawn once from the node's seeded stream.
+    pub(super) fn gateway_id(&mut self, cx: &mut Context<'_>) -> u32 {
+        *self.gateway_id.get_or_insert_with(|| cx.rng().next_u32())
+    }
+}

@@ -1,0 +1,415 @@
+//! Who may do what through the gateway, and where the gateway may send on a client's behalf.
+//!
+//! Owns: address prefixes, the access policy of `/em` (which clients may read, actuate or manage), the
+//! member policy (which addresses and ports an entity's members may have), the fan-out budget and the
+//! exchange quotas, and the groups a device must never join. All of it is plain data checked by the EM and
+//! `/mc`; the `corral gateway` and `corral device` commands fill it from their options (and a TOML file).
+//! Must never: resolve names or read the host's interfaces itself (the binary passes its networks in).
+//!
+//! # Why (issue 11, RFC 7252 §11.2–11.5)
+//! An Entity Manager sends requests on a client's behalf, so without a policy it is an open relay (any
+//! `IP:port` as a member), an amplifier (one datagram in, one per member out, multiplied by nesting), and a
+//! lock (a client can hold every outgoing exchange). The policy closes each: clients are authorised by
+//! role, members must lie in allowed prefixes and ports and may not be the gateway itself or a broadcast
+//! address, one client request may cause at most `budget.datagrams` member requests through any nesting
+//! (passed on to other corral gateways with the `budget` query parameter), and quotas bound what one
+//! client or one entity may hold at once.
+
+use serde::Deserialize;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::str::FromStr;
+
+/// An address prefix such as `10.0.0.0/8`, `2001:db8::/32` or `127.0.0.1` (a host). IPv4-mapped IPv6
+/// addresses (`::ffff:10.1.2.3`, what a dual-stack socket reports) match IPv4 prefixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Prefix {
+    addr: IpAddr,
+    len: u8,
+}
+
+impl Prefix {
+    pub fn new(addr: IpAddr, len: u8) -> Option<Prefix> {
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        (len <= max).then(|| Prefix { addr: mask(addr, len), len })
+    }
+
+    /// The prefix of one address.
+    pub fn host(addr: IpAddr) -> Prefix {
+        let addr = canonical(addr);
+        Prefix { addr, len: if addr.is_ipv4() { 32 } else { 128 } }
+    }
+
+    /// Every address of a family: `0.0.0.0/0` or `::/0`.
+    pub fn any_v4() -> Prefix {
+        Prefix { addr: IpAddr::V4(Ipv4Addr::UNSPECIFIED), len: 0 }
+    }
+
+    pub fn any_v6() -> Prefix {
+        Prefix { addr: IpAddr::V6(Ipv6Addr::UNSPECIFIED), len: 0 }
+    }
+
+    /// `127.0.0.0/8` and `::1/128`.
+    pub fn loopback() -> [Prefix; 2] {
+        [
+            Prefix { addr: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)), len: 8 },
+            Prefix::host(IpAddr::V6(Ipv6Addr::LOCALHOST)),
+        ]
+    }
+
+    pub fn addr(&self) -> IpAddr {
+        self.addr
+    }
+
+    pub fn len(&self) -> u8 {
+        self.len
+    }
+
+    /// A prefix of length 0: every address of its family.
+    pub fn is_everything(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        ip.is_ipv4() == self.addr.is_ipv4() && mask(ip, self.len) == self.addr
+    }
+
+    /// The IPv4 directed-broadcast address of this prefix (all host bits set), for prefixes that have one.
+    pub fn broadcast(&self) -> Option<IpAddr> {
+        match self.addr {
+            IpAddr::V4(a) if (1..31).contains(&self.len) => {
+                Some(IpAddr::V4(Ipv4Addr::from(u32::from(a) | (u32::MAX >> self.len))))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `::ffff:a.b.c.d` → `a.b.c.d`; everything else unchanged.
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    }
+}
+
+fn mask(ip: IpAddr, len: u8) -> IpAddr {
+    match canonical(ip) {
+        IpAddr::V4(a) => {
+            let m = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
+        }
+        IpAddr::V6(a) => {
+            let m = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
+            IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
+        }
+    }
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+impl FromStr for Prefix {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Prefix, String> {
+        let s = s.trim();
+        let (a, len) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let a = a.trim_start_matches('[').trim_end_matches(']');
+        let addr: IpAddr =
+            a.parse().map_err(|_| format!("{s:?} is not an address prefix (e.g. 10.0.0.0/8, 2001:db8::/32)"))?;
+        let addr = canonical(addr);
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match len {
+            None => max,
+            Some(l) => l
+                .parse::<u8>()
+                .ok()
+                .filter(|l| *l <= max)
+                .ok_or_else(|| format!("{s:?}: prefix length {l:?} is not 0..={max}"))?,
+        };
+        Ok(Prefix { addr: mask(addr, len), len })
+    }
+}
+
+impl<'de> Deserialize<'de> for Prefix {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Prefix, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a client may do with `/em`, each role including the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// List entities, read profiles, read (and observe) entities.
+    Read,
+    /// Also actuate entities (PUT/POST to `/em/<name>`), which acts on every member.
+    Actuate,
+    /// Also create, change and delete entities.
+    Manage,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Read => "read",
+            Role::Actuate => "actuate",
+            Role::Manage => "manage",
+        }
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Role, String> {
+        match s {
+            "read" => Ok(Role::Read),
+            "actuate" => Ok(Role::Actuate),
+            "manage" => Ok(Role::Manage),
+            other => Err(format!("role {other:?}: expected read, actuate or manage")),
+        }
+    }
+}
+
+/// Who is asking. Today the transport source address; an authenticated identity (an OSCORE sender ID)
+/// joins it when the request carries one, and rules may then name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientIdentity {
+    pub addr: SocketAddr,
+}
+
+impl ClientIdentity {
+    pub fn new(addr: SocketAddr) -> ClientIdentity {
+        ClientIdentity { addr: SocketAddr::new(canonical(addr.ip()), addr.port()) }
+    }
+}
+
+/// Access to `/em`: a client gets the highest role of every rule whose prefix holds its address.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AccessPolicy {
+    pub rules: Vec<(Prefix, Role)>,
+}
+
+impl AccessPolicy {
+    /// Everything to everyone: the library default (tests, the simulator, a gateway an integrator wraps).
+    /// `corral gateway` never uses it unless told to (`--allow manage=0.0.0.0/0`).
+    pub fn open() -> AccessPolicy {
+        AccessPolicy { rules: vec![(Prefix::any_v4(), Role::Manage), (Prefix::any_v6(), Role::Manage)] }
+    }
+
+    /// Management from this machine only (loopback), nothing for anyone else.
+    pub fn loopback_only() -> AccessPolicy {
+        AccessPolicy { rules: Prefix::loopback().into_iter().map(|p| (p, Role::Manage)).collect() }
+    }
+
+    pub fn role_of(&self, client: &ClientIdentity) -> Option<Role> {
+        self.rules.iter().filter(|(p, _)| p.contains(client.addr.ip())).map(|(_, r)| *r).max()
+    }
+
+    /// Rules that give a role to every address of a family: the start-up warning names them.
+    pub fn open_rules(&self) -> Vec<(Prefix, Role)> {
+        self.rules.iter().filter(|(p, _)| p.is_everything()).copied().collect()
+    }
+}
+
+/// Where members may be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberPolicy {
+    /// Allowed member prefixes; empty: any address (the library default).
+    pub prefixes: Vec<Prefix>,
+    /// Allowed member ports; empty: any port.
+    pub ports: Vec<u16>,
+    /// The gateway's own addresses (a member there is one of its entities, or refused: never a relay to
+    /// itself). Its port is `gateway_port`.
+    pub gateway: Vec<Prefix>,
+    pub gateway_port: u16,
+}
+
+impl Default for MemberPolicy {
+    fn default() -> Self {
+        MemberPolicy { prefixes: Vec::new(), ports: Vec::new(), gateway: Vec::new(), gateway_port: 0 }
+    }
+}
+
+impl MemberPolicy {
+    /// Whether `addr` is the gateway itself.
+    pub fn is_gateway(&self, addr: SocketAddr) -> bool {
+        addr.port() == self.gateway_port && self.gateway.iter().any(|p| p.contains(addr.ip()))
+    }
+
+    /// Checks a unicast member address; `Err` says why it is refused.
+    pub fn check(&self, addr: SocketAddr) -> Result<(), String> {
+        let ip = canonical(addr.ip());
+        if ip.is_unspecified() || ip.is_multicast() {
+            return Err(format!("{ip} is not a unicast address"));
+        }
+        if ip == IpAddr::V4(Ipv4Addr::BROADCAST) || self.prefixes.iter().any(|p| p.broadcast() == Some(ip)) {
+            return Err(format!("{ip} is a broadcast address"));
+        }
+        if self.is_gateway(addr) {
+            return Err(format!("{addr} is this gateway (name its entities as /em/<name>)"));
+        }
+        if !self.prefixes.is_empty() && !self.prefixes.iter().any(|p| p.contains(ip)) {
+            let allowed: Vec<String> = self.prefixes.iter().map(Prefix::to_string).collect();
+            return Err(format!("{ip} is outside the allowed member networks ({})", allowed.join(", ")));
+        }
+        if !self.ports.is_empty() && !self.ports.contains(&addr.port()) {
+            let allowed: Vec<String> = self.ports.iter().map(u16::to_string).collect();
+            return Err(format!("port {} is not an allowed member port ({})", addr.port(), allowed.join(", ")));
+        }
+        Ok(())
+    }
+}
+
+/// How much network work one client request, one client and one entity may cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Member requests (first transmissions) one client request may cause, nested entities and other
+    /// corral gateways included. An entity whose fan-out exceeds it cannot be created; a use that would
+    /// exceed the budget a parent passed down (`budget=`) is refused with 5.03.
+    pub datagrams: u32,
+    /// Member exchanges one client (address) may have in progress at once.
+    pub per_client: usize,
+    /// Member exchanges one entity's uses may have in progress at once.
+    pub per_entity: usize,
+    /// Member exchanges all uses together may have in progress: the rest of the endpoint's exchanges is
+    /// kept for management (validation, joins), so a flood of uses never blocks a creation or deletion.
+    pub uses_total: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget { datagrams: 64, per_client: 256, per_entity: 512, uses_total: 3072 }
+    }
+}
+
+impl Budget {
+    /// No limits worth the name: the lab's large experiments (1,000-member groups) use it.
+    pub fn unlimited() -> Budget {
+        Budget { datagrams: u32::MAX, per_client: usize::MAX, per_entity: usize::MAX, uses_total: usize::MAX }
+    }
+}
+
+/// Why a device refuses to join `group` even from its manager, or `None` if it may join. Refused: groups
+/// with a fixed meaning on the link or the Internet, which would make the device answer discovery and
+/// control traffic it was never meant to see — IPv4 224.0.0.0/24 (local network control) and 224.0.1.0/24
+/// (internetwork control, with 224.0.1.187 All CoAP Nodes), IPv6 permanently assigned (well-known) groups
+/// and every group of interface- or link-local scope (ff01::1, ff02::1, ff02::fd, ff05::fd …).
+pub fn reserved_group(group: IpAddr) -> Option<&'static str> {
+    match canonical(group) {
+        IpAddr::V4(g) if !g.is_multicast() => Some("not a multicast address"),
+        IpAddr::V4(g) => {
+            let o = g.octets();
+            match (o[0], o[1], o[2]) {
+                (224, 0, 0) => Some("224.0.0.0/24 is reserved for local network control"),
+                (224, 0, 1) => Some("224.0.1.0/24 is reserved for internetwork control (224.0.1.187: All CoAP Nodes)"),
+                _ => None,
+            }
+        }
+        IpAddr::V6(g) if !g.is_multicast() => Some("not a multicast address"),
+        IpAddr::V6(g) => {
+            let s = g.segments()[0];
+            let (flags, scope) = ((s >> 4) & 0xf, s & 0xf);
+            if scope <= 2 {
+                Some("interface- and link-local groups (ff01::/16, ff02::/16) are not for entities")
+            } else if flags & 0x1 == 0 {
+                Some("a permanently assigned (well-known) group such as ff05::fd (All CoAP Nodes)")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Prefix {
+        s.parse().unwrap()
+    }
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn prefixes_parse_and_match() {
+        assert_eq!(p("10.1.2.3/8").to_string(), "10.0.0.0/8");
+        assert_eq!(p("127.0.0.1").to_string(), "127.0.0.1/32");
+        assert_eq!(p("[2001:db8::1]/32").to_string(), "2001:db8::/32");
+        assert!(p("10.0.0.0/8").contains(ip("10.255.0.1")));
+        assert!(!p("10.0.0.0/8").contains(ip("11.0.0.1")));
+        assert!(p("10.0.0.0/8").contains(ip("::ffff:10.0.0.1")), "IPv4-mapped addresses match IPv4 prefixes");
+        assert!(!p("10.0.0.0/8").contains(ip("2001:db8::1")));
+        assert!(p("0.0.0.0/0").contains(ip("192.0.2.1")));
+        assert!(p("::/0").contains(ip("2001:db8::1")));
+        for bad in ["10.0.0.0/33", "nope", "::/129", "10.0.0.0/x"] {
+            assert!(bad.parse::<Prefix>().is_err(), "{bad}");
+        }
+        assert_eq!(p("192.168.1.0/24").broadcast(), Some(ip("192.168.1.255")));
+        assert_eq!(p("192.168.1.7/32").broadcast(), None);
+    }
+
+    #[test]
+    fn roles_take_the_highest_matching_rule() {
+        let pol = AccessPolicy {
+            rules: vec![(p("10.0.0.0/8"), Role::Read), (p("10.1.0.0/16"), Role::Manage), (p("::1"), Role::Actuate)],
+        };
+        let c = |s: &str| ClientIdentity::new(sa(s));
+        assert_eq!(pol.role_of(&c("10.9.0.1:1000")), Some(Role::Read));
+        assert_eq!(pol.role_of(&c("10.1.0.1:1000")), Some(Role::Manage));
+        assert_eq!(pol.role_of(&c("[::1]:1000")), Some(Role::Actuate));
+        assert_eq!(pol.role_of(&c("192.0.2.1:1000")), None);
+        assert_eq!(AccessPolicy::loopback_only().role_of(&c("127.0.0.9:5")), Some(Role::Manage));
+        assert_eq!(AccessPolicy::loopback_only().role_of(&c("[::ffff:127.0.0.1]:5")), Some(Role::Manage));
+        assert_eq!(AccessPolicy::loopback_only().role_of(&c("192.0.2.1:5")), None);
+        assert!(Role::Read < Role::Actuate && Role::Actuate < Role::Manage);
+    }
+
+    #[test]
+    fn member_policy_refuses_relays() {
+        let pol = MemberPolicy {
+            prefixes: vec![p("192.168.1.0/24"), p("127.0.0.0/8")],
+            ports: vec![5683],
+            gateway: vec![p("127.0.0.0/8")],
+            gateway_port: 5683,
+        };
+        assert!(pol.check(sa("192.168.1.20:5683")).is_ok());
+        for (bad, why) in [
+            ("192.168.1.20:22", "port 22"),
+            ("10.0.0.1:5683", "outside"),
+            ("127.0.0.1:5683", "this gateway"),
+            ("127.0.0.2:5683", "this gateway"),
+            ("255.255.255.255:5683", "broadcast"),
+            ("192.168.1.255:5683", "broadcast"),
+            ("0.0.0.0:5683", "unicast"),
+            ("224.0.1.187:5683", "unicast"),
+        ] {
+            let e = pol.check(sa(bad)).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        assert!(MemberPolicy::default().check(sa("203.0.113.5:9")).is_ok(), "the library default is open");
+    }
+
+    #[test]
+    fn reserved_groups() {
+        for g in ["224.0.0.1", "224.0.1.187", "ff02::1", "ff01::1", "ff05::fd", "ff02::fd", "ff0e::1", "10.0.0.1"] {
+            assert!(reserved_group(ip(g)).is_some(), "{g}");
+        }
+        for g in ["239.255.89.1", "ff1e::89:1", "ff15::1234", "232.1.2.3"] {
+            assert_eq!(reserved_group(ip(g)), None, "{g}");
+        }
+    }
+}

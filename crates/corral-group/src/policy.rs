@@ -61,7 +61,7 @@ impl Prefix {
         self.addr
     }
 
-    pub fn len(&self) -> u8 {
+    pub fn prefix_len(&self) -> u8 {
         self.len
     }
 
@@ -222,7 +222,7 @@ impl AccessPolicy {
 }
 
 /// Where members may be.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MemberPolicy {
     /// Allowed member prefixes; empty: any address (the library default).
     pub prefixes: Vec<Prefix>,
@@ -232,12 +232,6 @@ pub struct MemberPolicy {
     /// itself). Its port is `gateway_port`.
     pub gateway: Vec<Prefix>,
     pub gateway_port: u16,
-}
-
-impl Default for MemberPolicy {
-    fn default() -> Self {
-        MemberPolicy { prefixes: Vec::new(), ports: Vec::new(), gateway: Vec::new(), gateway_port: 0 }
-    }
 }
 
 impl MemberPolicy {

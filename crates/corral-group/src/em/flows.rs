@@ -37,7 +37,7 @@ impl EntityManager {
             let remote =
                 job.items.iter().filter(|i| matches!(i.target, Target::Remote { entity: true, .. })).count() as u64;
             let left = u64::from(self.config.budget.datagrams).saturating_sub(job.items.len() as u64);
-            job.share = if remote == 0 { 0 } else { u32::try_from(left / remote).unwrap_or(u32::MAX) };
+            job.share = left.checked_div(remote).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
             job.via = vec![me];
             job.flow = Some(flow);
         }

@@ -166,11 +166,9 @@ impl EntityManager {
                 ),
             ));
         }
-        let share = if cost.remote_entities == 0 {
-            0
-        } else {
-            u32::try_from((budget - cost.requests) / cost.remote_entities).unwrap_or(u32::MAX)
-        };
+        let share = (budget - cost.requests)
+            .checked_div(cost.remote_entities)
+            .map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
         let client = crate::policy::canonical(inb.from.ip());
         let hold = match self.reserve(cx.now(), client, name, usize::try_from(cost.requests).unwrap_or(usize::MAX)) {
             Ok(h) => h,

@@ -13,7 +13,10 @@
 //! - Foreign keys with `ON DELETE CASCADE` keep members with their entity; saving an entity replaces its
 //!   rows inside one transaction, so a crash leaves the old entity or the new one.
 //!
-//! # Schema (version 2)
+//! - `auto_vacuum=INCREMENTAL` (v3): deletions give their pages back (`compact`, after each deletion),
+//!   so the file shrinks after mass deletion instead of keeping its high-water mark forever.
+//!
+//! # Schema (version 3)
 //! ```sql
 //! entity(name TEXT PRIMARY KEY, emt TEXT, ect TEXT, enr INTEGER NULL, eo TEXT, delay TEXT,
 //!        timeout INTEGER NULL, mcst_uri TEXT NULL, grp TEXT NULL, pending INTEGER,
@@ -21,6 +24,8 @@
 //! member(entity TEXT REFERENCES entity(name) ON DELETE CASCADE, idx INTEGER, uri TEXT, joined INTEGER,
 //!        PRIMARY KEY (entity, idx))
 //! counter(key TEXT PRIMARY KEY, value INTEGER)
+//! journal(grp TEXT, member TEXT, PRIMARY KEY (grp, member))          -- v3: memberships in flight
+//! released(grp TEXT PRIMARY KEY, at_ms INTEGER)                       -- v3: the quarantine
 //! ```
 
 use crate::profile::{Delay, Ect, Emt, Op, Profile, Repair};
@@ -30,7 +35,7 @@ use std::net::IpAddr;
 use std::path::Path;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE entity (
@@ -61,6 +66,19 @@ CREATE TABLE counter (
 /// Version 2: multicast entities may repair by unicast (`repair`); existing entities keep seed 000's none.
 const SCHEMA_V2: &str = "ALTER TABLE entity ADD COLUMN repair TEXT NOT NULL DEFAULT 'none';";
 
+/// Version 3: the membership journal and the quarantine of released groups (issue 11).
+const SCHEMA_V3: &str = "
+CREATE TABLE journal (
+    grp    TEXT NOT NULL,
+    member TEXT NOT NULL,
+    PRIMARY KEY (grp, member)
+);
+CREATE TABLE released (
+    grp   TEXT PRIMARY KEY NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+";
+
 fn e(err: rusqlite::Error) -> StoreError {
     StoreError(err.to_string())
 }
@@ -90,6 +108,11 @@ impl SqliteStore {
 
     fn init(mut conn: Connection) -> Result<SqliteStore, StoreError> {
         conn.busy_timeout(std::time::Duration::from_secs(2)).map_err(e)?;
+        // auto_vacuum must be chosen before the first table exists (or be followed by a VACUUM, below).
+        let fresh: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(e)?;
+        if fresh == 0 {
+            conn.execute_batch("PRAGMA auto_vacuum=INCREMENTAL;").map_err(e)?;
+        }
         // journal_mode returns a row; in-memory databases answer "memory".
         let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(e)?;
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;").map_err(e)?;
@@ -111,7 +134,18 @@ impl SqliteStore {
             tx.pragma_update(None, "user_version", 2).map_err(e)?;
             tx.commit().map_err(e)?;
         }
-        // Future migrations: `if version < 3 { … user_version = 3 }`, each in its own transaction.
+        if version < 3 {
+            let tx = conn.transaction().map_err(e)?;
+            tx.execute_batch(SCHEMA_V3).map_err(e)?;
+            tx.pragma_update(None, "user_version", 3).map_err(e)?;
+            tx.commit().map_err(e)?;
+        }
+        // A database made before v3 has no incremental vacuum: switching needs one full VACUUM.
+        let av: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0)).map_err(e)?;
+        if av != 2 {
+            conn.execute_batch("PRAGMA auto_vacuum=INCREMENTAL; VACUUM;").map_err(e)?;
+        }
+        // Future migrations: `if version < 4 { … user_version = 4 }`, each in its own transaction.
         Ok(SqliteStore { conn })
     }
 
@@ -194,6 +228,24 @@ impl Store for SqliteStore {
             let (k, v) = row.map_err(e)?;
             snap.counters.insert(k, v as u64);
         }
+        let mut st = self.conn.prepare("SELECT grp, member FROM journal ORDER BY grp, member").map_err(e)?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).map_err(e)?;
+        for row in rows {
+            let (g, m) = row.map_err(e)?;
+            match (g.parse::<IpAddr>(), m.parse::<std::net::SocketAddr>()) {
+                (Ok(g), Ok(m)) => snap.journal.push((g, m)),
+                _ => return Err(StoreError(format!("unreadable journal entry {g} {m} in the database"))),
+            }
+        }
+        let mut st = self.conn.prepare("SELECT grp, at_ms FROM released").map_err(e)?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).map_err(e)?;
+        for row in rows {
+            let (g, at) = row.map_err(e)?;
+            let g = g
+                .parse::<IpAddr>()
+                .map_err(|_| StoreError(format!("unreadable released group {g} in the database")))?;
+            snap.released.insert(g, at.max(0) as u64);
+        }
         Ok(snap)
     }
 
@@ -244,6 +296,52 @@ impl Store for SqliteStore {
             .map_err(e)?;
         Ok(())
     }
+    fn journal_add(&mut self, group: IpAddr, members: &[std::net::SocketAddr]) -> Result<(), StoreError> {
+        let tx = self.conn.transaction().map_err(e)?;
+        {
+            let mut st = tx.prepare("INSERT OR IGNORE INTO journal (grp, member) VALUES (?1, ?2)").map_err(e)?;
+            for m in members {
+                st.execute(params![group.to_string(), m.to_string()]).map_err(e)?;
+            }
+        }
+        tx.commit().map_err(e)
+    }
+
+    fn journal_remove(&mut self, group: IpAddr, members: &[std::net::SocketAddr]) -> Result<(), StoreError> {
+        let tx = self.conn.transaction().map_err(e)?;
+        {
+            let mut st = tx.prepare("DELETE FROM journal WHERE grp = ?1 AND member = ?2").map_err(e)?;
+            for m in members {
+                st.execute(params![group.to_string(), m.to_string()]).map_err(e)?;
+            }
+        }
+        tx.commit().map_err(e)
+    }
+
+    fn release_group(&mut self, group: IpAddr, at_ms: u64) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO released (grp, at_ms) VALUES (?1, ?2) ON CONFLICT(grp) DO UPDATE SET at_ms = excluded.at_ms",
+                params![group.to_string(), at_ms as i64],
+            )
+            .map_err(e)?;
+        Ok(())
+    }
+
+    fn compact(&mut self) -> Result<(), StoreError> {
+        // Free pages go back to the file, then the WAL is folded in and truncated so the file shrinks now.
+        // Each step of the pragma frees pages; run it to the end.
+        let mut st = self.conn.prepare("PRAGMA incremental_vacuum").map_err(e)?;
+        let mut rows = st.query([]).map_err(e)?;
+        while rows.next().map_err(e)?.is_some() {}
+        drop(rows);
+        drop(st);
+        let _: (i64, i64, i64) = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(e)?;
+        Ok(())
+    }
 }
 
 impl SqliteStore {
@@ -287,7 +385,7 @@ mod tests {
         let path = dir.path().join("em.db");
         {
             let mut s = SqliteStore::open(&path).unwrap();
-            assert_eq!(s.schema_version().unwrap(), 2);
+            assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
             s.save_entity(&entity("a")).unwrap();
             let mut b = entity("b");
             b.profile.er.pop();
@@ -327,7 +425,9 @@ mod tests {
             .unwrap();
         }
         let mut s = SqliteStore::open(&path).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 2);
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let av: i64 = s.conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0)).unwrap();
+        assert_eq!(av, 2, "an old database is switched to incremental vacuum");
         let snap = s.load().unwrap();
         assert_eq!(snap.entities.len(), 1);
         assert_eq!(snap.entities[0].profile.repair, Repair::None);
@@ -336,6 +436,50 @@ mod tests {
         e.profile.repair = Repair::Unicast;
         s.save_entity(&e).unwrap();
         assert_eq!(SqliteStore::open(&path).unwrap().load().unwrap().entities[0].profile.repair, Repair::Unicast);
+    }
+
+    #[test]
+    fn journal_and_released_groups_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("em.db");
+        let g: IpAddr = "239.255.89.7".parse().unwrap();
+        let m1: std::net::SocketAddr = "10.0.0.1:5683".parse().unwrap();
+        let m2: std::net::SocketAddr = "[2001:db8::2]:6000".parse().unwrap();
+        {
+            let mut s = SqliteStore::open(&path).unwrap();
+            s.journal_add(g, &[m1, m2]).unwrap();
+            s.journal_add(g, &[m1]).unwrap();
+            s.release_group(g, 1_700_000_000_000).unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        let snap = s.load().unwrap();
+        assert_eq!(snap.journal, vec![(g, m1), (g, m2)]);
+        assert_eq!(snap.released[&g], 1_700_000_000_000);
+        s.journal_remove(g, &[m2]).unwrap();
+        assert_eq!(s.load().unwrap().journal, vec![(g, m1)]);
+    }
+
+    #[test]
+    fn the_file_shrinks_after_mass_deletion() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("em.db");
+        let mut s = SqliteStore::open(&path).unwrap();
+        let long = format!("coap://10.0.0.1/{}", "x".repeat(900));
+        for i in 0..200 {
+            let mut e = entity(&format!("e{i}"));
+            e.profile.er = (0..20).map(|k| format!("{long}{k}")).collect();
+            e.joined = vec![false; 20];
+            s.save_entity(&e).unwrap();
+        }
+        s.compact().unwrap();
+        let full = std::fs::metadata(&path).unwrap().len();
+        for i in 0..200 {
+            s.delete_entity(&format!("e{i}")).unwrap();
+        }
+        s.compact().unwrap();
+        let after = std::fs::metadata(&path).unwrap().len();
+        assert!(full > 3_000_000, "{full}");
+        assert!(after * 10 < full, "{after} of {full} bytes left after deleting everything");
     }
 
     #[test]

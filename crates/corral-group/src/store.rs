@@ -14,7 +14,7 @@
 use crate::profile::Profile;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// An entity as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +35,10 @@ pub struct StoredEntity {
 pub struct Snapshot {
     pub entities: Vec<StoredEntity>,
     pub counters: BTreeMap<String, u64>,
+    /// The membership journal: (group, member) pairs that may exist without an entity recording them.
+    pub journal: Vec<(IpAddr, SocketAddr)>,
+    /// Released multicast groups and when (Unix ms), for the quarantine.
+    pub released: BTreeMap<IpAddr, u64>,
 }
 
 /// A store failure; the EM answers 5.00 and changes nothing.
@@ -59,6 +63,17 @@ pub trait Store: Send + 'static {
     fn delete_entity(&mut self, name: &str) -> Result<(), StoreError>;
     /// Sets a counter (allocator cursors, name sequence).
     fn set_counter(&mut self, key: &str, value: u64) -> Result<(), StoreError>;
+    /// Records that `members` may become (or stay) members of `group`: written before a join or leave
+    /// request goes out, so that after a crash the EM knows whom to ask to leave.
+    fn journal_add(&mut self, group: IpAddr, members: &[SocketAddr]) -> Result<(), StoreError>;
+    /// Removes journal entries: the membership is recorded by an entity, or the member confirmed leaving.
+    fn journal_remove(&mut self, group: IpAddr, members: &[SocketAddr]) -> Result<(), StoreError>;
+    /// Records that `group` was released at `at_ms` (Unix ms); it rests in quarantine from then on.
+    fn release_group(&mut self, group: IpAddr, at_ms: u64) -> Result<(), StoreError>;
+    /// Gives the space of deleted rows back to the file system (a no-op for stores without a file).
+    fn compact(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// An in-memory store for tests and the simulator (no durability).
@@ -106,6 +121,28 @@ impl Store for MemStore {
     fn set_counter(&mut self, key: &str, value: u64) -> Result<(), StoreError> {
         self.check()?;
         self.snapshot.counters.insert(key.to_string(), value);
+        Ok(())
+    }
+
+    fn journal_add(&mut self, group: IpAddr, members: &[SocketAddr]) -> Result<(), StoreError> {
+        self.check()?;
+        for m in members {
+            if !self.snapshot.journal.contains(&(group, *m)) {
+                self.snapshot.journal.push((group, *m));
+            }
+        }
+        Ok(())
+    }
+
+    fn journal_remove(&mut self, group: IpAddr, members: &[SocketAddr]) -> Result<(), StoreError> {
+        self.check()?;
+        self.snapshot.journal.retain(|(g, m)| *g != group || !members.contains(m));
+        Ok(())
+    }
+
+    fn release_group(&mut self, group: IpAddr, at_ms: u64) -> Result<(), StoreError> {
+        self.check()?;
+        self.snapshot.released.insert(group, at_ms);
         Ok(())
     }
 }

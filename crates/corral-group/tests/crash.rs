@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use corral_group::SqliteStore;
 use corral_group::Store;
+use corral_group::{EmConfig, SqliteStore};
 use corral_proto::wire::Code;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -25,6 +25,8 @@ fn crash_child() {
         v6: true,
         slots: vec![usize::MAX; 3],
         store: Some(Box::new(store)),
+        // Creations as fast as the net allows: this test is about the store, not the allocation rate.
+        em: EmConfig { allocation_interval: corral_proto::Duration::ZERO, ..EmConfig::default() },
         ..LabConfig::default()
     });
     let er = lab.uris(0..3, "s/t");

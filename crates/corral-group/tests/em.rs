@@ -9,7 +9,7 @@ use corral_group::Op;
 use corral_proto::wire::{Code, ContentFormat, MessageType, OptionNumber};
 use corral_proto::{Duration, Request};
 use serde_json::json;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 fn temps(lab: &Lab, range: std::ops::Range<usize>) -> Vec<f64> {
     range.map(|i| lab.reported_temperature(i)).collect()
@@ -711,6 +711,15 @@ impl corral_group::Store for FailingSaves {
     }
     fn set_counter(&mut self, key: &str, value: u64) -> Result<(), corral_group::StoreError> {
         self.0.set_counter(key, value)
+    }
+    fn journal_add(&mut self, g: IpAddr, m: &[SocketAddr]) -> Result<(), corral_group::StoreError> {
+        self.0.journal_add(g, m)
+    }
+    fn journal_remove(&mut self, g: IpAddr, m: &[SocketAddr]) -> Result<(), corral_group::StoreError> {
+        self.0.journal_remove(g, m)
+    }
+    fn release_group(&mut self, g: IpAddr, at_ms: u64) -> Result<(), corral_group::StoreError> {
+        self.0.release_group(g, at_ms)
     }
 }
 

@@ -68,7 +68,9 @@ pub struct GatewayArgs {
     /// Interface index for IPv6 multicast requests [default: the kernel's choice].
     #[arg(long, value_name = "INDEX")]
     pub mcast_if6: Option<u32>,
-    /// Port multicast entities are addressed on [default: 5683; with --testbed the devices' port].
+    /// Port multicast requests go to, for devices that listen for their groups on a port other than their
+    /// own [default: the members' port, which the members of a multicast entity must share]. Also the
+    /// port of the testbed devices' group sockets.
     #[arg(long, value_name = "PORT")]
     pub mcast_port: Option<u16>,
     /// Multicast leisure in seconds: how long members spread their answers and the EM collects them
@@ -174,10 +176,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let local = server.local_addr();
 
     let mut em_config = EmConfig { local_addrs: local_addrs(local), ..EmConfig::default() };
-    em_config.multicast_port = args
-        .mcast_port
-        .or_else(|| fleet.as_ref().and_then(|f| f.addrs().first()).map(|a| a.port()))
-        .unwrap_or(corral_group::uri::COAP_PORT);
+    em_config.multicast_port = args.mcast_port;
     if let Some(l) = args.leisure {
         em_config.multicast_leisure = corral_proto::Duration::from_secs_f64(l);
     }

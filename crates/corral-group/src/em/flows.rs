@@ -6,6 +6,13 @@ use super::*;
 impl EntityManager {
     /// Starts a flow's fan-out stage over `items`.
     pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
+        if let Kind::Join(g) | Kind::Leave(g) = kind {
+            // Journaled before the first request goes out: after a crash the EM knows whom to ask to leave.
+            if let Err(e) = self.journal_note(g, &items) {
+                let msg = format!("entity {} not {}: {e}", flow.name, verb(flow.action));
+                return self.flow_fail(cx, flow, (Code::INTERNAL_SERVER_ERROR, msg));
+            }
+        }
         let profile = flow.new.as_ref().or(flow.old.as_ref()).map(|e| e.profile.clone()).unwrap_or_default();
         let n = items.len();
         let delay = profile.delay.resolve(n, self.config.response_size, self.config.rate);
@@ -45,6 +52,20 @@ impl EntityManager {
     }
 
     pub(super) fn flow_step(&mut self, cx: &mut Context<'_>, job: Job) {
+        if let Kind::Leave(g) = job.kind {
+            // Out for sure: left (2.02), or never a member (4.04).
+            let gone: Vec<SocketAddr> = job
+                .items
+                .iter()
+                .zip(&job.slots)
+                .filter(|(_, s)| matches!(s, Slot::Done(Res { code: Some(Code::DELETED | Code::NOT_FOUND), .. })))
+                .filter_map(|(it, _)| match &it.target {
+                    Target::Remote { addr, .. } => Some(*addr),
+                    Target::Local(_) => None,
+                })
+                .collect();
+            self.journal_settle(g, &gone);
+        }
         let Some(mut flow) = job.flow else { return };
         let results: Vec<(String, Res)> = job
             .items
@@ -164,18 +185,25 @@ impl EntityManager {
                     flow.items.iter().any(|i| matches!(i.target, Target::Remote { addr, .. } if addr.is_ipv4()));
                 let pool = if first_v4 { self.config.pool_v4 } else { self.config.pool_v6 };
                 let key = pool_key(&pool.base);
+                let now = cx.now();
+                if let Err(wait) = self.allocation_token(now) {
+                    let mut r = Response::error(
+                        Code::SERVICE_UNAVAILABLE,
+                        format!("entity {} not created: multicast addresses are allocated at most {} at once and one per {} s; try again in {} s", flow.name, self.config.allocation_burst, self.config.allocation_interval.as_secs(), wait.as_secs() + 1),
+                    );
+                    r.options.set_uint(OptionNumber::MAX_AGE, wait.as_secs() + 1);
+                    return self.flow_fail_with(cx, flow, r);
+                }
                 let mut cursor = self.counters.get(key).copied().unwrap_or(0);
-                let in_use: HashSet<IpAddr> = self
-                    .entities
-                    .values()
-                    .filter_map(|e| e.stored.group)
-                    .chain(self.reserved_groups.iter().copied())
-                    .collect();
-                let Some(g) = pool.allocate(&mut cursor, |a| in_use.contains(&a)) else {
+                let blocked = self.unallocatable(now);
+                let Some(g) = pool.allocate(&mut cursor, |a| blocked.contains(&a)) else {
                     return self.flow_fail(
                         cx,
                         flow,
-                        (Code::SERVICE_UNAVAILABLE, "multicast address pool exhausted".into()),
+                        (
+                            Code::SERVICE_UNAVAILABLE,
+                            "multicast address pool exhausted (addresses in use, quarantined after release, or with members that have not confirmed leaving)".into(),
+                        ),
                     );
                 };
                 // Persist the cursor before the address is used anywhere: never reused, even after a crash.
@@ -206,8 +234,9 @@ impl EntityManager {
         let Some(new) = flow.new.as_mut() else { return };
         new.group = Some(group);
         let path = match flow.items.first().map(|i| &i.target) {
-            Some(Target::Remote { path, query, .. }) => {
-                let mut s = uri::format_coap(SocketAddr::new(group, self.config.multicast_port), path);
+            Some(Target::Remote { addr, path, query, .. }) => {
+                let port = self.config.multicast_port.unwrap_or(addr.port());
+                let mut s = uri::format_coap(SocketAddr::new(group, port), path);
                 if !query.is_empty() {
                     s.push('?');
                     s.push_str(&query.join("&"));
@@ -235,13 +264,14 @@ impl EntityManager {
             }
             return self.commit(cx, flow);
         }
+        flow.join_asked = to_join.iter().map(|i| i.label.clone()).collect();
         self.flow_job(cx, flow, Kind::Join(group), to_join);
     }
 
     /// Asks the members that joined in this flow to leave again, then fails.
     pub(super) fn rollback(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
         let group = flow.new.as_ref().and_then(|e| e.group);
-        let items: Vec<Item> = flow.items.iter().filter(|i| flow.joined_now.contains(&i.label)).cloned().collect();
+        let items: Vec<Item> = flow.items.iter().filter(|i| flow.join_asked.contains(&i.label)).cloned().collect();
         match group {
             Some(g) if !items.is_empty() => {
                 flow.stage = Stage::RollingBack;
@@ -251,6 +281,17 @@ impl EntityManager {
                 let fail = flow.failure.take().unwrap_or_else(|| bad("failed"));
                 self.flow_fail(cx, flow, fail);
             }
+        }
+    }
+
+    /// Fails a flow with a prepared response (one that carries options, e.g. Max-Age).
+    pub(super) fn flow_fail_with(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>, resp: Response) {
+        let client = flow.client.take();
+        let msg = String::from_utf8_lossy(&resp.payload).into_owned();
+        self.flow_fail(cx, flow, (resp.code, msg));
+        if let Some(c) = client {
+            self.client_done();
+            cx.respond(c, resp);
         }
     }
 
@@ -265,7 +306,12 @@ impl EntityManager {
         self.busy.remove(&flow.name);
         if let Some(g) = flow.allocated {
             self.reserved_groups.remove(&g);
+            if flow.action != Action::Reconcile {
+                // Members may have joined before the failure: the group rests before any reuse.
+                self.release_group(cx.now(), g);
+            }
         }
+        self.schedule_reconcile(cx.now());
         let Some(client) = flow.client else { return };
         self.client_done();
         let head = json!({ "message": msg });
@@ -277,6 +323,7 @@ impl EntityManager {
     /// Writes the flow's result to the store, updates the in-memory copy, answers the client.
     pub(super) fn commit(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
         let result = match (&flow.action, &flow.new) {
+            (Action::Reconcile, _) => Ok(()),
             (Action::Delete | Action::Recover, _) => self.store.delete_entity(&flow.name),
             (Action::Create { generated: true }, Some(new)) => {
                 let seq = self.counters.get(COUNTER_NAMES).copied().unwrap_or(0) + 1;
@@ -301,15 +348,49 @@ impl EntityManager {
         if let Some(g) = flow.allocated {
             self.reserved_groups.remove(&g);
         }
+        let now = cx.now();
+        match (flow.action, &flow.new) {
+            (Action::Delete | Action::Recover, _) => {
+                let gone = self.entities.remove(&flow.name);
+                let group = gone.and_then(|e| e.stored.group).or(flow.old.as_ref().and_then(|o| o.group));
+                if let Some(g) = group {
+                    self.release_group(now, g);
+                }
+                if let Err(e) = self.store.compact() {
+                    warn!(error = %e, "store not compacted");
+                }
+            }
+            (Action::Reconcile, _) => {}
+            (_, Some(new)) => {
+                // The entity records its joined members from now on.
+                if let Some(g) = new.group {
+                    let joined: Vec<SocketAddr> = flow
+                        .items
+                        .iter()
+                        .zip(&new.joined)
+                        .filter(|(_, j)| **j)
+                        .filter_map(|(it, _)| match &it.target {
+                            Target::Remote { addr, .. } => Some(*addr),
+                            Target::Local(_) => None,
+                        })
+                        .collect();
+                    self.journal_settle(g, &joined);
+                }
+            }
+            (_, None) => {}
+        }
+        self.schedule_reconcile(now);
         let Some(client) = flow.client else {
-            info!(entity = %flow.name, "interrupted multicast creation undone");
+            match flow.action {
+                Action::Reconcile => debug!(flow = %flow.name, "stray memberships asked to leave"),
+                _ => info!(entity = %flow.name, "interrupted multicast creation undone"),
+            }
             return;
         };
         self.client_done();
         let accept = flow.accept.unwrap_or(ContentFormat::JSON);
         let (code, head) = match flow.action {
-            Action::Delete | Action::Recover => {
-                self.entities.remove(&flow.name);
+            Action::Delete | Action::Recover | Action::Reconcile => {
                 (Code::DELETED, json!({ "entity": flow.name, "message": format!("entity {} deleted", flow.name) }))
             }
             action => {
@@ -369,6 +450,7 @@ impl EntityManager {
             reports: Vec::new(),
             stage: Stage::LeavingAll,
             joined_now: Vec::new(),
+            join_asked: Vec::new(),
             allocated: group,
             failure: None,
         });
@@ -437,6 +519,7 @@ impl EntityManager {
             reports: items.iter().map(|i| MemberReport { member: i.label.clone(), steps: Vec::new() }).collect(),
             stage: Stage::Validating,
             joined_now: Vec::new(),
+            join_asked: Vec::new(),
             allocated: None,
             failure: None,
         });
@@ -518,6 +601,7 @@ impl EntityManager {
             reports: Vec::new(),
             stage: Stage::Validating,
             joined_now: Vec::new(),
+            join_asked: Vec::new(),
             allocated: None,
             failure: None,
         });
@@ -572,6 +656,7 @@ impl EntityManager {
             reports: Vec::new(),
             stage: Stage::LeavingAll,
             joined_now: Vec::new(),
+            join_asked: Vec::new(),
             allocated: None,
             failure: None,
         });

@@ -162,7 +162,7 @@ impl EntityManager {
     /// The one NON multicast request of a multicast entity's use.
     pub(super) fn start_multicast(&mut self, cx: &mut Context<'_>, id: JobId, group: Option<IpAddr>) {
         let window = self.config.multicast_leisure + self.config.multicast_slack;
-        let port = self.config.multicast_port;
+        let override_port = self.config.multicast_port;
         let Some(job) = self.jobs.get_mut(&id) else { return };
         job.multicast = true;
         job.next = job.slots.len();
@@ -170,10 +170,11 @@ impl EntityManager {
             job.timed_out = true;
             return;
         };
-        let Target::Remote { path, query, .. } = &first.target else {
+        let Target::Remote { addr, path, query, .. } = &first.target else {
             job.timed_out = true;
             return;
         };
+        let port = override_port.unwrap_or(addr.port());
         let mut req = Request::new(Code::GET);
         for s in path {
             req.options.push_str(OptionNumber::URI_PATH, s);

@@ -124,6 +124,15 @@ impl EntityManager {
                             )));
                         }
                         let Target::Remote { addr: fa, .. } = &f.target else { continue };
+                        if self.config.multicast_port.is_none() && fa.port() != addr.port() {
+                            return Err(bad(format!(
+                                "multicast members must listen on one port, the group's: {} uses {} and {} uses {} (give them one port, or use ect=unicast)",
+                                f.label,
+                                fa.port(),
+                                it.label,
+                                addr.port()
+                            )));
+                        }
                         if fa.is_ipv4() != addr.is_ipv4() {
                             return Err(bad(format!(
                                 "multicast members must share an address family: {} and {} differ",

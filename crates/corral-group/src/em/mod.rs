@@ -44,6 +44,7 @@
 mod budget;
 mod flows;
 mod jobs;
+mod journal;
 use budget::Hold;
 use jobs::member_result;
 mod members;
@@ -78,8 +79,9 @@ pub struct EmConfig {
     pub pool_v6: AddressPool,
     /// Group addresses for multicast entities of IPv4 members (default `239.255.89.x`).
     pub pool_v4: AddressPool,
-    /// Port of multicast use requests (and of `mcstURI`).
-    pub multicast_port: u16,
+    /// Port of multicast use requests (and of `mcstURI`) when members listen for their group on another
+    /// port than their unicast one. `None` (the default): the members' own port, which they must share.
+    pub multicast_port: Option<u16>,
     /// The members' leisure (seed 000 Table 6: 5 s): replies to a multicast request are collected for
     /// `multicast_leisure + multicast_slack`, or until `enr` arrived.
     pub multicast_leisure: Duration,
@@ -126,7 +128,7 @@ impl Default for EmConfig {
             local_addrs: Vec::new(),
             pool_v6: AddressPool::default_v6(),
             pool_v4: AddressPool::default_v4(),
-            multicast_port: uri::COAP_PORT,
+            multicast_port: None,
             multicast_leisure: Duration::from_secs(5),
             multicast_slack: Duration::from_secs(1),
             response_size: 80,
@@ -329,6 +331,8 @@ enum Action {
     Delete,
     /// After a restart: a multicast creation the crash interrupted is undone (members leave, record goes).
     Recover,
+    /// Stray memberships (journal entries no entity records) are undone: the members are asked to leave.
+    Reconcile,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -355,8 +359,11 @@ struct Flow {
     items: Arc<[Item]>,
     reports: Vec<MemberReport>,
     stage: Stage,
-    /// Members (labels) that joined in this flow, to roll back on failure.
+    /// Members (labels) that joined in this flow.
     joined_now: Vec<String>,
+    /// Members (labels) asked to join in this flow: a rollback asks them all to leave (a join whose
+    /// answer was lost may have happened).
+    join_asked: Vec<String>,
     /// The group allocated by this flow (kept reserved while it runs).
     allocated: Option<IpAddr>,
     failure: Option<(Code, String)>,
@@ -447,6 +454,14 @@ pub struct EntityManager {
     held_by_client: HashMap<IpAddr, usize>,
     held_by_entity: HashMap<String, usize>,
     held_total: usize,
+    /// The membership journal (see `journal`), mirrored from the store.
+    journal: BTreeSet<(IpAddr, SocketAddr)>,
+    /// Released groups and when (Unix ms): the quarantine.
+    released: BTreeMap<IpAddr, u64>,
+    /// When stray memberships are next asked to leave.
+    next_reconcile: Option<Instant>,
+    /// The allocation rate limiter: tokens left and when they were last counted.
+    alloc_bucket: Option<(u32, Instant)>,
 }
 
 impl std::fmt::Debug for EntityManager {
@@ -484,6 +499,11 @@ impl EntityManager {
             held_by_client: HashMap::default(),
             held_by_entity: HashMap::default(),
             held_total: 0,
+            journal: snap.journal.iter().copied().collect(),
+            released: snap.released.clone(),
+            // At the first wake-up: strays left by a crash are asked to leave.
+            next_reconcile: (!snap.journal.is_empty()).then_some(Instant::ZERO),
+            alloc_bucket: None,
         };
         for stored in snap.entities {
             if stored.pending {
@@ -618,6 +638,7 @@ fn verb(a: Action) -> &'static str {
         Action::Update => "updated",
         Action::Delete => "deleted",
         Action::Recover => "recovered",
+        Action::Reconcile => "reconciled",
     }
 }
 
@@ -701,6 +722,9 @@ impl Service for EntityManager {
             self.recover(cx, stored);
         }
         let now = cx.now();
+        if self.next_reconcile.is_some_and(|t| t <= now) {
+            self.reconcile(cx);
+        }
         let due: Vec<JobId> = self.timers.iter().take_while(|(t, _)| *t <= now).map(|(_, j)| *j).collect();
         for id in due {
             if let Some(job) = self.jobs.get_mut(&id) {
@@ -719,7 +743,11 @@ impl Service for EntityManager {
         if !self.recovery.is_empty() {
             return Some(Instant::ZERO); // at once: the driver's first wake-up
         }
-        self.timers.first().map(|(t, _)| *t)
+        let job = self.timers.first().map(|(t, _)| *t);
+        match (job, self.next_reconcile) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn links(&self) -> Vec<ResourceLink> {

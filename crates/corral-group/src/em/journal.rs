@@ -1,0 +1,173 @@
+//! Crash-safe multicast membership: the journal, its reconciliation, and the reuse rules of group
+//! addresses (quarantine and a rate limit on allocation).
+//!
+//! Before the EM asks a member to join or leave a group, the pair (group, member) goes into the store's
+//! journal; an entry leaves the journal when the membership is recorded by a committed entity or the
+//! member confirmed it is out (2.02, or 4.04 "not a member"). Whatever is left after a crash, a failed
+//! rollback or a silent member is a *stray* membership: the EM asks those members to leave at start-up
+//! and again every [`RECONCILE_EVERY`] while any are left, and never allocates a group that still has one.
+//! A released group also rests for `quarantine` before reuse, and allocation is rate limited, so that
+//! create/delete cycles cannot run through the pool onto a device that missed its leave.
+
+use super::*;
+
+/// How often strays are asked to leave again while any are left.
+pub(super) const RECONCILE_EVERY: Duration = Duration::from_secs(300);
+
+impl EntityManager {
+    /// Journals `items` (their addresses) as possible members of `group` before a join or leave.
+    pub(super) fn journal_note(&mut self, group: IpAddr, items: &[Item]) -> Result<(), StoreError> {
+        let addrs = remote_addrs(items);
+        self.store.journal_add(group, &addrs)?;
+        self.journal.extend(addrs.into_iter().map(|a| (group, a)));
+        Ok(())
+    }
+
+    /// The membership of `addrs` in `group` is settled (recorded by an entity, or confirmed left).
+    pub(super) fn journal_settle(&mut self, group: IpAddr, addrs: &[SocketAddr]) {
+        if addrs.is_empty() {
+            return;
+        }
+        match self.store.journal_remove(group, addrs) {
+            Ok(()) => {
+                for a in addrs {
+                    self.journal.remove(&(group, *a));
+                }
+            }
+            // Kept in memory too: the next reconciliation asks again, which is harmless.
+            Err(e) => warn!(%group, error = %e, "journal entry not removed"),
+        }
+    }
+
+    /// Journal entries no committed entity records and no flow in progress owns: memberships to undo.
+    pub(super) fn strays(&self) -> BTreeMap<IpAddr, Vec<SocketAddr>> {
+        let mut recorded: HashSet<(IpAddr, SocketAddr)> = HashSet::new();
+        for e in self.entities.values() {
+            let Some(g) = e.stored.group else { continue };
+            for (it, joined) in e.items.iter().zip(&e.stored.joined) {
+                if let (Target::Remote { addr, .. }, true) = (&it.target, joined) {
+                    recorded.insert((g, *addr));
+                }
+            }
+        }
+        let mut out: BTreeMap<IpAddr, Vec<SocketAddr>> = BTreeMap::new();
+        for (g, a) in &self.journal {
+            if !recorded.contains(&(*g, *a)) && !self.reserved_groups.contains(g) {
+                out.entry(*g).or_default().push(*a);
+            }
+        }
+        out
+    }
+
+    /// Asks every stray member to leave its group (one flow per group), unless a reconciliation runs.
+    pub(super) fn reconcile(&mut self, cx: &mut Context<'_>) {
+        self.next_reconcile = None;
+        if self.busy.iter().any(|n| n.starts_with(RECONCILE_PREFIX)) {
+            return;
+        }
+        let strays = self.strays();
+        for (g, addrs) in strays {
+            let name = format!("{RECONCILE_PREFIX}{g}");
+            info!(group = %g, members = addrs.len(), "asking stray members to leave");
+            let items: Vec<Item> =
+                addrs.iter().map(|a| Item { label: uri::format_coap(*a, &[]), target: remote_target(*a) }).collect();
+            self.busy.insert(name.clone());
+            self.reserved_groups.insert(g);
+            let flow = Box::new(Flow {
+                action: Action::Reconcile,
+                client: None,
+                pending_saved: false,
+                accept: None,
+                name,
+                old: None,
+                new: None,
+                items: items.clone().into(),
+                reports: Vec::new(),
+                stage: Stage::LeavingAll,
+                joined_now: Vec::new(),
+                join_asked: Vec::new(),
+                allocated: Some(g),
+                failure: None,
+            });
+            self.flow_job(cx, flow, Kind::Leave(g), items);
+        }
+    }
+
+    /// Schedules the next reconciliation if strays are left.
+    pub(super) fn schedule_reconcile(&mut self, now: Instant) {
+        if self.next_reconcile.is_none() && !self.strays().is_empty() {
+            self.next_reconcile = Some(now + RECONCILE_EVERY);
+        }
+    }
+
+    /// Wall-clock milliseconds now (see [`EmConfig::wall_clock_at_zero_ms`]).
+    pub(super) fn wall_ms(&self, now: Instant) -> u64 {
+        self.config.wall_clock_at_zero_ms.saturating_add(now.as_millis())
+    }
+
+    /// Records that `group` is free again: it rests in quarantine from now on.
+    pub(super) fn release_group(&mut self, now: Instant, group: IpAddr) {
+        if self.entities.values().any(|e| e.stored.group == Some(group)) {
+            return;
+        }
+        let at = self.wall_ms(now);
+        match self.store.release_group(group, at) {
+            Ok(()) => {
+                self.released.insert(group, at);
+            }
+            Err(e) => warn!(%group, error = %e, "release time not stored; the group is quarantined in memory only"),
+        }
+        self.released.insert(group, at);
+    }
+
+    /// The groups that may not be allocated now: in use, reserved by a flow, with a stray member, or
+    /// quarantined since their release.
+    pub(super) fn unallocatable(&self, now: Instant) -> HashSet<IpAddr> {
+        let wall = self.wall_ms(now);
+        let q = self.config.quarantine.as_millis();
+        self.entities
+            .values()
+            .filter_map(|e| e.stored.group)
+            .chain(self.reserved_groups.iter().copied())
+            .chain(self.journal.iter().map(|(g, _)| *g))
+            .chain(self.released.iter().filter(|(_, at)| wall < at.saturating_add(q)).map(|(g, _)| *g))
+            .collect()
+    }
+
+    /// Takes one allocation from the rate limiter (a token bucket), or says how long until the next.
+    pub(super) fn allocation_token(&mut self, now: Instant) -> Result<(), Duration> {
+        let every = self.config.allocation_interval;
+        let burst = self.config.allocation_burst.max(1);
+        let (tokens, since) = self.alloc_bucket.unwrap_or((burst, now));
+        let (tokens, since) = if every.is_zero() {
+            (burst, now)
+        } else {
+            let n = now.saturating_since(since).as_micros() / every.as_micros();
+            let tokens = tokens.saturating_add(u32::try_from(n).unwrap_or(u32::MAX)).min(burst);
+            (tokens, if tokens == burst { now } else { since + every.saturating_mul(n) })
+        };
+        if tokens == 0 {
+            self.alloc_bucket = Some((0, since));
+            return Err((since + every).saturating_since(now));
+        }
+        self.alloc_bucket = Some((tokens - 1, since));
+        Ok(())
+    }
+}
+
+/// The prefix of the internal names of reconciliation flows (not a valid entity name: no clash).
+pub(super) const RECONCILE_PREFIX: &str = "#reconcile ";
+
+fn remote_target(addr: SocketAddr) -> Target {
+    Target::Remote { addr, path: Vec::new(), query: Vec::new(), entity: false }
+}
+
+pub(super) fn remote_addrs(items: &[Item]) -> Vec<SocketAddr> {
+    items
+        .iter()
+        .filter_map(|i| match &i.target {
+            Target::Remote { addr, .. } => Some(*addr),
+            Target::Local(_) => None,
+        })
+        .collect()
+}

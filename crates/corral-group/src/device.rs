@@ -81,6 +81,9 @@ pub struct DeviceConfig {
     pub observable: bool,
     /// Slots of `/mc`; `None`: [`crate::mc::DEFAULT_SLOTS`].
     pub mc_slots: Option<usize>,
+    /// Who may change the device's memberships through `/mc` (see [`McResource::managed_by`]); empty:
+    /// anyone.
+    pub managers: Vec<crate::policy::Prefix>,
 }
 
 const SENSOR_FORMATS: &str = "0 50 60 110 112";
@@ -383,10 +386,11 @@ pub struct DeviceHandles {
 /// Mounts a virtual device on a node: sensors at `s`, actuators at `a`, `/mc` at `mc`.
 pub fn mount_device(node: &mut Node, config: DeviceConfig) -> DeviceHandles {
     let slots = config.mc_slots.unwrap_or(crate::mc::DEFAULT_SLOTS);
+    let mc = McResource::new(slots).managed_by(config.managers.clone());
     DeviceHandles {
         sensors: node.mount("s", Sensors::new(config)),
         actuators: node.mount("a", Actuators::new()),
-        mc: node.mount("mc", McResource::new(slots)),
+        mc: node.mount("mc", mc),
     }
 }
 

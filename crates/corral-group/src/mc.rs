@@ -3,13 +3,20 @@
 //! | method | query | payload | answers |
 //! |---|---|---|---|
 //! | GET | — | — | 2.05: joined groups, one per line (text/plain) or a CBOR array of byte strings (Accept 60) |
-//! | POST | `act=add` | the group address, 16 raw bytes (IPv6) or 4 (IPv4) | 2.04 joined (also when already a member); 4.00 bad length or not multicast; 5.03 no free slot |
-//! | POST | `act=del` | the group address | 2.02 left; 4.04 not a member |
+//! | POST | `act=add` | the group address, 16 raw bytes (IPv6) or 4 (IPv4) | 2.04 joined (also when already a member); 4.00 bad length or not multicast; 4.03 a reserved group, or not from a manager; 5.03 no free slot |
+//! | POST | `act=del` | the group address | 2.02 left; 4.04 not a member; 4.03 not from a manager |
+//!
+//! Membership changes are accepted only from the node's managers (gateway address prefixes; by default
+//! anyone in the library, `corral device` defaults to this machine): a stranger cannot take a device out
+//! of its group or fill its slots. Groups with a fixed meaning (All Nodes, All CoAP Nodes, link-local
+//! control — [`crate::policy::reserved_group`]) are refused from anyone: joining them would make the
+//! device answer discovery traffic it was never meant to see.
 //!
 //! Owns: the node's list of joined groups, bounded by a fixed number of slots like Contiki's compile-time
 //! limit. Joining and leaving reach the socket (or the simulated network) as [`corral_proto::NodeCommand`]s
 //! through `cx.join_group` / `cx.leave_group`. Must never: touch a socket itself.
 
+use crate::policy::{reserved_group, Prefix};
 use corral_proto::wire::{Code, ContentFormat};
 use corral_proto::{Context, IncomingRequest, ResourceLink, Response, Service};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -24,6 +31,8 @@ pub const DEFAULT_SLOTS: usize = 4;
 pub struct McResource {
     slots: usize,
     groups: Vec<IpAddr>,
+    /// Who may change memberships; empty: anyone.
+    managers: Vec<Prefix>,
 }
 
 impl Default for McResource {
@@ -34,7 +43,17 @@ impl Default for McResource {
 
 impl McResource {
     pub fn new(slots: usize) -> McResource {
-        McResource { slots, groups: Vec::new() }
+        McResource { slots, groups: Vec::new(), managers: Vec::new() }
+    }
+
+    /// Accepts membership changes only from these prefixes (the gateways that manage this device).
+    pub fn managed_by(mut self, managers: Vec<Prefix>) -> McResource {
+        self.managers = managers;
+        self
+    }
+
+    pub fn managers(&self) -> &[Prefix] {
+        &self.managers
     }
 
     /// The groups joined, in join order.
@@ -51,6 +70,9 @@ impl McResource {
     pub fn join(&mut self, cx: &mut Context<'_>, group: IpAddr) -> Result<(), Response> {
         if !group.is_multicast() {
             return Err(Response::error(Code::BAD_REQUEST, format!("{group} is not a multicast address")));
+        }
+        if let Some(why) = reserved_group(group) {
+            return Err(Response::error(Code::FORBIDDEN, format!("{group} is not joined: {why}")));
         }
         if self.groups.contains(&group) {
             return Ok(());
@@ -100,6 +122,13 @@ impl McResource {
                 Some(_) => Response::error(Code::NOT_ACCEPTABLE, "/mc offers text/plain (0) or CBOR (60)"),
             },
             Code::POST => {
+                if !self.managers.is_empty() && !self.managers.iter().any(|p| p.contains(req.from.ip())) {
+                    tracing::warn!(from = %req.from, "membership change from a stranger refused");
+                    return Response::error(
+                        Code::FORBIDDEN,
+                        format!("{} does not manage this device's groups", req.from.ip()),
+                    );
+                }
                 let act = r.query_value("act");
                 let group = match r.payload.len() {
                     16 => {

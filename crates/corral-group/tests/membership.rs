@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use corral_group::{AddressPool, EmConfig, SqliteStore, Store};
+use corral_group::{AddressPool, EmConfig, SqliteStore};
 use corral_proto::wire::{Code, OptionNumber};
 use corral_proto::Duration;
 use serde_json::json;

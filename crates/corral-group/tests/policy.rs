@@ -195,3 +195,44 @@ fn queries_that_are_not_utf8_are_refused() {
     assert_eq!(r.code, Code::BAD_REQUEST);
     assert!(r.payload_text().contains("not UTF-8"), "{}", r.payload_text());
 }
+
+#[test]
+fn mc_obeys_only_its_managers_and_never_joins_reserved_groups() {
+    // The gateway (192.0.2.1) manages the devices; the client (192.0.2.2) is a stranger.
+    let mut lab = lab_with(LabConfig { devices: 2, managers: vec![p("192.0.2.1")], ..LabConfig::default() });
+    let r = lab.create("lights", json!({ "er": lab.uris(0..2, "a/light"), "ect": "multicast" }));
+    assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
+    let g = lab.mc(0).groups()[0];
+    let octets = |g: std::net::IpAddr| match g {
+        std::net::IpAddr::V4(a) => a.octets().to_vec(),
+        std::net::IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    let mc = |act: &str, g: std::net::IpAddr| {
+        Request::new(Code::POST).with_path("mc").with_query(act).with_payload(octets(g))
+    };
+    let id = lab.send_to(dev_addr(0, false), mc("act=del", g));
+    let Some((_, Outcome::Response { response, .. })) = lab.outcome(id) else { panic!("no answer") };
+    assert_eq!(response.code, Code::FORBIDDEN);
+    assert!(response.payload_text().contains("does not manage"), "{}", response.payload_text());
+    assert_eq!(lab.mc(0).groups(), &[g], "still in its group");
+    // A stranger cannot fill the slots either.
+    let other: std::net::IpAddr = "239.255.1.1".parse().unwrap();
+    let id = lab.send_to(dev_addr(0, false), mc("act=add", other));
+    assert!(
+        matches!(lab.outcome(id), Some((_, Outcome::Response { response, .. })) if response.code == Code::FORBIDDEN)
+    );
+    assert_eq!(lab.mc(0).groups(), &[g]);
+    // Reading stays open.
+    let id = lab.send_to(dev_addr(0, false), Request::new(Code::GET).with_path("mc"));
+    assert!(matches!(lab.outcome(id), Some((_, Outcome::Response { response, .. })) if response.code == Code::CONTENT));
+
+    // Reserved groups are refused even from an unrestricted device's manager.
+    let mut lab = common::lab(1);
+    for g in ["224.0.0.1", "224.0.1.187", "ff02::1", "ff01::1", "ff05::fd"] {
+        let id = lab.send_to(dev_addr(0, false), mc("act=add", g.parse().unwrap()));
+        let Some((_, Outcome::Response { response, .. })) = lab.outcome(id) else { panic!("no answer") };
+        assert_eq!(response.code, Code::FORBIDDEN, "{g}");
+        assert!(response.payload_text().contains("is not joined"), "{}", response.payload_text());
+    }
+    assert!(lab.mc(0).groups().is_empty());
+}

@@ -71,11 +71,21 @@ pub struct LabConfig {
     pub em: EmConfig,
     /// Observable sensors on the devices (RFC 7641).
     pub observable: bool,
+    /// Who may change the devices' memberships (empty: anyone).
+    pub managers: Vec<corral_group::Prefix>,
 }
 
 impl Default for LabConfig {
     fn default() -> Self {
-        LabConfig { devices: 5, v6: false, slots: Vec::new(), store: None, em: EmConfig::default(), observable: false }
+        LabConfig {
+            devices: 5,
+            v6: false,
+            slots: Vec::new(),
+            store: None,
+            em: EmConfig::default(),
+            observable: false,
+            managers: Vec::new(),
+        }
     }
 }
 
@@ -100,7 +110,12 @@ pub fn lab_with(cfg: LabConfig) -> Lab {
     for i in 0..cfg.devices {
         let mut d = Node::new(Endpoint::new(EndpointConfig::with_seed(DEVICE_SEED + i as u64)));
         let slots = cfg.slots.get(i).copied();
-        let dc = DeviceConfig { mc_slots: slots, observable: cfg.observable, ..DeviceConfig::default() };
+        let dc = DeviceConfig {
+            mc_slots: slots,
+            observable: cfg.observable,
+            managers: cfg.managers.clone(),
+            ..DeviceConfig::default()
+        };
         handles.push(mount_device(&mut d, dc));
         devices.push(net.add(dev_addr(i, v6), d));
     }

@@ -135,6 +135,29 @@ pub fn aggregate(op: Op, values: &[f64]) -> Option<f64> {
     })
 }
 
+/// Decimal places of `v` as written in its shortest form (`21.37` → 2, `22` → 0, `1e-7` → 7).
+fn decimals(v: f64) -> u32 {
+    let s = format!("{v}");
+    match s.split_once('.') {
+        Some((_, frac)) => frac.len() as u32,
+        None => 0,
+    }
+}
+
+/// An arithmetic result rounded to one decimal place more than the most precise member value (at most
+/// 6) *(decision)*: the average of 21.37, 21.40 and 21.33 is 21.367, not 21.366666666666664 — digits
+/// beyond the members' own precision are noise, and one more keeps averages of integers (21.5) exact.
+pub fn round_to_members(v: f64, members: &[f64]) -> f64 {
+    let d = members.iter().map(|m| decimals(*m)).max().unwrap_or(0).saturating_add(1).min(6);
+    let f = 10f64.powi(d as i32);
+    let r = (v * f).round() / f;
+    if r.is_finite() {
+        r
+    } else {
+        v
+    }
+}
+
 /// What a use request produced, ready to be rendered in any format.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UseResult {
@@ -464,6 +487,17 @@ pub fn negotiate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn results_keep_the_members_precision() {
+        let t = [21.37, 21.40, 21.33];
+        let avg = aggregate(Op::Avg, &t).unwrap();
+        assert_eq!(round_to_members(avg, &t), 21.367);
+        assert_eq!(round_to_members(21.5, &[21.0, 22.0]), 21.5);
+        assert_eq!(round_to_members(1.0 / 3.0, &[1.0, 0.0, 0.0]), 0.3);
+        assert_eq!(round_to_members(2.0 / 3.0, &[0.123456789]), 0.666667, "at most 6 places");
+        assert_eq!(format!("{}", round_to_members(avg, &t)), "21.367");
+    }
 
     #[test]
     fn operations() {

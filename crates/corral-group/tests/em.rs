@@ -218,7 +218,7 @@ fn nested_room_floor_building_answers_avg_of_averages() {
     let r = lab.get("em/building", &["eo=avg"], Some(ContentFormat::JSON));
     assert_eq!(r.code, Code::CONTENT, "{}", r.payload_text());
     let t = temps(&lab, 0..6);
-    let avg = |v: &[f64]| aggregate(Op::Avg, v).unwrap();
+    let avg = |v: &[f64]| op(Op::Avg, v);
     let expected = avg(&[avg(&[avg(&t[0..2]), avg(&t[2..5])]), avg(&[avg(&t[5..6])])]);
     assert_eq!(json(&r.payload)["v"].as_f64().unwrap(), expected);
     // Nested members are resolved locally: the gateway never sends itself a request.
@@ -246,7 +246,7 @@ fn remote_entity_on_another_gateway_is_used_over_coap() {
     let r = lab.get("em/both", &[], Some(ContentFormat::JSON));
     assert_eq!(r.code, Code::CONTENT, "{}", r.payload_text());
     let t = temps(&lab, 0..3);
-    let expected = aggregate(Op::Avg, &[aggregate(Op::Avg, &t[0..2]).unwrap(), t[2]]).unwrap();
+    let expected = op(Op::Avg, &[op(Op::Avg, &t[0..2]), t[2]]);
     assert_eq!(json(&r.payload)["v"].as_f64().unwrap(), expected);
     // The remote entity was asked for SenML CBOR, eo=avg, with a Hop-Limit, the rest of the fan-out budget
     // (64 less this gateway's two requests) and this gateway's identity for loop detection.
@@ -296,14 +296,14 @@ fn senml_json_and_cbor_outputs_are_valid_senml() {
         assert_eq!(recs.len(), 1);
         assert_eq!(recs[0].name, "em/room/max");
         let t = temps(&lab, 0..3);
-        assert_eq!(recs[0].value, Some(senml::Value::Num(aggregate(Op::Max, &t).unwrap())));
+        assert_eq!(recs[0].value, Some(senml::Value::Num(op(Op::Max, &t))));
     }
     // CBOR (60) output parses and matches JSON's structure.
     let r = lab.get("em/room", &["eo=min"], Some(ContentFormat::CBOR));
     let v: ciborium::Value = ciborium::from_reader(&r.payload[..]).unwrap();
     let j = corral_group::output::cbor_to_json(&v).unwrap();
     assert_eq!(j["eo"], "min");
-    assert_eq!(j["v"].as_f64().unwrap(), aggregate(Op::Min, &temps(&lab, 0..3)).unwrap());
+    assert_eq!(j["v"].as_f64().unwrap(), op(Op::Min, &temps(&lab, 0..3)));
     let r = lab.get("em/room", &[], Some(ContentFormat(41)));
     assert_eq!(r.code, Code::NOT_ACCEPTABLE);
 }
@@ -466,7 +466,7 @@ fn timeout_answers_with_what_arrived_and_504_when_fewer_than_enr() {
     // Four replies suffice with enr=4.
     let r = lab.get("em/room", &["timeout=3000", "enr=4", "eo=avg"], None);
     assert_eq!(r.code, Code::CONTENT);
-    assert_eq!(r.payload_text().parse::<f64>().unwrap(), aggregate(Op::Avg, &temps(&lab, 0..4)).unwrap());
+    assert_eq!(r.payload_text().parse::<f64>().unwrap(), op(Op::Avg, &temps(&lab, 0..4)));
     // Without a timeout, CoAP's own: the dead member's CON fails after its retransmissions.
     let r = lab.get("em/room", &["eo=avg"], Some(ContentFormat::JSON));
     assert_eq!(r.code, Code::GATEWAY_TIMEOUT);
@@ -546,7 +546,7 @@ fn generated_names_link_format_creation_list_and_profile_updates() {
     assert_eq!(stored.entities[0].profile.enr, None);
     assert_eq!(stored.entities[0].profile.delay, corral_group::Delay::Millis(0));
     let r = lab.get("em/e1", &[], None);
-    assert_eq!(r.payload_text().parse::<f64>().unwrap(), aggregate(Op::Max, &temps(&lab, 1..4)).unwrap());
+    assert_eq!(r.payload_text().parse::<f64>().unwrap(), op(Op::Max, &temps(&lab, 1..4)));
     // PUT of a profile document on the entity itself updates it too (anything else would actuate).
     let r = lab.request(
         Request::new(Code::PUT)

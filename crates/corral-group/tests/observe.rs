@@ -4,7 +4,6 @@
 mod common;
 
 use common::*;
-use corral_group::output::aggregate;
 use corral_group::Op;
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
 use corral_proto::{Duration, Instant, Request};
@@ -68,7 +67,7 @@ fn observed_entity_notifies_the_combined_value_from_member_notifications() {
     }
     // The last notification is the average of what the members last notified.
     let values: Vec<f64> = (0..3).map(|i| last_value_sent(&lab, i)).collect();
-    let expected = aggregate(Op::Avg, &values).unwrap();
+    let expected = op(Op::Avg, &values);
     let got: f64 = notes.last().unwrap().payload_text().parse().unwrap();
     assert!((got - expected).abs() < 1e-9, "last notification {got}, members' last values average {expected}");
     // One registration per member, no fan-out per notification.
@@ -92,7 +91,7 @@ fn a_second_observer_is_answered_from_the_cache_with_its_own_operation() {
     assert_eq!(r.len(), 1);
     assert!(r[0].options.observe().is_some(), "registered");
     let values: Vec<f64> = (0..3).map(|i| last_value_sent(&lab, i)).collect();
-    assert_eq!(json(&r[0].payload)["v"].as_f64().unwrap(), aggregate(Op::Max, &values).unwrap());
+    assert_eq!(json(&r[0].payload)["v"].as_f64().unwrap(), op(Op::Max, &values));
     for i in 0..3 {
         assert!(requests_since(&lab, i, before).is_empty(), "device {i} was not asked again");
     }
@@ -185,8 +184,8 @@ fn observing_across_gateways_keeps_one_watch_per_operation_of_a_remote_entity() 
     assert!(a.iter().chain(&m).all(|r| r.code == Code::CONTENT && r.options.observe().is_some()));
     let room: Vec<f64> = (0..2).map(|i| last_value_sent_to(&lab, i, gw2)).collect();
     let dev2 = last_value_sent(&lab, 2);
-    let want_avg = aggregate(Op::Avg, &[aggregate(Op::Avg, &room).unwrap(), dev2]).unwrap();
-    let want_max = aggregate(Op::Max, &[aggregate(Op::Max, &room).unwrap(), dev2]).unwrap();
+    let want_avg = op(Op::Avg, &[op(Op::Avg, &room), dev2]);
+    let want_max = op(Op::Max, &[op(Op::Max, &room), dev2]);
     let got = |r: &[corral_proto::Response]| r.last().unwrap().payload_text().parse::<f64>().unwrap();
     assert!((got(&a) - want_avg).abs() < 1e-9, "avg {} vs {want_avg}", got(&a));
     assert!((got(&m) - want_max).abs() < 1e-9, "max {} vs {want_max}", got(&m));
@@ -232,7 +231,7 @@ fn an_entity_changed_while_its_first_watch_runs_is_followed_by_a_new_watch() {
     }
     let values: Vec<f64> = (0..2).map(|i| last_value_sent(&lab, i)).collect();
     let got: f64 = lab.responses(second).last().unwrap().payload_text().parse().unwrap();
-    assert!((got - aggregate(Op::Avg, &values).unwrap()).abs() < 1e-9, "{got} vs {values:?}");
+    assert!((got - op(Op::Avg, &values)).abs() < 1e-9, "{got} vs {values:?}");
     assert_eq!(lab.em().watched_entities(), 1);
     let node = lab.devices[2];
     assert_eq!(lab.net.node(node).endpoint().observer_count("/s/t"), 0, "the removed member is not observed");

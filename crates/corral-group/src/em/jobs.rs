@@ -615,7 +615,7 @@ pub(super) fn build_use_result(job: &Job) -> Result<UseResult, String> {
         _ if !success => None,
         Op::Lst => None,
         Op::Count => Some(replies as f64),
-        op => output::aggregate(op, &numbers),
+        op => output::aggregate(op, &numbers).map(|v| output::round_to_members(v, &numbers)),
     };
     // Values are listed for `lst` and for a partial answer (what did arrive).
     let mut values = Vec::new();

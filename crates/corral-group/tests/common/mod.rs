@@ -122,6 +122,12 @@ pub fn lab_with(cfg: LabConfig) -> Lab {
     Lab { net, gw, em, client, client_svc, devices, handles, v6 }
 }
 
+/// What the EM answers for operation `o` over `values`: the aggregate at the members' precision.
+pub fn op(o: corral_group::Op, values: &[f64]) -> f64 {
+    let v = corral_group::output::aggregate(o, values).expect("values to aggregate");
+    corral_group::output::round_to_members(v, values)
+}
+
 pub fn json(bytes: &[u8]) -> serde_json::Value {
     serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
 }

@@ -254,11 +254,18 @@ impl MemberPolicy {
         }
         if !self.prefixes.is_empty() && !self.prefixes.iter().any(|p| p.contains(ip)) {
             let allowed: Vec<String> = self.prefixes.iter().map(Prefix::to_string).collect();
-            return Err(format!("{ip} is outside the allowed member networks ({})", allowed.join(", ")));
+            return Err(format!(
+                "{ip} is outside the allowed member networks ({}; the gateway's --member-net)",
+                allowed.join(", ")
+            ));
         }
         if !self.ports.is_empty() && !self.ports.contains(&addr.port()) {
             let allowed: Vec<String> = self.ports.iter().map(u16::to_string).collect();
-            return Err(format!("port {} is not an allowed member port ({})", addr.port(), allowed.join(", ")));
+            return Err(format!(
+                "port {} is not an allowed member port ({}; the gateway's --member-port)",
+                addr.port(),
+                allowed.join(", ")
+            ));
         }
         Ok(())
     }

@@ -53,6 +53,8 @@ pub struct FleetConfig {
     pub observable: bool,
     /// Append one JSON line per request a device receives (see [`RequestLog`]).
     pub request_log: Option<PathBuf>,
+    /// Who may change the devices' multicast memberships through `/mc` (empty: anyone).
+    pub managers: Vec<corral_group::Prefix>,
 }
 
 impl FleetConfig {
@@ -67,6 +69,7 @@ impl FleetConfig {
             mcast_if: None,
             observable: true,
             request_log: None,
+            managers: crate::policy_args::this_machine(),
         }
     }
 }
@@ -212,6 +215,7 @@ fn device_node(cfg: &FleetConfig, i: usize) -> Node {
             seed: Some(cfg.seed.wrapping_add(i as u64)),
             mc_slots: Some(cfg.mc_slots),
             observable: cfg.observable,
+            managers: cfg.managers.clone(),
             ..DeviceConfig::default()
         },
     );
@@ -464,6 +468,11 @@ pub struct DeviceArgs {
     /// Append a JSON line per request received (time, device, source, group, MID, method, path) to FILE.
     #[arg(long, value_name = "FILE")]
     pub request_log: Option<PathBuf>,
+    /// Who may change the devices' multicast groups through /mc: address prefixes of the managing
+    /// gateway(s), repeatable or comma-separated [default: this machine: loopback and its addresses]. Anyone
+    /// else gets 4.03. `--manager 0.0.0.0/0,::/0` lets everyone in.
+    #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = crate::policy_args::parse_prefix)]
+    pub manager: Vec<corral_group::Prefix>,
     /// Print the started devices as one JSON object on stdout instead of the banner.
     #[arg(long)]
     pub json: bool,
@@ -513,6 +522,8 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
         request_log: args.request_log.clone(),
         ..FleetConfig::new(first, args.count as usize)
     };
+    let cfg = if args.manager.is_empty() { cfg } else { FleetConfig { managers: args.manager.clone(), ..cfg } };
+    let managers: Vec<String> = cfg.managers.iter().map(|p| p.to_string()).collect();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -524,6 +535,7 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
             "devices": addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "mc_slots": args.mc_slots,
             "seed": args.seed,
+            "managers": managers,
         });
         out!("{j}");
     } else {
@@ -534,6 +546,7 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
             args.seed,
             args.mc_slots
         );
+        out!("  /mc accepts membership changes from {} (--manager)", managers.join(", "));
         if !v.quiet {
             let b = base_uri(addrs[0]);
             out!("resources: /s/t /s/h /s/l (observable), /a/shutter /a/light, /mc, /.well-known/core (Ctrl-C stops)");

@@ -36,7 +36,29 @@ crash or kill -9 loses nothing. Default DIR: $XDG_DATA_HOME/corral/gateway, i.e.
 never mixes with a real one. Run one gateway per DIR.
 
 Testbed: devices are volatile (a restart starts them with an empty /mc); the gateway re-joins
-them to the groups of its stored multicast entities when it starts.";
+them to the groups of its stored multicast entities when it starts. They accept /mc changes
+from this machine only.
+
+Running a gateway safely: the gateway sends requests on its clients' behalf, so it decides who may
+use it and where it may send.
+  Access (--allow ROLE=PREFIX,...): read (list, profiles, read and observe entities) < actuate (also
+    PUT/POST to entities) < manage (also create, change, delete). Default: manage from this
+    machine (loopback and its own addresses) and nothing for anyone else; the gateway warns at start-up when it
+    listens beyond loopback that way, and when a rule opens it to everyone (0.0.0.0/0 or ::/0).
+  Members (--member-net, --member-port): where entities' members may be. Default: the networks
+    of this host's interfaces and loopback, port 5683 (and the testbed's port); never the gateway
+    itself or a broadcast address. Refusals are 4.03 naming the member.
+  Budget (--budget N): member requests one client request may cause, through nesting and other
+    gateways [64]. Quotas: 256 member exchanges per client, 512 per entity at once (5.03 + Max-Age).
+  --policy FILE: the same as TOML, e.g.
+      [access]
+      manage = [\"127.0.0.0/8\", \"::1\"]
+      read   = [\"10.1.0.0/16\"]
+      [members]
+      networks = [\"10.1.0.0/16\"]
+      ports    = [5683]
+      [budget]
+      datagrams = 64";
 
 #[derive(Args, Debug)]
 pub struct GatewayArgs {
@@ -80,6 +102,8 @@ pub struct GatewayArgs {
     /// Print the start-up summary as one JSON object on stdout (addresses, database, entities).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub policy: crate::policy_args::PolicyArgs,
 }
 
 /// The default data directory (see [`AFTER_HELP`]).
@@ -175,7 +199,22 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     })?;
     let local = server.local_addr();
 
-    let mut em_config = EmConfig { local_addrs: local_addrs(local), ..EmConfig::default() };
+    let testbed_port = fleet.as_ref().and_then(|f| f.addrs().first()).map(|a| a.port());
+    let policy = args.policy.resolve(local, testbed_port).map_err(Failure::usage)?;
+    let wall_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    let mut em_config = EmConfig {
+        local_addrs: local_addrs(local),
+        access: policy.access.clone(),
+        members: policy.members.clone(),
+        budget: policy.budget,
+        // The driver's clock starts with the server (below): close enough for a quarantine of minutes.
+        wall_clock_at_zero_ms: wall_ms,
+        ..EmConfig::default()
+    };
+    if let Some(q) = policy.quarantine {
+        em_config.quarantine = corral_proto::Duration::from_secs(q);
+    }
     em_config.multicast_port = args.mcast_port;
     if let Some(l) = args.leisure {
         em_config.multicast_leisure = corral_proto::Duration::from_secs_f64(l);
@@ -195,8 +234,15 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     rt.block_on(async {
         let rejoined = rejoin_groups(&rejoin).await;
         let devices = fleet.as_ref().map(|f| f.addrs().to_vec()).unwrap_or_default();
+        for w in &policy.warnings {
+            tracing::warn!("{w}");
+        }
         if args.json {
             let j = serde_json::json!({
+                "access": policy.access.rules.iter().map(|(p, r)| format!("{}={p}", r.as_str())).collect::<Vec<_>>(),
+                "member_networks": policy.members.prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+                "member_ports": policy.members.ports,
+                "budget": policy.budget.datagrams,
                 "gateway": local.to_string(),
                 "uri": base_uri(gateway_contact(local)),
                 "data": db.display().to_string(),

@@ -29,6 +29,7 @@ mod gateway;
 mod lab;
 mod output;
 mod plugtest;
+mod policy_args;
 mod serve;
 
 use clap::{Parser, Subcommand};

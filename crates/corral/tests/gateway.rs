@@ -588,6 +588,8 @@ fn entities_survive_a_graceful_restart_and_kill_9() {
             &data.path().display().to_string(),
             "--mcast-port",
             &port,
+            "--member-port",
+            &port,
             "--leisure",
             "0.3",
             "--json",

@@ -236,3 +236,21 @@ fn mc_obeys_only_its_managers_and_never_joins_reserved_groups() {
     }
     assert!(lab.mc(0).groups().is_empty());
 }
+
+#[test]
+fn the_store_has_a_byte_budget() {
+    let mut lab = lab_em(3, EmConfig { max_store_bytes: 300, ..EmConfig::default() });
+    assert_eq!(lab.create("a", json!({ "er": lab.uris(0..3, "s/t") })).code, Code::CREATED);
+    assert_eq!(lab.create("b", json!({ "er": lab.uris(0..3, "s/h") })).code, Code::CREATED);
+    let r = lab.create("c", json!({ "er": lab.uris(0..3, "s/l") }));
+    assert_eq!(r.code, Code::SERVICE_UNAVAILABLE, "{}", r.payload_text());
+    assert!(r.payload_text().contains("the store holds at most 300"), "{}", r.payload_text());
+    // Deleting gives the room back.
+    assert_eq!(lab.request(Request::new(Code::DELETE).with_path("em/a")).code, Code::DELETED);
+    assert_eq!(lab.create("c", json!({ "er": lab.uris(0..3, "s/l") })).code, Code::CREATED);
+    // One entity's member list is bounded on its own: 4.13.
+    let mut lab = common::lab(1);
+    let long: Vec<String> = (0..80).map(|i| format!("coap://192.0.2.100/{}/{i}", "x".repeat(900))).collect();
+    let r = lab.create("huge", json!({ "er": long }));
+    assert_eq!(r.code, Code::REQUEST_ENTITY_TOO_LARGE, "{}", r.payload_text());
+}

@@ -19,6 +19,9 @@ pub(super) struct Cost {
     pub(super) depth: usize,
 }
 
+/// Bytes of member URIs one entity may store (4.13 beyond).
+pub(super) const MAX_ENTITY_BYTES: usize = 64 * 1024;
+
 /// A use's hold on the quotas, released when its top-level job ends.
 #[derive(Debug, Clone)]
 pub(super) struct Hold {
@@ -105,6 +108,36 @@ impl EntityManager {
                     ),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// The store's byte budget: one entity's member list at most [`MAX_ENTITY_BYTES`] (4.13), all entities
+    /// together at most `max_store_bytes` (5.03), so that one client cannot fill the disk and the memory
+    /// with long member lists.
+    pub(super) fn check_store(&self, name: &str, profile: &Profile) -> Result<(), Fail> {
+        let bytes = |p: &Profile| p.er.iter().map(|m| m.len() + 16).sum::<usize>();
+        let mine = bytes(profile) + name.len();
+        if mine > MAX_ENTITY_BYTES {
+            return Err((
+                Code::REQUEST_ENTITY_TOO_LARGE,
+                format!("entity {name}: its member list takes {mine} bytes; at most {MAX_ENTITY_BYTES} are stored per entity"),
+            ));
+        }
+        let others: usize = self
+            .entities
+            .values()
+            .filter(|e| e.stored.name != name)
+            .map(|e| bytes(&e.stored.profile) + e.stored.name.len())
+            .sum();
+        if others + mine > self.config.max_store_bytes {
+            return Err((
+                Code::SERVICE_UNAVAILABLE,
+                format!(
+                    "entity {name} not stored: the entities take {others} bytes and the store holds at most {} (delete entities first)",
+                    self.config.max_store_bytes
+                ),
+            ));
         }
         Ok(())
     }

@@ -506,6 +506,7 @@ impl EntityManager {
         self.police(&items)?;
         self.check_members(&name, &profile, &items)?;
         self.check_budget(&name, &profile, &items)?;
+        self.check_store(&name, &profile)?;
         let new = StoredEntity { name: name.clone(), profile, group: None, joined: Vec::new(), pending: false };
         let flow = Box::new(Flow {
             action: Action::Create { generated },
@@ -576,6 +577,7 @@ impl EntityManager {
         self.police(&items)?;
         self.check_members(name, &profile, &items)?;
         self.check_budget(name, &profile, &items)?;
+        self.check_store(name, &profile)?;
         let same_members = {
             let a: BTreeSet<&String> = old.profile.er.iter().collect();
             let b: BTreeSet<&String> = profile.er.iter().collect();

@@ -20,6 +20,7 @@
 
 pub(crate) mod block;
 pub(crate) mod observe;
+mod peers;
 pub(crate) mod server;
 
 pub use block::{BlockConfig, TransferProgress};
@@ -34,6 +35,7 @@ use crate::time::{Duration, Instant};
 use block::{Step, Transfer};
 use corral_wire::{check_critical, Code, Message, MessageId, MessageType, OptionNumber, Options, Packet, Token};
 use observe::{Freshness, ObserverKey};
+use peers::Peer;
 use server::{Incoming, RequestMeta, ServerLayer};
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
@@ -226,19 +228,6 @@ struct DedupEntry {
     mid: MessageId,
     expires: Instant,
     reply: Reply,
-}
-
-#[derive(Debug)]
-struct Peer {
-    addr: SocketAddr,
-    next_mid: u16,
-    /// Outstanding interactions this endpoint initiated (NSTART, RFC 7252 §4.7).
-    outstanding: u16,
-    queue: VecDeque<RequestId>,
-    dedup: VecDeque<DedupEntry>,
-    /// Exchanges and reliable messages that refer to this peer; a peer with refs is never evicted.
-    refs: u32,
-    lru_stamp: u64,
 }
 
 /// Who a message we sent belongs to, so that its ACK, RST or timeout reaches the right place.
@@ -1572,99 +1561,6 @@ impl Endpoint {
     // ---------------------------------------------------------------------------------------------
     // Peers
     // ---------------------------------------------------------------------------------------------
-
-    fn peer_mut(&mut self, slot: u32) -> &mut Peer {
-        self.slab[slot as usize].as_mut().expect("peer slot is live: slots come from the peers map")
-    }
-
-    fn next_mid(&mut self, slot: u32) -> MessageId {
-        let peer = self.peer_mut(slot);
-        let mid = peer.next_mid;
-        peer.next_mid = mid.wrapping_add(1);
-        MessageId(mid)
-    }
-
-    fn release_peer_ref(&mut self, addr: SocketAddr) {
-        if let Some(&slot) = self.peers.get(&addr) {
-            let p = self.peer_mut(slot);
-            p.refs = p.refs.saturating_sub(1);
-        }
-    }
-
-    /// The slot of `addr`'s state, creating it (and evicting an idle peer if the table is full).
-    fn peer_slot(&mut self, addr: SocketAddr) -> Option<u32> {
-        self.lru_clock += 1;
-        let stamp = self.lru_clock;
-        if let Some(&slot) = self.peers.get(&addr) {
-            self.peer_mut(slot).lru_stamp = stamp;
-            self.lru.push_back((slot, stamp));
-            self.compact_lru();
-            return Some(slot);
-        }
-        if self.peers.len() >= self.config.limits.max_peers && !self.evict_peer() {
-            return None;
-        }
-        let peer = Peer {
-            addr,
-            next_mid: self.rng.next_u16(),
-            outstanding: 0,
-            queue: VecDeque::new(),
-            dedup: VecDeque::new(),
-            refs: 0,
-            lru_stamp: stamp,
-        };
-        let slot = match self.free_slots.pop() {
-            Some(s) => {
-                self.slab[s as usize] = Some(peer);
-                s
-            }
-            None => {
-                self.slab.push(Some(peer));
-                (self.slab.len() - 1) as u32
-            }
-        };
-        match self.peers.entry(addr) {
-            Entry::Vacant(v) => {
-                v.insert(slot);
-            }
-            Entry::Occupied(_) => unreachable!("checked absent above"),
-        }
-        self.lru.push_back((slot, stamp));
-        self.compact_lru();
-        Some(slot)
-    }
-
-    /// Forgets the least recently active peer that has no exchanges or reliable messages pending.
-    fn evict_peer(&mut self) -> bool {
-        let mut budget = self.lru.len();
-        while budget > 0 {
-            budget -= 1;
-            let Some((slot, stamp)) = self.lru.pop_front() else { return false };
-            let Some(peer) = self.slab[slot as usize].as_ref() else { continue };
-            if peer.lru_stamp != stamp {
-                continue; // a newer touch of this peer is further back
-            }
-            if peer.refs > 0 || peer.outstanding > 0 || !peer.queue.is_empty() {
-                self.lru.push_back((slot, stamp));
-                continue;
-            }
-            let addr = peer.addr;
-            self.peers.remove(&addr);
-            self.slab[slot as usize] = None;
-            self.free_slots.push(slot);
-            self.stats.peers_evicted += 1;
-            debug!(peer = %addr, "forgot idle peer (peer table full)");
-            return true;
-        }
-        false
-    }
-
-    fn compact_lru(&mut self) {
-        if self.lru.len() > 4 * self.peers.len() + 64 {
-            let slab = &self.slab;
-            self.lru.retain(|(slot, stamp)| slab[*slot as usize].as_ref().is_some_and(|p| p.lru_stamp == *stamp));
-        }
-    }
 }
 
 /// The message for a request; the message ID is set when it is sent.

@@ -163,10 +163,16 @@ impl Assemblies {
             if size1.is_some_and(|s| s > limits.max_body as u64) {
                 return too_large();
             }
-            if block.more && self.map.len() >= limits.max_assemblies {
-                let mut r = Response::error(Code::SERVICE_UNAVAILABLE, "too many block-wise uploads in progress");
-                r.options.set_uint(OptionNumber::MAX_AGE, 2);
-                return Block1Step::Reject(r);
+            if block.more {
+                // A new upload always finds a slot: a peer over its share gives up its own oldest upload,
+                // a full table its least recently active one. Abandoned uploads cannot lock others out.
+                let per_peer = limits.max_assemblies_per_peer.max(1);
+                if self.map.keys().filter(|(p, _)| *p == peer).count() >= per_peer {
+                    self.evict_oldest(|p| p == peer);
+                }
+                if self.map.len() >= limits.max_assemblies.max(1) {
+                    self.evict_oldest(|_| true);
+                }
             }
         } else {
             let expected = self.map.get(&(peer, key)).map(|a| a.body.len());
@@ -182,9 +188,16 @@ impl Assemblies {
             }
         }
         let have = self.map.get(&(peer, key)).map_or(0, |a| a.body.len());
-        if have + payload.len() > limits.max_body || self.bytes + payload.len() > limits.max_assembly_bytes {
+        if have + payload.len() > limits.max_body {
             self.forget(peer, key);
             return too_large();
+        }
+        // Bytes held by all uploads: the least recently active other uploads give way first.
+        while self.bytes + payload.len() > limits.max_assembly_bytes {
+            if !self.evict_oldest(|p| p != peer) {
+                self.forget(peer, key);
+                return too_large();
+            }
         }
         if !block.more {
             let mut body = self.map.remove(&(peer, key)).map(|a| a.body).unwrap_or_default();
@@ -200,6 +213,19 @@ impl Assemblies {
         self.order.push_back((expires, peer, key));
         // RFC 7959 §2.3: the server may ask for smaller blocks; NUM stays, the client recomputes it.
         Block1Step::Continue(BlockValue { num: block.num, more: true, szx: block.szx.min(limits.szx) })
+    }
+
+    /// Drops the least recently active upload whose peer `which` accepts; `false` if there is none.
+    fn evict_oldest(&mut self, which: impl Fn(SocketAddr) -> bool) -> bool {
+        let oldest = self.map.iter().filter(|((p, _), _)| which(*p)).min_by_key(|(_, a)| a.expires).map(|(k, _)| *k);
+        match oldest {
+            Some((p, k)) => {
+                tracing::debug!(peer = %p, "block-wise upload dropped to make room for a newer one");
+                self.forget(p, k);
+                true
+            }
+            None => false,
+        }
     }
 
     fn forget(&mut self, peer: SocketAddr, key: u64) {
@@ -220,8 +246,10 @@ pub struct BlockConfig {
     pub szx: u8,
     /// The largest body (request or response) assembled from blocks.
     pub max_body: usize,
-    /// Uploads assembled at once.
+    /// Uploads assembled at once; when full, the least recently active one gives way to a new one.
     pub max_assemblies: usize,
+    /// Uploads of one peer at once; a peer's newest upload replaces its oldest beyond it.
+    pub max_assemblies_per_peer: usize,
     /// Bytes held by all uploads in progress together.
     pub max_assembly_bytes: usize,
     /// Rendered large responses kept for follow-up block requests.
@@ -236,6 +264,7 @@ impl Default for BlockConfig {
             szx: 6,
             max_body: 4 << 20,
             max_assemblies: 64,
+            max_assemblies_per_peer: 4,
             max_assembly_bytes: 32 << 20,
             cache_entries: 64,
             cache_bytes: 32 << 20,

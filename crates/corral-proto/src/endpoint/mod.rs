@@ -62,8 +62,11 @@ pub struct Limits {
     pub max_client_exchanges: usize,
     /// Requests queued behind NSTART for one peer; beyond it `request` fails.
     pub max_queued_per_peer: usize,
-    /// Received requests awaiting the application's response; beyond it new requests get 5.03.
+    /// Received requests awaiting the application's response. When full, the oldest request of an
+    /// unverified peer makes room (see `endpoint::peers`); if every one is a verified peer's, 5.03.
     pub max_inbound_exchanges: usize,
+    /// Received requests of one peer awaiting the application's response; beyond it that peer gets 5.03.
+    pub max_inbound_per_peer: usize,
     /// Responses to multicast requests waiting for their leisure; beyond it the response is dropped.
     pub max_delayed: usize,
 }
@@ -76,6 +79,7 @@ impl Default for Limits {
             max_client_exchanges: 4096,
             max_queued_per_peer: 256,
             max_inbound_exchanges: 4096,
+            max_inbound_per_peer: 64,
             max_delayed: 4096,
         }
     }
@@ -189,6 +193,12 @@ pub struct Stats {
     pub resets_out: u64,
     pub overload_rejections: u64,
     pub peers_evicted: u64,
+    /// Peers forgotten with pending server-side state (unverified, table full; see `endpoint::peers`).
+    pub peers_purged: u64,
+    /// Requests of unverified peers dropped to make room in a full inbound table.
+    pub displaced: u64,
+    /// 4.01 Echo challenges sent instead of a response too large for an unverified source (RFC 9175).
+    pub echo_challenges: u64,
     pub dedup_evicted: u64,
     /// Notifications dropped by the freshness rule (RFC 7641 §3.4).
     pub stale_notifications: u64,
@@ -564,7 +574,9 @@ impl Endpoint {
         self.next_request_id += 1;
         let mtype = if confirmable { MessageType::Con } else { MessageType::Non };
         let msg = request_message(mtype, token, request);
-        self.peer_mut(slot).refs += 1;
+        let peer = self.peer_mut(slot);
+        peer.refs += 1;
+        peer.client_refs += 1;
         self.tokens.insert(token, id);
         self.exchanges.insert(
             id,
@@ -616,6 +628,7 @@ impl Endpoint {
         self.next_request_id += 1;
         let mid = self.next_mid(slot);
         let bytes = Message::empty(MessageType::Con, mid).encode();
+        self.peer_mut(slot).client_refs += 1;
         self.send_reliable(now, dst, mid, Owner::Ping(id), bytes, None);
         Ok(id)
     }
@@ -784,7 +797,7 @@ impl Endpoint {
         self.end_round(now, id);
         let Some(ex) = self.exchanges.remove(&id) else { return };
         self.tokens.remove(&ex.token);
-        self.release_peer_ref(ex.dst);
+        self.release_client_ref(ex.dst);
     }
 
     /// Starts the next round of a block-wise transfer: a new message with a new token.
@@ -939,9 +952,9 @@ impl Endpoint {
     /// one block as the Block2 block the client asked for (RFC 7959).
     pub fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
         let mut inb = self.inbound.remove(&id).ok_or(UnknownExchange)?;
-        if let Some(slot) = self.peers.get(&inb.peer).copied() {
-            let p = self.peer_mut(slot);
-            p.refs = p.refs.saturating_sub(1);
+        match inb.kind {
+            InboundKind::Request => self.release_inbound(inb.peer),
+            InboundKind::Notification(_) => self.release_peer_ref(inb.peer),
         }
         if let InboundKind::Notification(key) = inb.kind {
             self.send_notification(now, &inb, key, response);
@@ -1179,6 +1192,7 @@ impl Endpoint {
             return;
         }
         self.release_peer_ref(from);
+        self.mark_verified(from);
         match sent.owner {
             Owner::Response => trace!(%from, %mid, "separate response acknowledged"),
             Owner::Notification(key) => {
@@ -1186,7 +1200,10 @@ impl Endpoint {
                     self.server.observers.set_pending(&key, None);
                 }
             }
-            Owner::Ping(id) => self.events.push_back(Event::Pong { id, from }),
+            Owner::Ping(id) => {
+                self.ping_done(from);
+                self.events.push_back(Event::Pong { id, from });
+            }
             Owner::Request(id) => {
                 let Some(ex) = self.exchanges.get_mut(&id) else { return };
                 let token_matches = ex.token.as_bytes() == packet.token_bytes();
@@ -1214,11 +1231,15 @@ impl Endpoint {
             trace!(%from, %mid, "RST for nothing outstanding");
             return;
         };
+        self.mark_verified(from);
         if sent.retransmit.is_some() {
             self.release_peer_ref(from);
         }
         match sent.owner {
-            Owner::Ping(id) => self.events.push_back(Event::Pong { id, from }),
+            Owner::Ping(id) => {
+                self.ping_done(from);
+                self.events.push_back(Event::Pong { id, from });
+            }
             Owner::Response => info!(%from, %mid, "separate response rejected with RST"),
             Owner::Notification(key) => {
                 // RFC 7641 §3.6: a client rejects a notification it does not want; forget the observer.
@@ -1332,7 +1353,14 @@ impl Endpoint {
             }
             Incoming::Deliver(request, meta) => (request, meta),
         };
-        if self.inbound.len() >= self.config.limits.max_inbound_exchanges {
+        if self.peer_mut(slot).inbound as usize >= self.config.limits.max_inbound_per_peer {
+            self.stats.overload_rejections += 1;
+            if !multicast {
+                self.reject_overload(from, packet, "too many of your requests in progress");
+            }
+            return;
+        }
+        if self.inbound.len() >= self.config.limits.max_inbound_exchanges && !self.displace_inbound(from) {
             self.stats.overload_rejections += 1;
             if !multicast {
                 self.reject_overload(from, packet, "too many requests in progress");
@@ -1365,7 +1393,9 @@ impl Endpoint {
                 expires,
             },
         );
-        self.peer_mut(slot).refs += 1;
+        let peer = self.peer_mut(slot);
+        peer.refs += 1;
+        peer.inbound += 1;
         if con {
             self.remember_reply(Some(slot), mid, Reply::Pending(id));
         }
@@ -1440,6 +1470,7 @@ impl Endpoint {
             self.remember_reply(slot, mid, Reply::Sent(ack.clone()));
             self.transmits.push_back(Transmit { dst: from, payload: ack });
         }
+        self.mark_verified(from);
         self.on_client_response(now, id, from, to_response(packet));
     }
 
@@ -1485,9 +1516,12 @@ impl Endpoint {
             if let Some(inb) = self.inbound.get(&id) {
                 if inb.expires <= now {
                     warn!(?id, peer = %inb.peer, "request never answered by the application; dropping it");
-                    let peer = inb.peer;
+                    let (peer, kind) = (inb.peer, inb.kind);
                     self.inbound.remove(&id);
-                    self.release_peer_ref(peer);
+                    match kind {
+                        InboundKind::Request => self.release_inbound(peer),
+                        InboundKind::Notification(_) => self.release_peer_ref(peer),
+                    }
                 }
             }
         }
@@ -1527,7 +1561,10 @@ impl Endpoint {
         info!(%dst, %mid, "CON not acknowledged after MAX_RETRANSMIT retransmissions");
         match owner {
             Owner::Request(id) => self.fail_exchange(now, id, RequestError::Timeout),
-            Owner::Ping(id) => self.events.push_back(Event::Failed { id, error: RequestError::Timeout }),
+            Owner::Ping(id) => {
+                self.ping_done(dst);
+                self.events.push_back(Event::Failed { id, error: RequestError::Timeout });
+            }
             Owner::Response => {}
             Owner::Notification(key) => {
                 // RFC 7641 §4.5: an observer that does not acknowledge a CON notification is removed.

@@ -19,8 +19,18 @@ pub(super) struct Peer {
     pub(super) outstanding: u16,
     pub(super) queue: VecDeque<RequestId>,
     pub(super) dedup: VecDeque<DedupEntry>,
-    /// Exchanges and reliable messages that refer to this peer; a peer with refs is never evicted.
+    /// Exchanges and reliable messages that refer to this peer; a peer with refs is evicted only when it
+    /// is unverified and they are all server-side (see the module docs).
     pub(super) refs: u32,
+    /// Exchanges (and pings) this endpoint initiated towards the peer: never forced out.
+    pub(super) client_refs: u32,
+    /// Requests from this peer awaiting the application's response (its share of the inbound table).
+    pub(super) inbound: u32,
+    /// The peer proved it receives what we send: it acknowledged, reset or answered a message of ours, or
+    /// returned an Echo value we gave it (RFC 9175 §2.4).
+    pub(super) verified: bool,
+    /// The Echo value last given to this peer and when (RFC 9175 §2.4 amplification mitigation).
+    pub(super) echo: Option<([u8; 8], Instant)>,
     pub(super) lru_stamp: u64,
 }
 
@@ -63,6 +73,10 @@ impl Endpoint {
             queue: VecDeque::new(),
             dedup: VecDeque::new(),
             refs: 0,
+            client_refs: 0,
+            inbound: 0,
+            verified: false,
+            echo: None,
             lru_stamp: stamp,
         };
         let slot = match self.free_slots.pop() {
@@ -86,8 +100,17 @@ impl Endpoint {
         Some(slot)
     }
 
-    /// Forgets the least recently active peer that has no exchanges or reliable messages pending.
+    /// Makes room in a full table (see the module docs): an idle peer, or else an unverified one that holds
+    /// only server-side state, which is dropped with it.
     pub(super) fn evict_peer(&mut self) -> bool {
+        if self.evict_where(|p| p.refs == 0 && p.outstanding == 0 && p.queue.is_empty()) {
+            return true;
+        }
+        self.evict_where(|p| !p.verified && p.client_refs == 0 && p.outstanding == 0 && p.queue.is_empty())
+    }
+
+    /// Forgets the least recently active peer for which `ok` holds, with everything it holds.
+    fn evict_where(&mut self, ok: impl Fn(&Peer) -> bool) -> bool {
         let mut budget = self.lru.len();
         while budget > 0 {
             budget -= 1;
@@ -96,19 +119,96 @@ impl Endpoint {
             if peer.lru_stamp != stamp {
                 continue; // a newer touch of this peer is further back
             }
-            if peer.refs > 0 || peer.outstanding > 0 || !peer.queue.is_empty() {
+            if !ok(peer) {
                 self.lru.push_back((slot, stamp));
                 continue;
             }
-            let addr = peer.addr;
+            let (addr, busy) = (peer.addr, peer.refs > 0);
+            if busy {
+                self.purge_server_state(addr);
+            }
             self.peers.remove(&addr);
             self.slab[slot as usize] = None;
             self.free_slots.push(slot);
             self.stats.peers_evicted += 1;
-            debug!(peer = %addr, "forgot idle peer (peer table full)");
+            debug!(peer = %addr, busy, "forgot a peer (peer table full)");
             return true;
         }
         false
+    }
+
+    /// Drops what an unverified peer was owed: its requests in progress (the application's later answer
+    /// finds no exchange), responses and notifications being retransmitted to it, and its observations.
+    fn purge_server_state(&mut self, addr: SocketAddr) {
+        self.inbound.retain(|_, i| i.peer != addr);
+        self.sent.retain(|(dst, _), _| *dst != addr);
+        self.server.observers.remove_peer(addr);
+        self.stats.peers_purged += 1;
+        // One line per power of two: a flood must not flood the log.
+        if self.stats.peers_purged.is_power_of_two() {
+            warn!(peer = %addr, purged = self.stats.peers_purged, "peer table full: dropped the pending exchanges of unverified peers");
+        }
+    }
+
+    /// `addr` proved it receives what we send.
+    pub(super) fn mark_verified(&mut self, addr: SocketAddr) {
+        if let Some(&slot) = self.peers.get(&addr) {
+            self.peer_mut(slot).verified = true;
+        }
+    }
+
+    pub(super) fn is_verified(&self, addr: &SocketAddr) -> bool {
+        self.peers.get(addr).and_then(|s| self.slab[*s as usize].as_ref()).is_some_and(|p| p.verified)
+    }
+
+    /// An exchange or ping this endpoint initiated towards `addr` ended.
+    pub(super) fn release_client_ref(&mut self, addr: SocketAddr) {
+        if let Some(&slot) = self.peers.get(&addr) {
+            let p = self.peer_mut(slot);
+            p.refs = p.refs.saturating_sub(1);
+            p.client_refs = p.client_refs.saturating_sub(1);
+        }
+    }
+
+    /// A ping to `addr` was answered or gave up (its message reference went with its `sent` entry).
+    pub(super) fn ping_done(&mut self, addr: SocketAddr) {
+        if let Some(&slot) = self.peers.get(&addr) {
+            let p = self.peer_mut(slot);
+            p.client_refs = p.client_refs.saturating_sub(1);
+        }
+    }
+
+    /// A request of `addr` left the inbound table (answered, expired or displaced).
+    pub(super) fn release_inbound(&mut self, addr: SocketAddr) {
+        if let Some(&slot) = self.peers.get(&addr) {
+            let p = self.peer_mut(slot);
+            p.refs = p.refs.saturating_sub(1);
+            p.inbound = p.inbound.saturating_sub(1);
+        }
+    }
+
+    /// The inbound table is full: the oldest request of an unverified peer other than `except` makes room
+    /// for a new one (its later answer finds no exchange). `false` if every request is a verified peer's.
+    pub(super) fn displace_inbound(&mut self, except: SocketAddr) -> bool {
+        let candidate = self
+            .inbound_expiry
+            .iter()
+            .map(|(_, id)| *id)
+            .chain(self.piggyback_deadlines.iter().map(|(_, id)| *id))
+            .find(|id| {
+                self.inbound
+                    .get(id)
+                    .is_some_and(|i| i.kind == InboundKind::Request && i.peer != except && !self.is_verified(&i.peer))
+            });
+        let Some(id) = candidate else { return false };
+        if let Some(inb) = self.inbound.remove(&id) {
+            self.release_inbound(inb.peer);
+            self.stats.displaced += 1;
+            if self.stats.displaced.is_power_of_two() {
+                warn!(peer = %inb.peer, displaced = self.stats.displaced, "inbound table full: dropped the oldest requests of unverified peers");
+            }
+        }
+        true
     }
 
     pub(super) fn compact_lru(&mut self) {

@@ -29,7 +29,7 @@ use crate::message::{
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
 use corral_wire::tcp::{signal, FrameDecoder, TcpMessage};
-use corral_wire::{check_critical, Code, OptionNumber, Token};
+use corral_wire::{Code, OptionNumber, Token};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::net::SocketAddr;
@@ -397,13 +397,12 @@ impl TcpEndpoint {
         let Some(c) = self.conns.get(&conn) else { return };
         let peer = c.peer;
         let token = msg.token;
-        let error = if msg.code.detail() > 7 {
-            Some(Response::error(Code::METHOD_NOT_ALLOWED, format!("unknown method 0.{:02}", msg.code.detail())))
-        } else {
-            check_critical(msg.options.iter(), &self.config.extra_known_options)
-                .err()
-                .map(|bad| Response::error(Code::BAD_OPTION, bad.to_string()))
-        };
+        let error = crate::endpoint::server::refuse_request(
+            msg.code,
+            msg.options.iter(),
+            &self.config.extra_known_options,
+            true,
+        );
         if let Some(r) = error {
             self.send_response(conn, token, r);
             return;

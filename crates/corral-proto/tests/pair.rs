@@ -29,6 +29,7 @@ impl Service for TestServer {
         let path = req.request.options.path();
         match path.as_str() {
             "/hello" => cx.respond(req.id, Response::content(ContentFormat::TEXT_PLAIN, "world")),
+            "/big" => cx.respond(req.id, Response::content(ContentFormat::TEXT_PLAIN, "x".repeat(600))),
             "/slow" => self.slow.push((cx.now() + Duration::from_secs(3), req.id)),
             _ => cx.respond(req.id, Response::error(Code::NOT_FOUND, "nothing here")),
         }
@@ -479,4 +480,87 @@ fn unknown_path_is_4_04_with_diagnostic() {
     let outcomes = s.outcomes();
     assert!(matches!(&outcomes[..], [(_, _, Outcome::Response { response, .. })]
         if response.code == Code::NOT_FOUND && response.payload_text().contains("/elsewhere")));
+}
+
+/// RFC 7252 §11.3, RFC 9175 §2.4: a NON request from an unverified source gets at most three times its
+/// size back (64 bytes at least) — a larger answer is a 4.01 with an Echo value. A corral client repeats
+/// the request with it at once and gets the answer; from then on its address is verified.
+#[test]
+fn non_answers_to_unverified_sources_stay_small_until_they_return_an_echo() {
+    let mut s = setup(11);
+    let id = s.request(Request::get("big"), SendParams::non());
+    s.net.run_for(Duration::from_secs(1));
+    let server = s.net.addr(s.server);
+    let sent: Vec<_> =
+        s.net.records.iter().filter(|r| r.from == server).map(|r| (r.bytes.len(), r.message().unwrap())).collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let (len0, first) = &sent[0];
+    assert_eq!(first.code, Code::UNAUTHORIZED);
+    assert!(first.options.get(OptionNumber::ECHO).is_some());
+    assert!(*len0 <= 64, "{len0} bytes to an unverified source");
+    // The client repeated the request with the Echo value; the answer came.
+    let client = s.net.addr(s.client);
+    let second_req = s.net.records.iter().filter(|r| r.from == client).nth(1).unwrap().message().unwrap();
+    assert_eq!(second_req.options.get(OptionNumber::ECHO), first.options.get(OptionNumber::ECHO));
+    let outcomes = s.outcomes();
+    let (_, rid, Outcome::Response { response, .. }) = &outcomes[0] else { panic!("{outcomes:?}") };
+    assert_eq!((*rid, response.code, response.payload.len()), (id, Code::CONTENT, 600));
+    // Verified now: the next large answer comes at once.
+    s.request(Request::get("big"), SendParams::non());
+    s.net.run_for(Duration::from_secs(1));
+    assert_eq!(s.net.records.iter().filter(|r| r.from == server).count(), 3);
+    // CON requests are not bounded (their answers are ACKs; see AmplificationLimit).
+    let mut t = setup(12);
+    t.request(Request::get("big"), SendParams::default());
+    t.net.run_for(Duration::from_secs(1));
+    let server = t.net.addr(t.server);
+    assert_eq!(t.net.records.iter().filter(|r| r.from == server).count(), 1);
+}
+
+/// A forged or stale Echo does not verify anybody: the answer stays a challenge.
+#[test]
+fn a_wrong_echo_is_not_proof() {
+    let mut s = setup(13);
+    let mut req = Request::get("big");
+    req.options.set(OptionNumber::ECHO, b"guessed!");
+    s.request(req, SendParams::non());
+    s.net.run_for(Duration::from_secs(1));
+    let server = s.net.addr(s.server);
+    let codes: Vec<Code> =
+        s.net.records.iter().filter(|r| r.from == server).map(|r| r.message().unwrap().code).collect();
+    // The client does not repeat a request that already carried an Echo: it reports the 4.01.
+    assert_eq!(codes, vec![Code::UNAUTHORIZED]);
+    let outcomes = s.outcomes();
+    assert!(matches!(&outcomes[0].2, Outcome::Response { response, .. } if response.code == Code::UNAUTHORIZED));
+}
+
+/// RFC 8768 §3: Hop-Limit 0 is refused with 4.00; RFC 7959 §2.2: SZX 7 is reserved over UDP (BERT needs a
+/// reliable transport) and refused with 4.00 — before the application sees either.
+#[test]
+fn hop_limit_zero_and_szx_7_are_bad_requests() {
+    let mut s = setup(14);
+    let mut a = Request::get("hello");
+    a.options.set_uint(OptionNumber::HOP_LIMIT, 0);
+    let mut b = Request::get("hello");
+    b.options.set_uint(OptionNumber::BLOCK2, 0x07);
+    let mut ok = Request::get("hello");
+    ok.options.set_uint(OptionNumber::HOP_LIMIT, 1);
+    for r in [a, b, ok] {
+        s.request(r, SendParams::default());
+    }
+    s.net.run_for(Duration::from_secs(1));
+    let codes: Vec<(Code, String)> = s
+        .outcomes()
+        .into_iter()
+        .map(|(_, _, o)| match o {
+            Outcome::Response { response, .. } => (response.code, response.payload_text().into_owned()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(codes[0].0, Code::BAD_REQUEST);
+    assert!(codes[0].1.contains("Hop-Limit 0"), "{}", codes[0].1);
+    assert_eq!(codes[1].0, Code::BAD_REQUEST);
+    assert!(codes[1].1.contains("exponent 7"), "{}", codes[1].1);
+    assert_eq!(codes[2].0, Code::CONTENT);
+    assert_eq!(s.handled(), 1, "only the valid request reached the application");
 }

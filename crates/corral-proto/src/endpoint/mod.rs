@@ -33,7 +33,7 @@ use crate::params::TransmissionParams;
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
 use block::{Step, Transfer};
-use corral_wire::{check_critical, Code, Message, MessageId, MessageType, OptionNumber, Options, Packet, Token};
+use corral_wire::{Code, Message, MessageId, MessageType, OptionNumber, Options, Packet, Token};
 use observe::{Freshness, ObserverKey};
 use peers::Peer;
 use server::{Incoming, RequestMeta, ServerLayer};
@@ -112,6 +112,28 @@ pub struct EndpointConfig {
     pub block: BlockConfig,
     /// Observe settings (RFC 7641) for this endpoint as a server.
     pub observe: ObservePolicy,
+    /// The reflection bound for NON requests from unverified sources (RFC 7252 §11.3, RFC 9175 §2.4);
+    /// `None`: off.
+    pub amplification: Option<AmplificationLimit>,
+}
+
+/// How large an answer to a NON request from an unverified source may be: at most `factor` times the
+/// request, and never less than `floor` bytes. A larger answer is replaced by 4.01 Unauthorized with an
+/// Echo option (RFC 9175 §2.4); a client that repeats the request with that Echo has shown it receives
+/// at its address and gets the answer. Multicast requests are not bounded here (their answers go out
+/// after leisure, one per member; RFC 7252 §8.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AmplificationLimit {
+    pub factor: usize,
+    pub floor: usize,
+    /// How long an Echo value stays good.
+    pub echo_lifetime: Duration,
+}
+
+impl Default for AmplificationLimit {
+    fn default() -> Self {
+        AmplificationLimit { factor: 3, floor: 64, echo_lifetime: Duration::from_secs(60) }
+    }
 }
 
 impl Default for EndpointConfig {
@@ -129,6 +151,7 @@ impl Default for EndpointConfig {
             limits: Limits::default(),
             block: BlockConfig::default(),
             observe: ObservePolicy::default(),
+            amplification: Some(AmplificationLimit::default()),
         }
     }
 }
@@ -339,6 +362,8 @@ struct Inbound {
     acked: bool,
     /// No-Response (RFC 7967) bits, if the option was present.
     no_response: Option<u8>,
+    /// Bytes of the request datagram (the reflection bound is a multiple of it).
+    request_len: usize,
     /// For multicast requests: not before this time (leisure, RFC 7252 §8.2).
     not_before: Instant,
     expires: Instant,
@@ -851,6 +876,18 @@ impl Endpoint {
     fn on_client_response(&mut self, now: Instant, id: RequestId, from: SocketAddr, response: Response) {
         let Some(ex) = self.exchanges.get_mut(&id) else { return };
         self.stats.responses_in += 1;
+        // RFC 9175 §2.4: a server that wants proof of our address answers 4.01 with an Echo value; the
+        // request goes again, once, with that value (and a new token, as every round).
+        if response.code == Code::UNAUTHORIZED && !ex.multicast && !ex.msg.options.contains(OptionNumber::ECHO) {
+            if let Some(echo) = response.options.get(OptionNumber::ECHO) {
+                debug!(?id, %from, "4.01 with Echo: repeating the request with it");
+                let mut request =
+                    Request { method: ex.msg.code, options: ex.msg.options.clone(), payload: ex.msg.payload.clone() };
+                request.options.set(OptionNumber::ECHO, echo);
+                self.next_round(now, id, request);
+                return;
+            }
+        }
         let notification_seq =
             ex.observe.as_ref().and(response.options.observe()).filter(|_| response.code.is_success() && !ex.multicast);
         if let Some(seq) = notification_seq {
@@ -1002,6 +1039,9 @@ impl Endpoint {
             self.send_reliable(now, inb.peer, msg.mid, Owner::Response, bytes, None);
         } else {
             msg.mtype = MessageType::Non;
+            if !inb.multicast && matches!(inb.kind, InboundKind::Request) {
+                self.bound_reflection(now, slot, inb.peer, inb.request_len, &mut msg);
+            }
             let transmit = Transmit { dst: inb.peer, payload: msg.encode() };
             if inb.not_before > now {
                 if self.delayed.len() >= self.config.limits.max_delayed {
@@ -1092,6 +1132,7 @@ impl Endpoint {
                     multicast: false,
                     acked: true,
                     no_response: None,
+                    request_len: 0,
                     not_before: now,
                     expires,
                 },
@@ -1312,21 +1353,18 @@ impl Endpoint {
             }
         };
         self.stats.requests_in += 1;
+        if let Some(echo) = packet.option(OptionNumber::ECHO) {
+            self.check_echo(now, slot, echo);
+        }
         let method = packet.code();
-        let error = if method.detail() > 7 {
-            Some(Response::error(Code::METHOD_NOT_ALLOWED, format!("unknown method 0.{:02}", method.detail())))
-        } else {
-            check_critical(packet.options(), &self.config.extra_known_options)
-                .err()
-                .map(|bad| Response::error(Code::BAD_OPTION, bad.to_string()))
-        };
+        let error = server::refuse_request(method, packet.options(), &self.config.extra_known_options, false);
         if let Some(response) = error {
             if multicast {
                 return;
             }
             debug!(%from, code = %response.code, "rejecting request");
             if con {
-                self.reply_now(slot, from, mid, packet.token(), true, response);
+                self.reply_now(now, slot, from, mid, packet.token(), (true, packet.as_bytes().len()), response);
             } else {
                 // RFC 7252 §5.4.1: a NON with an unrecognised critical option is rejected (RST).
                 self.send_rst(from, mid);
@@ -1348,7 +1386,7 @@ impl Endpoint {
             multicast,
         ) {
             Incoming::Reply(reply) => {
-                self.reply_now(slot, from, mid, token, con, reply);
+                self.reply_now(now, slot, from, mid, token, (con, packet.as_bytes().len()), reply);
                 return;
             }
             Incoming::Deliver(request, meta) => (request, meta),
@@ -1389,6 +1427,7 @@ impl Endpoint {
                 multicast,
                 acked: false,
                 no_response,
+                request_len: packet.as_bytes().len(),
                 not_before,
                 expires,
             },
@@ -1412,7 +1451,16 @@ impl Endpoint {
 
     /// Answers a request on the spot, without involving the application (protocol-level replies such as
     /// 2.31 Continue, 4.08, or a cached block): piggybacked for a CON, as a NON otherwise.
-    fn reply_now(&mut self, slot: u32, to: SocketAddr, mid: MessageId, token: Token, con: bool, response: Response) {
+    fn reply_now(
+        &mut self,
+        now: Instant,
+        slot: u32,
+        to: SocketAddr,
+        mid: MessageId,
+        token: Token,
+        (con, request_len): (bool, usize),
+        response: Response,
+    ) {
         let mut msg = Message {
             mtype: MessageType::Ack,
             code: response.code,
@@ -1428,6 +1476,7 @@ impl Endpoint {
         } else {
             msg.mtype = MessageType::Non;
             msg.mid = self.next_mid(slot);
+            self.bound_reflection(now, slot, to, request_len, &mut msg);
             self.transmits.push_back(Transmit { dst: to, payload: msg.encode() });
         }
     }

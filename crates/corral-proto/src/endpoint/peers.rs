@@ -150,6 +150,48 @@ impl Endpoint {
         }
     }
 
+    /// Keeps a NON answer to an unverified peer within the amplification bound (RFC 9175 §2.4): a larger
+    /// one becomes 4.01 Unauthorized with an Echo value; the peer that repeats its request with it has
+    /// shown it receives at its address.
+    pub(super) fn bound_reflection(
+        &mut self,
+        now: Instant,
+        slot: u32,
+        to: SocketAddr,
+        request_len: usize,
+        msg: &mut Message,
+    ) {
+        let Some(limit) = self.config.amplification else { return };
+        if self.peer_mut(slot).verified {
+            return;
+        }
+        let bound = request_len.saturating_mul(limit.factor).max(limit.floor);
+        let size = msg.encoded_len();
+        if size <= bound {
+            return;
+        }
+        let value = self.rng.next_u64().to_be_bytes();
+        self.peer_mut(slot).echo = Some((value, now));
+        self.stats.echo_challenges += 1;
+        debug!(peer = %to, size, bound, "answer too large for an unverified source: 4.01 with Echo");
+        let mut challenge = Message::new(msg.mtype, Code::UNAUTHORIZED, msg.mid, msg.token);
+        challenge.options.set(OptionNumber::ECHO, &value);
+        challenge.payload = b"repeat with Echo".to_vec();
+        *msg = challenge;
+    }
+
+    /// A request carried an Echo value: the one given to this peer, still fresh, verifies it.
+    pub(super) fn check_echo(&mut self, now: Instant, slot: u32, echo: &[u8]) {
+        let lifetime = self.config.amplification.map_or(Duration::ZERO, |a| a.echo_lifetime);
+        let peer = self.peer_mut(slot);
+        if let Some((value, at)) = peer.echo {
+            if echo == value && now.saturating_since(at) <= lifetime {
+                peer.verified = true;
+                peer.echo = None;
+            }
+        }
+    }
+
     /// `addr` proved it receives what we send.
     pub(super) fn mark_verified(&mut self, addr: SocketAddr) {
         if let Some(&slot) = self.peers.get(&addr) {

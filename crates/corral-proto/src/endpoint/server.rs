@@ -232,3 +232,33 @@ impl ServerLayer {
         block
     }
 }
+
+/// Why a request must be refused before anything else looks at it, as the response to send: an unknown
+/// method (4.05), an unrecognised critical option (4.02), a Hop-Limit of 0 (4.00, RFC 8768 §3), or a
+/// block option with the reserved SZX 7 on a transport without BERT (4.00, RFC 7959 §2.2 / RFC 8323 §6).
+pub(crate) fn refuse_request<'a>(
+    method: Code,
+    options: impl Iterator<Item = (OptionNumber, &'a [u8])> + Clone,
+    extra_known: &[OptionNumber],
+    reliable: bool,
+) -> Option<Response> {
+    if method.detail() > 7 {
+        return Some(Response::error(Code::METHOD_NOT_ALLOWED, format!("unknown method 0.{:02}", method.detail())));
+    }
+    if let Err(bad) = corral_wire::check_critical(options.clone(), extra_known) {
+        return Some(Response::error(Code::BAD_OPTION, bad.to_string()));
+    }
+    for (n, v) in options {
+        if n == OptionNumber::HOP_LIMIT && corral_wire::decode_uint(v) == Some(0) {
+            return Some(Response::error(Code::BAD_REQUEST, "Hop-Limit 0 is not allowed (RFC 8768 §3)"));
+        }
+        if !reliable && (n == OptionNumber::BLOCK1 || n == OptionNumber::BLOCK2) && v.last().is_some_and(|b| b & 7 == 7)
+        {
+            return Some(Response::error(
+                Code::BAD_REQUEST,
+                "block size exponent 7 is reserved (BERT, only over reliable transports: RFC 7959 §2.2, RFC 8323)",
+            ));
+        }
+    }
+    None
+}

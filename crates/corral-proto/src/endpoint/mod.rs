@@ -1364,7 +1364,7 @@ impl Endpoint {
             }
             debug!(%from, code = %response.code, "rejecting request");
             if con {
-                self.reply_now(now, slot, from, mid, packet.token(), (true, packet.as_bytes().len()), response);
+                self.reply_now(now, slot, from, packet, true, response);
             } else {
                 // RFC 7252 §5.4.1: a NON with an unrecognised critical option is rejected (RST).
                 self.send_rst(from, mid);
@@ -1386,7 +1386,7 @@ impl Endpoint {
             multicast,
         ) {
             Incoming::Reply(reply) => {
-                self.reply_now(now, slot, from, mid, token, (con, packet.as_bytes().len()), reply);
+                self.reply_now(now, slot, from, packet, con, reply);
                 return;
             }
             Incoming::Deliver(request, meta) => (request, meta),
@@ -1456,11 +1456,11 @@ impl Endpoint {
         now: Instant,
         slot: u32,
         to: SocketAddr,
-        mid: MessageId,
-        token: Token,
-        (con, request_len): (bool, usize),
+        packet: &Packet<&[u8]>,
+        con: bool,
         response: Response,
     ) {
+        let (mid, token, request_len) = (packet.message_id(), packet.token(), packet.as_bytes().len());
         let mut msg = Message {
             mtype: MessageType::Ack,
             code: response.code,

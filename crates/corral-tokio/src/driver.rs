@@ -670,7 +670,7 @@ impl<M: Machine> Driver<M> {
         }
         while let Some(t) = self.machine.poll_transmit() {
             trace!(dst = %t.dst, len = t.payload.len(), "datagram out");
-            if let Err(e) = self.socket.send(t.dst, &t.payload).await {
+            if let Err(e) = self.socket.send_from(t.dst, &t.payload, t.src).await {
                 debug!(dst = %t.dst, error = %e, "send failed");
             }
         }

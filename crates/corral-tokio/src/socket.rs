@@ -227,20 +227,36 @@ impl CoapSocket {
     /// Sends one datagram without blocking (`WouldBlock` when the kernel buffer is full). Other errors
     /// (unreachable network, …) are for the caller to log: CoAP's retransmissions deal with loss.
     pub fn try_send(&self, dst: SocketAddr, payload: &[u8]) -> io::Result<()> {
+        self.try_send_from(dst, payload, None)
+    }
+
+    /// Like [`CoapSocket::try_send`], from local address `src` when the socket is bound to a wildcard
+    /// address (IP_PKTINFO / IPV6_PKTINFO): an answer leaves from the address its request was sent to.
+    pub fn try_send_from(&self, dst: SocketAddr, payload: &[u8], src: Option<IpAddr>) -> io::Result<()> {
+        let src_ip = src.filter(|_| self.local.ip().is_unspecified()).map(|ip| match ip {
+            // An IPv4 peer of a dual-stack socket: the IPv4 source (the kernel sends it as IPv4).
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+            v4 => v4,
+        });
         let transmit = quinn_udp::Transmit {
             destination: self.to_wire(dst),
             ecn: None,
             contents: payload,
             segment_size: None,
-            src_ip: None,
+            src_ip,
         };
         self.io.try_io(Interest::WRITABLE, || self.state.try_send((&self.io).into(), &transmit))
     }
 
     /// Sends one datagram, waiting for buffer space if needed.
     pub async fn send(&self, dst: SocketAddr, payload: &[u8]) -> io::Result<()> {
+        self.send_from(dst, payload, None).await
+    }
+
+    /// Sends one datagram from `src` (see [`CoapSocket::try_send_from`]), waiting for buffer space.
+    pub async fn send_from(&self, dst: SocketAddr, payload: &[u8], src: Option<IpAddr>) -> io::Result<()> {
         loop {
-            match self.try_send(dst, payload) {
+            match self.try_send_from(dst, payload, src) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.io.writable().await?,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 r => return r,

@@ -271,15 +271,16 @@ async fn flood_leaves_state_bounded() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let client = Client::bind("127.0.0.1:0").await.unwrap();
-    // The valid client may meet a full inbound table (5.03 with Max-Age); it is answered either way.
+    // The valid client finds a full inbound table; the oldest request of an unverified flood source
+    // gives way, so it is answered at once.
     let r = client.get(&format!("coap://{dst}/ok")).timeout(Duration::from_secs(5)).await.unwrap();
-    assert!(r.code == Code::CONTENT || r.code == Code::SERVICE_UNAVAILABLE, "{r:?}");
+    assert_eq!(r.code, Code::CONTENT, "{r:?}");
     let s = server.stats().await.unwrap();
     let t = s.table_sizes;
     assert!(t.peers <= limits.max_peers, "{s:?}");
     assert!(t.inbound_exchanges <= limits.max_inbound_exchanges, "{s:?}");
     assert!(t.dedup_entries <= limits.max_peers * limits.dedup_per_peer, "{s:?}");
-    assert!(s.stats.malformed_in > 0 && s.stats.overload_rejections > 0, "{s:?}");
+    assert!(s.stats.malformed_in > 0 && s.stats.displaced > 0, "{s:?}");
     assert!(s.stats.datagrams_in <= u64::from(sent) + 1);
     server.shutdown_with_grace(Duration::ZERO).await;
 }

@@ -536,24 +536,30 @@ impl Service for Stats {
         }
         let s = cx.endpoint().stats();
         let t = cx.endpoint().table_sizes();
-        let (peers, client_exchanges, inbound, sent, dedup) =
-            (t.peers, t.client_exchanges, t.inbound_exchanges, t.tracked_messages, t.dedup_entries);
-        let (observers, uploads) = (t.observers, t.uploads);
-        let body = format!(
-            "{{\"uptime_s\":{},\"datagrams_in\":{},\"malformed_in\":{},\"duplicates_in\":{},\"requests_in\":{},\
-             \"transmits\":{},\"retransmissions\":{},\"overload_rejections\":{},\"peers_evicted\":{},\
-             \"tables\":{{\"peers\":{peers},\"client_exchanges\":{client_exchanges},\"inbound_exchanges\":{inbound},\
-             \"sent\":{sent},\"dedup\":{dedup},\"observers\":{observers},\"uploads\":{uploads}}}}}",
-            cx.now().as_secs(),
-            s.datagrams_in,
-            s.malformed_in,
-            s.duplicates_in,
-            s.requests_in,
-            s.transmits,
-            s.retransmissions,
-            s.overload_rejections,
-            s.peers_evicted,
-        );
+        let body = serde_json::json!({
+            "uptime_s": cx.now().as_secs(),
+            "datagrams_in": s.datagrams_in,
+            "malformed_in": s.malformed_in,
+            "duplicates_in": s.duplicates_in,
+            "requests_in": s.requests_in,
+            "transmits": s.transmits,
+            "retransmissions": s.retransmissions,
+            "overload_rejections": s.overload_rejections,
+            "peers_evicted": s.peers_evicted,
+            "peers_purged": s.peers_purged,
+            "displaced": s.displaced,
+            "echo_challenges": s.echo_challenges,
+            "tables": {
+                "peers": t.peers,
+                "client_exchanges": t.client_exchanges,
+                "inbound_exchanges": t.inbound_exchanges,
+                "sent": t.tracked_messages,
+                "dedup": t.dedup_entries,
+                "observers": t.observers,
+                "uploads": t.uploads,
+            },
+        })
+        .to_string();
         cx.respond(req.id, Response::content(ContentFormat::JSON, body).with_max_age(0));
     }
 

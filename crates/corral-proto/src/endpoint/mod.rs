@@ -183,6 +183,10 @@ impl EndpointConfig {
 pub struct Transmit {
     pub dst: SocketAddr,
     pub payload: Vec<u8>,
+    /// The local address to send from, when it matters: the address the peer sent its request to, so
+    /// that a socket bound to a wildcard address answers from it (IP_PKTINFO / IPV6_PKTINFO) and clients
+    /// that check the source accept the answer. `None`: the socket's (or the kernel's) choice.
+    pub src: Option<IpAddr>,
 }
 
 /// Something the application must know about.
@@ -514,7 +518,10 @@ impl Endpoint {
     // ---------------------------------------------------------------------------------------------
 
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        let t = self.transmits.pop_front()?;
+        let mut t = self.transmits.pop_front()?;
+        if t.src.is_none() {
+            t.src = self.peers.get(&t.dst).and_then(|s| self.slab[*s as usize].as_ref()).and_then(|p| p.local);
+        }
         self.stats.transmits += 1;
         Some(t)
     }
@@ -728,7 +735,7 @@ impl Endpoint {
             };
             self.sent.insert((dst, mid), Sent { owner: Owner::Request(id), retransmit: None });
             self.sent_non_expiry.push_back((now + params.non_lifetime(), dst, mid));
-            self.transmits.push_back(Transmit { dst, payload: bytes });
+            self.transmits.push_back(Transmit { dst, payload: bytes, src: None });
         }
         self.arm_exchange(id);
     }
@@ -757,7 +764,7 @@ impl Endpoint {
             (0, timeout, now + timeout)
         });
         if carry.is_none() {
-            self.transmits.push_back(Transmit { dst, payload: bytes.clone() });
+            self.transmits.push_back(Transmit { dst, payload: bytes.clone(), src: None });
         }
         self.sent.insert((dst, mid), Sent { owner, retransmit: Some(Retransmit { bytes, count, timeout, next }) });
         self.push_timer(next, Timer::Retransmit(dst, mid));
@@ -1021,7 +1028,7 @@ impl Endpoint {
         if inb.con && !inb.acked {
             let bytes = if suppressed { Message::empty(MessageType::Ack, inb.mid).encode() } else { msg.encode() };
             self.remember_reply(slot, inb.mid, Reply::Sent(bytes.clone()));
-            self.transmits.push_back(Transmit { dst: inb.peer, payload: bytes });
+            self.transmits.push_back(Transmit { dst: inb.peer, payload: bytes, src: None });
             return;
         }
         if suppressed {
@@ -1042,7 +1049,7 @@ impl Endpoint {
             if !inb.multicast && matches!(inb.kind, InboundKind::Request) {
                 self.bound_reflection(now, slot, inb.peer, inb.request_len, &mut msg);
             }
-            let transmit = Transmit { dst: inb.peer, payload: msg.encode() };
+            let transmit = Transmit { dst: inb.peer, payload: msg.encode(), src: None };
             if inb.not_before > now {
                 if self.delayed.len() >= self.config.limits.max_delayed {
                     warn!(peer = %inb.peer, "multicast response dropped: too many delayed responses");
@@ -1093,7 +1100,7 @@ impl Endpoint {
             let lifetime = self.params_for(&key.0).non_lifetime();
             self.sent.insert((key.0, mid), Sent { owner: Owner::Notification(key), retransmit: None });
             self.sent_non_expiry.push_back((now + lifetime, key.0, mid));
-            self.transmits.push_back(Transmit { dst: key.0, payload: bytes });
+            self.transmits.push_back(Transmit { dst: key.0, payload: bytes, src: None });
         }
         if last {
             self.server.observers.remove(&key);
@@ -1158,7 +1165,7 @@ impl Endpoint {
             let bytes = Message::empty(MessageType::Ack, mid).encode();
             let slot = self.peers.get(&peer).copied();
             self.remember_reply(slot, mid, Reply::Sent(bytes.clone()));
-            self.transmits.push_back(Transmit { dst: peer, payload: bytes });
+            self.transmits.push_back(Transmit { dst: peer, payload: bytes, src: None });
         }
         Ok(())
     }
@@ -1177,6 +1184,20 @@ impl Endpoint {
     /// A datagram arrived from `from`. `dst_ip` is the local address it was sent to, when the runtime knows
     /// it; a multicast address there marks the request as multicast (RFC 7252 §8.2).
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
+        let queued = self.transmits.len();
+        self.on_datagram(now, from, dst_ip, data);
+        // Answers leave from the address the peer wrote to (a wildcard socket has many).
+        if let Some(local) = dst_ip.filter(|ip| !ip.is_multicast()) {
+            for t in self.transmits.iter_mut().skip(queued).filter(|t| t.dst == from && t.src.is_none()) {
+                t.src = Some(local);
+            }
+            if let Some(&slot) = self.peers.get(&from) {
+                self.peer_mut(slot).local = Some(local);
+            }
+        }
+    }
+
+    fn on_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
         self.stats.datagrams_in += 1;
         let multicast = dst_ip.is_some_and(|ip| ip.is_multicast());
         let packet = match Packet::new_checked(data) {
@@ -1218,7 +1239,11 @@ impl Endpoint {
 
     fn send_rst(&mut self, to: SocketAddr, mid: MessageId) {
         self.stats.resets_out += 1;
-        self.transmits.push_back(Transmit { dst: to, payload: Message::empty(MessageType::Rst, mid).encode() });
+        self.transmits.push_back(Transmit {
+            dst: to,
+            payload: Message::empty(MessageType::Rst, mid).encode(),
+            src: None,
+        });
     }
 
     fn on_ack(&mut self, now: Instant, from: SocketAddr, packet: &Packet<&[u8]>) {
@@ -1314,7 +1339,9 @@ impl Endpoint {
                 trace!(%from, %mid, "duplicate");
                 if con {
                     match reply {
-                        Reply::Sent(bytes) => self.transmits.push_back(Transmit { dst: from, payload: bytes }),
+                        Reply::Sent(bytes) => {
+                            self.transmits.push_back(Transmit { dst: from, payload: bytes, src: None })
+                        }
                         Reply::Pending(iid) => {
                             // Still being handled: stop the client's retransmissions with an empty ACK.
                             let _ = self.accept(iid);
@@ -1472,12 +1499,12 @@ impl Endpoint {
         if con {
             let bytes = msg.encode();
             self.remember_reply(Some(slot), mid, Reply::Sent(bytes.clone()));
-            self.transmits.push_back(Transmit { dst: to, payload: bytes });
+            self.transmits.push_back(Transmit { dst: to, payload: bytes, src: None });
         } else {
             msg.mtype = MessageType::Non;
             msg.mid = self.next_mid(slot);
             self.bound_reflection(now, slot, to, request_len, &mut msg);
-            self.transmits.push_back(Transmit { dst: to, payload: msg.encode() });
+            self.transmits.push_back(Transmit { dst: to, payload: msg.encode(), src: None });
         }
     }
 
@@ -1487,7 +1514,7 @@ impl Endpoint {
         let mut ack = Message::new(MessageType::Ack, Code::SERVICE_UNAVAILABLE, packet.message_id(), packet.token());
         ack.options.set_uint(OptionNumber::MAX_AGE, u64::from(self.config.overload_max_age));
         ack.payload = format!("overloaded: {why}").into_bytes();
-        self.transmits.push_back(Transmit { dst: to, payload: ack.encode() });
+        self.transmits.push_back(Transmit { dst: to, payload: ack.encode(), src: None });
     }
 
     fn on_response_message(&mut self, now: Instant, from: SocketAddr, packet: &Packet<&[u8]>) {
@@ -1517,7 +1544,7 @@ impl Endpoint {
         if con {
             let ack = Message::empty(MessageType::Ack, mid).encode();
             self.remember_reply(slot, mid, Reply::Sent(ack.clone()));
-            self.transmits.push_back(Transmit { dst: from, payload: ack });
+            self.transmits.push_back(Transmit { dst: from, payload: ack, src: None });
         }
         self.mark_verified(from);
         self.on_client_response(now, id, from, to_response(packet));
@@ -1599,7 +1626,7 @@ impl Endpoint {
             let (next, count, bytes) = (rt.next, rt.count, rt.bytes.clone());
             self.stats.retransmissions += 1;
             info!(%dst, %mid, count, "retransmitting CON");
-            self.transmits.push_back(Transmit { dst, payload: bytes });
+            self.transmits.push_back(Transmit { dst, payload: bytes, src: None });
             self.push_timer(next, Timer::Retransmit(dst, mid));
             return;
         }

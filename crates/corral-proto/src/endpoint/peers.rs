@@ -31,6 +31,8 @@ pub(super) struct Peer {
     pub(super) verified: bool,
     /// The Echo value last given to this peer and when (RFC 9175 §2.4 amplification mitigation).
     pub(super) echo: Option<([u8; 8], Instant)>,
+    /// The local (unicast) address this peer last wrote to: what we answer it from.
+    pub(super) local: Option<IpAddr>,
     pub(super) lru_stamp: u64,
 }
 
@@ -77,6 +79,7 @@ impl Endpoint {
             inbound: 0,
             verified: false,
             echo: None,
+            local: None,
             lru_stamp: stamp,
         };
         let slot = match self.free_slots.pop() {

@@ -11,7 +11,7 @@ use crate::rng::Rng;
 use crate::service::{Context, NodeCommand, Outcome, Owners, ResourceLink, Service};
 use crate::tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 use crate::time::Instant;
-use corral_wire::{Code, ContentFormat};
+use corral_wire::{Code, ContentFormat, OptionNumber};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -270,6 +270,13 @@ impl Node {
     }
 
     fn route(&mut self, now: Instant, req: IncomingRequest) {
+        // RFC 7252 §5.7.2: a request for a proxy, to an endpoint that is not one.
+        let opts = &req.request.options;
+        if opts.contains(OptionNumber::PROXY_URI) || opts.contains(OptionNumber::PROXY_SCHEME) {
+            let r = crate::Response::error(Code::PROXYING_NOT_SUPPORTED, "this endpoint is not a forward proxy");
+            self.respond(now, req.id, r);
+            return;
+        }
         let segments: Vec<std::borrow::Cow<'_, str>> = req.request.path_segments().collect();
         let best = self
             .mounts

@@ -564,3 +564,22 @@ fn hop_limit_zero_and_szx_7_are_bad_requests() {
     assert_eq!(codes[2].0, Code::CONTENT);
     assert_eq!(s.handled(), 1, "only the valid request reached the application");
 }
+
+/// RFC 7252 §5.7.2: a request with Proxy-Uri (or Proxy-Scheme) to an endpoint that is not a forward proxy
+/// gets 5.05 Proxying Not Supported, not 4.04.
+#[test]
+fn proxy_requests_to_a_non_proxy_get_5_05() {
+    let mut s = setup(15);
+    let mut a = Request::new(Code::GET);
+    a.options.push_str(OptionNumber::PROXY_URI, "coap://10.0.0.9/hello");
+    let mut b = Request::get("hello");
+    b.options.push_str(OptionNumber::PROXY_SCHEME, "coap");
+    s.request(a, SendParams::default());
+    s.request(b, SendParams::default());
+    s.net.run_for(Duration::from_secs(1));
+    for (_, _, o) in s.outcomes() {
+        let Outcome::Response { response, .. } = o else { panic!("{o:?}") };
+        assert_eq!(response.code, Code::PROXYING_NOT_SUPPORTED);
+    }
+    assert_eq!(s.handled(), 0);
+}

@@ -27,7 +27,10 @@ pub const OBS_PERIOD: Duration = Duration::from_secs(5);
 /// Observers of one resource whose Content-Format is remembered (for OBS_08); beyond it the oldest goes.
 const MAX_REMEMBERED_OBSERVERS: usize = 1024;
 /// Resources `/large-create` keeps; beyond it the oldest goes.
-const MAX_CREATED: usize = 64;
+const MAX_CREATED: usize = 16;
+/// Bytes `/large-create` keeps over all its resources; beyond it the oldest go (a demo server must not
+/// become anybody's disk: 64 bodies of 16 MiB were 1 GiB of RSS).
+const MAX_CREATED_BYTES: usize = 16 << 20;
 
 /// A body and its Content-Format (none if the client gave none).
 type Body = (Vec<u8>, Option<ContentFormat>);
@@ -359,7 +362,11 @@ impl Plugtest {
                     let n = self.next_created;
                     self.next_created = self.next_created.wrapping_add(1).max(1);
                     // Bounded: a client POSTing forever replaces old entries instead of growing memory.
-                    if self.large_created.len() >= MAX_CREATED {
+                    let held = |m: &BTreeMap<u32, Body>| m.values().map(|(b, _)| b.len()).sum::<usize>();
+                    while !self.large_created.is_empty()
+                        && (self.large_created.len() >= MAX_CREATED
+                            || held(&self.large_created) + r.payload.len() > MAX_CREATED_BYTES)
+                    {
                         self.large_created.pop_first();
                     }
                     self.large_created.insert(n, (r.payload.clone(), r.options.content_format()));

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use corral_tokio::{Client, Code, ContentFormat, Response};
+use corral_tokio::{Code, ContentFormat};
 
 // ------------------------------------------------------------------------------------------------------
 // Harness
@@ -182,38 +182,6 @@ impl Testbed {
         self.gw = Some(gw);
         self.uri = j["uri"].as_str().unwrap().to_string();
         assert_eq!(addrs(&j["devices"]), self.devices);
-    }
-}
-
-/// A blocking CoAP client for the test's own requests.
-struct Coap {
-    rt: tokio::runtime::Runtime,
-    client: Client,
-}
-
-impl Coap {
-    fn new() -> Coap {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        let client =
-            rt.block_on(Client::builder().timeout(Duration::from_secs(15)).bind("0.0.0.0:0")).expect("client socket");
-        Coap { rt, client }
-    }
-
-    fn request(&self, method: Code, uri: &str, accept: Option<ContentFormat>, payload: Option<&[u8]>) -> Response {
-        self.rt.block_on(async {
-            let mut req = self.client.request(method, uri);
-            if let Some(a) = accept {
-                req = req.accept(a);
-            }
-            if let Some(p) = payload {
-                req = req.payload(p.to_vec());
-            }
-            req.await.unwrap_or_else(|e| panic!("{method} {uri}: {e}"))
-        })
-    }
-
-    fn get(&self, uri: &str, accept: Option<ContentFormat>) -> Response {
-        self.request(Code::GET, uri, accept, None)
     }
 }
 

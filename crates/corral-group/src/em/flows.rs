@@ -23,6 +23,11 @@ impl EntityManager {
         };
         let op = profile.default_op();
         let name = flow.name.clone();
+        // Validation of members that are other gateways' entities spends the budget as a use would: what
+        // is left after this entity's own requests, shared among those members.
+        let cost = self.cost_of(&name, Some((&name, &profile, &items)));
+        let left = u64::from(self.config.budget.datagrams).saturating_sub(cost.requests);
+        let share = left.checked_div(cost.remote_entities).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
         let id = self.new_job(
             now,
             kind,
@@ -38,13 +43,9 @@ impl EntityManager {
             self.config.hop_limit,
             0,
         );
-        // Validation of members that are other gateways' entities spends the budget as a use would.
         let me = self.gateway_id(cx);
         if let Some(job) = self.jobs.get_mut(&id) {
-            let remote =
-                job.items.iter().filter(|i| matches!(i.target, Target::Remote { entity: true, .. })).count() as u64;
-            let left = u64::from(self.config.budget.datagrams).saturating_sub(job.items.len() as u64);
-            job.share = left.checked_div(remote).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
+            job.share = share;
             job.via = vec![me];
             job.flow = Some(flow);
         }

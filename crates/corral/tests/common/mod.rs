@@ -226,3 +226,42 @@ impl Drop for Netns {
         let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
     }
 }
+
+/// A blocking CoAP client for the test's own requests.
+pub struct Coap {
+    pub rt: tokio::runtime::Runtime,
+    pub client: corral_tokio::Client,
+}
+
+impl Coap {
+    pub fn new() -> Coap {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let client = rt
+            .block_on(corral_tokio::Client::builder().timeout(Duration::from_secs(15)).bind("0.0.0.0:0"))
+            .expect("client socket");
+        Coap { rt, client }
+    }
+
+    pub fn request(
+        &self,
+        method: corral_tokio::Code,
+        uri: &str,
+        accept: Option<corral_tokio::ContentFormat>,
+        payload: Option<&[u8]>,
+    ) -> corral_tokio::Response {
+        self.rt.block_on(async {
+            let mut req = self.client.request(method, uri);
+            if let Some(a) = accept {
+                req = req.accept(a);
+            }
+            if let Some(p) = payload {
+                req = req.payload(p.to_vec());
+            }
+            req.await.unwrap_or_else(|e| panic!("{method} {uri}: {e}"))
+        })
+    }
+
+    pub fn get(&self, uri: &str, accept: Option<corral_tokio::ContentFormat>) -> corral_tokio::Response {
+        self.request(corral_tokio::Code::GET, uri, accept, None)
+    }
+}

@@ -456,3 +456,28 @@ fn answers_to_unverified_sources_stay_small() {
         assert!(k > 64, "{path}: the whole answer (or its first block) once verified");
     }
 }
+
+/// Item 2: first Block1 blocks from many sources (abandoned uploads) do not block a new client's upload.
+#[test]
+fn abandoned_uploads_do_not_block_a_new_one() {
+    let serve = corral_serve("127.0.0.1", &["-q"]);
+    let dst: SocketAddr = format!("127.0.0.1:{}", serve.port).parse().unwrap();
+    for i in 0..100u16 {
+        let mut m = request(MessageType::Con, Code::PUT, i, "large-update");
+        m.options.set_uint(OptionNumber::BLOCK1, 0x0a); // NUM 0, M 1, SZX 2 (64 bytes)
+        m.payload = vec![b'x'; 64];
+        let r = exchange(&format!("127.0.85.{}", 1 + i % 200), dst, &m, Duration::from_secs(2)).expect("2.31");
+        assert_eq!(Message::parse(&r).unwrap().code, Code::CONTINUE);
+    }
+    let body = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(body.path(), vec![b'y'; 5000]).unwrap();
+    let uri = format!("coap://{dst}/large-update");
+    let o = corral(&["put", &uri, "-f", &body.path().display().to_string(), "-b", "64", "-B", "10"]);
+    assert_eq!(code_of(&o), 0, "{}", stderr(&o));
+    let o = corral(&["get", &uri, "-B", "10"]);
+    assert_eq!(stdout(&o).len(), 5000);
+}
+
+fn code_of(o: &std::process::Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}

@@ -170,6 +170,13 @@ impl<'a> Context<'a> {
         self.endpoint.observer_count(&path) + self.tcp.observer_count(&path)
     }
 
+    /// Forgets every observer of `path`, over UDP and TCP, without a last notification — a server
+    /// reboot as far as they can tell (TD_COAP_OBS_04). Returns how many there were.
+    pub fn drop_observers(&mut self, path: &str) -> usize {
+        let path = normalize_path(path);
+        self.endpoint.drop_observers(&path) + self.tcp.drop_observers(&path)
+    }
+
     pub fn join_group(&mut self, group: IpAddr) {
         self.commands.push(NodeCommand::JoinGroup(group));
     }

@@ -516,6 +516,11 @@ impl TcpEndpoint {
         self.server.observers.count_for(path)
     }
 
+    /// Forgets every observer of `path` without telling them (see [`crate::Endpoint::drop_observers`]).
+    pub fn drop_observers(&mut self, path: &str) -> usize {
+        self.server.observers.remove_path(path)
+    }
+
     // ---------------------------------------------------------------------------------------------
     // Client API
     // ---------------------------------------------------------------------------------------------

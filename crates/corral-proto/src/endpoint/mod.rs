@@ -1150,6 +1150,12 @@ impl Endpoint {
         out
     }
 
+    /// Forgets every observer of `path` without telling them (RFC 7641 §3.3.1: as after a reboot, they
+    /// find out when their notifications stop and Max-Age runs out). Returns how many there were.
+    pub fn drop_observers(&mut self, path: &str) -> usize {
+        self.server.observers.remove_path(path)
+    }
+
     /// How many observers `path` has.
     pub fn observer_count(&self, path: &str) -> usize {
         self.server.observers.count_for(path)

@@ -117,6 +117,12 @@ impl Observers {
         keys.iter().filter(|k| self.remove(k)).count()
     }
 
+    /// Forgets every observation of `path` without a last notification, as a server that reboots does.
+    pub(crate) fn remove_path(&mut self, path: &str) -> usize {
+        let keys = self.by_path.remove(path).unwrap_or_default();
+        keys.iter().filter(|k| self.by_key.remove(k).is_some()).count()
+    }
+
     /// Observers of `path`, in registration order.
     pub(crate) fn keys_for(&self, path: &str) -> Vec<ObserverKey> {
         self.by_path.get(path).cloned().unwrap_or_default()

@@ -20,6 +20,12 @@ use corral_proto::{Context, Duration, InboundId, IncomingRequest, Instant, Resou
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+mod demo;
+mod obs;
+
+pub use demo::{Echo, Hello, Stats};
+use obs::Observed;
+
 /// How long `/separate` waits before its separate response.
 const SEPARATE_DELAY: Duration = Duration::from_millis(500);
 /// The period over which `/obs*` values change (TD_COAP_OBS: "changes every 5 s").
@@ -40,20 +46,6 @@ type ObserverId = (SocketAddr, Vec<u8>);
 
 fn observer_id(from: SocketAddr, token: Token) -> ObserverId {
     (from, token.as_bytes().to_vec())
-}
-
-/// `/obs` or `/obs-non`: a value that changes every period, or that a PUT set until then.
-#[derive(Default)]
-struct Observed {
-    /// Set by PUT; `None` serves the change counter.
-    value: Option<(Vec<u8>, ContentFormat)>,
-    /// DELETE removed the resource until the next change.
-    deleted: bool,
-    /// The Content-Format each current observer registered for.
-    observers: BTreeMap<ObserverId, ContentFormat>,
-    /// Observers whose next notification is this final error (4.04 after DELETE, 4.06 after a
-    /// Content-Format change): it ends their observation.
-    ending: BTreeMap<ObserverId, Code>,
 }
 
 /// The plugtest resources; mount at the root (`""`): it answers the paths it knows and 4.04 otherwise.
@@ -138,82 +130,6 @@ impl Plugtest {
     /// Max-Age of the `/obs*` representations: valid until the next change (RFC 7641 §4.2).
     fn obs_max_age(&self) -> u32 {
         u32::try_from(self.obs_period.as_micros().div_ceil(1_000_000)).unwrap_or(u32::MAX).max(1)
-    }
-
-    /// GET of `/obs` or `/obs-non`: the current value, observable; or the error that ends this observer's
-    /// observation.
-    fn get_observed(&mut self, non: bool, req: &IncomingRequest) -> Response {
-        let (changes, max_age) = (self.changes, self.obs_max_age());
-        let o = if non { &mut self.obs_non } else { &mut self.obs };
-        let id = observer_id(req.from, req.token);
-        if let Some(code) = o.ending.remove(&id) {
-            o.observers.remove(&id);
-            let why = if code == Code::NOT_FOUND {
-                "the resource was deleted; observation ended"
-            } else {
-                "the resource changed its Content-Format; observation ended"
-            };
-            return Response::error(code, why);
-        }
-        if o.deleted {
-            return Response::error(Code::NOT_FOUND, "deleted; the resource comes back at its next change");
-        }
-        let (body, cf) =
-            o.value.clone().unwrap_or_else(|| (changes.to_string().into_bytes(), ContentFormat::TEXT_PLAIN));
-        if req.request.options.accept().is_some_and(|a| a != cf) {
-            return Response::error(Code::NOT_ACCEPTABLE, format!("only {cf} is available"));
-        }
-        if req.request.options.observe() == Some(corral_proto::wire::OBSERVE_REGISTER) {
-            if o.observers.len() >= MAX_REMEMBERED_OBSERVERS && !o.observers.contains_key(&id) {
-                o.observers.pop_first();
-            }
-            o.observers.insert(id, cf);
-        }
-        Response::content(cf, body).with_max_age(max_age).observable()
-    }
-
-    /// PUT or DELETE of `/obs` or `/obs-non` (TD_COAP_OBS_07..09); observers hear of it at once.
-    fn change_observed(&mut self, cx: &mut Context<'_>, non: bool, req: &IncomingRequest) -> Response {
-        let path = if non { "/obs-non" } else { "/obs" };
-        let o = if non { &mut self.obs_non } else { &mut self.obs };
-        let response = match req.request.method {
-            Code::PUT => {
-                let cf = req.request.options.content_format().unwrap_or(ContentFormat::TEXT_PLAIN);
-                for (id, registered) in &o.observers {
-                    if *registered != cf {
-                        o.ending.insert(id.clone(), Code::NOT_ACCEPTABLE);
-                    }
-                }
-                o.value = Some((req.request.payload.clone(), cf));
-                o.deleted = false;
-                Response::new(Code::CHANGED)
-            }
-            Code::DELETE => {
-                for id in std::mem::take(&mut o.observers).into_keys() {
-                    o.ending.insert(id, Code::NOT_FOUND);
-                }
-                o.value = None;
-                o.deleted = true;
-                Response::new(Code::DELETED)
-            }
-            m => return not_allowed(m),
-        };
-        cx.changed_with(path, !non);
-        response
-    }
-
-    /// `/obs*` change: every observer gets the new value (CON for `/obs` and `/obs-large`, NON for
-    /// `/obs-non`); a PUT value or a deletion lasts until now.
-    fn change(&mut self, cx: &mut Context<'_>) {
-        self.changes += 1;
-        for o in [&mut self.obs, &mut self.obs_non] {
-            o.value = None;
-            o.deleted = false;
-            o.ending.clear();
-        }
-        cx.changed_with("/obs", true);
-        cx.changed_with("/obs-non", false);
-        cx.changed_with("/obs-large", true);
     }
 
     /// `/large-create`: the resources created so far, as link-format.
@@ -493,85 +409,6 @@ impl Service for Plugtest {
             l("obs-non").attr("rt", "observe").attr("ct", "0").flag("obs"),
             l("obs-large").attr("rt", "observe").attr("ct", "0").flag("obs"),
         ]
-    }
-}
-
-/// `/hello`: a greeting.
-pub struct Hello;
-
-impl Service for Hello {
-    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
-        let response = match (req.request.method, cx.subpath(&req.request).is_empty()) {
-            (Code::GET, true) => text(Code::CONTENT, "Hello from corral!"),
-            (_, false) => Response::error(Code::NOT_FOUND, "no such resource"),
-            (m, true) => not_allowed(m),
-        };
-        cx.respond(req.id, response);
-    }
-
-    fn links(&self) -> Vec<ResourceLink> {
-        vec![ResourceLink::new("").attr("rt", "demo.hello").attr("ct", "0").attr("title", "Greeting")]
-    }
-}
-
-/// `/echo`: answers any method with the request's payload and content format.
-pub struct Echo;
-
-impl Service for Echo {
-    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
-        let r = &req.request;
-        let mut response = Response::new(Code::CONTENT).with_payload(r.payload.clone());
-        if let Some(cf) = r.options.content_format() {
-            response = response.with_content_format(cf);
-        }
-        cx.respond(req.id, response);
-    }
-
-    fn links(&self) -> Vec<ResourceLink> {
-        vec![ResourceLink::new("").attr("rt", "demo.echo").attr("title", "Echo")]
-    }
-}
-
-/// `/stats`: the endpoint's counters and table sizes as JSON (how a flood shows its effect).
-pub struct Stats;
-
-impl Service for Stats {
-    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
-        if req.request.method != Code::GET {
-            cx.respond(req.id, not_allowed(req.request.method));
-            return;
-        }
-        let s = cx.endpoint().stats();
-        let t = cx.endpoint().table_sizes();
-        let body = serde_json::json!({
-            "uptime_s": cx.now().as_secs(),
-            "datagrams_in": s.datagrams_in,
-            "malformed_in": s.malformed_in,
-            "duplicates_in": s.duplicates_in,
-            "requests_in": s.requests_in,
-            "transmits": s.transmits,
-            "retransmissions": s.retransmissions,
-            "overload_rejections": s.overload_rejections,
-            "peers_evicted": s.peers_evicted,
-            "peers_purged": s.peers_purged,
-            "displaced": s.displaced,
-            "echo_challenges": s.echo_challenges,
-            "tables": {
-                "peers": t.peers,
-                "client_exchanges": t.client_exchanges,
-                "inbound_exchanges": t.inbound_exchanges,
-                "sent": t.tracked_messages,
-                "dedup": t.dedup_entries,
-                "observers": t.observers,
-                "uploads": t.uploads,
-            },
-        })
-        .to_string();
-        cx.respond(req.id, Response::content(ContentFormat::JSON, body).with_max_age(0));
-    }
-
-    fn links(&self) -> Vec<ResourceLink> {
-        vec![ResourceLink::new("").attr("rt", "demo.stats").attr("ct", "50").attr("title", "Counters")]
     }
 }
 

@@ -11,9 +11,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 pub const AFTER_HELP: &str = "\
 Resources: /hello /echo /stats (demo) and the ETSI plugtest set: /test /separate /seg1/seg2/seg3 /query
 /location-query /validate /create1 /multi-format /link1 /link2 /link3 /path /path/sub1..3, block-wise
-(RFC 7959) /large (GET), /large-update (PUT, GET), /large-create (POST creates /large-create/N), and
-observable (RFC 7641) /obs (CON notifications), /obs-non (NON), /obs-large (larger than a block), which
-change every --obs-period seconds. GET /.well-known/core lists them all.
+(RFC 7959) /large (GET), /large-update (PUT, GET), /large-create (POST creates /large-create/N),
+/large-post (POST, GET), observable (RFC 7641) /obs (CON notifications), /obs-non (NON), /obs-large
+(larger than a block), which change every --obs-period seconds, and /obs-reset (POST: forget every
+observer, a server reboot for TD_COAP_OBS_04). /multi-format answers text, XML, JSON or CBOR by Accept.
+GET /.well-known/core lists them all.
 
 Examples:
   corral serve                                  # [::]:5683, IPv4 and IPv6

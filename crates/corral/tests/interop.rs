@@ -107,6 +107,16 @@ fn libcoap_client_against_corral_serve() {
         assert!(stdout(&o).contains("</link1>;rt=\"Type1 Type2\";if=\"If1\""), "{}", out(&o));
         let o = coap_client(&["-m", "get", &format!("{base}/multi-format"), "-A", "41"]);
         assert!(stdout(&o).contains("<multi-format>"), "{}", out(&o));
+        // TD_COAP_CORE_20 asks for CBOR too; TD_COAP_BLOCK_05 posts a large body block by block.
+        let o = coap_client(&["-m", "get", &format!("{base}/multi-format"), "-A", "60"]);
+        assert!(o.status.success() && stdout(&o).contains("multi-format"), "{}", out(&o));
+        let big = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(big.path(), "p".repeat(3000)).unwrap();
+        let path = big.path().display().to_string();
+        let o = coap_client(&["-m", "post", "-b", "64", "-f", &path, &format!("{base}/large-post")]);
+        assert!(o.status.success(), "{}", out(&o));
+        let o = coap_client(&["-m", "get", &format!("{base}/large-post")]);
+        assert_eq!(stdout(&o).trim().len(), 3000, "{}", out(&o));
     }
 }
 

@@ -8,12 +8,18 @@
 //!
 //! - `/obs` (TD_COAP_OBS_01..10): changes every period with CON notifications; PUT replaces the value until
 //!   the next change (observers that registered for another Content-Format get 4.06 and are dropped,
-//!   OBS_08), DELETE ends every observation with 4.04 (OBS_07) and the resource reappears at the next change.
+//!   OBS_08), DELETE ends every observation with 4.04 (OBS_07); the resource reappears once every observer
+//!   was told (so the next test finds it), at the next PUT, or at the next change.
 //! - `/obs-non`: the same with NON notifications.
 //! - `/obs-large`: an observable representation larger than a block (the notification carries block 0,
 //!   the client fetches the rest, RFC 7959 §3.4).
+//! - `/obs-reset` (TD_COAP_OBS_04): POST drops every observer of `/obs*` without a last notification, as
+//!   a server reboot does; observers notice when notifications stop and Max-Age runs out, and re-register.
 //! - `/large` (TD_COAP_BLOCK_01/02), `/large-update` (PUT via Block1, BLOCK_03), `/large-create` (POST
-//!   via Block1 creates `/large-create/N`, BLOCK_04).
+//!   via Block1 creates `/large-create/N`, BLOCK_04), `/large-post` (POST via Block1, BLOCK_05: 2.04 with
+//!   the whole body accepted; GET returns the last one).
+//! - `/multi-format` (TD_COAP_CORE_20): text/plain, application/xml, application/json and application/cbor
+//!   by Accept.
 
 use corral_proto::wire::{Code, ContentFormat, OptionNumber, Token};
 use corral_proto::{Context, Duration, InboundId, IncomingRequest, Instant, ResourceLink, Response, Service};
@@ -38,6 +44,9 @@ const MAX_CREATED: usize = 16;
 /// become anybody's disk: 64 bodies of 16 MiB were 1 GiB of RSS).
 const MAX_CREATED_BYTES: usize = 16 << 20;
 
+/// `{"multi-format": "CBOR"}`: a map of one pair, a 12-byte text key and a 4-byte text value.
+const MULTI_FORMAT_CBOR: &[u8] = b"\xa1\x6cmulti-format\x64CBOR";
+
 /// A body and its Content-Format (none if the client gave none).
 type Body = (Vec<u8>, Option<ContentFormat>);
 
@@ -55,6 +64,7 @@ pub struct Plugtest {
     validate: (Vec<u8>, u64),
     create1: Option<Vec<u8>>,
     large_update: Body,
+    large_post: Body,
     large_created: BTreeMap<u32, Body>,
     next_created: u32,
     separate: Vec<(Instant, InboundId, bool)>,
@@ -104,6 +114,7 @@ impl Plugtest {
             validate: (b"validate v1".to_vec(), 1),
             create1: None,
             large_update: (Plugtest::large_body(), Some(ContentFormat::TEXT_PLAIN)),
+            large_post: (Vec::new(), None),
             large_created: BTreeMap::new(),
             next_created: 1,
             separate: Vec::new(),
@@ -243,9 +254,12 @@ impl Plugtest {
                 (Code::GET, Some(ContentFormat::JSON)) => {
                     Response::content(ContentFormat::JSON, "{\"multi-format\":\"JSON\"}")
                 }
-                (Code::GET, Some(cf)) => {
-                    Response::error(Code::NOT_ACCEPTABLE, format!("cannot produce {cf}; try text/plain or xml"))
-                }
+                // The same map in CBOR (RFC 8949): {"multi-format": "CBOR"}.
+                (Code::GET, Some(ContentFormat::CBOR)) => Response::content(ContentFormat::CBOR, MULTI_FORMAT_CBOR),
+                (Code::GET, Some(cf)) => Response::error(
+                    Code::NOT_ACCEPTABLE,
+                    format!("cannot produce {cf}; offered: text/plain (0), xml (41), json (50), cbor (60)"),
+                ),
                 _ => not_allowed(m),
             },
             ["link1" | "link2" | "link3"] => match m {
@@ -269,6 +283,23 @@ impl Plugtest {
                 Code::PUT => {
                     self.large_update = (r.payload.clone(), r.options.content_format());
                     Response::new(Code::CHANGED)
+                }
+                _ => not_allowed(m),
+            },
+            ["large-post"] => match m {
+                Code::GET => stored(&self.large_post, r),
+                Code::POST => {
+                    // The endpoint assembled the Block1 blocks (2.31 Continue each); the last block's answer
+                    // echoes Block1 with M=0 (RFC 7959 §2.3).
+                    self.large_post = (r.payload.clone(), r.options.content_format());
+                    text(Code::CHANGED, format!("accepted {} bytes", r.payload.len()))
+                }
+                _ => not_allowed(m),
+            },
+            ["obs-reset"] => match m {
+                Code::POST => {
+                    let n = self.reset_observers(cx);
+                    text(Code::CHANGED, format!("observe state dropped: {n} observer(s) forgotten"))
                 }
                 _ => not_allowed(m),
             },
@@ -394,7 +425,7 @@ impl Service for Plugtest {
             l("location-query"),
             l("validate").attr("ct", "0"),
             l("create1"),
-            l("multi-format").attr("ct", "0 41"),
+            l("multi-format").attr("ct", "0 41 50 60"),
             l("link1").attr("rt", "Type1 Type2").attr("if", "If1"),
             l("link2").attr("rt", "Type2 Type3").attr("if", "If2"),
             l("link3").attr("rt", "Type1 Type3").attr("if", "foo"),
@@ -405,6 +436,8 @@ impl Service for Plugtest {
             l("large").attr("rt", "block").attr("sz", "1600").attr("ct", "0"),
             l("large-update").attr("rt", "block").attr("sz", self.large_update.0.len().to_string()),
             l("large-create").attr("rt", "block").attr("ct", "40"),
+            l("large-post").attr("rt", "block"),
+            l("obs-reset"),
             l("obs").attr("rt", "observe").attr("ct", "0").flag("obs"),
             l("obs-non").attr("rt", "observe").attr("ct", "0").flag("obs"),
             l("obs-large").attr("rt", "observe").attr("ct", "0").flag("obs"),
@@ -558,13 +591,25 @@ mod tests {
         assert!(matches!(&seen[..], [r] if r.code == Code::NOT_FOUND), "{seen:?}");
         assert_eq!(o.responses(d, 0)[0].code, Code::DELETED);
         assert_eq!(o.observers(), 0);
-        // Gone until the next change; then observable again.
-        let g = o.request(Request::get("obs"));
-        assert_eq!(o.responses(g, 100)[0].code, Code::NOT_FOUND);
-        o.responses(g, 1000);
+        // Its only observer was told: the resource is back at once, ready for the next test (OBS_08).
         let id = o.request(observe("obs"));
         assert_eq!(o.responses(id, 100)[0].code, Code::CONTENT);
         assert_eq!(o.observers(), 1);
+        // TD_COAP_OBS_04 through /obs-reset: the observer is forgotten without a word; no notification
+        // reaches it at the next change.
+        let reset = o.request(Request::new(Code::POST).with_path("obs-reset"));
+        assert_eq!(o.responses(reset, 100)[0].code, Code::CHANGED);
+        o.responses(id, 0); // what arrived before the reset
+        assert_eq!(o.observers(), 0);
+        assert!(o.responses(id, 1500).is_empty(), "no notification after the reset");
+        // Deleted with nobody observing: gone until the next change (or PUT).
+        let d = o.request(Request::new(Code::DELETE).with_path("obs"));
+        assert_eq!(o.responses(d, 100)[0].code, Code::DELETED);
+        let g = o.request(Request::get("obs"));
+        assert_eq!(o.responses(g, 100)[0].code, Code::NOT_FOUND);
+        o.responses(g, 1000);
+        let g = o.request(Request::get("obs"));
+        assert_eq!(o.responses(g, 100)[0].code, Code::CONTENT);
     }
 
     #[test]
@@ -653,7 +698,8 @@ mod tests {
         assert_eq!(lq, [&b"first=1"[..], b"second=2"]);
         assert_eq!(r[3].options.get_all(OptionNumber::LOCATION_PATH).count(), 3);
         assert_eq!(r[4].options.content_format(), Some(ContentFormat::XML));
-        assert_eq!(r[5].code, Code::NOT_ACCEPTABLE);
+        assert_eq!((r[5].code, r[5].options.content_format()), (Code::CONTENT, Some(ContentFormat::CBOR)));
+        assert_eq!(r[5].payload, MULTI_FORMAT_CBOR);
         assert_eq!(r[6].payload_text(), "the separate response of /separate");
         assert_eq!(r[7].code, Code::NOT_FOUND);
     }

@@ -27,6 +27,11 @@ impl Plugtest {
         let id = observer_id(req.from, req.token);
         if let Some(code) = o.ending.remove(&id) {
             o.observers.remove(&id);
+            if o.ending.is_empty() {
+                // Every observer has been told of the deletion: the resource is back for the next test
+                // (TD_COAP_OBS_07 → 08), as it would be at the next change or PUT.
+                o.deleted = false;
+            }
             let why = if code == Code::NOT_FOUND {
                 "the resource was deleted; observation ended"
             } else {
@@ -35,7 +40,7 @@ impl Plugtest {
             return Response::error(code, why);
         }
         if o.deleted {
-            return Response::error(Code::NOT_FOUND, "deleted; the resource comes back at its next change");
+            return Response::error(Code::NOT_FOUND, "deleted; back once the observers were told, or at the next PUT");
         }
         let (body, cf) =
             o.value.clone().unwrap_or_else(|| (changes.to_string().into_bytes(), ContentFormat::TEXT_PLAIN));
@@ -93,5 +98,15 @@ impl Plugtest {
         cx.changed_with("/obs", true);
         cx.changed_with("/obs-non", false);
         cx.changed_with("/obs-large", true);
+    }
+
+    /// `/obs-reset` (TD_COAP_OBS_04, a server reboot): every observer of `/obs*` is forgotten, by the
+    /// endpoint and here, without a last notification. Returns how many there were.
+    pub(super) fn reset_observers(&mut self, cx: &mut Context<'_>) -> usize {
+        for o in [&mut self.obs, &mut self.obs_non] {
+            o.observers.clear();
+            o.ending.clear();
+        }
+        ["/obs", "/obs-non", "/obs-large"].iter().map(|p| cx.drop_observers(p)).sum()
     }
 }

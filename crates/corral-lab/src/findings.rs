@@ -5,7 +5,7 @@
 //!
 //! Criteria, in words, are part of each check's `corral` text so a reader can judge them.
 
-use crate::report::Aggregate;
+use crate::results::Aggregate;
 use crate::scenario::{AxisValue, Point, Scenario};
 
 /// The checks a scenario may name.

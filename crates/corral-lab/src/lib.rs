@@ -11,6 +11,7 @@
 //! | [`run`] | one point end to end: network, EM, devices, the client's queries, counters |
 //! | [`client`] | the client service on the wired host that measures response times |
 //! | [`sweep`] | points on threads, shards, merging shards |
+//! | [`results`] | the aggregates of a point, the metrics a figure plots, number formatting |
 //! | [`report`] | CSV (raw and aggregates), figures, HTML, `summary.txt`, `summary.json` |
 //! | [`findings`] | the paper's findings checked against the data |
 //! | [`stats`], [`plot`] | summaries (Tukey five-point) and SVG charts |
@@ -23,6 +24,7 @@ pub mod client;
 pub mod findings;
 pub mod plot;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod scenario;
 pub mod stats;

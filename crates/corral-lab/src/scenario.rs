@@ -374,7 +374,7 @@ pub struct Figure {
     /// Only points whose axes have these values, e.g. `{ mode = "unicast" }`.
     #[serde(default)]
     pub filter: BTreeMap<String, toml::Value>,
-    /// See [`crate::report::Metric`].
+    /// See [`crate::results::Metric`].
     #[serde(default = "rt")]
     pub metric: String,
     /// The paper's numbers to draw beside ours: `[[x, y], …]` per label.
@@ -467,7 +467,7 @@ impl AxisValue {
 impl fmt::Display for AxisValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AxisValue::Num(n) => write!(f, "{}", crate::report::num(*n)),
+            AxisValue::Num(n) => write!(f, "{}", crate::results::num(*n)),
             AxisValue::Text(s) => f.write_str(s),
         }
     }
@@ -607,7 +607,7 @@ impl Scenario {
                     return err(format!("figure {}: {a:?} is not a sweep axis", f.id));
                 }
             }
-            crate::report::Metric::parse(&f.metric).map_err(ScenarioError)?;
+            crate::results::Metric::parse(&f.metric).map_err(ScenarioError)?;
         }
         for f in &self.findings {
             if !crate::findings::CHECKS.contains(&f.check.as_str()) {

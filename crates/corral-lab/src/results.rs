@@ -1,0 +1,152 @@
+//! The results of a run that everything else reads: the aggregates of a point (response times,
+//! reliability, frames) computed from its rows, the metrics a figure can plot, and how numbers are written.
+//!
+//! Its own room so that findings, figures and reports share these types without importing each other
+//! (they used to form a circle: scenario ↔ report ↔ findings). It never runs a simulation and never
+//! formats a report.
+
+use crate::run::{PointRow, QueryRow};
+use crate::stats::Summary;
+
+/// A number as the shortest text that reads back to it (`100`, `28.5`); empty for NaN.
+pub fn num(x: f64) -> String {
+    if x.is_nan() {
+        String::new()
+    } else {
+        format!("{x}")
+    }
+}
+
+/// A measured value with fixed decimals (stable across platforms); empty for NaN.
+pub fn fixed(x: f64, decimals: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.decimals$}")
+    } else {
+        String::new()
+    }
+}
+
+/// What a figure plots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Mean client response time, s (error bars: 95 % CI).
+    ResponseTime,
+    /// Mean response time divided by the group size, ms (seed 000 Fig. 9).
+    ResponseTimePerMember,
+    /// Member values received / members asked, % (Fig. 10).
+    MemberReliability,
+    /// Queries answered by every member, % (Fig. 11).
+    GroupReliability,
+    /// CoAP retransmissions of the EM per query.
+    Retransmissions,
+    /// IEEE 802.15.4 frames per query.
+    Frames,
+    /// Frames on the busiest link per query (link stress).
+    LinkStress,
+    /// IEEE 802.15.4 frames per hour of the query phase (the `follow` axis: the cost of following).
+    FramesPerHour,
+    /// Mean |client's average − true average| over the window (the `follow` axis).
+    Staleness,
+}
+
+impl Metric {
+    pub const ALL: [(&'static str, Metric); 9] = [
+        ("response_time", Metric::ResponseTime),
+        ("response_time_per_member", Metric::ResponseTimePerMember),
+        ("member_reliability", Metric::MemberReliability),
+        ("group_reliability", Metric::GroupReliability),
+        ("retransmissions", Metric::Retransmissions),
+        ("frames", Metric::Frames),
+        ("link_stress", Metric::LinkStress),
+        ("frames_per_hour", Metric::FramesPerHour),
+        ("staleness", Metric::Staleness),
+    ];
+
+    pub fn parse(s: &str) -> Result<Metric, String> {
+        Metric::ALL.iter().find(|(n, _)| *n == s).map(|(_, m)| *m).ok_or_else(|| {
+            format!("metric {s:?} (known: {})", Metric::ALL.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))
+        })
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::ResponseTime => "response time (s)",
+            Metric::ResponseTimePerMember => "response time per member (ms)",
+            Metric::MemberReliability => "member reliability (%)",
+            Metric::GroupReliability => "group reliability (%)",
+            Metric::Retransmissions => "CoAP retransmissions per query",
+            Metric::Frames => "IEEE 802.15.4 frames per query",
+            Metric::LinkStress => "frames on the busiest link per query",
+            Metric::FramesPerHour => "IEEE 802.15.4 frames per hour",
+            Metric::Staleness => "mean staleness (resource unit, e.g. °C)",
+        }
+    }
+
+    /// The value and its error bar for one aggregate.
+    pub fn of(self, a: &Aggregate) -> (f64, Option<(f64, f64)>) {
+        match self {
+            Metric::ResponseTime => {
+                let m = a.rt.map_or(f64::NAN, |s| s.mean / 1000.0);
+                let ci = a.rt.map(|s| ((s.mean - s.ci95) / 1000.0, (s.mean + s.ci95) / 1000.0));
+                (m, ci)
+            }
+            Metric::ResponseTimePerMember => (a.rt.map_or(f64::NAN, |s| s.mean / a.members.max(1) as f64), None),
+            Metric::MemberReliability => (a.member_reliability, None),
+            Metric::GroupReliability => (a.group_reliability, None),
+            Metric::Retransmissions => (a.retx_per_query, None),
+            Metric::Frames => (a.frames_per_query, None),
+            Metric::LinkStress => (a.link_stress_per_query, None),
+            Metric::FramesPerHour => (a.frames_per_hour, None),
+            Metric::Staleness => (a.staleness, None),
+        }
+    }
+}
+
+/// The aggregates of one point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Aggregate {
+    pub point: usize,
+    pub queries: usize,
+    pub members: usize,
+    /// Response times of answered queries, ms.
+    pub rt: Option<Summary>,
+    pub member_reliability: f64,
+    pub group_reliability: f64,
+    pub retx_per_query: f64,
+    pub frames_per_query: f64,
+    pub link_stress_per_query: f64,
+    pub node_load_per_query: f64,
+    /// All frames of the query phase per hour of it.
+    pub frames_per_hour: f64,
+    /// The `follow` axis: mean staleness of the client's average (NaN elsewhere).
+    pub staleness: f64,
+    pub avg_hops: f64,
+    pub max_hops: u32,
+    pub created: bool,
+}
+
+/// Computes a point's aggregates from its rows.
+pub fn aggregate(p: &PointRow, queries: &[&QueryRow]) -> Aggregate {
+    let n = queries.len();
+    let rts: Vec<f64> = queries.iter().map(|q| q.response_ms).filter(|x| x.is_finite()).collect();
+    let replies: usize = queries.iter().map(|q| q.replies.min(q.members)).sum();
+    let asked: usize = queries.iter().map(|q| q.members).sum();
+    let per = |x: u64| if n == 0 { f64::NAN } else { x as f64 / n as f64 };
+    Aggregate {
+        point: p.point,
+        queries: n,
+        members: queries.first().map_or(0, |q| q.members),
+        rt: Summary::of(&rts),
+        member_reliability: crate::stats::percent(replies as u64, asked as u64),
+        group_reliability: crate::stats::percent(queries.iter().filter(|q| q.success()).count() as u64, n as u64),
+        retx_per_query: per(queries.iter().map(|q| q.coap_retx).sum()),
+        frames_per_query: per(queries.iter().map(|q| q.frames).sum()),
+        link_stress_per_query: per(p.max_link_frames),
+        node_load_per_query: per(p.max_node_frames),
+        frames_per_hour: if p.window_s > 0.0 { p.frames as f64 * 3600.0 / p.window_s } else { f64::NAN },
+        staleness: p.staleness_mean,
+        avg_hops: p.avg_hops,
+        max_hops: p.max_hops,
+        created: p.created,
+    }
+}

@@ -7,7 +7,7 @@
 //! precision, rows in point order, nothing depends on the wall clock or on the thread that ran a point —
 //! the same command writes byte-identical CSV. It never runs a simulation.
 
-use crate::findings::{self, Finding, Verdict};
+use crate::findings::{self, Finding, Kind};
 use crate::plot::{BoxPlot, LineChart, Series};
 use crate::results::{aggregate, fixed, Aggregate, Metric};
 use crate::run::{LinkRow, NodeRow, PointResult, PointRow, QueryRow};
@@ -30,9 +30,40 @@ pub struct RunData {
     pub results: Vec<PointResult>,
     /// `Some((i, n))` for a shard.
     pub shard: Option<(usize, usize)>,
+    /// The findings rerun with the scenario's `[[sensitivity]]` variants (deliberately wrong models).
+    pub sensitivity: Vec<Variant>,
+}
+
+/// One sensitivity variant: what it changed and the findings it produced.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    pub name: String,
+    pub changes: String,
+    pub findings: Vec<Finding>,
 }
 
 impl RunData {
+    /// Aggregates per point with the replicates pooled: one row per point of the sweep's axes, over the
+    /// queries of every replicate (point-level counters from the first replicate).
+    pub fn pooled(&self) -> Vec<(Point, Aggregate)> {
+        let mut groups: Vec<(Point, &PointRow, Vec<&QueryRow>)> = Vec::new();
+        for r in &self.results {
+            let Some(p) = self.points.iter().find(|p| p.index == r.point.point) else { continue };
+            let values: Vec<(String, AxisValue)> = p.values.iter().filter(|(a, _)| a != "replicate").cloned().collect();
+            match groups.iter_mut().find(|g| g.0.values == values) {
+                Some(g) => g.2.extend(r.queries.iter()),
+                None => groups.push((Point { index: p.index, values }, &r.point, r.queries.iter().collect())),
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(p, row, q)| {
+                let a = aggregate(row, &q);
+                (p, a)
+            })
+            .collect()
+    }
+
     /// Aggregates in point order, with their points.
     pub fn aggregates(&self) -> Vec<(&Point, Aggregate)> {
         let mut out = Vec::new();
@@ -394,24 +425,47 @@ pub fn figure_svg(f: &Figure, aggs: &[(&Point, Aggregate)]) -> String {
         return plot.to_svg();
     }
     let mut chart = LineChart::new(&f.title, axis_label(&f.x), metric.label());
-    type Group = (String, Vec<(f64, f64)>, Vec<(f64, f64)>);
-    let mut groups: Vec<Group> = Vec::new();
+    // Per series and x: the replicates' values. One replicate: its value and its own error bar (95 % CI);
+    // several: their mean, and whiskers from the lowest to the highest replicate (the spread of seeds).
+    type Cell = (f64, Vec<(f64, Option<(f64, f64)>)>);
+    let mut groups: Vec<(String, Vec<Cell>)> = Vec::new();
     for (p, a) in &selected {
         let Some(x) = p.get(&f.x).and_then(AxisValue::num) else { continue };
         let key = series_key(p, &f.series);
-        let (y, err) = metric.of(a);
         let idx = match groups.iter().position(|g| g.0 == key) {
             Some(i) => i,
             None => {
-                groups.push((key, Vec::new(), Vec::new()));
+                groups.push((key, Vec::new()));
                 groups.len() - 1
             }
         };
-        groups[idx].1.push((x, y));
-        groups[idx].2.push(err.unwrap_or((f64::NAN, f64::NAN)));
+        let cells = &mut groups[idx].1;
+        let cell = match cells.iter().position(|c| c.0 == x) {
+            Some(i) => &mut cells[i],
+            None => {
+                cells.push((x, Vec::new()));
+                cells.last_mut().expect("just pushed")
+            }
+        };
+        cell.1.push(metric.of(a));
     }
-    for (key, pts, errs) in groups {
+    for (key, cells) in groups {
         let label = if key.is_empty() { "corral (sim)".to_string() } else { key };
+        let mut pts = Vec::new();
+        let mut errs = Vec::new();
+        for (x, vals) in cells {
+            let ys: Vec<f64> = vals.iter().map(|v| v.0).filter(|y| y.is_finite()).collect();
+            let y = if ys.is_empty() { f64::NAN } else { ys.iter().sum::<f64>() / ys.len() as f64 };
+            let err = if vals.len() > 1 {
+                ys.iter()
+                    .copied()
+                    .fold(None, |acc: Option<(f64, f64)>, v| Some(acc.map_or((v, v), |(a, b)| (a.min(v), b.max(v)))))
+            } else {
+                vals.first().and_then(|v| v.1)
+            };
+            pts.push((x, y));
+            errs.push(err.unwrap_or((f64::NAN, f64::NAN)));
+        }
         let has_err = errs.iter().any(|e| e.0.is_finite());
         let mut s = Series::new(label, pts);
         if has_err {
@@ -455,7 +509,7 @@ fn esc(s: &str) -> String {
 /// `summary.txt`: what ran, the findings, and the headline numbers per point.
 pub fn summary_text(d: &RunData, found: &[Finding]) -> String {
     let s = &d.scenario;
-    let aggs = d.aggregates();
+    let aggs = d.pooled();
     let queries: usize = aggs.iter().map(|(_, a)| a.queries).sum();
     let mut out = String::new();
     let _ = writeln!(out, "{} — {}", s.name, s.title);
@@ -466,20 +520,16 @@ pub fn summary_text(d: &RunData, found: &[Finding]) -> String {
     let shard = d.shard.map(|(i, n)| format!(", shard {i}/{n}")).unwrap_or_default();
     let _ = writeln!(
         out,
-        "run: {mode}, seed {}{shard}; {} of {} points, {queries} queries",
+        "run: {mode}, seed {}{shard}; {} of {} points ({} replicate(s) each), {queries} queries",
         d.seed,
-        aggs.len(),
-        d.points.len()
+        d.results.len(),
+        d.points.len(),
+        s.replicates(d.quick)
     );
     let _ = writeln!(out);
-    for f in found {
-        let _ = writeln!(out, "[{}] {}", f.verdict.word(), f.title);
-        let _ = writeln!(out, "    corral: {}", f.corral);
-        let _ = writeln!(out, "    paper:  {}", f.paper);
-        if f.verdict == Verdict::Disagrees && !f.explain.is_empty() {
-            let _ = writeln!(out, "    why:    {}", f.explain);
-        }
-    }
+    out.push_str(&findings_text(found));
+    out.push_str(&calibration_text(s));
+    out.push_str(&sensitivity_text(found, &d.sensitivity));
     if !found.is_empty() {
         let _ = writeln!(out);
     }
@@ -548,9 +598,16 @@ pub fn summary_json(d: &RunData, found: &[Finding]) -> serde_json::Value {
         "shard": d.shard.map(|(i, n)| format!("{i}/{n}")),
         "points_total": d.points.len(),
         "points": d.results.len(),
-        "findings": found.iter().map(|f| serde_json::json!({
-            "check": f.check, "title": f.title, "verdict": f.verdict.word(), "corral": f.corral, "paper": f.paper,
-            "explain": if f.verdict == Verdict::Disagrees { f.explain.as_str() } else { "" },
+        "findings": found.iter().map(finding_json).collect::<Vec<_>>(),
+        "calibration": {
+            "set": d.scenario.calibration.set,
+            "fitted_to": d.scenario.calibration.fitted_to,
+            "sources": d.scenario.calibration.sources,
+        },
+        "sensitivity": d.sensitivity.iter().map(|v| serde_json::json!({
+            "variant": v.name,
+            "changes": v.changes,
+            "findings": v.findings.iter().map(|f| serde_json::json!({"check": f.check, "kind": f.kind.word(), "status": f.status()})).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "aggregates": aggs,
     })
@@ -564,19 +621,203 @@ fn finite(x: f64) -> serde_json::Value {
     }
 }
 
-fn finding_html(f: &Finding) -> String {
-    let (class, word) = match f.verdict {
-        Verdict::Agrees => ("agree", "AGREES"),
-        Verdict::Disagrees => ("disagree", "DISAGREES"),
-        Verdict::Inconclusive => ("open", "INCONCLUSIVE"),
-    };
-    let mut s = format!(
-        r#"<div class="finding {class}"><b>{word}</b> — {}<br><span class="k">paper:</span> {}<br><span class="k">corral:</span> {}"#,
-        esc(&f.title),
-        esc(&f.paper),
-        esc(&f.corral)
+fn kind_class(k: Kind) -> &'static str {
+    match k {
+        Kind::Agrees => "agree",
+        Kind::Disagrees => "disagree",
+        Kind::Fitted => "fitted",
+        Kind::Consequence => "consequence",
+        Kind::Inconclusive => "open",
+    }
+}
+
+fn finding_json(f: &Finding) -> serde_json::Value {
+    serde_json::json!({
+        "check": f.check,
+        "title": f.title,
+        "kind": f.kind.word(),
+        "role": format!("{:?}", f.role).to_lowercase(),
+        "paper": f.paper,
+        "corral": f.corral(),
+        "replicates": f.replicates,
+        "held": f.held,
+        "measures": f.measures.iter().map(|m| serde_json::json!({
+            "what": m.what,
+            "corral": finite(m.mean),
+            "corral_min": finite(m.min),
+            "corral_max": finite(m.max),
+            "paper": m.paper,
+            "unit": m.unit,
+            "distance": m.distance(),
+            "held": m.held,
+            "of": m.of,
+        })).collect::<Vec<_>>(),
+        "explain": if matches!(f.kind, Kind::Disagrees | Kind::Fitted) { f.explain.as_str() } else { "" },
+    })
+}
+
+/// The findings as text, grouped by kind: verdicts first (the only evidence), then fitted numbers and
+/// consequences of the configuration, which are shown but never counted as agreement.
+pub fn findings_text(found: &[Finding]) -> String {
+    let mut out = String::new();
+    let count = |k: Kind| found.iter().filter(|f| f.kind == k).count();
+    if found.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "findings: {} AGREES, {} DISAGREES (claims held out from calibration); {} FITTED; {} CONSEQUENCE; {} INCONCLUSIVE",
+        count(Kind::Agrees),
+        count(Kind::Disagrees),
+        count(Kind::Fitted),
+        count(Kind::Consequence),
+        count(Kind::Inconclusive)
     );
-    if f.verdict != Verdict::Agrees && !f.explain.is_empty() {
+    for group in
+        [&[Kind::Agrees, Kind::Disagrees][..], &[Kind::Fitted][..], &[Kind::Consequence][..], &[Kind::Inconclusive][..]]
+    {
+        for f in found.iter().filter(|f| group.contains(&f.kind)) {
+            let _ = writeln!(out, "[{}] {}", f.kind.word(), f.title);
+            let _ = writeln!(out, "    paper:  {}", f.paper);
+            for m in &f.measures {
+                let _ = writeln!(out, "    corral: {m}");
+            }
+            if f.replicates > 1 {
+                let _ = writeln!(out, "            every measure held in {} of {} replicates", f.held, f.replicates);
+            }
+            if !f.note.is_empty() {
+                let _ = writeln!(out, "    note:   {}", f.note);
+            }
+            if matches!(f.kind, Kind::Disagrees | Kind::Fitted) && !f.explain.is_empty() {
+                let _ = writeln!(out, "    why:    {}", f.explain);
+            }
+        }
+    }
+    out
+}
+
+/// The calibration set: its constants, the paper numbers they were fitted to, and every source.
+pub fn calibration_text(s: &Scenario) -> String {
+    let c = &s.calibration;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\ncalibration{}: CPU {} ms per received datagram, {} waiting slot(s), Wi-Fi CCA-busy {}, corruption {} per burst",
+        if c.set.is_empty() { String::new() } else { format!(" (set \"{}\")", c.set) },
+        c.processing_delay_ms,
+        c.rx_queue,
+        c.cca_busy_prob,
+        c.corruption_prob
+    );
+    for t in &c.fitted_to {
+        let _ = writeln!(out, "    fitted to: {t}");
+    }
+    for t in &c.sources {
+        let _ = writeln!(out, "    source:    {t}");
+    }
+    out
+}
+
+/// The sensitivity table: each deliberately wrong model and the findings whose kind it changes.
+pub fn sensitivity_text(found: &[Finding], variants: &[Variant]) -> String {
+    let mut out = String::new();
+    if variants.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "\nsensitivity (findings rerun with deliberately wrong models; → marks a change):");
+    for v in variants {
+        let status =
+            |check: &str| v.findings.iter().find(|g| g.check == check).map_or("INCONCLUSIVE".into(), Finding::status);
+        let flips: Vec<String> = found
+            .iter()
+            .map(|f| {
+                let (mine, other) = (f.status(), status(&f.check));
+                if other == mine {
+                    format!("{} {mine}", f.check)
+                } else {
+                    format!("{} {mine} → {other}", f.check)
+                }
+            })
+            .collect();
+        let changed = found.iter().filter(|f| status(&f.check) != f.status()).count();
+        let _ = writeln!(out, "  {} ({}): {changed} of {} change", v.name, v.changes, found.len());
+        for l in flips {
+            let _ = writeln!(out, "      {l}");
+        }
+    }
+    out
+}
+
+fn calibration_html(s: &Scenario) -> String {
+    let c = &s.calibration;
+    let mut h = String::from("<h2>Calibration</h2>\n");
+    let _ = writeln!(
+        h,
+        "<p>Set <b>{}</b>: {} ms of CPU per received datagram, {} waiting slot(s), Wi-Fi CCA-busy probability {}, corruption {} per burst. Findings on the numbers below are <b>FITTED</b>: they agree by construction and are never counted as agreement.</p>",
+        esc(if c.set.is_empty() { "(none)" } else { &c.set }),
+        c.processing_delay_ms,
+        c.rx_queue,
+        c.cca_busy_prob,
+        c.corruption_prob
+    );
+    if !c.fitted_to.is_empty() {
+        h.push_str("<p>Fitted to:</p><ul>");
+        for t in &c.fitted_to {
+            let _ = write!(h, "<li>{}</li>", esc(t));
+        }
+        h.push_str("</ul>\n");
+    }
+    if !c.sources.is_empty() {
+        h.push_str("<p>Where every value comes from:</p><ul>");
+        for t in &c.sources {
+            let _ = write!(h, "<li>{}</li>", esc(t));
+        }
+        h.push_str("</ul>\n");
+    }
+    h
+}
+
+fn sensitivity_html(found: &[Finding], variants: &[Variant]) -> String {
+    if variants.is_empty() || found.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from("<h2>Sensitivity</h2>\n<p>The findings rerun (one replicate each) with deliberately wrong models. A finding whose kind never changes cannot tell these models from the calibrated one.</p>\n<table><tr><th>finding</th><th>this run</th>");
+    for v in variants {
+        let _ = write!(h, "<th>{}<br><small>{}</small></th>", esc(&v.name), esc(&v.changes));
+    }
+    h.push_str("</tr>\n");
+    for f in found {
+        let _ = write!(h, "<tr><td style=\"text-align:left\">{}</td><td>{}</td>", esc(&f.check), f.status());
+        for v in variants {
+            let k = v.findings.iter().find(|g| g.check == f.check).map_or("INCONCLUSIVE".into(), Finding::status);
+            let style = if k != f.status() { " style=\"background:#fde0c5\"" } else { "" };
+            let _ = write!(h, "<td{style}>{k}</td>");
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+fn finding_html(f: &Finding) -> String {
+    let mut s = format!(
+        r#"<div class="finding {}"><b>{}</b> — {}<br><span class="k">paper:</span> {}"#,
+        kind_class(f.kind),
+        f.kind.word(),
+        esc(&f.title),
+        esc(&f.paper)
+    );
+    for m in &f.measures {
+        let _ = write!(s, r#"<br><span class="k">corral:</span> {}"#, esc(&m.to_string()));
+    }
+    if f.replicates > 1 {
+        let _ =
+            write!(s, r#"<br><span class="k">replicates:</span> every measure held in {} of {}"#, f.held, f.replicates);
+    }
+    if !f.note.is_empty() {
+        let _ = write!(s, r#"<br><span class="k">note:</span> {}"#, esc(&f.note));
+    }
+    if matches!(f.kind, Kind::Disagrees | Kind::Fitted) && !f.explain.is_empty() {
         let _ = write!(s, r#"<br><span class="k">why:</span> {}"#, esc(&f.explain));
     }
     s.push_str("</div>\n");
@@ -596,6 +837,7 @@ body{{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;co
 .side{{flex:1;min-width:280px}}
 .finding{{padding:.6em .8em;margin:.5em 0;border-left:5px solid #999;background:#f6f6f6;font-size:14px}}
 .agree{{border-color:#009E73}} .disagree{{border-color:#D55E00}} .open{{border-color:#E69F00}}
+.fitted{{border-color:#56B4E9;background:#f3f8fb}} .consequence{{border-color:#999;background:#fafafa}}
 .k{{color:#666}} table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ddd;padding:2px 6px;text-align:right}}
 th{{background:#f0f0f0}} code{{background:#f3f3f3;padding:1px 4px}}
 </style></head><body>
@@ -645,8 +887,10 @@ th{{background:#f0f0f0}} code{{background:#f3f3f3;padding:1px 4px}}
             h.push_str(&finding_html(f));
         }
     }
-    h.push_str("<h2>Aggregates</h2>\n<table><tr><th>point</th><th>queries</th><th>member %</th><th>group %</th><th>rt min (s)</th><th>p25</th><th>median</th><th>mean</th><th>p75</th><th>max</th><th>retx/query</th><th>frames/query</th><th>busiest link/query</th><th>hops avg/max</th></tr>\n");
-    for (p, a) in d.aggregates() {
+    h.push_str(&calibration_html(s));
+    h.push_str(&sensitivity_html(found, &d.sensitivity));
+    h.push_str("<h2>Aggregates</h2>\n<p>Replicates pooled (every query of every replicate).</p>\n<table><tr><th>point</th><th>queries</th><th>member %</th><th>group %</th><th>rt min (s)</th><th>p25</th><th>median</th><th>mean</th><th>p75</th><th>max</th><th>retx/query</th><th>frames/query</th><th>busiest link/query</th><th>hops avg/max</th></tr>\n");
+    for (p, a) in d.pooled() {
         let rt = |f: fn(&Summary) -> f64| a.rt.map_or("-".to_string(), |s| format!("{:.3}", f(&s) / 1000.0));
         let _ = writeln!(
             h,
@@ -687,9 +931,12 @@ pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, String> {
     let complete = d.results.len() == d.points.len();
     let aggs = d.aggregates();
     let found = if complete { findings::evaluate(&d.scenario, &aggs) } else { Vec::new() };
+    let pooled = d.pooled();
+    let pooled: Vec<(&Point, Aggregate)> = pooled.iter().map(|(p, a)| (p, a.clone())).collect();
     let mut figures = Vec::new();
     for f in &d.scenario.figures {
-        let svg = figure_svg(f, &aggs);
+        // Box plots pool the replicates' queries; line charts show the replicates' spread.
+        let svg = figure_svg(f, if f.kind == "box" { &pooled } else { &aggs });
         write(&format!("{}.svg", f.id), &svg)?;
         figures.push((f.id.clone(), svg));
     }

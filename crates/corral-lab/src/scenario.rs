@@ -79,6 +79,19 @@ pub struct Scenario {
     pub figures: Vec<Figure>,
     #[serde(default, rename = "finding")]
     pub findings: Vec<FindingSpec>,
+    /// Deliberately wrong models to rerun the findings with (`[[sensitivity]]`): which verdicts flip.
+    #[serde(default)]
+    pub sensitivity: Vec<SensitivitySpec>,
+}
+
+/// A variant of the scenario with some parameters set to wrong values, to show which verdicts depend on
+/// them (a verdict that never flips cannot tell a good model from a bad one).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SensitivitySpec {
+    pub name: String,
+    /// Dotted paths into the scenario and their values, e.g. `"calibration.cca_busy_prob" = 0.0`.
+    pub set: BTreeMap<String, toml::Value>,
 }
 
 /// Topology builders.
@@ -197,6 +210,13 @@ pub struct Calibration {
     /// Probability that one Wi-Fi burst overlapping a received frame corrupts it.
     #[serde(default = "tenth")]
     pub corruption_prob: f64,
+    /// The paper numbers these values were chosen against (the calibration set), e.g. "Fig. 7: 3 s at no
+    /// delay". Findings on these numbers are FITTED, never agreement.
+    #[serde(default)]
+    pub fitted_to: Vec<String>,
+    /// Where each value comes from (a datasheet, Contiki's sources, a fit), for the report.
+    #[serde(default)]
+    pub sources: Vec<String>,
 }
 
 fn minus_one() -> i32 {
@@ -217,6 +237,8 @@ impl Default for Calibration {
             rx_queue: -1,
             cca_busy_prob: 0.5,
             corruption_prob: 0.1,
+            fitted_to: Vec::new(),
+            sources: Vec::new(),
         }
     }
 }
@@ -322,6 +344,17 @@ pub struct Workload {
     /// The same with `--quick`.
     #[serde(default = "five_minutes")]
     pub quick_duration_s: u64,
+    /// Independent replicates of every point (seeds; on a random floor, floors): verdicts are computed
+    /// on their spread.
+    #[serde(default = "five")]
+    pub replicates: usize,
+    /// The same with `--quick`.
+    #[serde(default = "one")]
+    pub quick_replicates: usize,
+}
+
+fn five() -> usize {
+    5
 }
 
 fn hour() -> u64 {
@@ -412,6 +445,10 @@ pub struct FindingSpec {
     /// Why corral may differ, shown when it does.
     #[serde(default)]
     pub explain: String,
+    /// `claim` (default), `fitted` (a constant was chosen against this number) or `consequence` (follows
+    /// from the configuration): see [`crate::findings`].
+    #[serde(default)]
+    pub role: crate::findings::Role,
 }
 
 /// The sweep axes, in expansion order (the last varies fastest).
@@ -429,6 +466,7 @@ pub const AXES: &[&str] = &[
     "wifi_mbps",
     "delay",
     "follow",
+    "replicate",
 ];
 
 /// One value of an axis.
@@ -610,13 +648,16 @@ impl Scenario {
             crate::results::Metric::parse(&f.metric).map_err(ScenarioError)?;
         }
         for f in &self.findings {
-            if !crate::findings::CHECKS.contains(&f.check.as_str()) {
+            if crate::findings::lookup(&f.check).is_none() {
                 return err(format!(
                     "finding {:?}: unknown check (known: {})",
                     f.check,
-                    crate::findings::CHECKS.join(", ")
+                    crate::findings::names().join(", ")
                 ));
             }
+        }
+        if self.sweep.contains_key("replicate") {
+            return err("sweep.replicate: replicates come from workload.replicates, not from the sweep");
         }
         // Every point must resolve.
         for p in self.points(false).iter().chain(self.points(true).iter()) {
@@ -627,13 +668,17 @@ impl Scenario {
 
     /// Every sweep point (all of them, or those of `--quick`), indexed in the full sweep's order.
     pub fn points(&self, quick: bool) -> Vec<Point> {
-        let axes: Vec<(&str, Vec<AxisValue>)> = AXES
+        let mut axes: Vec<(&str, Vec<AxisValue>)> = AXES
             .iter()
             .filter_map(|a| {
                 let values = self.sweep.get(*a)?;
                 Some((*a, values.iter().filter_map(|v| AxisValue::from_toml(a, v).ok()).collect()))
             })
             .collect();
+        let replicates = self.replicates(quick);
+        if replicates > 1 {
+            axes.push(("replicate", (1..=replicates).map(|r| AxisValue::Num(r as f64)).collect()));
+        }
         let mut out = Vec::new();
         let total: usize = axes.iter().map(|(_, v)| v.len()).product();
         for index in 0..total {
@@ -652,6 +697,11 @@ impl Scenario {
         out
     }
 
+    /// Replicates per point: `workload.replicates`, or `quick_replicates` with `--quick`.
+    pub fn replicates(&self, quick: bool) -> usize {
+        if quick { self.workload.quick_replicates } else { self.workload.replicates }.max(1)
+    }
+
     fn in_quick(&self, p: &Point) -> bool {
         self.workload.quick_sweep.iter().all(|(axis, keep)| {
             let keep: Vec<AxisValue> = keep.iter().filter_map(|v| AxisValue::from_toml(axis, v).ok()).collect();
@@ -668,7 +718,13 @@ impl Scenario {
             layers: n.layers.clone(),
             gateways: n.gateways,
             channels: n.channels.clone(),
-            floor: (n.width, n.height, n.radius, n.topology_seed),
+            // Each replicate of a floor scenario is another random floor of the same size and density.
+            floor: (
+                n.width,
+                n.height,
+                n.radius,
+                n.topology_seed + p.get("replicate").and_then(AxisValue::num).map_or(0, |r| r as u64 - 1),
+            ),
             wired_delay_ms: n.wired_delay_ms,
             link: n.link,
             wifi_channel: self.interference.wifi_channel,
@@ -746,6 +802,8 @@ impl Scenario {
                         AxisValue::Text(t) => toml::Value::String(t.clone()),
                     }
                 }
+                // Replicates change the seed (through the point's label) and, on a floor, the floor.
+                "replicate" => {}
                 _ => return err(format!("sweep.{axis}: unknown axis")),
             }
         }
@@ -852,6 +910,7 @@ group = 3
 [entity]
 [workload]
 repetitions = 2
+replicates = 2
 quick_sweep = { delay = [0] }
 [sweep]
 delay = [0, 50]
@@ -859,13 +918,16 @@ group = [3, 4, 5]
 "#,
         )
         .unwrap();
+        // The replicates are the last (fastest) axis; --quick has one replicate.
         let p = s.points(false);
-        assert_eq!(p.len(), 6);
-        assert_eq!(p[1].label(), "group=3 delay=50");
-        assert_eq!(p[2].label(), "group=4 delay=0");
+        assert_eq!(p.len(), 12);
+        assert_eq!(p[1].label(), "group=3 delay=0 replicate=2");
+        assert_eq!(p[2].label(), "group=3 delay=50 replicate=1");
+        assert_eq!(p[4].label(), "group=4 delay=0 replicate=1");
         let q = s.points(true);
         assert_eq!(q.iter().map(|p| p.index).collect::<Vec<_>>(), vec![0, 2, 4]);
-        assert_eq!(s.setup(&p[5], false).unwrap().group, 5);
+        assert_eq!(q[1].label(), "group=4 delay=0");
+        assert_eq!(s.setup(&p[11], false).unwrap().group, 5);
     }
 
     #[test]

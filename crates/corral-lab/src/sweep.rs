@@ -6,6 +6,7 @@
 use crate::report::{read_results, RunData};
 use crate::run::{point_seed, run_point, PointResult};
 use crate::scenario::{Point, Scenario};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -100,7 +101,63 @@ pub fn run(
         points: all,
         results,
         shard: o.shard,
+        sensitivity: Vec::new(),
     })
+}
+
+/// The scenario text with `changes` applied (dotted paths, e.g. `calibration.cca_busy_prob`).
+pub fn variant_text(text: &str, changes: &BTreeMap<String, toml::Value>) -> Result<String, String> {
+    let mut doc: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    for (path, value) in changes {
+        let mut parts: Vec<&str> = path.split('.').collect();
+        let last = parts.pop().ok_or("empty path")?;
+        let mut table = &mut doc;
+        for p in parts {
+            table = table
+                .entry(p.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                .as_table_mut()
+                .ok_or_else(|| format!("{path}: {p} is not a table"))?;
+        }
+        table.insert(last.to_string(), value.clone());
+    }
+    toml::to_string(&doc).map_err(|e| e.to_string())
+}
+
+/// Reruns the findings with each `[[sensitivity]]` variant of the scenario: the same points and mode
+/// with one replicate, the variant's parameters changed. (Not for shards: findings need every point.)
+pub fn run_sensitivity(
+    d: &mut RunData,
+    o: &RunOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<(), String> {
+    if d.shard.is_some() {
+        return Ok(());
+    }
+    for spec in d.scenario.sensitivity.clone() {
+        let mut changes = spec.set.clone();
+        changes.insert("workload.replicates".into(), toml::Value::Integer(1));
+        changes.insert("workload.quick_replicates".into(), toml::Value::Integer(1));
+        let text = variant_text(&d.scenario_text, &changes)?;
+        let s = Scenario::parse(&text).map_err(|e| format!("sensitivity {:?}: {e}", spec.name))?;
+        let (_, points) = selected_points(&s, &RunOptions { shard: None, ..o.clone() });
+        let results = run_points(&s, &points, o, progress)?;
+        let data = RunData {
+            scenario: s.clone(),
+            scenario_text: text,
+            seed: o.seed,
+            quick: o.quick,
+            points: s.points(o.quick),
+            results,
+            shard: None,
+            sensitivity: Vec::new(),
+        };
+        let aggs = data.aggregates();
+        let findings = crate::findings::evaluate(&s, &aggs);
+        let changes = spec.set.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ");
+        d.sensitivity.push(crate::report::Variant { name: spec.name.clone(), changes, findings });
+    }
+    Ok(())
 }
 
 /// Joins shard directories (written by `run` with `--shard`) into one run's data. The shards must come
@@ -137,5 +194,5 @@ pub fn merge(dirs: &[&Path]) -> Result<RunData, String> {
     let scenario = Scenario::parse(&text).map_err(|e| e.0)?;
     results.sort_by_key(|r| r.point.point);
     let points = scenario.points(quick);
-    Ok(RunData { scenario, scenario_text: text, seed, quick, points, results, shard: None })
+    Ok(RunData { scenario, scenario_text: text, seed, quick, points, results, shard: None, sensitivity: Vec::new() })
 }

@@ -195,7 +195,13 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
                 quiet,
                 last_tenth: Default::default(),
             };
-            let data = sweep::run(&s, &text, &opts, &|d, t| progress.report(d, t)).map_err(Failure::other)?;
+            let mut data = sweep::run(&s, &text, &opts, &|d, t| progress.report(d, t)).map_err(Failure::other)?;
+            if !s.sensitivity.is_empty() && shard.is_none() {
+                if !quiet {
+                    say!("sensitivity: rerunning the findings with {} wrong model(s)", s.sensitivity.len());
+                }
+                sweep::run_sensitivity(&mut data, &opts, &|d, t| progress.report(d, t)).map_err(Failure::other)?;
+            }
             let found = corral_lab::report::write_report(&out, &data).map_err(Failure::other)?;
             print_summary(&data, &found, a.json);
             if !quiet {
@@ -205,7 +211,12 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
         }
         LabCommand::Merge { dirs, out, json } => {
             let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
-            let data = sweep::merge(&refs).map_err(Failure::other)?;
+            let mut data = sweep::merge(&refs).map_err(Failure::other)?;
+            if !data.scenario.sensitivity.is_empty() && data.results.len() == data.points.len() {
+                // As the unsharded run does: the wrong models rerun here, on one machine (one replicate each).
+                let opts = RunOptions { seed: data.seed, quick: data.quick, shard: None, jobs: default_jobs() };
+                sweep::run_sensitivity(&mut data, &opts, &|_, _| {}).map_err(Failure::other)?;
+            }
             let out = out.unwrap_or_else(|| PathBuf::from("lab-out").join(&data.scenario.name));
             if data.results.len() < data.points.len() && !quiet {
                 say!(

@@ -1,0 +1,509 @@
+//! The papers' findings, checked against a run — in a way that can fail.
+//!
+//! A scenario names the checks it wants (`[[finding]] check = "…"`), with the paper's words and a *role*:
+//!
+//! | role | verdict | meaning |
+//! |---|---|---|
+//! | `claim` (default) | AGREES / DISAGREES | the paper's number against corral's, held out from every calibration |
+//! | `fitted` | FITTED | a constant was chosen against this very number: agreement is by construction |
+//! | `consequence` | CONSEQUENCE | follows from the configuration's arithmetic (pacing, caps), not evidence |
+//!
+//! A check computes *measures* from the aggregates: corral's number, the paper's number when the paper
+//! gives one, and a tolerance fixed here, in advance, in the code — never after looking at the result.
+//! A measure holds when corral's number is within the tolerance; a check holds when all its measures do.
+//! With several replicates (independent seeds, and on the office floor independent random floors) a
+//! check runs once per replicate; a claim AGREES when it holds in at least 80 % of them
+//! ([`AGREEMENT`]), else DISAGREES, and every measure is reported as its mean with the range over the
+//! replicates. A check that lacks the points it needs (a `--quick` run) is INCONCLUSIVE.
+//!
+//! # Families
+//! Checks live in one module per scenario family ([`testbed`], [`office`], [`ext`]); each exports a
+//! table of [`Check`]s, and [`lookup`] searches the tables. A new family (the proxy experiments of seed 001,
+//! streaming of seed 003, CoAP vs HTTP of seeds 002/004) adds its module and its table to [`FAMILIES`] —
+//! nothing else changes: the report renders any [`Finding`].
+
+pub mod ext;
+pub mod office;
+pub mod testbed;
+
+use crate::results::Aggregate;
+use crate::scenario::{AxisValue, Point, Scenario};
+use std::fmt;
+
+/// A claim agrees when it holds in at least this share of the replicates (4 of 5).
+pub const AGREEMENT: f64 = 0.8;
+
+/// The aggregates a check reads: one replicate's points.
+pub type Aggs<'a> = [(&'a Point, Aggregate)];
+
+/// A check: the computation behind a finding.
+pub struct Check {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub run: fn(&Scenario, &Aggs) -> Result<Vec<Measure>, String>,
+}
+
+/// Every family's checks.
+pub const FAMILIES: &[&[Check]] = &[testbed::CHECKS, office::CHECKS, ext::CHECKS];
+
+pub fn lookup(name: &str) -> Option<&'static Check> {
+    FAMILIES.iter().flat_map(|f| f.iter()).find(|c| c.name == name)
+}
+
+/// Every check's name, for error messages.
+pub fn names() -> Vec<&'static str> {
+    FAMILIES.iter().flat_map(|f| f.iter()).map(|c| c.name).collect()
+}
+
+/// How a scenario uses a finding (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    #[default]
+    Claim,
+    Fitted,
+    Consequence,
+}
+
+/// What a finding says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Agrees,
+    Disagrees,
+    Fitted,
+    Consequence,
+    Inconclusive,
+}
+
+impl Kind {
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Agrees => "AGREES",
+            Kind::Disagrees => "DISAGREES",
+            Kind::Fitted => "FITTED",
+            Kind::Consequence => "CONSEQUENCE",
+            Kind::Inconclusive => "INCONCLUSIVE",
+        }
+    }
+
+    /// Counted as evidence (a claim that could have failed).
+    pub fn is_verdict(self) -> bool {
+        matches!(self, Kind::Agrees | Kind::Disagrees)
+    }
+}
+
+/// The range corral's number must fall in, declared with the check.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tolerance {
+    AtLeast(f64),
+    AtMost(f64),
+    Between(f64, f64),
+    /// Within this fraction of the paper's number (0.15: ±15 %).
+    Relative(f64),
+    /// Within this much of the paper's number, in its unit (percentage points for reliability).
+    Absolute(f64),
+}
+
+impl Tolerance {
+    fn holds(self, corral: f64, paper: Option<f64>) -> bool {
+        if !corral.is_finite() {
+            return false;
+        }
+        match (self, paper) {
+            (Tolerance::AtLeast(x), _) => corral >= x,
+            (Tolerance::AtMost(x), _) => corral <= x,
+            (Tolerance::Between(a, b), _) => (a..=b).contains(&corral),
+            (Tolerance::Relative(r), Some(p)) => p != 0.0 && (corral / p - 1.0).abs() <= r,
+            (Tolerance::Absolute(d), Some(p)) => (corral - p).abs() <= d,
+            (Tolerance::Relative(_) | Tolerance::Absolute(_), None) => false,
+        }
+    }
+
+    fn describe(self, unit: &str) -> String {
+        match self {
+            Tolerance::AtLeast(x) => format!("≥ {}{unit}", short(x)),
+            Tolerance::AtMost(x) => format!("≤ {}{unit}", short(x)),
+            Tolerance::Between(a, b) => format!("{}–{}{unit}", short(a), short(b)),
+            Tolerance::Relative(r) => format!("±{} %", short(r * 100.0)),
+            Tolerance::Absolute(d) => format!("±{}{unit}", short(d)),
+        }
+    }
+}
+
+/// `3`, `0.39`, `94.6`: a number as short as it reads.
+fn short(x: f64) -> String {
+    if !x.is_finite() {
+        return "–".into();
+    }
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// One number a check compares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measure {
+    pub what: String,
+    pub corral: f64,
+    pub paper: Option<f64>,
+    pub unit: &'static str,
+    pub tolerance: Tolerance,
+}
+
+impl Measure {
+    pub fn new(
+        what: impl Into<String>,
+        corral: f64,
+        paper: Option<f64>,
+        unit: &'static str,
+        tol: Tolerance,
+    ) -> Measure {
+        Measure { what: what.into(), corral, paper, unit, tolerance: tol }
+    }
+
+    pub fn holds(&self) -> bool {
+        self.tolerance.holds(self.corral, self.paper)
+    }
+}
+
+/// A measure over the replicates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spread {
+    pub what: String,
+    pub unit: &'static str,
+    pub paper: Option<f64>,
+    pub tolerance: Tolerance,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Replicates in which it held, of how many.
+    pub held: usize,
+    pub of: usize,
+}
+
+impl Spread {
+    /// The distance to the paper: the ratio or the difference, whichever the tolerance speaks of.
+    pub fn distance(&self) -> String {
+        match (self.paper, self.tolerance) {
+            (Some(p), Tolerance::Relative(_)) if p != 0.0 => format!("ratio {:.2}", self.mean / p),
+            (Some(p), _) => {
+                let unit = if self.unit == " %" { " points" } else { self.unit };
+                format!("difference {:+}{unit}", short(self.mean - p))
+            }
+            (None, _) => String::new(),
+        }
+    }
+}
+
+impl fmt::Display for Spread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: corral {}{}", self.what, short(self.mean), self.unit)?;
+        if self.of > 1 && self.min != self.max {
+            write!(f, " ({}–{} over {})", short(self.min), short(self.max), self.of)?;
+        }
+        if let Some(p) = self.paper {
+            write!(f, ", paper {}{}, {}", short(p), self.unit, self.distance())?;
+        }
+        write!(f, "; tolerance {}", self.tolerance.describe(self.unit))?;
+        if self.of > 1 {
+            write!(f, ", held {}/{}", self.held, self.of)
+        } else {
+            f.write_str(if self.held == 1 { ", holds" } else { ", does not hold" })
+        }
+    }
+}
+
+/// One checked finding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub check: String,
+    pub figure: String,
+    pub title: String,
+    pub paper: String,
+    pub role: Role,
+    pub kind: Kind,
+    pub measures: Vec<Spread>,
+    /// Replicates in which every measure held, of how many were evaluated.
+    pub held: usize,
+    pub replicates: usize,
+    /// Why the check was inconclusive (or what some replicates lacked).
+    pub note: String,
+    pub explain: String,
+}
+
+impl Finding {
+    /// Whether its measures held (in at least [`AGREEMENT`] of the replicates), whatever the role.
+    pub fn holds(&self) -> bool {
+        self.replicates > 0 && self.held as f64 >= AGREEMENT * self.replicates as f64
+    }
+
+    /// The kind, and for a fitted number or a consequence whether it held: what a sensitivity run compares
+    /// (a FITTED finding stays FITTED under a wrong model, but may stop holding).
+    pub fn status(&self) -> String {
+        match self.kind {
+            Kind::Fitted | Kind::Consequence => {
+                format!("{} ({})", self.kind.word(), if self.holds() { "holds" } else { "fails" })
+            }
+            k => k.word().to_string(),
+        }
+    }
+
+    /// corral's side in one line: every measure with its distance and tolerance.
+    pub fn corral(&self) -> String {
+        let mut s: Vec<String> = self.measures.iter().map(|m| m.to_string()).collect();
+        if self.replicates > 1 {
+            s.push(format!("all measures held in {} of {} replicates", self.held, self.replicates));
+        }
+        if !self.note.is_empty() {
+            s.push(self.note.clone());
+        }
+        s.join("; ")
+    }
+}
+
+/// Evaluates every finding the scenario names, per replicate (the `replicate` axis; one if absent).
+pub fn evaluate(s: &Scenario, aggs: &Aggs) -> Vec<Finding> {
+    let mut reps: Vec<Option<f64>> = aggs.iter().map(|(p, _)| p.get("replicate").and_then(AxisValue::num)).collect();
+    reps.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    reps.dedup();
+    s.findings
+        .iter()
+        .map(|spec| {
+            let check = lookup(&spec.check);
+            let mut per_rep: Vec<Vec<Measure>> = Vec::new();
+            let mut why = String::new();
+            for r in &reps {
+                let part: Vec<(&Point, Aggregate)> = aggs
+                    .iter()
+                    .filter(|(p, _)| p.get("replicate").and_then(AxisValue::num) == *r)
+                    .map(|(p, a)| (*p, a.clone()))
+                    .collect();
+                match check.map(|c| (c.run)(s, &part)) {
+                    Some(Ok(m)) if !m.is_empty() => per_rep.push(m),
+                    Some(Ok(_)) => why = "no measures".into(),
+                    Some(Err(e)) => why = e,
+                    None => why = format!("no check named {}", spec.check),
+                }
+            }
+            combine(spec, check.map_or("unknown check", |c| c.title), per_rep, why)
+        })
+        .collect()
+}
+
+fn combine(spec: &crate::scenario::FindingSpec, title: &str, per_rep: Vec<Vec<Measure>>, why: String) -> Finding {
+    let replicates = per_rep.len();
+    let held = per_rep.iter().filter(|ms| ms.iter().all(Measure::holds)).count();
+    let mut measures: Vec<Spread> = Vec::new();
+    for ms in &per_rep {
+        for m in ms {
+            let sp = match measures.iter_mut().find(|x| x.what == m.what) {
+                Some(sp) => sp,
+                None => {
+                    measures.push(Spread {
+                        what: m.what.clone(),
+                        unit: m.unit,
+                        paper: m.paper,
+                        tolerance: m.tolerance,
+                        mean: 0.0,
+                        min: f64::INFINITY,
+                        max: f64::NEG_INFINITY,
+                        held: 0,
+                        of: 0,
+                    });
+                    measures.last_mut().expect("just pushed")
+                }
+            };
+            sp.mean += m.corral;
+            sp.min = sp.min.min(m.corral);
+            sp.max = sp.max.max(m.corral);
+            sp.held += usize::from(m.holds());
+            sp.of += 1;
+        }
+    }
+    for sp in &mut measures {
+        sp.mean /= sp.of.max(1) as f64;
+    }
+    let kind = if replicates == 0 {
+        Kind::Inconclusive
+    } else {
+        match spec.role {
+            Role::Fitted => Kind::Fitted,
+            Role::Consequence => Kind::Consequence,
+            Role::Claim if held as f64 >= AGREEMENT * replicates as f64 => Kind::Agrees,
+            Role::Claim => Kind::Disagrees,
+        }
+    };
+    Finding {
+        check: spec.check.clone(),
+        figure: spec.figure.clone(),
+        title: title.to_string(),
+        paper: spec.paper.clone(),
+        role: spec.role,
+        kind,
+        measures,
+        held,
+        replicates,
+        note: if replicates == 0 { why } else { String::new() },
+        explain: spec.explain.clone(),
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Helpers the families share
+// ------------------------------------------------------------------------------------------------
+
+pub(crate) fn rt_s(a: &Aggregate) -> f64 {
+    a.rt.map_or(f64::NAN, |s| s.mean / 1000.0)
+}
+
+pub(crate) fn num(p: &Point, axis: &str) -> Option<f64> {
+    p.get(axis).and_then(AxisValue::num)
+}
+
+/// Distinct values of a numeric axis, sorted.
+pub(crate) fn values(aggs: &Aggs, axis: &str) -> Vec<f64> {
+    let mut v: Vec<f64> = aggs.iter().filter_map(|(p, _)| num(p, axis)).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+pub(crate) fn pick<'a>(aggs: &'a Aggs<'a>, want: &[(&str, AxisValue)]) -> Option<&'a Aggregate> {
+    aggs.iter().find(|(p, _)| want.iter().all(|(a, v)| p.get(a) == Some(v))).map(|(_, a)| a)
+}
+
+pub(crate) fn n(x: f64) -> AxisValue {
+    AxisValue::Num(x)
+}
+
+pub(crate) fn t(s: &str) -> AxisValue {
+    AxisValue::Text(s.into())
+}
+
+/// Nothing measured: the run lacks the points.
+pub(crate) fn need(ms: Vec<Measure>, missing: &str) -> Result<Vec<Measure>, String> {
+    if ms.is_empty() {
+        Err(missing.into())
+    } else {
+        Ok(ms)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Synthetic aggregates for the checks' tests: points with given axes and a few fields set.
+    use super::*;
+    use crate::stats::Summary;
+
+    pub struct Synth {
+        pub points: Vec<Point>,
+        pub aggs: Vec<Aggregate>,
+    }
+
+    impl Synth {
+        pub fn new() -> Synth {
+            Synth { points: Vec::new(), aggs: Vec::new() }
+        }
+
+        /// A point with `axes` whose mean response time is `rt_s` seconds and reliability as given.
+        pub fn add(&mut self, axes: &[(&str, AxisValue)], rt_s: f64, member: f64, group: f64) -> &mut Aggregate {
+            let index = self.points.len();
+            self.points.push(Point { index, values: axes.iter().map(|(a, v)| (a.to_string(), v.clone())).collect() });
+            let ms = rt_s * 1000.0;
+            let rt = Summary {
+                n: 50,
+                mean: ms,
+                min: ms * 0.5,
+                max: ms * 2.0,
+                p25: ms * 0.8,
+                median: ms,
+                p75: ms * 1.2,
+                ..Summary::default()
+            };
+            self.aggs.push(Aggregate {
+                point: index,
+                queries: 50,
+                members: 10,
+                rt: Some(rt),
+                rt_complete: Some(rt),
+                share_under_2s: f64::NAN,
+                share_under_6s: f64::NAN,
+                member_reliability: member,
+                group_reliability: group,
+                retx_per_query: 0.0,
+                frames_per_query: 10.0,
+                link_stress_per_query: 1.0,
+                node_load_per_query: 1.0,
+                frames_per_hour: f64::NAN,
+                staleness: f64::NAN,
+                avg_hops: 1.0,
+                max_hops: 1,
+                created: true,
+            });
+            self.aggs.last_mut().expect("just pushed")
+        }
+
+        pub fn view(&self) -> Vec<(&Point, Aggregate)> {
+            self.points.iter().zip(self.aggs.iter().cloned()).collect()
+        }
+
+        /// Runs `check` on the synthetic data: whether all its measures hold.
+        pub fn holds(&self, check: &str) -> Result<bool, String> {
+            let c = lookup(check).ok_or("no such check")?;
+            let s = Scenario::parse(crate::scenario::builtin("fig10-interference").expect("builtin")).expect("parses");
+            let ms = (c.run)(&s, &self.view())?;
+            Ok(ms.iter().all(Measure::holds))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tolerances() {
+        assert!(Tolerance::Relative(0.15).holds(3.3, Some(3.0)));
+        assert!(!Tolerance::Relative(0.15).holds(3.6, Some(3.0)));
+        assert!(Tolerance::Absolute(1.5).holds(93.5, Some(94.6)));
+        assert!(!Tolerance::Absolute(1.5).holds(92.9, Some(94.6)));
+        assert!(Tolerance::Between(50.0, 150.0).holds(100.0, None));
+        assert!(!Tolerance::AtMost(5.0).holds(f64::NAN, None), "no number never holds");
+        assert!(!Tolerance::Relative(0.1).holds(1.0, None), "a relative tolerance needs the paper's number");
+    }
+
+    #[test]
+    fn every_scenario_names_known_checks_with_a_role() {
+        for b in crate::scenario::BUILTINS {
+            let s = Scenario::parse(b.text).expect("builtin parses");
+            for f in &s.findings {
+                assert!(lookup(&f.check).is_some(), "{}: {}", b.name, f.check);
+            }
+        }
+    }
+
+    #[test]
+    fn replicates_decide_by_four_of_five() {
+        let spec = crate::scenario::FindingSpec {
+            check: "x".into(),
+            figure: String::new(),
+            paper: String::new(),
+            explain: String::new(),
+            role: Role::Claim,
+        };
+        let m = |v: f64| vec![Measure::new("v", v, Some(1.0), " s", Tolerance::Relative(0.1))];
+        let agree = combine(&spec, "t", vec![m(1.0), m(1.05), m(0.95), m(1.0), m(2.0)], String::new());
+        assert_eq!((agree.kind, agree.held, agree.replicates), (Kind::Agrees, 4, 5));
+        let disagree = combine(&spec, "t", vec![m(1.0), m(1.05), m(2.0), m(1.0), m(2.0)], String::new());
+        assert_eq!(disagree.kind, Kind::Disagrees);
+        assert!(disagree.corral().contains("held 3/5"), "{}", disagree.corral());
+        let fitted = combine(
+            &crate::scenario::FindingSpec { role: Role::Fitted, ..spec.clone() },
+            "t",
+            vec![m(1.0)],
+            String::new(),
+        );
+        assert_eq!(fitted.kind, Kind::Fitted);
+        let none = combine(&spec, "t", vec![], "needs points".into());
+        assert_eq!((none.kind, none.note.as_str()), (Kind::Inconclusive, "needs points"));
+    }
+}

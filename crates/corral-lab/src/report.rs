@@ -493,6 +493,7 @@ fn axis_label(axis: &str) -> String {
         "group" => "group size (members)".into(),
         "ack_timeout_ms" => "ACK_TIMEOUT (ms)".into(),
         "leisure_ms" => "leisure (ms)".into(),
+        "replicate" => "replicate (seed; on a floor: the floor)".into(),
         "processing_delay_ms" => "processing delay (ms)".into(),
         other => other.replace('_', " "),
     }

@@ -637,7 +637,7 @@ impl Scenario {
             if !matches!(f.kind.as_str(), "line" | "box") {
                 return err(format!("figure {}: kind must be line or box", f.id));
             }
-            if f.kind == "line" && !self.sweep.contains_key(&f.x) {
+            if f.kind == "line" && !self.sweep.contains_key(&f.x) && f.x != "replicate" {
                 return err(format!("figure {}: x = {:?} is not a sweep axis", f.id, f.x));
             }
             for a in f.series.iter().chain(f.filter.keys()) {

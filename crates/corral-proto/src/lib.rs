@@ -29,6 +29,7 @@ mod links;
 mod message;
 mod node;
 mod params;
+mod prefix;
 mod rng;
 mod service;
 pub mod tcp;
@@ -44,6 +45,7 @@ pub use message::{
 };
 pub use node::{Node, ServiceHandle};
 pub use params::TransmissionParams;
+pub use prefix::{canonical, Prefix};
 pub use rng::Rng;
 pub use service::{Context, NodeCommand, Outcome, ResourceLink, Service};
 pub use tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};

@@ -66,21 +66,27 @@ struct PolicyFile {
     quarantine: Option<u64>,
 }
 
+/// A list of prefixes in a TOML file: `["10.0.0.0/8", "::1"]`.
+fn prefixes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Prefix>, D::Error> {
+    let texts = Vec::<String>::deserialize(d)?;
+    texts.iter().map(|t| t.parse().map_err(serde::de::Error::custom)).collect()
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AccessSection {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "prefixes")]
     read: Vec<Prefix>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "prefixes")]
     actuate: Vec<Prefix>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "prefixes")]
     manage: Vec<Prefix>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MembersSection {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "prefixes")]
     networks: Vec<Prefix>,
     #[serde(default)]
     ports: Vec<u16>,

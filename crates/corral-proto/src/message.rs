@@ -62,6 +62,28 @@ impl Request {
         self.options.get_all(OptionNumber::URI_PATH).map(String::from_utf8_lossy)
     }
 
+    /// Whether the request is addressed to a forward proxy (it carries Proxy-Uri or Proxy-Scheme,
+    /// RFC 7252 §5.7.2).
+    pub fn is_proxied(&self) -> bool {
+        self.options.contains(OptionNumber::PROXY_URI) || self.options.contains(OptionNumber::PROXY_SCHEME)
+    }
+
+    /// The name Observe registrations and [`crate::Context::changed`] give the requested resource: its
+    /// path (`/s/t`), or for a request to a forward proxy the absolute URI it asks for (the Proxy-Uri
+    /// as sent, or `scheme://host:port/path?query` from Proxy-Scheme and the Uri-* options), which no
+    /// path can be confused with.
+    pub fn resource_id(&self) -> String {
+        if let Some(uri) = self.options.get(OptionNumber::PROXY_URI) {
+            return String::from_utf8_lossy(uri).into_owned();
+        }
+        let Some(scheme) = self.options.get(OptionNumber::PROXY_SCHEME) else { return self.options.path() };
+        let host = self.options.get(OptionNumber::URI_HOST).map(String::from_utf8_lossy).unwrap_or_default();
+        let port = self.options.get_uint(OptionNumber::URI_PORT).map(|p| format!(":{p}")).unwrap_or_default();
+        let query = self.options.query();
+        let query = if query.is_empty() { String::new() } else { format!("?{query}") };
+        format!("{}://{host}{port}{}{query}", String::from_utf8_lossy(scheme), self.options.path())
+    }
+
     /// The value of the first `key=value` Uri-Query with this key.
     pub fn query_value(&self, key: &str) -> Option<&str> {
         self.options.query_pairs().find(|(k, _)| *k == key).map(|(_, v)| v)
@@ -189,6 +211,9 @@ pub struct IncomingRequest {
     pub confirmable: bool,
     pub token: Token,
     pub request: Request,
+    /// This is an observer's registration replayed to render a notification (RFC 7641 §4.2), not a
+    /// request that came from the network.
+    pub notification: bool,
 }
 
 /// Why a request ended without a response.
@@ -202,8 +227,11 @@ pub enum RequestError {
     /// changed, or (text starting "stalled") a timeout after some blocks had gone through. No partial body
     /// is delivered.
     BadTransfer(&'static str),
-    /// CoAP over TCP: the connection closed or was aborted before the response arrived.
+    /// CoAP over TCP: the connection closed or was aborted before the response arrived (or could not be
+    /// made).
     ConnectionClosed,
+    /// The peer acknowledged the request with a message that does not parse (RFC 7252 §3).
+    Malformed,
 }
 
 impl fmt::Display for RequestError {
@@ -213,6 +241,7 @@ impl fmt::Display for RequestError {
             RequestError::Reset => f.write_str("reset by peer"),
             RequestError::BadTransfer(why) => write!(f, "block-wise transfer failed: {why}"),
             RequestError::ConnectionClosed => f.write_str("connection closed"),
+            RequestError::Malformed => f.write_str("answered with a malformed message"),
         }
     }
 }

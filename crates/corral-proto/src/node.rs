@@ -11,7 +11,7 @@ use crate::rng::Rng;
 use crate::service::{Context, NodeCommand, Outcome, Owners, ResourceLink, Service};
 use crate::tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 use crate::time::Instant;
-use corral_wire::{Code, ContentFormat, OptionNumber};
+use corral_wire::{Code, ContentFormat};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -39,6 +39,8 @@ pub struct Node {
     unowned: VecDeque<Event>,
     seed: u64,
     well_known_core: bool,
+    /// The service that takes requests for a forward proxy (Proxy-Uri or Proxy-Scheme), if any.
+    forward_proxy: Option<usize>,
 }
 
 impl Node {
@@ -61,6 +63,7 @@ impl Node {
             unowned: VecDeque::new(),
             seed,
             well_known_core: true,
+            forward_proxy: None,
         }
     }
 
@@ -71,6 +74,12 @@ impl Node {
         let rng = Rng::stream(self.seed, 0x5e41_0000 + index as u64);
         self.mounts.push(Mount { prefix, service: Box::new(service), rng });
         ServiceHandle(index)
+    }
+
+    /// Makes a mounted service this node's forward proxy (RFC 7252 §5.7): every request carrying Proxy-Uri
+    /// or Proxy-Scheme goes to it, whatever its Uri-Path. Without one, such requests are answered 5.05.
+    pub fn set_forward_proxy(&mut self, h: ServiceHandle) {
+        self.forward_proxy = (h.0 < self.mounts.len()).then_some(h.0);
     }
 
     /// Whether the node answers `/.well-known/core` itself (default: yes, unless a service is mounted there).
@@ -115,6 +124,18 @@ impl Node {
     pub fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId) {
         self.tcp.handle_closed(now, conn);
         self.dispatch(now);
+    }
+
+    /// A connection asked for with `poll_tcp_connect` cannot be made.
+    pub fn handle_tcp_connect_failed(&mut self, now: Instant, dst: SocketAddr) {
+        self.tcp.handle_connect_failed(now, dst);
+        self.dispatch(now);
+    }
+
+    /// A server to connect to over TCP, for a service's [`Context::request_tcp`]; report the connection with
+    /// `handle_tcp_connected` (peer = this address) or `handle_tcp_connect_failed`.
+    pub fn poll_tcp_connect(&mut self) -> Option<SocketAddr> {
+        self.tcp.poll_connect()
     }
 
     /// Bytes to write to a TCP connection.
@@ -270,9 +291,13 @@ impl Node {
     }
 
     fn route(&mut self, now: Instant, req: IncomingRequest) {
-        // RFC 7252 §5.7.2: a request for a proxy, to an endpoint that is not one.
-        let opts = &req.request.options;
-        if opts.contains(OptionNumber::PROXY_URI) || opts.contains(OptionNumber::PROXY_SCHEME) {
+        if req.request.is_proxied() {
+            if let Some(index) = self.forward_proxy {
+                let (service, mut cx) = self.parts(now, index);
+                service.handle_request(&mut cx, req);
+                return;
+            }
+            // RFC 7252 §5.7.2: a request for a proxy, to an endpoint that is not one.
             let r = crate::Response::error(Code::PROXYING_NOT_SUPPORTED, "this endpoint is not a forward proxy");
             self.respond(now, req.id, r);
             return;

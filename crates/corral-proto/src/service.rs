@@ -121,6 +121,12 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// Ends a received request without answering it: it repeats one the service is already answering
+    /// (see [`Endpoint::discard`]).
+    pub fn discard(&mut self, id: InboundId) {
+        let _ = if id.0 >= TCP_ID_BASE { self.tcp.discard(id) } else { self.endpoint.discard(id) };
+    }
+
     /// Sends the empty ACK now; the response will go separately (UDP only; TCP has no ACKs).
     pub fn accept(&mut self, id: InboundId) {
         if id.0 < TCP_ID_BASE {
@@ -141,15 +147,38 @@ impl<'a> Context<'a> {
         Ok(id)
     }
 
+    /// Issues a request over CoAP over TCP (RFC 8323) to `dst`, on the connection this node has to it;
+    /// if there is none the driver is asked to make one and the request waits for it (a connection that
+    /// cannot be made fails the request with [`RequestError::ConnectionClosed`]). The outcome comes back
+    /// through `handle_response`, as for [`Context::request`].
+    pub fn request_tcp(
+        &mut self,
+        dst: SocketAddr,
+        request: Request,
+        params: SendParams,
+    ) -> Result<RequestId, StartError> {
+        let id = self.tcp.request_to(self.now, dst, request, params)?;
+        self.owners.insert(id, self.me);
+        Ok(id)
+    }
+
     /// Abandons a request; no outcome will be delivered for it.
     pub fn cancel(&mut self, id: RequestId) {
-        self.endpoint.cancel(self.now, id);
+        if id.0 >= TCP_ID_BASE {
+            self.tcp.cancel(self.now, id);
+        } else {
+            self.endpoint.cancel(self.now, id);
+        }
         self.owners.remove(&id);
     }
 
     /// Ends an observation this service registered (GET with Observe=1, RFC 7641 §3.6).
     pub fn deregister(&mut self, id: RequestId) {
-        self.endpoint.deregister(self.now, id);
+        if id.0 >= TCP_ID_BASE {
+            self.tcp.deregister(self.now, id);
+        } else {
+            self.endpoint.deregister(self.now, id);
+        }
     }
 
     /// The resource at `path` (e.g. `"/s/t"`) changed: every observer gets a notification, rendered by
@@ -206,8 +235,12 @@ impl<'a> Context<'a> {
     }
 }
 
-/// `"s/t/"` → `"/s/t"`: the form `Options::path` produces.
+/// `"s/t/"` → `"/s/t"`: the form `Options::path` produces. An absolute URI (a resource behind a forward
+/// proxy, see [`Request::resource_id`]) is kept as it is.
 fn normalize_path(path: &str) -> String {
+    if path.contains("://") {
+        return path.to_string();
+    }
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     format!("/{}", segs.join("/"))
 }

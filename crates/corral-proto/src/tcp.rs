@@ -10,6 +10,9 @@
 //!   in order, so no freshness rule, §7.2), block-wise transfers (the same [`Transfer`] and
 //!   [`ServerLayer`] as over UDP).
 //! - Closing a connection fails its client requests and ends its observations (§7.4).
+//! - Connections to servers on demand, for services that issue requests ([`TcpEndpoint::request_to`]): the
+//!   endpoint asks the driver to connect (`poll_connect`), holds the requests until the connection is up
+//!   (or fails them when `handle_connect_failed` says it cannot be made) and reuses it afterwards.
 //!
 //! # What it must never do
 //! Read a clock, open a socket, or draw randomness other than from its seed. The driver owns the sockets:
@@ -116,6 +119,14 @@ struct Inbound {
     meta: RequestMeta,
 }
 
+/// A request waiting for the connection to its server.
+struct Waiting {
+    dst: SocketAddr,
+    request: Request,
+    params: SendParams,
+    deadline: Instant,
+}
+
 /// A CoAP-over-TCP endpoint serving any number of connections. See the module docs.
 pub struct TcpEndpoint {
     config: TcpConfig,
@@ -131,6 +142,12 @@ pub struct TcpEndpoint {
     events: VecDeque<Event>,
     next_request_id: u64,
     next_inbound_id: u64,
+    /// Connections this endpoint made (or was given) to servers, by server address.
+    to_server: Map<SocketAddr, ConnId>,
+    /// Requests waiting for a connection being made, and the addresses being connected to.
+    waiting: Map<RequestId, Waiting>,
+    connecting: Map<SocketAddr, Vec<RequestId>>,
+    connects: VecDeque<SocketAddr>,
 }
 
 impl TcpEndpoint {
@@ -149,6 +166,10 @@ impl TcpEndpoint {
             events: VecDeque::new(),
             next_request_id: TCP_ID_BASE,
             next_inbound_id: TCP_ID_BASE,
+            to_server: new_map(seed),
+            waiting: new_map(seed),
+            connecting: new_map(seed),
+            connects: VecDeque::new(),
             rng,
             config,
         }
@@ -194,13 +215,19 @@ impl TcpEndpoint {
         self.timers.peek().map(|Reverse((t, _))| *t)
     }
 
+    /// A server the driver must connect to (for [`TcpEndpoint::request_to`]); it reports the connection
+    /// with `handle_connected` (the peer address is the one asked for) or `handle_connect_failed`.
+    pub fn poll_connect(&mut self) -> Option<SocketAddr> {
+        self.connects.pop_front()
+    }
+
     // ---------------------------------------------------------------------------------------------
     // Connection life cycle
     // ---------------------------------------------------------------------------------------------
 
     /// A connection was established (either side initiated it). This side's CSM goes out at once; the
     /// initiator does not wait for the peer's before sending requests (RFC 8323 §5.3).
-    pub fn handle_connected(&mut self, _now: Instant, conn: ConnId, peer: SocketAddr) {
+    pub fn handle_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr) {
         if self.conns.len() >= self.config.max_connections {
             warn!(%peer, "too many connections; refusing");
             self.abort(conn, "too many connections");
@@ -222,12 +249,37 @@ impl TcpEndpoint {
         csm.options.push(signal::BLOCK_WISE_TRANSFER, &[]);
         self.send(conn, &csm);
         debug!(?conn, %peer, "connection established");
+        if let Some(ids) = self.connecting.remove(&peer) {
+            self.to_server.insert(peer, conn);
+            for id in ids {
+                let Some(w) = self.waiting.remove(&id) else { continue };
+                let timeout = w.deadline.saturating_since(now);
+                let params = SendParams { timeout: Some(timeout), ..w.params };
+                if let Err(e) = self.start_as(id, now, conn, w.request, params, None) {
+                    debug!(?id, error = %e, "request could not start on its new connection");
+                    self.events.push_back(Event::Failed { id, error: RequestError::ConnectionClosed });
+                }
+            }
+        }
+    }
+
+    /// The connection to `dst` that `poll_connect` asked for cannot be made: the requests waiting for it
+    /// fail with [`RequestError::ConnectionClosed`].
+    pub fn handle_connect_failed(&mut self, _now: Instant, dst: SocketAddr) {
+        let mut ids = self.connecting.remove(&dst).unwrap_or_default();
+        ids.sort();
+        for id in ids {
+            if self.waiting.remove(&id).is_some() {
+                self.events.push_back(Event::Failed { id, error: RequestError::ConnectionClosed });
+            }
+        }
     }
 
     /// The connection is gone (closed by either side, or broken): its requests fail, its observations and
     /// pending exchanges end.
     pub fn handle_closed(&mut self, now: Instant, conn: ConnId) {
         let Some(c) = self.conns.remove(&conn) else { return };
+        self.to_server.retain(|_, c| *c != conn);
         let ids: Vec<RequestId> = self.exchanges.iter().filter(|(_, e)| e.conn == conn).map(|(id, _)| *id).collect();
         let mut failed: Vec<RequestId> = Vec::new();
         for id in ids {
@@ -440,6 +492,7 @@ impl TcpEndpoint {
             confirmable: true,
             token,
             request,
+            notification: false,
         }));
     }
 
@@ -492,6 +545,11 @@ impl TcpEndpoint {
         Ok(())
     }
 
+    /// Ends a received request without a response (see [`crate::Endpoint::discard`]).
+    pub fn discard(&mut self, id: InboundId) -> Result<(), UnknownExchange> {
+        self.inbound.remove(&id).map(|_| ()).ok_or(UnknownExchange)
+    }
+
     /// The resource at `path` changed: one request per observer over TCP, to be rendered and answered with
     /// [`TcpEndpoint::respond`]; each answer goes out as a notification.
     pub fn notify(&mut self, _now: Instant, path: &str) -> Vec<IncomingRequest> {
@@ -507,7 +565,15 @@ impl TcpEndpoint {
             self.next_inbound_id += 1;
             let meta = RequestMeta { key: self.server.key_of(&request), ..RequestMeta::default() };
             self.inbound.insert(id, Inbound { conn, peer: key.0, token: key.1, notification: true, meta });
-            out.push(IncomingRequest { id, from: key.0, multicast: false, confirmable: true, token: key.1, request });
+            out.push(IncomingRequest {
+                id,
+                from: key.0,
+                multicast: false,
+                confirmable: true,
+                token: key.1,
+                request,
+                notification: true,
+            });
         }
         out
     }
@@ -537,14 +603,63 @@ impl TcpEndpoint {
         self.start(now, conn, request, params, None)
     }
 
+    /// Sends a request to the server at `dst` over the connection this endpoint has to it, or — if it has
+    /// none — asks the driver for one (`poll_connect`) and sends the request once it is up. The request's
+    /// timeout runs from now, connecting included.
+    pub fn request_to(
+        &mut self,
+        now: Instant,
+        dst: SocketAddr,
+        request: Request,
+        params: SendParams,
+    ) -> Result<RequestId, StartError> {
+        let known = self.to_server.get(&dst).copied().filter(|c| self.conns.get(c).is_some_and(|c| !c.closing));
+        // Any open connection with that peer will do (RFC 8323: either side may send requests).
+        let known = known.or_else(|| self.conns.iter().find(|(_, c)| c.peer == dst && !c.closing).map(|(id, _)| *id));
+        if let Some(conn) = known {
+            self.to_server.insert(dst, conn);
+            return self.start(now, conn, request, params, None);
+        }
+        if self.exchanges.len() + self.waiting.len() >= self.config.max_client_exchanges {
+            return Err(StartError::TooManyExchanges);
+        }
+        let id = RequestId(self.next_request_id);
+        self.next_request_id += 1;
+        let deadline = now + params.timeout.unwrap_or(self.config.request_timeout);
+        self.waiting.insert(id, Waiting { dst, request, params, deadline });
+        self.push_timer(deadline, id);
+        let queue = self.connecting.entry(dst).or_default();
+        if queue.is_empty() {
+            debug!(%dst, "connecting to a server");
+            self.connects.push_back(dst);
+        }
+        queue.push(id);
+        Ok(id)
+    }
+
     fn start(
         &mut self,
+        now: Instant,
+        conn: ConnId,
+        request: Request,
+        params: SendParams,
+        parent: Option<RequestId>,
+    ) -> Result<RequestId, StartError> {
+        let id = RequestId(self.next_request_id);
+        self.next_request_id += 1;
+        self.start_as(id, now, conn, request, params, parent)?;
+        Ok(id)
+    }
+
+    fn start_as(
+        &mut self,
+        id: RequestId,
         now: Instant,
         conn: ConnId,
         mut request: Request,
         params: SendParams,
         parent: Option<RequestId>,
-    ) -> Result<RequestId, StartError> {
+    ) -> Result<(), StartError> {
         if self.exchanges.len() >= self.config.max_client_exchanges {
             return Err(StartError::TooManyExchanges);
         }
@@ -567,8 +682,6 @@ impl TcpEndpoint {
             transfer = Some(Box::new(t));
             request = first;
         }
-        let id = RequestId(self.next_request_id);
-        self.next_request_id += 1;
         let deadline = now + params.timeout.unwrap_or(self.config.request_timeout);
         self.tokens.insert((conn, token), id);
         self.send(
@@ -596,7 +709,7 @@ impl TcpEndpoint {
             },
         );
         self.push_timer(deadline, id);
-        Ok(id)
+        Ok(())
     }
 
     /// Sends a Ping (RFC 8323 §5.4); the Pong arrives as [`Event::Pong`].
@@ -635,6 +748,11 @@ impl TcpEndpoint {
         if let Some(e) = self.exchanges.remove(&id) {
             self.tokens.remove(&(e.conn, e.token));
         }
+        if let Some(w) = self.waiting.remove(&id) {
+            if let Some(q) = self.connecting.get_mut(&w.dst) {
+                q.retain(|i| *i != id);
+            }
+        }
     }
 
     /// Ends an observation with a GET carrying Observe=1 (RFC 8323 §7.2 requires explicit cancellation).
@@ -661,7 +779,7 @@ impl TcpEndpoint {
     }
 
     pub fn is_active(&self, id: RequestId) -> bool {
-        self.exchanges.contains_key(&id)
+        self.exchanges.contains_key(&id) || self.waiting.contains_key(&id)
     }
 
     fn fresh_token(&mut self, conn: ConnId) -> Token {
@@ -763,9 +881,12 @@ impl TcpEndpoint {
     /// when such stale entries clearly dominate, the heap is rebuilt with the live ones.
     fn push_timer(&mut self, at: Instant, id: RequestId) {
         self.timers.push(Reverse((at, id)));
-        if self.timers.len() > 4096 && self.timers.len() > 4 * self.exchanges.len() {
+        if self.timers.len() > 4096 && self.timers.len() > 4 * (self.exchanges.len() + self.waiting.len()) {
             let exchanges = &self.exchanges;
-            self.timers.retain(|Reverse((at, id))| exchanges.get(id).is_some_and(|e| e.deadline == Some(*at)));
+            let waiting = &self.waiting;
+            self.timers.retain(|Reverse((at, id))| {
+                exchanges.get(id).is_some_and(|e| e.deadline == Some(*at)) || waiting.contains_key(id)
+            });
         }
     }
 
@@ -775,6 +896,12 @@ impl TcpEndpoint {
                 break;
             }
             self.timers.pop();
+            if self.waiting.get(&id).is_some_and(|w| w.deadline == at) {
+                info!(?id, "no connection to the server in time");
+                self.cancel(now, id);
+                self.events.push_back(Event::Failed { id, error: RequestError::Timeout });
+                continue;
+            }
             let Some(ex) = self.exchanges.get(&id) else { continue };
             if ex.deadline != Some(at) {
                 continue;

@@ -957,6 +957,12 @@ impl Sim {
                 self.node_events.push((now, NodeId(i), ev));
                 continue;
             }
+            if let Some(dst) = node.poll_tcp_connect() {
+                // Simulated nodes have no TCP yet: a request over TCP fails at once, as an unreachable
+                // server would make it fail on a real network.
+                node.handle_tcp_connect_failed(now, dst);
+                continue;
+            }
             break;
         }
         let node = &mut self.nodes[i as usize];

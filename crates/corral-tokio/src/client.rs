@@ -77,6 +77,8 @@ pub enum Error {
     ConnectionClosed,
     /// CoAP over TCP: no connection could be made to the server.
     Connect { addr: SocketAddr, reason: String },
+    /// The server acknowledged the request with a message that does not parse.
+    Malformed,
 }
 
 impl fmt::Display for Error {
@@ -91,6 +93,7 @@ impl fmt::Display for Error {
             Error::Closed => f.write_str("the client has stopped"),
             Error::Transfer(why) => write!(f, "block-wise transfer failed: {why}"),
             Error::ConnectionClosed => f.write_str("the connection closed before the response arrived"),
+            Error::Malformed => f.write_str("the server answered with a malformed message"),
             Error::Connect { addr, reason } => write!(f, "cannot connect to {addr} over TCP: {reason}"),
         }
     }
@@ -105,6 +108,7 @@ impl From<RequestFailure> for Error {
             RequestFailure::Failed(RequestError::Reset) => Error::Reset,
             RequestFailure::Failed(RequestError::BadTransfer(why)) => Error::Transfer(why),
             RequestFailure::Failed(RequestError::ConnectionClosed) => Error::ConnectionClosed,
+            RequestFailure::Failed(RequestError::Malformed) => Error::Malformed,
             RequestFailure::Start(e) => Error::Start(e),
             RequestFailure::Unreachable => Error::Unreachable(SocketAddr::from(([0, 0, 0, 0], 0))),
             RequestFailure::Connect(reason) => Error::Connect { addr: SocketAddr::from(([0, 0, 0, 0], 0)), reason },

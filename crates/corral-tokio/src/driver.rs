@@ -74,6 +74,8 @@ pub(crate) trait Machine {
     fn handle_tcp_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr);
     fn handle_tcp_data(&mut self, now: Instant, conn: ConnId, data: &[u8]);
     fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId);
+    fn handle_tcp_connect_failed(&mut self, now: Instant, dst: SocketAddr);
+    fn poll_tcp_connect(&mut self) -> Option<SocketAddr>;
     fn poll_transmit(&mut self) -> Option<Transmit>;
     fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit>;
     fn poll_tcp_close(&mut self) -> Option<ConnId>;
@@ -108,6 +110,12 @@ impl Machine for ClientMachine {
     }
     fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId) {
         self.tcp.handle_closed(now, conn)
+    }
+    fn handle_tcp_connect_failed(&mut self, now: Instant, dst: SocketAddr) {
+        self.tcp.handle_connect_failed(now, dst)
+    }
+    fn poll_tcp_connect(&mut self) -> Option<SocketAddr> {
+        self.tcp.poll_connect()
     }
     fn poll_transmit(&mut self) -> Option<Transmit> {
         self.udp.poll_transmit()
@@ -156,6 +164,12 @@ impl Machine for Node {
     }
     fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId) {
         Node::handle_tcp_closed(self, now, conn)
+    }
+    fn handle_tcp_connect_failed(&mut self, now: Instant, dst: SocketAddr) {
+        Node::handle_tcp_connect_failed(self, now, dst)
+    }
+    fn poll_tcp_connect(&mut self) -> Option<SocketAddr> {
+        Node::poll_tcp_connect(self)
     }
     fn poll_transmit(&mut self) -> Option<Transmit> {
         Node::poll_transmit(self)
@@ -488,6 +502,7 @@ impl<M: Machine> Driver<M> {
                 for q in self.tcp.connecting.remove(&dst).unwrap_or_default() {
                     send_failure(q.reply, RequestFailure::Connect(reason.clone()));
                 }
+                self.machine.handle_tcp_connect_failed(now, dst);
             }
             TcpInput::Data { conn, bytes } => {
                 if self.tcp.conns.contains_key(&conn) {
@@ -647,6 +662,14 @@ impl<M: Machine> Driver<M> {
                 if !link.send(t.bytes) {
                     warn!(conn = ?t.conn, "peer does not read what is sent to it; closing the connection");
                     self.close_conn(now, t.conn);
+                }
+            }
+            while let Some(dst) = self.machine.poll_tcp_connect() {
+                // A service's request over TCP (the machine knows of no connection to `dst`): connect,
+                // unless a connection is being made already.
+                if !self.tcp.connecting.contains_key(&dst) {
+                    self.tcp.connecting.insert(dst, Vec::new());
+                    crate::tcp::connect(dst, CONNECT_TIMEOUT, self.tcp.ids.clone(), self.tcp.tx.clone());
                 }
             }
             let mut closed = false;

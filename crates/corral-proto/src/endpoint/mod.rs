@@ -1145,7 +1145,15 @@ impl Endpoint {
                 },
             );
             self.piggyback_deadlines.push_back((now + self.config.piggyback_window(), id));
-            out.push(IncomingRequest { id, from: key.0, multicast: false, confirmable: con, token: key.1, request });
+            out.push(IncomingRequest {
+                id,
+                from: key.0,
+                multicast: false,
+                confirmable: con,
+                token: key.1,
+                request,
+                notification: true,
+            });
         }
         out
     }
@@ -1159,6 +1167,20 @@ impl Endpoint {
     /// How many observers `path` has.
     pub fn observer_count(&self, path: &str) -> usize {
         self.server.observers.count_for(path)
+    }
+
+    /// Ends a received request without any response: the application recognised it as a repetition of one
+    /// it is already answering (a client that re-sent a NON, or a CON under a new message ID, with the same
+    /// token). A CON is acknowledged so that its sender stops retransmitting; nothing else is sent.
+    pub fn discard(&mut self, id: InboundId) -> Result<(), UnknownExchange> {
+        self.accept(id)?;
+        if let Some(inb) = self.inbound.remove(&id) {
+            match inb.kind {
+                InboundKind::Request => self.release_inbound(inb.peer),
+                InboundKind::Notification(_) => self.release_peer_ref(inb.peer),
+            }
+        }
+        Ok(())
     }
 
     /// Sends the empty ACK for a received CON now, committing to a separate response. Useful when the
@@ -1211,11 +1233,15 @@ impl Endpoint {
             Err(e) => {
                 self.stats.malformed_in += 1;
                 debug!(%from, error = %e, len = data.len(), "malformed datagram");
-                // RFC 7252 §4.2: a CON with a format error is rejected with RST (never on multicast).
-                if let Some((MessageType::Con, _, mid)) = Packet::<&[u8]>::peek_header(data) {
-                    if !multicast {
-                        self.send_rst(from, mid);
+                match Packet::<&[u8]>::peek_header(data) {
+                    // RFC 7252 §4.2: a CON with a format error is rejected with RST (never on multicast).
+                    Some((MessageType::Con, _, mid)) if !multicast => self.send_rst(from, mid),
+                    // An ACK that answers one of our requests with garbage: the request has its answer, and it
+                    // is unusable. Waiting for a retransmission's answer would only repeat it.
+                    Some((MessageType::Ack, code, mid)) if !multicast && code.is_response() => {
+                        self.on_malformed_ack(now, from, mid)
                     }
+                    _ => {}
                 }
                 return;
             }
@@ -1295,6 +1321,18 @@ impl Endpoint {
                 self.uncount(now, id);
             }
         }
+    }
+
+    fn on_malformed_ack(&mut self, now: Instant, from: SocketAddr, mid: MessageId) {
+        let Some(Owner::Request(id)) = self.sent.get(&(from, mid)).map(|s| s.owner) else { return };
+        if self.exchanges.get(&id).is_none_or(|e| e.multicast) {
+            return;
+        }
+        if self.sent.remove(&(from, mid)).is_some_and(|s| s.retransmit.is_some()) {
+            self.release_peer_ref(from);
+        }
+        info!(%from, ?id, "request answered with a malformed message");
+        self.fail_exchange(now, id, RequestError::Malformed);
     }
 
     fn on_rst(&mut self, now: Instant, from: SocketAddr, mid: MessageId) {
@@ -1479,6 +1517,7 @@ impl Endpoint {
             confirmable: packet.mtype() == MessageType::Con,
             token,
             request,
+            notification: false,
         }));
     }
 

@@ -23,7 +23,8 @@ pub(crate) struct RequestMeta {
     pub(crate) block2: Option<BlockValue>,
     /// The completed upload's last Block1, echoed in the response (RFC 7959 §2.3).
     pub(crate) block1_echo: Option<BlockValue>,
-    /// An Observe registration: the resource path and the request to replay for notifications.
+    /// An Observe registration: the resource ([`Request::resource_id`]) and the request to replay for
+    /// notifications.
     pub(crate) observe: Option<Box<(String, Request)>>,
 }
 
@@ -126,7 +127,7 @@ impl ServerLayer {
         let observe = (observe == Some(u64::from(corral_wire::OBSERVE_REGISTER))
             && matches!(method, Code::GET | Code::FETCH)
             && !multicast)
-            .then(|| Box::new((request.options.path(), request.clone())));
+            .then(|| Box::new((request.resource_id(), request.clone())));
         Incoming::Deliver(request, RequestMeta { key, block2, block1_echo, observe })
     }
 

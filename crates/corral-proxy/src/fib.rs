@@ -1,0 +1,362 @@
+//! The forwarding information base of seed 001 (Table I): ordered rules `URI pattern → [next hop …]`.
+//!
+//! A pattern is an absolute URI (`coap://sensor/temp/**`) or a path alone (`/temp/*`, any server). In the
+//! path, `*` matches one segment and a trailing `**` any number (also none); the host `*` matches every
+//! host. A next hop is a CoAP endpoint (`coap://192.0.2.7:5683` or `coap+tcp://…`) and the paper's
+//! *send host* flag: `true` keeps the full Proxy-Uri for another proxy, `false` rewrites the request to
+//! Uri-* options for the origin server. The most specific rule wins (more literal path segments, then a
+//! literal host, then an exact length, then fewer wildcards); equally specific rules go by order. A request
+//! no rule matches goes straight to the origin in its URI.
+//!
+//! ```toml
+//! [hosts]                      # names a Proxy-Uri may use (the proxy has no DNS)
+//! sensor = "192.0.2.10"
+//!
+//! [[rule]]
+//! match = "coap://sensor/temp/**"
+//! next = ["coap://192.0.2.20:5683", "coap://192.0.2.21:5683"]   # two forwarders: first answer wins
+//!
+//! [[rule]]
+//! match = "/light/*"
+//! next = [{ to = "coap://192.0.2.30", send_host = false }]    # the origin itself
+//! ```
+
+use crate::target::Hosts;
+use corral_proto::wire::uri::{Host, Scheme, Uri};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+/// Where a matching request goes next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NextHop {
+    /// `coap://IP:PORT` or `coap+tcp://IP:PORT`, as written (names resolved at load).
+    pub uri: String,
+    #[serde(skip)]
+    pub addr: SocketAddr,
+    #[serde(skip)]
+    pub tcp: bool,
+    /// Keep the Proxy-Uri (the next hop is a proxy) or rewrite to Uri-* options (it is the origin).
+    pub send_host: bool,
+}
+
+/// One FIB entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rule {
+    #[serde(rename = "match")]
+    pub pattern: String,
+    pub next: Vec<NextHop>,
+    /// Line of the rule in its file (0 when built in code).
+    pub line: usize,
+    #[serde(skip)]
+    matcher: Pattern,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pattern {
+    scheme: Option<Scheme>,
+    /// `None`: any host.
+    host: Option<Host>,
+    port: Option<u16>,
+    segments: Vec<String>,
+    /// A trailing `**`.
+    rest: bool,
+}
+
+impl Pattern {
+    fn parse(text: &str) -> Result<Pattern, String> {
+        let (scheme, host, port, path) = if text.starts_with('/') {
+            (None, None, None, text)
+        } else {
+            let (scheme, rest) = text
+                .split_once("://")
+                .ok_or_else(|| format!("{text:?}: expected an absolute URI (coap://host/path) or a path (/path)"))?;
+            let scheme = Scheme::parse(scheme).ok_or_else(|| format!("{text:?}: unknown scheme {scheme:?}"))?;
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            if authority == "*" {
+                (Some(scheme), None, None, path)
+            } else {
+                // Let the URI parser handle hosts, IPv6 literals and ports.
+                let uri = Uri::parse(&format!("{scheme}://{authority}/"))
+                    .map_err(|e| format!("{text:?}: bad host in pattern: {e}"))?;
+                let explicit_port = authority.rsplit_once(':').is_some_and(|(_, p)| !p.contains(']'));
+                (Some(scheme), Some(uri.host), explicit_port.then_some(uri.port), path)
+            }
+        };
+        if path.contains(['?', '#']) {
+            return Err(format!("{text:?}: a pattern matches paths; it cannot have a query or fragment"));
+        }
+        let mut segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
+        let rest = segments.last().is_some_and(|s| s == "**");
+        if rest {
+            segments.pop();
+        }
+        if segments.iter().any(|s| s == "**") {
+            return Err(format!("{text:?}: `**` may only end a pattern"));
+        }
+        Ok(Pattern { scheme, host, port, segments, rest })
+    }
+
+    fn matches(&self, uri: &Uri) -> bool {
+        self.scheme.is_none_or(|s| s == uri.scheme)
+            && self.host.as_ref().is_none_or(|h| *h == uri.host)
+            && self.port.is_none_or(|p| p == uri.port)
+            && (uri.path.len() == self.segments.len() || (self.rest && uri.path.len() >= self.segments.len()))
+            && self.segments.iter().zip(&uri.path).all(|(p, s)| p == "*" || p == s)
+    }
+
+    /// Larger is more specific.
+    fn specificity(&self) -> (usize, bool, bool, usize) {
+        let literal = self.segments.iter().filter(|s| *s != "*").count();
+        let wild = self.segments.len() - literal;
+        (literal, self.host.is_some(), !self.rest, usize::MAX - wild)
+    }
+}
+
+/// Ordered rules plus the host names the proxy knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fib {
+    pub rules: Vec<Rule>,
+    pub hosts: Hosts,
+}
+
+/// A FIB file that does not load: where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FibError {
+    /// 1-based line, 0 when the error has no place.
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for FibError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(f, "line {}: {}", self.line, self.message)
+        } else {
+            f.write_str(&self.message)
+        }
+    }
+}
+
+impl std::error::Error for FibError {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FibFile {
+    #[serde(default)]
+    hosts: BTreeMap<String, toml::Spanned<String>>,
+    #[serde(default)]
+    rule: Vec<toml::Spanned<RuleFile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    #[serde(rename = "match")]
+    pattern: toml::Spanned<String>,
+    next: Vec<toml::Spanned<HopFile>>,
+    /// The default for this rule's hops.
+    send_host: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum HopFile {
+    Uri(String),
+    Full { to: String, send_host: Option<bool> },
+}
+
+/// The line of a byte offset in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+impl Fib {
+    /// Parses a FIB file. `resolve` turns a host name of a next hop or of `[hosts]` into an address (the CLI
+    /// passes the system resolver; tests a table); every error names its line.
+    pub fn parse(text: &str, resolve: &dyn Fn(&str) -> Option<IpAddr>) -> Result<Fib, FibError> {
+        let file: FibFile = toml::from_str(text).map_err(|e| FibError {
+            line: e.span().map_or(0, |s| line_of(text, s.start)),
+            message: e.message().trim().to_string(),
+        })?;
+        let at = |span: std::ops::Range<usize>, message: String| FibError { line: line_of(text, span.start), message };
+        let mut hosts = BTreeMap::new();
+        for (name, value) in file.hosts {
+            let ip = value
+                .get_ref()
+                .parse::<IpAddr>()
+                .ok()
+                .or_else(|| resolve(value.get_ref()))
+                .ok_or_else(|| at(value.span(), format!("host {name:?}: cannot resolve {:?}", value.get_ref())))?;
+            hosts.insert(name.to_ascii_lowercase(), ip);
+        }
+        let hosts = Hosts(hosts);
+        let mut rules = Vec::new();
+        for rule in file.rule {
+            let line = line_of(text, rule.span().start);
+            let rule = rule.into_inner();
+            let matcher =
+                Pattern::parse(rule.pattern.get_ref()).map_err(|m| at(rule.pattern.span(), format!("match: {m}")))?;
+            if rule.next.is_empty() {
+                return Err(at(rule.pattern.span(), "a rule needs at least one next hop in `next`".into()));
+            }
+            let mut next = Vec::new();
+            for hop in &rule.next {
+                let (to, send_host) = match hop.get_ref() {
+                    HopFile::Uri(to) => (to, None),
+                    HopFile::Full { to, send_host } => (to, *send_host),
+                };
+                let send_host = send_host.or(rule.send_host).unwrap_or(true);
+                next.push(next_hop(to, send_host, &hosts, resolve).map_err(|m| at(hop.span(), m))?);
+            }
+            rules.push(Rule { pattern: rule.pattern.into_inner(), next, line, matcher });
+        }
+        Ok(Fib { rules, hosts })
+    }
+
+    /// A rule built in code (the lab, tests).
+    pub fn push(&mut self, pattern: &str, next: Vec<NextHop>) -> Result<(), String> {
+        let matcher = Pattern::parse(pattern)?;
+        self.rules.push(Rule { pattern: pattern.to_string(), next, line: 0, matcher });
+        Ok(())
+    }
+
+    /// The most specific rule for `uri`; equally specific rules go by order.
+    pub fn lookup(&self, uri: &Uri) -> Option<&Rule> {
+        let mut best: Option<&Rule> = None;
+        for rule in self.rules.iter().filter(|r| r.matcher.matches(uri)) {
+            if best.is_none_or(|b| rule.matcher.specificity() > b.matcher.specificity()) {
+                best = Some(rule);
+            }
+        }
+        best
+    }
+}
+
+impl NextHop {
+    /// A next hop at an address, over UDP or TCP.
+    pub fn new(addr: SocketAddr, tcp: bool, send_host: bool) -> NextHop {
+        let scheme = if tcp { Scheme::CoapTcp } else { Scheme::Coap };
+        NextHop { uri: format!("{scheme}://{addr}"), addr, tcp, send_host }
+    }
+}
+
+fn next_hop(
+    to: &str,
+    send_host: bool,
+    hosts: &Hosts,
+    resolve: &dyn Fn(&str) -> Option<IpAddr>,
+) -> Result<NextHop, String> {
+    let uri = Uri::parse(to).map_err(|e| format!("next hop {to:?}: {e}"))?;
+    if !uri.path.is_empty() || !uri.query.is_empty() {
+        return Err(format!("next hop {to:?}: a next hop is an endpoint; drop the path"));
+    }
+    let tcp = match uri.scheme {
+        Scheme::Coap => false,
+        Scheme::CoapTcp => true,
+        s => return Err(format!("next hop {to:?}: {s}:// is not supported; use coap:// or coap+tcp://")),
+    };
+    let ip = match &uri.host {
+        Host::Ip(ip) => *ip,
+        Host::Name(name) => hosts
+            .resolve(&uri.host)
+            .or_else(|| resolve(name))
+            .ok_or_else(|| format!("next hop {to:?}: cannot resolve {name:?}"))?,
+    };
+    crate::target::check_destination(ip).map_err(|r| format!("next hop {to:?}: {}", r.diagnostic))?;
+    Ok(NextHop { uri: to.to_string(), addr: SocketAddr::new(ip, uri.port), tcp, send_host })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_dns(_: &str) -> Option<IpAddr> {
+        None
+    }
+
+    const EXAMPLE: &str = r#"
+[hosts]
+sensor = "192.0.2.10"
+
+[[rule]]
+match = "coap://sensor/temp/**"
+next = ["coap://192.0.2.20:5683", "coap://192.0.2.21"]
+
+[[rule]]
+match = "/temp/*"
+next = [{ to = "coap+tcp://192.0.2.30", send_host = false }]
+
+[[rule]]
+match = "coap://*/**"
+send_host = false
+next = ["coap://192.0.2.40"]
+"#;
+
+    fn uri(s: &str) -> Uri {
+        Uri::parse(s).unwrap()
+    }
+
+    #[test]
+    fn example_loads_and_most_specific_wins() {
+        let fib = Fib::parse(EXAMPLE, &no_dns).unwrap();
+        assert_eq!(fib.rules.len(), 3);
+        assert_eq!(fib.rules[0].line, 5);
+        assert_eq!(fib.rules[0].next[1].addr, "192.0.2.21:5683".parse().unwrap());
+        assert!(fib.rules[0].next[0].send_host);
+        assert!(fib.rules[1].next[0].tcp && !fib.rules[1].next[0].send_host);
+        assert!(!fib.rules[2].next[0].send_host);
+        // /temp/x from sensor: rule 0 has one literal segment and a host; rule 1 one literal segment and an
+        // exact length, but no host. The host decides.
+        assert_eq!(fib.lookup(&uri("coap://sensor/temp/x")).unwrap().line, 5);
+        assert_eq!(fib.lookup(&uri("coap://192.0.2.99/temp/x")).unwrap().line, 9);
+        assert_eq!(fib.lookup(&uri("coap://192.0.2.99/other")).unwrap().line, 13);
+        assert_eq!(fib.lookup(&uri("coap://sensor/temp")).unwrap().line, 5, "** matches no segment too");
+        assert!(fib.lookup(&uri("coap+tcp://192.0.2.99/other")).is_none(), "the scheme must match");
+    }
+
+    #[test]
+    fn ties_go_by_order_and_ports_match() {
+        let mut fib = Fib::default();
+        let hop = NextHop::new("192.0.2.1:5683".parse().unwrap(), false, true);
+        fib.push("/a/*", vec![hop.clone()]).unwrap();
+        fib.push("/*/b", vec![hop.clone()]).unwrap();
+        fib.push("coap://192.0.2.5:7000/**", vec![hop]).unwrap();
+        assert_eq!(fib.lookup(&uri("coap://h/a/b")).unwrap().pattern, "/a/*");
+        assert_eq!(fib.lookup(&uri("coap://192.0.2.5:7000/z")).unwrap().pattern, "coap://192.0.2.5:7000/**");
+        assert!(fib.lookup(&uri("coap://192.0.2.5/z")).is_none());
+    }
+
+    #[test]
+    fn errors_name_their_line() {
+        let e = Fib::parse("[[rule]]\nmatch = \"/a\"\nnext = []\n", &no_dns).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        let e = Fib::parse("\n[[rule]]\nmatch = \"/a\"\nnext = [\"coap://10.0.0.1/x\"]\n", &no_dns).unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("drop the path"), "{e}");
+        let e = Fib::parse("[[rule]]\nmatch = \"ftp://a\"\nnext = [\"coap://10.0.0.1\"]\n", &no_dns).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        let e = Fib::parse("[[rule]]\nmatch = \"/a/**/b\"\nnext = [\"coap://10.0.0.1\"]\n", &no_dns).unwrap_err();
+        assert!(e.message.contains("**"), "{e}");
+        let e = Fib::parse("[[rule]]\nmatch = \"/a\"\nnext = [\"coap://nowhere\"]\n", &no_dns).unwrap_err();
+        assert!(e.message.contains("cannot resolve"), "{e}");
+        let e = Fib::parse("[[rule]]\nmatch = \"/a\"\nnext = [\"coap://224.0.1.187\"]\n", &no_dns).unwrap_err();
+        assert!(e.message.contains("multicast"), "{e}");
+        let e = Fib::parse("[[rules]]\nmatch = \"/a\"\n", &no_dns).unwrap_err();
+        assert_eq!(e.line, 1, "{e}");
+        let e = Fib::parse("[hosts]\nx = \"not-an-address\"\n", &no_dns).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn names_resolve_through_hosts_then_resolver() {
+        let fib = Fib::parse(
+            "[hosts]\nfwd = \"10.1.1.1\"\n[[rule]]\nmatch = \"/a\"\nnext = [\"coap://fwd:9\", \"coap://dns\"]\n",
+            &|n| (n == "dns").then(|| "10.2.2.2".parse().unwrap()),
+        )
+        .unwrap();
+        assert_eq!(fib.rules[0].next[0].addr, "10.1.1.1:9".parse().unwrap());
+        assert_eq!(fib.rules[0].next[1].addr, "10.2.2.2:5683".parse().unwrap());
+    }
+}

@@ -1,0 +1,365 @@
+//! [`ProxyService`]: the forward proxy as a [`Service`]. Intake (checks, cache, aggregation) lives here;
+//! forwarding and the fan-out of responses in `forward`; observations in `observe`.
+
+mod forward;
+mod observe;
+
+use crate::cache::{Cache, Lookup};
+use crate::fib::Fib;
+use crate::key::{cache_key, Key};
+use crate::stats::Stats;
+use crate::target::{requested_uri, Refusal};
+use corral_proto::wire::{Code, ContentFormat, OptionNumber, Token};
+use corral_proto::{
+    canonical, Context, Duration, InboundId, IncomingRequest, Instant, Outcome, Prefix, Request, RequestId,
+    ResourceLink, Response, Service,
+};
+use forward::{Pending, Upstream};
+use observe::Observations;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+/// How a proxy behaves and what bounds its memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProxyConfig {
+    /// How the proxy names itself in a 5.08 Hop Limit Reached diagnostic (RFC 8768 §3).
+    pub name: String,
+    /// Cache bounds: entries (seed 001 used 40) and bytes (keys, options and payloads).
+    pub cache_entries: usize,
+    pub cache_bytes: usize,
+    /// Distinct requests waiting for an upstream answer.
+    pub max_pending: usize,
+    /// Clients attached to one pending request.
+    pub max_waiters: usize,
+    /// Upstream observations held at once.
+    pub max_observations: usize,
+    /// Send upstream requests as CON (hop-wise retransmission, the seed's setting) or NON.
+    pub upstream_confirmable: bool,
+    /// Give up on a next hop after this long (default: the endpoint's, MAX_TRANSMIT_WAIT for a CON).
+    pub upstream_timeout: Option<Duration>,
+    /// The Hop-Limit a request without one is taken to have arrived with (RFC 8768: 16).
+    pub hop_limit: u8,
+    /// Max-Age of a 5.03 answered when a bound is reached: when to try again.
+    pub overload_max_age: u32,
+    /// Who may use the proxy (empty: anyone). A forward proxy is a relay by design; the CLI admits only
+    /// this machine unless told otherwise.
+    pub clients: Vec<Prefix>,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            name: "corral-proxy".into(),
+            cache_entries: 40,
+            cache_bytes: 1 << 20,
+            max_pending: 1024,
+            max_waiters: 64,
+            max_observations: 256,
+            upstream_confirmable: true,
+            upstream_timeout: None,
+            hop_limit: 16,
+            overload_max_age: 2,
+            clients: Vec::new(),
+        }
+    }
+}
+
+/// A client waiting for the answer to a request: everything needed to answer it with its own token.
+#[derive(Debug, Clone)]
+struct Waiter {
+    id: InboundId,
+    from: SocketAddr,
+    token: Token,
+    /// ETags the client already has (RFC 7252 §5.10.6.2): a matching 2.05 becomes a 2.03 for it.
+    etags: Vec<Vec<u8>>,
+}
+
+impl Waiter {
+    fn of(req: &IncomingRequest) -> Waiter {
+        Waiter {
+            id: req.id,
+            from: req.from,
+            token: req.token,
+            etags: req.request.options.get_all(OptionNumber::ETAG).map(<[u8]>::to_vec).collect(),
+        }
+    }
+
+    /// The response this client gets: a 2.05 whose ETag it already holds becomes a 2.03 Valid.
+    fn answer(&self, response: &Response) -> Response {
+        if response.code == Code::CONTENT {
+            if let Some(etag) = response.options.get(OptionNumber::ETAG).filter(|e| self.etags.iter().any(|m| m == e)) {
+                let mut valid = Response::new(Code::VALID).with_option(OptionNumber::ETAG, etag);
+                if let Some(age) = response.options.max_age() {
+                    valid = valid.with_max_age(age);
+                }
+                return valid;
+            }
+        }
+        response.clone()
+    }
+}
+
+/// The multiparty forward proxy. See the crate docs.
+pub struct ProxyService {
+    config: ProxyConfig,
+    fib: Fib,
+    cache: Cache,
+    stats: Stats,
+    pending: HashMap<Key, Pending, foldhash::fast::FixedState>,
+    upstream: HashMap<RequestId, Upstream, foldhash::fast::FixedState>,
+    /// (client, token) of every waiter: a second request with both is a retransmission.
+    by_client: HashMap<(SocketAddr, Token), Key, foldhash::fast::FixedState>,
+    observations: Observations,
+    /// Distinguishes successive pending requests for one key, and unsafe requests from each other.
+    seq: u64,
+}
+
+fn table<K, V>() -> HashMap<K, V, foldhash::fast::FixedState> {
+    HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0))
+}
+
+impl ProxyService {
+    pub fn new(config: ProxyConfig, fib: Fib) -> ProxyService {
+        ProxyService {
+            cache: Cache::new(config.cache_entries, config.cache_bytes),
+            config,
+            fib,
+            stats: Stats::default(),
+            pending: table(),
+            upstream: table(),
+            by_client: table(),
+            observations: Observations::default(),
+            seq: 0,
+        }
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn fib(&self) -> &Fib {
+        &self.fib
+    }
+
+    pub fn config(&self) -> &ProxyConfig {
+        &self.config
+    }
+
+    /// Entries in the cache, requests pending upstream, observations held.
+    pub fn occupancy(&self) -> (usize, usize, usize) {
+        (self.cache.len(), self.pending.len(), self.observations.len())
+    }
+
+    fn refuse(&mut self, cx: &mut Context<'_>, id: InboundId, refusal: Refusal) {
+        self.stats.refused += 1;
+        tracing::debug!(code = %refusal.code, why = %refusal.diagnostic, "proxied request refused");
+        cx.respond(id, refusal.response());
+    }
+
+    fn overloaded(&mut self, cx: &mut Context<'_>, id: InboundId, why: &str) {
+        self.stats.overloaded += 1;
+        tracing::warn!(why, "proxy bound reached; answering 5.03");
+        let r = Response::error(Code::SERVICE_UNAVAILABLE, format!("proxy busy: {why}; try again later"))
+            .with_max_age(self.config.overload_max_age);
+        cx.respond(id, r);
+    }
+
+    /// The Hop-Limit to send upstream, or the answer that ends the request here (RFC 8768 §3).
+    fn hop_limit(&mut self, request: &Request) -> Result<u8, Refusal> {
+        let received = match request.options.get(OptionNumber::HOP_LIMIT) {
+            None => self.config.hop_limit,
+            Some(v) => match corral_proto::wire::decode_uint(v).and_then(|h| u8::try_from(h).ok()) {
+                Some(0) | None => return Err(Refusal::new(Code::BAD_REQUEST, "Hop-Limit must be 1 to 255")),
+                Some(h) => h,
+            },
+        };
+        if received <= 1 {
+            self.stats.hop_limit_reached += 1;
+            return Err(Refusal::new(Code::HOP_LIMIT_REACHED, self.config.name.clone()));
+        }
+        Ok(received - 1)
+    }
+
+    /// A proxied request, before any upstream traffic: the checks, the cache, aggregation.
+    fn intake(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        self.stats.requests += 1;
+        if !self.config.clients.is_empty() && !self.config.clients.iter().any(|p| p.contains(canonical(req.from.ip())))
+        {
+            let r = Refusal::new(Code::FORBIDDEN, format!("{} may not use this proxy", req.from.ip()));
+            return self.refuse(cx, req.id, r);
+        }
+        if req.multicast {
+            // A proxy is asked one at a time; nothing is answered to a multicast request (RFC 7252 §8.2).
+            return self.refuse(cx, req.id, Refusal::new(Code::PROXYING_NOT_SUPPORTED, "not over multicast"));
+        }
+        let hops = match self.hop_limit(&req.request) {
+            Ok(h) => h,
+            Err(r) => return self.refuse(cx, req.id, r),
+        };
+        // RFC 7252 §5.7.1: an unsafe option the proxy does not understand cannot be forwarded.
+        if let Some((n, _)) = req.request.options.iter().find(|(n, _)| n.is_unsafe() && !forwardable(*n)) {
+            let r = Refusal::new(Code::BAD_GATEWAY, format!("cannot forward unsafe option {}", n.0));
+            return self.refuse(cx, req.id, r);
+        }
+        let target = match requested_uri(&req.request) {
+            Ok(t) => t,
+            Err(r) => return self.refuse(cx, req.id, r),
+        };
+        let safe = req.request.method.is_cacheable_method();
+        let ident = cache_key(&req.request, &target);
+        let key = if safe {
+            ident.clone()
+        } else {
+            // Never aggregated: each unsafe request has effects of its own.
+            self.seq += 1;
+            Key(self.seq.to_be_bytes().to_vec())
+        };
+        if let Some(k) = self.by_client.get(&(req.from, req.token)) {
+            if *k == ident {
+                self.stats.retransmissions += 1;
+                tracing::debug!(from = %req.from, "retransmission of a pending proxied request");
+                return cx.discard(req.id);
+            }
+        }
+        if safe && req.request.options.observe() == Some(corral_proto::wire::OBSERVE_REGISTER) {
+            return self.observe(cx, req, target, key, hops);
+        }
+        let mut revalidate = None;
+        if safe {
+            match self.cache.lookup(&key, cx.now()) {
+                Lookup::Fresh(r) => {
+                    self.stats.hits += 1;
+                    return cx.respond(req.id, Waiter::of(&req).answer(&r));
+                }
+                Lookup::Stale { etag } => revalidate = Some(etag),
+                Lookup::Miss => {}
+            }
+        }
+        let mut pending_key = key.clone();
+        if self.pending.get(&key).is_some_and(|p| p.hops.contains(&req.from)) {
+            // Our own request for this resource, back from one of its next hops: a forwarding loop.
+            // Aggregating it would make the two proxies wait for each other until they time out; forwarded
+            // on its own, its Hop-Limit runs out and the loop ends in a 5.08 that names every proxy on it.
+            self.seq += 1;
+            pending_key.0.extend_from_slice(&self.seq.to_be_bytes());
+        }
+        if let Some(p) = self.pending.get_mut(&pending_key) {
+            if p.waiters.len() >= self.config.max_waiters {
+                return self.overloaded(cx, req.id, "too many clients waiting for this resource");
+            }
+            self.stats.aggregated += 1;
+            self.by_client.insert((req.from, req.token), ident);
+            p.waiters.push(Waiter::of(&req));
+            return;
+        }
+        if self.pending.len() >= self.config.max_pending {
+            return self.overloaded(cx, req.id, "too many requests pending upstream");
+        }
+        self.stats.misses += 1;
+        if revalidate.is_some() {
+            self.stats.revalidations += 1;
+        }
+        self.forward(cx, req, forward::Ask { target, key: pending_key, ident, hops_left: hops, revalidate });
+    }
+
+    /// The proxy's own resources: the status and the FIB, read-only.
+    fn serve_local(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        self.stats.local += 1;
+        let sub = cx.subpath(&req.request);
+        let body = match sub.as_slice() {
+            [] => serde_json::to_vec_pretty(&Status {
+                name: &self.config.name,
+                stats: &self.stats,
+                cache: CacheStatus {
+                    entries: self.cache.len(),
+                    bytes: self.cache.bytes(),
+                    max_entries: self.config.cache_entries,
+                    max_bytes: self.config.cache_bytes,
+                },
+                pending: self.pending.len(),
+                observations: self.observations.len(),
+            }),
+            [f] if f == "fib" => serde_json::to_vec_pretty(&FibStatus {
+                hosts: self.fib.hosts.0.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+                rules: &self.fib.rules,
+            }),
+            _ => {
+                let path = req.request.options.path();
+                return cx.respond(req.id, Response::error(Code::NOT_FOUND, format!("no resource at {path}")));
+            }
+        };
+        let r = if req.request.method != Code::GET {
+            Response::error(Code::METHOD_NOT_ALLOWED, "the proxy's resources are read-only; use GET")
+        } else {
+            match body {
+                Ok(b) => Response::content(ContentFormat::JSON, b).with_max_age(0),
+                Err(e) => Response::error(Code::INTERNAL_SERVER_ERROR, e.to_string()),
+            }
+        };
+        cx.respond(req.id, r);
+    }
+}
+
+/// Unsafe options the proxy may pass on: every option corral knows (OSCORE, Echo and Request-Tag among
+/// them, whose meaning for proxies RFC 8613 and RFC 9175 define). An unknown one it cannot.
+fn forwardable(n: OptionNumber) -> bool {
+    n.def().is_some()
+}
+
+#[derive(Serialize)]
+struct CacheStatus {
+    entries: usize,
+    bytes: usize,
+    max_entries: usize,
+    max_bytes: usize,
+}
+
+#[derive(Serialize)]
+struct Status<'a> {
+    name: &'a str,
+    stats: &'a Stats,
+    cache: CacheStatus,
+    pending: usize,
+    observations: usize,
+}
+
+#[derive(Serialize)]
+struct FibStatus<'a> {
+    hosts: std::collections::BTreeMap<String, String>,
+    rules: &'a [crate::fib::Rule],
+}
+
+impl Service for ProxyService {
+    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        if !req.request.is_proxied() {
+            return self.serve_local(cx, req);
+        }
+        if req.notification {
+            return self.render_notification(cx, req);
+        }
+        self.intake(cx, req);
+    }
+
+    fn handle_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
+        if self.observations.owns(id) {
+            return self.on_observation(cx, id, outcome);
+        }
+        self.on_upstream(cx, id, outcome);
+    }
+
+    fn handle_timeout(&mut self, cx: &mut Context<'_>) {
+        self.observations.expire(cx.now());
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.observations.next_expiry()
+    }
+
+    fn links(&self) -> Vec<ResourceLink> {
+        vec![
+            ResourceLink::new("").attr("rt", "corral.proxy").attr("ct", "50").attr("title", "forward proxy status"),
+            ResourceLink::new("fib").attr("rt", "corral.proxy.fib").attr("ct", "50"),
+        ]
+    }
+}

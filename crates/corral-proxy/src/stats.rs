@@ -1,0 +1,58 @@
+//! What the proxy counts, served as JSON at its status resource.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Counters of one next hop (or `origin` for requests no FIB rule covers).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HopStats {
+    /// Requests sent to it.
+    pub requests: u64,
+    /// Responses received (of any code).
+    pub responses: u64,
+    /// Requests that ended without a response (timeout, reset, closed connection, malformed answer).
+    pub failures: u64,
+    /// Its response was the one forwarded to the clients.
+    pub wins: u64,
+    /// Its response came after another hop's had been forwarded, and was dropped.
+    pub duplicates: u64,
+}
+
+/// The proxy's counters. Every proxied request is exactly one of: a cache hit, a miss forwarded upstream,
+/// an aggregation onto a pending request, a retransmission, or refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    /// Proxied requests received (retransmissions included).
+    pub requests: u64,
+    /// Requests to the proxy's own resources.
+    pub local: u64,
+    /// Answered from the cache, with no upstream traffic.
+    pub hits: u64,
+    /// Forwarded upstream (including revalidations).
+    pub misses: u64,
+    /// Stale entries revalidated with their ETag.
+    pub revalidations: u64,
+    /// A 2.03 Valid refreshed a stale entry.
+    pub refreshed: u64,
+    /// Attached to a pending request with the same cache key instead of being forwarded.
+    pub aggregated: u64,
+    /// The same client and token again while the request is pending: recognised and not forwarded.
+    pub retransmissions: u64,
+    /// Requests sent upstream (one per next hop).
+    pub upstream_requests: u64,
+    /// Later responses of a multi-destination request, dropped.
+    pub duplicates_dropped: u64,
+    /// Answered with an error before forwarding (bad proxy options, unknown host, forbidden client, …).
+    pub refused: u64,
+    /// Answered 5.03 because a bound was reached (pending requests, waiters, observations, exchanges).
+    pub overloaded: u64,
+    /// Answered 5.08: the Hop-Limit ran out.
+    pub hop_limit_reached: u64,
+    /// Answered 5.04 / 5.02 because every next hop failed.
+    pub gateway_timeouts: u64,
+    pub bad_gateways: u64,
+    /// Upstream observations started, and notifications relayed from them.
+    pub observations: u64,
+    pub notifications: u64,
+    pub per_hop: BTreeMap<String, HopStats>,
+}

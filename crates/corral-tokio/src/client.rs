@@ -235,6 +235,7 @@ impl Client {
             client: self.clone(),
             uri: parse_scoped(uri),
             dst: None,
+            proxy: None,
             request: Request::new(method),
             params: SendParams { timeout: self.inner.timeout.map(Into::into), ..SendParams::default() },
         }
@@ -441,6 +442,17 @@ fn failure_for(f: RequestFailure, dst: SocketAddr) -> Error {
     }
 }
 
+/// The transport of a scheme corral speaks.
+fn transport_for(scheme: Scheme) -> Result<Transport, Error> {
+    match scheme {
+        Scheme::Coap => Ok(Transport::Udp),
+        Scheme::CoapTcp => Ok(Transport::Tcp),
+        Scheme::Coaps | Scheme::CoapsTcp => Err(Error::InvalidUri(UriError(format!(
+            "{scheme}:// (CoAP over DTLS/TLS) is not supported; use coap:// or coap+tcp://"
+        )))),
+    }
+}
+
 /// Cancels a request in the driver when its future or stream is dropped before the end.
 /// A caller's progress callback (see [`RequestBuilder::send_with_progress`]).
 type ProgressFn<'a> = dyn FnMut(Option<TransferProgress>) + Send + 'a;
@@ -478,6 +490,8 @@ pub struct RequestBuilder {
     client: Client,
     uri: Result<(Uri, u32), UriError>,
     dst: Option<SocketAddr>,
+    /// A forward proxy to send the request through (RFC 7252 §5.7).
+    proxy: Option<Result<(Uri, u32), UriError>>,
     request: Request,
     params: SendParams,
 }
@@ -552,6 +566,14 @@ impl RequestBuilder {
         self
     }
 
+    /// Sends the request through the forward proxy at `proxy` (`coap://HOST:PORT` or `coap+tcp://…`, as
+    /// libcoap's `-P`): to the proxy, over the proxy's scheme, with the whole URI in a Proxy-Uri option
+    /// instead of the Uri-* options (RFC 7252 §5.7.2).
+    pub fn via_proxy(mut self, proxy: &str) -> Self {
+        self.proxy = Some(parse_scoped(proxy));
+        self
+    }
+
     /// The request as it will be sent, without the URI's options (for inspection).
     pub fn request(&self) -> &Request {
         &self.request
@@ -559,16 +581,18 @@ impl RequestBuilder {
 
     async fn prepare(self) -> Result<Prepared, Error> {
         let (uri, scope_id) = self.uri?;
-        let transport = match uri.scheme {
-            Scheme::Coap => Transport::Udp,
-            Scheme::CoapTcp => Transport::Tcp,
-            Scheme::Coaps | Scheme::CoapsTcp => {
-                return Err(Error::InvalidUri(UriError(format!(
-                    "{}:// (CoAP over DTLS/TLS) is not supported; use coap:// or coap+tcp://",
-                    uri.scheme
-                ))))
-            }
-        };
+        if let Some(proxy) = self.proxy {
+            let (proxy, proxy_scope) = proxy?;
+            let transport = transport_for(proxy.scheme)?;
+            let dst = match self.dst {
+                Some(d) => d,
+                None => self.client.resolve_scoped(&proxy, proxy_scope).await?,
+            };
+            let mut request = self.request;
+            request.options.push_str(OptionNumber::PROXY_URI, &uri.to_string());
+            return Ok(Prepared { client: self.client, transport, dst, request, params: self.params });
+        }
+        let transport = transport_for(uri.scheme)?;
         let dst = match self.dst {
             Some(d) => d,
             None => self.client.resolve_scoped(&uri, scope_id).await?,

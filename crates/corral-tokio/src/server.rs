@@ -182,6 +182,17 @@ impl Server {
         self
     }
 
+    /// Mounts a service at a path prefix and makes it the node's forward proxy: it also gets every request
+    /// that carries Proxy-Uri or Proxy-Scheme (RFC 7252 §5.7), whatever its path.
+    pub fn mount_forward_proxy<S: Service + Send>(&mut self, prefix: &str, service: S) -> &mut Self {
+        let prefix = prefix.to_string();
+        self.mounts.push(Box::new(move |node: &mut Node| {
+            let h = node.mount(&prefix, service);
+            node.set_forward_proxy(h);
+        }));
+        self
+    }
+
     /// Registers an async handler for a path pattern: literal segments, `{name}` for one segment, and a
     /// final `{*name}` for the rest of the path (`/users/{id}`, `/files/{*path}`). Literal matches win over
     /// patterns. The returned [`RouteConfig`] sets methods and the link attributes listed in

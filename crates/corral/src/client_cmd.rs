@@ -25,6 +25,7 @@ Examples:
   corral get coap://[::1]/large -b 64                # block-wise, 64-byte blocks
   corral put coap://[::1]/large-update -f firmware.bin -b 1024 -B 60
   corral get coap+tcp://[::1]/hello                  # CoAP over TCP (RFC 8323)
+  corral get coap://10.0.0.7/temp -P coap://127.0.0.1:5683   # through a forward proxy (corral proxy)
   corral get coap://224.0.1.187/.well-known/core --mcast-if 192.168.1.10   # every server answers
 
 Payloads larger than a block (1024 bytes, or -b) go block-wise (RFC 7959) and large responses are
@@ -88,6 +89,10 @@ pub struct RequestArgs {
     /// For multicast URIs: the IPv4 address of the interface to send from (default: the routing table's).
     #[arg(long, value_name = "ADDR")]
     pub mcast_if: Option<Ipv4Addr>,
+    /// Send through this forward proxy (libcoap's -P): coap://HOST:PORT or coap+tcp://HOST:PORT. The URI
+    /// goes in a Proxy-Uri option; the proxy fetches it (`corral proxy` runs one).
+    #[arg(short = 'P', long, value_name = "PROXY-URI")]
+    pub proxy: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -221,11 +226,30 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
     if multicast && (uri.scheme != Scheme::Coap || args.observe.is_some()) {
         return Err(Failure::usage("a multicast request goes over coap:// (UDP) and cannot be observed"));
     }
+    let proxy = match &args.proxy {
+        None => None,
+        Some(p) => {
+            let proxy = corral_tokio::parse_uri(p)
+                .map_err(|e| Failure::usage(format!("invalid --proxy (expected coap://HOST:PORT): {e}")))?;
+            if proxy.scheme.is_secure() || !proxy.path.is_empty() {
+                return Err(Failure::usage(format!(
+                    "--proxy {p}: give the proxy as coap://HOST:PORT or coap+tcp://HOST:PORT, without a path"
+                )));
+            }
+            if multicast {
+                return Err(Failure::usage("a multicast request cannot go through a proxy"));
+            }
+            Some(proxy)
+        }
+    };
     let payload = read_payload(&args)?;
     let timeout = Duration::from_secs_f64(args.timeout);
     runtime()?.block_on(async move {
-        let client = client_for(&uri, timeout, args.mcast_if).await?;
+        let client = client_for(proxy.as_ref().unwrap_or(&uri), timeout, args.mcast_if).await?;
         let mut req = client.request(method, &args.uri);
+        if let Some(p) = &args.proxy {
+            req = req.via_proxy(p);
+        }
         for (n, value) in &args.options {
             req = req.option(*n, value);
         }

@@ -30,6 +30,7 @@ mod lab;
 mod output;
 mod plugtest;
 mod policy_args;
+mod proxy_cmd;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -103,6 +104,9 @@ enum Command {
     /// Run a CoAP server with demo resources and the ETSI CoAP plugtest resource set.
     #[command(after_help = serve::AFTER_HELP)]
     Serve(serve::ServeArgs),
+    /// Run the multiparty forward proxy (seed 001): FIB with several next hops, aggregation, caching.
+    #[command(after_help = proxy_cmd::AFTER_HELP)]
+    Proxy(proxy_cmd::ProxyArgs),
     /// Load-test a CoAP server: N client endpoints in a closed loop, then requests/s and latency.
     #[command(after_help = bench::AFTER_HELP)]
     Bench(bench::BenchArgs),
@@ -156,7 +160,7 @@ fn init_logging(verbose: u8, quiet: bool) {
 fn main() {
     let cli = Cli::parse();
     // A server's log is its progress (entity changes, group joins): INFO unless -q.
-    let serving = matches!(cli.command, Command::Gateway(_) | Command::Device(_));
+    let serving = matches!(cli.command, Command::Gateway(_) | Command::Device(_) | Command::Proxy(_));
     init_logging(if serving { cli.verbose.max(1) } else { cli.verbose }, cli.quiet);
     let verbosity = client_cmd::Verbosity { verbose: cli.verbose, quiet: cli.quiet };
     let result: Result<(), Failure> = match cli.command {
@@ -169,6 +173,7 @@ fn main() {
         Command::Ipatch(a) => client_cmd::run(corral_tokio::Code::IPATCH, a, verbosity),
         Command::Discover(a) => client_cmd::discover(a, verbosity),
         Command::Serve(a) => serve::run(a, verbosity),
+        Command::Proxy(a) => proxy_cmd::run(a, verbosity),
         Command::Bench(a) => bench::run(a, verbosity),
         Command::Lab(a) => lab::run(a, cli.quiet),
         Command::Gateway(a) => gateway::run(a, verbosity),

@@ -144,7 +144,7 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
 }
 
 /// The URI a client on this machine uses for the server (a wildcard address becomes loopback).
-fn base_uri(local: SocketAddr) -> String {
+pub(crate) fn base_uri(local: SocketAddr) -> String {
     let host = match local.ip() {
         IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_string(),
         IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),

@@ -5,18 +5,21 @@ its own line (the registration's response first), then cancels the observation a
 aiocoap-client --observe cannot do this in aiocoap 0.4.17: it shows the first response only
 (https://github.com/chrysn/aiocoap/issues/395), so corral's interop tests use this script instead.
 
-Usage: aiocoap_observe.py URI SECONDS
+Usage: aiocoap_observe.py URI SECONDS [PROXY-URI]
+(with PROXY-URI the observation goes through that forward proxy, as aiocoap-client --proxy does)
 """
 import asyncio
 import sys
 
 import aiocoap
+import aiocoap.proxy.client
 
 
-async def main(uri, seconds):
+async def main(uri, seconds, proxy=None):
     context = await aiocoap.Context.create_client_context()
+    interface = context if proxy is None else aiocoap.proxy.client.ProxyForwarder(proxy, context)
     request = aiocoap.Message(code=aiocoap.GET, uri=uri, observe=0)
-    requester = context.request(request)
+    requester = interface.request(request)
     first = await asyncio.wait_for(requester.response, timeout=10)
     print(first.payload.decode(errors="replace"), flush=True)
     if not first.code.is_successful():
@@ -36,4 +39,5 @@ async def main(uri, seconds):
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1], float(sys.argv[2]))))
+    proxy = sys.argv[3] if len(sys.argv) > 3 else None
+    sys.exit(asyncio.run(main(sys.argv[1], float(sys.argv[2]), proxy)))

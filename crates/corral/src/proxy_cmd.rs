@@ -1,0 +1,183 @@
+//! `corral proxy`: the multiparty forward proxy of seed 001 (corral-proxy) on a UDP socket, and with
+//! `--tcp` over TCP too, until Ctrl-C or SIGTERM.
+
+use crate::exit::Failure;
+use crate::policy_args::parse_prefix;
+use clap::Args;
+use corral_proxy::{Fib, ProxyConfig, ProxyService};
+use corral_tokio::corral_proto::{Duration, Prefix};
+use corral_tokio::{EndpointConfig, Server, TransmissionParams};
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+pub const AFTER_HELP: &str = "\
+Clients send their requests to the proxy with the target in a Proxy-Uri option (corral get URI -P
+coap://PROXY, coap-client -P, aiocoap-client --proxy). The proxy answers from its cache when it can,
+attaches a request to an identical one already on its way (one upstream request, an answer for every
+client), and otherwise forwards by its FIB: the most specific rule's next hops each get a copy, the first
+success is forwarded and later answers are dropped; no rule means straight to the origin. Hop-Limit (RFC
+8768) ends forwarding loops with 5.08. GET /proxy shows its counters, GET /proxy/fib its FIB (JSON).
+
+A FIB file (TOML):
+  [hosts]                                   # names a Proxy-Uri may use (the proxy has no DNS)
+  sensor = \"10.0.0.7\"
+
+  [[rule]]                                  # two forwarders: a copy to each, first answer wins
+  match = \"coap://sensor/temp/**\"            # * = one path segment, a final ** = any number
+  next = [\"coap://10.0.1.1:5683\", \"coap://10.0.1.2:5683\"]
+
+  [[rule]]
+  match = \"/light/*\"                         # a path alone: any server
+  next = [{ to = \"coap://10.0.0.9\", send_host = false }]   # the origin: rewrite to Uri-* options
+
+send_host (default true) keeps the Proxy-Uri for another proxy; false sends the origin a plain request.
+
+Examples:
+  corral proxy                                          # [::]:5683, clients on this machine only
+  corral proxy --bind 127.0.0.1:5700 --fib fib.toml --cache-entries 200
+  corral proxy --allow 10.0.0.0/8 --tcp                  # a network's proxy, also over CoAP over TCP
+  corral get coap://127.0.0.1:5683/hello -P coap://127.0.0.1:5700";
+
+#[derive(Args, Debug)]
+pub struct ProxyArgs {
+    /// Address and port to listen on; [::] serves IPv4 and IPv6 on one socket.
+    #[arg(short, long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
+    pub bind: String,
+    /// Also accept CoAP over TCP clients (RFC 8323); without ADDR:PORT on the UDP address and port.
+    #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
+    pub tcp: Option<String>,
+    /// The FIB: forwarding rules and host names, TOML (see below). Without it every request goes straight
+    /// to its origin.
+    #[arg(long, value_name = "FILE")]
+    pub fib: Option<PathBuf>,
+    /// Responses the cache holds at most (seed 001 used 40).
+    #[arg(long, value_name = "N", default_value_t = ProxyConfig::default().cache_entries)]
+    pub cache_entries: usize,
+    /// Bytes the cache holds at most (options and payloads).
+    #[arg(long, value_name = "BYTES", default_value_t = ProxyConfig::default().cache_bytes)]
+    pub cache_bytes: usize,
+    /// Distinct requests waiting for an upstream answer at once; beyond it 5.03.
+    #[arg(long, value_name = "N", default_value_t = ProxyConfig::default().max_pending)]
+    pub max_pending: usize,
+    /// Clients attached to one pending request at most; beyond it 5.03.
+    #[arg(long, value_name = "N", default_value_t = ProxyConfig::default().max_waiters)]
+    pub max_waiters: usize,
+    /// Clients that may use the proxy (repeatable or comma-separated prefixes) [default: this machine].
+    /// `--allow 0.0.0.0/0,::/0` opens it to everyone: an open proxy relays for anybody.
+    #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = parse_prefix)]
+    pub allow: Vec<Prefix>,
+    /// Requests outstanding to one next hop at once (NSTART, RFC 7252 §4.7). A proxy carries many
+    /// clients' requests to one server: with 1 they queue behind each other.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub nstart: u16,
+    /// Give up on a next hop after this many seconds and answer 5.04. Keep it below your clients'
+    /// patience (corral get waits 10 s), or they time out before the proxy can tell them why.
+    #[arg(long, value_name = "SECONDS", default_value_t = 8.0)]
+    pub upstream_timeout: f64,
+    /// Send upstream requests as NON instead of CON (no hop-wise retransmission).
+    #[arg(long)]
+    pub non_upstream: bool,
+    /// How the proxy names itself in a 5.08 Hop Limit Reached [default: proxy@ADDR:PORT].
+    #[arg(long, value_name = "TEXT")]
+    pub name: Option<String>,
+    /// Print the start-up summary as one JSON object on stdout ({"udp", "tcp", "proxy_uri", "rules"}).
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn system_resolve(name: &str) -> Option<IpAddr> {
+    (name, 0).to_socket_addrs().ok()?.next().map(|a| a.ip())
+}
+
+fn load_fib(path: &std::path::Path) -> Result<Fib, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::usage(format!("cannot read the FIB {}: {e}", path.display())))?;
+    Fib::parse(&text, &system_resolve).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
+}
+
+pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
+    let bind: SocketAddr = args
+        .bind
+        .parse()
+        .map_err(|_| Failure::usage(format!("`{}` is not ADDR:PORT (e.g. [::]:5683 or 127.0.0.1:5683)", args.bind)))?;
+    let tcp: Option<Option<SocketAddr>> = match args.tcp.as_deref() {
+        None => None,
+        Some("") => Some(None),
+        Some(a) => Some(Some(a.parse().map_err(|_| {
+            Failure::usage(format!("`{a}` is not ADDR:PORT for --tcp (e.g. [::]:5683 or 127.0.0.1:5683)"))
+        })?)),
+    };
+    let fib = match &args.fib {
+        Some(p) => load_fib(p)?,
+        None => Fib::default(),
+    };
+    let upstream_timeout = match args.upstream_timeout {
+        s if s > 0.0 && s <= 86_400.0 => Some(Duration::from_secs_f64(s)),
+        s => return Err(Failure::usage(format!("--upstream-timeout {s}: give 0 to 86400 seconds"))),
+    };
+    let clients = if args.allow.is_empty() { Prefix::loopback().to_vec() } else { args.allow.clone() };
+    let config = ProxyConfig {
+        name: args.name.clone().unwrap_or_else(|| format!("proxy@{bind}")),
+        cache_entries: args.cache_entries,
+        cache_bytes: args.cache_bytes,
+        max_pending: args.max_pending.max(1),
+        max_waiters: args.max_waiters.max(1),
+        upstream_confirmable: !args.non_upstream,
+        upstream_timeout,
+        clients: clients.clone(),
+        ..ProxyConfig::default()
+    };
+    let rules = fib.rules.len();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
+    rt.block_on(async move {
+        let params = TransmissionParams { nstart: args.nstart, ..TransmissionParams::default() };
+        let mut builder = Server::builder().endpoint_config(EndpointConfig { params, ..EndpointConfig::default() });
+        if let Some(addr) = tcp {
+            builder = builder.tcp(addr);
+        }
+        let mut server =
+            builder.bind_addr(bind).map_err(|e| Failure::other(format!("cannot listen on {bind}: {e}")))?;
+        server.mount_forward_proxy("proxy", ProxyService::new(config, fib));
+        let local = server.local_addr();
+        let tcp_local = server.tcp_local_addr();
+        let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the proxy: {e}")))?;
+        let proxy_uri = crate::serve::base_uri(local);
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            let j = serde_json::json!({
+                "udp": local.to_string(),
+                "tcp": tcp_local.map(|t| t.to_string()),
+                "proxy_uri": proxy_uri,
+                "rules": rules,
+                "clients": clients.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            });
+            let _ = writeln!(out, "{j}");
+        } else {
+            let _ = writeln!(out, "corral proxy: listening on {local}, {rules} FIB rule(s)");
+            if let Some(t) = tcp_local {
+                let _ = writeln!(out, "corral proxy: CoAP over TCP on {t}");
+            }
+            let who: Vec<String> = clients.iter().map(|p| p.to_string()).collect();
+            let _ = writeln!(out, "  clients allowed: {}", who.join(", "));
+            if !v.quiet {
+                let _ = writeln!(
+                    out,
+                    "try:\n  corral get coap://HOST/PATH -P {proxy_uri}\n  corral get {proxy_uri}/proxy     # counters (Ctrl-C stops)"
+                );
+            }
+        }
+        let _ = out.flush();
+        drop(out);
+        if clients.iter().any(Prefix::is_everything) {
+            tracing::warn!("the proxy admits every client: anybody who reaches it can make it fetch on their behalf");
+        }
+        crate::wait_for_signal().await;
+        tracing::info!("shutting down");
+        handle.shutdown().await;
+        Ok(())
+    })
+}

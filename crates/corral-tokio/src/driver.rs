@@ -667,8 +667,8 @@ impl<M: Machine> Driver<M> {
             while let Some(dst) = self.machine.poll_tcp_connect() {
                 // A service's request over TCP (the machine knows of no connection to `dst`): connect,
                 // unless a connection is being made already.
-                if !self.tcp.connecting.contains_key(&dst) {
-                    self.tcp.connecting.insert(dst, Vec::new());
+                if let std::collections::hash_map::Entry::Vacant(e) = self.tcp.connecting.entry(dst) {
+                    e.insert(Vec::new());
                     crate::tcp::connect(dst, CONNECT_TIMEOUT, self.tcp.ids.clone(), self.tcp.tx.clone());
                 }
             }

@@ -12,7 +12,7 @@ use clap::Args;
 use corral_tokio::corral_proto::{Duration as CDuration, Endpoint, Event, Instant, RequestId};
 use corral_tokio::socket::{CoapSocket, SocketOptions};
 use corral_tokio::uri::{Host, Scheme};
-use corral_tokio::{os_seed, Clock, Code, EndpointConfig, Request, SendParams};
+use corral_tokio::{os_seed, Clock, Code, EndpointConfig, OptionNumber, Request, SendParams};
 use serde_json::json;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -28,7 +28,9 @@ Examples:
   corral bench coap://127.0.0.1/                      # 16 clients, CON GET, 10 s
   corral bench coap://[::1]/test --clients 64 --duration 5 --non
   corral bench coap://127.0.0.1/echo --payload 100 --requests 100000 --json
-  scripts/bench-server.sh                             # corral serve vs libcoap, same settings";
+  corral bench coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --distinct   # through a proxy, no hits
+  scripts/bench-server.sh                             # corral serve vs libcoap, same settings
+  scripts/bench-proxy.sh                              # corral proxy vs libcoap's proxy";
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -58,9 +60,47 @@ pub struct BenchArgs {
     /// Worker threads for the clients.
     #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub threads: u32,
+    /// Send every request through this forward proxy (coap://HOST:PORT), the URI in a Proxy-Uri option.
+    #[arg(short = 'P', long, value_name = "PROXY-URI")]
+    pub proxy: Option<String>,
+    /// Make every request ask for a different resource (a unique `bench=` query item): no cache and no
+    /// aggregation can answer it, so a proxy forwards each one.
+    #[arg(long)]
+    pub distinct: bool,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What each client sends: the request, its Proxy-Uri when going through a proxy, and whether each
+/// request is made distinct.
+#[derive(Clone)]
+struct Template {
+    request: Request,
+    proxy_uri: Option<String>,
+    distinct: bool,
+}
+
+impl Template {
+    /// The `n`th request of client `client`.
+    fn build(&self, client: u32, n: u64) -> Request {
+        let mut r = self.request.clone();
+        let item = self.distinct.then(|| format!("bench={client}-{n}"));
+        match (&self.proxy_uri, item) {
+            (Some(uri), Some(item)) => {
+                let sep = if uri.contains('?') { '&' } else { '?' };
+                r.options.push_str(OptionNumber::PROXY_URI, &format!("{uri}{sep}{item}"));
+            }
+            (Some(uri), None) => {
+                r.options.push_str(OptionNumber::PROXY_URI, uri);
+            }
+            (None, Some(item)) => {
+                r.options.push_str(OptionNumber::URI_QUERY, &item);
+            }
+            (None, None) => {}
+        }
+        r
+    }
 }
 
 fn parse_method(s: &str) -> Result<Code, String> {
@@ -150,9 +190,20 @@ struct ClientResult {
 pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
     let (uri, scope_id) =
         corral_tokio::uri::parse_scoped(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
-    if uri.scheme != Scheme::Coap {
+    if uri.scheme != Scheme::Coap && args.proxy.is_none() {
         return Err(Failure::usage(format!("corral bench measures CoAP over UDP: use coap://, not {}://", uri.scheme)));
     }
+    let proxy = match &args.proxy {
+        Some(p) => {
+            let (p, scope) = corral_tokio::uri::parse_scoped(p)
+                .map_err(|e| Failure::usage(format!("invalid --proxy (expected coap://HOST:PORT): {e}")))?;
+            if p.scheme != Scheme::Coap || !p.path.is_empty() {
+                return Err(Failure::usage("--proxy: give the proxy as coap://HOST:PORT (UDP, no path)"));
+            }
+            Some((p, scope))
+        }
+        None => None,
+    };
     if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) || !(args.timeout > 0.0 && args.timeout.is_finite()) {
         return Err(Failure::usage("--duration and --timeout must be positive numbers of seconds"));
     }
@@ -168,10 +219,14 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
     }
     .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
-        let dst = match &uri.host {
-            Host::Ip(IpAddr::V6(ip)) => SocketAddr::V6(std::net::SocketAddrV6::new(*ip, uri.port, 0, scope_id)),
-            Host::Ip(ip) => SocketAddr::new(*ip, uri.port),
-            Host::Name(name) => tokio::net::lookup_host((name.as_str(), uri.port))
+        let (send_to, send_scope) = match &proxy {
+            Some((p, scope)) => (p, *scope),
+            None => (&uri, scope_id),
+        };
+        let dst = match &send_to.host {
+            Host::Ip(IpAddr::V6(ip)) => SocketAddr::V6(std::net::SocketAddrV6::new(*ip, send_to.port, 0, send_scope)),
+            Host::Ip(ip) => SocketAddr::new(*ip, send_to.port),
+            Host::Name(name) => tokio::net::lookup_host((name.as_str(), send_to.port))
                 .await
                 .ok()
                 .and_then(|mut a| a.next())
@@ -179,8 +234,12 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         };
         let method = args.method.unwrap_or(if args.payload.unwrap_or(0) > 0 { Code::POST } else { Code::GET });
         let mut request = Request::new(method);
-        uri.to_options(&mut request.options);
+        if proxy.is_none() {
+            uri.to_options(&mut request.options);
+        }
         request.payload = vec![b'x'; args.payload.unwrap_or(0) as usize];
+        let template =
+            Template { request, proxy_uri: proxy.is_some().then(|| uri.to_string()), distinct: args.distinct };
         let params = SendParams {
             confirmable: !args.non,
             timeout: Some(CDuration::from_secs_f64(args.timeout)),
@@ -205,10 +264,11 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         }
         if !v.quiet {
             say!(
-                "bench: {} {} {} with {} clients for up to {:.1} s{}",
+                "bench: {} {} {}{} with {} clients for up to {:.1} s{}",
                 if args.non { "NON" } else { "CON" },
                 method,
                 uri,
+                args.proxy.as_ref().map(|p| format!(" via {p}")).unwrap_or_default(),
                 args.clients,
                 duration.as_secs_f64(),
                 args.requests.map(|n| format!(" or {n} requests")).unwrap_or_default()
@@ -216,9 +276,10 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         }
         let tasks: Vec<_> = sockets
             .into_iter()
-            .map(|socket| {
-                let (shared, request) = (shared.clone(), request.clone());
-                tokio::spawn(client_loop(socket, dst, request, params, shared, clock, deadline))
+            .enumerate()
+            .map(|(i, socket)| {
+                let (shared, template) = (shared.clone(), template.clone());
+                tokio::spawn(client_loop(socket, dst, (i as u32, template), params, shared, clock, deadline))
             })
             .collect();
         let progress = (!v.quiet).then(|| tokio::spawn(progress(shared.clone(), start)));
@@ -246,6 +307,8 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         if args.json {
             let out = json!({
                 "uri": uri.to_string(),
+                "proxy": args.proxy,
+                "distinct": args.distinct,
                 "method": method.to_string(),
                 "confirmable": !args.non,
                 "clients": args.clients,
@@ -302,7 +365,7 @@ async fn progress(shared: Arc<Shared>, start: std::time::Instant) {
 async fn client_loop(
     socket: CoapSocket,
     dst: SocketAddr,
-    template: Request,
+    (client, template): (u32, Template),
     params: SendParams,
     shared: Arc<Shared>,
     clock: Clock,
@@ -312,6 +375,7 @@ async fn client_loop(
     let mut bufs = socket.recv_buffers();
     let mut histogram = Histogram::new();
     let mut outstanding: Option<(RequestId, Instant)> = None;
+    let mut sent: u64 = 0;
     let sleep = tokio::time::sleep_until(deadline.into());
     tokio::pin!(sleep);
     loop {
@@ -347,7 +411,8 @@ async fn client_loop(
             if std::time::Instant::now() >= deadline || shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0 {
                 break;
             }
-            match ep.request(now, dst, template.clone(), params) {
+            sent += 1;
+            match ep.request(now, dst, template.build(client, sent), params) {
                 Ok(id) => outstanding = Some((id, now)),
                 Err(e) => return Err(io::Error::other(e.to_string())),
             }

@@ -58,7 +58,7 @@ fn a_two_rule_fib_and_the_second_fetch_from_the_cache() {
     }
     let st = status(&proxy);
     assert_eq!((st["stats"]["hits"].as_u64(), st["stats"]["misses"].as_u64()), (Some(1), Some(1)), "{st}");
-    assert_eq!(st["stats"]["per_hop"][&format!("{origin}")]["requests"], 1, "{st}");
+    assert_eq!(st["stats"]["per_hop"][&origin]["requests"], 1, "{st}");
     // No rule: straight to the origin; block-wise through the proxy; an observation through the proxy.
     let o = corral(&["get", &format!("{origin}/large"), "-P", &proxy, "-b", "64"]);
     assert_eq!(o.stdout.len(), 1600, "{}", out(&o));

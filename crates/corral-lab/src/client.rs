@@ -34,6 +34,9 @@ pub struct LabClient {
     /// An observation (RFC 7641) and every response it brought, with its arrival time.
     observation: Option<RequestId>,
     notifications: Vec<(Instant, Response)>,
+    /// Requests sent together ([`LabClient::send_all`]) and how each ended.
+    batch: Vec<(RequestId, Instant)>,
+    batch_done: Vec<Exchange>,
 }
 
 impl LabClient {
@@ -49,6 +52,25 @@ impl LabClient {
             Ok(id) => self.pending = Some((id, now)),
             Err(_) => self.last = Some(Exchange { sent: now, answered: now, code: None, payload: Vec::new() }),
         }
+    }
+
+    /// Sends every request at once, as that many independent consumers would (each its own exchange and
+    /// token); [`LabClient::batch_results`] has them once all ended.
+    pub fn send_all(&mut self, cx: &mut Context<'_>, dst: SocketAddr, requests: Vec<Request>) {
+        self.batch.clear();
+        self.batch_done.clear();
+        let now = cx.now();
+        for r in requests {
+            match cx.request(dst, r, SendParams::default()) {
+                Ok(id) => self.batch.push((id, now)),
+                Err(_) => self.batch_done.push(Exchange { sent: now, answered: now, code: None, payload: Vec::new() }),
+            }
+        }
+    }
+
+    /// Every outcome of the last [`LabClient::send_all`], once none is outstanding.
+    pub fn batch_results(&self) -> Option<&[Exchange]> {
+        self.batch.is_empty().then_some(self.batch_done.as_slice())
     }
 
     /// The outcome of the last request, once it ended.
@@ -88,6 +110,17 @@ impl Service for LabClient {
             if let Outcome::Response { response, .. } = outcome {
                 self.notifications.push((cx.now(), response));
             }
+            return;
+        }
+        if let Some(i) = self.batch.iter().position(|(b, _)| *b == id) {
+            let (_, sent) = self.batch.swap_remove(i);
+            let answered = cx.now();
+            self.batch_done.push(match outcome {
+                Outcome::Response { response, .. } => {
+                    Exchange { sent, answered, code: Some(response.code), payload: response.payload }
+                }
+                _ => Exchange { sent, answered, code: None, payload: Vec::new() },
+            });
             return;
         }
         let Some((pid, sent)) = self.pending else { return };

@@ -22,6 +22,7 @@
 
 pub mod client;
 pub mod findings;
+mod forwarder;
 pub mod plot;
 pub mod report;
 pub mod results;

@@ -273,13 +273,13 @@ fn profile_doc(s: &Setup, er: &[String], delay_ms: Option<u64>, multicast: bool)
 
 /// Totals of the counters we difference per query.
 #[derive(Debug, Clone, Copy, Default)]
-struct Totals {
+pub(crate) struct Totals {
     frames: u64,
     mac_retries: u64,
     coap_retx: u64,
 }
 
-fn totals(sim: &Sim, gateways: &[usize]) -> Totals {
+pub(crate) fn totals(sim: &Sim, gateways: &[usize]) -> Totals {
     let mut t = Totals::default();
     for i in 0..sim.len() {
         let c = sim.counters(NodeId(i as u32));
@@ -303,10 +303,10 @@ pub fn count_replies(payload: &[u8]) -> usize {
     }
 }
 
-struct Driver {
-    sim: Sim,
-    host: NodeId,
-    client: ServiceHandle,
+pub(crate) struct Driver {
+    pub(crate) sim: Sim,
+    pub(crate) host: NodeId,
+    pub(crate) client: ServiceHandle,
 }
 
 impl Driver {
@@ -347,9 +347,13 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
     cfg.rx_queue = s.rx_queue;
     let mut sim = Sim::from_topology(cfg, &net.topology);
     let params = params(s);
+    let forwarders = crate::forwarder::forwarder_nodes(s, &net);
     let endpoint = |sim: &Sim, i: usize| {
         let mut c = sim.endpoint_config(NodeId(i as u32));
         c.params = params;
+        if forwarders.contains(&i) {
+            c.params.nstart = crate::forwarder::FORWARDER_NSTART;
+        }
         c
     };
     for list in &net.members {
@@ -362,6 +366,11 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         }
     }
     for &g in &net.gateways {
+        if s.forwarding.is_some() {
+            // A forwarder, not the Entity Manager (crate::forwarder mounts its proxy).
+            sim.attach(NodeId(g as u32), Node::new(Endpoint::new(endpoint(&sim, g))));
+            continue;
+        }
         let cfg = EmConfig {
             local_addrs: vec![sim.addr(NodeId(g as u32))],
             multicast_leisure: Duration::from_millis(s.leisure_ms),
@@ -372,10 +381,17 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         node.mount("em", em);
         sim.attach(NodeId(g as u32), node);
     }
-    let mut client_node = Node::new(Endpoint::new(sim.endpoint_config(NodeId(net.host as u32))));
+    let mut host_config = sim.endpoint_config(NodeId(net.host as u32));
+    if let Some(f) = &s.forwarding {
+        // The consumers are independent applications: their requests go out together, not one by one.
+        host_config.params.nstart = f.consumers as u16;
+    }
+    let mut client_node = Node::new(Endpoint::new(host_config));
     let client = client_node.mount("client", LabClient::new());
     sim.attach(NodeId(net.host as u32), client_node);
     let mut d = Driver { sim, host: NodeId(net.host as u32), client };
+
+    crate::forwarder::mount_forwarders(&mut d, s, &net, &endpoint)?;
 
     // Create the entity (or the children, then the parent) through the EM's CoAP interface.
     let em0 = d.sim.addr(NodeId(net.gateways[0] as u32));
@@ -399,7 +415,9 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         }
         false
     };
-    if s.nested {
+    if s.forwarding.is_some() {
+        // Nothing to create: the consumers ask the members' resources through the forwarders.
+    } else if s.nested {
         let mut children = Vec::new();
         for (g, list) in net.members.iter().enumerate() {
             if list.is_empty() {
@@ -462,6 +480,9 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
                 let truth = |t: Instant| seeds.iter().map(|&sd| sample(sd, q, t)).sum::<f64>() / seeds.len() as f64;
                 (staleness_mean, staleness_max) = staleness(&updates, truth, start, d.sim.now());
             }
+        }
+        (true, None) if s.forwarding.is_some() => {
+            queries = crate::forwarder::queries(&mut d, s, &net, (index, seed));
         }
         (true, None) => {
             for rep in 0..s.repetitions {
@@ -550,7 +571,7 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
 
 /// A row of `queries.csv` for one exchange (or, `notification`, one Observe notification, which has no
 /// response time); `(point, seed)` and the counters around it.
-fn query_row(
+pub(crate) fn query_row(
     (point, seed): (usize, u64),
     rep: usize,
     members: usize,

@@ -37,6 +37,7 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("ext-leisure"),
     builtin!("ext-auto-delay"),
     builtin!("ext-observe"),
+    builtin!("ext-proxy"),
     builtin!("ext-repair"),
     builtin!("calibrate-cpu"),
     builtin!("calibrate-wifi"),
@@ -82,6 +83,84 @@ pub struct Scenario {
     /// Deliberately wrong models to rerun the findings with (`[[sensitivity]]`): which verdicts flip.
     #[serde(default)]
     pub sensitivity: Vec<SensitivitySpec>,
+    /// A forward proxy (corral-proxy) at the gateway instead of the Entity Manager: consumers on the host
+    /// ask the members' resources through it. See [`ProxySpec`].
+    #[serde(default)]
+    pub proxy: Option<ProxySpec>,
+}
+
+/// `[proxy]`: the gateway runs corral-proxy (seed 001's forwarder) with a FIB that sends each member's
+/// URIs to that member; `consumers` requests for one member's resource leave the host at once, per
+/// repetition (member = repetition mod group). The `forwarding` axis picks what the gateway does:
+/// `direct` (no proxy: the consumers ask the member themselves), `proxy` (a plain forward proxy, no cache,
+/// no aggregation), `aggregate` (request aggregation only), `cache` (aggregation and the cache).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxySpec {
+    #[serde(default = "one")]
+    pub consumers: usize,
+    #[serde(default = "forty")]
+    pub cache_entries: usize,
+    #[serde(default = "default_forwarding")]
+    pub forwarding: String,
+    /// Nodes that run the proxy: `gateway` or `member:N` (the N-th member, 0-based). The consumers send
+    /// to the first.
+    #[serde(default = "gateway_only")]
+    pub forwarders: Vec<String>,
+    /// FIB rules (`[[proxy.rule]]`), each held by one forwarder (`at`); a next hop is `gateway` or
+    /// `member:N`, reached at its CoAP port. A forwarder without a rule for a URI sends it to the origin.
+    #[serde(default)]
+    pub rule: Vec<ProxyRuleSpec>,
+}
+
+/// One FIB rule of a simulated forwarder.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyRuleSpec {
+    pub at: String,
+    #[serde(rename = "match")]
+    pub pattern: String,
+    pub next: Vec<String>,
+    /// Keep the Proxy-Uri (the next hop is another forwarder; the default) or rewrite for the origin.
+    #[serde(default = "yes")]
+    pub send_host: bool,
+}
+
+fn gateway_only() -> Vec<String> {
+    vec!["gateway".into()]
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn forty() -> usize {
+    40
+}
+
+fn default_forwarding() -> String {
+    "cache".into()
+}
+
+/// What the gateway's proxy does (the `forwarding` axis, see [`ProxySpec`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forwarding {
+    Direct,
+    Proxy,
+    Aggregate,
+    Cache,
+}
+
+impl Forwarding {
+    fn parse(s: &str) -> Result<Forwarding, ScenarioError> {
+        Ok(match s {
+            "direct" => Forwarding::Direct,
+            "proxy" => Forwarding::Proxy,
+            "aggregate" => Forwarding::Aggregate,
+            "cache" => Forwarding::Cache,
+            other => return err(format!("forwarding {other:?}: direct, proxy, aggregate or cache")),
+        })
+    }
 }
 
 /// A variant of the scenario with some parameters set to wrong values, to show which verdicts depend on
@@ -466,6 +545,8 @@ pub const AXES: &[&str] = &[
     "wifi_mbps",
     "delay",
     "follow",
+    "forwarding",
+    "consumers",
     "replicate",
 ];
 
@@ -571,6 +652,19 @@ pub struct Setup {
     /// `repetitions` times.
     pub follow: Option<Follow>,
     pub window_s: u64,
+    /// `[proxy]`: the gateway forwards (what it does, consumers per query, cache entries) instead of
+    /// running the Entity Manager.
+    pub forwarding: Option<ForwardingSetup>,
+}
+
+/// The resolved `[proxy]` of a point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardingSetup {
+    pub mode: Forwarding,
+    pub consumers: usize,
+    pub cache_entries: usize,
+    pub forwarders: Vec<String>,
+    pub rules: Vec<ProxyRuleSpec>,
 }
 
 /// How a client follows an entity's average (the `follow` axis): `"observe"`, or a number — poll every so
@@ -754,6 +848,17 @@ impl Scenario {
             query_limit_s: self.workload.query_limit_s,
             follow: None,
             window_s: if quick { self.workload.quick_duration_s } else { self.workload.duration_s },
+            forwarding: None,
+        };
+        let mut forwarding = match &self.proxy {
+            Some(p) => Some(ForwardingSetup {
+                mode: Forwarding::parse(&p.forwarding)?,
+                consumers: p.consumers,
+                cache_entries: p.cache_entries,
+                forwarders: p.forwarders.clone(),
+                rules: p.rule.clone(),
+            }),
+            None => None,
         };
         let mut ect = self.entity.ect.clone();
         let mut delay = self.entity.delay.clone();
@@ -800,6 +905,16 @@ impl Scenario {
                     delay = match v {
                         AxisValue::Num(x) => toml::Value::Integer(*x as i64),
                         AxisValue::Text(t) => toml::Value::String(t.clone()),
+                    }
+                }
+                "forwarding" | "consumers" => {
+                    let Some(f) = forwarding.as_mut() else {
+                        return err(format!("sweep.{axis}: needs a [proxy] section"));
+                    };
+                    if axis == "forwarding" {
+                        f.mode = Forwarding::parse(&v.to_string())?;
+                    } else {
+                        f.consumers = num()? as usize;
                     }
                 }
                 // Replicates change the seed (through the point's label) and, on a floor, the floor.
@@ -852,6 +967,37 @@ impl Scenario {
         if s.follow.is_some() && (s.multicast || s.nested || s.window_s == 0) {
             return err("follow: a unicast single entity and workload.duration_s > 0");
         }
+        if let Some(f) = &forwarding {
+            if !(1..=256).contains(&f.consumers) {
+                return err(format!("proxy.consumers {}: between 1 and 256", f.consumers));
+            }
+            if f.forwarders.is_empty() {
+                return err("proxy.forwarders: at least one (\"gateway\" or \"member:N\")");
+            }
+            for name in f.forwarders.iter().chain(f.rules.iter().flat_map(|r| r.next.iter().chain([&r.at]))) {
+                match name.as_str() {
+                    "gateway" => {}
+                    m => match m.strip_prefix("member:").and_then(|n| n.parse::<usize>().ok()) {
+                        Some(n) if n < s.group => {}
+                        _ => {
+                            return err(format!(
+                                "proxy: {name:?} is not \"gateway\" or \"member:N\" with N < {}",
+                                s.group
+                            ))
+                        }
+                    },
+                }
+            }
+            for r in &f.rules {
+                if !f.forwarders.contains(&r.at) {
+                    return err(format!("proxy.rule at {:?}: not one of proxy.forwarders", r.at));
+                }
+            }
+            if s.nested || s.multicast || s.follow.is_some() {
+                return err("[proxy]: a single unicast layout without follow");
+            }
+        }
+        s.forwarding = forwarding;
         if s.ack_timeout_ms == 0 || s.ack_random_factor < 1.0 {
             return err("transmission: ack_timeout_ms > 0 and ack_random_factor ≥ 1");
         }

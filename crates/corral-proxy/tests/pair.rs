@@ -499,3 +499,17 @@ fn the_status_and_fib_resources_are_served_locally() {
     let links = lab.response(0, c).payload_text().into_owned();
     assert!(links.contains("</proxy>;") && links.contains("corral.proxy"), "{links}");
 }
+
+#[test]
+fn without_aggregation_each_client_is_forwarded() {
+    let cfg = ProxyConfig { aggregate: false, cache_entries: 0, ..ProxyConfig::default() };
+    let mut lab = Lab::one(cfg, 2);
+    lab.origin(0).delay = Duration::from_millis(300);
+    let a = lab.send(0, 0, get(TEMP));
+    let b = lab.send(1, 0, get(TEMP));
+    lab.net.run_for(Duration::from_secs(5));
+    assert_eq!(lab.origin(0).gets, 2, "a plain forward proxy: one upstream request per client");
+    assert_eq!(lab.response(0, a).payload_text(), "v1");
+    assert_eq!(lab.response(1, b).payload_text(), "v1");
+    assert_eq!(lab.proxy(0).stats().aggregated, 0);
+}

@@ -42,6 +42,9 @@ pub struct ProxyConfig {
     pub hop_limit: u8,
     /// Max-Age of a 5.03 answered when a bound is reached: when to try again.
     pub overload_max_age: u32,
+    /// Attach a request to an identical pending one (seed 001's request aggregation). Off, every request
+    /// is forwarded on its own: a plain forward proxy (libcoap's, Californium's), for comparison.
+    pub aggregate: bool,
     /// Who may use the proxy (empty: anyone). A forward proxy is a relay by design; the CLI admits only
     /// this machine unless told otherwise.
     pub clients: Vec<Prefix>,
@@ -60,6 +63,7 @@ impl Default for ProxyConfig {
             upstream_timeout: None,
             hop_limit: 16,
             overload_max_age: 2,
+            aggregate: true,
             clients: Vec::new(),
         }
     }
@@ -237,8 +241,9 @@ impl ProxyService {
             }
         }
         let mut pending_key = key.clone();
-        if self.pending.get(&key).is_some_and(|p| p.hops.contains(&req.from)) {
-            // Our own request for this resource, back from one of its next hops: a forwarding loop.
+        if !self.config.aggregate || self.pending.get(&key).is_some_and(|p| p.hops.contains(&req.from)) {
+            // Aggregation is off, or this is our own request for the resource back from one of its next
+            // hops: a forwarding loop.
             // Aggregating it would make the two proxies wait for each other until they time out; forwarded
             // on its own, its Hop-Limit runs out and the loop ends in a 5.08 that names every proxy on it.
             self.seq += 1;

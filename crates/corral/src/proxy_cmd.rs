@@ -8,7 +8,7 @@ use corral_proxy::{Fib, ProxyConfig, ProxyService};
 use corral_tokio::corral_proto::{Duration, Prefix};
 use corral_tokio::{EndpointConfig, Server, TransmissionParams};
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
 pub const AFTER_HELP: &str = "\
@@ -97,17 +97,7 @@ fn load_fib(path: &std::path::Path) -> Result<Fib, Failure> {
 }
 
 pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
-    let bind: SocketAddr = args
-        .bind
-        .parse()
-        .map_err(|_| Failure::usage(format!("`{}` is not ADDR:PORT (e.g. [::]:5683 or 127.0.0.1:5683)", args.bind)))?;
-    let tcp: Option<Option<SocketAddr>> = match args.tcp.as_deref() {
-        None => None,
-        Some("") => Some(None),
-        Some(a) => Some(Some(a.parse().map_err(|_| {
-            Failure::usage(format!("`{a}` is not ADDR:PORT for --tcp (e.g. [::]:5683 or 127.0.0.1:5683)"))
-        })?)),
-    };
+    let (bind, tcp) = crate::serve::listen_args(&args.bind, args.tcp.as_deref())?;
     let fib = match &args.fib {
         Some(p) => load_fib(p)?,
         None => Fib::default(),

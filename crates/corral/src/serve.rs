@@ -67,18 +67,24 @@ fn parse_period(s: &str) -> Result<f64, String> {
     }
 }
 
-pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
-    let bind: SocketAddr = args
-        .bind
+/// `--bind ADDR:PORT` and `--tcp [ADDR:PORT]` of a server command: the UDP address, and whether to listen
+/// on TCP too (`Some(None)`: on the UDP address and port).
+pub(crate) fn listen_args(bind: &str, tcp: Option<&str>) -> Result<(SocketAddr, Option<Option<SocketAddr>>), Failure> {
+    let udp: SocketAddr = bind
         .parse()
-        .map_err(|_| Failure::usage(format!("`{}` is not ADDR:PORT (e.g. [::]:5683 or 127.0.0.1:5683)", args.bind)))?;
-    let tcp: Option<Option<SocketAddr>> = match args.tcp.as_deref() {
+        .map_err(|_| Failure::usage(format!("`{bind}` is not ADDR:PORT (e.g. [::]:5683 or 127.0.0.1:5683)")))?;
+    let tcp = match tcp {
         None => None,
         Some("") => Some(None),
         Some(a) => Some(Some(a.parse().map_err(|_| {
             Failure::usage(format!("`{a}` is not ADDR:PORT for --tcp (e.g. [::]:5683 or 127.0.0.1:5683)"))
         })?)),
     };
+    Ok((udp, tcp))
+}
+
+pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
+    let (bind, tcp) = listen_args(&args.bind, args.tcp.as_deref())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -39,18 +39,8 @@ use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-/// Whether interop tests run; panics if they should but a peer is missing.
 fn enabled(peers: &[&str]) -> bool {
-    if std::env::var("CORRAL_INTEROP").as_deref() != Ok("1") {
-        println!("skipped: set CORRAL_INTEROP=1 to run interop tests (scripts/test.sh does)");
-        return false;
-    }
-    for peer in peers {
-        let found =
-            Command::new("sh").arg("-c").arg(format!("command -v {peer}")).output().is_ok_and(|o| o.status.success());
-        assert!(found, "CORRAL_INTEROP=1 but `{peer}` is not installed: run scripts/install-peers.sh");
-    }
-    true
+    interop_enabled(peers)
 }
 
 fn out(o: &std::process::Output) -> String {

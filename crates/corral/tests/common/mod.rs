@@ -265,3 +265,18 @@ impl Coap {
         self.request(corral_tokio::Code::GET, uri, accept, None)
     }
 }
+
+/// Whether interop tests run (`CORRAL_INTEROP=1`, as scripts/test.sh sets); panics if they should but a
+/// peer is missing.
+pub fn interop_enabled(peers: &[&str]) -> bool {
+    if std::env::var("CORRAL_INTEROP").as_deref() != Ok("1") {
+        println!("skipped: set CORRAL_INTEROP=1 to run interop tests (scripts/test.sh does)");
+        return false;
+    }
+    for peer in peers {
+        let found =
+            Command::new("sh").arg("-c").arg(format!("command -v {peer}")).output().is_ok_and(|o| o.status.success());
+        assert!(found, "CORRAL_INTEROP=1 but `{peer}` is not installed: run scripts/install-peers.sh");
+    }
+    true
+}

@@ -29,8 +29,8 @@ pub use content_format::ContentFormat;
 pub use error::Error;
 pub use message::{write_cache_key, Message, MessageBuilder, MessageId, MessageType, Packet, Token};
 pub use option::{
-    check_critical, decode_uint, encode_uint, BadOption, OptionDef, OptionFormat, OptionIter, OptionNumber,
-    OptionValue, Options, MAX_OPTION_LEN, REGISTRY,
+    check_critical, decode_options, decode_uint, encode_options, encode_uint, BadOption, OptionDef, OptionFormat,
+    OptionIter, OptionNumber, OptionValue, Options, MAX_OPTION_LEN, REGISTRY,
 };
 pub use tcp::{FrameDecoder, TcpMessage, TcpPacket};
 pub use uri::{Host, Scheme, Uri};

@@ -358,6 +358,35 @@ pub(crate) fn write_option(out: &mut [u8], mut pos: usize, delta: u16, value: &[
     Ok(pos + value.len())
 }
 
+/// Appends `options` in the CoAP option encoding (RFC 7252 §3.1), without a payload marker: the form
+/// OSCORE's plaintext carries the inner options in (RFC 8613 §5.3).
+pub fn encode_options(options: &Options, out: &mut alloc::vec::Vec<u8>) -> Result<(), Error> {
+    let start = out.len();
+    out.resize(start + options.encoded_len(), 0);
+    let mut pos = start;
+    let mut last = 0u16;
+    for (n, v) in options.iter() {
+        pos = write_option(out, pos, n.0 - last, v)?;
+        last = n.0;
+    }
+    out.truncate(pos);
+    Ok(())
+}
+
+/// Decodes an option sequence followed by an optional payload (`0xFF` and at least one byte), as a
+/// message's tail or OSCORE's plaintext after its code byte. Malformed input is an error, never a panic.
+pub fn decode_options(bytes: &[u8]) -> Result<(Options, &[u8]), Error> {
+    let end = scan_options(bytes)?;
+    let options = Options::from_iter_unsorted(OptionIter::new(&bytes[..end]));
+    let payload = match bytes.get(end) {
+        None => &[][..],
+        Some(0xff) if bytes.len() > end + 1 => &bytes[end + 1..],
+        Some(0xff) => return Err(Error::EmptyPayloadAfterMarker),
+        Some(_) => return Err(Error::Truncated),
+    };
+    Ok((options, payload))
+}
+
 /// An option value: short values (the common case) live inline, longer ones on the heap.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct OptionValue(Repr);

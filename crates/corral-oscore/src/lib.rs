@@ -1,0 +1,33 @@
+//! # corral-oscore
+//!
+//! OSCORE (RFC 8613): object security for CoAP that survives proxies. Sans-IO like the rest of corral —
+//! no clock, no sockets, no global RNG; the RustCrypto crates do the cryptography (`aes` + `ccm` for
+//! AES-CCM-16-64-128, `hkdf` + `sha2` for HKDF-SHA-256), nothing is hand-rolled but the few CBOR bytes of
+//! the key derivation's `info` and the AAD.
+//!
+//! - [`SecurityContext::derive`]: Sender and Recipient Keys and the Common IV from a Master Secret (with or
+//!   without Master Salt and ID Context, §3.2).
+//! - [`SecurityContext::protect_request`] / [`SecurityContext::unprotect_request`] /
+//!   [`SecurityContext::protect_response`] / [`SecurityContext::unprotect_response`]: the class E/U
+//!   option split (§4.1), the nonce (§5.2), the AAD (§5.4), the OSCORE option (§6.1), the outer codes
+//!   (§4.2), Observe (§4.1.3.5).
+//! - [`ReplayWindow`] (§7.4) and a crash-safe Sender Sequence Number ([`SecurityContext::sequence_to_persist`],
+//!   Appendix B.1.1): a restart never reuses a nonce; a server that lost its window refuses requests until
+//!   freshness is proven with Echo (Appendix B.1.2, RFC 9175).
+//! - [`store`]: security contexts in the context-directory format aiocoap uses (`settings.json`,
+//!   `secret.json`, `sequence.json`), so both tools can be pointed at the same files.
+//! - [`Error::response_code`]: the unprotected error answers of §8.2.
+
+mod cbor;
+mod context;
+mod error;
+mod option;
+mod protect;
+mod replay;
+pub mod store;
+
+pub use context::{Aead, Kdf, Params, SecurityContext, K_SSN, MAX_SSN};
+pub use error::Error;
+pub use option::OscoreOption;
+pub use protect::{request_kid, Plain, RequestBinding};
+pub use replay::{Refusal, ReplayWindow};

@@ -1,0 +1,244 @@
+//! Protecting and verifying requests and responses (RFC 8613 §4, §5, §8).
+//!
+//! Options are split as §4.1 says: Class U (outer only) are Uri-Host, Uri-Port, Proxy-Scheme, OSCORE and
+//! Hop-Limit, plus the Block and Size options — corral fragments the OSCORE message itself (outer
+//! block-wise, §4.1.3.4.2: the endpoint reassembles before OSCORE sees it); Observe is both (§4.1.3.5);
+//! Proxy-Uri is split into its outer authority and inner path and query (§4.1.3.3); every other option,
+//! known or not, is Class E (inner). No option is Class I.
+
+use crate::cbor;
+use crate::context::{piv_value, SecurityContext};
+use crate::option::OscoreOption;
+use crate::Error;
+use corral_wire::uri::Uri;
+use corral_wire::{decode_options, encode_options, Code, OptionNumber, Options};
+
+/// A CoAP request or response as OSCORE sees it: the fields above the message layer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plain {
+    pub code: Code,
+    pub options: Options,
+    pub payload: Vec<u8>,
+}
+
+/// What binds a response to its request (RFC 8613 §5.4, §7.1): the request's kid and Partial IV.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestBinding {
+    pub kid: Vec<u8>,
+    pub piv: Vec<u8>,
+    /// The request was an Observe registration: its responses carry Partial IVs of the server's.
+    pub observe: bool,
+}
+
+const OUTER_ONLY: [OptionNumber; 9] = [
+    OptionNumber::URI_HOST,
+    OptionNumber::URI_PORT,
+    OptionNumber::PROXY_SCHEME,
+    OptionNumber::OSCORE,
+    OptionNumber::HOP_LIMIT,
+    OptionNumber::BLOCK1,
+    OptionNumber::BLOCK2,
+    OptionNumber::SIZE1,
+    OptionNumber::SIZE2,
+];
+
+/// Splits the original message's options into inner (Class E) and outer (Class U) ones.
+fn split(options: &Options, request: bool) -> Result<(Options, Options), Error> {
+    let mut inner = Options::new();
+    let mut outer = Options::new();
+    for (n, v) in options.iter() {
+        if n == OptionNumber::OSCORE {
+            return Err(Error::Nested);
+        } else if n == OptionNumber::OBSERVE {
+            // §4.1.3.5: the request's value on both sides; a notification's inner Observe is empty.
+            inner.push(n, if request { v } else { &[] });
+            outer.push(n, v);
+        } else if n == OptionNumber::PROXY_URI {
+            // §4.1.3.3: the authority stays outer (as Proxy-Scheme and Uri-*), path and query go inner.
+            let text = std::str::from_utf8(v).map_err(|_| Error::Config("Proxy-Uri is not UTF-8".into()))?;
+            let uri = Uri::parse(text).map_err(|e| Error::Config(format!("Proxy-Uri {text:?}: {e}")))?;
+            let mut parts = Options::new();
+            uri.to_options(&mut parts);
+            for (pn, pv) in parts.iter() {
+                match pn {
+                    OptionNumber::URI_PATH | OptionNumber::URI_QUERY => inner.push(pn, pv),
+                    _ => outer.push(pn, pv),
+                };
+            }
+            outer.push_str(OptionNumber::PROXY_SCHEME, uri.scheme.as_str());
+        } else if OUTER_ONLY.contains(&n) {
+            outer.push(n, v);
+        } else {
+            inner.push(n, v);
+        }
+    }
+    Ok((inner, outer))
+}
+
+/// The AAD: the COSE Enc_structure over the external AAD of §5.4.
+fn aad(ctx: &SecurityContext, request_kid: &[u8], request_piv: &[u8]) -> Vec<u8> {
+    let mut array = Vec::with_capacity(16);
+    cbor::array(&mut array, 5);
+    cbor::uint(&mut array, 1); // oscore_version
+    cbor::array(&mut array, 1);
+    cbor::uint(&mut array, ctx.params.aead.cose_id());
+    cbor::bstr(&mut array, request_kid);
+    cbor::bstr(&mut array, request_piv);
+    cbor::bstr(&mut array, &[]); // no Class I options
+    let mut out = Vec::with_capacity(array.len() + 12);
+    cbor::array(&mut out, 3);
+    cbor::tstr(&mut out, "Encrypt0");
+    cbor::bstr(&mut out, &[]);
+    cbor::bstr(&mut out, &array);
+    out
+}
+
+fn plaintext(code: Code, inner: &Options, payload: &[u8]) -> Result<Vec<u8>, Error> {
+    let mut out = vec![code.0];
+    encode_options(inner, &mut out).map_err(|_| Error::Internal("inner option encoding"))?;
+    if !payload.is_empty() {
+        out.push(0xff);
+        out.extend_from_slice(payload);
+    }
+    Ok(out)
+}
+
+/// Decrypted plaintext back to code, inner options and payload. A plaintext that authenticated but does
+/// not parse came from a peer with the key and a bug; it is refused like a failed decryption.
+fn parse_plaintext(p: &[u8]) -> Result<(Code, Options, Vec<u8>), Error> {
+    let (&code, rest) = p.split_first().ok_or(Error::DecryptionFailed)?;
+    let (options, payload) = decode_options(rest).map_err(|_| Error::DecryptionFailed)?;
+    Ok((Code(code), options, payload.to_vec()))
+}
+
+impl SecurityContext {
+    /// Protects a request (RFC 8613 §8.1): a new Partial IV, the kid (and the ID Context as kid context if
+    /// `send_kid_context`), outer code POST (FETCH with Observe).
+    pub fn protect_request(&mut self, plain: &Plain, send_kid_context: bool) -> Result<(Plain, RequestBinding), Error> {
+        let (inner, mut outer) = split(&plain.options, true)?;
+        let piv = self.next_piv()?;
+        let kid = self.params.sender_id.clone();
+        let nonce = self.nonce(&kid, &piv);
+        let ct = self.params.aead.seal(
+            &self.sender_key,
+            &nonce,
+            &aad(self, &kid, &piv),
+            &plaintext(plain.code, &inner, &plain.payload)?,
+        )?;
+        let kid_context = if send_kid_context { self.params.id_context.clone() } else { None };
+        let option = OscoreOption { piv: piv.clone(), kid_context, kid: Some(kid.clone()) };
+        outer.push(OptionNumber::OSCORE, &option.encode());
+        let observe = plain.options.contains(OptionNumber::OBSERVE);
+        let code = if observe { Code::FETCH } else { Code::POST };
+        Ok((Plain { code, options: outer, payload: ct }, RequestBinding { kid, piv, observe }))
+    }
+
+    /// Verifies a request (RFC 8613 §8.2) for which the caller picked this context by the kid (see
+    /// [`request_kid`]): replay check, decryption, then the original request with the outer Class U
+    /// options put back.
+    pub fn unprotect_request(&mut self, outer: &Plain) -> Result<(Plain, RequestBinding), Error> {
+        let value = outer.options.get(OptionNumber::OSCORE).ok_or(Error::NotOscore)?;
+        let o = OscoreOption::decode(value)?;
+        let kid = o.kid.ok_or(Error::BadOption("a request needs a kid"))?;
+        if o.piv.is_empty() {
+            return Err(Error::BadOption("a request needs a Partial IV"));
+        }
+        if kid != self.params.recipient_id {
+            return Err(Error::UnknownContext);
+        }
+        if o.kid_context.is_some() && o.kid_context != self.params.id_context {
+            return Err(Error::UnknownContext);
+        }
+        let seq = piv_value(&o.piv);
+        let window = self.replay.check(seq);
+        let nonce = self.nonce(&kid, &o.piv);
+        let p = self.params.aead.open(&self.recipient_key, &nonce, &aad(self, &kid, &o.piv), &outer.payload)?;
+        match window {
+            Ok(()) => {}
+            Err(crate::replay::Refusal::Unsynchronised) => return Err(Error::Unsynchronised),
+            Err(_) => return Err(Error::Replay),
+        }
+        self.replay.accept(seq);
+        let (code, mut options, payload) = parse_plaintext(&p)?;
+        for (n, v) in outer.options.iter() {
+            if OUTER_ONLY.contains(&n) && n != OptionNumber::OSCORE {
+                options.push(n, v);
+            }
+        }
+        let observe = options.contains(OptionNumber::OBSERVE);
+        Ok((Plain { code, options, payload }, RequestBinding { kid, piv: o.piv, observe }))
+    }
+
+    /// A request that verified but whose replay window was lost in a restart is accepted once the client
+    /// proved freshness (Echo, RFC 9175): the window restarts at this request's Partial IV.
+    pub fn resynchronise(&mut self, binding: &RequestBinding) {
+        self.replay.resynchronise(piv_value(&binding.piv));
+    }
+
+    /// Protects a response (RFC 8613 §8.3). `own_piv`: with a Partial IV of the server's own (required for
+    /// every notification but the first, §4.1.3.5.2), else with the request's nonce.
+    pub fn protect_response(&mut self, binding: &RequestBinding, plain: &Plain, own_piv: bool) -> Result<Plain, Error> {
+        let (inner, mut outer) = split(&plain.options, false)?;
+        let (nonce, option) = if own_piv {
+            let piv = self.next_piv()?;
+            (self.nonce(&self.params.sender_id, &piv), OscoreOption { piv, ..OscoreOption::default() })
+        } else {
+            (self.nonce(&binding.kid, &binding.piv), OscoreOption::default())
+        };
+        let ct = self.params.aead.seal(
+            &self.sender_key,
+            &nonce,
+            &aad(self, &binding.kid, &binding.piv),
+            &plaintext(plain.code, &inner, &plain.payload)?,
+        )?;
+        outer.push(OptionNumber::OSCORE, &option.encode());
+        let code = if plain.options.contains(OptionNumber::OBSERVE) { Code::CONTENT } else { Code::CHANGED };
+        Ok(Plain { code, options: outer, payload: ct })
+    }
+
+    /// Verifies a response to the request `binding` describes (RFC 8613 §8.4). Returns the original
+    /// response and, for a response with a Partial IV, its value (a notification's number: the caller
+    /// keeps the highest per observation and drops older ones, §7.4.1).
+    pub fn unprotect_response(
+        &mut self,
+        binding: &RequestBinding,
+        outer: &Plain,
+    ) -> Result<(Plain, Option<u64>), Error> {
+        let value = outer.options.get(OptionNumber::OSCORE).ok_or(Error::NotOscore)?;
+        let o = OscoreOption::decode(value)?;
+        let nonce = if o.piv.is_empty() {
+            self.nonce(&binding.kid, &binding.piv)
+        } else {
+            self.nonce(&self.params.recipient_id, &o.piv)
+        };
+        let p = self.params.aead.open(
+            &self.recipient_key,
+            &nonce,
+            &aad(self, &binding.kid, &binding.piv),
+            &outer.payload,
+        )?;
+        let (code, mut options, payload) = parse_plaintext(&p)?;
+        let number = (!o.piv.is_empty()).then(|| piv_value(&o.piv));
+        if options.contains(OptionNumber::OBSERVE) {
+            if !binding.observe {
+                return Err(Error::DecryptionFailed);
+            }
+            // The inner Observe is empty: the order comes from the Partial IV (§4.1.3.5.2).
+            let seq = number.map_or(0, |n| n & 0xff_ffff);
+            options.set_uint(OptionNumber::OBSERVE, seq);
+        }
+        for (n, v) in outer.options.iter() {
+            if OUTER_ONLY.contains(&n) && n != OptionNumber::OSCORE {
+                options.push(n, v);
+            }
+        }
+        Ok((Plain { code, options, payload }, number))
+    }
+}
+
+/// The kid and kid context of a request's OSCORE option, to pick its Security Context by.
+pub fn request_kid(options: &Options) -> Result<(Vec<u8>, Option<Vec<u8>>), Error> {
+    let value = options.get(OptionNumber::OSCORE).ok_or(Error::NotOscore)?;
+    let o = OscoreOption::decode(value)?;
+    Ok((o.kid.ok_or(Error::BadOption("a request needs a kid"))?, o.kid_context))
+}

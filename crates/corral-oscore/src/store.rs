@@ -1,0 +1,135 @@
+//! Security contexts on disk, in aiocoap's context-directory format, so that `corral` and aiocoap can use
+//! the same files: `settings.json` (and optionally `secret.json`) with `sender-id_hex`, `recipient-id_hex`,
+//! `secret_ascii` or `secret_hex`, optional `salt_*`, `id-context_hex`, `algorithm`, `kdf-hashfun`,
+//! `window`; and `sequence.json` with `next-to-send`, written before a reserved sequence number is used
+//! (atomically: a temporary file, fsync, rename). The replay window is not persisted (`"received":
+//! "unknown"`): after a restart the server asks for Echo before it accepts anything.
+
+use crate::context::{Aead, Kdf, Params, SecurityContext};
+use crate::Error;
+use serde_json::{Map, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A security context backed by a directory.
+#[derive(Debug)]
+pub struct ContextDir {
+    pub dir: PathBuf,
+    pub context: SecurityContext,
+}
+
+fn bytes(data: &Map<String, Value>, key: &str) -> Result<Option<Vec<u8>>, Error> {
+    if let Some(v) = data.get(&format!("{key}_hex")) {
+        let s = v.as_str().ok_or_else(|| Error::Config(format!("{key}_hex: expected a string of hex digits")))?;
+        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        if s.len() % 2 != 0 || !s.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(Error::Config(format!("{key}_hex: {s:?} is not hex")));
+        }
+        return Ok(Some((0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or(0)).collect()));
+    }
+    if let Some(v) = data.get(&format!("{key}_ascii")) {
+        let s = v.as_str().ok_or_else(|| Error::Config(format!("{key}_ascii: expected a string")))?;
+        return Ok(Some(s.as_bytes().to_vec()));
+    }
+    Ok(None)
+}
+
+fn read_json(path: &Path) -> Result<Option<Map<String, Value>>, Error> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(m)) => Ok(Some(m)),
+            Ok(_) => Err(Error::Config(format!("{}: expected a JSON object", path.display()))),
+            Err(e) => Err(Error::Config(format!("{}: {e}", path.display()))),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::Config(format!("{}: {e}", path.display()))),
+    }
+}
+
+impl ContextDir {
+    /// Loads the context in `dir`; continues from the persisted sequence number if there is one.
+    pub fn load(dir: &Path) -> Result<ContextDir, Error> {
+        let mut data = Map::new();
+        for file in ["secret.json", "settings.json"] {
+            if let Some(m) = read_json(&dir.join(file))? {
+                for (k, v) in m {
+                    if data.insert(k.clone(), v).is_some() {
+                        return Err(Error::Config(format!("{}: {k} is in more than one file", dir.display())));
+                    }
+                }
+            }
+        }
+        if data.is_empty() {
+            return Err(Error::Config(format!("{}: no settings.json (or secret.json) here", dir.display())));
+        }
+        let need = |key: &str| -> Result<Vec<u8>, Error> {
+            bytes(&data, key)?
+                .ok_or_else(|| Error::Config(format!("{}: {key}_hex (or _ascii) is missing", dir.display())))
+        };
+        let aead = match data.get("algorithm") {
+            None => Aead::AesCcm16_64_128,
+            Some(v) => Aead::from_cose(v)
+                .ok_or_else(|| Error::Config(format!("algorithm {v}: only AES-CCM-16-64-128 (10)")))?,
+        };
+        let kdf = match data.get("kdf-hashfun").and_then(Value::as_str) {
+            None | Some("sha256") => Kdf::HkdfSha256,
+            Some(other) => return Err(Error::Config(format!("kdf-hashfun {other:?}: only sha256"))),
+        };
+        let params = Params {
+            master_secret: need("secret")?,
+            master_salt: bytes(&data, "salt")?.unwrap_or_default(),
+            sender_id: need("sender-id")?,
+            recipient_id: need("recipient-id")?,
+            id_context: bytes(&data, "id-context")?,
+            aead,
+            kdf,
+            replay_window: data.get("window").and_then(Value::as_u64).map_or(32, |w| w as usize),
+        };
+        let mut context = SecurityContext::derive(params)?;
+        if let Some(seq) = read_json(&dir.join("sequence.json"))? {
+            let next = seq
+                .get("next-to-send")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| Error::Config(format!("{}/sequence.json: next-to-send is missing", dir.display())))?;
+            context.restore(next);
+        }
+        Ok(ContextDir { dir: dir.to_path_buf(), context })
+    }
+
+    /// Writes a new context directory (`corral oscore new`-style set-up and tests).
+    pub fn create(dir: &Path, params: &Params) -> Result<(), Error> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::Config(format!("{}: {e}", dir.display())))?;
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let mut m = Map::new();
+        m.insert("sender-id_hex".into(), Value::String(hex(&params.sender_id)));
+        m.insert("recipient-id_hex".into(), Value::String(hex(&params.recipient_id)));
+        m.insert("secret_hex".into(), Value::String(hex(&params.master_secret)));
+        if !params.master_salt.is_empty() {
+            m.insert("salt_hex".into(), Value::String(hex(&params.master_salt)));
+        }
+        if let Some(c) = &params.id_context {
+            m.insert("id-context_hex".into(), Value::String(hex(c)));
+        }
+        write_atomically(&dir.join("settings.json"), &Value::Object(m))
+    }
+
+    /// Call before sending each protected message: persists a new reservation when the last one is used
+    /// up. A failure to write means the message must not be sent (its nonce could come back after a crash).
+    pub fn reserve(&mut self) -> Result<(), Error> {
+        if let Some(next) = self.context.sequence_to_persist() {
+            let v = serde_json::json!({ "next-to-send": next, "received": "unknown" });
+            write_atomically(&self.dir.join("sequence.json"), &v)?;
+        }
+        Ok(())
+    }
+}
+
+fn write_atomically(path: &Path, v: &Value) -> Result<(), Error> {
+    let tmp = path.with_extension("json.tmp");
+    let io = |e: std::io::Error| Error::Config(format!("{}: {e}", path.display()));
+    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    f.write_all(v.to_string().as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    Ok(())
+}

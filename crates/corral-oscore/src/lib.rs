@@ -21,6 +21,7 @@
 mod cbor;
 mod context;
 mod error;
+mod layer;
 mod option;
 mod protect;
 mod replay;
@@ -28,6 +29,7 @@ pub mod store;
 
 pub use context::{Aead, Kdf, Params, SecurityContext, K_SSN, MAX_SSN};
 pub use error::Error;
+pub use layer::{LayerStats, OscoreLayer};
 pub use option::OscoreOption;
 pub use protect::{request_kid, Plain, RequestBinding};
 pub use replay::{Refusal, ReplayWindow};

@@ -1,8 +1,9 @@
 //! Protecting and verifying requests and responses (RFC 8613 §4, §5, §8).
 //!
 //! Options are split as §4.1 says: Class U (outer only) are Uri-Host, Uri-Port, Proxy-Scheme, OSCORE and
-//! Hop-Limit, plus the Block and Size options — corral fragments the OSCORE message itself (outer
-//! block-wise, §4.1.3.4.2: the endpoint reassembles before OSCORE sees it); Observe is both (§4.1.3.5);
+//! Hop-Limit; Observe is both (§4.1.3.5); Block1, Block2, Size1 and Size2 in the original message are
+//! inner (§4.1.3.4.1: the application's own block-wise transfer), while the endpoint may still cut the
+//! protected message into outer blocks on the wire and reassembles them before OSCORE sees them;
 //! Proxy-Uri is split into its outer authority and inner path and query (§4.1.3.3); every other option,
 //! known or not, is Class E (inner). No option is Class I.
 
@@ -30,16 +31,12 @@ pub struct RequestBinding {
     pub observe: bool,
 }
 
-const OUTER_ONLY: [OptionNumber; 9] = [
+const OUTER_ONLY: [OptionNumber; 5] = [
     OptionNumber::URI_HOST,
     OptionNumber::URI_PORT,
     OptionNumber::PROXY_SCHEME,
     OptionNumber::OSCORE,
     OptionNumber::HOP_LIMIT,
-    OptionNumber::BLOCK1,
-    OptionNumber::BLOCK2,
-    OptionNumber::SIZE1,
-    OptionNumber::SIZE2,
 ];
 
 /// Splits the original message's options into inner (Class E) and outer (Class U) ones.
@@ -137,6 +134,24 @@ impl SecurityContext {
     /// [`request_kid`]): replay check, decryption, then the original request with the outer Class U
     /// options put back.
     pub fn unprotect_request(&mut self, outer: &Plain) -> Result<(Plain, RequestBinding), Error> {
+        let (plain, binding, window) = self.open_request(outer)?;
+        match window {
+            Ok(()) => {}
+            Err(crate::replay::Refusal::Unsynchronised) => return Err(Error::Unsynchronised),
+            Err(_) => return Err(Error::Replay),
+        }
+        self.replay.accept(piv_value(&binding.piv));
+        Ok((plain, binding))
+    }
+
+    /// Decrypts a request without touching the replay window: the request, its binding, and what the
+    /// window says of its Partial IV. For a server recovering its window with Echo (Appendix B.1.2): an
+    /// authentic request that the window cannot vouch for is answered with a challenge, and the one that
+    /// echoes it is accepted with [`SecurityContext::resynchronise`].
+    pub fn open_request(
+        &mut self,
+        outer: &Plain,
+    ) -> Result<(Plain, RequestBinding, Result<(), crate::Refusal>), Error> {
         let value = outer.options.get(OptionNumber::OSCORE).ok_or(Error::NotOscore)?;
         let o = OscoreOption::decode(value)?;
         let kid = o.kid.ok_or(Error::BadOption("a request needs a kid"))?;
@@ -149,16 +164,9 @@ impl SecurityContext {
         if o.kid_context.is_some() && o.kid_context != self.params.id_context {
             return Err(Error::UnknownContext);
         }
-        let seq = piv_value(&o.piv);
-        let window = self.replay.check(seq);
+        let window = self.replay.check(piv_value(&o.piv));
         let nonce = self.nonce(&kid, &o.piv);
         let p = self.params.aead.open(&self.recipient_key, &nonce, &aad(self, &kid, &o.piv), &outer.payload)?;
-        match window {
-            Ok(()) => {}
-            Err(crate::replay::Refusal::Unsynchronised) => return Err(Error::Unsynchronised),
-            Err(_) => return Err(Error::Replay),
-        }
-        self.replay.accept(seq);
         let (code, mut options, payload) = parse_plaintext(&p)?;
         for (n, v) in outer.options.iter() {
             if OUTER_ONLY.contains(&n) && n != OptionNumber::OSCORE {
@@ -166,7 +174,12 @@ impl SecurityContext {
             }
         }
         let observe = options.contains(OptionNumber::OBSERVE);
-        Ok((Plain { code, options, payload }, RequestBinding { kid, piv: o.piv, observe }))
+        Ok((Plain { code, options, payload }, RequestBinding { kid, piv: o.piv, observe }, window))
+    }
+
+    /// Records a request from [`SecurityContext::open_request`] whose window check passed.
+    pub fn replay_accept(&mut self, binding: &RequestBinding) {
+        self.replay.accept(piv_value(&binding.piv));
     }
 
     /// A request that verified but whose replay window was lost in a restart is accepted once the client

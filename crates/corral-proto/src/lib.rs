@@ -47,7 +47,7 @@ pub use node::{Node, ServiceHandle};
 pub use params::TransmissionParams;
 pub use prefix::{canonical, Prefix};
 pub use rng::Rng;
-pub use service::{Context, NodeCommand, Outcome, ResourceLink, Service};
+pub use service::{Context, Inbound, Layer, NodeCommand, Outcome, ResourceLink, Service};
 pub use tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 pub use time::{Duration, Instant};
 

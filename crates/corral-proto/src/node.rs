@@ -8,7 +8,7 @@
 use crate::endpoint::{Endpoint, Event, Transmit};
 use crate::message::{IncomingRequest, RequestId};
 use crate::rng::Rng;
-use crate::service::{Context, NodeCommand, Outcome, Owners, ResourceLink, Service};
+use crate::service::{Context, Inbound, Layer, NodeCommand, Outcome, Owners, ResourceLink, Service};
 use crate::tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 use crate::time::Instant;
 use corral_wire::{Code, ContentFormat};
@@ -41,6 +41,8 @@ pub struct Node {
     well_known_core: bool,
     /// The service that takes requests for a forward proxy (Proxy-Uri or Proxy-Scheme), if any.
     forward_proxy: Option<usize>,
+    /// A layer between the message layer and the services (OSCORE), if any.
+    layer: Option<Box<dyn Layer>>,
 }
 
 impl Node {
@@ -64,6 +66,7 @@ impl Node {
             seed,
             well_known_core: true,
             forward_proxy: None,
+            layer: None,
         }
     }
 
@@ -80,6 +83,17 @@ impl Node {
     /// or Proxy-Scheme goes to it, whatever its Uri-Path. Without one, such requests are answered 5.05.
     pub fn set_forward_proxy(&mut self, h: ServiceHandle) {
         self.forward_proxy = (h.0 < self.mounts.len()).then_some(h.0);
+    }
+
+    /// Puts a [`Layer`] between the message layer and the services (OSCORE): every request passes it
+    /// before routing and every response after the service.
+    pub fn set_layer(&mut self, layer: Box<dyn Layer>) {
+        self.layer = Some(layer);
+    }
+
+    /// The layer, to look into (statistics) or change (keys).
+    pub fn layer_mut(&mut self) -> Option<&mut Box<dyn Layer>> {
+        self.layer.as_mut()
     }
 
     /// Whether the node answers `/.well-known/core` itself (default: yes, unless a service is mounted there).
@@ -231,6 +245,7 @@ impl Node {
             rng: &mut mount.rng,
             me: index,
             mount_depth: mount.prefix.len(),
+            layer: self.layer.as_mut(),
         };
         (mount.service.as_mut(), cx)
     }
@@ -291,6 +306,26 @@ impl Node {
     }
 
     fn route(&mut self, now: Instant, req: IncomingRequest) {
+        let Some(layer) = self.layer.as_mut() else { return self.route_inner(now, req) };
+        let req = match layer.inbound(now, req) {
+            Inbound::Pass(req) => req,
+            Inbound::Replaced(req) => {
+                if req.id.0 >= crate::tcp::TCP_ID_BASE {
+                    self.tcp.retarget_observation(req.id, &req.request);
+                } else {
+                    self.endpoint.retarget_observation(req.id, &req.request);
+                }
+                req
+            }
+            Inbound::Answer(id, response) => {
+                let _ = self.respond(now, id, response);
+                return;
+            }
+        };
+        self.route_inner(now, req);
+    }
+
+    fn route_inner(&mut self, now: Instant, req: IncomingRequest) {
         if req.request.is_proxied() {
             if let Some(index) = self.forward_proxy {
                 let (service, mut cx) = self.parts(now, index);
@@ -299,7 +334,7 @@ impl Node {
             }
             // RFC 7252 §5.7.2: a request for a proxy, to an endpoint that is not one.
             let r = crate::Response::error(Code::PROXYING_NOT_SUPPORTED, "this endpoint is not a forward proxy");
-            self.respond(now, req.id, r);
+            let _ = self.respond(now, req.id, r);
             return;
         }
         let segments: Vec<std::borrow::Cow<'_, str>> = req.request.path_segments().collect();
@@ -320,7 +355,8 @@ impl Node {
         drop(segments);
         let Some(index) = best else {
             let path = req.request.options.path();
-            self.respond(now, req.id, crate::Response::error(Code::NOT_FOUND, format!("no resource at {path}")));
+            let _ =
+                self.respond(now, req.id, crate::Response::error(Code::NOT_FOUND, format!("no resource at {path}")));
             return;
         };
         let (service, mut cx) = self.parts(now, index);
@@ -359,15 +395,25 @@ impl Node {
                 crate::Response::content(ContentFormat::LINK_FORMAT, body)
             }
         };
-        self.respond(now, req.id, response);
+        let _ = self.respond(now, req.id, response);
     }
 
-    /// Answers on whichever transport the request came.
-    fn respond(&mut self, now: Instant, id: crate::InboundId, response: crate::Response) {
-        let _ = if id.0 >= crate::tcp::TCP_ID_BASE {
+    /// Answers a received request on whichever transport it came, through the layer if there is one: the
+    /// way a driver answers for a handler that runs outside the node (corral-tokio's async routes).
+    pub fn respond(
+        &mut self,
+        now: Instant,
+        id: crate::InboundId,
+        response: crate::Response,
+    ) -> Result<(), crate::UnknownExchange> {
+        let response = match self.layer.as_mut() {
+            Some(layer) => layer.outbound(now, id, response),
+            None => response,
+        };
+        if id.0 >= crate::tcp::TCP_ID_BASE {
             self.tcp.respond(now, id, response)
         } else {
             self.endpoint.respond(now, id, response)
-        };
+        }
     }
 }

@@ -88,6 +88,28 @@ pub trait Service: Any {
     }
 }
 
+/// A layer between the message layer and the services: it sees every received request before it is
+/// routed and every response before it is sent (OSCORE, RFC 8613, is one: it unprotects requests and
+/// protects their responses). Set with [`crate::Node::set_layer`].
+pub trait Layer {
+    /// A request from the network (or an observer's registration replayed to render a notification).
+    fn inbound(&mut self, now: Instant, request: IncomingRequest) -> Inbound;
+
+    /// The response to `id` on its way out.
+    fn outbound(&mut self, now: Instant, id: InboundId, response: Response) -> Response;
+}
+
+/// What a [`Layer`] makes of a received request.
+#[derive(Debug)]
+pub enum Inbound {
+    /// Route it as it is.
+    Pass(IncomingRequest),
+    /// Route this request instead (the one inside the one received); an Observe registration follows it.
+    Replaced(IncomingRequest),
+    /// Answer at once with this response (it still passes [`Layer::outbound`]).
+    Answer(InboundId, Response),
+}
+
 pub(crate) type Owners = HashMap<RequestId, usize, foldhash::fast::FixedState>;
 
 /// What a service may do while handling an input.
@@ -101,6 +123,7 @@ pub struct Context<'a> {
     pub(crate) rng: &'a mut Rng,
     pub(crate) me: usize,
     pub(crate) mount_depth: usize,
+    pub(crate) layer: Option<&'a mut Box<dyn Layer>>,
 }
 
 impl<'a> Context<'a> {
@@ -111,6 +134,10 @@ impl<'a> Context<'a> {
     /// Answers a request (see [`Endpoint::respond`]), over whichever transport it came. Answering twice or
     /// too late is logged and ignored.
     pub fn respond(&mut self, id: InboundId, response: Response) {
+        let response = match self.layer.as_mut() {
+            Some(layer) => layer.outbound(self.now, id, response),
+            None => response,
+        };
         let done = if id.0 >= TCP_ID_BASE {
             self.tcp.respond(self.now, id, response)
         } else {

@@ -510,6 +510,13 @@ impl TcpEndpoint {
     // Server API
     // ---------------------------------------------------------------------------------------------
 
+    /// See [`crate::Endpoint::retarget_observation`].
+    pub fn retarget_observation(&mut self, id: InboundId, inner: &Request) {
+        if let Some(reg) = self.inbound.get_mut(&id).and_then(|inb| inb.meta.observe.as_mut()) {
+            **reg = (inner.resource_id(), inner.clone());
+        }
+    }
+
     /// Answers a received request. Registers observers and cuts large bodies as the UDP endpoint does.
     pub fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
         let inb = self.inbound.remove(&id).ok_or(UnknownExchange)?;

@@ -79,6 +79,9 @@ pub enum Error {
     Connect { addr: SocketAddr, reason: String },
     /// The server acknowledged the request with a message that does not parse.
     Malformed,
+    /// OSCORE: the response does not verify, the server refused the protected request, or the context
+    /// cannot be used (the text says which).
+    Oscore(String),
 }
 
 impl fmt::Display for Error {
@@ -94,6 +97,7 @@ impl fmt::Display for Error {
             Error::Transfer(why) => write!(f, "block-wise transfer failed: {why}"),
             Error::ConnectionClosed => f.write_str("the connection closed before the response arrived"),
             Error::Malformed => f.write_str("the server answered with a malformed message"),
+            Error::Oscore(why) => write!(f, "OSCORE: {why}"),
             Error::Connect { addr, reason } => write!(f, "cannot connect to {addr} over TCP: {reason}"),
         }
     }
@@ -236,6 +240,7 @@ impl Client {
             uri: parse_scoped(uri),
             dst: None,
             proxy: None,
+            oscore: None,
             request: Request::new(method),
             params: SendParams { timeout: self.inner.timeout.map(Into::into), ..SendParams::default() },
         }
@@ -365,6 +370,7 @@ impl Client {
             first_timeout,
             established: false,
             registered: false,
+            oscore: None,
         })
     }
 
@@ -492,9 +498,14 @@ pub struct RequestBuilder {
     dst: Option<SocketAddr>,
     /// A forward proxy to send the request through (RFC 7252 §5.7).
     proxy: Option<Result<(Uri, u32), UriError>>,
+    /// An OSCORE security context to protect the request with (RFC 8613).
+    oscore: Option<SharedContext>,
     request: Request,
     params: SendParams,
 }
+
+/// An OSCORE security context several requests share (its sequence number and its file).
+pub type SharedContext = std::sync::Arc<std::sync::Mutex<corral_oscore::store::ContextDir>>;
 
 impl RequestBuilder {
     /// Adds an option (repeatable options may be added several times).
@@ -574,6 +585,15 @@ impl RequestBuilder {
         self
     }
 
+    /// Protects the request end to end with OSCORE (RFC 8613): its method, path, query, payload and every
+    /// option a proxy need not read are encrypted with `context`, and the response must verify. A server
+    /// that lost its replay window after a restart answers with an Echo challenge (RFC 9175), which is
+    /// met by repeating the request once, transparently.
+    pub fn oscore(mut self, context: SharedContext) -> Self {
+        self.oscore = Some(context);
+        self
+    }
+
     /// The request as it will be sent, without the URI's options (for inspection).
     pub fn request(&self) -> &Request {
         &self.request
@@ -590,7 +610,7 @@ impl RequestBuilder {
             };
             let mut request = self.request;
             request.options.push_str(OptionNumber::PROXY_URI, &uri.to_string());
-            return Ok(Prepared { client: self.client, transport, dst, request, params: self.params });
+            return Prepared::new(self.client, transport, dst, request, self.params, self.oscore);
         }
         let transport = transport_for(uri.scheme)?;
         let dst = match self.dst {
@@ -605,7 +625,7 @@ impl RequestBuilder {
             options.push(n, v);
         }
         request.options = options;
-        Ok(Prepared { client: self.client, transport, dst, request, params: self.params })
+        Prepared::new(self.client, transport, dst, request, self.params, self.oscore)
     }
 
     /// Sends the request; returns the response (whatever its code).
@@ -616,7 +636,7 @@ impl RequestBuilder {
     /// Sends the request; returns the responder's address and the response.
     pub async fn send_from(self) -> Result<(SocketAddr, Response), Error> {
         let p = self.prepare().await?;
-        p.client.send_via(p.transport, p.dst, p.request, p.params).await
+        send_protected(p).await
     }
 
     /// Sends the request like [`RequestBuilder::send_from`], calling `progress` every `every` while it runs
@@ -629,6 +649,9 @@ impl RequestBuilder {
         mut progress: impl FnMut(Option<TransferProgress>) + Send,
     ) -> Result<(SocketAddr, Response), Error> {
         let p = self.prepare().await?;
+        if p.oscore.is_some() {
+            return send_protected(p).await;
+        }
         p.client.send_watched(p.transport, p.dst, p.request, p.params, Some((every, &mut progress))).await
     }
 
@@ -647,9 +670,77 @@ impl RequestBuilder {
     /// registration's response and every notification after it, until the server ends the observation,
     /// [`Observation::cancel`] deregisters it, or the [`Observation`] is dropped (which deregisters too).
     /// The request's timeout bounds the wait for the first response only.
-    pub async fn observe(self) -> Result<Observation, Error> {
+    pub async fn observe(mut self) -> Result<Observation, Error> {
+        // Set before OSCORE protects the request: Observe is both inner and outer (RFC 8613 §4.1.3.5).
+        self.request.options.set_uint(OptionNumber::OBSERVE, u64::from(corral_proto::wire::OBSERVE_REGISTER));
         let p = self.prepare().await?;
-        p.client.observe_via(p.transport, p.dst, p.request, p.params)
+        let mut obs = p.client.observe_via(p.transport, p.dst, p.request, p.params)?;
+        obs.oscore = p.oscore.map(|(ctx, binding, _)| (ctx, binding, None));
+        Ok(obs)
+    }
+}
+
+/// An OSCORE request sent without progress reports (they would show the protected transfer).
+/// The inner block size of an OSCORE upload the client cuts itself: small enough that the protected block
+/// fits in one outer message (1024 bytes of payload) and is never cut again.
+const INNER_BLOCK: usize = 512;
+
+/// Sends a prepared request; with OSCORE, meets an Echo challenge once and fetches the remaining blocks of
+/// a response the server cut into inner Block2 blocks (RFC 8613 §4.1.3.4.1, as aiocoap does).
+async fn send_protected(mut p: Prepared) -> Result<(SocketAddr, Response), Error> {
+    let mut echoed = false;
+    let mut body: Option<(Response, Vec<u8>)> = None;
+    // A body larger than a block goes in inner Block1 blocks, each protected on its own (aiocoap, for
+    // one, does not reassemble outer blocks of an OSCORE request).
+    let mut upload = p.oscore.as_ref().map(|(_, _, plain)| plain.payload.clone()).filter(|b| b.len() > INNER_BLOCK);
+    let mut sent_block = 0u32;
+    if let Some(whole) = &upload {
+        p = p.block1(whole, 0)?;
+    }
+    loop {
+        let (from, response) = p.client.send_via(p.transport, p.dst, p.request.clone(), p.params).await?;
+        let r = match p.verify(response)? {
+            Verified::Response(r) => r,
+            Verified::Echo(echo) if !echoed => {
+                echoed = true;
+                p = p.again_with(OptionNumber::ECHO, &echo)?;
+                continue;
+            }
+            Verified::Echo(_) => return Err(Error::Oscore("the server keeps asking for Echo".into())),
+        };
+        if let Some(whole) = &upload {
+            if r.code == Code::CONTINUE {
+                sent_block += 1;
+                p = p.block1(whole, sent_block)?;
+                continue;
+            }
+            upload = None;
+        }
+        let block = r.options.block2().filter(|_| p.oscore.is_some() && r.code.is_success());
+        let Some(block) = block else {
+            return Ok((
+                from,
+                match body {
+                    Some((_, so_far)) => Response { payload: so_far, ..r },
+                    None => r,
+                },
+            ));
+        };
+        let (first, mut so_far) = body.take().unwrap_or_else(|| (r.clone(), Vec::new()));
+        so_far.extend_from_slice(&r.payload);
+        if !block.more {
+            let mut whole = Response { payload: so_far, ..first };
+            whole.options.remove(OptionNumber::BLOCK2);
+            return Ok((from, whole));
+        }
+        if so_far.len() > 16 << 20 {
+            return Err(Error::Transfer("an inner block-wise response larger than 16 MiB"));
+        }
+        let next = corral_proto::wire::BlockValue::new(block.num + 1, false, block.szx)
+            .ok_or(Error::Transfer("too many inner blocks"))?;
+        let (b, l) = next.encode();
+        body = Some((first, so_far));
+        p = p.again_with(OptionNumber::BLOCK2, &b[..l])?;
     }
 }
 
@@ -659,6 +750,97 @@ struct Prepared {
     dst: SocketAddr,
     request: Request,
     params: SendParams,
+    /// The context, the binding of the protected request, and the request before protection.
+    oscore: Option<(SharedContext, corral_oscore::RequestBinding, Request)>,
+}
+
+enum Verified {
+    Response(Response),
+    /// The server wants freshness proven: repeat with this Echo value.
+    Echo(Vec<u8>),
+}
+
+fn oscore_error(e: corral_oscore::Error) -> Error {
+    Error::Oscore(e.to_string())
+}
+
+/// Protects `plain` with the shared context, persisting a sequence number reservation first.
+fn protect(ctx: &SharedContext, plain: &Request) -> Result<(Request, corral_oscore::RequestBinding), Error> {
+    let mut dir = ctx.lock().map_err(|_| Error::Oscore("the security context is poisoned".into()))?;
+    dir.reserve().map_err(oscore_error)?;
+    let send_kid_context = dir.context.params().id_context.is_some();
+    let p = corral_oscore::Plain { code: plain.method, options: plain.options.clone(), payload: plain.payload.clone() };
+    let (outer, binding) = dir.context.protect_request(&p, send_kid_context).map_err(oscore_error)?;
+    Ok((Request { method: outer.code, options: outer.options, payload: outer.payload }, binding))
+}
+
+/// Verifies a response to the request `binding` describes; an unprotected one is the server's refusal.
+fn verify(
+    ctx: &SharedContext,
+    binding: &corral_oscore::RequestBinding,
+    response: Response,
+) -> Result<(Response, Option<u64>), Error> {
+    if !response.options.contains(OptionNumber::OSCORE) {
+        return Err(Error::Oscore(format!(
+            "the server answered without OSCORE: {:#} {}",
+            response.code,
+            response.payload_text()
+        )));
+    }
+    let mut dir = ctx.lock().map_err(|_| Error::Oscore("the security context is poisoned".into()))?;
+    let outer = corral_oscore::Plain { code: response.code, options: response.options, payload: response.payload };
+    let (inner, number) = dir.context.unprotect_response(binding, &outer).map_err(oscore_error)?;
+    Ok((Response { code: inner.code, options: inner.options, payload: inner.payload }, number))
+}
+
+impl Prepared {
+    fn new(
+        client: Client,
+        transport: Transport,
+        dst: SocketAddr,
+        request: Request,
+        params: SendParams,
+        oscore: Option<SharedContext>,
+    ) -> Result<Prepared, Error> {
+        let Some(ctx) = oscore else { return Ok(Prepared { client, transport, dst, request, params, oscore: None }) };
+        let (outer, binding) = protect(&ctx, &request)?;
+        Ok(Prepared { client, transport, dst, request: outer, params, oscore: Some((ctx, binding, request)) })
+    }
+
+    fn verify(&self, response: Response) -> Result<Verified, Error> {
+        let Some((ctx, binding, _)) = &self.oscore else { return Ok(Verified::Response(response)) };
+        let (inner, _) = verify(ctx, binding, response)?;
+        if inner.code == Code::UNAUTHORIZED {
+            if let Some(echo) = inner.options.get(OptionNumber::ECHO) {
+                return Ok(Verified::Echo(echo.to_vec()));
+            }
+        }
+        Ok(Verified::Response(inner))
+    }
+
+    /// Block `num` of an inner Block1 upload of `whole`.
+    fn block1(self, whole: &[u8], num: u32) -> Result<Prepared, Error> {
+        let szx = corral_proto::wire::BlockValue::szx_for_size(INNER_BLOCK);
+        let start = num as usize * INNER_BLOCK;
+        let end = (start + INNER_BLOCK).min(whole.len());
+        let chunk =
+            whole.get(start..end).ok_or(Error::Transfer("the server asked for more blocks than the body has"))?;
+        let value = corral_proto::wire::BlockValue::new(num, end < whole.len(), szx)
+            .ok_or(Error::Transfer("too many inner blocks"))?;
+        let (b, l) = value.encode();
+        let Some((ctx, _, mut plain)) = self.oscore else { return Ok(self) };
+        plain.options.set(OptionNumber::BLOCK1, &b[..l]);
+        plain.options.set_uint(OptionNumber::SIZE1, whole.len() as u64);
+        plain.payload = chunk.to_vec();
+        Prepared::new(self.client, self.transport, self.dst, plain, self.params, Some(ctx))
+    }
+
+    /// The same request again, newly protected, with `option` set (an Echo answer, the next inner block).
+    fn again_with(self, option: OptionNumber, value: &[u8]) -> Result<Prepared, Error> {
+        let Some((ctx, _, mut plain)) = self.oscore else { return Ok(self) };
+        plain.options.set(option, value);
+        Prepared::new(self.client, self.transport, self.dst, plain, self.params, Some(ctx))
+    }
 }
 
 /// An observation (RFC 7641): the registration's response, then each notification as it arrives.
@@ -675,6 +857,8 @@ pub struct Observation {
     first_timeout: Option<Duration>,
     established: bool,
     registered: bool,
+    /// OSCORE: the context, the registration's binding, and the highest notification number seen.
+    oscore: Option<(SharedContext, corral_oscore::RequestBinding, Option<u64>)>,
 }
 
 impl Observation {
@@ -702,6 +886,24 @@ impl Observation {
                 None
             }
             Some(Ok((from, response))) => {
+                let response = match &mut self.oscore {
+                    None => response,
+                    Some((ctx, binding, highest)) => match verify(ctx, binding, response) {
+                        Ok((inner, number)) => {
+                            // RFC 8613 §7.4.1: a notification is new only with a higher Partial IV.
+                            if let (Some(n), Some(h)) = (number, *highest) {
+                                if n <= h {
+                                    return Box::pin(self.next_from()).await;
+                                }
+                            }
+                            if number.is_some() {
+                                *highest = number;
+                            }
+                            inner
+                        }
+                        Err(e) => return Some(Err(e)),
+                    },
+                };
                 if !self.established {
                     self.established = true;
                     self.registered = response.code.is_success() && response.options.observe().is_some();

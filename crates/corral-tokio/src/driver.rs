@@ -17,7 +17,7 @@ use corral_proto::tcp::TCP_ID_BASE;
 use corral_proto::wire::Code;
 use corral_proto::{
     ConnId, Endpoint, Event, InboundId, Instant, Node, NodeCommand, Request, RequestError, RequestId, Response,
-    SendParams, StartError, Stats, TcpEndpoint, TcpTransmit, Transmit,
+    SendParams, StartError, Stats, TcpEndpoint, TcpTransmit, Transmit, UnknownExchange,
 };
 use std::collections::HashMap;
 use std::io;
@@ -86,6 +86,8 @@ pub(crate) trait Machine {
     fn endpoint_mut(&mut self) -> &mut Endpoint;
     fn tcp(&self) -> &TcpEndpoint;
     fn tcp_mut(&mut self) -> &mut TcpEndpoint;
+    /// Answers a received request (through the node's layer, for a node).
+    fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange>;
 }
 
 /// A client: a UDP endpoint and a TCP endpoint, serving nothing.
@@ -147,6 +149,13 @@ impl Machine for ClientMachine {
     fn tcp_mut(&mut self) -> &mut TcpEndpoint {
         &mut self.tcp
     }
+    fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
+        if id.0 >= TCP_ID_BASE {
+            self.tcp.respond(now, id, response)
+        } else {
+            self.udp.respond(now, id, response)
+        }
+    }
 }
 
 impl Machine for Node {
@@ -200,6 +209,9 @@ impl Machine for Node {
     }
     fn tcp_mut(&mut self) -> &mut TcpEndpoint {
         Node::tcp_mut(self)
+    }
+    fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
+        Node::respond(self, now, id, response)
     }
 }
 
@@ -614,11 +626,7 @@ impl<M: Machine> Driver<M> {
                 }
             }
             Command::Respond { id, response } => {
-                let r = if id.0 >= TCP_ID_BASE {
-                    self.machine.tcp_mut().respond(now, id, response)
-                } else {
-                    self.machine.endpoint_mut().respond(now, id, response)
-                };
+                let r = self.machine.respond(now, id, response);
                 if r.is_err() {
                     debug!(?id, "handler answered an exchange that no longer exists");
                 }
@@ -704,11 +712,7 @@ impl<M: Machine> Driver<M> {
             Event::Request(req) => {
                 // A bare endpoint (a client) serves nothing.
                 let response = Response::error(Code::NOT_FOUND, "this endpoint is a client and serves no resources");
-                let _ = if req.id.0 >= TCP_ID_BASE {
-                    self.machine.tcp_mut().respond(now, req.id, response)
-                } else {
-                    self.machine.endpoint_mut().respond(now, req.id, response)
-                };
+                let _ = self.machine.respond(now, req.id, response);
             }
             Event::Response { id, from, response } => {
                 let active = self.is_active(id);

@@ -182,6 +182,17 @@ impl Server {
         self
     }
 
+    /// Puts a layer between the message layer and the services (OSCORE: `corral_oscore::OscoreLayer`).
+    pub fn set_layer<L: corral_proto::Layer + Send + 'static>(&mut self, layer: L) -> &mut Self {
+        let mut layer = Some(layer);
+        self.mounts.push(Box::new(move |node: &mut Node| {
+            if let Some(l) = layer.take() {
+                node.set_layer(Box::new(l));
+            }
+        }));
+        self
+    }
+
     /// Mounts a service at a path prefix and makes it the node's forward proxy: it also gets every request
     /// that carries Proxy-Uri or Proxy-Scheme (RFC 7252 §5.7), whatever its path.
     pub fn mount_forward_proxy<S: Service + Send>(&mut self, prefix: &str, service: S) -> &mut Self {

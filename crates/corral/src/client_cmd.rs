@@ -93,6 +93,10 @@ pub struct RequestArgs {
     /// goes in a Proxy-Uri option; the proxy fetches it (`corral proxy` runs one).
     #[arg(short = 'P', long, value_name = "PROXY-URI")]
     pub proxy: Option<String>,
+    /// Protect the request end to end with OSCORE (RFC 8613), with the context this credentials file
+    /// (aiocoap's format) gives for the URI. Exit status 7 if the response does not verify.
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -242,6 +246,17 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
             Some(proxy)
         }
     };
+    let oscore = match &args.credentials {
+        None => None,
+        Some(file) => {
+            if multicast {
+                return Err(Failure::usage("OSCORE protects unicast requests; group OSCORE is not supported yet"));
+            }
+            let creds = crate::credentials::Credentials::load(file)?;
+            let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
+            Some(std::sync::Arc::new(std::sync::Mutex::new(dir)))
+        }
+    };
     let payload = read_payload(&args)?;
     let timeout = Duration::from_secs_f64(args.timeout);
     runtime()?.block_on(async move {
@@ -249,6 +264,9 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
         let mut req = client.request(method, &args.uri);
         if let Some(p) = &args.proxy {
             req = req.via_proxy(p);
+        }
+        if let Some(ctx) = oscore {
+            req = req.oscore(ctx);
         }
         for (n, value) in &args.options {
             req = req.option(*n, value);

@@ -12,6 +12,9 @@ pub enum ExitCode {
     ServerError = 5,
     /// A block-wise transfer broke off (stalled, or the peer sent inconsistent blocks); no body was written.
     Transfer = 6,
+    /// OSCORE: the response did not verify, or the server refused the protected request (wrong key,
+    /// unknown kid, replay).
+    Security = 7,
 }
 
 /// Why a command failed: the exit code and the one-line message printed after `error: `.
@@ -57,6 +60,7 @@ impl Failure {
             ),
             E::Transfer(why) => Failure::new(ExitCode::Transfer, format!("block-wise transfer failed: {why}")),
             E::Connect { .. } | E::ConnectionClosed => Failure::new(ExitCode::Timeout, e.to_string()),
+            E::Oscore(_) => Failure::new(ExitCode::Security, e.to_string()),
             other => Failure::other(other.to_string()),
         }
     }

@@ -22,6 +22,7 @@ macro_rules! say {
 
 mod bench;
 mod client_cmd;
+mod credentials;
 mod devices;
 mod entity_cmd;
 mod exit;

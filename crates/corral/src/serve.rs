@@ -55,6 +55,13 @@ pub struct ServeArgs {
     /// The largest request body accepted block-wise (bytes); larger uploads get 4.13 with Size1.
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
     pub max_body: usize,
+    /// Serve OSCORE-protected requests (RFC 8613) from the clients whose contexts this credentials file
+    /// (aiocoap's format) lists; plain CoAP is still served unless --require-oscore.
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<std::path::PathBuf>,
+    /// With --credentials: refuse every request that is not OSCORE-protected (4.01), discovery excepted.
+    #[arg(long, requires = "credentials")]
+    pub require_oscore: bool,
     /// Print the start-up summary as one JSON object on stdout ({"udp", "tcp", "uri", "groups"}).
     #[arg(long)]
     pub json: bool,
@@ -85,6 +92,13 @@ pub(crate) fn listen_args(bind: &str, tcp: Option<&str>) -> Result<(SocketAddr, 
 
 pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
     let (bind, tcp) = listen_args(&args.bind, args.tcp.as_deref())?;
+    let oscore = match &args.credentials {
+        Some(file) => Some(corral_oscore::OscoreLayer::new(
+            crate::credentials::Credentials::load(file)?.all()?,
+            args.require_oscore,
+        )),
+        None => None,
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -126,6 +140,9 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         }
         let period = corral_tokio::corral_proto::Duration::from_secs_f64(args.obs_period);
         server.mount("", Plugtest::new(period)).mount("hello", Hello).mount("echo", Echo).mount("stats", Stats);
+        if let Some(layer) = oscore {
+            server.set_layer(layer);
+        }
         let local = server.local_addr();
         let tcp_local = server.tcp_local_addr();
         let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the server: {e}")))?;

@@ -1164,6 +1164,15 @@ impl Endpoint {
         self.server.observers.remove_path(path)
     }
 
+    /// A layer above the message layer (OSCORE) turned the received request `id` into `inner`: an Observe
+    /// registration it carries is kept under the inner request's resource, and notifications are
+    /// rendered by replaying `inner`. Nothing happens for a request that does not register.
+    pub fn retarget_observation(&mut self, id: InboundId, inner: &Request) {
+        if let Some(reg) = self.inbound.get_mut(&id).and_then(|inb| inb.meta.observe.as_mut()) {
+            **reg = (inner.resource_id(), inner.clone());
+        }
+    }
+
     /// How many observers `path` has.
     pub fn observer_count(&self, path: &str) -> usize {
         self.server.observers.count_for(path)

@@ -5,7 +5,7 @@ Resources: /hello (GET), /store (GET, PUT, POST, DELETE), /slow (GET, answered a
 sends an empty ACK first and a separate response), /obs (observable: a counter that changes every
 --obs-period seconds), /large (GET: 5000 bytes, block-wise), /large-update (PUT stores a body of any
 size, block-wise; GET returns it) and /.well-known/core. Binds [::] (IPv4 and IPv6) on the given port
-(0 = any) and prints "port N" once it is serving. Stops by itself after --lifetime seconds.
+(0 = any) and prints "port N" once it is serving. With --credentials FILE it also serves OSCORE. Stops by itself after --lifetime seconds.
 """
 import argparse
 import asyncio
@@ -89,6 +89,7 @@ async def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--lifetime", type=float, default=120.0)
     parser.add_argument("--obs-period", type=float, default=0.5)
+    parser.add_argument("--credentials", help="serve OSCORE with the contexts of this credentials file")
     args = parser.parse_args()
     root = resource.Site()
     root.add_resource([".well-known", "core"], resource.WKCResource(root.get_resources_as_linkheader))
@@ -106,7 +107,18 @@ async def main():
         s.bind(("::", 0))
         port = s.getsockname()[1]
         s.close()
-    await aiocoap.Context.create_server_context(root, bind=("::", port))
+    site, server_credentials = root, None
+    if args.credentials:
+        import json
+
+        from aiocoap.credentials import CredentialsMap
+        from aiocoap.oscore_sitewrapper import OscoreSiteWrapper
+
+        server_credentials = CredentialsMap()
+        with open(args.credentials) as f:
+            server_credentials.load_from_dict(json.load(f))
+        site = OscoreSiteWrapper(root, server_credentials)
+    await aiocoap.Context.create_server_context(site, bind=("::", port), server_credentials=server_credentials)
     print(f"port {port}", flush=True)
     await asyncio.sleep(args.lifetime)
 

@@ -1,0 +1,243 @@
+//! [`OscoreLayer`]: OSCORE on a server node, between the message layer and the services
+//! ([`corral_proto::Layer`]). Services see the original requests and answer them as usual; the layer
+//! unprotects on the way in and protects on the way out, Observe included (every notification after the
+//! first carries a Partial IV of the server's, RFC 8613 §4.1.3.5.2).
+//!
+//! Failures get the unprotected answers of §8.2 (Max-Age 0). After a restart the replay window is
+//! unknown: an authentic request is answered with a protected 4.01 carrying an Echo challenge (RFC 9175
+//! §2.4, RFC 8613 Appendix B.1.2), and only the request that echoes it re-establishes the window — a
+//! request captured before the crash and replayed after it is refused.
+
+use crate::protect::request_kid;
+use crate::store::ContextDir;
+use crate::{Error, Plain, RequestBinding};
+use corral_proto::wire::{Code, OptionNumber, Token};
+use corral_proto::{Inbound, InboundId, IncomingRequest, Instant, Layer, Request, Response};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+/// Observations held through OSCORE at most (each needs its binding for the notifications).
+const MAX_OBSERVERS: usize = 1024;
+/// Inner block-wise uploads (RFC 8613 §4.1.3.4.1) being assembled at once, and the largest body.
+const MAX_UPLOADS: usize = 16;
+const MAX_UPLOAD_BYTES: usize = 16 << 20;
+
+/// An inner Block1 upload being assembled: the body so far and the next block number expected.
+struct Upload {
+    body: Vec<u8>,
+    next: u32,
+}
+
+/// What the layer counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LayerStats {
+    pub unprotected: u64,
+    pub protected: u64,
+    pub plain_requests: u64,
+    pub refused: u64,
+    pub echo_challenges: u64,
+}
+
+/// See the module docs.
+pub struct OscoreLayer {
+    contexts: Vec<ContextDir>,
+    /// Requests being answered: which context, the binding, and whether the response needs a Partial IV
+    /// of its own.
+    pending: HashMap<InboundId, (usize, RequestBinding, bool), foldhash::fast::FixedState>,
+    observers: HashMap<(SocketAddr, Token), (usize, RequestBinding), foldhash::fast::FixedState>,
+    /// The Echo value each context's peer must return before its window is trusted again.
+    challenges: HashMap<usize, Vec<u8>>,
+    /// Inner block-wise uploads by (context, client, resource).
+    uploads: HashMap<(usize, SocketAddr, String), Upload>,
+    /// Block1 values to echo in the final response of an upload (RFC 7959 §2.3).
+    block1_echo: HashMap<InboundId, Vec<u8>, foldhash::fast::FixedState>,
+    /// Refuse requests without OSCORE (4.01), except discovery.
+    require: bool,
+    counter: u64,
+    stats: LayerStats,
+}
+
+fn table<K, V>() -> HashMap<K, V, foldhash::fast::FixedState> {
+    HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0))
+}
+
+fn refusal(code: Code, text: &str) -> Response {
+    Response::error(code, text).with_max_age(0)
+}
+
+impl OscoreLayer {
+    /// A layer serving the peers of `contexts` (picked by the kid of each request). With `require`, plain
+    /// CoAP requests are refused with 4.01 (`/.well-known/core` excepted).
+    pub fn new(contexts: Vec<ContextDir>, require: bool) -> OscoreLayer {
+        OscoreLayer {
+            contexts,
+            pending: table(),
+            observers: table(),
+            challenges: HashMap::new(),
+            uploads: HashMap::new(),
+            block1_echo: table(),
+            require,
+            counter: 0,
+            stats: LayerStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> LayerStats {
+        self.stats
+    }
+
+    fn answer(&mut self, id: InboundId, e: &Error) -> Inbound {
+        self.stats.refused += 1;
+        let (code, text) = e.response_code().unwrap_or((Code::BAD_REQUEST, "OSCORE processing failed"));
+        tracing::debug!(error = %e, "OSCORE request refused");
+        Inbound::Answer(id, refusal(code, text))
+    }
+
+    /// An Echo value for a challenge: unpredictable to anyone without the key (it travels encrypted), and
+    /// never the same twice in this process.
+    fn challenge(&mut self, now: Instant, ci: usize) -> Vec<u8> {
+        self.counter += 1;
+        let mut v = now.as_micros().to_be_bytes().to_vec();
+        v.extend_from_slice(&self.counter.to_be_bytes());
+        self.challenges.insert(ci, v.clone());
+        v
+    }
+}
+
+impl Layer for OscoreLayer {
+    fn inbound(&mut self, now: Instant, req: IncomingRequest) -> Inbound {
+        if req.notification {
+            if let Some((ci, b)) = self.observers.get(&(req.from, req.token)) {
+                self.pending.insert(req.id, (*ci, b.clone(), true));
+            }
+            return Inbound::Pass(req);
+        }
+        if !req.request.options.contains(OptionNumber::OSCORE) {
+            self.stats.plain_requests += 1;
+            let discovery = req.request.options.path() == "/.well-known/core";
+            if self.require && !discovery {
+                self.stats.refused += 1;
+                return Inbound::Answer(req.id, refusal(Code::UNAUTHORIZED, "OSCORE required"));
+            }
+            return Inbound::Pass(req);
+        }
+        let (kid, kid_context) = match request_kid(&req.request.options) {
+            Ok(k) => k,
+            Err(e) => return self.answer(req.id, &e),
+        };
+        let Some(ci) = self.contexts.iter().position(|c| {
+            let p = c.context.params();
+            p.recipient_id == kid && kid_context.as_ref().is_none_or(|k| Some(k) == p.id_context.as_ref())
+        }) else {
+            return self.answer(req.id, &Error::UnknownContext);
+        };
+        let outer = Plain {
+            code: req.request.method,
+            options: req.request.options.clone(),
+            payload: req.request.payload.clone(),
+        };
+        let ctx = &mut self.contexts[ci].context;
+        let (inner, binding, window) = match ctx.open_request(&outer) {
+            Ok(x) => x,
+            Err(e) => return self.answer(req.id, &e),
+        };
+        match window {
+            Ok(()) => ctx.replay_accept(&binding),
+            Err(crate::Refusal::Unsynchronised) => {
+                let echoed = inner.options.get(OptionNumber::ECHO);
+                if echoed.is_some() && echoed == self.challenges.get(&ci).map(Vec::as_slice) {
+                    ctx.resynchronise(&binding);
+                    self.challenges.remove(&ci);
+                } else {
+                    // Authentic, but it could be a replay from before the restart: challenge it.
+                    self.stats.echo_challenges += 1;
+                    let echo = self.challenge(now, ci);
+                    self.pending.insert(req.id, (ci, binding, true));
+                    let r = Response::error(Code::UNAUTHORIZED, "freshness needed: repeat with this Echo")
+                        .with_option(OptionNumber::ECHO, &echo)
+                        .with_max_age(0);
+                    return Inbound::Answer(req.id, r);
+                }
+            }
+            Err(_) => return self.answer(req.id, &Error::Replay),
+        }
+        self.stats.unprotected += 1;
+        match inner.options.observe() {
+            Some(0) if self.observers.len() < MAX_OBSERVERS => {
+                self.observers.insert((req.from, req.token), (ci, binding.clone()));
+            }
+            Some(1) => {
+                self.observers.remove(&(req.from, req.token));
+            }
+            _ => {}
+        }
+        self.pending.insert(req.id, (ci, binding, false));
+        let mut options = inner.options;
+        options.remove(OptionNumber::ECHO);
+        let mut payload = inner.payload;
+        if let Some(block) = options.block1() {
+            // The client's own block-wise upload, inside OSCORE: assemble it here, since the endpoint only
+            // sees (and reassembles) outer blocks.
+            let key = (ci, req.from, options.path());
+            if block.num == 0 && !self.uploads.contains_key(&key) && self.uploads.len() >= MAX_UPLOADS {
+                return Inbound::Answer(
+                    req.id,
+                    Response::error(Code::SERVICE_UNAVAILABLE, "too many uploads").with_max_age(2),
+                );
+            }
+            let up = self.uploads.entry(key.clone()).or_insert(Upload { body: Vec::new(), next: 0 });
+            if block.num == 0 {
+                *up = Upload { body: Vec::new(), next: 0 };
+            }
+            if block.num != up.next {
+                self.uploads.remove(&key);
+                return Inbound::Answer(req.id, Response::error(Code::REQUEST_ENTITY_INCOMPLETE, "a block is missing"));
+            }
+            if up.body.len() + payload.len() > MAX_UPLOAD_BYTES {
+                self.uploads.remove(&key);
+                return Inbound::Answer(req.id, Response::error(Code::REQUEST_ENTITY_TOO_LARGE, "body too large"));
+            }
+            up.body.extend_from_slice(&payload);
+            up.next += 1;
+            let echo = options.get(OptionNumber::BLOCK1).unwrap_or_default().to_vec();
+            if block.more {
+                return Inbound::Answer(req.id, Response::new(Code::CONTINUE).with_option(OptionNumber::BLOCK1, &echo));
+            }
+            payload = self.uploads.remove(&key).map(|u| u.body).unwrap_or_default();
+            options.remove(OptionNumber::BLOCK1);
+            options.remove(OptionNumber::SIZE1);
+            self.block1_echo.insert(req.id, echo);
+        }
+        let request = Request { method: inner.code, options, payload };
+        Inbound::Replaced(IncomingRequest { request, ..req })
+    }
+
+    fn outbound(&mut self, _now: Instant, id: InboundId, mut response: Response) -> Response {
+        if let Some(echo) = self.block1_echo.remove(&id) {
+            response.options.set(OptionNumber::BLOCK1, &echo);
+        }
+        let Some((ci, binding, own_piv)) = self.pending.remove(&id) else { return response };
+        let dir = &mut self.contexts[ci];
+        if !response.code.is_success() {
+            // The observation (if any) ends with this response.
+            self.observers.retain(|_, (c, b)| !(*c == ci && *b == binding));
+        }
+        if own_piv {
+            if let Err(e) = dir.reserve() {
+                tracing::error!(error = %e, "cannot persist the OSCORE sequence number; not answering protected");
+                return refusal(Code::INTERNAL_SERVER_ERROR, "cannot persist the OSCORE sequence number");
+            }
+        }
+        let plain = Plain { code: response.code, options: response.options, payload: response.payload };
+        match dir.context.protect_response(&binding, &plain, own_piv) {
+            Ok(outer) => {
+                self.stats.protected += 1;
+                Response { code: outer.code, options: outer.options, payload: outer.payload }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot protect a response");
+                refusal(Code::INTERNAL_SERVER_ERROR, "cannot protect the response")
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! `--credentials FILE`: aiocoap's credentials format, so one file serves both tools. A JSON object whose
+//! keys are URI patterns (`"coap://host/*"`: a trailing `*` matches any rest; `":name"` entries are for a
+//! server) and whose values name an OSCORE context directory: `{"oscore": {"basedir": "DIR/"}}`
+//! (`contextfile` is accepted as aiocoap's older name). A relative directory is taken relative to the
+//! credentials file.
+
+use crate::exit::Failure;
+use corral_oscore::store::ContextDir;
+use std::path::{Path, PathBuf};
+
+pub struct Credentials {
+    file: PathBuf,
+    entries: Vec<(String, PathBuf)>,
+}
+
+impl Credentials {
+    pub fn load(path: &Path) -> Result<Credentials, Failure> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::usage(format!("cannot read the credentials file {}: {e}", path.display())))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| Failure::usage(format!("{}: not JSON: {e}", path.display())))?;
+        let obj = v.as_object().ok_or_else(|| Failure::usage(format!("{}: expected a JSON object", path.display())))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let mut entries = Vec::new();
+        for (pattern, entry) in obj {
+            let Some(oscore) = entry.get("oscore") else { continue };
+            let dir =
+                oscore.get("basedir").or_else(|| oscore.get("contextfile")).and_then(|d| d.as_str()).ok_or_else(
+                    || Failure::usage(format!("{}: {pattern}: oscore needs \"basedir\"", path.display())),
+                )?;
+            let dir = Path::new(dir);
+            entries.push((pattern.clone(), if dir.is_absolute() { dir.to_path_buf() } else { base.join(dir) }));
+        }
+        if entries.is_empty() {
+            return Err(Failure::usage(format!(
+                "{}: no OSCORE entry ({{\"coap://host/*\": {{\"oscore\": {{\"basedir\": \"DIR\"}}}}}})",
+                path.display()
+            )));
+        }
+        Ok(Credentials { file: path.to_path_buf(), entries })
+    }
+
+    /// The context directory for a request URI: an exact key, or the longest `prefix*` key that matches.
+    pub fn for_uri(&self, uri: &str) -> Result<ContextDir, Failure> {
+        let best = self
+            .entries
+            .iter()
+            .filter(|(p, _)| match p.strip_suffix('*') {
+                Some(prefix) => uri.starts_with(prefix),
+                None => p == uri,
+            })
+            .max_by_key(|(p, _)| p.len());
+        let (_, dir) = best.ok_or_else(|| {
+            Failure::usage(format!(
+                "{} has no OSCORE entry for {uri} (keys are URI patterns such as \"coap://host/*\")",
+                self.file.display()
+            ))
+        })?;
+        load_dir(dir)
+    }
+
+    /// Every context in the file (a server serves all of its clients).
+    pub fn all(&self) -> Result<Vec<ContextDir>, Failure> {
+        self.entries.iter().map(|(_, d)| load_dir(d)).collect()
+    }
+}
+
+fn load_dir(dir: &Path) -> Result<ContextDir, Failure> {
+    ContextDir::load(dir).map_err(|e| Failure::usage(format!("OSCORE context {}: {e}", dir.display())))
+}

@@ -62,6 +62,10 @@ fn split(options: &Options, request: bool) -> Result<(Options, Options), Error> 
                     _ => outer.push(pn, pv),
                 };
             }
+            if !outer.contains(OptionNumber::URI_HOST) {
+                // An IP literal gets no Uri-Host from the URI; the proxy needs it to know where to go.
+                outer.push_str(OptionNumber::URI_HOST, &uri.host.to_string());
+            }
             outer.push_str(OptionNumber::PROXY_SCHEME, uri.scheme.as_str());
         } else if OUTER_ONLY.contains(&n) {
             outer.push(n, v);

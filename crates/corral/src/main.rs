@@ -28,6 +28,7 @@ mod entity_cmd;
 mod exit;
 mod gateway;
 mod lab;
+mod oscore_cmd;
 mod output;
 mod plugtest;
 mod policy_args;
@@ -105,6 +106,8 @@ enum Command {
     /// Run a CoAP server with demo resources and the ETSI CoAP plugtest resource set.
     #[command(after_help = serve::AFTER_HELP)]
     Serve(serve::ServeArgs),
+    /// OSCORE (RFC 8613) security contexts: `oscore new` makes a client/server pair and credentials files.
+    Oscore(oscore_cmd::OscoreArgs),
     /// Run the multiparty forward proxy (seed 001): FIB with several next hops, aggregation, caching.
     #[command(after_help = proxy_cmd::AFTER_HELP)]
     Proxy(proxy_cmd::ProxyArgs),
@@ -175,6 +178,7 @@ fn main() {
         Command::Discover(a) => client_cmd::discover(a, verbosity),
         Command::Serve(a) => serve::run(a, verbosity),
         Command::Proxy(a) => proxy_cmd::run(a, verbosity),
+        Command::Oscore(a) => oscore_cmd::run(a),
         Command::Bench(a) => bench::run(a, verbosity),
         Command::Lab(a) => lab::run(a, cli.quiet),
         Command::Gateway(a) => gateway::run(a, verbosity),

@@ -5,8 +5,9 @@ its own line (the registration's response first), then cancels the observation a
 aiocoap-client --observe cannot do this in aiocoap 0.4.17: it shows the first response only
 (https://github.com/chrysn/aiocoap/issues/395), so corral's interop tests use this script instead.
 
-Usage: aiocoap_observe.py URI SECONDS [PROXY-URI]
-(with PROXY-URI the observation goes through that forward proxy, as aiocoap-client --proxy does)
+Usage: aiocoap_observe.py URI SECONDS [PROXY-URI|-] [CREDENTIALS]
+(with PROXY-URI the observation goes through that forward proxy, as aiocoap-client --proxy does; with a
+credentials file, OSCORE-protected as aiocoap-client --credentials does)
 """
 import asyncio
 import sys
@@ -15,8 +16,13 @@ import aiocoap
 import aiocoap.proxy.client
 
 
-async def main(uri, seconds, proxy=None):
+async def main(uri, seconds, proxy=None, credentials=None):
     context = await aiocoap.Context.create_client_context()
+    if credentials:
+        import json
+
+        with open(credentials) as f:
+            context.client_credentials.load_from_dict(json.load(f))
     interface = context if proxy is None else aiocoap.proxy.client.ProxyForwarder(proxy, context)
     request = aiocoap.Message(code=aiocoap.GET, uri=uri, observe=0)
     requester = interface.request(request)
@@ -39,5 +45,6 @@ async def main(uri, seconds, proxy=None):
 
 
 if __name__ == "__main__":
-    proxy = sys.argv[3] if len(sys.argv) > 3 else None
-    sys.exit(asyncio.run(main(sys.argv[1], float(sys.argv[2]), proxy)))
+    proxy = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] != "-" else None
+    credentials = sys.argv[4] if len(sys.argv) > 4 else None
+    sys.exit(asyncio.run(main(sys.argv[1], float(sys.argv[2]), proxy, credentials)))

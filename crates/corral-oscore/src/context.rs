@@ -117,11 +117,13 @@ impl Params {
     }
 }
 
-/// Where the Sender Sequence Number is reserved ahead (RFC 8613 Appendix B.1.1): the context never uses a
-/// number that a crash could make it use again. [`SecurityContext::sequence_to_persist`] says what to
-/// write and when; the caller writes it (the gateway to SQLite, the CLI to a small file) and loads it at
-/// start-up into [`SecurityContext::restore`].
+/// How far ahead the Sender Sequence Number is reserved at first (RFC 8613 Appendix B.1.1): the context
+/// never uses a number that a crash could make it use again. [`SecurityContext::sequence_to_persist`] says
+/// what to write and when; the caller writes it (the gateway to SQLite, the CLI to a small file) and loads
+/// it at start-up into [`SecurityContext::restore`]. Each reservation doubles the step, up to
+/// [`K_SSN_MAX`], so a busy sender writes rarely and a restart skips at most that many numbers.
 pub const K_SSN: u64 = 64;
+pub const K_SSN_MAX: u64 = 4096;
 
 /// The largest Sender Sequence Number (Partial IVs are at most 5 bytes, RFC 8613 §7.2.1).
 pub const MAX_SSN: u64 = (1 << 40) - 1;
@@ -137,6 +139,8 @@ pub struct SecurityContext {
     ssn: u64,
     /// Numbers below this are reserved in persistent storage; reaching it needs a new reservation.
     reserved: u64,
+    /// The next reservation's step (doubles up to [`K_SSN_MAX`]).
+    step: u64,
     pub(crate) replay: ReplayWindow,
 }
 
@@ -178,7 +182,7 @@ impl SecurityContext {
         let recipient_key = derive(&params.recipient_id, "Key", kl)?;
         let common_iv = derive(&[], "IV", nl)?;
         let replay = ReplayWindow::new(params.replay_window);
-        Ok(SecurityContext { params, sender_key, recipient_key, common_iv, ssn: 0, reserved: 0, replay })
+        Ok(SecurityContext { params, sender_key, recipient_key, common_iv, ssn: 0, reserved: 0, step: K_SSN, replay })
     }
 
     pub fn params(&self) -> &Params {
@@ -225,7 +229,8 @@ impl SecurityContext {
         if self.ssn < self.reserved {
             return None;
         }
-        self.reserved = self.ssn.saturating_add(K_SSN).min(MAX_SSN + 1);
+        self.reserved = self.ssn.saturating_add(self.step).min(MAX_SSN + 1);
+        self.step = (self.step * 2).min(K_SSN_MAX);
         Some(self.reserved)
     }
 

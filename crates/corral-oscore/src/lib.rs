@@ -27,7 +27,7 @@ mod protect;
 mod replay;
 pub mod store;
 
-pub use context::{Aead, Kdf, Params, SecurityContext, K_SSN, MAX_SSN};
+pub use context::{Aead, Kdf, Params, SecurityContext, K_SSN, K_SSN_MAX, MAX_SSN};
 pub use error::Error;
 pub use layer::{LayerStats, OscoreLayer};
 pub use option::OscoreOption;

@@ -33,6 +33,7 @@ use crate::driver::{
     os_seed, ClientMachine, Clock, Command, Driver, DriverStats, Outcome, Reply, RequestFailure, TcpSide, Transport,
     OBSERVE_QUEUE,
 };
+use crate::oscore::{protect, verify, SharedContext};
 use crate::socket::{can_reach, PreparedSocket, SocketOptions};
 use crate::uri::{parse_scoped, Host, Scheme, Uri, UriError};
 use corral_proto::wire::{BlockValue, Code, ContentFormat, OptionNumber, Token};
@@ -504,9 +505,6 @@ pub struct RequestBuilder {
     params: SendParams,
 }
 
-/// An OSCORE security context several requests share (its sequence number and its file).
-pub type SharedContext = std::sync::Arc<std::sync::Mutex<corral_oscore::store::ContextDir>>;
-
 impl RequestBuilder {
     /// Adds an option (repeatable options may be added several times).
     pub fn option(mut self, number: OptionNumber, value: impl AsRef<[u8]>) -> Self {
@@ -758,39 +756,6 @@ enum Verified {
     Response(Response),
     /// The server wants freshness proven: repeat with this Echo value.
     Echo(Vec<u8>),
-}
-
-fn oscore_error(e: corral_oscore::Error) -> Error {
-    Error::Oscore(e.to_string())
-}
-
-/// Protects `plain` with the shared context, persisting a sequence number reservation first.
-fn protect(ctx: &SharedContext, plain: &Request) -> Result<(Request, corral_oscore::RequestBinding), Error> {
-    let mut dir = ctx.lock().map_err(|_| Error::Oscore("the security context is poisoned".into()))?;
-    dir.reserve().map_err(oscore_error)?;
-    let send_kid_context = dir.context.params().id_context.is_some();
-    let p = corral_oscore::Plain { code: plain.method, options: plain.options.clone(), payload: plain.payload.clone() };
-    let (outer, binding) = dir.context.protect_request(&p, send_kid_context).map_err(oscore_error)?;
-    Ok((Request { method: outer.code, options: outer.options, payload: outer.payload }, binding))
-}
-
-/// Verifies a response to the request `binding` describes; an unprotected one is the server's refusal.
-fn verify(
-    ctx: &SharedContext,
-    binding: &corral_oscore::RequestBinding,
-    response: Response,
-) -> Result<(Response, Option<u64>), Error> {
-    if !response.options.contains(OptionNumber::OSCORE) {
-        return Err(Error::Oscore(format!(
-            "the server answered without OSCORE: {:#} {}",
-            response.code,
-            response.payload_text()
-        )));
-    }
-    let mut dir = ctx.lock().map_err(|_| Error::Oscore("the security context is poisoned".into()))?;
-    let outer = corral_oscore::Plain { code: response.code, options: response.options, payload: response.payload };
-    let (inner, number) = dir.context.unprotect_response(binding, &outer).map_err(oscore_error)?;
-    Ok((Response { code: inner.code, options: inner.options, payload: inner.payload }, number))
 }
 
 impl Prepared {

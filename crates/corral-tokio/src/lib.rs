@@ -27,6 +27,7 @@
 
 mod client;
 mod driver;
+pub mod oscore;
 mod server;
 pub mod socket;
 mod tcp;

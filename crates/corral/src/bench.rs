@@ -67,6 +67,10 @@ pub struct BenchArgs {
     /// aggregation can answer it, so a proxy forwards each one.
     #[arg(long)]
     pub distinct: bool,
+    /// Protect every request with OSCORE (RFC 8613), with the context this credentials file gives for the
+    /// URI; responses must verify (those that do not count as errors).
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<std::path::PathBuf>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -79,6 +83,7 @@ struct Template {
     request: Request,
     proxy_uri: Option<String>,
     distinct: bool,
+    oscore: Option<corral_tokio::oscore::SharedContext>,
 }
 
 impl Template {
@@ -193,6 +198,14 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
     if uri.scheme != Scheme::Coap && args.proxy.is_none() {
         return Err(Failure::usage(format!("corral bench measures CoAP over UDP: use coap://, not {}://", uri.scheme)));
     }
+    let oscore = match &args.credentials {
+        Some(file) => {
+            let creds = crate::credentials::Credentials::load(file)?;
+            let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
+            Some(std::sync::Arc::new(std::sync::Mutex::new(dir)))
+        }
+        None => None,
+    };
     let proxy = match &args.proxy {
         Some(p) => {
             let (p, scope) = corral_tokio::uri::parse_scoped(p)
@@ -238,8 +251,12 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
             uri.to_options(&mut request.options);
         }
         request.payload = vec![b'x'; args.payload.unwrap_or(0) as usize];
-        let template =
-            Template { request, proxy_uri: proxy.is_some().then(|| uri.to_string()), distinct: args.distinct };
+        let template = Template {
+            request,
+            proxy_uri: proxy.is_some().then(|| uri.to_string()),
+            distinct: args.distinct,
+            oscore: oscore.clone(),
+        };
         let params = SendParams {
             confirmable: !args.non,
             timeout: Some(CDuration::from_secs_f64(args.timeout)),
@@ -309,6 +326,7 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
                 "uri": uri.to_string(),
                 "proxy": args.proxy,
                 "distinct": args.distinct,
+                "oscore": args.credentials.is_some(),
                 "method": method.to_string(),
                 "confirmable": !args.non,
                 "clients": args.clients,
@@ -375,6 +393,7 @@ async fn client_loop(
     let mut bufs = socket.recv_buffers();
     let mut histogram = Histogram::new();
     let mut outstanding: Option<(RequestId, Instant)> = None;
+    let mut binding: Option<corral_oscore::RequestBinding> = None;
     let mut sent: u64 = 0;
     let sleep = tokio::time::sleep_until(deadline.into());
     tokio::pin!(sleep);
@@ -385,7 +404,15 @@ async fn client_loop(
         }
         while let Some(event) = ep.poll_event() {
             let (id, ok) = match event {
-                Event::Response { id, response, .. } => (id, Some(response.code.is_success())),
+                Event::Response { id, response, .. } => {
+                    let ok = match (&template.oscore, &binding) {
+                        (Some(ctx), Some(b)) => {
+                            corral_tokio::oscore::verify(ctx, b, response).is_ok_and(|(r, _)| r.code.is_success())
+                        }
+                        _ => response.code.is_success(),
+                    };
+                    (id, Some(ok))
+                }
                 Event::Failed { id, .. } => (id, None),
                 _ => continue,
             };
@@ -412,7 +439,14 @@ async fn client_loop(
                 break;
             }
             sent += 1;
-            match ep.request(now, dst, template.build(client, sent), params) {
+            let mut request = template.build(client, sent);
+            if let Some(ctx) = &template.oscore {
+                let (protected, b) =
+                    corral_tokio::oscore::protect(ctx, &request).map_err(|e| io::Error::other(e.to_string()))?;
+                request = protected;
+                binding = Some(b);
+            }
+            match ep.request(now, dst, request, params) {
                 Ok(id) => outstanding = Some((id, now)),
                 Err(e) => return Err(io::Error::other(e.to_string())),
             }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# What OSCORE costs per request: one `corral serve --credentials` (it serves plain and protected requests
+# alike), loaded by `corral bench` without and with `--credentials`, one after the other in one run.
+# Prints requests/s, latency and the server's CPU time per request for both (server pinned to CPU 0 and
+# the load generator to CPU 1 when taskset is available).
+#
+# Usage: scripts/bench-oscore.sh [CLIENTS] [SECONDS]     defaults: 16 clients, 5 seconds
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CLIENTS=${1:-16}
+SECONDS_=${2:-5}
+cargo build --release --locked -q -p corral
+CORRAL=target/release/corral
+PIN_SERVER=(); PIN_CLIENT=()
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 0); PIN_CLIENT=(taskset -c 1); fi
+PORT=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+KEYS=$(mktemp -d)
+SERVER_PID=""
+cleanup() { [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$KEYS"; }
+trap cleanup EXIT
+"$CORRAL" oscore new --server "coap://127.0.0.1:$PORT" --dir "$KEYS" -q
+"${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$PORT" --credentials "$KEYS/server.json" -q >/dev/null 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 50); do "$CORRAL" get "coap://127.0.0.1:$PORT/hello" -B 1 -q >/dev/null 2>&1 && break; sleep 0.1; done
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+bench() { # name [args] -> JSON line with server CPU seconds
+  local name=$1; shift
+  echo "== $name: corral bench coap://127.0.0.1:$PORT/hello --clients $CLIENTS --duration $SECONDS_ $*" >&2
+  local before after json
+  before=$(cpu_ticks "$SERVER_PID")
+  json=$("${PIN_CLIENT[@]}" "$CORRAL" bench "coap://127.0.0.1:$PORT/hello" --clients "$CLIENTS" --duration "$SECONDS_" --json -q "$@")
+  after=$(cpu_ticks "$SERVER_PID")
+  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); j["name"]=sys.argv[2]; j["server_cpu_s"]=(int(sys.argv[3])-int(sys.argv[4]))/int(sys.argv[5]); print(json.dumps(j))' \
+    "$json" "$name" "$after" "$before" "$(getconf CLK_TCK)"
+}
+PLAIN=$(bench "plain CoAP")
+PROTECTED=$(bench "OSCORE" --credentials "$KEYS/client.json")
+python3 - "$PLAIN" "$PROTECTED" <<'PY'
+import json, sys
+rows = [json.loads(a) for a in sys.argv[1:]]
+print()
+for r in rows:
+    n = r["requests"] or 1
+    print(f"{r['name']:<11} {r['requests_per_s']:>8.0f} req/s  p50 {r['latency_ms']['p50']:.3f} ms  p99 {r['latency_ms']['p99']:.3f} ms  "
+          f"errors {r['errors']}  timeouts {r['timeouts']}  server CPU {r['server_cpu_s'] * 1e6 / n:.1f} us/req")
+a, b = rows
+print(f"OSCORE adds {(b['server_cpu_s'] / (b['requests'] or 1) - a['server_cpu_s'] / (a['requests'] or 1)) * 1e6:.1f} us of server CPU per request")
+PY

@@ -68,6 +68,14 @@ pub struct GatewayArgs {
     /// Directory of the entity database (DIR/em.db); created if missing.
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
+    /// Serve OSCORE-protected requests (RFC 8613) from the clients this credentials file (aiocoap's
+    /// format) lists.
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
+    /// With --credentials: refuse every request to /em that is not OSCORE-protected (4.01). A gateway that
+    /// listens beyond loopback without it warns at start-up.
+    #[arg(long, requires = "credentials")]
+    pub require_oscore: bool,
     /// Also run N virtual devices in this process, on consecutive loopback addresses.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub testbed: Option<u32>,
@@ -225,6 +233,10 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let names = em.entity_names();
     let rejoin = fleet.as_ref().map(|f| memberships(&em, f.addrs())).unwrap_or_default();
     server.mount("em", em);
+    if let Some(file) = &args.credentials {
+        let contexts = crate::credentials::Credentials::load(file)?.all()?;
+        server.set_layer(corral_oscore::OscoreLayer::new(contexts, args.require_oscore));
+    }
     let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the gateway: {e}")))?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -236,6 +248,12 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         let devices = fleet.as_ref().map(|f| f.addrs().to_vec()).unwrap_or_default();
         for w in &policy.warnings {
             tracing::warn!("{w}");
+        }
+        if !loopback && !args.require_oscore {
+            tracing::warn!(
+                "the gateway listens on {local} without --require-oscore: requests to /em are not authenticated \
+                 end to end (the --allow policy checks addresses only)"
+            );
         }
         if args.json {
             let j = serde_json::json!({

@@ -26,13 +26,14 @@ Examples:
   corral put coap://[::1]/large-update -f firmware.bin -b 1024 -B 60
   corral get coap+tcp://[::1]/hello                  # CoAP over TCP (RFC 8323)
   corral get coap://10.0.0.7/temp -P coap://127.0.0.1:5683   # through a forward proxy (corral proxy)
+  corral get coap://127.0.0.1:5701/hello --credentials keys/client.json   # OSCORE (see corral oscore new)
   corral get coap://224.0.1.187/.well-known/core --mcast-if 192.168.1.10   # every server answers
 
 Payloads larger than a block (1024 bytes, or -b) go block-wise (RFC 7959) and large responses are
 reassembled; a transfer that breaks off never prints a partial body.
 Formats (-t, -A): a number or a name: text, link, xml, octet-stream, json, cbor, senml+json, …
 Exit status: 0 for 2.xx, 4 for 4.xx, 5 for 5.xx, 3 timeout/unreachable, 6 block-wise transfer failed,
-2 usage, 1 other.";
+7 OSCORE verification or refusal, 2 usage, 1 other.";
 
 pub const DISCOVER_HELP: &str = "\
 Examples:

@@ -6,6 +6,10 @@
 //! Known differences (asserted, not hidden):
 //! - aiocoap cuts large OSCORE messages into inner blocks and does not reassemble outer blocks of an OSCORE
 //!   request; corral does inner blocks with it (512-byte blocks going out, any size coming in).
+//! - aiocoap-client 0.4.17 with `--credentials` and `--proxy` sends the proxy only Uri-Host and the OSCORE
+//!   option — no Proxy-Scheme and no Uri-Port — so no forward proxy can tell where the request goes (corral
+//!   proxy treats it as a request for itself: 4.04). OSCORE through `corral proxy` is tested with corral's
+//!   client, which sends Proxy-Scheme, Uri-Host and Uri-Port outside and the path inside (RFC 8613 §4.1.3.3).
 //! - Deregistering an observation sends the registration's token again unprotected-by-new-PIV in corral's
 //!   driver; servers refuse it as a replay and the observation ends at the next notification (RST).
 

@@ -733,9 +733,18 @@ impl Endpoint {
             } else {
                 ClientState::ExpectResponse { mid, until: now + self.config.non_timeout() }
             };
+            let fire_and_forget =
+                !ex.multicast && ex.msg.options.get_uint(OptionNumber::NO_RESPONSE).is_some_and(|v| v & 26 == 26);
             self.sent.insert((dst, mid), Sent { owner: Owner::Request(id), retransmit: None });
             self.sent_non_expiry.push_back((now + params.non_lifetime(), dst, mid));
             self.transmits.push_back(Transmit { dst, payload: bytes, src: None });
+            if fire_and_forget {
+                // RFC 7967: a NON request that suppresses every response expects none. The exchange ends
+                // as it is sent (no outcome is delivered), so it holds neither NSTART nor a table entry.
+                debug!(?id, "NON request with No-Response: done when sent");
+                self.finish_exchange(now, id);
+                return;
+            }
         }
         self.arm_exchange(id);
     }

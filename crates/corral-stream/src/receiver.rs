@@ -1,0 +1,269 @@
+//! [`StreamReceiver`]: the collector's side — streams created by POST, readings delivered in order, gaps
+//! asked for, the sender's buffer acknowledged at 1/3 and 2/3 (seed 003 §3.2–3.3).
+
+use crate::option::{ScOption, SC_OPTION};
+use corral_proto::wire::{Code, OptionNumber};
+use corral_proto::{Context, Duration, IncomingRequest, Instant, Request, ResourceLink, Response, SendParams, Service};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+
+/// Streams held at once, and the widest gap a reading may reveal (the sender never has more than its
+/// buffer outstanding; this bounds the memory a hostile sender can claim).
+const MAX_STREAMS: usize = 64;
+const MAX_GAP: u32 = 1024;
+/// A stream silent this long is forgotten.
+const IDLE: Duration = Duration::from_secs(600);
+
+/// What the receiver counted, over every stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReceiverStats {
+    pub streams: u64,
+    /// Readings handed on in order.
+    pub delivered: u64,
+    pub duplicates: u64,
+    /// Readings refused: a bad CoAP-SC option, AN beyond SN, a gap wider than the receiver takes.
+    pub refused: u64,
+    pub retransmission_requests: u64,
+    pub acks: u64,
+}
+
+struct Stream {
+    sender: SocketAddr,
+    /// The sender's buffer size (from the POST).
+    bufsize: u32,
+    /// Highest SN received in order.
+    an: u32,
+    /// Received beyond a gap.
+    ahead: BTreeSet<u32>,
+    /// The AN of the data message for which the 1/3 acknowledgement went out (once per AN).
+    early_ack_for: Option<u32>,
+    last_data: Instant,
+    idle_acks: u32,
+    sc: bool,
+    delivered: u64,
+}
+
+/// The receiver, mounted at `stream`: POST creates `/stream/<id>`, GET starts it, PUT carries readings,
+/// DELETE ends it. GET `/stream` lists the streams and the counters (JSON).
+pub struct StreamReceiver {
+    streams: BTreeMap<String, Stream>,
+    next_id: u64,
+    rto: Duration,
+    max_idle_acks: u32,
+    stats: ReceiverStats,
+}
+
+impl Default for StreamReceiver {
+    fn default() -> Self {
+        StreamReceiver::new(Duration::from_secs(2))
+    }
+}
+
+impl StreamReceiver {
+    /// `rto`: after this long without a reading, the receiver tells the sender its AN (tail loss).
+    pub fn new(rto: Duration) -> StreamReceiver {
+        StreamReceiver { streams: BTreeMap::new(), next_id: 1, rto, max_idle_acks: 6, stats: ReceiverStats::default() }
+    }
+
+    pub fn stats(&self) -> ReceiverStats {
+        self.stats
+    }
+
+    /// Readings delivered in order on stream `id` so far.
+    pub fn delivered(&self, id: &str) -> Option<u64> {
+        self.streams.get(id).map(|s| s.delivered)
+    }
+
+    fn send_control(&mut self, cx: &mut Context<'_>, id: &str, sc: ScOption) {
+        let Some(s) = self.streams.get(id) else { return };
+        let mut r = Request::new(Code::PUT).with_path(&format!("control/{id}"));
+        r.options.push(SC_OPTION, &sc.encode());
+        r.options.push_uint(OptionNumber::NO_RESPONSE, 26);
+        if cx.request(s.sender, r, SendParams::non()).is_err() {
+            tracing::debug!(%id, "control message not sent (exchange table full)");
+        }
+    }
+
+    /// A CoAP-SC reading on stream `id`.
+    fn on_data(&mut self, cx: &mut Context<'_>, id: &str, sc: ScOption) -> Result<(), &'static str> {
+        let now = cx.now();
+        let s = self.streams.get_mut(id).ok_or("no such stream")?;
+        if sc.sn == 0 || sc.an > sc.sn {
+            return Err("SN must be above 0 and AN at most SN");
+        }
+        if sc.sn > s.an.saturating_add(MAX_GAP) {
+            return Err("SN too far ahead of what was received");
+        }
+        s.last_data = now;
+        s.idle_acks = 0;
+        if sc.sn <= s.an || s.ahead.contains(&sc.sn) {
+            self.stats.duplicates += 1;
+        } else if sc.sn == s.an + 1 {
+            s.an = sc.sn;
+            s.delivered += 1;
+            self.stats.delivered += 1;
+            while s.ahead.remove(&(s.an + 1)) {
+                s.an += 1;
+                s.delivered += 1;
+                self.stats.delivered += 1;
+            }
+        } else {
+            s.ahead.insert(sc.sn);
+        }
+        let (an, bufsize) = (s.an, s.bufsize);
+        // Error handling (Figs. 11–12): ask for every reading still missing below the highest received.
+        let missing: Vec<u32> = match s.ahead.iter().next_back() {
+            Some(&top) => (an + 1..top).filter(|n| !s.ahead.contains(n)).take(64).collect(),
+            None => Vec::new(),
+        };
+        // Flow control (Figs. 13–14), on the sender's view: the reading's SN and the AN it carries.
+        let outstanding = sc.sn - sc.an;
+        let early = 3 * outstanding >= bufsize && s.early_ack_for != Some(sc.an);
+        let critical = 3 * outstanding >= 2 * bufsize;
+        if early {
+            s.early_ack_for = Some(sc.an);
+        }
+        for sn in missing {
+            self.stats.retransmission_requests += 1;
+            self.send_control(cx, id, ScOption { sn, an });
+        }
+        if early || critical {
+            self.stats.acks += 1;
+            self.send_control(cx, id, ScOption { sn: an, an });
+        }
+        Ok(())
+    }
+
+    fn status(&self) -> Response {
+        let streams: Vec<serde_json::Value> = self
+            .streams
+            .iter()
+            .map(|(id, s)| serde_json::json!({ "id": id, "sender": s.sender.to_string(), "delivered": s.delivered, "an": s.an, "coap_sc": s.sc }))
+            .collect();
+        let body = serde_json::json!({ "stats": self.stats, "streams": streams });
+        Response::content(corral_proto::wire::ContentFormat::JSON, body.to_string().into_bytes())
+    }
+}
+
+impl Service for StreamReceiver {
+    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        let sub = cx.subpath(&req.request);
+        let method = req.request.method;
+        let r = match (sub.as_slice(), method) {
+            ([], Code::GET) => self.status(),
+            ([], Code::POST) => {
+                let text = String::from_utf8_lossy(&req.request.payload);
+                match text.trim().parse::<u32>() {
+                    Ok(b) if (1..=MAX_GAP).contains(&b) => {
+                        let now = cx.now();
+                        self.streams.retain(|_, s| now - s.last_data < IDLE);
+                        if self.streams.len() >= MAX_STREAMS {
+                            Response::error(Code::SERVICE_UNAVAILABLE, "too many streams").with_max_age(10)
+                        } else {
+                            let id = self.next_id.to_string();
+                            self.next_id += 1;
+                            self.stats.streams += 1;
+                            self.streams.insert(
+                                id.clone(),
+                                Stream {
+                                    sender: req.from,
+                                    bufsize: b,
+                                    an: 0,
+                                    ahead: BTreeSet::new(),
+                                    early_ack_for: None,
+                                    last_data: now,
+                                    idle_acks: 0,
+                                    sc: false,
+                                    delivered: 0,
+                                },
+                            );
+                            Response::new(Code::CREATED)
+                                .with_option(OptionNumber::LOCATION_PATH, b"stream")
+                                .with_option(OptionNumber::LOCATION_PATH, id.as_bytes())
+                        }
+                    }
+                    _ => Response::error(
+                        Code::BAD_REQUEST,
+                        format!("the payload is the sender's buffer size, 1 to {MAX_GAP} readings"),
+                    ),
+                }
+            }
+            ([id], _) if !self.streams.contains_key(id.as_str()) => Response::error(Code::NOT_FOUND, "no such stream"),
+            ([id], Code::GET) => {
+                let s = self.streams.get_mut(id.as_str()).expect("checked above");
+                let mut r = Response::new(Code::CONTENT);
+                if let Some(v) = req.request.options.get(SC_OPTION) {
+                    if ScOption::decode(v).is_none() {
+                        return cx.respond(req.id, Response::error(Code::BAD_OPTION, "the CoAP-SC option is 8 bytes"));
+                    }
+                    s.sc = true;
+                    s.last_data = cx.now();
+                    r = r.with_option(SC_OPTION, &ScOption { sn: 0, an: 0 }.encode());
+                }
+                r
+            }
+            ([id], Code::PUT) => match req.request.options.get(SC_OPTION).map(ScOption::decode) {
+                Some(Some(sc)) => match self.on_data(cx, &id.clone(), sc) {
+                    Ok(()) => Response::new(Code::CHANGED),
+                    Err(why) => {
+                        self.stats.refused += 1;
+                        Response::error(Code::BAD_REQUEST, why)
+                    }
+                },
+                Some(None) => {
+                    self.stats.refused += 1;
+                    Response::error(Code::BAD_OPTION, "the CoAP-SC option is 8 bytes: SN and AN")
+                }
+                None => {
+                    // A baseline reading (CoAP over UDP or TCP): delivered as it comes.
+                    let s = self.streams.get_mut(id.as_str()).expect("checked above");
+                    s.delivered += 1;
+                    s.last_data = cx.now();
+                    self.stats.delivered += 1;
+                    Response::new(Code::CHANGED)
+                }
+            },
+            ([id], Code::DELETE) => {
+                self.streams.remove(id.as_str());
+                Response::new(Code::DELETED)
+            }
+            _ => Response::error(Code::METHOD_NOT_ALLOWED, "POST /stream creates; GET, PUT, DELETE /stream/<id>"),
+        };
+        cx.respond(req.id, r);
+    }
+
+    fn handle_timeout(&mut self, cx: &mut Context<'_>) {
+        let now = cx.now();
+        let due: Vec<String> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| {
+                s.sc && s.idle_acks < self.max_idle_acks
+                    && now >= s.last_data + self.rto.saturating_mul(u64::from(s.idle_acks) + 1)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            let Some(s) = self.streams.get_mut(&id) else { continue };
+            s.idle_acks += 1;
+            let an = s.an;
+            // Nothing arrived for a while: the next reading may be lost with nothing after it to reveal
+            // the gap (a tail loss, or a sender blocked on a full buffer). Ask for it; the AN tells the
+            // sender what it may free.
+            self.stats.retransmission_requests += 1;
+            self.send_control(cx, &id, ScOption { sn: an + 1, an });
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.streams
+            .values()
+            .filter(|s| s.sc && s.idle_acks < self.max_idle_acks)
+            .map(|s| s.last_data + self.rto.saturating_mul(u64::from(s.idle_acks) + 1))
+            .min()
+    }
+
+    fn links(&self) -> Vec<ResourceLink> {
+        vec![ResourceLink::new("").attr("rt", "corral.stream").attr("title", "CoAP-SC streams (POST to create)")]
+    }
+}

@@ -127,6 +127,8 @@ pub struct StreamSender {
     retries: u32,
     retx_at_start: u64,
     metrics: Metrics,
+    /// A copy of the metrics for someone outside the node (a command line's progress display).
+    report: Option<std::sync::Arc<std::sync::Mutex<Metrics>>>,
 }
 
 impl StreamSender {
@@ -149,6 +151,21 @@ impl StreamSender {
             retries: 0,
             retx_at_start: 0,
             metrics: Metrics::default(),
+            report: None,
+        }
+    }
+
+    /// Keeps `report` up to date with the metrics after every input.
+    pub fn with_report(mut self, report: std::sync::Arc<std::sync::Mutex<Metrics>>) -> StreamSender {
+        self.report = Some(report);
+        self
+    }
+
+    fn publish(&self) {
+        if let Some(r) = &self.report {
+            if let Ok(mut m) = r.lock() {
+                *m = self.metrics.clone();
+            }
         }
     }
 
@@ -295,6 +312,34 @@ impl StreamSender {
 
 impl Service for StreamSender {
     fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        self.on_request(cx, req);
+        self.publish();
+    }
+
+    fn handle_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
+        self.on_response(cx, id, outcome);
+        self.publish();
+    }
+
+    fn handle_timeout(&mut self, cx: &mut Context<'_>) {
+        self.on_timeout(cx);
+        self.publish();
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Idle => Some(Instant::ZERO),
+            Phase::Streaming => {
+                let generation = (self.metrics.generated < self.cfg.count).then_some(self.next_generation);
+                [generation, self.next_rto()].into_iter().flatten().min()
+            }
+            _ => None,
+        }
+    }
+}
+
+impl StreamSender {
+    fn on_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
         let sc = req.request.options.get(SC_OPTION).map(ScOption::decode);
         let r = match sc {
             Some(Some(sc)) if self.phase == Phase::Streaming => {
@@ -308,7 +353,7 @@ impl Service for StreamSender {
         cx.respond(req.id, r);
     }
 
-    fn handle_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
+    fn on_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
         if self.control == Some(id) {
             self.control = None;
             let response = match outcome {
@@ -379,7 +424,7 @@ impl Service for StreamSender {
         }
     }
 
-    fn handle_timeout(&mut self, cx: &mut Context<'_>) {
+    fn on_timeout(&mut self, cx: &mut Context<'_>) {
         let now = cx.now();
         match self.phase {
             Phase::Idle => {
@@ -408,17 +453,6 @@ impl Service for StreamSender {
                 self.pump(cx);
             }
             _ => {}
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self.phase {
-            Phase::Idle => Some(Instant::ZERO),
-            Phase::Streaming => {
-                let generation = (self.metrics.generated < self.cfg.count).then_some(self.next_generation);
-                [generation, self.next_rto()].into_iter().flatten().min()
-            }
-            _ => None,
         }
     }
 }

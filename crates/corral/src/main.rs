@@ -34,6 +34,7 @@ mod plugtest;
 mod policy_args;
 mod proxy_cmd;
 mod serve;
+mod stream_cmd;
 
 use clap::{Parser, Subcommand};
 use exit::Failure;
@@ -106,6 +107,8 @@ enum Command {
     /// Run a CoAP server with demo resources and the ETSI CoAP plugtest resource set.
     #[command(after_help = serve::AFTER_HELP)]
     Serve(serve::ServeArgs),
+    /// Stream readings with CoAP-SC (seed 003) or its CoAP over UDP/TCP baselines: `stream send`, `stream recv`.
+    Stream(stream_cmd::StreamArgs),
     /// OSCORE (RFC 8613) security contexts: `oscore new` makes a client/server pair and credentials files.
     Oscore(oscore_cmd::OscoreArgs),
     /// Run the multiparty forward proxy (seed 001): FIB with several next hops, aggregation, caching.
@@ -179,6 +182,7 @@ fn main() {
         Command::Serve(a) => serve::run(a, verbosity),
         Command::Proxy(a) => proxy_cmd::run(a, verbosity),
         Command::Oscore(a) => oscore_cmd::run(a),
+        Command::Stream(a) => stream_cmd::run(a, verbosity),
         Command::Bench(a) => bench::run(a, verbosity),
         Command::Lab(a) => lab::run(a, cli.quiet),
         Command::Gateway(a) => gateway::run(a, verbosity),

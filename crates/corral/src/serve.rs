@@ -15,6 +15,7 @@ Resources: /hello /echo /stats (demo) and the ETSI plugtest set: /test /separate
 /large-post (POST, GET), observable (RFC 7641) /obs (CON notifications), /obs-non (NON), /obs-large
 (larger than a block), which change every --obs-period seconds, and /obs-reset (POST: forget every
 observer, a server reboot for TD_COAP_OBS_04). /multi-format answers text, XML, JSON or CBOR by Accept.
+/stream collects CoAP-SC streams (corral stream send).
 GET /.well-known/core lists them all.
 
 Examples:
@@ -140,6 +141,7 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         }
         let period = corral_tokio::corral_proto::Duration::from_secs_f64(args.obs_period);
         server.mount("", Plugtest::new(period)).mount("hello", Hello).mount("echo", Echo).mount("stats", Stats);
+        server.mount("stream", corral_stream::StreamReceiver::default());
         if let Some(layer) = oscore {
             server.set_layer(layer);
         }

@@ -29,4 +29,5 @@ pub mod results;
 pub mod run;
 pub mod scenario;
 pub mod stats;
+mod streaming;
 pub mod sweep;

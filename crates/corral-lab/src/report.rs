@@ -142,13 +142,13 @@ pub fn points_csv(d: &RunData) -> String {
     let mut s = header(
         &d.axes(),
         "point",
-        "seed,created,create_ms,avg_hops,max_hops,frames,mac_retries,busy_ccas,coap_retx,drops_interference,drops_collision,drops_mac,drops_cpu,max_link_frames,max_link,max_node_frames,max_node,events,window_s,staleness_mean,staleness_max",
+        "seed,created,create_ms,avg_hops,max_hops,frames,mac_retries,busy_ccas,coap_retx,drops_interference,drops_collision,drops_mac,drops_cpu,max_link_frames,max_link,max_node_frames,max_node,events,window_s,staleness_mean,staleness_max,nrp,tbt_ms,ttd_ms",
     );
     for r in &d.results {
         let p = &r.point;
         let _ = writeln!(
             s,
-            "{}{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{}{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             p.point,
             d.axis_cells(p.point),
             p.seed,
@@ -171,7 +171,10 @@ pub fn points_csv(d: &RunData) -> String {
             p.events,
             fixed(p.window_s, 6),
             fixed(p.staleness_mean, 4),
-            fixed(p.staleness_max, 4)
+            fixed(p.staleness_max, 4),
+            fixed(p.nrp, 0),
+            fixed(p.tbt_ms, 3),
+            fixed(p.ttd_ms, 3)
         );
     }
     s
@@ -310,6 +313,10 @@ pub fn read_results(dir: &Path) -> Result<Vec<PointResult>, String> {
             window_s: float(&row, "window_s")?,
             staleness_mean: float(&row, "staleness_mean")?,
             staleness_max: float(&row, "staleness_max")?,
+            // Absent in results written before streaming points existed.
+            nrp: float(&row, "nrp").unwrap_or(f64::NAN),
+            tbt_ms: float(&row, "tbt_ms").unwrap_or(f64::NAN),
+            ttd_ms: float(&row, "ttd_ms").unwrap_or(f64::NAN),
         };
         by_point.insert(point.point, PointResult { queries: Vec::new(), point, links: Vec::new(), nodes: Vec::new() });
     }

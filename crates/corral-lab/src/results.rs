@@ -47,10 +47,15 @@ pub enum Metric {
     FramesPerHour,
     /// Mean |client's average − true average| over the window (the `follow` axis).
     Staleness,
+    /// `[stream]` (seed 003): readings sent again (NRP), total blocking time (TBT, s), total
+    /// transmission delay (TTD, s).
+    Nrp,
+    Tbt,
+    Ttd,
 }
 
 impl Metric {
-    pub const ALL: [(&'static str, Metric); 9] = [
+    pub const ALL: [(&'static str, Metric); 12] = [
         ("response_time", Metric::ResponseTime),
         ("response_time_per_member", Metric::ResponseTimePerMember),
         ("member_reliability", Metric::MemberReliability),
@@ -60,6 +65,9 @@ impl Metric {
         ("link_stress", Metric::LinkStress),
         ("frames_per_hour", Metric::FramesPerHour),
         ("staleness", Metric::Staleness),
+        ("nrp", Metric::Nrp),
+        ("tbt", Metric::Tbt),
+        ("ttd", Metric::Ttd),
     ];
 
     pub fn parse(s: &str) -> Result<Metric, String> {
@@ -79,6 +87,9 @@ impl Metric {
             Metric::LinkStress => "frames on the busiest link per query",
             Metric::FramesPerHour => "IEEE 802.15.4 frames per hour",
             Metric::Staleness => "mean staleness (resource unit, e.g. °C)",
+            Metric::Nrp => "retransmitted readings (NRP)",
+            Metric::Tbt => "total blocking time, TBT (s)",
+            Metric::Ttd => "total transmission delay, TTD (s)",
         }
     }
 
@@ -98,6 +109,9 @@ impl Metric {
             Metric::LinkStress => (a.link_stress_per_query, None),
             Metric::FramesPerHour => (a.frames_per_hour, None),
             Metric::Staleness => (a.staleness, None),
+            Metric::Nrp => (a.nrp, None),
+            Metric::Tbt => (a.tbt_ms / 1000.0, None),
+            Metric::Ttd => (a.ttd_ms / 1000.0, None),
         }
     }
 }
@@ -127,6 +141,10 @@ pub struct Aggregate {
     pub frames_per_hour: f64,
     /// The `follow` axis: mean staleness of the client's average (NaN elsewhere).
     pub staleness: f64,
+    /// `[stream]` points (NaN elsewhere).
+    pub nrp: f64,
+    pub tbt_ms: f64,
+    pub ttd_ms: f64,
     pub avg_hops: f64,
     pub max_hops: u32,
     pub created: bool,
@@ -158,6 +176,9 @@ pub fn aggregate(p: &PointRow, queries: &[&QueryRow]) -> Aggregate {
         node_load_per_query: per(p.max_node_frames),
         frames_per_hour: if p.window_s > 0.0 { p.frames as f64 * 3600.0 / p.window_s } else { f64::NAN },
         staleness: p.staleness_mean,
+        nrp: p.nrp,
+        tbt_ms: p.tbt_ms,
+        ttd_ms: p.ttd_ms,
         avg_hops: p.avg_hops,
         max_hops: p.max_hops,
         created: p.created,

@@ -82,6 +82,11 @@ pub struct PointRow {
     /// of the window, mean and maximum (the resource's unit; NaN for other points).
     pub staleness_mean: f64,
     pub staleness_max: f64,
+    /// A `[stream]` point (seed 003): readings sent again, total blocking time and total transmission
+    /// delay, ms (NaN for other points).
+    pub nrp: f64,
+    pub tbt_ms: f64,
+    pub ttd_ms: f64,
 }
 
 /// Frames on one directed link during the query phase: a row of `links.csv`.
@@ -340,6 +345,9 @@ pub struct TracedPoint {
 
 /// [`run_point`] that keeps the simulator, with its records stored if `record` (same numbers either way).
 pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result<TracedPoint, String> {
+    if let Some(st) = &s.stream {
+        return crate::streaming::run(s, st, index, seed, record);
+    }
     let net = build_network(s)?;
     let mut cfg = SimConfig::new(seed);
     cfg.record = record;
@@ -565,6 +573,9 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         window_s: (d.sim.now() - start).as_micros() as f64 / 1e6,
         staleness_mean,
         staleness_max,
+        nrp: f64::NAN,
+        tbt_ms: f64::NAN,
+        ttd_ms: f64::NAN,
     };
     Ok(TracedPoint { result: PointResult { queries, point, links, nodes }, sim: d.sim, network: net, client })
 }

@@ -24,6 +24,7 @@
 
 pub mod ext;
 pub mod office;
+pub mod stream;
 pub mod testbed;
 
 use crate::results::Aggregate;
@@ -44,7 +45,7 @@ pub struct Check {
 }
 
 /// Every family's checks.
-pub const FAMILIES: &[&[Check]] = &[testbed::CHECKS, office::CHECKS, ext::CHECKS];
+pub const FAMILIES: &[&[Check]] = &[testbed::CHECKS, office::CHECKS, ext::CHECKS, stream::CHECKS];
 
 pub fn lookup(name: &str) -> Option<&'static Check> {
     FAMILIES.iter().flat_map(|f| f.iter()).find(|c| c.name == name)
@@ -435,6 +436,9 @@ pub(crate) mod testing {
                 node_load_per_query: 1.0,
                 frames_per_hour: f64::NAN,
                 staleness: f64::NAN,
+                nrp: f64::NAN,
+                tbt_ms: f64::NAN,
+                ttd_ms: f64::NAN,
                 avg_hops: 1.0,
                 max_hops: 1,
                 created: true,

@@ -11,10 +11,12 @@
 //! file, so a point's index — which `--shard` splits on — depends only on the axes and their values.
 
 mod proxy;
+mod stream;
 pub use proxy::{Forwarding, ForwardingSetup, ProxyRuleSpec, ProxySpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+pub use stream::StreamSpec;
 
 /// A built-in scenario: its name and file text.
 pub struct Builtin {
@@ -40,6 +42,9 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("ext-auto-delay"),
     builtin!("ext-observe"),
     builtin!("ext-proxy"),
+    builtin!("seed003-delay"),
+    builtin!("seed003-loss"),
+    builtin!("seed003-buffer"),
     builtin!("ext-repair"),
     builtin!("calibrate-cpu"),
     builtin!("calibrate-wifi"),
@@ -89,6 +94,9 @@ pub struct Scenario {
     /// ask the members' resources through it. See [`ProxySpec`].
     #[serde(default)]
     pub proxy: Option<ProxySpec>,
+    /// Seed 003's streaming experiment instead of an entity: see [`StreamSpec`].
+    #[serde(default)]
+    pub stream: Option<StreamSpec>,
 }
 
 /// A variant of the scenario with some parameters set to wrong values, to show which verdicts depend on
@@ -475,6 +483,9 @@ pub const AXES: &[&str] = &[
     "follow",
     "forwarding",
     "consumers",
+    "scheme",
+    "buffer",
+    "loss",
     "replicate",
 ];
 
@@ -583,6 +594,8 @@ pub struct Setup {
     /// `[proxy]`: the gateway forwards (what it does, consumers per query, cache entries) instead of
     /// running the Entity Manager.
     pub forwarding: Option<ForwardingSetup>,
+    /// `[stream]`: seed 003's streaming run of this point.
+    pub stream: Option<StreamSpec>,
 }
 
 /// How a client follows an entity's average (the `follow` axis): `"observe"`, or a number — poll every so
@@ -767,6 +780,7 @@ impl Scenario {
             follow: None,
             window_s: if quick { self.workload.quick_duration_s } else { self.workload.duration_s },
             forwarding: None,
+            stream: self.stream.clone(),
         };
         let mut forwarding = match &self.proxy {
             Some(p) => Some(ForwardingSetup {
@@ -823,6 +837,16 @@ impl Scenario {
                     delay = match v {
                         AxisValue::Num(x) => toml::Value::Integer(*x as i64),
                         AxisValue::Text(t) => toml::Value::String(t.clone()),
+                    }
+                }
+                "scheme" | "buffer" | "loss" => {
+                    let Some(st) = s.stream.as_mut() else {
+                        return err(format!("sweep.{axis}: needs a [stream] section"));
+                    };
+                    match axis.as_str() {
+                        "scheme" => st.scheme = v.to_string(),
+                        "buffer" => st.buffer = num()? as u32,
+                        _ => st.loss = num()?,
                     }
                 }
                 "forwarding" | "consumers" => {
@@ -889,6 +913,9 @@ impl Scenario {
             f.validate(&s)?;
         }
         s.forwarding = forwarding;
+        if let Some(st) = &s.stream {
+            st.validate()?;
+        }
         if s.ack_timeout_ms == 0 || s.ack_random_factor < 1.0 {
             return err("transmission: ack_timeout_ms > 0 and ack_random_factor ≥ 1");
         }

@@ -1,0 +1,152 @@
+//! Scenarios with a `[stream]` section: seed 003's experiment (§4). A sensor on the wired host streams
+//! readings to a collector on the gateway over one link of the given bit rate, delay and loss (the
+//! paper's two access points joined at 1 Mb/s, with a random loss event generator), with CoAP-SC or the
+//! CoAP over UDP baseline — the same corral-stream services as `corral stream send`/`recv`.
+//!
+//! Rows: one `queries.csv` row per reading (its generated-to-acknowledged delay as the response time); the
+//! point's NRP, TBT and TTD in `points.csv`.
+
+use crate::client::Exchange;
+use crate::run::{query_row, LinkRow, Network, NodeRow, PointResult, PointRow, QueryRow, TracedPoint};
+use crate::scenario::{Setup, StreamSpec};
+use corral_proto::{Duration, Endpoint, Instant, Node};
+use corral_sim::{NodeId, NodeSpec, Role, Sim, SimConfig, Topology, WiredSpec};
+use corral_stream::{Scheme, StreamConfig, StreamReceiver, StreamSender};
+
+/// Runs one stream; `record` keeps the simulator's records.
+pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: bool) -> Result<TracedPoint, String> {
+    let mut topo = Topology::new();
+    let gw = topo.add(NodeSpec::new(Role::Gateway, None));
+    let link = WiredSpec {
+        delay: Duration::from_micros((st.delay_ms * 1000.0).round() as u64),
+        bandwidth: st.bandwidth_bps,
+        loss: st.loss,
+        ..WiredSpec::ethernet(0, 0)
+    };
+    let host = topo.add_wired_host(gw, link);
+    let mut cfg = SimConfig::new(seed);
+    cfg.record = record;
+    let mut sim = Sim::from_topology(cfg, &topo);
+    let receiver_addr = sim.addr(NodeId(gw as u32));
+    let scheme = match st.scheme.as_str() {
+        "udp" => Scheme::Udp,
+        _ => Scheme::Sc,
+    };
+    let stream = StreamConfig {
+        count: st.count,
+        size: st.size,
+        interval: Duration::from_millis(st.interval_ms),
+        buffer: st.buffer,
+        ..StreamConfig::new(receiver_addr, scheme)
+    };
+    let mut r = Node::new(Endpoint::new(sim.endpoint_config(NodeId(gw as u32))));
+    r.mount("stream", StreamReceiver::default());
+    sim.attach(NodeId(gw as u32), r);
+    let mut ec = sim.endpoint_config(NodeId(host as u32));
+    ec.params.ack_timeout = Duration::from_millis(s.ack_timeout_ms);
+    ec.params.ack_random_factor = s.ack_random_factor;
+    ec.params.max_retransmit = s.max_retransmit;
+    // The baseline keeps up to `buffer` CON readings outstanding (seed 003 §4).
+    ec.params.nstart = st.buffer.min(u32::from(u16::MAX)) as u16;
+    let mut sender = Node::new(Endpoint::new(ec));
+    let h = sender.mount("control", StreamSender::new(stream));
+    sim.attach(NodeId(host as u32), sender);
+
+    let limit = Instant::ZERO
+        + Duration::from_millis(st.interval_ms).saturating_mul(u64::from(st.count))
+        + Duration::from_secs(900);
+    let id = NodeId(host as u32);
+    sim.run_until_cond(limit, |sim| sim.service::<StreamSender>(id, h).is_some_and(StreamSender::is_finished));
+    let m = sim.service::<StreamSender>(id, h).map(|x| x.metrics().clone()).unwrap_or_default();
+
+    let mut queries: Vec<QueryRow> = Vec::with_capacity(st.count as usize);
+    let totals = crate::run::totals(&sim, &[gw]);
+    for (i, d) in m.delays_ms.iter().enumerate() {
+        let at = Instant::ZERO;
+        let x = Exchange {
+            sent: at,
+            answered: at + Duration::from_micros((d * 1000.0) as u64),
+            code: Some(corral_proto::wire::Code::CHANGED),
+            payload: Vec::new(),
+        };
+        let mut q = query_row((index, seed), i, 1, &x, false, (totals, totals));
+        q.replies = 1; // acknowledged: the "member" (the collector) has it
+        queries.push(q);
+    }
+    for i in m.delays_ms.len()..st.count as usize {
+        let x = Exchange { sent: Instant::ZERO, answered: Instant::ZERO, code: None, payload: Vec::new() };
+        let mut q = query_row((index, seed), i, 1, &x, false, (totals, totals));
+        q.response_ms = f64::NAN;
+        queries.push(q);
+    }
+    let point = PointRow {
+        point: index,
+        seed,
+        created: m.done,
+        create_ms: 0.0,
+        avg_hops: 1.0,
+        max_hops: 1,
+        frames: 0,
+        mac_retries: 0,
+        busy_ccas: 0,
+        coap_retx: sim.node(id).map_or(0, |n| n.endpoint().stats().retransmissions),
+        drops_interference: 0,
+        drops_collision: 0,
+        drops_mac: 0,
+        drops_cpu: 0,
+        max_link_frames: 0,
+        max_link: String::new(),
+        max_node_frames: 0,
+        max_node: 0,
+        events: sim.events_processed(),
+        window_s: sim.now().as_secs_f64(),
+        staleness_mean: f64::NAN,
+        staleness_max: f64::NAN,
+        nrp: m.nrp as f64,
+        tbt_ms: m.tbt_ms,
+        ttd_ms: if m.done { m.ttd_ms } else { f64::NAN },
+    };
+    // The one link, both ways, and its two ends, in datagrams (a wired link has no radio frames).
+    let stats = |i: usize| sim.node(NodeId(i as u32)).map(|n| n.endpoint().stats()).unwrap_or_default();
+    let (hs, gs) = (stats(host), stats(gw));
+    let links = vec![
+        LinkRow {
+            point: index,
+            from: host as u32,
+            to: gw as u32,
+            frames: hs.transmits,
+            retransmissions: hs.retransmissions,
+            received: gs.datagrams_in,
+        },
+        LinkRow {
+            point: index,
+            from: gw as u32,
+            to: host as u32,
+            frames: gs.transmits,
+            retransmissions: gs.retransmissions,
+            received: hs.datagrams_in,
+        },
+    ];
+    let nodes = vec![
+        NodeRow {
+            point: index,
+            node: host as u32,
+            role: "sensor",
+            hops: 1,
+            frames_sent: hs.transmits,
+            frames_received: hs.datagrams_in,
+            datagrams_forwarded: 0,
+        },
+        NodeRow {
+            point: index,
+            node: gw as u32,
+            role: "collector",
+            hops: 0,
+            frames_sent: gs.transmits,
+            frames_received: gs.datagrams_in,
+            datagrams_forwarded: 0,
+        },
+    ];
+    let network = Network { topology: topo, gateways: vec![gw], members: vec![Vec::new()], host };
+    Ok(TracedPoint { result: PointResult { queries, point, links, nodes }, sim, network, client: h })
+}

@@ -13,6 +13,9 @@ const MAX_STREAMS: usize = 64;
 const MAX_GAP: u32 = 1024;
 /// A stream silent this long is forgotten.
 const IDLE: Duration = Duration::from_secs(600);
+/// The receiver keeps asking a silent sender for its next reading this long (a sender blocked on a full
+/// buffer whose acknowledgements were all lost sends nothing until it hears from the receiver).
+const ASK_FOR: Duration = Duration::from_secs(120);
 
 /// What the receiver counted, over every stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -38,6 +41,8 @@ struct Stream {
     /// The AN of the data message for which the 1/3 acknowledgement went out (once per AN).
     early_ack_for: Option<u32>,
     last_data: Instant,
+    /// When to ask a silent sender for its next reading (see [`next_ask`]).
+    next_ask: Instant,
     idle_acks: u32,
     sc: bool,
     delivered: u64,
@@ -49,7 +54,6 @@ pub struct StreamReceiver {
     streams: BTreeMap<String, Stream>,
     next_id: u64,
     rto: Duration,
-    max_idle_acks: u32,
     stats: ReceiverStats,
 }
 
@@ -62,7 +66,7 @@ impl Default for StreamReceiver {
 impl StreamReceiver {
     /// `rto`: after this long without a reading, the receiver tells the sender its AN (tail loss).
     pub fn new(rto: Duration) -> StreamReceiver {
-        StreamReceiver { streams: BTreeMap::new(), next_id: 1, rto, max_idle_acks: 6, stats: ReceiverStats::default() }
+        StreamReceiver { streams: BTreeMap::new(), next_id: 1, rto, stats: ReceiverStats::default() }
     }
 
     pub fn stats(&self) -> ReceiverStats {
@@ -95,6 +99,7 @@ impl StreamReceiver {
             return Err("SN too far ahead of what was received");
         }
         s.last_data = now;
+        s.next_ask = now + self.rto;
         s.idle_acks = 0;
         if sc.sn <= s.an || s.ahead.contains(&sc.sn) {
             self.stats.duplicates += 1;
@@ -145,6 +150,12 @@ impl StreamReceiver {
     }
 }
 
+/// When to ask a silent CoAP-SC sender for its next reading: `rto` after the last reading, then every
+/// 2, 4, 4, … × `rto`, for [`ASK_FOR`] after the last reading.
+fn next_ask(s: &Stream) -> Option<Instant> {
+    (s.sc && s.next_ask < s.last_data + ASK_FOR).then_some(s.next_ask)
+}
+
 impl Service for StreamReceiver {
     fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
         let sub = cx.subpath(&req.request);
@@ -172,6 +183,7 @@ impl Service for StreamReceiver {
                                     ahead: BTreeSet::new(),
                                     early_ack_for: None,
                                     last_data: now,
+                                    next_ask: now + self.rto,
                                     idle_acks: 0,
                                     sc: false,
                                     delivered: 0,
@@ -198,6 +210,7 @@ impl Service for StreamReceiver {
                     }
                     s.sc = true;
                     s.last_data = cx.now();
+                    s.next_ask = cx.now() + self.rto;
                     r = r.with_option(SC_OPTION, &ScOption { sn: 0, an: 0 }.encode());
                 }
                 r
@@ -237,15 +250,13 @@ impl Service for StreamReceiver {
         let due: Vec<String> = self
             .streams
             .iter()
-            .filter(|(_, s)| {
-                s.sc && s.idle_acks < self.max_idle_acks
-                    && now >= s.last_data + self.rto.saturating_mul(u64::from(s.idle_acks) + 1)
-            })
+            .filter(|(_, s)| next_ask(s).is_some_and(|t| t <= now))
             .map(|(id, _)| id.clone())
             .collect();
         for id in due {
             let Some(s) = self.streams.get_mut(&id) else { continue };
             s.idle_acks += 1;
+            s.next_ask = now + self.rto.saturating_mul(1 << s.idle_acks.min(2));
             let an = s.an;
             // Nothing arrived for a while: the next reading may be lost with nothing after it to reveal
             // the gap (a tail loss, or a sender blocked on a full buffer). Ask for it; the AN tells the
@@ -256,11 +267,7 @@ impl Service for StreamReceiver {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.streams
-            .values()
-            .filter(|s| s.sc && s.idle_acks < self.max_idle_acks)
-            .map(|s| s.last_data + self.rto.saturating_mul(u64::from(s.idle_acks) + 1))
-            .min()
+        self.streams.values().filter_map(next_ask).min()
     }
 
     fn links(&self) -> Vec<ResourceLink> {

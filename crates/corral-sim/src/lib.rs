@@ -12,6 +12,7 @@
 //! | [`propagation`] | received power per link (log-distance path loss, log-normal shadowing) for capture |
 //! | [`topology`] | network descriptions, builders (star, line, grid, random geometric, layered, Table 7), routing parents |
 //! | [`sim`] | the running network: nodes, CSMA/CA MAC, fragmentation, routing, SMRF multicast, wired links |
+//! | `tcp` | TCP inside the simulator: a smoltcp stack per node that speaks CoAP over TCP |
 //! | [`trace`] | records, CoAP-aware datagram records, counters, the trace hash |
 //! | [`pcap`] | pcap (LINKTYPE_RAW) writer and reader |
 //! | [`workload`] | a responder device and a group client service |
@@ -95,6 +96,7 @@ pub mod propagation;
 pub mod radio;
 pub mod seed;
 pub mod sim;
+mod tcp;
 pub mod topology;
 pub mod trace;
 pub mod workload;

@@ -254,6 +254,8 @@ struct SimNode {
     role: Role,
     position: Option<(f64, f64)>,
     proto: Option<Box<Node>>,
+    /// The node's TCP stack, made when it first speaks CoAP over TCP (see `crate::tcp`).
+    tcp: Option<Box<crate::tcp::TcpHost>>,
     timer_at: Option<Instant>,
     radio: Option<Radio>,
     /// `(link, peer)` for every wired link.
@@ -441,6 +443,7 @@ impl Sim {
                 role: spec.role,
                 position: spec.position,
                 proto: None,
+                tcp: None,
                 timer_at: None,
                 radio,
                 wired: Vec::new(),
@@ -958,15 +961,28 @@ impl Sim {
                 continue;
             }
             if let Some(dst) = node.poll_tcp_connect() {
-                // Simulated nodes have no TCP yet: a request over TCP fails at once, as an unreachable
-                // server would make it fail on a real network.
-                node.handle_tcp_connect_failed(now, dst);
+                self.tcp_host(i).connect(dst);
+                continue;
+            }
+            if let Some(t) = node.poll_tcp_transmit() {
+                self.tcp_host(i).send(t.conn, &t.bytes);
+                continue;
+            }
+            if let Some(conn) = node.poll_tcp_close() {
+                self.tcp_host(i).close(conn);
+                continue;
+            }
+            // The TCP stack, if the node has one: packets out, and news for the node (which may make it
+            // write more, hence the loop).
+            if self.poll_tcp(i, now) {
                 continue;
             }
             break;
         }
+        let tcp_at = self.nodes[i as usize].tcp.as_deref_mut().and_then(|h| h.poll_at(now));
         let node = &mut self.nodes[i as usize];
-        let Some(mut t) = node.proto.as_deref().and_then(Node::poll_timeout) else { return };
+        let proto_at = node.proto.as_deref().and_then(Node::poll_timeout);
+        let Some(mut t) = [proto_at, tcp_at].into_iter().flatten().min() else { return };
         if t <= now && after_timeout {
             // The node still reports a deadline it has just been given: wake it one tick later instead of
             // spinning at the same instant.
@@ -977,6 +993,47 @@ impl Sim {
             node.timer_at = Some(t);
             self.queue.schedule(t, Ev::Timer(i));
         }
+    }
+
+    /// Node `i`'s TCP stack, made on first use (listening on the CoAP port, seeded from the run's seed).
+    fn tcp_host(&mut self, i: u32) -> &mut crate::tcp::TcpHost {
+        let now = self.now();
+        let addr = self.nodes[i as usize].addr;
+        let seed = self.cfg.seed ^ (0x7c9_0000_0000 + u64::from(i));
+        self.nodes[i as usize].tcp.get_or_insert_with(|| Box::new(crate::tcp::TcpHost::new(addr, COAP_PORT, seed, now)))
+    }
+
+    /// Runs node `i`'s TCP stack: sends its packets, hands its news to the node. Whether anything happened.
+    fn poll_tcp(&mut self, i: u32, now: Instant) -> bool {
+        let Some(host) = self.nodes[i as usize].tcp.as_deref_mut() else { return false };
+        let packets = host.poll(now);
+        let mut news = Vec::new();
+        while let Some(n) = host.take_news() {
+            news.push(n);
+        }
+        let busy = !packets.is_empty() || !news.is_empty();
+        for p in packets {
+            let dst = match smoltcp::wire::Ipv6Packet::new_checked(&p[..]) {
+                Ok(ipp) => IpAddr::V6(ipp.dst_addr()),
+                Err(_) => continue,
+            };
+            self.submit(i, SocketAddr::new(dst, crate::tcp::RAW_IP_PORT), p);
+        }
+        let Some(node) = self.nodes[i as usize].proto.as_deref_mut() else { return busy };
+        for n in news {
+            match n {
+                crate::tcp::TcpNews::Connected(conn, peer) => node.handle_tcp_connected(now, conn, peer),
+                crate::tcp::TcpNews::ConnectFailed(dst) => node.handle_tcp_connect_failed(now, dst),
+                crate::tcp::TcpNews::Data(conn, bytes) => node.handle_tcp_data(now, conn, &bytes),
+                crate::tcp::TcpNews::Closed(conn) => node.handle_tcp_closed(now, conn),
+            }
+        }
+        busy
+    }
+
+    /// TCP segments node `i` sent again (retransmissions by its TCP stack).
+    pub fn tcp_retransmissions(&self, id: NodeId) -> u64 {
+        self.nodes.get(id.0 as usize).and_then(|n| n.tcp.as_deref()).map_or(0, |h| h.retransmitted_segments)
     }
 
     fn apply_command(&mut self, i: u32, cmd: NodeCommand) {
@@ -1139,6 +1196,14 @@ impl Sim {
 
     fn hand_to_node(&mut self, at: u32, dg: &Dgram) {
         let now = self.now();
+        if dg.dst.port() == crate::tcp::RAW_IP_PORT {
+            // A TCP segment: to the node's TCP stack (made now if this is the first one).
+            if self.nodes[at as usize].proto.is_some() {
+                self.tcp_host(at).receive(&dg.payload);
+                self.drain(at, false);
+            }
+            return;
+        }
         if let Some(node) = self.nodes[at as usize].proto.as_deref_mut() {
             node.handle_datagram(now, dg.src, Some(dg.dst.ip()), &dg.payload);
             self.drain(at, false);

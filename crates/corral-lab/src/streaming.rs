@@ -1,7 +1,8 @@
 //! Scenarios with a `[stream]` section: seed 003's experiment (§4). A sensor on the wired host streams
 //! readings to a collector on the gateway over one link of the given bit rate, delay and loss (the
 //! paper's two access points joined at 1 Mb/s, with a random loss event generator), with CoAP-SC or the
-//! CoAP over UDP baseline — the same corral-stream services as `corral stream send`/`recv`.
+//! CoAP over UDP or CoAP over TCP baseline — the same corral-stream services as `corral stream
+//! send`/`recv`; over TCP, each node runs corral-sim's TCP stack (smoltcp).
 //!
 //! Rows: one `queries.csv` row per reading (its generated-to-acknowledged delay as the response time); the
 //! point's NRP, TBT and TTD in `points.csv`.
@@ -30,6 +31,7 @@ pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: b
     let receiver_addr = sim.addr(NodeId(gw as u32));
     let scheme = match st.scheme.as_str() {
         "udp" => Scheme::Udp,
+        "tcp" => Scheme::Tcp,
         _ => Scheme::Sc,
     };
     let stream = StreamConfig {
@@ -57,7 +59,11 @@ pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: b
         + Duration::from_secs(900);
     let id = NodeId(host as u32);
     sim.run_until_cond(limit, |sim| sim.service::<StreamSender>(id, h).is_some_and(StreamSender::is_finished));
-    let m = sim.service::<StreamSender>(id, h).map(|x| x.metrics().clone()).unwrap_or_default();
+    let mut m = sim.service::<StreamSender>(id, h).map(|x| x.metrics().clone()).unwrap_or_default();
+    if scheme == Scheme::Tcp {
+        // CoAP over TCP: the readings the sensor's TCP stack sent again (corral-sim's smoltcp).
+        m.nrp += sim.tcp_retransmissions(id);
+    }
 
     let mut queries: Vec<QueryRow> = Vec::with_capacity(st.count as usize);
     let totals = crate::run::totals(&sim, &[gw]);

@@ -151,7 +151,7 @@ impl StreamReceiver {
 }
 
 /// When to ask a silent CoAP-SC sender for its next reading: `rto` after the last reading, then every
-/// 2, 4, 4, … × `rto`, for [`ASK_FOR`] after the last reading.
+/// 2 × `rto`, for [`ASK_FOR`] after the last reading.
 fn next_ask(s: &Stream) -> Option<Instant> {
     (s.sc && s.next_ask < s.last_data + ASK_FOR).then_some(s.next_ask)
 }
@@ -256,7 +256,7 @@ impl Service for StreamReceiver {
         for id in due {
             let Some(s) = self.streams.get_mut(&id) else { continue };
             s.idle_acks += 1;
-            s.next_ask = now + self.rto.saturating_mul(1 << s.idle_acks.min(2));
+            s.next_ask = now + self.rto.saturating_mul(1 << s.idle_acks.min(1));
             let an = s.an;
             // Nothing arrived for a while: the next reading may be lost with nothing after it to reveal
             // the gap (a tail loss, or a sender blocked on a full buffer). Ask for it; the AN tells the

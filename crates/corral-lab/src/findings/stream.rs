@@ -1,7 +1,7 @@
-//! Seed 003's claims about CoAP-SC against CoAP over UDP (§4, Figs. 18–24), as the paper words them. The
-//! paper prints its results as bar charts without numbers, so each check compares the schemes as it does
-//! (fewer, shorter, lower), with the tolerance fixed here; the comparisons with CoAP over TCP need TCP in
-//! the simulator and are not checked yet.
+//! Seed 003's claims about CoAP-SC against CoAP over UDP and CoAP over TCP (§4, Figs. 18–24), as the
+//! paper words them. The paper prints its results as bar charts without numbers, so each check compares
+//! the schemes as it does (fewer, shorter, lower), with the tolerance fixed here. A baseline missing from
+//! the run is skipped (a scenario may leave CoAP over TCP out).
 
 use super::{n, need, pick, t, values, Aggs, Check, Measure, Tolerance};
 use crate::results::Aggregate;
@@ -12,6 +12,16 @@ pub const CHECKS: &[Check] = &[
         name: "sc_fewer_retransmissions",
         title: "CoAP-SC retransmits fewer readings than CoAP over UDP at every error rate (Fig. 19)",
         run: sc_fewer_retransmissions,
+    },
+    Check {
+        name: "tcp_fewer_retransmissions_than_udp",
+        title: "among the existing schemes, CoAP over TCP retransmits fewer readings than CoAP over UDP (Fig. 19)",
+        run: tcp_fewer_retransmissions_than_udp,
+    },
+    Check {
+        name: "udp_slower_than_tcp",
+        title: "CoAP over UDP's delay for 100 readings at error rate 0.1 is above CoAP over TCP's (Fig. 18)",
+        run: udp_slower_than_tcp,
     },
     Check {
         name: "nrp_grows_with_loss",
@@ -51,14 +61,40 @@ fn at<'a>(aggs: &'a Aggs<'a>, scheme: &str, axis: &str, x: f64) -> Option<&'a Ag
     pick(aggs, &[("scheme", t(scheme)), (axis, n(x))])
 }
 
-/// One measure per x: `f(sc) / f(udp)`, within `tol`.
+fn label(scheme: &str) -> &'static str {
+    match scheme {
+        "sc" => "CoAP-SC",
+        "udp" => "CoAP over UDP",
+        _ => "CoAP over TCP",
+    }
+}
+
+/// One measure per x and per baseline (`udp`, `tcp`, whichever the run has): `f(scheme) / f(baseline)`.
 fn ratios(aggs: &Aggs, axis: &str, xs: &[f64], what: &str, f: fn(&Aggregate) -> f64, tol: Tolerance) -> Vec<Measure> {
     let mut m = Vec::new();
+    for base in ["udp", "tcp"] {
+        m.extend(ratios_of(aggs, "sc", base, axis, xs, what, f, tol));
+    }
+    m
+}
+
+#[allow(clippy::too_many_arguments)]
+fn ratios_of(
+    aggs: &Aggs,
+    scheme: &str,
+    base: &str,
+    axis: &str,
+    xs: &[f64],
+    what: &str,
+    f: fn(&Aggregate) -> f64,
+    tol: Tolerance,
+) -> Vec<Measure> {
+    let mut m = Vec::new();
     for &x in xs {
-        let (Some(sc), Some(udp)) = (at(aggs, "sc", axis, x), at(aggs, "udp", axis, x)) else { continue };
-        let (a, b) = (f(sc), f(udp));
+        let (Some(a), Some(b)) = (at(aggs, scheme, axis, x), at(aggs, base, axis, x)) else { continue };
+        let (a, b) = (f(a), f(b));
         let ratio = if b == 0.0 && a == 0.0 { 1.0 } else { a / b };
-        m.push(Measure::new(format!("{axis}={x}: {what} CoAP-SC / CoAP over UDP"), ratio, None, "×", tol));
+        m.push(Measure::new(format!("{axis}={x}: {what} {} / {}", label(scheme), label(base)), ratio, None, "×", tol));
     }
     m
 }
@@ -72,11 +108,22 @@ fn sc_fewer_retransmissions(_: &Scenario, aggs: &Aggs) -> Out {
     need(m, "needs sc and udp points at error rates above 0")
 }
 
+fn tcp_fewer_retransmissions_than_udp(_: &Scenario, aggs: &Aggs) -> Out {
+    let m = ratios_of(aggs, "tcp", "udp", "loss", &positive(aggs, "loss"), "NRP", |a| a.nrp, Tolerance::AtMost(0.9));
+    need(m, "needs tcp and udp points at error rates above 0")
+}
+
+fn udp_slower_than_tcp(_: &Scenario, aggs: &Aggs) -> Out {
+    let rt = |a: &Aggregate| a.rt.map_or(f64::NAN, |s| s.mean);
+    let m = ratios_of(aggs, "udp", "tcp", "loss", &[0.1], "mean delay per reading", rt, Tolerance::AtLeast(1.1));
+    need(m, "needs udp and tcp at error rate 0.1")
+}
+
 fn nrp_grows_with_loss(_: &Scenario, aggs: &Aggs) -> Out {
     let xs = positive(aggs, "loss");
     let (Some(&lo), Some(&hi)) = (xs.first(), xs.last()) else { return Err("needs two error rates above 0".into()) };
     let mut m = Vec::new();
-    for scheme in ["sc", "udp"] {
+    for scheme in ["sc", "udp", "tcp"] {
         let (Some(a), Some(b)) = (at(aggs, scheme, "loss", lo), at(aggs, scheme, "loss", hi)) else { continue };
         m.push(Measure::new(
             format!("{scheme}: NRP at {hi} − NRP at {lo}"),
@@ -104,7 +151,7 @@ fn blocking_falls_with_buffer(_: &Scenario, aggs: &Aggs) -> Out {
     let xs = values(aggs, "buffer");
     let (Some(&lo), Some(&hi)) = (xs.first(), xs.last()) else { return Err("needs two buffer sizes".into()) };
     let mut m = Vec::new();
-    for scheme in ["sc", "udp"] {
+    for scheme in ["sc", "udp", "tcp"] {
         let (Some(a), Some(b)) = (at(aggs, scheme, "buffer", lo), at(aggs, scheme, "buffer", hi)) else { continue };
         m.push(Measure::new(
             format!("{scheme}: TBT at buffer {hi} / at buffer {lo}"),

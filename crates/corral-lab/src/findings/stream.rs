@@ -20,7 +20,7 @@ pub const CHECKS: &[Check] = &[
     },
     Check {
         name: "udp_slower_than_tcp",
-        title: "CoAP over UDP's delay for 100 readings at error rate 0.1 is above CoAP over TCP's (Fig. 18)",
+        title: "CoAP over UDP takes longer than CoAP over TCP to deliver 100 readings at error rate 0.1 (Fig. 18)",
         run: udp_slower_than_tcp,
     },
     Check {
@@ -50,7 +50,7 @@ pub const CHECKS: &[Check] = &[
     },
     Check {
         name: "sc_lowest_delay",
-        title: "CoAP-SC delivers 100 readings at error rate 0.1 with less delay than CoAP over UDP (Fig. 18)",
+        title: "CoAP-SC delivers 100 readings at error rate 0.1 sooner than CoAP over UDP and TCP (Fig. 18)",
         run: sc_lowest_delay,
     },
 ];
@@ -113,9 +113,10 @@ fn tcp_fewer_retransmissions_than_udp(_: &Scenario, aggs: &Aggs) -> Out {
     need(m, "needs tcp and udp points at error rates above 0")
 }
 
+/// Fig. 18 is "the average delays required for transmission of 100 messages … over 10 trials": the time
+/// to deliver all 100, i.e. TTD, averaged over the replicates.
 fn udp_slower_than_tcp(_: &Scenario, aggs: &Aggs) -> Out {
-    let rt = |a: &Aggregate| a.rt.map_or(f64::NAN, |s| s.mean);
-    let m = ratios_of(aggs, "udp", "tcp", "loss", &[0.1], "mean delay per reading", rt, Tolerance::AtLeast(1.1));
+    let m = ratios_of(aggs, "udp", "tcp", "loss", &[0.1], "TTD of 100 readings", |a| a.ttd_ms, Tolerance::AtLeast(1.0));
     need(m, "needs udp and tcp at error rate 0.1")
 }
 
@@ -172,15 +173,8 @@ fn sc_best_with_small_buffers(_: &Scenario, aggs: &Aggs) -> Out {
 }
 
 fn sc_lowest_delay(_: &Scenario, aggs: &Aggs) -> Out {
-    let m = ratios(
-        aggs,
-        "loss",
-        &[0.1],
-        "mean delay per reading",
-        |a| a.rt.map_or(f64::NAN, |s| s.mean),
-        Tolerance::AtMost(0.9),
-    );
-    need(m, "needs sc and udp at error rate 0.1")
+    let m = ratios(aggs, "loss", &[0.1], "TTD of 100 readings", |a| a.ttd_ms, Tolerance::AtMost(1.0));
+    need(m, "needs sc and a baseline at error rate 0.1")
 }
 
 #[cfg(test)]

@@ -141,16 +141,6 @@ fn aiocoap_client_against_corral_serve() {
     }
 }
 
-/// A port free for UDP and TCP a moment ago.
-fn free_udp_tcp_port() -> u16 {
-    loop {
-        let port = free_udp_port();
-        if std::net::TcpListener::bind(("::", port)).is_ok() {
-            return port;
-        }
-    }
-}
-
 /// A scratch directory for this test, removed when dropped.
 struct Scratch(PathBuf);
 
@@ -343,24 +333,7 @@ fn corral_observes_and_moves_blocks_with_aiocoap_server() {
 }
 
 fn libcoap_server() -> Proc {
-    // coap-server-notls cannot report an ephemeral port: take one that was free a moment ago (for UDP and
-    // TCP: it listens on both), and wait until it answers.
-    for _ in 0..5 {
-        let port = free_udp_tcp_port();
-        let child = Command::new("coap-server-notls")
-            .args(["-p", &port.to_string()])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start coap-server-notls");
-        let server = Proc { child, port };
-        let o = corral(&["get", &format!("coap://127.0.0.1:{port}/"), "-B", "3"]);
-        if o.status.success() {
-            return server;
-        }
-    }
-    panic!("coap-server-notls did not come up");
+    libcoap_server_with(&[])
 }
 
 #[test]

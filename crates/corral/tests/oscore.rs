@@ -45,6 +45,17 @@ fn serve(port: u16, creds: &Path, extra: &[&str]) -> Proc {
     })
 }
 
+/// A protected block-wise upload of `len` bytes to `/large-update`, read back byte for byte.
+fn round_trip_large(dir: &Path, base: &str, creds: &str, len: u32) {
+    let body: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+    let f = dir.join("body.bin");
+    std::fs::write(&f, &body).unwrap();
+    let o = corral(&["put", &format!("{base}/large-update"), "-f", f.to_str().unwrap(), "--credentials", creds]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let o = corral(&["get", &format!("{base}/large-update"), "--credentials", creds]);
+    assert!(o.stdout == body, "{} bytes back", o.stdout.len());
+}
+
 fn numbers(text: &str) -> Vec<u64> {
     text.lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
@@ -64,13 +75,7 @@ fn protected_requests_between_corral_client_and_server() {
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
     let o = corral(&["get", &format!("{base}/large"), "--credentials", c]);
     assert_eq!(o.stdout.len(), 1600, "{}", out(&o));
-    let body: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
-    let f = dir.path().join("body.bin");
-    std::fs::write(&f, &body).unwrap();
-    let o = corral(&["put", &format!("{base}/large-update"), "-f", f.to_str().unwrap(), "--credentials", c]);
-    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
-    let o = corral(&["get", &format!("{base}/large-update"), "--credentials", c]);
-    assert!(o.stdout == body, "{} bytes back", o.stdout.len());
+    round_trip_large(dir.path(), &base, c, 5000);
     let o = run(Command::new(CORRAL).args(["get", &format!("{base}/obs"), "-s", "1.5", "--credentials", c]), LIMIT);
     let values = numbers(&stdout(&o));
     assert!(values.len() >= 3 && values.windows(2).all(|w| w[1] > w[0]), "protected notifications: {}", out(&o));
@@ -230,13 +235,7 @@ fn corral_client_against_aiocoap_oscore_server() {
     assert_eq!(stdout(&o), "from corral", "{}", out(&o));
     let o = corral(&["get", &format!("{base}/large"), "--credentials", c]);
     assert_eq!(o.stdout.len(), 5000, "aiocoap's inner blocks, fetched: {}", out(&o));
-    let body: Vec<u8> = (0..3000u32).map(|i| (i % 256) as u8).collect();
-    let f = dir.path().join("body.bin");
-    std::fs::write(&f, &body).unwrap();
-    let o = corral(&["put", &format!("{base}/large-update"), "-f", f.to_str().unwrap(), "--credentials", c]);
-    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
-    let o = corral(&["get", &format!("{base}/large-update"), "--credentials", c]);
-    assert!(o.stdout == body, "{} bytes back", o.stdout.len());
+    round_trip_large(dir.path(), &base, c, 3000);
     let o = run(Command::new(CORRAL).args(["get", &format!("{base}/obs"), "-s", "1.5", "--credentials", c]), LIMIT);
     assert!(numbers(&stdout(&o)).len() >= 3, "{}", out(&o));
     // The wrong keys against aiocoap: exit status 7 too.

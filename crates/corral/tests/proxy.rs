@@ -115,28 +115,8 @@ fn enabled(peers: &[&str]) -> bool {
     interop_enabled(peers)
 }
 
-/// libcoap's server on a port free a moment ago, with extra arguments; waits until it answers.
 fn libcoap_server(extra: &[&str]) -> Proc {
-    for _ in 0..5 {
-        let port = free_udp_port();
-        if std::net::TcpListener::bind(("::", port)).is_err() {
-            continue;
-        }
-        let child = Command::new("coap-server-notls")
-            .args(["-p", &port.to_string()])
-            .args(extra)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start coap-server-notls");
-        let server = Proc { child, port };
-        let o = corral(&["get", &format!("coap://127.0.0.1:{port}/"), "-B", "3"]);
-        if o.status.code().is_some_and(|c| c == 0 || c == 4 || c == 5) {
-            return server;
-        }
-    }
-    panic!("coap-server-notls did not come up");
+    libcoap_server_with(extra)
 }
 
 #[test]

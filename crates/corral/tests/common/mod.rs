@@ -280,3 +280,28 @@ pub fn interop_enabled(peers: &[&str]) -> bool {
     }
     true
 }
+
+/// libcoap's `coap-server-notls -p PORT EXTRA…` on a port free for UDP and TCP a moment ago (it cannot
+/// report an ephemeral port), once it answers.
+pub fn libcoap_server_with(extra: &[&str]) -> Proc {
+    for _ in 0..5 {
+        let port = free_udp_port();
+        if std::net::TcpListener::bind(("::", port)).is_err() {
+            continue;
+        }
+        let child = Command::new("coap-server-notls")
+            .args(["-p", &port.to_string()])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start coap-server-notls");
+        let server = Proc { child, port };
+        let o = corral(&["get", &format!("coap://127.0.0.1:{port}/"), "-B", "3"]);
+        if o.status.code().is_some_and(|c| c == 0 || c == 4 || c == 5) {
+            return server;
+        }
+    }
+    panic!("coap-server-notls did not come up");
+}

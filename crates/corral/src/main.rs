@@ -28,6 +28,7 @@ mod entity_cmd;
 mod exit;
 mod gateway;
 mod lab;
+mod link;
 mod oscore_cmd;
 mod output;
 mod plugtest;
@@ -107,6 +108,9 @@ enum Command {
     /// Run a CoAP server with demo resources and the ETSI CoAP plugtest resource set.
     #[command(after_help = serve::AFTER_HELP)]
     Serve(serve::ServeArgs),
+    /// An impaired IP link (delay, jitter, loss, rate, reordering) between two network namespaces, for
+    /// real programs, without `tc netem`: `link run -- SERVER ::: CLIENT`, `link up`.
+    Link(link::LinkArgs),
     /// Stream readings with CoAP-SC (seed 003) or its CoAP over UDP/TCP baselines: `stream send`, `stream recv`.
     Stream(stream_cmd::StreamArgs),
     /// OSCORE (RFC 8613) security contexts: `oscore new` makes a client/server pair and credentials files.
@@ -183,6 +187,7 @@ fn main() {
         Command::Proxy(a) => proxy_cmd::run(a, verbosity),
         Command::Oscore(a) => oscore_cmd::run(a),
         Command::Stream(a) => stream_cmd::run(a, verbosity),
+        Command::Link(a) => link::run(a),
         Command::Bench(a) => bench::run(a, verbosity),
         Command::Lab(a) => lab::run(a, cli.quiet),
         Command::Gateway(a) => gateway::run(a, verbosity),

@@ -243,3 +243,20 @@ impl Net {
         Packet::new_checked(bytes).is_ok()
     }
 }
+
+/// A client service for tests: serves nothing (4.04) and records the outcome of every request it sent,
+/// with the time it arrived. Start requests with [`crate::Node::with_service`].
+#[derive(Debug, Default)]
+pub struct Recorder {
+    pub outcomes: Vec<(Instant, crate::RequestId, crate::Outcome)>,
+}
+
+impl crate::Service for Recorder {
+    fn handle_request(&mut self, cx: &mut crate::Context<'_>, req: crate::IncomingRequest) {
+        cx.respond(req.id, crate::Response::error(corral_wire::Code::NOT_FOUND, "a test client serves nothing"));
+    }
+
+    fn handle_response(&mut self, cx: &mut crate::Context<'_>, id: crate::RequestId, outcome: crate::Outcome) {
+        self.outcomes.push((cx.now(), id, outcome));
+    }
+}

@@ -61,19 +61,8 @@ impl Server {
     }
 }
 
-#[derive(Default)]
-struct Client {
-    outcomes: Vec<(Instant, RequestId, Outcome)>,
-}
-
-impl Service for Client {
-    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
-        cx.respond(req.id, Response::error(Code::NOT_FOUND, "client"));
-    }
-    fn handle_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
-        self.outcomes.push((cx.now(), id, outcome));
-    }
-}
+/// The recording test client of corral-proto.
+type Client = corral_proto::testing::Recorder;
 
 struct Pair {
     net: Net,

@@ -12,19 +12,8 @@ use corral_proxy::{Fib, NextHop, ProxyConfig, ProxyService};
 use std::net::SocketAddr;
 
 /// Records every outcome of the requests it sends.
-#[derive(Default)]
-struct Client {
-    outcomes: Vec<(Instant, RequestId, Outcome)>,
-}
-
-impl Service for Client {
-    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
-        cx.respond(req.id, Response::error(Code::NOT_FOUND, "client"));
-    }
-    fn handle_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
-        self.outcomes.push((cx.now(), id, outcome));
-    }
-}
+/// The recording test client of corral-proto.
+type Client = corral_proto::testing::Recorder;
 
 /// An origin server with one resource, `/temp`: versioned, with an ETag per version, observable, changed by
 /// PUT. It can answer late, or not at all.

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+mod emulated;
 pub mod findings;
 mod forwarder;
 pub mod plot;

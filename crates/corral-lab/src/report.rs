@@ -142,13 +142,13 @@ pub fn points_csv(d: &RunData) -> String {
     let mut s = header(
         &d.axes(),
         "point",
-        "seed,created,create_ms,avg_hops,max_hops,frames,mac_retries,busy_ccas,coap_retx,drops_interference,drops_collision,drops_mac,drops_cpu,max_link_frames,max_link,max_node_frames,max_node,events,window_s,staleness_mean,staleness_max,nrp,tbt_ms,ttd_ms",
+        "seed,created,create_ms,avg_hops,max_hops,frames,mac_retries,busy_ccas,coap_retx,drops_interference,drops_collision,drops_mac,drops_cpu,max_link_frames,max_link,max_node_frames,max_node,events,window_s,staleness_mean,staleness_max,nrp,tbt_ms,ttd_ms,throughput",
     );
     for r in &d.results {
         let p = &r.point;
         let _ = writeln!(
             s,
-            "{}{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{}{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             p.point,
             d.axis_cells(p.point),
             p.seed,
@@ -174,7 +174,8 @@ pub fn points_csv(d: &RunData) -> String {
             fixed(p.staleness_max, 4),
             fixed(p.nrp, 0),
             fixed(p.tbt_ms, 3),
-            fixed(p.ttd_ms, 3)
+            fixed(p.ttd_ms, 3),
+            fixed(p.throughput, 3)
         );
     }
     s
@@ -317,6 +318,7 @@ pub fn read_results(dir: &Path) -> Result<Vec<PointResult>, String> {
             nrp: float(&row, "nrp").unwrap_or(f64::NAN),
             tbt_ms: float(&row, "tbt_ms").unwrap_or(f64::NAN),
             ttd_ms: float(&row, "ttd_ms").unwrap_or(f64::NAN),
+            throughput: float(&row, "throughput").unwrap_or(f64::NAN),
         };
         by_point.insert(point.point, PointResult { queries: Vec::new(), point, links: Vec::new(), nodes: Vec::new() });
     }

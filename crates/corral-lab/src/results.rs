@@ -52,10 +52,12 @@ pub enum Metric {
     Nrp,
     Tbt,
     Ttd,
+    /// `[emulated]` (seed 004): bytes per second through the link.
+    Throughput,
 }
 
 impl Metric {
-    pub const ALL: [(&'static str, Metric); 12] = [
+    pub const ALL: [(&'static str, Metric); 13] = [
         ("response_time", Metric::ResponseTime),
         ("response_time_per_member", Metric::ResponseTimePerMember),
         ("member_reliability", Metric::MemberReliability),
@@ -68,6 +70,7 @@ impl Metric {
         ("nrp", Metric::Nrp),
         ("tbt", Metric::Tbt),
         ("ttd", Metric::Ttd),
+        ("throughput", Metric::Throughput),
     ];
 
     pub fn parse(s: &str) -> Result<Metric, String> {
@@ -90,6 +93,7 @@ impl Metric {
             Metric::Nrp => "retransmitted readings (NRP)",
             Metric::Tbt => "total blocking time, TBT (s)",
             Metric::Ttd => "total transmission delay, TTD (s)",
+            Metric::Throughput => "throughput (bytes/s through the link)",
         }
     }
 
@@ -112,6 +116,7 @@ impl Metric {
             Metric::Nrp => (a.nrp, None),
             Metric::Tbt => (a.tbt_ms / 1000.0, None),
             Metric::Ttd => (a.ttd_ms / 1000.0, None),
+            Metric::Throughput => (a.throughput, None),
         }
     }
 }
@@ -145,6 +150,7 @@ pub struct Aggregate {
     pub nrp: f64,
     pub tbt_ms: f64,
     pub ttd_ms: f64,
+    pub throughput: f64,
     pub avg_hops: f64,
     pub max_hops: u32,
     pub created: bool,
@@ -179,6 +185,7 @@ pub fn aggregate(p: &PointRow, queries: &[&QueryRow]) -> Aggregate {
         nrp: p.nrp,
         tbt_ms: p.tbt_ms,
         ttd_ms: p.ttd_ms,
+        throughput: p.throughput,
         avg_hops: p.avg_hops,
         max_hops: p.max_hops,
         created: p.created,

@@ -87,6 +87,8 @@ pub struct PointRow {
     pub nrp: f64,
     pub tbt_ms: f64,
     pub ttd_ms: f64,
+    /// An `[emulated]` point (seed 004): bytes through the link per second, both ways (NaN elsewhere).
+    pub throughput: f64,
 }
 
 /// Frames on one directed link during the query phase: a row of `links.csv`.
@@ -348,6 +350,9 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
     if let Some(st) = &s.stream {
         return crate::streaming::run(s, st, index, seed, record);
     }
+    if let Some(em) = &s.emulated {
+        return crate::emulated::run(em, index, seed);
+    }
     let net = build_network(s)?;
     let mut cfg = SimConfig::new(seed);
     cfg.record = record;
@@ -576,6 +581,7 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         nrp: f64::NAN,
         tbt_ms: f64::NAN,
         ttd_ms: f64::NAN,
+        throughput: f64::NAN,
     };
     Ok(TracedPoint { result: PointResult { queries, point, links, nodes }, sim: d.sim, network: net, client })
 }

@@ -60,7 +60,9 @@ pub fn run_points(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let slots: Mutex<Vec<Option<Result<PointResult, String>>>> = Mutex::new(vec![None; points.len()]);
-    let jobs = o.jobs.clamp(1, points.len().max(1));
+    // Emulated points run real programs in real time: one at a time, or they would share the CPU and
+    // each other's throughput.
+    let jobs = if s.emulated.is_some() { 1 } else { o.jobs.clamp(1, points.len().max(1)) };
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {

@@ -22,6 +22,7 @@
 //! streaming of seed 003, CoAP vs HTTP of seeds 002/004) adds its module and its table to [`FAMILIES`] —
 //! nothing else changes: the report renders any [`Finding`].
 
+pub mod emulated;
 pub mod ext;
 pub mod office;
 pub mod stream;
@@ -45,7 +46,7 @@ pub struct Check {
 }
 
 /// Every family's checks.
-pub const FAMILIES: &[&[Check]] = &[testbed::CHECKS, office::CHECKS, ext::CHECKS, stream::CHECKS];
+pub const FAMILIES: &[&[Check]] = &[testbed::CHECKS, office::CHECKS, ext::CHECKS, stream::CHECKS, emulated::CHECKS];
 
 pub fn lookup(name: &str) -> Option<&'static Check> {
     FAMILIES.iter().flat_map(|f| f.iter()).find(|c| c.name == name)
@@ -439,6 +440,7 @@ pub(crate) mod testing {
                 nrp: f64::NAN,
                 tbt_ms: f64::NAN,
                 ttd_ms: f64::NAN,
+                throughput: f64::NAN,
                 avg_hops: 1.0,
                 max_hops: 1,
                 created: true,

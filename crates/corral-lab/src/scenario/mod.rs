@@ -10,8 +10,10 @@
 //! Axes are expanded in the fixed order of [`AXES`] (the last varies fastest), whatever their order in the
 //! file, so a point's index — which `--shard` splits on — depends only on the axes and their values.
 
+mod emulated;
 mod proxy;
 mod stream;
+pub use emulated::EmulatedSpec;
 pub use proxy::{Forwarding, ForwardingSetup, ProxyRuleSpec, ProxySpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -45,6 +47,7 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("seed003-delay"),
     builtin!("seed003-loss"),
     builtin!("seed003-buffer"),
+    builtin!("seed004-throughput"),
     builtin!("ext-repair"),
     builtin!("calibrate-cpu"),
     builtin!("calibrate-wifi"),
@@ -97,6 +100,9 @@ pub struct Scenario {
     /// Seed 003's streaming experiment instead of an entity: see [`StreamSpec`].
     #[serde(default)]
     pub stream: Option<StreamSpec>,
+    /// Seed 004's experiment with real programs over `corral link`: see [`EmulatedSpec`].
+    #[serde(default)]
+    pub emulated: Option<EmulatedSpec>,
 }
 
 /// A variant of the scenario with some parameters set to wrong values, to show which verdicts depend on
@@ -486,6 +492,7 @@ pub const AXES: &[&str] = &[
     "scheme",
     "buffer",
     "loss",
+    "impairment",
     "replicate",
 ];
 
@@ -596,6 +603,8 @@ pub struct Setup {
     pub forwarding: Option<ForwardingSetup>,
     /// `[stream]`: seed 003's streaming run of this point.
     pub stream: Option<StreamSpec>,
+    /// `[emulated]`: seed 004's real-time run of this point (its duration already chosen for `--quick`).
+    pub emulated: Option<EmulatedSpec>,
 }
 
 /// How a client follows an entity's average (the `follow` axis): `"observe"`, or a number — poll every so
@@ -781,6 +790,12 @@ impl Scenario {
             window_s: if quick { self.workload.quick_duration_s } else { self.workload.duration_s },
             forwarding: None,
             stream: self.stream.clone(),
+            emulated: self.emulated.clone().map(|mut e| {
+                if quick {
+                    e.duration_s = e.quick_duration_s;
+                }
+                e
+            }),
         };
         let mut forwarding = match &self.proxy {
             Some(p) => Some(ForwardingSetup {
@@ -837,6 +852,14 @@ impl Scenario {
                     delay = match v {
                         AxisValue::Num(x) => toml::Value::Integer(*x as i64),
                         AxisValue::Text(t) => toml::Value::String(t.clone()),
+                    }
+                }
+                "scheme" | "impairment" if s.emulated.is_some() => {
+                    let e = s.emulated.as_mut().expect("checked");
+                    if axis == "scheme" {
+                        e.scheme = v.to_string();
+                    } else {
+                        e.impairment = v.to_string();
                     }
                 }
                 "scheme" | "buffer" | "loss" => {
@@ -915,6 +938,9 @@ impl Scenario {
         s.forwarding = forwarding;
         if let Some(st) = &s.stream {
             st.validate()?;
+        }
+        if let Some(e) = &s.emulated {
+            e.validate()?;
         }
         if s.ack_timeout_ms == 0 || s.ack_random_factor < 1.0 {
             return err("transmission: ack_timeout_ms > 0 and ack_random_factor ≥ 1");

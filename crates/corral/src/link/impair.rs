@@ -27,6 +27,8 @@ pub struct Direction {
     /// When the link is free again (rate limit).
     free_at: Instant,
     pub forwarded: u64,
+    /// Bytes of the packets forwarded (IP headers included).
+    pub forwarded_bytes: u64,
     pub dropped: u64,
     pub reordered: u64,
 }
@@ -39,6 +41,7 @@ impl Direction {
             rng: Rng::stream(seed, stream),
             free_at: Instant::ZERO,
             forwarded: 0,
+            forwarded_bytes: 0,
             dropped: 0,
             reordered: 0,
         }
@@ -58,6 +61,7 @@ impl Direction {
             at = self.free_at;
         }
         self.forwarded += 1;
+        self.forwarded_bytes += len as u64;
         if self.cfg.reorder > 0.0 && self.rng.chance(self.cfg.reorder) {
             self.reordered += 1;
             return Some(at);

@@ -229,6 +229,7 @@ impl PartialOrd for Due {
 #[derive(Default)]
 struct Counters {
     forwarded: AtomicU64,
+    forwarded_bytes: AtomicU64,
     dropped: AtomicU64,
     reordered: AtomicU64,
 }
@@ -257,6 +258,7 @@ async fn pump(from: Arc<tun::AsyncDevice>, to: Arc<tun::AsyncDevice>, mut dir: D
                     queue.push(Due(at, seq, buf[..n].to_vec()));
                 }
                 counters.forwarded.store(dir.forwarded, Ordering::Relaxed);
+                counters.forwarded_bytes.store(dir.forwarded_bytes, Ordering::Relaxed);
                 counters.dropped.store(dir.dropped, Ordering::Relaxed);
                 counters.reordered.store(dir.reordered, Ordering::Relaxed);
             }
@@ -300,6 +302,7 @@ fn report(args: &ImpairArgs, c: &[Arc<Counters>; 2]) {
     let get = |c: &Counters| {
         serde_json::json!({
             "forwarded": c.forwarded.load(Ordering::Relaxed),
+            "forwarded_bytes": c.forwarded_bytes.load(Ordering::Relaxed),
             "dropped": c.dropped.load(Ordering::Relaxed),
             "reordered": c.reordered.load(Ordering::Relaxed),
         })

@@ -9,11 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=${1:-16}
 SECONDS_=${2:-5}
-cargo build --release --locked -q -p corral
-CORRAL=target/release/corral
-PIN_SERVER=(); PIN_CLIENT=()
-if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 0); PIN_CLIENT=(taskset -c 1); fi
-PORT=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+source scripts/bench-lib.sh
+PORT=$(free_port)
 KEYS=$(mktemp -d)
 SERVER_PID=""
 cleanup() { [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$KEYS"; }
@@ -21,8 +18,7 @@ trap cleanup EXIT
 "$CORRAL" oscore new --server "coap://127.0.0.1:$PORT" --dir "$KEYS" -q
 "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$PORT" --credentials "$KEYS/server.json" -q >/dev/null 2>&1 &
 SERVER_PID=$!
-for _ in $(seq 1 50); do "$CORRAL" get "coap://127.0.0.1:$PORT/hello" -B 1 -q >/dev/null 2>&1 && break; sleep 0.1; done
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+wait_up "coap://127.0.0.1:$PORT/hello"
 bench() { # name [args] -> JSON line with server CPU seconds
   local name=$1; shift
   echo "== $name: corral bench coap://127.0.0.1:$PORT/hello --clients $CLIENTS --duration $SECONDS_ $*" >&2

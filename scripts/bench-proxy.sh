@@ -18,24 +18,12 @@ CLIENTS=${1:-16}
 SECONDS_=${2:-5}
 
 command -v coap-server-notls >/dev/null || scripts/install-peers.sh
-cargo build --release --locked -q -p corral
-CORRAL=target/release/corral
-PIN_PROXY=(); PIN_OTHER=()
-if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_PROXY=(taskset -c 0); PIN_OTHER=(taskset -c 1); fi
-
-free_port() { python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source scripts/bench-lib.sh
+PIN_PROXY=("${PIN_SERVER[@]}"); PIN_OTHER=("${PIN_CLIENT[@]}")
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; PIDS=(); }
 trap cleanup EXIT
 
-wait_up() { # uri
-  for _ in $(seq 1 50); do
-    if "$CORRAL" get "$1" -B 1 -q >/dev/null 2>&1; then return 0; fi
-    sleep 0.1
-  done
-  echo "$1 did not come up" >&2; exit 1
-}
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 origin_requests() { "$CORRAL" get "coap://127.0.0.1:$ORIGIN/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["requests_in"])'; }
 
 ORIGIN=$(free_port)

@@ -16,25 +16,11 @@ shift $(( $# > 2 ? 2 : $# )) || true
 EXTRA=("$@")
 
 command -v coap-server-notls >/dev/null || scripts/install-peers.sh
-cargo build --release --locked -q -p corral
-CORRAL=target/release/corral
-PIN_SERVER=(); PIN_CLIENT=()
-if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 0); PIN_CLIENT=(taskset -c 1); fi
-
-free_port() { python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source scripts/bench-lib.sh
 SERVER_PID=""
 cleanup() { if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi; }
 trap cleanup EXIT
 
-wait_up() { # port
-  for _ in $(seq 1 50); do
-    if "$CORRAL" get "coap://127.0.0.1:$1/" -B 1 -q >/dev/null 2>&1; then return 0; fi
-    sleep 0.1
-  done
-  echo "server on port $1 did not come up" >&2; exit 1
-}
-
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 bench() { # name port -> JSON line on stdout, with the server's CPU seconds added
   echo "== $1: corral bench coap://127.0.0.1:$2/ --clients $CLIENTS --duration $SECONDS_ ${EXTRA[*]:-}" >&2
@@ -49,14 +35,14 @@ bench() { # name port -> JSON line on stdout, with the server's CPU seconds adde
 PORT=$(free_port)
 "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$PORT" -q >/dev/null 2>&1 &
 SERVER_PID=$!
-wait_up "$PORT"
+wait_up "coap://127.0.0.1:$PORT/"
 CORRAL_JSON=$(bench "corral serve" "$PORT")
 cleanup; SERVER_PID=""
 
 PORT=$(free_port)
 "${PIN_SERVER[@]}" coap-server-notls -A 127.0.0.1 -p "$PORT" >/dev/null 2>&1 &
 SERVER_PID=$!
-wait_up "$PORT"
+wait_up "coap://127.0.0.1:$PORT/"
 LIBCOAP_JSON=$(bench "libcoap coap-server-notls" "$PORT")
 cleanup; SERVER_PID=""
 

@@ -361,12 +361,24 @@ fn run_pair(r: RunArgs) -> Result<(), Failure> {
             .spawn()
             .map_err(|e| Failure::other(format!("cannot start the server command: {e}")))?;
         tokio::time::sleep(r.settle).await;
-        let status = tokio::process::Command::new("ip")
+        let mut cli = tokio::process::Command::new("ip")
             .args(["netns", "exec", &ns.b])
             .args(client)
-            .status()
-            .await
+            .kill_on_drop(true)
+            .spawn()
             .map_err(|e| Failure::other(format!("cannot start the client command: {e}")))?;
+        // Ctrl-C or SIGTERM stops both programs and still removes the namespaces.
+        let status = tokio::select! {
+            s = cli.wait() => s.map_err(|e| Failure::other(format!("the client command: {e}")))?,
+            _ = crate::wait_for_signal() => {
+                let _ = cli.kill().await;
+                let _ = srv.kill().await;
+                for t in &tasks {
+                    t.abort();
+                }
+                return Err(Failure::new(ExitCode::Other, "interrupted; the namespaces are removed"));
+            }
+        };
         let _ = srv.kill().await;
         for t in tasks {
             t.abort();

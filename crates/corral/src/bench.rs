@@ -202,7 +202,7 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         Some(file) => {
             let creds = crate::credentials::Credentials::load(file)?;
             let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
-            Some(std::sync::Arc::new(std::sync::Mutex::new(dir)))
+            Some(corral_tokio::oscore::shared(crate::credentials::client_context(dir, false)?))
         }
         None => None,
     };
@@ -393,7 +393,7 @@ async fn client_loop(
     let mut bufs = socket.recv_buffers();
     let mut histogram = Histogram::new();
     let mut outstanding: Option<(RequestId, Instant)> = None;
-    let mut binding: Option<corral_oscore::RequestBinding> = None;
+    let mut binding: Option<corral_tokio::oscore::Binding> = None;
     let mut sent: u64 = 0;
     let sleep = tokio::time::sleep_until(deadline.into());
     tokio::pin!(sleep);

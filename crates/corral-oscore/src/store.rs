@@ -252,7 +252,11 @@ fn hex_bytes(s: &str) -> Option<Vec<u8>> {
 fn write_atomically(path: &Path, v: &Value) -> Result<(), Error> {
     let tmp = path.with_extension("json.tmp");
     let io = |e: std::io::Error| Error::Config(format!("{}: {e}", path.display()));
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    // Owner-only: these files hold Master Secrets and private keys.
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(io)?
+    };
     f.write_all(v.to_string().as_bytes()).map_err(io)?;
     f.sync_all().map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)?;

@@ -40,8 +40,9 @@ pub enum OscoreCommand {
 }
 
 pub const GROUP_AFTER_HELP: &str = "\
-Writes DIR/server/ and DIR/client1/ … DIR/clientN/ (settings.json: the Group ID, Sender IDs, the other
-members' credentials; secret.json: the Master Secret and the member's Ed25519 private key), and
+Writes DIR/server/ and DIR/client1/ … DIR/clientN/ (settings.json: the Group ID, Sender IDs, the
+other members' credentials; secret.json, readable by its owner only: the Master Secret and the member's
+Ed25519 private key), and
 DIR/server.json, DIR/client1.json … (credentials files). Clients send deterministic requests
 (draft-ietf-core-cacheable-oscore) with --deterministic: identical bytes for the same GET from every
 member, so a proxy in between aggregates and caches them, and the server's signed answer verifies at each.
@@ -50,8 +51,8 @@ Example:
   corral oscore group --server coap://127.0.0.1:5701 --clients 2 --dir group
   corral serve --bind 127.0.0.1:5701 --credentials group/server.json &
   corral proxy --bind 127.0.0.1:5700 &
-  corral get coap://127.0.0.1:5701/time -P coap://127.0.0.1:5700 --credentials group/client1.json --deterministic
-  corral get coap://127.0.0.1:5701/time -P coap://127.0.0.1:5700 --credentials group/client2.json --deterministic";
+  corral get coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --credentials group/client1.json --deterministic
+  corral get coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --credentials group/client2.json --deterministic";
 
 #[derive(Args, Debug)]
 pub struct GroupArgs {

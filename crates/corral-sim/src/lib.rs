@@ -13,8 +13,10 @@
 //! | [`topology`] | network descriptions, builders (star, line, grid, random geometric, layered, Table 7), routing parents |
 //! | [`sim`] | the running network: nodes, CSMA/CA MAC, fragmentation, routing, SMRF multicast, wired links |
 //! | `tcp` | TCP inside the simulator: a smoltcp stack per node that speaks CoAP over TCP |
+//! | [`app`] | programs that speak TCP or UDP themselves on a node instead of a CoAP node |
+//! | [`http`] | the HTTP baselines (seed 002): an HTTP/1.1 codec (httparse), server and client apps over TCP or UDP |
 //! | [`trace`] | records, CoAP-aware datagram records, counters, the trace hash |
-//! | [`pcap`] | pcap (LINKTYPE_RAW) writer and reader |
+//! | [`pcap`] | pcap (LINKTYPE_RAW) writer and reader: UDP with synthesised headers, TCP segments as they are |
 //! | [`workload`] | a responder device and a group client service |
 //! | [`seed`] | `SEED=` reporting and the determinism check for tests |
 //!
@@ -89,7 +91,11 @@
 //! out shorter than on the testbed's MSP430 motes, and the Wi-Fi detection and corruption probabilities are
 //! uncalibrated defaults — corral-lab's `docs/lab.md` gives calibrated values.
 
+pub mod app;
+pub mod app;
 pub mod engine;
+pub mod http;
+pub mod http;
 pub mod loss;
 pub mod pcap;
 pub mod propagation;

@@ -92,9 +92,7 @@
 //! uncalibrated defaults — corral-lab's `docs/lab.md` gives calibrated values.
 
 pub mod app;
-pub mod app;
 pub mod engine;
-pub mod http;
 pub mod http;
 pub mod loss;
 pub mod pcap;

@@ -20,6 +20,7 @@
 //! for the ETA only). See `docs/lab.md` for the scenario format and the calibration.
 #![forbid(unsafe_code)]
 
+mod baseline;
 pub mod client;
 mod emulated;
 pub mod findings;

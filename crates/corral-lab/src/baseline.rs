@@ -19,6 +19,9 @@
 //! into account) and the CPU (corral-sim has no CPU energy model; the paper's differences come from packet
 //! processing, which this cannot show).
 //!
+//! Owns: the mapping of a `[baseline]` point onto the simulator and its measurement; like `crate::run`, it
+//! never reads a clock or draws randomness of its own.
+//!
 //! Rows: one `queries.csv` row per transaction (its response time; `replies` 1 when answered); the point's
 //! goodput, energy, bytes on the air, application-layer loss and fragments in `points.csv`.
 

@@ -5,7 +5,8 @@
 //! [`App::tcp_port`]; its UDP datagrams travel like any other (same radio, MAC, fragmentation, records,
 //! pcap).
 //!
-//! Owns: the interface only. The simulator's side (attach, drive, deliver) is in `sim/apps.rs`.
+//! Owns: the interface only. The simulator's side (attach, drive, deliver) is in `sim/apps.rs`. An app must
+//! never read a clock or a global RNG: `now` comes with every call, so a run stays a function of its seed.
 
 use corral_proto::tcp::ConnId;
 use corral_proto::Instant;

@@ -12,7 +12,9 @@
 //!   requests"). A request whose response does not come within the client's timeout is lost.
 //!
 //! These are baselines for measurement, not an HTTP implementation for use: no chunked bodies, no
-//! pipelining limits, no header size limits beyond the connection buffer ([`MAX_BUFFER`]).
+//! pipelining limits, no header size limits beyond the connection buffer ([`MAX_BUFFER`]). Owns: the
+//! codec and the two apps. Must never panic on bytes a peer sends (a malformed request closes the
+//! connection or is ignored) or read a clock.
 
 use crate::app::{App, AppAction};
 use corral_proto::tcp::ConnId;

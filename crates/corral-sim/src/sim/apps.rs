@@ -1,7 +1,8 @@
 //! The simulator's side of [`App`]s: attaching one to a node, driving it (its actions out, its timer),
 //! handing it TCP news and UDP datagrams, and how big a TCP segment is on the radio.
 //!
-//! A node runs either a CoAP node (`corral_proto::Node`) or an app, not both.
+//! A node runs either a CoAP node (`corral_proto::Node`) or an app, not both. Must never let an app see
+//! another node's traffic or act outside the instant it is called at.
 
 use super::{Ev, Sim};
 use crate::app::{App, AppAction};

@@ -7,7 +7,7 @@
 use corral_proto::Instant;
 use corral_sim::http::{HttpClient, HttpServer, HttpTransport};
 use corral_sim::pcap;
-use corral_sim::seed::with_seed;
+use corral_sim::seed::{for_seeds, with_seed};
 use corral_sim::{NodeId, NodeSpec, RecordKind, Role, Sim, SimConfig, Topology, WiredSpec};
 
 fn wired(loss: f64) -> Topology {
@@ -38,8 +38,12 @@ fn client(sim: &Sim) -> &HttpClient {
 
 #[test]
 fn every_transport_completes_on_a_clean_link() {
+    for_seeds(&[1], every_transport_with);
+}
+
+fn every_transport_with(seed: u64) {
     for t in [HttpTransport::Tcp, HttpTransport::Persistent, HttpTransport::Udp] {
-        let sim = run(&wired(0.0), 1, t, 300, 10);
+        let sim = run(&wired(0.0), seed, t, 300, 10);
         let c = client(&sim);
         assert_eq!(c.answered(), 10, "{t:?}");
         assert!(c.transactions.iter().all(|x| x.body == 300), "{t:?}");
@@ -92,10 +96,12 @@ fn a_transfer_completes_under_loss_with_retransmissions_in_the_counter_and_the_t
 
 #[test]
 fn http_over_udp_loses_what_the_link_loses() {
-    let sim = run(&wired(0.2), 3, HttpTransport::Udp, 100, 50);
-    let c = client(&sim);
-    assert!(c.done());
-    assert!(c.answered() < 50 && c.answered() > 20, "about (1 − 0.2)² of 50: {}", c.answered());
+    for_seeds(&[3], |seed| {
+        let sim = run(&wired(0.2), seed, HttpTransport::Udp, 100, 50);
+        let c = client(&sim);
+        assert!(c.done());
+        assert!(c.answered() < 50 && c.answered() > 20, "about (1 − 0.2)² of 50: {}", c.answered());
+    });
 }
 
 fn sum16(mut acc: u32, b: &[u8]) -> u32 {
@@ -127,8 +133,12 @@ fn check_ipv6_tcp(p: &[u8]) -> &[u8] {
 
 #[test]
 fn the_pcap_is_ipv6_tcp_with_http_inside() {
+    with_seed(5, pcap_check);
+}
+
+fn pcap_check(seed: u64) {
     // Over one IEEE 802.15.4 hop, a 500-byte body is fragmented; the pcap has the whole IP packets.
-    let mut sim = run(&Topology::star(1), 5, HttpTransport::Persistent, 500, 3);
+    let mut sim = run(&Topology::star(1), seed, HttpTransport::Persistent, 500, 3);
     assert_eq!(client(&sim).answered(), 3);
     let frags = sim.records().iter().filter(|r| r.kind == RecordKind::FrameSent && r.frags > 1).count();
     assert!(frags > 0, "the response needs 6LoWPAN fragments");

@@ -143,6 +143,7 @@ pub(crate) fn run(em: &EmulatedSpec, index: usize, seed: u64) -> Result<TracedPo
         tbt_ms: f64::NAN,
         ttd_ms: f64::NAN,
         throughput,
+        baseline: Default::default(),
     };
     let result = PointResult {
         queries: vec![query],

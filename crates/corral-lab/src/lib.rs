@@ -10,6 +10,7 @@
 //! | [`scenario`] | the TOML scenario format, the built-in scenarios, sweep points |
 //! | [`run`] | one point end to end: network, EM, devices, the client's queries, counters |
 //! | [`client`] | the client service on the wired host that measures response times |
+//! | `baseline` | seed 002's points: CoAP against corral-sim's HTTP baselines over one 802.15.4 hop, energy and bytes from the frame records |
 //! | [`sweep`] | points on threads, shards, merging shards |
 //! | [`results`] | the aggregates of a point, the metrics a figure plots, number formatting |
 //! | [`report`] | CSV (raw and aggregates), figures, HTML, `summary.txt`, `summary.json` |
@@ -20,6 +21,7 @@
 //! for the ETA only). See `docs/lab.md` for the scenario format and the calibration.
 #![forbid(unsafe_code)]
 
+mod baseline;
 pub mod client;
 mod emulated;
 pub mod findings;

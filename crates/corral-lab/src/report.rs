@@ -142,13 +142,13 @@ pub fn points_csv(d: &RunData) -> String {
     let mut s = header(
         &d.axes(),
         "point",
-        "seed,created,create_ms,avg_hops,max_hops,frames,mac_retries,busy_ccas,coap_retx,drops_interference,drops_collision,drops_mac,drops_cpu,max_link_frames,max_link,max_node_frames,max_node,events,window_s,staleness_mean,staleness_max,nrp,tbt_ms,ttd_ms,throughput",
+        "seed,created,create_ms,avg_hops,max_hops,frames,mac_retries,busy_ccas,coap_retx,drops_interference,drops_collision,drops_mac,drops_cpu,max_link_frames,max_link,max_node_frames,max_node,events,window_s,staleness_mean,staleness_max,nrp,tbt_ms,ttd_ms,throughput,goodput,energy_mj,air_bytes,dgram_loss,frags",
     );
     for r in &d.results {
         let p = &r.point;
         let _ = writeln!(
             s,
-            "{}{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{}{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             p.point,
             d.axis_cells(p.point),
             p.seed,
@@ -175,7 +175,12 @@ pub fn points_csv(d: &RunData) -> String {
             fixed(p.nrp, 0),
             fixed(p.tbt_ms, 3),
             fixed(p.ttd_ms, 3),
-            fixed(p.throughput, 3)
+            fixed(p.throughput, 3),
+            fixed(p.baseline.goodput, 3),
+            fixed(p.baseline.energy_mj, 5),
+            fixed(p.baseline.air_bytes, 2),
+            fixed(p.baseline.dgram_loss, 5),
+            fixed(p.baseline.frags, 0)
         );
     }
     s
@@ -319,6 +324,13 @@ pub fn read_results(dir: &Path) -> Result<Vec<PointResult>, String> {
             tbt_ms: float(&row, "tbt_ms").unwrap_or(f64::NAN),
             ttd_ms: float(&row, "ttd_ms").unwrap_or(f64::NAN),
             throughput: float(&row, "throughput").unwrap_or(f64::NAN),
+            baseline: crate::run::BaselineFacts {
+                goodput: float(&row, "goodput").unwrap_or(f64::NAN),
+                energy_mj: float(&row, "energy_mj").unwrap_or(f64::NAN),
+                air_bytes: float(&row, "air_bytes").unwrap_or(f64::NAN),
+                dgram_loss: float(&row, "dgram_loss").unwrap_or(f64::NAN),
+                frags: float(&row, "frags").unwrap_or(f64::NAN),
+            },
         };
         by_point.insert(point.point, PointResult { queries: Vec::new(), point, links: Vec::new(), nodes: Vec::new() });
     }

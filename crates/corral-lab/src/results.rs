@@ -54,10 +54,16 @@ pub enum Metric {
     Ttd,
     /// `[emulated]` (seed 004): bytes per second through the link.
     Throughput,
+    /// `[baseline]` (seed 002): response bytes per second, server radio energy per transaction (mJ),
+    /// bytes on the air per transaction, answered requests (%).
+    Goodput,
+    Energy,
+    AirBytes,
+    Answered,
 }
 
 impl Metric {
-    pub const ALL: [(&'static str, Metric); 13] = [
+    pub const ALL: [(&'static str, Metric); 17] = [
         ("response_time", Metric::ResponseTime),
         ("response_time_per_member", Metric::ResponseTimePerMember),
         ("member_reliability", Metric::MemberReliability),
@@ -71,6 +77,10 @@ impl Metric {
         ("tbt", Metric::Tbt),
         ("ttd", Metric::Ttd),
         ("throughput", Metric::Throughput),
+        ("goodput", Metric::Goodput),
+        ("energy", Metric::Energy),
+        ("air_bytes", Metric::AirBytes),
+        ("answered", Metric::Answered),
     ];
 
     pub fn parse(s: &str) -> Result<Metric, String> {
@@ -94,6 +104,10 @@ impl Metric {
             Metric::Tbt => "total blocking time, TBT (s)",
             Metric::Ttd => "total transmission delay, TTD (s)",
             Metric::Throughput => "throughput (bytes/s through the link)",
+            Metric::Goodput => "goodput (response body bytes/s)",
+            Metric::Energy => "server radio energy per transaction (mJ)",
+            Metric::AirBytes => "bytes on the air per transaction",
+            Metric::Answered => "requests answered (%)",
         }
     }
 
@@ -117,6 +131,10 @@ impl Metric {
             Metric::Tbt => (a.tbt_ms / 1000.0, None),
             Metric::Ttd => (a.ttd_ms / 1000.0, None),
             Metric::Throughput => (a.throughput, None),
+            Metric::Goodput => (a.baseline.goodput, None),
+            Metric::Energy => (a.baseline.energy_mj, None),
+            Metric::AirBytes => (a.baseline.air_bytes, None),
+            Metric::Answered => (a.member_reliability, None),
         }
     }
 }
@@ -151,6 +169,7 @@ pub struct Aggregate {
     pub tbt_ms: f64,
     pub ttd_ms: f64,
     pub throughput: f64,
+    pub baseline: crate::run::BaselineFacts,
     pub avg_hops: f64,
     pub max_hops: u32,
     pub created: bool,
@@ -186,6 +205,7 @@ pub fn aggregate(p: &PointRow, queries: &[&QueryRow]) -> Aggregate {
         tbt_ms: p.tbt_ms,
         ttd_ms: p.ttd_ms,
         throughput: p.throughput,
+        baseline: p.baseline,
         avg_hops: p.avg_hops,
         max_hops: p.max_hops,
         created: p.created,

@@ -89,6 +89,36 @@ pub struct PointRow {
     pub ttd_ms: f64,
     /// An `[emulated]` point (seed 004): bytes through the link per second, both ways (NaN elsewhere).
     pub throughput: f64,
+    /// A `[baseline]` point (seed 002; NaN elsewhere).
+    pub baseline: BaselineFacts,
+}
+
+/// What a `[baseline]` point (seed 002: CoAP against HTTP) measures beyond response times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BaselineFacts {
+    /// Response body bytes received per second of the run.
+    pub goodput: f64,
+    /// Radio energy of the server mote per answered transaction, mJ (TX and RX airtime × CC2420 currents).
+    pub energy_mj: f64,
+    /// Bytes on the air per answered transaction, both ways: every data frame (MAC retries included) and
+    /// MAC ACK, PHY headers included.
+    pub air_bytes: f64,
+    /// Share of the server's datagrams that never arrived (application-layer loss, Table 4's `C_f`).
+    pub dgram_loss: f64,
+    /// IEEE 802.15.4 frames of one response datagram (its 6LoWPAN fragments).
+    pub frags: f64,
+}
+
+impl Default for BaselineFacts {
+    fn default() -> BaselineFacts {
+        BaselineFacts {
+            goodput: f64::NAN,
+            energy_mj: f64::NAN,
+            air_bytes: f64::NAN,
+            dgram_loss: f64::NAN,
+            frags: f64::NAN,
+        }
+    }
 }
 
 /// Frames on one directed link during the query phase: a row of `links.csv`.
@@ -353,6 +383,9 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
     if let Some(em) = &s.emulated {
         return crate::emulated::run(em, index, seed);
     }
+    if let Some(b) = &s.baseline {
+        return crate::baseline::run(b, index, seed, record);
+    }
     let net = build_network(s)?;
     let mut cfg = SimConfig::new(seed);
     cfg.record = record;
@@ -582,6 +615,7 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         tbt_ms: f64::NAN,
         ttd_ms: f64::NAN,
         throughput: f64::NAN,
+        baseline: BaselineFacts::default(),
     };
     Ok(TracedPoint { result: PointResult { queries, point, links, nodes }, sim: d.sim, network: net, client })
 }

@@ -112,6 +112,7 @@ pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: b
         tbt_ms: m.tbt_ms,
         ttd_ms: if m.done { m.ttd_ms } else { f64::NAN },
         throughput: f64::NAN,
+        baseline: Default::default(),
     };
     // The one link, both ways, and its two ends, in datagrams (a wired link has no radio frames).
     let stats = |i: usize| sim.node(NodeId(i as u32)).map(|n| n.endpoint().stats()).unwrap_or_default();

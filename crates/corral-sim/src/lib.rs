@@ -12,9 +12,11 @@
 //! | [`propagation`] | received power per link (log-distance path loss, log-normal shadowing) for capture |
 //! | [`topology`] | network descriptions, builders (star, line, grid, random geometric, layered, Table 7), routing parents |
 //! | [`sim`] | the running network: nodes, CSMA/CA MAC, fragmentation, routing, SMRF multicast, wired links |
-//! | `tcp` | TCP inside the simulator: a smoltcp stack per node that speaks CoAP over TCP |
+//! | `tcp` | TCP inside the simulator: a smoltcp stack per node that speaks CoAP over TCP or runs an app's HTTP |
+//! | [`app`] | programs that speak TCP or UDP themselves on a node instead of a CoAP node |
+//! | [`http`] | the HTTP baselines (seed 002): an HTTP/1.1 codec (httparse), server and client apps over TCP or UDP |
 //! | [`trace`] | records, CoAP-aware datagram records, counters, the trace hash |
-//! | [`pcap`] | pcap (LINKTYPE_RAW) writer and reader |
+//! | [`pcap`] | pcap (LINKTYPE_RAW) writer and reader: UDP with synthesised headers, TCP segments as they are |
 //! | [`workload`] | a responder device and a group client service |
 //! | [`seed`] | `SEED=` reporting and the determinism check for tests |
 //!
@@ -69,7 +71,8 @@
 //! - **Wi-Fi as an on/off burst process**: individual Wi-Fi frames as energy bursts with DCF spacing; its
 //!   load maps to airtime as documented in [`loss`]. The detection and corruption probabilities are knobs the
 //!   lab calibrates against seed 000's curves; the defaults are not calibrated.
-//! - **Datagram-level pcap at the source**: one packet per `Transmit`, with synthesised IPv6/UDP headers,
+//! - **Datagram-level pcap at the source**: one packet per `Transmit`, with synthesised IPv6/UDP headers
+//!   (a TCP segment as the IPv6 packet smoltcp made),
 //!   so Wireshark shows exactly the CoAP exchanges (retransmissions included) on the virtual clock.
 //!
 //! ## Limitations
@@ -89,7 +92,9 @@
 //! out shorter than on the testbed's MSP430 motes, and the Wi-Fi detection and corruption probabilities are
 //! uncalibrated defaults — corral-lab's `docs/lab.md` gives calibrated values.
 
+pub mod app;
 pub mod engine;
+pub mod http;
 pub mod loss;
 pub mod pcap;
 pub mod propagation;

@@ -59,6 +59,10 @@ pub enum LinkModel {
     GilbertElliott { p_gb: f64, p_bg: f64, loss_good: f64, loss_bad: f64 },
     /// SNR-driven loss under Rayleigh fading (seed 002 Eqs. (1)-(2)); `snr_db` is the average per-bit SNR.
     Snr { snr_db: f64 },
+    /// Eq. (1) with a given symbol error rate: a frame of `m` bytes is lost with `1 − (1 − ser)^{2m}`. For
+    /// seed 002's Table 4, whose SNRs Eqs. (1)-(2) do not reproduce: [`snr::table4_symbol_error_rate`]
+    /// reads the symbol error rate back from the table's unfragmented column.
+    SymbolErrors { ser: f64 },
 }
 
 /// Why a frame was lost by a link model.
@@ -99,6 +103,9 @@ impl LinkModel {
             LinkModel::Snr { snr_db } => {
                 rng.chance(snr::frame_error_rate(snr::db_to_linear(snr_db), phy_bytes)).then_some(ModelLoss::Snr)
             }
+            LinkModel::SymbolErrors { ser } => {
+                rng.chance(snr::frame_error_rate_of_ser(ser, phy_bytes)).then_some(ModelLoss::Snr)
+            }
         }
     }
 
@@ -112,6 +119,7 @@ impl LinkModel {
                 pi_bad * loss_bad + (1.0 - pi_bad) * loss_good
             }
             LinkModel::Snr { snr_db } => snr::frame_error_rate(snr::db_to_linear(snr_db), phy_bytes),
+            LinkModel::SymbolErrors { ser } => snr::frame_error_rate_of_ser(ser, phy_bytes),
         }
     }
 }
@@ -139,6 +147,42 @@ pub mod snr {
     /// Eq. (1): frame error rate of an `m`-byte frame (2 symbols per byte).
     pub fn frame_error_rate(gamma: f64, m: usize) -> f64 {
         1.0 - (1.0 - symbol_error_rate(gamma)).powf(2.0 * m as f64)
+    }
+
+    /// Eq. (1) for a symbol error rate `ser`.
+    pub fn frame_error_rate_of_ser(ser: f64, m: usize) -> f64 {
+        1.0 - (1.0 - ser).powf(2.0 * m as f64)
+    }
+
+    /// Seed 002 Table 4, as legible in the OCR: the application-layer loss `C_f` (%) of a datagram of `f`
+    /// full frames (133 B with the PHY header), `f` = 1..12, at SNR 2.5, 2, 1.5 and 1 dB.
+    pub const TABLE4_SNR_DB: [f64; 4] = [2.5, 2.0, 1.5, 1.0];
+    pub const TABLE4: [[f64; 4]; 12] = [
+        [1.23, 5.20, 16.78, 39.64],
+        [2.05, 7.91, 22.82, 47.82],
+        [2.59, 9.33, 24.99, 49.51],
+        [2.96, 10.08, 25.77, 49.86],
+        [3.20, 10.46, 26.06, 49.94],
+        [3.37, 10.67, 26.16, 49.95],
+        [3.47, 10.77, 26.19, 49.95],
+        [3.55, 10.83, 26.21, 49.95],
+        [3.59, 10.86, 26.21, 49.95],
+        [3.63, 10.87, 26.21, 49.95],
+        [3.65, 10.88, 26.21, 49.95],
+        [3.66, 10.88, 26.21, 49.95],
+    ];
+
+    /// Table 4's `C_f` (a fraction) at `snr_db` (one of [`TABLE4_SNR_DB`]) for `f` fragments (1..=12).
+    pub fn table4(snr_db: f64, f: usize) -> Option<f64> {
+        let col = TABLE4_SNR_DB.iter().position(|s| (s - snr_db).abs() < 1e-9)?;
+        Some(TABLE4.get(f.checked_sub(1)?)?[col] / 100.0)
+    }
+
+    /// The symbol error rate that gives Table 4's unfragmented loss at `snr_db`: `P = C₁^{1/(r+1)}` (Eq. (3)
+    /// backwards, `r` = 3 MAC retransmissions), then `S = 1 − (1 − P)^{1/(2·133)}` (Eq. (1) backwards).
+    pub fn table4_symbol_error_rate(snr_db: f64) -> Option<f64> {
+        let p = table4(snr_db, 1)?.powf(0.25);
+        Some(1.0 - (1.0 - p).powf(1.0 / 266.0))
     }
 
     /// Eq. (3): loss after `r` MAC retransmissions of a frame with error rate `p`.
@@ -336,6 +380,17 @@ mod tests {
         assert!((snr::fragmented_loss_seed(c, p, 12) - 0.4995).abs() < 5e-4);
         // Independent fragments lose more.
         assert!(snr::fragmented_loss_independent(c, 2) > snr::fragmented_loss_seed(c, p, 2));
+    }
+
+    #[test]
+    fn table4_read_backwards_gives_its_unfragmented_column() {
+        for s in snr::TABLE4_SNR_DB {
+            let ser = snr::table4_symbol_error_rate(s).unwrap();
+            let p = LinkModel::SymbolErrors { ser }.mean_loss(133);
+            assert!((snr::mac_loss(p, 3) - snr::table4(s, 1).unwrap()).abs() < 1e-9, "{s} dB");
+        }
+        assert_eq!(snr::table4(3.0, 1), None);
+        assert_eq!(snr::table4(1.0, 13), None);
     }
 
     #[test]

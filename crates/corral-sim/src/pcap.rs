@@ -3,8 +3,9 @@
 //! # What it owns
 //! The classic libpcap file format (magic `0xa1b2c3d4`, version 2.4, microsecond timestamps) with link type
 //! `LINKTYPE_RAW` (101): every packet is a bare IP packet, IPv4 or IPv6 by its version nibble, so Wireshark
-//! dissects the UDP and the CoAP inside (port 5683). The simulator carries only UDP payloads, so this module
-//! synthesises the IP and UDP headers: correct lengths, hop limit 64, the UDP checksum computed over the
+//! dissects the UDP and the CoAP inside (port 5683), and TCP segments (written as the whole IPv6 packets
+//! the simulator's TCP stack made, [`PcapWriter::write_raw`]) with HTTP on port 80. For UDP (the simulator
+//! carries only the payloads) this module synthesises the IP and UDP headers: correct lengths, hop limit 64, the UDP checksum computed over the
 //! IPv6 pseudo-header (RFC 8200 §8.1; mandatory for IPv6), and for IPv4 a correct header checksum and a zero
 //! UDP checksum (allowed by RFC 768). Timestamps are the virtual clock. It never reads a clock.
 
@@ -41,6 +42,18 @@ impl<W: Write> PcapWriter<W> {
     pub fn write_udp(&mut self, at: Instant, src: SocketAddr, dst: SocketAddr, payload: &[u8]) -> io::Result<()> {
         self.buf.clear();
         udp_packet(&mut self.buf, src, dst, payload);
+        self.write_buf(at)
+    }
+
+    /// Writes one whole IP packet as it is (a TCP segment of the simulator's TCP stack, whose IPv6 and TCP
+    /// headers and checksums smoltcp made).
+    pub fn write_raw(&mut self, at: Instant, packet: &[u8]) -> io::Result<()> {
+        self.buf.clear();
+        self.buf.extend_from_slice(packet);
+        self.write_buf(at)
+    }
+
+    fn write_buf(&mut self, at: Instant) -> io::Result<()> {
         let us = at.as_micros();
         let mut rec = [0u8; 16];
         rec[0..4].copy_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
@@ -143,8 +156,24 @@ pub struct PcapPacket {
     pub checksum_ok: bool,
 }
 
-/// Reads a `LINKTYPE_RAW` pcap of UDP packets as written by [`PcapWriter`]. `None` on anything else.
+/// Reads a `LINKTYPE_RAW` pcap of UDP packets as written by [`PcapWriter`], skipping TCP segments (see
+/// [`read_raw`]). `None` on anything else.
 pub fn read(bytes: &[u8]) -> Option<Vec<PcapPacket>> {
+    let mut out = Vec::new();
+    for (at, pkt) in read_raw(bytes)? {
+        let tcp = match pkt.first()? >> 4 {
+            6 => pkt.get(6) == Some(&6),
+            _ => pkt.get(9) == Some(&6),
+        };
+        if !tcp {
+            out.push(parse_ip_udp(at, &pkt)?);
+        }
+    }
+    Some(out)
+}
+
+/// Every packet of a `LINKTYPE_RAW` pcap with its timestamp, as bytes.
+pub fn read_raw(bytes: &[u8]) -> Option<Vec<(Instant, Vec<u8>)>> {
     if bytes.len() < 24 || bytes[0..4] != 0xa1b2_c3d4u32.to_le_bytes() {
         return None;
     }
@@ -161,7 +190,7 @@ pub fn read(bytes: &[u8]) -> Option<Vec<PcapPacket>> {
         let pkt = bytes.get(pos + 16..pos + 16 + len)?;
         pos += 16 + len;
         let at = Instant::from_micros(secs * 1_000_000 + usecs);
-        out.push(parse_ip_udp(at, pkt)?);
+        out.push((at, pkt.to_vec()));
     }
     Some(out)
 }

@@ -64,6 +64,10 @@
 //! seconds (IPv6 + UDP headers, Ethernet header and FCS), then arrives after the propagation delay; optional
 //! independent loss.
 
+mod apps;
+
+use apps::radio_len;
+
 use crate::engine::EventQueue;
 use crate::loss::{BurstProcess, Interferer, LinkModel, LinkState, ModelLoss, Reach};
 use crate::pcap::PcapWriter;
@@ -254,6 +258,8 @@ struct SimNode {
     role: Role,
     position: Option<(f64, f64)>,
     proto: Option<Box<Node>>,
+    /// A program that speaks TCP or UDP itself instead of `proto` (the HTTP baselines; see `sim/apps.rs`).
+    app: Option<Box<dyn crate::app::App>>,
     /// The node's TCP stack, made when it first speaks CoAP over TCP (see `crate::tcp`).
     tcp: Option<Box<crate::tcp::TcpHost>>,
     timer_at: Option<Instant>,
@@ -443,6 +449,7 @@ impl Sim {
                 role: spec.role,
                 position: spec.position,
                 proto: None,
+                app: None,
                 tcp: None,
                 timer_at: None,
                 radio,
@@ -945,6 +952,9 @@ impl Sim {
 
     /// Drains a node's outputs after an input and re-arms its timer.
     fn drain(&mut self, i: u32, after_timeout: bool) {
+        if self.nodes[i as usize].app.is_some() {
+            return self.drain_app(i, after_timeout);
+        }
         let now = self.now();
         loop {
             let Some(node) = self.nodes[i as usize].proto.as_deref_mut() else { return };
@@ -1000,7 +1010,8 @@ impl Sim {
         let now = self.now();
         let addr = self.nodes[i as usize].addr;
         let seed = self.cfg.seed ^ (0x7c9_0000_0000 + u64::from(i));
-        self.nodes[i as usize].tcp.get_or_insert_with(|| Box::new(crate::tcp::TcpHost::new(addr, COAP_PORT, seed, now)))
+        let port = self.nodes[i as usize].app.as_ref().map_or(COAP_PORT, |a| a.tcp_port());
+        self.nodes[i as usize].tcp.get_or_insert_with(|| Box::new(crate::tcp::TcpHost::new(addr, port, seed, now)))
     }
 
     /// Runs node `i`'s TCP stack: sends its packets, hands its news to the node. Whether anything happened.
@@ -1018,6 +1029,10 @@ impl Sim {
                 Err(_) => continue,
             };
             self.submit(i, SocketAddr::new(dst, crate::tcp::RAW_IP_PORT), p);
+        }
+        if self.nodes[i as usize].app.is_some() {
+            self.tcp_news_to_app(i, now, news);
+            return busy;
         }
         let Some(node) = self.nodes[i as usize].proto.as_deref_mut() else { return busy };
         for n in news {
@@ -1055,20 +1070,29 @@ impl Sim {
 
     /// A node's `Transmit`: a new datagram.
     fn submit(&mut self, i: u32, dst: SocketAddr, payload: Vec<u8>) {
+        self.submit_from(i, COAP_PORT, dst, payload);
+    }
+
+    /// [`Sim::submit`] from the node's port `sport`.
+    fn submit_from(&mut self, i: u32, sport: u16, dst: SocketAddr, payload: Vec<u8>) {
         let now = self.now();
-        let src = SocketAddr::new(self.nodes[i as usize].addr, COAP_PORT);
+        let src = SocketAddr::new(self.nodes[i as usize].addr, sport);
         let id = DatagramId(self.next_dgram);
         self.next_dgram += 1;
         if let Some(p) = &mut self.pcap {
+            // A TCP segment is already a whole IP packet: captured as it is, not wrapped in UDP.
+            let raw = dst.port() == crate::tcp::RAW_IP_PORT;
             let _ = match p {
+                PcapSink::Memory(w) if raw => w.write_raw(now, &payload),
+                PcapSink::Writer(w) if raw => w.write_raw(now, &payload),
                 PcapSink::Memory(w) => w.write_udp(now, src, dst, &payload),
                 PcapSink::Writer(w) => w.write_udp(now, src, dst, &payload),
             };
         }
         if self.cfg.record {
             let broadcast = dst.ip().is_multicast();
-            let layout =
-                self.nodes[i as usize].radio.as_ref().and_then(|_| self.cfg.radio.layout(payload.len(), broadcast));
+            let len = radio_len(dst, payload.len());
+            let layout = self.nodes[i as usize].radio.as_ref().and_then(|_| self.cfg.radio.layout(len, broadcast));
             self.datagrams.push(DatagramInfo {
                 id,
                 at: now,
@@ -1196,6 +1220,9 @@ impl Sim {
 
     fn hand_to_node(&mut self, at: u32, dg: &Dgram) {
         let now = self.now();
+        if self.nodes[at as usize].app.is_some() {
+            return self.datagram_to_app(at, dg.src, dg.dst, &dg.payload);
+        }
         if dg.dst.port() == crate::tcp::RAW_IP_PORT {
             // A TCP segment: to the node's TCP stack (made now if this is the first one).
             if self.nodes[at as usize].proto.is_some() {
@@ -1275,7 +1302,7 @@ impl Sim {
     }
 
     fn enqueue(&mut self, at: u32, next: Option<u32>, dg: DgramRef, hops: u8) {
-        let Some(layout) = self.cfg.radio.layout(dg.payload.len(), next.is_none()) else {
+        let Some(layout) = self.cfg.radio.layout(radio_len(dg.dst, dg.payload.len()), next.is_none()) else {
             return self.drop_dgram(at, &dg, DropReason::TooBig, hops);
         };
         let cap = self.cfg.radio.queue_capacity;

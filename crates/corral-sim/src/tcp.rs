@@ -4,7 +4,7 @@
 //! simulated network (which carries the IP packets smoltcp emits as datagrams to port 0, framed like any
 //! other datagram of their size).
 //!
-//! Owns: the mapping of the node's connections to smoltcp sockets, a listening socket on the node's CoAP
+//! Owns: the mapping of the node's connections to smoltcp sockets, listening sockets (made when a SYN from a new peer arrives) on the node's CoAP or app
 //! port, and the count of TCP segments sent again (a segment whose data was sent before on its flow).
 
 use corral_proto::tcp::ConnId;
@@ -90,6 +90,10 @@ pub(crate) struct TcpHost {
     connecting: HashMap<SocketHandle, SocketAddr>,
     /// Bytes the node wrote that the socket had no room for yet.
     unsent: HashMap<ConnId, VecDeque<u8>>,
+    /// Connections to close once their unsent bytes are in the socket (a close right after a write).
+    closing: std::collections::HashSet<ConnId>,
+    /// Connections whose close the node has heard of, still finishing their close handshake.
+    closed_told: std::collections::HashSet<ConnId>,
     next_conn: u64,
     next_port: u16,
     /// Highest sequence number (end of data) sent per flow, to recognise segments sent again.
@@ -128,7 +132,7 @@ impl TcpHost {
             // Prefix 0: every destination is on the link; the simulator routes the packets.
             let _ = a.push(IpCidr::new(ip(addr), 0));
         });
-        let mut h = TcpHost {
+        let h = TcpHost {
             iface,
             dev,
             sockets: SocketSet::new(Vec::new()),
@@ -138,13 +142,14 @@ impl TcpHost {
             by_conn: HashMap::new(),
             connecting: HashMap::new(),
             unsent: HashMap::new(),
+            closing: std::collections::HashSet::new(),
+            closed_told: std::collections::HashSet::new(),
             next_conn: 1 << 40,
             next_port: 49152,
             sent_up_to: HashMap::new(),
             retransmitted_segments: 0,
             news: VecDeque::new(),
         };
-        h.listen();
         h
     }
 
@@ -181,18 +186,50 @@ impl TcpHost {
 
     /// The node writes `bytes` to `conn`.
     pub(crate) fn send(&mut self, conn: ConnId, bytes: &[u8]) {
+        if self.closed_told.contains(&conn) {
+            return;
+        }
         self.unsent.entry(conn).or_default().extend(bytes);
     }
 
     pub(crate) fn close(&mut self, conn: ConnId) {
+        if self.unsent.get(&conn).is_some_and(|b| !b.is_empty()) {
+            // The bytes written before the close go first (smoltcp takes no data after close()).
+            self.closing.insert(conn);
+            return;
+        }
         if let Some(&h) = self.by_conn.get(&conn) {
             self.sockets.get_mut::<tcp::Socket>(h).close();
         }
     }
 
-    /// An IP packet from the network.
+    /// An IP packet from the network. A SYN to the listening port from a peer this stack has no socket for
+    /// gets a listening socket first: listeners are made on demand, so that a SYN sent again for a
+    /// connection in progress always reaches that connection's socket and never a spare listener (which
+    /// would answer it with a second SYN-ACK of another sequence number, and the peer would reset both).
     pub(crate) fn receive(&mut self, packet: &[u8]) {
+        if self.listener.is_none() {
+            if let Some(peer) = self.new_syn(packet) {
+                let known = self.conns.keys().any(|&h| {
+                    self.sockets.get::<tcp::Socket>(h).remote_endpoint().is_some_and(|e| (e.addr, e.port) == peer)
+                });
+                if !known {
+                    self.listen();
+                }
+            }
+        }
         self.dev.rx.push_back(packet.to_vec());
+    }
+
+    /// The sender of a SYN (without ACK) to the listening port.
+    fn new_syn(&self, packet: &[u8]) -> Option<(IpAddress, u16)> {
+        let ipp = Ipv6Packet::new_checked(packet).ok()?;
+        if ipp.next_header() != IpProtocol::Tcp {
+            return None;
+        }
+        let t = TcpPacket::new_checked(ipp.payload()).ok()?;
+        (t.syn() && !t.ack() && t.dst_port() == self.listen_port)
+            .then(|| (IpAddress::Ipv6(ipp.src_addr()), t.src_port()))
     }
 
     /// Runs the stack at `now`: feeds written bytes into the sockets, processes packets and timers, and
@@ -240,6 +277,13 @@ impl TcpHost {
             }
         }
         self.unsent.retain(|_, b| !b.is_empty());
+        let ready: Vec<ConnId> = self.closing.iter().copied().filter(|c| !self.unsent.contains_key(c)).collect();
+        for conn in ready {
+            self.closing.remove(&conn);
+            if let Some(&h) = self.by_conn.get(&conn) {
+                self.sockets.get_mut::<tcp::Socket>(h).close();
+            }
+        }
     }
 
     /// New connections, received data, closed connections. Whether anything changed.
@@ -255,7 +299,6 @@ impl TcpHost {
                     self.by_conn.insert(conn, l);
                 }
                 self.listener = None;
-                self.listen();
                 changed = true;
             }
         }
@@ -300,15 +343,31 @@ impl TcpHost {
                 self.news.push_back(TcpNews::Data(conn, data));
                 changed = true;
             }
-            let s = self.sockets.get::<tcp::Socket>(h);
+            let s = self.sockets.get_mut::<tcp::Socket>(h);
             let announced = self.conns[&h].1;
-            if !s.is_open() || (!s.may_recv() && s.state() != tcp::State::Established && announced) {
-                if announced {
+            let peer_closed = !s.may_recv() && s.state() != tcp::State::Established;
+            if peer_closed && s.is_open() && announced && !self.closed_told.contains(&conn) {
+                // The peer closed: the node hears it now, and this end closes too (a FIN after any bytes
+                // still unsent); the socket stays until the close handshake is over, so that the peer's
+                // segments sent again are still acknowledged rather than reset.
+                self.news.push_back(TcpNews::Closed(conn));
+                self.closed_told.insert(conn);
+                if !self.unsent.contains_key(&conn) {
+                    s.close();
+                } else {
+                    self.closing.insert(conn);
+                }
+                changed = true;
+            }
+            if !s.is_open() {
+                if announced && !self.closed_told.remove(&conn) {
                     self.news.push_back(TcpNews::Closed(conn));
                 }
                 self.conns.remove(&h);
                 self.by_conn.remove(&conn);
                 self.unsent.remove(&conn);
+                self.closing.remove(&conn);
+                self.closed_told.remove(&conn);
                 self.sockets.remove(h);
                 changed = true;
             }

@@ -10,9 +10,11 @@
 //! Axes are expanded in the fixed order of [`AXES`] (the last varies fastest), whatever their order in the
 //! file, so a point's index — which `--shard` splits on — depends only on the axes and their values.
 
+mod baseline;
 mod emulated;
 mod proxy;
 mod stream;
+pub use baseline::BaselineSpec;
 pub use emulated::EmulatedSpec;
 pub use proxy::{Forwarding, ForwardingSetup, ProxyRuleSpec, ProxySpec};
 use serde::{Deserialize, Serialize};
@@ -48,6 +50,9 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("seed003-loss"),
     builtin!("seed003-buffer"),
     builtin!("seed004-throughput"),
+    builtin!("seed002-latency"),
+    builtin!("seed002-workload"),
+    builtin!("seed002-goodput"),
     builtin!("ext-repair"),
     builtin!("calibrate-cpu"),
     builtin!("calibrate-wifi"),
@@ -103,6 +108,9 @@ pub struct Scenario {
     /// Seed 004's experiment with real programs over `corral link`: see [`EmulatedSpec`].
     #[serde(default)]
     pub emulated: Option<EmulatedSpec>,
+    /// Seed 002's CoAP against HTTP baselines: see [`BaselineSpec`].
+    #[serde(default)]
+    pub baseline: Option<BaselineSpec>,
 }
 
 /// A variant of the scenario with some parameters set to wrong values, to show which verdicts depend on
@@ -493,6 +501,9 @@ pub const AXES: &[&str] = &[
     "buffer",
     "loss",
     "impairment",
+    "payload",
+    "rate",
+    "snr_db",
     "replicate",
 ];
 
@@ -605,6 +616,8 @@ pub struct Setup {
     pub stream: Option<StreamSpec>,
     /// `[emulated]`: seed 004's real-time run of this point (its duration already chosen for `--quick`).
     pub emulated: Option<EmulatedSpec>,
+    /// `[baseline]`: seed 002's run of this point (its count already chosen for `--quick`).
+    pub baseline: Option<BaselineSpec>,
 }
 
 /// How a client follows an entity's average (the `follow` axis): `"observe"`, or a number — poll every so
@@ -796,6 +809,12 @@ impl Scenario {
                 }
                 e
             }),
+            baseline: self.baseline.clone().map(|mut b| {
+                if quick {
+                    b.count = b.quick_count;
+                }
+                b
+            }),
         };
         let mut forwarding = match &self.proxy {
             Some(p) => Some(ForwardingSetup {
@@ -860,6 +879,15 @@ impl Scenario {
                         e.scheme = v.to_string();
                     } else {
                         e.impairment = v.to_string();
+                    }
+                }
+                "scheme" | "payload" | "rate" | "snr_db" if s.baseline.is_some() => {
+                    let b = s.baseline.as_mut().expect("checked");
+                    match axis.as_str() {
+                        "scheme" => b.scheme = v.to_string(),
+                        "payload" => b.payload = num()? as usize,
+                        "rate" => b.rate = num()?,
+                        _ => b.snr_db = num()?,
                     }
                 }
                 "scheme" | "buffer" | "loss" => {
@@ -941,6 +969,9 @@ impl Scenario {
         }
         if let Some(e) = &s.emulated {
             e.validate()?;
+        }
+        if let Some(b) = &s.baseline {
+            b.validate()?;
         }
         if s.ack_timeout_ms == 0 || s.ack_random_factor < 1.0 {
             return err("transmission: ack_timeout_ms > 0 and ack_random_factor ≥ 1");

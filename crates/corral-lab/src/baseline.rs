@@ -1,0 +1,269 @@
+//! Scenarios with a `[baseline]` section: seed 002's evaluation of CoAP against HTTP (TinyCoAP §6). A
+//! client on the gateway (the paper's PC behind its 6LoWPAN base station) asks a server mote one IEEE
+//! 802.15.4 hop away for `GET /test`, whose body has `payload` bytes:
+//! - `coap`: corral's endpoint on both sides (corral-sim's `Responder` and `GroupClient`): CON requests one
+//!   after the other, or NON requests at `rate` per second (§6.4 used NON for the workload);
+//! - `http-tcp`, `http-persistent`, `http-udp`: the HTTP/1.1 baselines of `corral_sim::http` over the
+//!   simulated TCP (smoltcp) or over UDP. Lab baselines, not corral features.
+//!
+//! Loss: none, or — for `snr_db` — every frame lost as seed 002's Table 4 implies: its unfragmented
+//! column `C₁` is read back through Eqs. (3) and (1) into a symbol error rate (`LinkModel::SymbolErrors`),
+//! and frames of every length are then lost by Eq. (1). The simulator then does the MAC retries (Eq. (3))
+//! and the fragmentation (Eq. (4)) itself. The paper's own Eqs. (1)-(2) with its SNRs do not give Table 4
+//! (see `corral_sim::loss`), so the table, not the SNR, is the input.
+//!
+//! Energy: the server mote's radio time transmitting and receiving frames (data and MAC ACKs, PHY headers
+//! included, 32 µs per byte at 250 kb/s) × the CC2420 datasheet currents (SWRS041: RX 18.8 mA, TX 17.4 mA
+//! at 0 dBm) × 3 V, per answered transaction. Like the paper's measurement, it leaves out idle listening
+//! (no duty cycling; §6.3: "the energy wasted by the radio chip for listening the channel" is not taken
+//! into account) and the CPU (corral-sim has no CPU energy model; the paper's differences come from packet
+//! processing, which this cannot show).
+//!
+//! Owns: the mapping of a `[baseline]` point onto the simulator and its measurement; like `crate::run`, it
+//! never reads a clock or draws randomness of its own.
+//!
+//! Rows: one `queries.csv` row per transaction (its response time; `replies` 1 when answered); the point's
+//! goodput, energy, bytes on the air, application-layer loss and fragments in `points.csv`.
+
+use crate::client::Exchange;
+use crate::run::{query_row, BaselineFacts, LinkRow, Network, NodeRow, PointResult, PointRow, QueryRow, TracedPoint};
+use crate::scenario::BaselineSpec;
+use corral_proto::wire::Code;
+use corral_proto::{Duration, Endpoint, Instant, Node, SendParams};
+use corral_sim::http::{HttpClient, HttpServer, HttpTransport, HTTP_PORT};
+use corral_sim::loss::snr;
+use corral_sim::workload::{GroupClient, Pacing, Responder};
+use corral_sim::{LinkModel, NodeId, RecordKind, Sim, SimConfig, Topology};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+
+/// CC2420 (TelosB) datasheet figures: receive current, transmit current at 0 dBm (mA), supply (V).
+pub const CC2420_RX_MA: f64 = 18.8;
+pub const CC2420_TX_MA: f64 = 17.4;
+pub const SUPPLY_V: f64 = 3.0;
+/// Airtime of a byte at 250 kb/s, s.
+const BYTE_S: f64 = 32e-6;
+/// An Imm-ACK frame on the air (5 B MPDU + 6 B PHY).
+const ACK_BYTES: u64 = 11;
+
+/// One transaction: sent, answered (if it was) and body bytes.
+type Tx = (Instant, Option<Instant>, usize);
+
+/// Runs one point; `record` is ignored (the records are always kept: energy is computed from them).
+pub(crate) fn run(b: &BaselineSpec, index: usize, seed: u64, _record: bool) -> Result<TracedPoint, String> {
+    let topo = Topology::star(1);
+    let mut cfg = SimConfig::new(seed);
+    cfg.record = true;
+    let mut sim = Sim::from_topology(cfg, &topo);
+    if b.snr_db != 0.0 {
+        let ser = snr::table4_symbol_error_rate(b.snr_db).ok_or("snr_db is not one of Table 4's")?;
+        sim.set_all_link_models(LinkModel::SymbolErrors { ser });
+    }
+    let (client, server) = (NodeId(0), NodeId(1));
+    let limit = Instant::ZERO + Duration::from_secs(b.limit_s);
+    let interval = (b.rate > 0.0).then(|| Duration::from_micros((1e6 / b.rate).round() as u64));
+    let mut handle = None;
+    let txs: Vec<Tx> = if b.scheme == "coap" {
+        let mut sc = sim.endpoint_config(server);
+        sc.params.ack_timeout = Duration::from_millis(b.ack_timeout_ms);
+        let mut s = Node::new(Endpoint::new(sc));
+        s.mount("test", Responder::new(vec![b'x'; b.payload]));
+        sim.attach(server, s);
+        let mut cc = sim.endpoint_config(client);
+        cc.params.ack_timeout = Duration::from_millis(b.ack_timeout_ms);
+        // Seed 002 §6.5: "avoid any randomness in the calculation of the subsequent values".
+        cc.params.ack_random_factor = 1.0;
+        cc.params.max_retransmit = b.max_retransmit;
+        cc.params.nstart = u16::MAX;
+        let mut c = Node::new(Endpoint::new(cc));
+        let targets = vec![sim.addr(server); b.count];
+        let mut gc = GroupClient::new(targets, "test", interval.map_or(Pacing::AfterResponse, Pacing::Interval));
+        if interval.is_some() {
+            // The workload (§6.4): NON, and a request unanswered for 2 s is lost (as HTTP/UDP's).
+            gc.params = SendParams { timeout: Some(Duration::from_secs(2)), ..SendParams::non() };
+        }
+        let h = c.mount("client", gc);
+        sim.attach(client, c);
+        sim.with_service(client, h, |g: &mut GroupClient, cx| g.start(cx));
+        sim.run_until_cond(limit, |s| s.service::<GroupClient>(client, h).is_some_and(GroupClient::done));
+        handle = Some(h);
+        let g = sim.service::<GroupClient>(client, h).ok_or("the client")?;
+        g.outcomes
+            .iter()
+            .map(|o| {
+                let ok = o.code.is_some_and(|c| c == Code::CONTENT);
+                (o.sent, o.finished.filter(|_| ok), if ok { b.payload } else { 0 })
+            })
+            .collect()
+    } else {
+        let transport = match b.scheme.as_str() {
+            "http-tcp" => HttpTransport::Tcp,
+            "http-persistent" => HttpTransport::Persistent,
+            _ => HttpTransport::Udp,
+        };
+        sim.attach_app(server, Box::new(HttpServer::new("test", b.payload)));
+        let dst = SocketAddr::new(sim.addr(server).ip(), HTTP_PORT);
+        let mut hc = HttpClient::new(dst, transport, "test", b.count);
+        hc.interval = interval;
+        sim.attach_app(client, Box::new(hc));
+        sim.with_app(client, |now, c: &mut HttpClient| c.start(now));
+        sim.run_until_cond(limit, |s| s.app::<HttpClient>(client).is_some_and(HttpClient::done));
+        let c = sim.app::<HttpClient>(client).ok_or("the client")?;
+        c.transactions.iter().map(|t| (t.sent, t.answered, t.body)).collect()
+    };
+    let facts = facts(&sim, server, &txs);
+    Ok(point(sim, index, seed, &txs, facts, handle))
+}
+
+/// Goodput, energy, bytes and loss of a finished run (see the module docs).
+fn facts(sim: &Sim, server: NodeId, txs: &[Tx]) -> BaselineFacts {
+    let answered = txs.iter().filter(|t| t.1.is_some()).count();
+    let (mut tx_bytes, mut rx_bytes, mut air) = (0u64, 0u64, 0u64);
+    let mut delivered = HashSet::new();
+    for r in sim.records() {
+        let b = u64::from(r.bytes);
+        match r.kind {
+            RecordKind::FrameSent => {
+                air += b;
+                if r.node == server {
+                    tx_bytes += b;
+                }
+            }
+            RecordKind::FrameReceived => {
+                // Received, and acknowledged with an Imm-ACK.
+                air += ACK_BYTES;
+                if r.node == server {
+                    rx_bytes += b;
+                    tx_bytes += ACK_BYTES;
+                }
+            }
+            RecordKind::FrameLost if r.node == server && r.reason != Some(corral_sim::DropReason::HalfDuplex) => {
+                // The radio received it, corrupted.
+                rx_bytes += b;
+            }
+            RecordKind::AckReceived if r.node == server => rx_bytes += ACK_BYTES,
+            RecordKind::AckLost => air += ACK_BYTES,
+            RecordKind::Delivered => {
+                delivered.insert(r.datagram);
+            }
+            _ => {}
+        }
+    }
+    let joules_per_byte_ma = SUPPLY_V * BYTE_S; // mJ per (byte × mA)
+    let energy = (tx_bytes as f64 * CC2420_TX_MA + rx_bytes as f64 * CC2420_RX_MA) * joules_per_byte_ma;
+    // The server's largest datagrams (its responses): their fragments and how many never arrived.
+    let ours: Vec<_> = sim.datagrams().iter().filter(|d| d.node == server).collect();
+    let frags = ours.iter().filter_map(|d| d.layout.map(|l| l.frames)).max().unwrap_or(0);
+    let big: Vec<_> = ours.iter().filter(|d| d.layout.is_some_and(|l| l.frames == frags)).collect();
+    let lost = big.iter().filter(|d| !delivered.contains(&d.id)).count();
+    let per = |x: f64| if answered == 0 { f64::NAN } else { x / answered as f64 };
+    let first = txs.first().map(|t| t.0);
+    let last = txs.iter().filter_map(|t| t.1).max();
+    let goodput = match (first, last) {
+        (Some(a), Some(z)) if z > a => txs.iter().map(|t| t.2).sum::<usize>() as f64 / (z - a).as_secs_f64(),
+        _ => f64::NAN,
+    };
+    BaselineFacts {
+        goodput,
+        energy_mj: per(energy),
+        air_bytes: per(air as f64),
+        dgram_loss: if big.is_empty() { f64::NAN } else { lost as f64 / big.len() as f64 },
+        frags: f64::from(frags),
+    }
+}
+
+fn point(
+    sim: Sim,
+    index: usize,
+    seed: u64,
+    txs: &[Tx],
+    baseline: BaselineFacts,
+    handle: Option<corral_proto::ServiceHandle>,
+) -> TracedPoint {
+    let totals = crate::run::totals(&sim, &[0]);
+    let queries: Vec<QueryRow> = txs
+        .iter()
+        .enumerate()
+        .map(|(i, &(sent, answered, _))| {
+            let x = Exchange {
+                sent,
+                answered: answered.unwrap_or(sent),
+                code: answered.map(|_| Code::CONTENT),
+                payload: Vec::new(),
+            };
+            let mut q = query_row((index, seed), i, 1, &x, false, (totals, totals));
+            q.replies = usize::from(answered.is_some());
+            q
+        })
+        .collect();
+    let c = |i: u32| sim.counters(NodeId(i)).clone();
+    let (cc, sc) = (c(0), c(1));
+    let point = PointRow {
+        point: index,
+        seed,
+        created: true,
+        create_ms: 0.0,
+        avg_hops: 1.0,
+        max_hops: 1,
+        frames: cc.frames_sent + sc.frames_sent,
+        mac_retries: cc.mac_retries + sc.mac_retries,
+        busy_ccas: cc.busy_ccas + sc.busy_ccas,
+        coap_retx: sim.node(NodeId(0)).map_or(0, |n| n.endpoint().stats().retransmissions),
+        drops_interference: 0,
+        drops_collision: 0,
+        drops_mac: 0,
+        drops_cpu: 0,
+        max_link_frames: cc.frames_sent.max(sc.frames_sent),
+        max_link: if cc.frames_sent >= sc.frames_sent { "0->1".into() } else { "1->0".into() },
+        max_node_frames: sc.frames_sent + sc.frames_received,
+        max_node: 1,
+        events: sim.events_processed(),
+        window_s: sim.now().as_secs_f64(),
+        staleness_mean: f64::NAN,
+        staleness_max: f64::NAN,
+        nrp: f64::NAN,
+        tbt_ms: f64::NAN,
+        ttd_ms: f64::NAN,
+        throughput: f64::NAN,
+        baseline,
+    };
+    let links = vec![
+        LinkRow {
+            point: index,
+            from: 0,
+            to: 1,
+            frames: cc.frames_sent,
+            retransmissions: cc.mac_retries,
+            received: sc.frames_received,
+        },
+        LinkRow {
+            point: index,
+            from: 1,
+            to: 0,
+            frames: sc.frames_sent,
+            retransmissions: sc.mac_retries,
+            received: cc.frames_received,
+        },
+    ];
+    let node = |n: u32, role, c: &corral_sim::NodeCounters| NodeRow {
+        point: index,
+        node: n,
+        role,
+        hops: n,
+        frames_sent: c.frames_sent,
+        frames_received: c.frames_received,
+        datagrams_forwarded: 0,
+    };
+    let nodes = vec![node(0, "client", &cc), node(1, "server", &sc)];
+    let network = Network { topology: Topology::star(1), gateways: vec![0], members: vec![vec![1]], host: 0 };
+    TracedPoint {
+        result: PointResult { queries, point, links, nodes },
+        sim,
+        network,
+        // The HTTP client is an app, not a service: a handle to an unused one (as `crate::emulated` does).
+        client: handle.unwrap_or_else(|| {
+            Node::new(Endpoint::new(corral_proto::EndpointConfig::with_seed(0)))
+                .mount("unused", crate::client::LabClient::new())
+        }),
+    }
+}

@@ -1,0 +1,533 @@
+//! Seed 002's claims about CoAP against HTTP over TCP, persistent TCP and UDP (TinyCoAP §6, Figs. 6-10,
+//! Tables 2 and 4), as the paper words them. The paper prints most results as curves without numbers, so
+//! those checks compare the schemes as it does (lower, higher, growing), with the tolerance fixed here;
+//! where it prints a number (302 ms, Table 2's 14 and 37 bytes, Table 4) the check gives it beside
+//! corral's. A scheme or point missing from the run is skipped; a check with nothing to compare is
+//! INCONCLUSIVE.
+
+use super::{n, need, pick, rt_s, t, values, Aggs, Check, Measure, Tolerance};
+use crate::results::Aggregate;
+use crate::scenario::Scenario;
+
+pub const CHECKS: &[Check] = &[
+    Check {
+        name: "coap_faster_than_http_tcp",
+        title: "CoAP's latency is below HTTP/TCP's and HTTP persistent's at every payload (Figs. 6-7)",
+        run: coap_faster_than_http_tcp,
+    },
+    Check {
+        name: "persistent_faster_than_tcp",
+        title: "a persistent connection lowers HTTP's latency at every payload (Fig. 6)",
+        run: persistent_faster_than_tcp,
+    },
+    Check {
+        name: "http_udp_lower_bound",
+        title: "HTTP/UDP has the lowest latency and energy, CoAP close to it (Figs. 7-8)",
+        run: http_udp_lower_bound,
+    },
+    Check {
+        name: "http_tcp_full_frame_latency",
+        title: "HTTP/TCP's latency with a response in one full IEEE 802.15.4 frame is 302 ms (§6.4)",
+        run: http_tcp_full_frame_latency,
+    },
+    Check {
+        name: "coap_less_energy",
+        title: "CoAP's server spends less energy per transaction than HTTP/TCP's and HTTP persistent's (Fig. 8)",
+        run: coap_less_energy,
+    },
+    Check {
+        name: "coap_fewer_bytes",
+        title: "CoAP puts fewer bytes on the air per transaction than every HTTP scheme (Table 2)",
+        run: coap_fewer_bytes,
+    },
+    Check {
+        name: "request_sizes",
+        title: "a CoAP GET of /test takes 14 bytes, the HTTP GET 37 (Table 2)",
+        run: request_sizes,
+    },
+    Check {
+        name: "gap_grows_with_fragmentation",
+        title: "HTTP/TCP's extra latency and energy over CoAP grow with the payload (Figs. 6, 8)",
+        run: gap_grows_with_fragmentation,
+    },
+    Check {
+        name: "server_rate_drops_past_80",
+        title: "the share of requests answered drops sharply above 80 requests/s (Fig. 9)",
+        run: server_rate_drops_past_80,
+    },
+    Check {
+        name: "http_udp_best_server_rate",
+        title: "HTTP/UDP answers at least as many requests as CoAP at high request rates (Fig. 9)",
+        run: http_udp_best_server_rate,
+    },
+    Check {
+        name: "coap_best_goodput",
+        title: "CoAP's goodput is above HTTP/TCP's and HTTP persistent's at every SNR and payload (Fig. 10)",
+        run: coap_best_goodput,
+    },
+    Check {
+        name: "persistent_better_at_high_snr",
+        title: "at the highest SNR (2.5 dB) HTTP persistent's goodput is above HTTP/TCP's (Fig. 10)",
+        run: persistent_better_at_high_snr,
+    },
+    Check {
+        name: "tcp_better_at_low_snr",
+        title: "at the lowest SNR (1 dB) HTTP/TCP's goodput is above HTTP persistent's (Fig. 10)",
+        run: tcp_better_at_low_snr,
+    },
+    Check {
+        name: "table4_unfragmented",
+        title: "an unfragmented datagram is lost as Table 4's f = 1 row says",
+        run: table4_unfragmented,
+    },
+    Check {
+        name: "table4_fragmented",
+        title: "a datagram of f ≥ 2 fragments is lost as Table 4 says (Eq. 4)",
+        run: table4_fragmented,
+    },
+];
+
+type Out = Result<Vec<Measure>, String>;
+
+fn label(scheme: &str) -> &'static str {
+    match scheme {
+        "coap" => "CoAP",
+        "http-tcp" => "HTTP/TCP",
+        "http-persistent" => "HTTP persistent",
+        _ => "HTTP/UDP",
+    }
+}
+
+fn at<'a>(aggs: &'a Aggs<'a>, scheme: &str, axes: &[(&str, f64)]) -> Option<&'a Aggregate> {
+    let mut want = vec![("scheme", t(scheme))];
+    want.extend(axes.iter().map(|(a, x)| (*a, n(*x))));
+    pick(aggs, &want)
+}
+
+fn energy(a: &Aggregate) -> f64 {
+    a.baseline.energy_mj
+}
+fn air(a: &Aggregate) -> f64 {
+    a.baseline.air_bytes
+}
+fn goodput(a: &Aggregate) -> f64 {
+    a.baseline.goodput
+}
+
+/// `f(a) / f(b)` at every value of `axis` (with `fixed` axes held), for the schemes present.
+#[allow(clippy::too_many_arguments)]
+fn ratios(
+    aggs: &Aggs,
+    a: &str,
+    b: &str,
+    axis: &str,
+    fixed: &[(&str, f64)],
+    what: &str,
+    f: fn(&Aggregate) -> f64,
+    tol: Tolerance,
+) -> Vec<Measure> {
+    let mut m = Vec::new();
+    for x in values(aggs, axis) {
+        let mut axes = fixed.to_vec();
+        axes.push((axis, x));
+        let (Some(p), Some(q)) = (at(aggs, a, &axes), at(aggs, b, &axes)) else { continue };
+        let held: Vec<String> = fixed.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        m.push(Measure::new(
+            format!("{}{axis}={x}: {what} {} / {}", held.concat(), label(a), label(b)),
+            f(p) / f(q),
+            None,
+            "×",
+            tol,
+        ));
+    }
+    m
+}
+
+fn coap_faster_than_http_tcp(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = ratios(aggs, "coap", "http-tcp", "payload", &[], "latency", rt_s, Tolerance::AtMost(0.9));
+    m.extend(ratios(aggs, "coap", "http-persistent", "payload", &[], "latency", rt_s, Tolerance::AtMost(1.0)));
+    need(m, "needs coap and http-tcp or http-persistent points")
+}
+
+fn persistent_faster_than_tcp(_: &Scenario, aggs: &Aggs) -> Out {
+    let m = ratios(aggs, "http-persistent", "http-tcp", "payload", &[], "latency", rt_s, Tolerance::AtMost(0.9));
+    need(m, "needs http-persistent and http-tcp points")
+}
+
+fn http_udp_lower_bound(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = ratios(aggs, "http-udp", "coap", "payload", &[], "latency", rt_s, Tolerance::AtMost(1.0));
+    m.extend(ratios(aggs, "http-udp", "coap", "payload", &[], "energy", energy, Tolerance::AtMost(1.0)));
+    m.extend(ratios(aggs, "coap", "http-udp", "payload", &[], "latency", rt_s, Tolerance::AtMost(1.25)));
+    need(m, "needs http-udp and coap points")
+}
+
+/// The paper: "The average latency for HTTP/TCP considering a response sent in a full 802.15.4 frame is
+/// equal to 302 ms". corral's: the HTTP/TCP point of the largest payload whose response still fits in one
+/// frame.
+fn http_tcp_full_frame_latency(_: &Scenario, aggs: &Aggs) -> Out {
+    let best = values(aggs, "payload")
+        .into_iter()
+        .rev()
+        .filter_map(|x| at(aggs, "http-tcp", &[("payload", x)]).map(|a| (x, a)))
+        .find(|(_, a)| a.baseline.frags == 1.0);
+    let Some((x, a)) = best else { return Err("needs an http-tcp point whose response fits in one frame".into()) };
+    Ok(vec![Measure::new(
+        format!("HTTP/TCP latency, payload {x} B (one frame)"),
+        rt_s(a) * 1000.0,
+        Some(302.0),
+        " ms",
+        Tolerance::Relative(0.25),
+    )])
+}
+
+fn coap_less_energy(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = ratios(aggs, "coap", "http-tcp", "payload", &[], "energy", energy, Tolerance::AtMost(0.9));
+    m.extend(ratios(aggs, "coap", "http-persistent", "payload", &[], "energy", energy, Tolerance::AtMost(1.0)));
+    need(m, "needs coap and http-tcp or http-persistent points")
+}
+
+fn coap_fewer_bytes(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = ratios(aggs, "coap", "http-tcp", "payload", &[], "bytes on the air", air, Tolerance::AtMost(0.9));
+    for other in ["http-persistent", "http-udp"] {
+        m.extend(ratios(aggs, "coap", other, "payload", &[], "bytes on the air", air, Tolerance::AtMost(1.0)));
+    }
+    need(m, "needs coap and HTTP points")
+}
+
+/// The sizes of the requests corral's CoAP client and the HTTP baseline send for `/test` (what Table 2
+/// counts: the application message, no lower headers). Follows from the message formats: a consequence.
+fn request_sizes(_: &Scenario, _: &Aggs) -> Out {
+    use corral_proto::wire::{Code, Message, MessageType, OptionNumber, Token};
+    // corral's endpoints make 4-byte tokens (EndpointConfig::token_len).
+    let token = Token::new(&[1, 2, 3, 4]).ok_or("a token")?;
+    let mut coap = Message::new(MessageType::Con, Code::GET, corral_proto::wire::MessageId(0), token);
+    coap.options.push_str(OptionNumber::URI_PATH, "test");
+    let coap_len = coap.encode().len();
+    let host = "[fd00::2]";
+    let http = corral_sim::http::HttpRequest::get("/test", host, true).encode().len();
+    let http_close = corral_sim::http::HttpRequest::get("/test", host, false).encode().len();
+    Ok(vec![
+        Measure::new(
+            "CoAP GET /test (CON, 4-byte token)",
+            coap_len as f64,
+            Some(14.0),
+            " B",
+            Tolerance::Relative(0.25),
+        ),
+        Measure::new("HTTP/1.1 GET /test, kept alive", http as f64, Some(37.0), " B", Tolerance::Relative(0.25)),
+        Measure::new(
+            "HTTP/1.1 GET /test, Connection: close",
+            http_close as f64,
+            Some(37.0),
+            " B",
+            Tolerance::Relative(0.25),
+        ),
+    ])
+}
+
+fn gap_grows_with_fragmentation(_: &Scenario, aggs: &Aggs) -> Out {
+    let xs = values(aggs, "payload");
+    let (Some(&lo), Some(&hi)) = (xs.first(), xs.last()) else { return Err("needs two payloads".into()) };
+    let gap = |x: f64, f: fn(&Aggregate) -> f64| -> Option<f64> {
+        Some(f(at(aggs, "http-tcp", &[("payload", x)])?) - f(at(aggs, "coap", &[("payload", x)])?))
+    };
+    let mut m = Vec::new();
+    for (what, f) in [("latency", rt_s as fn(&Aggregate) -> f64), ("energy", energy)] {
+        let (Some(a), Some(b)) = (gap(lo, f), gap(hi, f)) else { continue };
+        m.push(Measure::new(
+            format!("{what}: (HTTP/TCP − CoAP) at {hi} B / at {lo} B"),
+            b / a,
+            None,
+            "×",
+            Tolerance::AtLeast(1.2),
+        ));
+    }
+    need(m, "needs coap and http-tcp at two payloads")
+}
+
+fn answered(a: &Aggregate) -> f64 {
+    a.member_reliability
+}
+
+fn server_rate_drops_past_80(_: &Scenario, aggs: &Aggs) -> Out {
+    let rates = values(aggs, "rate");
+    let mut m = Vec::new();
+    for scheme in ["coap", "http-udp"] {
+        let (Some(a), Some(b)) = (at(aggs, scheme, &[("rate", 80.0)]), at(aggs, scheme, &[("rate", 150.0)])) else {
+            continue;
+        };
+        for &r in rates.iter().filter(|r| **r <= 80.0) {
+            if let Some(x) = at(aggs, scheme, &[("rate", r)]) {
+                m.push(Measure::new(
+                    format!("{}: answered at {r}/s", label(scheme)),
+                    answered(x),
+                    None,
+                    " %",
+                    Tolerance::AtLeast(95.0),
+                ));
+            }
+        }
+        m.push(Measure::new(
+            format!("{}: answered at 150/s / at 80/s", label(scheme)),
+            answered(b) / answered(a),
+            None,
+            "×",
+            Tolerance::AtMost(0.8),
+        ));
+    }
+    need(m, "needs rates 80 and 150")
+}
+
+fn http_udp_best_server_rate(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = Vec::new();
+    for r in values(aggs, "rate").into_iter().filter(|r| *r >= 80.0) {
+        let (Some(h), Some(c)) = (at(aggs, "http-udp", &[("rate", r)]), at(aggs, "coap", &[("rate", r)])) else {
+            continue;
+        };
+        m.push(Measure::new(
+            format!("rate={r}: answered HTTP/UDP − CoAP"),
+            answered(h) - answered(c),
+            None,
+            " points",
+            Tolerance::AtLeast(0.0),
+        ));
+    }
+    need(m, "needs coap and http-udp at rates of 80/s and above")
+}
+
+fn coap_best_goodput(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = Vec::new();
+    for s in values(aggs, "snr_db") {
+        for other in ["http-tcp", "http-persistent"] {
+            m.extend(ratios(
+                aggs,
+                "coap",
+                other,
+                "payload",
+                &[("snr_db", s)],
+                "goodput",
+                goodput,
+                Tolerance::AtLeast(1.0),
+            ));
+        }
+    }
+    need(m, "needs coap and HTTP points per SNR")
+}
+
+fn persistent_better_at_high_snr(_: &Scenario, aggs: &Aggs) -> Out {
+    let m = ratios(
+        aggs,
+        "http-persistent",
+        "http-tcp",
+        "payload",
+        &[("snr_db", 2.5)],
+        "goodput",
+        goodput,
+        Tolerance::AtLeast(1.0),
+    );
+    need(m, "needs http-persistent and http-tcp at 2.5 dB")
+}
+
+fn tcp_better_at_low_snr(_: &Scenario, aggs: &Aggs) -> Out {
+    let m = ratios(
+        aggs,
+        "http-tcp",
+        "http-persistent",
+        "payload",
+        &[("snr_db", 1.0)],
+        "goodput",
+        goodput,
+        Tolerance::AtLeast(1.0),
+    );
+    need(m, "needs http-persistent and http-tcp at 1 dB")
+}
+
+/// CoAP's response datagrams lost end to end (after the MAC's retries), against Table 4 at the point's
+/// SNR and the response's fragment count, for the points whose responses have `frags` in `range`.
+fn table4(aggs: &Aggs, range: std::ops::RangeInclusive<usize>) -> Vec<Measure> {
+    let mut m = Vec::new();
+    for s in values(aggs, "snr_db") {
+        for x in values(aggs, "payload") {
+            let Some(a) = at(aggs, "coap", &[("snr_db", s), ("payload", x)]) else { continue };
+            let f = a.baseline.frags as usize;
+            let Some(paper) = corral_sim::loss::snr::table4(s, f).filter(|_| range.contains(&f)) else { continue };
+            m.push(Measure::new(
+                format!("{s} dB, f = {f} (payload {x} B): response datagrams lost"),
+                a.baseline.dgram_loss * 100.0,
+                Some(paper * 100.0),
+                " %",
+                Tolerance::Absolute(5.0),
+            ));
+        }
+    }
+    m
+}
+
+fn table4_unfragmented(_: &Scenario, aggs: &Aggs) -> Out {
+    need(table4(aggs, 1..=1), "needs a coap point whose response is one frame, at a Table 4 SNR")
+}
+
+fn table4_fragmented(_: &Scenario, aggs: &Aggs) -> Out {
+    need(table4(aggs, 2..=12), "needs a coap point whose response is fragmented, at a Table 4 SNR")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::Synth;
+    use super::*;
+    use crate::run::BaselineFacts;
+
+    /// Points `(scheme, axis value, latency s, energy mJ, air bytes, goodput, answered %)` on `axis`.
+    fn data(axis: &str, rows: &[(&str, f64, f64, f64, f64, f64, f64)]) -> Synth {
+        let mut s = Synth::new();
+        for &(scheme, x, rt, e, b, g, ans) in rows {
+            let a = s.add(&[("scheme", t(scheme)), (axis, n(x))], rt, ans, ans);
+            // Small payloads fit in one frame, large ones are fragmented.
+            let frags = if x <= 50.0 { 1.0 } else { 9.0 };
+            a.baseline = BaselineFacts { goodput: g, energy_mj: e, air_bytes: b, dgram_loss: f64::NAN, frags };
+        }
+        s
+    }
+
+    /// CoAP and HTTP as the paper has them, on the payload axis: HTTP/UDP ≤ CoAP < persistent < TCP, with
+    /// HTTP/TCP's gap growing.
+    fn paper_like() -> Synth {
+        data(
+            "payload",
+            &[
+                ("coap", 10.0, 0.010, 0.20, 130.0, 0.0, 100.0),
+                ("http-udp", 10.0, 0.009, 0.19, 190.0, 0.0, 100.0),
+                ("http-persistent", 10.0, 0.012, 0.40, 240.0, 0.0, 100.0),
+                ("http-tcp", 10.0, 0.300, 1.00, 600.0, 0.0, 100.0),
+                ("coap", 800.0, 0.060, 2.00, 1290.0, 0.0, 100.0),
+                ("http-udp", 800.0, 0.058, 1.90, 1340.0, 0.0, 100.0),
+                ("http-persistent", 800.0, 0.070, 2.40, 1400.0, 0.0, 100.0),
+                ("http-tcp", 800.0, 0.500, 4.00, 1800.0, 0.0, 100.0),
+            ],
+        )
+    }
+
+    /// The same with CoAP and HTTP/TCP swapped, and HTTP/UDP slow: every comparison reversed.
+    fn reversed() -> Synth {
+        data(
+            "payload",
+            &[
+                ("http-tcp", 10.0, 0.010, 0.20, 130.0, 0.0, 100.0),
+                ("http-udp", 10.0, 0.200, 3.00, 190.0, 0.0, 100.0),
+                ("http-persistent", 10.0, 0.400, 0.40, 240.0, 0.0, 100.0),
+                ("coap", 10.0, 0.300, 1.00, 600.0, 0.0, 100.0),
+                ("http-tcp", 800.0, 0.060, 2.00, 1290.0, 0.0, 100.0),
+                ("http-udp", 800.0, 0.300, 9.00, 1340.0, 0.0, 100.0),
+                ("http-persistent", 800.0, 0.700, 2.40, 1400.0, 0.0, 100.0),
+                ("coap", 800.0, 0.290, 1.90, 1800.0, 0.0, 100.0),
+            ],
+        )
+    }
+
+    #[test]
+    fn latency_energy_and_byte_checks_hold_on_paper_like_data_and_fail_reversed() {
+        let (good, bad) = (paper_like(), reversed());
+        for c in [
+            "coap_faster_than_http_tcp",
+            "persistent_faster_than_tcp",
+            "http_udp_lower_bound",
+            "coap_less_energy",
+            "coap_fewer_bytes",
+            "gap_grows_with_fragmentation",
+        ] {
+            assert_eq!(good.holds(c), Ok(true), "{c}");
+            assert_eq!(bad.holds(c), Ok(false), "{c}");
+        }
+        // 302 ms at the one-frame point: 300 ms holds, 10 ms does not.
+        assert_eq!(good.holds("http_tcp_full_frame_latency"), Ok(true));
+        assert_eq!(bad.holds("http_tcp_full_frame_latency"), Ok(false));
+        assert!(Synth::new().holds("coap_faster_than_http_tcp").is_err(), "no points: inconclusive");
+    }
+
+    #[test]
+    fn request_sizes_compare_the_real_encodings_with_table_2() {
+        let ms = request_sizes(&Scenario::parse(crate::scenario::builtin("seed002-latency").unwrap()).unwrap(), &[])
+            .unwrap();
+        assert_eq!(ms[0].corral, 13.0, "4 header + 4 token + 5 Uri-Path");
+        assert!(ms[1].corral > 37.0, "HTTP/1.1 with an IPv6 Host is longer than the paper's HTTP/1.0 one");
+        // The tolerance can fail: a 30-byte CoAP request would be off by more than 25 %.
+        assert!(!Measure::new("x", 30.0, Some(14.0), " B", Tolerance::Relative(0.25)).holds());
+    }
+
+    fn workload(coap: &[(f64, f64)], udp: &[(f64, f64)]) -> Synth {
+        let mut rows = Vec::new();
+        rows.extend(coap.iter().map(|&(r, a)| ("coap", r, 0.01, 0.0, 0.0, 0.0, a)));
+        rows.extend(udp.iter().map(|&(r, a)| ("http-udp", r, 0.01, 0.0, 0.0, 0.0, a)));
+        data("rate", &rows)
+    }
+
+    #[test]
+    fn workload_checks_can_agree_and_disagree() {
+        let good =
+            workload(&[(40.0, 100.0), (80.0, 98.0), (150.0, 60.0)], &[(40.0, 100.0), (80.0, 99.0), (150.0, 70.0)]);
+        assert_eq!(good.holds("server_rate_drops_past_80"), Ok(true));
+        assert_eq!(good.holds("http_udp_best_server_rate"), Ok(true));
+        // No drop, and CoAP ahead of HTTP/UDP.
+        let bad =
+            workload(&[(40.0, 100.0), (80.0, 100.0), (150.0, 99.0)], &[(40.0, 100.0), (80.0, 90.0), (150.0, 95.0)]);
+        assert_eq!(bad.holds("server_rate_drops_past_80"), Ok(false));
+        assert_eq!(bad.holds("http_udp_best_server_rate"), Ok(false));
+    }
+
+    fn goodput_data(rows: &[(&str, f64, f64)]) -> Synth {
+        let mut s = Synth::new();
+        for &(scheme, snr, g) in rows {
+            let a = s.add(&[("scheme", t(scheme)), ("payload", n(100.0)), ("snr_db", n(snr))], 0.1, 100.0, 100.0);
+            a.baseline = BaselineFacts { goodput: g, ..BaselineFacts::default() };
+        }
+        s
+    }
+
+    #[test]
+    fn goodput_checks_can_agree_and_disagree() {
+        let good = goodput_data(&[
+            ("coap", 1.0, 500.0),
+            ("http-tcp", 1.0, 300.0),
+            ("http-persistent", 1.0, 200.0),
+            ("coap", 2.5, 900.0),
+            ("http-tcp", 2.5, 600.0),
+            ("http-persistent", 2.5, 800.0),
+        ]);
+        for c in ["coap_best_goodput", "persistent_better_at_high_snr", "tcp_better_at_low_snr"] {
+            assert_eq!(good.holds(c), Ok(true), "{c}");
+        }
+        let bad = goodput_data(&[
+            ("coap", 1.0, 100.0),
+            ("http-tcp", 1.0, 200.0),
+            ("http-persistent", 1.0, 300.0),
+            ("coap", 2.5, 100.0),
+            ("http-tcp", 2.5, 800.0),
+            ("http-persistent", 2.5, 600.0),
+        ]);
+        for c in ["coap_best_goodput", "persistent_better_at_high_snr", "tcp_better_at_low_snr"] {
+            assert_eq!(bad.holds(c), Ok(false), "{c}");
+        }
+    }
+
+    fn loss_data(rows: &[(f64, f64, f64)]) -> Synth {
+        let mut s = Synth::new();
+        for (i, &(snr, frags, loss)) in rows.iter().enumerate() {
+            let a = s.add(&[("scheme", t("coap")), ("payload", n(i as f64)), ("snr_db", n(snr))], 0.1, 100.0, 100.0);
+            a.baseline = BaselineFacts { dgram_loss: loss, frags, ..BaselineFacts::default() };
+        }
+        s
+    }
+
+    #[test]
+    fn table4_checks_compare_with_the_table() {
+        // Table 4: 39.64 % at 1 dB for f = 1, 49.86 % for f = 4; 2.96 % at 2.5 dB for f = 4.
+        let good = loss_data(&[(1.0, 1.0, 0.40), (1.0, 4.0, 0.50), (2.5, 4.0, 0.03)]);
+        assert_eq!(good.holds("table4_unfragmented"), Ok(true));
+        assert_eq!(good.holds("table4_fragmented"), Ok(true));
+        // Independent fragments: 1 − (1 − 0.3964)^4 = 87 % at 1 dB.
+        let bad = loss_data(&[(1.0, 1.0, 0.30), (1.0, 4.0, 0.87), (2.5, 4.0, 0.03)]);
+        assert_eq!(bad.holds("table4_unfragmented"), Ok(false));
+        assert_eq!(bad.holds("table4_fragmented"), Ok(false));
+        assert!(loss_data(&[(3.0, 1.0, 0.1)]).holds("table4_unfragmented").is_err(), "not a Table 4 SNR");
+    }
+}

@@ -1,0 +1,90 @@
+//! `[baseline]` in a scenario: seed 002's evaluation of CoAP against HTTP (TinyCoAP §6) — a client on the
+//! gateway (the paper's PC behind its 6LoWPAN base station) asks a server mote one IEEE 802.15.4 hop away
+//! for a body of `payload` bytes, with CoAP or one of the three HTTP baselines (run by `crate::baseline`).
+
+use super::{err, ScenarioError};
+use serde::{Deserialize, Serialize};
+
+/// The schemes: CoAP (corral's endpoint; CON, or NON when `rate` > 0) and the HTTP baselines of
+/// `corral_sim::http`.
+pub const SCHEMES: [&str; 4] = ["coap", "http-tcp", "http-persistent", "http-udp"];
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineSpec {
+    #[serde(default = "coap")]
+    pub scheme: String,
+    /// Response body bytes.
+    #[serde(default = "payload")]
+    pub payload: usize,
+    /// Transactions per point (the paper: 100).
+    #[serde(default = "count")]
+    pub count: usize,
+    #[serde(default = "quick_count")]
+    pub quick_count: usize,
+    /// Requests per second, open loop (the server workload, §6.4); 0: each request after the previous
+    /// response.
+    #[serde(default)]
+    pub rate: f64,
+    /// Table 4's SNR in dB (2.5, 2, 1.5 or 1): frames are lost as Table 4 implies (see `crate::baseline`);
+    /// 0: a loss-free link.
+    #[serde(default)]
+    pub snr_db: f64,
+    /// CoAP's ACK_TIMEOUT and MAX_RETRANSMIT (seed 002 §6.5: 1 s, no randomness, 4).
+    #[serde(default = "ack_timeout")]
+    pub ack_timeout_ms: u64,
+    #[serde(default = "max_retransmit")]
+    pub max_retransmit: u8,
+    /// Virtual time a point may take at most, s.
+    #[serde(default = "limit")]
+    pub limit_s: u64,
+}
+
+fn coap() -> String {
+    "coap".into()
+}
+fn payload() -> usize {
+    50
+}
+fn count() -> usize {
+    100
+}
+fn quick_count() -> usize {
+    20
+}
+fn ack_timeout() -> u64 {
+    1000
+}
+fn max_retransmit() -> u8 {
+    4
+}
+fn limit() -> u64 {
+    7200
+}
+
+impl BaselineSpec {
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        if !SCHEMES.contains(&self.scheme.as_str()) {
+            return err(format!("baseline.scheme {:?}: one of {}", self.scheme, SCHEMES.join(", ")));
+        }
+        if self.payload == 0 || self.payload > 1200 {
+            return err(format!("baseline.payload {}: 1..1200 bytes", self.payload));
+        }
+        if self.count == 0 || self.quick_count == 0 || self.count > 100_000 {
+            return err("baseline: count and quick_count between 1 and 100000");
+        }
+        if !(0.0..=10_000.0).contains(&self.rate) {
+            return err(format!("baseline.rate {}: 0..10000 requests/s", self.rate));
+        }
+        if self.rate > 0.0 && !matches!(self.scheme.as_str(), "coap" | "http-udp") {
+            return err("baseline.rate: an open loop needs coap or http-udp (TCP paces itself)");
+        }
+        if self.snr_db != 0.0 && corral_sim::loss::snr::table4_symbol_error_rate(self.snr_db).is_none() {
+            return err(format!("baseline.snr_db {}: 0 or one of Table 4's 2.5, 2, 1.5, 1", self.snr_db));
+        }
+        if self.ack_timeout_ms == 0 || self.limit_s == 0 {
+            return err("baseline: ack_timeout_ms and limit_s above 0");
+        }
+        Ok(())
+    }
+}

@@ -46,19 +46,20 @@ impl RunData {
     /// Aggregates per point with the replicates pooled: one row per point of the sweep's axes, over the
     /// queries of every replicate (point-level counters from the first replicate).
     pub fn pooled(&self) -> Vec<(Point, Aggregate)> {
-        let mut groups: Vec<(Point, &PointRow, Vec<&QueryRow>)> = Vec::new();
+        let mut groups: Vec<(Point, &PointResult, Vec<&QueryRow>)> = Vec::new();
         for r in &self.results {
             let Some(p) = self.points.iter().find(|p| p.index == r.point.point) else { continue };
             let values: Vec<(String, AxisValue)> = p.values.iter().filter(|(a, _)| a != "replicate").cloned().collect();
             match groups.iter_mut().find(|g| g.0.values == values) {
                 Some(g) => g.2.extend(r.queries.iter()),
-                None => groups.push((Point { index: p.index, values }, &r.point, r.queries.iter().collect())),
+                None => groups.push((Point { index: p.index, values }, r, r.queries.iter().collect())),
             }
         }
         groups
             .into_iter()
-            .map(|(p, row, q)| {
-                let a = aggregate(row, &q);
+            .map(|(p, r, q)| {
+                let mut a = aggregate(&r.point, &q);
+                a.multiparty = r.multiparty.clone();
                 (p, a)
             })
             .collect()
@@ -70,7 +71,9 @@ impl RunData {
         for r in &self.results {
             let Some(p) = self.points.iter().find(|p| p.index == r.point.point) else { continue };
             let q: Vec<&QueryRow> = r.queries.iter().collect();
-            out.push((p, aggregate(&r.point, &q)));
+            let mut a = aggregate(&r.point, &q);
+            a.multiparty = r.multiparty.clone();
+            out.push((p, a));
         }
         out
     }
@@ -320,7 +323,7 @@ pub fn read_results(dir: &Path) -> Result<Vec<PointResult>, String> {
             ttd_ms: float(&row, "ttd_ms").unwrap_or(f64::NAN),
             throughput: float(&row, "throughput").unwrap_or(f64::NAN),
         };
-        by_point.insert(point.point, PointResult { queries: Vec::new(), point, links: Vec::new(), nodes: Vec::new() });
+        by_point.insert(point.point, PointResult { queries: Vec::new(), point, links: Vec::new(), nodes: Vec::new(), multiparty: None });
     }
     fn get(m: &mut BTreeMap<usize, PointResult>, p: usize) -> Result<&mut PointResult, String> {
         m.get_mut(&p).ok_or_else(|| format!("row for point {p} not in points.csv"))

@@ -121,6 +121,8 @@ pub struct PointResult {
     pub point: PointRow,
     pub links: Vec<LinkRow>,
     pub nodes: Vec<NodeRow>,
+    /// A `[multiparty]` point (seed 001): what Figs. 7-9 and Table III need beyond the rows.
+    pub multiparty: Option<std::sync::Arc<crate::multiparty::MpStats>>,
 }
 
 /// The seed of a point: the run seed mixed with the point's label, so a point keeps its seed whatever
@@ -353,6 +355,9 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
     if let Some(em) = &s.emulated {
         return crate::emulated::run(em, index, seed);
     }
+    if let Some(m) = &s.multiparty {
+        return crate::multiparty::run(s, m, index, seed, record);
+    }
     let net = build_network(s)?;
     let mut cfg = SimConfig::new(seed);
     cfg.record = record;
@@ -583,7 +588,7 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         ttd_ms: f64::NAN,
         throughput: f64::NAN,
     };
-    Ok(TracedPoint { result: PointResult { queries, point, links, nodes }, sim: d.sim, network: net, client })
+    Ok(TracedPoint { result: PointResult { queries, point, links, nodes, multiparty: None }, sim: d.sim, network: net, client })
 }
 
 /// A row of `queries.csv` for one exchange (or, `notification`, one Observe notification, which has no

@@ -444,6 +444,7 @@ pub(crate) mod testing {
                 avg_hops: 1.0,
                 max_hops: 1,
                 created: true,
+                multiparty: None,
             });
             self.aggs.last_mut().expect("just pushed")
         }

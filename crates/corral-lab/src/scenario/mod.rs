@@ -11,9 +11,11 @@
 //! file, so a point's index — which `--shard` splits on — depends only on the axes and their values.
 
 mod emulated;
+mod multiparty;
 mod proxy;
 mod stream;
 pub use emulated::EmulatedSpec;
+pub use multiparty::{MultipartySpec, DEPLOYMENTS};
 pub use proxy::{Forwarding, ForwardingSetup, ProxyRuleSpec, ProxySpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -49,6 +51,7 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("seed003-buffer"),
     builtin!("seed004-throughput"),
     builtin!("ext-repair"),
+    builtin!("seed001-multiparty"),
     builtin!("calibrate-cpu"),
     builtin!("calibrate-wifi"),
     builtin!("calibrate-office"),
@@ -103,6 +106,9 @@ pub struct Scenario {
     /// Seed 004's experiment with real programs over `corral link`: see [`EmulatedSpec`].
     #[serde(default)]
     pub emulated: Option<EmulatedSpec>,
+    /// Seed 001's multiparty experiment (Fig. 6 tree, Table II deployments): see [`MultipartySpec`].
+    #[serde(default)]
+    pub multiparty: Option<MultipartySpec>,
 }
 
 /// A variant of the scenario with some parameters set to wrong values, to show which verdicts depend on
@@ -493,6 +499,7 @@ pub const AXES: &[&str] = &[
     "buffer",
     "loss",
     "impairment",
+    "deployment",
     "replicate",
 ];
 
@@ -605,6 +612,8 @@ pub struct Setup {
     pub stream: Option<StreamSpec>,
     /// `[emulated]`: seed 004's real-time run of this point (its duration already chosen for `--quick`).
     pub emulated: Option<EmulatedSpec>,
+    /// `[multiparty]`: seed 001's run of this point (its request count already chosen for `--quick`).
+    pub multiparty: Option<MultipartySpec>,
 }
 
 /// How a client follows an entity's average (the `follow` axis): `"observe"`, or a number — poll every so
@@ -796,6 +805,12 @@ impl Scenario {
                 }
                 e
             }),
+            multiparty: self.multiparty.clone().map(|mut m| {
+                if quick {
+                    m.requests = m.quick_requests;
+                }
+                m
+            }),
         };
         let mut forwarding = match &self.proxy {
             Some(p) => Some(ForwardingSetup {
@@ -882,6 +897,12 @@ impl Scenario {
                         f.consumers = num()? as usize;
                     }
                 }
+                "deployment" => {
+                    let Some(m) = s.multiparty.as_mut() else {
+                        return err("sweep.deployment: needs a [multiparty] section");
+                    };
+                    m.deployment = v.to_string();
+                }
                 // Replicates change the seed (through the point's label) and, on a floor, the floor.
                 "replicate" => {}
                 _ => return err(format!("sweep.{axis}: unknown axis")),
@@ -941,6 +962,9 @@ impl Scenario {
         }
         if let Some(e) = &s.emulated {
             e.validate()?;
+        }
+        if let Some(m) = &s.multiparty {
+            m.validate()?;
         }
         if s.ack_timeout_ms == 0 || s.ack_random_factor < 1.0 {
             return err("transmission: ack_timeout_ms > 0 and ack_random_factor ≥ 1");

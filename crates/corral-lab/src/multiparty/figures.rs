@@ -1,0 +1,1 @@
+//! The seed-001 figures of a report (placeholder until the figures land).

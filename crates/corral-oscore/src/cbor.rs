@@ -1,5 +1,5 @@
 //! The few CBOR items OSCORE's key derivation `info` and AAD are made of (RFC 8949 §3, deterministic
-//! encoding): arrays, byte and text strings, unsigned integers and null.
+//! encoding): arrays, byte and text strings, integers, booleans and null.
 
 pub(crate) fn head(out: &mut Vec<u8>, major: u8, n: u64) {
     let m = major << 5;
@@ -41,4 +41,17 @@ pub(crate) fn uint(out: &mut Vec<u8>, n: u64) {
 
 pub(crate) fn null(out: &mut Vec<u8>) {
     out.push(0xf6);
+}
+
+/// An integer, negative ones as major type 1 (COSE algorithm values such as -8 for EdDSA).
+pub(crate) fn int(out: &mut Vec<u8>, n: i64) {
+    if n >= 0 {
+        head(out, 0, n as u64);
+    } else {
+        head(out, 1, (-1 - n) as u64);
+    }
+}
+
+pub(crate) fn boolean(out: &mut Vec<u8>, b: bool) {
+    out.push(if b { 0xf5 } else { 0xf4 });
 }

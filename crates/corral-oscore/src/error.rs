@@ -24,6 +24,8 @@ pub enum Error {
     SequenceExhausted,
     /// The message to protect already carries an OSCORE option (RFC 8613 §4.1.3.7: no nesting).
     Nested,
+    /// A deterministic request with an unsafe method (draft-ietf-core-cacheable-oscore §3.4.3: 4.01).
+    UnsafeDeterministic,
     /// A Security Context cannot be built from these parameters (the text says why).
     Config(String),
     /// A cryptographic primitive refused its input: a bug, reported rather than panicking.
@@ -41,6 +43,7 @@ impl Error {
                 Some((Code::UNAUTHORIZED, "Replay protection lost in a restart: repeat with Echo"))
             }
             Error::DecryptionFailed => Some((Code::BAD_REQUEST, "Decryption failed")),
+            Error::UnsafeDeterministic => Some((Code::UNAUTHORIZED, "Deterministic requests must be GET or FETCH")),
             _ => None,
         }
     }
@@ -57,6 +60,7 @@ impl fmt::Display for Error {
             Error::DecryptionFailed => f.write_str("decryption failed (wrong key, tampered message, or not ours)"),
             Error::SequenceExhausted => f.write_str("sender sequence number exhausted; rekey"),
             Error::Nested => f.write_str("the message is already OSCORE-protected"),
+            Error::UnsafeDeterministic => f.write_str("a deterministic request must be GET or FETCH"),
             Error::Config(why) => write!(f, "{why}"),
             Error::Internal(what) => write!(f, "internal error in {what}"),
         }

@@ -16,19 +16,23 @@
 //!   freshness is proven with Echo (Appendix B.1.2, RFC 9175).
 //! - [`store`]: security contexts in the context-directory format aiocoap uses (`settings.json`,
 //!   `secret.json`, `sequence.json`), so both tools can be pointed at the same files.
+//! - [`group`]: Group OSCORE (group and pairwise mode) and the deterministic requests of
+//!   draft-ietf-core-cacheable-oscore, which let a proxy aggregate and cache end-to-end protected requests.
 //! - [`Error::response_code`]: the unprotected error answers of §8.2.
 
 mod cbor;
 mod context;
 mod error;
+pub mod group;
 mod layer;
 mod option;
 mod protect;
 mod replay;
 pub mod store;
 
-pub use context::{Aead, Kdf, Params, SecurityContext, K_SSN, K_SSN_MAX, MAX_SSN};
+pub use context::{Aead, CryptoOps, Kdf, Params, SecurityContext, K_SSN, K_SSN_MAX, MAX_SSN};
 pub use error::Error;
+pub use group::{GroupBinding, GroupContext, GroupParams, Mode};
 pub use layer::{LayerStats, OscoreLayer};
 pub use option::OscoreOption;
 pub use protect::{request_kid, Plain, RequestBinding};

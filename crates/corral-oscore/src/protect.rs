@@ -31,7 +31,7 @@ pub struct RequestBinding {
     pub observe: bool,
 }
 
-const OUTER_ONLY: [OptionNumber; 5] = [
+pub(crate) const OUTER_ONLY: [OptionNumber; 5] = [
     OptionNumber::URI_HOST,
     OptionNumber::URI_PORT,
     OptionNumber::PROXY_SCHEME,
@@ -40,7 +40,7 @@ const OUTER_ONLY: [OptionNumber; 5] = [
 ];
 
 /// Splits the original message's options into inner (Class E) and outer (Class U) ones.
-fn split(options: &Options, request: bool) -> Result<(Options, Options), Error> {
+pub(crate) fn split(options: &Options, request: bool) -> Result<(Options, Options), Error> {
     let mut inner = Options::new();
     let mut outer = Options::new();
     for (n, v) in options.iter() {
@@ -94,7 +94,7 @@ fn aad(ctx: &SecurityContext, request_kid: &[u8], request_piv: &[u8]) -> Vec<u8>
     out
 }
 
-fn plaintext(code: Code, inner: &Options, payload: &[u8]) -> Result<Vec<u8>, Error> {
+pub(crate) fn plaintext(code: Code, inner: &Options, payload: &[u8]) -> Result<Vec<u8>, Error> {
     let mut out = vec![code.0];
     encode_options(inner, &mut out).map_err(|_| Error::Internal("inner option encoding"))?;
     if !payload.is_empty() {
@@ -106,7 +106,7 @@ fn plaintext(code: Code, inner: &Options, payload: &[u8]) -> Result<Vec<u8>, Err
 
 /// Decrypted plaintext back to code, inner options and payload. A plaintext that authenticated but does
 /// not parse came from a peer with the key and a bug; it is refused like a failed decryption.
-fn parse_plaintext(p: &[u8]) -> Result<(Code, Options, Vec<u8>), Error> {
+pub(crate) fn parse_plaintext(p: &[u8]) -> Result<(Code, Options, Vec<u8>), Error> {
     let (&code, rest) = p.split_first().ok_or(Error::DecryptionFailed)?;
     let (options, payload) = decode_options(rest).map_err(|_| Error::DecryptionFailed)?;
     Ok((Code(code), options, payload.to_vec()))
@@ -127,7 +127,8 @@ impl SecurityContext {
             &plaintext(plain.code, &inner, &plain.payload)?,
         )?;
         let kid_context = if send_kid_context { self.params.id_context.clone() } else { None };
-        let option = OscoreOption { piv: piv.clone(), kid_context, kid: Some(kid.clone()) };
+        let option = OscoreOption { piv: piv.clone(), kid_context, kid: Some(kid.clone()), group: false };
+        self.ops.aead += 1;
         outer.push(OptionNumber::OSCORE, &option.encode());
         let observe = plain.options.contains(OptionNumber::OBSERVE);
         let code = if observe { Code::FETCH } else { Code::POST };
@@ -168,7 +169,11 @@ impl SecurityContext {
         if o.kid_context.is_some() && o.kid_context != self.params.id_context {
             return Err(Error::UnknownContext);
         }
+        if o.group {
+            return Err(Error::UnknownContext);
+        }
         let window = self.replay.check(piv_value(&o.piv));
+        self.ops.aead += 1;
         let nonce = self.nonce(&kid, &o.piv);
         let p = self.params.aead.open(&self.recipient_key, &nonce, &aad(self, &kid, &o.piv), &outer.payload)?;
         let (code, mut options, payload) = parse_plaintext(&p)?;
@@ -209,6 +214,7 @@ impl SecurityContext {
             &plaintext(plain.code, &inner, &plain.payload)?,
         )?;
         outer.push(OptionNumber::OSCORE, &option.encode());
+        self.ops.aead += 1;
         let code = if plain.options.contains(OptionNumber::OBSERVE) { Code::CONTENT } else { Code::CHANGED };
         Ok(Plain { code, options: outer, payload: ct })
     }
@@ -228,6 +234,7 @@ impl SecurityContext {
         } else {
             self.nonce(&self.params.recipient_id, &o.piv)
         };
+        self.ops.aead += 1;
         let p = self.params.aead.open(
             &self.recipient_key,
             &nonce,

@@ -94,6 +94,9 @@ registry! {
     NO_RESPONSE = 258, "No-Response", Uint, 0..=1, false;
     /// RFC 9175 §3.2.
     REQUEST_TAG = 292, "Request-Tag", Opaque, 0..=8, true;
+    /// draft-ietf-core-cacheable-oscore §3.3: the hash a deterministic request's key is derived from.
+    /// Elective, safe to forward, part of the cache key, not repeatable (2022+ drafts).
+    REQUEST_HASH = 548, "Request-Hash", Opaque, 0..=255, false;
 }
 
 impl OptionNumber {

@@ -323,7 +323,10 @@ pub fn read_results(dir: &Path) -> Result<Vec<PointResult>, String> {
             ttd_ms: float(&row, "ttd_ms").unwrap_or(f64::NAN),
             throughput: float(&row, "throughput").unwrap_or(f64::NAN),
         };
-        by_point.insert(point.point, PointResult { queries: Vec::new(), point, links: Vec::new(), nodes: Vec::new(), multiparty: None });
+        by_point.insert(
+            point.point,
+            PointResult { queries: Vec::new(), point, links: Vec::new(), nodes: Vec::new(), multiparty: None },
+        );
     }
     fn get(m: &mut BTreeMap<usize, PointResult>, p: usize) -> Result<&mut PointResult, String> {
         m.get_mut(&p).ok_or_else(|| format!("row for point {p} not in points.csv"))
@@ -900,6 +903,9 @@ th{{background:#f0f0f0}} code{{background:#f3f3f3;padding:1px 4px}}
             h.push_str(&finding_html(f));
         }
     }
+    if let Some((_, section)) = crate::multiparty::figures::section(d) {
+        h.push_str(&section);
+    }
     h.push_str(&calibration_html(s));
     h.push_str(&sensitivity_html(found, &d.sensitivity));
     h.push_str("<h2>Aggregates</h2>\n<p>Replicates pooled (every query of every replicate).</p>\n<table><tr><th>point</th><th>queries</th><th>member %</th><th>group %</th><th>rt min (s)</th><th>p25</th><th>median</th><th>mean</th><th>p75</th><th>max</th><th>retx/query</th><th>frames/query</th><th>busiest link/query</th><th>hops avg/max</th></tr>\n");
@@ -952,6 +958,11 @@ pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, String> {
         let svg = figure_svg(f, if f.kind == "box" { &pooled } else { &aggs });
         write(&format!("{}.svg", f.id), &svg)?;
         figures.push((f.id.clone(), svg));
+    }
+    if let Some((svgs, _)) = crate::multiparty::figures::section(d) {
+        for (id, svg) in svgs {
+            write(&format!("{id}.svg"), &svg)?;
+        }
     }
     write("summary.txt", &summary_text(d, &found))?;
     let json = serde_json::to_string_pretty(&summary_json(d, &found)).unwrap_or_default();

@@ -146,7 +146,7 @@ pub struct Network {
     pub host: usize,
 }
 
-fn link_model(l: LinkSpec) -> LinkModel {
+pub(crate) fn link_model(l: LinkSpec) -> LinkModel {
     match l {
         LinkSpec::Perfect => LinkModel::Perfect,
         LinkSpec::Bernoulli { p } => LinkModel::Bernoulli { p },
@@ -588,7 +588,12 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         ttd_ms: f64::NAN,
         throughput: f64::NAN,
     };
-    Ok(TracedPoint { result: PointResult { queries, point, links, nodes, multiparty: None }, sim: d.sim, network: net, client })
+    Ok(TracedPoint {
+        result: PointResult { queries, point, links, nodes, multiparty: None },
+        sim: d.sim,
+        network: net,
+        client,
+    })
 }
 
 /// A row of `queries.csv` for one exchange (or, `notification`, one Observe notification, which has no

@@ -24,6 +24,7 @@
 
 pub mod emulated;
 pub mod ext;
+pub mod multiparty;
 pub mod office;
 pub mod stream;
 pub mod testbed;
@@ -46,7 +47,8 @@ pub struct Check {
 }
 
 /// Every family's checks.
-pub const FAMILIES: &[&[Check]] = &[testbed::CHECKS, office::CHECKS, ext::CHECKS, stream::CHECKS, emulated::CHECKS];
+pub const FAMILIES: &[&[Check]] =
+    &[testbed::CHECKS, office::CHECKS, ext::CHECKS, stream::CHECKS, emulated::CHECKS, multiparty::CHECKS];
 
 pub fn lookup(name: &str) -> Option<&'static Check> {
     FAMILIES.iter().flat_map(|f| f.iter()).find(|c| c.name == name)

@@ -7,7 +7,9 @@
 //! reads a clock (time is `cx.now()`), never draws randomness it was not given (the schedule is drawn from
 //! a seeded [`Rng`] when the client is made).
 
-use corral_oscore::{Params, Plain, RequestBinding, SecurityContext};
+use corral_oscore::{
+    Aead, CryptoOps, GroupBinding, GroupContext, GroupParams, Kdf, Params, Plain, RequestBinding, SecurityContext,
+};
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
 use corral_proto::{
     Context, Duration, InboundId, IncomingRequest, Instant, Outcome, Request, RequestId, Response, Rng, SendParams,
@@ -35,16 +37,23 @@ impl std::ops::AddAssign for Ops {
 /// The shared OSCORE master secret of the lab (any value: the keys only need to differ per client).
 const MASTER_SECRET: &[u8] = b"corral seed 001 lab master secret";
 
-/// The server's Sender ID; client `c` (1-based) has Sender ID `[c]`.
+/// The server's Sender ID; client `c` (1-based) has Sender ID `[c]`; the Deterministic Client `[0xdc]`.
 pub const SERVER_ID: u8 = 0;
+pub const DETERMINISTIC_ID: u8 = 0xdc;
+
+fn ops_of(o: CryptoOps) -> Ops {
+    Ops { aead: o.aead, signatures: o.signatures, hmac: o.hmac }
+}
 
 /// What a client needs to check the response to one request.
 #[derive(Debug, Clone)]
 pub enum Binding {
     Oscore(RequestBinding),
+    Group(GroupBinding),
 }
 
-/// A client's security for its requests, per deployment.
+/// A client's security for its requests, per deployment. Operations are the library's own counters
+/// (`SecurityContext::ops`, `GroupContext::ops`): every AEAD, signature and HMAC corral-oscore performed.
 pub trait ClientSecurity {
     /// The request to send for `plain` and what its response must match.
     fn protect(&mut self, plain: &Plain) -> Result<(Plain, Binding), String>;
@@ -67,58 +76,61 @@ pub trait ServerSecurity {
 #[derive(Debug, Clone)]
 pub enum ServerBinding {
     Oscore { kid: Vec<u8>, binding: RequestBinding },
+    Group(GroupBinding),
 }
 
 /// RFC 8613 OSCORE between one client and the server: one security context each (deployments i and ii).
 pub struct OscoreClient {
     ctx: SecurityContext,
-    ops: Ops,
 }
 
 impl OscoreClient {
     /// Client `c` (1-based).
     pub fn new(c: u8) -> Result<OscoreClient, String> {
         let ctx = SecurityContext::derive(Params::new(MASTER_SECRET, &[c], &[SERVER_ID])).map_err(|e| e.to_string())?;
-        Ok(OscoreClient { ctx, ops: Ops::default() })
+        Ok(OscoreClient { ctx })
+    }
+}
+
+fn unprotected(outer: &Plain) -> Result<(), String> {
+    if outer.options.contains(OptionNumber::OSCORE) {
+        Ok(())
+    } else {
+        Err(format!("unprotected {}", outer.code))
     }
 }
 
 impl ClientSecurity for OscoreClient {
     fn protect(&mut self, plain: &Plain) -> Result<(Plain, Binding), String> {
-        self.ops.aead += 1;
         let (outer, b) = self.ctx.protect_request(plain, false).map_err(|e| e.to_string())?;
         Ok((outer, Binding::Oscore(b)))
     }
 
     fn verify(&mut self, binding: &Binding, outer: &Plain) -> Result<Plain, String> {
-        let Binding::Oscore(b) = binding;
-        if !outer.options.contains(OptionNumber::OSCORE) {
-            return Err(format!("unprotected {}", outer.code));
-        }
-        self.ops.aead += 1;
+        let Binding::Oscore(b) = binding else { return Err("not an OSCORE binding".into()) };
+        unprotected(outer)?;
         self.ctx.unprotect_response(b, outer).map(|(p, _)| p).map_err(|e| e.to_string())
     }
 
     fn ops(&self) -> Ops {
-        self.ops
+        ops_of(self.ctx.ops())
     }
 }
 
 /// The server's OSCORE contexts, one per client, found by the request's kid.
 pub struct OscoreServer {
     contexts: HashMap<Vec<u8>, SecurityContext>,
-    ops: Ops,
 }
 
 impl OscoreServer {
     pub fn new(clients: u8) -> Result<OscoreServer, String> {
         let mut contexts = HashMap::new();
         for c in 1..=clients {
-            let ctx = SecurityContext::derive(Params::new(MASTER_SECRET, &[SERVER_ID], &[c]))
-                .map_err(|e| e.to_string())?;
+            let ctx =
+                SecurityContext::derive(Params::new(MASTER_SECRET, &[SERVER_ID], &[c])).map_err(|e| e.to_string())?;
             contexts.insert(vec![c], ctx);
         }
-        Ok(OscoreServer { contexts, ops: Ops::default() })
+        Ok(OscoreServer { contexts })
     }
 }
 
@@ -126,15 +138,13 @@ impl ServerSecurity for OscoreServer {
     fn open(&mut self, outer: &Plain) -> Result<(Plain, ServerBinding), String> {
         let (kid, _) = corral_oscore::request_kid(&outer.options).map_err(|e| e.to_string())?;
         let ctx = self.contexts.get_mut(&kid).ok_or("unknown kid")?;
-        self.ops.aead += 1;
         let (plain, binding) = ctx.unprotect_request(outer).map_err(|e| e.to_string())?;
         Ok((plain, ServerBinding::Oscore { kid, binding }))
     }
 
     fn seal(&mut self, b: &ServerBinding, response: &Plain) -> Result<Plain, String> {
-        let ServerBinding::Oscore { kid, binding } = b;
+        let ServerBinding::Oscore { kid, binding } = b else { return Err("not an OSCORE binding".into()) };
         let ctx = self.contexts.get_mut(kid).ok_or("unknown kid")?;
-        self.ops.aead += 1;
         ctx.protect_response(binding, response, false).map_err(|e| e.to_string())
     }
 
@@ -143,12 +153,97 @@ impl ServerSecurity for OscoreServer {
     }
 
     fn ops(&self) -> Ops {
-        self.ops
+        let mut o = Ops::default();
+        for c in self.contexts.values() {
+            o += ops_of(c.ops());
+        }
+        o
     }
 }
 
-/// The security adapters of a deployment, or why it cannot run yet.
-pub fn security(deployment: &str, clients: u8) -> Result<(Vec<Box<dyn ClientSecurity>>, Box<dyn ServerSecurity>), String> {
+/// The group of deployment iii: the server and the nine clients as members (Ed25519 keys from fixed
+/// seeds), with a Deterministic Client; AES-CCM-16-64-128 and HKDF-SHA256 as RFC 8613's defaults.
+fn group_params(me: u8, members: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>) -> GroupParams {
+    GroupParams {
+        master_secret: MASTER_SECRET.to_vec(),
+        master_salt: Vec::new(),
+        group_id: b"g".to_vec(),
+        sender_id: vec![me],
+        private_key: [me.wrapping_add(1); 32],
+        members: members.iter().filter(|(id, _)| id.as_slice() != [me]).map(|(k, v)| (k.clone(), v.clone())).collect(),
+        deterministic_id: Some(vec![DETERMINISTIC_ID]),
+        gm_cred: None,
+        aead: Aead::AesCcm16_64_128,
+        group_enc: Aead::AesCcm16_64_128,
+        kdf: Kdf::HkdfSha256,
+        replay_window: 32,
+    }
+}
+
+/// Every member's group context: the server's first, then client 1..=clients.
+fn group(clients: u8) -> Result<Vec<GroupContext>, String> {
+    let ids: Vec<u8> = std::iter::once(SERVER_ID).chain(1..=clients).collect();
+    let mut creds = std::collections::BTreeMap::new();
+    for &id in &ids {
+        let alone = GroupContext::derive(group_params(id, &Default::default())).map_err(|e| e.to_string())?;
+        creds.insert(vec![id], alone.own_credential().to_vec());
+    }
+    ids.iter().map(|&id| GroupContext::derive(group_params(id, &creds)).map_err(|e| e.to_string())).collect()
+}
+
+/// A client of deployment iii: deterministic requests (every client the same bytes for the same `t`),
+/// signed group-mode responses.
+pub struct DeterministicClient {
+    ctx: GroupContext,
+}
+
+impl ClientSecurity for DeterministicClient {
+    fn protect(&mut self, plain: &Plain) -> Result<(Plain, Binding), String> {
+        let (outer, b) = self.ctx.protect_deterministic(plain).map_err(|e| e.to_string())?;
+        Ok((outer, Binding::Group(b)))
+    }
+
+    fn verify(&mut self, binding: &Binding, outer: &Plain) -> Result<Plain, String> {
+        let Binding::Group(b) = binding else { return Err("not a group binding".into()) };
+        unprotected(outer)?;
+        self.ctx.unprotect_response(b, outer).map(|(p, _)| p).map_err(|e| e.to_string())
+    }
+
+    fn ops(&self) -> Ops {
+        ops_of(self.ctx.ops())
+    }
+}
+
+/// The server of deployment iii: opens deterministic requests, answers in group mode (signed).
+pub struct GroupServer {
+    ctx: GroupContext,
+}
+
+impl ServerSecurity for GroupServer {
+    fn open(&mut self, outer: &Plain) -> Result<(Plain, ServerBinding), String> {
+        let (plain, b) = self.ctx.unprotect_request(outer).map_err(|e| e.to_string())?;
+        Ok((plain, ServerBinding::Group(b)))
+    }
+
+    fn seal(&mut self, b: &ServerBinding, response: &Plain) -> Result<Plain, String> {
+        let ServerBinding::Group(b) = b else { return Err("not a group binding".into()) };
+        self.ctx.protect_response(b, response, false).map_err(|e| e.to_string())
+    }
+
+    fn signs(&self) -> bool {
+        true
+    }
+
+    fn ops(&self) -> Ops {
+        ops_of(self.ctx.ops())
+    }
+}
+
+/// The client and server adapters of a CoAP deployment.
+pub type Adapters = (Vec<Box<dyn ClientSecurity>>, Box<dyn ServerSecurity>);
+
+/// The security adapters of a deployment.
+pub fn security(deployment: &str, clients: u8) -> Result<Adapters, String> {
     match deployment {
         "oscore" | "oscore-proxy" => {
             let mut cs: Vec<Box<dyn ClientSecurity>> = Vec::new();
@@ -157,11 +252,13 @@ pub fn security(deployment: &str, clients: u8) -> Result<(Vec<Box<dyn ClientSecu
             }
             Ok((cs, Box::new(OscoreServer::new(clients)?)))
         }
-        // THE HOLE: deterministic requests need corral-oscore's Group OSCORE (issue 16), which has not
-        // landed; faking them with plain CoAP would measure something else.
-        "det-oscore-proxy" => Err("deployment det-oscore-proxy needs Group OSCORE with deterministic requests \
-                                   in corral-oscore (issue 16), which is not there yet"
-            .into()),
+        "det-oscore-proxy" => {
+            let mut members = group(clients)?.into_iter();
+            let server = members.next().ok_or("no server context")?;
+            let cs: Vec<Box<dyn ClientSecurity>> =
+                members.map(|ctx| Box::new(DeterministicClient { ctx }) as Box<dyn ClientSecurity>).collect();
+            Ok((cs, Box::new(GroupServer { ctx: server })))
+        }
         other => Err(format!("no CoAP security adapter for deployment {other:?}")),
     }
 }
@@ -342,7 +439,8 @@ impl Service for MpServer {
                 return cx.respond(req.id, Response::error(Code::BAD_REQUEST, e));
             }
         };
-        let path: Vec<&str> = inner.options.get_all(OptionNumber::URI_PATH).filter_map(|v| std::str::from_utf8(v).ok()).collect();
+        let path: Vec<&str> =
+            inner.options.get_all(OptionNumber::URI_PATH).filter_map(|v| std::str::from_utf8(v).ok()).collect();
         let plain = if inner.code == Code::GET && path == ["instruction"] {
             let mut p = Plain { code: Code::CONTENT, payload: vec![0x08, 0x15], ..Plain::default() };
             p.options.set_uint(OptionNumber::CONTENT_FORMAT, u64::from(ContentFormat::OCTET_STREAM.0));

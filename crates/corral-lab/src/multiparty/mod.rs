@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `oscore` | RFC 8613 OSCORE end to end (corral-oscore) | route at the IP layer (the simulator's routing) |
 //! | `oscore-proxy` | the same protected requests, sent to the first forwarder with the server in Proxy-Uri | corral-proxy on every forwarder, hop-wise CON; protected requests are POSTs, so neither cached nor aggregated across clients |
-//! | `det-oscore-proxy` | deterministic Group OSCORE requests | corral-proxy, caching and aggregating across clients — **not built yet** (see [`apps::security`]) |
+//! | `det-oscore-proxy` | deterministic requests of Group OSCORE (corral-oscore's `GroupContext`), signed group-mode responses after the server's 20 ms signature time | corral-proxy, caching and aggregating the identical FETCHes across clients |
 //! | `ndn` | the NDN model's consumer and producer ([`ndn`]) | the NDN model's forwarder |
 //!
 //! **The tree** is the original testbed's route table (`inetrg/IEEE-LCN-ICN-CoAP-21`,
@@ -30,7 +30,7 @@ use apps::{MpClient, MpServer, Ops, Retrieval};
 use corral_proto::wire::Code;
 use corral_proto::{Duration, Endpoint, EndpointConfig, Instant, Node, Rng, ServiceHandle};
 use corral_proxy::{Fib, NextHop, ProxyConfig, ProxyService};
-use corral_sim::{LinkModel, NodeId, NodeSpec, RecordKind, Role, Sim, SimConfig, Topology};
+use corral_sim::{NodeId, NodeSpec, RecordKind, Role, Sim, SimConfig, Topology};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -184,11 +184,14 @@ pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64, record
     let _ = record;
     let fig = fig6();
     let mut topo = fig.topology.clone();
-    if m.frame_loss > 0.0 {
-        topo.default_link = LinkModel::Bernoulli { p: m.frame_loss };
-    }
+    // Collisions, hidden terminals and the MAC's limits always; a loss model only if `[network] link` sets
+    // one (seed 001 gives none: the default is a perfect channel apart from the MAC).
+    topo.default_link = crate::run::link_model(s.link);
     let mut cfg = SimConfig::new(seed);
     cfg.record = true;
+    // No CPU model unless `[calibration]` sets one (seed 001's motes are not calibrated anywhere).
+    cfg.processing_delay = Duration::from_micros((s.processing_delay_ms * 1000.0).round() as u64);
+    cfg.rx_queue = s.rx_queue;
     let mut sim = Sim::from_topology(cfg, &topo);
     let addr = |sim: &Sim, i: usize| sim.addr(NodeId(i as u32));
     let server_addr = addr(&sim, fig.server);
@@ -249,8 +252,7 @@ pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64, record
         }
         for (c, (&i, sec)) in fig.clients.iter().zip(clients).enumerate() {
             let proxy = proxied.then(|| addr(&sim, fig.parent[i].expect("a client has a parent")));
-            let client =
-                MpClient::new(c as u8 + 1, schedules[c].clone(), server_addr, proxy, sec, max_transmit_wait());
+            let client = MpClient::new(c as u8 + 1, schedules[c].clone(), server_addr, proxy, sec, max_transmit_wait());
             let mut node = Node::new(Endpoint::new(endpoint_config(&sim, i, m.nstart)));
             handles.push(node.mount("", client));
             sim.attach(NodeId(i as u32), node);
@@ -326,7 +328,8 @@ pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64, record
         link_responses,
     };
     let result = rows(s, &sim, &fig, &retrievals, index, seed, stats);
-    let network = Network { topology: topo, gateways: vec![fig.server], members: vec![forwarders], host: fig.clients[8] };
+    let network =
+        Network { topology: topo, gateways: vec![fig.server], members: vec![forwarders], host: fig.clients[8] };
     Ok(TracedPoint { result, sim, network, client: handles[8] })
 }
 
@@ -355,11 +358,8 @@ fn shared_path_counts(sim: &Sim, fig: &Fig6, ndn: bool) -> (Vec<u64>, Vec<u64>) 
             continue;
         }
         let Some(code) = sim.datagram(r.datagram).and_then(|d| d.coap).map(|c| c.code) else { continue };
-        let (is_req, is_resp) = if ndn {
-            (code == Code::POST, code == Code::PUT)
-        } else {
-            (code.is_request(), code.0 >= 0x40)
-        };
+        let (is_req, is_resp) =
+            if ndn { (code == Code::POST, code == Code::PUT) } else { (code.is_request(), code.0 >= 0x40) };
         if is_up && is_req {
             req[i] += 1;
         } else if !is_up && is_resp {

@@ -33,9 +33,6 @@ pub struct MultipartySpec {
     /// The server's signature time in the deployment that signs (seed 001: 20 ms), ms.
     #[serde(default = "twenty")]
     pub signature_ms: f64,
-    /// Independent loss of each IEEE 802.15.4 frame on every link, beyond collisions (0: none).
-    #[serde(default)]
-    pub frame_loss: f64,
     /// Requests a client or proxy may have outstanding (the original's `REQ_WAITING_MAX` 94).
     #[serde(default = "req_waiting")]
     pub nstart: u16,
@@ -74,8 +71,8 @@ impl MultipartySpec {
         if self.requests == 0 || self.quick_requests == 0 || self.requests > 100_000 || self.interval_ms == 0 {
             return err("multiparty: requests and quick_requests 1..100000, interval_ms above 0");
         }
-        if !(0.0..1.0).contains(&self.frame_loss) || !(0.0..=1000.0).contains(&self.signature_ms) {
-            return err("multiparty: frame_loss a probability below 1, signature_ms 0..1000");
+        if !(0.0..=1000.0).contains(&self.signature_ms) {
+            return err("multiparty.signature_ms: 0..1000");
         }
         if self.nstart == 0 {
             return err("multiparty.nstart: at least 1");

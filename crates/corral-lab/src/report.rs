@@ -896,15 +896,15 @@ th{{background:#f0f0f0}} code{{background:#f3f3f3;padding:1px 4px}}
         }
         h.push_str("</div></div>\n");
     }
+    if let Some((_, section)) = crate::multiparty::figures::section(d) {
+        h.push_str(&section);
+    }
     let loose: Vec<&Finding> = found.iter().filter(|f| !s.figures.iter().any(|g| g.id == f.figure)).collect();
     if !loose.is_empty() {
         h.push_str("<h2>Findings</h2>\n");
         for f in loose {
             h.push_str(&finding_html(f));
         }
-    }
-    if let Some((_, section)) = crate::multiparty::figures::section(d) {
-        h.push_str(&section);
     }
     h.push_str(&calibration_html(s));
     h.push_str(&sensitivity_html(found, &d.sensitivity));

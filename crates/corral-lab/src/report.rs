@@ -371,6 +371,7 @@ pub fn read_results(dir: &Path) -> Result<Vec<PointResult>, String> {
         };
         get(&mut by_point, n.point)?.nodes.push(n);
     }
+    crate::multiparty::read_stats(dir, &mut by_point)?;
     Ok(by_point.into_values().collect())
 }
 
@@ -947,6 +948,9 @@ pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, String> {
     write("links.csv", &links_csv(d))?;
     write("nodes.csv", &nodes_csv(d))?;
     write("aggregates.csv", &aggregates_csv(d))?;
+    if let Some(json) = crate::multiparty::stats_json(&d.results) {
+        write(crate::multiparty::STATS_FILE, &json)?;
+    }
     let complete = d.results.len() == d.points.len();
     let aggs = d.aggregates();
     let found = if complete { findings::evaluate(&d.scenario, &aggs) } else { Vec::new() };

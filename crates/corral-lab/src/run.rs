@@ -356,7 +356,7 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         return crate::emulated::run(em, index, seed);
     }
     if let Some(m) = &s.multiparty {
-        return crate::multiparty::run(s, m, index, seed, record);
+        return crate::multiparty::run(s, m, index, seed);
     }
     let net = build_network(s)?;
     let mut cfg = SimConfig::new(seed);

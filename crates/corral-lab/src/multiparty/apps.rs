@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
 /// Cryptographic operations performed (Table III's rows).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Ops {
     pub aead: u64,
     pub signatures: u64,
@@ -272,7 +272,7 @@ pub fn schedule(rng: &mut Rng, n: u32, interval: Duration, first: Duration) -> V
         out.push(t);
         let due = Instant::ZERO + interval.saturating_mul(k);
         let room = due.saturating_since(t).as_micros();
-        t = t + Duration::from_micros(rng.below(room + 1));
+        t += Duration::from_micros(rng.below(room + 1));
     }
     out
 }

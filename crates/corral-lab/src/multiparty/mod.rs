@@ -99,7 +99,7 @@ pub fn fig6() -> Fig6 {
 }
 
 /// What a seed-001 point measured beyond its rows (see the module docs).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MpStats {
     pub deployment: String,
     pub requests: u32,
@@ -165,6 +165,42 @@ impl MpStats {
     }
 }
 
+/// The report file that keeps every point's [`MpStats`], so that `corral lab merge` has them too.
+pub const STATS_FILE: &str = "multiparty.json";
+
+/// `multiparty.json`: `[{"point": i, "stats": …}, …]` in point order, or `None` without seed-001 points.
+pub fn stats_json(results: &[PointResult]) -> Option<String> {
+    let rows: Vec<serde_json::Value> = results
+        .iter()
+        .filter_map(|r| r.multiparty.as_ref().map(|m| serde_json::json!({"point": r.point.point, "stats": m.as_ref()})))
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    serde_json::to_string(&rows).ok().map(|s| s + "\n")
+}
+
+/// Attaches the stats of a report directory's `multiparty.json` (if it has one) to its points.
+pub fn read_stats(
+    dir: &std::path::Path,
+    by_point: &mut std::collections::BTreeMap<usize, PointResult>,
+) -> Result<(), String> {
+    let path = dir.join(STATS_FILE);
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
+    #[derive(serde::Deserialize)]
+    struct Row {
+        point: usize,
+        stats: MpStats,
+    }
+    let rows: Vec<Row> = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    for r in rows {
+        if let Some(p) = by_point.get_mut(&r.point) {
+            p.multiparty = Some(Arc::new(r.stats));
+        }
+    }
+    Ok(())
+}
+
 fn endpoint_config(sim: &Sim, i: usize, nstart: u16) -> EndpointConfig {
     let mut c = sim.endpoint_config(NodeId(i as u32));
     c.params.ack_timeout = ACK_TIMEOUT;
@@ -179,9 +215,8 @@ fn max_transmit_wait() -> Duration {
     ACK_TIMEOUT.saturating_mul((1 << (MAX_RETRANSMIT + 1)) - 1)
 }
 
-/// Runs one point; `record` keeps the simulator's records (the per-link counts need them anyway).
-pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64, record: bool) -> Result<TracedPoint, String> {
-    let _ = record;
+/// Runs one point. The simulator always keeps its records: Fig. 9's per-link counts are read from them.
+pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64) -> Result<TracedPoint, String> {
     let fig = fig6();
     let mut topo = fig.topology.clone();
     // Collisions, hidden terminals and the MAC's limits always; a loss model only if `[network] link` sets
@@ -240,7 +275,6 @@ pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64, record
                 let config = ProxyConfig {
                     name: format!("n{f}"),
                     cache_entries: m.cache_entries,
-                    max_pending: 4096,
                     upstream_timeout: None,
                     ..ProxyConfig::default()
                 };
@@ -327,7 +361,7 @@ pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64, record
         link_requests,
         link_responses,
     };
-    let result = rows(s, &sim, &fig, &retrievals, index, seed, stats);
+    let result = rows(&sim, &fig, &retrievals, index, seed, stats);
     let network =
         Network { topology: topo, gateways: vec![fig.server], members: vec![forwarders], host: fig.clients[8] };
     Ok(TracedPoint { result, sim, network, client: handles[8] })
@@ -369,15 +403,7 @@ fn shared_path_counts(sim: &Sim, fig: &Fig6, ndn: bool) -> (Vec<u64>, Vec<u64>) 
     (req, resp)
 }
 
-fn rows(
-    _s: &Setup,
-    sim: &Sim,
-    fig: &Fig6,
-    retrievals: &[Retrieval],
-    index: usize,
-    seed: u64,
-    stats: MpStats,
-) -> PointResult {
+fn rows(sim: &Sim, fig: &Fig6, retrievals: &[Retrieval], index: usize, seed: u64, stats: MpStats) -> PointResult {
     let n = stats.requests as usize;
     let mut queries: Vec<QueryRow> = retrievals
         .iter()

@@ -40,7 +40,7 @@ pub const CHECKS: &[Check] = &[
     },
     Check {
         name: "mp_subsecond_latency",
-        title: "sub-second retrieval times drop from about 100 ms to about 25 ms with prepopulated caches (Fig. 7)",
+        title: "client 9's sub-second retrieval times drop from about 100 ms to about 25 ms with prepopulated caches (Fig. 7)",
         run: subsecond_latency,
     },
     Check {
@@ -161,22 +161,24 @@ fn server_rate_aware(_: &Scenario, aggs: &Aggs) -> Out {
     need(m, "needs det-oscore-proxy or ndn")
 }
 
-/// Median of the retrieval times below 1 s, clients 1, 5 and 9 pooled (Fig. 7's clients).
+/// Median of client 9's retrieval times below 1 s: the paper's sentence is one of "three aspects [that]
+/// become visible when we observe the completion time distributions for client 9". (The first version of
+/// this check pooled clients 1, 5 and 9, a misreading; docs/lab.md gives both.)
 fn subsecond_latency(_: &Scenario, aggs: &Aggs) -> Out {
     let mut m = Vec::new();
-    let median = |d: &str| stats(aggs, d).map(|s| s.subsecond_median(&[1, 5, 9]));
+    let median = |d: &str| stats(aggs, d).map(|s| s.subsecond_median(&[9]));
     for d in UNAWARE {
         if let Some(x) = median(d) {
-            let what = format!("{}: median sub-second retrieval time", label(d));
+            let what = format!("{}: client 9's median sub-second retrieval time", label(d));
             m.push(Measure::new(what, x, Some(100.0), " ms", Tolerance::Relative(0.5)));
         }
     }
     for d in AWARE {
         if let Some(x) = median(d) {
-            let what = format!("{}: median sub-second retrieval time", label(d));
+            let what = format!("{}: client 9's median sub-second retrieval time", label(d));
             m.push(Measure::new(what, x, Some(25.0), " ms", Tolerance::Relative(0.5)));
             if let Some(base) = median("oscore") {
-                let what = format!("{} / OSCORE median sub-second retrieval time", label(d));
+                let what = format!("{} / OSCORE: client 9's median sub-second retrieval time", label(d));
                 m.push(Measure::new(what, x / base, Some(0.25), "×", Tolerance::AtMost(0.5)));
             }
         }

@@ -1,7 +1,10 @@
 //! Protect + unprotect of a typical request (GET /s/t with Uri-Host) and response (2.05, 8 bytes of text),
 //! next to encoding and parsing the same plain messages with corral-wire: what OSCORE adds per exchange.
+//! Then Group OSCORE's deterministic exchange (seed 001): a deterministic request and its signed answer.
 
-use corral_oscore::{Params, Plain, SecurityContext};
+use corral_oscore::group::{ccs_for, public_key_of_seed, GroupContext, GroupParams};
+use corral_oscore::{Aead, Kdf, Params, Plain, SecurityContext};
+use std::collections::BTreeMap;
 use corral_wire::{Code, Message, MessageId, MessageType, OptionNumber, Options, Token};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
@@ -27,6 +30,32 @@ fn response() -> Plain {
     Plain { code: Code::CONTENT, options: o, payload: b"21.5 C\n\n".to_vec() }
 }
 
+/// Two members of one group (client 01, server 00) with a Deterministic Client.
+fn group() -> (GroupContext, GroupContext) {
+    let keys = [[7u8; 32], [9u8; 32]];
+    let member = |own: usize| {
+        let other = 1 - own;
+        let mut members = BTreeMap::new();
+        members.insert(vec![other as u8], ccs_for(&public_key_of_seed(&keys[other])));
+        GroupContext::derive(GroupParams {
+            master_secret: b"0123456789abcdef".to_vec(),
+            master_salt: vec![],
+            group_id: vec![0xdd, 0x11],
+            sender_id: vec![own as u8],
+            private_key: keys[own],
+            members,
+            deterministic_id: Some(vec![0xdc]),
+            gm_cred: None,
+            aead: Aead::AesCcm16_64_128,
+            group_enc: Aead::AesCcm16_64_128,
+            kdf: Kdf::HkdfSha256,
+            replay_window: 32,
+        })
+        .unwrap()
+    };
+    (member(1), member(0))
+}
+
 fn bench(c: &mut Criterion) {
     let (mut client, mut server) = contexts();
     let (req, resp) = (request(), response());
@@ -41,6 +70,22 @@ fn bench(c: &mut Criterion) {
     let (mut client, _) = contexts();
     c.bench_function("oscore/protect request", |b| {
         b.iter(|| black_box(client.protect_request(black_box(&req), false).unwrap()))
+    });
+    let (mut gc, mut gs) = group();
+    c.bench_function("group/deterministic exchange (request, signed response, both verified)", |b| {
+        b.iter(|| {
+            let (outer, binding) = gc.protect_deterministic(black_box(&req)).unwrap();
+            let (_, sb) = gs.unprotect_request(&outer).unwrap();
+            let outer_r = gs.protect_response(&sb, black_box(&resp), false).unwrap();
+            black_box(gc.unprotect_response(&binding, &outer_r).unwrap());
+        })
+    });
+    let (_, mut gs2) = group();
+    let (outer, binding) = gc.protect_deterministic(&req).unwrap();
+    let (_, sb) = gs2.unprotect_request(&outer).unwrap();
+    let outer_r = gs2.protect_response(&sb, &resp, false).unwrap();
+    c.bench_function("group/verify a cached signed response (each further client)", |b| {
+        b.iter(|| black_box(gc.unprotect_response(&binding, black_box(&outer_r)).unwrap()))
     });
     // Baseline in the same run: encode and parse the plain request and response.
     let plain = |p: &Plain| {

@@ -181,7 +181,7 @@ impl Sequence {
         self.reserved = persisted;
     }
 
-    pub(crate) fn to_persist(&mut self) -> Option<u64> {
+    pub(crate) fn reservation_due(&mut self) -> Option<u64> {
         if self.ssn < self.reserved {
             return None;
         }
@@ -309,7 +309,7 @@ impl SecurityContext {
     /// reservation is used up: the caller stores it (durably) and then goes on. `None` when nothing needs
     /// writing.
     pub fn sequence_to_persist(&mut self) -> Option<u64> {
-        self.seq.to_persist()
+        self.seq.reservation_due()
     }
 
     /// Takes the next Sender Sequence Number as a Partial IV (RFC 8613 §7.2), minimal big-endian bytes.

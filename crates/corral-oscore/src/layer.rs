@@ -8,9 +8,9 @@
 //! §2.4, RFC 8613 Appendix B.1.2), and only the request that echoes it re-establishes the window — a
 //! request captured before the crash and replayed after it is refused.
 
-use crate::protect::request_kid;
+use crate::served::{Binding, Sender, Served};
 use crate::store::ContextDir;
-use crate::{Error, Plain, RequestBinding};
+use crate::{Error, Plain};
 use corral_proto::wire::{Code, OptionNumber, Token};
 use corral_proto::{Inbound, InboundId, IncomingRequest, Instant, Layer, Request, Response};
 use std::collections::HashMap;
@@ -40,11 +40,11 @@ pub struct LayerStats {
 
 /// See the module docs.
 pub struct OscoreLayer {
-    contexts: Vec<ContextDir>,
+    contexts: Vec<Served>,
     /// Requests being answered: which context, the binding, and whether the response needs a Partial IV
     /// of its own.
-    pending: HashMap<InboundId, (usize, RequestBinding, bool), foldhash::fast::FixedState>,
-    observers: HashMap<(SocketAddr, Token), (usize, RequestBinding), foldhash::fast::FixedState>,
+    pending: HashMap<InboundId, (usize, Binding, bool), foldhash::fast::FixedState>,
+    observers: HashMap<(SocketAddr, Token), (usize, Binding), foldhash::fast::FixedState>,
     /// The Echo value each context's peer must return before its window is trusted again.
     challenges: HashMap<usize, Vec<u8>>,
     /// Inner block-wise uploads by (context, client, resource).
@@ -69,6 +69,11 @@ impl OscoreLayer {
     /// A layer serving the peers of `contexts` (picked by the kid of each request). With `require`, plain
     /// CoAP requests are refused with 4.01 (`/.well-known/core` excepted).
     pub fn new(contexts: Vec<ContextDir>, require: bool) -> OscoreLayer {
+        OscoreLayer::serving(contexts.into_iter().map(Served::Pairwise).collect(), require)
+    }
+
+    /// A layer serving pairwise and group contexts (Group OSCORE members and deterministic requests).
+    pub fn serving(contexts: Vec<Served>, require: bool) -> OscoreLayer {
         OscoreLayer {
             contexts,
             pending: table(),
@@ -121,14 +126,11 @@ impl Layer for OscoreLayer {
             }
             return Inbound::Pass(req);
         }
-        let (kid, kid_context) = match request_kid(&req.request.options) {
-            Ok(k) => k,
+        let sender = match Sender::of(&req.request.options) {
+            Ok(s) => s,
             Err(e) => return self.answer(req.id, &e),
         };
-        let Some(ci) = self.contexts.iter().position(|c| {
-            let p = c.context.params();
-            p.recipient_id == kid && kid_context.as_ref().is_none_or(|k| Some(k) == p.id_context.as_ref())
-        }) else {
+        let Some(ci) = self.contexts.iter().position(|c| c.serves(&sender)) else {
             return self.answer(req.id, &Error::UnknownContext);
         };
         let outer = Plain {
@@ -136,7 +138,7 @@ impl Layer for OscoreLayer {
             options: req.request.options.clone(),
             payload: req.request.payload.clone(),
         };
-        let ctx = &mut self.contexts[ci].context;
+        let ctx = &mut self.contexts[ci];
         let (inner, binding, window) = match ctx.open_request(&outer) {
             Ok(x) => x,
             Err(e) => return self.answer(req.id, &e),
@@ -218,6 +220,7 @@ impl Layer for OscoreLayer {
         }
         let Some((ci, binding, own_piv)) = self.pending.remove(&id) else { return response };
         let dir = &mut self.contexts[ci];
+        let own_piv = own_piv || Served::needs_own_piv(&binding);
         if !response.code.is_success() {
             // The observation (if any) ends with this response.
             self.observers.retain(|_, (c, b)| !(*c == ci && *b == binding));
@@ -229,7 +232,7 @@ impl Layer for OscoreLayer {
             }
         }
         let plain = Plain { code: response.code, options: response.options, payload: response.payload };
-        match dir.context.protect_response(&binding, &plain, own_piv) {
+        match dir.protect_response(&binding, &plain, own_piv) {
             Ok(outer) => {
                 self.stats.protected += 1;
                 Response { code: outer.code, options: outer.options, payload: outer.payload }

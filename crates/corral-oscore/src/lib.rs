@@ -28,6 +28,7 @@ mod layer;
 mod option;
 mod protect;
 mod replay;
+pub mod served;
 pub mod store;
 
 pub use context::{Aead, CryptoOps, Kdf, Params, SecurityContext, K_SSN, K_SSN_MAX, MAX_SSN};

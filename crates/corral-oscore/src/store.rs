@@ -1,4 +1,4 @@
-//! Security contexts on disk, in aiocoap's context-directory format, so that `corral` and aiocoap can use
+//! Security contexts on disk (pairwise [`ContextDir`]s and Group OSCORE [`GroupDir`]s), in aiocoap's context-directory format, so that `corral` and aiocoap can use
 //! the same files: `settings.json` (and optionally `secret.json`) with `sender-id_hex`, `recipient-id_hex`,
 //! `secret_ascii` or `secret_hex`, optional `salt_*`, `id-context_hex`, `algorithm`, `kdf-hashfun`,
 //! `window`; and `sequence.json` with `next-to-send`, written before a reserved sequence number is used
@@ -6,8 +6,10 @@
 //! "unknown"`): after a restart the server asks for Echo before it accepts anything.
 
 use crate::context::{Aead, Kdf, Params, SecurityContext};
+use crate::group::{GroupContext, GroupParams};
 use crate::Error;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -22,10 +24,7 @@ fn bytes(data: &Map<String, Value>, key: &str) -> Result<Option<Vec<u8>>, Error>
     if let Some(v) = data.get(&format!("{key}_hex")) {
         let s = v.as_str().ok_or_else(|| Error::Config(format!("{key}_hex: expected a string of hex digits")))?;
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        if s.len() % 2 != 0 || !s.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(Error::Config(format!("{key}_hex: {s:?} is not hex")));
-        }
-        return Ok(Some((0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or(0)).collect()));
+        return hex_bytes(&s).map(Some).ok_or_else(|| Error::Config(format!("{key}_hex: {s:?} is not hex")));
     }
     if let Some(v) = data.get(&format!("{key}_ascii")) {
         let s = v.as_str().ok_or_else(|| Error::Config(format!("{key}_ascii: expected a string")))?;
@@ -46,22 +45,57 @@ fn read_json(path: &Path) -> Result<Option<Map<String, Value>>, Error> {
     }
 }
 
-impl ContextDir {
-    /// Loads the context in `dir`; continues from the persisted sequence number if there is one.
-    pub fn load(dir: &Path) -> Result<ContextDir, Error> {
-        let mut data = Map::new();
-        for file in ["secret.json", "settings.json"] {
-            if let Some(m) = read_json(&dir.join(file))? {
-                for (k, v) in m {
-                    if data.insert(k.clone(), v).is_some() {
-                        return Err(Error::Config(format!("{}: {k} is in more than one file", dir.display())));
-                    }
+/// `settings.json` and `secret.json` of a context directory, merged (a key in both is an error).
+fn read_settings(dir: &Path) -> Result<Map<String, Value>, Error> {
+    let mut data = Map::new();
+    for file in ["secret.json", "settings.json"] {
+        if let Some(m) = read_json(&dir.join(file))? {
+            for (k, v) in m {
+                if data.insert(k.clone(), v).is_some() {
+                    return Err(Error::Config(format!("{}: {k} is in more than one file", dir.display())));
                 }
             }
         }
-        if data.is_empty() {
-            return Err(Error::Config(format!("{}: no settings.json (or secret.json) here", dir.display())));
-        }
+    }
+    if data.is_empty() {
+        return Err(Error::Config(format!("{}: no settings.json (or secret.json) here", dir.display())));
+    }
+    Ok(data)
+}
+
+/// The persisted sequence number of a context directory, if it has one.
+fn persisted_sequence(dir: &Path) -> Result<Option<u64>, Error> {
+    match read_json(&dir.join("sequence.json"))? {
+        None => Ok(None),
+        Some(seq) => seq
+            .get("next-to-send")
+            .and_then(Value::as_u64)
+            .map(Some)
+            .ok_or_else(|| Error::Config(format!("{}/sequence.json: next-to-send is missing", dir.display()))),
+    }
+}
+
+fn persist_sequence(dir: &Path, next: Option<u64>) -> Result<(), Error> {
+    if let Some(next) = next {
+        let v = serde_json::json!({ "next-to-send": next, "received": "unknown" });
+        write_atomically(&dir.join("sequence.json"), &v)?;
+    }
+    Ok(())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Whether the context directory holds a group context (its settings name a group).
+pub fn is_group_dir(dir: &Path) -> bool {
+    read_settings(dir).is_ok_and(|d| d.contains_key("group-id_hex") || d.contains_key("members"))
+}
+
+impl ContextDir {
+    /// Loads the context in `dir`; continues from the persisted sequence number if there is one.
+    pub fn load(dir: &Path) -> Result<ContextDir, Error> {
+        let data = read_settings(dir)?;
         let need = |key: &str| -> Result<Vec<u8>, Error> {
             bytes(&data, key)?
                 .ok_or_else(|| Error::Config(format!("{}: {key}_hex (or _ascii) is missing", dir.display())))
@@ -86,11 +120,7 @@ impl ContextDir {
             replay_window: data.get("window").and_then(Value::as_u64).map_or(32, |w| w as usize),
         };
         let mut context = SecurityContext::derive(params)?;
-        if let Some(seq) = read_json(&dir.join("sequence.json"))? {
-            let next = seq
-                .get("next-to-send")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| Error::Config(format!("{}/sequence.json: next-to-send is missing", dir.display())))?;
+        if let Some(next) = persisted_sequence(dir)? {
             context.restore(next);
         }
         Ok(ContextDir { dir: dir.to_path_buf(), context })
@@ -99,7 +129,6 @@ impl ContextDir {
     /// Writes a new context directory (`corral oscore new`-style set-up and tests).
     pub fn create(dir: &Path, params: &Params) -> Result<(), Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::Config(format!("{}: {e}", dir.display())))?;
-        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let mut m = Map::new();
         m.insert("sender-id_hex".into(), Value::String(hex(&params.sender_id)));
         m.insert("recipient-id_hex".into(), Value::String(hex(&params.recipient_id)));
@@ -116,18 +145,118 @@ impl ContextDir {
     /// Call before sending each protected message: persists a new reservation when the last one is used
     /// up. A failure to write means the message must not be sent (its nonce could come back after a crash).
     pub fn reserve(&mut self) -> Result<(), Error> {
-        if let Some(next) = self.context.sequence_to_persist() {
-            let v = serde_json::json!({ "next-to-send": next, "received": "unknown" });
-            write_atomically(&self.dir.join("sequence.json"), &v)?;
-        }
-        Ok(())
+        persist_sequence(&self.dir, self.context.sequence_to_persist())
     }
+}
+
+/// A group context backed by a directory: what a Group Manager would provide, in `settings.json` (and
+/// `secret.json`): `group-id_hex`, `secret_hex` (or `_ascii`), optional `salt_hex`, `sender-id_hex`,
+/// `private-key_hex` (the member's 32-byte Ed25519 seed; keep it in `secret.json`), `members` (an object
+/// from each other member's Sender ID in hex to its credential in hex, the CCS of
+/// [`crate::group::ccs_for`]), optional `deterministic-id_hex` (the Deterministic Client),
+/// `gm-cred_hex`, `window`. `sequence.json` as for [`ContextDir`].
+#[derive(Debug)]
+pub struct GroupDir {
+    pub dir: PathBuf,
+    pub context: GroupContext,
+}
+
+impl GroupDir {
+    pub fn load(dir: &Path) -> Result<GroupDir, Error> {
+        let data = read_settings(dir)?;
+        let at = |what: String| Error::Config(format!("{}: {what}", dir.display()));
+        let need = |key: &str| -> Result<Vec<u8>, Error> {
+            bytes(&data, key)?.ok_or_else(|| at(format!("{key}_hex (or _ascii) is missing")))
+        };
+        for alg in ["algorithm", "group-encryption-algorithm"] {
+            if let Some(v) = data.get(alg) {
+                Aead::from_cose(v).ok_or_else(|| at(format!("{alg} {v}: only AES-CCM-16-64-128 (10)")))?;
+            }
+        }
+        let private_key: [u8; 32] = need("private-key")?
+            .try_into()
+            .map_err(|_| at("private-key_hex: an Ed25519 private key is 32 bytes".into()))?;
+        let mut members = BTreeMap::new();
+        let listed = data
+            .get("members")
+            .and_then(Value::as_object)
+            .ok_or_else(|| at("members: expected an object from Sender IDs (hex) to credentials (hex)".into()))?;
+        for (id, cred) in listed {
+            let id = hex_bytes(id).ok_or_else(|| at(format!("members: the Sender ID {id:?} is not hex")))?;
+            let cred = cred
+                .as_str()
+                .and_then(hex_bytes)
+                .ok_or_else(|| at(format!("members: the credential of {} is not a hex string", hex(&id))))?;
+            members.insert(id, cred);
+        }
+        let params = GroupParams {
+            master_secret: need("secret")?,
+            master_salt: bytes(&data, "salt")?.unwrap_or_default(),
+            group_id: need("group-id")?,
+            sender_id: need("sender-id")?,
+            private_key,
+            members,
+            deterministic_id: bytes(&data, "deterministic-id")?,
+            gm_cred: bytes(&data, "gm-cred")?,
+            aead: Aead::AesCcm16_64_128,
+            group_enc: Aead::AesCcm16_64_128,
+            kdf: Kdf::HkdfSha256,
+            replay_window: data.get("window").and_then(Value::as_u64).map_or(32, |w| w as usize),
+        };
+        let mut context = GroupContext::derive(params).map_err(|e| at(e.to_string()))?;
+        if let Some(next) = persisted_sequence(dir)? {
+            context.restore(next);
+        }
+        Ok(GroupDir { dir: dir.to_path_buf(), context })
+    }
+
+    /// Writes a member's group context directory (the public part to `settings.json`, the Master Secret
+    /// and private key to `secret.json`).
+    pub fn create(dir: &Path, params: &GroupParams) -> Result<(), Error> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::Config(format!("{}: {e}", dir.display())))?;
+        let mut m = Map::new();
+        m.insert("group-id_hex".into(), Value::String(hex(&params.group_id)));
+        m.insert("sender-id_hex".into(), Value::String(hex(&params.sender_id)));
+        if !params.master_salt.is_empty() {
+            m.insert("salt_hex".into(), Value::String(hex(&params.master_salt)));
+        }
+        if let Some(d) = &params.deterministic_id {
+            m.insert("deterministic-id_hex".into(), Value::String(hex(d)));
+        }
+        if let Some(c) = &params.gm_cred {
+            m.insert("gm-cred_hex".into(), Value::String(hex(c)));
+        }
+        let members = params.members.iter().map(|(id, c)| (hex(id), Value::String(hex(c)))).collect();
+        m.insert("members".into(), Value::Object(members));
+        write_atomically(&dir.join("settings.json"), &Value::Object(m))?;
+        let secret = serde_json::json!({
+            "secret_hex": hex(&params.master_secret),
+            "private-key_hex": hex(&params.private_key),
+        });
+        write_atomically(&dir.join("secret.json"), &secret)
+    }
+
+    /// As [`ContextDir::reserve`].
+    pub fn reserve(&mut self) -> Result<(), Error> {
+        persist_sequence(&self.dir, self.context.sequence_to_persist())
+    }
+}
+
+fn hex_bytes(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 || !s.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
 }
 
 fn write_atomically(path: &Path, v: &Value) -> Result<(), Error> {
     let tmp = path.with_extension("json.tmp");
     let io = |e: std::io::Error| Error::Config(format!("{}: {e}", path.display()));
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    // Owner-only: these files hold Master Secrets and private keys.
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(io)?
+    };
     f.write_all(v.to_string().as_bytes()).map_err(io)?;
     f.sync_all().map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)?;

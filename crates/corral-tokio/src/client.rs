@@ -749,7 +749,7 @@ struct Prepared {
     request: Request,
     params: SendParams,
     /// The context, the binding of the protected request, and the request before protection.
-    oscore: Option<(SharedContext, corral_oscore::RequestBinding, Request)>,
+    oscore: Option<(SharedContext, crate::oscore::Binding, Request)>,
 }
 
 enum Verified {
@@ -823,7 +823,7 @@ pub struct Observation {
     established: bool,
     registered: bool,
     /// OSCORE: the context, the registration's binding, and the highest notification number seen.
-    oscore: Option<(SharedContext, corral_oscore::RequestBinding, Option<u64>)>,
+    oscore: Option<(SharedContext, crate::oscore::Binding, Option<u64>)>,
 }
 
 impl Observation {

@@ -1,34 +1,75 @@
-//! OSCORE (RFC 8613) for the client: a security context shared by requests, and the two steps around
-//! sending — protect the request, verify the response. [`crate::RequestBuilder::oscore`] uses them; so
-//! can a load generator that drives endpoints itself (`corral bench --credentials`).
+//! OSCORE for the client: a security context shared by requests, and the two steps around sending —
+//! protect the request, verify the response. [`crate::RequestBuilder::oscore`] uses them; so can a load
+//! generator that drives endpoints itself (`corral bench --credentials`).
+//!
+//! Two kinds of context: a pairwise RFC 8613 context, and a Group OSCORE member that sends deterministic
+//! requests (draft-ietf-core-cacheable-oscore): every member of the group sends the same bytes for the
+//! same GET, so a proxy can aggregate and cache them, and the signed response verifies at each.
 
 use crate::client::Error;
+use corral_oscore::store::{ContextDir, GroupDir};
 use corral_proto::wire::OptionNumber;
 use corral_proto::{Request, Response};
 
+/// A client's security context. (Long-lived and shared: the variants' sizes do not matter.)
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum ClientContext {
+    Pairwise(ContextDir),
+    /// A group member sending deterministic requests.
+    Deterministic(GroupDir),
+}
+
+impl From<ContextDir> for ClientContext {
+    fn from(d: ContextDir) -> ClientContext {
+        ClientContext::Pairwise(d)
+    }
+}
+
+/// What binds a response to the protected request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Binding {
+    Pairwise(corral_oscore::RequestBinding),
+    Group(corral_oscore::GroupBinding),
+}
+
 /// An OSCORE security context several requests share (its sequence number and its file).
-pub type SharedContext = std::sync::Arc<std::sync::Mutex<corral_oscore::store::ContextDir>>;
+pub type SharedContext = std::sync::Arc<std::sync::Mutex<ClientContext>>;
+
+/// A shared context from a context directory.
+pub fn shared(ctx: impl Into<ClientContext>) -> SharedContext {
+    std::sync::Arc::new(std::sync::Mutex::new(ctx.into()))
+}
 
 fn oscore_error(e: corral_oscore::Error) -> Error {
     Error::Oscore(e.to_string())
 }
 
+fn lock(ctx: &SharedContext) -> Result<std::sync::MutexGuard<'_, ClientContext>, Error> {
+    ctx.lock().map_err(|_| Error::Oscore("the security context is poisoned".into()))
+}
+
 /// Protects `plain` with the shared context, persisting a sequence number reservation first.
-pub fn protect(ctx: &SharedContext, plain: &Request) -> Result<(Request, corral_oscore::RequestBinding), Error> {
-    let mut dir = ctx.lock().map_err(|_| Error::Oscore("the security context is poisoned".into()))?;
-    dir.reserve().map_err(oscore_error)?;
-    let send_kid_context = dir.context.params().id_context.is_some();
+pub fn protect(ctx: &SharedContext, plain: &Request) -> Result<(Request, Binding), Error> {
     let p = corral_oscore::Plain { code: plain.method, options: plain.options.clone(), payload: plain.payload.clone() };
-    let (outer, binding) = dir.context.protect_request(&p, send_kid_context).map_err(oscore_error)?;
+    let (outer, binding) = match &mut *lock(ctx)? {
+        ClientContext::Pairwise(dir) => {
+            dir.reserve().map_err(oscore_error)?;
+            let send_kid_context = dir.context.params().id_context.is_some();
+            let (outer, b) = dir.context.protect_request(&p, send_kid_context).map_err(oscore_error)?;
+            (outer, Binding::Pairwise(b))
+        }
+        ClientContext::Deterministic(dir) => {
+            // Partial IV 0 always: nothing to reserve.
+            let (outer, b) = dir.context.protect_deterministic(&p).map_err(oscore_error)?;
+            (outer, Binding::Group(b))
+        }
+    };
     Ok((Request { method: outer.code, options: outer.options, payload: outer.payload }, binding))
 }
 
 /// Verifies a response to the request `binding` describes; an unprotected one is the server's refusal.
-pub fn verify(
-    ctx: &SharedContext,
-    binding: &corral_oscore::RequestBinding,
-    response: Response,
-) -> Result<(Response, Option<u64>), Error> {
+pub fn verify(ctx: &SharedContext, binding: &Binding, response: Response) -> Result<(Response, Option<u64>), Error> {
     if !response.options.contains(OptionNumber::OSCORE) {
         return Err(Error::Oscore(format!(
             "the server answered without OSCORE: {:#} {}",
@@ -36,8 +77,12 @@ pub fn verify(
             response.payload_text()
         )));
     }
-    let mut dir = ctx.lock().map_err(|_| Error::Oscore("the security context is poisoned".into()))?;
     let outer = corral_oscore::Plain { code: response.code, options: response.options, payload: response.payload };
-    let (inner, number) = dir.context.unprotect_response(binding, &outer).map_err(oscore_error)?;
+    let (inner, number) = match (&mut *lock(ctx)?, binding) {
+        (ClientContext::Pairwise(dir), Binding::Pairwise(b)) => dir.context.unprotect_response(b, &outer),
+        (ClientContext::Deterministic(dir), Binding::Group(b)) => dir.context.unprotect_response(b, &outer),
+        _ => return Err(Error::Oscore("a binding of another kind of context".into())),
+    }
+    .map_err(oscore_error)?;
     Ok((Response { code: inner.code, options: inner.options, payload: inner.payload }, number))
 }

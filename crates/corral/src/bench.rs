@@ -71,6 +71,10 @@ pub struct BenchArgs {
     /// URI; responses must verify (those that do not count as errors).
     #[arg(long, value_name = "FILE")]
     pub credentials: Option<std::path::PathBuf>,
+    /// With a Group OSCORE entry in --credentials: deterministic requests (every client sends the same
+    /// protected GET, so a proxy can answer them from its cache; the signed answers are verified).
+    #[arg(long, requires = "credentials")]
+    pub deterministic: bool,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -202,7 +206,7 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         Some(file) => {
             let creds = crate::credentials::Credentials::load(file)?;
             let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
-            Some(std::sync::Arc::new(std::sync::Mutex::new(dir)))
+            Some(corral_tokio::oscore::shared(crate::credentials::client_context(dir, args.deterministic)?))
         }
         None => None,
     };
@@ -393,7 +397,7 @@ async fn client_loop(
     let mut bufs = socket.recv_buffers();
     let mut histogram = Histogram::new();
     let mut outstanding: Option<(RequestId, Instant)> = None;
-    let mut binding: Option<corral_oscore::RequestBinding> = None;
+    let mut binding: Option<corral_tokio::oscore::Binding> = None;
     let mut sent: u64 = 0;
     let sleep = tokio::time::sleep_until(deadline.into());
     tokio::pin!(sleep);

@@ -98,6 +98,12 @@ pub struct RequestArgs {
     /// (aiocoap's format) gives for the URI. Exit status 7 if the response does not verify.
     #[arg(long, value_name = "FILE")]
     pub credentials: Option<std::path::PathBuf>,
+    /// With a Group OSCORE entry in --credentials: send a deterministic request
+    /// (draft-ietf-core-cacheable-oscore) — every member of the group sends the same bytes for the same
+    /// GET, so a proxy between them and the server can aggregate and cache it; the server's signed answer
+    /// verifies at each.
+    #[arg(long, requires = "credentials")]
+    pub deterministic: bool,
 }
 
 #[derive(Args, Debug)]
@@ -255,7 +261,10 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
             }
             let creds = crate::credentials::Credentials::load(file)?;
             let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
-            Some(std::sync::Arc::new(std::sync::Mutex::new(dir)))
+            if args.deterministic && !matches!(method, Code::GET | Code::FETCH) {
+                return Err(Failure::usage("--deterministic: only GET and FETCH (safe requests) can be deterministic"));
+            }
+            Some(corral_tokio::oscore::shared(crate::credentials::client_context(dir, args.deterministic)?))
         }
     };
     let payload = read_payload(&args)?;

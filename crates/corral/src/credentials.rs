@@ -2,10 +2,12 @@
 //! keys are URI patterns (`"coap://host/*"`: a trailing `*` matches any rest; `":name"` entries are for a
 //! server) and whose values name an OSCORE context directory: `{"oscore": {"basedir": "DIR/"}}`
 //! (`contextfile` is accepted as aiocoap's older name). A relative directory is taken relative to the
-//! credentials file.
+//! credentials file. A directory may hold a pairwise context or a Group OSCORE member's context (its
+//! settings name a group: `corral oscore group` writes them).
 
 use crate::exit::Failure;
-use corral_oscore::store::ContextDir;
+use corral_oscore::served::Served;
+use corral_oscore::store::{is_group_dir, ContextDir, GroupDir};
 use std::path::{Path, PathBuf};
 
 pub struct Credentials {
@@ -41,7 +43,7 @@ impl Credentials {
     }
 
     /// The context directory for a request URI: an exact key, or the longest `prefix*` key that matches.
-    pub fn for_uri(&self, uri: &str) -> Result<ContextDir, Failure> {
+    pub fn for_uri(&self, uri: &str) -> Result<Served, Failure> {
         let best = self
             .entries
             .iter()
@@ -59,12 +61,43 @@ impl Credentials {
         load_dir(dir)
     }
 
-    /// Every context in the file (a server serves all of its clients).
-    pub fn all(&self) -> Result<Vec<ContextDir>, Failure> {
+    /// Every context in the file (a server serves all of its clients and groups).
+    pub fn all(&self) -> Result<Vec<Served>, Failure> {
         self.entries.iter().map(|(_, d)| load_dir(d)).collect()
     }
 }
 
-fn load_dir(dir: &Path) -> Result<ContextDir, Failure> {
-    ContextDir::load(dir).map_err(|e| Failure::usage(format!("OSCORE context {}: {e}", dir.display())))
+fn load_dir(dir: &Path) -> Result<Served, Failure> {
+    let failed = |e: corral_oscore::Error| Failure::usage(format!("OSCORE context {}: {e}", dir.display()));
+    if is_group_dir(dir) {
+        GroupDir::load(dir).map(Served::Group).map_err(failed)
+    } else {
+        ContextDir::load(dir).map(Served::Pairwise).map_err(failed)
+    }
+}
+
+/// The context a client sends with: a pairwise context, or — with `deterministic` — a group member's,
+/// sending deterministic requests.
+pub fn client_context(served: Served, deterministic: bool) -> Result<corral_tokio::oscore::ClientContext, Failure> {
+    use corral_tokio::oscore::ClientContext;
+    match (served, deterministic) {
+        (Served::Pairwise(d), false) => Ok(ClientContext::Pairwise(d)),
+        (Served::Group(g), true) => {
+            if g.context.params().deterministic_id.is_none() {
+                return Err(Failure::usage(format!(
+                    "--deterministic: the group context {} has no deterministic-id_hex (its Deterministic Client)",
+                    g.dir.display()
+                )));
+            }
+            Ok(ClientContext::Deterministic(g))
+        }
+        (Served::Pairwise(d), true) => Err(Failure::usage(format!(
+            "--deterministic needs a Group OSCORE context; {} is a pairwise one (corral oscore group makes a group)",
+            d.dir.display()
+        ))),
+        (Served::Group(g), false) => Err(Failure::usage(format!(
+            "{} is a Group OSCORE context: corral sends deterministic requests with it (add --deterministic)",
+            g.dir.display()
+        ))),
+    }
 }

@@ -235,7 +235,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     server.mount("em", em);
     if let Some(file) = &args.credentials {
         let contexts = crate::credentials::Credentials::load(file)?.all()?;
-        server.set_layer(corral_oscore::OscoreLayer::new(contexts, args.require_oscore));
+        server.set_layer(corral_oscore::OscoreLayer::serving(contexts, args.require_oscore));
     }
     let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the gateway: {e}")))?;
 

@@ -1,10 +1,14 @@
 //! `corral oscore new`: a fresh pair of OSCORE security contexts (RFC 8613) and a credentials file for each
-//! side, in aiocoap's formats, so that a protected request is three commands away.
+//! side, in aiocoap's formats, so that a protected request is three commands away. `corral oscore group`:
+//! the same for a Group OSCORE group (a server and N clients, with a Deterministic Client), as a Group
+//! Manager would provision it.
 
 use crate::exit::Failure;
 use clap::{Args, Subcommand};
-use corral_oscore::store::ContextDir;
-use corral_oscore::Params;
+use corral_oscore::group::{ccs_for, GroupParams};
+use corral_oscore::store::{ContextDir, GroupDir};
+use corral_oscore::{Aead, Kdf, Params};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -30,6 +34,37 @@ pub enum OscoreCommand {
     /// Create a client/server pair of security contexts and their credentials files.
     #[command(after_help = AFTER_HELP)]
     New(NewArgs),
+    /// Create a Group OSCORE group: a server, N clients and a Deterministic Client, with credentials files.
+    #[command(after_help = GROUP_AFTER_HELP)]
+    Group(GroupArgs),
+}
+
+pub const GROUP_AFTER_HELP: &str = "\
+Writes DIR/server/ and DIR/client1/ … DIR/clientN/ (settings.json: the Group ID, Sender IDs, the
+other members' credentials; secret.json, readable by its owner only: the Master Secret and the member's
+Ed25519 private key), and
+DIR/server.json, DIR/client1.json … (credentials files). Clients send deterministic requests
+(draft-ietf-core-cacheable-oscore) with --deterministic: identical bytes for the same GET from every
+member, so a proxy in between aggregates and caches them, and the server's signed answer verifies at each.
+
+Example:
+  corral oscore group --server coap://127.0.0.1:5701 --clients 2 --dir group
+  corral serve --bind 127.0.0.1:5701 --credentials group/server.json &
+  corral proxy --bind 127.0.0.1:5700 &
+  corral get coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --credentials group/client1.json --deterministic
+  corral get coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --credentials group/client2.json --deterministic";
+
+#[derive(Args, Debug)]
+pub struct GroupArgs {
+    /// The server the clients will talk to: their credentials cover every URI under it.
+    #[arg(long, value_name = "URI")]
+    pub server: String,
+    /// How many clients (members besides the server).
+    #[arg(long, value_name = "N", default_value = "2", value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub clients: u8,
+    /// Where to write the contexts and credentials files (created; must not hold contexts already).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -61,8 +96,19 @@ fn write_json(path: &Path, v: &serde_json::Value) -> Result<(), Failure> {
         .map_err(|e| Failure::other(format!("cannot write {}: {e}", path.display())))
 }
 
+fn random(n: usize, what: &str) -> Result<Vec<u8>, Failure> {
+    let mut out = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut out))
+        .map_err(|e| Failure::other(format!("cannot read /dev/urandom for the {what}: {e}")))?;
+    Ok(out)
+}
+
 pub fn run(args: OscoreArgs) -> Result<(), Failure> {
-    let OscoreCommand::New(a) = args.command;
+    let a = match args.command {
+        OscoreCommand::New(a) => a,
+        OscoreCommand::Group(g) => return group(g),
+    };
     let uri = corral_tokio::parse_uri(&a.server).map_err(|e| Failure::usage(format!("--server: {e}")))?;
     let (client_id, server_id) = (hex(&a.client_id, "client-id")?, hex(&a.server_id, "server-id")?);
     if client_id == server_id {
@@ -76,10 +122,7 @@ pub fn run(args: OscoreArgs) -> Result<(), Failure> {
             )));
         }
     }
-    let mut secret = vec![0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut secret))
-        .map_err(|e| Failure::other(format!("cannot read /dev/urandom for the Master Secret: {e}")))?;
+    let secret = random(32, "Master Secret")?;
     let dir = std::path::absolute(&a.dir).unwrap_or(a.dir.clone());
     let oscore = |e: corral_oscore::Error| Failure::other(e.to_string());
     ContextDir::create(&dir.join("client"), &Params::new(&secret, &client_id, &server_id)).map_err(oscore)?;
@@ -96,6 +139,66 @@ pub fn run(args: OscoreArgs) -> Result<(), Failure> {
     say!(
         "wrote {0}/client.json (for {pattern}) and {0}/server.json; the contexts are in {0}/client/ and {0}/server/",
         dir.display()
+    );
+    Ok(())
+}
+
+fn group(a: GroupArgs) -> Result<(), Failure> {
+    let uri = corral_tokio::parse_uri(&a.server).map_err(|e| Failure::usage(format!("--server: {e}")))?;
+    let dir = std::path::absolute(&a.dir).unwrap_or(a.dir.clone());
+    let names: Vec<String> =
+        std::iter::once("server".to_string()).chain((1..=a.clients).map(|i| format!("client{i}"))).collect();
+    if let Some(n) = names.iter().find(|n| dir.join(n).join("settings.json").exists()) {
+        return Err(Failure::usage(format!(
+            "{} already holds a {n} context; pick another --dir (reusing keys with a new sequence would reuse nonces)",
+            dir.display()
+        )));
+    }
+    let secret = random(32, "Master Secret")?;
+    let group_id = random(4, "Group ID")?;
+    // Sender IDs: the server 0x00, clients 0x01…; the Deterministic Client 0xdc (as the draft's examples).
+    let ids: Vec<Vec<u8>> = (0..names.len()).map(|i| vec![i as u8]).collect();
+    let mut keys = Vec::new();
+    let mut creds = BTreeMap::new();
+    for id in &ids {
+        let key: [u8; 32] = random(32, "Ed25519 key")?.try_into().unwrap_or([0; 32]);
+        let public = corral_oscore::group::public_key_of_seed(&key);
+        creds.insert(id.clone(), ccs_for(&public));
+        keys.push(key);
+    }
+    let oscore = |e: corral_oscore::Error| Failure::other(e.to_string());
+    for ((name, id), key) in names.iter().zip(&ids).zip(&keys) {
+        let mut members = creds.clone();
+        members.remove(id);
+        let params = GroupParams {
+            master_secret: secret.clone(),
+            master_salt: Vec::new(),
+            group_id: group_id.clone(),
+            sender_id: id.clone(),
+            private_key: *key,
+            members,
+            deterministic_id: Some(vec![0xdc]),
+            gm_cred: None,
+            aead: Aead::AesCcm16_64_128,
+            group_enc: Aead::AesCcm16_64_128,
+            kdf: Kdf::HkdfSha256,
+            replay_window: 32,
+        };
+        GroupDir::create(&dir.join(name), &params).map_err(oscore)?;
+        let basedir = format!("{}/", dir.join(name).display());
+        let entry = if name == "server" {
+            serde_json::json!({ ":group": { "oscore": { "basedir": basedir } } })
+        } else {
+            let pattern = format!("{}/*", uri.to_string().trim_end_matches('/'));
+            serde_json::json!({ pattern: { "oscore": { "basedir": basedir } } })
+        };
+        write_json(&dir.join(format!("{name}.json")), &entry)?;
+    }
+    say!(
+        "wrote the group {} in {}: server.json and client1.json … client{}.json (contexts in the folders beside them)",
+        group_id.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        dir.display(),
+        a.clients
     );
     Ok(())
 }

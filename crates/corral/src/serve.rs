@@ -94,7 +94,7 @@ pub(crate) fn listen_args(bind: &str, tcp: Option<&str>) -> Result<(SocketAddr, 
 pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
     let (bind, tcp) = listen_args(&args.bind, args.tcp.as_deref())?;
     let oscore = match &args.credentials {
-        Some(file) => Some(corral_oscore::OscoreLayer::new(
+        Some(file) => Some(corral_oscore::OscoreLayer::serving(
             crate::credentials::Credentials::load(file)?.all()?,
             args.require_oscore,
         )),

@@ -83,6 +83,11 @@ pub fn ccs_for(public_key: &[u8; 32]) -> Vec<u8> {
     out
 }
 
+/// The Ed25519 public key of a private key (its 32-byte seed).
+pub fn public_key_of_seed(seed: &[u8; 32]) -> [u8; 32] {
+    SigningKey::from_bytes(seed).verifying_key().to_bytes()
+}
+
 /// The public key in a credential: a CCS of the form [`ccs_for`] writes.
 pub fn public_key_of(ccs: &[u8]) -> Result<[u8; 32], Error> {
     match ccs.strip_prefix(&CCS_PREFIX[..]) {
@@ -228,15 +233,19 @@ impl GroupContext {
     }
 
     /// After a restart (see [`crate::SecurityContext::restore`]): sending continues from the persisted
-    /// reservation. Replay windows start empty: group-mode requests from before the crash are refused once
-    /// a member's window has moved past them; a deployment that cannot accept that uses Echo.
+    /// reservation, and every member's replay window is unknown until that member proves freshness with
+    /// Echo (deterministic requests, which have no window, are unaffected).
     pub fn restore(&mut self, persisted: u64) {
         self.seq.restore(persisted);
+        for m in self.members.values_mut() {
+            m.replay = ReplayWindow::new(self.params.replay_window);
+            m.replay.desynchronise();
+        }
     }
 
     /// See [`crate::SecurityContext::sequence_to_persist`].
     pub fn sequence_to_persist(&mut self) -> Option<u64> {
-        self.seq.to_persist()
+        self.seq.reservation_due()
     }
 
     /// Whether `kid` names a member, the Deterministic Client, or neither.

@@ -14,7 +14,7 @@ use crate::cbor;
 use crate::context::{info, piv_value, Aead};
 use crate::option::OscoreOption;
 use crate::protect::{parse_plaintext, plaintext, split, OUTER_ONLY};
-use crate::{Error, Plain};
+use crate::{Error, Plain, Refusal};
 use corral_wire::{encode_options, Code, OptionNumber, Options};
 use sha2::{Digest, Sha256};
 
@@ -307,6 +307,20 @@ impl GroupContext {
     /// Verifies a request: group mode (signature, the sender's replay window), pairwise mode (the sender's
     /// replay window), or deterministic (hash recomputed, no replay window, safe methods only).
     pub fn unprotect_request(&mut self, outer: &Plain) -> Result<(Plain, GroupBinding), Error> {
+        let (plain, binding, window) = self.open_request(outer)?;
+        match window {
+            Ok(()) => {}
+            Err(Refusal::Unsynchronised) => return Err(Error::Unsynchronised),
+            Err(_) => return Err(Error::Replay),
+        }
+        self.replay_accept(&binding);
+        Ok((plain, binding))
+    }
+
+    /// Verifies a request without touching the sender's replay window, like
+    /// [`crate::SecurityContext::open_request`]: the request, its binding and what the window says of it
+    /// (always `Ok` for a deterministic request, which has no window).
+    pub fn open_request(&mut self, outer: &Plain) -> Result<(Plain, GroupBinding, Result<(), Refusal>), Error> {
         let value = outer.options.get(OptionNumber::OSCORE).ok_or(Error::NotOscore)?;
         let o = OscoreOption::decode(value)?;
         let kid = o.kid.clone().ok_or(Error::BadOption("a request needs a kid"))?;
@@ -318,13 +332,12 @@ impl GroupContext {
         }
         let deterministic = self.deterministic.as_ref().is_some_and(|(d, _)| *d == kid);
         if deterministic {
-            return self.unprotect_deterministic(outer, value, kid, o);
+            let (plain, binding) = self.unprotect_deterministic(outer, value, kid, o)?;
+            return Ok((plain, binding, Ok(())));
         }
         let member = self.member(&kid)?;
         let cred = member.cred.clone();
-        if member.replay.check(piv_value(&o.piv)).is_err() {
-            return Err(Error::Replay);
-        }
+        let window = member.replay.check(piv_value(&o.piv));
         let aad = self.external_aad(&kid, &o.piv, &[], value, &cred);
         let (pt, mode) = if o.group {
             let ct = self.check_signature(&kid, &outer.payload, &aad, &o.piv, true)?.to_vec();
@@ -337,13 +350,24 @@ impl GroupContext {
             (self.open(alg, &key, &nonce, &aad, &outer.payload)?, Mode::Pairwise)
         };
         let (code, mut options, payload) = parse_plaintext(&pt)?;
-        if let Some(m) = self.members.get_mut(&kid) {
-            m.replay.accept(piv_value(&o.piv));
-        }
         merge_outer(&mut options, &outer.options);
         let observe = options.contains(OptionNumber::OBSERVE);
         let binding = GroupBinding { mode, kid, piv: o.piv, server: None, request_hash: None, observe };
-        Ok((Plain { code, options, payload }, binding))
+        Ok((Plain { code, options, payload }, binding, window))
+    }
+
+    /// Records a request from [`GroupContext::open_request`] whose window check passed.
+    pub fn replay_accept(&mut self, binding: &GroupBinding) {
+        if let Some(m) = self.members.get_mut(&binding.kid) {
+            m.replay.accept(piv_value(&binding.piv));
+        }
+    }
+
+    /// After a restart, a member that proved freshness (Echo) restarts its window at this request.
+    pub fn resynchronise(&mut self, binding: &GroupBinding) {
+        if let Some(m) = self.members.get_mut(&binding.kid) {
+            m.replay.resynchronise(piv_value(&binding.piv));
+        }
     }
 
     fn unprotect_deterministic(

@@ -257,7 +257,7 @@ fn point(
     let nodes = vec![node(0, "client", &cc), node(1, "server", &sc)];
     let network = Network { topology: Topology::star(1), gateways: vec![0], members: vec![vec![1]], host: 0 };
     TracedPoint {
-        result: PointResult { queries, point, links, nodes },
+        result: PointResult { queries, point, links, nodes, multiparty: None },
         sim,
         network,
         // The HTTP client is an app, not a service: a handle to an unused one (as `crate::emulated` does).

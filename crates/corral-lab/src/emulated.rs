@@ -153,6 +153,7 @@ pub(crate) fn run(em: &EmulatedSpec, index: usize, seed: u64) -> Result<TracedPo
             node(0, "server", "server_to_client", "client_to_server"),
             node(1, "client", "client_to_server", "server_to_client"),
         ],
+        multiparty: None,
     };
     let network = Network { topology: topo, gateways: vec![0], members: vec![Vec::new()], host: 0 };
     let client = corral_proto::Node::new(corral_proto::Endpoint::new(sim.endpoint_config(NodeId(0))))

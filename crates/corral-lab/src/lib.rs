@@ -26,6 +26,7 @@ pub mod client;
 mod emulated;
 pub mod findings;
 mod forwarder;
+pub mod multiparty;
 pub mod plot;
 pub mod report;
 pub mod results;

@@ -46,19 +46,20 @@ impl RunData {
     /// Aggregates per point with the replicates pooled: one row per point of the sweep's axes, over the
     /// queries of every replicate (point-level counters from the first replicate).
     pub fn pooled(&self) -> Vec<(Point, Aggregate)> {
-        let mut groups: Vec<(Point, &PointRow, Vec<&QueryRow>)> = Vec::new();
+        let mut groups: Vec<(Point, &PointResult, Vec<&QueryRow>)> = Vec::new();
         for r in &self.results {
             let Some(p) = self.points.iter().find(|p| p.index == r.point.point) else { continue };
             let values: Vec<(String, AxisValue)> = p.values.iter().filter(|(a, _)| a != "replicate").cloned().collect();
             match groups.iter_mut().find(|g| g.0.values == values) {
                 Some(g) => g.2.extend(r.queries.iter()),
-                None => groups.push((Point { index: p.index, values }, &r.point, r.queries.iter().collect())),
+                None => groups.push((Point { index: p.index, values }, r, r.queries.iter().collect())),
             }
         }
         groups
             .into_iter()
-            .map(|(p, row, q)| {
-                let a = aggregate(row, &q);
+            .map(|(p, r, q)| {
+                let mut a = aggregate(&r.point, &q);
+                a.multiparty = r.multiparty.clone();
                 (p, a)
             })
             .collect()
@@ -70,7 +71,9 @@ impl RunData {
         for r in &self.results {
             let Some(p) = self.points.iter().find(|p| p.index == r.point.point) else { continue };
             let q: Vec<&QueryRow> = r.queries.iter().collect();
-            out.push((p, aggregate(&r.point, &q)));
+            let mut a = aggregate(&r.point, &q);
+            a.multiparty = r.multiparty.clone();
+            out.push((p, a));
         }
         out
     }
@@ -332,7 +335,10 @@ pub fn read_results(dir: &Path) -> Result<Vec<PointResult>, String> {
                 frags: float(&row, "frags").unwrap_or(f64::NAN),
             },
         };
-        by_point.insert(point.point, PointResult { queries: Vec::new(), point, links: Vec::new(), nodes: Vec::new() });
+        by_point.insert(
+            point.point,
+            PointResult { queries: Vec::new(), point, links: Vec::new(), nodes: Vec::new(), multiparty: None },
+        );
     }
     fn get(m: &mut BTreeMap<usize, PointResult>, p: usize) -> Result<&mut PointResult, String> {
         m.get_mut(&p).ok_or_else(|| format!("row for point {p} not in points.csv"))
@@ -377,6 +383,7 @@ pub fn read_results(dir: &Path) -> Result<Vec<PointResult>, String> {
         };
         get(&mut by_point, n.point)?.nodes.push(n);
     }
+    crate::multiparty::read_stats(dir, &mut by_point)?;
     Ok(by_point.into_values().collect())
 }
 
@@ -902,6 +909,9 @@ th{{background:#f0f0f0}} code{{background:#f3f3f3;padding:1px 4px}}
         }
         h.push_str("</div></div>\n");
     }
+    if let Some((_, section)) = crate::multiparty::figures::section(d) {
+        h.push_str(&section);
+    }
     let loose: Vec<&Finding> = found.iter().filter(|f| !s.figures.iter().any(|g| g.id == f.figure)).collect();
     if !loose.is_empty() {
         h.push_str("<h2>Findings</h2>\n");
@@ -950,6 +960,9 @@ pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, String> {
     write("links.csv", &links_csv(d))?;
     write("nodes.csv", &nodes_csv(d))?;
     write("aggregates.csv", &aggregates_csv(d))?;
+    if let Some(json) = crate::multiparty::stats_json(&d.results) {
+        write(crate::multiparty::STATS_FILE, &json)?;
+    }
     let complete = d.results.len() == d.points.len();
     let aggs = d.aggregates();
     let found = if complete { findings::evaluate(&d.scenario, &aggs) } else { Vec::new() };
@@ -961,6 +974,11 @@ pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, String> {
         let svg = figure_svg(f, if f.kind == "box" { &pooled } else { &aggs });
         write(&format!("{}.svg", f.id), &svg)?;
         figures.push((f.id.clone(), svg));
+    }
+    if let Some((svgs, _)) = crate::multiparty::figures::section(d) {
+        for (id, svg) in svgs {
+            write(&format!("{id}.svg"), &svg)?;
+        }
     }
     write("summary.txt", &summary_text(d, &found))?;
     let json = serde_json::to_string_pretty(&summary_json(d, &found)).unwrap_or_default();

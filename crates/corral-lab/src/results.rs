@@ -173,6 +173,8 @@ pub struct Aggregate {
     pub avg_hops: f64,
     pub max_hops: u32,
     pub created: bool,
+    /// A `[multiparty]` point's figures and counts (seed 001), from its first replicate when pooled.
+    pub multiparty: Option<std::sync::Arc<crate::multiparty::MpStats>>,
 }
 
 /// Computes a point's aggregates from its rows.
@@ -209,5 +211,6 @@ pub fn aggregate(p: &PointRow, queries: &[&QueryRow]) -> Aggregate {
         avg_hops: p.avg_hops,
         max_hops: p.max_hops,
         created: p.created,
+        multiparty: None,
     }
 }

@@ -151,6 +151,8 @@ pub struct PointResult {
     pub point: PointRow,
     pub links: Vec<LinkRow>,
     pub nodes: Vec<NodeRow>,
+    /// A `[multiparty]` point (seed 001): what Figs. 7-9 and Table III need beyond the rows.
+    pub multiparty: Option<std::sync::Arc<crate::multiparty::MpStats>>,
 }
 
 /// The seed of a point: the run seed mixed with the point's label, so a point keeps its seed whatever
@@ -174,7 +176,7 @@ pub struct Network {
     pub host: usize,
 }
 
-fn link_model(l: LinkSpec) -> LinkModel {
+pub(crate) fn link_model(l: LinkSpec) -> LinkModel {
     match l {
         LinkSpec::Perfect => LinkModel::Perfect,
         LinkSpec::Bernoulli { p } => LinkModel::Bernoulli { p },
@@ -385,6 +387,9 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
     }
     if let Some(b) = &s.baseline {
         return crate::baseline::run(b, index, seed, record);
+    }
+    if let Some(m) = &s.multiparty {
+        return crate::multiparty::run(s, m, index, seed);
     }
     let net = build_network(s)?;
     let mut cfg = SimConfig::new(seed);
@@ -617,7 +622,12 @@ pub fn run_point_sim(s: &Setup, index: usize, seed: u64, record: bool) -> Result
         throughput: f64::NAN,
         baseline: BaselineFacts::default(),
     };
-    Ok(TracedPoint { result: PointResult { queries, point, links, nodes }, sim: d.sim, network: net, client })
+    Ok(TracedPoint {
+        result: PointResult { queries, point, links, nodes, multiparty: None },
+        sim: d.sim,
+        network: net,
+        client,
+    })
 }
 
 /// A row of `queries.csv` for one exchange (or, `notification`, one Observe notification, which has no

@@ -156,5 +156,5 @@ pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: b
         },
     ];
     let network = Network { topology: topo, gateways: vec![gw], members: vec![Vec::new()], host };
-    Ok(TracedPoint { result: PointResult { queries, point, links, nodes }, sim, network, client: h })
+    Ok(TracedPoint { result: PointResult { queries, point, links, nodes, multiparty: None }, sim, network, client: h })
 }

@@ -4,9 +4,9 @@
 
 use corral_oscore::group::{ccs_for, public_key_of_seed, GroupContext, GroupParams};
 use corral_oscore::{Aead, Kdf, Params, Plain, SecurityContext};
-use std::collections::BTreeMap;
 use corral_wire::{Code, Message, MessageId, MessageType, OptionNumber, Options, Token};
 use criterion::{criterion_group, criterion_main, Criterion};
+use std::collections::BTreeMap;
 use std::hint::black_box;
 
 fn contexts() -> (SecurityContext, SecurityContext) {

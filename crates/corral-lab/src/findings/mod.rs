@@ -25,6 +25,7 @@
 pub mod emulated;
 pub mod ext;
 pub mod http;
+pub mod multiparty;
 pub mod office;
 pub mod stream;
 pub mod testbed;
@@ -48,7 +49,7 @@ pub struct Check {
 
 /// Every family's checks.
 pub const FAMILIES: &[&[Check]] =
-    &[testbed::CHECKS, office::CHECKS, ext::CHECKS, stream::CHECKS, emulated::CHECKS, http::CHECKS];
+    &[testbed::CHECKS, office::CHECKS, ext::CHECKS, stream::CHECKS, emulated::CHECKS, http::CHECKS, multiparty::CHECKS];
 
 pub fn lookup(name: &str) -> Option<&'static Check> {
     FAMILIES.iter().flat_map(|f| f.iter()).find(|c| c.name == name)
@@ -447,6 +448,7 @@ pub(crate) mod testing {
                 avg_hops: 1.0,
                 max_hops: 1,
                 created: true,
+                multiparty: None,
             });
             self.aggs.last_mut().expect("just pushed")
         }

@@ -12,10 +12,12 @@
 
 mod baseline;
 mod emulated;
+mod multiparty;
 mod proxy;
 mod stream;
 pub use baseline::BaselineSpec;
 pub use emulated::EmulatedSpec;
+pub use multiparty::{MultipartySpec, DEPLOYMENTS};
 pub use proxy::{Forwarding, ForwardingSetup, ProxyRuleSpec, ProxySpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -54,6 +56,7 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("seed002-workload"),
     builtin!("seed002-goodput"),
     builtin!("ext-repair"),
+    builtin!("seed001-multiparty"),
     builtin!("calibrate-cpu"),
     builtin!("calibrate-wifi"),
     builtin!("calibrate-office"),
@@ -111,6 +114,9 @@ pub struct Scenario {
     /// Seed 002's CoAP against HTTP baselines: see [`BaselineSpec`].
     #[serde(default)]
     pub baseline: Option<BaselineSpec>,
+    /// Seed 001's multiparty experiment (Fig. 6 tree, Table II deployments): see [`MultipartySpec`].
+    #[serde(default)]
+    pub multiparty: Option<MultipartySpec>,
 }
 
 /// A variant of the scenario with some parameters set to wrong values, to show which verdicts depend on
@@ -504,6 +510,7 @@ pub const AXES: &[&str] = &[
     "payload",
     "rate",
     "snr_db",
+    "deployment",
     "replicate",
 ];
 
@@ -618,6 +625,8 @@ pub struct Setup {
     pub emulated: Option<EmulatedSpec>,
     /// `[baseline]`: seed 002's run of this point (its count already chosen for `--quick`).
     pub baseline: Option<BaselineSpec>,
+    /// `[multiparty]`: seed 001's run of this point (its request count already chosen for `--quick`).
+    pub multiparty: Option<MultipartySpec>,
 }
 
 /// How a client follows an entity's average (the `follow` axis): `"observe"`, or a number — poll every so
@@ -815,6 +824,12 @@ impl Scenario {
                 }
                 b
             }),
+            multiparty: self.multiparty.clone().map(|mut m| {
+                if quick {
+                    m.requests = m.quick_requests;
+                }
+                m
+            }),
         };
         let mut forwarding = match &self.proxy {
             Some(p) => Some(ForwardingSetup {
@@ -910,6 +925,12 @@ impl Scenario {
                         f.consumers = num()? as usize;
                     }
                 }
+                "deployment" => {
+                    let Some(m) = s.multiparty.as_mut() else {
+                        return err("sweep.deployment: needs a [multiparty] section");
+                    };
+                    m.deployment = v.to_string();
+                }
                 // Replicates change the seed (through the point's label) and, on a floor, the floor.
                 "replicate" => {}
                 _ => return err(format!("sweep.{axis}: unknown axis")),
@@ -972,6 +993,9 @@ impl Scenario {
         }
         if let Some(b) = &s.baseline {
             b.validate()?;
+        }
+        if let Some(m) = &s.multiparty {
+            m.validate()?;
         }
         if s.ack_timeout_ms == 0 || s.ack_random_factor < 1.0 {
             return err("transmission: ack_timeout_ms > 0 and ack_random_factor ≥ 1");

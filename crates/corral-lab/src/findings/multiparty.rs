@@ -1,0 +1,441 @@
+//! Seed 001's claims about multiparty content retrieval (§IV-B, Figs. 7–9, Table III), checked against
+//! the `seed001-multiparty` run. Every paper number below is from the seed's text (the figures' curves are
+//! not in it); every tolerance was fixed here before the scenario first ran. A deployment missing from the
+//! run is skipped; a check with nothing to measure is INCONCLUSIVE.
+
+use super::{need, pick, t, Aggs, Check, Measure, Tolerance};
+use crate::multiparty::MpStats;
+use crate::scenario::Scenario;
+
+pub const CHECKS: &[Check] = &[
+    Check {
+        name: "mp_client1_success",
+        title: "client 1 (its own path): more than 96 % succeed end to end, up to 100 % hop by hop (Fig. 7)",
+        run: client1_success,
+    },
+    Check {
+        name: "mp_unaware_degrade",
+        title: "OSCORE and OSCORE Proxy lose success from client 1 to client 9 (Fig. 7)",
+        run: unaware_degrade,
+    },
+    Check {
+        name: "mp_aware_steady",
+        title: "Deterministic OSCORE Proxy and NDN keep success steady from client 1 to client 9 (Fig. 7)",
+        run: aware_steady,
+    },
+    Check {
+        name: "mp_proxy_helps_client9",
+        title: "OSCORE Proxy improves client 9's success over end-to-end OSCORE, minimally (Fig. 7)",
+        run: proxy_helps_client9,
+    },
+    Check {
+        name: "mp_server_rate_unaware",
+        title: "server responses: above 10/s for OSCORE, slightly below 9/s for OSCORE Proxy (Fig. 8)",
+        run: server_rate_unaware,
+    },
+    Check {
+        name: "mp_server_rate_aware",
+        title: "server responses: about 2/s, the optimum, with cross-client caching and aggregation (Fig. 8)",
+        run: server_rate_aware,
+    },
+    Check {
+        name: "mp_subsecond_latency",
+        title: "client 9's sub-second retrieval times drop from about 100 ms to about 25 ms with prepopulated caches (Fig. 7)",
+        run: subsecond_latency,
+    },
+    Check {
+        name: "mp_requests_grow",
+        title: "without cross-client aggregation every forwarder adds 1000 requests toward the server (Fig. 9)",
+        run: requests_grow,
+    },
+    Check {
+        name: "mp_proxy_more_requests",
+        title: "OSCORE Proxy carries slightly more requests per link than end-to-end OSCORE (Fig. 9)",
+        run: proxy_more_requests,
+    },
+    Check {
+        name: "mp_aware_link_load",
+        title: "multiparty-aware deployments carry about 1000–2000 packets per shared-path hop (Fig. 9)",
+        run: aware_link_load,
+    },
+    Check {
+        name: "mp_table3_unaware",
+        title: "AEAD operations per successful retrieval, OSCORE and OSCORE Proxy (Table III)",
+        run: table3_unaware,
+    },
+    Check {
+        name: "mp_table3_aware",
+        title: "AEAD, signature and HMAC operations per successful retrieval, Det. OSCORE Proxy and NDN (Table III)",
+        run: table3_aware,
+    },
+];
+
+type Out = Result<Vec<Measure>, String>;
+
+const UNAWARE: [&str; 2] = ["oscore", "oscore-proxy"];
+const AWARE: [&str; 2] = ["det-oscore-proxy", "ndn"];
+
+fn stats<'a>(aggs: &'a Aggs<'a>, deployment: &str) -> Option<&'a MpStats> {
+    pick(aggs, &[("deployment", t(deployment))]).and_then(|a| a.multiparty.as_deref())
+}
+
+fn label(d: &str) -> &'static str {
+    match d {
+        "oscore" => "OSCORE",
+        "oscore-proxy" => "OSCORE Proxy",
+        "det-oscore-proxy" => "Det. OSCORE Proxy",
+        _ => "NDN",
+    }
+}
+
+fn client1_success(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = Vec::new();
+    if let Some(s) = stats(aggs, "oscore") {
+        m.push(Measure::new("OSCORE client 1 success", s.success(1), Some(96.0), " %", Tolerance::AtLeast(96.0)));
+    }
+    for d in ["oscore-proxy", "det-oscore-proxy", "ndn"] {
+        if let Some(s) = stats(aggs, d) {
+            let what = format!("{} client 1 success", label(d));
+            m.push(Measure::new(what, s.success(1), Some(100.0), " %", Tolerance::Absolute(2.0)));
+        }
+    }
+    need(m, "needs seed-001 deployments")
+}
+
+/// "the multiparty-unaware deployments display reduced success rates of up to ≈40%" at client 9: a loss
+/// of at least 10 points from client 1 holds; the paper's figure is not in its text, so no number.
+fn unaware_degrade(_: &Scenario, aggs: &Aggs) -> Out {
+    let m = UNAWARE
+        .iter()
+        .filter_map(|d| stats(aggs, d).map(|s| (d, s)))
+        .map(|(d, s)| {
+            let what = format!("{}: client 1 − client 9 success", label(d));
+            Measure::new(what, s.success(1) - s.success(9), None, " points", Tolerance::AtLeast(10.0))
+        })
+        .collect();
+    need(m, "needs oscore or oscore-proxy")
+}
+
+fn aware_steady(_: &Scenario, aggs: &Aggs) -> Out {
+    let m = AWARE
+        .iter()
+        .filter_map(|d| stats(aggs, d).map(|s| (d, s)))
+        .map(|(d, s)| {
+            let what = format!("{}: client 1 − client 9 success", label(d));
+            Measure::new(what, s.success(1) - s.success(9), Some(0.0), " points", Tolerance::AtMost(2.0))
+        })
+        .collect();
+    need(m, "needs det-oscore-proxy or ndn")
+}
+
+fn proxy_helps_client9(_: &Scenario, aggs: &Aggs) -> Out {
+    let (Some(e2e), Some(proxy)) = (stats(aggs, "oscore"), stats(aggs, "oscore-proxy")) else {
+        return Err("needs oscore and oscore-proxy".into());
+    };
+    let diff = proxy.success(9) - e2e.success(9);
+    Ok(vec![Measure::new("client 9: OSCORE Proxy − OSCORE success", diff, None, " points", Tolerance::AtLeast(0.0))])
+}
+
+fn server_rate_unaware(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = Vec::new();
+    if let Some(s) = stats(aggs, "oscore") {
+        m.push(Measure::new("OSCORE server responses", s.server_rate(), Some(10.0), "/s", Tolerance::AtLeast(10.0)));
+    }
+    if let Some(s) = stats(aggs, "oscore-proxy") {
+        let tol = Tolerance::Between(8.0, 9.0);
+        m.push(Measure::new("OSCORE Proxy server responses", s.server_rate(), Some(9.0), "/s", tol));
+    }
+    need(m, "needs oscore or oscore-proxy")
+}
+
+/// The optimum follows from the configuration (two subtrees, one request per second each): a consequence.
+fn server_rate_aware(_: &Scenario, aggs: &Aggs) -> Out {
+    let m = AWARE
+        .iter()
+        .filter_map(|d| stats(aggs, d).map(|s| (d, s)))
+        .map(|(d, s)| {
+            let what = format!("{} server responses", label(d));
+            Measure::new(what, s.server_rate(), Some(2.0), "/s", Tolerance::Relative(0.15))
+        })
+        .collect();
+    need(m, "needs det-oscore-proxy or ndn")
+}
+
+/// Median of client 9's retrieval times below 1 s: the paper's sentence is one of "three aspects [that]
+/// become visible when we observe the completion time distributions for client 9". (The first version of
+/// this check pooled clients 1, 5 and 9, a misreading; docs/lab.md gives both.)
+fn subsecond_latency(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = Vec::new();
+    let median = |d: &str| stats(aggs, d).map(|s| s.subsecond_median(&[9]));
+    for d in UNAWARE {
+        if let Some(x) = median(d) {
+            let what = format!("{}: client 9's median sub-second retrieval time", label(d));
+            m.push(Measure::new(what, x, Some(100.0), " ms", Tolerance::Relative(0.5)));
+        }
+    }
+    for d in AWARE {
+        if let Some(x) = median(d) {
+            let what = format!("{}: client 9's median sub-second retrieval time", label(d));
+            m.push(Measure::new(what, x, Some(25.0), " ms", Tolerance::Relative(0.5)));
+            if let Some(base) = median("oscore") {
+                let what = format!("{} / OSCORE: client 9's median sub-second retrieval time", label(d));
+                m.push(Measure::new(what, x / base, Some(0.25), "×", Tolerance::AtMost(0.5)));
+            }
+        }
+    }
+    need(m, "needs seed-001 deployments")
+}
+
+/// Link f_i → f_{i+1} carries i + 1 clients' requests: (i + 1) · 1000 without loss. Arithmetic of the tree
+/// (a consequence); retransmissions only add.
+fn requests_grow(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = Vec::new();
+    for d in UNAWARE {
+        let Some(s) = stats(aggs, d) else { continue };
+        for (i, x) in s.per_thousand(&s.link_requests).into_iter().enumerate() {
+            let to = if i + 1 == crate::multiparty::SHARED { "server".to_string() } else { format!("f{}", i + 2) };
+            let what = format!("{}: requests f{} → {to} per 1000 per client", label(d), i + 1);
+            m.push(Measure::new(what, x, Some((i + 2) as f64 * 1000.0), "", Tolerance::Relative(0.15)));
+        }
+    }
+    need(m, "needs oscore or oscore-proxy")
+}
+
+fn proxy_more_requests(_: &Scenario, aggs: &Aggs) -> Out {
+    let (Some(e2e), Some(proxy)) = (stats(aggs, "oscore"), stats(aggs, "oscore-proxy")) else {
+        return Err("needs oscore and oscore-proxy".into());
+    };
+    let (a, b) = (proxy.link_requests.iter().sum::<u64>(), e2e.link_requests.iter().sum::<u64>());
+    let ratio = if b == 0 { f64::NAN } else { a as f64 / b as f64 };
+    Ok(vec![Measure::new(
+        "requests on f1..f7 → server, OSCORE Proxy / OSCORE",
+        ratio,
+        None,
+        "×",
+        Tolerance::AtLeast(1.0),
+    )])
+}
+
+/// "approximately 1000–2000 packets" per hop and direction: ±20 % around that range.
+fn aware_link_load(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = Vec::new();
+    for d in AWARE {
+        let Some(s) = stats(aggs, d) else { continue };
+        let req = s.per_thousand(&s.link_requests);
+        let resp = s.per_thousand(&s.link_responses);
+        let tol = Tolerance::Between(800.0, 2400.0);
+        let most = |v: &[f64]| v.iter().copied().fold(f64::NAN, f64::max);
+        let least = |v: &[f64]| v.iter().copied().fold(f64::NAN, f64::min);
+        m.push(Measure::new(format!("{}: most requests on a shared hop", label(d)), most(&req), None, "", tol));
+        m.push(Measure::new(format!("{}: fewest requests on a shared hop", label(d)), least(&req), None, "", tol));
+        m.push(Measure::new(format!("{}: most responses on a shared hop", label(d)), most(&resp), None, "", tol));
+        m.push(Measure::new(format!("{}: fewest responses on a shared hop", label(d)), least(&resp), None, "", tol));
+    }
+    need(m, "needs det-oscore-proxy or ndn")
+}
+
+/// One Table III cell: operations per successful retrieval at the client or the server, ±20 %.
+fn cell(
+    m: &mut Vec<Measure>,
+    d: &str,
+    s: &MpStats,
+    what: &str,
+    f: fn(&crate::multiparty::apps::Ops) -> u64,
+    paper: (f64, f64),
+) {
+    let (c, sv) = s.per_success(f);
+    m.push(Measure::new(
+        format!("{}: {what} per retrieval, client", label(d)),
+        c,
+        Some(paper.0),
+        "",
+        Tolerance::Relative(0.2),
+    ));
+    m.push(Measure::new(
+        format!("{}: {what} per retrieval, server", label(d)),
+        sv,
+        Some(paper.1),
+        "",
+        Tolerance::Relative(0.2),
+    ));
+}
+
+fn table3_unaware(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = Vec::new();
+    for (d, paper) in [("oscore", (2.93, 4.63)), ("oscore-proxy", (2.66, 3.21))] {
+        if let Some(s) = stats(aggs, d) {
+            cell(&mut m, d, s, "AEAD", |o| o.aead, paper);
+        }
+    }
+    need(m, "needs oscore or oscore-proxy")
+}
+
+fn table3_aware(_: &Scenario, aggs: &Aggs) -> Out {
+    let mut m = Vec::new();
+    if let Some(s) = stats(aggs, "det-oscore-proxy") {
+        cell(&mut m, "det-oscore-proxy", s, "AEAD", |o| o.aead, (2.08, 0.49));
+        cell(&mut m, "det-oscore-proxy", s, "signatures", |o| o.signatures, (1.00, 0.24));
+        cell(&mut m, "det-oscore-proxy", s, "HMAC", |o| o.hmac, (3.24, 0.73));
+    }
+    if let Some(s) = stats(aggs, "ndn") {
+        cell(&mut m, "ndn", s, "AEAD", |o| o.aead, (1.00, 0.23));
+        cell(&mut m, "ndn", s, "HMAC", |o| o.hmac, (1.00, 0.23));
+    }
+    need(m, "needs det-oscore-proxy or ndn")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::Synth;
+    use super::*;
+    use crate::multiparty::apps::Ops;
+    use std::sync::Arc;
+
+    /// A deployment's stats: success per client (1..9) in %, server rate per s, sub-second times (ms),
+    /// ops per successful retrieval (client, server) as (aead, signatures, hmac), requests and responses
+    /// per shared link (per 1000).
+    struct Fake {
+        success: [f64; 9],
+        rate: f64,
+        fast_ms: f64,
+        client: (f64, f64, f64),
+        server: (f64, f64, f64),
+        requests: [u64; 7],
+        responses: [u64; 7],
+    }
+
+    fn mp(d: &str, f: &Fake) -> MpStats {
+        let n = 1000u32;
+        let times_ms: Vec<Vec<f64>> =
+            f.success.iter().map(|s| vec![f.fast_ms; (s * f64::from(n) / 100.0).round() as usize]).collect();
+        let ok: f64 = times_ms.iter().map(|t| t.len() as f64).sum();
+        let ops = |x: (f64, f64, f64)| Ops {
+            aead: (x.0 * ok).round() as u64,
+            signatures: (x.1 * ok).round() as u64,
+            hmac: (x.2 * ok).round() as u64,
+        };
+        MpStats {
+            deployment: d.into(),
+            requests: n,
+            interval_s: 1.0,
+            times_ms,
+            sent: vec![n; 9],
+            server_per_s: vec![f.rate.round() as u32; n as usize],
+            client_ops: ops(f.client),
+            server_ops: ops(f.server),
+            link_requests: f.requests.to_vec(),
+            link_responses: f.responses.to_vec(),
+        }
+    }
+
+    fn synth(rows: &[(&str, Fake)]) -> Synth {
+        let mut s = Synth::new();
+        for (d, f) in rows {
+            s.add(&[("deployment", t(d))], 0.1, 100.0, 100.0).multiparty = Some(Arc::new(mp(d, f)));
+        }
+        s
+    }
+
+    const GROWING: [u64; 7] = [2000, 3000, 4000, 5000, 6000, 7000, 8000];
+    const FLAT: [u64; 7] = [1000, 1100, 1200, 1100, 1000, 1000, 1000];
+
+    /// Data shaped as the paper describes it.
+    fn paper_like() -> Synth {
+        synth(&[
+            (
+                "oscore",
+                Fake {
+                    success: [97.0, 95.0, 90.0, 85.0, 80.0, 75.0, 70.0, 65.0, 60.0],
+                    rate: 11.0,
+                    fast_ms: 100.0,
+                    client: (2.93, 0.0, 0.0),
+                    server: (4.63, 0.0, 0.0),
+                    requests: GROWING,
+                    responses: GROWING,
+                },
+            ),
+            (
+                "oscore-proxy",
+                Fake {
+                    success: [100.0, 96.0, 92.0, 88.0, 84.0, 80.0, 75.0, 70.0, 65.0],
+                    rate: 8.4,
+                    fast_ms: 110.0,
+                    client: (2.66, 0.0, 0.0),
+                    server: (3.21, 0.0, 0.0),
+                    requests: [2100, 3100, 4100, 5100, 6100, 7100, 8100],
+                    responses: GROWING,
+                },
+            ),
+            (
+                "det-oscore-proxy",
+                Fake {
+                    success: [99.0; 9],
+                    rate: 2.0,
+                    fast_ms: 25.0,
+                    client: (2.08, 1.0, 3.24),
+                    server: (0.49, 0.24, 0.73),
+                    requests: FLAT,
+                    responses: FLAT,
+                },
+            ),
+            (
+                "ndn",
+                Fake {
+                    success: [99.5; 9],
+                    rate: 2.0,
+                    fast_ms: 24.0,
+                    client: (1.0, 0.0, 1.0),
+                    server: (0.23, 0.0, 0.23),
+                    requests: FLAT,
+                    responses: FLAT,
+                },
+            ),
+        ])
+    }
+
+    /// The opposite of every claim: no degradation, no caching benefit, loss-free crypto, flat links.
+    fn contrary() -> Synth {
+        let flat = |rate: f64, fast: f64, ops: f64| Fake {
+            success: [90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 99.0],
+            rate,
+            fast_ms: fast,
+            client: (ops, 0.0, ops),
+            server: (ops, 0.0, ops),
+            requests: [5000; 7],
+            responses: [5000; 7],
+        };
+        synth(&[
+            ("oscore", flat(9.0, 300.0, 2.0)),
+            ("oscore-proxy", Fake { success: [90.0; 9], requests: [4000; 7], ..flat(7.0, 300.0, 2.0) }),
+            (
+                "det-oscore-proxy",
+                Fake { success: [99.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 80.0], ..flat(9.0, 300.0, 2.0) },
+            ),
+            ("ndn", Fake { success: [99.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 90.0, 80.0], ..flat(9.0, 300.0, 2.0) }),
+        ])
+    }
+
+    #[test]
+    fn every_check_agrees_with_data_shaped_as_the_paper_says() {
+        let s = paper_like();
+        for c in CHECKS {
+            assert_eq!(s.holds(c.name), Ok(true), "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn every_check_disagrees_with_contrary_data() {
+        let s = contrary();
+        for c in CHECKS {
+            assert_eq!(s.holds(c.name), Ok(false), "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn checks_without_their_deployments_are_inconclusive() {
+        let s = synth(&[]);
+        for c in CHECKS {
+            assert!(s.holds(c.name).is_err(), "{}", c.name);
+        }
+    }
+}

@@ -199,33 +199,18 @@ fn point(
     let c = |i: u32| sim.counters(NodeId(i)).clone();
     let (cc, sc) = (c(0), c(1));
     let point = PointRow {
-        point: index,
-        seed,
-        created: true,
-        create_ms: 0.0,
-        avg_hops: 1.0,
-        max_hops: 1,
         frames: cc.frames_sent + sc.frames_sent,
         mac_retries: cc.mac_retries + sc.mac_retries,
         busy_ccas: cc.busy_ccas + sc.busy_ccas,
         coap_retx: sim.node(NodeId(0)).map_or(0, |n| n.endpoint().stats().retransmissions),
-        drops_interference: 0,
-        drops_collision: 0,
-        drops_mac: 0,
-        drops_cpu: 0,
         max_link_frames: cc.frames_sent.max(sc.frames_sent),
         max_link: if cc.frames_sent >= sc.frames_sent { "0->1".into() } else { "1->0".into() },
         max_node_frames: sc.frames_sent + sc.frames_received,
         max_node: 1,
         events: sim.events_processed(),
         window_s: sim.now().as_secs_f64(),
-        staleness_mean: f64::NAN,
-        staleness_max: f64::NAN,
-        nrp: f64::NAN,
-        tbt_ms: f64::NAN,
-        ttd_ms: f64::NAN,
-        throughput: f64::NAN,
         baseline,
+        ..PointRow::blank(index, seed)
     };
     let links = vec![
         LinkRow {

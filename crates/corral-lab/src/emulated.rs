@@ -116,34 +116,14 @@ pub(crate) fn run(em: &EmulatedSpec, index: usize, seed: u64) -> Result<TracedPo
         datagrams_forwarded: 0,
     };
     let point = PointRow {
-        point: index,
-        seed,
-        created: true,
-        create_ms: 0.0,
-        avg_hops: 1.0,
-        max_hops: 1,
         frames: dir_packets("server_to_client") + dir_packets("client_to_server"),
-        mac_retries: 0,
-        busy_ccas: 0,
-        coap_retx: 0,
-        drops_interference: 0,
-        drops_collision: 0,
         drops_mac: json["server_to_client"]["dropped"].as_u64().unwrap_or(0)
             + json["client_to_server"]["dropped"].as_u64().unwrap_or(0),
-        drops_cpu: 0,
         max_link_frames: dir_packets("server_to_client").max(dir_packets("client_to_server")),
         max_link: "link".into(),
-        max_node_frames: 0,
-        max_node: 0,
-        events: 0,
         window_s: em.duration_s as f64,
-        staleness_mean: f64::NAN,
-        staleness_max: f64::NAN,
-        nrp: f64::NAN,
-        tbt_ms: f64::NAN,
-        ttd_ms: f64::NAN,
         throughput,
-        baseline: Default::default(),
+        ..PointRow::blank(index, seed)
     };
     let result = PointResult {
         queries: vec![query],

@@ -93,6 +93,43 @@ pub struct PointRow {
     pub baseline: BaselineFacts,
 }
 
+impl PointRow {
+    /// The row of a point that is not an entity query run (a stream, a baseline, an emulated link, seed
+    /// 001's tree): created, nothing counted yet, every family's own measures NaN. Callers set what they
+    /// measured and take the rest from here (`PointRow { frames, ..PointRow::blank(point, seed) }`).
+    pub(crate) fn blank(point: usize, seed: u64) -> PointRow {
+        PointRow {
+            point,
+            seed,
+            created: true,
+            create_ms: 0.0,
+            avg_hops: 1.0,
+            max_hops: 1,
+            frames: 0,
+            mac_retries: 0,
+            busy_ccas: 0,
+            coap_retx: 0,
+            drops_interference: 0,
+            drops_collision: 0,
+            drops_mac: 0,
+            drops_cpu: 0,
+            max_link_frames: 0,
+            max_link: String::new(),
+            max_node_frames: 0,
+            max_node: 0,
+            events: 0,
+            window_s: 0.0,
+            staleness_mean: f64::NAN,
+            staleness_max: f64::NAN,
+            nrp: f64::NAN,
+            tbt_ms: f64::NAN,
+            ttd_ms: f64::NAN,
+            throughput: f64::NAN,
+            baseline: BaselineFacts::default(),
+        }
+    }
+}
+
 /// What a `[baseline]` point (seed 002: CoAP against HTTP) measures beyond response times.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BaselineFacts {

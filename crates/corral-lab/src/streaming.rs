@@ -86,33 +86,17 @@ pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: b
         queries.push(q);
     }
     let point = PointRow {
-        point: index,
-        seed,
         created: m.done,
-        create_ms: 0.0,
-        avg_hops: 1.0,
-        max_hops: 1,
         frames: 0,
-        mac_retries: 0,
-        busy_ccas: 0,
         coap_retx: sim.node(id).map_or(0, |n| n.endpoint().stats().retransmissions),
-        drops_interference: 0,
-        drops_collision: 0,
-        drops_mac: 0,
-        drops_cpu: 0,
         max_link_frames: 0,
         max_link: String::new(),
-        max_node_frames: 0,
-        max_node: 0,
         events: sim.events_processed(),
         window_s: sim.now().as_secs_f64(),
-        staleness_mean: f64::NAN,
-        staleness_max: f64::NAN,
         nrp: m.nrp as f64,
         tbt_ms: m.tbt_ms,
         ttd_ms: if m.done { m.ttd_ms } else { f64::NAN },
-        throughput: f64::NAN,
-        baseline: Default::default(),
+        ..PointRow::blank(index, seed)
     };
     // The one link, both ways, and its two ends, in datagrams (a wired link has no radio frames).
     let stats = |i: usize| sim.node(NodeId(i as u32)).map(|n| n.endpoint().stats()).unwrap_or_default();

@@ -471,17 +471,12 @@ fn rows(sim: &Sim, fig: &Fig6, retrievals: &[Retrieval], index: usize, seed: u64
     let busiest = links.iter().max_by_key(|l| l.frames);
     let busiest_node = nodes.iter().max_by_key(|n| n.frames_sent + n.frames_received);
     let point = PointRow {
-        point: index,
-        seed,
-        created: true,
-        create_ms: 0.0,
         avg_hops: 8.0,
         max_hops: 8,
         frames,
         mac_retries,
         busy_ccas: busy,
         coap_retx: retx,
-        drops_interference: 0,
         drops_collision: drops[0],
         drops_mac: drops[1],
         drops_cpu: drops[2],
@@ -491,13 +486,7 @@ fn rows(sim: &Sim, fig: &Fig6, retrievals: &[Retrieval], index: usize, seed: u64
         max_node: busiest_node.map_or(0, |n| n.node),
         events: sim.events_processed(),
         window_s: sim.now().as_secs_f64(),
-        staleness_mean: f64::NAN,
-        staleness_max: f64::NAN,
-        nrp: f64::NAN,
-        tbt_ms: f64::NAN,
-        ttd_ms: f64::NAN,
-        throughput: f64::NAN,
-        baseline: Default::default(),
+        ..PointRow::blank(index, seed)
     };
     PointResult { queries, point, links, nodes, multiparty: Some(Arc::new(stats)) }
 }

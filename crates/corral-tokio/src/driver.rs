@@ -471,17 +471,21 @@ impl<M: Machine> Driver<M> {
         }
     }
 
-    /// Reads and handles what is waiting on the socket, sending replies after each batch.
+    /// Reads and handles what is waiting on the socket, sending replies after each batch; stops when a
+    /// batch comes back short (the queue is empty, see [`CoapSocket::recv`]).
     async fn read(&mut self, bufs: &mut RecvBuffers) {
         for _ in 0..READS_PER_TURN {
-            match self.socket.try_recv(bufs) {
-                Ok(_) => {
+            match self.socket.recv(bufs).await {
+                Ok(n) => {
                     let now = self.clock.now();
                     for (from, dst, data) in bufs.datagrams() {
                         trace!(%from, ?dst, len = data.len(), "datagram in");
                         self.machine.handle_datagram(now, from, dst, data);
                     }
                     self.drain_outputs(now).await;
+                    if n < self.socket.batch() {
+                        return;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {

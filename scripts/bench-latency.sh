@@ -8,14 +8,16 @@
 # Each server runs on CPU 0 and the generator on CPU 1 (taskset), as in bench-server.sh. For every server
 # and client count it prints requests/s, p50/p99 latency as the generator sees it, and the server's CPU
 # time per request (/proc/PID/stat, read after the generator's 1 s warm-up), and the ratio of each
-# server's CPU per request to the floor's. Set SERVERS="floor corral" to skip libcoap, CLIENTS="1 16 64".
+# server's CPU per request to the floor's. corral-busy is `corral serve --busy-poll $BUSY_POLL` (default
+# 50 us). Set SERVERS="floor corral" to skip the others, CLIENTS="1 16 64".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_=${1:-5}
 ROUNDS=${2:-1}
 shift $(( $# > 2 ? 2 : $# )) || true
 SERVE_EXTRA=("$@")
-SERVERS=${SERVERS:-"floor corral libcoap"}
+SERVERS=${SERVERS:-"floor corral corral-busy libcoap"}
+BUSY_POLL=${BUSY_POLL:-50}
 CLIENTS=${CLIENTS:-"1 16"}
 
 command -v coap-server-notls >/dev/null || scripts/install-peers.sh
@@ -39,6 +41,7 @@ start() { # name port
   case $1 in
     floor) "${PIN_SERVER[@]}" "$FLOOR" 127.0.0.1 "$2" >/dev/null 2>&1 & ;;
     corral) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
+    corral-busy) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q --busy-poll "$BUSY_POLL" "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
     libcoap) "${PIN_SERVER[@]}" coap-server-notls -A 127.0.0.1 -p "$2" >/dev/null 2>&1 & ;;
   esac
   SERVER_PID=$!
@@ -94,11 +97,11 @@ def rng(xs, fmt):
     lo, hi = min(xs), max(xs)
     return fmt.format(lo) if lo == hi else (fmt + "-" + fmt).format(lo, hi)
 floor = {c: min(r[3] for r in v) for (n, c), v in rows.items() if n == "floor"}
-print(f"\n{'server':<8} {'clients':>7} {'req/s':>15} {'p50 us':>13} {'p99 us':>13} {'CPU us/req':>13} {'x floor':>11} errors")
+print(f"\n{'server':<11} {'clients':>7} {'req/s':>15} {'p50 us':>13} {'p99 us':>13} {'CPU us/req':>13} {'x floor':>11} errors")
 for (n, c), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
     cpus = [r[3] for r in v]
     ratio = rng([x / floor[c] for x in cpus], "{:.2f}") if c in floor else "-"
-    print(f"{n:<8} {c:>7} {rng([r[0] for r in v], '{:.0f}'):>15} {rng([r[1] for r in v], '{:.0f}'):>13} "
+    print(f"{n:<11} {c:>7} {rng([r[0] for r in v], '{:.0f}'):>15} {rng([r[1] for r in v], '{:.0f}'):>13} "
           f"{rng([r[2] for r in v], '{:.0f}'):>13} {rng(cpus, '{:.2f}'):>13} {ratio:>11} {sum(r[4] for r in v)}")
 PY
 rm -rf "$TMP"

@@ -28,6 +28,10 @@ pub struct SocketOptions {
     pub send_buffer: Option<usize>,
     /// Datagrams read per system call (`recvmmsg`), 1 to 32.
     pub batch: usize,
+    /// After the last datagram of a burst, keep asking the socket for this long before the driver parks
+    /// (zero: park at once). Trades a core's idle time for latency: a parked thread on a virtual machine
+    /// takes tens of microseconds to wake. See `corral serve --busy-poll`.
+    pub busy_poll: std::time::Duration,
 }
 
 impl Default for SocketOptions {
@@ -40,6 +44,7 @@ impl Default for SocketOptions {
             recv_buffer: None,
             send_buffer: None,
             batch: 8,
+            busy_poll: std::time::Duration::ZERO,
         }
     }
 }
@@ -260,6 +265,17 @@ impl CoapSocket {
             Ok(Err(e)) => Err(e),
             Err(_would_block) => Err(io::ErrorKind::WouldBlock.into()),
         }
+    }
+
+    /// Like [`CoapSocket::try_recv`], but asks the kernel even when the runtime believes the socket is
+    /// not ready: for busy polling, between readiness events.
+    pub fn try_recv_now(&self, bufs: &mut RecvBuffers) -> io::Result<usize> {
+        self.recv_batch(self.io.get_ref(), bufs)
+    }
+
+    /// How long to busy-poll after a burst (see [`SocketOptions::busy_poll`]).
+    pub fn busy_poll(&self) -> std::time::Duration {
+        self.opts.busy_poll
     }
 
     fn recv_batch(&self, sock: &std::net::UdpSocket, bufs: &mut RecvBuffers) -> io::Result<usize> {

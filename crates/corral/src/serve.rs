@@ -63,6 +63,11 @@ pub struct ServeArgs {
     /// With --credentials: refuse every request that is not OSCORE-protected (4.01), discovery excepted.
     #[arg(long, requires = "credentials")]
     pub require_oscore: bool,
+    /// After a burst of requests, keep polling the socket for this many microseconds before sleeping
+    /// (default 0: sleep at once). Lowers latency and raises the rate a closed-loop client gets, at the
+    /// price of a busy core: a sleeping thread on a virtual machine takes tens of microseconds to wake.
+    #[arg(long, value_name = "MICROS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub busy_poll: u64,
     /// Print the start-up summary as one JSON object on stdout ({"udp", "tcp", "uri", "groups"}).
     #[arg(long)]
     pub json: bool,
@@ -123,8 +128,13 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
                 .max(BlockConfig::default().max_assembly_bytes),
             ..BlockConfig::default()
         };
-        let mut builder =
-            Server::builder().endpoint_config(EndpointConfig { params, limits, block, ..EndpointConfig::default() });
+        let socket = corral_tokio::socket::SocketOptions {
+            busy_poll: std::time::Duration::from_micros(args.busy_poll),
+            ..Default::default()
+        };
+        let mut builder = Server::builder()
+            .endpoint_config(EndpointConfig { params, limits, block, ..EndpointConfig::default() })
+            .socket_options(socket);
         if let Some(addr) = tcp {
             builder = builder.tcp(addr);
         }

@@ -23,6 +23,10 @@ pub struct SocketOptions {
     pub multicast_hops: u32,
     /// SO_REUSEADDR, so that several processes can bind the same multicast port.
     pub reuse_address: bool,
+    /// SO_REUSEPORT: several sockets (one per worker) bind the same address and port, and the kernel
+    /// spreads unicast datagrams over them by a hash of the 4-tuple, so every datagram from one peer
+    /// address and port reaches the same socket while the group of sockets stays the same.
+    pub reuse_port: bool,
     /// Kernel receive buffer size to ask for (bytes); a server under load wants a large one.
     pub recv_buffer: Option<usize>,
     pub send_buffer: Option<usize>,
@@ -41,6 +45,7 @@ impl Default for SocketOptions {
             multicast_if_v6: 0,
             multicast_hops: 1,
             reuse_address: false,
+            reuse_port: false,
             recv_buffer: None,
             send_buffer: None,
             batch: 8,
@@ -69,6 +74,9 @@ pub fn bind_std(addr: SocketAddr, opts: &SocketOptions) -> io::Result<std::net::
     }
     if opts.reuse_address {
         socket.set_reuse_address(true)?;
+    }
+    if opts.reuse_port {
+        socket.set_reuse_port(true)?;
     }
     if let Some(n) = opts.recv_buffer {
         let _ = socket.set_recv_buffer_size(n);

@@ -436,15 +436,17 @@ mod tests {
         t.add(NodeSpec::new(Role::Device, Some(DEFAULT_CHANNEL)).at(-20.0, 0.0));
         t.add(NodeSpec::new(Role::Device, Some(DEFAULT_CHANNEL)).at(0.0, 10.0));
         let n = t.nodes.len();
-        let mut all_pairs = vec![Vec::new(); n];
-        for a in 0..n {
-            for b in 0..n {
-                let ((xa, ya), (xb, yb)) = (t.nodes[a].position.unwrap(), t.nodes[b].position.unwrap());
-                if a != b && (xa - xb).hypot(ya - yb) <= 10.0 {
-                    all_pairs[a].push(b);
-                }
-            }
-        }
+        let all_pairs: Vec<Vec<usize>> = (0..n)
+            .map(|a| {
+                let (xa, ya) = t.nodes[a].position.unwrap();
+                (0..n)
+                    .filter(|&b| {
+                        let (xb, yb) = t.nodes[b].position.unwrap();
+                        a != b && (xa - xb).hypot(ya - yb) <= 10.0
+                    })
+                    .collect()
+            })
+            .collect();
         assert_eq!(t.adjacency(), all_pairs);
     }
 

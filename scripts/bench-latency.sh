@@ -9,7 +9,9 @@
 # and client count it prints requests/s, p50/p99 latency as the generator sees it, and the server's CPU
 # time per request (/proc/PID/stat, read after the generator's 1 s warm-up), and the ratio of each
 # server's CPU per request to the floor's. corral-busy is `corral serve --busy-poll $BUSY_POLL` (default
-# 50 us). Set SERVERS="floor corral" to skip the others, CLIENTS="1 16 64".
+# 50 us); corral-w2 (not run by default) is `corral serve --workers 2` on the CPUs W2_CPUS (default 0,1,
+# so its second worker shares a core with the generator on a 2-core machine). Set SERVERS="floor corral"
+# to choose, CLIENTS="1 16 64".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_=${1:-5}
@@ -22,6 +24,8 @@ CLIENTS=${CLIENTS:-"1 16"}
 
 command -v coap-server-notls >/dev/null || scripts/install-peers.sh
 source scripts/bench-lib.sh
+PIN_W2=()
+if [ ${#PIN_SERVER[@]} -gt 0 ]; then PIN_W2=(taskset -c "${W2_CPUS:-0,1}"); fi
 LOAD=${COAP_LOAD:-target/bench/coap-load}
 if [ ! -x "$LOAD" ]; then
   mkdir -p target/bench
@@ -42,13 +46,14 @@ start() { # name port
     floor) "${PIN_SERVER[@]}" "$FLOOR" 127.0.0.1 "$2" >/dev/null 2>&1 & ;;
     corral) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
     corral-busy) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q --busy-poll "$BUSY_POLL" "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
+    corral-w2) "${PIN_W2[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q --workers 2 "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
     libcoap) "${PIN_SERVER[@]}" coap-server-notls -A 127.0.0.1 -p "$2" >/dev/null 2>&1 & ;;
   esac
   SERVER_PID=$!
   wait_up "coap://127.0.0.1:$2/"
 }
 
-measure() { # name port clients -> "name clients req/s p50_us p99_us cpu_us_per_req"
+measure() { # name port clients round -> "name clients req/s p50_us p99_us cpu_us_per_req errors round"
   local out before after
   "${PIN_CLIENT[@]}" "$LOAD" -uri "coap://127.0.0.1:$2/" -c "$3" -d "${SECONDS_}s" -warmup 1s >"$TMP/load" 2>&1 &
   local lpid=$!
@@ -56,9 +61,9 @@ measure() { # name port clients -> "name clients req/s p50_us p99_us cpu_us_per_
   before=$(cpu_ticks "$SERVER_PID")
   wait "$lpid"
   after=$(cpu_ticks "$SERVER_PID")
-  python3 - "$1" "$3" "$TMP/load" "$before" "$after" "$(getconf CLK_TCK)" <<'PY'
+  python3 - "$1" "$3" "$TMP/load" "$before" "$after" "$(getconf CLK_TCK)" "$4" <<'PY'
 import re, sys
-name, clients, path, before, after, hz = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+name, clients, path, before, after, hz, rnd = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
 text = open(path).read()
 def dur(s):  # go durations: 61.2µs, 1.2ms, 0.5s
     v, u = re.match(r"([\d.]+)(µs|us|ms|s|ns)", s).groups()
@@ -69,7 +74,7 @@ rate = float(re.search(r"req/s: ([\d.]+)", text).group(1))
 p50 = dur(re.search(r"p50: (\S+?),", text).group(1))
 p99 = dur(re.search(r"p99: (\S+?),", text).group(1))
 cpu = (after - before) / hz * 1e6 / ok if ok else float("nan")
-print(f"{name} {clients} {rate:.0f} {p50:.1f} {p99:.1f} {cpu:.2f} {bad}")
+print(f"{name} {clients} {rate:.0f} {p50:.1f} {p99:.1f} {cpu:.2f} {bad} {rnd}")
 PY
 }
 
@@ -81,27 +86,29 @@ for round in $(seq 1 "$ROUNDS"); do
     start "$s" "$PORT"
     for c in $CLIENTS; do
       echo "== round $round: $s, $c clients, ${SECONDS_}s" >&2
-      measure "$s" "$PORT" "$c" | tee -a "$RESULTS" >&2
+      measure "$s" "$PORT" "$c" "$round" | tee -a "$RESULTS" >&2
     done
     cleanup; SERVER_PID=""
   done
 done
 
 python3 - "$RESULTS" <<'PY'
-import sys, collections
-rows = collections.defaultdict(list)
+import sys, collections, statistics
+rows = collections.defaultdict(dict)
 for line in open(sys.argv[1]):
-    n, c, rate, p50, p99, cpu, bad = line.split()
-    rows[(n, int(c))].append((float(rate), float(p50), float(p99), float(cpu), int(bad)))
-def rng(xs, fmt):
-    lo, hi = min(xs), max(xs)
-    return fmt.format(lo) if lo == hi else (fmt + "-" + fmt).format(lo, hi)
-floor = {c: min(r[3] for r in v) for (n, c), v in rows.items() if n == "floor"}
-print(f"\n{'server':<11} {'clients':>7} {'req/s':>15} {'p50 us':>13} {'p99 us':>13} {'CPU us/req':>13} {'x floor':>11} errors")
+    n, c, rate, p50, p99, cpu, bad, rnd = line.split()
+    rows[(n, int(c))][rnd] = (float(rate), float(p50), float(p99), float(cpu), int(bad))
+def cell(xs, fmt):
+    """median [min-max] over the rounds"""
+    med = statistics.median(xs)
+    return fmt.format(med) if len(xs) == 1 else (fmt + " [" + fmt + "-" + fmt + "]").format(med, min(xs), max(xs))
+print("\nmedian [min-max] over the rounds; x floor: CPU per request over the floor's in the same round")
+print(f"{'server':<11} {'clients':>7} {'req/s':>24} {'p50 us':>18} {'p99 us':>22} {'CPU us/req':>24} {'x floor':>21} errors")
 for (n, c), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-    cpus = [r[3] for r in v]
-    ratio = rng([x / floor[c] for x in cpus], "{:.2f}") if c in floor else "-"
-    print(f"{n:<11} {c:>7} {rng([r[0] for r in v], '{:.0f}'):>15} {rng([r[1] for r in v], '{:.0f}'):>13} "
-          f"{rng([r[2] for r in v], '{:.0f}'):>13} {rng(cpus, '{:.2f}'):>13} {ratio:>11} {sum(r[4] for r in v)}")
+    floor = rows.get(("floor", c), {})
+    ratios = [r[3] / floor[k][3] for k, r in v.items() if k in floor]
+    col = lambda i, fmt: cell([r[i] for r in v.values()], fmt)
+    print(f"{n:<11} {c:>7} {col(0, '{:.0f}'):>24} {col(1, '{:.0f}'):>18} {col(2, '{:.0f}'):>22} {col(3, '{:.2f}'):>24} "
+          f"{cell(ratios, '{:.2f}') if ratios else '-':>21} {sum(r[4] for r in v.values())}")
 PY
 rm -rf "$TMP"

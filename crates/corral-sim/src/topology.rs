@@ -298,6 +298,33 @@ impl Topology {
                     }
                 }
             }
+            Neighbors::Radius(r) if r.is_finite() && *r > 0.0 => {
+                // Nodes binned into square cells of side r: a pair within r lies in the same or adjacent
+                // cells, so only those are compared — O(n · neighbours) instead of O(n²), which at 10,000
+                // nodes was two thirds of a building benchmark's wall time. Same pairs, same distance test.
+                let cell = |(x, y): (f64, f64)| ((x / r).floor() as i64, (y / r).floor() as i64);
+                let mut cells: std::collections::HashMap<(i64, i64), Vec<usize>> = std::collections::HashMap::new();
+                for (i, spec) in self.nodes.iter().enumerate() {
+                    if let Some(p) = spec.position {
+                        cells.entry(cell(p)).or_default().push(i);
+                    }
+                }
+                for (a, spec) in self.nodes.iter().enumerate() {
+                    let Some((xa, ya)) = spec.position else { continue };
+                    let (cx, cy) = cell((xa, ya));
+                    for dx in -1..=1 {
+                        for dy in -1..=1 {
+                            for &b in cells.get(&(cx + dx, cy + dy)).map_or(&[][..], Vec::as_slice) {
+                                let Some((xb, yb)) = self.nodes[b].position else { continue };
+                                if b > a && same_channel(a, b) && (xa - xb).hypot(ya - yb) <= *r {
+                                    adj[a].push(b);
+                                    adj[b].push(a);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
             Neighbors::Radius(r) => {
                 for a in 0..n {
                     for b in a + 1..n {
@@ -399,6 +426,29 @@ impl Default for Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The binned neighbour search finds exactly the pairs of the all-pairs one, negative coordinates and
+    /// nodes on cell borders included.
+    #[test]
+    fn radius_adjacency_matches_all_pairs() {
+        let mut t = Topology::random_geometric(400, 120.0, 80.0, 10.0, 7).expect("connected");
+        t.add(NodeSpec::new(Role::Device, Some(DEFAULT_CHANNEL)).at(-10.0, 0.0));
+        t.add(NodeSpec::new(Role::Device, Some(DEFAULT_CHANNEL)).at(-20.0, 0.0));
+        t.add(NodeSpec::new(Role::Device, Some(DEFAULT_CHANNEL)).at(0.0, 10.0));
+        let n = t.nodes.len();
+        let all_pairs: Vec<Vec<usize>> = (0..n)
+            .map(|a| {
+                let (xa, ya) = t.nodes[a].position.unwrap();
+                (0..n)
+                    .filter(|&b| {
+                        let (xb, yb) = t.nodes[b].position.unwrap();
+                        a != b && (xa - xb).hypot(ya - yb) <= 10.0
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(t.adjacency(), all_pairs);
+    }
 
     fn avg_max(t: &Topology) -> (f64, u32) {
         let h: Vec<u32> = t.hop_counts().into_iter().skip(1).map(|h| h.expect("connected")).collect();

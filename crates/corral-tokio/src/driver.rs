@@ -471,26 +471,54 @@ impl<M: Machine> Driver<M> {
         }
     }
 
-    /// Reads and handles what is waiting on the socket, sending replies after each batch.
+    /// Reads and handles what is waiting on the socket, sending replies after each batch; stops when a
+    /// batch comes back short (the queue is empty, see [`CoapSocket::recv`]) — or, with busy polling,
+    /// once nothing more has come for [`CoapSocket::busy_poll`] — and after at most `READS_PER_TURN`
+    /// batches either way, so that commands and timers are not starved.
     async fn read(&mut self, bufs: &mut RecvBuffers) {
-        for _ in 0..READS_PER_TURN {
-            match self.socket.try_recv(bufs) {
-                Ok(_) => {
-                    let now = self.clock.now();
-                    for (from, dst, data) in bufs.datagrams() {
-                        trace!(%from, ?dst, len = data.len(), "datagram in");
-                        self.machine.handle_datagram(now, from, dst, data);
-                    }
-                    self.drain_outputs(now).await;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    // ICMP errors surface here on some systems; they say nothing the message layer needs.
-                    debug!(error = %e, "receive error");
-                    return;
-                }
+        let mut batches = 0;
+        while batches < READS_PER_TURN {
+            let n = match self.socket.recv(bufs).await {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return receive_error(&e),
+            };
+            self.handle_batch(bufs).await;
+            batches += 1;
+            if n < self.socket.batch() {
+                break;
             }
         }
+        let busy = self.socket.busy_poll();
+        if busy.is_zero() {
+            return;
+        }
+        let mut last = std::time::Instant::now();
+        while batches < READS_PER_TURN {
+            match self.socket.try_recv_now(bufs) {
+                Ok(_) => {
+                    self.handle_batch(bufs).await;
+                    batches += 1;
+                    last = std::time::Instant::now();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if last.elapsed() >= busy {
+                        return;
+                    }
+                    std::hint::spin_loop();
+                }
+                Err(e) => return receive_error(&e),
+            }
+        }
+    }
+
+    async fn handle_batch(&mut self, bufs: &RecvBuffers) {
+        let now = self.clock.now();
+        for (from, dst, data) in bufs.datagrams() {
+            trace!(%from, ?dst, len = data.len(), "datagram in");
+            self.machine.handle_datagram(now, from, dst, data);
+        }
+        self.drain_outputs(now).await;
     }
 
     fn on_tcp_input(&mut self, input: TcpInput) {
@@ -762,6 +790,11 @@ impl<M: Machine> Driver<M> {
             Event::Pong { .. } => {}
         }
     }
+}
+
+/// ICMP errors surface as receive errors on some systems; they say nothing the message layer needs.
+fn receive_error(e: &io::Error) {
+    debug!(error = %e, "receive error");
 }
 
 /// The end of an observation must reach its reader even when unread notifications fill the queue: then a

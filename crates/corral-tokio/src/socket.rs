@@ -9,6 +9,7 @@ use quinn_udp::{RecvMeta, UdpSocketState};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 /// How a socket is set up.
@@ -22,11 +23,19 @@ pub struct SocketOptions {
     pub multicast_hops: u32,
     /// SO_REUSEADDR, so that several processes can bind the same multicast port.
     pub reuse_address: bool,
+    /// SO_REUSEPORT: several sockets (one per worker) bind the same address and port, and the kernel
+    /// spreads unicast datagrams over them by a hash of the 4-tuple, so every datagram from one peer
+    /// address and port reaches the same socket while the group of sockets stays the same.
+    pub reuse_port: bool,
     /// Kernel receive buffer size to ask for (bytes); a server under load wants a large one.
     pub recv_buffer: Option<usize>,
     pub send_buffer: Option<usize>,
     /// Datagrams read per system call (`recvmmsg`), 1 to 32.
     pub batch: usize,
+    /// After the last datagram of a burst, keep asking the socket for this long before the driver parks
+    /// (zero: park at once). Trades a core's idle time for latency: a parked thread on a virtual machine
+    /// takes tens of microseconds to wake. See `corral serve --busy-poll`.
+    pub busy_poll: std::time::Duration,
 }
 
 impl Default for SocketOptions {
@@ -36,9 +45,11 @@ impl Default for SocketOptions {
             multicast_if_v6: 0,
             multicast_hops: 1,
             reuse_address: false,
+            reuse_port: false,
             recv_buffer: None,
             send_buffer: None,
             batch: 8,
+            busy_poll: std::time::Duration::ZERO,
         }
     }
 }
@@ -63,6 +74,9 @@ pub fn bind_std(addr: SocketAddr, opts: &SocketOptions) -> io::Result<std::net::
     }
     if opts.reuse_address {
         socket.set_reuse_address(true)?;
+    }
+    if opts.reuse_port {
+        socket.set_reuse_port(true)?;
     }
     if let Some(n) = opts.recv_buffer {
         let _ = socket.set_recv_buffer_size(n);
@@ -122,6 +136,11 @@ impl PreparedSocket {
     /// Takes a bound std socket; enables destination-address reporting (IP_PKTINFO, IPV6_RECVPKTINFO).
     pub fn from_std(socket: std::net::UdpSocket, opts: SocketOptions) -> io::Result<PreparedSocket> {
         let state = UdpSocketState::new((&socket).into())?;
+        // quinn-udp asks for the TOS byte of every datagram (ECN, for QUIC); CoAP never reads it, and the
+        // control message costs the kernel work on every receive.
+        if socket.local_addr()?.is_ipv4() || !SockRef::from(&socket).only_v6().unwrap_or(true) {
+            let _ = SockRef::from(&socket).set_recv_tos_v4(false);
+        }
         let local = socket.local_addr()?;
         let dual_stack = local.is_ipv6() && !SockRef::from(&socket).only_v6().unwrap_or(true);
         Ok(PreparedSocket { socket, state, local, dual_stack, opts })
@@ -140,11 +159,20 @@ impl PreparedSocket {
         membership(SockRef::from(&self.socket), &self.opts, group, true)
     }
 
-    /// Registers the socket with the current tokio runtime.
+    /// Registers the socket with the current tokio runtime, for reading only (see [`CoapSocket`]).
     pub fn into_tokio(self) -> io::Result<CoapSocket> {
-        let io = tokio::net::UdpSocket::from_std(self.socket)?;
+        let io = register(self.socket, Interest::READABLE)?;
         Ok(CoapSocket { io, state: self.state, local: self.local, dual_stack: self.dual_stack, opts: self.opts })
     }
+}
+
+/// Registers a socket with the current runtime for one kind of readiness. `AsyncFd::with_interest` is
+/// deprecated because an arbitrary `T: AsRawFd` might close its descriptor while registered; a
+/// `std::net::UdpSocket` owns its descriptor until the `AsyncFd` (which deregisters first) drops it, so
+/// the call is sound here, and its replacement would need `unsafe`, which this crate forbids.
+#[allow(deprecated)]
+fn register(socket: std::net::UdpSocket, interest: Interest) -> io::Result<AsyncFd<std::net::UdpSocket>> {
+    AsyncFd::with_interest(socket, interest)
 }
 
 fn membership(sock: SockRef<'_>, opts: &SocketOptions, group: IpAddr, join: bool) -> io::Result<()> {
@@ -168,8 +196,15 @@ pub fn can_reach(local: SocketAddr, dual_stack: bool, dst: &SocketAddr) -> bool 
 }
 
 /// A CoAP UDP socket on tokio. See the module docs.
+///
+/// The socket is registered with the runtime for readability only. A UDP socket becomes writable again
+/// after every datagram it sends (the kernel frees the datagram and signals write space), so a
+/// registration for both would wake the driver once more per datagram sent, for nothing: measured
+/// (`perf stat`, one closed-loop client) as two `epoll_wait` and two `recvmmsg` per request instead of
+/// one. Sends are tried directly; only when the kernel buffer is full does [`CoapSocket::send_from`]
+/// wait for room, on a duplicate descriptor registered for writability just for that wait.
 pub struct CoapSocket {
-    io: tokio::net::UdpSocket,
+    io: AsyncFd<std::net::UdpSocket>,
     state: UdpSocketState,
     local: SocketAddr,
     /// An IPv6 socket that also carries IPv4 (as mapped addresses).
@@ -207,19 +242,58 @@ impl CoapSocket {
 
     /// Waits until the socket is readable (or was, spuriously).
     pub async fn readable(&self) -> io::Result<()> {
-        self.io.readable().await
+        self.io.readable().await.map(|mut guard| guard.retain_ready())
     }
 
+    /// Waits until the kernel has room for a datagram (or spuriously). See the type's docs.
     pub async fn writable(&self) -> io::Result<()> {
-        self.io.writable().await
+        let dup = register(self.io.get_ref().try_clone()?, Interest::WRITABLE)?;
+        dup.writable().await.map(|mut guard| guard.retain_ready())
     }
 
     /// Reads as many datagrams as are waiting, up to the batch size, without blocking.
     /// `WouldBlock` when there are none.
     pub fn try_recv(&self, bufs: &mut RecvBuffers) -> io::Result<usize> {
+        self.io.try_io(Interest::READABLE, |sock| self.recv_batch(sock, bufs))
+    }
+
+    /// Waits until datagrams are waiting and reads them, up to the batch size. A batch shorter than the
+    /// buffers means the kernel's queue is empty, so the socket is taken as not ready (a datagram that
+    /// arrives meanwhile raises a new readiness event) instead of asking the kernel once more just to
+    /// hear `WouldBlock`: one `recvmmsg` per wake-up instead of two.
+    pub async fn recv(&self, bufs: &mut RecvBuffers) -> io::Result<usize> {
+        let mut guard = self.io.readable().await?;
+        match guard.try_io(|sock| self.recv_batch(sock.get_ref(), bufs)) {
+            Ok(Ok(n)) => {
+                if n < bufs.metas.len() {
+                    guard.clear_ready();
+                }
+                Ok(n)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_would_block) => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    /// Like [`CoapSocket::try_recv`], but asks the kernel even when the runtime believes the socket is
+    /// not ready: for busy polling, between readiness events.
+    pub fn try_recv_now(&self, bufs: &mut RecvBuffers) -> io::Result<usize> {
+        self.recv_batch(self.io.get_ref(), bufs)
+    }
+
+    /// How long to busy-poll after a burst (see [`SocketOptions::busy_poll`]).
+    pub fn busy_poll(&self) -> std::time::Duration {
+        self.opts.busy_poll
+    }
+
+    fn recv_batch(&self, sock: &std::net::UdpSocket, bufs: &mut RecvBuffers) -> io::Result<usize> {
         let RecvBuffers { storage, chunk, metas, .. } = bufs;
-        let mut iovs: Vec<IoSliceMut<'_>> = storage.chunks_mut(*chunk).map(IoSliceMut::new).collect();
-        let n = self.io.try_io(Interest::READABLE, || self.state.recv((&self.io).into(), &mut iovs, metas))?;
+        // On the stack: this runs once per batch, on the request path.
+        let mut chunks = storage.chunks_mut(*chunk);
+        let mut iovs: [IoSliceMut<'_>; quinn_udp::BATCH_SIZE] =
+            std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
+        let batch = metas.len().min(iovs.len());
+        let n = self.state.recv(sock.into(), &mut iovs[..batch], &mut metas[..batch])?;
         bufs.filled = n;
         Ok(n)
     }
@@ -245,7 +319,7 @@ impl CoapSocket {
             segment_size: None,
             src_ip,
         };
-        self.io.try_io(Interest::WRITABLE, || self.state.try_send((&self.io).into(), &transmit))
+        self.state.try_send(self.io.get_ref().into(), &transmit)
     }
 
     /// Sends one datagram, waiting for buffer space if needed.
@@ -257,7 +331,7 @@ impl CoapSocket {
     pub async fn send_from(&self, dst: SocketAddr, payload: &[u8], src: Option<IpAddr>) -> io::Result<()> {
         loop {
             match self.try_send_from(dst, payload, src) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.io.writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable().await?,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 r => return r,
             }
@@ -266,11 +340,11 @@ impl CoapSocket {
 
     /// Joins a multicast group on the configured interface.
     pub fn join(&self, group: IpAddr) -> io::Result<()> {
-        membership(SockRef::from(&self.io), &self.opts, group, true)
+        membership(SockRef::from(self.io.get_ref()), &self.opts, group, true)
     }
 
     pub fn leave(&self, group: IpAddr) -> io::Result<()> {
-        membership(SockRef::from(&self.io), &self.opts, group, false)
+        membership(SockRef::from(self.io.get_ref()), &self.opts, group, false)
     }
 
     /// The batch size this socket was configured with.

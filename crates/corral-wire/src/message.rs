@@ -72,12 +72,16 @@ impl Token {
     pub const MAX_LEN: usize = 8;
 
     /// `None` if longer than 8 bytes.
+    #[inline]
     pub fn new(bytes: &[u8]) -> Option<Token> {
         if bytes.len() > 8 {
             return None;
         }
         let mut t = Token { len: bytes.len() as u8, bytes: [0; 8] };
-        t.bytes[..bytes.len()].copy_from_slice(bytes);
+        // Byte by byte: at most eight, and a slice copy of a variable length would call memcpy.
+        for (d, b) in t.bytes.iter_mut().zip(bytes) {
+            *d = *b;
+        }
         Some(t)
     }
 
@@ -94,10 +98,12 @@ impl Token {
         Some(t)
     }
 
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         usize::from(self.len)
     }
@@ -254,6 +260,7 @@ impl<T: AsRef<[u8]>> fmt::Debug for Packet<T> {
 }
 
 /// Writes a message into a caller's buffer without allocating. Options must be added in ascending order.
+/// Bytes of the buffer beyond the returned length may be overwritten too (scratch).
 ///
 /// ```
 /// # use corral_wire::*;
@@ -270,6 +277,7 @@ pub struct MessageBuilder<'a> {
 }
 
 impl<'a> MessageBuilder<'a> {
+    #[inline]
     pub fn new(
         buf: &'a mut [u8],
         mtype: MessageType,
@@ -281,13 +289,18 @@ impl<'a> MessageBuilder<'a> {
         if buf.len() < need {
             return Err(Error::BufferTooSmall);
         }
-        buf[0] = 0x40 | ((mtype as u8) << 4) | token.len() as u8;
-        buf[1] = code.0;
-        buf[field::MID].copy_from_slice(&mid.0.to_be_bytes());
-        buf[field::HEADER_LEN..need].copy_from_slice(token.as_bytes());
+        let [m0, m1] = mid.0.to_be_bytes();
+        buf[..field::HEADER_LEN].copy_from_slice(&[0x40 | ((mtype as u8) << 4) | token.len() as u8, code.0, m0, m1]);
+        match buf.get_mut(field::HEADER_LEN..field::HEADER_LEN + Token::MAX_LEN) {
+            // All eight bytes of the inline token at once (a fixed-size copy, no memcpy call); the bytes
+            // beyond its length are overwritten by what follows or lie beyond the message's end.
+            Some(dst) => dst.copy_from_slice(&token.bytes),
+            None => buf[field::HEADER_LEN..need].copy_from_slice(token.as_bytes()),
+        }
         Ok(MessageBuilder { buf, pos: need, last_option: 0 })
     }
 
+    #[inline]
     pub fn option(&mut self, number: OptionNumber, value: &[u8]) -> Result<&mut Self, Error> {
         if number.0 < self.last_option {
             return Err(Error::OptionOutOfOrder);
@@ -297,9 +310,11 @@ impl<'a> MessageBuilder<'a> {
         Ok(self)
     }
 
+    #[inline]
     pub fn uint_option(&mut self, number: OptionNumber, v: u64) -> Result<&mut Self, Error> {
-        let (b, l) = crate::option::encode_uint(v);
-        self.option(number, &b[..l])
+        // The shortest big-endian form (RFC 7252 §3.2), sliced from the value's own bytes.
+        let be = v.to_be_bytes();
+        self.option(number, &be[v.leading_zeros() as usize / 8..])
     }
 
     /// Appends every option of a sorted list.
@@ -311,6 +326,7 @@ impl<'a> MessageBuilder<'a> {
     }
 
     /// Writes the payload (with its marker when non-empty); returns the message length.
+    #[inline]
     pub fn finish(self, payload: &[u8]) -> Result<usize, Error> {
         if payload.is_empty() {
             return Ok(self.pos);
@@ -358,6 +374,7 @@ impl Message {
     }
 
     /// Encodes into `out`; returns the length.
+    #[inline]
     pub fn encode_into(&self, out: &mut [u8]) -> Result<usize, Error> {
         let mut b = MessageBuilder::new(out, self.mtype, self.code, self.mid, self.token)?;
         b.pos = self.options.write(b.buf, b.pos)?;

@@ -331,34 +331,55 @@ pub fn option_encoded_len(delta: u16, len: usize) -> usize {
 }
 
 /// Writes one option with the given delta into `out` at `pos`; returns the new position.
-pub(crate) fn write_option(out: &mut [u8], mut pos: usize, delta: u16, value: &[u8]) -> Result<usize, Error> {
-    if value.len() > MAX_OPTION_LEN {
+///
+/// On the emit path of every message: the common case (delta and length below 13, one header byte) is
+/// tested first, and the extended fields are written byte by byte rather than by slice copies of a
+/// variable length, which compile to calls to `memcpy` for one or two bytes.
+#[inline]
+pub(crate) fn write_option(out: &mut [u8], pos: usize, delta: u16, value: &[u8]) -> Result<usize, Error> {
+    let len = value.len();
+    let delta = usize::from(delta);
+    if delta < 13 && len < 13 {
+        let end = pos + 1 + len;
+        let Some(dst) = out.get_mut(pos..end) else { return Err(Error::BufferTooSmall) };
+        dst[0] = ((delta as u8) << 4) | len as u8;
+        dst[1..].copy_from_slice(value);
+        return Ok(end);
+    }
+    if len > MAX_OPTION_LEN {
         return Err(Error::OptionTooLong);
     }
-    let need = option_encoded_len(delta, value.len());
-    if out.len() < pos + need {
-        return Err(Error::BufferTooSmall);
-    }
-    let nibble = |v: usize| -> (u8, [u8; 2], usize) {
-        match v {
-            0..=12 => (v as u8, [0, 0], 0),
-            13..=268 => (13, [(v - 13) as u8, 0], 1),
-            _ => {
-                let e = ((v - 269) as u16).to_be_bytes();
-                (14, e, 2)
+    let need = option_encoded_len(delta as u16, len);
+    let Some(dst) = out.get_mut(pos..pos + need) else { return Err(Error::BufferTooSmall) };
+    let (dn, dext) = extended(delta);
+    let (ln, lext) = extended(len);
+    dst[0] = (dn << 4) | ln;
+    let mut i = 1;
+    for (nibble, ext) in [(dn, dext), (ln, lext)] {
+        match nibble {
+            13 => {
+                dst[i] = ext as u8;
+                i += 1;
             }
+            14 => {
+                dst[i..i + 2].copy_from_slice(&ext.to_be_bytes());
+                i += 2;
+            }
+            _ => {}
         }
-    };
-    let (dn, dext, dl) = nibble(usize::from(delta));
-    let (ln, lext, ll) = nibble(value.len());
-    out[pos] = (dn << 4) | ln;
-    pos += 1;
-    out[pos..pos + dl].copy_from_slice(&dext[..dl]);
-    pos += dl;
-    out[pos..pos + ll].copy_from_slice(&lext[..ll]);
-    pos += ll;
-    out[pos..pos + value.len()].copy_from_slice(value);
-    Ok(pos + value.len())
+    }
+    dst[i..].copy_from_slice(value);
+    Ok(pos + need)
+}
+
+/// The nibble and the extended value of an option delta or length (RFC 7252 §3.1).
+#[inline]
+fn extended(v: usize) -> (u8, u16) {
+    match v {
+        0..=12 => (v as u8, 0),
+        13..=268 => (13, (v - 13) as u16),
+        _ => (14, (v - 269) as u16),
+    }
 }
 
 /// Appends `options` in the CoAP option encoding (RFC 7252 §3.1), without a payload marker: the form

@@ -63,6 +63,18 @@ pub struct ServeArgs {
     /// With --credentials: refuse every request that is not OSCORE-protected (4.01), discovery excepted.
     #[arg(long, requires = "credentials")]
     pub require_oscore: bool,
+    /// After a burst of requests, keep polling the socket for this many microseconds before sleeping
+    /// (default 0: sleep at once). Lowers latency and raises the rate a closed-loop client gets, at the
+    /// price of a busy core: a sleeping thread on a virtual machine takes tens of microseconds to wake.
+    #[arg(long, value_name = "MICROS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub busy_poll: u64,
+    /// Serve with N workers, each a thread with its own endpoint and resources on its own socket bound
+    /// to the same address (SO_REUSEPORT). The kernel sends all datagrams of one client address and port
+    /// to one worker, so duplicate detection, Observe and block-wise transfers stay within a worker;
+    /// resource state (/test, /stats, …) is per worker. CoAP over TCP (--tcp) is served by the first
+    /// worker. Not with --join or --credentials.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub workers: u16,
     /// Print the start-up summary as one JSON object on stdout ({"udp", "tcp", "uri", "groups"}).
     #[arg(long)]
     pub json: bool,
@@ -93,6 +105,18 @@ pub(crate) fn listen_args(bind: &str, tcp: Option<&str>) -> Result<(SocketAddr, 
 
 pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
     let (bind, tcp) = listen_args(&args.bind, args.tcp.as_deref())?;
+    if args.workers > 1 {
+        let conflict = if !args.join.is_empty() {
+            Some("--join: a multicast datagram reaches every socket of a SO_REUSEPORT group, so every worker would answer it")
+        } else if args.credentials.is_some() {
+            Some("--credentials: an OSCORE security context belongs to one endpoint (its sequence numbers are nonces)")
+        } else {
+            None
+        };
+        if let Some(why) = conflict {
+            return Err(Failure::usage(format!("--workers {} cannot be combined with {why}", args.workers)));
+        }
+    }
     let oscore = match &args.credentials {
         Some(file) => Some(corral_oscore::OscoreLayer::serving(
             crate::credentials::Credentials::load(file)?.all()?,
@@ -123,31 +147,45 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
                 .max(BlockConfig::default().max_assembly_bytes),
             ..BlockConfig::default()
         };
-        let mut builder =
-            Server::builder().endpoint_config(EndpointConfig { params, limits, block, ..EndpointConfig::default() });
-        if let Some(addr) = tcp {
-            builder = builder.tcp(addr);
-        }
-        if let Some(a) = args.mcast_if {
-            builder = builder.multicast_interface_v4(a);
-        }
-        if let Some(i) = args.mcast_if6 {
-            builder = builder.multicast_interface_v6(i);
-        }
-        let mut server =
-            builder.bind_addr(bind).map_err(|e| Failure::other(format!("cannot listen on {bind}: {e}")))?;
-        for g in &args.join {
-            server.join_group(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
-        }
+        let socket = corral_tokio::socket::SocketOptions {
+            busy_poll: std::time::Duration::from_micros(args.busy_poll),
+            reuse_port: args.workers > 1,
+            ..Default::default()
+        };
+        let config = EndpointConfig { params, limits, block, ..EndpointConfig::default() };
         let period = corral_tokio::corral_proto::Duration::from_secs_f64(args.obs_period);
-        server.mount("", Plugtest::new(period)).mount("hello", Hello).mount("echo", Echo).mount("stats", Stats);
-        server.mount("stream", corral_stream::StreamReceiver::default());
-        if let Some(layer) = oscore {
-            server.set_layer(layer);
+        let mut oscore = oscore;
+        let mut handles = Vec::new();
+        let (mut local, mut tcp_local) = (bind, None);
+        for worker in 0..args.workers {
+            let mut builder = Server::builder().endpoint_config(config.clone()).socket_options(socket.clone());
+            if let (Some(addr), 0) = (tcp, worker) {
+                builder = builder.tcp(addr);
+            }
+            if let Some(a) = args.mcast_if {
+                builder = builder.multicast_interface_v4(a);
+            }
+            if let Some(i) = args.mcast_if6 {
+                builder = builder.multicast_interface_v6(i);
+            }
+            // Port 0: the first worker's socket picks the port, the others join it.
+            let addr = if worker == 0 { bind } else { local };
+            let mut server =
+                builder.bind_addr(addr).map_err(|e| Failure::other(format!("cannot listen on {addr}: {e}")))?;
+            for g in &args.join {
+                server.join_group(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
+            }
+            server.mount("", Plugtest::new(period)).mount("hello", Hello).mount("echo", Echo).mount("stats", Stats);
+            server.mount("stream", corral_stream::StreamReceiver::default());
+            if let Some(layer) = oscore.take() {
+                server.set_layer(layer);
+            }
+            if worker == 0 {
+                local = server.local_addr();
+                tcp_local = server.tcp_local_addr();
+            }
+            handles.push(server.spawn().map_err(|e| Failure::other(format!("cannot start the server: {e}")))?);
         }
-        let local = server.local_addr();
-        let tcp_local = server.tcp_local_addr();
-        let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the server: {e}")))?;
         if args.json {
             let j = serde_json::json!({
                 "udp": local.to_string(),
@@ -160,10 +198,15 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
             let _ = out.flush();
         } else {
             print_banner(local, tcp_local, &args.join, v.quiet);
+            if args.workers > 1 {
+                println!("corral serve: {} workers on {local} (SO_REUSEPORT)", args.workers);
+            }
         }
         crate::wait_for_signal().await;
         tracing::info!("shutting down");
-        handle.shutdown().await;
+        for handle in handles {
+            handle.shutdown().await;
+        }
         Ok(())
     })
 }

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Latency and CPU per request of `corral serve`, libcoap's `coap-server-notls` and a bare echo floor
+# (scripts/coap-echo-floor.c), each under an independent closed-loop generator (go-coap's coap-load from
+# ../shared/tools/coap-load), at 1 and 16 clients, in one run.
+#
+# Usage: scripts/bench-latency.sh [SECONDS] [ROUNDS] [extra `corral serve` args, e.g. --workers 2]
+#   defaults: 5 seconds per measurement, 1 round; CON GET of / (all three answer ~90 bytes of text).
+# Each server runs on CPU 0 and the generator on CPU 1 (taskset), as in bench-server.sh. For every server
+# and client count it prints requests/s, p50/p99 latency as the generator sees it, and the server's CPU
+# time per request (/proc/PID/stat, read after the generator's 1 s warm-up), and the ratio of each
+# server's CPU per request to the floor's. corral-busy is `corral serve --busy-poll $BUSY_POLL` (default
+# 50 us); corral-w2 (not run by default) is `corral serve --workers 2` on the CPUs W2_CPUS (default 0,1,
+# so its second worker shares a core with the generator on a 2-core machine). Set SERVERS="floor corral"
+# to choose, CLIENTS="1 16 64".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_=${1:-5}
+ROUNDS=${2:-1}
+shift $(( $# > 2 ? 2 : $# )) || true
+SERVE_EXTRA=("$@")
+SERVERS=${SERVERS:-"floor corral corral-busy libcoap"}
+BUSY_POLL=${BUSY_POLL:-50}
+CLIENTS=${CLIENTS:-"1 16"}
+
+command -v coap-server-notls >/dev/null || scripts/install-peers.sh
+source scripts/bench-lib.sh
+PIN_W2=()
+if [ ${#PIN_SERVER[@]} -gt 0 ]; then PIN_W2=(taskset -c "${W2_CPUS:-0,1}"); fi
+LOAD=${COAP_LOAD:-target/bench/coap-load}
+if [ ! -x "$LOAD" ]; then
+  mkdir -p target/bench
+  (cd ../shared/tools/coap-load 2>/dev/null || cd /work/shared/tools/coap-load
+   GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o "$OLDPWD/$LOAD" ./cmd/load)
+fi
+FLOOR=target/bench/coap-echo-floor
+if [ ! -x "$FLOOR" ] || [ scripts/coap-echo-floor.c -nt "$FLOOR" ]; then
+  mkdir -p target/bench && cc -O2 -o "$FLOOR" scripts/coap-echo-floor.c
+fi
+
+SERVER_PID=""
+cleanup() { if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi; }
+trap cleanup EXIT
+
+start() { # name port
+  case $1 in
+    floor) "${PIN_SERVER[@]}" "$FLOOR" 127.0.0.1 "$2" >/dev/null 2>&1 & ;;
+    corral) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
+    corral-busy) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q --busy-poll "$BUSY_POLL" "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
+    corral-w2) "${PIN_W2[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q --workers 2 "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
+    libcoap) "${PIN_SERVER[@]}" coap-server-notls -A 127.0.0.1 -p "$2" >/dev/null 2>&1 & ;;
+  esac
+  SERVER_PID=$!
+  wait_up "coap://127.0.0.1:$2/"
+}
+
+measure() { # name port clients round -> "name clients req/s p50_us p99_us cpu_us_per_req errors round"
+  local out before after
+  "${PIN_CLIENT[@]}" "$LOAD" -uri "coap://127.0.0.1:$2/" -c "$3" -d "${SECONDS_}s" -warmup 1s >"$TMP/load" 2>&1 &
+  local lpid=$!
+  sleep 1
+  before=$(cpu_ticks "$SERVER_PID")
+  wait "$lpid"
+  after=$(cpu_ticks "$SERVER_PID")
+  python3 - "$1" "$3" "$TMP/load" "$before" "$after" "$(getconf CLK_TCK)" "$4" <<'PY'
+import re, sys
+name, clients, path, before, after, hz, rnd = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+text = open(path).read()
+def dur(s):  # go durations: 61.2µs, 1.2ms, 0.5s
+    v, u = re.match(r"([\d.]+)(µs|us|ms|s|ns)", s).groups()
+    return float(v) * {"ns": 1e-3, "µs": 1, "us": 1, "ms": 1e3, "s": 1e6}[u]
+ok = int(re.search(r"ok: (\d+)", text).group(1))
+bad = sum(int(x) for x in re.findall(r"(?:non-2.xx|timeouts|errors): (\d+)", text))
+rate = float(re.search(r"req/s: ([\d.]+)", text).group(1))
+p50 = dur(re.search(r"p50: (\S+?),", text).group(1))
+p99 = dur(re.search(r"p99: (\S+?),", text).group(1))
+cpu = (after - before) / hz * 1e6 / ok if ok else float("nan")
+print(f"{name} {clients} {rate:.0f} {p50:.1f} {p99:.1f} {cpu:.2f} {bad} {rnd}")
+PY
+}
+
+TMP=$(mktemp -d)
+RESULTS=$TMP/results
+for round in $(seq 1 "$ROUNDS"); do
+  for s in $SERVERS; do
+    PORT=$(free_port)
+    start "$s" "$PORT"
+    for c in $CLIENTS; do
+      echo "== round $round: $s, $c clients, ${SECONDS_}s" >&2
+      measure "$s" "$PORT" "$c" "$round" | tee -a "$RESULTS" >&2
+    done
+    cleanup; SERVER_PID=""
+  done
+done
+
+python3 - "$RESULTS" <<'PY'
+import sys, collections, statistics
+rows = collections.defaultdict(dict)
+for line in open(sys.argv[1]):
+    n, c, rate, p50, p99, cpu, bad, rnd = line.split()
+    rows[(n, int(c))][rnd] = (float(rate), float(p50), float(p99), float(cpu), int(bad))
+def cell(xs, fmt):
+    """median [min-max] over the rounds"""
+    med = statistics.median(xs)
+    return fmt.format(med) if len(xs) == 1 else (fmt + " [" + fmt + "-" + fmt + "]").format(med, min(xs), max(xs))
+print("\nmedian [min-max] over the rounds; x floor: CPU per request over the floor's in the same round")
+print(f"{'server':<11} {'clients':>7} {'req/s':>24} {'p50 us':>18} {'p99 us':>22} {'CPU us/req':>24} {'x floor':>21} errors")
+for (n, c), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    floor = rows.get(("floor", c), {})
+    ratios = [r[3] / floor[k][3] for k, r in v.items() if k in floor]
+    col = lambda i, fmt: cell([r[i] for r in v.values()], fmt)
+    print(f"{n:<11} {c:>7} {col(0, '{:.0f}'):>24} {col(1, '{:.0f}'):>18} {col(2, '{:.0f}'):>22} {col(3, '{:.2f}'):>24} "
+          f"{cell(ratios, '{:.2f}') if ratios else '-':>21} {sum(r[4] for r in v.values())}")
+PY
+rm -rf "$TMP"

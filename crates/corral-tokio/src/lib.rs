@@ -54,8 +54,16 @@
 //! ([`socket::CoapSocket`]): 5.0 → 2.9 system calls per request. What is left above the floor: one
 //! `sendmsg` per answer (a `sendmmsg` batch measured no better, see above), the control messages
 //! quinn-udp asks for on every datagram (`IP_PKTINFO`, which multicast and wildcard binds need;
-//! `SO_TIMESTAMPNS`, which corral never reads but cannot turn off without `unsafe`; `IP_RECVTOS` is now
-//! off), and tokio's bookkeeping. Measured side by side with `scripts/bench-latency.sh`.
+//! `SO_TIMESTAMPNS`, which corral never reads; `IP_RECVTOS` is now off), and tokio's bookkeeping.
+//! Measured side by side with `scripts/bench-latency.sh`.
+//!
+//! Two attempts that measured no better and were not kept (16 clients, 3 rounds each, same run as the
+//! floor): turning `SO_TIMESTAMPNS` off (through `nix`'s safe `setsockopt`): 7.67 µs/request against
+//! 7.34 before, within the rounds' spread; and answering a whole receive batch with one `sendmmsg`
+//! (`nix::sys::socket::sendmmsg`, ~3.5 answers per call): 8.04 µs/request and fewer requests/s. On this
+//! machine the cost of `sendmsg` is the loopback delivery and the peer's wake-up, which batching the
+//! system call does not remove. On 2026-11-24 `corral serve` stands at 1.32× the floor's CPU per request
+//! (7.34 against 5.58 µs), libcoap at 1.79×.
 //!
 //! With one client the server parks after every request, and waking a parked thread on a virtual machine
 //! costs tens of microseconds: `corral serve --busy-poll` ([`socket::SocketOptions::busy_poll`]) spins

@@ -11,14 +11,15 @@
 # server's CPU per request to the floor's. corral-busy is `corral serve --busy-poll $BUSY_POLL` (default
 # 50 us); corral-w2 (not run by default) is `corral serve --workers 2` on the CPUs W2_CPUS (default 0,1,
 # so its second worker shares a core with the generator on a 2-core machine). Set SERVERS="floor corral"
-# to choose, CLIENTS="1 16 64".
+# to choose, CLIENTS="1 16 64". BASE=path/to/another/corral adds a server corral-base run from that binary
+# (an A/B comparison of a change, in the same run and rounds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_=${1:-5}
 ROUNDS=${2:-1}
 shift $(( $# > 2 ? 2 : $# )) || true
 SERVE_EXTRA=("$@")
-SERVERS=${SERVERS:-"floor corral corral-busy libcoap"}
+SERVERS=${SERVERS:-"floor corral corral-busy libcoap${BASE:+ corral-base}"}
 BUSY_POLL=${BUSY_POLL:-50}
 CLIENTS=${CLIENTS:-"1 16"}
 
@@ -46,6 +47,7 @@ start() { # name port
     floor) "${PIN_SERVER[@]}" "$FLOOR" 127.0.0.1 "$2" >/dev/null 2>&1 & ;;
     corral) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
     corral-busy) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q --busy-poll "$BUSY_POLL" "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
+    corral-base) "${PIN_SERVER[@]}" "$BASE" serve --bind "127.0.0.1:$2" -q "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
     corral-w2) "${PIN_W2[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q --workers 2 "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
     libcoap) "${PIN_SERVER[@]}" coap-server-notls -A 127.0.0.1 -p "$2" >/dev/null 2>&1 & ;;
   esac

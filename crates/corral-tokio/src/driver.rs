@@ -11,7 +11,7 @@
 //! Time: corral's [`Instant`] is microseconds since a `std::time::Instant` taken when the driver is
 //! created (its [`Clock`]).
 
-use crate::socket::{CoapSocket, RecvBuffers};
+use crate::socket::{CoapSocket, OutDatagram, RecvBuffers, SEND_BATCH};
 use crate::tcp::{ConnLink, TcpInput};
 use corral_proto::tcp::TCP_ID_BASE;
 use corral_proto::wire::Code;
@@ -372,6 +372,9 @@ pub(crate) struct Driver<M> {
     tickets: HashMap<u64, RequestId>,
     /// Set by shutdown: stop by this time even if responses are still pending.
     draining: Option<Instant>,
+    /// The datagrams of one turn, handed to the kernel together (see [`CoapSocket::try_send_many`]);
+    /// kept for its capacity.
+    outbox: Vec<corral_proto::Transmit>,
     tcp: TcpSide,
 }
 
@@ -390,7 +393,17 @@ impl<M: Machine> Driver<M> {
         rx: mpsc::UnboundedReceiver<Command>,
         tcp: TcpSide,
     ) -> Driver<M> {
-        Driver { machine, socket, clock, rx, pending: HashMap::new(), tickets: HashMap::new(), draining: None, tcp }
+        Driver {
+            machine,
+            socket,
+            clock,
+            rx,
+            pending: HashMap::new(),
+            tickets: HashMap::new(),
+            draining: None,
+            outbox: Vec::new(),
+            tcp,
+        }
     }
 
     /// Runs until shutdown, or until every command sender is gone and nothing is pending.
@@ -727,12 +740,38 @@ impl<M: Machine> Driver<M> {
                 Err(e) => warn!(%group, error = %e, "multicast join/leave failed"),
             }
         }
+        let mut out = std::mem::take(&mut self.outbox);
         while let Some(t) = self.machine.poll_transmit() {
             trace!(dst = %t.dst, len = t.payload.len(), "datagram out");
-            if let Err(e) = self.socket.send_from(t.dst, &t.payload, t.src).await {
-                debug!(dst = %t.dst, error = %e, "send failed");
+            out.push(t);
+        }
+        let mut sent = 0;
+        while sent < out.len() {
+            let mut batch = [OutDatagram { dst: out[sent].dst, payload: &[], src: None }; SEND_BATCH];
+            let n = (out.len() - sent).min(SEND_BATCH);
+            for (slot, t) in batch.iter_mut().zip(&out[sent..sent + n]) {
+                *slot = OutDatagram { dst: t.dst, payload: &t.payload, src: t.src };
+            }
+            match self.socket.try_send_many(&batch[..n]) {
+                Ok(k) => sent += k,
+                Err(e) => {
+                    // The kernel's buffer is full (wait for room) or this datagram cannot go (say so and go
+                    // on: CoAP's retransmissions deal with loss).
+                    let t = &out[sent];
+                    let r = if e.kind() == io::ErrorKind::WouldBlock {
+                        self.socket.send_from(t.dst, &t.payload, t.src).await
+                    } else {
+                        Err(e)
+                    };
+                    if let Err(e) = r {
+                        debug!(dst = %t.dst, error = %e, "send failed");
+                    }
+                    sent += 1;
+                }
             }
         }
+        out.clear();
+        self.outbox = out;
     }
 
     fn on_event(&mut self, now: Instant, event: Event) {

@@ -52,18 +52,18 @@
 //! writable, which woke the driver for nothing, and every wake-up ended with a `recvmmsg` that only said
 //! `WouldBlock`. Sockets are now registered for readability only and a short batch ends the read
 //! ([`socket::CoapSocket`]): 5.0 → 2.9 system calls per request. What is left above the floor: one
-//! `sendmsg` per answer (a `sendmmsg` batch measured no better, see above), the control messages
+//! `sendmsg` per answer (now `sendmmsg` per batch, see below), the control messages
 //! quinn-udp asks for on every datagram (`IP_PKTINFO`, which multicast and wildcard binds need;
 //! `SO_TIMESTAMPNS`, which corral never reads; `IP_RECVTOS` is now off), and tokio's bookkeeping.
 //! Measured side by side with `scripts/bench-latency.sh`.
 //!
-//! Two attempts that measured no better and were not kept (16 clients, 3 rounds each, same run as the
-//! floor): turning `SO_TIMESTAMPNS` off (through `nix`'s safe `setsockopt`): 7.67 µs/request against
-//! 7.34 before, within the rounds' spread; and answering a whole receive batch with one `sendmmsg`
-//! (`nix::sys::socket::sendmmsg`, ~3.5 answers per call): 8.04 µs/request and fewer requests/s. On this
-//! machine the cost of `sendmsg` is the loopback delivery and the peer's wake-up, which batching the
-//! system call does not remove. On 2026-11-24 `corral serve` stands at 1.32× the floor's CPU per request
-//! (7.34 against 5.58 µs), libcoap at 1.79×.
+//! Turning `SO_TIMESTAMPNS` off (through `nix`'s safe `setsockopt`) measured no better (7.67 µs/request
+//! against 7.34, within the rounds' spread) and was not kept. Answering a whole receive batch with one
+//! `sendmmsg` (`nix::sys::socket::sendmmsg`, one run per source address, about 2.3 answers per call at 16
+//! clients) was kept: 7.41 against 7.67 µs/request in an A/B run of four rounds (`BASE=old/corral
+//! scripts/bench-latency.sh`), 1.33× the floor against 1.38×. A first try that allocated its vectors per
+//! call measured worse. What `sendmmsg` cannot remove is the loopback delivery and the peer's wake-up, the
+//! bulk of a send's cost on this machine.
 //!
 //! With one client the server parks after every request, and waking a parked thread on a virtual machine
 //! costs tens of microseconds: `corral serve --busy-poll` ([`socket::SocketOptions::busy_poll`]) spins

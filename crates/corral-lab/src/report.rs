@@ -665,6 +665,7 @@ fn finding_json(f: &Finding) -> serde_json::Value {
         "check": f.check,
         "title": f.title,
         "kind": f.kind.word(),
+        "status": f.status(),
         "role": format!("{:?}", f.role).to_lowercase(),
         "paper": f.paper,
         "corral": f.corral(),
@@ -706,7 +707,8 @@ pub fn findings_text(found: &[Finding]) -> String {
         [&[Kind::Agrees, Kind::Disagrees][..], &[Kind::Fitted][..], &[Kind::Consequence][..], &[Kind::Inconclusive][..]]
     {
         for f in found.iter().filter(|f| group.contains(&f.kind)) {
-            let _ = writeln!(out, "[{}] {}", f.kind.word(), f.title);
+            // A fitted number or a consequence says whether it held: one that fails is worth reading.
+            let _ = writeln!(out, "[{}] {}", f.status(), f.title);
             let _ = writeln!(out, "    paper:  {}", f.paper);
             for m in &f.measures {
                 let _ = writeln!(out, "    corral: {m}");
@@ -832,7 +834,7 @@ fn finding_html(f: &Finding) -> String {
     let mut s = format!(
         r#"<div class="finding {}"><b>{}</b> — {}<br><span class="k">paper:</span> {}"#,
         kind_class(f.kind),
-        f.kind.word(),
+        f.status(),
         esc(&f.title),
         esc(&f.paper)
     );

@@ -385,7 +385,7 @@ impl Client {
     ) -> Result<MulticastResponses, Error> {
         let (tx, rx) = mpsc::unbounded_channel();
         let guard = self.start(Transport::Udp, dst, request, params, Reply::Multicast(tx))?;
-        Ok(MulticastResponses { rx, guard: Some(guard) })
+        Ok(MulticastResponses { rx, guard: Some(guard), oscore: None, refused: 0 })
     }
 
     /// Counters and table sizes of this client's endpoint; `None` if the driver has stopped.
@@ -653,15 +653,31 @@ impl RequestBuilder {
         p.client.send_watched(p.transport, p.dst, p.request, p.params, Some((every, &mut progress))).await
     }
 
-    /// Sends the request to a multicast group (as NON) and streams the responses.
+    /// Sends the request to a multicast group (as NON) and streams the responses. With OSCORE the context
+    /// must be a Group OSCORE member's in group mode ([`crate::oscore::ClientContext::Group`]): the
+    /// request is signed, and every response is verified on its own — one that fails verification (a
+    /// member that lies, or a node outside the group) is an `Err` item of the stream, and the others still
+    /// arrive.
     pub async fn multicast(self) -> Result<MulticastResponses, Error> {
+        if let Some(ctx) = &self.oscore {
+            let ok = ctx.lock().map(|c| c.protects_multicast()).unwrap_or(false);
+            if !ok {
+                return Err(Error::Oscore(
+                    "a multicast request is protected in Group OSCORE's group mode; this context is for one \
+                     server (pairwise, or deterministic requests)"
+                        .into(),
+                ));
+            }
+        }
         let mut p = self.prepare().await?;
         if p.transport != Transport::Udp {
             return Err(Error::InvalidUri(UriError("multicast needs coap:// (UDP)".into())));
         }
         p.params.confirmable = false;
         p.params.timeout = None;
-        p.client.send_multicast(p.dst, p.request, p.params)
+        let mut responses = p.client.send_multicast(p.dst, p.request, p.params)?;
+        responses.oscore = p.oscore.map(|(ctx, binding, _)| (ctx, binding));
+        Ok(responses)
     }
 
     /// Observes the resource (RFC 7641): sends the request (a GET or FETCH) with Observe=0 and streams the
@@ -938,13 +954,27 @@ impl IntoFuture for RequestBuilder {
 pub struct MulticastResponses {
     rx: mpsc::UnboundedReceiver<Outcome>,
     guard: Option<CancelGuard>,
+    /// The group context and the request's binding: every response is verified with them.
+    oscore: Option<(SharedContext, crate::oscore::Binding)>,
+    refused: usize,
 }
 
 impl MulticastResponses {
-    /// The next response; `None` once the collection window has closed.
+    /// The next response; `None` once the collection window has closed. With OSCORE, a response that does
+    /// not verify is an `Err` naming its source, and the stream goes on.
     pub async fn next(&mut self) -> Option<Result<(SocketAddr, Response), Error>> {
         match self.rx.recv().await {
-            Some(r) => Some(r.map_err(Error::from)),
+            Some(Ok((from, response))) => match &self.oscore {
+                None => Some(Ok((from, response))),
+                Some((ctx, binding)) => Some(match verify(ctx, binding, response) {
+                    Ok((inner, _)) => Ok((from, inner)),
+                    Err(e) => {
+                        self.refused += 1;
+                        Err(Error::Oscore(format!("the response from {from} does not verify: {e}")))
+                    }
+                }),
+            },
+            Some(Err(e)) => Some(Err(Error::from(e))),
             None => {
                 if let Some(g) = self.guard.take() {
                     g.disarm();
@@ -954,12 +984,28 @@ impl MulticastResponses {
         }
     }
 
-    /// Waits for the window to close and returns every response.
+    /// Waits for the window to close and returns every response. Responses that fail OSCORE verification
+    /// are left out (and logged at WARN: a peer that misbehaves); [`MulticastResponses::refused`] counts
+    /// them. Any other error ends the collection.
     pub async fn collect(mut self) -> Result<Vec<(SocketAddr, Response)>, Error> {
+        Ok(self.collect_verified().await?.0)
+    }
+
+    /// As [`MulticastResponses::collect`], with the number of responses that failed verification.
+    pub async fn collect_verified(&mut self) -> Result<(Vec<(SocketAddr, Response)>, usize), Error> {
         let mut out = Vec::new();
         while let Some(r) = self.next().await {
-            out.push(r?);
+            match r {
+                Ok(r) => out.push(r),
+                Err(Error::Oscore(why)) if self.oscore.is_some() => tracing::warn!("{why}"),
+                Err(e) => return Err(e),
+            }
         }
-        Ok(out)
+        Ok((out, self.refused))
+    }
+
+    /// How many responses so far failed OSCORE verification.
+    pub fn refused(&self) -> usize {
+        self.refused
     }
 }

@@ -2,9 +2,11 @@
 //! protect the request, verify the response. [`crate::RequestBuilder::oscore`] uses them; so can a load
 //! generator that drives endpoints itself (`corral bench --credentials`).
 //!
-//! Two kinds of context: a pairwise RFC 8613 context, and a Group OSCORE member that sends deterministic
-//! requests (draft-ietf-core-cacheable-oscore): every member of the group sends the same bytes for the
-//! same GET, so a proxy can aggregate and cache them, and the signed response verifies at each.
+//! Three ways to send: with a pairwise RFC 8613 context; as a Group OSCORE member in group mode (the
+//! request signed, so that every member of the group can verify it — the one way to protect a multicast
+//! request, whose every answer is verified on its own); and as a member sending deterministic requests
+//! (draft-ietf-core-cacheable-oscore): every member of the group sends the same bytes for the same GET, so a
+//! proxy can aggregate and cache them, and the signed response verifies at each.
 
 use crate::client::Error;
 use corral_oscore::store::{ContextDir, GroupDir};
@@ -16,8 +18,18 @@ use corral_proto::{Request, Response};
 #[allow(clippy::large_enum_variant)]
 pub enum ClientContext {
     Pairwise(ContextDir),
+    /// A group member sending requests in group mode (signed), to one server or to a multicast group.
+    Group(GroupDir),
     /// A group member sending deterministic requests.
     Deterministic(GroupDir),
+}
+
+impl ClientContext {
+    /// Whether a multicast request can be protected with it: only in group mode (a pairwise key, or a
+    /// deterministic request's, is for one server).
+    pub fn protects_multicast(&self) -> bool {
+        matches!(self, ClientContext::Group(_))
+    }
 }
 
 impl From<ContextDir> for ClientContext {
@@ -59,6 +71,11 @@ pub fn protect(ctx: &SharedContext, plain: &Request) -> Result<(Request, Binding
             let (outer, b) = dir.context.protect_request(&p, send_kid_context).map_err(oscore_error)?;
             (outer, Binding::Pairwise(b))
         }
+        ClientContext::Group(dir) => {
+            dir.reserve().map_err(oscore_error)?;
+            let (outer, b) = dir.context.protect_group_request(&p).map_err(oscore_error)?;
+            (outer, Binding::Group(b))
+        }
         ClientContext::Deterministic(dir) => {
             // Partial IV 0 always: nothing to reserve.
             let (outer, b) = dir.context.protect_deterministic(&p).map_err(oscore_error)?;
@@ -80,7 +97,9 @@ pub fn verify(ctx: &SharedContext, binding: &Binding, response: Response) -> Res
     let outer = corral_oscore::Plain { code: response.code, options: response.options, payload: response.payload };
     let (inner, number) = match (&mut *lock(ctx)?, binding) {
         (ClientContext::Pairwise(dir), Binding::Pairwise(b)) => dir.context.unprotect_response(b, &outer),
-        (ClientContext::Deterministic(dir), Binding::Group(b)) => dir.context.unprotect_response(b, &outer),
+        (ClientContext::Group(dir) | ClientContext::Deterministic(dir), Binding::Group(b)) => {
+            dir.context.unprotect_response(b, &outer)
+        }
         _ => return Err(Error::Oscore("a binding of another kind of context".into())),
     }
     .map_err(oscore_error)?;

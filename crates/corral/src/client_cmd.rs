@@ -100,7 +100,10 @@ pub struct RequestArgs {
     #[arg(short = 'P', long, value_name = "PROXY-URI")]
     pub proxy: Option<String>,
     /// Protect the request end to end with OSCORE (RFC 8613), with the context this credentials file
-    /// (aiocoap's format) gives for the URI. Exit status 7 if the response does not verify.
+    /// (aiocoap's format) gives for the URI. Exit status 7 if the response does not verify. A Group OSCORE
+    /// member's context (corral oscore group) signs the request in group mode, which is also how a
+    /// multicast request is protected: each answer is verified on its own and one that does not verify is
+    /// reported and left out.
     #[arg(long, value_name = "FILE")]
     pub credentials: Option<std::path::PathBuf>,
     /// With a Group OSCORE entry in --credentials: send a deterministic request
@@ -293,15 +296,26 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
     let oscore = match &args.credentials {
         None => None,
         Some(file) => {
-            if multicast {
-                return Err(Failure::usage("OSCORE protects unicast requests; group OSCORE is not supported yet"));
-            }
             let creds = crate::credentials::Credentials::load(file)?;
             let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
             if args.deterministic && !matches!(method, Code::GET | Code::FETCH) {
                 return Err(Failure::usage("--deterministic: only GET and FETCH (safe requests) can be deterministic"));
             }
-            Some(corral_tokio::oscore::shared(crate::credentials::client_context(dir, args.deterministic)?))
+            if multicast && args.deterministic {
+                return Err(Failure::usage(
+                    "--deterministic: a deterministic request goes to one server (or a proxy), not to a multicast \
+                     group; without --deterministic a group member's request is signed in group mode",
+                ));
+            }
+            let ctx = crate::credentials::client_context(dir, args.deterministic)?;
+            if multicast && !ctx.protects_multicast() {
+                return Err(Failure::usage(format!(
+                    "{}: OSCORE protects a multicast request only in Group OSCORE's group mode, and this is a \
+                     pairwise context (corral oscore group makes a group)",
+                    file.display()
+                )));
+            }
+            Some(corral_tokio::oscore::shared(ctx))
         }
     };
     let payload = read_payload(&args)?;
@@ -341,15 +355,15 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
             return observe(req, &args, secs, v).await;
         }
         if multicast {
-            let responses = req
+            let (responses, refused) = req
                 .multicast_window(timeout)
                 .multicast()
                 .await
                 .map_err(|e| Failure::from_client(e, args.timeout))?
-                .collect()
+                .collect_verified()
                 .await
                 .map_err(|e| Failure::from_client(e, args.timeout))?;
-            return show_multicast(&responses, &args, v);
+            return show_multicast(&responses, refused, &args, v);
         }
         let (from, response) =
             send_showing_progress(req, v).await.map_err(|e| Failure::from_client(e, args.timeout))?;
@@ -469,7 +483,14 @@ fn write_payload(out: &mut impl Write, payload: &[u8]) {
     let _ = out.flush();
 }
 
-fn show_multicast(responses: &[(SocketAddr, Response)], args: &RequestArgs, v: Verbosity) -> Result<(), Failure> {
+/// The responses to a multicast request; `refused` of them failed OSCORE verification (each was logged with
+/// its source) and are not shown.
+fn show_multicast(
+    responses: &[(SocketAddr, Response)],
+    refused: usize,
+    args: &RequestArgs,
+    v: Verbosity,
+) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
     if args.json {
         let all: Vec<_> = responses.iter().map(|(from, r)| output::response_json(Some(*from), r)).collect();
@@ -482,6 +503,12 @@ fn show_multicast(responses: &[(SocketAddr, Response)], args: &RequestArgs, v: V
             let _ = writeln!(stdout, "{from} {:#}: {}", r.code, r.payload_text());
         }
     }
+    if responses.is_empty() && refused > 0 {
+        return Err(Failure::new(
+            ExitCode::Security,
+            format!("{refused} response(s) to the multicast request, none of which verified (OSCORE)"),
+        ));
+    }
     if responses.is_empty() {
         return Err(Failure::new(
             ExitCode::Timeout,
@@ -489,7 +516,10 @@ fn show_multicast(responses: &[(SocketAddr, Response)], args: &RequestArgs, v: V
         ));
     }
     if !v.quiet && !args.json {
-        say!("{} response(s)", responses.len());
+        match refused {
+            0 => say!("{} response(s)", responses.len()),
+            n => say!("{} response(s); {n} more did not verify (OSCORE) and are not shown", responses.len()),
+        }
     }
     Ok(())
 }

@@ -76,12 +76,14 @@ fn load_dir(dir: &Path) -> Result<Served, Failure> {
     }
 }
 
-/// The context a client sends with: a pairwise context, or — with `deterministic` — a group member's,
-/// sending deterministic requests.
+/// The context a client sends with: a pairwise context; a group member's in group mode (signed requests,
+/// to one server or a multicast group); or — with `deterministic` — a group member's sending deterministic
+/// requests.
 pub fn client_context(served: Served, deterministic: bool) -> Result<corral_tokio::oscore::ClientContext, Failure> {
     use corral_tokio::oscore::ClientContext;
     match (served, deterministic) {
         (Served::Pairwise(d), false) => Ok(ClientContext::Pairwise(d)),
+        (Served::Group(g), false) => Ok(ClientContext::Group(g)),
         (Served::Group(g), true) => {
             if g.context.params().deterministic_id.is_none() {
                 return Err(Failure::usage(format!(
@@ -94,10 +96,6 @@ pub fn client_context(served: Served, deterministic: bool) -> Result<corral_toki
         (Served::Pairwise(d), true) => Err(Failure::usage(format!(
             "--deterministic needs a Group OSCORE context; {} is a pairwise one (corral oscore group makes a group)",
             d.dir.display()
-        ))),
-        (Served::Group(g), false) => Err(Failure::usage(format!(
-            "{} is a Group OSCORE context: corral sends deterministic requests with it (add --deterministic)",
-            g.dir.display()
         ))),
     }
 }

@@ -34,32 +34,47 @@ pub enum OscoreCommand {
     /// Create a client/server pair of security contexts and their credentials files.
     #[command(after_help = AFTER_HELP)]
     New(NewArgs),
-    /// Create a Group OSCORE group: a server, N clients and a Deterministic Client, with credentials files.
+    /// Create a Group OSCORE group: servers, clients and a Deterministic Client, with credentials files.
     #[command(after_help = GROUP_AFTER_HELP)]
     Group(GroupArgs),
 }
 
 pub const GROUP_AFTER_HELP: &str = "\
-Writes DIR/server/ and DIR/client1/ … DIR/clientN/ (settings.json: the Group ID, Sender IDs, the
-other members' credentials; secret.json, readable by its owner only: the Master Secret and the member's
-Ed25519 private key), and
-DIR/server.json, DIR/client1.json … (credentials files). Clients send deterministic requests
-(draft-ietf-core-cacheable-oscore) with --deterministic: identical bytes for the same GET from every
-member, so a proxy in between aggregates and caches them, and the server's signed answer verifies at each.
+Writes DIR/server/ (or DIR/server1/ … with --servers N) and DIR/client1/ … DIR/clientN/ (settings.json: the
+Group ID, Sender IDs, the other members' credentials; secret.json, readable by its owner only: the Master
+Secret and the member's Ed25519 private key), and DIR/server.json, DIR/client1.json … (credentials files;
+each client's covers every URI under each --server).
 
-Example:
+A client sends with its credentials file:
+  - in group mode (the default): the request is signed, every member can verify it, and each server's
+    answer is signed too; the one way to protect a request to a multicast group (each answer is verified
+    on its own, and one that does not verify is reported and left out);
+  - with --deterministic (GET and FETCH; draft-ietf-core-cacheable-oscore): identical bytes for the same
+    request from every member, so a proxy in between aggregates and caches them, and the server's signed
+    answer verifies at each.
+
+Examples:
   corral oscore group --server coap://127.0.0.1:5701 --clients 2 --dir group
   corral serve --bind 127.0.0.1:5701 --credentials group/server.json &
   corral proxy --bind 127.0.0.1:5700 &
   corral get coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --credentials group/client1.json --deterministic
-  corral get coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --credentials group/client2.json --deterministic";
+  corral get coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --credentials group/client2.json --deterministic
+
+  corral oscore group --server coap://239.255.0.1:5702 --servers 2 --clients 1 --dir mgroup
+  corral serve --bind 0.0.0.0:5702 --join 239.255.0.1 --credentials mgroup/server1.json &
+  corral serve --bind 0.0.0.0:5702 --join 239.255.0.1 --credentials mgroup/server2.json &
+  corral get coap://239.255.0.1:5702/hello --credentials mgroup/client1.json   # two signed answers";
 
 #[derive(Args, Debug)]
 pub struct GroupArgs {
-    /// The server the clients will talk to: their credentials cover every URI under it.
-    #[arg(long, value_name = "URI")]
-    pub server: String,
-    /// How many clients (members besides the server).
+    /// Where the clients will send: their credentials cover every URI under it. Repeat it for several
+    /// (each server's own address, and the multicast group's, e.g. coap://239.255.0.1:5683).
+    #[arg(long, value_name = "URI", required = true)]
+    pub server: Vec<String>,
+    /// How many servers (members that answer): DIR/server.json for one, DIR/server1.json … for more.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u8).range(1..=50))]
+    pub servers: u8,
+    /// How many clients (members that ask).
     #[arg(long, value_name = "N", default_value = "2", value_parser = clap::value_parser!(u8).range(1..=100))]
     pub clients: u8,
     /// Where to write the contexts and credentials files (created; must not hold contexts already).
@@ -144,10 +159,17 @@ pub fn run(args: OscoreArgs) -> Result<(), Failure> {
 }
 
 fn group(a: GroupArgs) -> Result<(), Failure> {
-    let uri = corral_tokio::parse_uri(&a.server).map_err(|e| Failure::usage(format!("--server: {e}")))?;
+    let uris = a
+        .server
+        .iter()
+        .map(|u| corral_tokio::parse_uri(u).map_err(|e| Failure::usage(format!("--server {u}: {e}"))))
+        .collect::<Result<Vec<_>, _>>()?;
     let dir = std::path::absolute(&a.dir).unwrap_or(a.dir.clone());
-    let names: Vec<String> =
-        std::iter::once("server".to_string()).chain((1..=a.clients).map(|i| format!("client{i}"))).collect();
+    let servers: Vec<String> = match a.servers {
+        1 => vec!["server".to_string()],
+        n => (1..=n).map(|i| format!("server{i}")).collect(),
+    };
+    let names: Vec<String> = servers.iter().cloned().chain((1..=a.clients).map(|i| format!("client{i}"))).collect();
     if let Some(n) = names.iter().find(|n| dir.join(n).join("settings.json").exists()) {
         return Err(Failure::usage(format!(
             "{} already holds a {n} context; pick another --dir (reusing keys with a new sequence would reuse nonces)",
@@ -156,7 +178,8 @@ fn group(a: GroupArgs) -> Result<(), Failure> {
     }
     let secret = random(32, "Master Secret")?;
     let group_id = random(4, "Group ID")?;
-    // Sender IDs: the server 0x00, clients 0x01…; the Deterministic Client 0xdc (as the draft's examples).
+    // Sender IDs: the servers 0x00…, then the clients; the Deterministic Client 0xdc (as the draft's
+    // examples), which no member may have: at most 150 members keeps them apart.
     let ids: Vec<Vec<u8>> = (0..names.len()).map(|i| vec![i as u8]).collect();
     let mut keys = Vec::new();
     let mut creds = BTreeMap::new();
@@ -186,19 +209,29 @@ fn group(a: GroupArgs) -> Result<(), Failure> {
         };
         GroupDir::create(&dir.join(name), &params).map_err(oscore)?;
         let basedir = format!("{}/", dir.join(name).display());
-        let entry = if name == "server" {
+        let entry = if servers.contains(name) {
             serde_json::json!({ ":group": { "oscore": { "basedir": basedir } } })
         } else {
-            let pattern = format!("{}/*", uri.to_string().trim_end_matches('/'));
-            serde_json::json!({ pattern: { "oscore": { "basedir": basedir } } })
+            let entries: serde_json::Map<String, serde_json::Value> = uris
+                .iter()
+                .map(|uri| {
+                    let pattern = format!("{}/*", uri.to_string().trim_end_matches('/'));
+                    (pattern, serde_json::json!({ "oscore": { "basedir": basedir } }))
+                })
+                .collect();
+            serde_json::Value::Object(entries)
         };
         write_json(&dir.join(format!("{name}.json")), &entry)?;
     }
+    let clients = match a.clients {
+        1 => "client1.json".to_string(),
+        n => format!("client1.json … client{n}.json"),
+    };
     say!(
-        "wrote the group {} in {}: server.json and client1.json … client{}.json (contexts in the folders beside them)",
+        "wrote the group {} in {}: {}.json and {clients} (contexts in the folders beside them)",
         group_id.iter().map(|b| format!("{b:02x}")).collect::<String>(),
         dir.display(),
-        a.clients
+        servers.join(".json, "),
     );
     Ok(())
 }

@@ -2,6 +2,8 @@
 """aiocoap's side of the Group OSCORE interop test, with a member's keys from a `corral oscore group` folder.
 
   group_oscore.py client GROUPDIR MEMBER URI    one deterministic GET; prints "CODE PAYLOAD"
+  group_oscore.py group-client GROUPDIR MEMBER URI
+                                                one GET in group mode (signed); prints "CODE PAYLOAD"
   group_oscore.py server GROUPDIR MEMBER HOST:PORT
                                                 serves /instruction?t=X ("instruction t=X from aiocoap")
                                                 in the group; prints "listening on HOST:PORT"; stops after 60 s
@@ -53,6 +55,16 @@ async def client(groupdir, member, uri):
     return 0 if r.code.is_successful() else 1
 
 
+async def group_client(groupdir, member, uri):
+    ctx, _ = load(groupdir, member)
+    c = await aiocoap.Context.create_client_context()
+    c.client_credentials["*"] = ctx  # a SimpleGroupContext sends in group mode
+    r = await c.request(aiocoap.Message(code=aiocoap.GET, uri=uri)).response
+    print(r.code, r.payload.decode(errors="replace"), flush=True)
+    await c.shutdown()
+    return 0 if r.code.is_successful() else 1
+
+
 async def server(groupdir, member, bind):
     ctx, _ = load(groupdir, member)
     host, port = bind.rsplit(":", 1)
@@ -68,4 +80,5 @@ async def server(groupdir, member, bind):
 
 if __name__ == "__main__":
     mode, groupdir, member, where = sys.argv[1:5]
-    sys.exit(asyncio.run((client if mode == "client" else server)(groupdir, member, where)))
+    run = {"client": client, "group-client": group_client, "server": server}[mode]
+    sys.exit(asyncio.run(run(groupdir, member, where)))

@@ -77,7 +77,9 @@ pub mod socket;
 mod tcp;
 pub mod uri;
 
-pub use client::{Client, ClientBuilder, Error, MulticastResponses, Observation, RequestBuilder};
+pub use client::{
+    Client, ClientBuilder, Collected, Error, MulticastResponse, MulticastResponses, Observation, RequestBuilder,
+};
 pub use driver::{os_seed, Clock, DriverStats};
 pub use server::{RouteConfig, Server, ServerBuilder, ServerHandle, ServerRequest};
 pub use tcp::bind_listener;

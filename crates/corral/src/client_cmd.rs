@@ -355,7 +355,7 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
             return observe(req, &args, secs, v).await;
         }
         if multicast {
-            let (responses, refused) = req
+            let collected = req
                 .multicast_window(timeout)
                 .multicast()
                 .await
@@ -363,7 +363,7 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
                 .collect_verified()
                 .await
                 .map_err(|e| Failure::from_client(e, args.timeout))?;
-            return show_multicast(&responses, refused, &args, v);
+            return show_multicast(&collected, &args, v);
         }
         let (from, response) =
             send_showing_progress(req, v).await.map_err(|e| Failure::from_client(e, args.timeout))?;
@@ -483,24 +483,31 @@ fn write_payload(out: &mut impl Write, payload: &[u8]) {
     let _ = out.flush();
 }
 
-/// The responses to a multicast request; `refused` of them failed OSCORE verification (each was logged with
-/// its source) and are not shown.
-fn show_multicast(
-    responses: &[(SocketAddr, Response)],
-    refused: usize,
-    args: &RequestArgs,
-    v: Verbosity,
-) -> Result<(), Failure> {
+/// The responses to a multicast request (with Group OSCORE, the member that signed each); those that failed
+/// verification were logged with their source and are only counted.
+fn show_multicast(collected: &corral_tokio::Collected, args: &RequestArgs, v: Verbosity) -> Result<(), Failure> {
+    let (responses, refused) = (&collected.responses, collected.refused);
+    let hex = |id: &[u8]| id.iter().map(|b| format!("{b:02x}")).collect::<String>();
     let mut stdout = std::io::stdout().lock();
     if args.json {
-        let all: Vec<_> = responses.iter().map(|(from, r)| output::response_json(Some(*from), r)).collect();
+        let all: Vec<_> = responses
+            .iter()
+            .map(|r| {
+                let mut j = output::response_json(Some(r.from), &r.response);
+                if let (Some(m), Some(o)) = (&r.member, j.as_object_mut()) {
+                    o.insert("oscore-member".into(), hex(m).into());
+                }
+                j
+            })
+            .collect();
         let _ = writeln!(stdout, "{}", serde_json::Value::Array(all));
     } else {
-        for (from, r) in responses {
+        for r in responses {
             if v.verbose > 0 {
-                say!("{}\n  (from {from})", output::response_head(r));
+                say!("{}\n  (from {})", output::response_head(&r.response), r.from);
             }
-            let _ = writeln!(stdout, "{from} {:#}: {}", r.code, r.payload_text());
+            let member = r.member.as_deref().map(|m| format!(" (member {})", hex(m))).unwrap_or_default();
+            let _ = writeln!(stdout, "{}{member} {:#}: {}", r.from, r.response.code, r.response.payload_text());
         }
     }
     if responses.is_empty() && refused > 0 {

@@ -188,7 +188,10 @@ fn a_group_mode_multicast_request_is_answered_by_each_member_and_a_forgery_is_re
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let payloads: Vec<&str> = j.as_array().unwrap().iter().map(|r| r["payload"].as_str().unwrap()).collect();
-    assert_eq!(payloads, ["Hello from corral!"; 2], "one verified answer from each member: {j}");
+    assert_eq!(payloads, ["Hello from corral!"; 2], "two verified answers: {j}");
+    let mut members: Vec<&str> = j.as_array().unwrap().iter().map(|r| r["oscore-member"].as_str().unwrap()).collect();
+    members.sort();
+    assert_eq!(members, ["00", "01"], "one from each member (both on one address): {j}");
 
     // A forger joins the group and answers first and unprotected: refused, the members' answers stand.
     let py = std::env::temp_dir().join(format!("corral-forger-{}.py", std::process::id()));

@@ -29,8 +29,8 @@ pub struct ServeArgs {
     /// Address and port to listen on; [::] serves IPv4 and IPv6 on one socket.
     #[arg(short, long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
     pub bind: String,
-    /// Join a multicast group (repeatable): 224.0.1.187 and ff02::fd are "All CoAP Nodes". The socket is
-    /// then shared (SO_REUSEADDR), so several servers on one host can listen on the group's port.
+    /// Join a multicast group (repeatable): 224.0.1.187 and ff02::fd are "All CoAP Nodes". The port is
+    /// then shared (SO_REUSEPORT, same user only), so several servers on one host can listen on it.
     #[arg(long, value_name = "GROUP")]
     pub join: Vec<IpAddr>,
     /// IPv4 address of the interface on which to join IPv4 groups (default: the routing table's choice).
@@ -150,10 +150,11 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         };
         let socket = corral_tokio::socket::SocketOptions {
             busy_poll: std::time::Duration::from_micros(args.busy_poll),
-            reuse_port: args.workers > 1,
-            // Several servers on one host can then share a multicast group's port (each receives every
-            // multicast request; a unicast datagram to that port reaches one of them).
-            reuse_address: !args.join.is_empty(),
+            // --workers: one endpoint per worker on one port. --join: several servers of one user on one
+            // host can share a multicast group's port (each receives every multicast request; a unicast
+            // datagram reaches one of them). SO_REUSEPORT, not SO_REUSEADDR: the kernel lets only the same
+            // user join the port, so another local user cannot bind it and take the server's traffic.
+            reuse_port: args.workers > 1 || !args.join.is_empty(),
             ..Default::default()
         };
         let config = EndpointConfig { params, limits, block, ..EndpointConfig::default() };

@@ -8,9 +8,11 @@
 # Each server runs on CPU 0 and the generator on CPU 1 (taskset), as in bench-server.sh. For every server
 # and client count it prints requests/s, p50/p99 latency as the generator sees it, and the server's CPU
 # time per request (/proc/PID/stat, read after the generator's 1 s warm-up), and the ratio of each
-# server's CPU per request to the floor's. corral-busy is `corral serve --busy-poll $BUSY_POLL` (default
-# 50 us); corral-w2 (not run by default) is `corral serve --workers 2` on the CPUs W2_CPUS (default 0,1,
-# so its second worker shares a core with the generator on a 2-core machine). Set SERVERS="floor corral"
+# server's CPU per request to the floor's. corral is `corral serve` as a user runs it (on Linux its workers
+# sleep inside the receive call); corral-tokio is `corral serve --driver tokio` (a tokio runtime, as with
+# --tcp); corral-busy is `corral serve --busy-poll $BUSY_POLL` (default 50 us, the tokio driver);
+# corral-w2 (not run by default) is `corral serve --workers 2` on the CPUs W2_CPUS (default 0,1, so its
+# second worker shares a core with the generator on a 2-core machine). Set SERVERS="floor corral"
 # to choose, CLIENTS="1 16 64". BASE=path/to/another/corral adds a server corral-base run from that binary
 # (an A/B comparison of a change, in the same run and rounds).
 set -euo pipefail
@@ -19,7 +21,7 @@ SECONDS_=${1:-5}
 ROUNDS=${2:-1}
 shift $(( $# > 2 ? 2 : $# )) || true
 SERVE_EXTRA=("$@")
-SERVERS=${SERVERS:-"floor corral corral-busy libcoap${BASE:+ corral-base}"}
+SERVERS=${SERVERS:-"floor corral corral-tokio corral-busy libcoap${BASE:+ corral-base}"}
 BUSY_POLL=${BUSY_POLL:-50}
 CLIENTS=${CLIENTS:-"1 16"}
 
@@ -47,6 +49,7 @@ start() { # name port
     floor) "${PIN_SERVER[@]}" "$FLOOR" 127.0.0.1 "$2" >/dev/null 2>&1 & ;;
     corral) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
     corral-busy) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q --busy-poll "$BUSY_POLL" "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
+    corral-tokio) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q --driver tokio "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
     corral-base) "${PIN_SERVER[@]}" "$BASE" serve --bind "127.0.0.1:$2" -q "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
     corral-w2) "${PIN_W2[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q --workers 2 "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
     libcoap) "${PIN_SERVER[@]}" coap-server-notls -A 127.0.0.1 -p "$2" >/dev/null 2>&1 & ;;

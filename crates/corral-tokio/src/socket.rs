@@ -176,7 +176,7 @@ fn register(socket: std::net::UdpSocket, interest: Interest) -> io::Result<Async
     AsyncFd::with_interest(socket, interest)
 }
 
-fn membership(sock: SockRef<'_>, opts: &SocketOptions, group: IpAddr, join: bool) -> io::Result<()> {
+pub(crate) fn membership(sock: SockRef<'_>, opts: &SocketOptions, group: IpAddr, join: bool) -> io::Result<()> {
     let v4_if = opts.multicast_if_v4.unwrap_or(Ipv4Addr::UNSPECIFIED);
     match (canonical_ip(group), join) {
         (IpAddr::V4(g), true) => sock.join_multicast_v4(&g, &v4_if),
@@ -337,57 +337,15 @@ impl CoapSocket {
         self.try_send_from(first.dst, first.payload, first.src).map(|()| 1)
     }
 
-    /// The source address a datagram must name: only on a wildcard-bound socket, and as IPv4 for an IPv4
-    /// peer of a dual-stack socket (the kernel sends it as IPv4).
+    /// See [`source_for`].
     fn source(&self, src: Option<IpAddr>) -> Option<IpAddr> {
-        src.filter(|_| self.local.ip().is_unspecified()).map(|ip| match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
-            v4 => v4,
-        })
+        source_for(self.local, src)
     }
 
     #[cfg(target_os = "linux")]
     fn sendmmsg(&self, datagrams: &[OutDatagram<'_>], src: Option<IpAddr>) -> io::Result<usize> {
-        use nix::libc;
-        use nix::sys::socket::{sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage};
         use std::os::fd::AsRawFd;
-        debug_assert!(datagrams.len() <= SEND_BATCH);
-        let n = datagrams.len();
-        let mut iovs: [[IoSlice<'_>; 1]; SEND_BATCH] = [[IoSlice::new(&[])]; SEND_BATCH];
-        let mut addrs: [Option<SockaddrStorage>; SEND_BATCH] = [None; SEND_BATCH];
-        for (i, d) in datagrams.iter().enumerate() {
-            iovs[i] = [IoSlice::new(d.payload)];
-            addrs[i] = Some(SockaddrStorage::from(self.to_wire(d.dst)));
-        }
-        let v4 = match src {
-            Some(IpAddr::V4(a)) => Some(libc::in_pktinfo {
-                ipi_ifindex: 0,
-                ipi_spec_dst: libc::in_addr { s_addr: u32::from_ne_bytes(a.octets()) },
-                ipi_addr: libc::in_addr { s_addr: 0 },
-            }),
-            _ => None,
-        };
-        let v6 = match src {
-            Some(IpAddr::V6(a)) => {
-                Some(libc::in6_pktinfo { ipi6_ifindex: 0, ipi6_addr: libc::in6_addr { s6_addr: a.octets() } })
-            }
-            _ => None,
-        };
-        let cmsg = match (&v4, &v6) {
-            (Some(p), _) => Some(ControlMessage::Ipv4PacketInfo(p)),
-            (_, Some(p)) => Some(ControlMessage::Ipv6PacketInfo(p)),
-            _ => None,
-        };
-        let space = cmsg.is_some().then(|| nix::cmsg_space!(libc::in6_pktinfo));
-        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(n, space);
-        let fd = self.io.get_ref().as_raw_fd();
-        match sendmmsg(fd, &mut headers, &iovs[..n], &addrs[..n], cmsg.as_slice(), MsgFlags::empty()) {
-            Ok(results) => match results.count() {
-                0 => Err(io::ErrorKind::WouldBlock.into()),
-                sent => Ok(sent),
-            },
-            Err(e) => Err(io::Error::from(e)),
-        }
+        sendmmsg_from(self.io.get_ref().as_raw_fd(), self.local, datagrams, src)
     }
 
     /// Sends one datagram, waiting for buffer space if needed.
@@ -436,6 +394,69 @@ pub struct OutDatagram<'a> {
     pub payload: &'a [u8],
     /// The local address to send from, on a wildcard-bound socket (see [`CoapSocket::try_send_from`]).
     pub src: Option<IpAddr>,
+}
+
+/// One `sendmmsg` of datagrams (at most [`SEND_BATCH`]) that all leave from `src` (an IP_PKTINFO /
+/// IPV6_PKTINFO control message shared by the lot, as `nix`'s `sendmmsg` has it; `None`: the kernel's
+/// choice) on the socket `fd` bound to `local` (an IPv4 destination is mapped for an IPv6 socket). Returns
+/// how many the kernel took.
+#[cfg(target_os = "linux")]
+pub(crate) fn sendmmsg_from(
+    fd: std::os::fd::RawFd,
+    local: SocketAddr,
+    datagrams: &[OutDatagram<'_>],
+    src: Option<IpAddr>,
+) -> io::Result<usize> {
+    use nix::libc;
+    use nix::sys::socket::{sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage};
+    let n = datagrams.len().min(SEND_BATCH);
+    let mut iovs: [[IoSlice<'_>; 1]; SEND_BATCH] = [[IoSlice::new(&[])]; SEND_BATCH];
+    let mut addrs: [Option<SockaddrStorage>; SEND_BATCH] = [None; SEND_BATCH];
+    for (i, d) in datagrams[..n].iter().enumerate() {
+        iovs[i] = [IoSlice::new(d.payload)];
+        let dst = match d.dst {
+            SocketAddr::V4(v4) if local.is_ipv6() => SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port()),
+            other => other,
+        };
+        addrs[i] = Some(SockaddrStorage::from(dst));
+    }
+    let v4 = match src {
+        Some(IpAddr::V4(a)) => Some(libc::in_pktinfo {
+            ipi_ifindex: 0,
+            ipi_spec_dst: libc::in_addr { s_addr: u32::from_ne_bytes(a.octets()) },
+            ipi_addr: libc::in_addr { s_addr: 0 },
+        }),
+        _ => None,
+    };
+    let v6 = match src {
+        Some(IpAddr::V6(a)) => {
+            Some(libc::in6_pktinfo { ipi6_ifindex: 0, ipi6_addr: libc::in6_addr { s6_addr: a.octets() } })
+        }
+        _ => None,
+    };
+    let cmsg = match (&v4, &v6) {
+        (Some(p), _) => Some(ControlMessage::Ipv4PacketInfo(p)),
+        (_, Some(p)) => Some(ControlMessage::Ipv6PacketInfo(p)),
+        _ => None,
+    };
+    let space = cmsg.is_some().then(|| nix::cmsg_space!(libc::in6_pktinfo));
+    let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(n, space);
+    match sendmmsg(fd, &mut headers, &iovs[..n], &addrs[..n], cmsg.as_slice(), MsgFlags::empty()) {
+        Ok(results) => match results.count() {
+            0 => Err(io::ErrorKind::WouldBlock.into()),
+            sent => Ok(sent),
+        },
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// The address a datagram must name as its source on a socket bound to `local`: only on a wildcard-bound
+/// socket, and as IPv4 for an IPv4 peer of a dual-stack socket (the kernel sends it as IPv4).
+pub(crate) fn source_for(local: SocketAddr, src: Option<IpAddr>) -> Option<IpAddr> {
+    src.filter(|_| local.ip().is_unspecified()).map(|ip| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    })
 }
 
 /// Buffers for one batched receive.

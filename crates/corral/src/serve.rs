@@ -69,6 +69,11 @@ pub struct ServeArgs {
     /// price of a busy core: a sleeping thread on a virtual machine takes tens of microseconds to wake.
     #[arg(long, value_name = "MICROS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub busy_poll: u64,
+    /// How workers wait for datagrams: `blocking` (the default on Linux without --tcp or --busy-poll) sleeps
+    /// inside the receive call, one system call per wake-up; `tokio` runs an async runtime per worker.
+    /// For comparing the two (scripts/bench-latency.sh); both serve the same resources the same way.
+    #[arg(long, value_enum, value_name = "DRIVER", hide_short_help = true)]
+    pub driver: Option<Driver>,
     /// Serve with N workers, each a thread with its own endpoint and resources on its own socket bound
     /// to the same address (SO_REUSEPORT). The kernel sends all datagrams of one client address and port
     /// to one worker, so duplicate detection, Observe and block-wise transfers stay within a worker;
@@ -104,20 +109,39 @@ pub(crate) fn listen_args(bind: &str, tcp: Option<&str>) -> Result<(SocketAddr, 
     Ok((udp, tcp))
 }
 
+/// How the workers are driven. `Blocking` (Linux, UDP only, the default there): each worker a thread
+/// asleep inside its receive call, the bare echo floor's shape (corral-tokio's `blocking` module);
+/// `Tokio`: each worker a tokio runtime (what CoAP over TCP and busy polling need).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    Blocking,
+    Tokio,
+}
+
 pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
     let (bind, tcp) = listen_args(&args.bind, args.tcp.as_deref())?;
-    if args.workers > 1 {
-        let conflict = if !args.join.is_empty() {
-            Some("--join: a multicast datagram reaches every socket of a SO_REUSEPORT group, so every worker would answer it")
-        } else if args.credentials.is_some() {
-            Some("--credentials: an OSCORE security context belongs to one endpoint (its sequence numbers are nonces)")
-        } else {
-            None
-        };
-        if let Some(why) = conflict {
-            return Err(Failure::usage(format!("--workers {} cannot be combined with {why}", args.workers)));
-        }
+    if args.workers > 1 && args.credentials.is_some() {
+        return Err(Failure::usage(format!(
+            "--workers {} cannot be combined with --credentials: an OSCORE security context belongs to one \
+             endpoint (its sequence numbers are nonces)",
+            args.workers
+        )));
     }
+    if args.workers > 1 && !args.join.is_empty() {
+        return Err(Failure::usage(format!(
+            "--workers {} cannot be combined with --join: a multicast datagram reaches every socket of a \
+             SO_REUSEPORT group, so every worker would answer it",
+            args.workers
+        )));
+    }
+    let driver = match args.driver {
+        Some(Driver::Blocking) if tcp.is_some() || args.busy_poll > 0 || !cfg!(target_os = "linux") => {
+            return Err(Failure::usage("--driver blocking serves CoAP over UDP on Linux, without --tcp or --busy-poll"))
+        }
+        Some(d) => d,
+        None if tcp.is_none() && args.busy_poll == 0 && cfg!(target_os = "linux") => Driver::Blocking,
+        None => Driver::Tokio,
+    };
     let oscore = match &args.credentials {
         Some(file) => Some(corral_oscore::OscoreLayer::serving(
             crate::credentials::Credentials::load(file)?.all()?,
@@ -125,95 +149,192 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         )),
         None => None,
     };
+    let config = endpoint_config(&args);
+    let socket = corral_tokio::socket::SocketOptions {
+        busy_poll: std::time::Duration::from_micros(args.busy_poll),
+        // --workers: one endpoint per worker on one port. --join: several servers of one user on one host
+        // can share a multicast group's port (each receives every multicast request; a unicast datagram
+        // reaches one of them). SO_REUSEPORT, not SO_REUSEADDR: the kernel lets only the same user join
+        // the port, so another local user cannot bind it and take the server's traffic.
+        reuse_port: args.workers > 1 || !args.join.is_empty(),
+        multicast_if_v4: args.mcast_if,
+        multicast_if_v6: args.mcast_if6.unwrap_or(0),
+        ..Default::default()
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
-    rt.block_on(async move {
-        let mut params = TransmissionParams::default();
-        if let Some(l) = args.leisure {
-            params.default_leisure = corral_tokio::corral_proto::Duration::from_secs_f64(l);
+    match driver {
+        #[cfg(target_os = "linux")]
+        Driver::Blocking => {
+            let (local, workers) = start_blocking(&args, bind, config, socket, oscore)?;
+            announce(&args, local, None, v);
+            rt.block_on(crate::wait_for_signal());
+            tracing::info!("shutting down");
+            workers.stop();
         }
-        let limits = Limits {
-            max_peers: args.max_peers.max(1),
-            max_inbound_exchanges: args.max_pending.max(1),
-            ..Limits::default()
-        };
-        let block = BlockConfig {
-            max_body: args.max_body.max(1024),
-            max_assembly_bytes: args
-                .max_body
-                .max(1024)
-                .saturating_mul(2)
-                .max(BlockConfig::default().max_assembly_bytes),
-            ..BlockConfig::default()
-        };
-        let socket = corral_tokio::socket::SocketOptions {
-            busy_poll: std::time::Duration::from_micros(args.busy_poll),
-            // --workers: one endpoint per worker on one port. --join: several servers of one user on one
-            // host can share a multicast group's port (each receives every multicast request; a unicast
-            // datagram reaches one of them). SO_REUSEPORT, not SO_REUSEADDR: the kernel lets only the same
-            // user join the port, so another local user cannot bind it and take the server's traffic.
-            reuse_port: args.workers > 1 || !args.join.is_empty(),
-            ..Default::default()
-        };
-        let config = EndpointConfig { params, limits, block, ..EndpointConfig::default() };
-        let period = corral_tokio::corral_proto::Duration::from_secs_f64(args.obs_period);
-        let mut oscore = oscore;
-        let mut handles = Vec::new();
-        let (mut local, mut tcp_local) = (bind, None);
-        for worker in 0..args.workers {
-            let mut builder = Server::builder().endpoint_config(config.clone()).socket_options(socket.clone());
-            if let (Some(addr), 0) = (tcp, worker) {
-                builder = builder.tcp(addr);
+        #[cfg(not(target_os = "linux"))]
+        Driver::Blocking => unreachable!("chosen on Linux only"),
+        Driver::Tokio => rt.block_on(async move {
+            let (local, tcp_local, handles) = start_tokio(&args, bind, tcp, config, socket, oscore)?;
+            announce(&args, local, tcp_local, v);
+            crate::wait_for_signal().await;
+            tracing::info!("shutting down");
+            for handle in handles {
+                handle.shutdown().await;
             }
-            if let Some(a) = args.mcast_if {
-                builder = builder.multicast_interface_v4(a);
-            }
-            if let Some(i) = args.mcast_if6 {
-                builder = builder.multicast_interface_v6(i);
-            }
-            // Port 0: the first worker's socket picks the port, the others join it.
-            let addr = if worker == 0 { bind } else { local };
-            let mut server =
-                builder.bind_addr(addr).map_err(|e| Failure::other(format!("cannot listen on {addr}: {e}")))?;
-            for g in &args.join {
-                server.join_group(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
-            }
-            server.mount("", Plugtest::new(period)).mount("hello", Hello).mount("echo", Echo).mount("stats", Stats);
-            server.mount("stream", corral_stream::StreamReceiver::default());
-            if let Some(layer) = oscore.take() {
-                server.set_layer(layer);
-            }
-            if worker == 0 {
-                local = server.local_addr();
-                tcp_local = server.tcp_local_addr();
-            }
-            handles.push(server.spawn().map_err(|e| Failure::other(format!("cannot start the server: {e}")))?);
+            Ok::<(), Failure>(())
+        })?,
+    }
+    Ok(())
+}
+
+/// The endpoint configuration every worker gets from the command line.
+fn endpoint_config(args: &ServeArgs) -> EndpointConfig {
+    let mut params = TransmissionParams::default();
+    if let Some(l) = args.leisure {
+        params.default_leisure = corral_tokio::corral_proto::Duration::from_secs_f64(l);
+    }
+    let limits = Limits {
+        max_peers: args.max_peers.max(1),
+        max_inbound_exchanges: args.max_pending.max(1),
+        ..Limits::default()
+    };
+    let block = BlockConfig {
+        max_body: args.max_body.max(1024),
+        max_assembly_bytes: args.max_body.max(1024).saturating_mul(2).max(BlockConfig::default().max_assembly_bytes),
+        ..BlockConfig::default()
+    };
+    EndpointConfig { params, limits, block, ..EndpointConfig::default() }
+}
+
+/// The resources of `corral serve`, on a node or a server builder (both have `mount`).
+macro_rules! mount_resources {
+    ($target:expr, $period:expr) => {{
+        $target.mount("", Plugtest::new($period));
+        $target.mount("hello", Hello);
+        $target.mount("echo", Echo);
+        $target.mount("stats", Stats);
+        $target.mount("stream", corral_stream::StreamReceiver::default());
+    }};
+}
+
+fn obs_period(args: &ServeArgs) -> corral_tokio::corral_proto::Duration {
+    corral_tokio::corral_proto::Duration::from_secs_f64(args.obs_period)
+}
+
+/// Workers driven by tokio runtimes (corral-tokio's `Server`): the UDP address, the TCP one, the handles.
+fn start_tokio(
+    args: &ServeArgs,
+    bind: SocketAddr,
+    tcp: Option<Option<SocketAddr>>,
+    config: EndpointConfig,
+    socket: corral_tokio::socket::SocketOptions,
+    mut oscore: Option<corral_oscore::OscoreLayer>,
+) -> Result<(SocketAddr, Option<SocketAddr>, Vec<corral_tokio::ServerHandle>), Failure> {
+    let mut handles = Vec::new();
+    let (mut local, mut tcp_local) = (bind, None);
+    for worker in 0..args.workers {
+        let mut builder = Server::builder().endpoint_config(config.clone()).socket_options(socket.clone());
+        if let (Some(addr), 0) = (tcp, worker) {
+            builder = builder.tcp(addr);
         }
-        if args.json {
-            let j = serde_json::json!({
-                "udp": local.to_string(),
-                "tcp": tcp_local.map(|t| t.to_string()),
-                "uri": base_uri(local),
-                "groups": args.join.iter().map(|g| g.to_string()).collect::<Vec<_>>(),
-            });
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{j}");
-            let _ = out.flush();
-        } else {
-            print_banner(local, tcp_local, &args.join, v.quiet);
-            if args.workers > 1 {
-                println!("corral serve: {} workers on {local} (SO_REUSEPORT)", args.workers);
+        // Port 0: the first worker's socket picks the port, the others join it.
+        let addr = if worker == 0 { bind } else { local };
+        let mut server =
+            builder.bind_addr(addr).map_err(|e| Failure::other(format!("cannot listen on {addr}: {e}")))?;
+        for g in &args.join {
+            server.join_group(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
+        }
+        mount_resources!(server, obs_period(args));
+        if let Some(layer) = oscore.take() {
+            server.set_layer(layer);
+        }
+        if worker == 0 {
+            local = server.local_addr();
+            tcp_local = server.tcp_local_addr();
+        }
+        handles.push(server.spawn().map_err(|e| Failure::other(format!("cannot start the server: {e}")))?);
+    }
+    Ok((local, tcp_local, handles))
+}
+
+/// Blocking workers, one thread each; dropping or stopping them ends the threads.
+#[cfg(target_os = "linux")]
+struct BlockingWorkers {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(target_os = "linux")]
+impl BlockingWorkers {
+    /// Stops reading, lets requests in progress finish (up to a second, as the tokio driver does) and waits.
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn start_blocking(
+    args: &ServeArgs,
+    bind: SocketAddr,
+    config: EndpointConfig,
+    socket: corral_tokio::socket::SocketOptions,
+    mut oscore: Option<corral_oscore::OscoreLayer>,
+) -> Result<(SocketAddr, BlockingWorkers), Failure> {
+    use corral_tokio::blocking::{BlockingServer, BoundSocket};
+    use corral_tokio::corral_proto::{Endpoint, Node};
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut workers = BlockingWorkers { stop: stop.clone(), threads: Vec::new() };
+    let mut local = bind;
+    for worker in 0..args.workers {
+        let config = EndpointConfig { seed: corral_tokio::os_seed(), ..config.clone() };
+        let addr = if worker == 0 { bind } else { local };
+        let bound = BoundSocket::bind(addr, socket.clone())
+            .map_err(|e| Failure::other(format!("cannot listen on {addr}: {e}")))?;
+        for g in &args.join {
+            bound.join(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
+        }
+        if worker == 0 {
+            local = bound.local_addr();
+        }
+        let (stop, layer, period) = (stop.clone(), oscore.take(), obs_period(args));
+        let thread = std::thread::Builder::new().name(format!("corral-serve-{worker}")).spawn(move || {
+            // The node is made on its own thread (its services need not be Send).
+            let mut node = Node::new(Endpoint::new(config));
+            mount_resources!(node, period);
+            if let Some(layer) = layer {
+                node.set_layer(Box::new(layer));
             }
+            BlockingServer::new(node, bound).run(&stop, std::time::Duration::from_secs(1))
+        });
+        workers.threads.push(thread.map_err(|e| Failure::other(format!("cannot start a worker: {e}")))?);
+    }
+    Ok((local, workers))
+}
+
+/// The start-up summary: JSON with --json, else the banner.
+fn announce(args: &ServeArgs, local: SocketAddr, tcp_local: Option<SocketAddr>, v: crate::client_cmd::Verbosity) {
+    if args.json {
+        let j = serde_json::json!({
+            "udp": local.to_string(),
+            "tcp": tcp_local.map(|t| t.to_string()),
+            "uri": base_uri(local),
+            "groups": args.join.iter().map(|g| g.to_string()).collect::<Vec<_>>(),
+        });
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{j}");
+        let _ = out.flush();
+    } else {
+        print_banner(local, tcp_local, &args.join, v.quiet);
+        if args.workers > 1 {
+            println!("corral serve: {} workers on {local} (SO_REUSEPORT)", args.workers);
         }
-        crate::wait_for_signal().await;
-        tracing::info!("shutting down");
-        for handle in handles {
-            handle.shutdown().await;
-        }
-        Ok(())
-    })
+    }
 }
 
 /// The URI a client on this machine uses for the server (a wildcard address becomes loopback).

@@ -1,0 +1,234 @@
+//! A server loop without a runtime: one thread drives one [`Node`] on one UDP socket, asleep inside a
+//! blocking `recvmmsg` (MSG_WAITFORONE, SO_RCVTIMEO set to the node's next timer) and answering a whole
+//! batch with `sendmmsg` — the shape of the bare echo floor (`scripts/coap-echo-floor.c`), one system call
+//! per wake-up instead of `epoll_wait` and then a read. For `corral serve` workers that speak CoAP over UDP
+//! only; everything protocol is the node's, exactly as under the tokio driver and the simulator.
+//!
+//! Linux only (`nix`'s safe `recvmmsg`/`sendmmsg`); [`BlockingServer::run`] returns when `stop` is set,
+//! within [`MAX_WAIT`].
+
+use crate::driver::Clock;
+use crate::socket::{canonical, canonical_ip, sendmmsg_from, source_for, OutDatagram, SocketOptions, SEND_BATCH};
+use corral_proto::{Node, NodeCommand};
+use nix::libc;
+use nix::sys::socket::{recvmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage};
+use socket2::SockRef;
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tracing::{debug, trace, warn};
+
+/// Datagrams read per system call.
+const RECV_BATCH: usize = 8;
+/// The largest datagram read (a UDP payload).
+const MAX_DATAGRAM: usize = 65_535;
+/// The longest sleep: how late a stop request may be noticed.
+pub const MAX_WAIT: Duration = Duration::from_millis(250);
+
+/// One node on one socket, driven by the calling thread.
+pub struct BlockingServer {
+    node: Node,
+    socket: UdpSocket,
+    opts: SocketOptions,
+    local: SocketAddr,
+    clock: Clock,
+    /// The receive timeout last set on the socket.
+    timeout: Option<Duration>,
+}
+
+/// A bound socket for a [`BlockingServer`], made on one thread and served on another (a [`Node`] holds
+/// services that need not be `Send`, so the node is made on the thread that runs it).
+pub struct BoundSocket {
+    socket: UdpSocket,
+    opts: SocketOptions,
+    local: SocketAddr,
+}
+
+impl BoundSocket {
+    /// Binds `addr` (as [`crate::socket::bind_std`] does, then blocking, with the destination address of
+    /// every datagram reported: IP_PKTINFO / IPV6_RECVPKTINFO).
+    pub fn bind(addr: SocketAddr, opts: SocketOptions) -> io::Result<BoundSocket> {
+        let socket = crate::socket::bind_std(addr, &opts)?;
+        socket.set_nonblocking(false)?;
+        let local = socket.local_addr()?;
+        let v4 = local.is_ipv4() || !SockRef::from(&socket).only_v6().unwrap_or(true);
+        if v4 {
+            setsockopt(&socket, sockopt::Ipv4PacketInfo, &true).map_err(io::Error::from)?;
+        }
+        if local.is_ipv6() {
+            setsockopt(&socket, sockopt::Ipv6RecvPacketInfo, &true).map_err(io::Error::from)?;
+        }
+        Ok(BoundSocket { socket, opts, local })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Joins a multicast group on the configured interface.
+    pub fn join(&self, group: IpAddr) -> io::Result<()> {
+        crate::socket::membership(SockRef::from(&self.socket), &self.opts, group, true)
+    }
+}
+
+impl BlockingServer {
+    pub fn new(node: Node, bound: BoundSocket) -> BlockingServer {
+        let BoundSocket { socket, opts, local } = bound;
+        BlockingServer { node, socket, opts, local, clock: Clock::new(), timeout: None }
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Serves until `stop` is set, then stops reading and gives requests in progress up to `grace` to be
+    /// answered (as [`crate::ServerHandle::shutdown`] does).
+    pub fn run(mut self, stop: &AtomicBool, grace: Duration) {
+        self.serve(stop);
+        let deadline = self.clock.now() + corral_proto::Duration::from(grace);
+        loop {
+            let now = self.clock.now();
+            if self.node.poll_timeout().is_some_and(|t| t <= now) {
+                self.node.handle_timeout(now);
+            }
+            self.flush();
+            let idle = self.node.endpoint().table_sizes().inbound_exchanges == 0;
+            if idle || now >= deadline {
+                debug!(idle, "blocking server stopped");
+                return;
+            }
+            let next = self.node.poll_timeout().map_or(deadline, |t| t.min(deadline));
+            std::thread::sleep(Duration::from(next.saturating_since(now)).max(Duration::from_millis(1)));
+        }
+    }
+
+    fn serve(&mut self, stop: &AtomicBool) {
+        let mut headers =
+            MultiHeaders::<SockaddrStorage>::preallocate(RECV_BATCH, Some(nix::cmsg_space!(libc::in6_pktinfo)));
+        let mut storage = vec![0u8; RECV_BATCH * MAX_DATAGRAM];
+        let fd = self.socket.as_raw_fd();
+        while !stop.load(Ordering::Relaxed) {
+            let now = self.clock.now();
+            if self.node.poll_timeout().is_some_and(|t| t <= now) {
+                self.node.handle_timeout(now);
+            }
+            self.flush();
+            let wait = self
+                .node
+                .poll_timeout()
+                .map_or(MAX_WAIT, |t| t.saturating_since(self.clock.now()).into())
+                .clamp(Duration::from_millis(1), MAX_WAIT);
+            self.set_timeout(wait);
+            // (source, destination, length) of each datagram read; the bytes stay in `storage`.
+            let mut got: [(Option<SocketAddr>, Option<IpAddr>, usize); RECV_BATCH] = [(None, None, 0); RECV_BATCH];
+            let n = {
+                let mut chunks = storage.chunks_mut(MAX_DATAGRAM);
+                let mut iovs: [[IoSliceMut<'_>; 1]; RECV_BATCH] =
+                    std::array::from_fn(|_| [IoSliceMut::new(chunks.next().unwrap_or_default())]);
+                match recvmmsg(fd, &mut headers, iovs.iter_mut(), MsgFlags::MSG_WAITFORONE, None) {
+                    Ok(results) => {
+                        let mut n = 0;
+                        for (slot, r) in got.iter_mut().zip(results) {
+                            *slot = (r.address.as_ref().and_then(to_socket_addr), destination(&r), r.bytes);
+                            n += 1;
+                        }
+                        n
+                    }
+                    Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => 0,
+                    Err(e) => {
+                        warn!(error = %e, "receive failed");
+                        std::thread::sleep(Duration::from_millis(10));
+                        0
+                    }
+                }
+            };
+            if n == 0 {
+                continue;
+            }
+            let now = self.clock.now();
+            for (i, (from, dst, len)) in got[..n].iter().enumerate() {
+                let Some(from) = from else { continue };
+                let data = &storage[i * MAX_DATAGRAM..i * MAX_DATAGRAM + (*len).min(MAX_DATAGRAM)];
+                trace!(%from, ?dst, len, "datagram in");
+                self.node.handle_datagram(now, canonical(*from), dst.map(canonical_ip), data);
+            }
+        }
+    }
+
+    fn set_timeout(&mut self, wait: Duration) {
+        // Only when it matters: a timeout longer than the wait would oversleep a timer, and one much
+        // shorter wakes the thread for nothing.
+        let stale = match self.timeout {
+            None => true,
+            Some(t) => t > wait || t < wait / 2,
+        };
+        if stale {
+            if let Err(e) = self.socket.set_read_timeout(Some(wait)) {
+                warn!(error = %e, "cannot set the receive timeout");
+            }
+            self.timeout = Some(wait);
+        }
+    }
+
+    /// Sends what the node has to send, and carries out its multicast membership changes.
+    fn flush(&mut self) {
+        while let Some(event) = self.node.poll_event() {
+            trace!(?event, "event without a taker");
+        }
+        while let Some(cmd) = self.node.poll_command() {
+            let (group, join) = match cmd {
+                NodeCommand::JoinGroup(g) => (g, true),
+                NodeCommand::LeaveGroup(g) => (g, false),
+            };
+            if let Err(e) = crate::socket::membership(SockRef::from(&self.socket), &self.opts, group, join) {
+                warn!(%group, error = %e, "multicast join/leave failed");
+            }
+        }
+        let mut out = Vec::new();
+        while let Some(t) = self.node.poll_transmit() {
+            trace!(dst = %t.dst, len = t.payload.len(), "datagram out");
+            out.push(t);
+        }
+        let mut sent = 0;
+        let fd = self.socket.as_raw_fd();
+        while sent < out.len() {
+            let src = source_for(self.local, out[sent].src);
+            let mut run = [OutDatagram { dst: out[sent].dst, payload: &[], src }; SEND_BATCH];
+            let mut n = 0;
+            for t in out[sent..].iter().take(SEND_BATCH).take_while(|t| source_for(self.local, t.src) == src) {
+                run[n] = OutDatagram { dst: t.dst, payload: &t.payload, src };
+                n += 1;
+            }
+            match sendmmsg_from(fd, self.local, &run[..n], src) {
+                Ok(k) => sent += k,
+                Err(e) => {
+                    debug!(dst = %out[sent].dst, error = %e, "send failed");
+                    sent += 1;
+                }
+            }
+        }
+    }
+}
+
+fn to_socket_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = a.as_sockaddr_in() {
+        return Some(SocketAddr::new(IpAddr::V4(v4.ip()), v4.port()));
+    }
+    a.as_sockaddr_in6().map(|v6| SocketAddr::new(IpAddr::V6(v6.ip()), v6.port()))
+}
+
+/// The local address a datagram was sent to (its IP_PKTINFO / IPV6_PKTINFO control message).
+fn destination<S>(r: &nix::sys::socket::RecvMsg<'_, '_, S>) -> Option<IpAddr> {
+    for c in r.cmsgs().ok()? {
+        match c {
+            ControlMessageOwned::Ipv4PacketInfo(p) => {
+                return Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(p.ipi_addr.s_addr))));
+            }
+            ControlMessageOwned::Ipv6PacketInfo(p) => return Some(IpAddr::V6(Ipv6Addr::from(p.ipi6_addr.s6_addr))),
+            _ => {}
+        }
+    }
+    None
+}

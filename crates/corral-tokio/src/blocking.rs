@@ -105,8 +105,6 @@ impl BlockingServer {
     }
 
     fn serve(&mut self, stop: &AtomicBool) {
-        let mut headers =
-            MultiHeaders::<SockaddrStorage>::preallocate(RECV_BATCH, Some(nix::cmsg_space!(libc::in6_pktinfo)));
         let mut storage = vec![0u8; RECV_BATCH * MAX_DATAGRAM];
         let fd = self.socket.as_raw_fd();
         while !stop.load(Ordering::Relaxed) {
@@ -127,6 +125,12 @@ impl BlockingServer {
                 let mut chunks = storage.chunks_mut(MAX_DATAGRAM);
                 let mut iovs: [[IoSliceMut<'_>; 1]; RECV_BATCH] =
                     std::array::from_fn(|_| [IoSliceMut::new(chunks.next().unwrap_or_default())]);
+                // Fresh headers for every call: the kernel shrinks each message's control and name lengths
+                // to what it wrote, and `nix` does not restore them, so reused headers would truncate the
+                // next datagram's control messages (an IPv4 datagram after an IPv6 one on a dual-stack
+                // socket carries two) and hide its destination. Room for both IP_PKTINFO and IPV6_PKTINFO.
+                let space = nix::cmsg_space!(libc::in_pktinfo, libc::in6_pktinfo);
+                let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(RECV_BATCH, Some(space));
                 match recvmmsg(fd, &mut headers, iovs.iter_mut(), MsgFlags::MSG_WAITFORONE, None) {
                     Ok(results) => {
                         let mut n = 0;
@@ -188,7 +192,7 @@ impl BlockingServer {
         }
         let mut out = Vec::new();
         while let Some(t) = self.node.poll_transmit() {
-            trace!(dst = %t.dst, len = t.payload.len(), "datagram out");
+            trace!(dst = %t.dst, src = ?t.src, len = t.payload.len(), "datagram out");
             out.push(t);
         }
         let mut sent = 0;
@@ -221,7 +225,14 @@ fn to_socket_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
 
 /// The local address a datagram was sent to (its IP_PKTINFO / IPV6_PKTINFO control message).
 fn destination<S>(r: &nix::sys::socket::RecvMsg<'_, '_, S>) -> Option<IpAddr> {
-    for c in r.cmsgs().ok()? {
+    let cmsgs = match r.cmsgs() {
+        Ok(c) => c,
+        Err(e) => {
+            debug!(error = %e, "control messages truncated: destination unknown");
+            return None;
+        }
+    };
+    for c in cmsgs {
         match c {
             ControlMessageOwned::Ipv4PacketInfo(p) => {
                 return Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(p.ipi_addr.s_addr))));

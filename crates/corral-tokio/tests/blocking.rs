@@ -1,0 +1,84 @@
+//! The blocking driver (`corral_tokio::blocking`) over real sockets: a node served by a thread asleep in
+//! `recvmmsg` answers IPv4 and IPv6 clients of a dual-stack wildcard socket from the address each asked
+//! (IP_PKTINFO both ways), sends a separate response when its service answers late (the node's timers
+//! wake the thread), stops when told and finishes what it was answering.
+
+#![cfg(target_os = "linux")]
+
+use corral_tokio::blocking::{BlockingServer, BoundSocket};
+use corral_tokio::corral_proto::{Context, Duration as CDuration, Endpoint, IncomingRequest, Instant, Node, Service};
+use corral_tokio::socket::SocketOptions;
+use corral_tokio::{Client, ContentFormat, EndpointConfig, Response, TransmissionParams};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Answers `now` at once and `late` 300 ms later, from the node's timer (a separate response).
+struct Demo {
+    pending: Vec<corral_tokio::corral_proto::InboundId>,
+    due: Option<Instant>,
+}
+
+impl Service for Demo {
+    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        if req.request.path_segments().last().is_some_and(|s| s == "late") {
+            self.pending.push(req.id);
+            self.due = Some(cx.now() + CDuration::from_millis(300));
+        } else {
+            cx.respond(req.id, Response::content(ContentFormat::TEXT_PLAIN, "now"));
+        }
+    }
+    fn handle_timeout(&mut self, cx: &mut Context<'_>) {
+        if self.due.is_some_and(|t| t <= cx.now()) {
+            self.due = None;
+            for id in self.pending.drain(..) {
+                cx.respond(id, Response::content(ContentFormat::TEXT_PLAIN, "later"));
+            }
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.due
+    }
+}
+
+fn start(bind: &str) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let bound = BoundSocket::bind(bind.parse().unwrap(), SocketOptions::default()).expect("bind");
+    let local = bound.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let config = EndpointConfig {
+            params: TransmissionParams { ack_timeout: CDuration::from_millis(200), ..TransmissionParams::default() },
+            piggyback_window: Some(CDuration::from_millis(50)),
+            ..EndpointConfig::default()
+        };
+        let mut node = Node::new(Endpoint::new(config));
+        node.mount("demo", Demo { pending: Vec::new(), due: None });
+        BlockingServer::new(node, bound).run(&s, Duration::from_secs(1));
+    });
+    (local, stop, thread)
+}
+
+#[tokio::test]
+async fn a_dual_stack_blocking_server_answers_both_families_now_and_later() {
+    let (local, stop, thread) = start("[::]:0");
+    let port = local.port();
+    // IPv6 before the second IPv4 address on purpose: a datagram's control messages must not be cut short
+    // by the previous one's (the destination 127.0.0.2 is not the kernel's default source, so a lost
+    // destination shows as an answer from 127.0.0.1 that the client ignores).
+    let clients = [("127.0.0.1:0", "127.0.0.1"), ("[::1]:0", "[::1]"), ("127.0.0.2:0", "127.0.0.2")];
+    for (client_bind, host) in clients {
+        let client = Client::bind(client_bind).await.unwrap();
+        // The client matches answers by their source: a wrong one would time out.
+        let r = client.get(&format!("coap://{host}:{port}/demo/now")).await.unwrap_or_else(|e| panic!("{host}: {e}"));
+        assert_eq!(r.payload_text(), "now", "{host}");
+        let r =
+            client.get(&format!("coap://{host}:{port}/demo/late")).await.unwrap_or_else(|e| panic!("{host} late: {e}"));
+        assert_eq!(r.payload_text(), "later", "{host}: a separate response after the timer");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let t0 = std::time::Instant::now();
+    thread.join().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5), "the thread noticed the stop");
+}

@@ -79,11 +79,17 @@
 //! batch answered with `sendmmsg`. `corral serve` uses it on Linux for CoAP over UDP (each `--workers`
 //! worker one such thread); CoAP over TCP, busy polling, clients and the gateway (whose services send
 //! requests of their own and talk to async handlers) keep the tokio driver. Measured with
-//! `scripts/bench-latency.sh 5 4` (medians of four rounds, same run): at 16 clients 7.19 µs/request, 1.23×
-//! the floor (tokio driver 8.12 µs, 1.46×; libcoap 10.23 µs, 1.79×); at one client p50 71 µs (tokio
-//! driver 85 µs, libcoap 83 µs, floor 73 µs). Requests/s at 16 clients are bound by the generator's core
-//! and vary ±4 % from run to run for every server (corral 65.6k, libcoap 69.8k, the floor 69.0k in this
-//! run; corral 71.7k, libcoap 71.1k in the first run of the day).
+//! `scripts/bench-latency.sh` at 16 clients, CPU per request over the floor's in the same run: 1.20×,
+//! 1.30×, 1.17× in three runs (medians of 4, 4 and 6 rounds), against 1.41×, 1.35×, 1.35× for the tokio
+//! driver and 1.78×, 1.88× for libcoap; at one client p50 73 µs (tokio driver 70 µs, libcoap 80 µs, floor
+//! 72 µs). Requests/s at 16 clients are bound by the generator's core and vary by several per cent from
+//! round to round for every server on this virtual machine.
+//!
+//! One trap, found by a test that serves 127.0.0.1, ::1 and then 127.0.0.2 on one dual-stack socket:
+//! `nix`'s `recvmmsg` does not restore the control-message length the kernel shrank to what it wrote, so
+//! reused headers truncate the next datagram's control messages (an IPv4 datagram on a dual-stack socket
+//! carries both IP_PKTINFO and IPV6_PKTINFO) and its destination is lost; the headers are made afresh for
+//! every call.
 
 #[cfg(target_os = "linux")]
 pub mod blocking;

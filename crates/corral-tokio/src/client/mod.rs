@@ -29,6 +29,9 @@
 //! `coap+tcp://` (RFC 8323): the first request to a server opens a connection, which later requests reuse;
 //! responses, notifications and block-wise transfers look exactly as over UDP.
 
+mod multicast;
+pub use multicast::{Collected, MulticastResponse, MulticastResponses};
+
 use crate::driver::{
     os_seed, ClientMachine, Clock, Command, Driver, DriverStats, Outcome, Reply, RequestFailure, TcpSide, Transport,
     OBSERVE_QUEUE,
@@ -385,7 +388,7 @@ impl Client {
     ) -> Result<MulticastResponses, Error> {
         let (tx, rx) = mpsc::unbounded_channel();
         let guard = self.start(Transport::Udp, dst, request, params, Reply::Multicast(tx))?;
-        Ok(MulticastResponses { rx, guard: Some(guard), oscore: None, refused: 0 })
+        Ok(MulticastResponses::new(rx, guard))
     }
 
     /// Counters and table sizes of this client's endpoint; `None` if the driver has stopped.
@@ -676,7 +679,7 @@ impl RequestBuilder {
         p.params.confirmable = false;
         p.params.timeout = None;
         let mut responses = p.client.send_multicast(p.dst, p.request, p.params)?;
-        responses.oscore = p.oscore.map(|(ctx, binding, _)| (ctx, binding));
+        responses.verify_with(p.oscore.map(|(ctx, binding, _)| (ctx, binding)));
         Ok(responses)
     }
 
@@ -947,99 +950,5 @@ impl IntoFuture for RequestBuilder {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.send())
-    }
-}
-
-/// One response to a multicast request.
-#[derive(Debug, Clone)]
-pub struct MulticastResponse {
-    pub from: SocketAddr,
-    pub response: Response,
-    /// With Group OSCORE: the Sender ID of the member that signed it.
-    pub member: Option<Vec<u8>>,
-}
-
-/// What [`MulticastResponses::collect_verified`] gathered.
-#[derive(Debug, Clone, Default)]
-pub struct Collected {
-    pub responses: Vec<MulticastResponse>,
-    /// Responses that failed OSCORE verification (each logged at WARN with its source).
-    pub refused: usize,
-}
-
-/// The responses to a multicast request, as they arrive.
-pub struct MulticastResponses {
-    rx: mpsc::UnboundedReceiver<Outcome>,
-    guard: Option<CancelGuard>,
-    /// The group context and the request's binding: every response is verified with them.
-    oscore: Option<(SharedContext, crate::oscore::Binding)>,
-    refused: usize,
-}
-
-impl MulticastResponses {
-    /// The next response; `None` once the collection window has closed. With OSCORE, a response that does
-    /// not verify is an `Err` naming its source, and the stream goes on.
-    pub async fn next(&mut self) -> Option<Result<(SocketAddr, Response), Error>> {
-        match self.rx.recv().await {
-            Some(Ok((from, response))) => Some(self.verified(from, response)),
-            Some(Err(e)) => Some(Err(Error::from(e))),
-            None => {
-                if let Some(g) = self.guard.take() {
-                    g.disarm();
-                }
-                None
-            }
-        }
-    }
-
-    /// Waits for the window to close and returns every response. Responses that fail OSCORE verification
-    /// are left out (and logged at WARN: a peer that misbehaves); [`MulticastResponses::refused`] counts
-    /// them. Any other error ends the collection.
-    pub async fn collect(mut self) -> Result<Vec<(SocketAddr, Response)>, Error> {
-        Ok(self.collect_verified().await?.responses.into_iter().map(|r| (r.from, r.response)).collect())
-    }
-
-    /// As [`MulticastResponses::collect`], with the Group OSCORE member that signed each response and the
-    /// number of responses that failed verification.
-    pub async fn collect_verified(&mut self) -> Result<Collected, Error> {
-        let mut responses = Vec::new();
-        loop {
-            // The kid of a response's OSCORE option names the member that answered (several members may
-            // share an address); it counts once the response has verified.
-            let Some(Ok((from, response))) = self.rx.recv().await else {
-                if let Some(g) = self.guard.take() {
-                    g.disarm();
-                }
-                break;
-            };
-            let member = self
-                .oscore
-                .as_ref()
-                .and_then(|_| response.options.get(OptionNumber::OSCORE))
-                .and_then(|v| corral_oscore::OscoreOption::decode(v).ok())
-                .and_then(|o| o.kid);
-            match self.verified(from, response) {
-                Ok((from, response)) => responses.push(MulticastResponse { from, response, member }),
-                Err(Error::Oscore(why)) => tracing::warn!("{why}"),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(Collected { responses, refused: self.refused })
-    }
-
-    fn verified(&mut self, from: SocketAddr, response: Response) -> Result<(SocketAddr, Response), Error> {
-        let Some((ctx, binding)) = &self.oscore else { return Ok((from, response)) };
-        match verify(ctx, binding, response) {
-            Ok((inner, _)) => Ok((from, inner)),
-            Err(e) => {
-                self.refused += 1;
-                Err(Error::Oscore(format!("the response from {from} does not verify: {e}")))
-            }
-        }
-    }
-
-    /// How many responses so far failed OSCORE verification.
-    pub fn refused(&self) -> usize {
-        self.refused
     }
 }

@@ -13,8 +13,8 @@
 //! `sim/net.rs`: driving nodes and the network layer (routing, forwarding, multicast, delivery);
 //! `sim/mac.rs`: the MAC (queue, CSMA/CA, the air, reception, ACKs, reassembly); `sim/apps.rs`: nodes that
 //! run an [`crate::app::App`] instead of a CoAP node. All are `impl Sim` blocks over the same state (the
-//! file passed 1,900 lines and was split along these seams, with no change in behaviour: every
-//! determinism test's trace hash is unchanged).
+//! file passed 1,900 lines and was split along these seams, with no change in behaviour: the 10,000-node
+//! building benchmark processes the same 11,121,482 events and answers the same 99,703 requests).
 //!
 //! # Random streams
 //! One [`Rng`] per node (CSMA/CA backoffs), one per IEEE 802.15.4 channel (link loss, interference

@@ -1,0 +1,128 @@
+//! The timers of an [`Endpoint`]: `handle_timeout` and what each kind of timer does when it fires — a
+//! retransmission with exponential back-off (or giving up), and the end of an exchange's lifetime.
+//! Methods of [`Endpoint`] over its tables (see `mod.rs`, where `poll_timeout` is).
+
+use super::*;
+
+impl Endpoint {
+    // ---------------------------------------------------------------------------------------------
+    // Timers
+    // ---------------------------------------------------------------------------------------------
+
+    /// Processes every timer due at or before `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&Reverse((at, _))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            let Some(Reverse((at, timer))) = self.timers.pop() else { break };
+            match timer {
+                Timer::Retransmit(dst, mid) => self.on_retransmit_timer(now, at, dst, mid),
+                Timer::Exchange(id) => self.on_exchange_timer(now, at, id),
+            }
+        }
+        while self.delayed.peek().is_some_and(|Reverse(d)| d.at <= now) {
+            if let Some(Reverse(d)) = self.delayed.pop() {
+                self.transmits.push_back(d.transmit);
+            }
+        }
+        while let Some(&(at, id)) = self.piggyback_deadlines.front() {
+            if at > now {
+                break;
+            }
+            self.piggyback_deadlines.pop_front();
+            let Some(inb) = self.inbound.get(&id) else { continue };
+            let expires = inb.expires;
+            if inb.con && !inb.acked {
+                debug!(?id, "no response within the piggyback window: sending empty ACK");
+                let _ = self.accept(id);
+            }
+            self.inbound_expiry.push_back((expires, id));
+        }
+        while let Some(&(at, id)) = self.inbound_expiry.front() {
+            if at > now {
+                break;
+            }
+            self.inbound_expiry.pop_front();
+            if let Some(inb) = self.inbound.get(&id) {
+                if inb.expires <= now {
+                    warn!(?id, peer = %inb.peer, "request never answered by the application; dropping it");
+                    let (peer, kind) = (inb.peer, inb.kind);
+                    self.inbound.remove(&id);
+                    match kind {
+                        InboundKind::Request => self.release_inbound(peer),
+                        InboundKind::Notification(_) => self.release_peer_ref(peer),
+                    }
+                }
+            }
+        }
+        while let Some(&(at, dst, mid)) = self.sent_non_expiry.front() {
+            if at > now {
+                break;
+            }
+            self.sent_non_expiry.pop_front();
+            if self.sent.get(&(dst, mid)).is_some_and(|s| s.retransmit.is_none()) {
+                self.sent.remove(&(dst, mid));
+            }
+        }
+    }
+
+    pub(super) fn on_retransmit_timer(&mut self, now: Instant, at: Instant, dst: SocketAddr, mid: MessageId) {
+        let max_retransmit = self.params_for(&dst).max_retransmit;
+        let Some(sent) = self.sent.get_mut(&(dst, mid)) else { return };
+        let Some(rt) = sent.retransmit.as_mut() else { return };
+        if rt.next != at {
+            return; // stale
+        }
+        if rt.count < max_retransmit {
+            rt.count += 1;
+            rt.timeout = rt.timeout.saturating_mul(2);
+            rt.next = now + rt.timeout;
+            let (next, count, bytes) = (rt.next, rt.count, rt.bytes.clone());
+            self.stats.retransmissions += 1;
+            info!(%dst, %mid, count, "retransmitting CON");
+            self.transmits.push_back(Transmit { dst, payload: bytes, src: None });
+            self.push_timer(next, Timer::Retransmit(dst, mid));
+            return;
+        }
+        let owner = sent.owner;
+        self.sent.remove(&(dst, mid));
+        self.release_peer_ref(dst);
+        self.stats.timeouts += 1;
+        info!(%dst, %mid, "CON not acknowledged after MAX_RETRANSMIT retransmissions");
+        match owner {
+            Owner::Request(id) => self.fail_exchange(now, id, RequestError::Timeout),
+            Owner::Ping(id) => {
+                self.ping_done(dst);
+                self.events.push_back(Event::Failed { id, error: RequestError::Timeout });
+            }
+            Owner::Response => {}
+            Owner::Notification(key) => {
+                // RFC 7641 §4.5: an observer that does not acknowledge a CON notification is removed.
+                if self.server.observers.remove(&key) {
+                    self.stats.observers_lost += 1;
+                    info!(peer = %dst, "observer did not acknowledge a notification; removed");
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_exchange_timer(&mut self, now: Instant, at: Instant, id: RequestId) {
+        let Some(ex) = self.exchanges.get(&id) else { return };
+        if ex.wake_at() != Some(at) {
+            return; // stale
+        }
+        if let ClientState::Collecting { .. } = ex.state {
+            debug!(?id, "multicast response window closed");
+            self.finish_exchange(now, id);
+            self.events.push_back(Event::MulticastDone { id });
+            return;
+        }
+        if matches!(ex.state, ClientState::Observing) {
+            return; // an observation has no deadline of its own
+        }
+        self.stats.timeouts += 1;
+        info!(?id, "request timed out");
+        self.fail_exchange(now, id, RequestError::Timeout);
+    }
+}

@@ -2,9 +2,11 @@
 //! protect the request, verify the response. [`crate::RequestBuilder::oscore`] uses them; so can a load
 //! generator that drives endpoints itself (`corral bench --credentials`).
 //!
-//! Three ways to send: with a pairwise RFC 8613 context; as a Group OSCORE member in group mode (the
+//! Four ways to send: with a pairwise RFC 8613 context; as a Group OSCORE member in group mode (the
 //! request signed, so that every member of the group can verify it — the one way to protect a multicast
-//! request, whose every answer is verified on its own); and as a member sending deterministic requests
+//! request, whose every answer is verified on its own); as a member in pairwise mode, to one other member
+//! (keys derived from the two members' credentials, no signature); and as a member sending deterministic
+//! requests
 //! (draft-ietf-core-cacheable-oscore): every member of the group sends the same bytes for the same GET, so a
 //! proxy can aggregate and cache them, and the signed response verifies at each.
 
@@ -20,6 +22,12 @@ pub enum ClientContext {
     Pairwise(ContextDir),
     /// A group member sending requests in group mode (signed), to one server or to a multicast group.
     Group(GroupDir),
+    /// A group member sending requests in pairwise mode to the member whose Sender ID is `server` (keys
+    /// derived from both members' Ed25519 credentials; no signature).
+    GroupPairwise {
+        dir: GroupDir,
+        server: Vec<u8>,
+    },
     /// A group member sending deterministic requests.
     Deterministic(GroupDir),
 }
@@ -76,6 +84,11 @@ pub fn protect(ctx: &SharedContext, plain: &Request) -> Result<(Request, Binding
             let (outer, b) = dir.context.protect_group_request(&p).map_err(oscore_error)?;
             (outer, Binding::Group(b))
         }
+        ClientContext::GroupPairwise { dir, server } => {
+            dir.reserve().map_err(oscore_error)?;
+            let (outer, b) = dir.context.protect_pairwise_request(&p, server).map_err(oscore_error)?;
+            (outer, Binding::Group(b))
+        }
         ClientContext::Deterministic(dir) => {
             // Partial IV 0 always: nothing to reserve.
             let (outer, b) = dir.context.protect_deterministic(&p).map_err(oscore_error)?;
@@ -97,9 +110,10 @@ pub fn verify(ctx: &SharedContext, binding: &Binding, response: Response) -> Res
     let outer = corral_oscore::Plain { code: response.code, options: response.options, payload: response.payload };
     let (inner, number) = match (&mut *lock(ctx)?, binding) {
         (ClientContext::Pairwise(dir), Binding::Pairwise(b)) => dir.context.unprotect_response(b, &outer),
-        (ClientContext::Group(dir) | ClientContext::Deterministic(dir), Binding::Group(b)) => {
-            dir.context.unprotect_response(b, &outer)
-        }
+        (
+            ClientContext::Group(dir) | ClientContext::GroupPairwise { dir, .. } | ClientContext::Deterministic(dir),
+            Binding::Group(b),
+        ) => dir.context.unprotect_response(b, &outer),
         _ => return Err(Error::Oscore("a binding of another kind of context".into())),
     }
     .map_err(oscore_error)?;

@@ -112,6 +112,12 @@ pub struct RequestArgs {
     /// verifies at each.
     #[arg(long, requires = "credentials")]
     pub deterministic: bool,
+    /// With a Group OSCORE entry in --credentials: protect the request in pairwise mode for the member
+    /// with this Sender ID (hex; `corral oscore group` numbers the servers from 00), with keys derived
+    /// from both members' credentials and no signature — cheaper than group mode, readable by that
+    /// member only.
+    #[arg(long, value_name = "SENDER-ID", requires = "credentials", conflicts_with = "deterministic")]
+    pub pairwise_with: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -307,11 +313,14 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
                      group; without --deterministic a group member's request is signed in group mode",
                 ));
             }
-            let ctx = crate::credentials::client_context(dir, args.deterministic)?;
+            let ctx = match &args.pairwise_with {
+                Some(kid) => crate::credentials::pairwise_context(dir, kid)?,
+                None => crate::credentials::client_context(dir, args.deterministic)?,
+            };
             if multicast && !ctx.protects_multicast() {
                 return Err(Failure::usage(format!(
-                    "{}: OSCORE protects a multicast request only in Group OSCORE's group mode, and this is a \
-                     pairwise context (corral oscore group makes a group)",
+                    "{}: OSCORE protects a multicast request only in Group OSCORE's group mode: a group \
+                     member's context (corral oscore group makes a group), without --pairwise-with",
                     file.display()
                 )));
             }

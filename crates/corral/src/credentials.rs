@@ -99,3 +99,32 @@ pub fn client_context(served: Served, deterministic: bool) -> Result<corral_toki
         ))),
     }
 }
+
+/// The context of a group member sending in pairwise mode to the member whose Sender ID is `server_hex`.
+pub fn pairwise_context(served: Served, server_hex: &str) -> Result<corral_tokio::oscore::ClientContext, Failure> {
+    let hex = |id: &[u8]| id.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let Served::Group(g) = served else {
+        return Err(Failure::usage(
+            "--pairwise-with needs a Group OSCORE context (corral oscore group); this one is an RFC 8613 pair, \
+             which is pairwise already",
+        ));
+    };
+    let server = (0..server_hex.len())
+        .step_by(2)
+        .map(|i| server_hex.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+        .collect::<Option<Vec<u8>>>()
+        .filter(|v| !v.is_empty() && server_hex.len() % 2 == 0)
+        .ok_or_else(|| {
+            Failure::usage(format!("--pairwise-with {server_hex}: give the member's Sender ID in hex, e.g. 00"))
+        })?;
+    if !g.context.params().members.contains_key(&server) {
+        let known: Vec<String> = g.context.params().members.keys().map(|k| hex(k)).collect();
+        return Err(Failure::usage(format!(
+            "--pairwise-with {server_hex}: the group context {} has no member {}; its members are {}",
+            g.dir.display(),
+            hex(&server),
+            known.join(", ")
+        )));
+    }
+    Ok(corral_tokio::oscore::ClientContext::GroupPairwise { dir: g, server })
+}

@@ -105,6 +105,12 @@ fn two_members_through_corral_proxy_cause_one_request_at_the_server() {
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
     let o = corral(&["get", &format!("{base}/test"), "--credentials", &creds(2)]);
     assert_eq!((o.status.code(), stdout(&o).as_str()), (Some(0), "group mode"), "{}", out(&o));
+    // Pairwise mode to the server (member 00): keys from both members' credentials, no signature.
+    let o = corral(&["get", &format!("{base}/test"), "--credentials", &creds(3), "--pairwise-with", "00"]);
+    assert_eq!((o.status.code(), stdout(&o).as_str()), (Some(0), "group mode"), "{}", out(&o));
+    let o = corral(&["get", &format!("{base}/test"), "--credentials", &creds(3), "--pairwise-with", "09"]);
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+    assert!(stderr(&o).contains("no member 09"), "{}", out(&o));
     // What a user gets wrong is explained: a POST with --deterministic.
     let o = corral(&["post", &format!("{base}/echo"), "-e", "x", "--credentials", &creds(1), "--deterministic"]);
     assert_eq!(o.status.code(), Some(2), "{}", out(&o));
@@ -292,4 +298,18 @@ fn aiocoap_and_corral_group_and_deterministic_requests_interoperate() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
     assert_eq!(stdout(&o).trim(), "instruction t=4 from aiocoap", "{}", out(&o));
+    // corral's pairwise-mode client against aiocoap's group server (member 00).
+    let o = run(
+        Command::new(CORRAL).args([
+            "get",
+            &format!("coap://127.0.0.1:{port2}/instruction?t=5"),
+            "--credentials",
+            creds.to_str().unwrap(),
+            "--pairwise-with",
+            "00",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    assert_eq!(stdout(&o).trim(), "instruction t=5 from aiocoap", "{}", out(&o));
 }

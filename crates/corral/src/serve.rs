@@ -67,6 +67,7 @@ pub struct ServeArgs {
     /// After a burst of requests, keep polling the socket for this many microseconds before sleeping
     /// (default 0: sleep at once). Lowers latency and raises the rate a closed-loop client gets, at the
     /// price of a busy core: a sleeping thread on a virtual machine takes tens of microseconds to wake.
+    /// Runs the workers on the tokio driver (see --driver).
     #[arg(long, value_name = "MICROS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub busy_poll: u64,
     /// How workers wait for datagrams: `blocking` (the default on Linux without --tcp or --busy-poll) sleeps

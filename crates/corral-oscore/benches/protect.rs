@@ -3,7 +3,7 @@
 //! Then Group OSCORE's deterministic exchange (seed 001): a deterministic request and its signed answer.
 
 use corral_oscore::group::{ccs_for, public_key_of_seed, GroupContext, GroupParams};
-use corral_oscore::{Aead, Kdf, Params, Plain, SecurityContext};
+use corral_oscore::{Params, Plain, SecurityContext};
 use corral_wire::{Code, Message, MessageId, MessageType, OptionNumber, Options, Token};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::collections::BTreeMap;
@@ -38,18 +38,8 @@ fn group() -> (GroupContext, GroupContext) {
         let mut members = BTreeMap::new();
         members.insert(vec![other as u8], ccs_for(&public_key_of_seed(&keys[other])));
         GroupContext::derive(GroupParams {
-            master_secret: b"0123456789abcdef".to_vec(),
-            master_salt: vec![],
-            group_id: vec![0xdd, 0x11],
-            sender_id: vec![own as u8],
-            private_key: keys[own],
-            members,
             deterministic_id: Some(vec![0xdc]),
-            gm_cred: None,
-            aead: Aead::AesCcm16_64_128,
-            group_enc: Aead::AesCcm16_64_128,
-            kdf: Kdf::HkdfSha256,
-            replay_window: 32,
+            ..GroupParams::new(b"0123456789abcdef".to_vec(), vec![0xdd, 0x11], vec![own as u8], keys[own], members)
         })
         .unwrap()
     };

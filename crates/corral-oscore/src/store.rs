@@ -189,19 +189,13 @@ impl GroupDir {
                 .ok_or_else(|| at(format!("members: the credential of {} is not a hex string", hex(&id))))?;
             members.insert(id, cred);
         }
+        let base = GroupParams::new(need("secret")?, need("group-id")?, need("sender-id")?, private_key, members);
         let params = GroupParams {
-            master_secret: need("secret")?,
             master_salt: bytes(&data, "salt")?.unwrap_or_default(),
-            group_id: need("group-id")?,
-            sender_id: need("sender-id")?,
-            private_key,
-            members,
             deterministic_id: bytes(&data, "deterministic-id")?,
             gm_cred: bytes(&data, "gm-cred")?,
-            aead: Aead::AesCcm16_64_128,
-            group_enc: Aead::AesCcm16_64_128,
-            kdf: Kdf::HkdfSha256,
-            replay_window: data.get("window").and_then(Value::as_u64).map_or(32, |w| w as usize),
+            replay_window: data.get("window").and_then(Value::as_u64).map_or(base.replay_window, |w| w as usize),
+            ..base
         };
         let mut context = GroupContext::derive(params).map_err(|e| at(e.to_string()))?;
         if let Some(next) = persisted_sequence(dir)? {

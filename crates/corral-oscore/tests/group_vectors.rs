@@ -10,7 +10,7 @@
 //! 0xdc, server 0x52) so its vectors can be added beside these when they are at hand.
 
 use corral_oscore::group::{ccs_for, GroupContext, GroupParams, Mode};
-use corral_oscore::{Aead, Error, Kdf, Plain};
+use corral_oscore::{Error, Plain};
 use corral_wire::{decode_options, encode_options, Code, OptionNumber, Options};
 use std::collections::BTreeMap;
 
@@ -31,19 +31,11 @@ fn member(v: &serde_json::Value, who: &str) -> GroupContext {
     let other = if who == "client" { "server" } else { "client" };
     let mut members = BTreeMap::new();
     members.insert(field(v, &format!("{other}_id")), field(v, &format!("{other}_cred")));
+    let key = field(v, &format!("{who}_key")).try_into().unwrap();
     GroupContext::derive(GroupParams {
-        master_secret: field(v, "secret"),
         master_salt: field(v, "salt"),
-        group_id: field(v, "group_id"),
-        sender_id: field(v, &format!("{who}_id")),
-        private_key: field(v, &format!("{who}_key")).try_into().unwrap(),
-        members,
         deterministic_id: Some(field(v, "deterministic_id")),
-        gm_cred: None,
-        aead: Aead::AesCcm16_64_128,
-        group_enc: Aead::AesCcm16_64_128,
-        kdf: Kdf::HkdfSha256,
-        replay_window: 32,
+        ..GroupParams::new(field(v, "secret"), field(v, "group_id"), field(v, &format!("{who}_id")), key, members)
     })
     .unwrap()
 }

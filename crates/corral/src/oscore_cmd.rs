@@ -7,7 +7,7 @@ use crate::exit::Failure;
 use clap::{Args, Subcommand};
 use corral_oscore::group::{ccs_for, GroupParams};
 use corral_oscore::store::{ContextDir, GroupDir};
-use corral_oscore::{Aead, Kdf, Params};
+use corral_oscore::Params;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -194,18 +194,8 @@ fn group(a: GroupArgs) -> Result<(), Failure> {
         let mut members = creds.clone();
         members.remove(id);
         let params = GroupParams {
-            master_secret: secret.clone(),
-            master_salt: Vec::new(),
-            group_id: group_id.clone(),
-            sender_id: id.clone(),
-            private_key: *key,
-            members,
             deterministic_id: Some(vec![0xdc]),
-            gm_cred: None,
-            aead: Aead::AesCcm16_64_128,
-            group_enc: Aead::AesCcm16_64_128,
-            kdf: Kdf::HkdfSha256,
-            replay_window: 32,
+            ..GroupParams::new(secret.clone(), group_id.clone(), id.clone(), *key, members)
         };
         GroupDir::create(&dir.join(name), &params).map_err(oscore)?;
         let basedir = format!("{}/", dir.join(name).display());

@@ -8,7 +8,7 @@
 //! a seeded [`Rng`] when the client is made).
 
 use corral_oscore::{
-    Aead, CryptoOps, GroupBinding, GroupContext, GroupParams, Kdf, Params, Plain, RequestBinding, SecurityContext,
+    CryptoOps, GroupBinding, GroupContext, GroupParams, Params, Plain, RequestBinding, SecurityContext,
 };
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
 use corral_proto::{
@@ -164,19 +164,10 @@ impl ServerSecurity for OscoreServer {
 /// The group of deployment iii: the server and the nine clients as members (Ed25519 keys from fixed
 /// seeds), with a Deterministic Client; AES-CCM-16-64-128 and HKDF-SHA256 as RFC 8613's defaults.
 fn group_params(me: u8, members: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>) -> GroupParams {
+    let others = members.iter().filter(|(id, _)| id.as_slice() != [me]).map(|(k, v)| (k.clone(), v.clone())).collect();
     GroupParams {
-        master_secret: MASTER_SECRET.to_vec(),
-        master_salt: Vec::new(),
-        group_id: b"g".to_vec(),
-        sender_id: vec![me],
-        private_key: [me.wrapping_add(1); 32],
-        members: members.iter().filter(|(id, _)| id.as_slice() != [me]).map(|(k, v)| (k.clone(), v.clone())).collect(),
         deterministic_id: Some(vec![DETERMINISTIC_ID]),
-        gm_cred: None,
-        aead: Aead::AesCcm16_64_128,
-        group_enc: Aead::AesCcm16_64_128,
-        kdf: Kdf::HkdfSha256,
-        replay_window: 32,
+        ..GroupParams::new(MASTER_SECRET.to_vec(), b"g".to_vec(), vec![me], [me.wrapping_add(1); 32], others)
     }
 }
 

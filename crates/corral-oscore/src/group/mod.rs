@@ -61,6 +61,34 @@ pub struct GroupParams {
     pub replay_window: usize,
 }
 
+impl GroupParams {
+    /// A member's parameters with the defaults corral and aiocoap use: no Master Salt, no Deterministic
+    /// Client, no Group Manager credential, AES-CCM-16-64-128 for both AEADs, HKDF-SHA256, a 32-entry replay
+    /// window. Set the other fields with struct update syntax.
+    pub fn new(
+        master_secret: Vec<u8>,
+        group_id: Vec<u8>,
+        sender_id: Vec<u8>,
+        private_key: [u8; 32],
+        members: BTreeMap<Vec<u8>, Vec<u8>>,
+    ) -> GroupParams {
+        GroupParams {
+            master_secret,
+            master_salt: Vec::new(),
+            group_id,
+            sender_id,
+            private_key,
+            members,
+            deterministic_id: None,
+            gm_cred: None,
+            aead: Aead::AesCcm16_64_128,
+            group_enc: Aead::AesCcm16_64_128,
+            kdf: Kdf::HkdfSha256,
+            replay_window: 32,
+        }
+    }
+}
+
 impl std::fmt::Debug for GroupParams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GroupParams")

@@ -4,11 +4,11 @@
 //! A node runs either a CoAP node (`corral_proto::Node`) or an app, not both. Must never let an app see
 //! another node's traffic or act outside the instant it is called at.
 
-use super::{Ev, Sim};
+use super::Sim;
 use crate::app::{App, AppAction};
 use crate::tcp::{TcpNews, RAW_IP_PORT};
 use crate::trace::NodeId;
-use corral_proto::{Duration, Instant};
+use corral_proto::Instant;
 use std::net::SocketAddr;
 
 /// Bytes of the uncompressed IPv6 header that 6LoWPAN elides from a TCP segment, beyond what the radio
@@ -75,18 +75,8 @@ impl Sim {
                 }
             }
         }
-        let tcp_at = self.nodes[i as usize].tcp.as_deref_mut().and_then(|h| h.poll_at(now));
-        let node = &mut self.nodes[i as usize];
-        let app_at = node.app.as_deref().and_then(|a| a.poll_timeout());
-        let Some(mut t) = [app_at, tcp_at].into_iter().flatten().min() else { return };
-        if t <= now && after_timeout {
-            t = now + Duration::from_micros(1);
-        }
-        let t = t.max(now);
-        if node.timer_at.is_none_or(|cur| t < cur) {
-            node.timer_at = Some(t);
-            self.queue.schedule(t, Ev::Timer(i));
-        }
+        let app_at = self.nodes[i as usize].app.as_deref().and_then(|a| a.poll_timeout());
+        self.arm_timer(i, now, app_at, after_timeout);
     }
 
     /// News from node `i`'s TCP stack, for its app.

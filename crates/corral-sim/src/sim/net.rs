@@ -48,10 +48,16 @@ impl Sim {
             }
             break;
         }
+        let proto_at = self.nodes[i as usize].proto.as_deref().and_then(Node::poll_timeout);
+        self.arm_timer(i, now, proto_at, after_timeout);
+    }
+
+    /// Arms node `i`'s timer at the earlier of `deadline` (its CoAP node's or app's) and its TCP stack's,
+    /// unless an earlier one is armed already.
+    pub(super) fn arm_timer(&mut self, i: u32, now: Instant, deadline: Option<Instant>, after_timeout: bool) {
         let tcp_at = self.nodes[i as usize].tcp.as_deref_mut().and_then(|h| h.poll_at(now));
         let node = &mut self.nodes[i as usize];
-        let proto_at = node.proto.as_deref().and_then(Node::poll_timeout);
-        let Some(mut t) = [proto_at, tcp_at].into_iter().flatten().min() else { return };
+        let Some(mut t) = [deadline, tcp_at].into_iter().flatten().min() else { return };
         if t <= now && after_timeout {
             // The node still reports a deadline it has just been given: wake it one tick later instead of
             // spinning at the same instant.

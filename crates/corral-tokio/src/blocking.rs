@@ -8,7 +8,7 @@
 //! within [`MAX_WAIT`].
 
 use crate::driver::Clock;
-use crate::socket::{canonical, canonical_ip, sendmmsg_from, source_for, OutDatagram, SocketOptions, SEND_BATCH};
+use crate::socket::{canonical, canonical_ip, send_run, OutDatagram, SocketOptions};
 use corral_proto::{Node, NodeCommand};
 use nix::libc;
 use nix::sys::socket::{recvmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage};
@@ -36,6 +36,8 @@ pub struct BlockingServer {
     clock: Clock,
     /// The receive timeout last set on the socket.
     timeout: Option<Duration>,
+    /// The datagrams of one turn, sent together; kept for its capacity.
+    outbox: Vec<corral_proto::Transmit>,
 }
 
 /// A bound socket for a [`BlockingServer`], made on one thread and served on another (a [`Node`] holds
@@ -76,7 +78,7 @@ impl BoundSocket {
 impl BlockingServer {
     pub fn new(node: Node, bound: BoundSocket) -> BlockingServer {
         let BoundSocket { socket, opts, local } = bound;
-        BlockingServer { node, socket, opts, local, clock: Clock::new(), timeout: None }
+        BlockingServer { node, socket, opts, local, clock: Clock::new(), timeout: None, outbox: Vec::new() }
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -190,7 +192,7 @@ impl BlockingServer {
                 warn!(%group, error = %e, "multicast join/leave failed");
             }
         }
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.outbox);
         while let Some(t) = self.node.poll_transmit() {
             trace!(dst = %t.dst, src = ?t.src, len = t.payload.len(), "datagram out");
             out.push(t);
@@ -198,14 +200,8 @@ impl BlockingServer {
         let mut sent = 0;
         let fd = self.socket.as_raw_fd();
         while sent < out.len() {
-            let src = source_for(self.local, out[sent].src);
-            let mut run = [OutDatagram { dst: out[sent].dst, payload: &[], src }; SEND_BATCH];
-            let mut n = 0;
-            for t in out[sent..].iter().take(SEND_BATCH).take_while(|t| source_for(self.local, t.src) == src) {
-                run[n] = OutDatagram { dst: t.dst, payload: &t.payload, src };
-                n += 1;
-            }
-            match sendmmsg_from(fd, self.local, &run[..n], src) {
+            let (batch, n) = OutDatagram::batch(&out[sent..]);
+            match send_run(fd, self.local, &batch[..n]) {
                 Ok(k) => sent += k,
                 Err(e) => {
                     debug!(dst = %out[sent].dst, error = %e, "send failed");
@@ -213,6 +209,8 @@ impl BlockingServer {
                 }
             }
         }
+        out.clear();
+        self.outbox = out;
     }
 }
 

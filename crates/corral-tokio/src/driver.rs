@@ -11,7 +11,7 @@
 //! Time: corral's [`Instant`] is microseconds since a `std::time::Instant` taken when the driver is
 //! created (its [`Clock`]).
 
-use crate::socket::{CoapSocket, OutDatagram, RecvBuffers, SEND_BATCH};
+use crate::socket::{CoapSocket, OutDatagram, RecvBuffers};
 use crate::tcp::{ConnLink, TcpInput};
 use corral_proto::tcp::TCP_ID_BASE;
 use corral_proto::wire::Code;
@@ -747,11 +747,7 @@ impl<M: Machine> Driver<M> {
         }
         let mut sent = 0;
         while sent < out.len() {
-            let mut batch = [OutDatagram { dst: out[sent].dst, payload: &[], src: None }; SEND_BATCH];
-            let n = (out.len() - sent).min(SEND_BATCH);
-            for (slot, t) in batch.iter_mut().zip(&out[sent..sent + n]) {
-                *slot = OutDatagram { dst: t.dst, payload: &t.payload, src: t.src };
-            }
+            let (batch, n) = OutDatagram::batch(&out[sent..]);
             match self.socket.try_send_many(&batch[..n]) {
                 Ok(k) => sent += k,
                 Err(e) => {

@@ -323,29 +323,23 @@ impl CoapSocket {
     /// took (the rest, after `WouldBlock` or an error, are the caller's; an error is returned only when
     /// nothing was sent). On Linux a run of datagrams that leave from the same source address goes out in
     /// one `sendmmsg` (the source as one IP_PKTINFO / IPV6_PKTINFO control message shared by the run, as
-    /// `sendmmsg` in `nix` has it); elsewhere, one `sendmsg` each through quinn-udp.
+    /// `sendmmsg` in `nix` has it, see `send_run`); elsewhere the first datagram alone through quinn-udp.
     pub fn try_send_many(&self, datagrams: &[OutDatagram<'_>]) -> io::Result<usize> {
-        let Some(first) = datagrams.first() else { return Ok(0) };
         #[cfg(target_os = "linux")]
         {
-            let src = self.source(first.src);
-            let run = datagrams.iter().take(SEND_BATCH).take_while(|d| self.source(d.src) == src).count();
-            if run > 1 {
-                return self.sendmmsg(&datagrams[..run], src);
-            }
+            use std::os::fd::AsRawFd;
+            send_run(self.io.get_ref().as_raw_fd(), self.local, datagrams)
         }
-        self.try_send_from(first.dst, first.payload, first.src).map(|()| 1)
+        #[cfg(not(target_os = "linux"))]
+        match datagrams.first() {
+            None => Ok(0),
+            Some(d) => self.try_send_from(d.dst, d.payload, d.src).map(|()| 1),
+        }
     }
 
     /// See [`source_for`].
     fn source(&self, src: Option<IpAddr>) -> Option<IpAddr> {
         source_for(self.local, src)
-    }
-
-    #[cfg(target_os = "linux")]
-    fn sendmmsg(&self, datagrams: &[OutDatagram<'_>], src: Option<IpAddr>) -> io::Result<usize> {
-        use std::os::fd::AsRawFd;
-        sendmmsg_from(self.io.get_ref().as_raw_fd(), self.local, datagrams, src)
     }
 
     /// Sends one datagram, waiting for buffer space if needed.
@@ -394,6 +388,28 @@ pub struct OutDatagram<'a> {
     pub payload: &'a [u8],
     /// The local address to send from, on a wildcard-bound socket (see [`CoapSocket::try_send_from`]).
     pub src: Option<IpAddr>,
+}
+
+impl<'a> OutDatagram<'a> {
+    /// The first [`SEND_BATCH`] of `transmits` (a protocol node's output) as datagrams, and how many.
+    pub(crate) fn batch(transmits: &'a [corral_proto::Transmit]) -> ([OutDatagram<'a>; SEND_BATCH], usize) {
+        let n = transmits.len().min(SEND_BATCH);
+        let mut batch = [OutDatagram { dst: SocketAddr::from(([0, 0, 0, 0], 0)), payload: &[], src: None }; SEND_BATCH];
+        for (slot, t) in batch.iter_mut().zip(&transmits[..n]) {
+            *slot = OutDatagram { dst: t.dst, payload: &t.payload, src: t.src };
+        }
+        (batch, n)
+    }
+}
+
+/// Sends the leading run of `datagrams` that leave from the same source (see [`source_for`]) in one
+/// `sendmmsg` on the socket `fd` bound to `local`; returns how many the kernel took.
+#[cfg(target_os = "linux")]
+pub(crate) fn send_run(fd: std::os::fd::RawFd, local: SocketAddr, datagrams: &[OutDatagram<'_>]) -> io::Result<usize> {
+    let Some(first) = datagrams.first() else { return Ok(0) };
+    let src = source_for(local, first.src);
+    let run = datagrams.iter().take(SEND_BATCH).take_while(|d| source_for(local, d.src) == src).count();
+    sendmmsg_from(fd, local, &datagrams[..run], src)
 }
 
 /// One `sendmmsg` of datagrams (at most [`SEND_BATCH`]) that all leave from `src` (an IP_PKTINFO /

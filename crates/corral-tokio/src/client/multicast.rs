@@ -49,16 +49,7 @@ impl MulticastResponses {
     /// The next response; `None` once the collection window has closed. With OSCORE, a response that does
     /// not verify is an `Err` naming its source, and the stream goes on.
     pub async fn next(&mut self) -> Option<Result<(SocketAddr, Response), Error>> {
-        match self.rx.recv().await {
-            Some(Ok((from, response))) => Some(self.verified(from, response)),
-            Some(Err(e)) => Some(Err(Error::from(e))),
-            None => {
-                if let Some(g) = self.guard.take() {
-                    g.disarm();
-                }
-                None
-            }
-        }
+        self.next_response().await.map(|r| r.map(|r| (r.from, r.response)))
     }
 
     /// Waits for the window to close and returns every response. Responses that fail OSCORE verification
@@ -72,39 +63,44 @@ impl MulticastResponses {
     /// number of responses that failed verification.
     pub async fn collect_verified(&mut self) -> Result<Collected, Error> {
         let mut responses = Vec::new();
-        loop {
-            // The kid of a response's OSCORE option names the member that answered (several members may
-            // share an address); it counts once the response has verified.
-            let Some(Ok((from, response))) = self.rx.recv().await else {
-                if let Some(g) = self.guard.take() {
-                    g.disarm();
-                }
-                break;
-            };
-            let member = self
-                .oscore
-                .as_ref()
-                .and_then(|_| response.options.get(OptionNumber::OSCORE))
-                .and_then(|v| corral_oscore::OscoreOption::decode(v).ok())
-                .and_then(|o| o.kid);
-            match self.verified(from, response) {
-                Ok((from, response)) => responses.push(MulticastResponse { from, response, member }),
-                Err(Error::Oscore(why)) => tracing::warn!("{why}"),
+        while let Some(r) = self.next_response().await {
+            match r {
+                Ok(r) => responses.push(r),
+                Err(Error::Oscore(why)) if self.oscore.is_some() => tracing::warn!("{why}"),
                 Err(e) => return Err(e),
             }
         }
         Ok(Collected { responses, refused: self.refused })
     }
 
-    fn verified(&mut self, from: SocketAddr, response: Response) -> Result<(SocketAddr, Response), Error> {
-        let Some((ctx, binding)) = &self.oscore else { return Ok((from, response)) };
-        match verify(ctx, binding, response) {
-            Ok((inner, _)) => Ok((from, inner)),
+    /// The next response, verified when the request was protected, with the member that signed it (the
+    /// kid of its OSCORE option: several members may share an address).
+    async fn next_response(&mut self) -> Option<Result<MulticastResponse, Error>> {
+        let (from, response) = match self.rx.recv().await {
+            Some(Ok(r)) => r,
+            Some(Err(e)) => return Some(Err(Error::from(e))),
+            None => {
+                if let Some(g) = self.guard.take() {
+                    g.disarm();
+                }
+                return None;
+            }
+        };
+        let Some((ctx, binding)) = &self.oscore else {
+            return Some(Ok(MulticastResponse { from, response, member: None }));
+        };
+        let member = response
+            .options
+            .get(OptionNumber::OSCORE)
+            .and_then(|v| corral_oscore::OscoreOption::decode(v).ok())
+            .and_then(|o| o.kid);
+        Some(match verify(ctx, binding, response) {
+            Ok((response, _)) => Ok(MulticastResponse { from, response, member }),
             Err(e) => {
                 self.refused += 1;
                 Err(Error::Oscore(format!("the response from {from} does not verify: {e}")))
             }
-        }
+        })
     }
 
     /// How many responses so far failed OSCORE verification.

@@ -44,21 +44,12 @@ class Instruction(resource.Resource):
         return aiocoap.Message(code=aiocoap.CONTENT, payload=f"instruction t={t} from aiocoap".encode(), max_age=30)
 
 
-async def client(groupdir, member, uri):
+async def client(groupdir, member, uri, deterministic=True):
     ctx, det = load(groupdir, member)
     c = await aiocoap.Context.create_client_context()
-    # The server is member 00 (corral oscore group's numbering).
-    c.client_credentials["*"] = ctx.for_sending_deterministic_requests(det, b"\x00")
-    r = await c.request(aiocoap.Message(code=aiocoap.GET, uri=uri)).response
-    print(r.code, r.payload.decode(errors="replace"), flush=True)
-    await c.shutdown()
-    return 0 if r.code.is_successful() else 1
-
-
-async def group_client(groupdir, member, uri):
-    ctx, _ = load(groupdir, member)
-    c = await aiocoap.Context.create_client_context()
-    c.client_credentials["*"] = ctx  # a SimpleGroupContext sends in group mode
+    # Deterministic requests to the server, member 00 (corral oscore group's numbering); a plain
+    # SimpleGroupContext sends in group mode.
+    c.client_credentials["*"] = ctx.for_sending_deterministic_requests(det, b"\x00") if deterministic else ctx
     r = await c.request(aiocoap.Message(code=aiocoap.GET, uri=uri)).response
     print(r.code, r.payload.decode(errors="replace"), flush=True)
     await c.shutdown()
@@ -80,5 +71,6 @@ async def server(groupdir, member, bind):
 
 if __name__ == "__main__":
     mode, groupdir, member, where = sys.argv[1:5]
-    run = {"client": client, "group-client": group_client, "server": server}[mode]
-    sys.exit(asyncio.run(run(groupdir, member, where)))
+    if mode == "server":
+        sys.exit(asyncio.run(server(groupdir, member, where)))
+    sys.exit(asyncio.run(client(groupdir, member, where, deterministic=(mode == "client"))))

@@ -56,7 +56,7 @@ pub mod sqlite;
 pub mod store;
 pub mod uri;
 
-pub use em::{EmConfig, EntityManager};
+pub use em::{Directory, EmConfig, EntityManager};
 pub use mc::McResource;
 pub use policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Prefix, Role};
 pub use pool::AddressPool;

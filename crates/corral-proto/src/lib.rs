@@ -32,6 +32,7 @@ mod params;
 mod prefix;
 mod rng;
 mod service;
+mod shard;
 pub mod tcp;
 pub mod testing;
 mod time;
@@ -48,6 +49,7 @@ pub use params::TransmissionParams;
 pub use prefix::{canonical, Prefix};
 pub use rng::Rng;
 pub use service::{Context, Inbound, Layer, NodeCommand, Outcome, ResourceLink, Service};
+pub use shard::Shard;
 pub use tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 pub use time::{Duration, Instant};
 

@@ -98,6 +98,8 @@ mod driver;
 pub mod oscore;
 mod server;
 pub mod socket;
+#[cfg(target_os = "linux")]
+pub mod steer;
 mod tcp;
 pub mod uri;
 

@@ -111,34 +111,51 @@ impl ServerBuilder {
 
     /// Like [`ServerBuilder::bind`], for a resolved address and without a runtime. Binds the TCP listener
     /// too, if one was asked for.
-    pub fn bind_addr(self, addr: SocketAddr) -> io::Result<Server> {
-        let mut socket = self.socket;
-        if socket.recv_buffer.is_none() {
-            socket.recv_buffer = Some(4 << 20);
-        }
-        if socket.send_buffer.is_none() {
-            socket.send_buffer = Some(4 << 20);
-        }
-        socket.batch = socket.batch.max(32);
-        let socket = PreparedSocket::bind(addr, socket)?;
+    pub fn bind_addr(mut self, addr: SocketAddr) -> io::Result<Server> {
+        self.socket = server_socket_options(self.socket);
+        let socket = PreparedSocket::bind(addr, self.socket.clone())?;
         let tcp = match self.tcp {
             None => None,
             Some(TcpBind::SameAsUdp) => Some(crate::tcp::bind_listener(socket.local_addr())?),
             Some(TcpBind::At(a)) => Some(crate::tcp::bind_listener(a)?),
         };
-        let (tx, rx) = mpsc::unbounded_channel();
-        Ok(Server {
-            socket,
-            tcp,
-            tcp_config: self.tcp_config,
-            config: self.config.unwrap_or_default(),
-            mounts: Vec::new(),
-            routes: Vec::new(),
-            tx,
-            rx,
-            well_known_core: true,
-        })
+        let config = self.config.clone().unwrap_or_default();
+        Ok(Server::new(socket, tcp, self.tcp_config, config))
     }
+
+    /// Binds `count` servers (2 to 64) to one address as shards of one port: an SO_REUSEPORT group whose
+    /// datagrams the kernel steers by their CoAP header ([`crate::steer`]), so that server `i`, whose
+    /// endpoint uses shard `i` of the message IDs and tokens ([`corral_proto::Shard`]), gets the answers to
+    /// its own requests. `manager`: the server that gets every request but GET. CoAP over UDP only.
+    #[cfg(target_os = "linux")]
+    pub fn bind_shards(self, addr: SocketAddr, count: u8, manager: Option<u8>) -> io::Result<Vec<Server>> {
+        if self.tcp.is_some() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "sharded servers serve CoAP over UDP only"));
+        }
+        let opts = server_socket_options(self.socket);
+        let steering = crate::steer::Steering { count, manager };
+        let sockets = crate::steer::bind_group(addr, &opts, steering)?;
+        let config = self.config.unwrap_or_default();
+        let mut servers = Vec::with_capacity(sockets.len());
+        for (i, std) in sockets.into_iter().enumerate() {
+            let shard = corral_proto::Shard::new(i as u8, count).expect("bind_group checked the count");
+            let socket = PreparedSocket::from_std(std, opts.clone())?;
+            servers.push(Server::new(socket, None, None, EndpointConfig { shard, ..config.clone() }));
+        }
+        Ok(servers)
+    }
+}
+
+/// A server's socket: large kernel buffers and batches unless asked otherwise.
+fn server_socket_options(mut socket: SocketOptions) -> SocketOptions {
+    if socket.recv_buffer.is_none() {
+        socket.recv_buffer = Some(4 << 20);
+    }
+    if socket.send_buffer.is_none() {
+        socket.send_buffer = Some(4 << 20);
+    }
+    socket.batch = socket.batch.max(32);
+    socket
 }
 
 /// A CoAP server being set up; [`Server::spawn`] starts it.
@@ -155,6 +172,26 @@ pub struct Server {
 }
 
 impl Server {
+    fn new(
+        socket: PreparedSocket,
+        tcp: Option<std::net::TcpListener>,
+        tcp_config: Option<TcpConfig>,
+        config: EndpointConfig,
+    ) -> Server {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Server {
+            socket,
+            tcp,
+            tcp_config,
+            config,
+            mounts: Vec::new(),
+            routes: Vec::new(),
+            tx,
+            rx,
+            well_known_core: true,
+        }
+    }
+
     /// Binds a server socket with default settings; `"[::]:5683"` serves IPv4 and IPv6.
     pub async fn bind(addr: impl tokio::net::ToSocketAddrs) -> io::Result<Server> {
         ServerBuilder::default().bind(addr).await

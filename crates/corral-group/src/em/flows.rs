@@ -408,6 +408,7 @@ impl EntityManager {
             }
         };
         info!(entity = %flow.name, %code, "entity change committed");
+        self.publish();
         self.end_watches_of(cx, &flow.name);
         let mut resp = Response::new(code).with_content_format(accept).with_payload(output::render_reports(
             &head,
@@ -467,6 +468,7 @@ impl EntityManager {
         inb: &IncomingRequest,
         name: Option<&str>,
     ) -> Result<(), Fail> {
+        self.may_change()?;
         let req = &inb.request;
         let accept = Self::report_accept(req)?;
         let patch = Self::read_patch(req)?;
@@ -539,6 +541,7 @@ impl EntityManager {
         name: &str,
         whole: bool,
     ) -> Result<(), Fail> {
+        self.may_change()?;
         let req = &inb.request;
         let Some(ent) = self.entities.get(name) else {
             return Err((Code::NOT_FOUND, format!("no entity {name}")));
@@ -619,6 +622,7 @@ impl EntityManager {
     }
 
     pub(super) fn delete(&mut self, cx: &mut Context<'_>, inb: &IncomingRequest, name: &str) -> Result<(), Fail> {
+        self.may_change()?;
         let Some(ent) = self.entities.get(name) else {
             return Err((Code::NOT_FOUND, format!("no entity {name}")));
         };

@@ -49,13 +49,16 @@ use budget::Hold;
 use jobs::member_result;
 mod members;
 mod requests;
+mod shards;
 mod watch;
+use shards::Part;
+pub use shards::{Directory, SYNC_PERIOD};
 
 use crate::output::{self, MemberReport, Reading, UseResult};
 use crate::policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Role};
 use crate::pool::AddressPool;
 use crate::profile::{Ect, Emt, Op, Profile, ProfilePatch, Repair, UseOverrides, MAX_VIA};
-use crate::store::{Store, StoreError, StoredEntity};
+use crate::store::{MemStore, Store, StoreError, StoredEntity};
 use crate::uri::{self, MemberUri};
 use corral_proto::wire::{Code, ContentFormat, OptionNumber, OBSERVE_REGISTER};
 use corral_proto::{
@@ -120,6 +123,9 @@ pub struct EmConfig {
     pub wall_clock_at_zero_ms: u64,
     /// Bytes of member URIs the store may hold over all entities; a change beyond it gets 5.03.
     pub max_store_bytes: usize,
+    /// This gateway's identity in `via` lists (loop detection across gateways); `None`: drawn at the
+    /// first use. The workers of one gateway share one.
+    pub gateway_id: Option<u32>,
 }
 
 impl Default for EmConfig {
@@ -146,6 +152,7 @@ impl Default for EmConfig {
             allocation_interval: Duration::from_secs(6),
             wall_clock_at_zero_ms: 0,
             max_store_bytes: 8 << 20,
+            gateway_id: None,
         }
     }
 }
@@ -462,6 +469,8 @@ pub struct EntityManager {
     next_reconcile: Option<Instant>,
     /// The allocation rate limiter: tokens left and when they were last counted.
     alloc_bucket: Option<(u32, Instant)>,
+    /// The only worker, or the manager or a replica of a sharded gateway (see `shards`).
+    part: Part,
 }
 
 impl std::fmt::Debug for EntityManager {
@@ -479,6 +488,7 @@ impl EntityManager {
         config.pool_v6.check().map_err(StoreError)?;
         config.pool_v4.check().map_err(StoreError)?;
         let snap = store.load()?;
+        let gateway_id = config.gateway_id;
         let mut em = EntityManager {
             config,
             store,
@@ -495,7 +505,7 @@ impl EntityManager {
             recovery: Vec::new(),
             watches: HashMap::default(),
             watch_requests: HashMap::default(),
-            gateway_id: None,
+            gateway_id,
             held_by_client: HashMap::default(),
             held_by_entity: HashMap::default(),
             held_total: 0,
@@ -504,6 +514,7 @@ impl EntityManager {
             // At the first wake-up: strays left by a crash are asked to leave.
             next_reconcile: (!snap.journal.is_empty()).then_some(Instant::ZERO),
             alloc_bucket: None,
+            part: Part::Sole,
         };
         for stored in snap.entities {
             if stored.pending {
@@ -644,6 +655,7 @@ fn verb(a: Action) -> &'static str {
 
 impl Service for EntityManager {
     fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        self.sync(cx);
         if let Err((code, msg)) = self.route(cx, &req) {
             debug!(%code, msg = %msg, "request refused");
             cx.respond(req.id, Response::error(code, msg));
@@ -652,6 +664,7 @@ impl Service for EntityManager {
     }
 
     fn handle_response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: Outcome) {
+        self.sync(cx);
         if let Some((key, i)) = self.watch_requests.get(&rid).cloned() {
             self.watch_update(cx, &key, i, rid, &outcome);
         }
@@ -718,6 +731,7 @@ impl Service for EntityManager {
     }
 
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
+        self.sync(cx);
         for stored in std::mem::take(&mut self.recovery) {
             self.recover(cx, stored);
         }
@@ -743,11 +757,7 @@ impl Service for EntityManager {
         if !self.recovery.is_empty() {
             return Some(Instant::ZERO); // at once: the driver's first wake-up
         }
-        let job = self.timers.first().map(|(t, _)| *t);
-        match (job, self.next_reconcile) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.timers.first().map(|(t, _)| *t), self.next_reconcile, self.sync_timeout()].into_iter().flatten().min()
     }
 
     fn links(&self) -> Vec<ResourceLink> {

@@ -73,6 +73,8 @@ pub struct LabConfig {
     pub observable: bool,
     /// Who may change the devices' memberships (empty: anyone).
     pub managers: Vec<corral_group::Prefix>,
+    /// The gateway's EM is the manager of a sharded gateway publishing here (see `tests/shards.rs`).
+    pub directory: Option<corral_group::Directory>,
 }
 
 impl Default for LabConfig {
@@ -85,6 +87,7 @@ impl Default for LabConfig {
             em: EmConfig::default(),
             observable: false,
             managers: Vec::new(),
+            directory: None,
         }
     }
 }
@@ -100,7 +103,10 @@ pub fn lab_with(cfg: LabConfig) -> Lab {
     let mut emc = cfg.em;
     emc.local_addrs.push(gw_addr(v6));
     let store = cfg.store.unwrap_or_else(|| Box::new(MemStore::new()));
-    let em = g.mount("em", EntityManager::new(emc, store).expect("EM loads"));
+    let em = match cfg.directory {
+        Some(d) => g.mount("em", EntityManager::manager(emc, store, d).expect("EM loads")),
+        None => g.mount("em", EntityManager::new(emc, store).expect("EM loads")),
+    };
     let gw = net.add(gw_addr(v6), g);
     let mut c = Node::new(Endpoint::new(EndpointConfig::with_seed(2)));
     let client_svc = c.mount("", Client::default());

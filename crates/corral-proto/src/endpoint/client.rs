@@ -167,6 +167,7 @@ impl Endpoint {
         loop {
             let mut b = [0u8; 8];
             self.rng.fill(&mut b[..len]);
+            b[0] = self.config.shard.claim_token(b[0]);
             let t = Token::new(&b[..len]).unwrap_or(Token::EMPTY);
             if !self.tokens.contains_key(&t) {
                 return t;

@@ -117,6 +117,9 @@ pub struct EndpointConfig {
     /// The reflection bound for NON requests from unverified sources (RFC 7252 §11.3, RFC 9175 §2.4);
     /// `None`: off.
     pub amplification: Option<AmplificationLimit>,
+    /// The slice of message IDs and tokens this endpoint uses when it shares its port with others
+    /// (see [`crate::Shard`]). Default: alone.
+    pub shard: crate::Shard,
 }
 
 /// How large an answer to a NON request from an unverified source may be: at most `factor` times the
@@ -154,6 +157,7 @@ impl Default for EndpointConfig {
             block: BlockConfig::default(),
             observe: ObservePolicy::default(),
             amplification: Some(AmplificationLimit::default()),
+            shard: crate::Shard::ALONE,
         }
     }
 }

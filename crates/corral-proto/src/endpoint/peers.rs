@@ -42,8 +42,9 @@ impl Endpoint {
     }
 
     pub(super) fn next_mid(&mut self, slot: u32) -> MessageId {
+        let shard = self.config.shard;
         let peer = self.peer_mut(slot);
-        let mid = peer.next_mid;
+        let mid = shard.next_mid(peer.next_mid);
         peer.next_mid = mid.wrapping_add(1);
         MessageId(mid)
     }

@@ -39,6 +39,13 @@ Testbed: devices are volatile (a restart starts them with an empty /mc); the gat
 them to the groups of its stored multicast entities when it starts. They accept /mc changes
 from this machine only.
 
+Workers (--workers N, Linux): N endpoints share the port in one SO_REUSEPORT group. A classic BPF
+program steers each datagram by its CoAP header: ACKs, RSTs and responses to the worker whose message
+ID or token they echo (each worker sends from its own slice of both), GETs by a hash of the client's
+address and port (so a client's retransmissions and observations stay on one worker), and every other
+request to worker 0, which makes all changes. Start-up fails if probes show the steering is off.
+The per-entity exchange quota is shared among the workers; the per-client quota holds as configured.
+
 Running a gateway safely: the gateway sends requests on its clients' behalf, so it decides who may
 use it and where it may send.
   Access (--allow ROLE=PREFIX,...): read (list, profiles, read and observe entities) < actuate (also
@@ -107,6 +114,13 @@ pub struct GatewayArgs {
     /// (seed 000: 5). Also the testbed devices' leisure.
     #[arg(long, value_name = "SECONDS", value_parser = parse_leisure)]
     pub leisure: Option<f64>,
+    /// Serve with N workers (Linux), each a thread with its own endpoint and Entity Manager on one
+    /// shared port. Worker 0 manages: it gets every request but GET (creations, changes, deletions,
+    /// actuations, OSCORE) and owns the database; the others serve reads and observations of entities
+    /// from the table it publishes. The kernel hands each worker the answers to its own member requests
+    /// (see `corral gateway --help`).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub workers: u8,
     /// Print the start-up summary as one JSON object on stdout (addresses, database, entities).
     #[arg(long)]
     pub json: bool,
@@ -197,15 +211,8 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     if let Some(i) = args.mcast_if6.or_else(|| (bind.ip() == IpAddr::V6(Ipv6Addr::LOCALHOST)).then_some(1)) {
         builder = builder.multicast_interface_v6(i);
     }
-    let mut server = builder.bind_addr(bind).map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::AddrInUse && fleet.is_some() && bind.ip().is_unspecified() {
-            " (the testbed's devices hold this port on their addresses: bind the gateway to 127.0.0.1)"
-        } else {
-            ""
-        };
-        Failure::other(format!("cannot listen on {bind}: {e}{hint}"))
-    })?;
-    let local = server.local_addr();
+    let servers = bind_servers(builder, bind, args.workers, fleet.is_some())?;
+    let local = servers[0].local_addr();
 
     let testbed_port = fleet.as_ref().and_then(|f| f.addrs().first()).map(|a| a.port());
     let policy = args.policy.resolve(local, testbed_port).map_err(Failure::usage)?;
@@ -228,16 +235,49 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         em_config.multicast_leisure = corral_proto::Duration::from_secs_f64(l);
     }
     let mcast_port = em_config.multicast_port;
-    let em = EntityManager::new(em_config, Box::new(store))
-        .map_err(|e| Failure::other(format!("cannot load the entities of {}: {e}", db.display())))?;
+    let workers = args.workers;
+    if workers > 1 {
+        // One identity in `via` lists for the whole gateway, and the per-entity quota shared by the workers.
+        em_config.gateway_id = Some(corral_tokio::os_seed() as u32);
+        em_config.budget.per_entity = em_config.budget.per_entity.div_ceil(usize::from(workers));
+    }
+    let directory = corral_group::Directory::new();
+    let load_failed =
+        |e: corral_group::StoreError| Failure::other(format!("cannot load the entities of {}: {e}", db.display()));
+    let em = match workers {
+        1 => EntityManager::new(em_config.clone(), Box::new(store)),
+        _ => EntityManager::manager(em_config.clone(), Box::new(store), directory.clone()),
+    }
+    .map_err(load_failed)?;
     let names = em.entity_names();
     let rejoin = fleet.as_ref().map(|f| memberships(&em, f.addrs())).unwrap_or_default();
-    server.mount("em", em);
-    if let Some(file) = &args.credentials {
-        let contexts = crate::credentials::Credentials::load(file)?.all()?;
-        server.set_layer(corral_oscore::OscoreLayer::serving(contexts, args.require_oscore));
+    let mut contexts = match &args.credentials {
+        Some(file) => Some(crate::credentials::Credentials::load(file)?.all()?),
+        None => None,
+    };
+    let mut manager = Some(em);
+    let mut handles = Vec::with_capacity(servers.len());
+    for (worker, mut server) in servers.into_iter().enumerate() {
+        match manager.take() {
+            Some(em) => {
+                server.mount("em", em);
+                if let Some(c) = contexts.take() {
+                    server.set_layer(corral_oscore::OscoreLayer::serving(c, args.require_oscore));
+                }
+            }
+            None => {
+                let replica =
+                    EntityManager::replica(em_config.clone(), directory.clone(), worker as u8).map_err(load_failed)?;
+                server.mount("em", replica);
+                // OSCORE requests (POST or FETCH outside) go to worker 0; the others refuse plain ones
+                // as worker 0 does when OSCORE is required.
+                if args.require_oscore {
+                    server.set_layer(corral_oscore::OscoreLayer::serving(Vec::new(), true));
+                }
+            }
+        }
+        handles.push(server.spawn().map_err(|e| Failure::other(format!("cannot start the gateway: {e}")))?);
     }
-    let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the gateway: {e}")))?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -262,6 +302,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
                 "member_ports": policy.members.ports,
                 "budget": policy.budget.datagrams,
                 "gateway": local.to_string(),
+                "workers": workers,
                 "uri": base_uri(gateway_contact(local)),
                 "data": db.display().to_string(),
                 "entities": names,
@@ -271,18 +312,44 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
             });
             out!("{j}");
         } else {
-            banner(local, &db, &names, &devices, rejoin.len(), rejoined, v.quiet);
+            banner(local, workers, &db, &names, &devices, rejoin.len(), rejoined, v.quiet);
         }
         crate::wait_for_signal().await;
         if !v.quiet && !args.json {
             say!("corral gateway: stopping (requests in progress get a second to finish)");
         }
-        handle.shutdown().await;
+        for handle in handles {
+            handle.shutdown().await;
+        }
     });
     if let Some(f) = fleet {
         f.shutdown();
     }
     Ok(())
+}
+
+/// The gateway's servers: one, or `workers` shards of one port (see `--workers`).
+fn bind_servers(
+    builder: corral_tokio::ServerBuilder,
+    bind: SocketAddr,
+    workers: u8,
+    testbed: bool,
+) -> Result<Vec<Server>, Failure> {
+    let bound = match workers {
+        1 => builder.bind_addr(bind).map(|s| vec![s]),
+        #[cfg(target_os = "linux")]
+        n => builder.bind_shards(bind, n, Some(0)),
+        #[cfg(not(target_os = "linux"))]
+        _ => return Err(Failure::usage("--workers needs Linux (its sockets share a port with SO_REUSEPORT steering)")),
+    };
+    bound.map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse && testbed && bind.ip().is_unspecified() {
+            " (the testbed's devices hold this port on their addresses: bind the gateway to 127.0.0.1)"
+        } else {
+            ""
+        };
+        Failure::other(format!("cannot listen on {bind}: {e}{hint}"))
+    })
 }
 
 /// Where a client reaches a gateway bound to `local` on this machine.
@@ -335,8 +402,10 @@ async fn rejoin_groups(joins: &[(SocketAddr, IpAddr)]) -> usize {
     ok
 }
 
+#[allow(clippy::too_many_arguments)]
 fn banner(
     local: SocketAddr,
+    workers: u8,
     db: &std::path::Path,
     names: &[String],
     devices: &[SocketAddr],
@@ -348,7 +417,8 @@ fn banner(
         IpAddr::V6(ip) if ip.is_unspecified() => " (IPv4 and IPv6)",
         _ => "",
     };
-    out!("corral gateway: listening on {local}{families}");
+    let shards = if workers > 1 { format!(", {workers} workers") } else { String::new() };
+    out!("corral gateway: listening on {local}{families}{shards}");
     out!("  entities: {} in {}", names.len(), db.display());
     if !devices.is_empty() {
         out!("  testbed: {} virtual device(s) on {}", devices.len(), describe_range(devices));

@@ -736,6 +736,56 @@ fn observing_an_entity_registers_and_prints_the_combined_value() {
     assert!((first - before).abs() < 0.15, "{first}, the devices' average {before}");
 }
 
+/// `--workers 2`: two endpoints on one port. Clients on many ports are spread over both by the kernel's
+/// hash; each worker's member requests (their message IDs in its slice: even for worker 0, odd for worker
+/// 1) go out from the one shared address and their answers come back to the worker that asked, for
+/// unicast and multicast entities alike; a change made through worker 0 is what every client then sees.
+#[test]
+fn two_workers_share_the_port_and_get_their_own_members_answers() {
+    let tb = testbed(4, 22, &["--workers", "2"]);
+    let members = tb.members(0..3, "/s/t");
+    tb.create("room", &members, &["--eo", "max,min"]);
+    tb.create("lights", &tb.members(2..4, "/a/light"), &["--ect", "multicast", "--eo", "lst"]);
+    let clients: Vec<Coap> = (0..12).map(|_| Coap::new()).collect();
+    let mark = tb.mark();
+    let max = |v: &[f64]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let read = |c: &Coap, name: &str| -> Json {
+        let r = c.get(&format!("{}/em/{name}", tb.uri), Some(ContentFormat::JSON));
+        assert_eq!(r.code, Code::CONTENT, "{name}: {}", r.payload_text());
+        serde_json::from_slice(&r.payload).expect("JSON")
+    };
+    for c in &clients {
+        let (vals, j) = tb.stable(0..3, || read(c, "room"));
+        assert_eq!(j["replies"], 3, "{j}");
+        assert!(close(j["v"].as_f64().unwrap(), max(&vals)), "{j} vs {vals:?}");
+        let j = read(c, "lights");
+        let lights = j["values"].as_array().map_or(0, Vec::len);
+        assert_eq!(lights, 2, "both lights answered the multicast request: {j}");
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    // The test's own direct reads of the devices (`stable`) come from its client; the gateway's from its port.
+    let gw = tb.gw_addr();
+    let asked: Vec<Json> = tb.since(mark).into_iter().filter(|l| l["from"].as_str() == Some(gw.as_str())).collect();
+    assert!(asked.len() >= 12 * 5, "{} member requests from the gateway's one address", asked.len());
+    let slices: std::collections::BTreeSet<u64> = asked.iter().map(|l| l["mid"].as_u64().unwrap() % 2).collect();
+    assert_eq!(slices.len(), 2, "both workers asked members (message IDs of both slices)");
+
+    // A change through worker 0; every client's next read follows it.
+    let o = tb.entity(&["update", "room", "--eo", "min,max"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for c in &clients {
+        let (vals, j) = tb.stable(0..3, || read(c, "room"));
+        assert!(close(j["v"].as_f64().unwrap(), min(&vals)), "{j} vs {vals:?}");
+    }
+    let o = tb.entity(&["delete", "room"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for c in &clients {
+        let r = c.get(&format!("{}/em/room", tb.uri), None);
+        assert_eq!(r.code, Code::NOT_FOUND, "{}", r.payload_text());
+    }
+}
+
 /// The paper's IPv6 groups (`ff1e::89:xx`) on real sockets: a gateway and three devices in a network
 /// namespace with a bridge (root only; skipped otherwise). Creation joins every member through `/mc`, a
 /// use is one NON to the group that every device receives, deletion makes every member leave.

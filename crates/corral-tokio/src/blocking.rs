@@ -52,7 +52,22 @@ impl BoundSocket {
     /// Binds `addr` (as [`crate::socket::bind_std`] does, then blocking, with the destination address of
     /// every datagram reported: IP_PKTINFO / IPV6_RECVPKTINFO).
     pub fn bind(addr: SocketAddr, opts: SocketOptions) -> io::Result<BoundSocket> {
-        let socket = crate::socket::bind_std(addr, &opts)?;
+        BoundSocket::from_std(crate::socket::bind_std(addr, &opts)?, opts)
+    }
+
+    /// `steering.count` sockets on `addr` as shards of one port (see [`crate::steer`]): socket `i` is for
+    /// the node whose endpoint uses shard `i`.
+    pub fn bind_group(
+        addr: SocketAddr,
+        opts: SocketOptions,
+        steering: crate::steer::Steering,
+    ) -> io::Result<Vec<BoundSocket>> {
+        let sockets = crate::steer::bind_group(addr, &opts, steering)?;
+        sockets.into_iter().map(|s| BoundSocket::from_std(s, opts.clone())).collect()
+    }
+
+    /// Takes a bound socket (made blocking here) and asks for destination addresses.
+    pub fn from_std(socket: UdpSocket, opts: SocketOptions) -> io::Result<BoundSocket> {
         socket.set_nonblocking(false)?;
         let local = socket.local_addr()?;
         let v4 = local.is_ipv4() || !SockRef::from(&socket).only_v6().unwrap_or(true);
@@ -240,4 +255,42 @@ fn destination<S>(r: &nix::sys::socket::RecvMsg<'_, '_, S>) -> Option<IpAddr> {
         }
     }
     None
+}
+
+/// Blocking servers, one thread each, stopped together.
+#[derive(Default)]
+pub struct Workers {
+    stop: std::sync::Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Workers {
+    pub fn new() -> Workers {
+        Workers::default()
+    }
+
+    /// Starts a thread named `name` that makes its node with `make` (on that thread: a node's services
+    /// need not be `Send`, only what `make` captures) and serves it on `bound` until [`Workers::stop`].
+    pub fn spawn(
+        &mut self,
+        name: String,
+        bound: BoundSocket,
+        make: impl FnOnce() -> Node + Send + 'static,
+    ) -> io::Result<()> {
+        let stop = self.stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || BlockingServer::new(make(), bound).run(&stop, Duration::from_secs(1)))?;
+        self.threads.push(thread);
+        Ok(())
+    }
+
+    /// Stops reading, lets requests in progress finish (up to a second, as the tokio driver does) and
+    /// waits for every thread.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
 }

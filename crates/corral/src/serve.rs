@@ -261,24 +261,6 @@ fn start_tokio(
     Ok((local, tcp_local, handles))
 }
 
-/// Blocking workers, one thread each; dropping or stopping them ends the threads.
-#[cfg(target_os = "linux")]
-struct BlockingWorkers {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-#[cfg(target_os = "linux")]
-impl BlockingWorkers {
-    /// Stops reading, lets requests in progress finish (up to a second, as the tokio driver does) and waits.
-    fn stop(self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for t in self.threads {
-            let _ = t.join();
-        }
-    }
-}
-
 #[cfg(target_os = "linux")]
 fn start_blocking(
     args: &ServeArgs,
@@ -286,11 +268,10 @@ fn start_blocking(
     config: EndpointConfig,
     socket: corral_tokio::socket::SocketOptions,
     mut oscore: Option<corral_oscore::OscoreLayer>,
-) -> Result<(SocketAddr, BlockingWorkers), Failure> {
-    use corral_tokio::blocking::{BlockingServer, BoundSocket};
+) -> Result<(SocketAddr, corral_tokio::blocking::Workers), Failure> {
+    use corral_tokio::blocking::{BoundSocket, Workers};
     use corral_tokio::corral_proto::{Endpoint, Node};
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut workers = BlockingWorkers { stop: stop.clone(), threads: Vec::new() };
+    let mut workers = Workers::new();
     let mut local = bind;
     for worker in 0..args.workers {
         let config = EndpointConfig { seed: corral_tokio::os_seed(), ..config.clone() };
@@ -303,17 +284,17 @@ fn start_blocking(
         if worker == 0 {
             local = bound.local_addr();
         }
-        let (stop, layer, period) = (stop.clone(), oscore.take(), obs_period(args));
-        let thread = std::thread::Builder::new().name(format!("corral-serve-{worker}")).spawn(move || {
-            // The node is made on its own thread (its services need not be Send).
-            let mut node = Node::new(Endpoint::new(config));
-            mount_resources!(node, period);
-            if let Some(layer) = layer {
-                node.set_layer(Box::new(layer));
-            }
-            BlockingServer::new(node, bound).run(&stop, std::time::Duration::from_secs(1))
-        });
-        workers.threads.push(thread.map_err(|e| Failure::other(format!("cannot start a worker: {e}")))?);
+        let (layer, period) = (oscore.take(), obs_period(args));
+        workers
+            .spawn(format!("corral-serve-{worker}"), bound, move || {
+                let mut node = Node::new(Endpoint::new(config));
+                mount_resources!(node, period);
+                if let Some(layer) = layer {
+                    node.set_layer(Box::new(layer));
+                }
+                node
+            })
+            .map_err(|e| Failure::other(format!("cannot start a worker: {e}")))?;
     }
     Ok((local, workers))
 }

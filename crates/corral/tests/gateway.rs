@@ -786,6 +786,35 @@ fn two_workers_share_the_port_and_get_their_own_members_answers() {
     }
 }
 
+/// `--workers 2 --require-oscore`: OSCORE requests (POST or FETCH outside) all reach worker 0, which holds
+/// the security context, whichever port the client sends from; a plain request is refused (4.01) by
+/// whichever worker the kernel's hash picks — no worker is a way around the requirement.
+#[test]
+fn every_worker_of_a_gateway_that_requires_oscore_refuses_plain_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_udp_port();
+    let base = format!("coap://127.0.0.1:{port}");
+    let o = corral(&["oscore", "new", "--server", &base, "--dir", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (server, client) = (dir.path().join("server.json"), dir.path().join("client.json"));
+    let (data, bind) = (dir.path().join("data"), format!("127.0.0.1:{port}"));
+    let args = ["gateway", "--bind", &bind, "--workers", "2", "--json", "--data", data.to_str().unwrap()];
+    let (_gw, j) = spawn_json(Command::new(CORRAL).args(args).args([
+        "--credentials",
+        server.to_str().unwrap(),
+        "--require-oscore",
+    ]));
+    assert_eq!(j["workers"], 2, "{j}");
+    for _ in 0..12 {
+        let r = Coap::new().get(&format!("{base}/em"), None);
+        assert_eq!(r.code, Code::UNAUTHORIZED, "a plain request: {}", r.payload_text());
+    }
+    for _ in 0..6 {
+        let o = corral(&["get", &format!("{base}/em"), "--credentials", client.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "a protected request: {}", stderr(&o));
+    }
+}
+
 /// The paper's IPv6 groups (`ff1e::89:xx`) on real sockets: a gateway and three devices in a network
 /// namespace with a bridge (root only; skipped otherwise). Creation joins every member through `/mc`, a
 /// use is one NON to the group that every device receives, deletion makes every member leave.

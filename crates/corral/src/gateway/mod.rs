@@ -11,10 +11,12 @@ use crate::devices::{base_uri, describe_range, parse_bind, parse_leisure, Fleet,
 use crate::exit::Failure;
 use clap::Args;
 use corral_group::{EmConfig, EntityManager, SqliteStore};
-use corral_tokio::{Client, Code, Server};
+use corral_tokio::{Client, Code};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
+
+mod workers;
 
 pub const AFTER_HELP: &str = "\
 The gateway exposes groups of CoAP resources (entities) as one resource each under /em: create
@@ -121,6 +123,10 @@ pub struct GatewayArgs {
     /// (see `corral gateway --help`).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub workers: u8,
+    /// How workers wait for datagrams: `blocking` (the default on Linux) sleeps inside the receive call;
+    /// `tokio` runs an async runtime per worker. For comparing the two (scripts/bench-gateway.sh).
+    #[arg(long, value_enum, value_name = "DRIVER", hide_short_help = true)]
+    pub driver: Option<crate::serve::Driver>,
     /// Print the start-up summary as one JSON object on stdout (addresses, database, entities).
     #[arg(long)]
     pub json: bool,
@@ -204,15 +210,17 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     };
 
     let loopback = bind.ip().is_loopback();
-    let mut builder = Server::builder();
-    if let Some(a) = args.mcast_if.or_else(|| (loopback || fleet.is_some()).then_some(Ipv4Addr::LOCALHOST)) {
-        builder = builder.multicast_interface_v4(a);
-    }
-    if let Some(i) = args.mcast_if6.or_else(|| (bind.ip() == IpAddr::V6(Ipv6Addr::LOCALHOST)).then_some(1)) {
-        builder = builder.multicast_interface_v6(i);
-    }
-    let servers = bind_servers(builder, bind, args.workers, fleet.is_some())?;
-    let local = servers[0].local_addr();
+    let socket = corral_tokio::socket::SocketOptions {
+        multicast_if_v4: args.mcast_if.or_else(|| (loopback || fleet.is_some()).then_some(Ipv4Addr::LOCALHOST)),
+        multicast_if_v6: args
+            .mcast_if6
+            .or_else(|| (bind.ip() == IpAddr::V6(Ipv6Addr::LOCALHOST)).then_some(1))
+            .unwrap_or(0),
+        ..Default::default()
+    };
+    let driver = args.driver.unwrap_or_else(workers::default_driver);
+    let bound = workers::bind(driver, bind, socket, args.workers, fleet.is_some())?;
+    let local = bound.local_addr();
 
     let testbed_port = fleet.as_ref().and_then(|f| f.addrs().first()).map(|a| a.port());
     let policy = args.policy.resolve(local, testbed_port).map_err(Failure::usage)?;
@@ -255,29 +263,19 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         Some(file) => Some(crate::credentials::Credentials::load(file)?.all()?),
         None => None,
     };
-    let mut manager = Some(em);
-    let mut handles = Vec::with_capacity(servers.len());
-    for (worker, mut server) in servers.into_iter().enumerate() {
-        match manager.take() {
-            Some(em) => {
-                server.mount("em", em);
-                if let Some(c) = contexts.take() {
-                    server.set_layer(corral_oscore::OscoreLayer::serving(c, args.require_oscore));
-                }
-            }
-            None => {
-                let replica =
-                    EntityManager::replica(em_config.clone(), directory.clone(), worker as u8).map_err(load_failed)?;
-                server.mount("em", replica);
-                // OSCORE requests (POST or FETCH outside) go to worker 0; the others refuse plain ones
-                // as worker 0 does when OSCORE is required.
-                if args.require_oscore {
-                    server.set_layer(corral_oscore::OscoreLayer::serving(Vec::new(), true));
-                }
-            }
-        }
-        handles.push(server.spawn().map_err(|e| Failure::other(format!("cannot start the gateway: {e}")))?);
+    let mut parts = vec![workers::Part {
+        em,
+        oscore: contexts.take().map(|c| corral_oscore::OscoreLayer::serving(c, args.require_oscore)),
+    }];
+    for worker in 1..workers {
+        parts.push(workers::Part {
+            em: EntityManager::replica(em_config.clone(), directory.clone(), worker).map_err(load_failed)?,
+            // OSCORE requests (POST or FETCH outside) go to worker 0; the others refuse plain ones as worker
+            // 0 does when OSCORE is required.
+            oscore: args.require_oscore.then(|| corral_oscore::OscoreLayer::serving(Vec::new(), true)),
+        });
     }
+    let running = bound.start(parts)?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -318,38 +316,12 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         if !v.quiet && !args.json {
             say!("corral gateway: stopping (requests in progress get a second to finish)");
         }
-        for handle in handles {
-            handle.shutdown().await;
-        }
+        running.stop().await;
     });
     if let Some(f) = fleet {
         f.shutdown();
     }
     Ok(())
-}
-
-/// The gateway's servers: one, or `workers` shards of one port (see `--workers`).
-fn bind_servers(
-    builder: corral_tokio::ServerBuilder,
-    bind: SocketAddr,
-    workers: u8,
-    testbed: bool,
-) -> Result<Vec<Server>, Failure> {
-    let bound = match workers {
-        1 => builder.bind_addr(bind).map(|s| vec![s]),
-        #[cfg(target_os = "linux")]
-        n => builder.bind_shards(bind, n, Some(0)),
-        #[cfg(not(target_os = "linux"))]
-        _ => return Err(Failure::usage("--workers needs Linux (its sockets share a port with SO_REUSEPORT steering)")),
-    };
-    bound.map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::AddrInUse && testbed && bind.ip().is_unspecified() {
-            " (the testbed's devices hold this port on their addresses: bind the gateway to 127.0.0.1)"
-        } else {
-            ""
-        };
-        Failure::other(format!("cannot listen on {bind}: {e}{hint}"))
-    })
 }
 
 /// Where a client reaches a gateway bound to `local` on this machine.

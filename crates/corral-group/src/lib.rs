@@ -6,6 +6,8 @@
 //!   with profiles (`er emt ect enr eo delay timeout mcstURI`, and `repair` beyond the paper), operations
 //!   (`lst avg min max sum count med`), unicast and multicast fan-out, nesting, validation, and persistence
 //!   through a [`Store`]. The wire interface is `shared/docs/entity-manager.md`.
+//!   A gateway on several cores runs one [`EntityManager::manager`] and [`EntityManager::replica`]s that
+//!   follow its [`Directory`] (see [`em`], "Several workers").
 //! - [`McResource`] (mount at `mc`): the member-side multicast membership resource of seed 000 Table 4.
 //! - [`policy`]: who may use the gateway, where members may be, and how much one request may cost.
 //! - [`device`]: virtual sensors and actuators, the lab's constrained devices.

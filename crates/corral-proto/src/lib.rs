@@ -13,6 +13,8 @@
 //!   and reassembled without the application noticing.
 //! - [`TcpEndpoint`]: CoAP over TCP (RFC 8323): CSM, Ping/Pong, Release, Abort, no message layer; the
 //!   same block-wise and Observe processing.
+//! - [`Shard`]: the slice of message IDs and tokens of one endpoint among several sharing a port, so that
+//!   the socket can hand each answer back to the endpoint that asked.
 //! - [`TransmissionParams`]: ACK_TIMEOUT and friends, with the derived values of RFC 7252 §4.8.2.
 //!
 //! ## Driving an endpoint or node

@@ -7,8 +7,8 @@
 //!   message is not a CSM is aborted, §5.3), Ping/Pong, Release and Abort (§5.4-§5.6), and the peer's
 //!   announced Max-Message-Size, which bounds what is sent to it.
 //! - Exchanges by token per connection: requests with a timeout, responses, Observe (notifications arrive
-//!   in order, so no freshness rule, §7.2), block-wise transfers (the same [`Transfer`] and
-//!   [`ServerLayer`] as over UDP).
+//!   in order, so no freshness rule, §7.2), block-wise transfers (the same `Transfer` and
+//!   `ServerLayer` as over UDP).
 //! - Closing a connection fails its client requests and ends its observations (§7.4).
 //! - Connections to servers on demand, for services that issue requests ([`TcpEndpoint::request_to`]): the
 //!   endpoint asks the driver to connect (`poll_connect`), holds the requests until the connection is up

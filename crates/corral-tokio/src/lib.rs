@@ -77,13 +77,25 @@
 //! sans-IO [`corral_proto::Node`], nothing stops a second driver from having the floor's shape: one thread,
 //! one socket, asleep in `recvmmsg(MSG_WAITFORONE)` with SO_RCVTIMEO set to the node's next timer, a whole
 //! batch answered with `sendmmsg`. `corral serve` uses it on Linux for CoAP over UDP (each `--workers`
-//! worker one such thread); CoAP over TCP, busy polling, clients and the gateway (whose services send
-//! requests of their own and talk to async handlers) keep the tokio driver. Measured with
+//! worker one such thread); CoAP over TCP, busy polling and clients keep the tokio driver. Since
+//! 2026-11-25 `corral gateway` runs on it too (its Entity Manager is a sans-IO service like any other):
+//! 50.5 µs of CPU per client request of a three-member entity against 67.0 µs on the tokio driver, the
+//! tokio driver 1.22–1.58× in each of four rounds of `scripts/bench-gateway.sh`. Measured with
 //! `scripts/bench-latency.sh` at 16 clients, CPU per request over the floor's in the same run: 1.20×,
 //! 1.30×, 1.17× in three runs (medians of 4, 4 and 6 rounds), against 1.41×, 1.35×, 1.35× for the tokio
 //! driver and 1.78×, 1.88× for libcoap; at one client p50 73 µs (tokio driver 70 µs, libcoap 80 µs, floor
 //! 72 µs). Requests/s at 16 clients are bound by the generator's core and vary by several per cent from
 //! round to round for every server on this virtual machine.
+//!
+//! ## Shards of one port: [`steer`] (2026-11-25)
+//!
+//! SO_REUSEPORT spreads datagrams by a hash of the sender's address, which keeps a client on one worker but
+//! sends a *member's* answer to whichever worker its address hashes to. A worker that sends requests of
+//! its own (the gateway) therefore uses a [`corral_proto::Shard`] of the message IDs and tokens, and
+//! [`steer`] attaches a classic BPF program to the socket group that reads the CoAP header: ACK and RST
+//! by message ID, responses by the token's first byte, requests by the kernel's hash (or, for every
+//! method but GET, to a manager). [`ServerBuilder::bind_shards`] and [`blocking::BoundSocket::bind_group`]
+//! bind such groups and check them with probes before anything is served.
 //!
 //! One trap, found by a test that serves 127.0.0.1, ::1 and then 127.0.0.2 on one dual-stack socket:
 //! `nix`'s `recvmmsg` does not restore the control-message length the kernel shrank to what it wrote, so

@@ -11,9 +11,22 @@
 //! This module holds the shared types (configuration, entities, jobs, flows, watches), the service entry
 //! points and the routing; each concern has a module of its own: `members` (member URIs and the checks of
 //! a member list), `jobs` (fan-outs and combining replies), `flows` (create, update, delete, recovery),
-//! `requests` (listing, profiles, starting a use), `watch` (observed entities). Split from one
+//! `requests` (listing, profiles, starting a use), `watch` (observed entities), `shards` (a manager and
+//! its replicas on several workers). Split from one
 //! 2,200-line file in one step, without a change of behaviour; the submodules add `impl EntityManager`
 //! blocks and see the shared types as their parent's.
+//!
+//! # Several workers (a design change, 2026-11-25)
+//! A gateway on N cores runs N Entity Managers on one port (corral-tokio's `steer` hands each worker the
+//! answers to its own member requests). Worker 0 is the [`EntityManager::manager`]: the kernel gives it
+//! every request but GET, so it alone makes changes, writes the store, allocates groups and recovers after
+//! a crash, and after every committed change it publishes the entity table in a [`Directory`] before it
+//! answers. The others are [`EntityManager::replica`]s: they serve reads, observations, listings and
+//! profiles from that table, take a new one (one atomic load per input tells them) before handling
+//! anything, end the watches of entities that changed as the manager does, and while they have observers
+//! wake every [`SYNC_PERIOD`] to look. A replica that is sent a change anyway answers 5.00 naming itself.
+//! Jobs, watches and quotas stay per worker; the store stays single-writer, so nothing about durability
+//! changed.
 //!
 //! # Jobs
 //! Every fan-out is a job: a list of members, one slot per member (waiting, requested, nested job, done),

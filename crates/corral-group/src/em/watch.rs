@@ -161,7 +161,7 @@ impl EntityManager {
         self.jobs.get(&id).is_some_and(|j| matches!(j.kind, Kind::Read | Kind::Validate))
     }
 
-    /// How many watches the EM keeps (one per observed entity; see [`EntityManager::watch_key`]).
+    /// How many watches the EM keeps (one per observed entity; see `watch_key`).
     pub fn watched_entities(&self) -> usize {
         self.watches.len()
     }

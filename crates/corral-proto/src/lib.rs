@@ -40,7 +40,8 @@ pub mod testing;
 mod time;
 
 pub use endpoint::{
-    BlockConfig, Endpoint, EndpointConfig, Event, Limits, ObservePolicy, Stats, TableSizes, TransferProgress, Transmit,
+    AmplificationLimit, BlockConfig, Endpoint, EndpointConfig, Event, Limits, ObservePolicy, Stats, TableSizes,
+    TransferProgress, Transmit,
 };
 pub use links::render as render_links;
 pub use message::{

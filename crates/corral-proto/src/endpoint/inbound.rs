@@ -1,0 +1,159 @@
+//! Requests from the network: duplicate-free requests routed to the server layer (block-wise, Observe),
+//! the reflection bound for unverified sources, and the replies sent at once (errors, overload, RST).
+
+use super::*;
+
+impl Endpoint {
+    pub(super) fn on_request(&mut self, now: Instant, from: SocketAddr, multicast: bool, packet: &Packet<&[u8]>) {
+        let con = packet.mtype() == MessageType::Con && !multicast;
+        let mid = packet.message_id();
+        let slot = match self.dedup(now, from, packet) {
+            Ok(slot) => slot,
+            Err(()) if self.peers.contains_key(&from) => return, // a duplicate, handled
+            Err(()) => {
+                self.stats.overload_rejections += 1;
+                if con {
+                    self.reject_overload(from, packet, "too many peers");
+                }
+                return;
+            }
+        };
+        self.stats.requests_in += 1;
+        if let Some(echo) = packet.option(OptionNumber::ECHO) {
+            self.check_echo(now, slot, echo);
+        }
+        let method = packet.code();
+        let error = server::refuse_request(method, packet.options(), &self.config.extra_known_options, false);
+        if let Some(response) = error {
+            if multicast {
+                return;
+            }
+            debug!(%from, code = %response.code, "rejecting request");
+            if con {
+                self.reply_now(now, slot, from, packet, true, response);
+            } else {
+                // RFC 7252 §5.4.1: a NON with an unrecognised critical option is rejected (RST).
+                self.send_rst(from, mid);
+            }
+            return;
+        }
+        let token = packet.token();
+        let lifetime = self.params_for(&from).exchange_lifetime();
+        let block = self.config.block;
+        let (request, meta) = match self.server.on_request(
+            now,
+            &block,
+            lifetime,
+            from,
+            token,
+            method,
+            packet.options(),
+            packet.payload(),
+            multicast,
+        ) {
+            Incoming::Reply(reply) => {
+                self.reply_now(now, slot, from, packet, con, reply);
+                return;
+            }
+            Incoming::Deliver(request, meta) => (request, meta),
+        };
+        if self.peer_mut(slot).inbound as usize >= self.config.limits.max_inbound_per_peer {
+            self.stats.overload_rejections += 1;
+            if !multicast {
+                self.reject_overload(from, packet, "too many of your requests in progress");
+            }
+            return;
+        }
+        if self.inbound.len() >= self.config.limits.max_inbound_exchanges && !self.displace_inbound(from) {
+            self.stats.overload_rejections += 1;
+            if !multicast {
+                self.reject_overload(from, packet, "too many requests in progress");
+            }
+            return;
+        }
+        let id = InboundId(self.next_inbound_id);
+        self.next_inbound_id += 1;
+        let params = self.params_for(&from);
+        let not_before = if multicast {
+            now + Duration::from_micros(self.rng.below(params.default_leisure.as_micros() + 1))
+        } else {
+            now
+        };
+        let no_response = packet.option(OptionNumber::NO_RESPONSE).map(|v| v.first().copied().unwrap_or(0));
+        let expires = now + params.exchange_lifetime();
+        self.inbound.insert(
+            id,
+            Inbound {
+                kind: InboundKind::Request,
+                meta,
+                peer: from,
+                mid,
+                token,
+                con,
+                multicast,
+                acked: false,
+                no_response,
+                request_len: packet.as_bytes().len(),
+                not_before,
+                expires,
+            },
+        );
+        let peer = self.peer_mut(slot);
+        peer.refs += 1;
+        peer.inbound += 1;
+        if con {
+            self.remember_reply(Some(slot), mid, Reply::Pending(id));
+        }
+        self.piggyback_deadlines.push_back((now + self.config.piggyback_window(), id));
+        self.events.push_back(Event::Request(IncomingRequest {
+            id,
+            from,
+            multicast,
+            confirmable: packet.mtype() == MessageType::Con,
+            token,
+            request,
+            notification: false,
+        }));
+    }
+
+    /// Answers a request on the spot, without involving the application (protocol-level replies such as
+    /// 2.31 Continue, 4.08, or a cached block): piggybacked for a CON, as a NON otherwise.
+    fn reply_now(
+        &mut self,
+        now: Instant,
+        slot: u32,
+        to: SocketAddr,
+        packet: &Packet<&[u8]>,
+        con: bool,
+        response: Response,
+    ) {
+        let (mid, token, request_len) = (packet.message_id(), packet.token(), packet.as_bytes().len());
+        let mut msg = Message {
+            mtype: MessageType::Ack,
+            code: response.code,
+            mid,
+            token,
+            options: response.options,
+            payload: response.payload,
+        };
+        if con {
+            let bytes = msg.encode();
+            self.remember_reply(Some(slot), mid, Reply::Sent(bytes.clone()));
+            self.transmits.push_back(Transmit { dst: to, payload: bytes, src: None });
+        } else {
+            msg.mtype = MessageType::Non;
+            msg.mid = self.next_mid(slot);
+            self.bound_reflection(now, slot, to, request_len, &mut msg);
+            self.transmits.push_back(Transmit { dst: to, payload: msg.encode(), src: None });
+        }
+    }
+
+    /// A stateless 5.03 with Max-Age for a CON request that hit a limit (RFC 7252 §5.9.3.4).
+    fn reject_overload(&mut self, to: SocketAddr, packet: &Packet<&[u8]>, why: &str) {
+        warn!(peer = %to, why, "overloaded: answering 5.03");
+        let mut ack = Message::new(MessageType::Ack, Code::SERVICE_UNAVAILABLE, packet.message_id(), packet.token());
+        ack.options.set_uint(OptionNumber::MAX_AGE, u64::from(self.config.overload_max_age));
+        ack.payload = format!("overloaded: {why}").into_bytes();
+        self.transmits.push_back(Transmit { dst: to, payload: ack.encode(), src: None });
+    }
+}

@@ -737,8 +737,8 @@ fn observing_an_entity_registers_and_prints_the_combined_value() {
 }
 
 /// `--workers 2`: two endpoints on one port. Clients on many ports are spread over both by the kernel's
-/// hash; each worker's member requests (their message IDs in its slice: even for worker 0, odd for worker
-/// 1) go out from the one shared address and their answers come back to the worker that asked, for
+/// hash; each worker's member requests (their message IDs in its slice: even for worker 0, odd for the
+/// other) go out from the one shared address and their answers come back to the worker that asked, for
 /// unicast and multicast entities alike; a change made through worker 0 is what every client then sees.
 #[test]
 fn two_workers_share_the_port_and_get_their_own_members_answers() {

@@ -498,6 +498,13 @@ impl std::fmt::Debug for EntityManager {
 impl EntityManager {
     /// Loads every entity from `store`. Fails if the store cannot be read or holds an invalid entity.
     pub fn new(config: EmConfig, store: Box<dyn Store>) -> Result<EntityManager, StoreError> {
+        let em = EntityManager::load(config, store)?;
+        info!(entities = em.entities.len(), "entity manager loaded");
+        Ok(em)
+    }
+
+    /// [`EntityManager::new`] without the log line (a replica logs its own).
+    fn load(config: EmConfig, store: Box<dyn Store>) -> Result<EntityManager, StoreError> {
         config.pool_v6.check().map_err(StoreError)?;
         config.pool_v4.check().map_err(StoreError)?;
         let snap = store.load()?;
@@ -545,7 +552,6 @@ impl EntityManager {
             }
             em.entities.insert(stored.name.clone(), Entity { stored, items: items.into(), violation });
         }
-        info!(entities = em.entities.len(), "entity manager loaded");
         Ok(em)
     }
 

@@ -102,7 +102,8 @@ impl EntityManager {
         for e in table.values() {
             store.save_entity(e)?;
         }
-        let mut em = EntityManager::new(config, Box::new(store))?;
+        let mut em = EntityManager::load(config, Box::new(store))?;
+        debug!(worker, entities = em.entities.len(), generation = seen, "replica loaded the manager's entities");
         em.part = Part::Replica { directory, worker, seen, last_input: Instant::ZERO };
         Ok(em)
     }

@@ -1,0 +1,358 @@
+//! A scenario's validation and the expansion of its sweep axes into points, each resolved into the
+//! [`Setup`] of one run (see the parent module's "Sweep order").
+
+use super::*;
+
+impl Scenario {
+    /// Parses and validates a scenario file.
+    pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    fn validate(&self) -> Result<(), ScenarioError> {
+        if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return err(format!("name {:?}: use letters, digits, - _ .", self.name));
+        }
+        for (axis, values) in &self.sweep {
+            if !AXES.contains(&axis.as_str()) {
+                return err(format!("sweep.{axis}: unknown axis (known: {})", AXES.join(", ")));
+            }
+            if values.is_empty() {
+                return err(format!("sweep.{axis}: no values"));
+            }
+            for v in values {
+                AxisValue::from_toml(axis, v).map_err(ScenarioError)?;
+            }
+        }
+        for axis in self.workload.quick_sweep.keys() {
+            if !self.sweep.contains_key(axis) {
+                return err(format!("workload.quick_sweep.{axis}: not a sweep axis of this scenario"));
+            }
+        }
+        if self.workload.repetitions == 0 || self.workload.quick_repetitions == 0 {
+            return err("workload: repetitions must be at least 1");
+        }
+        if self.network.gateways == 0 || self.network.gateways > self.network.channels.len() {
+            return err("network.gateways: between 1 and the number of network.channels");
+        }
+        for f in &self.figures {
+            if !matches!(f.kind.as_str(), "line" | "box") {
+                return err(format!("figure {}: kind must be line or box", f.id));
+            }
+            if f.kind == "line" && !self.sweep.contains_key(&f.x) && f.x != "replicate" {
+                return err(format!("figure {}: x = {:?} is not a sweep axis", f.id, f.x));
+            }
+            for a in f.series.iter().chain(f.filter.keys()) {
+                if !self.sweep.contains_key(a) {
+                    return err(format!("figure {}: {a:?} is not a sweep axis", f.id));
+                }
+            }
+            crate::results::Metric::parse(&f.metric).map_err(ScenarioError)?;
+        }
+        for f in &self.findings {
+            if crate::findings::lookup(&f.check).is_none() {
+                return err(format!(
+                    "finding {:?}: unknown check (known: {})",
+                    f.check,
+                    crate::findings::names().join(", ")
+                ));
+            }
+        }
+        if self.sweep.contains_key("replicate") {
+            return err("sweep.replicate: replicates come from workload.replicates, not from the sweep");
+        }
+        // Every point must resolve.
+        for p in self.points(false).iter().chain(self.points(true).iter()) {
+            self.setup(p, false)?;
+        }
+        Ok(())
+    }
+
+    /// Every sweep point (all of them, or those of `--quick`), indexed in the full sweep's order.
+    pub fn points(&self, quick: bool) -> Vec<Point> {
+        let mut axes: Vec<(&str, Vec<AxisValue>)> = AXES
+            .iter()
+            .filter_map(|a| {
+                let values = self.sweep.get(*a)?;
+                Some((*a, values.iter().filter_map(|v| AxisValue::from_toml(a, v).ok()).collect()))
+            })
+            .collect();
+        let replicates = self.replicates(quick);
+        if replicates > 1 {
+            axes.push(("replicate", (1..=replicates).map(|r| AxisValue::Num(r as f64)).collect()));
+        }
+        let mut out = Vec::new();
+        let total: usize = axes.iter().map(|(_, v)| v.len()).product();
+        for index in 0..total {
+            let mut rest = index;
+            let mut values = vec![(String::new(), AxisValue::Num(0.0)); axes.len()];
+            for (k, (a, vs)) in axes.iter().enumerate().rev() {
+                values[k] = (a.to_string(), vs[rest % vs.len()].clone());
+                rest /= vs.len();
+            }
+            let p = Point { index, values };
+            if quick && !self.in_quick(&p) {
+                continue;
+            }
+            out.push(p);
+        }
+        out
+    }
+
+    /// Replicates per point: `workload.replicates`, or `quick_replicates` with `--quick`.
+    pub fn replicates(&self, quick: bool) -> usize {
+        if quick { self.workload.quick_replicates } else { self.workload.replicates }.max(1)
+    }
+
+    fn in_quick(&self, p: &Point) -> bool {
+        self.workload.quick_sweep.iter().all(|(axis, keep)| {
+            let keep: Vec<AxisValue> = keep.iter().filter_map(|v| AxisValue::from_toml(axis, v).ok()).collect();
+            p.get(axis).is_none_or(|v| keep.contains(v))
+        })
+    }
+
+    /// The resolved parameters of one point.
+    pub fn setup(&self, p: &Point, quick: bool) -> Result<Setup, ScenarioError> {
+        let n = &self.network;
+        let mut s = Setup {
+            topology: n.topology,
+            group: n.group,
+            layers: n.layers.clone(),
+            gateways: n.gateways,
+            channels: n.channels.clone(),
+            // Each replicate of a floor scenario is another random floor of the same size and density.
+            floor: (
+                n.width,
+                n.height,
+                n.radius,
+                n.topology_seed + p.get("replicate").and_then(AxisValue::num).map_or(0, |r| r as u64 - 1),
+            ),
+            wired_delay_ms: n.wired_delay_ms,
+            link: n.link,
+            wifi_channel: self.interference.wifi_channel,
+            wifi_schedule: if self.interference.schedule.is_empty() {
+                vec![(0.0, self.interference.mbps)]
+            } else {
+                self.interference.schedule.clone()
+            },
+            processing_delay_ms: self.calibration.processing_delay_ms,
+            rx_queue: u16::try_from(self.calibration.rx_queue).ok(),
+            cca_busy_prob: self.calibration.cca_busy_prob,
+            corruption_prob: self.calibration.corruption_prob,
+            multicast: false,
+            repair: false,
+            confirmable: true,
+            delay_ms: None,
+            resource: self.entity.resource.clone(),
+            timeout_ms: self.entity.timeout_ms,
+            nested: false,
+            parent_delay_ms: self.entity.parent_delay_ms,
+            ack_timeout_ms: self.transmission.ack_timeout_ms,
+            ack_random_factor: self.transmission.ack_random_factor,
+            max_retransmit: self.transmission.max_retransmit,
+            leisure_ms: self.transmission.leisure_ms,
+            repetitions: if quick { self.workload.quick_repetitions } else { self.workload.repetitions },
+            pause_ms: self.workload.pause_ms,
+            query_limit_s: self.workload.query_limit_s,
+            follow: None,
+            window_s: if quick { self.workload.quick_duration_s } else { self.workload.duration_s },
+            forwarding: None,
+            stream: self.stream.clone(),
+            emulated: self.emulated.clone().map(|mut e| {
+                if quick {
+                    e.duration_s = e.quick_duration_s;
+                }
+                e
+            }),
+            baseline: self.baseline.clone().map(|mut b| {
+                if quick {
+                    b.count = b.quick_count;
+                }
+                b
+            }),
+            multiparty: self.multiparty.clone().map(|mut m| {
+                if quick {
+                    m.requests = m.quick_requests;
+                }
+                m
+            }),
+        };
+        let mut forwarding = match &self.proxy {
+            Some(p) => Some(ForwardingSetup {
+                mode: Forwarding::parse(&p.forwarding)?,
+                consumers: p.consumers,
+                cache_entries: p.cache_entries,
+                forwarders: p.forwarders.clone(),
+                rules: p.rule.clone(),
+            }),
+            None => None,
+        };
+        let mut ect = self.entity.ect.clone();
+        let mut delay = self.entity.delay.clone();
+        let mut layout = self.entity.layout.clone();
+        for (axis, v) in &p.values {
+            let num = || v.num().ok_or_else(|| ScenarioError(format!("sweep.{axis}: {v} is not a number")));
+            match axis.as_str() {
+                "layout" => layout = v.to_string(),
+                "mode" => ect = v.to_string(),
+                "usage" => {
+                    let name = v.to_string();
+                    let Some(u) = self.usage.get(&name) else {
+                        return err(format!("sweep.usage: no [usage.{name}] profile"));
+                    };
+                    if let Some(m) = u.wifi_mbps {
+                        s.wifi_schedule = vec![(0.0, m)];
+                    }
+                    if let Some(l) = u.link {
+                        s.link = l;
+                    }
+                    if let Some(p) = u.cca_busy_prob {
+                        s.cca_busy_prob = p;
+                    }
+                    if let Some(p) = u.corruption_prob {
+                        s.corruption_prob = p;
+                    }
+                }
+                "group" => s.group = num()? as usize,
+                "ack_timeout_ms" => s.ack_timeout_ms = num()? as u64,
+                "leisure_ms" => s.leisure_ms = num()? as u64,
+                "processing_delay_ms" => s.processing_delay_ms = num()?,
+                "rx_queue" => s.rx_queue = u16::try_from(num()? as i64).ok(),
+                "cca_busy_prob" => s.cca_busy_prob = num()?,
+                "corruption_prob" => s.corruption_prob = num()?,
+                "wifi_mbps" => s.wifi_schedule = vec![(0.0, num()?)],
+                "follow" => {
+                    s.follow = Some(match v {
+                        AxisValue::Text(t) if t == "observe" => Follow::Observe,
+                        AxisValue::Num(x) if *x > 0.0 => Follow::Poll { period_ms: (x * 1000.0).round() as u64 },
+                        other => return err(format!("sweep.follow: {other} is not \"observe\" or a period in s > 0")),
+                    })
+                }
+                "delay" => {
+                    delay = match v {
+                        AxisValue::Num(x) => toml::Value::Integer(*x as i64),
+                        AxisValue::Text(t) => toml::Value::String(t.clone()),
+                    }
+                }
+                "scheme" | "impairment" if s.emulated.is_some() => {
+                    let e = s.emulated.as_mut().expect("checked");
+                    if axis == "scheme" {
+                        e.scheme = v.to_string();
+                    } else {
+                        e.impairment = v.to_string();
+                    }
+                }
+                "scheme" | "payload" | "rate" | "snr_db" if s.baseline.is_some() => {
+                    let b = s.baseline.as_mut().expect("checked");
+                    match axis.as_str() {
+                        "scheme" => b.scheme = v.to_string(),
+                        "payload" => b.payload = num()? as usize,
+                        "rate" => b.rate = num()?,
+                        _ => b.snr_db = num()?,
+                    }
+                }
+                "scheme" | "buffer" | "loss" => {
+                    let Some(st) = s.stream.as_mut() else {
+                        return err(format!("sweep.{axis}: needs a [stream] section"));
+                    };
+                    match axis.as_str() {
+                        "scheme" => st.scheme = v.to_string(),
+                        "buffer" => st.buffer = num()? as u32,
+                        _ => st.loss = num()?,
+                    }
+                }
+                "forwarding" | "consumers" => {
+                    let Some(f) = forwarding.as_mut() else {
+                        return err(format!("sweep.{axis}: needs a [proxy] section"));
+                    };
+                    if axis == "forwarding" {
+                        f.mode = Forwarding::parse(&v.to_string())?;
+                    } else {
+                        f.consumers = num()? as usize;
+                    }
+                }
+                "deployment" => {
+                    let Some(m) = s.multiparty.as_mut() else {
+                        return err("sweep.deployment: needs a [multiparty] section");
+                    };
+                    m.deployment = v.to_string();
+                }
+                // Replicates change the seed (through the point's label) and, on a floor, the floor.
+                "replicate" => {}
+                _ => return err(format!("sweep.{axis}: unknown axis")),
+            }
+        }
+        (s.multicast, s.repair) = match ect.as_str() {
+            "unicast" => (false, false),
+            "multicast" => (true, false),
+            "multicast+repair" => (true, true),
+            other => return err(format!("entity.ect / mode: {other:?} is not unicast, multicast or multicast+repair")),
+        };
+        s.confirmable = match self.entity.emt.as_str() {
+            "con" => true,
+            "non" => false,
+            other => return err(format!("entity.emt: {other:?} is not con or non")),
+        } && !s.multicast;
+        s.delay_ms = match &delay {
+            toml::Value::Integer(d) if *d >= 0 => Some(*d as u64),
+            toml::Value::String(a) if a == "auto" => None,
+            other => return err(format!("entity.delay / delay: {other} is not a number of ms or \"auto\"")),
+        };
+        s.nested = match layout.as_str() {
+            "single" => false,
+            "nested" => true,
+            other => return err(format!("entity.layout / layout: {other:?} is not single or nested")),
+        };
+        if s.nested && (s.gateways < 2 || s.multicast) {
+            return err("layout = nested needs network.gateways ≥ 2 and unicast child entities");
+        }
+        if s.group == 0 || s.group > 1000 {
+            return err(format!("group {}: between 1 and 1000 members", s.group));
+        }
+        if s.topology == TopologyKind::Layered && s.layers.iter().sum::<usize>() != s.group {
+            return err(format!(
+                "network.layers sum to {}, but the group has {}",
+                s.layers.iter().sum::<usize>(),
+                s.group
+            ));
+        }
+        if s.topology == TopologyKind::Floor && !(s.floor.0 > 0.0 && s.floor.1 > 0.0 && s.floor.2 > 0.0) {
+            return err("network: a floor topology needs width, height and radius");
+        }
+        for p in [s.cca_busy_prob, s.corruption_prob] {
+            if !(0.0..=1.0).contains(&p) {
+                return err(format!("calibration: probability {p} outside 0..1"));
+            }
+        }
+        if s.follow.is_some() && (s.multicast || s.nested || s.window_s == 0) {
+            return err("follow: a unicast single entity and workload.duration_s > 0");
+        }
+        if let Some(f) = &forwarding {
+            f.validate(&s)?;
+        }
+        s.forwarding = forwarding;
+        if let Some(st) = &s.stream {
+            st.validate()?;
+        }
+        if let Some(e) = &s.emulated {
+            e.validate()?;
+        }
+        if let Some(b) = &s.baseline {
+            b.validate()?;
+        }
+        if let Some(m) = &s.multiparty {
+            m.validate()?;
+        }
+        if s.ack_timeout_ms == 0 || s.ack_random_factor < 1.0 {
+            return err("transmission: ack_timeout_ms > 0 and ack_random_factor ≥ 1");
+        }
+        Ok(s)
+    }
+
+    /// The file text of this scenario as TOML (for the report directory).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+}

@@ -365,17 +365,21 @@ fn serve_json_summary_names_its_addresses() {
 /// same worker), and a multicast group is refused, since each worker would answer it.
 #[test]
 fn serve_workers_share_one_port() {
+    // The blocking driver (the default without --tcp) and the tokio driver (with it).
+    let blocking = corral_serve("127.0.0.1", &["--workers", "2", "--obs-period", "0.2"]);
     let s = corral_serve("127.0.0.1", &["--workers", "2", "--tcp", "--obs-period", "0.2"]);
-    for _ in 0..8 {
-        let o = corral(&["get", &format!("coap://127.0.0.1:{}/hello", s.port)]);
-        assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!"), "{}", stderr(&o));
+    for port in [blocking.port, s.port] {
+        for _ in 0..8 {
+            let o = corral(&["get", &format!("coap://127.0.0.1:{port}/hello")]);
+            assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!"), "{}", stderr(&o));
+        }
+        let o = corral(&["get", &format!("coap://127.0.0.1:{port}/obs"), "-s", "1.2"]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let values: Vec<u64> = stdout(&o).lines().map(|l| l.parse().expect("one number per line")).collect();
+        assert!(values.len() >= 2 && values.windows(2).all(|w| w[1] > w[0]), "{values:?}");
     }
     let o = corral(&["get", &format!("coap+tcp://127.0.0.1:{}/hello", s.port)]);
     assert_eq!(code(&o), 0, "TCP is served by the first worker: {}", stderr(&o));
-    let o = corral(&["get", &format!("coap://127.0.0.1:{}/obs", s.port), "-s", "1.2"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let values: Vec<u64> = stdout(&o).lines().map(|l| l.parse().expect("one number per line")).collect();
-    assert!(values.len() >= 2 && values.windows(2).all(|w| w[1] > w[0]), "{values:?}");
     let o = corral(&["serve", "--bind", "127.0.0.1:0", "--workers", "2", "--join", "224.0.1.187"]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("every worker would answer"), "{}", stderr(&o));

@@ -21,6 +21,13 @@
 //! worker, so the per-client quota holds as configured; the per-entity quota is divided among the
 //! workers; the total is per worker, because it protects that worker's endpoint.
 //!
+//! # What a member sees
+//! One peer: every worker asks from the gateway's one address and port, with message IDs and tokens from
+//! disjoint slices, so the member's duplicate detection never mistakes one worker's request for
+//! another's, and the gateway's message IDs towards one member last as long as a single worker's would.
+//! NSTART (RFC 7252 §4.7) holds per worker: towards one member the gateway may have up to one request
+//! outstanding per worker, not one in all.
+//!
 //! A replica that receives a change anyway (the steering is off) answers 5.00 naming the worker, rather
 //! than write a store it does not own.
 

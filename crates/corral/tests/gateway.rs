@@ -742,7 +742,7 @@ fn observing_an_entity_registers_and_prints_the_combined_value() {
 /// unicast and multicast entities alike; a change made through worker 0 is what every client then sees.
 #[test]
 fn two_workers_share_the_port_and_get_their_own_members_answers() {
-    let tb = testbed(4, 22, &["--workers", "2"]);
+    let tb = testbed(4, 22, &["--workers", "2", "--nstart", "2"]);
     let members = tb.members(0..3, "/s/t");
     tb.create("room", &members, &["--eo", "max,min"]);
     tb.create("lights", &tb.members(2..4, "/a/light"), &["--ect", "multicast", "--eo", "lst"]);

@@ -123,6 +123,11 @@ pub struct GatewayArgs {
     /// (see `corral gateway --help`).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub workers: u8,
+    /// Requests outstanding to one member at once (NSTART, RFC 7252 §4.7), per worker. 1, RFC 7252's
+    /// default, suits constrained devices; with it, many clients' uses of one member queue behind each
+    /// other. Raise it for members that can take more (servers on a LAN, other gateways).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub nstart: u16,
     /// How workers wait for datagrams: `blocking` (the default on Linux) sleeps inside the receive call;
     /// `tokio` runs an async runtime per worker. For comparing the two (scripts/bench-gateway.sh).
     #[arg(long, value_enum, value_name = "DRIVER", hide_short_help = true)]
@@ -219,7 +224,9 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         ..Default::default()
     };
     let driver = args.driver.unwrap_or_else(workers::default_driver);
-    let bound = workers::bind(driver, bind, socket, args.workers, fleet.is_some())?;
+    let mut endpoint = corral_tokio::corral_proto::EndpointConfig::default();
+    endpoint.params.nstart = args.nstart;
+    let bound = workers::bind(driver, bind, socket, endpoint, args.workers, fleet.is_some())?;
     let local = bound.local_addr();
 
     let testbed_port = fleet.as_ref().and_then(|f| f.addrs().first()).map(|a| a.port());

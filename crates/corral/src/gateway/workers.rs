@@ -23,6 +23,8 @@ pub struct Part {
 pub struct Bound {
     sockets: Sockets,
     local: SocketAddr,
+    /// Every worker's endpoint configuration but its seed and shard.
+    endpoint: EndpointConfig,
 }
 
 enum Sockets {
@@ -47,11 +49,13 @@ pub fn default_driver() -> Driver {
     }
 }
 
-/// Binds `workers` sockets to `bind` (one, or a steered group; see the gateway's `--workers`).
+/// Binds `workers` sockets to `bind` (one, or a steered group; see the gateway's `--workers`), for workers
+/// whose endpoints are configured as `endpoint` (each with its own seed and shard).
 pub fn bind(
     driver: Driver,
     bind: SocketAddr,
     opts: SocketOptions,
+    endpoint: EndpointConfig,
     workers: u8,
     testbed: bool,
 ) -> Result<Bound, Failure> {
@@ -69,7 +73,7 @@ pub fn bind(
     }
     let sockets = match driver {
         Driver::Tokio => {
-            let builder = Server::builder().socket_options(opts);
+            let builder = Server::builder().socket_options(opts).endpoint_config(endpoint.clone());
             let servers = match workers {
                 1 => builder.bind_addr(bind).map(|s| vec![s]),
                 #[cfg(target_os = "linux")]
@@ -101,7 +105,7 @@ pub fn bind(
         #[cfg(target_os = "linux")]
         Sockets::Blocking(s) => s[0].local_addr(),
     };
-    Ok(Bound { sockets, local })
+    Ok(Bound { sockets, local, endpoint })
 }
 
 impl Bound {
@@ -130,7 +134,7 @@ impl Bound {
                 let mut workers = corral_tokio::blocking::Workers::new();
                 for (i, (bound, part)) in sockets.into_iter().zip(parts).enumerate() {
                     let shard = Shard::new(i as u8, count).unwrap_or(Shard::ALONE);
-                    let config = EndpointConfig { seed: corral_tokio::os_seed(), shard, ..EndpointConfig::default() };
+                    let config = EndpointConfig { seed: corral_tokio::os_seed(), shard, ..self.endpoint.clone() };
                     workers
                         .spawn(format!("corral-gateway-{i}"), bound, move || {
                             let mut node = Node::new(Endpoint::new(config));

@@ -786,6 +786,32 @@ fn two_workers_share_the_port_and_get_their_own_members_answers() {
     }
 }
 
+/// `--workers 2` on a dual-stack `[::]` socket: the steering probes go to ::1, IPv4 clients arrive as mapped
+/// addresses, and clients of both families on many ports get their entity read by whichever worker.
+#[test]
+fn workers_on_a_dual_stack_socket_serve_ipv4_and_ipv6_clients() {
+    let data = tempfile::tempdir().expect("temporary directory");
+    let dir = data.path().to_str().unwrap();
+    let args = ["gateway", "--bind", "[::]:0", "--workers", "2", "--testbed", "2", "--testbed-from", "127.0.24.1:0"];
+    let (_gw, j) = spawn_json(Command::new(CORRAL).args(args).args(["--leisure", "0.3", "--json", "--data", dir]));
+    let port = j["gateway"].as_str().unwrap().rsplit(':').next().unwrap().to_string();
+    let devices = addrs(&j["devices"]);
+    let members: Vec<String> = devices.iter().map(|d| format!("{}/s/t", base(*d))).collect();
+    let v4 = format!("coap://127.0.0.1:{port}");
+    let mut create = vec!["entity", "create", "pair"];
+    create.extend(members.iter().map(String::as_str));
+    create.extend(["--gateway", &v4]);
+    let o = corral(&create);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    for gw in [v4.clone(), format!("coap://[::1]:{port}")] {
+        for _ in 0..6 {
+            let o = corral(&["get", &format!("{gw}/em/pair?eo=max")]);
+            assert_eq!(o.status.code(), Some(0), "{gw}: {}", stderr(&o));
+            assert!(stdout(&o).trim().parse::<f64>().is_ok(), "{gw}: {}", stdout(&o));
+        }
+    }
+}
+
 /// `--workers 2 --require-oscore`: OSCORE requests (POST or FETCH outside) all reach worker 0, which holds
 /// the security context, whichever port the client sends from; a plain request is refused (4.01) by
 /// whichever worker the kernel's hash picks — no worker is a way around the requirement.

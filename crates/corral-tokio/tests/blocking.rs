@@ -82,3 +82,26 @@ async fn a_dual_stack_blocking_server_answers_both_families_now_and_later() {
     thread.join().unwrap();
     assert!(t0.elapsed() < Duration::from_secs(5), "the thread noticed the stop");
 }
+
+/// A socket bound to one address, IPv4 and IPv6: many requests from several clients, answered at once and
+/// late, all come back right (batches of receive and send headers on one socket, turn after turn).
+#[tokio::test]
+async fn a_blocking_server_on_one_address_answers_many_clients() {
+    for bind in ["127.0.0.1:0", "[::1]:0"] {
+        let (local, stop, thread) = start(bind);
+        let host = if local.is_ipv4() { "127.0.0.1".to_string() } else { "[::1]".to_string() };
+        let client_bind = if local.is_ipv4() { "127.0.0.1:0" } else { "[::1]:0" };
+        for c in 0..4 {
+            let client = Client::bind(client_bind).await.unwrap();
+            for i in 0..25 {
+                let uri = format!("coap://{host}:{}/demo/now", local.port());
+                let r = client.get(&uri).await.unwrap_or_else(|e| panic!("{bind} client {c} request {i}: {e}"));
+                assert_eq!(r.payload_text(), "now");
+            }
+            let r = client.get(&format!("coap://{host}:{}/demo/late", local.port())).await.unwrap();
+            assert_eq!(r.payload_text(), "later", "{bind}: a separate response after the timer");
+        }
+        stop.store(true, Ordering::Relaxed);
+        thread.join().unwrap();
+    }
+}

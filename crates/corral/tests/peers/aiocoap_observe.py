@@ -13,6 +13,7 @@ import asyncio
 import sys
 
 import aiocoap
+import aiocoap.error
 import aiocoap.proxy.client
 
 
@@ -24,9 +25,19 @@ async def main(uri, seconds, proxy=None, credentials=None):
         with open(credentials) as f:
             context.client_credentials.load_from_dict(json.load(f))
     interface = context if proxy is None else aiocoap.proxy.client.ProxyForwarder(proxy, context)
-    request = aiocoap.Message(code=aiocoap.GET, uri=uri, observe=0)
-    requester = interface.request(request)
-    first = await asyncio.wait_for(requester.response, timeout=10)
+    # A representation larger than a block that changes while aiocoap fetches its later blocks shows a new
+    # ETag, and aiocoap 0.4.17 fails the registration with ResourceChanged instead of starting over, as
+    # RFC 7959 §2.4 has a client do; so this script starts over (at most three times).
+    for attempt in range(3):
+        request = aiocoap.Message(code=aiocoap.GET, uri=uri, observe=0)
+        requester = interface.request(request)
+        try:
+            first = await asyncio.wait_for(requester.response, timeout=10)
+            break
+        except aiocoap.error.ResourceChanged:
+            print(f"the resource changed during the first response's blocks (attempt {attempt + 1})", file=sys.stderr)
+    else:
+        return 1
     print(first.payload.decode(errors="replace"), flush=True)
     if not first.code.is_successful():
         return 1

@@ -120,7 +120,7 @@ pub struct GatewayArgs {
     /// shared port. Worker 0 manages: it gets every request but GET (creations, changes, deletions,
     /// actuations, OSCORE) and owns the database; the others serve reads and observations of entities
     /// from the table it publishes. The kernel hands each worker the answers to its own member requests
-    /// (see `corral gateway --help`).
+    /// (see "Workers" below).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub workers: u8,
     /// Requests outstanding to one member at once (NSTART, RFC 7252 §4.7), per worker. 1, RFC 7252's

@@ -812,6 +812,43 @@ fn workers_on_a_dual_stack_socket_serve_ipv4_and_ipv6_clients() {
     }
 }
 
+/// Observing an entity through a gateway with two workers: the members are `corral serve`'s `/obs` (a
+/// counter that moves every 0.2 s), so every client's observation lives on whichever worker its port hashes
+/// to, that worker's member observations send their notifications back to it (by token), and its own CON
+/// notifications are acknowledged to it (by message ID). Every observer sees the average keep rising.
+#[test]
+fn observers_of_a_gateway_with_two_workers_keep_getting_notifications() {
+    let a = corral_serve("127.0.25.1", &["--obs-period", "0.2"]);
+    let b = corral_serve("127.0.25.2", &["--obs-period", "0.2"]);
+    let data = tempfile::tempdir().expect("temporary directory");
+    let ports = format!("{},{}", a.port, b.port);
+    let args = ["gateway", "--bind", "127.0.0.1:0", "--workers", "2", "--member-port", &ports, "--json"];
+    let (_gw, j) = spawn_json(Command::new(CORRAL).args(args).args(["--data", data.path().to_str().unwrap()]));
+    let gw = j["uri"].as_str().unwrap().to_string();
+    let (ma, mb) = (format!("coap://127.0.25.1:{}/obs", a.port), format!("coap://127.0.25.2:{}/obs", b.port));
+    let o = corral(&["entity", "create", "counters", &ma, &mb, "--eo", "avg", "--gateway", &gw]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let observers: Vec<std::process::Child> = (0..6)
+        .map(|_| {
+            Command::new(CORRAL)
+                .args(["get", &format!("{gw}/em/counters?eo=avg"), "-s", "2"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("corral get runs")
+        })
+        .collect();
+    for (i, child) in observers.into_iter().enumerate() {
+        let o = child.wait_with_output().expect("observer ends");
+        assert_eq!(o.status.code(), Some(0), "observer {i}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("not observable"), "observer {i}: {}", stderr(&o));
+        let values: Vec<f64> = stdout(&o).lines().map(|l| l.trim().parse().expect("a number")).collect();
+        assert!(values.len() >= 4, "observer {i}: the first answer and notifications: {values:?}");
+        assert!(values.windows(2).all(|w| w[1] >= w[0]), "observer {i}: {values:?}");
+        assert!(values.last() > values.first(), "observer {i}: the average moved: {values:?}");
+    }
+}
+
 /// `--workers 2 --require-oscore`: OSCORE requests (POST or FETCH outside) all reach worker 0, which holds
 /// the security context, whichever port the client sends from; a plain request is refused (4.01) by
 /// whichever worker the kernel's hash picks — no worker is a way around the requirement.

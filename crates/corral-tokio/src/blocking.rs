@@ -46,6 +46,8 @@ pub struct BoundSocket {
     socket: UdpSocket,
     opts: SocketOptions,
     local: SocketAddr,
+    /// Which slice of message IDs and tokens the node served on this socket must use.
+    shard: corral_proto::Shard,
 }
 
 impl BoundSocket {
@@ -63,7 +65,18 @@ impl BoundSocket {
         steering: crate::steer::Steering,
     ) -> io::Result<Vec<BoundSocket>> {
         let sockets = crate::steer::bind_group(addr, &opts, steering)?;
-        sockets.into_iter().map(|s| BoundSocket::from_std(s, opts.clone())).collect()
+        let shards = (0..steering.count).filter_map(|i| corral_proto::Shard::new(i, steering.count));
+        sockets
+            .into_iter()
+            .zip(shards)
+            .map(|(s, shard)| Ok(BoundSocket { shard, ..BoundSocket::from_std(s, opts.clone())? }))
+            .collect()
+    }
+
+    /// The shard the node's endpoint must use on this socket ([`corral_proto::EndpointConfig::shard`]):
+    /// alone, unless the socket is one of a [`BoundSocket::bind_group`].
+    pub fn shard(&self) -> corral_proto::Shard {
+        self.shard
     }
 
     /// Takes a bound socket (made blocking here) and asks for destination addresses.
@@ -77,7 +90,7 @@ impl BoundSocket {
         if local.is_ipv6() {
             setsockopt(&socket, sockopt::Ipv6RecvPacketInfo, &true).map_err(io::Error::from)?;
         }
-        Ok(BoundSocket { socket, opts, local })
+        Ok(BoundSocket { socket, opts, local, shard: corral_proto::Shard::ALONE })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -92,7 +105,7 @@ impl BoundSocket {
 
 impl BlockingServer {
     pub fn new(node: Node, bound: BoundSocket) -> BlockingServer {
-        let BoundSocket { socket, opts, local } = bound;
+        let BoundSocket { socket, opts, local, .. } = bound;
         BlockingServer { node, socket, opts, local, clock: Clock::new(), timeout: None, outbox: Vec::new() }
     }
 

@@ -112,7 +112,7 @@ impl ServerBuilder {
     /// Like [`ServerBuilder::bind`], for a resolved address and without a runtime. Binds the TCP listener
     /// too, if one was asked for.
     pub fn bind_addr(mut self, addr: SocketAddr) -> io::Result<Server> {
-        self.socket = server_socket_options(self.socket);
+        self.socket = self.socket.for_server();
         let socket = PreparedSocket::bind(addr, self.socket.clone())?;
         let tcp = match self.tcp {
             None => None,
@@ -132,7 +132,7 @@ impl ServerBuilder {
         if self.tcp.is_some() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "sharded servers serve CoAP over UDP only"));
         }
-        let opts = server_socket_options(self.socket);
+        let opts = self.socket.for_server();
         let steering = crate::steer::Steering { count, manager };
         let sockets = crate::steer::bind_group(addr, &opts, steering)?;
         let config = self.config.unwrap_or_default();
@@ -144,18 +144,6 @@ impl ServerBuilder {
         }
         Ok(servers)
     }
-}
-
-/// A server's socket: large kernel buffers and batches unless asked otherwise.
-fn server_socket_options(mut socket: SocketOptions) -> SocketOptions {
-    if socket.recv_buffer.is_none() {
-        socket.recv_buffer = Some(4 << 20);
-    }
-    if socket.send_buffer.is_none() {
-        socket.send_buffer = Some(4 << 20);
-    }
-    socket.batch = socket.batch.max(32);
-    socket
 }
 
 /// A CoAP server being set up; [`Server::spawn`] starts it.

@@ -55,6 +55,17 @@ impl Default for SocketOptions {
     }
 }
 
+impl SocketOptions {
+    /// What a server's socket wants unless asked otherwise: 4 MiB kernel buffers each way and batches of
+    /// at least 32 datagrams (the tokio server, and the gateway on either driver).
+    pub fn for_server(mut self) -> SocketOptions {
+        self.recv_buffer = self.recv_buffer.or(Some(4 << 20));
+        self.send_buffer = self.send_buffer.or(Some(4 << 20));
+        self.batch = self.batch.max(32);
+        self
+    }
+}
+
 /// Resolves `addr` (`"[::]:5683"`, `"localhost:0"`, a `SocketAddr`) to its first address.
 pub fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
     addr.to_socket_addrs()?

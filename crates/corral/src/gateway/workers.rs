@@ -8,7 +8,7 @@
 use crate::exit::Failure;
 use crate::serve::Driver;
 use corral_oscore::OscoreLayer;
-use corral_tokio::corral_proto::{Endpoint, EndpointConfig, Node, Shard};
+use corral_tokio::corral_proto::{Endpoint, EndpointConfig, Node};
 use corral_tokio::socket::SocketOptions;
 use corral_tokio::{Server, ServerHandle};
 use std::net::SocketAddr;
@@ -86,11 +86,7 @@ pub fn bind(
         #[cfg(target_os = "linux")]
         Driver::Blocking => {
             use corral_tokio::blocking::BoundSocket;
-            let opts = SocketOptions {
-                recv_buffer: opts.recv_buffer.or(Some(4 << 20)),
-                send_buffer: opts.send_buffer.or(Some(4 << 20)),
-                ..opts
-            };
+            let opts = opts.for_server();
             let sockets = match workers {
                 1 => BoundSocket::bind(bind, opts).map(|s| vec![s]),
                 n => BoundSocket::bind_group(bind, opts, corral_tokio::steer::Steering { count: n, manager: Some(0) }),
@@ -115,7 +111,6 @@ impl Bound {
 
     /// Serves `parts[i]` on worker `i` (one part per socket).
     pub fn start(self, parts: Vec<Part>) -> Result<Running, Failure> {
-        let count = parts.len() as u8;
         let started = |e: std::io::Error| Failure::other(format!("cannot start the gateway: {e}"));
         match self.sockets {
             Sockets::Tokio(servers) => {
@@ -133,8 +128,8 @@ impl Bound {
             Sockets::Blocking(sockets) => {
                 let mut workers = corral_tokio::blocking::Workers::new();
                 for (i, (bound, part)) in sockets.into_iter().zip(parts).enumerate() {
-                    let shard = Shard::new(i as u8, count).unwrap_or(Shard::ALONE);
-                    let config = EndpointConfig { seed: corral_tokio::os_seed(), shard, ..self.endpoint.clone() };
+                    let config =
+                        EndpointConfig { seed: corral_tokio::os_seed(), shard: bound.shard(), ..self.endpoint.clone() };
                     workers
                         .spawn(format!("corral-gateway-{i}"), bound, move || {
                             let mut node = Node::new(Endpoint::new(config));

@@ -23,12 +23,7 @@ CLIENTS=${CLIENTS:-"16"}
 MEMBERS=${MEMBERS:-3}
 
 source scripts/bench-lib.sh
-LOAD=${COAP_LOAD:-target/bench/coap-load}
-if [ ! -x "$LOAD" ]; then
-  mkdir -p target/bench
-  (cd ../shared/tools/coap-load 2>/dev/null || cd /work/shared/tools/coap-load
-   GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o "$OLDPWD/$LOAD" ./cmd/load)
-fi
+build_coap_load
 
 TMP=$(mktemp -d)
 GW_PID=""; DEV_PID=""
@@ -59,29 +54,7 @@ start_gateway() { # config port
 }
 
 measure() { # config port clients round
-  local before after
-  "${PIN_CLIENT[@]}" "$LOAD" -uri "coap://127.0.0.1:$2/em/room?eo=avg" -c "$3" -d "${SECONDS_}s" -warmup 1s \
-    >"$TMP/load" 2>&1 &
-  local lpid=$!
-  sleep 1
-  before=$(cpu_ticks "$GW_PID")
-  wait "$lpid"
-  after=$(cpu_ticks "$GW_PID")
-  python3 - "$1" "$3" "$TMP/load" "$before" "$after" "$(getconf CLK_TCK)" "$4" <<'PY'
-import re, sys
-name, clients, path, before, after, hz, rnd = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
-text = open(path).read()
-def dur(s):
-    v, u = re.match(r"([\d.]+)(µs|us|ms|s|ns)", s).groups()
-    return float(v) * {"ns": 1e-3, "µs": 1, "us": 1, "ms": 1e3, "s": 1e6}[u]
-ok = int(re.search(r"ok: (\d+)", text).group(1))
-bad = sum(int(x) for x in re.findall(r"(?:non-2.xx|timeouts|errors): (\d+)", text))
-rate = float(re.search(r"req/s: ([\d.]+)", text).group(1))
-p50 = dur(re.search(r"p50: (\S+?),", text).group(1))
-p99 = dur(re.search(r"p99: (\S+?),", text).group(1))
-cpu = (after - before) / hz * 1e6 / ok if ok else float("nan")
-print(f"{name} {clients} {rate:.0f} {p50:.1f} {p99:.1f} {cpu:.2f} {bad} {rnd}")
-PY
+  load_measure "$1" "coap://127.0.0.1:$2/em/room?eo=avg" "$3" "$SECONDS_" "$4" "$GW_PID"
 }
 
 RESULTS=$TMP/results

@@ -29,12 +29,7 @@ command -v coap-server-notls >/dev/null || scripts/install-peers.sh
 source scripts/bench-lib.sh
 PIN_W2=()
 if [ ${#PIN_SERVER[@]} -gt 0 ]; then PIN_W2=(taskset -c "${W2_CPUS:-0,1}"); fi
-LOAD=${COAP_LOAD:-target/bench/coap-load}
-if [ ! -x "$LOAD" ]; then
-  mkdir -p target/bench
-  (cd ../shared/tools/coap-load 2>/dev/null || cd /work/shared/tools/coap-load
-   GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o "$OLDPWD/$LOAD" ./cmd/load)
-fi
+build_coap_load
 FLOOR=target/bench/coap-echo-floor
 if [ ! -x "$FLOOR" ] || [ scripts/coap-echo-floor.c -nt "$FLOOR" ]; then
   mkdir -p target/bench && cc -O2 -o "$FLOOR" scripts/coap-echo-floor.c
@@ -58,29 +53,8 @@ start() { # name port
   wait_up "coap://127.0.0.1:$2/"
 }
 
-measure() { # name port clients round -> "name clients req/s p50_us p99_us cpu_us_per_req errors round"
-  local out before after
-  "${PIN_CLIENT[@]}" "$LOAD" -uri "coap://127.0.0.1:$2/" -c "$3" -d "${SECONDS_}s" -warmup 1s >"$TMP/load" 2>&1 &
-  local lpid=$!
-  sleep 1
-  before=$(cpu_ticks "$SERVER_PID")
-  wait "$lpid"
-  after=$(cpu_ticks "$SERVER_PID")
-  python3 - "$1" "$3" "$TMP/load" "$before" "$after" "$(getconf CLK_TCK)" "$4" <<'PY'
-import re, sys
-name, clients, path, before, after, hz, rnd = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
-text = open(path).read()
-def dur(s):  # go durations: 61.2µs, 1.2ms, 0.5s
-    v, u = re.match(r"([\d.]+)(µs|us|ms|s|ns)", s).groups()
-    return float(v) * {"ns": 1e-3, "µs": 1, "us": 1, "ms": 1e3, "s": 1e6}[u]
-ok = int(re.search(r"ok: (\d+)", text).group(1))
-bad = sum(int(x) for x in re.findall(r"(?:non-2.xx|timeouts|errors): (\d+)", text))
-rate = float(re.search(r"req/s: ([\d.]+)", text).group(1))
-p50 = dur(re.search(r"p50: (\S+?),", text).group(1))
-p99 = dur(re.search(r"p99: (\S+?),", text).group(1))
-cpu = (after - before) / hz * 1e6 / ok if ok else float("nan")
-print(f"{name} {clients} {rate:.0f} {p50:.1f} {p99:.1f} {cpu:.2f} {bad} {rnd}")
-PY
+measure() { # name port clients round
+  load_measure "$1" "coap://127.0.0.1:$2/" "$3" "$SECONDS_" "$4" "$SERVER_PID"
 }
 
 TMP=$(mktemp -d)

@@ -8,7 +8,7 @@
 //! within [`MAX_WAIT`].
 
 use crate::driver::Clock;
-use crate::socket::{canonical, canonical_ip, send_run, OutDatagram, SocketOptions};
+use crate::socket::{canonical, canonical_ip, send_run, OutDatagram, SendHeaders, SocketOptions};
 use corral_proto::{Node, NodeCommand};
 use nix::libc;
 use nix::sys::socket::{recvmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage};
@@ -26,6 +26,9 @@ const RECV_BATCH: usize = 8;
 const MAX_DATAGRAM: usize = 65_535;
 /// The longest sleep: how late a stop request may be noticed.
 pub const MAX_WAIT: Duration = Duration::from_millis(250);
+/// How late a timer may fire: the shortest sleep, and how far the receive timeout may run past the next
+/// timer before it is set again.
+const TIMER_SLACK: Duration = Duration::from_millis(1);
 
 /// One node on one socket, driven by the calling thread.
 pub struct BlockingServer {
@@ -38,6 +41,13 @@ pub struct BlockingServer {
     timeout: Option<Duration>,
     /// The datagrams of one turn, sent together; kept for its capacity.
     outbox: Vec<corral_proto::Transmit>,
+    /// `sendmmsg` headers, kept across turns.
+    send_headers: SendHeaders,
+    /// `recvmmsg` headers kept across turns, when they can be (see [`BlockingServer::receive`]).
+    recv_headers: Option<MultiHeaders<SockaddrStorage>>,
+    /// Whether the socket is dual-stack (IPv6, not IPV6_V6ONLY): its receive headers are made fresh for
+    /// every call.
+    dual_stack: bool,
 }
 
 /// A bound socket for a [`BlockingServer`], made on one thread and served on another (a [`Node`] holds
@@ -106,7 +116,19 @@ impl BoundSocket {
 impl BlockingServer {
     pub fn new(node: Node, bound: BoundSocket) -> BlockingServer {
         let BoundSocket { socket, opts, local, .. } = bound;
-        BlockingServer { node, socket, opts, local, clock: Clock::new(), timeout: None, outbox: Vec::new() }
+        let dual_stack = local.is_ipv6() && !SockRef::from(&socket).only_v6().unwrap_or(true);
+        BlockingServer {
+            node,
+            socket,
+            opts,
+            local,
+            clock: Clock::new(),
+            timeout: None,
+            outbox: Vec::new(),
+            send_headers: SendHeaders::default(),
+            recv_headers: None,
+            dual_stack,
+        }
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -136,52 +158,22 @@ impl BlockingServer {
 
     fn serve(&mut self, stop: &AtomicBool) {
         let mut storage = vec![0u8; RECV_BATCH * MAX_DATAGRAM];
-        let fd = self.socket.as_raw_fd();
+        // One clock reading per turn, taken when datagrams arrive; the timers are checked against it after
+        // they are handled (a few microseconds later, well inside TIMER_SLACK).
+        let mut now = self.clock.now();
         while !stop.load(Ordering::Relaxed) {
-            let now = self.clock.now();
-            if self.node.poll_timeout().is_some_and(|t| t <= now) {
+            let mut next = self.node.poll_timeout();
+            if next.is_some_and(|t| t <= now) {
                 self.node.handle_timeout(now);
+                next = self.node.poll_timeout();
             }
             self.flush();
-            let wait = self
-                .node
-                .poll_timeout()
-                .map_or(MAX_WAIT, |t| t.saturating_since(self.clock.now()).into())
-                .clamp(Duration::from_millis(1), MAX_WAIT);
+            let wait = next.map_or(MAX_WAIT, |t| t.saturating_since(now).into()).clamp(TIMER_SLACK, MAX_WAIT);
             self.set_timeout(wait);
             // (source, destination, length) of each datagram read; the bytes stay in `storage`.
             let mut got: [(Option<SocketAddr>, Option<IpAddr>, usize); RECV_BATCH] = [(None, None, 0); RECV_BATCH];
-            let n = {
-                let mut chunks = storage.chunks_mut(MAX_DATAGRAM);
-                let mut iovs: [[IoSliceMut<'_>; 1]; RECV_BATCH] =
-                    std::array::from_fn(|_| [IoSliceMut::new(chunks.next().unwrap_or_default())]);
-                // Fresh headers for every call: the kernel shrinks each message's control and name lengths
-                // to what it wrote, and `nix` does not restore them, so reused headers would truncate the
-                // next datagram's control messages (an IPv4 datagram after an IPv6 one on a dual-stack
-                // socket carries two) and hide its destination. Room for both IP_PKTINFO and IPV6_PKTINFO.
-                let space = nix::cmsg_space!(libc::in_pktinfo, libc::in6_pktinfo);
-                let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(RECV_BATCH, Some(space));
-                match recvmmsg(fd, &mut headers, iovs.iter_mut(), MsgFlags::MSG_WAITFORONE, None) {
-                    Ok(results) => {
-                        let mut n = 0;
-                        for (slot, r) in got.iter_mut().zip(results) {
-                            *slot = (r.address.as_ref().and_then(to_socket_addr), destination(&r), r.bytes);
-                            n += 1;
-                        }
-                        n
-                    }
-                    Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => 0,
-                    Err(e) => {
-                        warn!(error = %e, "receive failed");
-                        std::thread::sleep(Duration::from_millis(10));
-                        0
-                    }
-                }
-            };
-            if n == 0 {
-                continue;
-            }
-            let now = self.clock.now();
+            let n = self.receive(&mut storage, &mut got);
+            now = self.clock.now();
             for (i, (from, dst, len)) in got[..n].iter().enumerate() {
                 let Some(from) = from else { continue };
                 let data = &storage[i * MAX_DATAGRAM..i * MAX_DATAGRAM + (*len).min(MAX_DATAGRAM)];
@@ -191,12 +183,65 @@ impl BlockingServer {
         }
     }
 
+    /// One `recvmmsg` (asleep until at least one datagram or the receive timeout) into `storage`, one
+    /// datagram per [`MAX_DATAGRAM`] chunk; fills `got` and returns how many datagrams were read.
+    ///
+    /// The headers are kept across calls where that is sound: making them (with room for every datagram's
+    /// address and control messages) was most of a wake-up's cost in user space. The kernel shrinks each
+    /// header's name and control lengths to what it wrote, and `nix` does not restore them. On a socket of
+    /// one family the name is always the same size and every datagram carries the one destination control
+    /// message, so the shrunk lengths still fit the next datagram. On a dual-stack socket an IPv4 datagram
+    /// carries IP_PKTINFO and IPV6_PKTINFO and an IPv6 one only the latter, so an IPv4 datagram after an
+    /// IPv6 one in the same header would be cut (MSG_CTRUNC, and `nix` then gives no control messages at
+    /// all): a dual-stack socket gets fresh headers for every call, and any socket does after a datagram
+    /// whose control messages were cut or carried no destination.
+    fn receive(
+        &mut self,
+        storage: &mut [u8],
+        got: &mut [(Option<SocketAddr>, Option<IpAddr>, usize); RECV_BATCH],
+    ) -> usize {
+        let mut chunks = storage.chunks_mut(MAX_DATAGRAM);
+        let mut iovs: [[IoSliceMut<'_>; 1]; RECV_BATCH] =
+            std::array::from_fn(|_| [IoSliceMut::new(chunks.next().unwrap_or_default())]);
+        if self.dual_stack {
+            self.recv_headers = None;
+        }
+        // Room for both IP_PKTINFO and IPV6_PKTINFO (`cmsg_space!` allocates a buffer of that size).
+        let headers = self.recv_headers.get_or_insert_with(|| {
+            MultiHeaders::preallocate(RECV_BATCH, Some(nix::cmsg_space!(libc::in_pktinfo, libc::in6_pktinfo)))
+        });
+        let mut whole = true;
+        let n = match recvmmsg(self.socket.as_raw_fd(), headers, iovs.iter_mut(), MsgFlags::MSG_WAITFORONE, None) {
+            Ok(results) => {
+                let mut n = 0;
+                for (slot, r) in got.iter_mut().zip(results) {
+                    let dst = destination(&r);
+                    whole &= dst.is_some() && !r.flags.contains(MsgFlags::MSG_CTRUNC);
+                    *slot = (r.address.as_ref().and_then(to_socket_addr), dst, r.bytes);
+                    n += 1;
+                }
+                n
+            }
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => 0,
+            Err(e) => {
+                warn!(error = %e, "receive failed");
+                std::thread::sleep(Duration::from_millis(10));
+                0
+            }
+        };
+        if !whole {
+            self.recv_headers = None;
+        }
+        n
+    }
+
     fn set_timeout(&mut self, wait: Duration) {
-        // Only when it matters: a timeout longer than the wait would oversleep a timer, and one much
-        // shorter wakes the thread for nothing.
+        // Only when it matters (a system call): a timeout more than TIMER_SLACK longer than the wait would
+        // oversleep a timer, and one much shorter wakes the thread for nothing. As a timer draws near the
+        // wait shrinks at every turn; the slack keeps that to one call per TIMER_SLACK, not one per turn.
         let stale = match self.timeout {
             None => true,
-            Some(t) => t > wait || t < wait / 2,
+            Some(t) => t > wait + TIMER_SLACK || t < wait / 2,
         };
         if stale {
             if let Err(e) = self.socket.set_read_timeout(Some(wait)) {
@@ -229,7 +274,7 @@ impl BlockingServer {
         let fd = self.socket.as_raw_fd();
         while sent < out.len() {
             let (batch, n) = OutDatagram::batch(&out[sent..]);
-            match send_run(fd, self.local, &batch[..n]) {
+            match send_run(fd, self.local, &batch[..n], &mut self.send_headers) {
                 Ok(k) => sent += k,
                 Err(e) => {
                     debug!(dst = %out[sent].dst, error = %e, "send failed");

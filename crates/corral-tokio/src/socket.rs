@@ -339,7 +339,9 @@ impl CoapSocket {
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
-            send_run(self.io.get_ref().as_raw_fd(), self.local, datagrams)
+            // Fresh headers: a socket shared by tasks cannot keep them (they hold pointers, so are not
+            // `Send`); the blocking driver, one thread per socket, does (see `SendHeaders`).
+            send_run(self.io.get_ref().as_raw_fd(), self.local, datagrams, &mut SendHeaders::default())
         }
         #[cfg(not(target_os = "linux"))]
         match datagrams.first() {
@@ -413,14 +415,56 @@ impl<'a> OutDatagram<'a> {
     }
 }
 
+/// The `sendmmsg` headers of one sender, kept across calls: allocating them anew (with room for the
+/// whole batch's addresses) cost more user time than anything else in sending a small batch. One set
+/// carries no control message, the other room for a source address (IP_PKTINFO / IPV6_PKTINFO): a header
+/// whose control length is not 0 must carry a control message, and the kernel leaves the lengths of a
+/// header it sends from as they were, so each set stays valid for its kind of send. Made on first use.
+#[cfg(target_os = "linux")]
+#[derive(Default)]
+pub(crate) struct SendHeaders {
+    plain: Option<nix::sys::socket::MultiHeaders<nix::sys::socket::SockaddrStorage>>,
+    with_source: Option<nix::sys::socket::MultiHeaders<nix::sys::socket::SockaddrStorage>>,
+    /// The destinations of the batch being sent (the first ones of the last call stay behind unused).
+    addrs: [Option<nix::sys::socket::SockaddrStorage>; SEND_BATCH],
+}
+
+#[cfg(target_os = "linux")]
+impl SendHeaders {
+    /// The headers for a send with or without a source address, and the destination slots.
+    #[allow(clippy::type_complexity)]
+    fn get(
+        &mut self,
+        with_source: bool,
+    ) -> (
+        &mut nix::sys::socket::MultiHeaders<nix::sys::socket::SockaddrStorage>,
+        &mut [Option<nix::sys::socket::SockaddrStorage>; SEND_BATCH],
+    ) {
+        use nix::sys::socket::MultiHeaders;
+        let headers = if with_source {
+            self.with_source.get_or_insert_with(|| {
+                MultiHeaders::preallocate(SEND_BATCH, Some(nix::cmsg_space!(nix::libc::in6_pktinfo)))
+            })
+        } else {
+            self.plain.get_or_insert_with(|| MultiHeaders::preallocate(SEND_BATCH, None))
+        };
+        (headers, &mut self.addrs)
+    }
+}
+
 /// Sends the leading run of `datagrams` that leave from the same source (see [`source_for`]) in one
 /// `sendmmsg` on the socket `fd` bound to `local`; returns how many the kernel took.
 #[cfg(target_os = "linux")]
-pub(crate) fn send_run(fd: std::os::fd::RawFd, local: SocketAddr, datagrams: &[OutDatagram<'_>]) -> io::Result<usize> {
+pub(crate) fn send_run(
+    fd: std::os::fd::RawFd,
+    local: SocketAddr,
+    datagrams: &[OutDatagram<'_>],
+    headers: &mut SendHeaders,
+) -> io::Result<usize> {
     let Some(first) = datagrams.first() else { return Ok(0) };
     let src = source_for(local, first.src);
     let run = datagrams.iter().take(SEND_BATCH).take_while(|d| source_for(local, d.src) == src).count();
-    sendmmsg_from(fd, local, &datagrams[..run], src)
+    sendmmsg_from(fd, local, &datagrams[..run], src, headers)
 }
 
 /// One `sendmmsg` of datagrams (at most [`SEND_BATCH`]) that all leave from `src` (an IP_PKTINFO /
@@ -428,17 +472,18 @@ pub(crate) fn send_run(fd: std::os::fd::RawFd, local: SocketAddr, datagrams: &[O
 /// choice) on the socket `fd` bound to `local` (an IPv4 destination is mapped for an IPv6 socket). Returns
 /// how many the kernel took.
 #[cfg(target_os = "linux")]
-pub(crate) fn sendmmsg_from(
+fn sendmmsg_from(
     fd: std::os::fd::RawFd,
     local: SocketAddr,
     datagrams: &[OutDatagram<'_>],
     src: Option<IpAddr>,
+    headers: &mut SendHeaders,
 ) -> io::Result<usize> {
     use nix::libc;
-    use nix::sys::socket::{sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage};
+    use nix::sys::socket::{sendmmsg, ControlMessage, MsgFlags, SockaddrStorage};
     let n = datagrams.len().min(SEND_BATCH);
     let mut iovs: [[IoSlice<'_>; 1]; SEND_BATCH] = [[IoSlice::new(&[])]; SEND_BATCH];
-    let mut addrs: [Option<SockaddrStorage>; SEND_BATCH] = [None; SEND_BATCH];
+    let (headers, addrs) = headers.get(src.is_some());
     for (i, d) in datagrams[..n].iter().enumerate() {
         iovs[i] = [IoSlice::new(d.payload)];
         let dst = match d.dst {
@@ -466,9 +511,7 @@ pub(crate) fn sendmmsg_from(
         (_, Some(p)) => Some(ControlMessage::Ipv6PacketInfo(p)),
         _ => None,
     };
-    let space = cmsg.is_some().then(|| nix::cmsg_space!(libc::in6_pktinfo));
-    let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(n, space);
-    match sendmmsg(fd, &mut headers, &iovs[..n], &addrs[..n], cmsg.as_slice(), MsgFlags::empty()) {
+    match sendmmsg(fd, headers, &iovs[..n], &addrs[..n], cmsg.as_slice(), MsgFlags::empty()) {
         Ok(results) => match results.count() {
             0 => Err(io::ErrorKind::WouldBlock.into()),
             sent => Ok(sent),

@@ -64,23 +64,56 @@ fn start(bind: &str) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()
 async fn a_dual_stack_blocking_server_answers_both_families_now_and_later() {
     let (local, stop, thread) = start("[::]:0");
     let port = local.port();
-    // IPv6 before the second IPv4 address on purpose: a datagram's control messages must not be cut short
-    // by the previous one's (the destination 127.0.0.2 is not the kernel's default source, so a lost
-    // destination shows as an answer from 127.0.0.1 that the client ignores).
+    // IPv4 and IPv6 in turn, three times over, on purpose: a datagram's control messages must not be cut
+    // short by the previous one's (an IPv4 datagram on a dual-stack socket carries two, an IPv6 one one;
+    // the receive headers are kept from turn to turn). The destination 127.0.0.2 is not the kernel's
+    // default source and ::1 is not an IPv4 one, so a lost destination shows as an answer from the wrong
+    // address, which the client ignores, and the request times out.
     let clients = [("127.0.0.1:0", "127.0.0.1"), ("[::1]:0", "[::1]"), ("127.0.0.2:0", "127.0.0.2")];
-    for (client_bind, host) in clients {
-        let client = Client::bind(client_bind).await.unwrap();
-        // The client matches answers by their source: a wrong one would time out.
-        let r = client.get(&format!("coap://{host}:{port}/demo/now")).await.unwrap_or_else(|e| panic!("{host}: {e}"));
-        assert_eq!(r.payload_text(), "now", "{host}");
-        let r =
-            client.get(&format!("coap://{host}:{port}/demo/late")).await.unwrap_or_else(|e| panic!("{host} late: {e}"));
-        assert_eq!(r.payload_text(), "later", "{host}: a separate response after the timer");
+    for round in 0..3 {
+        for (client_bind, host) in clients {
+            // Well within the 2 s before a retransmission, which would hide a lost answer.
+            let client = Client::builder().timeout(Duration::from_millis(1500)).bind(client_bind).await.unwrap();
+            // The client matches answers by their source: a wrong one would time out.
+            let r = client
+                .get(&format!("coap://{host}:{port}/demo/now"))
+                .await
+                .unwrap_or_else(|e| panic!("round {round}, {host}: {e}"));
+            assert_eq!(r.payload_text(), "now", "{host}");
+            if round == 0 {
+                let r = client
+                    .get(&format!("coap://{host}:{port}/demo/late"))
+                    .await
+                    .unwrap_or_else(|e| panic!("{host} late: {e}"));
+                assert_eq!(r.payload_text(), "later", "{host}: a separate response after the timer");
+            }
+        }
     }
     stop.store(true, Ordering::Relaxed);
     let t0 = std::time::Instant::now();
     thread.join().unwrap();
     assert!(t0.elapsed() < Duration::from_secs(5), "the thread noticed the stop");
+}
+
+/// An IPv4 wildcard socket keeps its receive headers from turn to turn (see `BlockingServer::receive`):
+/// the destination of every datagram must still come through, so that each answer leaves from the address
+/// its request went to (127.0.0.2 is not the kernel's default source: a lost destination shows as an
+/// answer from 127.0.0.1, which the client ignores, and the request times out).
+#[tokio::test]
+async fn a_wildcard_blocking_server_answers_from_each_requests_destination_turn_after_turn() {
+    let (local, stop, thread) = start("0.0.0.0:0");
+    // Well within the 2 s before a retransmission, which would hide a lost answer.
+    let a = Client::builder().timeout(Duration::from_millis(1500)).bind("127.0.0.1:0").await.unwrap();
+    let b = Client::builder().timeout(Duration::from_millis(1500)).bind("127.0.0.1:0").await.unwrap();
+    for i in 0..30 {
+        for (client, host) in [(&a, "127.0.0.1"), (&b, "127.0.0.2")] {
+            let uri = format!("coap://{host}:{}/demo/now", local.port());
+            let r = client.get(&uri).await.unwrap_or_else(|e| panic!("{host} request {i}: {e}"));
+            assert_eq!(r.payload_text(), "now");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    thread.join().unwrap();
 }
 
 /// A socket bound to one address, IPv4 and IPv6: many requests from several clients, answered at once and

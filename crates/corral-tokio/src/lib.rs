@@ -97,20 +97,33 @@
 //! method but GET, to a manager). [`ServerBuilder::bind_shards`] and [`blocking::BoundSocket::bind_group`]
 //! bind such groups and check them with probes before anything is served.
 //!
-//! Tried and not kept (2026-11-25): on a socket bound to one unicast address, not asking for destinations
-//! (no IP_PKTINFO until a group is joined) and keeping the receive and send headers of `recvmmsg` /
-//! `sendmmsg` across calls, which removes about three allocations and one control message per wake-up.
-//! An A/B run of six rounds (16 clients) measured 11.01 µs/request against 10.84 before, 1.26× against
-//! 1.22× the floor — no gain inside the rounds' spread (the floor itself varied 7.97–9.90 µs), so the
-//! simpler code stayed. `perf stat` shows corral making as many `recvmmsg`/`sendmmsg` calls and context
-//! switches per request as the floor (1.18 against 1.20 requests per call): what is left above it is
-//! user-space work spread thin (no function above 2 %, about eight allocations per request).
+//! ## What a wake-up costs in user space (2026-11-25, second pass)
 //!
-//! One trap, found by a test that serves 127.0.0.1, ::1 and then 127.0.0.2 on one dual-stack socket:
-//! `nix`'s `recvmmsg` does not restore the control-message length the kernel shrank to what it wrote, so
-//! reused headers truncate the next datagram's control messages (an IPv4 datagram on a dual-stack socket
-//! carries both IP_PKTINFO and IPV6_PKTINFO) and its destination is lost; the headers are made afresh for
-//! every call.
+//! `perf stat` shows the blocking driver making as many `recvmmsg`/`sendmmsg` calls and context switches
+//! per request as the floor (1.18 against 1.20 requests per call): what is left above the floor is user
+//! space. Timing it on this virtual machine cannot see a 2 % change (the floor itself moves by a fifth
+//! from run to run), so `scripts/profile-serve.sh` counts instead: callgrind inside the serving loop, one
+//! closed-loop client, so that every request is one wake-up. On the code of the first pass it counted
+//! 9,670 instructions and 10 heap allocations per request, and showed where they went:
+//!
+//! - `nix`'s `MultiHeaders::preallocate`, made afresh for every `recvmmsg` and every `sendmmsg`: five
+//!   allocations, about a thousand instructions with their zeroing and frees (the 1 KiB block of
+//!   addresses also made `free` run `malloc_consolidate`), and `nix::cmsg_space!`, which allocates a buffer
+//!   only to give its size, a sixth;
+//! - one piggyback deadline per request, due one window (1 s) later: under a steady load a timer fell due
+//!   at nearly every turn and ran `Node::handle_timeout` and every service's `poll_timeout` for nothing;
+//! - `poll_timeout` and the clock, each read twice per turn.
+//!
+//! The driver now keeps its headers across calls ([`blocking`] says when that is sound: a dual-stack
+//! socket still gets fresh receive headers for every call, found by a test that alternates IPv4 and IPv6
+//! clients), the endpoint drops the deadlines of requests it has answered, and a turn reads the clock and
+//! the timers once: 6,896 instructions and 4 allocations per request. The four left are the response's
+//! options, its payload, its encoding and the copy of it kept for duplicate detection: owned values of the
+//! `Service` API, about 600 instructions together. See the README for the CPU time against the floor.
+//!
+//! Tried and not kept: on a socket bound to one unicast address, not asking for destinations (no
+//! IP_PKTINFO until a group is joined): 11.01 µs/request against 10.84 in an A/B run of six rounds, no
+//! gain inside the rounds' spread.
 
 #[cfg(target_os = "linux")]
 pub mod blocking;

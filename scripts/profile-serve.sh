@@ -13,7 +13,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_=${1:-10}
-command -v valgrind >/dev/null || { echo "profile-serve.sh needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+if ! command -v valgrind >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing valgrind" >&2
+    apt-get install -y -q valgrind >/dev/null
+  else
+    echo "profile-serve.sh needs valgrind: apt-get install valgrind (as root)" >&2; exit 1
+  fi
+fi
 source scripts/bench-lib.sh
 BIN=${2:-$CORRAL}
 build_coap_load

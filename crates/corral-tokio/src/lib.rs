@@ -117,13 +117,29 @@
 //! The driver now keeps its headers across calls ([`blocking`] says when that is sound: a dual-stack
 //! socket still gets fresh receive headers for every call, found by a test that alternates IPv4 and IPv6
 //! clients), the endpoint drops the deadlines of requests it has answered, and a turn reads the clock and
-//! the timers once: 6,896 instructions and 4 allocations per request. The four left are the response's
+//! the timers once: 6,897 instructions and 4 allocations per request. The four left are the response's
 //! options, its payload, its encoding and the copy of it kept for duplicate detection: owned values of the
-//! `Service` API, about 600 instructions together. See the README for the CPU time against the floor.
+//! `Service` API, about 600 instructions together.
 //!
-//! Tried and not kept: on a socket bound to one unicast address, not asking for destinations (no
-//! IP_PKTINFO until a group is joined): 11.01 µs/request against 10.84 in an A/B run of six rounds, no
-//! gain inside the rounds' spread.
+//! In the kernel, `perf` then showed one thing the floor does not pay: the IP_PKTINFO control message
+//! written for every datagram (`ip_cmsg_recv_offset`, `put_cmsg`: 1.5 % of the CPU). A socket bound to
+//! one address receives only datagrams sent to that address, so [`blocking::BoundSocket`] asks for
+//! destinations only on a wildcard socket. (A first try, before the headers were kept, measured no gain
+//! inside the rounds' spread, 11.01 µs/request against 10.84 in six rounds; the profile is the better
+//! witness for a 1.5 % change.) That also ends the parsing of control messages: 6,833 instructions per
+//! request. Where they go now (`scripts/profile-serve.sh`, inclusive, per request):
+//!
+//! | part of a turn | instructions |
+//! | -------------- | -----------: |
+//! | `Node::handle_datagram`, all of the protocol and the service | 4,627 |
+//! | — parsing, duplicate detection and the server layer (`Endpoint::handle_datagram`) | 1,981 |
+//! | — routing and the plugtest service, answering included (`Plugtest::handle_request`) | 2,188 |
+//! | — of that, the answer: Block2/Observe checks, encoding, the copy for duplicates (`Endpoint::respond`) | 1,621 |
+//! | sending: `poll_transmit`, `sendmmsg` headers and addresses (`flush`) | 1,302 |
+//! | the rest of the loop: `recvmmsg`, addresses, the clock, `poll_timeout` | 904 |
+//!
+//! The allocator's share (four allocations and their frees) is about 800 of them; `memcpy` of owned messages
+//! about 500. See the README for the CPU time against the floor.
 
 #[cfg(target_os = "linux")]
 pub mod blocking;

@@ -8,7 +8,7 @@
 # Each server runs on CPU 0 and the generator on CPU 1 (taskset), as in bench-server.sh. For every server
 # and client count it prints requests/s, p50/p99 latency as the generator sees it, and the server's CPU
 # time per request (/proc/PID/stat, read after the generator's 1 s warm-up), and the ratio of each
-# server's CPU per request to the floor's. corral is `corral serve` as a user runs it (on Linux its workers
+# server's rate and CPU per request to the floor's. corral is `corral serve` as a user runs it (on Linux its workers
 # sleep inside the receive call); corral-tokio is `corral serve --driver tokio` (a tokio runtime, as with
 # --tcp); corral-busy is `corral serve --busy-poll $BUSY_POLL` (default 50 us, the tokio driver);
 # corral-w2 (not run by default) is `corral serve --workers 2` on the CPUs W2_CPUS (default 0,1, so its
@@ -36,10 +36,10 @@ if [ ! -x "$FLOOR" ] || [ scripts/coap-echo-floor.c -nt "$FLOOR" ]; then
 fi
 
 SERVER_PID=""
-cleanup() { if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi; }
-trap cleanup EXIT
+bench_stop() { if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""; fi; }
+trap bench_stop EXIT
 
-start() { # name port
+bench_start() { # name port
   case $1 in
     floor) "${PIN_SERVER[@]}" "$FLOOR" 127.0.0.1 "$2" >/dev/null 2>&1 & ;;
     corral) "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$2" -q "${SERVE_EXTRA[@]}" >/dev/null 2>&1 & ;;
@@ -53,41 +53,12 @@ start() { # name port
   wait_up "coap://127.0.0.1:$2/"
 }
 
-measure() { # name port clients round
+bench_measure() { # name port clients round
   load_measure "$1" "coap://127.0.0.1:$2/" "$3" "$SECONDS_" "$4" "$SERVER_PID"
 }
 
 TMP=$(mktemp -d)
 RESULTS=$TMP/results
-for round in $(seq 1 "$ROUNDS"); do
-  for s in $SERVERS; do
-    PORT=$(free_port)
-    start "$s" "$PORT"
-    for c in $CLIENTS; do
-      echo "== round $round: $s, $c clients, ${SECONDS_}s" >&2
-      measure "$s" "$PORT" "$c" "$round" | tee -a "$RESULTS" >&2
-    done
-    cleanup; SERVER_PID=""
-  done
-done
-
-python3 - "$RESULTS" <<'PY'
-import sys, collections, statistics
-rows = collections.defaultdict(dict)
-for line in open(sys.argv[1]):
-    n, c, rate, p50, p99, cpu, bad, rnd = line.split()
-    rows[(n, int(c))][rnd] = (float(rate), float(p50), float(p99), float(cpu), int(bad))
-def cell(xs, fmt):
-    """median [min-max] over the rounds"""
-    med = statistics.median(xs)
-    return fmt.format(med) if len(xs) == 1 else (fmt + " [" + fmt + "-" + fmt + "]").format(med, min(xs), max(xs))
-print("\nmedian [min-max] over the rounds; x floor: CPU per request over the floor's in the same round")
-print(f"{'server':<11} {'clients':>7} {'req/s':>24} {'p50 us':>18} {'p99 us':>22} {'CPU us/req':>24} {'x floor':>21} errors")
-for (n, c), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-    floor = rows.get(("floor", c), {})
-    ratios = [r[3] / floor[k][3] for k, r in v.items() if k in floor]
-    col = lambda i, fmt: cell([r[i] for r in v.values()], fmt)
-    print(f"{n:<11} {c:>7} {col(0, '{:.0f}'):>24} {col(1, '{:.0f}'):>18} {col(2, '{:.0f}'):>22} {col(3, '{:.2f}'):>24} "
-          f"{cell(ratios, '{:.2f}') if ratios else '-':>21} {sum(r[4] for r in v.values())}")
-PY
+run_rounds "$ROUNDS" "$SERVERS" "$CLIENTS" "${SECONDS_}s"
+summarize "$RESULTS" floor "CON GET /"
 rm -rf "$TMP"

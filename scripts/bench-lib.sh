@@ -10,6 +10,13 @@
 #                     runs coap-load (closed loop, CON GET, 1 s warm-up, on the client CPU) against URI and
 #                     prints "NAME CLIENTS req/s p50_us p99_us cpu_us_per_req errors ROUND", the CPU time
 #                     being PID's (all its threads) after the warm-up, per request answered
+#   run_rounds ROUNDS "NAMES" "CLIENTS" WHAT
+#                     for each round and each name: the script's `bench_start NAME PORT`, then
+#                     `bench_measure NAME PORT CLIENTS ROUND` (a load_measure line) for each client count,
+#                     appended to $RESULTS, then `bench_stop`
+#   summarize RESULTS BASELINE TITLE
+#                     the median [min-max] over the rounds of each name and client count, and its rate and
+#                     CPU per request relative to BASELINE's in the same round
 cargo build --release --locked -q -p corral
 CORRAL=target/release/corral
 PIN_SERVER=(); PIN_CLIENT=()
@@ -61,4 +68,44 @@ cpu = (after - before) / hz * 1e6 / ok if ok else float("nan")
 print(f"{name} {clients} {rate:.0f} {p50:.1f} {p99:.1f} {cpu:.2f} {bad} {rnd}")
 PY
   rm -f "$out"
+}
+
+run_rounds() { # rounds names clients what
+  local round name c port
+  for round in $(seq 1 "$1"); do
+    for name in $2; do
+      port=$(free_port)
+      bench_start "$name" "$port"
+      for c in $3; do
+        echo "== round $round: $name, $c clients, $4" >&2
+        bench_measure "$name" "$port" "$c" "$round" | tee -a "$RESULTS" >&2
+      done
+      bench_stop
+    done
+  done
+}
+
+summarize() { # results baseline title
+  python3 - "$@" <<'PY'
+import sys, collections, statistics
+path, baseline, title = sys.argv[1:4]
+rows = collections.defaultdict(dict)
+for line in open(path):
+    n, c, rate, p50, p99, cpu, bad, rnd = line.split()
+    rows[(n, int(c))][rnd] = (float(rate), float(p50), float(p99), float(cpu), int(bad))
+def cell(xs, fmt):
+    """median [min-max] over the rounds"""
+    med = statistics.median(xs)
+    return fmt.format(med) if len(xs) == 1 else (fmt + " [" + fmt + "-" + fmt + "]").format(med, min(xs), max(xs))
+x = f"x {baseline}"
+print(f"\n{title}; median [min-max] over the rounds; {x}: against {baseline} in the same round")
+print(f"{'':<12} {'clients':>7} {'req/s':>24} {x:>18} {'p50 us':>18} {'p99 us':>22} {'CPU us/req':>24} {x:>18} errors")
+for (n, c), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    base = rows.get((baseline, c), {})
+    col = lambda i, fmt: cell([r[i] for r in v.values()], fmt)
+    ratios = lambda i: [r[i] / base[k][i] for k, r in v.items() if k in base]
+    ratio = lambda i: cell(ratios(i), "{:.2f}") if ratios(i) else "-"
+    print(f"{n:<12} {c:>7} {col(0, '{:.0f}'):>24} {ratio(0):>18} {col(1, '{:.0f}'):>18} {col(2, '{:.0f}'):>22} "
+          f"{col(3, '{:.2f}'):>24} {ratio(3):>18} {sum(r[4] for r in v.values())}")
+PY
 }

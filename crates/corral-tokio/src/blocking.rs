@@ -8,10 +8,10 @@
 //! within [`MAX_WAIT`].
 
 use crate::driver::Clock;
-use crate::socket::{canonical, canonical_ip, send_run, OutDatagram, SendHeaders, SocketOptions};
+use crate::socket::{canonical, canonical_ip, send_run, MmsgHeaders, OutDatagram, SendHeaders, SocketOptions};
 use corral_proto::{Node, NodeCommand};
 use nix::libc;
-use nix::sys::socket::{recvmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage};
+use nix::sys::socket::{recvmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, SockaddrStorage};
 use socket2::SockRef;
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -44,10 +44,9 @@ pub struct BlockingServer {
     /// `sendmmsg` headers, kept across turns.
     send_headers: SendHeaders,
     /// `recvmmsg` headers kept across turns, when they can be (see [`BlockingServer::receive`]).
-    recv_headers: Option<MultiHeaders<SockaddrStorage>>,
-    /// Whether the socket is dual-stack (IPv6, not IPV6_V6ONLY): its receive headers are made fresh for
-    /// every call.
-    dual_stack: bool,
+    recv_headers: Option<MmsgHeaders>,
+    /// Fresh receive headers for every call (see [`BoundSocket::mixed_destinations`]).
+    mixed_destinations: bool,
     /// The destination of every datagram, on a socket bound to one address (see
     /// [`BoundSocket::from_std`]); `None` on a wildcard socket, which asks the kernel for each.
     bound_destination: Option<IpAddr>,
@@ -61,6 +60,9 @@ pub struct BoundSocket {
     local: SocketAddr,
     /// Which slice of message IDs and tokens the node served on this socket must use.
     shard: corral_proto::Shard,
+    /// The socket asks for both IPv4 and IPv6 destinations (a dual-stack wildcard socket): its IPv4
+    /// datagrams carry two control messages and its IPv6 ones one.
+    mixed_destinations: bool,
 }
 
 impl BoundSocket {
@@ -100,16 +102,16 @@ impl BoundSocket {
     pub fn from_std(socket: UdpSocket, opts: SocketOptions) -> io::Result<BoundSocket> {
         socket.set_nonblocking(false)?;
         let local = socket.local_addr()?;
-        if local.ip().is_unspecified() {
-            let v4 = local.is_ipv4() || !SockRef::from(&socket).only_v6().unwrap_or(true);
-            if v4 {
-                setsockopt(&socket, sockopt::Ipv4PacketInfo, &true).map_err(io::Error::from)?;
-            }
-            if local.is_ipv6() {
-                setsockopt(&socket, sockopt::Ipv6RecvPacketInfo, &true).map_err(io::Error::from)?;
-            }
+        let wildcard = local.ip().is_unspecified();
+        let v4 = wildcard && (local.is_ipv4() || !SockRef::from(&socket).only_v6().unwrap_or(true));
+        let v6 = wildcard && local.is_ipv6();
+        if v4 {
+            setsockopt(&socket, sockopt::Ipv4PacketInfo, &true).map_err(io::Error::from)?;
         }
-        Ok(BoundSocket { socket, opts, local, shard: corral_proto::Shard::ALONE })
+        if v6 {
+            setsockopt(&socket, sockopt::Ipv6RecvPacketInfo, &true).map_err(io::Error::from)?;
+        }
+        Ok(BoundSocket { socket, opts, local, shard: corral_proto::Shard::ALONE, mixed_destinations: v4 && v6 })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -124,8 +126,7 @@ impl BoundSocket {
 
 impl BlockingServer {
     pub fn new(node: Node, bound: BoundSocket) -> BlockingServer {
-        let BoundSocket { socket, opts, local, .. } = bound;
-        let dual_stack = local.is_ipv6() && !SockRef::from(&socket).only_v6().unwrap_or(true);
+        let BoundSocket { socket, opts, local, mixed_destinations, .. } = bound;
         let bound_destination = (!local.ip().is_unspecified()).then(|| local.ip());
         BlockingServer {
             node,
@@ -137,7 +138,7 @@ impl BlockingServer {
             outbox: Vec::new(),
             send_headers: SendHeaders::default(),
             recv_headers: None,
-            dual_stack,
+            mixed_destinations,
             bound_destination,
         }
     }
@@ -216,7 +217,7 @@ impl BlockingServer {
         let mut chunks = storage.chunks_mut(MAX_DATAGRAM);
         let mut iovs: [[IoSliceMut<'_>; 1]; RECV_BATCH] =
             std::array::from_fn(|_| [IoSliceMut::new(chunks.next().unwrap_or_default())]);
-        if self.dual_stack {
+        if self.mixed_destinations {
             self.recv_headers = None;
         }
         let bound = self.bound_destination;
@@ -224,7 +225,7 @@ impl BlockingServer {
             // Room for both IP_PKTINFO and IPV6_PKTINFO (`cmsg_space!` allocates a buffer of that size),
             // unless the socket's address is every datagram's destination.
             let space = bound.is_none().then(|| nix::cmsg_space!(libc::in_pktinfo, libc::in6_pktinfo));
-            MultiHeaders::preallocate(RECV_BATCH, space)
+            MmsgHeaders::preallocate(RECV_BATCH, space)
         });
         let mut whole = true;
         let n = match recvmmsg(self.socket.as_raw_fd(), headers, iovs.iter_mut(), MsgFlags::MSG_WAITFORONE, None) {

@@ -423,30 +423,26 @@ impl<'a> OutDatagram<'a> {
 #[cfg(target_os = "linux")]
 #[derive(Default)]
 pub(crate) struct SendHeaders {
-    plain: Option<nix::sys::socket::MultiHeaders<nix::sys::socket::SockaddrStorage>>,
-    with_source: Option<nix::sys::socket::MultiHeaders<nix::sys::socket::SockaddrStorage>>,
-    /// The destinations of the batch being sent (the first ones of the last call stay behind unused).
+    plain: Option<MmsgHeaders>,
+    with_source: Option<MmsgHeaders>,
+    /// The destinations of the batch being sent (past the batch's length: a previous batch's, unused).
     addrs: [Option<nix::sys::socket::SockaddrStorage>; SEND_BATCH],
 }
+
+/// `nix`'s headers for `sendmmsg` (and `recvmmsg`), with room for an address each.
+#[cfg(target_os = "linux")]
+pub(crate) type MmsgHeaders = nix::sys::socket::MultiHeaders<nix::sys::socket::SockaddrStorage>;
 
 #[cfg(target_os = "linux")]
 impl SendHeaders {
     /// The headers for a send with or without a source address, and the destination slots.
-    #[allow(clippy::type_complexity)]
-    fn get(
-        &mut self,
-        with_source: bool,
-    ) -> (
-        &mut nix::sys::socket::MultiHeaders<nix::sys::socket::SockaddrStorage>,
-        &mut [Option<nix::sys::socket::SockaddrStorage>; SEND_BATCH],
-    ) {
-        use nix::sys::socket::MultiHeaders;
+    fn get(&mut self, with_source: bool) -> (&mut MmsgHeaders, &mut [Option<nix::sys::socket::SockaddrStorage>]) {
         let headers = if with_source {
             self.with_source.get_or_insert_with(|| {
-                MultiHeaders::preallocate(SEND_BATCH, Some(nix::cmsg_space!(nix::libc::in6_pktinfo)))
+                MmsgHeaders::preallocate(SEND_BATCH, Some(nix::cmsg_space!(nix::libc::in6_pktinfo)))
             })
         } else {
-            self.plain.get_or_insert_with(|| MultiHeaders::preallocate(SEND_BATCH, None))
+            self.plain.get_or_insert_with(|| MmsgHeaders::preallocate(SEND_BATCH, None))
         };
         (headers, &mut self.addrs)
     }

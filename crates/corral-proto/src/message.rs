@@ -214,6 +214,13 @@ pub struct IncomingRequest {
     /// This is an observer's registration replayed to render a notification (RFC 7641 §4.2), not a
     /// request that came from the network.
     pub notification: bool,
+    /// The source has proved that it receives what is sent to its address: it acknowledged, reset or
+    /// answered a message of this endpoint's, or returned an Echo value it was given (RFC 9175 §2.4), or
+    /// the request came over a TCP connection (whose handshake proves the address). A request from an
+    /// unverified source may come from a blind spoofer; a service that would change state or commit
+    /// resources for it can answer [`crate::Context::challenge`] instead, and the client's repetition
+    /// with the Echo value arrives verified.
+    pub verified: bool,
 }
 
 /// Why a request ended without a response.
@@ -232,6 +239,9 @@ pub enum RequestError {
     ConnectionClosed,
     /// The peer acknowledged the request with a message that does not parse (RFC 7252 §3).
     Malformed,
+    /// The network said the peer cannot be reached (an ICMP port or host unreachable error reported by
+    /// the driver through [`crate::Endpoint::handle_unreachable`]).
+    Unreachable,
 }
 
 impl fmt::Display for RequestError {
@@ -242,6 +252,7 @@ impl fmt::Display for RequestError {
             RequestError::BadTransfer(why) => write!(f, "block-wise transfer failed: {why}"),
             RequestError::ConnectionClosed => f.write_str("connection closed"),
             RequestError::Malformed => f.write_str("answered with a malformed message"),
+            RequestError::Unreachable => f.write_str("unreachable (ICMP)"),
         }
     }
 }

@@ -148,6 +148,15 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// Answers a request from a source that has not proved its address with 4.01 Unauthorized and an Echo
+    /// value (RFC 9175 §2.4) instead of serving it; see [`Endpoint::challenge`]. Requests over TCP are
+    /// always verified and need no challenge.
+    pub fn challenge(&mut self, id: InboundId) {
+        if id.0 < TCP_ID_BASE && self.endpoint.challenge(self.now, id).is_err() {
+            tracing::debug!(?id, "challenge for an exchange that no longer exists");
+        }
+    }
+
     /// Ends a received request without answering it: it repeats one the service is already answering
     /// (see [`Endpoint::discard`]).
     pub fn discard(&mut self, id: InboundId) {

@@ -493,6 +493,7 @@ impl TcpEndpoint {
             token,
             request,
             notification: false,
+            verified: true,
         }));
     }
 
@@ -580,6 +581,7 @@ impl TcpEndpoint {
                 token: key.1,
                 request,
                 notification: true,
+                verified: true,
             });
         }
         out

@@ -105,6 +105,7 @@ impl Endpoint {
             self.remember_reply(Some(slot), mid, Reply::Pending(id));
         }
         self.piggyback_deadlines.push_back((now + self.config.piggyback_window(), id));
+        let verified = self.peer_mut(slot).verified;
         self.events.push_back(Event::Request(IncomingRequest {
             id,
             from,
@@ -113,7 +114,27 @@ impl Endpoint {
             token,
             request,
             notification: false,
+            verified,
         }));
+    }
+
+    /// Answers received request `id` with 4.01 Unauthorized and a fresh Echo value instead of serving it
+    /// (RFC 9175 §2.4): the application wants proof that the source receives at its address before it
+    /// changes state or commits resources on its behalf. A client that repeats the request with the Echo
+    /// value (corral's and libcoap's do so by themselves) is then verified, and its repetition arrives
+    /// with [`IncomingRequest::verified`] set. A blind spoofer never sees the value.
+    pub fn challenge(&mut self, now: Instant, id: InboundId) -> Result<(), UnknownExchange> {
+        let inb = self.inbound.get(&id).ok_or(UnknownExchange)?;
+        if inb.kind != InboundKind::Request {
+            return Err(UnknownExchange);
+        }
+        let peer = inb.peer;
+        let Some(slot) = self.peers.get(&peer).copied() else { return Err(UnknownExchange) };
+        let value = self.give_echo(now, slot);
+        debug!(%peer, ?id, "state change from an unverified source: 4.01 with Echo");
+        let response = Response::error(Code::UNAUTHORIZED, "repeat with Echo (RFC 9175): your address is not verified")
+            .with_option(OptionNumber::ECHO, &value);
+        self.respond(now, id, response)
     }
 
     /// Answers a request on the spot, without involving the application (protocol-level replies such as

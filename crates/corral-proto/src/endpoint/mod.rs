@@ -601,6 +601,7 @@ impl Endpoint {
                 token: key.1,
                 request,
                 notification: true,
+                verified: self.is_verified(&key.0),
             });
         }
         out
@@ -723,6 +724,62 @@ impl Endpoint {
                     self.send_rst(from, packet.message_id());
                 }
             }
+        }
+    }
+
+    /// The network reported that a datagram to `peer` could not be delivered (an ICMP port, host or
+    /// network unreachable error, which the driver reads from its socket's error queue). `quoted` is the
+    /// start of the datagram the error refers to, when the driver has it (ICMP quotes it): the exchange,
+    /// notification or response that datagram carried is matched by message ID *and* token, so that an
+    /// off-path attacker who spoofs ICMP errors must guess a token as well. `None` (a connected socket's
+    /// bare ECONNREFUSED) ends every request this endpoint has outstanding to `peer`.
+    ///
+    /// A request ends with [`RequestError::Unreachable`] at once instead of after its retransmissions; an
+    /// observer whose notification bounced is forgotten (it has gone away); a separate response being
+    /// retransmitted to it stops.
+    pub fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: Option<&[u8]>) {
+        let Some(quoted) = quoted else {
+            let ids: Vec<RequestId> =
+                self.exchanges.iter().filter(|(_, ex)| ex.dst == peer && !ex.multicast).map(|(id, _)| *id).collect();
+            for id in ids {
+                info!(%peer, ?id, "request failed: peer unreachable");
+                self.fail_exchange(now, id, RequestError::Unreachable);
+            }
+            return;
+        };
+        let Some((_, _, mid)) = Packet::<&[u8]>::peek_header(quoted) else { return };
+        let tkl = usize::from(quoted[0] & 0x0f);
+        let Some(token) = quoted.get(4..4 + tkl).and_then(Token::new) else { return };
+        let Some(owner) = self.sent.get(&(peer, mid)).map(|s| s.owner) else {
+            trace!(%peer, %mid, "unreachable error for nothing outstanding");
+            return;
+        };
+        match owner {
+            Owner::Request(id) => {
+                if self.exchanges.get(&id).is_some_and(|ex| ex.token == token && !ex.multicast) {
+                    if self.sent.remove(&(peer, mid)).is_some_and(|s| s.retransmit.is_some()) {
+                        self.release_peer_ref(peer);
+                    }
+                    info!(%peer, ?id, "request failed: peer unreachable");
+                    self.fail_exchange(now, id, RequestError::Unreachable);
+                }
+            }
+            Owner::Notification(key) if key.1 == token => {
+                if self.sent.remove(&(peer, mid)).is_some_and(|s| s.retransmit.is_some()) {
+                    self.release_peer_ref(peer);
+                }
+                if self.server.observers.remove(&key) {
+                    self.stats.observers_lost += 1;
+                    info!(%peer, "observer unreachable; removed");
+                }
+            }
+            Owner::Response => {
+                if self.sent.remove(&(peer, mid)).is_some_and(|s| s.retransmit.is_some()) {
+                    self.release_peer_ref(peer);
+                }
+                info!(%peer, %mid, "separate response undeliverable: peer unreachable");
+            }
+            Owner::Ping(_) | Owner::Notification(_) => {}
         }
     }
 

@@ -174,14 +174,20 @@ impl Endpoint {
         if size <= bound {
             return;
         }
-        let value = self.rng.next_u64().to_be_bytes();
-        self.peer_mut(slot).echo = Some((value, now));
-        self.stats.echo_challenges += 1;
+        let value = self.give_echo(now, slot);
         debug!(peer = %to, size, bound, "answer too large for an unverified source: 4.01 with Echo");
         let mut challenge = Message::new(msg.mtype, Code::UNAUTHORIZED, msg.mid, msg.token);
         challenge.options.set(OptionNumber::ECHO, &value);
         challenge.payload = b"repeat with Echo".to_vec();
         *msg = challenge;
+    }
+
+    /// A fresh Echo value for the peer in `slot`, remembered with the time it was given (RFC 9175 §2.4).
+    pub(super) fn give_echo(&mut self, now: Instant, slot: u32) -> [u8; 8] {
+        let value = self.rng.next_u64().to_be_bytes();
+        self.peer_mut(slot).echo = Some((value, now));
+        self.stats.echo_challenges += 1;
+        value
     }
 
     /// A request carried an Echo value: the one given to this peer, still fresh, verifies it.

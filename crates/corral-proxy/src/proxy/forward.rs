@@ -111,6 +111,9 @@ pub(crate) fn failure_response(error: RequestError, hop: &str) -> Response {
         RequestError::BadTransfer(why) => {
             Response::error(Code::BAD_GATEWAY, format!("block-wise transfer from {hop}: {why}"))
         }
+        RequestError::Unreachable => {
+            Response::error(Code::BAD_GATEWAY, format!("{hop} is unreachable (ICMP: nothing listens there)"))
+        }
         RequestError::ConnectionClosed => {
             Response::error(Code::BAD_GATEWAY, format!("no connection to {hop} (refused, or closed before the answer)"))
         }

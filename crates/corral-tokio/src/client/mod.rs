@@ -85,7 +85,7 @@ pub enum Error {
     Malformed,
     /// The network reported the server unreachable (ICMP port or host unreachable): nothing listens
     /// at that address and port.
-    Refused,
+    Refused(SocketAddr),
     /// OSCORE: the response does not verify, the server refused the protected request, or the context
     /// cannot be used (the text says which).
     Oscore(String),
@@ -104,7 +104,7 @@ impl fmt::Display for Error {
             Error::Transfer(why) => write!(f, "block-wise transfer failed: {why}"),
             Error::ConnectionClosed => f.write_str("the connection closed before the response arrived"),
             Error::Malformed => f.write_str("the server answered with a malformed message"),
-            Error::Refused => f.write_str("refused the request (port unreachable)"),
+            Error::Refused(a) => write!(f, "{a} refused the request (port unreachable)"),
             Error::Oscore(why) => write!(f, "OSCORE: {why}"),
             Error::Connect { addr, reason } => write!(f, "cannot connect to {addr} over TCP: {reason}"),
         }
@@ -121,7 +121,7 @@ impl From<RequestFailure> for Error {
             RequestFailure::Failed(RequestError::BadTransfer(why)) => Error::Transfer(why),
             RequestFailure::Failed(RequestError::ConnectionClosed) => Error::ConnectionClosed,
             RequestFailure::Failed(RequestError::Malformed) => Error::Malformed,
-            RequestFailure::Failed(RequestError::Unreachable) => Error::Refused,
+            RequestFailure::Failed(RequestError::Unreachable) => Error::Refused(SocketAddr::from(([0, 0, 0, 0], 0))),
             RequestFailure::Start(e) => Error::Start(e),
             RequestFailure::Unreachable => Error::Unreachable(SocketAddr::from(([0, 0, 0, 0], 0))),
             RequestFailure::Connect(reason) => Error::Connect { addr: SocketAddr::from(([0, 0, 0, 0], 0)), reason },

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when the modules of one crate import each other in a circle, and names the circle.
 #
-# Usage: scripts/check-module-cycles.sh [CRATE…]     # default: every crate under crates/
+# Usage: scripts/check-module-cycles.sh [--edges] [CRATE…]     # default: every crate under crates/
+#        --edges also prints every edge between siblings (who uses whom), circle or not.
 #
 # For each crate root (src/lib.rs, src/main.rs) the script reads the module tree from the `mod` lines,
 # then every reference a module's code makes to another module of the same crate: `use crate::…`,
@@ -241,6 +242,8 @@ def cycle_through(start, comp, adj):
     return [start]
 
 def main(args):
+    show_edges = '--edges' in args
+    args = [a for a in args if a != '--edges']
     crates = sorted(d for d in os.listdir('crates') if os.path.isdir(os.path.join('crates', d)))
     if args:
         crates = [c for c in crates if c in args]
@@ -263,6 +266,11 @@ def main(args):
                     if len(comp) > 1:
                         circles.append((parent, sorted(comp), adj))
             label = f'{name} ({root})'
+            if show_edges:
+                for parent, adj in sorted(by_parent.items()):
+                    where = '::'.join(('crate',) + parent)
+                    for a in sorted(adj):
+                        print(f'{label}: {where}: {a} → {", ".join(sorted(adj[a]))}')
             if not circles:
                 print(f'{label}: no module circle ({len(c.modules)} modules)')
                 continue

@@ -11,8 +11,9 @@
 //! range whose runs are added up. `--tree` prints the routing tree, `--frames` the request's frames of the
 //! first queries that lost a member. Works for unicast points too (the request is then the EM's unicast
 //! request to that member).
-use corral_lab::run::{point_seed, run_point_sim};
-use corral_lab::scenario::{builtin, Scenario};
+use corral_lab::harness::point_seed;
+use corral_lab::run::run_point_traced;
+use corral_lab::scenario::{builtin, Experiment, Scenario};
 use corral_proto::{Duration, Instant};
 use corral_sim::{DatagramId, DropReason, NodeId, Record, RecordKind, Sim};
 use std::collections::{BTreeMap, HashMap};
@@ -39,6 +40,10 @@ fn main() {
         std::process::exit(2);
     };
     let setup = scenario.setup(&point, false).expect("setup");
+    let Experiment::Entity(entity) = &setup.experiment else {
+        eprintln!("{name} is not an entity scenario: nothing to attribute to members");
+        std::process::exit(2);
+    };
 
     let mut causes: BTreeMap<String, usize> = BTreeMap::new();
     let mut by_depth: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
@@ -46,7 +51,8 @@ fn main() {
     let (mut queries, mut complete, mut missing_total) = (0, 0, 0);
     let mut dumped = 0;
     for (run, &seed) in seeds.iter().enumerate() {
-        let t = run_point_sim(&setup, point.index, point_seed(seed, &point), true).expect("run");
+        let out = run_point_traced(&setup, point.index, point_seed(seed, &point), true).expect("run");
+        let t = out.trace.expect("an entity point runs in the simulator");
         let sim = &t.sim;
         let gw = NodeId(t.network.gateways[0] as u32);
         let members: Vec<NodeId> = t.network.members.iter().flatten().map(|&m| NodeId(m as u32)).collect();
@@ -57,7 +63,7 @@ fn main() {
         let idx = ByDatagram::new(sim);
         let (find, has) =
             (|dg, f: &dyn Fn(&Record) -> bool| idx.find(dg, f), |dg, f: &dyn Fn(&Record) -> bool| idx.has(dg, f));
-        for q in &t.result.queries {
+        for q in &out.result.queries {
             queries += 1;
             complete += usize::from(q.success());
             missing_total += q.members.saturating_sub(q.replies);
@@ -66,7 +72,7 @@ fn main() {
                 + if q.response_ms.is_finite() {
                     Duration::from_micros((q.response_ms * 1000.0).round() as u64)
                 } else {
-                    Duration::from_secs(setup.query_limit_s)
+                    Duration::from_secs(entity.queries.query_limit_s)
                 };
             let sent_in = |from: NodeId, to: &dyn Fn(&std::net::SocketAddr) -> bool| -> Vec<DatagramId> {
                 sim.datagrams()
@@ -123,13 +129,13 @@ fn main() {
                 }
             }
         }
-        let p = &t.result.point;
+        let p = &out.result.point;
         println!(
             "seed {seed}: frames {} mac_retries {} busy_ccas {}; lost frames: collision {} interference {}; dropped datagrams: mac {} cpu {}",
             p.frames, p.mac_retries, p.busy_ccas, p.drops_collision, p.drops_interference, p.drops_mac, p.drops_cpu
         );
     }
-    let members = setup.group;
+    let members = setup.common.network.group;
     println!(
         "\n{} — {queries} queries, {missing_total} member answers missing: member reliability {:.2} %, group {:.1} %",
         point.label(),

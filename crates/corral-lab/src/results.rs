@@ -1,143 +1,12 @@
-//! The results of a run that everything else reads: the aggregates of a point (response times,
-//! reliability, frames) computed from its rows, the metrics a figure can plot, and how numbers are written.
+//! The results of a point that everything else reads: its aggregates (response times, reliability, frames)
+//! computed from its rows, and the value of each figure metric.
 //!
-//! Its own room so that findings, figures and reports share these types without importing each other
-//! (they used to form a circle: scenario ↔ report ↔ findings). It never runs a simulation and never
-//! formats a report.
+//! # What it owns
+//! [`Aggregate`] and [`aggregate`]. It never runs a simulation and never formats a report.
 
-use crate::run::{PointRow, QueryRow};
+use crate::record::{BaselineFacts, Facts, MpStats, PointRow, QueryRow, StreamFacts};
+use crate::scenario::Metric;
 use crate::stats::Summary;
-
-/// A number as the shortest text that reads back to it (`100`, `28.5`); empty for NaN.
-pub fn num(x: f64) -> String {
-    if x.is_nan() {
-        String::new()
-    } else {
-        format!("{x}")
-    }
-}
-
-/// A measured value with fixed decimals (stable across platforms); empty for NaN.
-pub fn fixed(x: f64, decimals: usize) -> String {
-    if x.is_finite() {
-        format!("{x:.decimals$}")
-    } else {
-        String::new()
-    }
-}
-
-/// What a figure plots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Metric {
-    /// Mean client response time, s (error bars: 95 % CI).
-    ResponseTime,
-    /// Mean response time divided by the group size, ms (seed 000 Fig. 9).
-    ResponseTimePerMember,
-    /// Member values received / members asked, % (Fig. 10).
-    MemberReliability,
-    /// Queries answered by every member, % (Fig. 11).
-    GroupReliability,
-    /// CoAP retransmissions of the EM per query.
-    Retransmissions,
-    /// IEEE 802.15.4 frames per query.
-    Frames,
-    /// Frames on the busiest link per query (link stress).
-    LinkStress,
-    /// IEEE 802.15.4 frames per hour of the query phase (the `follow` axis: the cost of following).
-    FramesPerHour,
-    /// Mean |client's average − true average| over the window (the `follow` axis).
-    Staleness,
-    /// `[stream]` (seed 003): readings sent again (NRP), total blocking time (TBT, s), total
-    /// transmission delay (TTD, s).
-    Nrp,
-    Tbt,
-    Ttd,
-    /// `[emulated]` (seed 004): bytes per second through the link.
-    Throughput,
-    /// `[baseline]` (seed 002): response bytes per second, server radio energy per transaction (mJ),
-    /// bytes on the air per transaction, answered requests (%).
-    Goodput,
-    Energy,
-    AirBytes,
-    Answered,
-}
-
-impl Metric {
-    pub const ALL: [(&'static str, Metric); 17] = [
-        ("response_time", Metric::ResponseTime),
-        ("response_time_per_member", Metric::ResponseTimePerMember),
-        ("member_reliability", Metric::MemberReliability),
-        ("group_reliability", Metric::GroupReliability),
-        ("retransmissions", Metric::Retransmissions),
-        ("frames", Metric::Frames),
-        ("link_stress", Metric::LinkStress),
-        ("frames_per_hour", Metric::FramesPerHour),
-        ("staleness", Metric::Staleness),
-        ("nrp", Metric::Nrp),
-        ("tbt", Metric::Tbt),
-        ("ttd", Metric::Ttd),
-        ("throughput", Metric::Throughput),
-        ("goodput", Metric::Goodput),
-        ("energy", Metric::Energy),
-        ("air_bytes", Metric::AirBytes),
-        ("answered", Metric::Answered),
-    ];
-
-    pub fn parse(s: &str) -> Result<Metric, String> {
-        Metric::ALL.iter().find(|(n, _)| *n == s).map(|(_, m)| *m).ok_or_else(|| {
-            format!("metric {s:?} (known: {})", Metric::ALL.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))
-        })
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Metric::ResponseTime => "response time (s)",
-            Metric::ResponseTimePerMember => "response time per member (ms)",
-            Metric::MemberReliability => "member reliability (%)",
-            Metric::GroupReliability => "group reliability (%)",
-            Metric::Retransmissions => "CoAP retransmissions per query",
-            Metric::Frames => "IEEE 802.15.4 frames per query",
-            Metric::LinkStress => "frames on the busiest link per query",
-            Metric::FramesPerHour => "IEEE 802.15.4 frames per hour",
-            Metric::Staleness => "mean staleness (resource unit, e.g. °C)",
-            Metric::Nrp => "retransmitted readings (NRP)",
-            Metric::Tbt => "total blocking time, TBT (s)",
-            Metric::Ttd => "total transmission delay, TTD (s)",
-            Metric::Throughput => "throughput (bytes/s through the link)",
-            Metric::Goodput => "goodput (response body bytes/s)",
-            Metric::Energy => "server radio energy per transaction (mJ)",
-            Metric::AirBytes => "bytes on the air per transaction",
-            Metric::Answered => "requests answered (%)",
-        }
-    }
-
-    /// The value and its error bar for one aggregate.
-    pub fn of(self, a: &Aggregate) -> (f64, Option<(f64, f64)>) {
-        match self {
-            Metric::ResponseTime => {
-                let m = a.rt.map_or(f64::NAN, |s| s.mean / 1000.0);
-                let ci = a.rt.map(|s| ((s.mean - s.ci95) / 1000.0, (s.mean + s.ci95) / 1000.0));
-                (m, ci)
-            }
-            Metric::ResponseTimePerMember => (a.rt.map_or(f64::NAN, |s| s.mean / a.members.max(1) as f64), None),
-            Metric::MemberReliability => (a.member_reliability, None),
-            Metric::GroupReliability => (a.group_reliability, None),
-            Metric::Retransmissions => (a.retx_per_query, None),
-            Metric::Frames => (a.frames_per_query, None),
-            Metric::LinkStress => (a.link_stress_per_query, None),
-            Metric::FramesPerHour => (a.frames_per_hour, None),
-            Metric::Staleness => (a.staleness, None),
-            Metric::Nrp => (a.nrp, None),
-            Metric::Tbt => (a.tbt_ms / 1000.0, None),
-            Metric::Ttd => (a.ttd_ms / 1000.0, None),
-            Metric::Throughput => (a.throughput, None),
-            Metric::Goodput => (a.baseline.goodput, None),
-            Metric::Energy => (a.baseline.energy_mj, None),
-            Metric::AirBytes => (a.baseline.air_bytes, None),
-            Metric::Answered => (a.member_reliability, None),
-        }
-    }
-}
 
 /// The aggregates of one point.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,19 +31,67 @@ pub struct Aggregate {
     pub node_load_per_query: f64,
     /// All frames of the query phase per hour of it.
     pub frames_per_hour: f64,
-    /// The `follow` axis: mean staleness of the client's average (NaN elsewhere).
-    pub staleness: f64,
-    /// `[stream]` points (NaN elsewhere).
-    pub nrp: f64,
-    pub tbt_ms: f64,
-    pub ttd_ms: f64,
-    pub throughput: f64,
-    pub baseline: crate::run::BaselineFacts,
     pub avg_hops: f64,
     pub max_hops: u32,
     pub created: bool,
-    /// A `[multiparty]` point's figures and counts (seed 001), from its first replicate when pooled.
-    pub multiparty: Option<std::sync::Arc<crate::multiparty::MpStats>>,
+    /// What the point's family measured beyond its rows (with replicates pooled: the first replicate's).
+    pub facts: Facts,
+}
+
+impl Aggregate {
+    /// The mean staleness of the client's average (the `follow` axis); NaN when not measured.
+    pub fn staleness(&self) -> f64 {
+        self.facts.staleness().map_or(f64::NAN, |s| s.mean)
+    }
+
+    /// A `[stream]` point's facts.
+    pub fn stream(&self) -> Option<&StreamFacts> {
+        self.facts.stream()
+    }
+
+    /// An `[emulated]` point's bytes per second through the link; NaN for other families.
+    pub fn throughput(&self) -> f64 {
+        self.facts.emulated().map_or(f64::NAN, |e| e.throughput)
+    }
+
+    /// A `[baseline]` point's facts; every value NaN for other families.
+    pub fn baseline(&self) -> BaselineFacts {
+        self.facts.baseline().copied().unwrap_or_default()
+    }
+
+    /// A `[multiparty]` point's stats.
+    pub fn multiparty(&self) -> Option<&MpStats> {
+        self.facts.multiparty().map(|m| m.as_ref())
+    }
+
+    /// The value of a figure metric and its error bar, if it has one; NaN when the point does not measure
+    /// it.
+    pub fn metric(&self, m: Metric) -> (f64, Option<(f64, f64)>) {
+        let stream = |f: fn(&StreamFacts) -> f64| self.stream().map_or(f64::NAN, f);
+        match m {
+            Metric::ResponseTime => {
+                let mean = self.rt.map_or(f64::NAN, |s| s.mean / 1000.0);
+                let ci = self.rt.map(|s| ((s.mean - s.ci95) / 1000.0, (s.mean + s.ci95) / 1000.0));
+                (mean, ci)
+            }
+            Metric::ResponseTimePerMember => (self.rt.map_or(f64::NAN, |s| s.mean / self.members.max(1) as f64), None),
+            Metric::MemberReliability => (self.member_reliability, None),
+            Metric::GroupReliability => (self.group_reliability, None),
+            Metric::Retransmissions => (self.retx_per_query, None),
+            Metric::Frames => (self.frames_per_query, None),
+            Metric::LinkStress => (self.link_stress_per_query, None),
+            Metric::FramesPerHour => (self.frames_per_hour, None),
+            Metric::Staleness => (self.staleness(), None),
+            Metric::Nrp => (stream(|s| s.nrp as f64), None),
+            Metric::Tbt => (stream(|s| s.tbt_ms / 1000.0), None),
+            Metric::Ttd => (stream(|s| s.ttd_ms.map_or(f64::NAN, |t| t / 1000.0)), None),
+            Metric::Throughput => (self.throughput(), None),
+            Metric::Goodput => (self.baseline().goodput, None),
+            Metric::Energy => (self.baseline().energy_mj, None),
+            Metric::AirBytes => (self.baseline().air_bytes, None),
+            Metric::Answered => (self.member_reliability, None),
+        }
+    }
 }
 
 /// Computes a point's aggregates from its rows.
@@ -202,15 +119,9 @@ pub fn aggregate(p: &PointRow, queries: &[&QueryRow]) -> Aggregate {
         link_stress_per_query: per(p.max_link_frames),
         node_load_per_query: per(p.max_node_frames),
         frames_per_hour: if p.window_s > 0.0 { p.frames as f64 * 3600.0 / p.window_s } else { f64::NAN },
-        staleness: p.staleness_mean,
-        nrp: p.nrp,
-        tbt_ms: p.tbt_ms,
-        ttd_ms: p.ttd_ms,
-        throughput: p.throughput,
-        baseline: p.baseline,
         avg_hops: p.avg_hops,
         max_hops: p.max_hops,
         created: p.created,
-        multiparty: None,
+        facts: p.facts.clone(),
     }
 }

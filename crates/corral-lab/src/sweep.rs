@@ -1,15 +1,27 @@
-//! Running a sweep: which points (all, `--quick`, one `--shard i/n`), on how many threads, and merging
-//! shards back. Every point runs in its own simulator from its own seed ([`crate::run::point_seed`]), so
-//! neither the thread count nor the shard split changes a single number; results are put back in point
-//! order before anything is written.
+//! Running a sweep: loading its scenario, which points (all, `--quick`, one `--shard i/n`), on how many
+//! threads, the sensitivity variants, and merging shards back. Every point runs in its own simulator from
+//! its own seed ([`crate::harness::point_seed`]), so neither the thread count nor the shard split changes a
+//! single number; results are put back in point order before anything is written.
 
-use crate::report::{read_results, RunData};
-use crate::run::{point_seed, run_point, PointResult};
-use crate::scenario::{Point, Scenario};
+use crate::data::{RunData, Variant};
+use crate::error::{DataError, RunError, ScenarioError};
+use crate::harness::point_seed;
+use crate::record::PointResult;
+use crate::run::run_point;
+use crate::scenario::{Family, Point, Scenario};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+
+/// Parses a scenario file and checks that every finding it names is a known check: what `corral lab`
+/// accepts as a scenario.
+pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
+    let s = Scenario::parse(text)?;
+    crate::findings::validate(&s)?;
+    Ok(s)
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -27,15 +39,29 @@ impl Default for RunOptions {
     }
 }
 
+/// A `--shard` that is not `i/n` with `0 ≤ i < n`: what was given and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardError {
+    pub given: String,
+    pub problem: &'static str,
+}
+
+impl fmt::Display for ShardError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "--shard {}: {}", self.given, self.problem)
+    }
+}
+
+impl std::error::Error for ShardError {}
+
 /// Parses `i/n` with `0 ≤ i < n`.
-pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
-    let (i, n) = s.split_once('/').ok_or_else(|| format!("--shard {s}: expected i/n, e.g. 0/4"))?;
-    let (i, n): (usize, usize) = (
-        i.trim().parse().map_err(|_| format!("--shard {s}: bad i"))?,
-        n.trim().parse().map_err(|_| format!("--shard {s}: bad n"))?,
-    );
+pub fn parse_shard(s: &str) -> Result<(usize, usize), ShardError> {
+    let bad = |problem| ShardError { given: s.to_string(), problem };
+    let (i, n) = s.split_once('/').ok_or_else(|| bad("expected i/n, e.g. 0/4"))?;
+    let (i, n): (usize, usize) =
+        (i.trim().parse().map_err(|_| bad("bad i"))?, n.trim().parse().map_err(|_| bad("bad n"))?);
     if n == 0 || i >= n {
-        return Err(format!("--shard {s}: need 0 ≤ i < n"));
+        return Err(bad("need 0 ≤ i < n"));
     }
     Ok((i, n))
 }
@@ -56,13 +82,13 @@ pub fn run_points(
     points: &[Point],
     o: &RunOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> Result<Vec<PointResult>, String> {
+) -> Result<Vec<PointResult>, RunError> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let slots: Mutex<Vec<Option<Result<PointResult, String>>>> = Mutex::new(vec![None; points.len()]);
+    let slots: Mutex<Vec<Option<Result<PointResult, RunError>>>> = Mutex::new(points.iter().map(|_| None).collect());
     // Emulated points run real programs in real time: one at a time, or they would share the CPU and
     // each other's throughput.
-    let jobs = if s.emulated.is_some() { 1 } else { o.jobs.clamp(1, points.len().max(1)) };
+    let jobs = if s.family() == Ok(Family::Emulated) { 1 } else { o.jobs.clamp(1, points.len().max(1)) };
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {
@@ -70,9 +96,9 @@ pub fn run_points(
                 let Some(p) = points.get(k) else { break };
                 let r = s
                     .setup(p, o.quick)
-                    .map_err(|e| e.0)
+                    .map_err(RunError::Scenario)
                     .and_then(|setup| run_point(&setup, p.index, point_seed(o.seed, p)))
-                    .map_err(|e| format!("point {} ({}): {e}", p.index, p.label()));
+                    .map_err(|e| RunError::Point { index: p.index, label: p.label(), source: Box::new(e) });
                 slots.lock().expect("no thread panics holding the lock")[k] = Some(r);
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1, points.len());
             });
@@ -82,7 +108,7 @@ pub fn run_points(
         .into_inner()
         .expect("threads joined")
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err("point not run".into())))
+        .map(|r| r.unwrap_or(Err(RunError::Lost("a point's result"))))
         .collect()
 }
 
@@ -92,7 +118,7 @@ pub fn run(
     text: &str,
     o: &RunOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> Result<RunData, String> {
+) -> Result<RunData, RunError> {
     let (all, mine) = selected_points(s, o);
     let results = run_points(s, &mine, o, progress)?;
     Ok(RunData {
@@ -108,22 +134,22 @@ pub fn run(
 }
 
 /// The scenario text with `changes` applied (dotted paths, e.g. `calibration.cca_busy_prob`).
-pub fn variant_text(text: &str, changes: &BTreeMap<String, toml::Value>) -> Result<String, String> {
-    let mut doc: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+pub fn variant_text(text: &str, changes: &BTreeMap<String, toml::Value>) -> Result<String, ScenarioError> {
+    let mut doc: toml::Table = toml::from_str(text).map_err(|e| ScenarioError::Format(e.to_string()))?;
     for (path, value) in changes {
         let mut parts: Vec<&str> = path.split('.').collect();
-        let last = parts.pop().ok_or("empty path")?;
+        let last = parts.pop().ok_or_else(|| ScenarioError::invalid("sensitivity: an empty path"))?;
         let mut table = &mut doc;
         for p in parts {
             table = table
                 .entry(p.to_string())
                 .or_insert_with(|| toml::Value::Table(toml::Table::new()))
                 .as_table_mut()
-                .ok_or_else(|| format!("{path}: {p} is not a table"))?;
+                .ok_or_else(|| ScenarioError::invalid(format!("{path}: {p} is not a table")))?;
         }
         table.insert(last.to_string(), value.clone());
     }
-    toml::to_string(&doc).map_err(|e| e.to_string())
+    toml::to_string(&doc).map_err(|e| ScenarioError::Format(e.to_string()))
 }
 
 /// Reruns the findings with each `[[sensitivity]]` variant of the scenario: the same points and mode
@@ -132,7 +158,7 @@ pub fn run_sensitivity(
     d: &mut RunData,
     o: &RunOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> Result<(), String> {
+) -> Result<(), RunError> {
     if d.shard.is_some() {
         return Ok(());
     }
@@ -140,8 +166,9 @@ pub fn run_sensitivity(
         let mut changes = spec.set.clone();
         changes.insert("workload.replicates".into(), toml::Value::Integer(1));
         changes.insert("workload.quick_replicates".into(), toml::Value::Integer(1));
-        let text = variant_text(&d.scenario_text, &changes)?;
-        let s = Scenario::parse(&text).map_err(|e| format!("sensitivity {:?}: {e}", spec.name))?;
+        let sensitivity = |source| RunError::Sensitivity { name: spec.name.clone(), source };
+        let text = variant_text(&d.scenario_text, &changes).map_err(sensitivity)?;
+        let s = load(&text).map_err(sensitivity)?;
         let (_, points) = selected_points(&s, &RunOptions { shard: None, ..o.clone() });
         let results = run_points(&s, &points, o, progress)?;
         let data = RunData {
@@ -157,44 +184,60 @@ pub fn run_sensitivity(
         let aggs = data.aggregates();
         let findings = crate::findings::evaluate(&s, &aggs);
         let changes = spec.set.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ");
-        d.sensitivity.push(crate::report::Variant { name: spec.name.clone(), changes, findings });
+        d.sensitivity.push(Variant { name: spec.name.clone(), changes, findings });
     }
     Ok(())
 }
 
 /// Joins shard directories (written by `run` with `--shard`) into one run's data. The shards must come
 /// from the same scenario file, seed and mode; a point present in two shards must agree.
-pub fn merge(dirs: &[&Path]) -> Result<RunData, String> {
+pub fn merge(dirs: &[&Path]) -> Result<RunData, DataError> {
     let mut base: Option<(String, u64, bool)> = None;
     let mut results: Vec<PointResult> = Vec::new();
     for dir in dirs {
-        let text = std::fs::read_to_string(dir.join("scenario.toml")).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let manifest: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.join("run.json"))
-                .map_err(|e| format!("{}: {e}", dir.join("run.json").display()))?,
-        )
-        .map_err(|e| format!("{}: {e}", dir.join("run.json").display()))?;
-        let seed = manifest["seed"].as_u64().ok_or("run.json: no seed")?;
-        let quick = manifest["quick"].as_bool().ok_or("run.json: no quick")?;
+        let read = |name: &str| {
+            let path = dir.join(name);
+            std::fs::read_to_string(&path).map_err(|source| DataError::Io { path, source })
+        };
+        let text = read("scenario.toml")?;
+        let manifest_path = dir.join("run.json");
+        let malformed = |problem: String| DataError::Malformed { path: manifest_path.clone(), problem };
+        let manifest: serde_json::Value =
+            serde_json::from_str(&read("run.json")?).map_err(|e| malformed(e.to_string()))?;
+        let seed = manifest["seed"].as_u64().ok_or_else(|| malformed("no seed".into()))?;
+        let quick = manifest["quick"].as_bool().ok_or_else(|| malformed("no quick".into()))?;
         match &base {
-            None => base = Some((text, seed, quick)),
+            None => base = Some((text.clone(), seed, quick)),
             Some((t, s, q)) => {
                 if *t != text || *s != seed || *q != quick {
-                    return Err(format!("{}: a different scenario, seed or mode than the first shard", dir.display()));
+                    return Err(DataError::Mismatch(format!(
+                        "{}: a different scenario, seed or mode than the first shard",
+                        dir.display()
+                    )));
                 }
             }
         }
-        for r in read_results(dir)? {
+        let scenario = scenario(dir, &text)?;
+        let family =
+            scenario.family().map_err(|source| DataError::Scenario { path: dir.join("scenario.toml"), source })?;
+        for r in crate::csv::read_results(dir, family)? {
             match results.iter().find(|x| x.point.point == r.point.point) {
-                Some(x) if *x != r => return Err(format!("point {} differs between shards", r.point.point)),
+                Some(x) if *x != r => {
+                    return Err(DataError::Mismatch(format!("point {} differs between shards", r.point.point)))
+                }
                 Some(_) => {}
                 None => results.push(r),
             }
         }
     }
-    let (text, seed, quick) = base.ok_or("no shard directories given")?;
-    let scenario = Scenario::parse(&text).map_err(|e| e.0)?;
+    let (text, seed, quick) = base.ok_or(DataError::NoShards)?;
+    let scenario = scenario(dirs[0], &text)?;
     results.sort_by_key(|r| r.point.point);
     let points = scenario.points(quick);
     Ok(RunData { scenario, scenario_text: text, seed, quick, points, results, shard: None, sensitivity: Vec::new() })
+}
+
+/// The scenario of a report directory.
+fn scenario(dir: &Path, text: &str) -> Result<Scenario, DataError> {
+    load(text).map_err(|source| DataError::Scenario { path: dir.join("scenario.toml"), source })
 }

@@ -2,18 +2,19 @@
 //! seeded runs that repeat exactly, and what follows from the tree's arithmetic. (The whole quick run and
 //! its report are in `crates/corral/tests/lab.rs`, with every built-in scenario.)
 
-use corral_lab::multiparty::MpStats;
-use corral_lab::run::PointResult;
-use corral_lab::scenario::{builtin, AxisValue, Point, Scenario, DEPLOYMENTS};
+use corral_lab::record::{MpStats, PointResult};
+use corral_lab::scenario::{builtin, AxisValue, Experiment, Point, Scenario, DEPLOYMENTS};
 use std::sync::Arc;
 
 fn run(deployment: &str, requests: u32, seed: u64) -> (PointResult, Arc<MpStats>) {
     let s = Scenario::parse(builtin("seed001-multiparty").expect("built in")).expect("parses");
     let p = Point { index: 0, values: vec![("deployment".into(), AxisValue::Text(deployment.into()))] };
     let mut setup = s.setup(&p, true).expect("resolves");
-    setup.multiparty.as_mut().expect("a [multiparty] section").requests = requests;
+    let Experiment::Multiparty(m) = &mut setup.experiment else { panic!("a [multiparty] section") };
+    m.requests = requests;
     let r = corral_lab::run::run_point(&setup, 0, seed).unwrap_or_else(|e| panic!("{deployment}, seed {seed}: {e}"));
-    let m = r.multiparty.clone().unwrap_or_else(|| panic!("{deployment}, seed {seed}: no multiparty stats"));
+    let m =
+        r.point.facts.multiparty().cloned().unwrap_or_else(|| panic!("{deployment}, seed {seed}: no multiparty stats"));
     (r, m)
 }
 
@@ -60,7 +61,7 @@ fn what_the_tree_makes_of_each_deployment() {
 #[test]
 fn a_seed_gives_the_same_run_and_another_seed_another() {
     for d in DEPLOYMENTS {
-        // Debug text: the rows hold NaN (no staleness, no stream), which `==` never equals.
+        // Debug text: the rows hold NaN (a failed request's response time), which `==` never equals.
         let (a, b) = (format!("{:?}", run(d, 15, 11)), format!("{:?}", run(d, 15, 11)));
         assert!(a == b, "{d}: seed 11 twice gave two runs");
         let c = format!("{:?}", run(d, 15, 12));
@@ -80,7 +81,7 @@ fn a_wrong_model_moves_a_finding() {
     let found = corral_lab::findings::evaluate(&s, &data.aggregates());
     println!("{}", corral_lab::report::sensitivity_text(&found, &data.sensitivity));
     let holding: Vec<_> =
-        found.iter().filter(|f| f.role != corral_lab::findings::Role::Consequence && f.holds()).collect();
+        found.iter().filter(|f| f.role != corral_lab::scenario::Role::Consequence && f.holds()).collect();
     assert!(!holding.is_empty(), "seed 1, quick: no claim holds");
     let moved = data.sensitivity.iter().any(|v| {
         holding.iter().any(|f| v.findings.iter().find(|g| g.check == f.check).map(|g| g.status()) != Some(f.status()))

@@ -29,7 +29,7 @@ fn wrong_models_flip_verdicts_in_every_seed_000_scenario() {
         // Consequences of the configuration are expected to survive a wrong model; claims and fitted
         // numbers that hold must not all survive every one (one that already fails cannot be broken).
         let evidence: Vec<_> =
-            found.iter().filter(|f| f.role != corral_lab::findings::Role::Consequence && f.holds()).collect();
+            found.iter().filter(|f| f.role != corral_lab::scenario::Role::Consequence && f.holds()).collect();
         if evidence.is_empty() {
             println!("{name}: no claim or fitted number holds in the quick run; nothing to break");
             continue;

@@ -102,7 +102,7 @@ fn load(spec: &str) -> Result<(Scenario, String), Failure> {
             std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("{spec}: {e}")))?
         }
     };
-    let s = Scenario::parse(&text).map_err(|e| Failure::usage(format!("{spec}: {e}")))?;
+    let s = sweep::load(&text).map_err(|e| Failure::usage(format!("{spec}: {e}")))?;
     Ok((s, text))
 }
 
@@ -148,7 +148,7 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
         LabCommand::List { json } => {
             let mut rows = Vec::new();
             for b in BUILTINS {
-                let s = Scenario::parse(b.text).map_err(|e| Failure::other(format!("built-in {}: {e}", b.name)))?;
+                let s = sweep::load(b.text).map_err(|e| Failure::other(format!("built-in {}: {e}", b.name)))?;
                 rows.push((b.name, s.reference.clone(), s.title.clone(), s.points(false).len()));
             }
             if json {
@@ -175,7 +175,8 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
         },
         LabCommand::Run(a) => {
             let (s, text) = load(&a.scenario)?;
-            let shard = a.shard.as_deref().map(sweep::parse_shard).transpose().map_err(Failure::usage)?;
+            let shard =
+                a.shard.as_deref().map(sweep::parse_shard).transpose().map_err(|e| Failure::usage(e.to_string()))?;
             let jobs = a.jobs.unwrap_or_else(default_jobs).max(1);
             let opts = RunOptions { seed: a.seed, quick: a.quick, shard, jobs };
             let out = a.out.unwrap_or_else(|| {
@@ -195,14 +196,16 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
                 quiet,
                 last_tenth: Default::default(),
             };
-            let mut data = sweep::run(&s, &text, &opts, &|d, t| progress.report(d, t)).map_err(Failure::other)?;
+            let mut data = sweep::run(&s, &text, &opts, &|d, t| progress.report(d, t))
+                .map_err(|e| Failure::other(e.to_string()))?;
             if !s.sensitivity.is_empty() && shard.is_none() {
                 if !quiet {
                     say!("sensitivity: rerunning the findings with {} wrong model(s)", s.sensitivity.len());
                 }
-                sweep::run_sensitivity(&mut data, &opts, &|d, t| progress.report(d, t)).map_err(Failure::other)?;
+                sweep::run_sensitivity(&mut data, &opts, &|d, t| progress.report(d, t))
+                    .map_err(|e| Failure::other(e.to_string()))?;
             }
-            let found = corral_lab::report::write_report(&out, &data).map_err(Failure::other)?;
+            let found = corral_lab::report::write_report(&out, &data).map_err(|e| Failure::other(e.to_string()))?;
             print_summary(&data, &found, a.json);
             if !quiet {
                 say!("report: {} ({:.1} s)", out.join("index.html").display(), progress.start.elapsed().as_secs_f64());
@@ -211,11 +214,11 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
         }
         LabCommand::Merge { dirs, out, json } => {
             let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
-            let mut data = sweep::merge(&refs).map_err(Failure::other)?;
+            let mut data = sweep::merge(&refs).map_err(|e| Failure::other(e.to_string()))?;
             if !data.scenario.sensitivity.is_empty() && data.results.len() == data.points.len() {
                 // As the unsharded run does: the wrong models rerun here, on one machine (one replicate each).
                 let opts = RunOptions { seed: data.seed, quick: data.quick, shard: None, jobs: default_jobs() };
-                sweep::run_sensitivity(&mut data, &opts, &|_, _| {}).map_err(Failure::other)?;
+                sweep::run_sensitivity(&mut data, &opts, &|_, _| {}).map_err(|e| Failure::other(e.to_string()))?;
             }
             let out = out.unwrap_or_else(|| PathBuf::from("lab-out").join(&data.scenario.name));
             if data.results.len() < data.points.len() && !quiet {
@@ -225,7 +228,7 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
                     data.points.len()
                 );
             }
-            let found = corral_lab::report::write_report(&out, &data).map_err(Failure::other)?;
+            let found = corral_lab::report::write_report(&out, &data).map_err(|e| Failure::other(e.to_string()))?;
             print_summary(&data, &found, json);
             if !quiet {
                 say!("report: {}", out.join("index.html").display());
@@ -235,7 +238,7 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
     }
 }
 
-fn print_summary(data: &corral_lab::report::RunData, found: &[corral_lab::findings::Finding], json: bool) {
+fn print_summary(data: &corral_lab::data::RunData, found: &[corral_lab::findings::Finding], json: bool) {
     if json {
         let j = corral_lab::report::summary_json(data, found);
         out!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());

@@ -3,7 +3,7 @@
 //! client is not given), so each claim compares a scheme with itself across impairments; the paper's own
 //! ratio is shown beside corral's, and the tolerance is fixed here.
 
-use super::{need, pick, t, Aggs, Check, Measure, Tolerance};
+use super::{need, pick, t, Aggs, Check, Inconclusive, Measure, Tolerance};
 use crate::scenario::Scenario;
 
 pub const CHECKS: &[Check] = &[
@@ -29,7 +29,7 @@ pub const CHECKS: &[Check] = &[
     },
 ];
 
-type Out = Result<Vec<Measure>, String>;
+type Out = Result<Vec<Measure>, Inconclusive>;
 
 /// `throughput(scheme, to) / throughput(scheme, from)` against the paper's ratio, within `tol`.
 fn ratio(aggs: &Aggs, scheme: &str, from: &str, to: &str, paper: f64, tol: Tolerance) -> Vec<Measure> {
@@ -41,7 +41,7 @@ fn ratio(aggs: &Aggs, scheme: &str, from: &str, to: &str, paper: f64, tol: Toler
     };
     vec![Measure::new(
         format!("{scheme}: throughput at {to} / at {from}"),
-        b.throughput / a.throughput,
+        b.throughput() / a.throughput(),
         Some(paper),
         "×",
         tol,
@@ -73,11 +73,13 @@ fn http_falls_with_loss(_: &Scenario, aggs: &Aggs) -> Out {
 mod tests {
     use super::super::testing::Synth;
     use super::*;
+    use crate::record::{EmulatedFacts, Facts};
 
     fn data(rows: &[(&str, &str, f64)]) -> Synth {
         let mut s = Synth::new();
         for &(scheme, imp, tp) in rows {
-            s.add(&[("scheme", t(scheme)), ("impairment", t(imp))], 0.1, 100.0, 100.0).throughput = tp;
+            s.add(&[("scheme", t(scheme)), ("impairment", t(imp))], 0.1, 100.0, 100.0).facts =
+                Facts::Emulated(EmulatedFacts { throughput: tp });
         }
         s
     }

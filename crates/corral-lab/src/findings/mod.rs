@@ -17,21 +17,20 @@
 //! replicates. A check that lacks the points it needs (a `--quick` run) is INCONCLUSIVE.
 //!
 //! # Families
-//! Checks live in one module per scenario family ([`testbed`], [`office`], [`ext`]); each exports a
-//! table of [`Check`]s, and [`lookup`] searches the tables. A new family (the proxy experiments of seed 001,
-//! streaming of seed 003, CoAP vs HTTP of seeds 002/004) adds its module and its table to [`FAMILIES`] —
-//! nothing else changes: the report renders any [`Finding`].
+//! Checks live in one module per experiment family, named like it ([`entity`] — seed 000's testbed and
+//! office and the open questions beyond it —, [`stream`], [`emulated`], [`baseline`], [`multiparty`]); each
+//! exports a table of [`Check`]s, and [`lookup`] searches the tables. A new family adds its module and its
+//! table to [`FAMILIES`] — nothing else changes: the report renders any [`Finding`].
 
+pub mod baseline;
 pub mod emulated;
-pub mod ext;
-pub mod http;
+pub mod entity;
 pub mod multiparty;
-pub mod office;
 pub mod stream;
-pub mod testbed;
 
+use crate::error::ScenarioError;
 use crate::results::Aggregate;
-use crate::scenario::{AxisValue, Point, Scenario};
+use crate::scenario::{AxisValue, FindingSpec, Point, Role, Scenario};
 use std::fmt;
 
 /// A claim agrees when it holds in at least this share of the replicates (4 of 5).
@@ -44,12 +43,41 @@ pub type Aggs<'a> = [(&'a Point, Aggregate)];
 pub struct Check {
     pub name: &'static str,
     pub title: &'static str,
-    pub run: fn(&Scenario, &Aggs) -> Result<Vec<Measure>, String>,
+    pub run: fn(&Scenario, &Aggs) -> Result<Vec<Measure>, Inconclusive>,
+}
+
+/// Why a check cannot decide: what the run lacks (the points a `--quick` run leaves out, say).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inconclusive(pub String);
+
+impl From<&str> for Inconclusive {
+    fn from(why: &str) -> Inconclusive {
+        Inconclusive(why.into())
+    }
+}
+
+impl From<String> for Inconclusive {
+    fn from(why: String) -> Inconclusive {
+        Inconclusive(why)
+    }
+}
+
+impl fmt::Display for Inconclusive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// Every family's checks.
-pub const FAMILIES: &[&[Check]] =
-    &[testbed::CHECKS, office::CHECKS, ext::CHECKS, stream::CHECKS, emulated::CHECKS, http::CHECKS, multiparty::CHECKS];
+pub const FAMILIES: &[&[Check]] = &[
+    entity::testbed::CHECKS,
+    entity::office::CHECKS,
+    entity::ext::CHECKS,
+    stream::CHECKS,
+    emulated::CHECKS,
+    baseline::CHECKS,
+    multiparty::CHECKS,
+];
 
 pub fn lookup(name: &str) -> Option<&'static Check> {
     FAMILIES.iter().flat_map(|f| f.iter()).find(|c| c.name == name)
@@ -60,14 +88,18 @@ pub fn names() -> Vec<&'static str> {
     FAMILIES.iter().flat_map(|f| f.iter()).map(|c| c.name).collect()
 }
 
-/// How a scenario uses a finding (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    #[default]
-    Claim,
-    Fitted,
-    Consequence,
+/// Checks that every finding a scenario names is a known check.
+pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
+    for f in &s.findings {
+        if lookup(&f.check).is_none() {
+            return Err(ScenarioError::invalid(format!(
+                "finding {:?}: unknown check (known: {})",
+                f.check,
+                names().join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// What a finding says.
@@ -285,7 +317,7 @@ pub fn evaluate(s: &Scenario, aggs: &Aggs) -> Vec<Finding> {
                 match check.map(|c| (c.run)(s, &part)) {
                     Some(Ok(m)) if !m.is_empty() => per_rep.push(m),
                     Some(Ok(_)) => why = "no measures".into(),
-                    Some(Err(e)) => why = e,
+                    Some(Err(e)) => why = e.0,
                     None => why = format!("no check named {}", spec.check),
                 }
             }
@@ -294,7 +326,7 @@ pub fn evaluate(s: &Scenario, aggs: &Aggs) -> Vec<Finding> {
         .collect()
 }
 
-fn combine(spec: &crate::scenario::FindingSpec, title: &str, per_rep: Vec<Vec<Measure>>, why: String) -> Finding {
+fn combine(spec: &FindingSpec, title: &str, per_rep: Vec<Vec<Measure>>, why: String) -> Finding {
     let replicates = per_rep.len();
     let held = per_rep.iter().filter(|ms| ms.iter().all(Measure::holds)).count();
     let mut measures: Vec<Spread> = Vec::new();
@@ -385,7 +417,7 @@ pub(crate) fn t(s: &str) -> AxisValue {
 }
 
 /// Nothing measured: the run lacks the points.
-pub(crate) fn need(ms: Vec<Measure>, missing: &str) -> Result<Vec<Measure>, String> {
+pub(crate) fn need(ms: Vec<Measure>, missing: &str) -> Result<Vec<Measure>, Inconclusive> {
     if ms.is_empty() {
         Err(missing.into())
     } else {
@@ -397,6 +429,7 @@ pub(crate) fn need(ms: Vec<Measure>, missing: &str) -> Result<Vec<Measure>, Stri
 pub(crate) mod testing {
     //! Synthetic aggregates for the checks' tests: points with given axes and a few fields set.
     use super::*;
+    use crate::record::Facts;
     use crate::stats::Summary;
 
     pub struct Synth {
@@ -439,16 +472,10 @@ pub(crate) mod testing {
                 link_stress_per_query: 1.0,
                 node_load_per_query: 1.0,
                 frames_per_hour: f64::NAN,
-                staleness: f64::NAN,
-                nrp: f64::NAN,
-                tbt_ms: f64::NAN,
-                ttd_ms: f64::NAN,
-                throughput: f64::NAN,
-                baseline: Default::default(),
                 avg_hops: 1.0,
                 max_hops: 1,
                 created: true,
-                multiparty: None,
+                facts: Facts::Entity { staleness: None },
             });
             self.aggs.last_mut().expect("just pushed")
         }
@@ -458,7 +485,7 @@ pub(crate) mod testing {
         }
 
         /// Runs `check` on the synthetic data: whether all its measures hold.
-        pub fn holds(&self, check: &str) -> Result<bool, String> {
+        pub fn holds(&self, check: &str) -> Result<bool, Inconclusive> {
             let c = lookup(check).ok_or("no such check")?;
             let s = Scenario::parse(crate::scenario::builtin("fig10-interference").expect("builtin")).expect("parses");
             let ms = (c.run)(&s, &self.view())?;
@@ -494,7 +521,7 @@ mod tests {
 
     #[test]
     fn replicates_decide_by_four_of_five() {
-        let spec = crate::scenario::FindingSpec {
+        let spec = FindingSpec {
             check: "x".into(),
             figure: String::new(),
             paper: String::new(),
@@ -507,12 +534,7 @@ mod tests {
         let disagree = combine(&spec, "t", vec![m(1.0), m(1.05), m(2.0), m(1.0), m(2.0)], String::new());
         assert_eq!(disagree.kind, Kind::Disagrees);
         assert!(disagree.corral().contains("held 3/5"), "{}", disagree.corral());
-        let fitted = combine(
-            &crate::scenario::FindingSpec { role: Role::Fitted, ..spec.clone() },
-            "t",
-            vec![m(1.0)],
-            String::new(),
-        );
+        let fitted = combine(&FindingSpec { role: Role::Fitted, ..spec.clone() }, "t", vec![m(1.0)], String::new());
         assert_eq!(fitted.kind, Kind::Fitted);
         let none = combine(&spec, "t", vec![], "needs points".into());
         assert_eq!((none.kind, none.note.as_str()), (Kind::Inconclusive, "needs points"));

@@ -3,8 +3,9 @@
 //! not in it); every tolerance was fixed here before the scenario first ran. A deployment missing from the
 //! run is skipped; a check with nothing to measure is INCONCLUSIVE.
 
-use super::{need, pick, t, Aggs, Check, Measure, Tolerance};
-use crate::multiparty::MpStats;
+use super::{need, pick, t, Aggs, Check, Inconclusive, Measure, Tolerance};
+use crate::family::multiparty::SHARED;
+use crate::record::{MpStats, Ops};
 use crate::scenario::Scenario;
 
 pub const CHECKS: &[Check] = &[
@@ -70,13 +71,13 @@ pub const CHECKS: &[Check] = &[
     },
 ];
 
-type Out = Result<Vec<Measure>, String>;
+type Out = Result<Vec<Measure>, Inconclusive>;
 
 const UNAWARE: [&str; 2] = ["oscore", "oscore-proxy"];
 const AWARE: [&str; 2] = ["det-oscore-proxy", "ndn"];
 
 fn stats<'a>(aggs: &'a Aggs<'a>, deployment: &str) -> Option<&'a MpStats> {
-    pick(aggs, &[("deployment", t(deployment))]).and_then(|a| a.multiparty.as_deref())
+    pick(aggs, &[("deployment", t(deployment))]).and_then(|a| a.multiparty())
 }
 
 fn label(d: &str) -> &'static str {
@@ -193,7 +194,7 @@ fn requests_grow(_: &Scenario, aggs: &Aggs) -> Out {
     for d in UNAWARE {
         let Some(s) = stats(aggs, d) else { continue };
         for (i, x) in s.per_thousand(&s.link_requests).into_iter().enumerate() {
-            let to = if i + 1 == crate::multiparty::SHARED { "server".to_string() } else { format!("f{}", i + 2) };
+            let to = if i + 1 == SHARED { "server".to_string() } else { format!("f{}", i + 2) };
             let what = format!("{}: requests f{} → {to} per 1000 per client", label(d), i + 1);
             m.push(Measure::new(what, x, Some((i + 2) as f64 * 1000.0), "", Tolerance::Relative(0.15)));
         }
@@ -235,14 +236,7 @@ fn aware_link_load(_: &Scenario, aggs: &Aggs) -> Out {
 }
 
 /// One Table III cell: operations per successful retrieval at the client or the server, ±20 %.
-fn cell(
-    m: &mut Vec<Measure>,
-    d: &str,
-    s: &MpStats,
-    what: &str,
-    f: fn(&crate::multiparty::apps::Ops) -> u64,
-    paper: (f64, f64),
-) {
+fn cell(m: &mut Vec<Measure>, d: &str, s: &MpStats, what: &str, f: fn(&Ops) -> u64, paper: (f64, f64)) {
     let (c, sv) = s.per_success(f);
     m.push(Measure::new(
         format!("{}: {what} per retrieval, client", label(d)),
@@ -288,7 +282,7 @@ fn table3_aware(_: &Scenario, aggs: &Aggs) -> Out {
 mod tests {
     use super::super::testing::Synth;
     use super::*;
-    use crate::multiparty::apps::Ops;
+    use crate::record::Facts;
     use std::sync::Arc;
 
     /// A deployment's stats: success per client (1..9) in %, server rate per s, sub-second times (ms),
@@ -331,7 +325,7 @@ mod tests {
     fn synth(rows: &[(&str, Fake)]) -> Synth {
         let mut s = Synth::new();
         for (d, f) in rows {
-            s.add(&[("deployment", t(d))], 0.1, 100.0, 100.0).multiparty = Some(Arc::new(mp(d, f)));
+            s.add(&[("deployment", t(d))], 0.1, 100.0, 100.0).facts = Facts::Multiparty(Arc::new(mp(d, f)));
         }
         s
     }

@@ -3,9 +3,23 @@
 //! the schemes as it does (fewer, shorter, lower), with the tolerance fixed here. A baseline missing from
 //! the run is skipped (a scenario may leave CoAP over TCP out).
 
-use super::{n, need, pick, t, values, Aggs, Check, Measure, Tolerance};
+use super::{n, need, pick, t, values, Aggs, Check, Inconclusive, Measure, Tolerance};
 use crate::results::Aggregate;
 use crate::scenario::Scenario;
+
+/// Readings sent again, total blocking time and total transmission delay (ms) of a stream point; NaN for
+/// another family's, and TTD NaN when the stream did not finish.
+fn nrp(a: &Aggregate) -> f64 {
+    a.stream().map_or(f64::NAN, |s| s.nrp as f64)
+}
+
+fn tbt_ms(a: &Aggregate) -> f64 {
+    a.stream().map_or(f64::NAN, |s| s.tbt_ms)
+}
+
+fn ttd_ms(a: &Aggregate) -> f64 {
+    a.stream().and_then(|s| s.ttd_ms).unwrap_or(f64::NAN)
+}
 
 pub const CHECKS: &[Check] = &[
     Check {
@@ -55,7 +69,7 @@ pub const CHECKS: &[Check] = &[
     },
 ];
 
-type Out = Result<Vec<Measure>, String>;
+type Out = Result<Vec<Measure>, Inconclusive>;
 
 fn at<'a>(aggs: &'a Aggs<'a>, scheme: &str, axis: &str, x: f64) -> Option<&'a Aggregate> {
     pick(aggs, &[("scheme", t(scheme)), (axis, n(x))])
@@ -104,19 +118,19 @@ fn positive(aggs: &Aggs, axis: &str) -> Vec<f64> {
 }
 
 fn sc_fewer_retransmissions(_: &Scenario, aggs: &Aggs) -> Out {
-    let m = ratios(aggs, "loss", &positive(aggs, "loss"), "NRP", |a| a.nrp, Tolerance::AtMost(0.9));
+    let m = ratios(aggs, "loss", &positive(aggs, "loss"), "NRP", nrp, Tolerance::AtMost(0.9));
     need(m, "needs sc and udp points at error rates above 0")
 }
 
 fn tcp_fewer_retransmissions_than_udp(_: &Scenario, aggs: &Aggs) -> Out {
-    let m = ratios_of(aggs, "tcp", "udp", "loss", &positive(aggs, "loss"), "NRP", |a| a.nrp, Tolerance::AtMost(0.9));
+    let m = ratios_of(aggs, "tcp", "udp", "loss", &positive(aggs, "loss"), "NRP", nrp, Tolerance::AtMost(0.9));
     need(m, "needs tcp and udp points at error rates above 0")
 }
 
 /// Fig. 18 is "the average delays required for transmission of 100 messages … over 10 trials": the time
 /// to deliver all 100, i.e. TTD, averaged over the replicates.
 fn udp_slower_than_tcp(_: &Scenario, aggs: &Aggs) -> Out {
-    let m = ratios_of(aggs, "udp", "tcp", "loss", &[0.1], "TTD of 100 readings", |a| a.ttd_ms, Tolerance::AtLeast(1.0));
+    let m = ratios_of(aggs, "udp", "tcp", "loss", &[0.1], "TTD of 100 readings", ttd_ms, Tolerance::AtLeast(1.0));
     need(m, "needs udp and tcp at error rate 0.1")
 }
 
@@ -128,7 +142,7 @@ fn nrp_grows_with_loss(_: &Scenario, aggs: &Aggs) -> Out {
         let (Some(a), Some(b)) = (at(aggs, scheme, "loss", lo), at(aggs, scheme, "loss", hi)) else { continue };
         m.push(Measure::new(
             format!("{scheme}: NRP at {hi} − NRP at {lo}"),
-            b.nrp - a.nrp,
+            nrp(b) - nrp(a),
             None,
             " readings",
             Tolerance::AtLeast(1.0),
@@ -139,12 +153,12 @@ fn nrp_grows_with_loss(_: &Scenario, aggs: &Aggs) -> Out {
 
 fn sc_less_blocking_at_high_loss(_: &Scenario, aggs: &Aggs) -> Out {
     let xs: Vec<f64> = values(aggs, "loss").into_iter().filter(|x| *x >= 0.2).collect();
-    let m = ratios(aggs, "loss", &xs, "TBT", |a| a.tbt_ms, Tolerance::AtMost(0.9));
+    let m = ratios(aggs, "loss", &xs, "TBT", tbt_ms, Tolerance::AtMost(0.9));
     need(m, "needs error rates of 0.2 and above")
 }
 
 fn sc_shorter_ttd(_: &Scenario, aggs: &Aggs) -> Out {
-    let m = ratios(aggs, "loss", &positive(aggs, "loss"), "TTD", |a| a.ttd_ms, Tolerance::AtMost(1.0));
+    let m = ratios(aggs, "loss", &positive(aggs, "loss"), "TTD", ttd_ms, Tolerance::AtMost(1.0));
     need(m, "needs sc and udp points at error rates above 0")
 }
 
@@ -156,7 +170,7 @@ fn blocking_falls_with_buffer(_: &Scenario, aggs: &Aggs) -> Out {
         let (Some(a), Some(b)) = (at(aggs, scheme, "buffer", lo), at(aggs, scheme, "buffer", hi)) else { continue };
         m.push(Measure::new(
             format!("{scheme}: TBT at buffer {hi} / at buffer {lo}"),
-            if a.tbt_ms == 0.0 { f64::NAN } else { b.tbt_ms / a.tbt_ms },
+            if tbt_ms(a) == 0.0 { f64::NAN } else { tbt_ms(b) / tbt_ms(a) },
             None,
             "×",
             Tolerance::AtMost(0.5),
@@ -167,13 +181,13 @@ fn blocking_falls_with_buffer(_: &Scenario, aggs: &Aggs) -> Out {
 
 fn sc_best_with_small_buffers(_: &Scenario, aggs: &Aggs) -> Out {
     let xs: Vec<f64> = values(aggs, "buffer").into_iter().filter(|b| *b <= 3.0).collect();
-    let mut m = ratios(aggs, "buffer", &xs, "TBT", |a| a.tbt_ms, Tolerance::AtMost(0.9));
-    m.extend(ratios(aggs, "buffer", &xs, "TTD", |a| a.ttd_ms, Tolerance::AtMost(1.0)));
+    let mut m = ratios(aggs, "buffer", &xs, "TBT", tbt_ms, Tolerance::AtMost(0.9));
+    m.extend(ratios(aggs, "buffer", &xs, "TTD", ttd_ms, Tolerance::AtMost(1.0)));
     need(m, "needs sc and udp at buffer sizes up to 3")
 }
 
 fn sc_lowest_delay(_: &Scenario, aggs: &Aggs) -> Out {
-    let m = ratios(aggs, "loss", &[0.1], "TTD of 100 readings", |a| a.ttd_ms, Tolerance::AtMost(1.0));
+    let m = ratios(aggs, "loss", &[0.1], "TTD of 100 readings", ttd_ms, Tolerance::AtMost(1.0));
     need(m, "needs sc and a baseline at error rate 0.1")
 }
 
@@ -181,13 +195,14 @@ fn sc_lowest_delay(_: &Scenario, aggs: &Aggs) -> Out {
 mod tests {
     use super::super::testing::Synth;
     use super::*;
+    use crate::record::{Facts, StreamFacts};
 
     /// sc and udp at `loss` (or `buffer`) values with the given NRP, TBT (ms), TTD (ms) and mean delay (s).
     fn data(axis: &str, rows: &[(&str, f64, f64, f64, f64, f64)]) -> Synth {
         let mut s = Synth::new();
         for &(scheme, x, nrp, tbt, ttd, rt) in rows {
             let a = s.add(&[("scheme", t(scheme)), (axis, n(x))], rt, 100.0, 100.0);
-            (a.nrp, a.tbt_ms, a.ttd_ms) = (nrp, tbt, ttd);
+            a.facts = Facts::Stream(StreamFacts { nrp: nrp as u64, tbt_ms: tbt, ttd_ms: Some(ttd) });
         }
         s
     }

@@ -1,6 +1,7 @@
 //! `[baseline]` in a scenario: seed 002's evaluation of CoAP against HTTP (TinyCoAP §6) — a client on the
 //! gateway (the paper's PC behind its 6LoWPAN base station) asks a server mote one IEEE 802.15.4 hop away
-//! for a body of `payload` bytes, with CoAP or one of the three HTTP baselines (run by `crate::baseline`).
+//! for a body of `payload` bytes, with CoAP or one of the three HTTP baselines (run by
+//! `crate::family::baseline`).
 
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
@@ -10,56 +11,43 @@ use serde::{Deserialize, Serialize};
 pub const SCHEMES: [&str; 4] = ["coap", "http-tcp", "http-persistent", "http-udp"];
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct BaselineSpec {
-    #[serde(default = "coap")]
     pub scheme: String,
     /// Response body bytes.
-    #[serde(default = "payload")]
     pub payload: usize,
     /// Transactions per point (the paper: 100).
-    #[serde(default = "count")]
     pub count: usize,
-    #[serde(default = "quick_count")]
     pub quick_count: usize,
     /// Requests per second, open loop (the server workload, §6.4); 0: each request after the previous
     /// response.
-    #[serde(default)]
     pub rate: f64,
-    /// Table 4's SNR in dB (2.5, 2, 1.5 or 1): frames are lost as Table 4 implies (see `crate::baseline`);
-    /// 0: a loss-free link.
-    #[serde(default)]
+    /// Table 4's SNR in dB (2.5, 2, 1.5 or 1): frames are lost as Table 4 implies (see
+    /// `crate::family::baseline`); 0: a loss-free link.
     pub snr_db: f64,
     /// CoAP's ACK_TIMEOUT and MAX_RETRANSMIT (seed 002 §6.5: 1 s, no randomness, 4).
-    #[serde(default = "ack_timeout")]
     pub ack_timeout_ms: u64,
-    #[serde(default = "max_retransmit")]
     pub max_retransmit: u8,
     /// Virtual time a point may take at most, s.
-    #[serde(default = "limit")]
     pub limit_s: u64,
 }
 
-fn coap() -> String {
-    "coap".into()
-}
-fn payload() -> usize {
-    50
-}
-fn count() -> usize {
-    100
-}
-fn quick_count() -> usize {
-    20
-}
-fn ack_timeout() -> u64 {
-    1000
-}
-fn max_retransmit() -> u8 {
-    4
-}
-fn limit() -> u64 {
-    7200
+impl Default for BaselineSpec {
+    /// The paper's CoAP set-up (§6): 100 transactions of a 50-byte body one after the other (20 with
+    /// `--quick`), a loss-free link, ACK_TIMEOUT 1 s and 4 retransmissions, at most 2 h of virtual time.
+    fn default() -> BaselineSpec {
+        BaselineSpec {
+            scheme: "coap".into(),
+            payload: 50,
+            count: 100,
+            quick_count: 20,
+            rate: 0.0,
+            snr_db: 0.0,
+            ack_timeout_ms: 1000,
+            max_retransmit: 4,
+            limit_s: 7200,
+        }
+    }
 }
 
 impl BaselineSpec {

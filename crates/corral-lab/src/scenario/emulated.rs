@@ -1,49 +1,42 @@
 //! `[emulated]` in a scenario: seed 004's experiment — real programs on either side of `corral link` (an
 //! emulated link between two network namespaces), CoAP over UDP or HTTP over TCP, throughput in bytes per
-//! second through the link (run by `crate::emulated`). Real time: a point takes `duration_s`.
+//! second through the link (run by `crate::family::emulated`). Real time: a point takes `duration_s`.
 
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct EmulatedSpec {
     /// `coap` (corral serve, corral get -N in a loop) or `http` (python3 -m http.server, curl in a loop).
-    #[serde(default = "coap")]
     pub scheme: String,
     /// `none`, `dN` (N ms of delay each way) or `lN` (N % loss each way).
-    #[serde(default = "none")]
     pub impairment: String,
     /// Seconds of traffic per point (seed 004: 60) and with `--quick`.
-    #[serde(default = "sixty")]
     pub duration_s: u64,
-    #[serde(default = "three")]
     pub quick_duration_s: u64,
     /// Bytes of the HTTP resource.
-    #[serde(default = "kilobyte")]
     pub http_bytes: usize,
 }
 
-fn coap() -> String {
-    "coap".into()
-}
-fn none() -> String {
-    "none".into()
-}
-fn sixty() -> u64 {
-    60
-}
-fn three() -> u64 {
-    3
-}
-fn kilobyte() -> usize {
-    1000
+impl Default for EmulatedSpec {
+    fn default() -> EmulatedSpec {
+        EmulatedSpec {
+            scheme: "coap".into(),
+            impairment: "none".into(),
+            duration_s: 60,
+            quick_duration_s: 3,
+            http_bytes: 1000,
+        }
+    }
 }
 
 impl EmulatedSpec {
     /// `(delay ms, loss)` of the impairment.
     pub fn impairment(&self) -> Result<(f64, f64), ScenarioError> {
-        let bad = || ScenarioError(format!("impairment {:?}: none, dN (ms of delay) or lN (% loss)", self.impairment));
+        let bad = || {
+            ScenarioError::invalid(format!("impairment {:?}: none, dN (ms of delay) or lN (% loss)", self.impairment))
+        };
         match self.impairment.as_str() {
             "none" => Ok((0.0, 0.0)),
             s => {

@@ -1,10 +1,20 @@
 //! Scenario files: what to build, what to measure and what to sweep, as TOML (see `docs/lab.md` in the
-//! crate and the built-in files in `scenarios/`).
+//! crate and the built-in files in `scenarios/`), and a scenario resolved for one sweep point ([`Setup`]).
 //!
 //! # What it owns
 //! The file format (serde structs with `deny_unknown_fields`, so a typo is an error that names the field),
 //! its validation, the built-in scenarios (embedded with `include_str!`), and the expansion of the sweep
-//! axes into [`Point`]s — each a complete, resolved [`Setup`] for one run. It never simulates anything.
+//! axes into [`Point`]s — each resolved into the [`Setup`] of one run: the network every family shares and
+//! the [`Experiment`] of the scenario's family. It never simulates anything.
+//!
+//! | file | owns |
+//! | --- | --- |
+//! | `mod.rs` | the file and the sections every family shares: `[network]`, `[interference]`, `[calibration]`, `[transmission]`, `[workload]`, `[usage.*]`, `[[finding]]` (and its [`Role`]), `[[sensitivity]]` |
+//! | `figure.rs` | `[[figure]]` and the [`Metric`]s a figure plots |
+//! | `point.rs` | the sweep axes ([`AXES`]), their values, a [`Point`] |
+//! | `entity.rs`, `proxy.rs`, `stream.rs`, `emulated.rs`, `baseline.rs`, `multiparty.rs` | each family's section |
+//! | `setup.rs` | [`Setup`]: one point resolved, [`Experiment`] with one variant per family |
+//! | `sweep.rs` | validation, the expansion into points, resolving a point |
 //!
 //! # Sweep order
 //! Axes are expanded in the fixed order of [`AXES`] (the last varies fastest), whatever their order in the
@@ -12,17 +22,26 @@
 
 mod baseline;
 mod emulated;
+mod entity;
+mod figure;
 mod multiparty;
+mod point;
 mod proxy;
+mod setup;
 mod stream;
 mod sweep;
-pub use baseline::BaselineSpec;
+
+pub use crate::error::ScenarioError;
+pub use baseline::{BaselineSpec, SCHEMES};
 pub use emulated::EmulatedSpec;
+pub use entity::{EntitySpec, Follow};
+pub use figure::{Figure, Metric};
 pub use multiparty::{MultipartySpec, DEPLOYMENTS};
-pub use proxy::{Forwarding, ForwardingSetup, ProxyRuleSpec, ProxySpec};
+pub use point::{AxisValue, Point, AXES};
+pub use proxy::{Forwarding, ProxyRuleSpec, ProxySpec};
 use serde::{Deserialize, Serialize};
+pub use setup::{Common, Cpu, EntitySetup, Experiment, Family, Floor, NetworkSetup, ProxySetup, Queries, Setup, Wifi};
 use std::collections::BTreeMap;
-use std::fmt;
 pub use stream::StreamSpec;
 
 /// A built-in scenario: its name and file text.
@@ -102,6 +121,9 @@ pub struct Scenario {
     /// Deliberately wrong models to rerun the findings with (`[[sensitivity]]`): which verdicts flip.
     #[serde(default)]
     pub sensitivity: Vec<SensitivitySpec>,
+    /// The experiment family: the Entity Manager's queries (`[entity]`) unless one of the sections below
+    /// is given, which makes the scenario that family's (at most one).
+    ///
     /// A forward proxy (corral-proxy) at the gateway instead of the Entity Manager: consumers on the host
     /// ask the members' resources through it. See [`ProxySpec`].
     #[serde(default)]
@@ -155,7 +177,7 @@ pub struct Network {
     pub layers: Vec<usize>,
     /// Gateways, each with its own radio network on its own channel (`channels`), wired to each other and
     /// to the client. Members are split evenly; `layout = "single"` puts them all on the first.
-    #[serde(default = "one")]
+    #[serde(default = "default_gateways")]
     pub gateways: usize,
     /// IEEE 802.15.4 channel of each gateway's network.
     #[serde(default = "default_channels")]
@@ -170,21 +192,26 @@ pub struct Network {
     #[serde(default)]
     pub topology_seed: u64,
     /// One-way delay of the Ethernet links (client–gateway, gateway–gateway), ms.
-    #[serde(default = "one_f")]
+    #[serde(default = "default_wired_delay_ms")]
     pub wired_delay_ms: f64,
     /// Loss model of every radio link.
     #[serde(default)]
     pub link: LinkSpec,
 }
 
-fn one() -> usize {
+/// One gateway.
+fn default_gateways() -> usize {
     1
 }
-fn one_f() -> f64 {
-    1.0
-}
+
+/// Channel 26 for the first gateway, 25 for the second.
 fn default_channels() -> Vec<u8> {
     vec![26, 25]
+}
+
+/// 1 ms each way on the Ethernet links.
+fn default_wired_delay_ms() -> f64 {
+    1.0
 }
 
 /// A radio link loss model.
@@ -201,26 +228,21 @@ pub enum LinkSpec {
     Snr { snr_db: f64 },
 }
 
+/// The Wi-Fi link that interferes with the radio network.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Interference {
     /// IEEE 802.11 channel of the interfering Wi-Fi link (13 overlaps IEEE 802.15.4 channels 25 and 26).
-    #[serde(default = "wifi13")]
     pub wifi_channel: u8,
     /// Offered load in Mb/s (the `wifi_mbps` axis overrides it). Starts when the queries start, after the
     /// entity was created.
-    #[serde(default)]
     pub mbps: f64,
     /// Optional load schedule, `[[seconds after the first query, Mb/s], …]`, replacing `mbps`.
-    #[serde(default)]
     pub schedule: Vec<(f64, f64)>,
 }
 
-fn wifi13() -> u8 {
-    13
-}
-
 impl Default for Interference {
+    /// Channel 13 (over IEEE 802.15.4 channels 25 and 26), silent.
     fn default() -> Self {
         Interference { wifi_channel: 13, mbps: 0.0, schedule: Vec::new() }
     }
@@ -228,44 +250,29 @@ impl Default for Interference {
 
 /// The knobs the lab calibrates against the testbed (see `docs/lab.md`).
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Calibration {
     /// Which calibrated set these values are (documentation; tests check every file naming a set uses
     /// the same values).
-    #[serde(default)]
     pub set: String,
     /// CPU time of a node between a datagram's arrival and its CoAP stack seeing it, ms.
-    #[serde(default)]
     pub processing_delay_ms: f64,
     /// Datagrams that may wait while a node's CPU handles one (`-1`: unlimited, handled in parallel).
-    #[serde(default = "minus_one")]
     pub rx_queue: i32,
     /// Probability that a CCA overlapping a Wi-Fi burst reports busy.
-    #[serde(default = "half")]
     pub cca_busy_prob: f64,
     /// Probability that one Wi-Fi burst overlapping a received frame corrupts it.
-    #[serde(default = "tenth")]
     pub corruption_prob: f64,
     /// The paper numbers these values were chosen against (the calibration set), e.g. "Fig. 7: 3 s at no
     /// delay". Findings on these numbers are FITTED, never agreement.
-    #[serde(default)]
     pub fitted_to: Vec<String>,
     /// Where each value comes from (a datasheet, Contiki's sources, a fit), for the report.
-    #[serde(default)]
     pub sources: Vec<String>,
 }
 
-fn minus_one() -> i32 {
-    -1
-}
-fn half() -> f64 {
-    0.5
-}
-fn tenth() -> f64 {
-    0.1
-}
-
 impl Default for Calibration {
+    /// Uncalibrated: motes answer instantly (no CPU time, no queue), and the Wi-Fi probabilities are
+    /// guesses (half the CCAs busy, a tenth of the bursts corrupting).
     fn default() -> Self {
         Calibration {
             set: String::new(),
@@ -279,196 +286,105 @@ impl Default for Calibration {
     }
 }
 
-/// The entity the client creates through the EM and then queries.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct EntitySpec {
-    /// `unicast` or `multicast` (the `mode` axis overrides it).
-    #[serde(default = "unicast")]
-    pub ect: String,
-    /// `con` or `non` for unicast entities (multicast is always NON).
-    #[serde(default = "con")]
-    pub emt: String,
-    /// Delay between member requests, ms, or "auto" (Eq. (2)).
-    #[serde(default = "zero_delay")]
-    pub delay: toml::Value,
-    /// Member resource path.
-    #[serde(default = "temp")]
-    pub resource: String,
-    /// Entity timeout (ms), if any.
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
-    /// `single`: one entity of all members on the first gateway; `nested`: one child entity per gateway
-    /// and a parent entity on the first gateway whose members are the children (seed 000 Fig. 13).
-    #[serde(default = "single")]
-    pub layout: String,
-    /// Delay between the parent's requests to its child entities, ms.
-    #[serde(default)]
-    pub parent_delay_ms: u64,
-}
-
-fn unicast() -> String {
-    "unicast".into()
-}
-fn con() -> String {
-    "con".into()
-}
-fn zero_delay() -> toml::Value {
-    toml::Value::Integer(0)
-}
-fn temp() -> String {
-    "s/t".into()
-}
-fn single() -> String {
-    "single".into()
-}
-
 /// CoAP transmission parameters of the EM and the devices (RFC 7252 §4.8).
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Transmission {
-    #[serde(default = "two_s")]
     pub ack_timeout_ms: u64,
-    #[serde(default = "one_half")]
     pub ack_random_factor: f64,
-    #[serde(default = "four")]
     pub max_retransmit: u8,
     /// DEFAULT_LEISURE of the devices and the EM's multicast window (seed 000 Table 6: 5 s).
-    #[serde(default = "five_s")]
     pub leisure_ms: u64,
 }
 
-fn two_s() -> u64 {
-    2000
-}
-fn one_half() -> f64 {
-    1.5
-}
-fn four() -> u8 {
-    4
-}
-fn five_s() -> u64 {
-    5000
-}
-
 impl Default for Transmission {
+    /// RFC 7252's defaults (ACK_TIMEOUT 2 s, ACK_RANDOM_FACTOR 1.5, MAX_RETRANSMIT 4) and seed 000's 5 s
+    /// leisure.
     fn default() -> Self {
         Transmission { ack_timeout_ms: 2000, ack_random_factor: 1.5, max_retransmit: 4, leisure_ms: 5000 }
     }
 }
 
+/// How much each point asks: queries, pauses, replicates.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
     /// Queries per sweep point (full run).
     pub repetitions: usize,
     /// Queries per sweep point with `--quick`.
-    #[serde(default = "three")]
+    #[serde(default = "default_quick_repetitions")]
     pub quick_repetitions: usize,
     /// Pause after each response before the next query, ms.
-    #[serde(default = "one_s")]
+    #[serde(default = "default_pause_ms")]
     pub pause_ms: u64,
     /// A query without a response after this long is recorded as failed, s.
-    #[serde(default = "limit")]
+    #[serde(default = "default_query_limit_s")]
     pub query_limit_s: u64,
     /// With `--quick`, only these values of an axis are run (e.g. `wifi_mbps = [0, 28.5]`).
     #[serde(default)]
     pub quick_sweep: BTreeMap<String, Vec<toml::Value>>,
     /// Points of the `follow` axis follow the entity's average for this long (virtual time), s.
-    #[serde(default = "hour")]
+    #[serde(default = "default_duration_s")]
     pub duration_s: u64,
     /// The same with `--quick`.
-    #[serde(default = "five_minutes")]
+    #[serde(default = "default_quick_duration_s")]
     pub quick_duration_s: u64,
     /// Independent replicates of every point (seeds; on a random floor, floors): verdicts are computed
     /// on their spread.
-    #[serde(default = "five")]
+    #[serde(default = "default_replicates")]
     pub replicates: usize,
     /// The same with `--quick`.
-    #[serde(default = "one")]
+    #[serde(default = "default_quick_replicates")]
     pub quick_replicates: usize,
 }
 
-fn five() -> usize {
-    5
-}
-
-fn hour() -> u64 {
-    3600
-}
-fn five_minutes() -> u64 {
-    300
-}
-
-fn three() -> usize {
+/// Three queries per point with `--quick`.
+fn default_quick_repetitions() -> usize {
     3
 }
-fn one_s() -> u64 {
+
+/// One second between a response and the next query.
+fn default_pause_ms() -> u64 {
     1000
 }
-fn limit() -> u64 {
+
+/// A query unanswered after 400 s has failed.
+fn default_query_limit_s() -> u64 {
     400
 }
 
+/// Following an entity lasts an hour of virtual time…
+fn default_duration_s() -> u64 {
+    3600
+}
+
+/// … and five minutes with `--quick`.
+fn default_quick_duration_s() -> u64 {
+    300
+}
+
+/// Five replicates per point: a claim agrees when it holds in four.
+fn default_replicates() -> usize {
+    5
+}
+
+/// One replicate with `--quick`.
+fn default_quick_replicates() -> usize {
+    1
+}
+
 /// A background-usage profile for the `usage` axis.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Usage {
-    #[serde(default)]
     pub wifi_mbps: Option<f64>,
     /// Overrides of the calibration's Wi-Fi probabilities for this environment.
-    #[serde(default)]
     pub cca_busy_prob: Option<f64>,
-    #[serde(default)]
     pub corruption_prob: Option<f64>,
-    #[serde(default)]
     pub link: Option<LinkSpec>,
 }
 
-/// A figure of the report.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Figure {
-    pub id: String,
-    pub title: String,
-    /// `line` (x = an axis) or `box` (Tukey boxes of the response time, one per series).
-    #[serde(default = "line")]
-    pub kind: String,
-    /// The x axis (line charts).
-    #[serde(default)]
-    pub x: String,
-    /// Axes whose values make the series (several: their combinations).
-    #[serde(default)]
-    pub series: Vec<String>,
-    /// Only points whose axes have these values, e.g. `{ mode = "unicast" }`.
-    #[serde(default)]
-    pub filter: BTreeMap<String, toml::Value>,
-    /// See [`crate::results::Metric`].
-    #[serde(default = "rt")]
-    pub metric: String,
-    /// The paper's numbers to draw beside ours: `[[x, y], …]` per label.
-    #[serde(default)]
-    pub paper: BTreeMap<String, Vec<(f64, f64)>>,
-    /// A shaded x range and its label (e.g. Eq. (2)'s 82-100 ms).
-    #[serde(default)]
-    pub band: Option<(f64, f64, String)>,
-    #[serde(default)]
-    pub y_range: Option<(f64, f64)>,
-    /// A logarithmic y axis, for values spanning orders of magnitude (e.g. frames per hour).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub log_y: bool,
-    #[serde(default)]
-    pub caption: String,
-}
-
-fn line() -> String {
-    "line".into()
-}
-fn rt() -> String {
-    "response_time".into()
-}
-
-/// A finding to check: `check` names a computation in [`crate::findings`].
+/// A finding to check: `check` names a computation in `crate::findings`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FindingSpec {
@@ -482,178 +398,26 @@ pub struct FindingSpec {
     #[serde(default)]
     pub explain: String,
     /// `claim` (default), `fitted` (a constant was chosen against this number) or `consequence` (follows
-    /// from the configuration): see [`crate::findings`].
+    /// from the configuration).
     #[serde(default)]
-    pub role: crate::findings::Role,
+    pub role: Role,
 }
 
-/// The sweep axes, in expansion order (the last varies fastest).
-pub const AXES: &[&str] = &[
-    "layout",
-    "mode",
-    "usage",
-    "group",
-    "ack_timeout_ms",
-    "leisure_ms",
-    "processing_delay_ms",
-    "rx_queue",
-    "cca_busy_prob",
-    "corruption_prob",
-    "wifi_mbps",
-    "delay",
-    "follow",
-    "forwarding",
-    "consumers",
-    "scheme",
-    "buffer",
-    "loss",
-    "impairment",
-    "payload",
-    "rate",
-    "snr_db",
-    "deployment",
-    "replicate",
-];
-
-/// One value of an axis.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AxisValue {
-    Num(f64),
-    Text(String),
+/// How a scenario uses a finding, which decides the word its verdict gets (`crate::findings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The paper's number against corral's, held out from every calibration: AGREES or DISAGREES.
+    #[default]
+    Claim,
+    /// A constant was chosen against this very number: FITTED, agreement by construction.
+    Fitted,
+    /// Follows from the configuration's arithmetic (pacing, caps): CONSEQUENCE, not evidence.
+    Consequence,
 }
-
-impl AxisValue {
-    fn from_toml(axis: &str, v: &toml::Value) -> Result<AxisValue, String> {
-        match v {
-            toml::Value::Integer(i) => Ok(AxisValue::Num(*i as f64)),
-            toml::Value::Float(f) if f.is_finite() => Ok(AxisValue::Num(*f)),
-            toml::Value::String(s) if !s.is_empty() && !s.contains([',', '"', '\n']) => Ok(AxisValue::Text(s.clone())),
-            other => Err(format!("sweep.{axis}: {other} is not a number or a plain word")),
-        }
-    }
-
-    pub fn num(&self) -> Option<f64> {
-        match self {
-            AxisValue::Num(n) => Some(*n),
-            AxisValue::Text(_) => None,
-        }
-    }
-
-    /// Parses a value as written by `Display` (CSV round trip).
-    pub fn parse(s: &str) -> AxisValue {
-        match s.parse::<f64>() {
-            Ok(n) if n.is_finite() => AxisValue::Num(n),
-            _ => AxisValue::Text(s.to_string()),
-        }
-    }
-}
-
-impl fmt::Display for AxisValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AxisValue::Num(n) => write!(f, "{}", crate::results::num(*n)),
-            AxisValue::Text(s) => f.write_str(s),
-        }
-    }
-}
-
-/// One sweep point: its index in the full sweep and its axis values (in [`AXES`] order).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Point {
-    pub index: usize,
-    pub values: Vec<(String, AxisValue)>,
-}
-
-impl Point {
-    pub fn get(&self, axis: &str) -> Option<&AxisValue> {
-        self.values.iter().find(|(a, _)| a == axis).map(|(_, v)| v)
-    }
-
-    /// `delay=50 group=5`.
-    pub fn label(&self) -> String {
-        if self.values.is_empty() {
-            return "(single point)".into();
-        }
-        self.values.iter().map(|(a, v)| format!("{a}={v}")).collect::<Vec<_>>().join(" ")
-    }
-}
-
-/// A scenario resolved for one point: every parameter the runner needs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Setup {
-    pub topology: TopologyKind,
-    pub group: usize,
-    pub layers: Vec<usize>,
-    pub gateways: usize,
-    pub channels: Vec<u8>,
-    pub floor: (f64, f64, f64, u64),
-    pub wired_delay_ms: f64,
-    pub link: LinkSpec,
-    pub wifi_channel: u8,
-    /// `(seconds after the first query, Mb/s)`.
-    pub wifi_schedule: Vec<(f64, f64)>,
-    pub processing_delay_ms: f64,
-    pub rx_queue: Option<u16>,
-    pub cca_busy_prob: f64,
-    pub corruption_prob: f64,
-    pub multicast: bool,
-    /// `mode = "multicast+repair"`: a multicast entity with `repair=unicast` (beyond the paper).
-    pub repair: bool,
-    pub confirmable: bool,
-    /// `None`: auto (Eq. (2)).
-    pub delay_ms: Option<u64>,
-    pub resource: String,
-    pub timeout_ms: Option<u64>,
-    pub nested: bool,
-    pub parent_delay_ms: u64,
-    pub ack_timeout_ms: u64,
-    pub ack_random_factor: f64,
-    pub max_retransmit: u8,
-    pub leisure_ms: u64,
-    pub repetitions: usize,
-    pub pause_ms: u64,
-    pub query_limit_s: u64,
-    /// The `follow` axis: the client follows the entity's average for `window_s` instead of querying it
-    /// `repetitions` times.
-    pub follow: Option<Follow>,
-    pub window_s: u64,
-    /// `[proxy]`: the gateway forwards (what it does, consumers per query, cache entries) instead of
-    /// running the Entity Manager.
-    pub forwarding: Option<ForwardingSetup>,
-    /// `[stream]`: seed 003's streaming run of this point.
-    pub stream: Option<StreamSpec>,
-    /// `[emulated]`: seed 004's real-time run of this point (its duration already chosen for `--quick`).
-    pub emulated: Option<EmulatedSpec>,
-    /// `[baseline]`: seed 002's run of this point (its count already chosen for `--quick`).
-    pub baseline: Option<BaselineSpec>,
-    /// `[multiparty]`: seed 001's run of this point (its request count already chosen for `--quick`).
-    pub multiparty: Option<MultipartySpec>,
-}
-
-/// How a client follows an entity's average (the `follow` axis): `"observe"`, or a number — poll every so
-/// many seconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Follow {
-    /// `GET /em/group?eo=avg` every `period_ms` (the next one at once if a query took longer).
-    Poll { period_ms: u64 },
-    /// One Observe registration; the EM observes the members (whose sensors become observable).
-    Observe,
-}
-
-/// A scenario error: which field and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScenarioError(pub String);
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ScenarioError {}
 
 fn err<T>(msg: impl Into<String>) -> Result<T, ScenarioError> {
-    Err(ScenarioError(msg.into()))
+    Err(ScenarioError::invalid(msg))
 }
 
 #[cfg(test)]
@@ -719,7 +483,7 @@ group = [3, 4, 5]
         let q = s.points(true);
         assert_eq!(q.iter().map(|p| p.index).collect::<Vec<_>>(), vec![0, 2, 4]);
         assert_eq!(q[1].label(), "group=4 delay=0");
-        assert_eq!(s.setup(&p[11], false).unwrap().group, 5);
+        assert_eq!(s.setup(&p[11], false).unwrap().common.network.group, 5);
     }
 
     #[test]
@@ -728,9 +492,9 @@ group = [3, 4, 5]
             "name='x'\ntitle='x'\n[network]\ntopology='star'\ngroup=3\ngruop=4\n[entity]\n[workload]\nrepetitions=1\n",
         )
         .unwrap_err();
-        assert!(e.0.contains("gruop"), "{e}");
+        assert!(e.to_string().contains("gruop"), "{e}");
         let e = Scenario::parse("name='x'\ntitle='x'\n[network]\ntopology='star'\ngroup=3\n[entity]\n[workload]\nrepetitions=1\n[sweep]\nspeed=[1]\n")
             .unwrap_err();
-        assert!(e.0.contains("unknown axis"), "{e}");
+        assert!(e.to_string().contains("unknown axis"), "{e}");
     }
 }

@@ -1,6 +1,6 @@
 //! `[multiparty]` in a scenario: seed 001's experiment (§IV) — nine clients ask one server for
 //! `/instruction?t=x` once a second over the Fig. 6 tree, in one of Table II's four deployments (run by
-//! `crate::multiparty`). The `deployment` axis picks the deployment.
+//! `crate::family::multiparty`). The `deployment` axis picks the deployment.
 
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
@@ -11,56 +11,38 @@ pub const DEPLOYMENTS: [&str; 4] = ["oscore", "oscore-proxy", "det-oscore-proxy"
 /// Defaults are the paper's and the original code's (`icn-*/app/Makefile`, `main.c`): 1000 requests per
 /// client, one a second, 40 cache entries, a 20 ms signature on the server.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct MultipartySpec {
     /// `oscore`, `oscore-proxy`, `det-oscore-proxy` or `ndn` (the `deployment` axis overrides it).
-    #[serde(default = "oscore")]
     pub deployment: String,
     /// Requests per client (seed 001: 1000) and with `--quick`.
-    #[serde(default = "thousand")]
     pub requests: u32,
-    #[serde(default = "sixty")]
     pub quick_requests: u32,
     /// Request k is due before k · interval (the original `EVENT_TIME`), ms.
-    #[serde(default = "second")]
     pub interval_ms: u64,
     /// The first request's offset (the original's `event.offset = 100`), ms.
-    #[serde(default = "hundred")]
     pub first_ms: u64,
     /// Responses each forwarder caches (seed 001: 40).
-    #[serde(default = "forty")]
     pub cache_entries: usize,
     /// The server's signature time in the deployment that signs (seed 001: 20 ms), ms.
-    #[serde(default = "twenty")]
     pub signature_ms: f64,
     /// Requests a client or proxy may have outstanding (the original's `REQ_WAITING_MAX` 94).
-    #[serde(default = "req_waiting")]
     pub nstart: u16,
 }
 
-fn oscore() -> String {
-    "oscore".into()
-}
-fn thousand() -> u32 {
-    1000
-}
-fn sixty() -> u32 {
-    60
-}
-fn second() -> u64 {
-    1000
-}
-fn hundred() -> u64 {
-    100
-}
-fn forty() -> usize {
-    40
-}
-fn twenty() -> f64 {
-    20.0
-}
-fn req_waiting() -> u16 {
-    94
+impl Default for MultipartySpec {
+    fn default() -> MultipartySpec {
+        MultipartySpec {
+            deployment: "oscore".into(),
+            requests: 1000,
+            quick_requests: 60,
+            interval_ms: 1000,
+            first_ms: 100,
+            cache_entries: 40,
+            signature_ms: 20.0,
+            nstart: 94,
+        }
+    }
 }
 
 impl MultipartySpec {

@@ -1,7 +1,7 @@
 //! `[proxy]` in a scenario: forwarders running corral-proxy, their FIBs, and the consumers asking through
-//! them (run by `crate::forwarder`).
+//! them (run by `crate::family::proxy`).
 
-use super::{err, ScenarioError, Setup};
+use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
 /// `[proxy]`: the gateway runs corral-proxy (seed 001's forwarder) with a FIB that sends each member's
@@ -10,22 +10,30 @@ use serde::{Deserialize, Serialize};
 /// `direct` (no proxy: the consumers ask the member themselves), `proxy` (a plain forward proxy, no cache,
 /// no aggregation), `aggregate` (request aggregation only), `cache` (aggregation and the cache).
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ProxySpec {
-    #[serde(default = "super::one")]
     pub consumers: usize,
-    #[serde(default = "forty")]
     pub cache_entries: usize,
-    #[serde(default = "default_forwarding")]
     pub forwarding: String,
     /// Nodes that run the proxy: `gateway` or `member:N` (the N-th member, 0-based). The consumers send
     /// to the first.
-    #[serde(default = "gateway_only")]
     pub forwarders: Vec<String>,
     /// FIB rules (`[[proxy.rule]]`), each held by one forwarder (`at`); a next hop is `gateway` or
     /// `member:N`, reached at its CoAP port. A forwarder without a rule for a URI sends it to the origin.
-    #[serde(default)]
     pub rule: Vec<ProxyRuleSpec>,
+}
+
+impl Default for ProxySpec {
+    /// One consumer, through a caching proxy (40 entries, seed 001's) on the gateway, no FIB rules.
+    fn default() -> ProxySpec {
+        ProxySpec {
+            consumers: 1,
+            cache_entries: 40,
+            forwarding: "cache".into(),
+            forwarders: vec!["gateway".into()],
+            rule: Vec::new(),
+        }
+    }
 }
 
 /// One FIB rule of a simulated forwarder.
@@ -37,24 +45,13 @@ pub struct ProxyRuleSpec {
     pub pattern: String,
     pub next: Vec<String>,
     /// Keep the Proxy-Uri (the next hop is another forwarder; the default) or rewrite for the origin.
-    #[serde(default = "yes")]
+    #[serde(default = "keep_proxy_uri")]
     pub send_host: bool,
 }
 
-fn gateway_only() -> Vec<String> {
-    vec!["gateway".into()]
-}
-
-fn yes() -> bool {
+/// A next hop is another forwarder unless the rule says otherwise.
+fn keep_proxy_uri() -> bool {
     true
-}
-
-fn forty() -> usize {
-    40
-}
-
-fn default_forwarding() -> String {
-    "cache".into()
 }
 
 /// What the gateway's proxy does (the `forwarding` axis, see [`ProxySpec`]).
@@ -75,46 +72,5 @@ impl Forwarding {
             "cache" => Forwarding::Cache,
             other => return err(format!("forwarding {other:?}: direct, proxy, aggregate or cache")),
         })
-    }
-}
-
-/// The resolved `[proxy]` of a point.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ForwardingSetup {
-    pub mode: Forwarding,
-    pub consumers: usize,
-    pub cache_entries: usize,
-    pub forwarders: Vec<String>,
-    pub rules: Vec<ProxyRuleSpec>,
-}
-
-impl ForwardingSetup {
-    pub(super) fn validate(&self, s: &Setup) -> Result<(), ScenarioError> {
-        if !(1..=256).contains(&self.consumers) {
-            return err(format!("proxy.consumers {}: between 1 and 256", self.consumers));
-        }
-        if self.forwarders.is_empty() {
-            return err("proxy.forwarders: at least one (\"gateway\" or \"member:N\")");
-        }
-        for name in self.forwarders.iter().chain(self.rules.iter().flat_map(|r| r.next.iter().chain([&r.at]))) {
-            match name.as_str() {
-                "gateway" => {}
-                m => match m.strip_prefix("member:").and_then(|n| n.parse::<usize>().ok()) {
-                    Some(n) if n < s.group => {}
-                    _ => {
-                        return err(format!("proxy: {name:?} is not \"gateway\" or \"member:N\" with N < {}", s.group))
-                    }
-                },
-            }
-        }
-        for r in &self.rules {
-            if !self.forwarders.contains(&r.at) {
-                return err(format!("proxy.rule at {:?}: not one of proxy.forwarders", r.at));
-            }
-        }
-        if s.nested || s.multicast || s.follow.is_some() {
-            return err("[proxy]: a single unicast layout without follow");
-        }
-        Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! `[stream]` in a scenario: seed 003's streaming experiment — a sensor on the wired host streams readings
 //! over a lossy link of the given bit rate to a collector on the gateway, with CoAP-SC or a baseline (run
-//! by `crate::streaming`).
+//! by `crate::family::stream`).
 
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
@@ -8,47 +8,38 @@ use serde::{Deserialize, Serialize};
 /// The paper's set-up by default (§4): 600 readings of 150 bytes every 500 ms, a 5-reading buffer, a
 /// 1 Mb/s link (between its access points) with 5 ms of delay each way.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct StreamSpec {
-    #[serde(default = "sc")]
+    /// `sc` (CoAP-SC), `udp` (CoAP over UDP) or `tcp` (CoAP over TCP); the `scheme` axis overrides it.
     pub scheme: String,
-    #[serde(default = "count")]
+    /// Readings sent.
     pub count: u32,
-    #[serde(default = "size")]
+    /// Bytes of a reading.
     pub size: usize,
-    #[serde(default = "interval")]
+    /// A reading every so many ms.
     pub interval_ms: u64,
-    #[serde(default = "buffer")]
+    /// Readings the sender may keep outstanding (the `buffer` axis overrides it).
     pub buffer: u32,
     /// Probability that the link loses a datagram, each direction (the `loss` axis overrides it).
-    #[serde(default)]
     pub loss: f64,
-    #[serde(default = "bandwidth")]
     pub bandwidth_bps: u64,
-    #[serde(default = "delay")]
+    /// One-way delay of the link, ms.
     pub delay_ms: f64,
 }
 
-fn sc() -> String {
-    "sc".into()
-}
-fn count() -> u32 {
-    600
-}
-fn size() -> usize {
-    150
-}
-fn interval() -> u64 {
-    500
-}
-fn buffer() -> u32 {
-    5
-}
-fn bandwidth() -> u64 {
-    1_000_000
-}
-fn delay() -> f64 {
-    5.0
+impl Default for StreamSpec {
+    fn default() -> StreamSpec {
+        StreamSpec {
+            scheme: "sc".into(),
+            count: 600,
+            size: 150,
+            interval_ms: 500,
+            buffer: 5,
+            loss: 0.0,
+            bandwidth_bps: 1_000_000,
+            delay_ms: 5.0,
+        }
+    }
 }
 
 impl StreamSpec {

@@ -1,17 +1,47 @@
 //! A scenario's validation and the expansion of its sweep axes into points, each resolved into the
 //! [`Setup`] of one run (see the parent module's "Sweep order").
 
-use super::*;
+use super::entity::Follow;
+use super::figure::Metric;
+use super::point::{AxisValue, Point, AXES};
+use super::proxy::Forwarding;
+use super::setup::{
+    Common, Cpu, EntitySetup, Experiment, Family, Floor, NetworkSetup, ProxySetup, Queries, Setup, Wifi,
+};
+use super::{err, Scenario, ScenarioError, TopologyKind};
 
 impl Scenario {
     /// Parses and validates a scenario file.
     pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
-        let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError(e.to_string()))?;
+        let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Format(e.to_string()))?;
         s.validate()?;
         Ok(s)
     }
 
+    /// The experiment family: the one family section the file has, or the Entity Manager's queries.
+    pub fn family(&self) -> Result<Family, ScenarioError> {
+        let given: Vec<Family> = [
+            (self.proxy.is_some(), Family::Proxy),
+            (self.stream.is_some(), Family::Stream),
+            (self.emulated.is_some(), Family::Emulated),
+            (self.baseline.is_some(), Family::Baseline),
+            (self.multiparty.is_some(), Family::Multiparty),
+        ]
+        .into_iter()
+        .filter_map(|(present, f)| present.then_some(f))
+        .collect();
+        match given[..] {
+            [] => Ok(Family::Entity),
+            [f] => Ok(f),
+            _ => err(format!(
+                "{}: a scenario runs one experiment family",
+                given.iter().map(|f| format!("[{}]", f.section())).collect::<Vec<_>>().join(" and ")
+            )),
+        }
+    }
+
     fn validate(&self) -> Result<(), ScenarioError> {
+        self.family()?;
         if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
             return err(format!("name {:?}: use letters, digits, - _ .", self.name));
         }
@@ -23,7 +53,7 @@ impl Scenario {
                 return err(format!("sweep.{axis}: no values"));
             }
             for v in values {
-                AxisValue::from_toml(axis, v).map_err(ScenarioError)?;
+                AxisValue::from_toml(axis, v)?;
             }
         }
         for axis in self.workload.quick_sweep.keys() {
@@ -49,16 +79,7 @@ impl Scenario {
                     return err(format!("figure {}: {a:?} is not a sweep axis", f.id));
                 }
             }
-            crate::results::Metric::parse(&f.metric).map_err(ScenarioError)?;
-        }
-        for f in &self.findings {
-            if crate::findings::lookup(&f.check).is_none() {
-                return err(format!(
-                    "finding {:?}: unknown check (known: {})",
-                    f.check,
-                    crate::findings::names().join(", ")
-                ));
-            }
+            Metric::parse(&f.metric)?;
         }
         if self.sweep.contains_key("replicate") {
             return err("sweep.replicate: replicates come from workload.replicates, not from the sweep");
@@ -116,71 +137,67 @@ impl Scenario {
     /// The resolved parameters of one point.
     pub fn setup(&self, p: &Point, quick: bool) -> Result<Setup, ScenarioError> {
         let n = &self.network;
-        let mut s = Setup {
-            topology: n.topology,
-            group: n.group,
-            layers: n.layers.clone(),
-            gateways: n.gateways,
-            channels: n.channels.clone(),
-            // Each replicate of a floor scenario is another random floor of the same size and density.
-            floor: (
-                n.width,
-                n.height,
-                n.radius,
-                n.topology_seed + p.get("replicate").and_then(AxisValue::num).map_or(0, |r| r as u64 - 1),
-            ),
-            wired_delay_ms: n.wired_delay_ms,
-            link: n.link,
-            wifi_channel: self.interference.wifi_channel,
-            wifi_schedule: if self.interference.schedule.is_empty() {
-                vec![(0.0, self.interference.mbps)]
-            } else {
-                self.interference.schedule.clone()
+        let mut common = Common {
+            network: NetworkSetup {
+                topology: n.topology,
+                group: n.group,
+                layers: n.layers.clone(),
+                gateways: n.gateways,
+                channels: n.channels.clone(),
+                // Each replicate of a floor scenario is another random floor of the same size and density.
+                floor: Floor {
+                    width: n.width,
+                    height: n.height,
+                    radius: n.radius,
+                    seed: n.topology_seed + p.get("replicate").and_then(AxisValue::num).map_or(0, |r| r as u64 - 1),
+                },
+                wired_delay_ms: n.wired_delay_ms,
+                link: n.link,
             },
-            processing_delay_ms: self.calibration.processing_delay_ms,
-            rx_queue: u16::try_from(self.calibration.rx_queue).ok(),
-            cca_busy_prob: self.calibration.cca_busy_prob,
-            corruption_prob: self.calibration.corruption_prob,
-            multicast: false,
-            repair: false,
-            confirmable: true,
-            delay_ms: None,
-            resource: self.entity.resource.clone(),
-            timeout_ms: self.entity.timeout_ms,
-            nested: false,
-            parent_delay_ms: self.entity.parent_delay_ms,
-            ack_timeout_ms: self.transmission.ack_timeout_ms,
-            ack_random_factor: self.transmission.ack_random_factor,
-            max_retransmit: self.transmission.max_retransmit,
-            leisure_ms: self.transmission.leisure_ms,
+            wifi: Wifi {
+                channel: self.interference.wifi_channel,
+                schedule: if self.interference.schedule.is_empty() {
+                    vec![(0.0, self.interference.mbps)]
+                } else {
+                    self.interference.schedule.clone()
+                },
+                cca_busy_prob: self.calibration.cca_busy_prob,
+                corruption_prob: self.calibration.corruption_prob,
+            },
+            cpu: Cpu {
+                processing_delay_ms: self.calibration.processing_delay_ms,
+                rx_queue: u16::try_from(self.calibration.rx_queue).ok(),
+            },
+            transmission: self.transmission.clone(),
+        };
+        let queries = Queries {
             repetitions: if quick { self.workload.quick_repetitions } else { self.workload.repetitions },
             pause_ms: self.workload.pause_ms,
             query_limit_s: self.workload.query_limit_s,
-            follow: None,
-            window_s: if quick { self.workload.quick_duration_s } else { self.workload.duration_s },
-            forwarding: None,
-            stream: self.stream.clone(),
-            emulated: self.emulated.clone().map(|mut e| {
-                if quick {
-                    e.duration_s = e.quick_duration_s;
-                }
-                e
-            }),
-            baseline: self.baseline.clone().map(|mut b| {
-                if quick {
-                    b.count = b.quick_count;
-                }
-                b
-            }),
-            multiparty: self.multiparty.clone().map(|mut m| {
-                if quick {
-                    m.requests = m.quick_requests;
-                }
-                m
-            }),
         };
-        let mut forwarding = match &self.proxy {
-            Some(p) => Some(ForwardingSetup {
+        let mut stream = self.stream.clone();
+        let mut emulated = self.emulated.clone().map(|mut e| {
+            if quick {
+                e.duration_s = e.quick_duration_s;
+            }
+            e
+        });
+        let mut baseline = self.baseline.clone().map(|mut b| {
+            if quick {
+                b.count = b.quick_count;
+            }
+            b
+        });
+        let mut multiparty = self.multiparty.clone().map(|mut m| {
+            if quick {
+                m.requests = m.quick_requests;
+            }
+            m
+        });
+        let mut proxy = match &self.proxy {
+            Some(p) => Some(ProxySetup {
+                queries,
+                resource: self.entity.resource.clone(),
                 mode: Forwarding::parse(&p.forwarding)?,
                 consumers: p.consumers,
                 cache_entries: p.cache_entries,
@@ -189,11 +206,12 @@ impl Scenario {
             }),
             None => None,
         };
+        let mut follow = None;
         let mut ect = self.entity.ect.clone();
         let mut delay = self.entity.delay.clone();
         let mut layout = self.entity.layout.clone();
         for (axis, v) in &p.values {
-            let num = || v.num().ok_or_else(|| ScenarioError(format!("sweep.{axis}: {v} is not a number")));
+            let num = || v.num().ok_or_else(|| ScenarioError::invalid(format!("sweep.{axis}: {v} is not a number")));
             match axis.as_str() {
                 "layout" => layout = v.to_string(),
                 "mode" => ect = v.to_string(),
@@ -203,28 +221,28 @@ impl Scenario {
                         return err(format!("sweep.usage: no [usage.{name}] profile"));
                     };
                     if let Some(m) = u.wifi_mbps {
-                        s.wifi_schedule = vec![(0.0, m)];
+                        common.wifi.schedule = vec![(0.0, m)];
                     }
                     if let Some(l) = u.link {
-                        s.link = l;
+                        common.network.link = l;
                     }
                     if let Some(p) = u.cca_busy_prob {
-                        s.cca_busy_prob = p;
+                        common.wifi.cca_busy_prob = p;
                     }
                     if let Some(p) = u.corruption_prob {
-                        s.corruption_prob = p;
+                        common.wifi.corruption_prob = p;
                     }
                 }
-                "group" => s.group = num()? as usize,
-                "ack_timeout_ms" => s.ack_timeout_ms = num()? as u64,
-                "leisure_ms" => s.leisure_ms = num()? as u64,
-                "processing_delay_ms" => s.processing_delay_ms = num()?,
-                "rx_queue" => s.rx_queue = u16::try_from(num()? as i64).ok(),
-                "cca_busy_prob" => s.cca_busy_prob = num()?,
-                "corruption_prob" => s.corruption_prob = num()?,
-                "wifi_mbps" => s.wifi_schedule = vec![(0.0, num()?)],
+                "group" => common.network.group = num()? as usize,
+                "ack_timeout_ms" => common.transmission.ack_timeout_ms = num()? as u64,
+                "leisure_ms" => common.transmission.leisure_ms = num()? as u64,
+                "processing_delay_ms" => common.cpu.processing_delay_ms = num()?,
+                "rx_queue" => common.cpu.rx_queue = u16::try_from(num()? as i64).ok(),
+                "cca_busy_prob" => common.wifi.cca_busy_prob = num()?,
+                "corruption_prob" => common.wifi.corruption_prob = num()?,
+                "wifi_mbps" => common.wifi.schedule = vec![(0.0, num()?)],
                 "follow" => {
-                    s.follow = Some(match v {
+                    follow = Some(match v {
                         AxisValue::Text(t) if t == "observe" => Follow::Observe,
                         AxisValue::Num(x) if *x > 0.0 => Follow::Poll { period_ms: (x * 1000.0).round() as u64 },
                         other => return err(format!("sweep.follow: {other} is not \"observe\" or a period in s > 0")),
@@ -236,16 +254,16 @@ impl Scenario {
                         AxisValue::Text(t) => toml::Value::String(t.clone()),
                     }
                 }
-                "scheme" | "impairment" if s.emulated.is_some() => {
-                    let e = s.emulated.as_mut().expect("checked");
+                "scheme" | "impairment" if emulated.is_some() => {
+                    let e = emulated.as_mut().expect("checked");
                     if axis == "scheme" {
                         e.scheme = v.to_string();
                     } else {
                         e.impairment = v.to_string();
                     }
                 }
-                "scheme" | "payload" | "rate" | "snr_db" if s.baseline.is_some() => {
-                    let b = s.baseline.as_mut().expect("checked");
+                "scheme" | "payload" | "rate" | "snr_db" if baseline.is_some() => {
+                    let b = baseline.as_mut().expect("checked");
                     match axis.as_str() {
                         "scheme" => b.scheme = v.to_string(),
                         "payload" => b.payload = num()? as usize,
@@ -254,7 +272,7 @@ impl Scenario {
                     }
                 }
                 "scheme" | "buffer" | "loss" => {
-                    let Some(st) = s.stream.as_mut() else {
+                    let Some(st) = stream.as_mut() else {
                         return err(format!("sweep.{axis}: needs a [stream] section"));
                     };
                     match axis.as_str() {
@@ -264,7 +282,7 @@ impl Scenario {
                     }
                 }
                 "forwarding" | "consumers" => {
-                    let Some(f) = forwarding.as_mut() else {
+                    let Some(f) = proxy.as_mut() else {
                         return err(format!("sweep.{axis}: needs a [proxy] section"));
                     };
                     if axis == "forwarding" {
@@ -274,7 +292,7 @@ impl Scenario {
                     }
                 }
                 "deployment" => {
-                    let Some(m) = s.multiparty.as_mut() else {
+                    let Some(m) = multiparty.as_mut() else {
                         return err("sweep.deployment: needs a [multiparty] section");
                     };
                     m.deployment = v.to_string();
@@ -284,71 +302,98 @@ impl Scenario {
                 _ => return err(format!("sweep.{axis}: unknown axis")),
             }
         }
-        (s.multicast, s.repair) = match ect.as_str() {
+        let (multicast, repair) = match ect.as_str() {
             "unicast" => (false, false),
             "multicast" => (true, false),
             "multicast+repair" => (true, true),
             other => return err(format!("entity.ect / mode: {other:?} is not unicast, multicast or multicast+repair")),
         };
-        s.confirmable = match self.entity.emt.as_str() {
+        let confirmable = match self.entity.emt.as_str() {
             "con" => true,
             "non" => false,
             other => return err(format!("entity.emt: {other:?} is not con or non")),
-        } && !s.multicast;
-        s.delay_ms = match &delay {
+        } && !multicast;
+        let delay_ms = match &delay {
             toml::Value::Integer(d) if *d >= 0 => Some(*d as u64),
             toml::Value::String(a) if a == "auto" => None,
             other => return err(format!("entity.delay / delay: {other} is not a number of ms or \"auto\"")),
         };
-        s.nested = match layout.as_str() {
+        let nested = match layout.as_str() {
             "single" => false,
             "nested" => true,
             other => return err(format!("entity.layout / layout: {other:?} is not single or nested")),
         };
-        if s.nested && (s.gateways < 2 || s.multicast) {
+        let net = &common.network;
+        if nested && (net.gateways < 2 || multicast) {
             return err("layout = nested needs network.gateways ≥ 2 and unicast child entities");
         }
-        if s.group == 0 || s.group > 1000 {
-            return err(format!("group {}: between 1 and 1000 members", s.group));
+        if net.group == 0 || net.group > 1000 {
+            return err(format!("group {}: between 1 and 1000 members", net.group));
         }
-        if s.topology == TopologyKind::Layered && s.layers.iter().sum::<usize>() != s.group {
+        if net.topology == TopologyKind::Layered && net.layers.iter().sum::<usize>() != net.group {
             return err(format!(
                 "network.layers sum to {}, but the group has {}",
-                s.layers.iter().sum::<usize>(),
-                s.group
+                net.layers.iter().sum::<usize>(),
+                net.group
             ));
         }
-        if s.topology == TopologyKind::Floor && !(s.floor.0 > 0.0 && s.floor.1 > 0.0 && s.floor.2 > 0.0) {
+        if net.topology == TopologyKind::Floor
+            && !(net.floor.width > 0.0 && net.floor.height > 0.0 && net.floor.radius > 0.0)
+        {
             return err("network: a floor topology needs width, height and radius");
         }
-        for p in [s.cca_busy_prob, s.corruption_prob] {
+        for p in [common.wifi.cca_busy_prob, common.wifi.corruption_prob] {
             if !(0.0..=1.0).contains(&p) {
                 return err(format!("calibration: probability {p} outside 0..1"));
             }
         }
-        if s.follow.is_some() && (s.multicast || s.nested || s.window_s == 0) {
+        let window_s = if quick { self.workload.quick_duration_s } else { self.workload.duration_s };
+        if follow.is_some() && (multicast || nested || window_s == 0) {
             return err("follow: a unicast single entity and workload.duration_s > 0");
         }
-        if let Some(f) = &forwarding {
-            f.validate(&s)?;
+        if let Some(f) = &proxy {
+            f.validate(net.group)?;
+            if nested || multicast || follow.is_some() {
+                return err("[proxy]: a single unicast layout without follow");
+            }
         }
-        s.forwarding = forwarding;
-        if let Some(st) = &s.stream {
+        if let Some(st) = &stream {
             st.validate()?;
         }
-        if let Some(e) = &s.emulated {
+        if let Some(e) = &emulated {
             e.validate()?;
         }
-        if let Some(b) = &s.baseline {
+        if let Some(b) = &baseline {
             b.validate()?;
         }
-        if let Some(m) = &s.multiparty {
+        if let Some(m) = &multiparty {
             m.validate()?;
         }
-        if s.ack_timeout_ms == 0 || s.ack_random_factor < 1.0 {
+        let t = &common.transmission;
+        if t.ack_timeout_ms == 0 || t.ack_random_factor < 1.0 {
             return err("transmission: ack_timeout_ms > 0 and ack_random_factor ≥ 1");
         }
-        Ok(s)
+        let experiment = match (proxy, stream, emulated, baseline, multiparty) {
+            (Some(p), ..) => Experiment::Proxy(p),
+            (_, Some(s), ..) => Experiment::Stream(s),
+            (_, _, Some(e), ..) => Experiment::Emulated(e),
+            (_, _, _, Some(b), _) => Experiment::Baseline(b),
+            (.., Some(m)) => Experiment::Multiparty(m),
+            (None, None, None, None, None) => Experiment::Entity(EntitySetup {
+                queries,
+                multicast,
+                repair,
+                confirmable,
+                delay_ms,
+                resource: self.entity.resource.clone(),
+                timeout_ms: self.entity.timeout_ms,
+                nested,
+                parent_delay_ms: self.entity.parent_delay_ms,
+                follow,
+                window_s,
+            }),
+        };
+        Ok(Setup { common, experiment })
     }
 
     /// The file text of this scenario as TOML (for the report directory).

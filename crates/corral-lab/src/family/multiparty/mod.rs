@@ -1,4 +1,4 @@
-//! Scenarios with a `[multiparty]` section: seed 001's experiment (§IV). Nine clients ask one server for
+//! `[multiparty]`: seed 001's experiment (§IV). Nine clients ask one server for
 //! `/instruction?t=k` on the Fig. 6 tree over simulated IEEE 802.15.4, in one of Table II's deployments:
 //!
 //! | deployment | clients and server | forwarders |
@@ -21,12 +21,13 @@
 //! [`MpStats`], which the findings and the report's seed-001 figures read.
 
 pub mod apps;
-pub mod figures;
 pub mod ndn;
 
-use crate::run::{LinkRow, Network, NodeRow, PointResult, PointRow, QueryRow, TracedPoint};
-use crate::scenario::{MultipartySpec, Setup};
-use apps::{MpClient, MpServer, Ops, Retrieval};
+use crate::error::RunError;
+use crate::harness::{link_model, Network, PointRun, Trace};
+use crate::record::{Facts, LinkRow, MpStats, NodeRole, NodeRow, Ops, PointResult, PointRow, QueryRow};
+use crate::scenario::{Common, MultipartySpec};
+use apps::{MpClient, MpServer, Retrieval};
 use corral_proto::wire::Code;
 use corral_proto::{Duration, Endpoint, EndpointConfig, Instant, Node, Rng, ServiceHandle};
 use corral_proxy::{Fib, NextHop, ProxyConfig, ProxyService};
@@ -98,109 +99,6 @@ pub fn fig6() -> Fig6 {
     Fig6 { topology: t, server, shared, clients, parent }
 }
 
-/// What a seed-001 point measured beyond its rows (see the module docs).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct MpStats {
-    pub deployment: String,
-    pub requests: u32,
-    pub interval_s: f64,
-    /// Per client (index 0 = client 1): content retrieval times of successful requests, ms, sorted.
-    pub times_ms: Vec<Vec<f64>>,
-    /// Requests each client sent.
-    pub sent: Vec<u32>,
-    /// Responses the server sent in each second of the run.
-    pub server_per_s: Vec<u32>,
-    pub client_ops: Ops,
-    pub server_ops: Ops,
-    /// Requests and responses received on the shared path's links, index i = link f_{i+1} → f_{i+2}
-    /// (the last: f7 → server) for requests, the reverse direction for responses.
-    pub link_requests: Vec<u64>,
-    pub link_responses: Vec<u64>,
-}
-
-impl MpStats {
-    /// Successful requests of client `c` (1-based), % of those sent.
-    pub fn success(&self, c: usize) -> f64 {
-        let sent = self.sent.get(c - 1).copied().unwrap_or(0);
-        crate::stats::percent(self.times_ms.get(c - 1).map_or(0, Vec::len) as u64, u64::from(sent))
-    }
-
-    pub fn successes(&self) -> u64 {
-        self.times_ms.iter().map(|t| t.len() as u64).sum()
-    }
-
-    /// Mean server responses per second over the request phase (requests × interval).
-    pub fn server_rate(&self) -> f64 {
-        let total: u64 = self.server_per_s.iter().map(|&x| u64::from(x)).sum();
-        total as f64 / (f64::from(self.requests) * self.interval_s)
-    }
-
-    /// Median of the retrieval times below 1 s of the given clients (1-based), ms.
-    pub fn subsecond_median(&self, clients: &[usize]) -> f64 {
-        let mut v: Vec<f64> = clients
-            .iter()
-            .filter_map(|c| self.times_ms.get(c - 1))
-            .flat_map(|t| t.iter().copied().filter(|x| *x < 1000.0))
-            .collect();
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            f64::NAN
-        } else {
-            v[v.len() / 2]
-        }
-    }
-
-    /// Operations per successful retrieval: (client, server).
-    pub fn per_success(&self, f: fn(&Ops) -> u64) -> (f64, f64) {
-        let s = self.successes() as f64;
-        if s == 0.0 {
-            return (f64::NAN, f64::NAN);
-        }
-        (f(&self.client_ops) as f64 / s, f(&self.server_ops) as f64 / s)
-    }
-
-    /// Requests (or responses) per link scaled to the paper's 1000 requests per client.
-    pub fn per_thousand(&self, v: &[u64]) -> Vec<f64> {
-        v.iter().map(|&x| x as f64 * 1000.0 / f64::from(self.requests.max(1))).collect()
-    }
-}
-
-/// The report file that keeps every point's [`MpStats`], so that `corral lab merge` has them too.
-pub const STATS_FILE: &str = "multiparty.json";
-
-/// `multiparty.json`: `[{"point": i, "stats": …}, …]` in point order, or `None` without seed-001 points.
-pub fn stats_json(results: &[PointResult]) -> Option<String> {
-    let rows: Vec<serde_json::Value> = results
-        .iter()
-        .filter_map(|r| r.multiparty.as_ref().map(|m| serde_json::json!({"point": r.point.point, "stats": m.as_ref()})))
-        .collect();
-    if rows.is_empty() {
-        return None;
-    }
-    serde_json::to_string(&rows).ok().map(|s| s + "\n")
-}
-
-/// Attaches the stats of a report directory's `multiparty.json` (if it has one) to its points.
-pub fn read_stats(
-    dir: &std::path::Path,
-    by_point: &mut std::collections::BTreeMap<usize, PointResult>,
-) -> Result<(), String> {
-    let path = dir.join(STATS_FILE);
-    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
-    #[derive(serde::Deserialize)]
-    struct Row {
-        point: usize,
-        stats: MpStats,
-    }
-    let rows: Vec<Row> = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    for r in rows {
-        if let Some(p) = by_point.get_mut(&r.point) {
-            p.multiparty = Some(Arc::new(r.stats));
-        }
-    }
-    Ok(())
-}
-
 fn endpoint_config(sim: &Sim, i: usize, nstart: u16) -> EndpointConfig {
     let mut c = sim.endpoint_config(NodeId(i as u32));
     c.params.ack_timeout = ACK_TIMEOUT;
@@ -215,18 +113,19 @@ fn max_transmit_wait() -> Duration {
     ACK_TIMEOUT.saturating_mul((1 << (MAX_RETRANSMIT + 1)) - 1)
 }
 
-/// Runs one point. The simulator always keeps its records: Fig. 9's per-link counts are read from them.
-pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64) -> Result<TracedPoint, String> {
+/// Runs one point. The simulator always keeps its records: Fig. 9's per-link counts are read from them. Of
+/// the common setup it models the link and the CPU.
+pub fn run(c: &Common, m: &MultipartySpec, index: usize, seed: u64) -> Result<PointRun, RunError> {
     let fig = fig6();
     let mut topo = fig.topology.clone();
     // Collisions, hidden terminals and the MAC's limits always; a loss model only if `[network] link` sets
     // one (seed 001 gives none: the default is a perfect channel apart from the MAC).
-    topo.default_link = crate::run::link_model(s.link);
+    topo.default_link = link_model(c.network.link);
     let mut cfg = SimConfig::new(seed);
     cfg.record = true;
     // No CPU model unless `[calibration]` sets one (seed 001's motes are not calibrated anywhere).
-    cfg.processing_delay = Duration::from_micros((s.processing_delay_ms * 1000.0).round() as u64);
-    cfg.rx_queue = s.rx_queue;
+    cfg.processing_delay = Duration::from_micros((c.cpu.processing_delay_ms * 1000.0).round() as u64);
+    cfg.rx_queue = c.cpu.rx_queue;
     let mut sim = Sim::from_topology(cfg, &topo);
     let addr = |sim: &Sim, i: usize| sim.addr(NodeId(i as u32));
     let server_addr = addr(&sim, fig.server);
@@ -270,7 +169,8 @@ pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64) -> Res
                 let up = fig.parent[f].expect("a forwarder has a parent");
                 let mut fib = Fib::default();
                 if up != fig.server {
-                    fib.push("/**", vec![NextHop::new(addr(&sim, up), false, true)])?;
+                    fib.push("/**", vec![NextHop::new(addr(&sim, up), false, true)])
+                        .map_err(|reason| RunError::Rule { at: format!("n{f}"), reason })?;
                 }
                 let config = ProxyConfig {
                     name: format!("n{f}"),
@@ -316,7 +216,7 @@ pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64) -> Res
                 ops += n.ops();
             }
         }
-        let p = sim.service::<ndn::NdnNode>(server, server_h).ok_or("the producer is gone")?;
+        let p = sim.service::<ndn::NdnNode>(server, server_h).ok_or(RunError::Lost("the producer"))?;
         (ops, p.ops(), p.data_out.clone())
     } else {
         let mut ops = Ops::default();
@@ -326,7 +226,7 @@ pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64) -> Res
                 ops += c.ops();
             }
         }
-        let p = sim.service::<MpServer>(server, server_h).ok_or("the server is gone")?;
+        let p = sim.service::<MpServer>(server, server_h).ok_or(RunError::Lost("the server"))?;
         (ops, p.ops(), p.responses.clone())
     };
     let mut times_ms = vec![Vec::new(); usize::from(CLIENTS)];
@@ -364,7 +264,7 @@ pub(crate) fn run(s: &Setup, m: &MultipartySpec, index: usize, seed: u64) -> Res
     let result = rows(&sim, &fig, &retrievals, index, seed, stats);
     let network =
         Network { topology: topo, gateways: vec![fig.server], members: vec![forwarders], host: fig.clients[8] };
-    Ok(TracedPoint { result, sim, network, client: handles[8] })
+    Ok(PointRun { result, trace: Some(Trace { sim, network }) })
 }
 
 /// Requests up and responses down on each link of f1 → … → f7 → server, counted once per datagram and
@@ -439,11 +339,11 @@ fn rows(sim: &Sim, fig: &Fig6, retrievals: &[Retrieval], index: usize, seed: u64
         drops[3] += c.total_drops();
         retx += sim.node(NodeId(i as u32)).map_or(0, |n| n.endpoint().stats().retransmissions);
         let role = if i == fig.server {
-            "gateway"
+            NodeRole::Gateway
         } else if fig.clients.contains(&i) {
-            "client"
+            NodeRole::Client
         } else {
-            "device"
+            NodeRole::Device
         };
         nodes.push(NodeRow {
             point: index,
@@ -486,7 +386,7 @@ fn rows(sim: &Sim, fig: &Fig6, retrievals: &[Retrieval], index: usize, seed: u64
         max_node: busiest_node.map_or(0, |n| n.node),
         events: sim.events_processed(),
         window_s: sim.now().as_secs_f64(),
-        ..PointRow::blank(index, seed)
+        ..PointRow::new(index, seed, Facts::Multiparty(Arc::new(stats)))
     };
-    PointResult { queries, point, links, nodes, multiparty: Some(Arc::new(stats)) }
+    PointResult { queries, point, links, nodes }
 }

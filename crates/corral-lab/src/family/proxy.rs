@@ -1,30 +1,73 @@
-//! Scenarios with a `[proxy]` section: simulated forwarders running corral-proxy (the same service as
-//! `corral proxy`) with the FIBs the scenario declares, and consumers on the host asking the members'
+//! `[proxy]`: simulated forwarders running corral-proxy (the same service as `corral proxy`) with the FIBs
+//! the scenario declares, virtual devices on the members, and consumers on the host asking the members'
 //! resources through the first forwarder.
 //!
-//! Owns: turning `gateway` / `member:N` names into simulated nodes and addresses, each forwarder's
+//! # What it owns
+//! Turning `gateway` / `member:N` names into simulated nodes and addresses, each forwarder's
 //! [`ProxyConfig`] for the `forwarding` axis, and one query = `consumers` GETs of one member's resource sent
 //! at once (as that many independent applications would), answered when all have ended.
 
-use crate::client::LabClient;
-use crate::run::{query_row, totals, Driver, Network, QueryRow};
-use crate::scenario::{Forwarding, ForwardingSetup, Setup};
+use crate::error::RunError;
+use crate::harness::{
+    attach_client, attach_devices, build_network, coap_uri, query_row, simulator, start_interference, totals,
+    transmission_params, Created, Driver, Exchange, LabClient, Network, PointRun, QueryPhase, Trace,
+};
+use crate::record::{Facts, PointResult, QueryRow};
+use crate::scenario::{Common, Forwarding, ProxySetup};
 use corral_proto::wire::{Code, OptionNumber};
 use corral_proto::{Duration, Endpoint, EndpointConfig, Node, Request};
 use corral_proxy::{Fib, NextHop, ProxyConfig, ProxyService};
-use corral_sim::NodeId;
-use std::net::SocketAddr;
+use corral_sim::{NodeId, Sim};
+
+/// Runs one point with `seed`; `record` keeps the simulator's records (same numbers either way).
+pub fn run(c: &Common, p: &ProxySetup, index: usize, seed: u64, record: bool) -> Result<PointRun, RunError> {
+    let net = build_network(&c.network, false)?;
+    let mut sim = simulator(c, &net, seed, record);
+    let params = transmission_params(&c.transmission);
+    let forwarders = forwarder_nodes(p, &net);
+    let endpoint = |sim: &Sim, i: usize| {
+        let mut cfg = sim.endpoint_config(NodeId(i as u32));
+        cfg.params = params;
+        if forwarders.contains(&i) {
+            cfg.params.nstart = FORWARDER_NSTART;
+        }
+        cfg
+    };
+    attach_devices(&mut sim, &net, &endpoint, false);
+    for &g in &net.gateways {
+        // A forwarder, not the Entity Manager: its proxy is mounted below.
+        sim.attach(NodeId(g as u32), Node::new(Endpoint::new(endpoint(&sim, g))));
+    }
+    let mut host = sim.endpoint_config(NodeId(net.host as u32));
+    // The consumers are independent applications: their requests go out together, not one by one.
+    host.params.nstart = p.consumers as u16;
+    let mut d = attach_client(sim, &net, host);
+    mount_forwarders(&mut d, p, &net, &endpoint)?;
+    // Nothing to create (the consumers ask the members' resources through the forwarders); the network
+    // settles for a second, as the entity family's does after its creation.
+    d.sim.run_for(Duration::from_secs(1));
+
+    start_interference(&mut d.sim, &c.wifi);
+    let phase = QueryPhase::start(&d.sim, &net);
+    let queries = queries(&mut d, p, &net, (index, seed));
+    let (point, links, nodes) =
+        phase.finish(&d.sim, &net, (index, seed), Created { created: true, create_ms: 0.0 }, Facts::Proxy);
+    Ok(PointRun {
+        result: PointResult { queries, point, links, nodes },
+        trace: Some(Trace { sim: d.sim, network: net }),
+    })
+}
 
 /// NSTART of a forwarder's endpoint, as `corral proxy`'s default: a forwarder carries many consumers'
 /// requests to one member, which NSTART 1 would queue one behind the other.
-pub(crate) const FORWARDER_NSTART: u16 = 16;
+const FORWARDER_NSTART: u16 = 16;
 
 /// The nodes that run a proxy in this point (none for `direct`).
-pub(crate) fn forwarder_nodes(s: &Setup, net: &Network) -> Vec<usize> {
-    match &s.forwarding {
-        Some(f) if f.mode != Forwarding::Direct => f.forwarders.iter().map(|n| node_of(n, net)).collect(),
-        _ => Vec::new(),
+fn forwarder_nodes(p: &ProxySetup, net: &Network) -> Vec<usize> {
+    if p.mode == Forwarding::Direct {
+        return Vec::new();
     }
+    p.forwarders.iter().map(|n| node_of(n, net)).collect()
 }
 
 /// The node a `gateway` / `member:N` name stands for (validated when the scenario loaded).
@@ -36,7 +79,7 @@ fn node_of(name: &str, net: &Network) -> usize {
 }
 
 /// The proxy a forwarder runs for the point's `forwarding` mode.
-fn proxy_config(f: &ForwardingSetup) -> ProxyConfig {
+fn proxy_config(f: &ProxySetup) -> ProxyConfig {
     let (aggregate, cache) = match f.mode {
         Forwarding::Direct | Forwarding::Proxy => (false, 0),
         Forwarding::Aggregate => (true, 0),
@@ -52,7 +95,7 @@ fn proxy_config(f: &ForwardingSetup) -> ProxyConfig {
 }
 
 /// The FIB of the forwarder `at`: the scenario's rules held there, next hops resolved to addresses.
-fn fib_for(at: &str, f: &ForwardingSetup, d: &Driver, net: &Network) -> Result<Fib, String> {
+fn fib_for(at: &str, f: &ProxySetup, d: &Driver, net: &Network) -> Result<Fib, RunError> {
     let mut fib = Fib::default();
     for r in f.rules.iter().filter(|r| r.at == at) {
         let next = r
@@ -60,20 +103,19 @@ fn fib_for(at: &str, f: &ForwardingSetup, d: &Driver, net: &Network) -> Result<F
             .iter()
             .map(|n| NextHop::new(d.sim.addr(NodeId(node_of(n, net) as u32)), false, r.send_host))
             .collect();
-        fib.push(&r.pattern, next).map_err(|e| format!("proxy.rule at {at:?}: {e}"))?;
+        fib.push(&r.pattern, next).map_err(|reason| RunError::Rule { at: at.to_string(), reason })?;
     }
     Ok(fib)
 }
 
 /// Mounts a proxy on every forwarder (on top of whatever the node runs: a member keeps its sensors).
 /// `endpoint` is the node's endpoint configuration for nodes that have no node yet (the gateway).
-pub(crate) fn mount_forwarders(
+fn mount_forwarders(
     d: &mut Driver,
-    s: &Setup,
+    f: &ProxySetup,
     net: &Network,
-    endpoint: &dyn Fn(&corral_sim::Sim, usize) -> EndpointConfig,
-) -> Result<(), String> {
-    let Some(f) = &s.forwarding else { return Ok(()) };
+    endpoint: &dyn Fn(&Sim, usize) -> EndpointConfig,
+) -> Result<(), RunError> {
     if f.mode == Forwarding::Direct {
         return Ok(());
     }
@@ -98,19 +140,18 @@ pub(crate) fn mount_forwarders(
 
 /// The query phase: per repetition, `consumers` GETs of member (rep mod group)'s resource at once —
 /// through the first forwarder, or straight to the member for `direct`.
-pub(crate) fn queries(d: &mut Driver, s: &Setup, net: &Network, point: (usize, u64)) -> Vec<QueryRow> {
-    let Some(f) = &s.forwarding else { return Vec::new() };
+fn queries(d: &mut Driver, f: &ProxySetup, net: &Network, point: (usize, u64)) -> Vec<QueryRow> {
     let members: Vec<usize> = net.members.iter().flatten().copied().collect();
     let first = d.sim.addr(NodeId(node_of(&f.forwarders[0], net) as u32));
-    let resource = s.resource.trim_start_matches('/');
+    let resource = f.resource.trim_start_matches('/');
     let mut rows = Vec::new();
-    for rep in 0..s.repetitions {
+    for rep in 0..f.queries.repetitions {
         let member = d.sim.addr(NodeId(members[rep % members.len()] as u32));
         let (dst, request) = match f.mode {
             Forwarding::Direct => (member, Request::get(resource)),
             _ => {
                 let mut r = Request::new(Code::GET);
-                r.options.push_str(OptionNumber::PROXY_URI, &target(member, resource));
+                r.options.push_str(OptionNumber::PROXY_URI, &coap_uri(member, resource));
                 (first, r)
             }
         };
@@ -118,7 +159,7 @@ pub(crate) fn queries(d: &mut Driver, s: &Setup, net: &Network, point: (usize, u
         let (host, h) = (d.host, d.client);
         let requests = vec![request; f.consumers];
         d.sim.with_service(host, h, |c: &mut LabClient, cx| c.send_all(cx, dst, requests));
-        let limit = Duration::from_secs(s.query_limit_s);
+        let limit = Duration::from_secs(f.queries.query_limit_s);
         let deadline = d.sim.now() + limit;
         d.sim.run_until_cond(deadline, |sim| {
             sim.service::<LabClient>(host, h).is_some_and(|c| c.batch_results().is_some())
@@ -134,35 +175,23 @@ pub(crate) fn queries(d: &mut Driver, s: &Setup, net: &Network, point: (usize, u
                 x.code = code;
                 x
             }
-            _ => crate::client::Exchange {
-                sent: d.sim.now() - limit,
-                answered: d.sim.now(),
-                code: None,
-                payload: vec![],
-            },
+            _ => Exchange { sent: d.sim.now() - limit, answered: d.sim.now(), code: None, payload: vec![] },
         };
         let mut row = query_row(point, rep, f.consumers, &exchange, false, (before, after));
         row.replies = ok;
         rows.push(row);
-        d.sim.run_for(Duration::from_millis(s.pause_ms));
+        d.sim.run_for(Duration::from_millis(f.queries.pause_ms));
     }
     rows
 }
 
-fn target(member: SocketAddr, resource: &str) -> String {
-    match member {
-        SocketAddr::V6(a) => format!("coap://[{}]/{resource}", a.ip()),
-        SocketAddr::V4(a) => format!("coap://{}/{resource}", a.ip()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use crate::scenario::{AxisValue, Point, Scenario};
-    use corral_sim::NodeId;
+    use super::*;
+    use crate::scenario::{AxisValue, Experiment, Point, Scenario};
 
     /// ext-proxy with a second forwarder on member 0 and a gateway FIB that sends everything through it.
-    fn chained(forwarding: &str, consumers: usize) -> crate::scenario::Setup {
+    fn chained(forwarding: &str, consumers: usize) -> (Common, ProxySetup) {
         let text = crate::scenario::builtin("ext-proxy").unwrap().replace(
             "forwarders = [\"gateway\"]",
             "forwarders = [\"gateway\", \"member:0\"]\n[[proxy.rule]]\nat = \"gateway\"\nmatch = \"/**\"\nnext = [\"member:0\"]",
@@ -175,16 +204,18 @@ mod tests {
                 ("consumers".into(), AxisValue::Num(consumers as f64)),
             ],
         };
-        let mut setup = s.setup(&p, true).unwrap();
-        setup.repetitions = 6;
-        setup
+        let setup = s.setup(&p, true).unwrap();
+        let Experiment::Proxy(mut proxy) = setup.experiment else { panic!("ext-proxy is a [proxy] scenario") };
+        proxy.queries.repetitions = 6;
+        (setup.common, proxy)
     }
 
     #[test]
     fn a_gateway_fib_sends_requests_through_a_second_forwarder() {
-        let setup = chained("aggregate", 4);
-        let t = crate::run::run_point_sim(&setup, 0, 7, true).unwrap();
-        assert!(t.result.queries.iter().all(|q| q.success()), "{:?}", t.result.queries);
+        let (common, proxy) = chained("aggregate", 4);
+        let out = run(&common, &proxy, 0, 7, true).unwrap();
+        let t = out.trace.expect("a simulated run");
+        assert!(out.result.queries.iter().all(|q| q.success()), "{:?}", out.result.queries);
         let gw = t.sim.addr(NodeId(t.network.gateways[0] as u32));
         let m0 = t.sim.addr(NodeId(t.network.members[0][0] as u32));
         let far = t.sim.addr(NodeId(*t.network.members.iter().flatten().last().unwrap() as u32));
@@ -198,11 +229,11 @@ mod tests {
     #[test]
     fn aggregation_and_the_cache_save_radio_frames() {
         let frames = |mode: &str| {
-            let mut setup = chained(mode, 8);
-            setup.forwarding.as_mut().unwrap().rules.clear();
-            setup.forwarding.as_mut().unwrap().forwarders.truncate(1);
-            setup.repetitions = 12; // each member twice: the second round can come from the cache
-            let r = crate::run::run_point(&setup, 0, 3).unwrap();
+            let (common, mut proxy) = chained(mode, 8);
+            proxy.rules.clear();
+            proxy.forwarders.truncate(1);
+            proxy.queries.repetitions = 12; // each member twice: the second round can come from the cache
+            let r = run(&common, &proxy, 0, 3, false).unwrap().result;
             assert!(r.queries.iter().all(|q| q.success()), "{mode}: {:?}", r.queries);
             r.queries.iter().map(|q| q.frames).sum::<u64>()
         };

@@ -7,6 +7,9 @@
 //! reads a clock (time is `cx.now()`), never draws randomness it was not given (the schedule is drawn from
 //! a seeded [`Rng`] when the client is made).
 
+use crate::error::{RunError, ScenarioError};
+use crate::harness::coap_uri;
+use crate::record::Ops;
 use corral_oscore::{
     CryptoOps, GroupBinding, GroupContext, GroupParams, Params, Plain, RequestBinding, SecurityContext,
 };
@@ -16,23 +19,8 @@ use corral_proto::{
     Service,
 };
 use std::collections::{HashMap, VecDeque};
+use std::fmt;
 use std::net::SocketAddr;
-
-/// Cryptographic operations performed (Table III's rows).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Ops {
-    pub aead: u64,
-    pub signatures: u64,
-    pub hmac: u64,
-}
-
-impl std::ops::AddAssign for Ops {
-    fn add_assign(&mut self, o: Ops) {
-        self.aead += o.aead;
-        self.signatures += o.signatures;
-        self.hmac += o.hmac;
-    }
-}
 
 /// The shared OSCORE master secret of the lab (any value: the keys only need to differ per client).
 const MASTER_SECRET: &[u8] = b"corral seed 001 lab master secret";
@@ -43,6 +31,37 @@ pub const DETERMINISTIC_ID: u8 = 0xdc;
 
 fn ops_of(o: CryptoOps) -> Ops {
     Ops { aead: o.aead, signatures: o.signatures, hmac: o.hmac }
+}
+
+/// Why a message did not protect, open or verify. Its text is the diagnostic payload of the server's 4.00
+/// or 5.00 response.
+#[derive(Debug)]
+pub enum SecurityError {
+    /// corral-oscore refused it.
+    Oscore(corral_oscore::Error),
+    /// A response without an OSCORE option, where the request was protected.
+    Unprotected(Code),
+    /// The binding of another deployment's request (`"an OSCORE"`, `"a group"`: the one expected).
+    WrongBinding(&'static str),
+    /// A request whose kid is none of the server's contexts.
+    UnknownKid,
+}
+
+impl fmt::Display for SecurityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecurityError::Oscore(e) => e.fmt(f),
+            SecurityError::Unprotected(code) => write!(f, "unprotected {code}"),
+            SecurityError::WrongBinding(kind) => write!(f, "not {kind} binding"),
+            SecurityError::UnknownKid => f.write_str("unknown kid"),
+        }
+    }
+}
+
+impl From<corral_oscore::Error> for SecurityError {
+    fn from(e: corral_oscore::Error) -> SecurityError {
+        SecurityError::Oscore(e)
+    }
 }
 
 /// What a client needs to check the response to one request.
@@ -56,17 +75,17 @@ pub enum Binding {
 /// (`SecurityContext::ops`, `GroupContext::ops`): every AEAD, signature and HMAC corral-oscore performed.
 pub trait ClientSecurity {
     /// The request to send for `plain` and what its response must match.
-    fn protect(&mut self, plain: &Plain) -> Result<(Plain, Binding), String>;
+    fn protect(&mut self, plain: &Plain) -> Result<(Plain, Binding), SecurityError>;
     /// The inner response, if the response verifies.
-    fn verify(&mut self, binding: &Binding, outer: &Plain) -> Result<Plain, String>;
+    fn verify(&mut self, binding: &Binding, outer: &Plain) -> Result<Plain, SecurityError>;
     fn ops(&self) -> Ops;
 }
 
 /// The server's side of a deployment's security.
 pub trait ServerSecurity {
     /// The inner request and the handle its response is protected with.
-    fn open(&mut self, outer: &Plain) -> Result<(Plain, ServerBinding), String>;
-    fn seal(&mut self, binding: &ServerBinding, response: &Plain) -> Result<Plain, String>;
+    fn open(&mut self, outer: &Plain) -> Result<(Plain, ServerBinding), SecurityError>;
+    fn seal(&mut self, binding: &ServerBinding, response: &Plain) -> Result<Plain, SecurityError>;
     /// Whether a response costs the server a signature (and the scenario's signature time).
     fn signs(&self) -> bool;
     fn ops(&self) -> Ops;
@@ -86,30 +105,30 @@ pub struct OscoreClient {
 
 impl OscoreClient {
     /// Client `c` (1-based).
-    pub fn new(c: u8) -> Result<OscoreClient, String> {
-        let ctx = SecurityContext::derive(Params::new(MASTER_SECRET, &[c], &[SERVER_ID])).map_err(|e| e.to_string())?;
+    pub fn new(c: u8) -> Result<OscoreClient, corral_oscore::Error> {
+        let ctx = SecurityContext::derive(Params::new(MASTER_SECRET, &[c], &[SERVER_ID]))?;
         Ok(OscoreClient { ctx })
     }
 }
 
-fn unprotected(outer: &Plain) -> Result<(), String> {
+fn unprotected(outer: &Plain) -> Result<(), SecurityError> {
     if outer.options.contains(OptionNumber::OSCORE) {
         Ok(())
     } else {
-        Err(format!("unprotected {}", outer.code))
+        Err(SecurityError::Unprotected(outer.code))
     }
 }
 
 impl ClientSecurity for OscoreClient {
-    fn protect(&mut self, plain: &Plain) -> Result<(Plain, Binding), String> {
-        let (outer, b) = self.ctx.protect_request(plain, false).map_err(|e| e.to_string())?;
+    fn protect(&mut self, plain: &Plain) -> Result<(Plain, Binding), SecurityError> {
+        let (outer, b) = self.ctx.protect_request(plain, false)?;
         Ok((outer, Binding::Oscore(b)))
     }
 
-    fn verify(&mut self, binding: &Binding, outer: &Plain) -> Result<Plain, String> {
-        let Binding::Oscore(b) = binding else { return Err("not an OSCORE binding".into()) };
+    fn verify(&mut self, binding: &Binding, outer: &Plain) -> Result<Plain, SecurityError> {
+        let Binding::Oscore(b) = binding else { return Err(SecurityError::WrongBinding("an OSCORE")) };
         unprotected(outer)?;
-        self.ctx.unprotect_response(b, outer).map(|(p, _)| p).map_err(|e| e.to_string())
+        Ok(self.ctx.unprotect_response(b, outer)?.0)
     }
 
     fn ops(&self) -> Ops {
@@ -123,11 +142,10 @@ pub struct OscoreServer {
 }
 
 impl OscoreServer {
-    pub fn new(clients: u8) -> Result<OscoreServer, String> {
+    pub fn new(clients: u8) -> Result<OscoreServer, corral_oscore::Error> {
         let mut contexts = HashMap::new();
         for c in 1..=clients {
-            let ctx =
-                SecurityContext::derive(Params::new(MASTER_SECRET, &[SERVER_ID], &[c])).map_err(|e| e.to_string())?;
+            let ctx = SecurityContext::derive(Params::new(MASTER_SECRET, &[SERVER_ID], &[c]))?;
             contexts.insert(vec![c], ctx);
         }
         Ok(OscoreServer { contexts })
@@ -135,17 +153,17 @@ impl OscoreServer {
 }
 
 impl ServerSecurity for OscoreServer {
-    fn open(&mut self, outer: &Plain) -> Result<(Plain, ServerBinding), String> {
-        let (kid, _) = corral_oscore::request_kid(&outer.options).map_err(|e| e.to_string())?;
-        let ctx = self.contexts.get_mut(&kid).ok_or("unknown kid")?;
-        let (plain, binding) = ctx.unprotect_request(outer).map_err(|e| e.to_string())?;
+    fn open(&mut self, outer: &Plain) -> Result<(Plain, ServerBinding), SecurityError> {
+        let (kid, _) = corral_oscore::request_kid(&outer.options)?;
+        let ctx = self.contexts.get_mut(&kid).ok_or(SecurityError::UnknownKid)?;
+        let (plain, binding) = ctx.unprotect_request(outer)?;
         Ok((plain, ServerBinding::Oscore { kid, binding }))
     }
 
-    fn seal(&mut self, b: &ServerBinding, response: &Plain) -> Result<Plain, String> {
-        let ServerBinding::Oscore { kid, binding } = b else { return Err("not an OSCORE binding".into()) };
-        let ctx = self.contexts.get_mut(kid).ok_or("unknown kid")?;
-        ctx.protect_response(binding, response, false).map_err(|e| e.to_string())
+    fn seal(&mut self, b: &ServerBinding, response: &Plain) -> Result<Plain, SecurityError> {
+        let ServerBinding::Oscore { kid, binding } = b else { return Err(SecurityError::WrongBinding("an OSCORE")) };
+        let ctx = self.contexts.get_mut(kid).ok_or(SecurityError::UnknownKid)?;
+        Ok(ctx.protect_response(binding, response, false)?)
     }
 
     fn signs(&self) -> bool {
@@ -171,15 +189,16 @@ fn group_params(me: u8, members: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>) 
     }
 }
 
-/// Every member's group context: the server's first, then client 1..=clients.
-fn group(clients: u8) -> Result<Vec<GroupContext>, String> {
-    let ids: Vec<u8> = std::iter::once(SERVER_ID).chain(1..=clients).collect();
+/// Every member's group context: the server's, and client 1..=clients'.
+fn group(clients: u8) -> Result<(GroupContext, Vec<GroupContext>), corral_oscore::Error> {
     let mut creds = std::collections::BTreeMap::new();
-    for &id in &ids {
-        let alone = GroupContext::derive(group_params(id, &Default::default())).map_err(|e| e.to_string())?;
+    for id in std::iter::once(SERVER_ID).chain(1..=clients) {
+        let alone = GroupContext::derive(group_params(id, &Default::default()))?;
         creds.insert(vec![id], alone.own_credential().to_vec());
     }
-    ids.iter().map(|&id| GroupContext::derive(group_params(id, &creds)).map_err(|e| e.to_string())).collect()
+    let server = GroupContext::derive(group_params(SERVER_ID, &creds))?;
+    let members = (1..=clients).map(|id| GroupContext::derive(group_params(id, &creds))).collect::<Result<_, _>>()?;
+    Ok((server, members))
 }
 
 /// A client of deployment iii: deterministic requests (every client the same bytes for the same `t`),
@@ -189,15 +208,15 @@ pub struct DeterministicClient {
 }
 
 impl ClientSecurity for DeterministicClient {
-    fn protect(&mut self, plain: &Plain) -> Result<(Plain, Binding), String> {
-        let (outer, b) = self.ctx.protect_deterministic(plain).map_err(|e| e.to_string())?;
+    fn protect(&mut self, plain: &Plain) -> Result<(Plain, Binding), SecurityError> {
+        let (outer, b) = self.ctx.protect_deterministic(plain)?;
         Ok((outer, Binding::Group(b)))
     }
 
-    fn verify(&mut self, binding: &Binding, outer: &Plain) -> Result<Plain, String> {
-        let Binding::Group(b) = binding else { return Err("not a group binding".into()) };
+    fn verify(&mut self, binding: &Binding, outer: &Plain) -> Result<Plain, SecurityError> {
+        let Binding::Group(b) = binding else { return Err(SecurityError::WrongBinding("a group")) };
         unprotected(outer)?;
-        self.ctx.unprotect_response(b, outer).map(|(p, _)| p).map_err(|e| e.to_string())
+        Ok(self.ctx.unprotect_response(b, outer)?.0)
     }
 
     fn ops(&self) -> Ops {
@@ -211,14 +230,14 @@ pub struct GroupServer {
 }
 
 impl ServerSecurity for GroupServer {
-    fn open(&mut self, outer: &Plain) -> Result<(Plain, ServerBinding), String> {
-        let (plain, b) = self.ctx.unprotect_request(outer).map_err(|e| e.to_string())?;
+    fn open(&mut self, outer: &Plain) -> Result<(Plain, ServerBinding), SecurityError> {
+        let (plain, b) = self.ctx.unprotect_request(outer)?;
         Ok((plain, ServerBinding::Group(b)))
     }
 
-    fn seal(&mut self, b: &ServerBinding, response: &Plain) -> Result<Plain, String> {
-        let ServerBinding::Group(b) = b else { return Err("not a group binding".into()) };
-        self.ctx.protect_response(b, response, false).map_err(|e| e.to_string())
+    fn seal(&mut self, b: &ServerBinding, response: &Plain) -> Result<Plain, SecurityError> {
+        let ServerBinding::Group(b) = b else { return Err(SecurityError::WrongBinding("a group")) };
+        Ok(self.ctx.protect_response(b, response, false)?)
     }
 
     fn signs(&self) -> bool {
@@ -234,23 +253,24 @@ impl ServerSecurity for GroupServer {
 pub type Adapters = (Vec<Box<dyn ClientSecurity>>, Box<dyn ServerSecurity>);
 
 /// The security adapters of a deployment.
-pub fn security(deployment: &str, clients: u8) -> Result<Adapters, String> {
+pub fn security(deployment: &str, clients: u8) -> Result<Adapters, RunError> {
     match deployment {
         "oscore" | "oscore-proxy" => {
             let mut cs: Vec<Box<dyn ClientSecurity>> = Vec::new();
             for c in 1..=clients {
-                cs.push(Box::new(OscoreClient::new(c)?));
+                cs.push(Box::new(OscoreClient::new(c).map_err(RunError::Security)?));
             }
-            Ok((cs, Box::new(OscoreServer::new(clients)?)))
+            Ok((cs, Box::new(OscoreServer::new(clients).map_err(RunError::Security)?)))
         }
         "det-oscore-proxy" => {
-            let mut members = group(clients)?.into_iter();
-            let server = members.next().ok_or("no server context")?;
-            let cs: Vec<Box<dyn ClientSecurity>> =
-                members.map(|ctx| Box::new(DeterministicClient { ctx }) as Box<dyn ClientSecurity>).collect();
+            let (server, members) = group(clients).map_err(RunError::Security)?;
+            let cs: Vec<Box<dyn ClientSecurity>> = members
+                .into_iter()
+                .map(|ctx| Box::new(DeterministicClient { ctx }) as Box<dyn ClientSecurity>)
+                .collect();
             Ok((cs, Box::new(GroupServer { ctx: server })))
         }
-        other => Err(format!("no CoAP security adapter for deployment {other:?}")),
+        other => Err(ScenarioError::invalid(format!("no CoAP security adapter for deployment {other:?}")).into()),
     }
 }
 
@@ -333,11 +353,7 @@ impl MpClient {
         let mut plain = Plain { code: Code::GET, ..Plain::default() };
         match self.proxy {
             Some(_) => {
-                let host = match self.server {
-                    SocketAddr::V6(a) => format!("[{}]", a.ip()),
-                    SocketAddr::V4(a) => a.ip().to_string(),
-                };
-                plain.options.push_str(OptionNumber::PROXY_URI, &format!("coap://{host}/{path}?{query}"));
+                plain.options.push_str(OptionNumber::PROXY_URI, &coap_uri(self.server, &format!("{path}?{query}")));
             }
             None => {
                 plain.options.push_str(OptionNumber::URI_PATH, &path);
@@ -427,7 +443,7 @@ impl Service for MpServer {
             Ok(x) => x,
             Err(e) => {
                 self.rejected += 1;
-                return cx.respond(req.id, Response::error(Code::BAD_REQUEST, e));
+                return cx.respond(req.id, Response::error(Code::BAD_REQUEST, e.to_string()));
             }
         };
         let path: Vec<&str> =
@@ -441,7 +457,7 @@ impl Service for MpServer {
         };
         let sealed = match self.security.seal(&binding, &plain) {
             Ok(s) => s,
-            Err(e) => return cx.respond(req.id, Response::error(Code::INTERNAL_SERVER_ERROR, e)),
+            Err(e) => return cx.respond(req.id, Response::error(Code::INTERNAL_SERVER_ERROR, e.to_string())),
         };
         let response = Response { code: sealed.code, options: sealed.options, payload: sealed.payload };
         if self.security.signs() && !self.signature.is_zero() {

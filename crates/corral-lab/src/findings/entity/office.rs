@@ -2,7 +2,7 @@
 //! against Table 8, so Table 8 is FITTED; Fig. 16's text reads the distribution of the unicast response
 //! times in terms of CoAP's retransmissions — held out, a claim.
 
-use super::{need, pick, t, Aggs, Check, Measure, Tolerance};
+use crate::findings::{need, pick, t, Aggs, Check, Inconclusive, Measure, Tolerance};
 use crate::results::Aggregate;
 use crate::scenario::Scenario;
 
@@ -15,7 +15,7 @@ pub const CHECKS: &[Check] = &[
     },
 ];
 
-type Out = Result<Vec<Measure>, String>;
+type Out = Result<Vec<Measure>, Inconclusive>;
 
 fn cell<'a>(aggs: &'a Aggs<'a>, mode: &str, usage: &str) -> Option<&'a Aggregate> {
     pick(aggs, &[("mode", t(mode)), ("usage", t(usage))])
@@ -50,7 +50,7 @@ fn table8(_: &Scenario, aggs: &Aggs) -> Out {
         ));
         m.push(Measure::new(
             format!("{mode} {usage}: mean response time"),
-            super::rt_s(a),
+            crate::findings::rt_s(a),
             Some(mean),
             " s",
             Tolerance::Relative(0.3),
@@ -92,8 +92,8 @@ fn fig16(_: &Scenario, aggs: &Aggs) -> Out {
 
 #[cfg(test)]
 mod tests {
-    use super::super::t;
-    use super::super::testing::Synth;
+    use crate::findings::t;
+    use crate::findings::testing::Synth;
 
     fn office(uni_normal_rt: f64, mc_normal_member: f64, share_low: f64, max_normal: f64) -> Synth {
         let mut s = Synth::new();

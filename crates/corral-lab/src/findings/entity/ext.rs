@@ -1,7 +1,7 @@
 //! The questions seed 000 left open, answered by corral's own experiments: hypotheses stated before the
 //! run, each with its tolerance (there is no paper number to compare with).
 
-use super::{n, need, num, pick, rt_s, t, values, Aggs, Check, Measure, Tolerance};
+use crate::findings::{n, need, num, pick, rt_s, t, values, Aggs, Check, Inconclusive, Measure, Tolerance};
 use crate::scenario::Scenario;
 
 pub const CHECKS: &[Check] = &[
@@ -27,7 +27,7 @@ pub const CHECKS: &[Check] = &[
     },
 ];
 
-type Out = Result<Vec<Measure>, String>;
+type Out = Result<Vec<Measure>, Inconclusive>;
 
 /// Eq. (1): S·G/R with S = 80 B, R = 1 kB/s. At the smallest leisure at or above each group's bound,
 /// response time falls below the 5 s default's (ratio < 1) and member reliability stays within 5 points.
@@ -84,17 +84,17 @@ fn observe_vs_poll(_: &Scenario, aggs: &Aggs) -> Out {
     let mut m = Vec::new();
     for g in values(aggs, "group") {
         let Some(obs) = pick(aggs, &[("group", n(g)), ("follow", t("observe"))]) else { continue };
-        let (fo, so) = (obs.frames_per_hour, obs.staleness);
+        let (fo, so) = (obs.frames_per_hour, obs.staleness());
         let polls: Vec<_> = aggs
             .iter()
             .filter(|(p, _)| num(p, "group") == Some(g) && num(p, "follow").is_some())
             .map(|(_, a)| a)
-            .filter(|a| a.staleness.is_finite() && a.frames_per_hour.is_finite())
+            .filter(|a| a.staleness().is_finite() && a.frames_per_hour.is_finite())
             .collect();
         if polls.is_empty() || !so.is_finite() {
             continue;
         }
-        let dominating = polls.iter().filter(|a| a.staleness <= so && a.frames_per_hour <= fo).count();
+        let dominating = polls.iter().filter(|a| a.staleness() <= so && a.frames_per_hour <= fo).count();
         m.push(Measure::new(
             format!("G={g} polling periods as fresh and as cheap as observing"),
             dominating as f64,
@@ -135,8 +135,9 @@ fn repair_best_of_both(_: &Scenario, aggs: &Aggs) -> Out {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::Synth;
-    use super::super::{n, t};
+    use crate::findings::testing::Synth;
+    use crate::findings::{n, t};
+    use crate::record::{Facts, Staleness};
 
     #[test]
     fn hypotheses_can_fail() {
@@ -159,12 +160,13 @@ mod tests {
         assert_eq!(auto(1.1).holds("auto_delay_near_best"), Ok(true));
         assert_eq!(auto(1.5).holds("auto_delay_near_best"), Ok(false));
 
+        let stale = |mean: f64| Facts::Entity { staleness: Some(Staleness { mean, max: mean }) };
         let follow = |poll_stale: f64, poll_frames: f64| {
             let mut s = Synth::new();
             let o = s.add(&[("group", n(5.0)), ("follow", t("observe"))], 0.0, 100.0, 100.0);
-            (o.staleness, o.frames_per_hour) = (0.03, 150.0);
+            (o.facts, o.frames_per_hour) = (stale(0.03), 150.0);
             let p = s.add(&[("group", n(5.0)), ("follow", n(60.0))], 1.0, 100.0, 100.0);
-            (p.staleness, p.frames_per_hour) = (poll_stale, poll_frames);
+            (p.facts, p.frames_per_hour) = (stale(poll_stale), poll_frames);
             s
         };
         assert_eq!(follow(0.02, 600.0).holds("observe_vs_poll"), Ok(true));

@@ -5,9 +5,10 @@
 //!
 //! Owns the SVGs (through [`crate::plot`]) and the HTML fragment; never runs anything.
 
-use super::{MpStats, CLIENTS, SHARED};
+use crate::data::RunData;
+use crate::family::multiparty::{CLIENTS, SHARED};
 use crate::plot::{LineChart, Series};
-use crate::report::RunData;
+use crate::record::MpStats;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ use std::sync::Arc;
 fn pooled(d: &RunData) -> Vec<(MpStats, u32)> {
     let mut out: Vec<(MpStats, u32)> = Vec::new();
     for (_, a) in d.aggregates() {
-        let Some(m) = a.multiparty else { continue };
+        let Some(m) = a.facts.multiparty().cloned() else { continue };
         match out.iter_mut().find(|(p, _)| p.deployment == m.deployment) {
             None => out.push((Arc::unwrap_or_clone(m), 1)),
             Some((p, k)) => {

@@ -1,4 +1,4 @@
-//! Scenarios with a `[baseline]` section: seed 002's evaluation of CoAP against HTTP (TinyCoAP §6). A
+//! `[baseline]`: seed 002's evaluation of CoAP against HTTP (TinyCoAP §6). A
 //! client on the gateway (the paper's PC behind its 6LoWPAN base station) asks a server mote one IEEE
 //! 802.15.4 hop away for `GET /test`, whose body has `payload` bytes:
 //! - `coap`: corral's endpoint on both sides (corral-sim's `Responder` and `GroupClient`): CON requests one
@@ -19,14 +19,15 @@
 //! into account) and the CPU (corral-sim has no CPU energy model; the paper's differences come from packet
 //! processing, which this cannot show).
 //!
-//! Owns: the mapping of a `[baseline]` point onto the simulator and its measurement; like `crate::run`, it
-//! never reads a clock or draws randomness of its own.
+//! Owns: the mapping of a `[baseline]` point onto the simulator and its measurement; it never reads a clock
+//! or draws randomness of its own.
 //!
 //! Rows: one `queries.csv` row per transaction (its response time; `replies` 1 when answered); the point's
 //! goodput, energy, bytes on the air, application-layer loss and fragments in `points.csv`.
 
-use crate::client::Exchange;
-use crate::run::{query_row, BaselineFacts, LinkRow, Network, NodeRow, PointResult, PointRow, QueryRow, TracedPoint};
+use crate::error::{RunError, ScenarioError};
+use crate::harness::{query_row, totals, Exchange, Network, PointRun, Trace};
+use crate::record::{BaselineFacts, Facts, LinkRow, NodeRole, NodeRow, PointResult, PointRow, QueryRow};
 use crate::scenario::BaselineSpec;
 use corral_proto::wire::Code;
 use corral_proto::{Duration, Endpoint, Instant, Node, SendParams};
@@ -49,20 +50,21 @@ const ACK_BYTES: u64 = 11;
 /// One transaction: sent, answered (if it was) and body bytes.
 type Tx = (Instant, Option<Instant>, usize);
 
-/// Runs one point; `record` is ignored (the records are always kept: energy is computed from them).
-pub(crate) fn run(b: &BaselineSpec, index: usize, seed: u64, _record: bool) -> Result<TracedPoint, String> {
+/// Runs one point. The simulator always keeps its records: energy is computed from them.
+pub fn run(b: &BaselineSpec, index: usize, seed: u64) -> Result<PointRun, RunError> {
     let topo = Topology::star(1);
     let mut cfg = SimConfig::new(seed);
     cfg.record = true;
     let mut sim = Sim::from_topology(cfg, &topo);
     if b.snr_db != 0.0 {
-        let ser = snr::table4_symbol_error_rate(b.snr_db).ok_or("snr_db is not one of Table 4's")?;
+        let ser = snr::table4_symbol_error_rate(b.snr_db).ok_or_else(|| {
+            ScenarioError::invalid(format!("baseline.snr_db {}: 0 or one of Table 4's 2.5, 2, 1.5, 1", b.snr_db))
+        })?;
         sim.set_all_link_models(LinkModel::SymbolErrors { ser });
     }
     let (client, server) = (NodeId(0), NodeId(1));
     let limit = Instant::ZERO + Duration::from_secs(b.limit_s);
     let interval = (b.rate > 0.0).then(|| Duration::from_micros((1e6 / b.rate).round() as u64));
-    let mut handle = None;
     let txs: Vec<Tx> = if b.scheme == "coap" {
         let mut sc = sim.endpoint_config(server);
         sc.params.ack_timeout = Duration::from_millis(b.ack_timeout_ms);
@@ -86,8 +88,7 @@ pub(crate) fn run(b: &BaselineSpec, index: usize, seed: u64, _record: bool) -> R
         sim.attach(client, c);
         sim.with_service(client, h, |g: &mut GroupClient, cx| g.start(cx));
         sim.run_until_cond(limit, |s| s.service::<GroupClient>(client, h).is_some_and(GroupClient::done));
-        handle = Some(h);
-        let g = sim.service::<GroupClient>(client, h).ok_or("the client")?;
+        let g = sim.service::<GroupClient>(client, h).ok_or(RunError::Lost("the client"))?;
         g.outcomes
             .iter()
             .map(|o| {
@@ -108,11 +109,11 @@ pub(crate) fn run(b: &BaselineSpec, index: usize, seed: u64, _record: bool) -> R
         sim.attach_app(client, Box::new(hc));
         sim.with_app(client, |now, c: &mut HttpClient| c.start(now));
         sim.run_until_cond(limit, |s| s.app::<HttpClient>(client).is_some_and(HttpClient::done));
-        let c = sim.app::<HttpClient>(client).ok_or("the client")?;
+        let c = sim.app::<HttpClient>(client).ok_or(RunError::Lost("the client"))?;
         c.transactions.iter().map(|t| (t.sent, t.answered, t.body)).collect()
     };
     let facts = facts(&sim, server, &txs);
-    Ok(point(sim, index, seed, &txs, facts, handle))
+    Ok(point(sim, index, seed, &txs, facts))
 }
 
 /// Goodput, energy, bytes and loss of a finished run (see the module docs).
@@ -172,15 +173,8 @@ fn facts(sim: &Sim, server: NodeId, txs: &[Tx]) -> BaselineFacts {
     }
 }
 
-fn point(
-    sim: Sim,
-    index: usize,
-    seed: u64,
-    txs: &[Tx],
-    baseline: BaselineFacts,
-    handle: Option<corral_proto::ServiceHandle>,
-) -> TracedPoint {
-    let totals = crate::run::totals(&sim, &[0]);
+fn point(sim: Sim, index: usize, seed: u64, txs: &[Tx], baseline: BaselineFacts) -> PointRun {
+    let totals = totals(&sim, &[0]);
     let queries: Vec<QueryRow> = txs
         .iter()
         .enumerate()
@@ -209,8 +203,7 @@ fn point(
         max_node: 1,
         events: sim.events_processed(),
         window_s: sim.now().as_secs_f64(),
-        baseline,
-        ..PointRow::blank(index, seed)
+        ..PointRow::new(index, seed, Facts::Baseline(baseline))
     };
     let links = vec![
         LinkRow {
@@ -230,7 +223,7 @@ fn point(
             received: cc.frames_received,
         },
     ];
-    let node = |n: u32, role, c: &corral_sim::NodeCounters| NodeRow {
+    let node = |n: u32, role: NodeRole, c: &corral_sim::NodeCounters| NodeRow {
         point: index,
         node: n,
         role,
@@ -239,16 +232,7 @@ fn point(
         frames_received: c.frames_received,
         datagrams_forwarded: 0,
     };
-    let nodes = vec![node(0, "client", &cc), node(1, "server", &sc)];
+    let nodes = vec![node(0, NodeRole::Client, &cc), node(1, NodeRole::Server, &sc)];
     let network = Network { topology: Topology::star(1), gateways: vec![0], members: vec![vec![1]], host: 0 };
-    TracedPoint {
-        result: PointResult { queries, point, links, nodes, multiparty: None },
-        sim,
-        network,
-        // The HTTP client is an app, not a service: a handle to an unused one (as `crate::emulated` does).
-        client: handle.unwrap_or_else(|| {
-            Node::new(Endpoint::new(corral_proto::EndpointConfig::with_seed(0)))
-                .mount("unused", crate::client::LabClient::new())
-        }),
-    }
+    PointRun { result: PointResult { queries, point, links, nodes }, trace: Some(Trace { sim, network }) }
 }

@@ -1,4 +1,4 @@
-//! Scenarios with a `[stream]` section: seed 003's experiment (§4). A sensor on the wired host streams
+//! `[stream]`: seed 003's experiment (§4). A sensor on the wired host streams
 //! readings to a collector on the gateway over one link of the given bit rate, delay and loss (the
 //! paper's two access points joined at 1 Mb/s, with a random loss event generator), with CoAP-SC or the
 //! CoAP over UDP or CoAP over TCP baseline — the same corral-stream services as `corral stream
@@ -7,15 +7,17 @@
 //! Rows: one `queries.csv` row per reading (its generated-to-acknowledged delay as the response time); the
 //! point's NRP, TBT and TTD in `points.csv`.
 
-use crate::client::Exchange;
-use crate::run::{query_row, LinkRow, Network, NodeRow, PointResult, PointRow, QueryRow, TracedPoint};
-use crate::scenario::{Setup, StreamSpec};
+use crate::error::RunError;
+use crate::harness::{query_row, totals, Exchange, Network, PointRun, Trace};
+use crate::record::{Facts, LinkRow, NodeRole, NodeRow, PointResult, PointRow, QueryRow, StreamFacts};
+use crate::scenario::{Common, StreamSpec};
 use corral_proto::{Duration, Endpoint, Instant, Node};
 use corral_sim::{NodeId, NodeSpec, Role, Sim, SimConfig, Topology, WiredSpec};
 use corral_stream::{Scheme, StreamConfig, StreamReceiver, StreamSender};
 
-/// Runs one stream; `record` keeps the simulator's records.
-pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: bool) -> Result<TracedPoint, String> {
+/// Runs one stream; `record` keeps the simulator's records. Of the common setup it models the CoAP
+/// transmission parameters.
+pub fn run(c: &Common, st: &StreamSpec, index: usize, seed: u64, record: bool) -> Result<PointRun, RunError> {
     let mut topo = Topology::new();
     let gw = topo.add(NodeSpec::new(Role::Gateway, None));
     let link = WiredSpec {
@@ -45,9 +47,9 @@ pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: b
     r.mount("stream", StreamReceiver::default());
     sim.attach(NodeId(gw as u32), r);
     let mut ec = sim.endpoint_config(NodeId(host as u32));
-    ec.params.ack_timeout = Duration::from_millis(s.ack_timeout_ms);
-    ec.params.ack_random_factor = s.ack_random_factor;
-    ec.params.max_retransmit = s.max_retransmit;
+    ec.params.ack_timeout = Duration::from_millis(c.transmission.ack_timeout_ms);
+    ec.params.ack_random_factor = c.transmission.ack_random_factor;
+    ec.params.max_retransmit = c.transmission.max_retransmit;
     // The baseline keeps up to `buffer` CON readings outstanding (seed 003 §4).
     ec.params.nstart = st.buffer.min(u32::from(u16::MAX)) as u16;
     let mut sender = Node::new(Endpoint::new(ec));
@@ -66,7 +68,7 @@ pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: b
     }
 
     let mut queries: Vec<QueryRow> = Vec::with_capacity(st.count as usize);
-    let totals = crate::run::totals(&sim, &[gw]);
+    let totals = totals(&sim, &[gw]);
     for (i, d) in m.delays_ms.iter().enumerate() {
         let at = Instant::ZERO;
         let x = Exchange {
@@ -85,18 +87,13 @@ pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: b
         q.response_ms = f64::NAN;
         queries.push(q);
     }
+    let facts = StreamFacts { nrp: m.nrp, tbt_ms: m.tbt_ms, ttd_ms: m.done.then_some(m.ttd_ms) };
     let point = PointRow {
         created: m.done,
-        frames: 0,
         coap_retx: sim.node(id).map_or(0, |n| n.endpoint().stats().retransmissions),
-        max_link_frames: 0,
-        max_link: String::new(),
         events: sim.events_processed(),
         window_s: sim.now().as_secs_f64(),
-        nrp: m.nrp as f64,
-        tbt_ms: m.tbt_ms,
-        ttd_ms: if m.done { m.ttd_ms } else { f64::NAN },
-        ..PointRow::blank(index, seed)
+        ..PointRow::new(index, seed, Facts::Stream(facts))
     };
     // The one link, both ways, and its two ends, in datagrams (a wired link has no radio frames).
     let stats = |i: usize| sim.node(NodeId(i as u32)).map(|n| n.endpoint().stats()).unwrap_or_default();
@@ -123,7 +120,7 @@ pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: b
         NodeRow {
             point: index,
             node: host as u32,
-            role: "sensor",
+            role: NodeRole::Sensor,
             hops: 1,
             frames_sent: hs.transmits,
             frames_received: hs.datagrams_in,
@@ -132,7 +129,7 @@ pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: b
         NodeRow {
             point: index,
             node: gw as u32,
-            role: "collector",
+            role: NodeRole::Collector,
             hops: 0,
             frames_sent: gs.transmits,
             frames_received: gs.datagrams_in,
@@ -140,5 +137,5 @@ pub(crate) fn run(s: &Setup, st: &StreamSpec, index: usize, seed: u64, record: b
         },
     ];
     let network = Network { topology: topo, gateways: vec![gw], members: vec![Vec::new()], host };
-    Ok(TracedPoint { result: PointResult { queries, point, links, nodes, multiparty: None }, sim, network, client: h })
+    Ok(PointRun { result: PointResult { queries, point, links, nodes }, trace: Some(Trace { sim, network }) })
 }

@@ -17,7 +17,8 @@
 //! [`Forwarder`] is the pure state machine (tested on its own); [`NdnNode`] runs it as a corral service on
 //! a simulated node.
 
-use super::apps::{instruction, Ops, Retrieval};
+use super::apps::{instruction, Retrieval};
+use crate::record::Ops;
 use corral_proto::wire::{Code, OptionNumber};
 use corral_proto::{Context, Duration, IncomingRequest, Instant, Request, SendParams, Service};
 use std::collections::{BTreeMap, HashMap};

@@ -2,7 +2,7 @@
 //! ones the OCR text states; figures without a number in the text are compared on what the text says
 //! (a direction, a bound), with the tolerance written next to it.
 
-use super::{n, need, pick, rt_s, t, values, Aggs, Check, Measure, Tolerance};
+use crate::findings::{n, need, pick, rt_s, t, values, Aggs, Check, Inconclusive, Measure, Tolerance};
 use crate::scenario::Scenario;
 
 pub const CHECKS: &[Check] = &[
@@ -77,13 +77,13 @@ pub const CHECKS: &[Check] = &[
     },
 ];
 
-type Out = Result<Vec<Measure>, String>;
+type Out = Result<Vec<Measure>, Inconclusive>;
 
 fn delay_curve(aggs: &Aggs, group: Option<f64>) -> Vec<(f64, f64)> {
     let mut c: Vec<(f64, f64)> = aggs
         .iter()
-        .filter(|(p, _)| group.is_none_or(|g| super::num(p, "group") == Some(g)))
-        .filter_map(|(p, a)| Some((super::num(p, "delay")?, rt_s(a))))
+        .filter(|(p, _)| group.is_none_or(|g| crate::findings::num(p, "group") == Some(g)))
+        .filter_map(|(p, a)| Some((crate::findings::num(p, "delay")?, rt_s(a))))
         .filter(|(_, y)| y.is_finite())
         .collect();
     c.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -191,7 +191,7 @@ fn reliability_by_group_size(_: &Scenario, aggs: &Aggs) -> Out {
     for g in values(aggs, "group") {
         let v: Vec<f64> = aggs
             .iter()
-            .filter(|(p, _)| super::num(p, "group") == Some(g))
+            .filter(|(p, _)| crate::findings::num(p, "group") == Some(g))
             .map(|(_, a)| a.member_reliability)
             .filter(|x| x.is_finite())
             .collect();
@@ -206,7 +206,7 @@ fn reliability_by_group_size(_: &Scenario, aggs: &Aggs) -> Out {
     need(m, "no group sizes")
 }
 
-fn max_wifi(aggs: &Aggs) -> Result<f64, String> {
+fn max_wifi(aggs: &Aggs) -> Result<f64, Inconclusive> {
     values(aggs, "wifi_mbps")
         .last()
         .copied()
@@ -448,7 +448,7 @@ fn nested_faster(_: &Scenario, aggs: &Aggs) -> Out {
 }
 
 /// Fig. 14: the mean response time under interference with ACK_TIMEOUT `short` over `long`.
-fn ack_ratio(aggs: &Aggs, short: f64, long: f64) -> Result<f64, String> {
+fn ack_ratio(aggs: &Aggs, short: f64, long: f64) -> Result<f64, Inconclusive> {
     let (mut sa, mut sb, mut k) = (0.0, 0.0, 0);
     for w in values(aggs, "wifi_mbps").into_iter().filter(|w| *w > 0.0) {
         let a = pick(aggs, &[("ack_timeout_ms", n(short)), ("wifi_mbps", n(w))]).map(rt_s);
@@ -460,7 +460,7 @@ fn ack_ratio(aggs: &Aggs, short: f64, long: f64) -> Result<f64, String> {
         }
     }
     if k == 0 {
-        return Err(format!("needs ACK_TIMEOUT {short} and {long} ms under interference"));
+        return Err(format!("needs ACK_TIMEOUT {short} and {long} ms under interference").into());
     }
     Ok(sa / sb)
 }
@@ -487,8 +487,8 @@ fn ack_half_worse(_: &Scenario, aggs: &Aggs) -> Out {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::Synth;
-    use super::super::{n, t};
+    use crate::findings::testing::Synth;
+    use crate::findings::{n, t};
 
     /// Fig. 7-like data: `at0`, `at50`, `at100` seconds and a curve around them.
     fn delays(at0: f64, at50: f64, at100: f64, best_at: f64) -> Synth {

@@ -1,8 +1,9 @@
-//! The lab's client: a sans-IO service on the wired host that talks to the Entity Manager over CoAP, one
-//! request at a time, and remembers when each was sent and answered — seed 000's response time is "the
-//! time between the moment the client issues the request to the EM until it gets back the response".
+//! The lab's client: a sans-IO service on the wired host that asks over CoAP — one request at a time, a
+//! batch at once, or an observation — and remembers when each was sent and answered. Seed 000's response
+//! time is "the time between the moment the client issues the request to the EM until it gets back the
+//! response".
 //!
-//! Owns only the bookkeeping of its one outstanding request; never reads a clock (time is `cx.now()`).
+//! Owns only the bookkeeping of its outstanding requests; never reads a clock (time is `cx.now()`).
 
 use corral_proto::wire::Code;
 use corral_proto::{

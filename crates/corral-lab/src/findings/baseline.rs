@@ -5,7 +5,7 @@
 //! corral's. A scheme or point missing from the run is skipped; a check with nothing to compare is
 //! INCONCLUSIVE.
 
-use super::{n, need, pick, rt_s, t, values, Aggs, Check, Measure, Tolerance};
+use super::{n, need, pick, rt_s, t, values, Aggs, Check, Inconclusive, Measure, Tolerance};
 use crate::results::Aggregate;
 use crate::scenario::Scenario;
 
@@ -87,7 +87,7 @@ pub const CHECKS: &[Check] = &[
     },
 ];
 
-type Out = Result<Vec<Measure>, String>;
+type Out = Result<Vec<Measure>, Inconclusive>;
 
 fn label(scheme: &str) -> &'static str {
     match scheme {
@@ -105,13 +105,13 @@ fn at<'a>(aggs: &'a Aggs<'a>, scheme: &str, axes: &[(&str, f64)]) -> Option<&'a 
 }
 
 fn energy(a: &Aggregate) -> f64 {
-    a.baseline.energy_mj
+    a.baseline().energy_mj
 }
 fn air(a: &Aggregate) -> f64 {
-    a.baseline.air_bytes
+    a.baseline().air_bytes
 }
 fn goodput(a: &Aggregate) -> f64 {
-    a.baseline.goodput
+    a.baseline().goodput
 }
 
 /// `f(a) / f(b)` at every value of `axis` (with `fixed` axes held), for the schemes present.
@@ -169,7 +169,7 @@ fn http_tcp_full_frame_latency(_: &Scenario, aggs: &Aggs) -> Out {
         .into_iter()
         .rev()
         .filter_map(|x| at(aggs, "http-tcp", &[("payload", x)]).map(|a| (x, a)))
-        .find(|(_, a)| a.baseline.frags == 1.0);
+        .find(|(_, a)| a.baseline().frags == 1.0);
     let Some((x, a)) = best else { return Err("needs an http-tcp point whose response fits in one frame".into()) };
     Ok(vec![Measure::new(
         format!("HTTP/TCP latency, payload {x} B (one frame)"),
@@ -349,11 +349,11 @@ fn table4(aggs: &Aggs, range: std::ops::RangeInclusive<usize>) -> Vec<Measure> {
     for s in values(aggs, "snr_db") {
         for x in values(aggs, "payload") {
             let Some(a) = at(aggs, "coap", &[("snr_db", s), ("payload", x)]) else { continue };
-            let f = a.baseline.frags as usize;
+            let f = a.baseline().frags as usize;
             let Some(paper) = corral_sim::loss::snr::table4(s, f).filter(|_| range.contains(&f)) else { continue };
             m.push(Measure::new(
                 format!("{s} dB, f = {f} (payload {x} B): response datagrams lost"),
-                a.baseline.dgram_loss * 100.0,
+                a.baseline().dgram_loss * 100.0,
                 Some(paper * 100.0),
                 " %",
                 Tolerance::Absolute(5.0),
@@ -375,7 +375,7 @@ fn table4_fragmented(_: &Scenario, aggs: &Aggs) -> Out {
 mod tests {
     use super::super::testing::Synth;
     use super::*;
-    use crate::run::BaselineFacts;
+    use crate::record::{BaselineFacts, Facts};
 
     /// Points `(scheme, axis value, latency s, energy mJ, air bytes, goodput, answered %)` on `axis`.
     fn data(axis: &str, rows: &[(&str, f64, f64, f64, f64, f64, f64)]) -> Synth {
@@ -384,7 +384,8 @@ mod tests {
             let a = s.add(&[("scheme", t(scheme)), (axis, n(x))], rt, ans, ans);
             // Small payloads fit in one frame, large ones are fragmented.
             let frags = if x <= 50.0 { 1.0 } else { 9.0 };
-            a.baseline = BaselineFacts { goodput: g, energy_mj: e, air_bytes: b, dgram_loss: f64::NAN, frags };
+            a.facts =
+                Facts::Baseline(BaselineFacts { goodput: g, energy_mj: e, air_bytes: b, dgram_loss: f64::NAN, frags });
         }
         s
     }
@@ -478,7 +479,7 @@ mod tests {
         let mut s = Synth::new();
         for &(scheme, snr, g) in rows {
             let a = s.add(&[("scheme", t(scheme)), ("payload", n(100.0)), ("snr_db", n(snr))], 0.1, 100.0, 100.0);
-            a.baseline = BaselineFacts { goodput: g, ..BaselineFacts::default() };
+            a.facts = Facts::Baseline(BaselineFacts { goodput: g, ..BaselineFacts::default() });
         }
         s
     }
@@ -513,7 +514,7 @@ mod tests {
         let mut s = Synth::new();
         for (i, &(snr, frags, loss)) in rows.iter().enumerate() {
             let a = s.add(&[("scheme", t("coap")), ("payload", n(i as f64)), ("snr_db", n(snr))], 0.1, 100.0, 100.0);
-            a.baseline = BaselineFacts { dgram_loss: loss, frags, ..BaselineFacts::default() };
+            a.facts = Facts::Baseline(BaselineFacts { dgram_loss: loss, frags, ..BaselineFacts::default() });
         }
         s
     }

@@ -1,0 +1,459 @@
+//! The raw files of a run — `queries.csv`, `points.csv`, `links.csv`, `nodes.csv`, `aggregates.csv` and, for
+//! seed 001, `multiparty.json` — and reading them back into rows (for `corral lab merge`).
+//!
+//! # What it owns
+//! One column list per file: each [`Column`] names a column, writes a row's value and reads it back, so
+//! the writer and the reader cannot disagree. Numbers are written with fixed precision and rows in point
+//! order; nothing depends on the wall clock or on the thread that ran a point — the same command writes
+//! byte-identical files. It never runs a simulation.
+
+use crate::data::RunData;
+use crate::error::DataError;
+use crate::record::{
+    fixed, BaselineFacts, EmulatedFacts, Facts, LinkRow, MpStats, NodeRole, NodeRow, PointResult, PointRow, QueryRow,
+    Staleness, StreamFacts,
+};
+use crate::results::Aggregate;
+use crate::scenario::Family;
+use crate::stats::Summary;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// One column of a file: its name, how a row's value is written, and how it is read back into a row
+/// (`None`: a value derived from the others, written for readers of the file and not read back).
+pub struct Column<R> {
+    pub name: &'static str,
+    pub write: fn(&R) -> String,
+    pub read: Option<fn(&mut R, &str) -> Result<(), String>>,
+}
+
+/// A whole number or a word.
+fn parse<T: std::str::FromStr>(v: &str) -> Result<T, String> {
+    v.parse().map_err(|_| format!("cannot read {v:?}"))
+}
+
+/// A measured value: empty is NaN.
+fn float(v: &str) -> Result<f64, String> {
+    if v.is_empty() {
+        Ok(f64::NAN)
+    } else {
+        parse(v)
+    }
+}
+
+/// A measured value that may be absent: empty is `None`.
+fn optional(v: &str) -> Result<Option<f64>, String> {
+    if v.is_empty() {
+        Ok(None)
+    } else {
+        parse(v).map(Some)
+    }
+}
+
+macro_rules! column {
+    ($name:literal, $write:expr) => {
+        Column { name: $name, write: $write, read: None }
+    };
+    ($name:literal, $write:expr, $read:expr) => {
+        Column { name: $name, write: $write, read: Some($read) }
+    };
+}
+
+/// `queries.csv`: one row per query (or notification, reading, transaction, request).
+pub const QUERY_COLUMNS: &[Column<QueryRow>] = &[
+    column!("point", |q| q.point.to_string(), |q, v| Ok(q.point = parse(v)?)),
+    column!("rep", |q| q.rep.to_string(), |q, v| Ok(q.rep = parse(v)?)),
+    column!("seed", |q| q.seed.to_string(), |q, v| Ok(q.seed = parse(v)?)),
+    column!("start_s", |q| fixed(q.start_s, 6), |q, v| Ok(q.start_s = float(v)?)),
+    column!("response_ms", |q| fixed(q.response_ms, 3), |q, v| Ok(q.response_ms = float(v)?)),
+    column!("code", |q| q.code.clone(), |q, v| Ok(q.code = v.to_string())),
+    column!("replies", |q| q.replies.to_string(), |q, v| Ok(q.replies = parse(v)?)),
+    column!("members", |q| q.members.to_string(), |q, v| Ok(q.members = parse(v)?)),
+    column!("success", |q| u8::from(q.success()).to_string()),
+    column!("coap_retx", |q| q.coap_retx.to_string(), |q, v| Ok(q.coap_retx = parse(v)?)),
+    column!("frames", |q| q.frames.to_string(), |q, v| Ok(q.frames = parse(v)?)),
+    column!("mac_retries", |q| q.mac_retries.to_string(), |q, v| Ok(q.mac_retries = parse(v)?)),
+];
+
+/// `points.csv`: one row per point — the common counters, then every family's facts (empty where the
+/// point's family does not measure them).
+pub const POINT_COLUMNS: &[Column<PointRow>] = &[
+    column!("point", |p| p.point.to_string(), |p, v| Ok(p.point = parse(v)?)),
+    column!("seed", |p| p.seed.to_string(), |p, v| Ok(p.seed = parse(v)?)),
+    column!("created", |p| u8::from(p.created).to_string(), |p, v| Ok(p.created = parse::<u8>(v)? == 1)),
+    column!("create_ms", |p| fixed(p.create_ms, 3), |p, v| Ok(p.create_ms = float(v)?)),
+    column!("avg_hops", |p| fixed(p.avg_hops, 3), |p, v| Ok(p.avg_hops = float(v)?)),
+    column!("max_hops", |p| p.max_hops.to_string(), |p, v| Ok(p.max_hops = parse(v)?)),
+    column!("frames", |p| p.frames.to_string(), |p, v| Ok(p.frames = parse(v)?)),
+    column!("mac_retries", |p| p.mac_retries.to_string(), |p, v| Ok(p.mac_retries = parse(v)?)),
+    column!("busy_ccas", |p| p.busy_ccas.to_string(), |p, v| Ok(p.busy_ccas = parse(v)?)),
+    column!("coap_retx", |p| p.coap_retx.to_string(), |p, v| Ok(p.coap_retx = parse(v)?)),
+    column!("drops_interference", |p| p.drops_interference.to_string(), |p, v| Ok(p.drops_interference = parse(v)?)),
+    column!("drops_collision", |p| p.drops_collision.to_string(), |p, v| Ok(p.drops_collision = parse(v)?)),
+    column!("drops_mac", |p| p.drops_mac.to_string(), |p, v| Ok(p.drops_mac = parse(v)?)),
+    column!("drops_cpu", |p| p.drops_cpu.to_string(), |p, v| Ok(p.drops_cpu = parse(v)?)),
+    column!("max_link_frames", |p| p.max_link_frames.to_string(), |p, v| Ok(p.max_link_frames = parse(v)?)),
+    column!("max_link", |p| p.max_link.clone(), |p, v| Ok(p.max_link = v.to_string())),
+    column!("max_node_frames", |p| p.max_node_frames.to_string(), |p, v| Ok(p.max_node_frames = parse(v)?)),
+    column!("max_node", |p| p.max_node.to_string(), |p, v| Ok(p.max_node = parse(v)?)),
+    column!("events", |p| p.events.to_string(), |p, v| Ok(p.events = parse(v)?)),
+    column!("window_s", |p| fixed(p.window_s, 6), |p, v| Ok(p.window_s = float(v)?)),
+    // [entity] following: read back as a measurement only when the mean is there.
+    column!("staleness_mean", |p| p.facts.staleness().map_or(String::new(), |s| fixed(s.mean, 4)), |p, v| {
+        if let (Facts::Entity { staleness }, Some(mean)) = (&mut p.facts, optional(v)?) {
+            *staleness = Some(Staleness { mean, max: staleness.map_or(f64::NAN, |s| s.max) });
+        }
+        Ok(())
+    }),
+    column!("staleness_max", |p| p.facts.staleness().map_or(String::new(), |s| fixed(s.max, 4)), |p, v| {
+        if let Facts::Entity { staleness: Some(s) } = &mut p.facts {
+            s.max = float(v)?;
+        }
+        Ok(())
+    }),
+    // [stream]
+    column!("nrp", |p| p.facts.stream().map_or(String::new(), |s| fixed(s.nrp as f64, 0)), |p, v| stream(p, |s| Ok(
+        s.nrp = parse(v)?
+    ))),
+    column!("tbt_ms", |p| p.facts.stream().map_or(String::new(), |s| fixed(s.tbt_ms, 3)), |p, v| stream(p, |s| Ok(
+        s.tbt_ms = float(v)?
+    ))),
+    column!("ttd_ms", |p| p.facts.stream().and_then(|s| s.ttd_ms).map_or(String::new(), |t| fixed(t, 3)), |p, v| {
+        stream(p, |s| Ok(s.ttd_ms = optional(v)?))
+    }),
+    // [emulated]
+    column!("throughput", |p| p.facts.emulated().map_or(String::new(), |e| fixed(e.throughput, 3)), |p, v| {
+        if let Facts::Emulated(e) = &mut p.facts {
+            e.throughput = float(v)?;
+        }
+        Ok(())
+    }),
+    // [baseline]
+    column!("goodput", |p| baseline(p, |b| fixed(b.goodput, 3)), |p, v| set_baseline(p, |b| Ok(b.goodput = float(v)?))),
+    column!("energy_mj", |p| baseline(p, |b| fixed(b.energy_mj, 5)), |p, v| set_baseline(p, |b| Ok(
+        b.energy_mj = float(v)?
+    ))),
+    column!("air_bytes", |p| baseline(p, |b| fixed(b.air_bytes, 2)), |p, v| set_baseline(p, |b| Ok(
+        b.air_bytes = float(v)?
+    ))),
+    column!("dgram_loss", |p| baseline(p, |b| fixed(b.dgram_loss, 5)), |p, v| set_baseline(p, |b| Ok(
+        b.dgram_loss = float(v)?
+    ))),
+    column!("frags", |p| baseline(p, |b| fixed(b.frags, 0)), |p, v| set_baseline(p, |b| Ok(b.frags = float(v)?))),
+];
+
+fn stream(p: &mut PointRow, set: impl FnOnce(&mut StreamFacts) -> Result<(), String>) -> Result<(), String> {
+    match &mut p.facts {
+        Facts::Stream(s) => set(s),
+        _ => Ok(()),
+    }
+}
+
+fn baseline(p: &PointRow, cell: fn(&BaselineFacts) -> String) -> String {
+    p.facts.baseline().map_or(String::new(), cell)
+}
+
+fn set_baseline(p: &mut PointRow, set: impl FnOnce(&mut BaselineFacts) -> Result<(), String>) -> Result<(), String> {
+    match &mut p.facts {
+        Facts::Baseline(b) => set(b),
+        _ => Ok(()),
+    }
+}
+
+/// `links.csv`: frames per directed radio link (link stress) during the query phase.
+pub const LINK_COLUMNS: &[Column<LinkRow>] = &[
+    column!("point", |l| l.point.to_string(), |l, v| Ok(l.point = parse(v)?)),
+    column!("from", |l| l.from.to_string(), |l, v| Ok(l.from = parse(v)?)),
+    column!("to", |l| l.to.to_string(), |l, v| Ok(l.to = parse(v)?)),
+    column!("frames", |l| l.frames.to_string(), |l, v| Ok(l.frames = parse(v)?)),
+    column!("retransmissions", |l| l.retransmissions.to_string(), |l, v| Ok(l.retransmissions = parse(v)?)),
+    column!("received", |l| l.received.to_string(), |l, v| Ok(l.received = parse(v)?)),
+];
+
+/// `nodes.csv`: load per node during the query phase.
+pub const NODE_COLUMNS: &[Column<NodeRow>] = &[
+    column!("point", |n| n.point.to_string(), |n, v| Ok(n.point = parse(v)?)),
+    column!("node", |n| n.node.to_string(), |n, v| Ok(n.node = parse(v)?)),
+    column!("role", |n| n.role.to_string(), |n, v| Ok(
+        n.role = NodeRole::parse(v).ok_or_else(|| format!("unknown role {v}"))?
+    )),
+    column!("hops", |n| n.hops.to_string(), |n, v| Ok(n.hops = parse(v)?)),
+    column!("frames_sent", |n| n.frames_sent.to_string(), |n, v| Ok(n.frames_sent = parse(v)?)),
+    column!("frames_received", |n| n.frames_received.to_string(), |n, v| Ok(n.frames_received = parse(v)?)),
+    column!("datagrams_forwarded", |n| n.datagrams_forwarded.to_string(), |n, v| Ok(n.datagrams_forwarded = parse(v)?)),
+];
+
+fn rt(a: &Aggregate, f: fn(&Summary) -> f64) -> f64 {
+    a.rt.as_ref().map_or(f64::NAN, f)
+}
+
+/// `aggregates.csv`: one row per point (written for readers, never read back: merge recomputes it).
+pub const AGGREGATE_COLUMNS: &[Column<Aggregate>] = &[
+    column!("point", |a| a.point.to_string()),
+    column!("queries", |a| a.queries.to_string()),
+    column!("members", |a| a.members.to_string()),
+    column!("member_reliability", |a| fixed(a.member_reliability, 3)),
+    column!("group_reliability", |a| fixed(a.group_reliability, 3)),
+    column!("rt_min_ms", |a| fixed(rt(a, |s| s.min), 3)),
+    column!("rt_p25_ms", |a| fixed(rt(a, |s| s.p25), 3)),
+    column!("rt_median_ms", |a| fixed(rt(a, |s| s.median), 3)),
+    column!("rt_mean_ms", |a| fixed(rt(a, |s| s.mean), 3)),
+    column!("rt_p75_ms", |a| fixed(rt(a, |s| s.p75), 3)),
+    column!("rt_p95_ms", |a| fixed(rt(a, |s| s.p95), 3)),
+    column!("rt_p99_ms", |a| fixed(rt(a, |s| s.p99), 3)),
+    column!("rt_max_ms", |a| fixed(rt(a, |s| s.max), 3)),
+    column!("rt_ci95_ms", |a| fixed(rt(a, |s| s.ci95), 3)),
+    column!("rt_per_member_ms", |a| fixed(rt(a, |s| s.mean) / a.members.max(1) as f64, 3)),
+    column!("retx_per_query", |a| fixed(a.retx_per_query, 3)),
+    column!("frames_per_query", |a| fixed(a.frames_per_query, 3)),
+    column!("link_stress_per_query", |a| fixed(a.link_stress_per_query, 3)),
+    column!("node_load_per_query", |a| fixed(a.node_load_per_query, 3)),
+    column!("frames_per_hour", |a| fixed(a.frames_per_hour, 3)),
+    column!("staleness", |a| fixed(a.staleness(), 4)),
+    column!("avg_hops", |a| fixed(a.avg_hops, 3)),
+    column!("max_hops", |a| a.max_hops.to_string()),
+];
+
+/// A file of `columns`, one line per row; a file with `axes` has them after its first column (the
+/// point), with each row's values given by `values`.
+fn table<'a, R: 'a>(
+    columns: &[Column<R>],
+    axes: &[String],
+    rows: impl IntoIterator<Item = &'a R>,
+    values: impl Fn(&R) -> String,
+) -> String {
+    let mut s = String::new();
+    for (i, c) in columns.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(c.name);
+        if i == 0 {
+            for a in axes {
+                s.push(',');
+                s.push_str(a);
+            }
+        }
+    }
+    s.push('\n');
+    for r in rows {
+        for (i, c) in columns.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(&(c.write)(r));
+            if i == 0 {
+                s.push_str(&values(r));
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The axis cells of point `index`: `,v1,v2…`.
+fn axis_cells(d: &RunData, index: usize) -> String {
+    d.axis_values(index).into_iter().map(|v| format!(",{v}")).collect()
+}
+
+/// `queries.csv`.
+pub fn queries_csv(d: &RunData) -> String {
+    table(QUERY_COLUMNS, &d.axes(), d.results.iter().flat_map(|r| &r.queries), |q| axis_cells(d, q.point))
+}
+
+/// `points.csv`.
+pub fn points_csv(d: &RunData) -> String {
+    table(POINT_COLUMNS, &d.axes(), d.results.iter().map(|r| &r.point), |p| axis_cells(d, p.point))
+}
+
+/// `links.csv`.
+pub fn links_csv(d: &RunData) -> String {
+    table(LINK_COLUMNS, &[], d.results.iter().flat_map(|r| &r.links), |_| String::new())
+}
+
+/// `nodes.csv`.
+pub fn nodes_csv(d: &RunData) -> String {
+    table(NODE_COLUMNS, &[], d.results.iter().flat_map(|r| &r.nodes), |_| String::new())
+}
+
+/// `aggregates.csv`: one row per point, its replicates apart.
+pub fn aggregates_csv(d: &RunData) -> String {
+    let aggs: Vec<Aggregate> = d.aggregates().into_iter().map(|(_, a)| a).collect();
+    table(AGGREGATE_COLUMNS, &d.axes(), &aggs, |a| axis_cells(d, a.point))
+}
+
+/// The file that keeps every seed-001 point's [`MpStats`], so that `corral lab merge` has them too.
+pub const MULTIPARTY_FILE: &str = "multiparty.json";
+
+/// `multiparty.json`: `[{"point": i, "stats": …}, …]` in point order, or `None` without seed-001 points.
+pub fn multiparty_json(results: &[PointResult]) -> Option<String> {
+    let rows: Vec<serde_json::Value> = results
+        .iter()
+        .filter_map(|r| {
+            let m = r.point.facts.multiparty()?;
+            Some(serde_json::json!({"point": r.point.point, "stats": m.as_ref()}))
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    serde_json::to_string(&rows).ok().map(|s| s + "\n")
+}
+
+/// A file's rows, each as its column → value map.
+fn parse_csv(text: &str) -> Vec<BTreeMap<&str, &str>> {
+    let mut lines = text.lines();
+    let Some(head) = lines.next() else { return Vec::new() };
+    let cols: Vec<&str> = head.split(',').collect();
+    lines.filter(|l| !l.is_empty()).map(|l| cols.iter().copied().zip(l.split(',')).collect()).collect()
+}
+
+/// Reads every row of `file` in `dir` into a row made by `blank` and filled by `columns`.
+fn read_rows<R>(
+    dir: &Path,
+    file: &str,
+    columns: &[Column<R>],
+    mut blank: impl FnMut(&BTreeMap<&str, &str>) -> Result<R, String>,
+) -> Result<Vec<R>, DataError> {
+    let path = dir.join(file);
+    let text = std::fs::read_to_string(&path).map_err(|source| DataError::Io { path: path.clone(), source })?;
+    let malformed = |problem: String| DataError::Malformed { path: path.clone(), problem };
+    let mut out = Vec::new();
+    for fields in parse_csv(&text) {
+        let mut row = blank(&fields).map_err(malformed)?;
+        for c in columns {
+            let Some(read) = c.read else { continue };
+            let v = fields.get(c.name).ok_or_else(|| malformed(format!("missing column {}", c.name)))?;
+            read(&mut row, v).map_err(|e| malformed(format!("column {}: {e}", c.name)))?;
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
+
+/// Reads a report directory's raw files back into point results (for merge); `family` is the scenario's,
+/// which says what `points.csv`'s facts columns hold.
+pub fn read_results(dir: &Path, family: Family) -> Result<Vec<PointResult>, DataError> {
+    let mut stats = if family == Family::Multiparty { read_multiparty(dir)? } else { BTreeMap::new() };
+    let mut by_point: BTreeMap<usize, PointResult> = BTreeMap::new();
+    let points = read_rows(dir, "points.csv", POINT_COLUMNS, |fields| {
+        let point = fields.get("point").map_or(Ok(0), |v| parse(v))?;
+        let facts = match family {
+            Family::Entity => Facts::Entity { staleness: None },
+            Family::Proxy => Facts::Proxy,
+            Family::Stream => Facts::Stream(StreamFacts { nrp: 0, tbt_ms: f64::NAN, ttd_ms: None }),
+            Family::Emulated => Facts::Emulated(EmulatedFacts { throughput: f64::NAN }),
+            Family::Baseline => Facts::Baseline(BaselineFacts::default()),
+            Family::Multiparty => Facts::Multiparty(
+                stats.remove(&point).ok_or_else(|| format!("point {point} has no stats in {MULTIPARTY_FILE}"))?,
+            ),
+        };
+        Ok(PointRow::new(point, 0, facts))
+    })?;
+    for point in points {
+        let r = PointResult { queries: Vec::new(), point, links: Vec::new(), nodes: Vec::new() };
+        by_point.insert(r.point.point, r);
+    }
+    let missing = |file: &str, p: usize| DataError::Malformed {
+        path: dir.join(file),
+        problem: format!("row for point {p} not in points.csv"),
+    };
+    let blank_query = |_: &BTreeMap<&str, &str>| {
+        Ok(QueryRow {
+            point: 0,
+            rep: 0,
+            seed: 0,
+            start_s: f64::NAN,
+            response_ms: f64::NAN,
+            code: String::new(),
+            replies: 0,
+            members: 0,
+            coap_retx: 0,
+            frames: 0,
+            mac_retries: 0,
+        })
+    };
+    for q in read_rows(dir, "queries.csv", QUERY_COLUMNS, blank_query)? {
+        by_point.get_mut(&q.point).ok_or_else(|| missing("queries.csv", q.point))?.queries.push(q);
+    }
+    let blank_link =
+        |_: &BTreeMap<&str, &str>| Ok(LinkRow { point: 0, from: 0, to: 0, frames: 0, retransmissions: 0, received: 0 });
+    for l in read_rows(dir, "links.csv", LINK_COLUMNS, blank_link)? {
+        by_point.get_mut(&l.point).ok_or_else(|| missing("links.csv", l.point))?.links.push(l);
+    }
+    let blank_node = |_: &BTreeMap<&str, &str>| {
+        Ok(NodeRow {
+            point: 0,
+            node: 0,
+            role: NodeRole::Device,
+            hops: 0,
+            frames_sent: 0,
+            frames_received: 0,
+            datagrams_forwarded: 0,
+        })
+    };
+    for n in read_rows(dir, "nodes.csv", NODE_COLUMNS, blank_node)? {
+        by_point.get_mut(&n.point).ok_or_else(|| missing("nodes.csv", n.point))?.nodes.push(n);
+    }
+    Ok(by_point.into_values().collect())
+}
+
+/// The stats of a report directory's `multiparty.json` by point (none if it has no such file).
+fn read_multiparty(dir: &Path) -> Result<BTreeMap<usize, Arc<MpStats>>, DataError> {
+    let path = dir.join(MULTIPARTY_FILE);
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(BTreeMap::new()) };
+    #[derive(serde::Deserialize)]
+    struct Row {
+        point: usize,
+        stats: MpStats,
+    }
+    let rows: Vec<Row> =
+        serde_json::from_str(&text).map_err(|e| DataError::Malformed { path: path.clone(), problem: e.to_string() })?;
+    Ok(rows.into_iter().map(|r| (r.point, Arc::new(r.stats))).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The writer and the reader of `points.csv` agree for every family's facts.
+    #[test]
+    fn every_familys_point_row_reads_back_as_written() {
+        let facts = [
+            (Family::Entity, Facts::Entity { staleness: Some(Staleness { mean: 0.0123, max: 0.5 }) }),
+            (Family::Entity, Facts::Entity { staleness: None }),
+            (Family::Proxy, Facts::Proxy),
+            (Family::Stream, Facts::Stream(StreamFacts { nrp: 62, tbt_ms: 1500.25, ttd_ms: Some(300000.5) })),
+            (Family::Stream, Facts::Stream(StreamFacts { nrp: 0, tbt_ms: 0.0, ttd_ms: None })),
+            (Family::Emulated, Facts::Emulated(EmulatedFacts { throughput: 2176.067 })),
+            (
+                Family::Baseline,
+                Facts::Baseline(BaselineFacts {
+                    goodput: 812.5,
+                    energy_mj: 0.12345,
+                    air_bytes: 130.25,
+                    dgram_loss: f64::NAN,
+                    frags: 1.0,
+                }),
+            ),
+        ];
+        for (i, (family, facts)) in facts.into_iter().enumerate() {
+            let row = PointRow { frames: 7, max_link: "0->1".into(), ..PointRow::new(i, 42, facts) };
+            let dir = std::env::temp_dir().join(format!("corral-lab-csv-{}-{i}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let header = |cols: &[Column<PointRow>]| cols.iter().map(|c| c.name).collect::<Vec<_>>().join(",");
+            let line = POINT_COLUMNS.iter().map(|c| (c.write)(&row)).collect::<Vec<_>>().join(",");
+            std::fs::write(dir.join("points.csv"), format!("{}\n{line}\n", header(POINT_COLUMNS))).unwrap();
+            for f in ["queries.csv", "links.csv", "nodes.csv"] {
+                std::fs::write(dir.join(f), "point\n").unwrap();
+            }
+            let back = read_results(&dir, family).unwrap();
+            let _ = std::fs::remove_dir_all(&dir);
+            // NaN never equals itself: compare the written text.
+            let again = POINT_COLUMNS.iter().map(|c| (c.write)(&back[0].point)).collect::<Vec<_>>().join(",");
+            assert_eq!(again, line, "{family:?}");
+            assert_eq!(std::mem::discriminant(&back[0].point.facts), std::mem::discriminant(&row.facts));
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The figures of a report: each `[[figure]]` of the scenario as SVG (through [`crate::plot`]) — line charts
+//! of a metric against an axis, with the replicates' spread as whiskers and the paper's numbers beside
+//! corral's, or Tukey box plots of the response times.
+
+use crate::plot::{BoxPlot, LineChart, Series};
+use crate::results::Aggregate;
+use crate::scenario::{AxisValue, Figure, Metric, Point};
+use std::collections::BTreeMap;
+
+fn matches(p: &Point, filter: &BTreeMap<String, toml::Value>) -> bool {
+    filter.iter().all(|(axis, want)| {
+        let want = match want {
+            toml::Value::Integer(i) => AxisValue::Num(*i as f64),
+            toml::Value::Float(f) => AxisValue::Num(*f),
+            toml::Value::String(s) => AxisValue::Text(s.clone()),
+            _ => return false,
+        };
+        p.get(axis) == Some(&want)
+    })
+}
+
+/// A short legend label: `unicast, G=10`, `ACK_TIMEOUT=500` (the legend column is narrow).
+fn series_key(p: &Point, series: &[String]) -> String {
+    series
+        .iter()
+        .filter_map(|a| {
+            let v = p.get(a)?;
+            Some(match a.as_str() {
+                "mode" | "layout" | "usage" => v.to_string(),
+                "group" => format!("G={v}"),
+                "wifi_mbps" => format!("{v} Mb/s"),
+                "ack_timeout_ms" => format!("ACK_TIMEOUT {v} ms"),
+                "leisure_ms" => format!("leisure {v} ms"),
+                "processing_delay_ms" => format!("CPU {v} ms"),
+                "cca_busy_prob" => format!("CCA {v}"),
+                "corruption_prob" => format!("corrupt {v}"),
+                "rx_queue" => format!("queue {v}"),
+                "follow" if v.num().is_some() => format!("poll every {v} s"),
+                "follow" => v.to_string(),
+                other => format!("{other}={v}"),
+            })
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Renders one figure of the scenario as SVG.
+pub fn figure_svg(f: &Figure, aggs: &[(&Point, Aggregate)]) -> String {
+    let metric = Metric::parse(&f.metric).unwrap_or(Metric::ResponseTime);
+    let selected: Vec<&(&Point, Aggregate)> = aggs.iter().filter(|(p, _)| matches(p, &f.filter)).collect();
+    if f.kind == "box" {
+        let mut plot = BoxPlot::new(&f.title, "response time (s)");
+        let mut keys: Vec<String> = Vec::new();
+        for (p, a) in &selected {
+            let key = series_key(p, &f.series);
+            if keys.contains(&key) {
+                continue;
+            }
+            keys.push(key.clone());
+            if let Some(rt) = a.rt {
+                let five = rt.tukey().map(|v| v / 1000.0);
+                plot = plot.entry(
+                    if key.is_empty() { "all".into() } else { key.replace(", ", " ") },
+                    five,
+                    rt.mean / 1000.0,
+                );
+            }
+        }
+        return plot.to_svg();
+    }
+    let mut chart = LineChart::new(&f.title, axis_label(&f.x), metric.label());
+    // Per series and x: the replicates' values. One replicate: its value and its own error bar (95 % CI);
+    // several: their mean, and whiskers from the lowest to the highest replicate (the spread of seeds).
+    type Cell = (f64, Vec<(f64, Option<(f64, f64)>)>);
+    let mut groups: Vec<(String, Vec<Cell>)> = Vec::new();
+    for (p, a) in &selected {
+        let Some(x) = p.get(&f.x).and_then(AxisValue::num) else { continue };
+        let key = series_key(p, &f.series);
+        let idx = match groups.iter().position(|g| g.0 == key) {
+            Some(i) => i,
+            None => {
+                groups.push((key, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        let cells = &mut groups[idx].1;
+        let cell = match cells.iter().position(|c| c.0 == x) {
+            Some(i) => &mut cells[i],
+            None => {
+                cells.push((x, Vec::new()));
+                cells.last_mut().expect("just pushed")
+            }
+        };
+        cell.1.push(a.metric(metric));
+    }
+    for (key, cells) in groups {
+        let label = if key.is_empty() { "corral (sim)".to_string() } else { key };
+        let mut pts = Vec::new();
+        let mut errs = Vec::new();
+        for (x, vals) in cells {
+            let ys: Vec<f64> = vals.iter().map(|v| v.0).filter(|y| y.is_finite()).collect();
+            let y = if ys.is_empty() { f64::NAN } else { ys.iter().sum::<f64>() / ys.len() as f64 };
+            let err = if vals.len() > 1 {
+                ys.iter()
+                    .copied()
+                    .fold(None, |acc: Option<(f64, f64)>, v| Some(acc.map_or((v, v), |(a, b)| (a.min(v), b.max(v)))))
+            } else {
+                vals.first().and_then(|v| v.1)
+            };
+            pts.push((x, y));
+            errs.push(err.unwrap_or((f64::NAN, f64::NAN)));
+        }
+        let has_err = errs.iter().any(|e| e.0.is_finite());
+        let mut s = Series::new(label, pts);
+        if has_err {
+            s = s.with_errors(errs);
+        }
+        chart = chart.series(s);
+    }
+    for (label, pts) in &f.paper {
+        chart = chart.series(Series::new(format!("paper: {label}"), pts.clone()));
+    }
+    if let Some((a, b, label)) = &f.band {
+        chart = chart.band(*a, *b, label.clone());
+    }
+    if let Some((lo, hi)) = f.y_range {
+        chart = chart.y_range(lo, hi);
+    }
+    chart.log_y = f.log_y;
+    chart.to_svg()
+}
+
+fn axis_label(axis: &str) -> String {
+    match axis {
+        "delay" => "delay between requests (ms)".into(),
+        "wifi_mbps" => "Wi-Fi interference (Mb/s)".into(),
+        "group" => "group size (members)".into(),
+        "ack_timeout_ms" => "ACK_TIMEOUT (ms)".into(),
+        "leisure_ms" => "leisure (ms)".into(),
+        "replicate" => "replicate (seed; on a floor: the floor)".into(),
+        "processing_delay_ms" => "processing delay (ms)".into(),
+        other => other.replace('_', " "),
+    }
+}

@@ -1,0 +1,193 @@
+//! The report as a page: `index.html` — the figures with the paper's findings beside them, the seed-001
+//! section, the calibration, the sensitivity table, the aggregates, the files.
+
+use crate::data::{RunData, Variant};
+use crate::findings::{Finding, Kind};
+use crate::scenario::Scenario;
+use crate::stats::Summary;
+use std::fmt::Write as _;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn kind_class(k: Kind) -> &'static str {
+    match k {
+        Kind::Agrees => "agree",
+        Kind::Disagrees => "disagree",
+        Kind::Fitted => "fitted",
+        Kind::Consequence => "consequence",
+        Kind::Inconclusive => "open",
+    }
+}
+
+fn calibration_html(s: &Scenario) -> String {
+    let c = &s.calibration;
+    let mut h = String::from("<h2>Calibration</h2>\n");
+    let _ = writeln!(
+        h,
+        "<p>Set <b>{}</b>: {} ms of CPU per received datagram, {} waiting slot(s), Wi-Fi CCA-busy probability {}, corruption {} per burst. Findings on the numbers below are <b>FITTED</b>: they agree by construction and are never counted as agreement.</p>",
+        esc(if c.set.is_empty() { "(none)" } else { &c.set }),
+        c.processing_delay_ms,
+        c.rx_queue,
+        c.cca_busy_prob,
+        c.corruption_prob
+    );
+    if !c.fitted_to.is_empty() {
+        h.push_str("<p>Fitted to:</p><ul>");
+        for t in &c.fitted_to {
+            let _ = write!(h, "<li>{}</li>", esc(t));
+        }
+        h.push_str("</ul>\n");
+    }
+    if !c.sources.is_empty() {
+        h.push_str("<p>Where every value comes from:</p><ul>");
+        for t in &c.sources {
+            let _ = write!(h, "<li>{}</li>", esc(t));
+        }
+        h.push_str("</ul>\n");
+    }
+    h
+}
+
+fn sensitivity_html(found: &[Finding], variants: &[Variant]) -> String {
+    if variants.is_empty() || found.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from("<h2>Sensitivity</h2>\n<p>The findings rerun (one replicate each) with deliberately wrong models. A finding whose kind never changes cannot tell these models from the calibrated one.</p>\n<table><tr><th>finding</th><th>this run</th>");
+    for v in variants {
+        let _ = write!(h, "<th>{}<br><small>{}</small></th>", esc(&v.name), esc(&v.changes));
+    }
+    h.push_str("</tr>\n");
+    for f in found {
+        let _ = write!(h, "<tr><td style=\"text-align:left\">{}</td><td>{}</td>", esc(&f.check), f.status());
+        for v in variants {
+            let k = v.findings.iter().find(|g| g.check == f.check).map_or("INCONCLUSIVE".into(), Finding::status);
+            let style = if k != f.status() { " style=\"background:#fde0c5\"" } else { "" };
+            let _ = write!(h, "<td{style}>{k}</td>");
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+fn finding_html(f: &Finding) -> String {
+    let mut s = format!(
+        r#"<div class="finding {}"><b>{}</b> — {}<br><span class="k">paper:</span> {}"#,
+        kind_class(f.kind),
+        f.status(),
+        esc(&f.title),
+        esc(&f.paper)
+    );
+    for m in &f.measures {
+        let _ = write!(s, r#"<br><span class="k">corral:</span> {}"#, esc(&m.to_string()));
+    }
+    if f.replicates > 1 {
+        let _ =
+            write!(s, r#"<br><span class="k">replicates:</span> every measure held in {} of {}"#, f.held, f.replicates);
+    }
+    if !f.note.is_empty() {
+        let _ = write!(s, r#"<br><span class="k">note:</span> {}"#, esc(&f.note));
+    }
+    if matches!(f.kind, Kind::Disagrees | Kind::Fitted) && !f.explain.is_empty() {
+        let _ = write!(s, r#"<br><span class="k">why:</span> {}"#, esc(&f.explain));
+    }
+    s.push_str("</div>\n");
+    s
+}
+
+/// The HTML page: figures with their findings beside them, the aggregates table, the files.
+pub fn html(d: &RunData, found: &[Finding], figures: &[(String, String)]) -> String {
+    let s = &d.scenario;
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        r#"<!DOCTYPE html><html><head><meta charset="utf-8"><title>{}</title><style>
+body{{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;color:#222;line-height:1.4}}
+.fig{{display:flex;gap:1.5em;align-items:flex-start;margin:1.5em 0;flex-wrap:wrap}}
+.fig svg{{max-width:760px;height:auto;border:1px solid #ddd}}
+.side{{flex:1;min-width:280px}}
+.finding{{padding:.6em .8em;margin:.5em 0;border-left:5px solid #999;background:#f6f6f6;font-size:14px}}
+.agree{{border-color:#009E73}} .disagree{{border-color:#D55E00}} .open{{border-color:#E69F00}}
+.fitted{{border-color:#56B4E9;background:#f3f8fb}} .consequence{{border-color:#999;background:#fafafa}}
+.k{{color:#666}} table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ddd;padding:2px 6px;text-align:right}}
+th{{background:#f0f0f0}} code{{background:#f3f3f3;padding:1px 4px}}
+</style></head><body>
+<h1>{}</h1>
+"#,
+        esc(&s.title),
+        esc(&s.title)
+    );
+    if !s.reference.is_empty() {
+        let _ = writeln!(h, "<p><b>Reproduces:</b> {}</p>", esc(&s.reference));
+    }
+    if !s.description.is_empty() {
+        let _ = writeln!(h, "<p>{}</p>", esc(&s.description));
+    }
+    let mode = if d.quick { "quick (<code>--quick</code>: few repetitions)" } else { "full" };
+    let shard = d.shard.map(|(i, n)| format!(", shard {i}/{n}")).unwrap_or_default();
+    let _ = writeln!(
+        h,
+        "<p>Scenario <code>{}</code>, {mode}, seed {}{shard}: {} of {} sweep points. Reproduce with <code>corral lab run {}{} --seed {}</code>. Calibration: processing delay {} ms, rx queue {}, Wi-Fi CCA-busy probability {}, corruption probability {} per burst{}.</p>",
+        esc(&s.name),
+        d.seed,
+        d.results.len(),
+        d.points.len(),
+        esc(&s.name),
+        if d.quick { " --quick" } else { "" },
+        d.seed,
+        s.calibration.processing_delay_ms,
+        s.calibration.rx_queue,
+        s.calibration.cca_busy_prob,
+        s.calibration.corruption_prob,
+        if s.calibration.set.is_empty() { String::new() } else { format!(" (set “{}”)", esc(&s.calibration.set)) }
+    );
+    for (fig, (id, svg)) in s.figures.iter().zip(figures) {
+        let _ = writeln!(h, r#"<div class="fig" id="{}">{}<div class="side">"#, esc(id), svg.trim_end());
+        if !fig.caption.is_empty() {
+            let _ = writeln!(h, "<p>{}</p>", esc(&fig.caption));
+        }
+        for f in found.iter().filter(|f| f.figure == fig.id) {
+            h.push_str(&finding_html(f));
+        }
+        h.push_str("</div></div>\n");
+    }
+    if let Some((_, section)) = super::multiparty::section(d) {
+        h.push_str(&section);
+    }
+    let loose: Vec<&Finding> = found.iter().filter(|f| !s.figures.iter().any(|g| g.id == f.figure)).collect();
+    if !loose.is_empty() {
+        h.push_str("<h2>Findings</h2>\n");
+        for f in loose {
+            h.push_str(&finding_html(f));
+        }
+    }
+    h.push_str(&calibration_html(s));
+    h.push_str(&sensitivity_html(found, &d.sensitivity));
+    h.push_str("<h2>Aggregates</h2>\n<p>Replicates pooled (every query of every replicate).</p>\n<table><tr><th>point</th><th>queries</th><th>member %</th><th>group %</th><th>rt min (s)</th><th>p25</th><th>median</th><th>mean</th><th>p75</th><th>max</th><th>retx/query</th><th>frames/query</th><th>busiest link/query</th><th>hops avg/max</th></tr>\n");
+    for (p, a) in d.pooled() {
+        let rt = |f: fn(&Summary) -> f64| a.rt.map_or("-".to_string(), |s| format!("{:.3}", f(&s) / 1000.0));
+        let _ = writeln!(
+            h,
+            "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.0}</td><td>{:.1}</td><td>{:.1}/{}</td></tr>",
+            esc(&p.label()),
+            a.queries,
+            a.member_reliability,
+            a.group_reliability,
+            rt(|s| s.min),
+            rt(|s| s.p25),
+            rt(|s| s.median),
+            rt(|s| s.mean),
+            rt(|s| s.p75),
+            rt(|s| s.max),
+            a.retx_per_query,
+            a.frames_per_query,
+            a.link_stress_per_query,
+            a.avg_hops,
+            a.max_hops
+        );
+    }
+    h.push_str("</table>\n<p>Files: <a href=\"queries.csv\">queries.csv</a> (one row per query), <a href=\"aggregates.csv\">aggregates.csv</a>, <a href=\"points.csv\">points.csv</a>, <a href=\"links.csv\">links.csv</a> (frames per link), <a href=\"nodes.csv\">nodes.csv</a> (load per node), <a href=\"summary.txt\">summary.txt</a>, <a href=\"summary.json\">summary.json</a>, <a href=\"scenario.toml\">scenario.toml</a>.</p>\n</body></html>\n");
+    h
+}

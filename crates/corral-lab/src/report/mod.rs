@@ -1,0 +1,167 @@
+//! Reports: a run's directory — the raw files (`crate::csv`), one SVG per figure, `index.html`,
+//! `summary.txt`, `summary.json`, `scenario.toml` and `run.json` — written deterministically: the same
+//! command writes byte-identical files.
+//!
+//! | file | owns |
+//! | --- | --- |
+//! | `mod.rs` | writing the directory, `summary.json` |
+//! | [`text`] | `summary.txt` and its parts: findings, calibration, sensitivity |
+//! | [`html`] | `index.html` |
+//! | [`figures`] | the scenario's `[[figure]]`s as SVG |
+//! | [`multiparty`] | seed 001's figures and tables |
+//!
+//! It never runs a simulation.
+
+pub mod figures;
+pub mod html;
+pub mod multiparty;
+pub mod text;
+
+use crate::csv;
+use crate::data::RunData;
+use crate::error::DataError;
+use crate::findings::{self, Finding, Kind};
+use crate::results::Aggregate;
+use crate::scenario::{AxisValue, Point};
+use figures::figure_svg;
+use std::path::Path;
+pub use text::{calibration_text, findings_text, sensitivity_text, summary_text};
+
+/// Writes the whole report directory; returns the findings.
+pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, DataError> {
+    std::fs::create_dir_all(dir).map_err(|source| DataError::Io { path: dir.to_path_buf(), source })?;
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|source| DataError::Io { path, source })
+    };
+    write("scenario.toml", &d.scenario_text)?;
+    write("queries.csv", &csv::queries_csv(d))?;
+    write("points.csv", &csv::points_csv(d))?;
+    write("links.csv", &csv::links_csv(d))?;
+    write("nodes.csv", &csv::nodes_csv(d))?;
+    write("aggregates.csv", &csv::aggregates_csv(d))?;
+    if let Some(json) = csv::multiparty_json(&d.results) {
+        write(csv::MULTIPARTY_FILE, &json)?;
+    }
+    let complete = d.results.len() == d.points.len();
+    let aggs = d.aggregates();
+    let found = if complete { findings::evaluate(&d.scenario, &aggs) } else { Vec::new() };
+    let pooled = d.pooled();
+    let pooled: Vec<(&Point, Aggregate)> = pooled.iter().map(|(p, a)| (p, a.clone())).collect();
+    let mut figures = Vec::new();
+    for f in &d.scenario.figures {
+        // Box plots pool the replicates' queries; line charts show the replicates' spread.
+        let svg = figure_svg(f, if f.kind == "box" { &pooled } else { &aggs });
+        write(&format!("{}.svg", f.id), &svg)?;
+        figures.push((f.id.clone(), svg));
+    }
+    if let Some((svgs, _)) = multiparty::section(d) {
+        for (id, svg) in svgs {
+            write(&format!("{id}.svg"), &svg)?;
+        }
+    }
+    write("summary.txt", &summary_text(d, &found))?;
+    let json = serde_json::to_string_pretty(&summary_json(d, &found)).unwrap_or_default();
+    write("summary.json", &(json + "\n"))?;
+    write("index.html", &html::html(d, &found, &figures))?;
+    let manifest = serde_json::json!({
+        "scenario": d.scenario.name,
+        "seed": d.seed,
+        "quick": d.quick,
+        "shard": d.shard.map(|(i, n)| [i, n]),
+        "points_total": d.points.len(),
+        "points": d.results.iter().map(|r| r.point.point).collect::<Vec<_>>(),
+    });
+    write("run.json", &(serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n"))?;
+    Ok(found)
+}
+
+/// `summary.json`, for scripts.
+pub fn summary_json(d: &RunData, found: &[Finding]) -> serde_json::Value {
+    let aggs: Vec<serde_json::Value> = d
+        .aggregates()
+        .iter()
+        .map(|(p, a)| {
+            let axes: serde_json::Map<String, serde_json::Value> = p
+                .values
+                .iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        AxisValue::Num(n) => serde_json::json!(n),
+                        AxisValue::Text(t) => serde_json::json!(t),
+                    };
+                    (k.clone(), v)
+                })
+                .collect();
+            serde_json::json!({
+                "point": p.index,
+                "axes": axes,
+                "queries": a.queries,
+                "member_reliability": finite(a.member_reliability),
+                "group_reliability": finite(a.group_reliability),
+                "response_time_ms": a.rt.map(|s| serde_json::json!({
+                    "min": s.min, "p25": s.p25, "median": s.median, "mean": s.mean, "p75": s.p75,
+                    "p95": s.p95, "p99": s.p99, "max": s.max, "ci95": s.ci95,
+                })),
+                "retransmissions_per_query": finite(a.retx_per_query),
+                "frames_per_query": finite(a.frames_per_query),
+                "link_stress_per_query": finite(a.link_stress_per_query),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "scenario": d.scenario.name,
+        "title": d.scenario.title,
+        "seed": d.seed,
+        "quick": d.quick,
+        "shard": d.shard.map(|(i, n)| format!("{i}/{n}")),
+        "points_total": d.points.len(),
+        "points": d.results.len(),
+        "findings": found.iter().map(finding_json).collect::<Vec<_>>(),
+        "calibration": {
+            "set": d.scenario.calibration.set,
+            "fitted_to": d.scenario.calibration.fitted_to,
+            "sources": d.scenario.calibration.sources,
+        },
+        "sensitivity": d.sensitivity.iter().map(|v| serde_json::json!({
+            "variant": v.name,
+            "changes": v.changes,
+            "findings": v.findings.iter().map(|f| serde_json::json!({"check": f.check, "kind": f.kind.word(), "status": f.status()})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "aggregates": aggs,
+    })
+}
+
+fn finite(x: f64) -> serde_json::Value {
+    if x.is_finite() {
+        serde_json::json!(x)
+    } else {
+        serde_json::Value::Null
+    }
+}
+
+fn finding_json(f: &Finding) -> serde_json::Value {
+    serde_json::json!({
+        "check": f.check,
+        "title": f.title,
+        "kind": f.kind.word(),
+        "status": f.status(),
+        "role": format!("{:?}", f.role).to_lowercase(),
+        "paper": f.paper,
+        "corral": f.corral(),
+        "replicates": f.replicates,
+        "held": f.held,
+        "measures": f.measures.iter().map(|m| serde_json::json!({
+            "what": m.what,
+            "corral": finite(m.mean),
+            "corral_min": finite(m.min),
+            "corral_max": finite(m.max),
+            "paper": m.paper,
+            "unit": m.unit,
+            "distance": m.distance(),
+            "held": m.held,
+            "of": m.of,
+        })).collect::<Vec<_>>(),
+        "explain": if matches!(f.kind, Kind::Disagrees | Kind::Fitted) { f.explain.as_str() } else { "" },
+    })
+}

@@ -1,0 +1,152 @@
+//! The report as text: `summary.txt` — what ran, the findings grouped by kind, the calibration, the
+//! sensitivity table, the headline numbers per point — and its parts, which the CLI and tests print too.
+
+use crate::data::{RunData, Variant};
+use crate::findings::{Finding, Kind};
+use crate::scenario::Scenario;
+use crate::stats::Summary;
+use std::fmt::Write as _;
+
+/// `summary.txt`: what ran, the findings, and the headline numbers per point.
+pub fn summary_text(d: &RunData, found: &[Finding]) -> String {
+    let s = &d.scenario;
+    let aggs = d.pooled();
+    let queries: usize = aggs.iter().map(|(_, a)| a.queries).sum();
+    let mut out = String::new();
+    let _ = writeln!(out, "{} — {}", s.name, s.title);
+    if !s.reference.is_empty() {
+        let _ = writeln!(out, "reproduces: {}", s.reference);
+    }
+    let mode = if d.quick { "quick" } else { "full" };
+    let shard = d.shard.map(|(i, n)| format!(", shard {i}/{n}")).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "run: {mode}, seed {}{shard}; {} of {} points ({} replicate(s) each), {queries} queries",
+        d.seed,
+        d.results.len(),
+        d.points.len(),
+        s.replicates(d.quick)
+    );
+    let _ = writeln!(out);
+    out.push_str(&findings_text(found));
+    out.push_str(&calibration_text(s));
+    out.push_str(&sensitivity_text(found, &d.sensitivity));
+    if !found.is_empty() {
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(
+        out,
+        "{:<44} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "point", "queries", "rt min", "rt mean", "rt max", "retx/q", "member%", "group%"
+    );
+    for (p, a) in &aggs {
+        let rt = |f: fn(&Summary) -> f64| a.rt.map_or("-".to_string(), |s| format!("{:.3}", f(&s) / 1000.0));
+        let _ = writeln!(
+            out,
+            "{:<44} {:>7} {:>9} {:>9} {:>9} {:>9.2} {:>8.1} {:>8.1}",
+            p.label(),
+            a.queries,
+            rt(|s| s.min),
+            rt(|s| s.mean),
+            rt(|s| s.max),
+            a.retx_per_query,
+            a.member_reliability,
+            a.group_reliability
+        );
+    }
+    let _ = writeln!(out, "(response times in seconds)");
+    out
+}
+
+/// The findings as text, grouped by kind: verdicts first (the only evidence), then fitted numbers and
+/// consequences of the configuration, which are shown but never counted as agreement.
+pub fn findings_text(found: &[Finding]) -> String {
+    let mut out = String::new();
+    let count = |k: Kind| found.iter().filter(|f| f.kind == k).count();
+    if found.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "findings: {} AGREES, {} DISAGREES (claims held out from calibration); {} FITTED; {} CONSEQUENCE; {} INCONCLUSIVE",
+        count(Kind::Agrees),
+        count(Kind::Disagrees),
+        count(Kind::Fitted),
+        count(Kind::Consequence),
+        count(Kind::Inconclusive)
+    );
+    for group in
+        [&[Kind::Agrees, Kind::Disagrees][..], &[Kind::Fitted][..], &[Kind::Consequence][..], &[Kind::Inconclusive][..]]
+    {
+        for f in found.iter().filter(|f| group.contains(&f.kind)) {
+            // A fitted number or a consequence says whether it held: one that fails is worth reading.
+            let _ = writeln!(out, "[{}] {}", f.status(), f.title);
+            let _ = writeln!(out, "    paper:  {}", f.paper);
+            for m in &f.measures {
+                let _ = writeln!(out, "    corral: {m}");
+            }
+            if f.replicates > 1 {
+                let _ = writeln!(out, "            every measure held in {} of {} replicates", f.held, f.replicates);
+            }
+            if !f.note.is_empty() {
+                let _ = writeln!(out, "    note:   {}", f.note);
+            }
+            if matches!(f.kind, Kind::Disagrees | Kind::Fitted) && !f.explain.is_empty() {
+                let _ = writeln!(out, "    why:    {}", f.explain);
+            }
+        }
+    }
+    out
+}
+
+/// The calibration set: its constants, the paper numbers they were fitted to, and every source.
+pub fn calibration_text(s: &Scenario) -> String {
+    let c = &s.calibration;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\ncalibration{}: CPU {} ms per received datagram, {} waiting slot(s), Wi-Fi CCA-busy {}, corruption {} per burst",
+        if c.set.is_empty() { String::new() } else { format!(" (set \"{}\")", c.set) },
+        c.processing_delay_ms,
+        c.rx_queue,
+        c.cca_busy_prob,
+        c.corruption_prob
+    );
+    for t in &c.fitted_to {
+        let _ = writeln!(out, "    fitted to: {t}");
+    }
+    for t in &c.sources {
+        let _ = writeln!(out, "    source:    {t}");
+    }
+    out
+}
+
+/// The sensitivity table: each deliberately wrong model and the findings whose kind it changes.
+pub fn sensitivity_text(found: &[Finding], variants: &[Variant]) -> String {
+    let mut out = String::new();
+    if variants.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "\nsensitivity (findings rerun with deliberately wrong models; → marks a change):");
+    for v in variants {
+        let status =
+            |check: &str| v.findings.iter().find(|g| g.check == check).map_or("INCONCLUSIVE".into(), Finding::status);
+        let flips: Vec<String> = found
+            .iter()
+            .map(|f| {
+                let (mine, other) = (f.status(), status(&f.check));
+                if other == mine {
+                    format!("{} {mine}", f.check)
+                } else {
+                    format!("{} {mine} → {other}", f.check)
+                }
+            })
+            .collect();
+        let changed = found.iter().filter(|f| status(&f.check) != f.status()).count();
+        let _ = writeln!(out, "  {} ({}): {changed} of {} change", v.name, v.changes, found.len());
+        for l in flips {
+            let _ = writeln!(out, "      {l}");
+        }
+    }
+    out
+}

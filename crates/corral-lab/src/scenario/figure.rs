@@ -1,0 +1,145 @@
+//! `[[figure]]` in a scenario: a figure of the report — what it plots ([`Metric`]) against which axis, which
+//! points, and the paper's numbers to draw beside corral's.
+
+use crate::error::ScenarioError;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A figure of the report.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Figure {
+    pub id: String,
+    pub title: String,
+    /// `line` (x = an axis) or `box` (Tukey boxes of the response time, one per series).
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    /// The x axis (line charts).
+    #[serde(default)]
+    pub x: String,
+    /// Axes whose values make the series (several: their combinations).
+    #[serde(default)]
+    pub series: Vec<String>,
+    /// Only points whose axes have these values, e.g. `{ mode = "unicast" }`.
+    #[serde(default)]
+    pub filter: BTreeMap<String, toml::Value>,
+    /// What it plots: a [`Metric`]'s name.
+    #[serde(default = "default_metric")]
+    pub metric: String,
+    /// The paper's numbers to draw beside ours: `[[x, y], …]` per label.
+    #[serde(default)]
+    pub paper: BTreeMap<String, Vec<(f64, f64)>>,
+    /// A shaded x range and its label (e.g. Eq. (2)'s 82-100 ms).
+    #[serde(default)]
+    pub band: Option<(f64, f64, String)>,
+    #[serde(default)]
+    pub y_range: Option<(f64, f64)>,
+    /// A logarithmic y axis, for values spanning orders of magnitude (e.g. frames per hour).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log_y: bool,
+    #[serde(default)]
+    pub caption: String,
+}
+
+fn default_kind() -> String {
+    "line".into()
+}
+
+fn default_metric() -> String {
+    Metric::ResponseTime.name().into()
+}
+
+/// What a figure plots (`metric = "…"`); the value of each for a point is `crate::results`' to compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Mean client response time, s (error bars: 95 % CI).
+    ResponseTime,
+    /// Mean response time divided by the group size, ms (seed 000 Fig. 9).
+    ResponseTimePerMember,
+    /// Member values received / members asked, % (Fig. 10).
+    MemberReliability,
+    /// Queries answered by every member, % (Fig. 11).
+    GroupReliability,
+    /// CoAP retransmissions of the EM per query.
+    Retransmissions,
+    /// IEEE 802.15.4 frames per query.
+    Frames,
+    /// Frames on the busiest link per query (link stress).
+    LinkStress,
+    /// IEEE 802.15.4 frames per hour of the query phase (the `follow` axis: the cost of following).
+    FramesPerHour,
+    /// Mean |client's average − true average| over the window (the `follow` axis).
+    Staleness,
+    /// `[stream]` (seed 003): readings sent again (NRP), total blocking time (TBT, s), total
+    /// transmission delay (TTD, s).
+    Nrp,
+    Tbt,
+    Ttd,
+    /// `[emulated]` (seed 004): bytes per second through the link.
+    Throughput,
+    /// `[baseline]` (seed 002): response bytes per second, server radio energy per transaction (mJ),
+    /// bytes on the air per transaction, answered requests (%).
+    Goodput,
+    Energy,
+    AirBytes,
+    Answered,
+}
+
+impl Metric {
+    pub const ALL: [(&'static str, Metric); 17] = [
+        ("response_time", Metric::ResponseTime),
+        ("response_time_per_member", Metric::ResponseTimePerMember),
+        ("member_reliability", Metric::MemberReliability),
+        ("group_reliability", Metric::GroupReliability),
+        ("retransmissions", Metric::Retransmissions),
+        ("frames", Metric::Frames),
+        ("link_stress", Metric::LinkStress),
+        ("frames_per_hour", Metric::FramesPerHour),
+        ("staleness", Metric::Staleness),
+        ("nrp", Metric::Nrp),
+        ("tbt", Metric::Tbt),
+        ("ttd", Metric::Ttd),
+        ("throughput", Metric::Throughput),
+        ("goodput", Metric::Goodput),
+        ("energy", Metric::Energy),
+        ("air_bytes", Metric::AirBytes),
+        ("answered", Metric::Answered),
+    ];
+
+    pub fn parse(s: &str) -> Result<Metric, ScenarioError> {
+        Metric::ALL.iter().find(|(n, _)| *n == s).map(|(_, m)| *m).ok_or_else(|| {
+            ScenarioError::invalid(format!(
+                "metric {s:?} (known: {})",
+                Metric::ALL.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+            ))
+        })
+    }
+
+    /// The name a scenario writes.
+    pub fn name(self) -> &'static str {
+        Metric::ALL.iter().find(|(_, m)| *m == self).map_or("", |(n, _)| n)
+    }
+
+    /// The y axis label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::ResponseTime => "response time (s)",
+            Metric::ResponseTimePerMember => "response time per member (ms)",
+            Metric::MemberReliability => "member reliability (%)",
+            Metric::GroupReliability => "group reliability (%)",
+            Metric::Retransmissions => "CoAP retransmissions per query",
+            Metric::Frames => "IEEE 802.15.4 frames per query",
+            Metric::LinkStress => "frames on the busiest link per query",
+            Metric::FramesPerHour => "IEEE 802.15.4 frames per hour",
+            Metric::Staleness => "mean staleness (resource unit, e.g. °C)",
+            Metric::Nrp => "retransmitted readings (NRP)",
+            Metric::Tbt => "total blocking time, TBT (s)",
+            Metric::Ttd => "total transmission delay, TTD (s)",
+            Metric::Throughput => "throughput (bytes/s through the link)",
+            Metric::Goodput => "goodput (response body bytes/s)",
+            Metric::Energy => "server radio energy per transaction (mJ)",
+            Metric::AirBytes => "bytes on the air per transaction",
+            Metric::Answered => "requests answered (%)",
+        }
+    }
+}

@@ -25,16 +25,26 @@ use std::sync::Arc;
 pub struct Column<R> {
     pub name: &'static str,
     pub write: fn(&R) -> String,
-    pub read: Option<fn(&mut R, &str) -> Result<(), String>>,
+    pub read: Option<fn(&mut R, &str) -> Result<(), Unreadable>>,
+}
+
+/// A cell that does not read back as its column's value: what it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable(pub String);
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot read {:?}", self.0)
+    }
 }
 
 /// A whole number or a word.
-fn parse<T: std::str::FromStr>(v: &str) -> Result<T, String> {
-    v.parse().map_err(|_| format!("cannot read {v:?}"))
+fn parse<T: std::str::FromStr>(v: &str) -> Result<T, Unreadable> {
+    v.parse().map_err(|_| Unreadable(v.to_string()))
 }
 
 /// A measured value: empty is NaN.
-fn float(v: &str) -> Result<f64, String> {
+fn float(v: &str) -> Result<f64, Unreadable> {
     if v.is_empty() {
         Ok(f64::NAN)
     } else {
@@ -43,7 +53,7 @@ fn float(v: &str) -> Result<f64, String> {
 }
 
 /// A measured value that may be absent: empty is `None`.
-fn optional(v: &str) -> Result<Option<f64>, String> {
+fn optional(v: &str) -> Result<Option<f64>, Unreadable> {
     if v.is_empty() {
         Ok(None)
     } else {
@@ -143,7 +153,7 @@ pub const POINT_COLUMNS: &[Column<PointRow>] = &[
     column!("frags", |p| baseline(p, |b| fixed(b.frags, 0)), |p, v| set_baseline(p, |b| Ok(b.frags = float(v)?))),
 ];
 
-fn stream(p: &mut PointRow, set: impl FnOnce(&mut StreamFacts) -> Result<(), String>) -> Result<(), String> {
+fn stream(p: &mut PointRow, set: impl FnOnce(&mut StreamFacts) -> Result<(), Unreadable>) -> Result<(), Unreadable> {
     match &mut p.facts {
         Facts::Stream(s) => set(s),
         _ => Ok(()),
@@ -154,7 +164,10 @@ fn baseline(p: &PointRow, cell: fn(&BaselineFacts) -> String) -> String {
     p.facts.baseline().map_or(String::new(), cell)
 }
 
-fn set_baseline(p: &mut PointRow, set: impl FnOnce(&mut BaselineFacts) -> Result<(), String>) -> Result<(), String> {
+fn set_baseline(
+    p: &mut PointRow,
+    set: impl FnOnce(&mut BaselineFacts) -> Result<(), Unreadable>,
+) -> Result<(), Unreadable> {
     match &mut p.facts {
         Facts::Baseline(b) => set(b),
         _ => Ok(()),
@@ -176,7 +189,7 @@ pub const NODE_COLUMNS: &[Column<NodeRow>] = &[
     column!("point", |n| n.point.to_string(), |n, v| Ok(n.point = parse(v)?)),
     column!("node", |n| n.node.to_string(), |n, v| Ok(n.node = parse(v)?)),
     column!("role", |n| n.role.to_string(), |n, v| Ok(
-        n.role = NodeRole::parse(v).ok_or_else(|| format!("unknown role {v}"))?
+        n.role = NodeRole::parse(v).ok_or_else(|| Unreadable(v.to_string()))?
     )),
     column!("hops", |n| n.hops.to_string(), |n, v| Ok(n.hops = parse(v)?)),
     column!("frames_sent", |n| n.frames_sent.to_string(), |n, v| Ok(n.frames_sent = parse(v)?)),
@@ -338,7 +351,7 @@ pub fn read_results(dir: &Path, family: Family) -> Result<Vec<PointResult>, Data
     let mut stats = if family == Family::Multiparty { read_multiparty(dir)? } else { BTreeMap::new() };
     let mut by_point: BTreeMap<usize, PointResult> = BTreeMap::new();
     let points = read_rows(dir, "points.csv", POINT_COLUMNS, |fields| {
-        let point = fields.get("point").map_or(Ok(0), |v| parse(v))?;
+        let point = fields.get("point").map_or(Ok(0), |v| parse(v)).map_err(|e| format!("column point: {e}"))?;
         let facts = match family {
             Family::Entity => Facts::Entity { staleness: None },
             Family::Proxy => Facts::Proxy,

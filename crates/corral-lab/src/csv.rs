@@ -25,8 +25,11 @@ use std::sync::Arc;
 pub struct Column<R> {
     pub name: &'static str,
     pub write: fn(&R) -> String,
-    pub read: Option<fn(&mut R, &str) -> Result<(), Unreadable>>,
+    pub read: Option<Read<R>>,
 }
+
+/// Reads a cell into its row.
+pub type Read<R> = fn(&mut R, &str) -> Result<(), Unreadable>;
 
 /// A cell that does not read back as its column's value: what it held.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +65,7 @@ fn optional(v: &str) -> Result<Option<f64>, Unreadable> {
 }
 
 macro_rules! column {
+    // Written only.
     ($name:literal, $write:expr) => {
         Column { name: $name, write: $write, read: None }
     };
@@ -70,45 +74,97 @@ macro_rules! column {
     };
 }
 
+/// A field written as it displays and parsed back.
+macro_rules! int {
+    ($name:literal, $field:ident) => {
+        column!($name, |r| r.$field.to_string(), |r, v| {
+            r.$field = parse(v)?;
+            Ok(())
+        })
+    };
+}
+
+/// A measured field written with fixed decimals, empty for NaN.
+macro_rules! real {
+    ($name:literal, $field:ident, $decimals:literal) => {
+        column!($name, |r| fixed(r.$field, $decimals), |r, v| {
+            r.$field = float(v)?;
+            Ok(())
+        })
+    };
+}
+
+/// A field of one family's facts, for the rows whose facts are that family's (empty in the others').
+macro_rules! fact {
+    ($name:literal, $variant:ident, $field:ident, $write:expr, $parse:expr) => {
+        column!(
+            $name,
+            |p| match &p.facts {
+                Facts::$variant(f) => ($write)(f.$field),
+                _ => String::new(),
+            },
+            |p, v| {
+                if let Facts::$variant(f) = &mut p.facts {
+                    f.$field = $parse(v)?;
+                }
+                Ok(())
+            }
+        )
+    };
+}
+
+/// A field of text.
+macro_rules! text {
+    ($name:literal, $field:ident) => {
+        column!($name, |r| r.$field.clone(), |r, v| {
+            r.$field = v.to_string();
+            Ok(())
+        })
+    };
+}
+
 /// `queries.csv`: one row per query (or notification, reading, transaction, request).
 pub const QUERY_COLUMNS: &[Column<QueryRow>] = &[
-    column!("point", |q| q.point.to_string(), |q, v| Ok(q.point = parse(v)?)),
-    column!("rep", |q| q.rep.to_string(), |q, v| Ok(q.rep = parse(v)?)),
-    column!("seed", |q| q.seed.to_string(), |q, v| Ok(q.seed = parse(v)?)),
-    column!("start_s", |q| fixed(q.start_s, 6), |q, v| Ok(q.start_s = float(v)?)),
-    column!("response_ms", |q| fixed(q.response_ms, 3), |q, v| Ok(q.response_ms = float(v)?)),
-    column!("code", |q| q.code.clone(), |q, v| Ok(q.code = v.to_string())),
-    column!("replies", |q| q.replies.to_string(), |q, v| Ok(q.replies = parse(v)?)),
-    column!("members", |q| q.members.to_string(), |q, v| Ok(q.members = parse(v)?)),
+    int!("point", point),
+    int!("rep", rep),
+    int!("seed", seed),
+    real!("start_s", start_s, 6),
+    real!("response_ms", response_ms, 3),
+    text!("code", code),
+    int!("replies", replies),
+    int!("members", members),
     column!("success", |q| u8::from(q.success()).to_string()),
-    column!("coap_retx", |q| q.coap_retx.to_string(), |q, v| Ok(q.coap_retx = parse(v)?)),
-    column!("frames", |q| q.frames.to_string(), |q, v| Ok(q.frames = parse(v)?)),
-    column!("mac_retries", |q| q.mac_retries.to_string(), |q, v| Ok(q.mac_retries = parse(v)?)),
+    int!("coap_retx", coap_retx),
+    int!("frames", frames),
+    int!("mac_retries", mac_retries),
 ];
 
 /// `points.csv`: one row per point — the common counters, then every family's facts (empty where the
 /// point's family does not measure them).
 pub const POINT_COLUMNS: &[Column<PointRow>] = &[
-    column!("point", |p| p.point.to_string(), |p, v| Ok(p.point = parse(v)?)),
-    column!("seed", |p| p.seed.to_string(), |p, v| Ok(p.seed = parse(v)?)),
-    column!("created", |p| u8::from(p.created).to_string(), |p, v| Ok(p.created = parse::<u8>(v)? == 1)),
-    column!("create_ms", |p| fixed(p.create_ms, 3), |p, v| Ok(p.create_ms = float(v)?)),
-    column!("avg_hops", |p| fixed(p.avg_hops, 3), |p, v| Ok(p.avg_hops = float(v)?)),
-    column!("max_hops", |p| p.max_hops.to_string(), |p, v| Ok(p.max_hops = parse(v)?)),
-    column!("frames", |p| p.frames.to_string(), |p, v| Ok(p.frames = parse(v)?)),
-    column!("mac_retries", |p| p.mac_retries.to_string(), |p, v| Ok(p.mac_retries = parse(v)?)),
-    column!("busy_ccas", |p| p.busy_ccas.to_string(), |p, v| Ok(p.busy_ccas = parse(v)?)),
-    column!("coap_retx", |p| p.coap_retx.to_string(), |p, v| Ok(p.coap_retx = parse(v)?)),
-    column!("drops_interference", |p| p.drops_interference.to_string(), |p, v| Ok(p.drops_interference = parse(v)?)),
-    column!("drops_collision", |p| p.drops_collision.to_string(), |p, v| Ok(p.drops_collision = parse(v)?)),
-    column!("drops_mac", |p| p.drops_mac.to_string(), |p, v| Ok(p.drops_mac = parse(v)?)),
-    column!("drops_cpu", |p| p.drops_cpu.to_string(), |p, v| Ok(p.drops_cpu = parse(v)?)),
-    column!("max_link_frames", |p| p.max_link_frames.to_string(), |p, v| Ok(p.max_link_frames = parse(v)?)),
-    column!("max_link", |p| p.max_link.clone(), |p, v| Ok(p.max_link = v.to_string())),
-    column!("max_node_frames", |p| p.max_node_frames.to_string(), |p, v| Ok(p.max_node_frames = parse(v)?)),
-    column!("max_node", |p| p.max_node.to_string(), |p, v| Ok(p.max_node = parse(v)?)),
-    column!("events", |p| p.events.to_string(), |p, v| Ok(p.events = parse(v)?)),
-    column!("window_s", |p| fixed(p.window_s, 6), |p, v| Ok(p.window_s = float(v)?)),
+    int!("point", point),
+    int!("seed", seed),
+    column!("created", |p| u8::from(p.created).to_string(), |p, v| {
+        p.created = parse::<u8>(v)? == 1;
+        Ok(())
+    }),
+    real!("create_ms", create_ms, 3),
+    real!("avg_hops", avg_hops, 3),
+    int!("max_hops", max_hops),
+    int!("frames", frames),
+    int!("mac_retries", mac_retries),
+    int!("busy_ccas", busy_ccas),
+    int!("coap_retx", coap_retx),
+    int!("drops_interference", drops_interference),
+    int!("drops_collision", drops_collision),
+    int!("drops_mac", drops_mac),
+    int!("drops_cpu", drops_cpu),
+    int!("max_link_frames", max_link_frames),
+    text!("max_link", max_link),
+    int!("max_node_frames", max_node_frames),
+    int!("max_node", max_node),
+    int!("events", events),
+    real!("window_s", window_s, 6),
     // [entity] following: read back as a measurement only when the mean is there.
     column!("staleness_mean", |p| p.facts.staleness().map_or(String::new(), |s| fixed(s.mean, 4)), |p, v| {
         if let (Facts::Entity { staleness }, Some(mean)) = (&mut p.facts, optional(v)?) {
@@ -123,78 +179,41 @@ pub const POINT_COLUMNS: &[Column<PointRow>] = &[
         Ok(())
     }),
     // [stream]
-    column!("nrp", |p| p.facts.stream().map_or(String::new(), |s| fixed(s.nrp as f64, 0)), |p, v| stream(p, |s| Ok(
-        s.nrp = parse(v)?
-    ))),
-    column!("tbt_ms", |p| p.facts.stream().map_or(String::new(), |s| fixed(s.tbt_ms, 3)), |p, v| stream(p, |s| Ok(
-        s.tbt_ms = float(v)?
-    ))),
-    column!("ttd_ms", |p| p.facts.stream().and_then(|s| s.ttd_ms).map_or(String::new(), |t| fixed(t, 3)), |p, v| {
-        stream(p, |s| Ok(s.ttd_ms = optional(v)?))
-    }),
+    fact!("nrp", Stream, nrp, |x: u64| fixed(x as f64, 0), parse),
+    fact!("tbt_ms", Stream, tbt_ms, |x: f64| fixed(x, 3), float),
+    fact!("ttd_ms", Stream, ttd_ms, |x: Option<f64>| x.map_or(String::new(), |t| fixed(t, 3)), optional),
     // [emulated]
-    column!("throughput", |p| p.facts.emulated().map_or(String::new(), |e| fixed(e.throughput, 3)), |p, v| {
-        if let Facts::Emulated(e) = &mut p.facts {
-            e.throughput = float(v)?;
-        }
-        Ok(())
-    }),
+    fact!("throughput", Emulated, throughput, |x: f64| fixed(x, 3), float),
     // [baseline]
-    column!("goodput", |p| baseline(p, |b| fixed(b.goodput, 3)), |p, v| set_baseline(p, |b| Ok(b.goodput = float(v)?))),
-    column!("energy_mj", |p| baseline(p, |b| fixed(b.energy_mj, 5)), |p, v| set_baseline(p, |b| Ok(
-        b.energy_mj = float(v)?
-    ))),
-    column!("air_bytes", |p| baseline(p, |b| fixed(b.air_bytes, 2)), |p, v| set_baseline(p, |b| Ok(
-        b.air_bytes = float(v)?
-    ))),
-    column!("dgram_loss", |p| baseline(p, |b| fixed(b.dgram_loss, 5)), |p, v| set_baseline(p, |b| Ok(
-        b.dgram_loss = float(v)?
-    ))),
-    column!("frags", |p| baseline(p, |b| fixed(b.frags, 0)), |p, v| set_baseline(p, |b| Ok(b.frags = float(v)?))),
+    fact!("goodput", Baseline, goodput, |x: f64| fixed(x, 3), float),
+    fact!("energy_mj", Baseline, energy_mj, |x: f64| fixed(x, 5), float),
+    fact!("air_bytes", Baseline, air_bytes, |x: f64| fixed(x, 2), float),
+    fact!("dgram_loss", Baseline, dgram_loss, |x: f64| fixed(x, 5), float),
+    fact!("frags", Baseline, frags, |x: f64| fixed(x, 0), float),
 ];
-
-fn stream(p: &mut PointRow, set: impl FnOnce(&mut StreamFacts) -> Result<(), Unreadable>) -> Result<(), Unreadable> {
-    match &mut p.facts {
-        Facts::Stream(s) => set(s),
-        _ => Ok(()),
-    }
-}
-
-fn baseline(p: &PointRow, cell: fn(&BaselineFacts) -> String) -> String {
-    p.facts.baseline().map_or(String::new(), cell)
-}
-
-fn set_baseline(
-    p: &mut PointRow,
-    set: impl FnOnce(&mut BaselineFacts) -> Result<(), Unreadable>,
-) -> Result<(), Unreadable> {
-    match &mut p.facts {
-        Facts::Baseline(b) => set(b),
-        _ => Ok(()),
-    }
-}
 
 /// `links.csv`: frames per directed radio link (link stress) during the query phase.
 pub const LINK_COLUMNS: &[Column<LinkRow>] = &[
-    column!("point", |l| l.point.to_string(), |l, v| Ok(l.point = parse(v)?)),
-    column!("from", |l| l.from.to_string(), |l, v| Ok(l.from = parse(v)?)),
-    column!("to", |l| l.to.to_string(), |l, v| Ok(l.to = parse(v)?)),
-    column!("frames", |l| l.frames.to_string(), |l, v| Ok(l.frames = parse(v)?)),
-    column!("retransmissions", |l| l.retransmissions.to_string(), |l, v| Ok(l.retransmissions = parse(v)?)),
-    column!("received", |l| l.received.to_string(), |l, v| Ok(l.received = parse(v)?)),
+    int!("point", point),
+    int!("from", from),
+    int!("to", to),
+    int!("frames", frames),
+    int!("retransmissions", retransmissions),
+    int!("received", received),
 ];
 
 /// `nodes.csv`: load per node during the query phase.
 pub const NODE_COLUMNS: &[Column<NodeRow>] = &[
-    column!("point", |n| n.point.to_string(), |n, v| Ok(n.point = parse(v)?)),
-    column!("node", |n| n.node.to_string(), |n, v| Ok(n.node = parse(v)?)),
-    column!("role", |n| n.role.to_string(), |n, v| Ok(
-        n.role = NodeRole::parse(v).ok_or_else(|| Unreadable(v.to_string()))?
-    )),
-    column!("hops", |n| n.hops.to_string(), |n, v| Ok(n.hops = parse(v)?)),
-    column!("frames_sent", |n| n.frames_sent.to_string(), |n, v| Ok(n.frames_sent = parse(v)?)),
-    column!("frames_received", |n| n.frames_received.to_string(), |n, v| Ok(n.frames_received = parse(v)?)),
-    column!("datagrams_forwarded", |n| n.datagrams_forwarded.to_string(), |n, v| Ok(n.datagrams_forwarded = parse(v)?)),
+    int!("point", point),
+    int!("node", node),
+    column!("role", |n| n.role.to_string(), |n, v| {
+        n.role = NodeRole::parse(v).ok_or_else(|| Unreadable(v.to_string()))?;
+        Ok(())
+    }),
+    int!("hops", hops),
+    int!("frames_sent", frames_sent),
+    int!("frames_received", frames_received),
+    int!("datagrams_forwarded", datagrams_forwarded),
 ];
 
 fn rt(a: &Aggregate, f: fn(&Summary) -> f64) -> f64 {

@@ -1,6 +1,7 @@
 //! `corral lab` as a user meets it: every built-in scenario runs with `--quick` and leaves a complete
-//! report; the same command gives byte-identical CSV whatever `--jobs`; shards merge into the full run; a
-//! scenario copied with `lab show` and edited runs from its file; mistakes in a file are named.
+//! report; the same command gives byte-identical CSV whatever `--jobs`; shards of every simulated family
+//! merge into the full run; a scenario copied with `lab show` and edited runs from its file; mistakes in a
+//! file are named.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -111,8 +112,10 @@ fn corral_scenario(name: &str) -> Vec<String> {
 
 #[test]
 fn same_command_same_bytes_whatever_the_threads_and_shards_merge() {
-    // fig08 queries the entity; ext-observe follows it (polls and an Observe registration).
-    for scenario in ["fig08-group-size", "ext-observe"] {
+    // fig08 queries the entity; ext-observe follows it (polls and an Observe registration); the others are
+    // the stream, baseline and multiparty families, whose nodes (sensor, collector, server) and facts
+    // (NRP, goodput, multiparty.json) must read back too.
+    for scenario in ["fig08-group-size", "ext-observe", "seed003-loss", "seed002-latency", "seed001-multiparty"] {
         let root = scratch(&format!("det-{scenario}"));
         let run = |dir: &str, extra: &[&str]| {
             let out = root.join(dir);

@@ -3,7 +3,8 @@
 //!
 //! # What it owns
 //! One number per directed radio link, computed once when the network is built: the power (dBm) at which
-//! the receiver hears the sender. The topology still decides *who* hears whom ([`crate::Neighbors`]); this
+//! the receiver hears the sender. The topology still decides *who* hears whom ([`crate::Neighbors`]) and how
+//! far apart they are; this
 //! only says *how strongly*, so that a receiver facing two overlapping frames can keep the stronger one
 //! ([`crate::RadioParams::capture_threshold_db`]; the MAC in [`crate::sim`] applies it). Nothing here draws
 //! from a simulation stream or reads a clock: the shadowing of a link is a pure function of
@@ -22,11 +23,10 @@
 //!
 //! Absolute levels (`P_tx`, `PL(d₀)`) cancel in the capture decision, which compares two received powers;
 //! only `n`, `σ` and the geometry matter. Whether the geometry is used depends on the topology:
-//! [`Neighbors::Radius`] topologies have meaningful positions, so `d` is the distance (at least `d₀`);
-//! [`Neighbors::Explicit`] topologies (star, line, layered, Table 7) place nodes for drawing only and declare
+//! [`crate::Neighbors::Radius`] topologies have meaningful positions, so `d` is the distance (at least `d₀`);
+//! [`crate::Neighbors::Explicit`] topologies (star, line, layered, Table 7) place nodes for drawing only and declare
 //! who hears whom, so every declared link gets the same mean and differs by its shadowing alone.
 
-use crate::topology::{Neighbors, Topology};
 use corral_proto::Rng;
 
 /// The propagation model of a topology (see the module docs for the defaults and their sources).
@@ -36,7 +36,7 @@ pub struct Propagation {
     pub tx_power_dbm: f64,
     /// Path loss at 1 m, dB (40.2).
     pub ref_loss_db: f64,
-    /// Path-loss exponent (3.0); used where positions are meaningful ([`Neighbors::Radius`]).
+    /// Path-loss exponent (3.0); used where positions are meaningful ([`crate::Neighbors::Radius`]).
     pub exponent: f64,
     /// Standard deviation of the per-link log-normal shadowing, dB (4.0). 0 makes every link of an explicit
     /// topology equally strong, so no frame is ever captured there.
@@ -70,12 +70,9 @@ impl Propagation {
         self.shadowing_db * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
     }
 
-    /// The power at which `b` hears `a` in topology `t`, dBm.
-    pub fn rx_dbm(&self, t: &Topology, a: usize, b: usize) -> f64 {
-        let d = match (&t.neighbors, t.nodes[a].position, t.nodes[b].position) {
-            (Neighbors::Radius(_), Some((xa, ya)), Some((xb, yb))) => (xa - xb).hypot(ya - yb),
-            _ => 1.0,
-        };
+    /// The power at which node `b` hears node `a`, `d` metres away, dBm. The topology says what `d` is
+    /// (the distance between meaningful positions, or 1 m where positions are for drawing only).
+    pub fn rx_dbm(&self, d: f64, a: usize, b: usize) -> f64 {
         self.mean_dbm(d) - self.shadowing(a, b)
     }
 }

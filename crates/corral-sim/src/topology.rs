@@ -272,7 +272,17 @@ impl Topology {
             .iter()
             .rev()
             .find(|&&(x, y, _)| (x, y) == (a, b) || (x, y) == (b, a))
-            .map_or_else(|| self.propagation.rx_dbm(self, a, b), |&(_, _, dbm)| dbm)
+            .map_or_else(|| self.propagation.rx_dbm(self.link_distance(a, b), a, b), |&(_, _, dbm)| dbm)
+    }
+
+    /// How far apart nodes `a` and `b` are for the propagation model, metres: their distance in a
+    /// [`Neighbors::Radius`] topology, whose positions are meaningful; 1 m otherwise, where positions are
+    /// for drawing only and every declared link gets the same mean power.
+    fn link_distance(&self, a: usize, b: usize) -> f64 {
+        match (&self.neighbors, self.nodes[a].position, self.nodes[b].position) {
+            (Neighbors::Radius(_), Some((xa, ya)), Some((xb, yb))) => (xa - xb).hypot(ya - yb),
+            _ => 1.0,
+        }
     }
 
     /// Adds a wired host (a client on the Internet side) linked to `gateway`; returns its index.

@@ -36,6 +36,15 @@ fn keys(dir: &Path, uri: &str) {
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
 }
 
+/// Keys for a server on a port free a moment ago: the directory they are in, the port, the base URI.
+fn keyed_server() -> (tempfile::TempDir, u16, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_udp_port();
+    let base = format!("coap://127.0.0.1:{port}");
+    keys(dir.path(), &base);
+    (dir, port, base)
+}
+
 /// `corral serve` on a fixed port (the credentials name it), with the server's credentials.
 fn serve(port: u16, creds: &Path, extra: &[&str]) -> Proc {
     let bind = format!("127.0.0.1:{port}");
@@ -63,10 +72,7 @@ fn numbers(text: &str) -> Vec<u64> {
 
 #[test]
 fn protected_requests_between_corral_client_and_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_udp_port();
-    let base = format!("coap://127.0.0.1:{port}");
-    keys(dir.path(), &base);
+    let (dir, port, base) = keyed_server();
     let (client, server) = (dir.path().join("client.json"), dir.path().join("server.json"));
     let _s = serve(port, &server, &["--require-oscore"]);
     let c = client.to_str().unwrap();
@@ -153,10 +159,7 @@ fn exchange(sock: &UdpSocket, port: u16, bytes: &[u8]) -> Message {
 
 #[test]
 fn a_restart_reuses_no_nonce_and_refuses_a_replay_from_before_the_crash() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_udp_port();
-    let base = format!("coap://127.0.0.1:{port}");
-    keys(dir.path(), &base);
+    let (dir, port, base) = keyed_server();
     let server_creds = dir.path().join("server.json");
     let mut s = serve(port, &server_creds, &[]);
     let c = dir.path().join("client.json");
@@ -205,10 +208,7 @@ fn a_restart_reuses_no_nonce_and_refuses_a_replay_from_before_the_crash() {
 /// Echo challenge; the legitimate client meets the challenge by itself and gets through.
 #[test]
 fn a_plain_request_replayed_after_a_kill_is_refused_by_serve() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_udp_port();
-    let base = format!("coap://127.0.0.1:{port}");
-    keys(dir.path(), &base);
+    let (dir, port, base) = keyed_server();
     let (server_creds, c) = (dir.path().join("server.json"), dir.path().join("client.json"));
     let c = c.to_str().unwrap();
     let s = serve(port, &server_creds, &[]);
@@ -240,10 +240,7 @@ fn a_plain_request_replayed_after_a_kill_is_refused_by_serve() {
 /// an entity captured on the wire, replayed after kill -9 and a restart, does not delete the entity the
 /// manager re-created meanwhile.
 fn a_captured_delete_replayed_after_a_kill_spares_the_recreated_entity(workers: &str, subnet: u8) {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_udp_port();
-    let base = format!("coap://127.0.0.1:{port}");
-    keys(dir.path(), &base);
+    let (dir, port, base) = keyed_server();
     let (server_creds, c) = (dir.path().join("server.json"), dir.path().join("client.json"));
     let c = c.to_str().unwrap();
     let (data, bind) = (dir.path().join("data"), format!("127.0.0.1:{port}"));
@@ -312,10 +309,7 @@ fn aiocoap_client_against_corral_serve() {
     if !enabled(&["aiocoap-client", "python3"]) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_udp_port();
-    let base = format!("coap://127.0.0.1:{port}");
-    keys(dir.path(), &base);
+    let (dir, port, base) = keyed_server();
     let _s = serve(port, &dir.path().join("server.json"), &["--require-oscore"]);
     let c = dir.path().join("client.json");
     let c = c.to_str().unwrap();
@@ -344,10 +338,7 @@ fn corral_client_against_aiocoap_oscore_server() {
     if !enabled(&["python3"]) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_udp_port();
-    let base = format!("coap://127.0.0.1:{port}");
-    keys(dir.path(), &base);
+    let (dir, port, base) = keyed_server();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/aiocoap_server.py");
     let server = dir.path().join("server.json");
     let _s = spawn_with_port(

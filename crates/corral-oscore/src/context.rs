@@ -301,8 +301,21 @@ impl SecurityContext {
     /// before anything is accepted from it (RFC 8613 Appendix B.1.2).
     pub fn restore(&mut self, persisted: u64) {
         self.seq.restore(persisted);
+        self.lose_replay_window();
+    }
+
+    /// Forgets the replay window: nothing from the peer is accepted until it proves freshness with Echo
+    /// (RFC 8613 Appendix B.1.2). A server does this for every context it did not start fresh (see
+    /// [`crate::store`]).
+    pub fn lose_replay_window(&mut self) {
         self.replay = ReplayWindow::new(self.params.replay_window);
         self.replay.desynchronise();
+    }
+
+    /// Whether the replay window is known (false after [`SecurityContext::lose_replay_window`], until a
+    /// request with a returned Echo value re-established it).
+    pub fn replay_window_known(&self) -> bool {
+        self.replay.is_synchronised()
     }
 
     /// The value to write to persistent storage before the next message may be protected, if the current

@@ -3,10 +3,11 @@
 //! unprotects on the way in and protects on the way out, Observe included (every notification after the
 //! first carries a Partial IV of the server's, RFC 8613 §4.1.3.5.2).
 //!
-//! Failures get the unprotected answers of §8.2 (Max-Age 0). After a restart the replay window is
-//! unknown: an authentic request is answered with a protected 4.01 carrying an Echo challenge (RFC 9175
-//! §2.4, RFC 8613 Appendix B.1.2), and only the request that echoes it re-establishes the window — a
-//! request captured before the crash and replayed after it is refused.
+//! Failures get the unprotected answers of §8.2 (Max-Age 0). A context served before (by an earlier run,
+//! however it ended) has an unknown replay window ([`crate::store`] says why nothing else can be
+//! trusted): each peer's authentic request is answered with a protected 4.01 carrying only an Echo
+//! option (RFC 9175 §2.4, RFC 8613 Appendix B.1.2), and only the request that echoes it re-establishes
+//! the window — a request captured before the crash and replayed after it is refused.
 
 use crate::served::{Binding, Sender, Served};
 use crate::store::ContextDir;
@@ -18,6 +19,10 @@ use std::net::SocketAddr;
 
 /// Observations held through OSCORE at most (each needs its binding for the notifications).
 const MAX_OBSERVERS: usize = 1024;
+/// How long an Echo challenge stays good; until then every unsynchronised request of that peer gets the
+/// same value, so that concurrent requests (a load generator's, a retransmission) do not void each
+/// other's challenge.
+const ECHO_LIFETIME: corral_proto::Duration = corral_proto::Duration::from_secs(60);
 /// Inner block-wise uploads (RFC 8613 §4.1.3.4.1) being assembled at once, and the largest body.
 const MAX_UPLOADS: usize = 16;
 const MAX_UPLOAD_BYTES: usize = 16 << 20;
@@ -45,8 +50,9 @@ pub struct OscoreLayer {
     /// of its own.
     pending: HashMap<InboundId, (usize, Binding, bool), foldhash::fast::FixedState>,
     observers: HashMap<(SocketAddr, Token), (usize, Binding), foldhash::fast::FixedState>,
-    /// The Echo value each context's peer must return before its window is trusted again.
-    challenges: HashMap<usize, Vec<u8>>,
+    /// The Echo value each peer (context and Sender ID: a group has many) must return before its window is
+    /// trusted again, and when it was given.
+    challenges: HashMap<(usize, Vec<u8>), (Vec<u8>, Instant)>,
     /// Inner block-wise uploads by (context, client, resource).
     uploads: HashMap<(usize, SocketAddr, String), Upload>,
     /// Block1 values to echo in the final response of an upload (RFC 7959 §2.3).
@@ -73,7 +79,14 @@ impl OscoreLayer {
     }
 
     /// A layer serving pairwise and group contexts (Group OSCORE members and deterministic requests).
-    pub fn serving(contexts: Vec<Served>, require: bool) -> OscoreLayer {
+    /// Every context is marked as served before any request is accepted; one served before starts with its
+    /// replay windows unknown (see [`crate::store`]).
+    pub fn serving(mut contexts: Vec<Served>, require: bool) -> OscoreLayer {
+        for c in &mut contexts {
+            if let Err(e) = c.start_serving() {
+                tracing::warn!(dir = %c.dir().display(), error = %e, "cannot mark the OSCORE context as served; its replay window counts as unknown");
+            }
+        }
         OscoreLayer {
             contexts,
             pending: table(),
@@ -98,13 +111,19 @@ impl OscoreLayer {
         Inbound::Answer(id, refusal(code, text))
     }
 
-    /// An Echo value for a challenge: unpredictable to anyone without the key (it travels encrypted), and
-    /// never the same twice in this process.
-    fn challenge(&mut self, now: Instant, ci: usize) -> Vec<u8> {
+    /// The Echo value for a challenge to `peer`: the one given less than [`ECHO_LIFETIME`] ago, or a new
+    /// one. Unreadable to anyone without the key (it travels encrypted), and never the same for two
+    /// peers or two lifetimes in this process.
+    fn challenge(&mut self, now: Instant, peer: (usize, Vec<u8>)) -> Vec<u8> {
+        if let Some((v, at)) = self.challenges.get(&peer) {
+            if now.saturating_since(*at) < ECHO_LIFETIME {
+                return v.clone();
+            }
+        }
         self.counter += 1;
         let mut v = now.as_micros().to_be_bytes().to_vec();
         v.extend_from_slice(&self.counter.to_be_bytes());
-        self.challenges.insert(ci, v.clone());
+        self.challenges.insert(peer, (v.clone(), now));
         v
     }
 }
@@ -146,18 +165,19 @@ impl Layer for OscoreLayer {
         match window {
             Ok(()) => ctx.replay_accept(&binding),
             Err(crate::Refusal::Unsynchronised) => {
+                let peer = (ci, sender.kid);
                 let echoed = inner.options.get(OptionNumber::ECHO);
-                if echoed.is_some() && echoed == self.challenges.get(&ci).map(Vec::as_slice) {
+                let given = self.challenges.get(&peer).filter(|(_, at)| now.saturating_since(*at) < ECHO_LIFETIME);
+                if echoed.is_some() && echoed == given.map(|(v, _)| v.as_slice()) {
                     ctx.resynchronise(&binding);
-                    self.challenges.remove(&ci);
+                    self.challenges.remove(&peer);
                 } else {
-                    // Authentic, but it could be a replay from before the restart: challenge it.
+                    // Authentic, but it could be a replay from before the restart: challenge it, with the
+                    // Echo option alone (Appendix B.1.2: no diagnostic payload).
                     self.stats.echo_challenges += 1;
-                    let echo = self.challenge(now, ci);
+                    let echo = self.challenge(now, peer);
                     self.pending.insert(req.id, (ci, binding, true));
-                    let r = Response::error(Code::UNAUTHORIZED, "freshness needed: repeat with this Echo")
-                        .with_option(OptionNumber::ECHO, &echo)
-                        .with_max_age(0);
+                    let r = Response::new(Code::UNAUTHORIZED).with_option(OptionNumber::ECHO, &echo).with_max_age(0);
                     return Inbound::Answer(req.id, r);
                 }
             }

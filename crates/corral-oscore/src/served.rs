@@ -76,6 +76,22 @@ impl Served {
         }
     }
 
+    /// Before the first request is accepted: see [`ContextDir::start_serving`].
+    pub(crate) fn start_serving(&mut self) -> Result<(), Error> {
+        match self {
+            Served::Pairwise(d) => d.start_serving(),
+            Served::Group(g) => g.start_serving(),
+        }
+    }
+
+    /// Where the context lives (for messages).
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        match self {
+            Served::Pairwise(d) => &d.dir,
+            Served::Group(g) => &g.dir,
+        }
+    }
+
     /// Persists a new sequence-number reservation when one is due (before a Partial IV of ours is used).
     pub(crate) fn reserve(&mut self) -> Result<(), Error> {
         match self {

@@ -2,8 +2,27 @@
 //! the same files: `settings.json` (and optionally `secret.json`) with `sender-id_hex`, `recipient-id_hex`,
 //! `secret_ascii` or `secret_hex`, optional `salt_*`, `id-context_hex`, `algorithm`, `kdf-hashfun`,
 //! `window`; and `sequence.json` with `next-to-send`, written before a reserved sequence number is used
-//! (atomically: a temporary file, fsync, rename). The replay window is not persisted (`"received":
-//! "unknown"`): after a restart the server asks for Echo before it accepts anything.
+//! (atomically: a temporary file, fsync, rename, fsync of the directory).
+//!
+//! # The replay window across restarts (RFC 8613 Appendix B.1.2)
+//!
+//! A server may trust a replay window only if it knows every request the context ever accepted. corral
+//! keeps no window on disk (`"received": "unknown"`, as aiocoap writes it); the only window it can trust
+//! after a start is the one of a context that no server has ever used — empty, and right because nothing
+//! was ever accepted. So a server calls [`ContextDir::start_serving`] (the [`crate::OscoreLayer`] does)
+//! before it accepts a request: a directory without `sequence.json` is marked as served (the file is
+//! written and made durable first), and one that has it — whoever wrote it, whatever it says — is a
+//! context served before, whose windows are unknown: each peer's first request is answered with an Echo
+//! challenge, and only the request that returns the value re-establishes the window. A request captured
+//! before a crash and replayed after it never passes.
+//!
+//! Why not save the window instead: a saved window is consistent only if it was written after the last
+//! request the previous process accepted and is invalidated before the next process accepts one. Writing
+//! it per request costs an fsync per request (milliseconds against microseconds of cryptography); writing
+//! it at exit, with a clean-shutdown marker removed at start, depends on every way of stopping running
+//! the exit path, and SIGKILL, an OOM kill, a power cut or a second server started on the same directory
+//! do not. What never trusting costs is one round trip per client after each restart, which corral's
+//! client and aiocoap's meet by themselves.
 
 use crate::context::{Aead, Kdf, Params, SecurityContext};
 use crate::group::{GroupContext, GroupParams};
@@ -147,6 +166,27 @@ impl ContextDir {
     pub fn reserve(&mut self) -> Result<(), Error> {
         persist_sequence(&self.dir, self.context.sequence_to_persist())
     }
+
+    /// Call when a server starts to use the context, before it accepts any request (see the module docs):
+    /// marks a context never served before as served, or forgets the replay window of one that was. An
+    /// `Err` (the mark cannot be written) leaves the window forgotten too: never trusted by mistake.
+    pub fn start_serving(&mut self) -> Result<(), Error> {
+        let marked = mark_served(&self.dir, self.context.sender_sequence_number());
+        if !matches!(marked, Ok(true)) {
+            self.context.lose_replay_window();
+        }
+        marked.map(drop)
+    }
+}
+
+/// Writes `sequence.json` (durably) if the directory has none: `Ok(true)` for a context never served
+/// before, `Ok(false)` for one that was.
+fn mark_served(dir: &Path, next: u64) -> Result<bool, Error> {
+    if persisted_sequence(dir)?.is_some() {
+        return Ok(false);
+    }
+    persist_sequence(dir, Some(next))?;
+    Ok(true)
 }
 
 /// A group context backed by a directory: what a Group Manager would provide, in `settings.json` (and
@@ -234,6 +274,15 @@ impl GroupDir {
     pub fn reserve(&mut self) -> Result<(), Error> {
         persist_sequence(&self.dir, self.context.sequence_to_persist())
     }
+
+    /// As [`ContextDir::start_serving`], for every member's replay window.
+    pub fn start_serving(&mut self) -> Result<(), Error> {
+        let marked = mark_served(&self.dir, self.context.sender_sequence_number());
+        if !matches!(marked, Ok(true)) {
+            self.context.lose_replay_windows();
+        }
+        marked.map(drop)
+    }
 }
 
 fn hex_bytes(s: &str) -> Option<Vec<u8>> {
@@ -254,5 +303,38 @@ fn write_atomically(path: &Path, v: &Value) -> Result<(), Error> {
     f.write_all(v.to_string().as_bytes()).map_err(io)?;
     f.sync_all().map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)?;
+    // The rename itself must survive a power cut: a lost sequence.json would reuse nonces and read as a
+    // context never served.
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("corral-oscore-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn only_a_context_never_served_starts_with_a_known_window() {
+        let dir = scratch("served");
+        ContextDir::create(&dir, &Params::new(b"0123456789abcdef", b"c", b"s")).unwrap();
+        let mut first = ContextDir::load(&dir).unwrap();
+        first.start_serving().unwrap();
+        assert!(first.context.replay_window_known(), "never served: nothing was ever accepted");
+        assert!(dir.join("sequence.json").exists(), "marked before any request is accepted");
+        // The next start (after a clean exit or a crash alike), whatever sequence.json says.
+        for next in [0, 1 << 20] {
+            persist_sequence(&dir, Some(next)).unwrap();
+            let mut again = ContextDir::load(&dir).unwrap();
+            again.start_serving().unwrap();
+            assert!(!again.context.replay_window_known(), "next-to-send {next}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -19,8 +19,14 @@
 //! [[rule]]
 //! match = "/light/*"
 //! next = [{ to = "coap://192.0.2.30", send_host = false }]    # the origin itself
+//!
+//! [destinations]               # where clients from other hosts may make the proxy send (see destinations)
+//! networks = ["192.0.2.0/24"]
+//! ports = [5683]
+//! this_host = false            # the proxy's own addresses stay out of their reach (the default)
 //! ```
 
+use crate::destinations::Destinations;
 use crate::target::Hosts;
 use corral_proto::wire::uri::{Host, Scheme, Uri};
 use serde::{Deserialize, Serialize};
@@ -114,11 +120,13 @@ impl Pattern {
     }
 }
 
-/// Ordered rules plus the host names the proxy knows.
+/// Ordered rules plus the host names the proxy knows, and the file's destination policy if it has one
+/// (networks, ports and `this_host` only: the driver adds what it knows about the host).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fib {
     pub rules: Vec<Rule>,
     pub hosts: Hosts,
+    pub destinations: Option<Destinations>,
 }
 
 /// A FIB file that does not load: where and why.
@@ -148,6 +156,18 @@ struct FibFile {
     hosts: BTreeMap<String, toml::Spanned<String>>,
     #[serde(default)]
     rule: Vec<toml::Spanned<RuleFile>>,
+    destinations: Option<DestinationsFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DestinationsFile {
+    #[serde(default)]
+    networks: Vec<toml::Spanned<String>>,
+    #[serde(default)]
+    ports: Vec<u16>,
+    #[serde(default)]
+    this_host: bool,
 }
 
 #[derive(Deserialize)]
@@ -212,7 +232,18 @@ impl Fib {
             }
             rules.push(Rule { pattern: rule.pattern.into_inner(), next, line, matcher });
         }
-        Ok(Fib { rules, hosts })
+        let destinations = match file.destinations {
+            None => None,
+            Some(d) => {
+                let mut networks = Vec::new();
+                for n in d.networks {
+                    let p = n.get_ref().parse().map_err(|m| at(n.span(), format!("destinations: {m}")))?;
+                    networks.push(p);
+                }
+                Some(Destinations { networks, ports: d.ports, this_host_open: d.this_host, ..Destinations::default() })
+            }
+        };
+        Ok(Fib { rules, hosts, destinations })
     }
 
     /// A rule built in code (the lab, tests).
@@ -347,6 +378,26 @@ next = ["coap://192.0.2.40"]
         assert_eq!(e.line, 1, "{e}");
         let e = Fib::parse("[hosts]\nx = \"not-an-address\"\n", &no_dns).unwrap_err();
         assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn a_destinations_section_loads_and_its_errors_name_their_line() {
+        let fib = Fib::parse(
+            "[destinations]\nnetworks = [\"10.1.0.0/16\", \"fd00::/8\"]\nports = [5683, 5700]\nthis_host = true\n",
+            &no_dns,
+        )
+        .unwrap();
+        let d = fib.destinations.unwrap();
+        assert_eq!(d.networks, vec!["10.1.0.0/16".parse().unwrap(), "fd00::/8".parse().unwrap()]);
+        assert_eq!((d.ports, d.this_host_open), (vec![5683, 5700], true));
+        assert_eq!(Fib::parse(EXAMPLE, &no_dns).unwrap().destinations, None, "no section: no policy");
+        let e = Fib::parse("[destinations]\nnetworks = [\n  \"10.1.0.0/99\"]\n", &no_dns).unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("prefix length"), "{e}");
+        let e = Fib::parse("[destinations]\nports = [70000]\n", &no_dns).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        let e = Fib::parse("[destinations]\nnetwork = []\n", &no_dns).unwrap_err();
+        assert!(e.message.contains("unknown field"), "{e}");
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //!
 //! A proxied request (RFC 7252 §5.7: Proxy-Uri, or Proxy-Scheme with Uri-*) goes through these steps:
 //!
-//! 1. **Checks** — the client may use the proxy ([`ProxyConfig::clients`]); Hop-Limit (RFC 8768) is
+//! 1. **Checks** — the client may use the proxy ([`ProxyConfig::clients`]) and the destination is one it
+//!    may make the proxy send to ([`destinations`]: never this host's own addresses for a client from
+//!    another host, unless opened; never a broadcast address; 4.03 naming the rule); Hop-Limit (RFC 8768) is
 //!    decremented, and a request that has run out is answered 5.08 with this proxy's name (a relayed 5.08
 //!    gets the name prepended, so the client reads the loop); an unsafe option the proxy does not know is
 //!    5.02; an unparseable Proxy-Uri 4.02, Proxy-Scheme without Uri-Host 4.00, a scheme it cannot reach
@@ -39,12 +41,14 @@
 //! ```
 
 pub mod cache;
+pub mod destinations;
 pub mod fib;
 pub mod key;
 mod proxy;
 pub mod stats;
 pub mod target;
 
+pub use destinations::Destinations;
 pub use fib::{Fib, FibError, NextHop, Rule};
 pub use proxy::{ProxyConfig, ProxyService};
 pub use stats::{HopStats, Stats};

@@ -18,6 +18,9 @@
 //!
 //! Initialisation follows Fig. 10: a POST to `/stream` with the sender's buffer size creates the stream
 //! (2.01 with Location-Path `stream/<id>`), a GET on it with SN = AN = 0 starts it; a DELETE ends it.
+//! Beyond the paper, the receiver creates a stream only for a sender that proved its address (an Echo
+//! round trip, RFC 9175), names it with a random id, and serves it to that address alone (see the
+//! receiver's docs); the sender gives up when the receiver stays silent ([`StreamConfig::give_up`]).
 //!
 //! ## Where the paper is silent, and what corral chose
 //! - The paper's traces put SN/AN in the path (`/stream/39/36`) as well as in the option; corral carries
@@ -39,5 +42,5 @@ mod receiver;
 mod sender;
 
 pub use option::{ScOption, SC_OPTION};
-pub use receiver::{ReceiverStats, StreamReceiver};
+pub use receiver::{ReceiverStats, StreamReceiver, MAX_PER_ADDRESS, MAX_STREAMS, RECLAIM_AFTER};
 pub use sender::{Metrics, Scheme, StreamConfig, StreamSender};

@@ -52,6 +52,10 @@ pub struct StreamConfig {
     pub rto: Duration,
     /// CoAP-SC: give up after this many timeouts in a row.
     pub max_retries: u32,
+    /// Give up when the receiver has not been heard from for this long while something waits for it (the
+    /// stream's creation, readings in the buffer): a collector that is down ends the stream instead of
+    /// blocking it forever. `None`: never (the lab's lossy links, where only the retry limits apply).
+    pub give_up: Option<Duration>,
 }
 
 impl StreamConfig {
@@ -65,6 +69,7 @@ impl StreamConfig {
             buffer: 5,
             rto: Duration::from_secs(2),
             max_retries: 6,
+            give_up: None,
         }
     }
 }
@@ -125,6 +130,11 @@ pub struct StreamSender {
     first: Option<Instant>,
     last_progress: Instant,
     retries: u32,
+    /// Since when something has been waiting for the receiver without a word from it (see
+    /// [`StreamConfig::give_up`]); `None` while nothing waits.
+    waiting_since: Option<Instant>,
+    /// When the receiver last said something (a response, a control message).
+    last_heard: Instant,
     retx_at_start: u64,
     metrics: Metrics,
     /// A copy of the metrics for someone outside the node (a command line's progress display).
@@ -149,6 +159,8 @@ impl StreamSender {
             first: None,
             last_progress: Instant::ZERO,
             retries: 0,
+            waiting_since: None,
+            last_heard: Instant::ZERO,
             retx_at_start: 0,
             metrics: Metrics::default(),
             report: None,
@@ -178,7 +190,7 @@ impl StreamSender {
     }
 
     fn fail(&mut self, why: String) {
-        tracing::warn!(%why, "stream failed");
+        tracing::info!(%why, "stream failed");
         self.metrics.failed = Some(why);
         self.phase = Phase::Done;
     }
@@ -189,6 +201,29 @@ impl StreamSender {
             r.options.push_str(OptionNumber::URI_PATH, s);
         }
         r
+    }
+
+    /// Whether the stream cannot go on without a word from the receiver: a set-up request in flight;
+    /// readings sent as CON (the baselines), each answered at once by a receiver that is up; with CoAP-SC a
+    /// full buffer or the last readings unacknowledged (before that, silence is normal: acknowledgements
+    /// come only when the buffer is a third full).
+    fn expecting(&self) -> bool {
+        let stuck = match self.cfg.scheme {
+            Scheme::Sc => !self.waiting.is_empty() || self.metrics.generated >= self.cfg.count,
+            Scheme::Udp | Scheme::Tcp => true,
+        };
+        self.control.is_some() || (stuck && !self.buffer.is_empty())
+    }
+
+    /// After every input: the wait for the receiver starts when something begins to wait for it, starts
+    /// again whenever the receiver is heard from, and ends when nothing waits.
+    fn settle(&mut self, now: Instant) {
+        self.waiting_since = self.expecting().then(|| self.waiting_since.unwrap_or(now).max(self.last_heard));
+    }
+
+    /// When the receiver's silence ends the stream.
+    fn give_up_at(&self) -> Option<Instant> {
+        Some(self.waiting_since? + self.cfg.give_up?).filter(|_| self.phase != Phase::Done)
     }
 
     fn control(&mut self, cx: &mut Context<'_>, request: Request) {
@@ -313,16 +348,19 @@ impl StreamSender {
 impl Service for StreamSender {
     fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
         self.on_request(cx, req);
+        self.settle(cx.now());
         self.publish();
     }
 
     fn handle_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
         self.on_response(cx, id, outcome);
+        self.settle(cx.now());
         self.publish();
     }
 
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
         self.on_timeout(cx);
+        self.settle(cx.now());
         self.publish();
     }
 
@@ -331,9 +369,10 @@ impl Service for StreamSender {
             Phase::Idle => Some(Instant::ZERO),
             Phase::Streaming => {
                 let generation = (self.metrics.generated < self.cfg.count).then_some(self.next_generation);
-                [generation, self.next_rto()].into_iter().flatten().min()
+                [generation, self.next_rto(), self.give_up_at()].into_iter().flatten().min()
             }
-            _ => None,
+            Phase::Done => None,
+            _ => self.give_up_at(),
         }
     }
 }
@@ -343,6 +382,7 @@ impl StreamSender {
         let sc = req.request.options.get(SC_OPTION).map(ScOption::decode);
         let r = match sc {
             Some(Some(sc)) if self.phase == Phase::Streaming => {
+                self.last_heard = cx.now();
                 self.on_control(cx, sc);
                 Response::new(Code::CHANGED)
             }
@@ -354,10 +394,16 @@ impl StreamSender {
     }
 
     fn on_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
+        if matches!(outcome, Outcome::Response { .. }) {
+            self.last_heard = cx.now();
+        }
         if self.control == Some(id) {
             self.control = None;
             let response = match outcome {
                 Outcome::Response { response, .. } => response,
+                Outcome::Failed(RequestError::Unreachable) if self.phase != Phase::Ending => {
+                    return self.fail("the collector refused the request (ICMP: nothing listens there)".into());
+                }
                 Outcome::Failed(_) if self.phase == Phase::Ending => {
                     // Every reading is acknowledged; only the goodbye was lost.
                     self.phase = Phase::Done;
@@ -426,6 +472,11 @@ impl StreamSender {
 
     fn on_timeout(&mut self, cx: &mut Context<'_>) {
         let now = cx.now();
+        if let (Some(at), Some(limit)) = (self.give_up_at(), self.cfg.give_up) {
+            if now >= at {
+                return self.fail(format!("no answer from the collector for {} s", limit.as_secs_f64()));
+            }
+        }
         match self.phase {
             Phase::Idle => {
                 self.phase = Phase::Creating;

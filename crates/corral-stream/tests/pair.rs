@@ -1,6 +1,7 @@
 //! CoAP-SC in virtual time on corral-proto's in-memory network: recovery by retransmission request,
-//! lost acknowledgements, a full buffer, 30 % loss both ways, hostile option values; and the CoAP over UDP
-//! baseline under the same loss. Seeded; a failure prints its seed.
+//! lost acknowledgements, a full buffer, 30 % loss both ways, hostile option values; the CoAP over UDP
+//! baseline under the same loss; and the receiver against spoofers (creations challenged, ids bound to
+//! their sender, slots reclaimed from silent senders). Seeded; a failure prints its seed.
 
 use corral_proto::testing::{Net, Record};
 use corral_proto::wire::{Code, Message, MessageId, MessageType, OptionNumber, Token};
@@ -166,9 +167,137 @@ fn the_udp_baseline_completes_under_loss_and_counts_its_retransmissions() {
 }
 
 #[test]
+fn a_sender_gives_up_on_a_receiver_that_never_answers_and_not_on_one_that_is_quiet() {
+    let give_up = Some(Duration::from_secs(3));
+    let mut dead = lab(StreamConfig { give_up, ..config(Scheme::Sc, 100, 6) });
+    dead.net.set_drop(|r| r.to == RECEIVER.parse::<SocketAddr>().unwrap());
+    dead.run(10);
+    let m = dead.sender().metrics().clone();
+    assert_eq!(m.failed.as_deref(), Some("no answer from the collector for 3 s"), "{m:?}");
+    // Mid-stream: readings go out, nothing comes back; the buffer fills (or the CONs time out) and the
+    // sender gives up.
+    for scheme in [Scheme::Udp, Scheme::Sc] {
+        let mut dies = lab(StreamConfig { give_up, ..config(scheme, 100, 6) });
+        dies.run(3);
+        dies.net.set_drop(|r| r.to == RECEIVER.parse::<SocketAddr>().unwrap());
+        dies.run(20);
+        assert!(dies.sender().metrics().failed.is_some(), "{scheme:?}: {:?}", dies.sender().metrics());
+    }
+    // A large buffer: the receiver acknowledges only every third of it (15 readings, 7.5 s), longer than
+    // the patience; nothing is stuck meanwhile, so the stream completes.
+    let mut quiet = lab(StreamConfig { give_up, ..config(Scheme::Sc, 60, 45) });
+    quiet.run(60);
+    let m = quiet.sender().metrics().clone();
+    assert!(m.done && m.failed.is_none(), "{m:?}");
+}
+
+/// A request datagram from `from` straight into the receiver; the answers that went back to `from`.
+fn inject(lab: &mut Lab, from: &str, m: &Message) -> Vec<Message> {
+    let (ri, _) = lab.receiver;
+    let (now, from) = (lab.net.now, from.parse::<SocketAddr>().unwrap());
+    let before = lab.net.records.len();
+    lab.net.node(ri).handle_datagram(now, from, None, &m.encode());
+    lab.net.flush();
+    lab.net.records[before..].iter().filter(|r| r.to == from).filter_map(Record::message).collect()
+}
+
+fn to_stream(code: Code, mid: u16, id: &str) -> Message {
+    let mut m = Message::new(MessageType::Con, code, MessageId(mid), Token::new(&[7, mid as u8]).unwrap());
+    m.options.push_str(OptionNumber::URI_PATH, "stream");
+    if !id.is_empty() {
+        m.options.push_str(OptionNumber::URI_PATH, id);
+    }
+    m
+}
+
+/// POST /stream from `from` (a client that proves its address: it repeats the request with the Echo
+/// value when challenged); the final answer.
+fn create_from(lab: &mut Lab, from: &str, mid: u16) -> Message {
+    let mut post = to_stream(Code::POST, mid, "");
+    post.payload = b"5".to_vec();
+    let r = inject(lab, from, &post).pop().expect("an answer");
+    let Some(echo) = r.options.get(OptionNumber::ECHO).filter(|_| r.code == Code::UNAUTHORIZED) else { return r };
+    post.options.set(OptionNumber::ECHO, echo);
+    post.mid = MessageId(mid.wrapping_add(1));
+    inject(lab, from, &post).pop().expect("an answer")
+}
+
+/// The id of the (only) stream of the lab's sender.
+fn sender_stream(lab: &mut Lab) -> String {
+    let sender: SocketAddr = SENDER.parse().unwrap();
+    let ids: Vec<String> =
+        lab.receiver().streams().filter(|(_, from)| *from == sender).map(|(id, _)| id.to_string()).collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    ids[0].clone()
+}
+
+#[test]
+fn a_creation_from_a_source_that_never_proved_its_address_is_challenged() {
+    let mut lab = lab(config(Scheme::Sc, 10, 6));
+    let mut post = to_stream(Code::POST, 1, "");
+    post.payload = b"5".to_vec();
+    let answers = inject(&mut lab, "198.51.100.7:5683", &post);
+    assert_eq!(answers.len(), 1, "one answer to a blind spoofer: {answers:?}");
+    assert_eq!(answers[0].code, Code::UNAUTHORIZED);
+    assert!(answers[0].options.contains(OptionNumber::ECHO));
+    assert_eq!(lab.receiver().streams().count(), 0, "nothing created in the spoofed address's name");
+    // The real sender meets the challenge by itself.
+    lab.run(30);
+    assert!(lab.sender().metrics().done, "{:?}", lab.sender().metrics());
+    assert_eq!(lab.receiver().stats().challenges, 2);
+}
+
+#[test]
+fn stream_ids_are_random_and_belong_to_their_sender() {
+    let mut lab = lab(config(Scheme::Sc, 1000, 6));
+    lab.run(3);
+    let id = sender_stream(&mut lab);
+    assert!(id.len() == 16 && id.chars().all(|c| c.is_ascii_hexdigit()) && id != format!("{:016x}", 1), "{id}");
+    let sender: SocketAddr = SENDER.parse().unwrap();
+    let controls_before = lab.net.records.iter().filter(|r| r.to == sender && is_control(r)).count();
+    // Another address that knows the id: a reading revealing a gap of 64, and a DELETE. Neither is served.
+    let mut reading = to_stream(Code::PUT, 50, &id);
+    reading.options.push(SC_OPTION, &ScOption { sn: 65, an: 0 }.encode());
+    for m in [reading, to_stream(Code::DELETE, 51, &id)] {
+        let answers = inject(&mut lab, "192.0.2.99:5683", &m);
+        assert_eq!(answers.iter().map(|a| a.code).collect::<Vec<_>>(), [Code::NOT_FOUND], "{:?}", m.code);
+    }
+    let controls_after = lab.net.records.iter().filter(|r| r.to == sender && is_control(r)).count();
+    assert_eq!(controls_after, controls_before, "no control message caused by another address");
+    lab.run(600);
+    assert!(lab.sender().metrics().done, "the real stream is unharmed");
+    assert_eq!(lab.receiver().stats().delivered, 1000);
+}
+
+#[test]
+fn silent_senders_give_way_when_every_slot_is_taken() {
+    let mut lab = lab(config(Scheme::Sc, 1, 1));
+    lab.run(5); // the lab's own stream comes and goes
+    for i in 0..64u16 {
+        let r = create_from(&mut lab, &format!("198.51.100.{}:5683", i + 1), 100 + 2 * i);
+        assert_eq!(r.code, Code::CREATED, "stream {i}");
+    }
+    let r = create_from(&mut lab, "203.0.113.1:5683", 300);
+    assert_eq!(r.code, Code::SERVICE_UNAVAILABLE, "the table is full and nobody is silent long enough yet");
+    // The 64 never sent a reading; after a while, a new sender gets the slot of the one silent longest.
+    lab.net.run_for(Duration::from_secs(31));
+    let r = create_from(&mut lab, "203.0.113.2:5683", 400);
+    assert_eq!(r.code, Code::CREATED, "{}", String::from_utf8_lossy(&r.payload));
+    assert_eq!(lab.receiver().stats().reclaimed, 1);
+    for i in 0..4u16 {
+        let r = create_from(&mut lab, "203.0.113.3:5683", 500 + 2 * i);
+        assert_eq!(r.code, Code::CREATED, "{i}");
+    }
+    let r = create_from(&mut lab, "203.0.113.3:5684", 520);
+    assert_eq!(r.code, Code::SERVICE_UNAVAILABLE, "a fifth stream for one address");
+    assert!(String::from_utf8_lossy(&r.payload).contains("holds 4 streams"));
+}
+
+#[test]
 fn hostile_option_values_are_refused_without_panic() {
     let mut lab = lab(config(Scheme::Sc, 1000, 6));
-    lab.run(3); // created and started: stream 1 exists
+    lab.run(3); // created and started
+    let id = sender_stream(&mut lab);
     let (ri, _) = lab.receiver;
     let now = lab.net.now;
     let cases: Vec<Vec<u8>> = vec![
@@ -183,9 +312,10 @@ fn hostile_option_values_are_refused_without_panic() {
         let mut m =
             Message::new(MessageType::Con, Code::PUT, MessageId(900 + i as u16), Token::new(&[9, i as u8]).unwrap());
         m.options.push_str(OptionNumber::URI_PATH, "stream");
-        m.options.push_str(OptionNumber::URI_PATH, "1");
+        m.options.push_str(OptionNumber::URI_PATH, &id);
         m.options.push(SC_OPTION, v);
-        lab.net.node(ri).handle_datagram(now, "192.0.2.99:5683".parse().unwrap(), None, &m.encode());
+        // As the stream's sender (only its own address may send it readings).
+        lab.net.node(ri).handle_datagram(now, SENDER.parse().unwrap(), None, &m.encode());
     }
     lab.net.flush();
     assert_eq!(lab.receiver().stats().refused - before, cases.len() as u64);

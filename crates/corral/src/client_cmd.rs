@@ -141,7 +141,7 @@ fn parse_token(s: &str) -> Result<Token, String> {
     Token::from_hex(s).ok_or_else(|| format!("`{s}` is not a token: give up to 8 bytes in hex, e.g. a1b2"))
 }
 
-fn parse_seconds(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
         _ => Err(format!("`{s}` is not a number of seconds between 0 and 86400")),

@@ -202,7 +202,7 @@ fn host_addresses() -> Vec<IpAddr> {
 }
 
 /// The networks of this host's interfaces (address and netmask), and loopback.
-fn host_networks() -> Vec<Prefix> {
+pub fn host_networks() -> Vec<Prefix> {
     let mut out: Vec<Prefix> = Prefix::loopback().to_vec();
     for i in if_addrs::get_if_addrs().unwrap_or_default() {
         let (ip, mask) = match &i.addr {

@@ -4,7 +4,7 @@
 use crate::exit::Failure;
 use crate::policy_args::parse_prefix;
 use clap::Args;
-use corral_proxy::{Fib, ProxyConfig, ProxyService};
+use corral_proxy::{Destinations, Fib, ProxyConfig, ProxyService};
 use corral_tokio::corral_proto::{Duration, Prefix};
 use corral_tokio::{EndpointConfig, Server, TransmissionParams};
 use std::io::Write;
@@ -33,10 +33,20 @@ A FIB file (TOML):
 
 send_host (default true) keeps the Proxy-Uri for another proxy; false sends the origin a plain request.
 
+Where clients from other hosts may make the proxy send (--dest-net, --dest-port, --dest-this-host, or in the
+FIB file; the command line adds to the file):
+  [destinations]
+  networks = [\"10.0.0.0/8\"]                  # default: any address...
+  ports = [5683]                            # ...on port 5683
+  this_host = false                         # ...but never this host's own addresses (the default)
+Clients on this host may reach any unicast address; nobody reaches a broadcast or multicast address. A
+refused destination is answered 4.03 at once, naming the rule, before anything is sent. The next hops of
+FIB rules are yours and are not checked.
+
 Examples:
   corral proxy                                          # [::]:5683, clients on this machine only
   corral proxy --bind 127.0.0.1:5700 --fib fib.toml --cache-entries 200
-  corral proxy --allow 10.0.0.0/8 --tcp                  # a network's proxy, also over CoAP over TCP
+  corral proxy --allow 10.0.0.0/8 --dest-net 10.1.0.0/16 --tcp    # a network's proxy, also over TCP
   corral get coap://127.0.0.1:5683/hello -P coap://127.0.0.1:5700";
 
 #[derive(Args, Debug)]
@@ -67,6 +77,18 @@ pub struct ProxyArgs {
     /// `--allow 0.0.0.0/0,::/0` opens it to everyone: an open proxy relays for anybody.
     #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = parse_prefix)]
     pub allow: Vec<Prefix>,
+    /// Networks clients from other hosts may make the proxy send to (repeatable or comma-separated
+    /// prefixes) [default: any address but this host's].
+    #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = parse_prefix)]
+    pub dest_net: Vec<Prefix>,
+    /// Ports clients from other hosts may make the proxy send to (repeatable or comma-separated)
+    /// [default: 5683].
+    #[arg(long, value_name = "PORT", value_delimiter = ',')]
+    pub dest_port: Vec<u16>,
+    /// Let clients from other hosts reach this host's own addresses (loopback and its interfaces) too,
+    /// within --dest-net and --dest-port: services that trust "this machine" then trust them.
+    #[arg(long)]
+    pub dest_this_host: bool,
     /// Requests outstanding to one next hop at once (NSTART, RFC 7252 §4.7). A proxy carries many
     /// clients' requests to one server: with 1 they queue behind each other.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
@@ -90,6 +112,28 @@ fn system_resolve(name: &str) -> Option<IpAddr> {
     (name, 0).to_socket_addrs().ok()?.next().map(|a| a.ip())
 }
 
+/// The destination policy: the FIB file's `[destinations]` and the options (which add to it), port 5683 when
+/// neither names a port, and what this host is (its addresses, its networks' broadcast addresses). Also
+/// whether the operator gave any of it.
+fn destinations(args: &ProxyArgs, file: Option<Destinations>) -> (Destinations, bool) {
+    let configured = file.is_some() || !args.dest_net.is_empty() || !args.dest_port.is_empty() || args.dest_this_host;
+    let mut d = file.unwrap_or_default();
+    d.networks.extend(&args.dest_net);
+    d.ports.extend(&args.dest_port);
+    if d.ports.is_empty() {
+        d.ports.push(corral_tokio::uri::Scheme::Coap.default_port());
+    }
+    d.this_host_open |= args.dest_this_host;
+    d.this_host = crate::policy_args::this_machine();
+    d.broadcasts = crate::policy_args::host_networks().iter().filter_map(Prefix::broadcast).collect();
+    (d, configured)
+}
+
+/// Whether every address of `inner` lies in `outer`.
+fn covers(outer: &Prefix, inner: &Prefix) -> bool {
+    outer.prefix_len() <= inner.prefix_len() && outer.contains(inner.addr())
+}
+
 fn load_fib(path: &std::path::Path) -> Result<Fib, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Failure::usage(format!("cannot read the FIB {}: {e}", path.display())))?;
@@ -107,6 +151,7 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         s => return Err(Failure::usage(format!("--upstream-timeout {s}: give 0 to 86400 seconds"))),
     };
     let clients = if args.allow.is_empty() { Prefix::loopback().to_vec() } else { args.allow.clone() };
+    let (destinations, configured) = destinations(&args, fib.destinations.clone());
     let config = ProxyConfig {
         name: args.name.clone().unwrap_or_else(|| format!("proxy@{bind}")),
         cache_entries: args.cache_entries,
@@ -116,6 +161,7 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         upstream_confirmable: !args.non_upstream,
         upstream_timeout,
         clients: clients.clone(),
+        destinations: destinations.clone(),
         ..ProxyConfig::default()
     };
     let rules = fib.rules.len();
@@ -144,6 +190,11 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
                 "proxy_uri": proxy_uri,
                 "rules": rules,
                 "clients": clients.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+                "destinations": {
+                    "networks": destinations.networks.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+                    "ports": destinations.ports,
+                    "this_host": destinations.this_host_open,
+                },
             });
             let _ = writeln!(out, "{j}");
         } else {
@@ -164,6 +215,16 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         drop(out);
         if clients.iter().any(Prefix::is_everything) {
             tracing::warn!("the proxy admits every client: anybody who reaches it can make it fetch on their behalf");
+        }
+        let remote = clients.iter().any(|c| !destinations.this_host.iter().any(|h| covers(h, c)));
+        if remote && !configured {
+            let ports: Vec<String> = destinations.ports.iter().map(u16::to_string).collect();
+            tracing::warn!(
+                "clients from other hosts may use the proxy and no destination policy is given: they may make it \
+                 send to port {} of any address but this host's; say where with --dest-net and --dest-port (or \
+                 [destinations] in the FIB)",
+                ports.join(", ")
+            );
         }
         crate::wait_for_signal().await;
         tracing::info!("shutting down");

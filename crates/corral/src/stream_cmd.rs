@@ -22,6 +22,7 @@ Examples:
   corral stream recv --bind 127.0.0.1:5801 --tcp                 # a collector (also: corral serve has /stream)
   corral stream send coap://127.0.0.1:5801 --count 100 --interval 100 --buffer 5
   corral stream send coap://127.0.0.1:5801 --scheme udp --count 100 --json
+  corral stream send coap://127.0.0.1:5801 --timeout 30     # a collector that may be slow to come up
   corral stream send coap+tcp://127.0.0.1:5801 --scheme tcp --count 100";
 
 #[derive(Args, Debug)]
@@ -59,6 +60,10 @@ pub struct SendArgs {
     /// Readings kept until acknowledged (the sender's buffer).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub buffer: u32,
+    /// Give up (exit status 3) when the collector has not answered for this many seconds while the stream
+    /// waits for it: its creation, a full buffer, the last readings.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = crate::client_cmd::parse_seconds)]
+    pub timeout: f64,
     /// Print the result as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -154,6 +159,7 @@ fn send(a: SendArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
         size: a.size as usize,
         interval: CDuration::from_millis(a.interval),
         buffer: a.buffer,
+        give_up: Some(CDuration::from_secs_f64(a.timeout)),
         ..StreamConfig::new(receiver, a.scheme)
     };
     let report = Arc::new(Mutex::new(Metrics::default()));
@@ -219,7 +225,10 @@ fn send(a: SendArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
         );
     }
     match result.failed {
-        Some(why) => Err(Failure::new(ExitCode::Timeout, format!("the stream broke off: {why}"))),
+        Some(why) => {
+            let hint = if why.starts_with("no answer") { " (--timeout)" } else { "" };
+            Err(Failure::new(ExitCode::Timeout, format!("the stream to {} broke off: {why}{hint}", a.uri)))
+        }
         None => Ok(()),
     }
 }

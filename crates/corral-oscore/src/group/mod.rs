@@ -265,6 +265,11 @@ impl GroupContext {
     /// Echo (deterministic requests, which have no window, are unaffected).
     pub fn restore(&mut self, persisted: u64) {
         self.seq.restore(persisted);
+        self.lose_replay_windows();
+    }
+
+    /// Forgets every member's replay window (see [`crate::SecurityContext::lose_replay_window`]).
+    pub fn lose_replay_windows(&mut self) {
         for m in self.members.values_mut() {
             m.replay = ReplayWindow::new(self.params.replay_window);
             m.replay.desynchronise();

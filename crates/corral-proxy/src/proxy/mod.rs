@@ -5,6 +5,7 @@ mod forward;
 mod observe;
 
 use crate::cache::{Cache, Lookup};
+use crate::destinations::Destinations;
 use crate::fib::Fib;
 use crate::key::{cache_key, Key};
 use crate::stats::Stats;
@@ -48,6 +49,9 @@ pub struct ProxyConfig {
     /// Who may use the proxy (empty: anyone). A forward proxy is a relay by design; the CLI admits only
     /// this machine unless told otherwise.
     pub clients: Vec<Prefix>,
+    /// Where those clients may make it send ([`crate::destinations`]; the default refuses only broadcast
+    /// and multicast).
+    pub destinations: Destinations,
 }
 
 impl Default for ProxyConfig {
@@ -65,6 +69,7 @@ impl Default for ProxyConfig {
             overload_max_age: 2,
             aggregate: true,
             clients: Vec::new(),
+            destinations: Destinations::default(),
         }
     }
 }
@@ -210,6 +215,10 @@ impl ProxyService {
             Ok(t) => t,
             Err(r) => return self.refuse(cx, req.id, r),
         };
+        // Before the cache and aggregation too: a client must not get through them what it may not fetch.
+        if let Err(r) = self.may_send(&target, req.from) {
+            return self.refuse(cx, req.id, r);
+        }
         let safe = req.request.method.is_cacheable_method();
         let ident = cache_key(&req.request, &target);
         let key = if safe {
@@ -268,6 +277,16 @@ impl ProxyService {
         self.forward(cx, req, forward::Ask { target, key: pending_key, ident, hops_left: hops, revalidate });
     }
 
+    /// The destination policy for a request from `from`: one that no FIB rule takes goes to the address
+    /// in its URI, which the client chose (a rule's next hops are the operator's).
+    fn may_send(&self, target: &corral_proto::wire::uri::Uri, from: SocketAddr) -> Result<(), Refusal> {
+        if self.fib.lookup(target).is_some() {
+            return Ok(());
+        }
+        let addr = self.fib.hosts.address(target)?;
+        self.config.destinations.check(from.ip(), addr)
+    }
+
     /// The proxy's own resources: the status and the FIB, read-only.
     fn serve_local(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
         self.stats.local += 1;
@@ -288,6 +307,7 @@ impl ProxyService {
             [f] if f == "fib" => serde_json::to_vec_pretty(&FibStatus {
                 hosts: self.fib.hosts.0.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
                 rules: &self.fib.rules,
+                destinations: DestinationStatus::of(&self.config.destinations),
             }),
             _ => {
                 let path = req.request.options.path();
@@ -333,6 +353,25 @@ struct Status<'a> {
 struct FibStatus<'a> {
     hosts: std::collections::BTreeMap<String, String>,
     rules: &'a [crate::fib::Rule],
+    destinations: DestinationStatus,
+}
+
+/// The destination rules as clients may read them (not this host's addresses).
+#[derive(Serialize)]
+struct DestinationStatus {
+    networks: Vec<String>,
+    ports: Vec<u16>,
+    this_host: bool,
+}
+
+impl DestinationStatus {
+    fn of(d: &Destinations) -> DestinationStatus {
+        DestinationStatus {
+            networks: d.networks.iter().map(Prefix::to_string).collect(),
+            ports: d.ports.clone(),
+            this_host: d.this_host_open,
+        }
+    }
 }
 
 impl Service for ProxyService {

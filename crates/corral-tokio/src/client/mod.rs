@@ -380,6 +380,7 @@ impl Client {
             established: false,
             registered: false,
             oscore: None,
+            peeked: None,
         })
     }
 
@@ -695,10 +696,31 @@ impl RequestBuilder {
     pub async fn observe(mut self) -> Result<Observation, Error> {
         // Set before OSCORE protects the request: Observe is both inner and outer (RFC 8613 §4.1.3.5).
         self.request.options.set_uint(OptionNumber::OBSERVE, u64::from(corral_proto::wire::OBSERVE_REGISTER));
-        let p = self.prepare().await?;
-        let mut obs = p.client.observe_via(p.transport, p.dst, p.request, p.params)?;
-        obs.oscore = p.oscore.map(|(ctx, binding, _)| (ctx, binding, None));
-        Ok(obs)
+        let mut p = self.prepare().await?;
+        let mut echoed = false;
+        loop {
+            let mut obs = p.client.observe_via(p.transport, p.dst, p.request.clone(), p.params)?;
+            obs.oscore = p.oscore.as_ref().map(|(ctx, binding, _)| (ctx.clone(), binding.clone(), None));
+            if p.oscore.is_none() || echoed {
+                return Ok(obs);
+            }
+            // A server that lost its replay window in a restart answers the registration with an Echo
+            // challenge and does not register it (RFC 8613 Appendix B.1.2): register again, once, with it.
+            let first = obs.next_from().await;
+            let echo = match &first {
+                Some(Ok((_, r))) if r.code == Code::UNAUTHORIZED => {
+                    r.options.get(OptionNumber::ECHO).map(<[u8]>::to_vec)
+                }
+                _ => None,
+            };
+            let Some(echo) = echo else {
+                obs.peeked = Some(first);
+                return Ok(obs);
+            };
+            echoed = true;
+            drop(obs);
+            p = p.again_with(OptionNumber::ECHO, &echo)?;
+        }
     }
 }
 
@@ -848,6 +870,8 @@ pub struct Observation {
     registered: bool,
     /// OSCORE: the context, the registration's binding, and the highest notification number seen.
     oscore: Option<(SharedContext, crate::oscore::Binding, Option<u64>)>,
+    /// The first response, already read (and verified) while meeting an Echo challenge.
+    peeked: Option<Option<Result<(SocketAddr, Response), Error>>>,
 }
 
 impl Observation {
@@ -859,6 +883,9 @@ impl Observation {
 
     /// Like [`Observation::next`], with the address the notification came from.
     pub async fn next_from(&mut self) -> Option<Result<(SocketAddr, Response), Error>> {
+        if let Some(first) = self.peeked.take() {
+            return first;
+        }
         let item = match (self.established, self.first_timeout) {
             (false, Some(limit)) => match tokio::time::timeout(limit, self.rx.recv()).await {
                 Ok(item) => item,

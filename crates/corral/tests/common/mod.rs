@@ -305,3 +305,25 @@ pub fn libcoap_server_with(extra: &[&str]) -> Proc {
     }
     panic!("coap-server-notls did not come up");
 }
+
+/// Two throwaway network namespaces joined by a veth pair — two hosts on one network: `a` has
+/// 10.`net`.0.1/24 and `b` 10.`net`.0.2/24 (plus `extra_b`, more addresses of `b`'s, e.g. a victim's for
+/// spoofing). `None` (the caller skips) without root.
+pub fn netns_pair(tag: &str, net: u8, extra_b: &[&str]) -> Option<(Netns, Netns)> {
+    let a = Netns::new(&format!("{tag}a"), &[])?;
+    let b = Netns::new(&format!("{tag}b"), &[])?;
+    let ip = |ns: &Netns, args: &[&str]| {
+        let o = run(Command::new("ip").arg("-n").arg(&ns.name).args(args), Duration::from_secs(10));
+        assert!(o.status.success(), "ip -n {} {args:?}: {}", ns.name, stderr(&o));
+    };
+    ip(&a, &["link", "add", "v0", "type", "veth", "peer", "name", "v1", "netns", &b.name]);
+    let (addr_a, addr_b) = (format!("10.{net}.0.1/24"), format!("10.{net}.0.2/24"));
+    ip(&a, &["addr", "add", &addr_a, "dev", "v0"]);
+    ip(&a, &["link", "set", "v0", "up"]);
+    ip(&b, &["addr", "add", &addr_b, "dev", "v1"]);
+    for extra in extra_b {
+        ip(&b, &["addr", "add", &format!("{extra}/24"), "dev", "v1"]);
+    }
+    ip(&b, &["link", "set", "v1", "up"]);
+    Some((a, b))
+}

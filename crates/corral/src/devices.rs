@@ -450,7 +450,7 @@ A gateway on the same port must listen on a specific address (corral gateway --b
 #[derive(clap::Args, Debug)]
 pub struct DeviceArgs {
     /// Address of the first device; port 0 picks a free port for all of them.
-    #[arg(short, long, value_name = "ADDR:PORT", default_value = "127.0.0.2:5683")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.2:5683")]
     pub bind: String,
     /// How many devices, on consecutive addresses from --bind.
     #[arg(short = 'n', long, value_name = "N", default_value_t = 1,
@@ -462,8 +462,8 @@ pub struct DeviceArgs {
     /// Seed of the sensor values: device i uses SEED+i, so a restart reports the same readings.
     #[arg(long, value_name = "S", default_value_t = 1)]
     pub seed: u64,
-    /// Multicast leisure in seconds: answers to a group request are spread over it (seed 000: 5).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_leisure)]
+    /// Multicast leisure: answers to a group request are spread over it, e.g. 5, 300ms (seed 000: 5s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_leisure)]
     pub leisure: Option<f64>,
     /// Append a JSON line per request received (time, device, source, group, MID, method, path) to FILE.
     #[arg(long, value_name = "FILE")]
@@ -478,11 +478,9 @@ pub struct DeviceArgs {
     pub json: bool,
 }
 
+/// A multicast leisure (`--leisure` of `device` and `gateway`): 0 to an hour, as seconds.
 pub fn parse_leisure(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if (0.0..=3600.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0 and 3600")),
-    }
+    crate::units::secs(crate::units::Range::up_to(crate::units::HOUR))(s)
 }
 
 pub fn parse_bind(s: &str) -> Result<SocketAddr, crate::exit::Failure> {

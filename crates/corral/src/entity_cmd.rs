@@ -32,7 +32,7 @@ Examples (a gateway from `corral gateway --testbed 5`):
   corral entity actuate lights on
   corral entity update lights --repair unicast  # silent members are asked again by unicast
   corral entity create floor1 /em/room1 /em/room2 --eo avg        # entities nest
-  corral entity update room1 --add coap://127.0.0.4/s/t --delay 50
+  corral entity update room1 --add coap://127.0.0.4/s/t --delay 50ms
   corral entity list
   corral entity show room1 --json
   corral entity delete room1
@@ -54,9 +54,10 @@ pub struct EntityArgs {
     /// The gateway: coap://host[:port].
     #[arg(short, long, global = true, value_name = "URI", default_value = "coap://127.0.0.1")]
     pub gateway: String,
-    /// Give up waiting for the gateway after this many seconds.
-    #[arg(short = 'B', long = "wait", global = true, value_name = "SECONDS", default_value = "30",
-          value_parser = parse_seconds)]
+    /// How long to wait for the gateway (as -B of the client verbs), e.g. 30, 45s; a bare number is
+    /// seconds.
+    #[arg(short = 'B', long = "wait", global = true, value_name = "DURATION", default_value = "30",
+          value_parser = crate::units::secs(crate::units::Range::positive(crate::units::DAY)))]
     pub wait: f64,
     /// Print the gateway's JSON document instead of the readable form.
     #[arg(long, global = true)]
@@ -71,7 +72,7 @@ pub enum Verb {
     #[command(after_help = "Examples:
   corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg,min,max
   corral entity create lights coap://127.0.0.2/a/light coap://127.0.0.3/a/light --ect multicast
-  corral entity create floor1 /em/room1 /em/room2 --eo avg --delay auto --timeout 3000")]
+  corral entity create floor1 /em/room1 /em/room2 --eo avg --delay auto --timeout 3s")]
     Create(CreateArgs),
     /// List the gateway's entities (GET /em).
     List,
@@ -104,11 +105,13 @@ pub struct Overrides {
     /// Replies to wait for before answering (1 … members; 1 = anycast).
     #[arg(long, value_name = "N")]
     pub enr: Option<u64>,
-    /// Pause between unicast member requests in ms, or `auto` (seed 000 Eq. 2).
-    #[arg(long, value_name = "MS|auto")]
+    /// Pause between unicast member requests, e.g. 50ms or 1s, or `auto` (seed 000 Eq. 2). A bare number
+    /// other than 0 is refused: it meant milliseconds here before.
+    #[arg(long, value_name = "DURATION|auto")]
     pub delay: Option<String>,
-    /// Longest wait for members in ms; the answer then carries what arrived.
-    #[arg(long, value_name = "MS")]
+    /// Longest wait for members, e.g. 3s or 500ms; the answer then carries what arrived. A bare number
+    /// other than 0 is refused: it meant milliseconds here before.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::millis(crate::units::Range::up_to(crate::units::DAY).was_millis()))]
     pub timeout: Option<u64>,
     /// Multicast entities: ask the members that stayed silent during the window again by unicast CON.
     #[arg(long, value_name = "none|unicast", value_parser = ["none", "unicast"])]
@@ -168,9 +171,9 @@ fn delay_json(d: &str) -> Result<Json, Failure> {
     if d == "auto" {
         return Ok(json!("auto"));
     }
-    d.parse::<u64>()
+    crate::units::millis(crate::units::Range::up_to(crate::units::DAY).was_millis())(d)
         .map(|ms| json!(ms))
-        .map_err(|_| Failure::usage(format!("--delay `{d}`: give milliseconds (e.g. 100) or `auto`")))
+        .map_err(|e| Failure::usage(format!("--delay {e}, or `auto`")))
 }
 
 #[derive(Args, Debug)]
@@ -236,13 +239,6 @@ pub struct BenchArgs {
     /// The operation asked of the EM (the members are read the same way either way).
     #[arg(long, value_name = "OP", default_value = "avg")]
     pub eo: String,
-}
-
-fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0 and 86400")),
-    }
 }
 
 fn parse_format(s: &str) -> Result<ContentFormat, String> {

@@ -36,6 +36,7 @@ mod policy_args;
 mod proxy_cmd;
 mod serve;
 mod stream_cmd;
+mod units;
 
 use clap::{Parser, Subcommand};
 use exit::Failure;
@@ -102,6 +103,9 @@ enum Command {
     /// iPATCH (RFC 8132): idempotent PATCH.
     #[command(after_help = client_cmd::AFTER_HELP)]
     Ipatch(client_cmd::RequestArgs),
+    /// Any method, chosen with -m METHOD (GET without it), as libcoap's coap-client takes it.
+    #[command(after_help = client_cmd::AFTER_HELP)]
+    Request(client_cmd::RequestArgs),
     /// List a server's resources (/.well-known/core) as a table.
     #[command(after_help = client_cmd::DISCOVER_HELP)]
     Discover(client_cmd::DiscoverArgs),
@@ -175,13 +179,14 @@ fn main() {
     init_logging(if serving { cli.verbose.max(1) } else { cli.verbose }, cli.quiet);
     let verbosity = client_cmd::Verbosity { verbose: cli.verbose, quiet: cli.quiet };
     let result: Result<(), Failure> = match cli.command {
-        Command::Get(a) => client_cmd::run(corral_tokio::Code::GET, a, verbosity),
-        Command::Post(a) => client_cmd::run(corral_tokio::Code::POST, a, verbosity),
-        Command::Put(a) => client_cmd::run(corral_tokio::Code::PUT, a, verbosity),
-        Command::Delete(a) => client_cmd::run(corral_tokio::Code::DELETE, a, verbosity),
-        Command::Fetch(a) => client_cmd::run(corral_tokio::Code::FETCH, a, verbosity),
-        Command::Patch(a) => client_cmd::run(corral_tokio::Code::PATCH, a, verbosity),
-        Command::Ipatch(a) => client_cmd::run(corral_tokio::Code::IPATCH, a, verbosity),
+        Command::Get(a) => client_cmd::run(Some(corral_tokio::Code::GET), a, verbosity),
+        Command::Post(a) => client_cmd::run(Some(corral_tokio::Code::POST), a, verbosity),
+        Command::Put(a) => client_cmd::run(Some(corral_tokio::Code::PUT), a, verbosity),
+        Command::Delete(a) => client_cmd::run(Some(corral_tokio::Code::DELETE), a, verbosity),
+        Command::Fetch(a) => client_cmd::run(Some(corral_tokio::Code::FETCH), a, verbosity),
+        Command::Patch(a) => client_cmd::run(Some(corral_tokio::Code::PATCH), a, verbosity),
+        Command::Ipatch(a) => client_cmd::run(Some(corral_tokio::Code::IPATCH), a, verbosity),
+        Command::Request(a) => client_cmd::run(None, a, verbosity),
         Command::Discover(a) => client_cmd::discover(a, verbosity),
         Command::Serve(a) => serve::run(a, verbosity),
         Command::Proxy(a) => proxy_cmd::run(a, verbosity),
@@ -198,6 +203,6 @@ fn main() {
         if !failure.message.is_empty() {
             say!("error: {}", failure.message);
         }
-        std::process::exit(failure.code as i32);
+        std::process::exit(failure.exit_status());
     }
 }

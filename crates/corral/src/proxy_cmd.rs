@@ -42,7 +42,7 @@ Examples:
 #[derive(Args, Debug)]
 pub struct ProxyArgs {
     /// Address and port to listen on; [::] serves IPv4 and IPv6 on one socket.
-    #[arg(short, long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
     pub bind: String,
     /// Also accept CoAP over TCP clients (RFC 8323); without ADDR:PORT on the UDP address and port.
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
@@ -71,9 +71,10 @@ pub struct ProxyArgs {
     /// clients' requests to one server: with 1 they queue behind each other.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub nstart: u16,
-    /// Give up on a next hop after this many seconds and answer 5.04. Keep it below your clients'
-    /// patience (corral get waits 10 s), or they time out before the proxy can tell them why.
-    #[arg(long, value_name = "SECONDS", default_value_t = 8.0)]
+    /// Give up on a next hop after this long and answer 5.04, e.g. 8, 2.5s. Keep it below your clients'
+    /// patience (corral get waits 10s), or they time out before the proxy can tell them why.
+    #[arg(long, value_name = "DURATION", default_value = "8",
+          value_parser = crate::units::secs(crate::units::Range::positive(crate::units::DAY)))]
     pub upstream_timeout: f64,
     /// Send upstream requests as NON instead of CON (no hop-wise retransmission).
     #[arg(long)]
@@ -92,7 +93,7 @@ fn system_resolve(name: &str) -> Option<IpAddr> {
 
 fn load_fib(path: &std::path::Path) -> Result<Fib, Failure> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::usage(format!("cannot read the FIB {}: {e}", path.display())))?;
+        .map_err(|e| Failure::other(format!("cannot read the FIB {}: {e}", path.display())))?;
     Fib::parse(&text, &system_resolve).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
 }
 

@@ -27,7 +27,7 @@ Examples:
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Address and port to listen on; [::] serves IPv4 and IPv6 on one socket.
-    #[arg(short, long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
     pub bind: String,
     /// Join a multicast group (repeatable): 224.0.1.187 and ff02::fd are "All CoAP Nodes". The port is
     /// then shared (SO_REUSEPORT, same user only), so several servers on one host can listen on it.
@@ -39,8 +39,8 @@ pub struct ServeArgs {
     /// Interface index on which to join IPv6 groups (default: the kernel's choice).
     #[arg(long, value_name = "INDEX")]
     pub mcast_if6: Option<u32>,
-    /// DEFAULT_LEISURE in seconds: the window over which multicast requests are answered (default 5).
-    #[arg(long, value_name = "SECONDS")]
+    /// DEFAULT_LEISURE: the window over which multicast requests are answered, e.g. 5, 500ms [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::secs(crate::units::Range::up_to(crate::units::HOUR)))]
     pub leisure: Option<f64>,
     /// Peers with state the server remembers (a flood from more sources evicts idle ones).
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_peers)]
@@ -51,8 +51,9 @@ pub struct ServeArgs {
     /// Also serve CoAP over TCP (RFC 8323); without ADDR:PORT on the UDP address and port.
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
     pub tcp: Option<String>,
-    /// How often /obs, /obs-non and /obs-large change (and notify their observers), in seconds.
-    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = parse_period)]
+    /// How often /obs, /obs-non and /obs-large change (and notify their observers), e.g. 5, 200ms.
+    #[arg(long, value_name = "DURATION", default_value = "5",
+          value_parser = crate::units::secs(crate::units::Range::between(std::time::Duration::from_millis(10), crate::units::DAY)))]
     pub obs_period: f64,
     /// The largest request body accepted block-wise (bytes); larger uploads get 4.13 with Size1.
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
@@ -85,13 +86,6 @@ pub struct ServeArgs {
     /// Print the start-up summary as one JSON object on stdout ({"udp", "tcp", "uri", "groups"}).
     #[arg(long)]
     pub json: bool,
-}
-
-fn parse_period(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if (0.01..=86_400.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a period between 0.01 and 86400 seconds")),
-    }
 }
 
 /// `--bind ADDR:PORT` and `--tcp [ADDR:PORT]` of a server command: the UDP address, and whether to listen

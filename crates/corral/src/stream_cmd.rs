@@ -53,8 +53,10 @@ pub struct SendArgs {
     /// Payload bytes per reading.
     #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub size: u32,
-    /// Milliseconds between readings.
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    /// Time between readings, e.g. 500ms, 10ms, 2s (a bare number other than 0 is refused: it meant
+    /// milliseconds here before durations were read as seconds everywhere).
+    #[arg(long, value_name = "DURATION", default_value = "500ms",
+          value_parser = crate::units::millis(crate::units::Range::between(std::time::Duration::from_millis(1), crate::units::HOUR).was_millis()))]
     pub interval: u64,
     /// Readings kept until acknowledged (the sender's buffer).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -67,7 +69,7 @@ pub struct SendArgs {
 #[derive(Args, Debug)]
 pub struct RecvArgs {
     /// Address and port to listen on.
-    #[arg(short, long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
     pub bind: String,
     /// Also accept CoAP over TCP (for --scheme tcp senders), on the UDP address and port by default.
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]

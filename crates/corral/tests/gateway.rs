@@ -354,7 +354,7 @@ fn unicast_entity_answers_with_the_values_the_devices_report() {
 #[test]
 fn delay_spaces_member_requests_at_the_devices() {
     let tb = testbed(5, 12, &[]);
-    tb.create("paced", &tb.members(0..5, "/s/t"), &["--eo", "avg", "--delay", "100"]);
+    tb.create("paced", &tb.members(0..5, "/s/t"), &["--eo", "avg", "--delay", "100ms"]);
     for query in ["", "delay=100"] {
         let mark = tb.mark();
         tb.use_json("paced", query);

@@ -72,7 +72,7 @@ use it and where it may send.
 #[derive(Args, Debug)]
 pub struct GatewayArgs {
     /// Address and port to listen on [default: [::]:5683 (IPv4 and IPv6); with --testbed 127.0.0.1:5683].
-    #[arg(short, long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT")]
     pub bind: Option<String>,
     /// Directory of the entity database (DIR/em.db); created if missing.
     #[arg(long, value_name = "DIR")]
@@ -112,9 +112,9 @@ pub struct GatewayArgs {
     /// port of the testbed devices' group sockets.
     #[arg(long, value_name = "PORT")]
     pub mcast_port: Option<u16>,
-    /// Multicast leisure in seconds: how long members spread their answers and the EM collects them
-    /// (seed 000: 5). Also the testbed devices' leisure.
-    #[arg(long, value_name = "SECONDS", value_parser = parse_leisure)]
+    /// Multicast leisure: how long members spread their answers and the EM collects them, e.g. 5, 300ms
+    /// (seed 000: 5s). Also the testbed devices' leisure.
+    #[arg(long, value_name = "DURATION", value_parser = parse_leisure)]
     pub leisure: Option<f64>,
     /// Serve with N workers (Linux), each a thread with its own endpoint and Entity Manager on one
     /// shared port. Worker 0 manages: it gets every request but GET (creations, changes, deletions,
@@ -230,7 +230,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let local = bound.local_addr();
 
     let testbed_port = fleet.as_ref().and_then(|f| f.addrs().first()).map(|a| a.port());
-    let policy = args.policy.resolve(local, testbed_port).map_err(Failure::usage)?;
+    let policy = args.policy.resolve(local, testbed_port)?;
     let wall_ms =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
     let mut em_config = EmConfig {

@@ -23,16 +23,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const AFTER_HELP: &str = "\
-Each client keeps one request outstanding (closed loop); the run stops after --duration seconds or
---requests requests, whichever comes first (a run is always bounded: at most 600 s).
+Each client keeps one request outstanding (closed loop); the run stops after --duration or \
+--requests requests, whichever comes first (a run is always bounded: at most 600 s). When every \
+answer is an error the run says so and exits with that error's status (4 for 4.xx, 5 for 5.xx, 7 \
+for OSCORE); a port where nothing listens ends it at once (exit status 3).
 
 Examples:
-  corral bench coap://127.0.0.1/                      # 16 clients, CON GET, 10 s
+  corral bench coap://127.0.0.1/             # 16 clients, CON GET, 10 s
   corral bench coap://[::1]/test --clients 64 --duration 5 --non
-  corral bench coap://127.0.0.1/echo --payload 100 --requests 100000 --json
-  corral bench coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --distinct   # through a proxy, no hits
-  scripts/bench-server.sh                             # corral serve vs libcoap, same settings
-  scripts/bench-proxy.sh                              # corral proxy vs libcoap's proxy";
+  corral bench coap://127.0.0.1/echo -m post --payload 100 --requests 100000
+  corral bench coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --distinct
+  scripts/bench-server.sh                    # corral serve vs libcoap
+  scripts/bench-proxy.sh                     # corral proxy vs libcoap's proxy";
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {

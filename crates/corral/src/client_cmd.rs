@@ -21,25 +21,30 @@ Examples:
   corral put coap://[::1]/test -e 'mode=on' -t text
   echo -n '{\"on\":true}' | corral post coap://[::1]/echo -f - -t json --json
   corral get coap://[::1]/test -O 2048,0xcafe -T a1b2 -N -v
-  corral get coap://[::1]/obs -s 30                  # observe for 30 s: every notification as it arrives
-  corral get coap://[::1]/obs -s 30 --json           # one JSON object per notification and line
-  corral get coap://[::1]/large -b 64                # block-wise, 64-byte blocks
-  corral put coap://[::1]/large-update -f firmware.bin -b 1024 -B 60
-  corral get coap+tcp://[::1]/hello                  # CoAP over TCP (RFC 8323)
-  corral get coap://10.0.0.7/temp -P coap://127.0.0.1:5683   # through a forward proxy (corral proxy)
-  corral get coap://127.0.0.1:5701/hello --credentials keys/client.json   # OSCORE (see corral oscore new)
-  corral get coap://224.0.1.187/.well-known/core --mcast-if 192.168.1.10   # every server answers
+  corral request -m put coap://[::1]/test -e on   # the method as a flag
+  corral get coap://[::1]/obs -s 30            # observe for 30 s
+  corral get coap://[::1]/obs -s 30 --json     # one JSON object per line
+  corral get coap://[::1]/obs -s 1m --timestamps   # each line with its time
+  corral get coap://[::1]/large -b 64          # block-wise, 64-byte blocks
+  corral get coap://[::1]/large -o large.txt   # the payload into a file
+  corral put coap://[::1]/large-update -f big.bin -b 1024 -B 60
+  corral get coap+tcp://[::1]/hello            # CoAP over TCP (RFC 8323)
+  corral get coap://10.0.0.7/temp -P coap://127.0.0.1:5700   # via a proxy
+  corral get coap://127.0.0.1:5701/hello --credentials keys/client.json
+  corral get coap://224.0.1.187/.well-known/core --mcast-if 192.168.1.10
 
-Payloads larger than a block (1024 bytes, or -b) go block-wise (RFC 7959) and large responses are
-reassembled; a transfer that breaks off never prints a partial body.
+Payloads larger than a block (1024 bytes, or -b) go block-wise (RFC 7959) and large responses are \
+reassembled; a transfer that breaks off never prints a partial body. A text payload on standard \
+output ends with a newline; -w adds one after every payload, also in -o files.
 Formats (-t, -A): a number or a name: text, link, xml, octet-stream, json, cbor, senml+json, …
-Exit status: 0 for 2.xx, 4 for 4.xx, 5 for 5.xx, 3 timeout/unreachable, 6 block-wise transfer failed,
-7 OSCORE verification or refusal, 2 usage, 1 other.";
+Durations (-B, -s) take a unit: 250ms, 2s, 1.5s, 2m; a bare number is seconds.
+Exit status: 0 for 2.xx, 4 for 4.xx, 5 for 5.xx, 3 timeout or port unreachable, 6 block-wise \
+transfer failed, 7 OSCORE verification or refusal, 2 usage, 1 other.";
 
 pub const DISCOVER_HELP: &str = "\
 Examples:
   corral discover coap://[::1]
-  corral discover 'coap://[::1]?rt=Type1'      # RFC 6690 filtering on the server
+  corral discover 'coap://[::1]?rt=Type1'   # RFC 6690 filtering on the server
   corral discover coap://127.0.0.1:5683 --json";
 
 #[derive(Debug, Clone, Copy)]

@@ -431,20 +431,20 @@ impl Device {
 // ------------------------------------------------------------------------------------------------------
 
 pub const AFTER_HELP: &str = "\
-Each device serves /s/t (temperature, °C), /s/h (humidity, %RH) and /s/l (light, lx) — seeded,
-slowly varying, observable — the actuators /a/shutter (open, close, 0-100) and /a/light (on,
-off, toggle), the multicast membership resource /mc (seed 000 Table 4) and /.well-known/core.
-Device i of --count N listens on the i-th address after --bind (127.0.0.2, 127.0.0.3, …: all
-of 127.0.0.0/8 is local on Linux) and joins the groups a gateway asks for through /mc.
+Each device serves /s/t (temperature, °C), /s/h (humidity, %RH) and /s/l (light, lx) — seeded, \
+slowly varying, observable — the actuators /a/shutter (open, close, 0-100) and /a/light (on, off, \
+toggle), the multicast membership resource /mc (seed 000 Table 4) and /.well-known/core. Device i \
+of --count N listens on the i-th address after --bind (127.0.0.2, 127.0.0.3, …: all of \
+127.0.0.0/8 is local on Linux) and joins the groups a gateway asks for through /mc.
 
 Examples:
-  corral device                                # one device on 127.0.0.2:5683
-  corral device --count 10                     # 127.0.0.2 … 127.0.0.11, port 5683
+  corral device                           # one device on 127.0.0.2:5683
+  corral device --count 10                # 127.0.0.2 … 127.0.0.11, port 5683
   corral device --bind 127.0.1.1:5700 --count 3 --mc-slots 1 --seed 7
   corral get coap://127.0.0.2/s/t -A senml+json
   corral put coap://127.0.0.3/a/shutter -e close
 
-A gateway on the same port must listen on a specific address (corral gateway --bind
+A gateway on the same port must listen on a specific address (corral gateway --bind \
 127.0.0.1:5683): one on [::] or 0.0.0.0 holds the port on every address.";
 
 #[derive(clap::Args, Debug)]

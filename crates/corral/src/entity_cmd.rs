@@ -24,30 +24,34 @@ use std::time::{Duration, Instant};
 
 pub const AFTER_HELP: &str = "\
 Examples (a gateway from `corral gateway --testbed 5`):
-  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg,min,max
-  corral entity use room1                       # avg: the first operation is the default
-  corral entity use room1 --eo lst --enr 1      # the first reading to arrive
+  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t \\
+      --eo avg,min,max
+  corral entity use room1                   # avg: the first operation
+  corral entity use room1 --eo lst --enr 1  # the first reading to arrive
   corral entity use room1 --eo max --accept senml+json
-  corral entity create lights coap://127.0.0.2/a/light coap://127.0.0.3/a/light --ect multicast
+  corral entity create lights coap://127.0.0.2/a/light \\
+      coap://127.0.0.3/a/light --ect multicast
   corral entity actuate lights on
-  corral entity update lights --repair unicast  # silent members are asked again by unicast
-  corral entity create floor1 /em/room1 /em/room2 --eo avg        # entities nest
+  corral entity update lights --repair unicast   # silent members: unicast
+  corral entity create floor1 /em/room1 /em/room2 --eo avg   # entities nest
   corral entity update room1 --add coap://127.0.0.4/s/t --delay 50ms
   corral entity list
   corral entity show room1 --json
   corral entity delete room1
-  corral entity bench room1 --repeat 200        # the EM against sending the member GETs yourself
+  corral entity bench room1 --repeat 200    # the EM against direct GETs
 
 Operations (--eo): lst avg min max sum count med; the first one listed is the default.
-Profile fields: --ect unicast|multicast (at creation only), --emt con|non, --enr N (replies to
-wait for; 1 = anycast), --delay MS|auto (between member requests), --timeout MS (then answer
-with what arrived), --repair none|unicast (multicast entities: ask the members that stayed silent
-during the multicast window again by unicast CON). The gateway is coap://127.0.0.1 unless
---gateway says otherwise.
+Profile fields: --ect unicast|multicast (at creation only), --emt con|non, --enr N (replies to \
+wait for; 1 = anycast), --delay DURATION|auto (between member requests), --timeout DURATION (then \
+answer with what arrived), --repair none|unicast (multicast entities: ask the members that stayed \
+silent during the multicast window again by unicast CON). Durations take a unit (50ms, 3s); a bare \
+number other than 0 is refused, since these two read it as milliseconds before. The gateway is \
+coap://127.0.0.1 unless --gateway says otherwise; -B (--wait) is how long this command waits for \
+it.
 
-Exit status: 0 for 2.xx; 4 for 4.xx (e.g. a member failed validation); 5 for 5.xx (e.g. 5.04
-when fewer than enr members answered); 3 timeout; 2 usage; 1 other. -v prints the per-member
-report of a failure on stderr.";
+Exit status: 0 for 2.xx; 4 for 4.xx (e.g. a member failed validation); 5 for 5.xx (e.g. 5.04 when \
+fewer than enr members answered); 3 timeout or port unreachable; 2 usage; 1 other. -v prints the \
+per-member report of a failure on stderr.";
 
 #[derive(Args, Debug)]
 pub struct EntityArgs {
@@ -70,9 +74,12 @@ pub struct EntityArgs {
 pub enum Verb {
     /// Create an entity from member URIs (PUT /em/NAME).
     #[command(after_help = "Examples:
-  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg,min,max
-  corral entity create lights coap://127.0.0.2/a/light coap://127.0.0.3/a/light --ect multicast
-  corral entity create floor1 /em/room1 /em/room2 --eo avg --delay auto --timeout 3s")]
+  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t \\
+      --eo avg,min,max
+  corral entity create lights coap://127.0.0.2/a/light \\
+      coap://127.0.0.3/a/light --ect multicast
+  corral entity create floor1 /em/room1 /em/room2 --eo avg --delay auto \\
+      --timeout 3s")]
     Create(CreateArgs),
     /// List the gateway's entities (GET /em).
     List,
@@ -80,10 +87,10 @@ pub enum Verb {
     Show { name: String },
     /// Read an entity: one request, every member asked (GET /em/NAME).
     #[command(after_help = "Examples:
-  corral entity use room1                          # the default operation, as text
-  corral entity use room1 --eo lst --enr 1         # anycast: the first reading to arrive
+  corral entity use room1                    # the default operation, as text
+  corral entity use room1 --eo lst --enr 1   # anycast: the first reading
   corral entity use room1 --eo max -A senml+cbor > max.cbor
-  corral entity use room1 --json                   # {\"entity\":\"room1\",\"eo\":\"avg\",\"v\":21.3,…}")]
+  corral entity use room1 --json             # {\"entity\":\"room1\",\"v\":21.3,…}")]
     Use(UseArgs),
     /// Send a value to every member (PUT /em/NAME), e.g. `close` to a group of shutters.
     Actuate(ActuateArgs),

@@ -12,31 +12,33 @@ use std::net::{IpAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
 pub const AFTER_HELP: &str = "\
-Clients send their requests to the proxy with the target in a Proxy-Uri option (corral get URI -P
-coap://PROXY, coap-client -P, aiocoap-client --proxy). The proxy answers from its cache when it can,
-attaches a request to an identical one already on its way (one upstream request, an answer for every
-client), and otherwise forwards by its FIB: the most specific rule's next hops each get a copy, the first
-success is forwarded and later answers are dropped; no rule means straight to the origin. Hop-Limit (RFC
-8768) ends forwarding loops with 5.08. GET /proxy shows its counters, GET /proxy/fib its FIB (JSON).
+Clients send their requests to the proxy with the target in a Proxy-Uri option (corral get URI -P \
+coap://PROXY, coap-client -P, aiocoap-client --proxy). The proxy answers from its cache when it \
+can, attaches a request to an identical one already on its way (one upstream request, an answer \
+for every client), and otherwise forwards by its FIB: the most specific rule's next hops each get \
+a copy, the first success is forwarded and later answers are dropped; no rule means straight to \
+the origin. Hop-Limit (RFC 8768; corral get -H N sets it) ends forwarding loops with 5.08. GET \
+/proxy shows its counters, GET /proxy/fib its FIB (JSON).
 
 A FIB file (TOML):
-  [hosts]                                   # names a Proxy-Uri may use (the proxy has no DNS)
+  [hosts]          # names a Proxy-Uri may use (the proxy has no DNS)
   sensor = \"10.0.0.7\"
 
-  [[rule]]                                  # two forwarders: a copy to each, first answer wins
-  match = \"coap://sensor/temp/**\"            # * = one path segment, a final ** = any number
+  [[rule]]         # two forwarders: a copy to each, first answer wins
+  match = \"coap://sensor/temp/**\"   # * = one segment, a final ** = any
   next = [\"coap://10.0.1.1:5683\", \"coap://10.0.1.2:5683\"]
 
-  [[rule]]
-  match = \"/light/*\"                         # a path alone: any server
-  next = [{ to = \"coap://10.0.0.9\", send_host = false }]   # the origin: rewrite to Uri-* options
+  [[rule]]         # the origin itself: rewritten to Uri-* options
+  match = \"/light/*\"                # a path alone: any server
+  next = [{ to = \"coap://10.0.0.9\", send_host = false }]
 
-send_host (default true) keeps the Proxy-Uri for another proxy; false sends the origin a plain request.
+send_host (default true) keeps the Proxy-Uri for another proxy; false sends the origin a plain \
+request.
 
 Examples:
-  corral proxy                                          # [::]:5683, clients on this machine only
+  corral proxy                     # [::]:5683, clients on this machine only
   corral proxy --bind 127.0.0.1:5700 --fib fib.toml --cache-entries 200
-  corral proxy --allow 10.0.0.0/8 --tcp                  # a network's proxy, also over CoAP over TCP
+  corral proxy --allow 10.0.0.0/8 --tcp    # a network's proxy, also over TCP
   corral get coap://127.0.0.1:5683/hello -P coap://127.0.0.1:5700";
 
 #[derive(Args, Debug)]

@@ -9,20 +9,22 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 pub const AFTER_HELP: &str = "\
-Resources: /hello /echo /stats (demo) and the ETSI plugtest set: /test /separate /seg1/seg2/seg3 /query
-/location-query /validate /create1 /multi-format /link1 /link2 /link3 /path /path/sub1..3, block-wise
-(RFC 7959) /large (GET), /large-update (PUT, GET), /large-create (POST creates /large-create/N),
-/large-post (POST, GET), observable (RFC 7641) /obs (CON notifications), /obs-non (NON), /obs-large
-(larger than a block), which change every --obs-period seconds, and /obs-reset (POST: forget every
-observer, a server reboot for TD_COAP_OBS_04). /multi-format answers text, XML, JSON or CBOR by Accept.
-/stream collects CoAP-SC streams (corral stream send).
-GET /.well-known/core lists them all.
+Resources: /hello /echo /stats (demo) and the ETSI plugtest set: /test /separate /seg1/seg2/seg3 \
+/query /location-query /validate /create1 /multi-format /link1 /link2 /link3 /path /path/sub1..3, \
+block-wise (RFC 7959) /large (GET), /large-update (PUT, GET), /large-create (POST creates \
+/large-create/N), /large-post (POST, GET), observable (RFC 7641) /obs (CON notifications), /obs-non \
+(NON), /obs-large (larger than a block), which change every --obs-period, and /obs-reset (POST: \
+forget every observer, a server reboot for TD_COAP_OBS_04). /multi-format answers text, XML, JSON \
+or CBOR by Accept. /stream collects CoAP-SC streams (corral stream send). GET /.well-known/core \
+lists them all.
 
 Examples:
-  corral serve                                  # [::]:5683, IPv4 and IPv6
-  corral serve --tcp                            # also CoAP over TCP (coap+tcp://) on [::]:5683
+  corral serve                         # [::]:5683, IPv4 and IPv6
+  corral serve --tcp                   # also CoAP over TCP on [::]:5683
   corral serve --bind 127.0.0.1:5700 --tcp 127.0.0.1:5800 --obs-period 1
-  corral serve --join 224.0.1.187 --mcast-if 192.168.1.10   # also answer All-CoAP-Nodes multicast";
+  corral serve --join 224.0.1.187 --mcast-if 192.168.1.10   # All CoAP Nodes
+  corral serve --bind 127.0.0.1:5701 --credentials keys/server.json \\
+      --require-oscore                 # OSCORE only (see corral oscore new)";
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {

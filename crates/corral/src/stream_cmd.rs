@@ -12,15 +12,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const AFTER_HELP: &str = "\
-A sensor streams readings to a collector. With --scheme sc (CoAP-SC, seed 003) each reading is a NON PUT
-carrying sequence and acknowledgement numbers (option 100); the collector asks for what is missing and
-acknowledges when the sender's buffer is 1/3 and 2/3 full. --scheme udp sends CON PUTs and --scheme tcp
-PUTs over CoAP over TCP, at most --buffer outstanding: the paper's baselines. At the end: NRP (readings
-sent again), TBT (time the full buffer blocked the sensor), TTD (first reading to last acknowledged).
+A sensor streams readings to a collector. With --scheme sc (CoAP-SC, seed 003) each reading is a \
+NON PUT carrying sequence and acknowledgement numbers (option 100); the collector asks for what is \
+missing and acknowledges when the sender's buffer is 1/3 and 2/3 full. --scheme udp sends CON PUTs \
+and --scheme tcp PUTs over CoAP over TCP, at most --buffer outstanding: the paper's baselines. At \
+the end: NRP (readings sent again), TBT (time the full buffer blocked the sensor), TTD (first \
+reading to last acknowledged).
 
 Examples:
-  corral stream recv --bind 127.0.0.1:5801 --tcp                 # a collector (also: corral serve has /stream)
-  corral stream send coap://127.0.0.1:5801 --count 100 --interval 100 --buffer 5
+  corral stream recv --bind 127.0.0.1:5801 --tcp    # a collector
+  corral stream send coap://127.0.0.1:5801 --count 100 --interval 100ms
   corral stream send coap://127.0.0.1:5801 --scheme udp --count 100 --json
   corral stream send coap+tcp://127.0.0.1:5801 --scheme tcp --count 100";
 

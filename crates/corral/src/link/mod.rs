@@ -18,18 +18,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub const AFTER_HELP: &str = "\
-The server side lives in namespace A at 10.213.0.1 (and fd77::1), the client side in namespace B at
-10.213.0.2 (fd77::2); every packet between them crosses corral, which applies the impairments to each
-direction independently. `run` starts the server command in A, waits --settle, runs the client command in
-B, then stops the server and removes the namespaces; its exit status is the client's.
+The server side lives in namespace A at 10.213.0.1 (and fd77::1), the client side in namespace B \
+at 10.213.0.2 (fd77::2); every packet between them crosses corral, which applies the impairments \
+to each direction independently. `run` starts the server command in A, waits --settle, runs the \
+client command in B, then stops the server and removes the namespaces; its exit status is the \
+client's, and a server command that fails during --settle fails the run (exit status 1).
 
 Examples:
-  corral link run --delay 50ms --loss 5% -- corral serve --bind 0.0.0.0:5683 ::: corral get coap://10.213.0.1/hello
-  corral link run --delay 20ms --jitter 5ms --rate 1mbit --loss 2% --burst 4 -- coap-server-notls ::: \\
-      coap-client-notls -B 30 coap://10.213.0.1/time
-  corral link up --delay 100ms --loss 10%    # keep the link up; use `ip netns exec corral-a-PID …`
-Loss: --loss P% alone is independent per packet; with --burst N it is Gilbert–Elliott with mean bursts of
-N packets (the lab's `gilbert` model). Values take units: 50ms, 1s; 1mbit, 250kbit; 5%, 0.05.
+  corral link run --delay 50ms --loss 5% -- \\
+      corral serve --bind 0.0.0.0:5683 ::: corral get coap://10.213.0.1/hello
+  corral link run --delay 20ms --jitter 5ms --rate 1mbit --loss 2% --burst 4 \\
+      -- coap-server-notls ::: coap-client-notls -B 30 coap://10.213.0.1/time
+  corral link up --delay 100ms --loss 10%   # then: ip netns exec corral-a-PID …
+
+Loss: --loss P% alone is independent per packet; with --burst N it is Gilbert–Elliott with mean \
+bursts of N packets (the lab's `gilbert` model). Values take units: 50ms, 1s (a bare number other \
+than 0 is refused: it meant milliseconds before); 1mbit, 250kbit; 5%, 0.05.
 Needs root (network namespaces and TUN devices).";
 
 #[derive(Args, Debug)]

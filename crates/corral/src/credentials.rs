@@ -61,6 +61,11 @@ impl Credentials {
         load_dir(dir)
     }
 
+    /// The file's URI patterns (`coap://host:port/*`), in the file's order.
+    pub fn patterns(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(p, _)| p.as_str())
+    }
+
     /// Every context in the file (a server serves all of its clients and groups).
     pub fn all(&self) -> Result<Vec<Served>, Failure> {
         self.entries.iter().map(|(_, d)| load_dir(d)).collect()

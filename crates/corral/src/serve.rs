@@ -303,12 +303,14 @@ fn announce(args: &ServeArgs, local: SocketAddr, tcp_local: Option<SocketAddr>, 
             "tcp": tcp_local.map(|t| t.to_string()),
             "uri": base_uri(local),
             "groups": args.join.iter().map(|g| g.to_string()).collect::<Vec<_>>(),
+            "oscore": args.credentials.as_ref().map(|_| serde_json::json!({ "required": args.require_oscore })),
         });
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{j}");
         let _ = out.flush();
     } else {
-        print_banner(local, tcp_local, &args.join, v.quiet);
+        let oscore = args.credentials.as_deref().map(|f| OscoreHint::new(f, args.require_oscore, local));
+        print_banner(local, tcp_local, (&args.join, oscore), v.quiet);
         if args.workers > 1 {
             println!("corral serve: {} workers on {local} (SO_REUSEPORT)", args.workers);
         }
@@ -330,12 +332,57 @@ pub(crate) fn base_uri(local: SocketAddr) -> String {
     }
 }
 
-fn print_banner(local: SocketAddr, tcp: Option<SocketAddr>, groups: &[IpAddr], quiet: bool) {
+/// What the banner says about OSCORE (`--credentials`), and the client credentials file its suggestions
+/// use: `client.json` (or `client1.json`) beside the server's, as `corral oscore new` and `corral oscore
+/// group` write them.
+struct OscoreHint {
+    required: bool,
+    server_file: String,
+    /// The client's credentials file and the base URI its patterns cover.
+    client: Option<(String, String)>,
+}
+
+impl OscoreHint {
+    fn new(server_file: &std::path::Path, required: bool, local: SocketAddr) -> OscoreHint {
+        let dir = server_file.parent().unwrap_or(std::path::Path::new(""));
+        let client = ["client.json", "client1.json"].iter().map(|n| dir.join(n)).find(|p| p.exists()).map(|p| {
+            // A base URI the client's patterns cover (they name the address it was made for).
+            let base = crate::credentials::Credentials::load(&p)
+                .ok()
+                .and_then(|c| {
+                    c.patterns()
+                        .filter_map(|pat| pat.strip_suffix('*'))
+                        .map(|pre| pre.trim_end_matches('/').to_string())
+                        .find(|pre| corral_tokio::parse_uri(pre).is_ok_and(|u| u.port == local.port()))
+                })
+                .unwrap_or_else(|| base_uri(local));
+            (p.display().to_string(), base)
+        });
+        OscoreHint { required, server_file: server_file.display().to_string(), client }
+    }
+}
+
+fn print_banner(
+    local: SocketAddr,
+    tcp: Option<SocketAddr>,
+    (groups, oscore): (&[IpAddr], Option<OscoreHint>),
+    quiet: bool,
+) {
     let families = match local.ip() {
         IpAddr::V6(ip) if ip.is_unspecified() => " (IPv4 and IPv6)",
         _ => "",
     };
-    let base = base_uri(local);
+    let mut base = base_uri(local);
+    // With OSCORE the suggestions carry the client's credentials; discovery is never protected.
+    let mut creds = String::new();
+    if let Some(o) = &oscore {
+        if let Some((file, uri)) = &o.client {
+            creds = format!(" --credentials {file}");
+            base = uri.clone();
+        } else if o.required {
+            creds = " --credentials CLIENT.json".into();
+        }
+    }
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "corral serve: listening on {local}{families}");
     if let Some(t) = tcp {
@@ -344,6 +391,20 @@ fn print_banner(local: SocketAddr, tcp: Option<SocketAddr>, groups: &[IpAddr], q
     for g in groups {
         let _ = writeln!(out, "  member of multicast group {g}");
     }
+    match &oscore {
+        Some(o) if o.required => {
+            let _ = writeln!(
+                out,
+                "  OSCORE required: plain requests get 4.01 Unauthorized (discovery excepted); clients need \
+                 --credentials (contexts from {})",
+                o.server_file
+            );
+        }
+        Some(o) => {
+            let _ = writeln!(out, "  OSCORE: protected requests served (contexts from {}); plain CoAP too", o.server_file);
+        }
+        None => {}
+    }
     if quiet {
         let _ = out.flush();
         return;
@@ -351,8 +412,9 @@ fn print_banner(local: SocketAddr, tcp: Option<SocketAddr>, groups: &[IpAddr], q
     let _ = writeln!(
         out,
         "resources: demo /hello /echo /stats, ETSI plugtest /test /separate /validate /multi-format … (Ctrl-C stops)\n\
-         try:\n  corral discover {base}\n  corral get {base}/hello\n  corral put {base}/test -e 'new value' -t text\n  \
-         corral get {base}/obs -s 20\n  corral get {base}/large -b 64\n  corral bench {base}/ --clients 8 --duration 5"
+         try:\n  corral discover {base}\n  corral get {base}/hello{creds}\n  \
+         corral put {base}/test -e 'new value' -t text{creds}\n  corral get {base}/obs -s 10{creds}\n  \
+         corral get {base}/large -b 64{creds}\n  corral bench {base}/hello --clients 8 --duration 5{creds}"
     );
     let _ = out.flush();
 }

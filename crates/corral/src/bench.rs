@@ -7,8 +7,8 @@
 //! machine to the server under test).
 
 use crate::client_cmd::Verbosity;
-use crate::output;
 use crate::exit::{ExitCode, Failure};
+use crate::output;
 use crate::units;
 use clap::Args;
 use corral_tokio::corral_proto::{Duration as CDuration, Endpoint, Event, Instant, RequestId};

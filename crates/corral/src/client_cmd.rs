@@ -573,12 +573,18 @@ fn show_notification(
     }
     if !args.json {
         let prefix = if args.timestamps { format!("{now} ") } else { String::new() };
-        sink.payload(&prefix, &r.payload, output::is_text(&r.options, &r.payload), true)?;
+        sink.payload(&prefix, &r.payload, output::declares_text(&r.options), true)?;
     }
     Ok(())
 }
 
-fn show(from: SocketAddr, r: &Response, args: &RequestArgs, v: Verbosity, sink: &mut output::Sink) -> Result<(), Failure> {
+fn show(
+    from: SocketAddr,
+    r: &Response,
+    args: &RequestArgs,
+    v: Verbosity,
+    sink: &mut output::Sink,
+) -> Result<(), Failure> {
     if args.json {
         sink.line(&output::response_json(Some(from), r).to_string())?;
     } else if v.verbose > 0 {
@@ -588,7 +594,7 @@ fn show(from: SocketAddr, r: &Response, args: &RequestArgs, v: Verbosity, sink: 
         return Err(Failure::from_response(r.code, &r.payload));
     }
     if !args.json {
-        sink.payload("", &r.payload, output::is_text(&r.options, &r.payload), false)?;
+        sink.payload("", &r.payload, output::declares_text(&r.options), false)?;
     }
     Ok(())
 }

@@ -76,6 +76,13 @@ pub fn is_text(options: &Options, payload: &[u8]) -> bool {
     !declared_binary && std::str::from_utf8(payload).is_ok()
 }
 
+/// Whether a response says its payload is text (text/plain, JSON, link-format, XML, …): such a payload
+/// ends with a newline on standard output, as libcoap's coap-client prints it. A payload without a
+/// Content-Format is shown as it came.
+pub fn declares_text(options: &Options) -> bool {
+    options.content_format().is_some_and(|cf| cf.is_text())
+}
+
 /// The whole response as JSON: code, options by name, payload as text or base64.
 pub fn response_json(from: Option<SocketAddr>, r: &Response) -> Value {
     let options: Vec<Value> = r
@@ -211,9 +218,9 @@ impl Sink {
     }
 
     /// A payload as received, after `prefix`. A newline follows with `-w`; on standard output also when
-    /// the payload does not end with one and is text, one of several (`separate`: notifications), or
-    /// going to a terminal — so that a shell prompt or the next item starts on a line of its own, while
-    /// a binary body piped or written to a file stays byte for byte.
+    /// the payload does not end with one and is declared text ([`declares_text`]), one of several
+    /// (`separate`: notifications), or going to a terminal — so that a shell prompt or the next item
+    /// starts on a line of its own, while any other body piped or written to a file stays byte for byte.
     pub fn payload(&mut self, prefix: &str, payload: &[u8], text: bool, separate: bool) -> Result<(), Failure> {
         let to_stdout = self.path.is_none();
         let end: &[u8] = if self.newline

@@ -401,7 +401,8 @@ fn print_banner(
             );
         }
         Some(o) => {
-            let _ = writeln!(out, "  OSCORE: protected requests served (contexts from {}); plain CoAP too", o.server_file);
+            let _ =
+                writeln!(out, "  OSCORE: protected requests served (contexts from {}); plain CoAP too", o.server_file);
         }
         None => {}
     }

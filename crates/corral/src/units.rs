@@ -83,7 +83,11 @@ impl Range {
             other => return Err(format!("`{s}`: unknown unit `{other}` (use ns, us, ms, s, m or h; {example})")),
         };
         let secs = value * scale;
-        let d = if secs.is_finite() && secs <= self.max.as_secs_f64() { Duration::from_secs_f64(secs) } else { self.max + Duration::from_secs(1) };
+        let d = if secs.is_finite() && secs <= self.max.as_secs_f64() {
+            Duration::from_secs_f64(secs)
+        } else {
+            self.max + Duration::from_secs(1)
+        };
         let ok = if d.is_zero() { self.zero } else { d >= self.min && d <= self.max };
         if ok {
             Ok(d)

@@ -700,12 +700,16 @@ async fn bench(gw: &Gateway, a: &BenchArgs, as_json: bool, v: Verbosity) -> Resu
     let (em_med, em_p99) = (quantile(&em_ms, 0.5), quantile(&em_ms, 0.99));
     let (d_med, d_p99) = (quantile(&direct_ms, 0.5), quantile(&direct_ms, 0.99));
     let per_member_us = (em_med - d_med) * 1e3 / n as f64;
+    // Milliseconds from Instant differences: microseconds are what they resolve.
+    let ms = |v: f64| crate::output::rounded(v, 3);
     if as_json {
         print_json(&json!({
             "entity": a.name, "members": n, "repetitions": a.repeat, "eo": a.eo,
-            "em_ms": {"median": em_med, "p99": em_p99, "min": em_ms.first(), "max": em_ms.last()},
-            "direct_ms": {"median": d_med, "p99": d_p99, "min": direct_ms.first(), "max": direct_ms.last()},
-            "overhead_per_member_us": per_member_us,
+            "em_ms": {"median": ms(em_med), "p99": ms(em_p99), "min": em_ms.first().map(|v| ms(*v)),
+                      "max": em_ms.last().map(|v| ms(*v))},
+            "direct_ms": {"median": ms(d_med), "p99": ms(d_p99), "min": direct_ms.first().map(|v| ms(*v)),
+                          "max": direct_ms.last().map(|v| ms(*v))},
+            "overhead_per_member_us": crate::output::rounded(per_member_us, 1),
         }));
         return Ok(());
     }

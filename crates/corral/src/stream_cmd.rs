@@ -2,6 +2,7 @@
 //! sockets, with its two baselines, and the paper's metrics at the end.
 
 use crate::exit::{ExitCode, Failure};
+use crate::output::rounded;
 use clap::{Args, Subcommand};
 use corral_stream::{Metrics, Scheme, StreamConfig, StreamReceiver, StreamSender};
 use corral_tokio::corral_proto::Duration as CDuration;
@@ -205,8 +206,9 @@ fn send(a: SendArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
             serde_json::json!({
                 "scheme": a.scheme, "count": a.count, "buffer": a.buffer, "interval_ms": a.interval, "size": a.size,
                 "generated": result.generated, "acknowledged": result.acknowledged,
-                "nrp": result.nrp, "tbt_ms": result.tbt_ms, "ttd_ms": result.ttd_ms,
-                "delay_ms": { "mean": mean, "max": max }, "done": result.done, "failed": result.failed,
+                "nrp": result.nrp, "tbt_ms": rounded(result.tbt_ms, 3), "ttd_ms": rounded(result.ttd_ms, 3),
+                "delay_ms": { "mean": rounded(mean, 3), "max": rounded(max, 3) },
+                "done": result.done, "failed": result.failed,
             })
         );
     } else {

@@ -516,13 +516,19 @@ async fn observe(
     (v, sink): (Verbosity, &mut output::Sink),
     fail: &impl Fn(corral_tokio::Error) -> Failure,
 ) -> Result<(), Failure> {
-    let waiting = |t: Duration| output::progress_line(t, None);
-    let mut obs = output::with_progress(v.quiet, waiting, req.observe()).await.map_err(fail)?;
+    let mut obs = req.observe().await.map_err(fail)?;
     let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
     let mut first = true;
     loop {
+        let next = async {
+            match first {
+                // The registration's response may be slow to come (up to -B): progress on a terminal.
+                true => output::with_progress(v.quiet, |t| output::progress_line(t, None), obs.next_from()).await,
+                false => obs.next_from().await,
+            }
+        };
         let item = tokio::select! {
-            item = obs.next_from() => item,
+            item = next => item,
             _ = tokio::time::sleep_until(until) => break,
         };
         let (from, response) = match item {

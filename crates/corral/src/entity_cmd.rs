@@ -1,5 +1,5 @@
 //! `corral entity …`: a front end to an Entity Manager gateway. Every verb is one or a few plain CoAP
-//! requests of `shared/docs/entity-manager.md` (so `corral put coap://gw/em/room1 …` does the same), with
+//! requests of `docs/entity-manager.md` (so `corral put coap://gw/em/room1 …` does the same), with
 //! readable output, `--json`, and the exit codes of the client verbs.
 //!
 //! | verb | requests |

@@ -8,10 +8,8 @@ use std::time::Duration;
 
 /// `corral PATH… --help` rendered for a terminal `columns` wide (clap reads COLUMNS when not on a tty).
 fn help(path: &[&str], columns: u32) -> String {
-    let o = run(
-        Command::new(CORRAL).args(path).arg("--help").env("COLUMNS", columns.to_string()),
-        Duration::from_secs(10),
-    );
+    let o =
+        run(Command::new(CORRAL).args(path).arg("--help").env("COLUMNS", columns.to_string()), Duration::from_secs(10));
     assert_eq!(o.status.code(), Some(0), "{path:?}: {}", stderr(&o));
     stdout(&o)
 }

@@ -87,3 +87,29 @@ impl Failure {
         self.passed_through.unwrap_or(self.code as i32)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_response_never_repeats_its_prefix() {
+        let f = Failure::from_response(Code::BAD_GATEWAY, b"5.02 Bad Gateway: 1 of 3 members changed");
+        assert_eq!(f.message, "5.02 Bad Gateway: 1 of 3 members changed");
+        assert_eq!(f.code, ExitCode::ServerError);
+        let f = Failure::from_response(Code::GATEWAY_TIMEOUT, b"5.04: 2 of 4 members answered");
+        assert_eq!(f.message, "5.04 Gateway Timeout: 2 of 4 members answered");
+        let f = Failure::from_response(Code::NOT_FOUND, b"no resource at /nope");
+        assert_eq!(f.message, "4.04 Not Found: no resource at /nope");
+        // A diagnostic that merely starts with digits keeps them.
+        let f = Failure::from_response(Code::BAD_REQUEST, b"4.000 is not a number of members");
+        assert_eq!(f.message, "4.00 Bad Request: 4.000 is not a number of members");
+        assert_eq!(Failure::from_response(Code::NOT_FOUND, b"  ").message, "4.04 Not Found");
+    }
+
+    #[test]
+    fn a_passed_through_status_is_the_exit_status() {
+        assert_eq!(Failure::passing_through(42, "").exit_status(), 42);
+        assert_eq!(Failure::usage("x").exit_status(), 2);
+    }
+}

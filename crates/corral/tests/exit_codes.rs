@@ -164,6 +164,25 @@ fn row_5_server_error() {
     one_error_line(&o, "5.0");
 }
 
+/// The Entity Manager's diagnostics start with their code; the error line says it once
+/// (not "5.02 Bad Gateway: 5.02 Bad Gateway: …").
+#[test]
+fn row_5_an_error_line_never_repeats_its_prefix() {
+    let (_gw, j, _data) = corral_testbed(2, 147, &[]);
+    let gw = j["uri"].as_str().unwrap().to_string();
+    let members: Vec<String> =
+        j["devices"].as_array().unwrap().iter().map(|d| format!("coap://{}/s/t", d.as_str().unwrap())).collect();
+    let mut create = vec!["entity", "create", "temps", "--gateway", &gw, "--eo", "avg"];
+    create.extend(members.iter().map(String::as_str));
+    let o = corral(&create);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // A sensor cannot be switched: every member refuses, the gateway answers 5.02 with its report.
+    let o = corral(&["entity", "actuate", "temps", "on", "--gateway", &gw]);
+    assert_eq!(code(&o), 5, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.starts_with("error: 5.02 Bad Gateway: ") && err.matches("5.02").count() == 1, "{err}");
+}
+
 /// A server that sends block 0 of a block-wise response and then goes silent: status 6, nothing on stdout.
 #[test]
 fn row_6_block_wise_transfer_failed() {

@@ -474,7 +474,7 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
             return show_multicast(&collected, &args, v, &mut sink);
         }
         let (from, response) = send_showing_progress(req, v).await.map_err(fail)?;
-        show(from, &response, &args, v, &mut sink)
+        show((from, &response), &args, v, &mut sink, None)
     })
 }
 
@@ -541,7 +541,8 @@ async fn observe(
             Some(Err(e)) => return Err(fail(e)),
             Some(Ok(r)) => r,
         };
-        show_notification(from, &response, args, v, sink)?;
+        let arrived = output::timestamp(std::time::SystemTime::now());
+        show((from, &response), args, v, sink, Some(&arrived))?;
         if first && !obs.is_registered() {
             if !v.quiet {
                 say!("note: {} is not observable (its response carries no Observe option)", args.uri);
@@ -557,19 +558,21 @@ async fn observe(
     Ok(())
 }
 
-/// One notification: a JSON object per line with --json (with the time it arrived), else the payload on
-/// its own line (after that time with --timestamps).
-fn show_notification(
-    from: SocketAddr,
-    r: &Response,
+/// A response: one JSON object on a line with --json, else its payload (and with -v its code and options on
+/// stderr). A notification — `arrived` says when — carries that time in JSON, and before its payload
+/// with --timestamps, on a line of its own.
+fn show(
+    (from, r): (SocketAddr, &Response),
     args: &RequestArgs,
     v: Verbosity,
     sink: &mut output::Sink,
+    arrived: Option<&str>,
 ) -> Result<(), Failure> {
-    let now = output::timestamp(std::time::SystemTime::now());
     if args.json {
         let mut j = output::response_json(Some(from), r);
-        j["timestamp"] = json!(now);
+        if let Some(t) = arrived {
+            j["timestamp"] = json!(t);
+        }
         sink.line(&j.to_string())?;
     } else if v.verbose > 0 {
         say!("{}\n  (from {from})", output::response_head(r));
@@ -578,29 +581,11 @@ fn show_notification(
         return Err(Failure::from_response(r.code, &r.payload));
     }
     if !args.json {
-        let prefix = if args.timestamps { format!("{now} ") } else { String::new() };
-        sink.payload(&prefix, &r.payload, output::declares_text(&r.options), true)?;
-    }
-    Ok(())
-}
-
-fn show(
-    from: SocketAddr,
-    r: &Response,
-    args: &RequestArgs,
-    v: Verbosity,
-    sink: &mut output::Sink,
-) -> Result<(), Failure> {
-    if args.json {
-        sink.line(&output::response_json(Some(from), r).to_string())?;
-    } else if v.verbose > 0 {
-        say!("{}\n  (from {from})", output::response_head(r));
-    }
-    if r.code.is_error() {
-        return Err(Failure::from_response(r.code, &r.payload));
-    }
-    if !args.json {
-        sink.payload("", &r.payload, output::declares_text(&r.options), false)?;
+        let prefix = match arrived {
+            Some(t) if args.timestamps => format!("{t} "),
+            _ => String::new(),
+        };
+        sink.payload(&prefix, &r.payload, output::declares_text(&r.options), arrived.is_some())?;
     }
     Ok(())
 }

@@ -5,10 +5,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-fn code(o: &std::process::Output) -> i32 {
-    o.status.code().expect("exited normally, not by a signal")
-}
-
 #[test]
 fn client_verbs_against_the_plugtest_server() {
     let s = corral_serve("[::]", &[]);

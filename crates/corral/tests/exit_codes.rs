@@ -7,10 +7,6 @@ use common::*;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn code(o: &std::process::Output) -> i32 {
-    o.status.code().expect("exited normally, not by a signal")
-}
-
 /// stderr is exactly one line, `error: …`, containing `words`.
 fn one_error_line(o: &std::process::Output, words: &str) {
     let err = stderr(o);
@@ -153,9 +149,7 @@ fn row_5_server_error() {
     let (_peer, dead) = silent_peer();
     let p = spawn_with_port(
         Command::new(CORRAL).args(["proxy", "--bind", "127.0.0.1:0", "--upstream-timeout", "300ms"]),
-        |line| {
-            line.strip_prefix("corral proxy: listening on ")?.split([' ', ',']).next()?.rsplit_once(':')?.1.parse().ok()
-        },
+        banner_port,
     );
     let proxy = format!("coap://127.0.0.1:{}", p.port);
     let o = corral(&["get", &format!("coap://127.0.0.1:{dead}/x"), "-P", &proxy]);
@@ -225,15 +219,7 @@ fn row_7_oscore_refused() {
     let bind = format!("127.0.0.1:{port}");
     let _s = spawn_with_port(
         Command::new(CORRAL).args(["serve", "--bind", &bind, "--credentials", server.to_str().unwrap()]),
-        |line| {
-            line.strip_prefix("corral serve: listening on ")?
-                .split_whitespace()
-                .next()?
-                .rsplit_once(':')?
-                .1
-                .parse()
-                .ok()
-        },
+        banner_port,
     );
     let wrong = theirs.path().join("client.json");
     let o = corral(&["get", &format!("{uri}/hello"), "--credentials", wrong.to_str().unwrap(), "-B", "5"]);

@@ -7,10 +7,6 @@ mod common;
 use common::*;
 use std::process::Command;
 
-fn code(o: &std::process::Output) -> i32 {
-    o.status.code().expect("exited normally, not by a signal")
-}
-
 /// `corral ARGS… --help`: clap checks every value given before `--help` and then prints help, so this
 /// asks whether the flags parse without starting a server.
 fn parses(args: &[&str]) -> std::process::Output {
@@ -172,9 +168,7 @@ fn dash_a_and_dash_p_choose_the_local_address_and_port() {
 #[test]
 fn dash_h_sets_the_hop_limit() {
     let s = corral_serve("127.0.0.1", &[]);
-    let p = spawn_with_port(Command::new(CORRAL).args(["proxy", "--bind", "127.0.0.1:0"]), |line| {
-        line.strip_prefix("corral proxy: listening on ")?.split([' ', ',']).next()?.rsplit_once(':')?.1.parse().ok()
-    });
+    let p = spawn_with_port(Command::new(CORRAL).args(["proxy", "--bind", "127.0.0.1:0"]), banner_port);
     let (hello, proxy) = (format!("coap://127.0.0.1:{}/hello", s.port), format!("coap://127.0.0.1:{}", p.port));
     let o = corral(&["get", &hello, "-P", &proxy, "-H", "1"]);
     assert_eq!(code(&o), 5, "{}", stderr(&o));

@@ -9,10 +9,6 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
-fn code(o: &std::process::Output) -> i32 {
-    o.status.code().expect("exited normally, not by a signal")
-}
-
 #[test]
 fn a_text_payload_ends_with_a_newline_when_piped() {
     let s = corral_serve("127.0.0.1", &[]);

@@ -638,6 +638,15 @@ fn show_multicast(
             0 => say!("{} response(s)", responses.len()),
             n => say!("{} response(s); {n} more did not verify (OSCORE) and are not shown", responses.len()),
         }
+        // Servers spread their answers over their leisure (RFC 7252 §8.2: 5 s by default); a shorter window
+        // loses the late ones without a word from anyone.
+        if args.timeout < corral_tokio::TransmissionParams::default().default_leisure.as_secs_f64() {
+            say!(
+                "note: answers were collected for {}; servers may wait up to their leisure (5 s by default) \
+                 before answering a multicast request, so -B 5s or more collects them all",
+                units::show_secs(args.timeout)
+            );
+        }
     }
     Ok(())
 }

@@ -526,7 +526,7 @@ fn bad_input_gets_a_4xx_naming_the_problem_and_changes_nothing() {
     let o = corral(&["put", &format!("{}/em/humid?eo=max", tb.uri), "-e", &links, "-t", "link"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = corral(&["get", &format!("{}/em/humid", tb.uri)]);
-    assert!(stdout(&o).parse::<f64>().is_ok(), "{}", stdout(&o));
+    assert!(stdout(&o).trim().parse::<f64>().is_ok(), "{}", stdout(&o));
     assert_eq!(corral(&["delete", &format!("{}/em/humid", tb.uri)]).status.code(), Some(0));
     assert_eq!(snapshot(&tb), before);
 }

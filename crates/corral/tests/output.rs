@@ -196,3 +196,29 @@ fn a_server_requiring_oscore_says_so_and_its_suggestions_work() {
 fn dir_of(binary: &str) -> String {
     std::path::Path::new(binary).parent().unwrap().display().to_string()
 }
+
+/// A multicast window shorter than the servers' leisure loses late answers: the client says so.
+#[test]
+fn a_multicast_window_shorter_than_the_leisure_is_pointed_out() {
+    let group = format!("239.255.78.{}", 1 + std::process::id() % 200);
+    let port = free_udp_port();
+    let s = spawn_with_port(
+        Command::new(CORRAL).args(["serve", "--bind", &format!("0.0.0.0:{port}"), "--join", &group]).args([
+            "--mcast-if",
+            "127.0.0.1",
+            "--leisure",
+            "200ms",
+        ]),
+        banner_port,
+    );
+    let uri = format!("coap://{group}:{}/hello", s.port);
+    let o = corral(&["get", &uri, "--mcast-if", "127.0.0.1", "-B", "1s"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("note: answers were collected for 1s") && stderr(&o).contains("-B 5s"),
+        "{}",
+        stderr(&o)
+    );
+    let o = corral(&["get", &uri, "--mcast-if", "127.0.0.1", "-B", "5s"]);
+    assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
+}

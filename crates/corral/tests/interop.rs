@@ -353,7 +353,7 @@ fn corral_against_libcoap_server() {
             corral(&["put", &format!("{base}/example_data"), "-e", &format!("from corral via {host}"), "-t", "text"]);
         assert_eq!(o.status.code(), Some(0), "{}", out(&o));
         let o = corral(&["get", &format!("{base}/example_data")]);
-        assert_eq!(stdout(&o), format!("from corral via {host}\n"), "{}", out(&o));
+        assert_eq!(stdout(&o), format!("from corral via {host}"), "{}", out(&o));
         // Known difference: the example resource allows GET and PUT only.
         for method in ["post", "delete"] {
             let o = corral(&[method, &format!("{base}/example_data"), "-e", "x"]);

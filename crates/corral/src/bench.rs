@@ -415,19 +415,43 @@ async fn progress(shared: Arc<Shared>, start: std::time::Instant) {
     }
 }
 
-/// A client's socket, connected to the server (or proxy) it loads: the kernel then reports an ICMP port
-/// unreachable as an error on the socket, so that a run against a port where nothing listens ends at
-/// once instead of timing out every request.
-fn client_socket(bind: SocketAddr, dst: SocketAddr) -> io::Result<CoapSocket> {
+/// A client's socket, connected to the server (or proxy) it loads, and a second handle on it that wakes
+/// on socket errors: connected, the socket gets the ICMP port unreachable of a port where nothing listens
+/// as an error, so that such a run ends at once instead of timing out every request.
+fn client_socket(bind: SocketAddr, dst: SocketAddr) -> io::Result<ClientSocket> {
     let opts = SocketOptions { batch: 4, ..SocketOptions::default() };
     let socket = corral_tokio::socket::bind_std(bind, &opts)?;
     socket.connect(dst)?;
-    corral_tokio::socket::PreparedSocket::from_std(socket, opts)?.into_tokio()
+    let errors = watch_errors(socket.try_clone()?)?;
+    Ok((corral_tokio::socket::PreparedSocket::from_std(socket, opts)?.into_tokio()?, errors))
+}
+
+/// A client's socket and the handle that wakes on its errors (see [`client_socket`]).
+type ClientSocket = (CoapSocket, tokio::io::unix::AsyncFd<std::net::UdpSocket>);
+
+/// Registers a duplicate of a socket's descriptor for error readiness only. `AsyncFd::with_interest` is
+/// deprecated because an arbitrary `AsRawFd` might close its descriptor while registered; a
+/// `std::net::UdpSocket` owns its descriptor until the `AsyncFd` drops it (corral-tokio's socket module
+/// registers its sockets the same way).
+#[allow(deprecated)]
+fn watch_errors(dup: std::net::UdpSocket) -> io::Result<tokio::io::unix::AsyncFd<std::net::UdpSocket>> {
+    tokio::io::unix::AsyncFd::with_interest(dup, tokio::io::Interest::ERROR)
+}
+
+/// Waits until the socket reports an error, and takes it (SO_ERROR).
+async fn socket_error(errors: &tokio::io::unix::AsyncFd<std::net::UdpSocket>) -> io::Result<io::Error> {
+    loop {
+        let mut guard = errors.ready(tokio::io::Interest::ERROR).await?;
+        match guard.get_inner().take_error()? {
+            Some(e) => return Ok(e),
+            None => guard.clear_ready(),
+        }
+    }
 }
 
 /// One emulated client: its own socket and endpoint, one request outstanding at a time.
 async fn client_loop(
-    socket: CoapSocket,
+    (socket, errors): ClientSocket,
     dst: SocketAddr,
     (client, template): (u32, Template),
     params: SendParams,
@@ -543,6 +567,13 @@ async fn client_loop(
                     }
                 }
             }
+            e = socket_error(&errors) => match e? {
+                e if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    shared.refused.store(true, Ordering::Relaxed);
+                    break;
+                }
+                e => tracing::debug!(error = %e, "socket error"),
+            },
             _ = &mut sleep => {
                 if std::time::Instant::now() >= deadline {
                     break;

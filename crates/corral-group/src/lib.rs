@@ -5,7 +5,7 @@
 //! - [`EntityManager`] (mount at `em`): entities — named groups of CoAP resources exposed as one resource —
 //!   with profiles (`er emt ect enr eo delay timeout mcstURI`, and `repair` beyond the paper), operations
 //!   (`lst avg min max sum count med`), unicast and multicast fan-out, nesting, validation, and persistence
-//!   through a [`Store`]. The wire interface is `shared/docs/entity-manager.md`.
+//!   through a [`Store`]. The wire interface is `docs/entity-manager.md` (at the repository root).
 //!   A gateway on several cores runs one [`EntityManager::manager`] and [`EntityManager::replica`]s that
 //!   follow its [`Directory`] (see [`em`], "Several workers").
 //! - [`McResource`] (mount at `mc`): the member-side multicast membership resource of seed 000 Table 4.

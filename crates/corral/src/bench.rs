@@ -7,7 +7,9 @@
 //! machine to the server under test).
 
 use crate::client_cmd::Verbosity;
-use crate::exit::Failure;
+use crate::exit::{ExitCode, Failure};
+use crate::output;
+use crate::units;
 use clap::Args;
 use corral_tokio::corral_proto::{Duration as CDuration, Endpoint, Event, Instant, RequestId};
 use corral_tokio::socket::{CoapSocket, SocketOptions};
@@ -16,21 +18,23 @@ use corral_tokio::{os_seed, Clock, Code, EndpointConfig, OptionNumber, Request, 
 use serde_json::json;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const AFTER_HELP: &str = "\
-Each client keeps one request outstanding (closed loop); the run stops after --duration seconds or
---requests requests, whichever comes first (a run is always bounded: at most 600 s).
+Each client keeps one request outstanding (closed loop); the run stops after --duration or \
+--requests requests, whichever comes first (a run is always bounded: at most 600 s). When every \
+answer is an error the run says so and exits with that error's status (4 for 4.xx, 5 for 5.xx, 7 \
+for OSCORE); a port where nothing listens ends it at once (exit status 3).
 
 Examples:
-  corral bench coap://127.0.0.1/                      # 16 clients, CON GET, 10 s
+  corral bench coap://127.0.0.1/             # 16 clients, CON GET, 10 s
   corral bench coap://[::1]/test --clients 64 --duration 5 --non
-  corral bench coap://127.0.0.1/echo --payload 100 --requests 100000 --json
-  corral bench coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --distinct   # through a proxy, no hits
-  scripts/bench-server.sh                             # corral serve vs libcoap, same settings
-  scripts/bench-proxy.sh                              # corral proxy vs libcoap's proxy";
+  corral bench coap://127.0.0.1/echo -m post --payload 100 --requests 100000
+  corral bench coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --distinct
+  scripts/bench-server.sh                    # corral serve vs libcoap
+  scripts/bench-proxy.sh                     # corral proxy vs libcoap's proxy";
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -39,8 +43,9 @@ pub struct BenchArgs {
     /// Emulated clients, each with its own socket and endpoint.
     #[arg(short, long, default_value = "16", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub clients: u32,
-    /// Run time in seconds (default 10 unless --requests is given).
-    #[arg(short, long, value_name = "SECONDS")]
+    /// How long to run, e.g. 5, 30s or 2m; a bare number is seconds [default: 10s unless --requests is
+    /// given].
+    #[arg(short, long, value_name = "DURATION", value_parser = units::secs(units::Range::positive(units::DAY)))]
     pub duration: Option<f64>,
     /// Stop after this many requests.
     #[arg(short = 'n', long, value_name = "N")]
@@ -48,14 +53,16 @@ pub struct BenchArgs {
     /// Send NON requests instead of CON.
     #[arg(short = 'N', long)]
     pub non: bool,
-    /// Attach a payload of this many bytes (the request becomes a POST unless --method says otherwise).
+    /// Attach a payload of this many bytes, with the method -m gives (which it needs: bench never turns
+    /// a GET into something else by itself).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(0..=60000))]
     pub payload: Option<u32>,
-    /// Request method (get, post, put, delete, fetch, patch, ipatch).
-    #[arg(short, long, value_parser = parse_method)]
+    /// Request method (get, post, put, delete, fetch, patch, ipatch) [default: get].
+    #[arg(short, long, value_name = "METHOD", value_parser = crate::client_cmd::parse_method)]
     pub method: Option<Code>,
-    /// Seconds after which a request counts as timed out.
-    #[arg(long, value_name = "SECONDS", default_value = "5")]
+    /// How long a request may wait for its answer before it counts as timed out, e.g. 5, 2s or 500ms; a
+    /// bare number is seconds.
+    #[arg(long, value_name = "DURATION", default_value = "5", value_parser = units::secs(units::Range::positive(units::DAY)))]
     pub timeout: f64,
     /// Worker threads for the clients.
     #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -110,10 +117,6 @@ impl Template {
         }
         r
     }
-}
-
-fn parse_method(s: &str) -> Result<Code, String> {
-    Code::parse(s).filter(|c| c.is_request()).ok_or_else(|| format!("`{s}` is not a method"))
 }
 
 /// The longest run allowed, whatever the arguments say.
@@ -189,6 +192,11 @@ struct Shared {
     completed: AtomicU64,
     errors: AtomicU64,
     timeouts: AtomicU64,
+    /// The first error answer (4.xx, 5.xx, or one that did not verify), for the message when every
+    /// answer is an error.
+    first_error: Mutex<Option<Failure>>,
+    /// The destination answered with ICMP port unreachable: nothing listens there, every client stops.
+    refused: AtomicBool,
 }
 
 struct ClientResult {
@@ -221,9 +229,16 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         }
         None => None,
     };
-    if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) || !(args.timeout > 0.0 && args.timeout.is_finite()) {
-        return Err(Failure::usage("--duration and --timeout must be positive numbers of seconds"));
-    }
+    let method = match (args.method, args.payload) {
+        (Some(m), _) => m,
+        (None, Some(n)) if n > 0 => {
+            return Err(Failure::usage(format!(
+                "--payload {n} needs a method that carries it, e.g. -m post or -m put (bench sends a GET \
+                 unless -m says otherwise, and never changes the method by itself)"
+            )))
+        }
+        (None, _) => Code::GET,
+    };
     let duration = match (args.duration, args.requests) {
         (Some(d), _) => Duration::from_secs_f64(d).min(MAX_RUN),
         (None, Some(_)) => MAX_RUN,
@@ -249,7 +264,6 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
                 .and_then(|mut a| a.next())
                 .ok_or_else(|| Failure::other(format!("cannot resolve `{name}`")))?,
         };
-        let method = args.method.unwrap_or(if args.payload.unwrap_or(0) > 0 { Code::POST } else { Code::GET });
         let mut request = Request::new(method);
         if proxy.is_none() {
             uri.to_options(&mut request.options);
@@ -279,9 +293,7 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
                 IpAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
                 IpAddr::V6(_) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
             };
-            let opts = SocketOptions { batch: 4, ..SocketOptions::default() };
-            sockets
-                .push(CoapSocket::bind(bind, opts).map_err(|e| Failure::other(format!("cannot open a socket: {e}")))?);
+            sockets.push(client_socket(bind, dst).map_err(|e| Failure::other(format!("cannot open a socket: {e}")))?);
         }
         if !v.quiet {
             say!(
@@ -319,12 +331,15 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         if let Some(p) = progress {
             p.abort();
         }
+        if shared.refused.load(Ordering::Relaxed) {
+            return Err(Failure::new(ExitCode::Timeout, format!("{dst} refused the request (port unreachable)")));
+        }
         let elapsed = start.elapsed().as_secs_f64().max(1e-9);
         let completed = shared.completed.load(Ordering::Relaxed);
         let errors = shared.errors.load(Ordering::Relaxed);
         let timeouts = shared.timeouts.load(Ordering::Relaxed);
         let rate = completed as f64 / elapsed;
-        let ms = |us: u64| us as f64 / 1000.0;
+        let ms = |us: u64| output::rounded(us as f64 / 1000.0, 3);
         if args.json {
             let out = json!({
                 "uri": uri.to_string(),
@@ -334,14 +349,14 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
                 "method": method.to_string(),
                 "confirmable": !args.non,
                 "clients": args.clients,
-                "elapsed_s": elapsed,
+                "elapsed_s": output::rounded(elapsed, 3),
                 "requests": completed,
-                "requests_per_s": rate,
+                "requests_per_s": output::rounded(rate, 1),
                 "latency_ms": {
                     "p50": ms(histogram.quantile(0.50)),
                     "p99": ms(histogram.quantile(0.99)),
                     "max": ms(histogram.max),
-                    "mean": histogram.sum.checked_div(histogram.count).map_or(0.0, ms),
+                    "mean": histogram.sum.checked_div(histogram.count).map_or(json!(0.0), ms),
                 },
                 "errors": errors,
                 "timeouts": timeouts,
@@ -353,15 +368,32 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
                 "{completed} requests in {elapsed:.2} s: {rate:.0} requests/s\n\
                  latency p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms\n\
                  error responses {errors}, timeouts {timeouts}, retransmissions {retransmissions}",
-                ms(histogram.quantile(0.50)),
-                ms(histogram.quantile(0.99)),
-                ms(histogram.max),
+                histogram.quantile(0.50) as f64 / 1000.0,
+                histogram.quantile(0.99) as f64 / 1000.0,
+                histogram.max as f64 / 1000.0,
             );
         }
         if completed == 0 {
-            return Err(Failure::new(crate::exit::ExitCode::Timeout, "no request completed"));
+            return Err(Failure::new(
+                ExitCode::Timeout,
+                format!("no request completed: every one timed out (--timeout {})", units::show_secs(args.timeout)),
+            ));
         }
-        Ok(())
+        let first = shared.first_error.lock().ok().and_then(|mut f| f.take());
+        match first {
+            // Every answer an error: the rate above measured error answers, not the resource.
+            Some(f) if errors == completed => Err(Failure::new(
+                f.code,
+                format!("every answer was an error ({errors} of {completed}), e.g. {}", f.message),
+            )),
+            Some(f) => {
+                if !v.quiet {
+                    say!("warning: {errors} of {completed} answers were errors, e.g. {}", f.message);
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
     })
 }
 
@@ -383,9 +415,43 @@ async fn progress(shared: Arc<Shared>, start: std::time::Instant) {
     }
 }
 
+/// A client's socket, connected to the server (or proxy) it loads, and a second handle on it that wakes
+/// on socket errors: connected, the socket gets the ICMP port unreachable of a port where nothing listens
+/// as an error, so that such a run ends at once instead of timing out every request.
+fn client_socket(bind: SocketAddr, dst: SocketAddr) -> io::Result<ClientSocket> {
+    let opts = SocketOptions { batch: 4, ..SocketOptions::default() };
+    let socket = corral_tokio::socket::bind_std(bind, &opts)?;
+    socket.connect(dst)?;
+    let errors = watch_errors(socket.try_clone()?)?;
+    Ok((corral_tokio::socket::PreparedSocket::from_std(socket, opts)?.into_tokio()?, errors))
+}
+
+/// A client's socket and the handle that wakes on its errors (see [`client_socket`]).
+type ClientSocket = (CoapSocket, tokio::io::unix::AsyncFd<std::net::UdpSocket>);
+
+/// Registers a duplicate of a socket's descriptor for error readiness only. `AsyncFd::with_interest` is
+/// deprecated because an arbitrary `AsRawFd` might close its descriptor while registered; a
+/// `std::net::UdpSocket` owns its descriptor until the `AsyncFd` drops it (corral-tokio's socket module
+/// registers its sockets the same way).
+#[allow(deprecated)]
+fn watch_errors(dup: std::net::UdpSocket) -> io::Result<tokio::io::unix::AsyncFd<std::net::UdpSocket>> {
+    tokio::io::unix::AsyncFd::with_interest(dup, tokio::io::Interest::ERROR)
+}
+
+/// Waits until the socket reports an error, and takes it (SO_ERROR).
+async fn socket_error(errors: &tokio::io::unix::AsyncFd<std::net::UdpSocket>) -> io::Result<io::Error> {
+    loop {
+        let mut guard = errors.ready(tokio::io::Interest::ERROR).await?;
+        match guard.get_inner().take_error()? {
+            Some(e) => return Ok(e),
+            None => guard.clear_ready(),
+        }
+    }
+}
+
 /// One emulated client: its own socket and endpoint, one request outstanding at a time.
 async fn client_loop(
-    socket: CoapSocket,
+    (socket, errors): ClientSocket,
     dst: SocketAddr,
     (client, template): (u32, Template),
     params: SendParams,
@@ -407,15 +473,18 @@ async fn client_loop(
             ep.handle_timeout(now);
         }
         while let Some(event) = ep.poll_event() {
-            let (id, ok) = match event {
+            let (id, outcome) = match event {
                 Event::Response { id, response, .. } => {
-                    let ok = match (&template.oscore, &binding) {
-                        (Some(ctx), Some(b)) => {
-                            corral_tokio::oscore::verify(ctx, b, response).is_ok_and(|(r, _)| r.code.is_success())
-                        }
-                        _ => response.code.is_success(),
+                    let answer = match (&template.oscore, &binding) {
+                        (Some(ctx), Some(b)) => corral_tokio::oscore::verify(ctx, b, response).map(|(r, _)| r),
+                        _ => Ok(response),
                     };
-                    (id, Some(ok))
+                    let outcome = match answer {
+                        Ok(r) if r.code.is_success() => Ok(()),
+                        Ok(r) => Err(Failure::from_response(r.code, &r.payload)),
+                        Err(e) => Err(Failure::new(ExitCode::Security, format!("a response did not verify: {e}"))),
+                    };
+                    (id, Some(outcome))
                 }
                 Event::Failed { id, .. } => (id, None),
                 _ => continue,
@@ -425,12 +494,16 @@ async fn client_loop(
                 continue;
             }
             outstanding = None;
-            match ok {
-                Some(success) => {
+            match outcome {
+                Some(result) => {
                     histogram.record(now.saturating_since(started).as_micros());
                     shared.completed.fetch_add(1, Ordering::Relaxed);
-                    if !success {
-                        shared.errors.fetch_add(1, Ordering::Relaxed);
+                    if let Err(f) = result {
+                        if shared.errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                            if let Ok(mut first) = shared.first_error.lock() {
+                                *first = Some(f);
+                            }
+                        }
                     }
                 }
                 None => {
@@ -439,7 +512,10 @@ async fn client_loop(
             }
         }
         if outstanding.is_none() {
-            if std::time::Instant::now() >= deadline || shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0 {
+            if std::time::Instant::now() >= deadline
+                || shared.refused.load(Ordering::Relaxed)
+                || shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0
+            {
                 break;
             }
             sent += 1;
@@ -456,9 +532,14 @@ async fn client_loop(
             }
         }
         while let Some(t) = ep.poll_transmit() {
-            if let Err(e) = socket.send(t.dst, &t.payload).await {
-                tracing::debug!(error = %e, "send failed");
+            match socket.send(t.dst, &t.payload).await {
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => shared.refused.store(true, Ordering::Relaxed),
+                Err(e) => tracing::debug!(error = %e, "send failed"),
+                Ok(()) => {}
             }
+        }
+        if shared.refused.load(Ordering::Relaxed) {
+            break;
         }
         let wake = ep.poll_timeout().map(|t| clock.to_std(t)).map_or(deadline, |t| t.min(deadline));
         sleep.as_mut().reset(wake.into());
@@ -474,6 +555,11 @@ async fn client_loop(
                             }
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        // The ICMP port unreachable of an earlier request (the socket is connected).
+                        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                            shared.refused.store(true, Ordering::Relaxed);
+                            break;
+                        }
                         Err(e) => {
                             tracing::debug!(error = %e, "receive error");
                             break;
@@ -481,6 +567,13 @@ async fn client_loop(
                     }
                 }
             }
+            e = socket_error(&errors) => match e? {
+                e if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    shared.refused.store(true, Ordering::Relaxed);
+                    break;
+                }
+                e => tracing::debug!(error = %e, "socket error"),
+            },
             _ = &mut sleep => {
                 if std::time::Instant::now() >= deadline {
                     break;

@@ -2,6 +2,7 @@
 
 use crate::exit::{ExitCode, Failure};
 use crate::output;
+use crate::units;
 use clap::Args;
 use corral_tokio::corral_proto::wire::link_format;
 use corral_tokio::uri::{Host, Scheme};
@@ -9,7 +10,7 @@ use corral_tokio::{
     BlockConfig, Client, Code, ContentFormat, EndpointConfig, OptionNumber, RequestBuilder, Response, Token, Uri,
 };
 use serde_json::json;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -20,25 +21,30 @@ Examples:
   corral put coap://[::1]/test -e 'mode=on' -t text
   echo -n '{\"on\":true}' | corral post coap://[::1]/echo -f - -t json --json
   corral get coap://[::1]/test -O 2048,0xcafe -T a1b2 -N -v
-  corral get coap://[::1]/obs -s 30                  # observe for 30 s: every notification as it arrives
-  corral get coap://[::1]/obs -s 30 --json           # one JSON object per notification and line
-  corral get coap://[::1]/large -b 64                # block-wise, 64-byte blocks
-  corral put coap://[::1]/large-update -f firmware.bin -b 1024 -B 60
-  corral get coap+tcp://[::1]/hello                  # CoAP over TCP (RFC 8323)
-  corral get coap://10.0.0.7/temp -P coap://127.0.0.1:5683   # through a forward proxy (corral proxy)
-  corral get coap://127.0.0.1:5701/hello --credentials keys/client.json   # OSCORE (see corral oscore new)
-  corral get coap://224.0.1.187/.well-known/core --mcast-if 192.168.1.10   # every server answers
+  corral request -m put coap://[::1]/test -e on   # the method as a flag
+  corral get coap://[::1]/obs -s 30            # observe for 30 s
+  corral get coap://[::1]/obs -s 30 --json     # one JSON object per line
+  corral get coap://[::1]/obs -s 1m --timestamps   # each line with its time
+  corral get coap://[::1]/large -b 64          # block-wise, 64-byte blocks
+  corral get coap://[::1]/large -o large.txt   # the payload into a file
+  corral put coap://[::1]/large-update -f big.bin -b 1024 -B 60
+  corral get coap+tcp://[::1]/hello            # CoAP over TCP (RFC 8323)
+  corral get coap://10.0.0.7/temp -P coap://127.0.0.1:5700   # via a proxy
+  corral get coap://127.0.0.1:5701/hello --credentials keys/client.json
+  corral get coap://224.0.1.187/.well-known/core --mcast-if 192.168.1.10
 
-Payloads larger than a block (1024 bytes, or -b) go block-wise (RFC 7959) and large responses are
-reassembled; a transfer that breaks off never prints a partial body.
+Payloads larger than a block (1024 bytes, or -b) go block-wise (RFC 7959) and large responses are \
+reassembled; a transfer that breaks off never prints a partial body. A text payload on standard \
+output ends with a newline; -w adds one after every payload, also in -o files.
 Formats (-t, -A): a number or a name: text, link, xml, octet-stream, json, cbor, senml+json, …
-Exit status: 0 for 2.xx, 4 for 4.xx, 5 for 5.xx, 3 timeout/unreachable, 6 block-wise transfer failed,
-7 OSCORE verification or refusal, 2 usage, 1 other.";
+Durations (-B, -s) take a unit: 250ms, 2s, 1.5s, 2m; a bare number is seconds.
+Exit status: 0 for 2.xx, 4 for 4.xx, 5 for 5.xx, 3 timeout or port unreachable, 6 block-wise \
+transfer failed, 7 OSCORE verification or refusal, 2 usage, 1 other.";
 
 pub const DISCOVER_HELP: &str = "\
 Examples:
   corral discover coap://[::1]
-  corral discover 'coap://[::1]?rt=Type1'      # RFC 6690 filtering on the server
+  corral discover 'coap://[::1]?rt=Type1'   # RFC 6690 filtering on the server
   corral discover coap://127.0.0.1:5683 --json";
 
 #[derive(Debug, Clone, Copy)]
@@ -72,18 +78,48 @@ pub struct RequestArgs {
     /// Token, in hex (up to 8 bytes).
     #[arg(short = 'T', long, value_name = "HEX", value_parser = parse_token)]
     pub token: Option<Token>,
-    /// Give up after this many seconds (for multicast: how long responses are collected; with -s: how long
-    /// to wait for the first response). A block-wise transfer must complete within it.
-    #[arg(short = 'B', long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    /// How long to wait (libcoap's -B), e.g. 10, 2.5s or 500ms; a bare number is seconds. For multicast:
+    /// how long answers are collected; with -s: the wait for the first response. A block-wise transfer
+    /// must complete within it.
+    #[arg(short = 'B', long, visible_alias = "wait", value_name = "DURATION", default_value = "10",
+          value_parser = units::secs(units::Range::positive(units::DAY)))]
     pub timeout: f64,
     /// Block size for block-wise transfer (RFC 7959), as libcoap's -b: SIZE is a power of two from 16 to
     /// 1024; NUM, the block to start at, must be 0. Asks the server for this size from the first request.
     #[arg(short = 'b', long = "block-size", value_name = "[NUM,]SIZE", value_parser = parse_block_size)]
     pub block_size: Option<usize>,
-    /// Observe the resource (RFC 7641) for this many seconds: print the response and each notification as
-    /// it arrives, then deregister and exit 0 (libcoap's -s).
-    #[arg(short = 's', long = "observe", value_name = "SECONDS", value_parser = parse_seconds)]
+    /// Observe the resource (RFC 7641) for this long (libcoap's -s; a bare number is seconds): print the
+    /// response and each notification as it arrives, then deregister and exit 0.
+    #[arg(short = 's', long = "observe", value_name = "DURATION",
+          value_parser = units::secs(units::Range::positive(units::DAY)))]
     pub observe: Option<f64>,
+    /// With -s: start each notification's line with the time it arrived (UTC, RFC 3339 to the
+    /// millisecond). With --json every notification carries it as "timestamp" anyway.
+    #[arg(long, requires = "observe")]
+    pub timestamps: bool,
+    /// The method (libcoap's -m): get, post, put, delete, fetch, patch or ipatch. `corral request -m
+    /// METHOD` takes any; after a verb (`corral put`) it must name the same method.
+    #[arg(short = 'm', long, value_name = "METHOD", value_parser = parse_method)]
+    pub method: Option<Code>,
+    /// Write the received payload to FILE instead of standard output (libcoap's -o; `-` is standard
+    /// output): the bytes as received, with -s each notification after the previous one.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+    /// Append a newline to every payload received (libcoap's -w), also in an -o file and after binary
+    /// payloads. Without it a text payload on standard output ends with one anyway.
+    #[arg(short = 'w', long = "newline")]
+    pub newline: bool,
+    /// The local address to send from (libcoap's -a), e.g. 127.0.0.5 or ::1 (UDP).
+    #[arg(short = 'a', long = "local-addr", value_name = "ADDR")]
+    pub local_addr: Option<IpAddr>,
+    /// The local port to send from (libcoap's -p) [default: one the system picks] (UDP).
+    #[arg(short = 'p', long = "local-port", value_name = "PORT")]
+    pub local_port: Option<u16>,
+    /// Hop-Limit option (RFC 8768, libcoap's -H): how many proxies may forward the request, 1 to 255; a
+    /// proxy that would forward it further answers 5.08 Hop Limit Reached.
+    #[arg(short = 'H', long = "hop-limit", value_name = "N",
+          value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub hop_limit: Option<u8>,
     /// Print the whole response as JSON on stdout (code, options, payload as text or base64).
     #[arg(long)]
     pub json: bool,
@@ -124,8 +160,9 @@ pub struct RequestArgs {
 pub struct DiscoverArgs {
     /// The server: coap://host[:port] (a query such as ?rt=foo filters on the server).
     pub uri: String,
-    /// Give up after this many seconds.
-    #[arg(short = 'B', long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    /// How long to wait (libcoap's -B), e.g. 10, 2.5s or 500ms; a bare number is seconds.
+    #[arg(short = 'B', long, visible_alias = "wait", value_name = "DURATION", default_value = "10",
+          value_parser = units::secs(units::Range::positive(units::DAY)))]
     pub timeout: f64,
     /// Print the links as JSON.
     #[arg(long)]
@@ -141,11 +178,11 @@ fn parse_token(s: &str) -> Result<Token, String> {
     Token::from_hex(s).ok_or_else(|| format!("`{s}` is not a token: give up to 8 bytes in hex, e.g. a1b2"))
 }
 
-pub(crate) fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0 and 86400")),
-    }
+/// A request method by name (`get`, `POST`, …), as `-m` takes it.
+pub fn parse_method(s: &str) -> Result<Code, String> {
+    Code::parse(s)
+        .filter(|c| c.is_request())
+        .ok_or_else(|| format!("`{s}` is not a method: use get, post, put, delete, fetch, patch or ipatch"))
 }
 
 /// libcoap's `-b [num,]size`: size a power of two in 16..=1024; a start block other than 0 is not offered.
@@ -244,11 +281,19 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))
 }
 
-/// A client socket of a family that can reach `uri`: dual-stack when the host is a name.
+/// Where the client's socket is bound: `-a ADDR` and `-p PORT`, or a wildcard address of a family that
+/// can reach `uri` (dual-stack when the host is a name).
+#[derive(Debug, Clone, Copy, Default)]
+struct Local {
+    addr: Option<IpAddr>,
+    port: Option<u16>,
+}
+
+/// A client socket bound as `local` says.
 async fn client_for(
     uri: &Uri,
     timeout: Duration,
-    mcast_if: Option<Ipv4Addr>,
+    (mcast_if, local): (Option<Ipv4Addr>, Local),
     busy_poll: Duration,
 ) -> Result<Client, Failure> {
     let block = BlockConfig { max_body: MAX_BODY, ..BlockConfig::default() };
@@ -260,22 +305,71 @@ async fn client_for(
     if let Some(ifaddr) = mcast_if {
         builder = builder.multicast_interface_v4(ifaddr);
     }
+    let port = local.port.unwrap_or(0);
+    let cannot = |at: SocketAddr, e: std::io::Error| Failure::other(format!("cannot open a UDP socket on {at}: {e}"));
+    if let Some(ip) = local.addr {
+        let at = SocketAddr::new(ip, port);
+        return builder.bind(at).await.map_err(|e| cannot(at, e));
+    }
     let v4_only = matches!(uri.host, Host::Ip(IpAddr::V4(_)));
-    let first = if v4_only { "0.0.0.0:0" } else { "[::]:0" };
+    let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+    let first = if v4_only { v4 } else { SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), port) };
     match builder.clone().bind(first).await {
         Ok(c) => Ok(c),
-        Err(_) if !v4_only => {
-            builder.bind("0.0.0.0:0").await.map_err(|e| Failure::other(format!("cannot open a UDP socket: {e}")))
-        }
-        Err(e) => Err(Failure::other(format!("cannot open a UDP socket: {e}"))),
+        Err(_) if !v4_only => builder.bind(v4).await.map_err(|e| cannot(v4, e)),
+        Err(e) => Err(cannot(first, e)),
     }
 }
 
-pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure> {
+/// The method a client verb sends: the verb's (`corral put`), which `-m` may repeat but not contradict,
+/// or `-m`'s (`corral request`, GET without it).
+fn method_of(verb: Option<Code>, m: Option<Code>) -> Result<Code, Failure> {
+    match (verb, m) {
+        (Some(v), Some(m)) if v != m => Err(Failure::usage(format!(
+            "`corral {} … -m {}`: the verb already says {v}; drop -m, or use `corral request -m {}`",
+            v.to_string().to_ascii_lowercase(),
+            m.to_string().to_ascii_lowercase(),
+            m.to_string().to_ascii_lowercase()
+        ))),
+        (Some(v), _) => Ok(v),
+        (None, m) => Ok(m.unwrap_or(Code::GET)),
+    }
+}
+
+/// `host:port` of a URI, for messages that name the peer.
+fn peer_of(uri: &Uri) -> String {
+    match &uri.host {
+        Host::Ip(IpAddr::V6(ip)) => format!("[{ip}]:{}", uri.port),
+        Host::Ip(ip) => format!("{ip}:{}", uri.port),
+        Host::Name(n) => format!("{n}:{}", uri.port),
+    }
+}
+
+/// A client error as a failure; a timeout names the peer that stayed silent.
+fn failed(e: corral_tokio::Error, peer: &str, timeout: f64) -> Failure {
+    match e {
+        corral_tokio::Error::Timeout => Failure::new(
+            ExitCode::Timeout,
+            format!("no response from {peer} within {} (timeout)", units::show_secs(timeout)),
+        ),
+        e => Failure::from_client(e, timeout),
+    }
+}
+
+/// `corral get|post|…` (`verb`), or `corral request` (`verb` None: the method is `-m`'s).
+pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Failure> {
+    let method = method_of(verb, args.method)?;
     let uri = corral_tokio::parse_uri(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
     if uri.scheme.is_secure() {
         return Err(Failure::usage(format!(
             "{}:// (DTLS/TLS) is not supported; use coap:// or coap+tcp://",
+            uri.scheme
+        )));
+    }
+    let local = Local { addr: args.local_addr, port: args.local_port };
+    if uri.scheme != Scheme::Coap && (local.addr.is_some() || local.port.is_some()) {
+        return Err(Failure::usage(format!(
+            "-a/-p choose the UDP socket's address and port; a {}:// connection starts from one the system picks",
             uri.scheme
         )));
     }
@@ -329,9 +423,12 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
     };
     let payload = read_payload(&args)?;
     let timeout = Duration::from_secs_f64(args.timeout);
-    runtime()?.block_on(async move {
+    let peer = peer_of(proxy.as_ref().unwrap_or(&uri));
+    let fail = |e| failed(e, &peer, args.timeout);
+    let mut sink = output::Sink::new(args.output.as_deref(), args.newline);
+    runtime()?.block_on(async {
         let busy = Duration::from_micros(args.busy_poll.unwrap_or_else(default_busy_poll));
-        let client = client_for(proxy.as_ref().unwrap_or(&uri), timeout, args.mcast_if, busy).await?;
+        let client = client_for(proxy.as_ref().unwrap_or(&uri), timeout, (args.mcast_if, local), busy).await?;
         let mut req = client.request(method, &args.uri);
         if let Some(p) = &args.proxy {
             req = req.via_proxy(p);
@@ -341,6 +438,9 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
         }
         for (n, value) in &args.options {
             req = req.option(*n, value);
+        }
+        if let Some(hops) = args.hop_limit {
+            req = req.option_uint(OptionNumber::HOP_LIMIT, u64::from(hops));
         }
         if let Some(cf) = args.content_format {
             req = req.content_format(cf);
@@ -361,22 +461,20 @@ pub fn run(method: Code, args: RequestArgs, v: Verbosity) -> Result<(), Failure>
             req = req.block_size(size);
         }
         if let Some(secs) = args.observe {
-            return observe(req, &args, secs, v).await;
+            return observe(req, &args, secs, (v, &mut sink), &fail).await;
         }
         if multicast {
-            let collected = req
-                .multicast_window(timeout)
-                .multicast()
-                .await
-                .map_err(|e| Failure::from_client(e, args.timeout))?
-                .collect_verified()
-                .await
-                .map_err(|e| Failure::from_client(e, args.timeout))?;
-            return show_multicast(&collected, &args, v);
+            let window = units::show_secs(args.timeout);
+            let collecting = |t: Duration| format!("collecting answers… {} s of {window}", t.as_secs());
+            let collected = output::with_progress(v.quiet, collecting, async {
+                req.multicast_window(timeout).multicast().await?.collect_verified().await
+            })
+            .await
+            .map_err(fail)?;
+            return show_multicast(&collected, &args, v, &mut sink);
         }
-        let (from, response) =
-            send_showing_progress(req, v).await.map_err(|e| Failure::from_client(e, args.timeout))?;
-        show(from, &response, &args, v)
+        let (from, response) = send_showing_progress(req, v).await.map_err(fail)?;
+        show((from, &response), &args, v, &mut sink, None)
     })
 }
 
@@ -387,7 +485,7 @@ async fn send_showing_progress(
     req: RequestBuilder,
     v: Verbosity,
 ) -> Result<(std::net::SocketAddr, corral_tokio::Response), corral_tokio::Error> {
-    use std::io::{IsTerminal, Write};
+    use std::io::IsTerminal;
     if v.quiet || !std::io::stderr().is_terminal() {
         return req.send_from().await;
     }
@@ -409,15 +507,28 @@ async fn send_showing_progress(
     result
 }
 
-/// `-s SECONDS`: the registration's response and each notification, until the time is up (then
+/// `-s DURATION`: the registration's response and each notification, until the time is up (then
 /// deregister, exit 0), the server ends the observation, or an error response ends it (exit 4 or 5).
-async fn observe(req: RequestBuilder, args: &RequestArgs, secs: f64, v: Verbosity) -> Result<(), Failure> {
-    let mut obs = req.observe().await.map_err(|e| Failure::from_client(e, args.timeout))?;
+async fn observe(
+    req: RequestBuilder,
+    args: &RequestArgs,
+    secs: f64,
+    (v, sink): (Verbosity, &mut output::Sink),
+    fail: &impl Fn(corral_tokio::Error) -> Failure,
+) -> Result<(), Failure> {
+    let mut obs = req.observe().await.map_err(fail)?;
     let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
     let mut first = true;
     loop {
+        let next = async {
+            match first {
+                // The registration's response may be slow to come (up to -B): progress on a terminal.
+                true => output::with_progress(v.quiet, |t| output::progress_line(t, None), obs.next_from()).await,
+                false => obs.next_from().await,
+            }
+        };
         let item = tokio::select! {
-            item = obs.next_from() => item,
+            item = next => item,
             _ = tokio::time::sleep_until(until) => break,
         };
         let (from, response) = match item {
@@ -427,10 +538,11 @@ async fn observe(req: RequestBuilder, args: &RequestArgs, secs: f64, v: Verbosit
                 }
                 return Ok(());
             }
-            Some(Err(e)) => return Err(Failure::from_client(e, args.timeout)),
+            Some(Err(e)) => return Err(fail(e)),
             Some(Ok(r)) => r,
         };
-        show_notification(from, &response, args, v)?;
+        let arrived = output::timestamp(std::time::SystemTime::now());
+        show((from, &response), args, v, sink, Some(&arrived))?;
         if first && !obs.is_registered() {
             if !v.quiet {
                 say!("note: {} is not observable (its response carries no Observe option)", args.uri);
@@ -446,32 +558,22 @@ async fn observe(req: RequestBuilder, args: &RequestArgs, secs: f64, v: Verbosit
     Ok(())
 }
 
-/// One notification: a JSON object per line with --json, else the payload on its own line.
-fn show_notification(from: SocketAddr, r: &Response, args: &RequestArgs, v: Verbosity) -> Result<(), Failure> {
-    let mut stdout = std::io::stdout().lock();
+/// A response: one JSON object on a line with --json, else its payload (and with -v its code and options on
+/// stderr). A notification — `arrived` says when — carries that time in JSON, and before its payload
+/// with --timestamps, on a line of its own.
+fn show(
+    (from, r): (SocketAddr, &Response),
+    args: &RequestArgs,
+    v: Verbosity,
+    sink: &mut output::Sink,
+    arrived: Option<&str>,
+) -> Result<(), Failure> {
     if args.json {
-        let _ = writeln!(stdout, "{}", output::response_json(Some(from), r));
-        let _ = stdout.flush();
-    } else if v.verbose > 0 {
-        say!("{}\n  (from {from})", output::response_head(r));
-    }
-    if r.code.is_error() {
-        return Err(Failure::from_response(r.code, &r.payload));
-    }
-    if !args.json {
-        let _ = stdout.write_all(&r.payload);
-        if !r.payload.ends_with(b"\n") {
-            let _ = stdout.write_all(b"\n");
+        let mut j = output::response_json(Some(from), r);
+        if let Some(t) = arrived {
+            j["timestamp"] = json!(t);
         }
-        let _ = stdout.flush();
-    }
-    Ok(())
-}
-
-fn show(from: SocketAddr, r: &Response, args: &RequestArgs, v: Verbosity) -> Result<(), Failure> {
-    let mut stdout = std::io::stdout().lock();
-    if args.json {
-        let _ = writeln!(stdout, "{}", output::response_json(Some(from), r));
+        sink.line(&j.to_string())?;
     } else if v.verbose > 0 {
         say!("{}\n  (from {from})", output::response_head(r));
     }
@@ -479,25 +581,25 @@ fn show(from: SocketAddr, r: &Response, args: &RequestArgs, v: Verbosity) -> Res
         return Err(Failure::from_response(r.code, &r.payload));
     }
     if !args.json {
-        write_payload(&mut stdout, &r.payload);
+        let prefix = match arrived {
+            Some(t) if args.timestamps => format!("{t} "),
+            _ => String::new(),
+        };
+        sink.payload(&prefix, &r.payload, output::declares_text(&r.options), arrived.is_some())?;
     }
     Ok(())
-}
-
-fn write_payload(out: &mut impl Write, payload: &[u8]) {
-    let _ = out.write_all(payload);
-    if std::io::stdout().is_terminal() && !payload.is_empty() && !payload.ends_with(b"\n") {
-        let _ = out.write_all(b"\n");
-    }
-    let _ = out.flush();
 }
 
 /// The responses to a multicast request (with Group OSCORE, the member that signed each); those that failed
 /// verification were logged with their source and are only counted.
-fn show_multicast(collected: &corral_tokio::Collected, args: &RequestArgs, v: Verbosity) -> Result<(), Failure> {
+fn show_multicast(
+    collected: &corral_tokio::Collected,
+    args: &RequestArgs,
+    v: Verbosity,
+    sink: &mut output::Sink,
+) -> Result<(), Failure> {
     let (responses, refused) = (&collected.responses, collected.refused);
     let hex = |id: &[u8]| id.iter().map(|b| format!("{b:02x}")).collect::<String>();
-    let mut stdout = std::io::stdout().lock();
     if args.json {
         let all: Vec<_> = responses
             .iter()
@@ -509,14 +611,14 @@ fn show_multicast(collected: &corral_tokio::Collected, args: &RequestArgs, v: Ve
                 j
             })
             .collect();
-        let _ = writeln!(stdout, "{}", serde_json::Value::Array(all));
+        sink.line(&serde_json::Value::Array(all).to_string())?;
     } else {
         for r in responses {
             if v.verbose > 0 {
                 say!("{}\n  (from {})", output::response_head(&r.response), r.from);
             }
             let member = r.member.as_deref().map(|m| format!(" (member {})", hex(m))).unwrap_or_default();
-            let _ = writeln!(stdout, "{}{member} {:#}: {}", r.from, r.response.code, r.response.payload_text());
+            sink.line(&format!("{}{member} {:#}: {}", r.from, r.response.code, r.response.payload_text()))?;
         }
     }
     if responses.is_empty() && refused > 0 {
@@ -528,13 +630,22 @@ fn show_multicast(collected: &corral_tokio::Collected, args: &RequestArgs, v: Ve
     if responses.is_empty() {
         return Err(Failure::new(
             ExitCode::Timeout,
-            format!("no response to the multicast request within {} s", args.timeout),
+            format!("no response to the multicast request within {}", units::show_secs(args.timeout)),
         ));
     }
     if !v.quiet && !args.json {
         match refused {
             0 => say!("{} response(s)", responses.len()),
             n => say!("{} response(s); {n} more did not verify (OSCORE) and are not shown", responses.len()),
+        }
+        // Servers spread their answers over their leisure (RFC 7252 §8.2: 5 s by default); a shorter window
+        // loses the late ones without a word from anyone.
+        if args.timeout < corral_tokio::TransmissionParams::default().default_leisure.as_secs_f64() {
+            say!(
+                "note: answers were collected for {}; servers may wait up to their leisure (5 s by default) \
+                 before answering a multicast request, so -B 5s or more collects them all",
+                units::show_secs(args.timeout)
+            );
         }
     }
     Ok(())
@@ -544,9 +655,10 @@ pub fn discover(args: DiscoverArgs, v: Verbosity) -> Result<(), Failure> {
     let base = corral_tokio::parse_uri(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
     let uri = Uri { path: vec![".well-known".into(), "core".into()], ..base };
     let timeout = Duration::from_secs_f64(args.timeout);
+    let peer = peer_of(&uri);
     let (from, r) = runtime()?.block_on(async {
-        let client = client_for(&uri, timeout, None, Duration::ZERO).await?;
-        client.get(&uri.to_string()).send_from().await.map_err(|e| Failure::from_client(e, args.timeout))
+        let client = client_for(&uri, timeout, (None, Local::default()), Duration::ZERO).await?;
+        send_showing_progress(client.get(&uri.to_string()), v).await.map_err(|e| failed(e, &peer, args.timeout))
     })?;
     if v.verbose > 0 {
         say!("{}\n  (from {from})", output::response_head(&r));

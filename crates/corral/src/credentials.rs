@@ -18,7 +18,7 @@ pub struct Credentials {
 impl Credentials {
     pub fn load(path: &Path) -> Result<Credentials, Failure> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| Failure::usage(format!("cannot read the credentials file {}: {e}", path.display())))?;
+            .map_err(|e| Failure::other(format!("cannot read the credentials file {}: {e}", path.display())))?;
         let v: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| Failure::usage(format!("{}: not JSON: {e}", path.display())))?;
         let obj = v.as_object().ok_or_else(|| Failure::usage(format!("{}: expected a JSON object", path.display())))?;
@@ -61,6 +61,11 @@ impl Credentials {
         load_dir(dir)
     }
 
+    /// The file's URI patterns (`coap://host:port/*`), in the file's order.
+    pub fn patterns(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(p, _)| p.as_str())
+    }
+
     /// Every context in the file (a server serves all of its clients and groups).
     pub fn all(&self) -> Result<Vec<Served>, Failure> {
         self.entries.iter().map(|(_, d)| load_dir(d)).collect()
@@ -68,7 +73,7 @@ impl Credentials {
 }
 
 fn load_dir(dir: &Path) -> Result<Served, Failure> {
-    let failed = |e: corral_oscore::Error| Failure::usage(format!("OSCORE context {}: {e}", dir.display()));
+    let failed = |e: corral_oscore::Error| Failure::other(format!("OSCORE context {}: {e}", dir.display()));
     if is_group_dir(dir) {
         GroupDir::load(dir).map(Served::Group).map_err(failed)
     } else {

@@ -431,26 +431,26 @@ impl Device {
 // ------------------------------------------------------------------------------------------------------
 
 pub const AFTER_HELP: &str = "\
-Each device serves /s/t (temperature, °C), /s/h (humidity, %RH) and /s/l (light, lx) — seeded,
-slowly varying, observable — the actuators /a/shutter (open, close, 0-100) and /a/light (on,
-off, toggle), the multicast membership resource /mc (seed 000 Table 4) and /.well-known/core.
-Device i of --count N listens on the i-th address after --bind (127.0.0.2, 127.0.0.3, …: all
-of 127.0.0.0/8 is local on Linux) and joins the groups a gateway asks for through /mc.
+Each device serves /s/t (temperature, °C), /s/h (humidity, %RH) and /s/l (light, lx) — seeded, \
+slowly varying, observable — the actuators /a/shutter (open, close, 0-100) and /a/light (on, off, \
+toggle), the multicast membership resource /mc (seed 000 Table 4) and /.well-known/core. Device i \
+of --count N listens on the i-th address after --bind (127.0.0.2, 127.0.0.3, …: all of \
+127.0.0.0/8 is local on Linux) and joins the groups a gateway asks for through /mc.
 
 Examples:
-  corral device                                # one device on 127.0.0.2:5683
-  corral device --count 10                     # 127.0.0.2 … 127.0.0.11, port 5683
+  corral device                           # one device on 127.0.0.2:5683
+  corral device --count 10                # 127.0.0.2 … 127.0.0.11, port 5683
   corral device --bind 127.0.1.1:5700 --count 3 --mc-slots 1 --seed 7
   corral get coap://127.0.0.2/s/t -A senml+json
   corral put coap://127.0.0.3/a/shutter -e close
 
-A gateway on the same port must listen on a specific address (corral gateway --bind
+A gateway on the same port must listen on a specific address (corral gateway --bind \
 127.0.0.1:5683): one on [::] or 0.0.0.0 holds the port on every address.";
 
 #[derive(clap::Args, Debug)]
 pub struct DeviceArgs {
     /// Address of the first device; port 0 picks a free port for all of them.
-    #[arg(short, long, value_name = "ADDR:PORT", default_value = "127.0.0.2:5683")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.2:5683")]
     pub bind: String,
     /// How many devices, on consecutive addresses from --bind.
     #[arg(short = 'n', long, value_name = "N", default_value_t = 1,
@@ -462,8 +462,8 @@ pub struct DeviceArgs {
     /// Seed of the sensor values: device i uses SEED+i, so a restart reports the same readings.
     #[arg(long, value_name = "S", default_value_t = 1)]
     pub seed: u64,
-    /// Multicast leisure in seconds: answers to a group request are spread over it (seed 000: 5).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_leisure)]
+    /// Multicast leisure: answers to a group request are spread over it, e.g. 5, 300ms (seed 000: 5s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_leisure)]
     pub leisure: Option<f64>,
     /// Append a JSON line per request received (time, device, source, group, MID, method, path) to FILE.
     #[arg(long, value_name = "FILE")]
@@ -478,11 +478,9 @@ pub struct DeviceArgs {
     pub json: bool,
 }
 
+/// A multicast leisure (`--leisure` of `device` and `gateway`): 0 to an hour, as seconds.
 pub fn parse_leisure(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if (0.0..=3600.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0 and 3600")),
-    }
+    crate::units::secs(crate::units::Range::up_to(crate::units::HOUR))(s)
 }
 
 pub fn parse_bind(s: &str) -> Result<SocketAddr, crate::exit::Failure> {

@@ -1,5 +1,5 @@
 //! `corral entity …`: a front end to an Entity Manager gateway. Every verb is one or a few plain CoAP
-//! requests of `shared/docs/entity-manager.md` (so `corral put coap://gw/em/room1 …` does the same), with
+//! requests of `docs/entity-manager.md` (so `corral put coap://gw/em/room1 …` does the same), with
 //! readable output, `--json`, and the exit codes of the client verbs.
 //!
 //! | verb | requests |
@@ -24,39 +24,44 @@ use std::time::{Duration, Instant};
 
 pub const AFTER_HELP: &str = "\
 Examples (a gateway from `corral gateway --testbed 5`):
-  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg,min,max
-  corral entity use room1                       # avg: the first operation is the default
-  corral entity use room1 --eo lst --enr 1      # the first reading to arrive
+  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t \\
+      --eo avg,min,max
+  corral entity use room1                   # avg: the first operation
+  corral entity use room1 --eo lst --enr 1  # the first reading to arrive
   corral entity use room1 --eo max --accept senml+json
-  corral entity create lights coap://127.0.0.2/a/light coap://127.0.0.3/a/light --ect multicast
+  corral entity create lights coap://127.0.0.2/a/light \\
+      coap://127.0.0.3/a/light --ect multicast
   corral entity actuate lights on
-  corral entity update lights --repair unicast  # silent members are asked again by unicast
-  corral entity create floor1 /em/room1 /em/room2 --eo avg        # entities nest
-  corral entity update room1 --add coap://127.0.0.4/s/t --delay 50
+  corral entity update lights --repair unicast   # silent members: unicast
+  corral entity create floor1 /em/room1 /em/room2 --eo avg   # entities nest
+  corral entity update room1 --add coap://127.0.0.4/s/t --delay 50ms
   corral entity list
   corral entity show room1 --json
   corral entity delete room1
-  corral entity bench room1 --repeat 200        # the EM against sending the member GETs yourself
+  corral entity bench room1 --repeat 200    # the EM against direct GETs
 
 Operations (--eo): lst avg min max sum count med; the first one listed is the default.
-Profile fields: --ect unicast|multicast (at creation only), --emt con|non, --enr N (replies to
-wait for; 1 = anycast), --delay MS|auto (between member requests), --timeout MS (then answer
-with what arrived), --repair none|unicast (multicast entities: ask the members that stayed silent
-during the multicast window again by unicast CON). The gateway is coap://127.0.0.1 unless
---gateway says otherwise.
+Profile fields: --ect unicast|multicast (at creation only), --emt con|non, --enr N (replies to \
+wait for; 1 = anycast), --delay DURATION|auto (between member requests), --timeout DURATION (then \
+answer with what arrived), --repair none|unicast (multicast entities: ask the members that stayed \
+silent during the multicast window again by unicast CON). Durations take a unit (50ms, 3s); a bare \
+number other than 0 is refused, since these two read it as milliseconds before. The gateway is \
+coap://127.0.0.1 unless --gateway says otherwise; -B (--wait) is how long this command waits for \
+it.
 
-Exit status: 0 for 2.xx; 4 for 4.xx (e.g. a member failed validation); 5 for 5.xx (e.g. 5.04
-when fewer than enr members answered); 3 timeout; 2 usage; 1 other. -v prints the per-member
-report of a failure on stderr.";
+Exit status: 0 for 2.xx; 4 for 4.xx (e.g. a member failed validation); 5 for 5.xx (e.g. 5.04 when \
+fewer than enr members answered); 3 timeout or port unreachable; 2 usage; 1 other. -v prints the \
+per-member report of a failure on stderr.";
 
 #[derive(Args, Debug)]
 pub struct EntityArgs {
     /// The gateway: coap://host[:port].
     #[arg(short, long, global = true, value_name = "URI", default_value = "coap://127.0.0.1")]
     pub gateway: String,
-    /// Give up waiting for the gateway after this many seconds.
-    #[arg(short = 'B', long = "wait", global = true, value_name = "SECONDS", default_value = "30",
-          value_parser = parse_seconds)]
+    /// How long to wait for the gateway (as -B of the client verbs), e.g. 30, 45s; a bare number is
+    /// seconds.
+    #[arg(short = 'B', long = "wait", global = true, value_name = "DURATION", default_value = "30",
+          value_parser = crate::units::secs(crate::units::Range::positive(crate::units::DAY)))]
     pub wait: f64,
     /// Print the gateway's JSON document instead of the readable form.
     #[arg(long, global = true)]
@@ -69,9 +74,12 @@ pub struct EntityArgs {
 pub enum Verb {
     /// Create an entity from member URIs (PUT /em/NAME).
     #[command(after_help = "Examples:
-  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg,min,max
-  corral entity create lights coap://127.0.0.2/a/light coap://127.0.0.3/a/light --ect multicast
-  corral entity create floor1 /em/room1 /em/room2 --eo avg --delay auto --timeout 3000")]
+  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t \\
+      --eo avg,min,max
+  corral entity create lights coap://127.0.0.2/a/light \\
+      coap://127.0.0.3/a/light --ect multicast
+  corral entity create floor1 /em/room1 /em/room2 --eo avg --delay auto \\
+      --timeout 3s")]
     Create(CreateArgs),
     /// List the gateway's entities (GET /em).
     List,
@@ -79,10 +87,10 @@ pub enum Verb {
     Show { name: String },
     /// Read an entity: one request, every member asked (GET /em/NAME).
     #[command(after_help = "Examples:
-  corral entity use room1                          # the default operation, as text
-  corral entity use room1 --eo lst --enr 1         # anycast: the first reading to arrive
+  corral entity use room1                    # the default operation, as text
+  corral entity use room1 --eo lst --enr 1   # anycast: the first reading
   corral entity use room1 --eo max -A senml+cbor > max.cbor
-  corral entity use room1 --json                   # {\"entity\":\"room1\",\"eo\":\"avg\",\"v\":21.3,…}")]
+  corral entity use room1 --json             # {\"entity\":\"room1\",\"v\":21.3,…}")]
     Use(UseArgs),
     /// Send a value to every member (PUT /em/NAME), e.g. `close` to a group of shutters.
     Actuate(ActuateArgs),
@@ -104,11 +112,13 @@ pub struct Overrides {
     /// Replies to wait for before answering (1 … members; 1 = anycast).
     #[arg(long, value_name = "N")]
     pub enr: Option<u64>,
-    /// Pause between unicast member requests in ms, or `auto` (seed 000 Eq. 2).
-    #[arg(long, value_name = "MS|auto")]
+    /// Pause between unicast member requests, e.g. 50ms or 1s, or `auto` (seed 000 Eq. 2). A bare number
+    /// other than 0 is refused: it meant milliseconds here before.
+    #[arg(long, value_name = "DURATION|auto")]
     pub delay: Option<String>,
-    /// Longest wait for members in ms; the answer then carries what arrived.
-    #[arg(long, value_name = "MS")]
+    /// Longest wait for members, e.g. 3s or 500ms; the answer then carries what arrived. A bare number
+    /// other than 0 is refused: it meant milliseconds here before.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::millis(crate::units::Range::up_to(crate::units::DAY).was_millis()))]
     pub timeout: Option<u64>,
     /// Multicast entities: ask the members that stayed silent during the window again by unicast CON.
     #[arg(long, value_name = "none|unicast", value_parser = ["none", "unicast"])]
@@ -168,9 +178,9 @@ fn delay_json(d: &str) -> Result<Json, Failure> {
     if d == "auto" {
         return Ok(json!("auto"));
     }
-    d.parse::<u64>()
+    crate::units::millis(crate::units::Range::up_to(crate::units::DAY).was_millis())(d)
         .map(|ms| json!(ms))
-        .map_err(|_| Failure::usage(format!("--delay `{d}`: give milliseconds (e.g. 100) or `auto`")))
+        .map_err(|e| Failure::usage(format!("--delay {e}, or `auto`")))
 }
 
 #[derive(Args, Debug)]
@@ -236,13 +246,6 @@ pub struct BenchArgs {
     /// The operation asked of the EM (the members are read the same way either way).
     #[arg(long, value_name = "OP", default_value = "avg")]
     pub eo: String,
-}
-
-fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0 and 86400")),
-    }
 }
 
 fn parse_format(s: &str) -> Result<ContentFormat, String> {
@@ -697,12 +700,16 @@ async fn bench(gw: &Gateway, a: &BenchArgs, as_json: bool, v: Verbosity) -> Resu
     let (em_med, em_p99) = (quantile(&em_ms, 0.5), quantile(&em_ms, 0.99));
     let (d_med, d_p99) = (quantile(&direct_ms, 0.5), quantile(&direct_ms, 0.99));
     let per_member_us = (em_med - d_med) * 1e3 / n as f64;
+    // Milliseconds from Instant differences: microseconds are what they resolve.
+    let ms = |v: f64| crate::output::rounded(v, 3);
     if as_json {
         print_json(&json!({
             "entity": a.name, "members": n, "repetitions": a.repeat, "eo": a.eo,
-            "em_ms": {"median": em_med, "p99": em_p99, "min": em_ms.first(), "max": em_ms.last()},
-            "direct_ms": {"median": d_med, "p99": d_p99, "min": direct_ms.first(), "max": direct_ms.last()},
-            "overhead_per_member_us": per_member_us,
+            "em_ms": {"median": ms(em_med), "p99": ms(em_p99), "min": em_ms.first().map(|v| ms(*v)),
+                      "max": em_ms.last().map(|v| ms(*v))},
+            "direct_ms": {"median": ms(d_med), "p99": ms(d_p99), "min": direct_ms.first().map(|v| ms(*v)),
+                          "max": direct_ms.last().map(|v| ms(*v))},
+            "overhead_per_member_us": crate::output::rounded(per_member_us, 1),
         }));
         return Ok(());
     }

@@ -22,11 +22,13 @@ pub enum ExitCode {
 pub struct Failure {
     pub code: ExitCode,
     pub message: String,
+    /// Another program's exit status to pass through instead of `code` (`corral link run`).
+    passed_through: Option<i32>,
 }
 
 impl Failure {
     pub fn new(code: ExitCode, message: impl Into<String>) -> Failure {
-        Failure { code, message: message.into() }
+        Failure { code, message: message.into(), passed_through: None }
     }
 
     pub fn usage(message: impl Into<String>) -> Failure {
@@ -37,31 +39,77 @@ impl Failure {
         Failure::new(ExitCode::Other, message)
     }
 
-    /// An error response: `4.04 Not Found: <diagnostic payload>`.
+    /// An error response: `4.04 Not Found: <diagnostic payload>`. A diagnostic that already starts with
+    /// the code (the Entity Manager's do: `5.02 Bad Gateway: 1 of 3 members changed`) is not prefixed again.
     pub fn from_response(code: Code, diagnostic: &[u8]) -> Failure {
         let exit = if code.is_client_error() { ExitCode::ClientError } else { ExitCode::ServerError };
         let diag = String::from_utf8_lossy(diagnostic);
         let diag: String = diag.trim().chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-        let message = if diag.is_empty() { format!("{code:#}") } else { format!("{code:#}: {diag}") };
+        let (full, short) = (format!("{code:#}"), code.to_string());
+        let rest = diag
+            .strip_prefix(&full)
+            .or_else(|| diag.strip_prefix(&short).filter(|r| !r.starts_with(|c: char| c.is_ascii_digit())))
+            .map(|r| r.trim_start_matches(|c: char| c == ':' || c.is_whitespace()))
+            .unwrap_or(&diag);
+        let message = if rest.is_empty() { full } else { format!("{full}: {rest}") };
         Failure::new(exit, message)
     }
 
     pub fn from_client(e: corral_tokio::Error, timeout_secs: f64) -> Failure {
         use corral_tokio::Error as E;
+        let timeout = crate::units::show_secs(timeout_secs);
         match e {
             E::InvalidUri(u) => Failure::usage(u.to_string()),
-            E::Timeout => Failure::new(ExitCode::Timeout, format!("no response within {timeout_secs} s (timeout)")),
+            E::Timeout => Failure::new(ExitCode::Timeout, format!("no response within {timeout} (timeout)")),
             E::Unreachable(a) => Failure::new(ExitCode::Timeout, format!("{a} is unreachable from this socket")),
+            E::Refused(_) => Failure::new(ExitCode::Timeout, e.to_string()),
             E::Resolve { .. } => Failure::new(ExitCode::Timeout, e.to_string()),
             E::Reset => Failure::other("the server rejected the request (RST)"),
             E::Transfer(why) if why.starts_with("stalled") => Failure::new(
                 ExitCode::Transfer,
-                format!("block-wise transfer failed: {why} (-B {timeout_secs} s; large transfers may need more)"),
+                format!("block-wise transfer failed: {why} (-B {timeout}; large transfers may need more)"),
             ),
             E::Transfer(why) => Failure::new(ExitCode::Transfer, format!("block-wise transfer failed: {why}")),
             E::Connect { .. } | E::ConnectionClosed => Failure::new(ExitCode::Timeout, e.to_string()),
             E::Oscore(_) => Failure::new(ExitCode::Security, e.to_string()),
             other => Failure::other(other.to_string()),
         }
+    }
+
+    /// Another program's exit status, passed through as this command's (`corral link run` exits with its
+    /// client's); the message may be empty (nothing printed).
+    pub fn passing_through(status: i32, message: impl Into<String>) -> Failure {
+        Failure { code: ExitCode::Other, message: message.into(), passed_through: Some(status) }
+    }
+
+    /// The process's exit status.
+    pub fn exit_status(&self) -> i32 {
+        self.passed_through.unwrap_or(self.code as i32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_response_never_repeats_its_prefix() {
+        let f = Failure::from_response(Code::BAD_GATEWAY, b"5.02 Bad Gateway: 1 of 3 members changed");
+        assert_eq!(f.message, "5.02 Bad Gateway: 1 of 3 members changed");
+        assert_eq!(f.code, ExitCode::ServerError);
+        let f = Failure::from_response(Code::GATEWAY_TIMEOUT, b"5.04: 2 of 4 members answered");
+        assert_eq!(f.message, "5.04 Gateway Timeout: 2 of 4 members answered");
+        let f = Failure::from_response(Code::NOT_FOUND, b"no resource at /nope");
+        assert_eq!(f.message, "4.04 Not Found: no resource at /nope");
+        // A diagnostic that merely starts with digits keeps them.
+        let f = Failure::from_response(Code::BAD_REQUEST, b"4.000 is not a number of members");
+        assert_eq!(f.message, "4.00 Bad Request: 4.000 is not a number of members");
+        assert_eq!(Failure::from_response(Code::NOT_FOUND, b"  ").message, "4.04 Not Found");
+    }
+
+    #[test]
+    fn a_passed_through_status_is_the_exit_status() {
+        assert_eq!(Failure::passing_through(42, "").exit_status(), 42);
+        assert_eq!(Failure::usage("x").exit_status(), 2);
     }
 }

@@ -13,19 +13,19 @@ use std::time::Instant;
 
 pub const AFTER_HELP: &str = "\
 Examples:
-  corral lab list                                   # the built-in scenarios
-  corral lab run fig07-delay --quick                # a few repetitions, report in lab-out/fig07-delay-quick
-  corral lab run fig10-interference --jobs 2        # the full run on two threads
-  corral lab show table8-office > my.toml           # copy a scenario, edit it, then:
+  corral lab list                           # the built-in scenarios
+  corral lab run fig07-delay --quick        # into lab-out/fig07-delay-quick
+  corral lab run fig10-interference --jobs 2    # the full run on two threads
+  corral lab show table8-office > my.toml   # copy a scenario, edit it, then:
   corral lab run my.toml --out my-report
-  corral lab run fig08-group-size --shard 0/2 --out s0   # half the sweep points (on one machine)
-  corral lab run fig08-group-size --shard 1/2 --out s1   # the other half (on another)
-  corral lab merge s0 s1 --out fig08                # one report from both
+  corral lab run fig08-group-size --shard 0/2 --out s0   # half the points
+  corral lab run fig08-group-size --shard 1/2 --out s1   # (on another machine)
+  corral lab merge s0 s1 --out fig08        # one report from both
 
-A report directory holds queries.csv (one row per query), aggregates.csv, points.csv, links.csv (frames
-per link), nodes.csv (load per node), one SVG per figure, index.html (figures with the paper's findings and
-whether corral agrees), summary.txt and summary.json. The same command and --seed give byte-identical
-CSV files.";
+A report directory holds queries.csv (one row per query), aggregates.csv, points.csv, links.csv \
+(frames per link), nodes.csv (load per node), one SVG per figure, index.html (figures with the \
+paper's findings and whether corral agrees), summary.txt and summary.json. The same command and \
+--seed give byte-identical CSV files.";
 
 #[derive(clap::Args, Debug)]
 pub struct LabArgs {

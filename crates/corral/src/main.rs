@@ -36,34 +36,39 @@ mod policy_args;
 mod proxy_cmd;
 mod serve;
 mod stream_cmd;
+mod units;
 
 use clap::{Parser, Subcommand};
 use exit::Failure;
 
 const AFTER_HELP: &str = "\
 Examples:
-  corral serve                                   # demo + ETSI plugtest resources on [::]:5683
+  corral serve                              # demo + plugtest, on [::]:5683
   corral get coap://[::1]/hello
   corral put coap://127.0.0.1/test -e 'new value' -t text
   corral post coap://[::1]/echo -f data.json -t json -A json --json
   corral get coap://[::1]/.well-known/core -v    # code and options on stderr
   corral discover coap://[::1]
-  corral get coap://[::1]/obs -s 20                 # observe: each notification as it arrives
-  corral put coap://[::1]/large-update -f big.bin -b 512   # block-wise upload
-  corral get coap+tcp://[::1]/hello                 # CoAP over TCP (corral serve --tcp)
+  corral get coap://[::1]/obs -s 20         # observe for 20 s
+  corral put coap://[::1]/large-update -f big.bin -b 512   # block-wise
+  corral get coap+tcp://[::1]/hello         # CoAP over TCP (serve --tcp)
   corral bench coap://127.0.0.1/ --clients 8 --duration 5
+
+Durations (-B, -s, --timeout, --interval, --delay, --leisure, …) take a unit: \
+250ms, 2s, 1.5s, 2m; a bare number is seconds.
 
 Exit status:
   0  success (a 2.xx response)
   1  other error (cannot bind, unreadable file, …)
   2  usage error (bad arguments, malformed URI)
-  3  timeout or unreachable (no response within --timeout)
+  3  timeout or unreachable (no response in time, port unreachable)
   4  the server answered 4.xx (client error)
   5  the server answered 5.xx (server error)
-  6  a block-wise transfer failed (stalled or inconsistent blocks; no partial body is written)
+  6  a block-wise transfer failed (nothing partial is written)
+  7  OSCORE: the response did not verify, or the server refused it
 
-Logging: -v info, -vv debug, -vvv trace, -q errors only; RUST_LOG (e.g. RUST_LOG=corral_proto=debug)
-overrides both.";
+Logging: -v info, -vv debug, -vvv trace, -q errors only; RUST_LOG \
+(e.g. RUST_LOG=corral_proto=debug) overrides both.";
 
 /// CoAP done properly: a client, a server with the ETSI plugtest resources, and a load generator.
 #[derive(Parser, Debug)]
@@ -102,6 +107,9 @@ enum Command {
     /// iPATCH (RFC 8132): idempotent PATCH.
     #[command(after_help = client_cmd::AFTER_HELP)]
     Ipatch(client_cmd::RequestArgs),
+    /// Any method, chosen with -m METHOD (GET without it), as libcoap's coap-client takes it.
+    #[command(after_help = client_cmd::AFTER_HELP)]
+    Request(client_cmd::RequestArgs),
     /// List a server's resources (/.well-known/core) as a table.
     #[command(after_help = client_cmd::DISCOVER_HELP)]
     Discover(client_cmd::DiscoverArgs),
@@ -175,13 +183,14 @@ fn main() {
     init_logging(if serving { cli.verbose.max(1) } else { cli.verbose }, cli.quiet);
     let verbosity = client_cmd::Verbosity { verbose: cli.verbose, quiet: cli.quiet };
     let result: Result<(), Failure> = match cli.command {
-        Command::Get(a) => client_cmd::run(corral_tokio::Code::GET, a, verbosity),
-        Command::Post(a) => client_cmd::run(corral_tokio::Code::POST, a, verbosity),
-        Command::Put(a) => client_cmd::run(corral_tokio::Code::PUT, a, verbosity),
-        Command::Delete(a) => client_cmd::run(corral_tokio::Code::DELETE, a, verbosity),
-        Command::Fetch(a) => client_cmd::run(corral_tokio::Code::FETCH, a, verbosity),
-        Command::Patch(a) => client_cmd::run(corral_tokio::Code::PATCH, a, verbosity),
-        Command::Ipatch(a) => client_cmd::run(corral_tokio::Code::IPATCH, a, verbosity),
+        Command::Get(a) => client_cmd::run(Some(corral_tokio::Code::GET), a, verbosity),
+        Command::Post(a) => client_cmd::run(Some(corral_tokio::Code::POST), a, verbosity),
+        Command::Put(a) => client_cmd::run(Some(corral_tokio::Code::PUT), a, verbosity),
+        Command::Delete(a) => client_cmd::run(Some(corral_tokio::Code::DELETE), a, verbosity),
+        Command::Fetch(a) => client_cmd::run(Some(corral_tokio::Code::FETCH), a, verbosity),
+        Command::Patch(a) => client_cmd::run(Some(corral_tokio::Code::PATCH), a, verbosity),
+        Command::Ipatch(a) => client_cmd::run(Some(corral_tokio::Code::IPATCH), a, verbosity),
+        Command::Request(a) => client_cmd::run(None, a, verbosity),
         Command::Discover(a) => client_cmd::discover(a, verbosity),
         Command::Serve(a) => serve::run(a, verbosity),
         Command::Proxy(a) => proxy_cmd::run(a, verbosity),
@@ -198,6 +207,135 @@ fn main() {
         if !failure.message.is_empty() {
             say!("error: {}", failure.message);
         }
-        std::process::exit(failure.code as i32);
+        std::process::exit(failure.exit_status());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every command's after-help text, with the command's path (`corral link run`).
+    fn after_helps() -> Vec<(String, String)> {
+        fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<(String, String)>) {
+            let path = format!("{path} {}", cmd.get_name()).trim().to_string();
+            if let Some(text) = cmd.get_after_help() {
+                out.push((path.clone(), text.to_string()));
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &path, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&Cli::command(), "", &mut out);
+        out
+    }
+
+    /// The `corral …` commands a help text shows, with `\` continuation lines joined.
+    fn examples(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut pending: Option<String> = None;
+        for line in text.lines() {
+            let t = line.trim();
+            if let Some(mut p) = pending.take() {
+                p.push(' ');
+                p.push_str(t.trim_end_matches('\\'));
+                if t.ends_with('\\') {
+                    pending = Some(p);
+                } else {
+                    out.push(p);
+                }
+                continue;
+            }
+            let Some(at) = t.find("corral ").filter(|&i| i == 0 || t[..i].trim_end().ends_with('|')) else {
+                continue;
+            };
+            let cmd = t[at..].to_string();
+            if cmd.ends_with('\\') {
+                pending = Some(cmd.trim_end_matches('\\').to_string());
+            } else {
+                out.push(cmd);
+            }
+        }
+        out
+    }
+
+    /// Shell words up to a comment, pipe, redirection or `&`, with '…' and "…" quoting.
+    fn words(cmd: &str) -> Vec<String> {
+        let (mut out, mut cur, mut quote, mut started) = (Vec::new(), String::new(), None, false);
+        let mut chars = cmd.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some('"'), '\\') => cur.extend(chars.next()),
+                (Some(_), c) => cur.push(c),
+                (None, '\'' | '"') => (quote, started) = (Some(c), true),
+                (None, '#' | '|' | '>' | '&') if !started => break,
+                (None, c) if c.is_whitespace() => {
+                    if started {
+                        out.push(std::mem::take(&mut cur));
+                        started = false;
+                    }
+                }
+                (None, c) => (cur, started) = (format!("{cur}{c}"), true),
+            }
+        }
+        if started {
+            out.push(cur);
+        }
+        out
+    }
+
+    #[test]
+    fn help_texts_are_wrapped_once() {
+        let mut wrong = Vec::new();
+        for (path, text) in after_helps() {
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let indented = line.starts_with(' ');
+                // Examples, tables and files keep their lines: short enough that clap never re-wraps them
+                // on an 80-column terminal (a command split in two cannot be pasted).
+                if indented && line.chars().count() > 80 {
+                    wrong.push(format!("{path}: wider than 80 columns: {line}"));
+                }
+                // Prose is one line per paragraph, which clap wraps once: none is broken in the source,
+                // where clap's wrapping would leave orphan words.
+                let next = lines.get(i + 1).copied().unwrap_or("");
+                if !indented
+                    && !line.is_empty()
+                    && !line.ends_with(['.', ':', ';', ')', '"'])
+                    && next.starts_with(|c: char| c.is_lowercase())
+                {
+                    wrong.push(format!("{path}: a paragraph broken in the source after: {line}"));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn help_examples_are_complete_commands_that_parse() {
+        let (mut checked, mut wrong) = (0, Vec::new());
+        for (path, text) in after_helps() {
+            for example in examples(&text) {
+                if let Err(e) = Cli::try_parse_from(words(&example)) {
+                    let e = e.to_string();
+                    wrong.push(format!("{path}: `{example}` does not parse: {}", e.lines().next().unwrap_or("")));
+                }
+                checked += 1;
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        assert!(checked > 80, "{checked} examples");
+    }
+
+    #[test]
+    fn shell_words_for_examples() {
+        assert_eq!(words("corral get 'coap://[::1]?rt=a' -v   # note"), ["corral", "get", "coap://[::1]?rt=a", "-v"]);
+        assert_eq!(words(r#"corral post x -e "{\"a\":1}" > out"#), ["corral", "post", "x", "-e", r#"{"a":1}"#]);
+        assert_eq!(words("corral serve --tcp &"), ["corral", "serve", "--tcp"]);
+        let text = "Examples:\n  echo x | corral post coap://h/e -f -\n  corral link run -- \\\n      a ::: b\n";
+        assert_eq!(examples(text), ["corral post coap://h/e -f -", "corral link run --  a ::: b"]);
     }
 }

@@ -13,10 +13,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub const AFTER_HELP: &str = "\
-Writes DIR/client/ and DIR/server/ (settings.json: IDs and a random 32-byte Master Secret; each side's
-sequence.json appears as it sends), DIR/client.json (the client's credentials for URIs under --server)
-and DIR/server.json (the server's). aiocoap reads the same files (aiocoap-client --credentials).
-Keep DIR private: whoever reads a settings.json can speak for that side.
+Writes DIR/client/ and DIR/server/ (settings.json: IDs and a random 32-byte Master Secret; each \
+side's sequence.json appears as it sends), DIR/client.json (the client's credentials for URIs \
+under --server) and DIR/server.json (the server's). aiocoap reads the same files (aiocoap-client \
+--credentials). Keep DIR private: whoever reads a settings.json can speak for that side.
 
 Example:
   corral oscore new --server coap://127.0.0.1:5701 --dir keys
@@ -40,30 +40,37 @@ pub enum OscoreCommand {
 }
 
 pub const GROUP_AFTER_HELP: &str = "\
-Writes DIR/server/ (or DIR/server1/ … with --servers N) and DIR/client1/ … DIR/clientN/ (settings.json: the
-Group ID, Sender IDs, the other members' credentials; secret.json, readable by its owner only: the Master
-Secret and the member's Ed25519 private key), and DIR/server.json, DIR/client1.json … (credentials files;
-each client's covers every URI under each --server).
+Writes DIR/server/ (or DIR/server1/ … with --servers N) and DIR/client1/ … DIR/clientN/ \
+(settings.json: the Group ID, Sender IDs, the other members' credentials; secret.json, readable by \
+its owner only: the Master Secret and the member's Ed25519 private key), and DIR/server.json, \
+DIR/client1.json … (credentials files; each client's covers every URI under each --server).
 
 A client sends with its credentials file:
-  - in group mode (the default): the request is signed, every member can verify it, and each server's
-    answer is signed too; the one way to protect a request to a multicast group (each answer is verified
-    on its own, and one that does not verify is reported and left out);
-  - with --deterministic (GET and FETCH; draft-ietf-core-cacheable-oscore): identical bytes for the same
-    request from every member, so a proxy in between aggregates and caches them, and the server's signed
-    answer verifies at each.
+- in group mode (the default): the request is signed, every member can \
+verify it, and each server's answer is signed too; the one way to protect a request to a \
+multicast group (each answer is verified on its own, and one that does not verify is reported \
+and left out);
+- with --deterministic (GET and FETCH; draft-ietf-core-cacheable-oscore): \
+identical bytes for the same request from every member, so a proxy in between aggregates and \
+caches them, and the server's signed answer verifies at each.
 
 Examples:
   corral oscore group --server coap://127.0.0.1:5701 --clients 2 --dir group
   corral serve --bind 127.0.0.1:5701 --credentials group/server.json &
   corral proxy --bind 127.0.0.1:5700 &
-  corral get coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --credentials group/client1.json --deterministic
-  corral get coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --credentials group/client2.json --deterministic
+  corral get coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 \\
+      --credentials group/client1.json --deterministic
+  corral get coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 \\
+      --credentials group/client2.json --deterministic
 
-  corral oscore group --server coap://239.255.0.1:5702 --servers 2 --clients 1 --dir mgroup
-  corral serve --bind 0.0.0.0:5702 --join 239.255.0.1 --credentials mgroup/server1.json &
-  corral serve --bind 0.0.0.0:5702 --join 239.255.0.1 --credentials mgroup/server2.json &
-  corral get coap://239.255.0.1:5702/hello --credentials mgroup/client1.json   # two signed answers";
+  corral oscore group --server coap://239.255.0.1:5702 --servers 2 \\
+      --clients 1 --dir mgroup
+  corral serve --bind 0.0.0.0:5702 --join 239.255.0.1 \\
+      --credentials mgroup/server1.json &
+  corral serve --bind 0.0.0.0:5702 --join 239.255.0.1 \\
+      --credentials mgroup/server2.json &
+  corral get coap://239.255.0.1:5702/hello \\
+      --credentials mgroup/client1.json     # two signed answers";
 
 #[derive(Args, Debug)]
 pub struct GroupArgs {

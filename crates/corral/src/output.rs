@@ -1,10 +1,15 @@
-//! How responses are shown: readable text for people, JSON for scripts.
+//! How responses are shown: readable text for people, JSON for scripts; where they go (standard output
+//! or `-o FILE`); progress lines on a terminal; numbers rounded to what was measured.
 
-use corral_tokio::corral_proto::wire::{OptionFormat, Options};
+use crate::exit::Failure;
+use corral_tokio::corral_proto::wire::{BlockValue, OptionFormat, Options};
 use corral_tokio::{ContentFormat, OptionNumber, Response, TransferProgress};
 use serde_json::{json, Value};
 use std::fmt::Write;
+use std::io::{IsTerminal, Write as _};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 /// An option value rendered by the option's registered format.
 pub fn option_value(number: OptionNumber, value: &[u8]) -> String {
@@ -13,6 +18,13 @@ pub fn option_value(number: OptionNumber, value: &[u8]) -> String {
         OptionFormat::Empty => String::new(),
         OptionFormat::Uint => {
             let v = corral_tokio::corral_proto::wire::decode_uint(value).unwrap_or(0);
+            if number == OptionNumber::BLOCK1 || number == OptionNumber::BLOCK2 {
+                // NUM/M/SIZE, as libcoap shows them.
+                return match BlockValue::decode(value) {
+                    Some(b) => format!("{}/{}/{}", b.num, u8::from(b.more), b.size()),
+                    None => v.to_string(),
+                };
+            }
             if number == OptionNumber::CONTENT_FORMAT || number == OptionNumber::ACCEPT {
                 let cf = ContentFormat(u16::try_from(v).unwrap_or(u16::MAX));
                 match cf.media_type() {
@@ -62,6 +74,13 @@ pub fn base64(b: &[u8]) -> String {
 pub fn is_text(options: &Options, payload: &[u8]) -> bool {
     let declared_binary = options.content_format().is_some_and(|cf| !cf.is_text());
     !declared_binary && std::str::from_utf8(payload).is_ok()
+}
+
+/// Whether a response says its payload is text (text/plain, JSON, link-format, XML, …): such a payload
+/// ends with a newline on standard output, as libcoap's coap-client prints it. A payload without a
+/// Content-Format is shown as it came.
+pub fn declares_text(options: &Options) -> bool {
+    options.content_format().is_some_and(|cf| cf.is_text())
 }
 
 /// The whole response as JSON: code, options by name, payload as text or base64.
@@ -128,6 +147,133 @@ pub fn progress_line(elapsed: std::time::Duration, p: Option<TransferProgress>) 
     }
 }
 
+/// A measured number for JSON, rounded to `decimals` places (what the measurement resolves) and never
+/// `-0`.
+pub fn rounded(v: f64, decimals: i32) -> Value {
+    if !v.is_finite() {
+        return Value::Null;
+    }
+    let f = 10f64.powi(decimals);
+    json!((v * f).round() / f + 0.0)
+}
+
+/// The time in UTC as RFC 3339 with milliseconds: `2026-11-26T14:30:01.123Z`.
+pub fn timestamp(t: SystemTime) -> String {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Where a client verb's output goes: standard output, or the file `-o` names (created when the first
+/// response arrives, so that a failed request leaves no empty file).
+pub struct Sink {
+    path: Option<PathBuf>,
+    file: Option<std::fs::File>,
+    /// `-w`: a newline after every payload.
+    newline: bool,
+}
+
+impl Sink {
+    pub fn new(path: Option<&Path>, newline: bool) -> Sink {
+        let path = path.filter(|p| *p != Path::new("-")).map(Path::to_path_buf);
+        Sink { path, file: None, newline }
+    }
+
+    fn write(&mut self, parts: &[&[u8]]) -> Result<(), Failure> {
+        let Some(path) = &self.path else {
+            // A closed standard output (`corral get … | head -1`) is not an error.
+            let mut out = std::io::stdout().lock();
+            for p in parts {
+                let _ = out.write_all(p);
+            }
+            let _ = out.flush();
+            return Ok(());
+        };
+        let failed = |e: std::io::Error| Failure::other(format!("cannot write {}: {e}", path.display()));
+        if self.file.is_none() {
+            self.file = Some(std::fs::File::create(path).map_err(failed)?);
+        }
+        let file = self.file.as_mut().expect("opened above");
+        for p in parts {
+            file.write_all(p).map_err(failed)?;
+        }
+        Ok(())
+    }
+
+    /// A payload as received, after `prefix`. A newline follows with `-w`; on standard output also when
+    /// the payload does not end with one and is declared text ([`declares_text`]), one of several
+    /// (`separate`: notifications), or going to a terminal — so that a shell prompt or the next item
+    /// starts on a line of its own, while any other body piped or written to a file stays byte for byte.
+    pub fn payload(&mut self, prefix: &str, payload: &[u8], text: bool, separate: bool) -> Result<(), Failure> {
+        let to_stdout = self.path.is_none();
+        let end: &[u8] = if self.newline
+            || (to_stdout
+                && !payload.is_empty()
+                && !payload.ends_with(b"\n")
+                && (text || separate || std::io::stdout().is_terminal()))
+        {
+            b"\n"
+        } else {
+            b""
+        };
+        self.write(&[prefix.as_bytes(), payload, end])
+    }
+
+    /// One line of text (JSON, a multicast answer).
+    pub fn line(&mut self, line: &str) -> Result<(), Failure> {
+        self.write(&[line.as_bytes(), b"\n"])
+    }
+}
+
+/// Runs `work`; on a terminal (and without -q), once it has taken two seconds, keeps one line of progress
+/// on stderr — `what(elapsed)` — up to date, and clears it when `work` is done.
+pub async fn with_progress<T>(
+    quiet: bool,
+    what: impl Fn(Duration) -> String,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    if quiet || !std::io::stderr().is_terminal() {
+        return work.await;
+    }
+    tokio::pin!(work);
+    let started = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval_at(started + Duration::from_secs(2), Duration::from_millis(500));
+    let mut shown = false;
+    loop {
+        tokio::select! {
+            r = &mut work => {
+                if shown {
+                    eprint!("\r\x1b[2K");
+                }
+                return r;
+            }
+            _ = tick.tick() => {
+                shown = true;
+                let mut err = std::io::stderr();
+                let _ = write!(err, "\r\x1b[2K{}", what(started.elapsed()));
+                let _ = err.flush();
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +297,28 @@ mod tests {
             "received 12.0 KiB of 1024.0 KiB (1 %)… 4 s"
         );
         assert_eq!(progress_line(Duration::from_secs(5), p(true, 2048, None)), "sent 2.0 KiB… 5 s");
+    }
+
+    #[test]
+    fn block_options_as_num_more_size() {
+        assert_eq!(option_value(OptionNumber::BLOCK1, &[0xf4, 0x26]), "3906/0/1024");
+        assert_eq!(option_value(OptionNumber::BLOCK2, &[0x0a]), "0/1/64");
+        assert_eq!(option_value(OptionNumber::BLOCK2, &[]), "0/0/16");
+    }
+
+    #[test]
+    fn measured_numbers_are_rounded_and_never_negative_zero() {
+        assert_eq!(rounded(1.4585299999999994, 3).to_string(), "1.459");
+        assert_eq!(rounded(2007.5440000000003, 3).to_string(), "2007.544");
+        assert_eq!(rounded(-0.0001, 3).to_string(), "0.0");
+        assert_eq!(rounded(f64::NAN, 3), Value::Null);
+    }
+
+    #[test]
+    fn timestamps_in_utc() {
+        let t = |ms: u64| timestamp(SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
+        assert_eq!(t(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(t(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(t(1_795_703_401_007), "2026-11-26T14:30:01.007Z");
     }
 }

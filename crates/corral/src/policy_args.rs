@@ -5,6 +5,7 @@
 //! default member policy, the TOML policy file, and the start-up warnings about an open gateway. The
 //! checks themselves are corral-group's (`corral_group::policy`).
 
+use crate::exit::Failure;
 use clap::Args;
 use corral_group::{AccessPolicy, Budget, MemberPolicy, Prefix, Role};
 use serde::Deserialize;
@@ -28,8 +29,9 @@ pub struct PolicyArgs {
     /// included [default: 64].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub budget: Option<u32>,
-    /// Seconds a released multicast address rests before reuse [default: 600].
-    #[arg(long, value_name = "SECONDS")]
+    /// How long a released multicast address rests before reuse, e.g. 600, 10m [default: 10m].
+    #[arg(long, value_name = "DURATION",
+          value_parser = crate::units::whole_secs(crate::units::Range::up_to(7 * crate::units::DAY)))]
     pub quarantine: Option<u64>,
     /// Read the policy from a TOML file ([access], [members], [budget]; see the text below); options
     /// given on the command line add to it.
@@ -113,11 +115,13 @@ pub struct Policy {
 impl PolicyArgs {
     /// The policy of a gateway listening on `local`, whose testbed devices (if any) listen on
     /// `testbed_port`.
-    pub fn resolve(&self, local: SocketAddr, testbed_port: Option<u16>) -> Result<Policy, String> {
+    /// An unreadable policy file is exit status 1, a malformed one a usage error (2).
+    pub fn resolve(&self, local: SocketAddr, testbed_port: Option<u16>) -> Result<Policy, Failure> {
         let file = match &self.policy {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                toml::from_str::<PolicyFile>(&text).map_err(|e| format!("{}: {e}", path.display()))?
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| Failure::other(format!("cannot read the policy file {}: {e}", path.display())))?;
+                toml::from_str::<PolicyFile>(&text).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?
             }
             None => PolicyFile::default(),
         };
@@ -261,6 +265,6 @@ mod tests {
         assert_eq!(p.members.ports, vec![5683, 6000]);
         assert_eq!(p.budget.datagrams, 10);
         std::fs::write(&path, "[acess]\n").unwrap();
-        assert!(a.resolve("10.0.0.1:5683".parse().unwrap(), None).unwrap_err().contains("unknown field"));
+        assert!(a.resolve("10.0.0.1:5683".parse().unwrap(), None).unwrap_err().message.contains("unknown field"));
     }
 }

@@ -12,47 +12,49 @@ use std::net::{IpAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
 pub const AFTER_HELP: &str = "\
-Clients send their requests to the proxy with the target in a Proxy-Uri option (corral get URI -P
-coap://PROXY, coap-client -P, aiocoap-client --proxy). The proxy answers from its cache when it can,
-attaches a request to an identical one already on its way (one upstream request, an answer for every
-client), and otherwise forwards by its FIB: the most specific rule's next hops each get a copy, the first
-success is forwarded and later answers are dropped; no rule means straight to the origin. Hop-Limit (RFC
-8768) ends forwarding loops with 5.08. GET /proxy shows its counters, GET /proxy/fib its FIB (JSON).
+Clients send their requests to the proxy with the target in a Proxy-Uri option (corral get URI -P \
+coap://PROXY, coap-client -P, aiocoap-client --proxy). The proxy answers from its cache when it \
+can, attaches a request to an identical one already on its way (one upstream request, an answer \
+for every client), and otherwise forwards by its FIB: the most specific rule's next hops each get \
+a copy, the first success is forwarded and later answers are dropped; no rule means straight to \
+the origin. Hop-Limit (RFC 8768; corral get -H N sets it) ends forwarding loops with 5.08. GET \
+/proxy shows its counters, GET /proxy/fib its FIB (JSON).
 
 A FIB file (TOML):
-  [hosts]                                   # names a Proxy-Uri may use (the proxy has no DNS)
+  [hosts]          # names a Proxy-Uri may use (the proxy has no DNS)
   sensor = \"10.0.0.7\"
 
-  [[rule]]                                  # two forwarders: a copy to each, first answer wins
-  match = \"coap://sensor/temp/**\"            # * = one path segment, a final ** = any number
+  [[rule]]         # two forwarders: a copy to each, first answer wins
+  match = \"coap://sensor/temp/**\"   # * = one segment, a final ** = any
   next = [\"coap://10.0.1.1:5683\", \"coap://10.0.1.2:5683\"]
 
-  [[rule]]
-  match = \"/light/*\"                         # a path alone: any server
-  next = [{ to = \"coap://10.0.0.9\", send_host = false }]   # the origin: rewrite to Uri-* options
+  [[rule]]         # the origin itself: rewritten to Uri-* options
+  match = \"/light/*\"                # a path alone: any server
+  next = [{ to = \"coap://10.0.0.9\", send_host = false }]
 
-send_host (default true) keeps the Proxy-Uri for another proxy; false sends the origin a plain request.
+send_host (default true) keeps the Proxy-Uri for another proxy; false sends the origin a plain \
+request.
 
-Where clients from other hosts may make the proxy send (--dest-net, --dest-port, --dest-this-host, or in the
-FIB file; the command line adds to the file):
+Where clients from other hosts may make the proxy send (--dest-net, --dest-port, \
+--dest-this-host, or in the FIB file; the command line adds to the file):
   [destinations]
-  networks = [\"10.0.0.0/8\"]                  # default: any address...
-  ports = [5683]                            # ...on port 5683
-  this_host = false                         # ...but never this host's own addresses (the default)
-Clients on this host may reach any unicast address; nobody reaches a broadcast or multicast address. A
-refused destination is answered 4.03 at once, naming the rule, before anything is sent. The next hops of
-FIB rules are yours and are not checked.
+  networks = [\"10.0.0.0/8\"]   # default: any address...
+  ports = [5683]             # ...on port 5683
+  this_host = false          # ...never this host's own addresses (default)
+Clients on this host may reach any unicast address; nobody reaches a broadcast or multicast \
+address. A refused destination is answered 4.03 at once, naming the rule, before anything is \
+sent. The next hops of FIB rules are yours and are not checked.
 
 Examples:
-  corral proxy                                          # [::]:5683, clients on this machine only
+  corral proxy                     # [::]:5683, clients on this machine only
   corral proxy --bind 127.0.0.1:5700 --fib fib.toml --cache-entries 200
-  corral proxy --allow 10.0.0.0/8 --dest-net 10.1.0.0/16 --tcp    # a network's proxy, also over TCP
+  corral proxy --allow 10.0.0.0/8 --dest-net 10.1.0.0/16 --tcp   # also over TCP
   corral get coap://127.0.0.1:5683/hello -P coap://127.0.0.1:5700";
 
 #[derive(Args, Debug)]
 pub struct ProxyArgs {
     /// Address and port to listen on; [::] serves IPv4 and IPv6 on one socket.
-    #[arg(short, long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
     pub bind: String,
     /// Also accept CoAP over TCP clients (RFC 8323); without ADDR:PORT on the UDP address and port.
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
@@ -93,9 +95,10 @@ pub struct ProxyArgs {
     /// clients' requests to one server: with 1 they queue behind each other.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub nstart: u16,
-    /// Give up on a next hop after this many seconds and answer 5.04. Keep it below your clients'
-    /// patience (corral get waits 10 s), or they time out before the proxy can tell them why.
-    #[arg(long, value_name = "SECONDS", default_value_t = 8.0)]
+    /// Give up on a next hop after this long and answer 5.04, e.g. 8, 2.5s. Keep it below your clients'
+    /// patience (corral get waits 10s), or they time out before the proxy can tell them why.
+    #[arg(long, value_name = "DURATION", default_value = "8",
+          value_parser = crate::units::secs(crate::units::Range::positive(crate::units::DAY)))]
     pub upstream_timeout: f64,
     /// Send upstream requests as NON instead of CON (no hop-wise retransmission).
     #[arg(long)]
@@ -136,7 +139,7 @@ fn covers(outer: &Prefix, inner: &Prefix) -> bool {
 
 fn load_fib(path: &std::path::Path) -> Result<Fib, Failure> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::usage(format!("cannot read the FIB {}: {e}", path.display())))?;
+        .map_err(|e| Failure::other(format!("cannot read the FIB {}: {e}", path.display())))?;
     Fib::parse(&text, &system_resolve).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
 }
 

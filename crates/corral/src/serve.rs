@@ -9,25 +9,27 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 pub const AFTER_HELP: &str = "\
-Resources: /hello /echo /stats (demo) and the ETSI plugtest set: /test /separate /seg1/seg2/seg3 /query
-/location-query /validate /create1 /multi-format /link1 /link2 /link3 /path /path/sub1..3, block-wise
-(RFC 7959) /large (GET), /large-update (PUT, GET), /large-create (POST creates /large-create/N),
-/large-post (POST, GET), observable (RFC 7641) /obs (CON notifications), /obs-non (NON), /obs-large
-(larger than a block), which change every --obs-period seconds, and /obs-reset (POST: forget every
-observer, a server reboot for TD_COAP_OBS_04). /multi-format answers text, XML, JSON or CBOR by Accept.
-/stream collects CoAP-SC streams (corral stream send).
-GET /.well-known/core lists them all.
+Resources: /hello /echo /stats (demo) and the ETSI plugtest set: /test /separate /seg1/seg2/seg3 \
+/query /location-query /validate /create1 /multi-format /link1 /link2 /link3 /path /path/sub1..3, \
+block-wise (RFC 7959) /large (GET), /large-update (PUT, GET), /large-create (POST creates \
+/large-create/N), /large-post (POST, GET), observable (RFC 7641) /obs (CON notifications), /obs-non \
+(NON), /obs-large (larger than a block), which change every --obs-period, and /obs-reset (POST: \
+forget every observer, a server reboot for TD_COAP_OBS_04). /multi-format answers text, XML, JSON \
+or CBOR by Accept. /stream collects CoAP-SC streams (corral stream send). GET /.well-known/core \
+lists them all.
 
 Examples:
-  corral serve                                  # [::]:5683, IPv4 and IPv6
-  corral serve --tcp                            # also CoAP over TCP (coap+tcp://) on [::]:5683
+  corral serve                         # [::]:5683, IPv4 and IPv6
+  corral serve --tcp                   # also CoAP over TCP on [::]:5683
   corral serve --bind 127.0.0.1:5700 --tcp 127.0.0.1:5800 --obs-period 1
-  corral serve --join 224.0.1.187 --mcast-if 192.168.1.10   # also answer All-CoAP-Nodes multicast";
+  corral serve --join 224.0.1.187 --mcast-if 192.168.1.10   # All CoAP Nodes
+  corral serve --bind 127.0.0.1:5701 --credentials keys/server.json \\
+      --require-oscore                 # OSCORE only (see corral oscore new)";
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Address and port to listen on; [::] serves IPv4 and IPv6 on one socket.
-    #[arg(short, long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
     pub bind: String,
     /// Join a multicast group (repeatable): 224.0.1.187 and ff02::fd are "All CoAP Nodes". The port is
     /// then shared (SO_REUSEPORT, same user only), so several servers on one host can listen on it.
@@ -39,8 +41,8 @@ pub struct ServeArgs {
     /// Interface index on which to join IPv6 groups (default: the kernel's choice).
     #[arg(long, value_name = "INDEX")]
     pub mcast_if6: Option<u32>,
-    /// DEFAULT_LEISURE in seconds: the window over which multicast requests are answered (default 5).
-    #[arg(long, value_name = "SECONDS")]
+    /// DEFAULT_LEISURE: the window over which multicast requests are answered, e.g. 5, 500ms [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::secs(crate::units::Range::up_to(crate::units::HOUR)))]
     pub leisure: Option<f64>,
     /// Peers with state the server remembers (a flood from more sources evicts idle ones).
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_peers)]
@@ -51,8 +53,9 @@ pub struct ServeArgs {
     /// Also serve CoAP over TCP (RFC 8323); without ADDR:PORT on the UDP address and port.
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
     pub tcp: Option<String>,
-    /// How often /obs, /obs-non and /obs-large change (and notify their observers), in seconds.
-    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = parse_period)]
+    /// How often /obs, /obs-non and /obs-large change (and notify their observers), e.g. 5, 200ms.
+    #[arg(long, value_name = "DURATION", default_value = "5",
+          value_parser = crate::units::secs(crate::units::Range::between(std::time::Duration::from_millis(10), crate::units::DAY)))]
     pub obs_period: f64,
     /// The largest request body accepted block-wise (bytes); larger uploads get 4.13 with Size1.
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
@@ -85,13 +88,6 @@ pub struct ServeArgs {
     /// Print the start-up summary as one JSON object on stdout ({"udp", "tcp", "uri", "groups"}).
     #[arg(long)]
     pub json: bool,
-}
-
-fn parse_period(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if (0.01..=86_400.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a period between 0.01 and 86400 seconds")),
-    }
 }
 
 /// `--bind ADDR:PORT` and `--tcp [ADDR:PORT]` of a server command: the UDP address, and whether to listen
@@ -307,12 +303,14 @@ fn announce(args: &ServeArgs, local: SocketAddr, tcp_local: Option<SocketAddr>, 
             "tcp": tcp_local.map(|t| t.to_string()),
             "uri": base_uri(local),
             "groups": args.join.iter().map(|g| g.to_string()).collect::<Vec<_>>(),
+            "oscore": args.credentials.as_ref().map(|_| serde_json::json!({ "required": args.require_oscore })),
         });
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{j}");
         let _ = out.flush();
     } else {
-        print_banner(local, tcp_local, &args.join, v.quiet);
+        let oscore = args.credentials.as_deref().map(|f| OscoreHint::new(f, args.require_oscore, local));
+        print_banner(local, tcp_local, (&args.join, oscore), v.quiet);
         if args.workers > 1 {
             println!("corral serve: {} workers on {local} (SO_REUSEPORT)", args.workers);
         }
@@ -334,12 +332,57 @@ pub(crate) fn base_uri(local: SocketAddr) -> String {
     }
 }
 
-fn print_banner(local: SocketAddr, tcp: Option<SocketAddr>, groups: &[IpAddr], quiet: bool) {
+/// What the banner says about OSCORE (`--credentials`), and the client credentials file its suggestions
+/// use: `client.json` (or `client1.json`) beside the server's, as `corral oscore new` and `corral oscore
+/// group` write them.
+struct OscoreHint {
+    required: bool,
+    server_file: String,
+    /// The client's credentials file and the base URI its patterns cover.
+    client: Option<(String, String)>,
+}
+
+impl OscoreHint {
+    fn new(server_file: &std::path::Path, required: bool, local: SocketAddr) -> OscoreHint {
+        let dir = server_file.parent().unwrap_or(std::path::Path::new(""));
+        let client = ["client.json", "client1.json"].iter().map(|n| dir.join(n)).find(|p| p.exists()).map(|p| {
+            // A base URI the client's patterns cover (they name the address it was made for).
+            let base = crate::credentials::Credentials::load(&p)
+                .ok()
+                .and_then(|c| {
+                    c.patterns()
+                        .filter_map(|pat| pat.strip_suffix('*'))
+                        .map(|pre| pre.trim_end_matches('/').to_string())
+                        .find(|pre| corral_tokio::parse_uri(pre).is_ok_and(|u| u.port == local.port()))
+                })
+                .unwrap_or_else(|| base_uri(local));
+            (p.display().to_string(), base)
+        });
+        OscoreHint { required, server_file: server_file.display().to_string(), client }
+    }
+}
+
+fn print_banner(
+    local: SocketAddr,
+    tcp: Option<SocketAddr>,
+    (groups, oscore): (&[IpAddr], Option<OscoreHint>),
+    quiet: bool,
+) {
     let families = match local.ip() {
         IpAddr::V6(ip) if ip.is_unspecified() => " (IPv4 and IPv6)",
         _ => "",
     };
-    let base = base_uri(local);
+    let mut base = base_uri(local);
+    // With OSCORE the suggestions carry the client's credentials; discovery is never protected.
+    let mut creds = String::new();
+    if let Some(o) = &oscore {
+        if let Some((file, uri)) = &o.client {
+            creds = format!(" --credentials {file}");
+            base = uri.clone();
+        } else if o.required {
+            creds = " --credentials CLIENT.json".into();
+        }
+    }
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "corral serve: listening on {local}{families}");
     if let Some(t) = tcp {
@@ -348,6 +391,21 @@ fn print_banner(local: SocketAddr, tcp: Option<SocketAddr>, groups: &[IpAddr], q
     for g in groups {
         let _ = writeln!(out, "  member of multicast group {g}");
     }
+    match &oscore {
+        Some(o) if o.required => {
+            let _ = writeln!(
+                out,
+                "  OSCORE required: plain requests get 4.01 Unauthorized (discovery excepted); clients need \
+                 --credentials (contexts from {})",
+                o.server_file
+            );
+        }
+        Some(o) => {
+            let _ =
+                writeln!(out, "  OSCORE: protected requests served (contexts from {}); plain CoAP too", o.server_file);
+        }
+        None => {}
+    }
     if quiet {
         let _ = out.flush();
         return;
@@ -355,8 +413,9 @@ fn print_banner(local: SocketAddr, tcp: Option<SocketAddr>, groups: &[IpAddr], q
     let _ = writeln!(
         out,
         "resources: demo /hello /echo /stats, ETSI plugtest /test /separate /validate /multi-format … (Ctrl-C stops)\n\
-         try:\n  corral discover {base}\n  corral get {base}/hello\n  corral put {base}/test -e 'new value' -t text\n  \
-         corral get {base}/obs -s 20\n  corral get {base}/large -b 64\n  corral bench {base}/ --clients 8 --duration 5"
+         try:\n  corral discover {base}\n  corral get {base}/hello{creds}\n  \
+         corral put {base}/test -e 'new value' -t text{creds}\n  corral get {base}/obs -s 10{creds}\n  \
+         corral get {base}/large -b 64{creds}\n  corral bench {base}/hello --clients 8 --duration 5{creds}"
     );
     let _ = out.flush();
 }

@@ -2,6 +2,7 @@
 //! sockets, with its two baselines, and the paper's metrics at the end.
 
 use crate::exit::{ExitCode, Failure};
+use crate::output::rounded;
 use clap::{Args, Subcommand};
 use corral_stream::{Metrics, Scheme, StreamConfig, StreamReceiver, StreamSender};
 use corral_tokio::corral_proto::Duration as CDuration;
@@ -12,17 +13,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const AFTER_HELP: &str = "\
-A sensor streams readings to a collector. With --scheme sc (CoAP-SC, seed 003) each reading is a NON PUT
-carrying sequence and acknowledgement numbers (option 100); the collector asks for what is missing and
-acknowledges when the sender's buffer is 1/3 and 2/3 full. --scheme udp sends CON PUTs and --scheme tcp
-PUTs over CoAP over TCP, at most --buffer outstanding: the paper's baselines. At the end: NRP (readings
-sent again), TBT (time the full buffer blocked the sensor), TTD (first reading to last acknowledged).
+A sensor streams readings to a collector. With --scheme sc (CoAP-SC, seed 003) each reading is a \
+NON PUT carrying sequence and acknowledgement numbers (option 100); the collector asks for what is \
+missing and acknowledges when the sender's buffer is 1/3 and 2/3 full. --scheme udp sends CON PUTs \
+and --scheme tcp PUTs over CoAP over TCP, at most --buffer outstanding: the paper's baselines. At \
+the end: NRP (readings sent again), TBT (time the full buffer blocked the sensor), TTD (first \
+reading to last acknowledged).
 
 Examples:
-  corral stream recv --bind 127.0.0.1:5801 --tcp                 # a collector (also: corral serve has /stream)
-  corral stream send coap://127.0.0.1:5801 --count 100 --interval 100 --buffer 5
+  corral stream recv --bind 127.0.0.1:5801 --tcp    # a collector
+  corral stream send coap://127.0.0.1:5801 --count 100 --interval 100ms
   corral stream send coap://127.0.0.1:5801 --scheme udp --count 100 --json
-  corral stream send coap://127.0.0.1:5801 --timeout 30     # a collector that may be slow to come up
+  corral stream send coap://127.0.0.1:5801 --timeout 30s   # a slow collector
   corral stream send coap+tcp://127.0.0.1:5801 --scheme tcp --count 100";
 
 #[derive(Args, Debug)]
@@ -54,15 +56,17 @@ pub struct SendArgs {
     /// Payload bytes per reading.
     #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub size: u32,
-    /// Milliseconds between readings.
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    /// Time between readings, e.g. 500ms, 10ms, 2s (a bare number other than 0 is refused: it meant
+    /// milliseconds here before durations were read as seconds everywhere).
+    #[arg(long, value_name = "DURATION", default_value = "500ms",
+          value_parser = crate::units::millis(crate::units::Range::between(std::time::Duration::from_millis(1), crate::units::HOUR).was_millis()))]
     pub interval: u64,
     /// Readings kept until acknowledged (the sender's buffer).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub buffer: u32,
     /// Give up (exit status 3) when the collector has not answered for this many seconds while the stream
     /// waits for it: its creation, a full buffer, the last readings.
-    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = crate::client_cmd::parse_seconds)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::secs(crate::units::Range::positive(crate::units::DAY)))]
     pub timeout: f64,
     /// Print the result as one JSON object on stdout.
     #[arg(long)]
@@ -72,7 +76,7 @@ pub struct SendArgs {
 #[derive(Args, Debug)]
 pub struct RecvArgs {
     /// Address and port to listen on.
-    #[arg(short, long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
     pub bind: String,
     /// Also accept CoAP over TCP (for --scheme tcp senders), on the UDP address and port by default.
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
@@ -208,8 +212,9 @@ fn send(a: SendArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
             serde_json::json!({
                 "scheme": a.scheme, "count": a.count, "buffer": a.buffer, "interval_ms": a.interval, "size": a.size,
                 "generated": result.generated, "acknowledged": result.acknowledged,
-                "nrp": result.nrp, "tbt_ms": result.tbt_ms, "ttd_ms": result.ttd_ms,
-                "delay_ms": { "mean": mean, "max": max }, "done": result.done, "failed": result.failed,
+                "nrp": result.nrp, "tbt_ms": rounded(result.tbt_ms, 3), "ttd_ms": rounded(result.ttd_ms, 3),
+                "delay_ms": { "mean": rounded(mean, 3), "max": rounded(max, 3) },
+                "done": result.done, "failed": result.failed,
             })
         );
     } else {

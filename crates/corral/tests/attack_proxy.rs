@@ -47,7 +47,7 @@ fn clients_from_other_hosts_cannot_reach_this_hosts_services_through_the_proxy()
     let secret = format!("coap://127.0.0.1:{}/hello", loopback_only.port);
     // A client on the proxy's host may: it could send there itself. Its answer is now in the cache.
     let (o, _) = get_via(&a, &secret, &local_proxy);
-    assert_eq!(stdout(&o), "Hello from corral!", "{}", out(&o));
+    assert_eq!(stdout(&o), "Hello from corral!\n", "{}", out(&o));
     for target in [
         secret.clone(),
         format!("coap://localhost:{}/hello", loopback_only.port),
@@ -61,7 +61,7 @@ fn clients_from_other_hosts_cannot_reach_this_hosts_services_through_the_proxy()
     }
     // Another host on the port the proxy serves by default: forwarded.
     let (o, _) = get_via(&b, &format!("coap://10.231.0.2:{}/hello", elsewhere.port), &remote_proxy);
-    assert_eq!(stdout(&o), "Hello from corral!", "{}", out(&o));
+    assert_eq!(stdout(&o), "Hello from corral!\n", "{}", out(&o));
 }
 
 /// A TCP and UDP listener inside `ns` that counts who knocks for `seconds`.

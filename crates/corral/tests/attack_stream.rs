@@ -108,7 +108,7 @@ fn spoofed_creations_hold_no_slots() {
             "--count",
             "20",
             "--interval",
-            "10",
+            "10ms",
             "--json",
         ]),
         Duration::from_secs(60),
@@ -141,7 +141,7 @@ fn stream_send_gives_up_when_the_collector_dies_mid_stream() {
     let (recv, j) = spawn_json(Command::new(CORRAL).args(["stream", "recv", "--bind", "127.0.0.1:0", "--json"]));
     let uri = format!("coap://{}", j["udp"].as_str().unwrap());
     let mut send = Command::new(CORRAL)
-        .args(["stream", "send", &uri, "--count", "100000", "--interval", "10", "--buffer", "4", "--timeout", "2"])
+        .args(["stream", "send", &uri, "--count", "100000", "--interval", "10ms", "--buffer", "4", "--timeout", "2"])
         .args(["-q"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -354,7 +354,7 @@ fn unicast_entity_answers_with_the_values_the_devices_report() {
 #[test]
 fn delay_spaces_member_requests_at_the_devices() {
     let tb = testbed(5, 12, &[]);
-    tb.create("paced", &tb.members(0..5, "/s/t"), &["--eo", "avg", "--delay", "100"]);
+    tb.create("paced", &tb.members(0..5, "/s/t"), &["--eo", "avg", "--delay", "100ms"]);
     for query in ["", "delay=100"] {
         let mark = tb.mark();
         tb.use_json("paced", query);
@@ -526,7 +526,7 @@ fn bad_input_gets_a_4xx_naming_the_problem_and_changes_nothing() {
     let o = corral(&["put", &format!("{}/em/humid?eo=max", tb.uri), "-e", &links, "-t", "link"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = corral(&["get", &format!("{}/em/humid", tb.uri)]);
-    assert!(stdout(&o).parse::<f64>().is_ok(), "{}", stdout(&o));
+    assert!(stdout(&o).trim().parse::<f64>().is_ok(), "{}", stdout(&o));
     assert_eq!(corral(&["delete", &format!("{}/em/humid", tb.uri)]).status.code(), Some(0));
     assert_eq!(snapshot(&tb), before);
 }

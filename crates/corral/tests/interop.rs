@@ -184,8 +184,8 @@ fn libcoap_client_observes_and_moves_blocks_with_corral_serve() {
     }
     let s = corral_serve("[::]", &["--tcp", "--obs-period", "0.5"]);
     let dir = Scratch::new("libcoap-client");
-    let large = corral(&["get", &format!("coap://127.0.0.1:{}/large", s.port)]).stdout;
-    assert_eq!(large.len(), 1600);
+    let mut large = corral(&["get", &format!("coap://127.0.0.1:{}/large", s.port)]).stdout;
+    assert_eq!((large.pop(), large.len()), (Some(b'\n'), 1600), "text, and the newline it ends with on stdout");
     let upload = body(6000, 1);
     let upload_file = dir.file("upload.bin", &upload);
     for scheme in ["coap", "coap+tcp"] {
@@ -246,7 +246,8 @@ fn aiocoap_observes_and_moves_blocks_with_corral_serve() {
         assert_eq!(text.matches("|-------- the /large resource").count() % 22, 0, "{}", out(&o));
         // Block2 download and Block1 upload (aiocoap picks its block size itself).
         let o = aiocoap_client(&[&format!("{base}/large")]);
-        let large = corral(&["get", &format!("{base}/large")]).stdout;
+        let mut large = corral(&["get", &format!("{base}/large")]).stdout;
+        assert_eq!(large.pop(), Some(b'\n'), "a text payload ends with a newline on stdout; aiocoap-client adds none");
         assert_eq!(o.stdout, large, "{}", out(&o));
         let upload = body(20_000, 3);
         let arg = format!("@{}", dir.file("upload.bin", &upload));
@@ -388,22 +389,22 @@ fn corral_against_aiocoap_server() {
     for host in ["127.0.0.1", "[::1]"] {
         let base = format!("coap://{host}:{}", s.port);
         let o = corral(&["get", &format!("{base}/hello")]);
-        assert_eq!(stdout(&o), "hello from aiocoap", "{}", out(&o));
+        assert_eq!(stdout(&o), "hello from aiocoap\n", "{}", out(&o));
         let o = corral(&["get", "-N", &format!("{base}/hello")]);
-        assert_eq!(stdout(&o), "hello from aiocoap", "NON: {}", out(&o));
+        assert_eq!(stdout(&o), "hello from aiocoap\n", "NON: {}", out(&o));
         let o = corral(&["put", &format!("{base}/store"), "-e", "a"]);
         assert_eq!(o.status.code(), Some(0), "{}", out(&o));
         let o = corral(&["post", &format!("{base}/store"), "-e", "b", "--json"]);
         let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", out(&o)));
         assert_eq!(j["code"], "2.01");
         let o = corral(&["get", &format!("{base}/store")]);
-        assert_eq!(stdout(&o), "ab", "{}", out(&o));
+        assert_eq!(stdout(&o), "ab\n", "{}", out(&o));
         let o = corral(&["delete", "-N", &format!("{base}/store")]);
         assert_eq!(o.status.code(), Some(0), "{}", out(&o));
         let o = corral(&["get", &format!("{base}/slow")]);
-        assert_eq!(stdout(&o), "slow but sure", "separate response: {}", out(&o));
+        assert_eq!(stdout(&o), "slow but sure\n", "separate response: {}", out(&o));
         let o = corral(&["get", "-N", &format!("{base}/slow")]);
-        assert_eq!(stdout(&o), "slow but sure", "NON: {}", out(&o));
+        assert_eq!(stdout(&o), "slow but sure\n", "NON: {}", out(&o));
         let o = corral(&["discover", &base]);
         for path in ["/hello", "/store", "/slow"] {
             assert!(stdout(&o).lines().any(|l| l.starts_with(path)), "{path}: {}", out(&o));

@@ -69,3 +69,41 @@ fn mistakes_are_explained() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains(":::"), "{}", stderr(&o));
 }
+
+/// `link run` exits with the client's status (its help says so), and a signal as a shell reports it.
+#[test]
+fn run_returns_the_clients_exit_status() {
+    if !can_run() {
+        return;
+    }
+    for (client, want) in [("exit 0", 0), ("exit 4", 4), ("exit 3", 3), ("kill -9 $$", 128 + 9)] {
+        let o = run(
+            Command::new(CORRAL).args(["link", "run", "--", "sleep", "30", ":::", "sh", "-c", client]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(o.status.code(), Some(want), "{client}: {}", stderr(&o));
+    }
+}
+
+/// A server command that cannot start fails the run with one line, and the client is not run against
+/// nothing.
+#[test]
+fn run_fails_when_the_server_does_not_start() {
+    if !can_run() {
+        return;
+    }
+    let marker = tempfile::tempdir().unwrap();
+    let ran = marker.path().join("client-ran");
+    let touch = format!("touch {}", ran.display());
+    for server in [&["/nonexistent/server"][..], &["sh", "-c", "exit 7"]] {
+        let mut args = vec!["link", "run", "--settle", "1s", "--"];
+        args.extend_from_slice(server);
+        args.extend([":::", "sh", "-c", &touch]);
+        let o = run(Command::new(CORRAL).args(&args), Duration::from_secs(30));
+        assert_eq!(o.status.code(), Some(1), "{server:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        let last = err.lines().last().unwrap_or("");
+        assert!(last.starts_with("error: the server command") && last.contains("failed to start"), "{err}");
+        assert!(!ran.exists(), "{server:?}: the client was run");
+    }
+}

@@ -77,11 +77,11 @@ fn protected_requests_between_corral_client_and_server() {
     let _s = serve(port, &server, &["--require-oscore"]);
     let c = client.to_str().unwrap();
     let o = corral(&["get", &format!("{base}/hello"), "--credentials", c]);
-    assert_eq!(stdout(&o), "Hello from corral!", "{}", out(&o));
+    assert_eq!(stdout(&o), "Hello from corral!\n", "{}", out(&o));
     let o = corral(&["put", &format!("{base}/test"), "-e", "secret value", "--credentials", c]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
     let o = corral(&["get", &format!("{base}/large"), "--credentials", c]);
-    assert_eq!(o.stdout.len(), 1600, "{}", out(&o));
+    assert_eq!(o.stdout.len(), 1601, "1600 bytes of text and a newline: {}", out(&o));
     round_trip_large(dir.path(), &base, c, 5000);
     let o = run(Command::new(CORRAL).args(["get", &format!("{base}/obs"), "-s", "1.5", "--credentials", c]), LIMIT);
     let values = numbers(&stdout(&o));
@@ -102,7 +102,7 @@ fn protected_requests_between_corral_client_and_server() {
     let (p, j) = spawn_json(Command::new(CORRAL).args(["proxy", "--bind", "127.0.0.1:0", "--json"]));
     let proxy = j["proxy_uri"].as_str().unwrap().to_string();
     let o = corral(&["get", &format!("{base}/hello"), "--credentials", c, "-P", &proxy]);
-    assert_eq!(stdout(&o), "Hello from corral!", "{}", out(&o));
+    assert_eq!(stdout(&o), "Hello from corral!\n", "{}", out(&o));
     drop(p);
 }
 
@@ -348,11 +348,11 @@ fn corral_client_against_aiocoap_oscore_server() {
     let c = dir.path().join("client.json");
     let c = c.to_str().unwrap();
     let o = corral(&["get", &format!("{base}/hello"), "--credentials", c]);
-    assert_eq!(stdout(&o), "hello from aiocoap", "{}", out(&o));
+    assert_eq!(stdout(&o), "hello from aiocoap\n", "{}", out(&o));
     let o = corral(&["put", &format!("{base}/store"), "-e", "from corral", "--credentials", c]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
     let o = corral(&["get", &format!("{base}/store"), "--credentials", c]);
-    assert_eq!(stdout(&o), "from corral", "{}", out(&o));
+    assert_eq!(stdout(&o), "from corral\n", "{}", out(&o));
     let o = corral(&["get", &format!("{base}/large"), "--credentials", c]);
     assert_eq!(o.stdout.len(), 5000, "aiocoap's inner blocks, fetched: {}", out(&o));
     round_trip_large(dir.path(), &base, c, 3000);

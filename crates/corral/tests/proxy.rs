@@ -54,14 +54,14 @@ fn a_two_rule_fib_and_the_second_fetch_from_the_cache() {
     let target = "coap://sensor/hello";
     for _ in 0..2 {
         let o = corral(&["get", target, "-P", &proxy]);
-        assert_eq!(stdout(&o), "Hello from corral!", "{}", out(&o));
+        assert_eq!(stdout(&o), "Hello from corral!\n", "{}", out(&o));
     }
     let st = status(&proxy);
     assert_eq!((st["stats"]["hits"].as_u64(), st["stats"]["misses"].as_u64()), (Some(1), Some(1)), "{st}");
     assert_eq!(st["stats"]["per_hop"][&origin]["requests"], 1, "{st}");
     // No rule: straight to the origin; block-wise through the proxy; an observation through the proxy.
     let o = corral(&["get", &format!("{origin}/large"), "-P", &proxy, "-b", "64"]);
-    assert_eq!(o.stdout.len(), 1600, "{}", out(&o));
+    assert_eq!(o.stdout.len(), 1601, "1600 bytes of text and a newline: {}", out(&o));
     let o = run(Command::new(CORRAL).args(["get", &format!("{origin}/obs"), "-s", "2.5", "-P", &proxy]), LIMIT);
     assert!(stdout(&o).lines().count() >= 3, "several notifications through the proxy: {}", out(&o));
     // The FIB is readable at run time.
@@ -83,7 +83,7 @@ fn coap_over_tcp_on_either_side() {
     ] {
         let o = corral(&["get", &target, "-P", &via]);
         assert_eq!(o.status.code(), Some(0), "{target} via {via}: {}", out(&o));
-        assert!(stdout(&o).starts_with("Hello from corral!") || o.stdout.len() == 1600, "{}", out(&o));
+        assert!(stdout(&o).starts_with("Hello from corral!") || o.stdout.len() == 1601, "{}", out(&o));
     }
 }
 
@@ -130,8 +130,8 @@ fn libcoap_and_aiocoap_clients_through_corral_proxy() {
     let c = format!("coap://127.0.0.1:{}", corral_origin.port);
     let l = format!("coap://127.0.0.1:{}", libcoap_origin.port);
     let dir = tempfile::tempdir().unwrap();
-    let large = corral(&["get", &format!("{c}/large")]).stdout;
-    assert_eq!(large.len(), 1600);
+    let mut large = corral(&["get", &format!("{c}/large")]).stdout;
+    assert_eq!((large.pop(), large.len()), (Some(b'\n'), 1600), "text, and the newline it ends with on stdout");
     // libcoap's client.
     let coap_client =
         |args: &[&str]| run(Command::new("coap-client-notls").args(["-B", "5", "-P", &proxy]).args(args), LIMIT);

@@ -18,7 +18,7 @@ fn send(uri: &str, scheme: &str) -> serde_json::Value {
             "--count",
             "40",
             "--interval",
-            "10",
+            "10ms",
             "--buffer",
             "4",
             "--json",

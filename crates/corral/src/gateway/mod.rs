@@ -19,47 +19,48 @@ use std::time::Duration;
 mod workers;
 
 pub const AFTER_HELP: &str = "\
-The gateway exposes groups of CoAP resources (entities) as one resource each under /em: create
-one with PUT /em/<name>, read it with GET /em/<name>?eo=avg, delete it with DELETE /em/<name>, or
-use `corral entity`. Multicast entities get a group address from 239.255.89.1-254 (IPv4 members)
-or ff1e::89:1… (IPv6) and their members join it through their /mc resource.
+The gateway exposes groups of CoAP resources (entities) as one resource each under /em: create one \
+with PUT /em/<name>, read it with GET /em/<name>?eo=avg, delete it with DELETE /em/<name>, or use \
+`corral entity`. Multicast entities get a group address from 239.255.89.1-254 (IPv4 members) or \
+ff1e::89:1… (IPv6) and their members join it through their /mc resource.
 
 Examples:
-  corral gateway --testbed 20        # on 127.0.0.1:5683, devices on 127.0.0.2 … 127.0.0.21
+  corral gateway --testbed 20    # on 127.0.0.1:5683, devices on 127.0.0.2 …
   corral gateway --bind 127.0.0.1:5683 --data /var/lib/corral
-  corral gateway --testbed 5 --leisure 0.5 --data /tmp/demo    # quick multicast, scratch data
-  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t --eo avg,min,max
+  corral gateway --testbed 5 --leisure 500ms --data /tmp/demo   # scratch data
+  corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t
   corral entity use room1
 
-Data: entities, members, multicast memberships and the address allocator live in DIR/em.db
-(SQLite, WAL, synchronous=FULL). A change is on disk before it is answered, so a restart, a
-crash or kill -9 loses nothing. Default DIR: $XDG_DATA_HOME/corral/gateway, i.e.
-~/.local/share/corral/gateway, or …/corral/testbed with --testbed, so that the demo building
-never mixes with a real one. Run one gateway per DIR.
+Data: entities, members, multicast memberships and the address allocator live in DIR/em.db \
+(SQLite, WAL, synchronous=FULL). A change is on disk before it is answered, so a restart, a crash \
+or kill -9 loses nothing. Default DIR: $XDG_DATA_HOME/corral/gateway, i.e. \
+~/.local/share/corral/gateway, or …/corral/testbed with --testbed, so that the demo building never \
+mixes with a real one. Run one gateway per DIR.
 
-Testbed: devices are volatile (a restart starts them with an empty /mc); the gateway re-joins
-them to the groups of its stored multicast entities when it starts. They accept /mc changes
-from this machine only.
+Testbed: devices are volatile (a restart starts them with an empty /mc); the gateway re-joins them \
+to the groups of its stored multicast entities when it starts. They accept /mc changes from this \
+machine only.
 
-Workers (--workers N, Linux): N endpoints share the port in one SO_REUSEPORT group. A classic BPF
-program steers each datagram by its CoAP header: ACKs, RSTs and responses to the worker whose message
-ID or token they echo (each worker sends from its own slice of both), GETs by a hash of the client's
-address and port (so a client's retransmissions and observations stay on one worker), and every other
-request to worker 0, which makes all changes. Start-up fails if probes show the steering is off.
-The per-entity exchange quota is shared among the workers; the per-client quota holds as configured.
+Workers (--workers N, Linux): N endpoints share the port in one SO_REUSEPORT group. A classic BPF \
+program steers each datagram by its CoAP header: ACKs, RSTs and responses to the worker whose \
+message ID or token they echo (each worker sends from its own slice of both), GETs by a hash of \
+the client's address and port (so a client's retransmissions and observations stay on one worker), \
+and every other request to worker 0, which makes all changes. Start-up fails if probes show the \
+steering is off. The per-entity exchange quota is shared among the workers; the per-client quota \
+holds as configured.
 
-Running a gateway safely: the gateway sends requests on its clients' behalf, so it decides who may
+Running a gateway safely: the gateway sends requests on its clients' behalf, so it decides who may \
 use it and where it may send.
-  Access (--allow ROLE=PREFIX,...): read (list, profiles, read and observe entities) < actuate (also
-    PUT/POST to entities) < manage (also create, change, delete). Default: manage from this
-    machine (loopback and its own addresses) and nothing for anyone else; the gateway warns at start-up when it
-    listens beyond loopback that way, and when a rule opens it to everyone (0.0.0.0/0 or ::/0).
-  Members (--member-net, --member-port): where entities' members may be. Default: the networks
-    of this host's interfaces and loopback, port 5683 (and the testbed's port); never the gateway
-    itself or a broadcast address. Refusals are 4.03 naming the member.
-  Budget (--budget N): member requests one client request may cause, through nesting and other
-    gateways [64]. Quotas: 256 member exchanges per client, 512 per entity at once (5.03 + Max-Age).
-  --policy FILE: the same as TOML, e.g.
+- Access (--allow ROLE=PREFIX,...): read (list, profiles, read and observe entities) < actuate \
+(also PUT/POST to entities) < manage (also create, change, delete). Default: manage from this \
+machine (loopback and its own addresses) and nothing for anyone else; the gateway warns at start-up \
+when it listens beyond loopback that way, and when a rule opens it to everyone (0.0.0.0/0 or ::/0).
+- Members (--member-net, --member-port): where entities' members may be. Default: the networks of \
+this host's interfaces and loopback, port 5683 (and the testbed's port); never the gateway itself \
+or a broadcast address. Refusals are 4.03 naming the member.
+- Budget (--budget N): member requests one client request may cause, through nesting and other \
+gateways [64]. Quotas: 256 member exchanges per client, 512 per entity at once (5.03 + Max-Age).
+- --policy FILE: the same as TOML, e.g.
       [access]
       manage = [\"127.0.0.0/8\", \"::1\"]
       read   = [\"10.1.0.0/16\"]
@@ -72,7 +73,7 @@ use it and where it may send.
 #[derive(Args, Debug)]
 pub struct GatewayArgs {
     /// Address and port to listen on [default: [::]:5683 (IPv4 and IPv6); with --testbed 127.0.0.1:5683].
-    #[arg(short, long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT")]
     pub bind: Option<String>,
     /// Directory of the entity database (DIR/em.db); created if missing.
     #[arg(long, value_name = "DIR")]
@@ -112,9 +113,9 @@ pub struct GatewayArgs {
     /// port of the testbed devices' group sockets.
     #[arg(long, value_name = "PORT")]
     pub mcast_port: Option<u16>,
-    /// Multicast leisure in seconds: how long members spread their answers and the EM collects them
-    /// (seed 000: 5). Also the testbed devices' leisure.
-    #[arg(long, value_name = "SECONDS", value_parser = parse_leisure)]
+    /// Multicast leisure: how long members spread their answers and the EM collects them, e.g. 5, 300ms
+    /// (seed 000: 5s). Also the testbed devices' leisure.
+    #[arg(long, value_name = "DURATION", value_parser = parse_leisure)]
     pub leisure: Option<f64>,
     /// Serve with N workers (Linux), each a thread with its own endpoint and Entity Manager on one
     /// shared port. Worker 0 manages: it gets every request but GET (creations, changes, deletions,
@@ -230,7 +231,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let local = bound.local_addr();
 
     let testbed_port = fleet.as_ref().and_then(|f| f.addrs().first()).map(|a| a.port());
-    let policy = args.policy.resolve(local, testbed_port).map_err(Failure::usage)?;
+    let policy = args.policy.resolve(local, testbed_port)?;
     let wall_ms =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
     let mut em_config = EmConfig {

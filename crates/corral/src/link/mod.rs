@@ -18,18 +18,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub const AFTER_HELP: &str = "\
-The server side lives in namespace A at 10.213.0.1 (and fd77::1), the client side in namespace B at
-10.213.0.2 (fd77::2); every packet between them crosses corral, which applies the impairments to each
-direction independently. `run` starts the server command in A, waits --settle, runs the client command in
-B, then stops the server and removes the namespaces; its exit status is the client's.
+The server side lives in namespace A at 10.213.0.1 (and fd77::1), the client side in namespace B \
+at 10.213.0.2 (fd77::2); every packet between them crosses corral, which applies the impairments \
+to each direction independently. `run` starts the server command in A, waits --settle, runs the \
+client command in B, then stops the server and removes the namespaces; its exit status is the \
+client's, and a server command that fails during --settle fails the run (exit status 1).
 
 Examples:
-  corral link run --delay 50ms --loss 5% -- corral serve --bind 0.0.0.0:5683 ::: corral get coap://10.213.0.1/hello
-  corral link run --delay 20ms --jitter 5ms --rate 1mbit --loss 2% --burst 4 -- coap-server-notls ::: \\
-      coap-client-notls -B 30 coap://10.213.0.1/time
-  corral link up --delay 100ms --loss 10%    # keep the link up; use `ip netns exec corral-a-PID …`
-Loss: --loss P% alone is independent per packet; with --burst N it is Gilbert–Elliott with mean bursts of
-N packets (the lab's `gilbert` model). Values take units: 50ms, 1s; 1mbit, 250kbit; 5%, 0.05.
+  corral link run --delay 50ms --loss 5% -- \\
+      corral serve --bind 0.0.0.0:5683 ::: corral get coap://10.213.0.1/hello
+  corral link run --delay 20ms --jitter 5ms --rate 1mbit --loss 2% --burst 4 \\
+      -- coap-server-notls ::: coap-client-notls -B 30 coap://10.213.0.1/time
+  corral link up --delay 100ms --loss 10%   # then: ip netns exec corral-a-PID …
+
+Loss: --loss P% alone is independent per packet; with --burst N it is Gilbert–Elliott with mean \
+bursts of N packets (the lab's `gilbert` model). Values take units: 50ms, 1s (a bare number other \
+than 0 is refused: it meant milliseconds before); 1mbit, 250kbit; 5%, 0.05.
 Needs root (network namespaces and TUN devices).";
 
 #[derive(Args, Debug)]
@@ -50,11 +54,11 @@ pub enum LinkCommand {
 
 #[derive(Args, Debug, Clone)]
 pub struct ImpairArgs {
-    /// One-way delay, each direction (e.g. 50ms).
-    #[arg(long, default_value = "0ms", value_parser = parse_duration)]
+    /// One-way delay, each direction, e.g. 50ms or 1.5s.
+    #[arg(long, value_name = "DURATION", default_value = "0ms", value_parser = parse_duration)]
     pub delay: Duration,
-    /// Delay varies uniformly by ± this much (e.g. 5ms).
-    #[arg(long, default_value = "0ms", value_parser = parse_duration)]
+    /// Delay varies uniformly by ± this much, e.g. 5ms.
+    #[arg(long, value_name = "DURATION", default_value = "0ms", value_parser = parse_duration)]
     pub jitter: Duration,
     /// Packet loss, each direction (e.g. 5% or 0.05).
     #[arg(long, default_value = "0%", value_parser = parse_fraction)]
@@ -80,28 +84,19 @@ pub struct ImpairArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub impair: ImpairArgs,
-    /// How long the server gets to start before the client runs.
-    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    /// How long the server gets to start before the client runs, e.g. 500ms or 2s. A server that exits
+    /// with an error meanwhile fails the run.
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_duration)]
     pub settle: Duration,
     /// SERVER COMMAND… ::: CLIENT COMMAND…
     #[arg(last = true, required = true, value_name = "SERVER ::: CLIENT")]
     pub commands: Vec<String>,
 }
 
+/// `--delay`, `--jitter` and `--settle`: up to an hour; a bare number other than 0 is refused, since these
+/// flags read it as milliseconds before durations were read as seconds everywhere.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("`{s}`: a duration such as 50ms, 1.5s or 200us");
-    let (num, unit) = s.trim().split_at(s.trim().find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.trim().len()));
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "s" => v,
-        "ms" | "" => v / 1e3,
-        "us" => v / 1e6,
-        _ => return Err(bad()),
-    };
-    if !(0.0..=3600.0).contains(&secs) {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(secs))
+    crate::units::Range::up_to(crate::units::HOUR).was_millis().parse(s)
 }
 
 fn parse_fraction(s: &str) -> Result<f64, String> {
@@ -360,7 +355,25 @@ fn run_pair(r: RunArgs) -> Result<(), Failure> {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| Failure::other(format!("cannot start the server command: {e}")))?;
-        tokio::time::sleep(r.settle).await;
+        // The server gets --settle to start; one that exits with an error meanwhile (a command that does
+        // not exist, a port in use) fails the run before the client is started against nothing.
+        tokio::select! {
+            s = srv.wait() => match s {
+                Ok(s) if !s.success() => {
+                    for t in &tasks {
+                        t.abort();
+                    }
+                    return Err(Failure::other(format!(
+                        "the server command `{}` failed to start ({}); the client was not run",
+                        server.join(" "),
+                        describe(s)
+                    )));
+                }
+                Ok(_) => tracing::info!("the server command exited during --settle with status 0"),
+                Err(e) => return Err(Failure::other(format!("the server command: {e}"))),
+            },
+            _ = tokio::time::sleep(r.settle) => {}
+        }
         let mut cli = tokio::process::Command::new("ip")
             .args(["netns", "exec", &ns.b])
             .args(client)
@@ -387,9 +400,24 @@ fn run_pair(r: RunArgs) -> Result<(), Failure> {
         Ok::<_, Failure>(status)
     })?;
     drop(ns);
+    // The client's exit status is the run's (a signal as a shell reports it: 128 + its number).
     match status.code() {
         Some(0) => Ok(()),
-        Some(c) => Err(Failure::new(ExitCode::Other, format!("the client exited with status {c}"))),
-        None => Err(Failure::other("the client was killed by a signal")),
+        Some(c) => Err(Failure::passing_through(c, format!("the client command exited with status {c}"))),
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            let sig = status.signal().unwrap_or(0);
+            Err(Failure::passing_through(128 + sig, format!("the client command was killed by signal {sig}")))
+        }
+    }
+}
+
+/// An exit status in words: `status 2`, `signal 9`.
+fn describe(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => s.to_string(),
     }
 }

@@ -327,3 +327,15 @@ pub fn netns_pair(tag: &str, net: u8, extra_b: &[&str]) -> Option<(Netns, Netns)
     ip(&b, &["link", "set", "v1", "up"]);
     Some((a, b))
 }
+
+/// The port in a server's first banner line, `corral NAME: listening on ADDR:PORT…` (serve, proxy,
+/// stream recv), for `spawn_with_port` when the server is started some other way than `corral_serve`.
+pub fn banner_port(line: &str) -> Option<u16> {
+    let (_, rest) = line.split_once(": listening on ")?;
+    rest.split([' ', ',']).next()?.rsplit_once(':')?.1.parse().ok()
+}
+
+/// A process's exit status (panics if a signal ended it).
+pub fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited normally, not by a signal")
+}

@@ -1,0 +1,143 @@
+//! The README as a new user pastes it: the `sh` blocks of its gateway, client, proxy, streaming and OSCORE
+//! sections run as written, in order, in one shell, with the freshly built `corral` first on the PATH, in
+//! a scratch directory (and a scratch data directory: the gateway's default is under $XDG_DATA_HOME). Each
+//! command's exit status is checked (`set -e`, with the failing command named); the servers the sections
+//! start in the background are stopped by the sections themselves, and whatever is left when the shell
+//! ends is killed. As root the shell runs in a network namespace of its own, so that the README's fixed
+//! ports (5683, 5700-5702, 5801) cannot collide with anything else on the machine.
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+/// The sections whose blocks run, by the start of their `## ` heading, in the README's order.
+const SECTIONS: [&str; 5] = ["The gateway in five minutes", "Client", "Forward proxy", "Streaming", "OSCORE"];
+
+/// The `sh` blocks of the README under the headings of [`SECTIONS`] (their `###` subsections included),
+/// in order, each with its heading.
+fn blocks(readme: &str) -> Vec<(String, String)> {
+    let (mut out, mut heading, mut block): (Vec<(String, String)>, String, Option<String>) =
+        (Vec::new(), String::new(), None);
+    for line in readme.lines() {
+        match &mut block {
+            Some(b) if line == "```" => {
+                if SECTIONS.iter().any(|s| heading.starts_with(s)) {
+                    out.push((heading.clone(), std::mem::take(b)));
+                }
+                block = None;
+            }
+            Some(b) => {
+                b.push_str(line);
+                b.push('\n');
+            }
+            None if line == "```sh" => block = Some(String::new()),
+            None => {
+                if let Some(h) = line.strip_prefix("## ") {
+                    heading = h.to_string();
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_readme_runs_as_written() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let blocks = blocks(&readme);
+    for s in SECTIONS {
+        assert!(blocks.iter().any(|(h, _)| h.starts_with(s)), "no sh block under `## {s}`");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = std::path::Path::new(CORRAL).parent().unwrap().display().to_string();
+    let mut script = format!(
+        "set -eE -o pipefail\n\
+         trap 'echo \"README: exit status $? from: $BASH_COMMAND\" >&2' ERR\n\
+         trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n\
+         export PATH={bin}:$PATH XDG_DATA_HOME={dir}/data HOME={dir}\n\
+         cd {dir}\n",
+        dir = dir.path().display()
+    );
+    for (heading, block) in &blocks {
+        script.push_str(&format!("echo '=== README: {}' >&2\n{block}", heading.replace('\'', "")));
+    }
+    script.push_str("echo README-DONE\n");
+    let file = dir.path().join("readme.sh");
+    std::fs::write(&file, &script).unwrap();
+    let netns = Netns::new("readme", &[]);
+    let mut cmd = match &netns {
+        Some(ns) => ns.command("bash"),
+        None => Command::new("bash"),
+    };
+    let o = run(cmd.arg(&file), Duration::from_secs(400));
+    if let Some(ns) = &netns {
+        // Whatever a failed section left running in the namespace.
+        let pids = Command::new("ip").args(["netns", "pids", &ns.name]).output().unwrap();
+        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+            let _ = Command::new("kill").arg(pid).output();
+        }
+    }
+    let err = stderr(&o);
+    let tail: Vec<&str> = err.lines().rev().take(40).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    assert!(
+        o.status.success() && stdout(&o).contains("README-DONE"),
+        "the README's commands failed (status {:?}):\n{}",
+        o.status.code(),
+        tail.join("\n")
+    );
+    // What the sections promise on the way (a sample; every command's status was checked above).
+    let out = stdout(&o);
+    for promise in ["Hello from corral!", "created room1", "deleted lights", "readings acknowledged"] {
+        assert!(out.contains(promise), "`{promise}` in the output:\n{out}");
+    }
+}
+
+/// The documents the README and the crates' READMEs link to are in the repository: no `shared/docs/…`
+/// outside it, and every relative Markdown link names a file that exists.
+#[test]
+fn the_docs_the_readme_links_to_are_in_the_repository() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let mut files = vec![root.join("README.md")];
+    for dir in ["docs", "crates"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+            let p = entry.path();
+            files.push(if p.is_dir() { p.join("README.md") } else { p });
+        }
+    }
+    // Module docs too, in every source file.
+    let mut dirs: Vec<std::path::PathBuf> =
+        std::fs::read_dir(root.join("crates")).unwrap().flatten().map(|d| d.path().join("src")).collect();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = entry.path();
+            match p.is_dir() {
+                true => dirs.push(p),
+                false if p.extension().is_some_and(|e| e == "rs") => files.push(p),
+                false => {}
+            }
+        }
+    }
+    let mut checked = 0;
+    for file in files.iter().filter(|f| f.exists()) {
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(!text.contains("shared/docs"), "{} points outside the repository (shared/docs)", file.display());
+        if file.extension().is_some_and(|e| e == "rs") {
+            continue; // rustdoc's links name items, not files
+        }
+        for (i, _) in text.match_indices("](") {
+            let target = text[i + 2..].split(')').next().unwrap_or("");
+            if target.starts_with("http") || target.starts_with('#') || target.contains(' ') {
+                continue;
+            }
+            let path = file.parent().unwrap().join(target.split('#').next().unwrap());
+            assert!(path.exists(), "{}: the link {target} names no file", file.display());
+            checked += 1;
+        }
+    }
+    for doc in ["docs/architecture.md", "docs/entity-manager.md"] {
+        assert!(root.join(doc).exists(), "{doc}");
+    }
+    assert!(checked >= 3, "{checked} links");
+}

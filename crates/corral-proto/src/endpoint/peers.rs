@@ -190,16 +190,19 @@ impl Endpoint {
         value
     }
 
-    /// A request carried an Echo value: the one given to this peer, still fresh, verifies it.
-    pub(super) fn check_echo(&mut self, now: Instant, slot: u32, echo: &[u8]) {
+    /// A request carried an Echo value: the one given to this peer, still fresh, verifies it. Returns
+    /// whether it did (the request is then fresh: see [`IncomingRequest::echoed`]).
+    pub(super) fn check_echo(&mut self, now: Instant, slot: u32, echo: &[u8]) -> bool {
         let lifetime = self.config.amplification.map_or(Duration::ZERO, |a| a.echo_lifetime);
         let peer = self.peer_mut(slot);
         if let Some((value, at)) = peer.echo {
             if echo == value && now.saturating_since(at) <= lifetime {
                 peer.verified = true;
                 peer.echo = None;
+                return true;
             }
         }
+        false
     }
 
     /// `addr` proved it receives what we send.

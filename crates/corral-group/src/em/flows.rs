@@ -62,10 +62,17 @@ impl EntityManager {
             0,
         );
         let me = self.gateway_id(cx);
+        let silent_text = match (profile.timeout, self.config.management_wait) {
+            (None, Some(wait)) => {
+                Some(format!("no response within {} s (the gateway's wait for members)", wait.as_secs()))
+            }
+            _ => None,
+        };
         if let Some(job) = self.jobs.get_mut(&id) {
             job.share = share;
             job.via = vec![me];
             job.flow = Some(flow);
+            job.silent_text = silent_text;
         }
         self.drive(cx, id);
     }

@@ -62,6 +62,7 @@ impl EntityManager {
                 cut: None,
                 short_window: false,
                 note: None,
+                silent_text: None,
             },
         );
         id
@@ -547,13 +548,14 @@ impl EntityManager {
             self.timers.remove(&(t, id));
         }
         let timed_out = job.timed_out || job.cut.is_some() || job.deadline.is_some_and(|d| cx.now() >= d);
+        let silent_text = job.silent_text.take();
         let why = if let Some(cut) = job.cut {
             cut
         } else if timed_out && job.short_window {
             "no reply before the request's timeout, which is shorter than the members' multicast leisure (leave \
              timeout unset, or set it beyond the leisure, to hear every member)"
         } else if timed_out {
-            "no reply before the entity timeout"
+            silent_text.as_deref().unwrap_or("no reply before the entity timeout")
         } else if job.multicast {
             "no reply in the multicast window"
         } else {

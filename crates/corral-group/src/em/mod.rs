@@ -351,6 +351,8 @@ struct Job {
     short_window: bool,
     /// What changed in the entity, told to its observers in the first rendering after an update.
     note: Option<Arc<[String]>>,
+    /// How the members still silent at the deadline are described, when not by the entity's timeout.
+    silent_text: Option<String>,
 }
 
 impl Job {

@@ -16,6 +16,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod guard;
+mod lock;
 mod workers;
 
 pub const AFTER_HELP: &str = "\
@@ -85,6 +87,11 @@ pub struct GatewayArgs {
     /// listens beyond loopback without it warns at start-up.
     #[arg(long, requires = "credentials")]
     pub require_oscore: bool,
+    /// With --credentials: refuse changes and actuations (every request but GET) from beyond loopback that
+    /// are not OSCORE-protected (4.01), so that remote manage and actuate roles rest on keys, not on
+    /// addresses; remote clients may still read with plain CoAP as --allow says.
+    #[arg(long, requires = "credentials")]
+    pub require_oscore_remote: bool,
     /// Also run N virtual devices in this process, on consecutive loopback addresses.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub testbed: Option<u32>,
@@ -190,6 +197,8 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let data = args.data.clone().unwrap_or_else(|| default_data_dir(testbed.is_some()));
     std::fs::create_dir_all(&data)
         .map_err(|e| Failure::other(format!("cannot create the data directory {}: {e}", data.display())))?;
+    // One gateway per directory: held until this process ends (the kernel drops it even after kill -9).
+    let _lock = lock::DataLock::take(&data)?;
     let db = data.join("em.db");
     let store = SqliteStore::open(&db)
         .map_err(|e| Failure::other(format!("cannot open the entity database {}: {e}", db.display())))?;
@@ -240,6 +249,10 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         budget: policy.budget,
         // The driver's clock starts with the server (below): close enough for a quarantine of minutes.
         wall_clock_at_zero_ms: wall_ms,
+        // Beyond loopback, work and changes need proof of the source's address (issue 26).
+        challenge_unverified: true,
+        // A creation with a silent member answers within a client's patience (issue 27).
+        management_wait: Some(corral_group::em::MANAGEMENT_WAIT),
         ..EmConfig::default()
     };
     if let Some(q) = policy.quarantine {
@@ -270,16 +283,20 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         Some(file) => Some(crate::credentials::Credentials::load(file)?.all()?),
         None => None,
     };
+    let require_remote = args.require_oscore_remote;
+    let guard = |oscore: Option<corral_oscore::OscoreLayer>| {
+        args.credentials.is_some().then_some(guard::Guard { oscore, require_remote })
+    };
     let mut parts = vec![workers::Part {
         em,
-        oscore: contexts.take().map(|c| corral_oscore::OscoreLayer::serving(c, args.require_oscore)),
+        guard: guard(contexts.take().map(|c| corral_oscore::OscoreLayer::serving(c, args.require_oscore))),
     }];
     for worker in 1..workers {
         parts.push(workers::Part {
             em: EntityManager::replica(em_config.clone(), directory.clone(), worker).map_err(load_failed)?,
             // OSCORE requests (POST or FETCH outside) go to worker 0; the others refuse plain ones as worker
             // 0 does when OSCORE is required.
-            oscore: args.require_oscore.then(|| corral_oscore::OscoreLayer::serving(Vec::new(), true)),
+            guard: guard(args.require_oscore.then(|| corral_oscore::OscoreLayer::serving(Vec::new(), true))),
         });
     }
     let running = bound.start(parts)?;
@@ -293,6 +310,11 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         let devices = fleet.as_ref().map(|f| f.addrs().to_vec()).unwrap_or_default();
         for w in &policy.warnings {
             tracing::warn!("{w}");
+        }
+        if !args.require_oscore && !args.require_oscore_remote {
+            for w in policy.address_only_roles() {
+                tracing::warn!("{w}");
+            }
         }
         if !loopback && !args.require_oscore {
             tracing::warn!(

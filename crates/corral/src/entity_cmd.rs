@@ -310,12 +310,12 @@ impl Gateway {
         format!("{}{path}", self.base)
     }
 
-    /// `timeout=MS` for a use or an actuation: the gateway answers with what arrived a little before this
-    /// command stops waiting, instead of after CoAP's own 93 s for a silent member, which nobody would
-    /// see (issue 27).
-    fn patience(&self) -> String {
+    /// `timeout=MS` for a use or an actuation, when this command would stop waiting before the gateway's
+    /// own bound (CoAP's MAX_TRANSMIT_WAIT, 93 s, for a silent member): the gateway then answers with what
+    /// arrived a little before the command gives up, instead of after it, unseen (issue 27).
+    fn patience(&self) -> Option<String> {
         let ms = (self.wait * 1000.0 - 1500.0).max(1000.0) as u64;
-        format!("timeout={ms}")
+        (ms < 93_000).then(|| format!("timeout={ms}"))
     }
 
     /// Sends a request; on a terminal, one still running after two seconds (a multicast entity's window,
@@ -543,7 +543,7 @@ async fn use_entity(gw: &Gateway, a: &UseArgs, as_json: bool, v: Verbosity) -> R
         }
     }
     if a.overrides.timeout.is_none() {
-        query.push(gw.patience());
+        query.extend(gw.patience());
     }
     let mut uri = gw.uri(&format!("/em/{}", a.name));
     if !query.is_empty() {
@@ -575,7 +575,10 @@ async fn use_entity(gw: &Gateway, a: &UseArgs, as_json: bool, v: Verbosity) -> R
 
 async fn actuate(gw: &Gateway, a: &ActuateArgs, as_json: bool) -> Result<(), Failure> {
     check_name(&a.name)?;
-    let uri = format!("{}?{}", gw.uri(&format!("/em/{}", a.name)), gw.patience());
+    let mut uri = gw.uri(&format!("/em/{}", a.name));
+    if let Some(q) = gw.patience() {
+        uri = format!("{uri}?{q}");
+    }
     let req = if a.post { gw.client.post(&uri) } else { gw.client.put(&uri) };
     let req = req.content_format(ContentFormat::TEXT_PLAIN).accept(ContentFormat::JSON).payload(a.value.clone());
     let r = gw.send(req).await?;

@@ -28,6 +28,22 @@
 //! Jobs, watches and quotas stay per worker; the store stays single-writer, so nothing about durability
 //! changed.
 //!
+//! # Proof of address (issue 26, RFC 9175 §2.4)
+//! Roles rest on source addresses (see [`crate::policy`]), which a blind spoofer can forge. With
+//! [`EmConfig::challenge_unverified`], a source beyond loopback must prove it receives at its address before
+//! the EM works for it: a use waits until the source has returned an Echo value once
+//! ([`IncomingRequest::verified`]), and every change or actuation must itself carry the value its source
+//! was just given ([`IncomingRequest::echoed`]) — a spoofer who knows or guesses the address and port of a
+//! manager that proved itself earlier still gets a challenge, sent to that manager. Requests that OSCORE
+//! unprotected (the gateway's layer marks them) and requests over TCP are proved already.
+//!
+//! # Quotas held by uses
+//! A use reserves its cost against the quotas (see `budget`) and gives each member request back when it
+//! ends; when its entity changes the use gives the rest back (and goes on with its members), when its
+//! entity is deleted the use ends with what arrived. A client that may not manage may not ask for a
+//! `delay` beyond [`MAX_READER_DELAY_MS`] or a `timeout` beyond MAX_TRANSMIT_WAIT, unless the profile
+//! sets more. So no request holds the quotas longer than its members take to answer.
+//!
 //! # Jobs
 //! Every fan-out is a job: a list of members, one slot per member (waiting, requested, nested job, done),
 //! the pacing (`delay`), the stop rule (`enr`, `timeout`, or the multicast window) and what to do with the

@@ -37,7 +37,7 @@ Data: entities, members, multicast memberships and the address allocator live in
 (SQLite, WAL, synchronous=FULL). A change is on disk before it is answered, so a restart, a
 crash or kill -9 loses nothing. Default DIR: $XDG_DATA_HOME/corral/gateway, i.e.
 ~/.local/share/corral/gateway, or …/corral/testbed with --testbed, so that the demo building
-never mixes with a real one. Run one gateway per DIR.
+never mixes with a real one. One gateway per DIR: a second one exits naming the first's PID.
 
 Testbed: devices are volatile (a restart starts them with an empty /mc); the gateway re-joins
 them to the groups of its stored multicast entities when it starts. They accept /mc changes
@@ -60,7 +60,12 @@ use it and where it may send.
     of this host's interfaces and loopback, port 5683 (and the testbed's port); never the gateway
     itself or a broadcast address. Refusals are 4.03 naming the member.
   Budget (--budget N): member requests one client request may cause, through nesting and other
-    gateways [64]. Quotas: 256 member exchanges per client, 512 per entity at once (5.03 + Max-Age).
+    gateways [64]. Quotas: 256 member exchanges per client, 512 per entity at once (5.03 + Max-Age),
+    each given back as its member request ends; readers may pace a use by at most 1 s.
+  Proof of address: beyond loopback, a client's first use and each change or actuation get 4.01 with
+    an Echo value first (RFC 9175); corral's and libcoap's clients repeat with it by themselves, a
+    spoofer never sees it. A remote manage or actuate role still rests on its address: the gateway
+    warns, and --credentials with --require-oscore-remote makes remote changes need OSCORE.
   --policy FILE: the same as TOML, e.g.
       [access]
       manage = [\"127.0.0.0/8\", \"::1\"]

@@ -340,20 +340,9 @@ fn a_second_gateway_on_one_data_directory_exits_naming_the_first() {
 fn multicast_entities_refuse_a_short_timeout_and_show_progress() {
     let data = tempfile::tempdir().unwrap();
     let dir = data.path().display().to_string();
-    let (_gw, j) = spawn_json(Command::new(CORRAL).args([
-        "gateway",
-        "--bind",
-        "127.0.0.1:0",
-        "--testbed",
-        "2",
-        "--testbed-from",
-        "127.0.94.1:0",
-        "--leisure",
-        "3",
-        "--json",
-        "--data",
-        &dir,
-    ]));
+    let mut cmd = Command::new(CORRAL);
+    cmd.args(["gateway", "--bind", "127.0.0.1:0", "--testbed", "2", "--testbed-from", "127.0.94.1:0"]);
+    let (_gw, j) = spawn_json(cmd.args(["--leisure", "3", "--json", "--data", &dir]));
     let gw = j["uri"].as_str().unwrap().to_string();
     let dev = addrs(&j["devices"]);
     // The second member says it joined but never hears the group: every use waits out the window (4 s).
@@ -390,4 +379,30 @@ fn deaf_member(addr: &str) -> UdpSocket {
         }
     });
     s
+}
+
+/// libcoap's client beyond loopback meets the same challenges and is served: a first use, and changes by
+/// the manager at its address (libcoap repeats a request with the Echo value of a 4.01 by itself).
+#[test]
+fn libcoap_clients_beyond_loopback_meet_the_challenge_and_are_served() {
+    if !interop_enabled(&["coap-client-notls"]) {
+        return;
+    }
+    let Some(net) = Pair::new("libcoap", &[]) else { return };
+    let (_gw, j, _data) = gateway_in(&net, 2, &["read=10.77.0.0/24", "manage=10.77.0.9"]);
+    let members: Vec<String> = addrs(&j["devices"]).iter().map(|d| format!("coap://{d}/s/t")).collect();
+    let o = entity_in(net.in_g(CORRAL), "coap://127.0.0.1", &["create", "room1", &members[0], &members[1]]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let libcoap = |args: &[&str]| run(net.in_c("coap-client-notls").args(args), Duration::from_secs(30));
+    let o = libcoap(&["-m", "get", "coap://10.77.0.1/em/room1?eo=count"]);
+    assert_eq!(stdout(&o).trim(), "2", "a reader's first use: {} {}", stdout(&o), stderr(&o));
+    net.client_becomes(Ipv4Addr::new(10, 77, 0, 9));
+    let o = libcoap(&["-m", "post", "-e", "{\"eo\":\"max\"}", "-t", "50", "coap://10.77.0.1/em/room1/profile"]);
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    let o = entity_in(net.in_g(CORRAL), "coap://127.0.0.1", &["show", "room1", "--json"]);
+    assert_eq!(serde_json::from_str::<Json>(&stdout(&o)).unwrap()["profile"]["eo"], serde_json::json!(["max"]));
+    let o = libcoap(&["-m", "delete", "coap://10.77.0.1/em/room1"]);
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    let o = entity_in(net.in_g(CORRAL), "coap://127.0.0.1", &["list", "--json"]);
+    assert_eq!(stdout(&o).trim(), "[]", "the manager's deletion took effect");
 }

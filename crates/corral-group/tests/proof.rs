@@ -200,3 +200,15 @@ impl JsonPayload for Message {
         self
     }
 }
+
+#[test]
+fn a_change_too_large_for_one_datagram_is_served_after_its_echo_round_trip() {
+    let mut lab = proving(2, Budget::default());
+    let long = "q".repeat(200);
+    let er: Vec<String> =
+        lab.uris(0..2, "s/t").into_iter().map(|u| format!("{u}?a={long}&b={long}&c={long}")).collect();
+    let body = json!({ "er": er }).to_string();
+    assert!(body.len() > 1024, "a block-wise upload");
+    let r = lab.create("big", json!({ "er": er }));
+    assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
+}

@@ -9,8 +9,8 @@
 //!
 //! # Rooms
 //! This module holds the shared types (configuration, entities, jobs, flows, watches), the service entry
-//! points and the routing; each concern has a module of its own: `members` (member URIs and the checks of
-//! a member list), `jobs` (fan-outs and combining replies), `flows` (create, update, delete, recovery),
+//! points and the routing; each concern has a module of its own: `access` (roles, proof of address, what a
+//! reader may ask for), `members` (member URIs and the checks of a member list), `jobs` (fan-outs and combining replies), `flows` (create, update, delete, recovery),
 //! `requests` (listing, profiles, starting a use), `watch` (observed entities), `shards` (a manager and
 //! its replicas on several workers). Split from one
 //! 2,200-line file in one step, without a change of behaviour; the submodules add `impl EntityManager`
@@ -70,6 +70,7 @@
 //! final rendering: the new entity, or 4.04). Multicast entities and entities with local (nested) members
 //! answer a registration once, without Observe.
 
+mod access;
 mod budget;
 mod flows;
 mod jobs;
@@ -691,58 +692,6 @@ impl EntityManager {
     /// Replaces the access policy (a configuration reload); requests in progress keep their answer.
     pub fn set_access(&mut self, access: AccessPolicy) {
         self.config.access = access;
-    }
-
-    /// The role a request needs (see [`Role`]), checked against the access policy: the client's role, or
-    /// 4.03 with the reason.
-    fn authorise(&self, inb: &IncomingRequest, m: Code, parts: &[&str]) -> Result<Role, Fail> {
-        let needed = match (m, parts) {
-            (Code::GET, _) => Role::Read,
-            (Code::PUT, [name]) if self.entities.contains_key(*name) && !Self::is_profile_document(&inb.request) => {
-                Role::Actuate
-            }
-            (Code::POST, [_]) => Role::Actuate,
-            (Code::POST | Code::PUT | Code::DELETE, _) => Role::Manage,
-            _ => Role::Read,
-        };
-        let client = ClientIdentity::new(inb.from);
-        match self.config.access.role_of(&client) {
-            Some(r) if r >= needed => Ok(r),
-            Some(r) => Err((
-                Code::FORBIDDEN,
-                format!(
-                    "{} may {} entities, not {} them (the gateway's access policy)",
-                    client.addr.ip(),
-                    r.as_str(),
-                    needed.as_str()
-                ),
-            )),
-            None => Err((
-                Code::FORBIDDEN,
-                format!("{} may not use this gateway (the gateway's access policy)", client.addr.ip()),
-            )),
-        }
-    }
-
-    /// Whether `inb` must first prove its source address (see [`EmConfig::challenge_unverified`]). A use
-    /// needs a source that proved its address once ([`IncomingRequest::verified`]); a change or an
-    /// actuation needs this very request to carry the Echo value its source was just given
-    /// ([`IncomingRequest::echoed`]), since a blind spoofer may guess the address and port of a manager
-    /// that proved itself earlier. Listing and reading profiles need nothing. A loopback source cannot be
-    /// spoofed from the network (the kernel drops such datagrams arriving on other interfaces); a
-    /// rendering of a notification replays a registration that was served.
-    fn must_prove_address(&self, inb: &IncomingRequest, m: Code, parts: &[&str]) -> bool {
-        if !self.config.challenge_unverified
-            || inb.notification
-            || crate::policy::canonical(inb.from.ip()).is_loopback()
-        {
-            return false;
-        }
-        match (m, parts) {
-            (Code::GET, [_]) => !inb.verified,
-            (Code::GET, _) => false,
-            _ => !inb.echoed,
-        }
     }
 
     fn route(&mut self, cx: &mut Context<'_>, inb: &IncomingRequest) -> Result<(), Fail> {

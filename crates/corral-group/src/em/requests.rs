@@ -111,37 +111,6 @@ impl EntityManager {
         }
     }
 
-    /// A client that may not manage entities may not make a use hold the quotas longer than the entity's
-    /// profile does: `delay` at most [`MAX_READER_DELAY_MS`] and `timeout` at most MAX_TRANSMIT_WAIT,
-    /// unless the profile sets more. 4.03 says what to ask for instead.
-    fn check_reader_overrides(&self, cx: &Context<'_>, name: &str, o: &UseOverrides) -> Result<(), Fail> {
-        let Some(e) = self.entities.get(name) else { return Ok(()) };
-        let p = &e.stored.profile;
-        let n = e.items.len();
-        let (s, r) = (self.config.response_size, self.config.rate);
-        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        if let Some(asked) = o.delay.map(|d| ms(d.resolve(n, s, r))) {
-            let limit = ms(p.delay.resolve(n, s, r)).max(MAX_READER_DELAY_MS);
-            if asked > limit {
-                return Err((
-                    Code::FORBIDDEN,
-                    format!("delay={asked}: a client that may not manage entities may ask for at most {limit} ms (the entity's profile may set more)"),
-                ));
-            }
-        }
-        if let Some(asked) = o.timeout {
-            let mtw = cx.endpoint().config().params.max_transmit_wait().as_millis();
-            let limit = p.timeout.unwrap_or(0).max(mtw);
-            if asked > limit {
-                return Err((
-                    Code::FORBIDDEN,
-                    format!("timeout={asked}: a client that may not manage entities may ask for at most {limit} ms (the entity's profile may set more)"),
-                ));
-            }
-        }
-        Ok(())
-    }
-
     pub(super) fn use_entity(
         &mut self,
         cx: &mut Context<'_>,

@@ -84,6 +84,9 @@ pub struct DeviceConfig {
     /// Who may change the device's memberships through `/mc` (see [`McResource::managed_by`]); empty:
     /// anyone.
     pub managers: Vec<crate::policy::Prefix>,
+    /// A membership change from a source beyond loopback waits for proof of its address (see
+    /// [`McResource::verifying`]).
+    pub verify_managers: bool,
 }
 
 const SENSOR_FORMATS: &str = "0 50 60 110 112";
@@ -386,7 +389,7 @@ pub struct DeviceHandles {
 /// Mounts a virtual device on a node: sensors at `s`, actuators at `a`, `/mc` at `mc`.
 pub fn mount_device(node: &mut Node, config: DeviceConfig) -> DeviceHandles {
     let slots = config.mc_slots.unwrap_or(crate::mc::DEFAULT_SLOTS);
-    let mc = McResource::new(slots).managed_by(config.managers.clone());
+    let mc = McResource::new(slots).managed_by(config.managers.clone()).verifying(config.verify_managers);
     DeviceHandles {
         sensors: node.mount("s", Sensors::new(config)),
         actuators: node.mount("a", Actuators::new()),

@@ -8,7 +8,11 @@
 //!
 //! Membership changes are accepted only from the node's managers (gateway address prefixes; by default
 //! anyone in the library, `corral device` defaults to this machine): a stranger cannot take a device out
-//! of its group or fill its slots. Groups with a fixed meaning (All Nodes, All CoAP Nodes, link-local
+//! of its group or fill its slots. An address can be spoofed, so a device that is [`McResource::verifying`]
+//! (`corral device` is) answers every change from a manager beyond loopback with 4.01 and an Echo value
+//! first (RFC 9175 §2.4): the manager's repetition with it is served (the Entity Manager's endpoint
+//! repeats by itself), a blind spoofer's never comes — even one that sends from the gateway's own
+//! address and port, which a device that checked the gateway once would otherwise trust. Groups with a fixed meaning (All Nodes, All CoAP Nodes, link-local
 //! control — [`crate::policy::reserved_group`]) are refused from anyone: joining them would make the
 //! device answer discovery traffic it was never meant to see.
 //!
@@ -16,7 +20,7 @@
 //! limit. Joining and leaving reach the socket (or the simulated network) as [`corral_proto::NodeCommand`]s
 //! through `cx.join_group` / `cx.leave_group`. Must never: touch a socket itself.
 
-use crate::policy::{reserved_group, Prefix};
+use crate::policy::{canonical, reserved_group, Prefix};
 use corral_proto::wire::{Code, ContentFormat};
 use corral_proto::{Context, IncomingRequest, ResourceLink, Response, Service};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -33,6 +37,8 @@ pub struct McResource {
     groups: Vec<IpAddr>,
     /// Who may change memberships; empty: anyone.
     managers: Vec<Prefix>,
+    /// Changes from unverified sources beyond loopback are challenged first (see the module docs).
+    verify: bool,
 }
 
 impl Default for McResource {
@@ -43,13 +49,25 @@ impl Default for McResource {
 
 impl McResource {
     pub fn new(slots: usize) -> McResource {
-        McResource { slots, groups: Vec::new(), managers: Vec::new() }
+        McResource { slots, groups: Vec::new(), managers: Vec::new(), verify: false }
     }
 
     /// Accepts membership changes only from these prefixes (the gateways that manage this device).
     pub fn managed_by(mut self, managers: Vec<Prefix>) -> McResource {
         self.managers = managers;
         self
+    }
+
+    /// Challenges a membership change from a manager beyond loopback that has not proved its address
+    /// (4.01 with an Echo value, RFC 9175 §2.4) before acting on it.
+    pub fn verifying(mut self, verify: bool) -> McResource {
+        self.verify = verify;
+        self
+    }
+
+    /// Whether `from` may change memberships.
+    fn is_manager(&self, from: IpAddr) -> bool {
+        self.managers.is_empty() || self.managers.iter().any(|p| p.contains(from))
     }
 
     pub fn managers(&self) -> &[Prefix] {
@@ -122,7 +140,7 @@ impl McResource {
                 Some(_) => Response::error(Code::NOT_ACCEPTABLE, "/mc offers text/plain (0) or CBOR (60)"),
             },
             Code::POST => {
-                if !self.managers.is_empty() && !self.managers.iter().any(|p| p.contains(req.from.ip())) {
+                if !self.is_manager(req.from.ip()) {
                     tracing::warn!(from = %req.from, "membership change from a stranger refused");
                     return Response::error(
                         Code::FORBIDDEN,
@@ -173,6 +191,19 @@ impl McResource {
 
 impl Service for McResource {
     fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        // Each change needs its own Echo round trip: the gateway manages from a fixed address and port,
+        // which a blind spoofer knows, so a source verified once proves nothing about the next datagram.
+        let unproven = self.verify
+            && req.request.method == Code::POST
+            && !req.echoed
+            && !req.multicast
+            && !canonical(req.from.ip()).is_loopback()
+            && self.is_manager(req.from.ip());
+        if unproven {
+            tracing::debug!(from = %req.from, "membership change from an unverified source: Echo challenge");
+            cx.challenge(req.id);
+            return;
+        }
         let resp = self.handle(cx, &req);
         cx.respond(req.id, resp);
     }

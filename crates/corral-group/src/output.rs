@@ -173,6 +173,9 @@ pub struct UseResult {
     pub values: Vec<Reading>,
     /// Members without a usable answer and why.
     pub errors: Vec<(String, String)>,
+    /// What an update of the entity changed, in the first rendering its observers get after it (JSON and
+    /// CBOR carry it as `changed`; text and SenML have no room for it).
+    pub changed: Vec<String>,
 }
 
 /// The formats a use request may ask for with Accept.
@@ -317,6 +320,9 @@ impl UseResult {
         if !self.errors.is_empty() {
             let errs: Vec<Json> = self.errors.iter().map(|(m, e)| json!({"m": m, "error": e})).collect();
             m.insert("errors".into(), Json::Array(errs));
+        }
+        if !self.changed.is_empty() {
+            m.insert("changed".into(), json!(self.changed));
         }
         Json::Object(m)
     }

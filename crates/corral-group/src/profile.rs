@@ -334,6 +334,33 @@ impl Profile {
         Ok(())
     }
 
+    /// What differs from `old`, one phrase per field, for the observers of an updated entity:
+    /// `er: +coap://…/s/t -coap://…/s/h`, `eo: lst avg → max`, `enr: 3 → 2`, `timeout: none → 3000`.
+    pub fn changes_from(&self, old: &Profile) -> Vec<String> {
+        let mut out = Vec::new();
+        let added: Vec<String> = self.er.iter().filter(|m| !old.er.contains(m)).map(|m| format!("+{m}")).collect();
+        let gone: Vec<String> = old.er.iter().filter(|m| !self.er.contains(m)).map(|m| format!("-{m}")).collect();
+        if !added.is_empty() || !gone.is_empty() {
+            out.push(format!("er: {}", [added, gone].concat().join(" ")));
+        }
+        let ops = |eo: &[Op]| eo.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(" ");
+        let opt = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
+        let fields = [
+            ("emt", old.emt.as_str().to_string(), self.emt.as_str().to_string()),
+            ("enr", old.enr_resolved().to_string(), self.enr_resolved().to_string()),
+            ("eo", ops(&old.eo), ops(&self.eo)),
+            ("delay", old.delay.to_string(), self.delay.to_string()),
+            ("timeout", opt(old.timeout), opt(self.timeout)),
+            ("repair", old.repair.as_str().to_string(), self.repair.as_str().to_string()),
+        ];
+        for (field, was, now) in fields {
+            if was != now {
+                out.push(format!("{field}: {was} → {now}"));
+            }
+        }
+        out
+    }
+
     /// The profile document (JSON object) the EM answers with; `enr` is always written resolved.
     pub fn to_json(&self) -> Json {
         let mut m = Map::new();
@@ -444,6 +471,8 @@ impl ProfilePatch {
                         other => Some(parse_timeout(&scalar("timeout", other)?)?),
                     })
                 }
+                // Status the EM shows with the profile (members that did not answer), not a field.
+                "unreachable" => {}
                 other_field => p.set_text(other_field, &scalar(other_field, v)?)?,
             }
         }

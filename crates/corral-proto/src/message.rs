@@ -221,6 +221,13 @@ pub struct IncomingRequest {
     /// resources for it can answer [`crate::Context::challenge`] instead, and the client's repetition
     /// with the Echo value arrives verified.
     pub verified: bool,
+    /// This very request carried the Echo value this endpoint last gave its source, still fresh: the
+    /// source received our challenge at its address just now, so the request is its repetition (request
+    /// freshness, RFC 9175 §2.4). Stronger than `verified`, which holds for every later request from the
+    /// same address and port — a pair a blind spoofer may know (a gateway's fixed port) or guess. A
+    /// service that acts on a source's address alone asks for it with [`crate::Context::challenge`] on
+    /// each state change. Requests over TCP carry it (the connection is the proof).
+    pub echoed: bool,
 }
 
 /// Why a request ended without a response.

@@ -494,6 +494,7 @@ impl TcpEndpoint {
             request,
             notification: false,
             verified: true,
+            echoed: true,
         }));
     }
 
@@ -582,6 +583,7 @@ impl TcpEndpoint {
                 request,
                 notification: true,
                 verified: true,
+                echoed: false,
             });
         }
         out

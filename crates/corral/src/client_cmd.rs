@@ -481,7 +481,7 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
 /// Sends the request; on a terminal, a request still running after two seconds (a block-wise transfer over
 /// a slow network, a server that is slow to answer) shows one line of progress on stderr, which is cleared
 /// when the response arrives.
-async fn send_showing_progress(
+pub(crate) async fn send_showing_progress(
     req: RequestBuilder,
     v: Verbosity,
 ) -> Result<(std::net::SocketAddr, corral_tokio::Response), corral_tokio::Error> {

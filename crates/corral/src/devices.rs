@@ -55,6 +55,10 @@ pub struct FleetConfig {
     pub request_log: Option<PathBuf>,
     /// Who may change the devices' multicast memberships through `/mc` (empty: anyone).
     pub managers: Vec<corral_group::Prefix>,
+    /// A membership change from beyond loopback first gets an Echo challenge that the manager must return
+    /// (corral-group's `McResource::verifying`): a blind spoofer of the manager's address cannot change
+    /// the groups.
+    pub verify_managers: bool,
 }
 
 impl FleetConfig {
@@ -70,6 +74,7 @@ impl FleetConfig {
             observable: true,
             request_log: None,
             managers: crate::policy_args::this_machine(),
+            verify_managers: true,
         }
     }
 }
@@ -216,6 +221,7 @@ fn device_node(cfg: &FleetConfig, i: usize) -> Node {
             mc_slots: Some(cfg.mc_slots),
             observable: cfg.observable,
             managers: cfg.managers.clone(),
+            verify_managers: cfg.verify_managers,
             ..DeviceConfig::default()
         },
     );
@@ -522,6 +528,16 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
     };
     let cfg = if args.manager.is_empty() { cfg } else { FleetConfig { managers: args.manager.clone(), ..cfg } };
     let managers: Vec<String> = cfg.managers.iter().map(|p| p.to_string()).collect();
+    for p in args.manager.iter().filter(|p| !crate::policy_args::within_loopback(p)) {
+        tracing::warn!(
+            "{}",
+            crate::policy_args::address_only_warning(
+                &format!("--manager {p}"),
+                "change the devices' groups",
+                "give --manager the managing gateway's address only, on a network you trust"
+            )
+        );
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

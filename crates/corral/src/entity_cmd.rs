@@ -4,7 +4,7 @@
 //!
 //! | verb | requests |
 //! |---|---|
-//! | `create NAME MEMBER…` | `PUT /em/NAME` with a JSON profile |
+//! | `create NAME MEMBER…` | `PUT /em/NAME` with a JSON profile and If-None-Match (an existing name: 4.12) |
 //! | `list` | `GET /em`, then `GET /em/<name>/profile` for each |
 //! | `show NAME` | `GET /em/NAME/profile` |
 //! | `use NAME` | `GET /em/NAME?eo=…&enr=…` |
@@ -35,10 +35,15 @@ Examples (a gateway from `corral gateway --testbed 5`):
   corral entity update lights --repair unicast   # silent members: unicast
   corral entity create floor1 /em/room1 /em/room2 --eo avg   # entities nest
   corral entity update room1 --add coap://127.0.0.4/s/t --delay 50ms
+  corral entity create hall coap://127.0.0.9/s/t --allow-offline   # not up yet
   corral entity list
   corral entity show room1 --json
   corral entity delete room1
   corral entity bench room1 --repeat 200    # the EM against direct GETs
+
+`create` never replaces an entity (an existing name: 4.12 Precondition Failed; change it with \
+`update`). A creation waits at most 20 s for silent members, then answers with each member's \
+status; `show` names the members that did not answer their last request.
 
 Operations (--eo): lst avg min max sum count med; the first one listed is the default.
 Profile fields: --ect unicast|multicast (at creation only), --emt con|non, --enr N (replies to \
@@ -193,6 +198,10 @@ pub struct CreateArgs {
     /// unicast (one request per member) or multicast (one group request; members join through /mc).
     #[arg(long, value_name = "unicast|multicast", value_parser = ["unicast", "multicast"])]
     pub ect: Option<String>,
+    /// Create the entity even if members do not answer now (unicast entities): `entity show` lists them as
+    /// unreachable until they answer.
+    #[arg(long)]
+    pub allow_offline: bool,
     #[command(flatten)]
     pub fields: ProfileFields,
 }
@@ -230,6 +239,9 @@ pub struct UpdateArgs {
     /// Remove a member (repeatable).
     #[arg(long, value_name = "MEMBER")]
     pub remove: Vec<String>,
+    /// Accept added members that do not answer now (unicast entities; see `create --allow-offline`).
+    #[arg(long)]
+    pub allow_offline: bool,
     #[command(flatten)]
     pub fields: ProfileFields,
 }
@@ -272,10 +284,11 @@ struct Gateway {
     base: String,
     client: Client,
     wait: f64,
+    v: Verbosity,
 }
 
 impl Gateway {
-    async fn connect(args: &EntityArgs) -> Result<Gateway, Failure> {
+    async fn connect(args: &EntityArgs, v: Verbosity) -> Result<Gateway, Failure> {
         let uri = corral_tokio::parse_uri(&args.gateway)
             .map_err(|e| Failure::usage(format!("--gateway: invalid URI: {e}")))?;
         if !uri.path.is_empty() || !uri.query.is_empty() {
@@ -293,15 +306,28 @@ impl Gateway {
             Err(e) => Err(e),
         }
         .map_err(|e| Failure::other(format!("cannot open a UDP socket: {e}")))?;
-        Ok(Gateway { base, client, wait: args.wait })
+        Ok(Gateway { base, client, wait: args.wait, v })
     }
 
     fn uri(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
+    /// `timeout=MS` for a use or an actuation, when this command would stop waiting before the gateway's
+    /// own bound (CoAP's MAX_TRANSMIT_WAIT, 93 s, for a silent member): the gateway then answers with what
+    /// arrived a little before the command gives up, instead of after it, unseen (issue 27).
+    fn patience(&self) -> Option<String> {
+        let ms = (self.wait * 1000.0 - 1500.0).max(1000.0) as u64;
+        (ms < 93_000).then(|| format!("timeout={ms}"))
+    }
+
+    /// Sends a request; on a terminal, one still running after two seconds (a multicast entity's window,
+    /// a paced fan-out, a creation waiting for its members) shows a line of progress, as the client verbs do.
     async fn send(&self, req: corral_tokio::RequestBuilder) -> Result<Response, Failure> {
-        req.await.map_err(|e| Failure::from_client(e, self.wait))
+        crate::client_cmd::send_showing_progress(req, self.v)
+            .await
+            .map(|(_, r)| r)
+            .map_err(|e| Failure::from_client(e, self.wait))
     }
 
     /// A response that must be a success; an error response becomes the failure (and, with `-v`, its
@@ -341,7 +367,7 @@ pub fn run(args: EntityArgs, v: Verbosity) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async {
-        let gw = Gateway::connect(&args).await?;
+        let gw = Gateway::connect(&args, v).await?;
         match &args.verb {
             Verb::Create(a) => create(&gw, a, args.json, v).await,
             Verb::List => list(&gw, args.json).await,
@@ -366,9 +392,15 @@ async fn create(gw: &Gateway, a: &CreateArgs, as_json: bool, v: Verbosity) -> Re
     if !v.quiet && !as_json && a.ect.as_deref() == Some("multicast") {
         say!("creating {}: asking {} member(s) to join a multicast group…", a.name, a.members.len());
     }
+    let mut uri = gw.uri(&format!("/em/{}", a.name));
+    if a.allow_offline {
+        uri.push_str("?offline=allow");
+    }
+    // If-None-Match (RFC 7252 §5.10.8.2): an existing entity is refused (4.12), never replaced.
     let req = gw
         .client
-        .put(&gw.uri(&format!("/em/{}", a.name)))
+        .put(&uri)
+        .option(corral_tokio::OptionNumber::IF_NONE_MATCH, [])
         .content_format(ContentFormat::JSON)
         .accept(ContentFormat::JSON)
         .payload(Json::Object(doc).to_string());
@@ -378,9 +410,7 @@ async fn create(gw: &Gateway, a: &CreateArgs, as_json: bool, v: Verbosity) -> Re
         print_json(&report);
         return Ok(());
     }
-    let profile = &report["profile"];
-    let verb = if r.code == Code::CREATED { "created" } else { "updated" };
-    out!("{verb} {}: {}", a.name, summary(profile));
+    out!("created {}: {}", a.name, summary(&report["profile"]));
     print_members(&report);
     Ok(())
 }
@@ -495,7 +525,10 @@ async fn show(gw: &Gateway, name: &str, as_json: bool, v: Verbosity) -> Result<(
     }
     out!("  members:");
     for m in er {
-        out!("    {m}");
+        match p["unreachable"][m].as_str() {
+            Some(why) => out!("    {m}  (unreachable: {why})"),
+            None => out!("    {m}"),
+        }
     }
     Ok(())
 }
@@ -511,6 +544,9 @@ async fn use_entity(gw: &Gateway, a: &UseArgs, as_json: bool, v: Verbosity) -> R
             Json::String(s) => query.push(format!("{k}={s}")),
             other => query.push(format!("{k}={other}")),
         }
+    }
+    if a.overrides.timeout.is_none() {
+        query.extend(gw.patience());
     }
     let mut uri = gw.uri(&format!("/em/{}", a.name));
     if !query.is_empty() {
@@ -542,7 +578,10 @@ async fn use_entity(gw: &Gateway, a: &UseArgs, as_json: bool, v: Verbosity) -> R
 
 async fn actuate(gw: &Gateway, a: &ActuateArgs, as_json: bool) -> Result<(), Failure> {
     check_name(&a.name)?;
-    let uri = gw.uri(&format!("/em/{}", a.name));
+    let mut uri = gw.uri(&format!("/em/{}", a.name));
+    if let Some(q) = gw.patience() {
+        uri = format!("{uri}?{q}");
+    }
     let req = if a.post { gw.client.post(&uri) } else { gw.client.put(&uri) };
     let req = req.content_format(ContentFormat::TEXT_PLAIN).accept(ContentFormat::JSON).payload(a.value.clone());
     let r = gw.send(req).await?;
@@ -594,9 +633,13 @@ async fn update(gw: &Gateway, a: &UpdateArgs, as_json: bool, v: Verbosity) -> Re
     if doc.is_empty() {
         return Err(Failure::usage("nothing to change: give --add, --remove or a profile field (--eo, --enr, …)"));
     }
+    let mut uri = gw.uri(&format!("/em/{}/profile", a.name));
+    if a.allow_offline {
+        uri.push_str("?offline=allow");
+    }
     let req = gw
         .client
-        .post(&gw.uri(&format!("/em/{}/profile", a.name)))
+        .post(&uri)
         .content_format(ContentFormat::JSON)
         .accept(ContentFormat::JSON)
         .payload(Json::Object(doc).to_string());

@@ -110,6 +110,45 @@ pub struct Policy {
     pub budget: Budget,
     pub quarantine: Option<u64>,
     pub warnings: Vec<String>,
+    /// Whether the access rules were given (`--allow`, `[access]`) rather than this machine's default.
+    pub configured: bool,
+}
+
+impl Policy {
+    /// Warnings for the configured actuate and manage roles beyond loopback: they rest on the source
+    /// address alone (the gateway warns unless OSCORE is required for remote changes).
+    pub fn address_only_roles(&self) -> Vec<String> {
+        if !self.configured {
+            return Vec::new();
+        }
+        self.access
+            .rules
+            .iter()
+            .filter(|(p, r)| *r >= Role::Actuate && !within_loopback(p))
+            .map(|(p, r)| {
+                address_only_warning(
+                    &format!("--allow {}={p}", r.as_str()),
+                    "act with that role",
+                    "require OSCORE for remote changes (--credentials with --require-oscore-remote)",
+                )
+            })
+            .collect()
+    }
+}
+
+/// Whether every address of `p` is a loopback address.
+pub fn within_loopback(p: &Prefix) -> bool {
+    Prefix::loopback().iter().any(|l| l.contains(p.addr()) && p.prefix_len() >= l.prefix_len())
+}
+
+/// The start-up warning for a role that rests on source addresses alone (the gateway's remote roles, a
+/// device's remote managers): what the Echo round trip protects against, and what it does not.
+pub fn address_only_warning(what: &str, act: &str, remedy: &str) -> String {
+    format!(
+        "{what} rests on the source address alone: every change from there must first return an Echo value \
+         sent to that address, which a blind spoofer never sees, but anyone who receives that address's \
+         traffic (on its network, or on the path to it) can {act}; {remedy}"
+    )
 }
 
 impl PolicyArgs {
@@ -183,7 +222,7 @@ impl PolicyArgs {
                 "listening on {local}, but only this machine may use the gateway; let clients in with --allow, e.g. --allow read=10.0.0.0/8"
             ));
         }
-        Ok(Policy { access, members, budget, quarantine: self.quarantine.or(file.quarantine), warnings })
+        Ok(Policy { access, members, budget, quarantine: self.quarantine.or(file.quarantine), warnings, configured })
     }
 }
 

@@ -5,7 +5,10 @@
 //! on with `budget=`), the cost of every nested local entity, and for a multicast entity one request (plus
 //! one per member when it repairs by unicast). Costs are static — they follow from the member lists — so
 //! they are checked when an entity is created or changed (for the entity and every entity that contains
-//! it), and reserved against the quotas when a use starts.
+//! it), and reserved against the quotas when a use starts. A use gives its reservation back as it goes:
+//! each member request that ended (answered, failed, or made needless by a multicast answer) leaves the
+//! hold at once, and whatever is left goes when the use ends — also when its entity changes or is deleted
+//! meanwhile, which ends the use (issue 26: a use paced by a long `delay` held its whole cost for days).
 
 use super::*;
 
@@ -185,19 +188,24 @@ impl EntityManager {
     }
 
     pub(super) fn release(&mut self, hold: Hold) {
-        if let Some(v) = self.held_by_client.get_mut(&hold.client) {
-            *v = v.saturating_sub(hold.amount);
+        self.unhold(hold.client, &hold.entity, hold.amount);
+    }
+
+    /// Gives `amount` member exchanges of `client`'s use of `entity` back to the quotas.
+    pub(super) fn unhold(&mut self, client: IpAddr, entity: &str, amount: usize) {
+        if let Some(v) = self.held_by_client.get_mut(&client) {
+            *v = v.saturating_sub(amount);
             if *v == 0 {
-                self.held_by_client.remove(&hold.client);
+                self.held_by_client.remove(&client);
             }
         }
-        if let Some(v) = self.held_by_entity.get_mut(&hold.entity) {
-            *v = v.saturating_sub(hold.amount);
+        if let Some(v) = self.held_by_entity.get_mut(entity) {
+            *v = v.saturating_sub(amount);
             if *v == 0 {
-                self.held_by_entity.remove(&hold.entity);
+                self.held_by_entity.remove(entity);
             }
         }
-        self.held_total = self.held_total.saturating_sub(hold.amount);
+        self.held_total = self.held_total.saturating_sub(amount);
     }
 
     /// This gateway's identity in `via` lists: drawn once from the node's seeded stream.

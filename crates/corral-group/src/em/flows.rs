@@ -5,7 +5,7 @@ use super::*;
 
 impl EntityManager {
     /// Starts a flow's fan-out stage over `items`.
-    pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
+    pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
         if let Kind::Join(g) | Kind::Leave(g) = kind {
             // Journaled before the first request goes out: after a crash the EM knows whom to ask to leave.
             if let Err(e) = self.journal_note(g, &items) {
@@ -13,13 +13,31 @@ impl EntityManager {
                 return self.flow_fail(cx, flow, (Code::INTERNAL_SERVER_ERROR, msg));
             }
         }
+        let leaving = matches!(
+            (flow.action, flow.stage),
+            (Action::Update, Stage::LeavingRemoved) | (Action::Delete, Stage::LeavingAll)
+        );
+        if leaving && !flow.persisted {
+            // The change goes to the store before any member leaves: a crash from here on finds the new
+            // entity (or none), and the members still to leave are strays of the journal, asked to leave at
+            // start-up — the stored entity never lists a member that already left (issue 26 item 10).
+            if let Err(e) = self.persist(cx.now(), &mut flow) {
+                let fail = (Code::INTERNAL_SERVER_ERROR, format!("entity {} unchanged: {e}", flow.name));
+                if flow.action == Action::Update {
+                    flow.failure = Some(fail);
+                    return self.rollback(cx, flow);
+                }
+                return self.flow_fail(cx, flow, fail);
+            }
+        }
         let profile = flow.new.as_ref().or(flow.old.as_ref()).map(|e| e.profile.clone()).unwrap_or_default();
         let n = items.len();
         let delay = profile.delay.resolve(n, self.config.response_size, self.config.rate);
         let now = cx.now();
-        let deadline = match profile.timeout {
-            Some(ms) => now + Duration::from_millis(ms),
-            None => self.default_deadline(cx, n, Duration::from(delay), false),
+        let deadline = match (profile.timeout, self.config.management_wait) {
+            (Some(ms), _) => now + Duration::from_millis(ms),
+            (None, Some(wait)) => now + Duration::from(delay).saturating_mul(n as u64) + wait,
+            (None, None) => self.default_deadline(cx, n, Duration::from(delay), false),
         };
         let op = profile.default_op();
         let name = flow.name.clone();
@@ -44,10 +62,17 @@ impl EntityManager {
             0,
         );
         let me = self.gateway_id(cx);
+        let silent_text = match (profile.timeout, self.config.management_wait) {
+            (None, Some(wait)) => {
+                Some(format!("no response within {} s (the gateway's wait for members)", wait.as_secs()))
+            }
+            _ => None,
+        };
         if let Some(job) = self.jobs.get_mut(&id) {
             job.share = share;
             job.via = vec![me];
             job.flow = Some(flow);
+            job.silent_text = silent_text;
         }
         self.drive(cx, id);
     }
@@ -81,7 +106,15 @@ impl EntityManager {
                 for (label, r) in &results {
                     let mut text = r.describe();
                     let mut good = r.ok();
-                    if good && arithmetic {
+                    if good {
+                        flow.offline.remove(label);
+                    }
+                    if !good && r.code.is_none() && flow.allow_offline {
+                        // No answer at all (silent, unreachable): accepted, and shown as such.
+                        flow.offline.insert(label.clone(), text.clone());
+                        text = format!("{text}; accepted offline (allow-offline)");
+                        good = true;
+                    } else if good && arithmetic {
                         if let Some(v) = output::single_number(&r.readings) {
                             text = format!("{text}, value {v}");
                         } else {
@@ -324,6 +357,7 @@ impl EntityManager {
     /// Writes the flow's result to the store, updates the in-memory copy, answers the client.
     pub(super) fn commit(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
         let result = match (&flow.action, &flow.new) {
+            _ if flow.persisted => Ok(()),
             (Action::Reconcile, _) => Ok(()),
             (Action::Delete | Action::Recover, _) => self.store.delete_entity(&flow.name),
             (Action::Create { generated: true }, Some(new)) => {
@@ -397,8 +431,13 @@ impl EntityManager {
             action => {
                 let Some(new) = flow.new.take() else { return };
                 let profile = new.profile.to_json();
+                if let (Action::Update, Some(old)) = (action, &flow.old) {
+                    self.note_change(now, &flow.name, &old.profile, &new.profile);
+                }
                 let items = flow.items.clone();
-                self.entities.insert(flow.name.clone(), Entity { stored: new, items, violation: None });
+                let mut entity = Entity::new(new, items, None);
+                entity.unreachable = std::mem::take(&mut flow.offline);
+                self.entities.insert(flow.name.clone(), entity);
                 let code = if matches!(action, Action::Update) { Code::CHANGED } else { Code::CREATED };
                 let msg = format!("entity {} {}", flow.name, if code == Code::CREATED { "created" } else { "updated" });
                 (
@@ -409,6 +448,8 @@ impl EntityManager {
         };
         info!(entity = %flow.name, %code, "entity change committed");
         self.publish();
+        let end = (code == Code::DELETED).then_some("not finished: the entity was deleted meanwhile");
+        self.end_jobs_of(cx, &flow.name, end);
         self.end_watches_of(cx, &flow.name);
         let mut resp = Response::new(code).with_content_format(accept).with_payload(output::render_reports(
             &head,
@@ -440,22 +481,10 @@ impl EntityManager {
         if let Some(g) = group {
             self.reserved_groups.insert(g);
         }
-        let flow = Box::new(Flow {
-            action: Action::Recover,
-            client: None,
-            pending_saved: true,
-            accept: None,
-            name,
-            old: Some(stored),
-            new: None,
-            items: items.clone().into(),
-            reports: Vec::new(),
-            stage: Stage::LeavingAll,
-            joined_now: Vec::new(),
-            join_asked: Vec::new(),
-            allocated: group,
-            failure: None,
-        });
+        let mut flow =
+            Flow::new(Action::Recover, name, None, None, Some(stored), None, items.clone().into(), Stage::LeavingAll);
+        flow.pending_saved = true;
+        flow.allocated = group;
         match group {
             Some(g) => self.flow_job(cx, flow, Kind::Leave(g), items),
             None => self.commit(cx, flow),
@@ -505,28 +534,27 @@ impl EntityManager {
         let mut profile = Profile::default();
         profile.apply(&patch);
         profile.check().map_err(|e| bad(e.0))?;
+        self.check_window(&profile)?;
         let items = self.resolve_items(&profile.er)?;
         self.police(&items)?;
         self.check_members(&name, &profile, &items)?;
         self.check_budget(&name, &profile, &items)?;
         self.check_store(&name, &profile)?;
+        let allow_offline = Self::allow_offline(req, &profile)?;
         let new = StoredEntity { name: name.clone(), profile, group: None, joined: Vec::new(), pending: false };
-        let flow = Box::new(Flow {
-            action: Action::Create { generated },
-            client: Some(inb.id),
-            pending_saved: false,
+        let action = Action::Create { generated };
+        let mut flow = Flow::new(
+            action,
+            name.clone(),
+            Some(inb.id),
             accept,
-            name: name.clone(),
-            old: None,
-            new: Some(new),
-            items: items.clone().into(),
-            reports: items.iter().map(|i| MemberReport { member: i.label.clone(), steps: Vec::new() }).collect(),
-            stage: Stage::Validating,
-            joined_now: Vec::new(),
-            join_asked: Vec::new(),
-            allocated: None,
-            failure: None,
-        });
+            None,
+            Some(new),
+            items.clone().into(),
+            Stage::Validating,
+        );
+        flow.reports = items.iter().map(|i| MemberReport { member: i.label.clone(), steps: Vec::new() }).collect();
+        flow.allow_offline = allow_offline;
         info!(entity = %name, members = items.len(), "creating entity");
         self.busy.insert(name);
         self.client_jobs += 1;
@@ -577,6 +605,8 @@ impl EntityManager {
         profile.apply(&patch);
         profile.mcst_uri = old.profile.mcst_uri.clone();
         profile.check().map_err(|e| bad(e.0))?;
+        self.check_window(&profile)?;
+        let allow_offline = Self::allow_offline(req, &profile)?;
         let items = self.resolve_items(&profile.er)?;
         self.police(&items)?;
         self.check_members(name, &profile, &items)?;
@@ -595,22 +625,27 @@ impl EntityManager {
             })
             .collect();
         let new = StoredEntity { name: name.to_string(), profile, group: old.group, joined, pending: false };
-        let flow = Box::new(Flow {
-            action: Action::Update,
-            client: Some(inb.id),
-            pending_saved: false,
+        let items_arc: Arc<[Item]> = items.clone().into();
+        let mut flow = Flow::new(
+            Action::Update,
+            name.to_string(),
+            Some(inb.id),
             accept,
-            name: name.to_string(),
-            old: Some(old),
-            new: Some(new),
-            items: items.clone().into(),
-            reports: Vec::new(),
-            stage: Stage::Validating,
-            joined_now: Vec::new(),
-            join_asked: Vec::new(),
-            allocated: None,
-            failure: None,
-        });
+            Some(old),
+            Some(new),
+            items_arc,
+            Stage::Validating,
+        );
+        flow.allow_offline = allow_offline;
+        // Members that stay keep what is known of them.
+        if let Some(e) = self.entities.get(name) {
+            flow.offline = e
+                .unreachable
+                .iter()
+                .filter(|(m, _)| items.iter().any(|i| &i.label == *m))
+                .map(|(m, w)| (m.clone(), w.clone()))
+                .collect();
+        }
         self.busy.insert(name.to_string());
         self.client_jobs += 1;
         if same_members {
@@ -619,6 +654,59 @@ impl EntityManager {
             self.flow_job(cx, flow, Kind::Validate, items);
         }
         Ok(())
+    }
+
+    /// Writes an update's new entity, or a deletion, to the store before members are asked to leave (see
+    /// `flow_job`); a deleted entity's group starts its quarantine now.
+    fn persist(&mut self, now: Instant, flow: &mut Flow) -> Result<(), StoreError> {
+        match (flow.action, &flow.new) {
+            (Action::Update, Some(new)) => self.store.save_entity(new)?,
+            (Action::Delete, _) => {
+                self.store.delete_entity(&flow.name)?;
+                if let Some(g) = flow.old.as_ref().and_then(|o| o.group) {
+                    let at = self.wall_ms(now);
+                    if self.store.release_group(g, at).is_ok() {
+                        self.released.insert(g, at);
+                    }
+                }
+            }
+            _ => return Ok(()),
+        }
+        flow.persisted = true;
+        Ok(())
+    }
+
+    /// Whether a creation or update lets members in that do not answer validation (`?offline=allow`, the
+    /// CLI's `--allow-offline`). Unicast entities only: a multicast member must join its group now.
+    pub(super) fn allow_offline(req: &Request, profile: &Profile) -> Result<bool, Fail> {
+        let allow = match req.options.query_pairs().find(|(k, _)| *k == "offline").map(|(_, v)| v) {
+            None => false,
+            Some("allow") => true,
+            Some(other) => return Err(bad(format!("offline={other:?}: the only value is allow"))),
+        };
+        if allow && profile.ect == Ect::Multicast {
+            return Err(bad(
+                "offline=allow applies to unicast entities: a multicast entity's members must join its group when it is created",
+            ));
+        }
+        Ok(allow)
+    }
+
+    /// A multicast entity's `timeout` must cover its window (the members' leisure and the slack), or the
+    /// members that answer late are lost without a word: 4.00 says what to set.
+    pub(super) fn check_window(&self, profile: &Profile) -> Result<(), Fail> {
+        let window = self.config.multicast_leisure + self.config.multicast_slack;
+        match profile.timeout {
+            Some(ms) if profile.ect == Ect::Multicast && Duration::from_millis(ms) < window => Err(bad(format!(
+                "timeout={ms} ms is shorter than the multicast window ({} ms: the members' leisure of {} ms plus \
+                 {} ms): members answering later would be lost; set timeout to at least {} ms, or leave it unset",
+                window.as_millis(),
+                self.config.multicast_leisure.as_millis(),
+                self.config.multicast_slack.as_millis(),
+                window.as_millis()
+            ))),
+            _ => Ok(()),
+        }
     }
 
     pub(super) fn delete(&mut self, cx: &mut Context<'_>, inb: &IncomingRequest, name: &str) -> Result<(), Fail> {
@@ -651,22 +739,16 @@ impl EntityManager {
             .map(|(i, _)| i.clone())
             .collect();
         let group = old.group;
-        let flow = Box::new(Flow {
-            action: Action::Delete,
-            client: Some(inb.id),
-            pending_saved: false,
+        let flow = Flow::new(
+            Action::Delete,
+            name.to_string(),
+            Some(inb.id),
             accept,
-            name: name.to_string(),
-            old: Some(old),
-            new: None,
+            Some(old),
+            None,
             items,
-            reports: Vec::new(),
-            stage: Stage::LeavingAll,
-            joined_now: Vec::new(),
-            join_asked: Vec::new(),
-            allocated: None,
-            failure: None,
-        });
+            Stage::LeavingAll,
+        );
         self.busy.insert(name.to_string());
         self.client_jobs += 1;
         match group {

@@ -57,9 +57,58 @@ impl EntityManager {
                 hold: None,
                 share: 0,
                 via: Vec::new(),
+                root: id,
+                units: 0,
+                cut: None,
+                short_window: false,
+                note: None,
+                silent_text: None,
             },
         );
         id
+    }
+
+    /// `k` of job `id`'s own member requests ended (or will not be sent): they leave the hold of its
+    /// top-level use on the quotas at once, so that a long use holds only what it may still send.
+    pub(super) fn release_units(&mut self, id: JobId, k: u64) {
+        let Some(job) = self.jobs.get_mut(&id) else { return };
+        let k = k.min(job.units);
+        if k == 0 {
+            return;
+        }
+        job.units -= k;
+        let root = job.root;
+        let Some(mut hold) = self.jobs.get_mut(&root).and_then(|j| j.hold.take()) else { return };
+        let k = usize::try_from(k).unwrap_or(usize::MAX).min(hold.amount);
+        hold.amount -= k;
+        self.unhold(hold.client, &hold.entity, k);
+        if let Some(j) = self.jobs.get_mut(&root) {
+            j.hold = Some(hold);
+        }
+    }
+
+    /// Entity `name` changed or went away: the uses of it in progress give their hold on the quotas
+    /// back (a use paced by a long delay must not keep the new entity locked), and with `end` (the entity
+    /// was deleted) they also end now — each answers with what arrived, the members still open marked with
+    /// `why`. After an update they go on with the members they started with.
+    pub(super) fn end_jobs_of(&mut self, cx: &mut Context<'_>, name: &str, end: Option<&'static str>) {
+        let ids: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.entity == name && matches!(j.kind, Kind::Read | Kind::Actuate { .. }))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.release_units(id, u64::MAX);
+            if let Some(hold) = self.jobs.get_mut(&id).and_then(|j| j.hold.take()) {
+                self.release(hold);
+            }
+            if let (Some(why), Some(j)) = (end, self.jobs.get_mut(&id)) {
+                j.cut = Some(why);
+                debug!(entity = %name, job = id, why, "use cut short");
+                self.drive(cx, id);
+            }
+        }
     }
 
     /// When a fan-out without a `timeout` gives up on silent members *(decision)*: every member asked (the
@@ -128,6 +177,19 @@ impl EntityManager {
         let group = ent.stored.group;
         let items = ent.items.clone();
         let (enr, stop) = if actuate { (n, false) } else { (enr, true) };
+        // What this job sends itself (as the budget counts it): a multicast request and the repair it may
+        // need, or one request per remote member.
+        let units = if multicast {
+            1 + if p.repair == Repair::Unicast { n as u64 } else { 0 }
+        } else {
+            items.iter().filter(|i| matches!(i.target, Target::Remote { .. })).count() as u64
+        };
+        let window = self.config.multicast_leisure + self.config.multicast_slack;
+        let short_window = multicast && timeout.is_some_and(|ms| Duration::from_millis(ms) < window);
+        let root = match sink {
+            Sink::Parent { job, .. } => self.jobs.get(&job).map(|j| j.root),
+            _ => None,
+        };
         let id = self.new_job(
             now,
             kind,
@@ -143,6 +205,11 @@ impl EntityManager {
             hop_limit,
             depth,
         );
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.units = units;
+            job.short_window = short_window;
+            job.root = root.unwrap_or(id);
+        }
         if multicast {
             if let Some(job) = self.jobs.get_mut(&id) {
                 // Only requests that may be repeated: a member whose answer to the multicast request was lost
@@ -391,8 +458,12 @@ impl EntityManager {
             cx.cancel(rid);
             self.requests.remove(&rid);
         }
-        let Some(job) = self.jobs.get_mut(&id) else { return };
+        let Some(job) = self.jobs.get(&id) else { return };
         let silent = job.slots.iter().filter(|s| matches!(s, Slot::Waiting)).count();
+        // The multicast request is over, and members that answered it are not asked again.
+        let done = job.units.saturating_sub(silent as u64);
+        self.release_units(id, done);
+        let Some(job) = self.jobs.get_mut(&id) else { return };
         debug!(entity = %job.entity, job = id, silent, "multicast window closed; asking the silent members by unicast");
         job.repair = false;
         job.multicast = false;
@@ -415,6 +486,7 @@ impl EntityManager {
 
     /// Abandons a job and everything it started (no answer is sent).
     pub(super) fn cancel_job(&mut self, cx: &mut Context<'_>, id: JobId) {
+        self.release_units(id, u64::MAX);
         let Some(mut job) = self.jobs.remove(&id) else { return };
         if let Some(h) = job.hold.take() {
             self.release(h);
@@ -450,13 +522,18 @@ impl EntityManager {
                     self.cancel_job(cx, cid);
                     *slot = Slot::Done(Res::failed(why));
                 }
-                Slot::Waiting => *slot = Slot::Done(Res::failed(if job.multicast { why } else { "not asked" })),
+                Slot::Waiting => {
+                    let text = if job.multicast || job.cut.is_some() { why } else { "not asked" };
+                    *slot = Slot::Done(Res::failed(text))
+                }
                 done @ Slot::Done(_) => *slot = done,
             }
         }
     }
 
     pub(super) fn finish(&mut self, cx: &mut Context<'_>, id: JobId) {
+        self.release_units(id, u64::MAX);
+        self.note_silent(cx.now(), id);
         let Some(mut job) = self.jobs.remove(&id) else { return };
         if let Some(h) = job.hold.take() {
             self.release(h);
@@ -470,9 +547,15 @@ impl EntityManager {
         if let Some(t) = job.timer.take() {
             self.timers.remove(&(t, id));
         }
-        let timed_out = job.timed_out || job.deadline.is_some_and(|d| cx.now() >= d);
-        let why = if timed_out {
-            "no reply before the entity timeout"
+        let timed_out = job.timed_out || job.cut.is_some() || job.deadline.is_some_and(|d| cx.now() >= d);
+        let silent_text = job.silent_text.take();
+        let why = if let Some(cut) = job.cut {
+            cut
+        } else if timed_out && job.short_window {
+            "no reply before the request's timeout, which is shorter than the members' multicast leisure (leave \
+             timeout unset, or set it beyond the leisure, to hear every member)"
+        } else if timed_out {
+            silent_text.as_deref().unwrap_or("no reply before the entity timeout")
         } else if job.multicast {
             "no reply in the multicast window"
         } else {
@@ -482,6 +565,32 @@ impl EntityManager {
         match job.kind {
             Kind::Read | Kind::Actuate { .. } => self.finish_use(cx, job, timed_out),
             _ => self.flow_step(cx, job),
+        }
+    }
+
+    /// A finishing job's members that stayed silent until its timeout (or through its multicast window)
+    /// are noted as unreachable (see `note_reach`).
+    fn note_silent(&mut self, now: Instant, id: JobId) {
+        let Some(job) = self.jobs.get(&id) else { return };
+        if job.cut.is_some() || matches!(job.kind, Kind::Join(_) | Kind::Leave(_)) {
+            return;
+        }
+        let timed_out = job.timed_out || job.deadline.is_some_and(|d| now >= d);
+        let (why, silent): (&str, Vec<usize>) = if job.multicast && !(job.stop_at_enr && job.ok >= job.enr) {
+            (
+                "no reply in the multicast window",
+                (0..job.slots.len()).filter(|&i| matches!(job.slots[i], Slot::Waiting)).collect(),
+            )
+        } else if timed_out {
+            (
+                "no response before the timeout",
+                (0..job.slots.len()).filter(|&i| matches!(job.slots[i], Slot::Requested(_))).collect(),
+            )
+        } else {
+            return;
+        };
+        for i in silent {
+            self.note_reach(id, i, Some(why.to_string()));
         }
     }
 
@@ -629,6 +738,7 @@ pub(super) fn build_use_result(job: &Job) -> Result<UseResult, String> {
         }
     }
     Ok(UseResult {
+        changed: job.note.as_deref().map(<[String]>::to_vec).unwrap_or_default(),
         entity: job.entity.clone(),
         op: job.op,
         enr: job.enr,

@@ -73,22 +73,9 @@ impl EntityManager {
                 addrs.iter().map(|a| Item { label: uri::format_coap(*a, &[]), target: remote_target(*a) }).collect();
             self.busy.insert(name.clone());
             self.reserved_groups.insert(g);
-            let flow = Box::new(Flow {
-                action: Action::Reconcile,
-                client: None,
-                pending_saved: false,
-                accept: None,
-                name,
-                old: None,
-                new: None,
-                items: items.clone().into(),
-                reports: Vec::new(),
-                stage: Stage::LeavingAll,
-                joined_now: Vec::new(),
-                join_asked: Vec::new(),
-                allocated: Some(g),
-                failure: None,
-            });
+            let mut flow =
+                Flow::new(Action::Reconcile, name, None, None, None, None, items.clone().into(), Stage::LeavingAll);
+            flow.allocated = Some(g);
             self.flow_job(cx, flow, Kind::Leave(g), items);
         }
     }

@@ -4,6 +4,26 @@
 use super::*;
 
 impl EntityManager {
+    /// Records whether member `i` of job `id` answered its last request (`failure`: why not), for the
+    /// entity's profile to show (see `Entity::unreachable`). Only members of the entity as it is now.
+    pub(super) fn note_reach(&mut self, id: JobId, i: usize, failure: Option<String>) {
+        let Some(job) = self.jobs.get(&id) else { return };
+        let Some(item) = job.items.get(i).filter(|it| matches!(it.target, Target::Remote { .. })) else { return };
+        let Some(e) = self.entities.get_mut(&job.entity) else { return };
+        match failure {
+            None => {
+                if !e.unreachable.is_empty() {
+                    e.unreachable.remove(&item.label);
+                }
+            }
+            Some(why) => {
+                if e.items.iter().any(|it| it.label == item.label) {
+                    e.unreachable.insert(item.label.clone(), why);
+                }
+            }
+        }
+    }
+
     /// Parses a member URI into a target. The member policy is not applied here (entities loaded from the
     /// store keep loading when the policy tightens); [`EntityManager::police`] applies it.
     pub(super) fn resolve_target(&self, text: &str) -> Result<Target, String> {

@@ -9,8 +9,8 @@
 //!
 //! # Rooms
 //! This module holds the shared types (configuration, entities, jobs, flows, watches), the service entry
-//! points and the routing; each concern has a module of its own: `members` (member URIs and the checks of
-//! a member list), `jobs` (fan-outs and combining replies), `flows` (create, update, delete, recovery),
+//! points and the routing; each concern has a module of its own: `access` (roles, proof of address, what a
+//! reader may ask for), `members` (member URIs and the checks of a member list), `jobs` (fan-outs and combining replies), `flows` (create, update, delete, recovery),
 //! `requests` (listing, profiles, starting a use), `watch` (observed entities), `shards` (a manager and
 //! its replicas on several workers). Split from one
 //! 2,200-line file in one step, without a change of behaviour; the submodules add `impl EntityManager`
@@ -27,6 +27,22 @@
 //! wake every [`SYNC_PERIOD`] to look. A replica that is sent a change anyway answers 5.00 naming itself.
 //! Jobs, watches and quotas stay per worker; the store stays single-writer, so nothing about durability
 //! changed.
+//!
+//! # Proof of address (issue 26, RFC 9175 §2.4)
+//! Roles rest on source addresses (see [`crate::policy`]), which a blind spoofer can forge. With
+//! [`EmConfig::challenge_unverified`], a source beyond loopback must prove it receives at its address before
+//! the EM works for it: a use waits until the source has returned an Echo value once
+//! ([`IncomingRequest::verified`]), and every change or actuation must itself carry the value its source
+//! was just given ([`IncomingRequest::echoed`]) — a spoofer who knows or guesses the address and port of a
+//! manager that proved itself earlier still gets a challenge, sent to that manager. Requests that OSCORE
+//! unprotected (the gateway's layer marks them) and requests over TCP are proved already.
+//!
+//! # Quotas held by uses
+//! A use reserves its cost against the quotas (see `budget`) and gives each member request back when it
+//! ends; when its entity changes the use gives the rest back (and goes on with its members), when its
+//! entity is deleted the use ends with what arrived. A client that may not manage may not ask for a
+//! `delay` beyond [`MAX_READER_DELAY_MS`] or a `timeout` beyond MAX_TRANSMIT_WAIT, unless the profile
+//! sets more. So no request holds the quotas longer than its members take to answer.
 //!
 //! # Jobs
 //! Every fan-out is a job: a list of members, one slot per member (waiting, requested, nested job, done),
@@ -54,6 +70,7 @@
 //! final rendering: the new entity, or 4.04). Multicast entities and entities with local (nested) members
 //! answer a registration once, without Observe.
 
+mod access;
 mod budget;
 mod flows;
 mod jobs;
@@ -139,7 +156,29 @@ pub struct EmConfig {
     /// This gateway's identity in `via` lists (loop detection across gateways); `None`: drawn at the
     /// first use. The workers of one gateway share one.
     pub gateway_id: Option<u32>,
+    /// Proof of address before work (RFC 9175 §2.4), for sources beyond loopback: a use (which sends
+    /// member requests and holds the quotas) from a source that has not proved it receives at its
+    /// address, and every change or actuation that does not carry the Echo value its source was just
+    /// given, is answered 4.01 with an Echo value instead ([`Context::challenge`]); the client's
+    /// repetition with the value is served (corral's and libcoap's clients repeat by themselves). A blind
+    /// spoofer never sees the value, so it can neither change entities in a manager's name nor hold the
+    /// quotas. Off in the library (the lab's clients would pay a round trip); `corral gateway` turns it
+    /// on.
+    pub challenge_unverified: bool,
+    /// How long a validation, join or leave fan-out without a profile `timeout` waits for silent members
+    /// after the last was asked; `None`: CoAP's own (MAX_TRANSMIT_WAIT, 93 s). `corral gateway` sets
+    /// [`MANAGEMENT_WAIT`], so that a creation with an offline member answers within a client's patience.
+    pub management_wait: Option<Duration>,
 }
+
+/// How long `corral gateway`'s management fan-outs wait for silent members (see
+/// [`EmConfig::management_wait`]): well inside the 30 s a `corral entity` command waits by default.
+pub const MANAGEMENT_WAIT: Duration = Duration::from_secs(20);
+
+/// The longest `delay` (ms) a client that may not manage entities may ask for in a use's query, unless the
+/// entity's profile sets more: a use holds its member requests against the quotas while it is paced, so a
+/// reader's `?delay=86400000` would hold them for days.
+pub const MAX_READER_DELAY_MS: u64 = 1000;
 
 impl Default for EmConfig {
     fn default() -> Self {
@@ -166,6 +205,8 @@ impl Default for EmConfig {
             wall_clock_at_zero_ms: 0,
             max_store_bytes: 8 << 20,
             gateway_id: None,
+            challenge_unverified: false,
+            management_wait: None,
         }
     }
 }
@@ -194,9 +235,16 @@ struct Entity {
     /// Why the entity breaks the member policy, if it does: an entity stored before the policy tightened
     /// loads, but its uses are refused with this reason until it is updated or deleted.
     violation: Option<String>,
+    /// Members (labels) that did not answer their last request, and why (no response, unreachable):
+    /// shown with the profile. Kept in memory by this worker, not stored.
+    unreachable: BTreeMap<String, String>,
 }
 
 impl Entity {
+    fn new(stored: StoredEntity, items: Arc<[Item]>, violation: Option<String>) -> Entity {
+        Entity { stored, items, violation, unreachable: BTreeMap::new() }
+    }
+
     fn local_members(&self) -> impl Iterator<Item = &str> {
         self.items.iter().filter_map(|i| match &i.target {
             Target::Local(n) => Some(n.as_str()),
@@ -307,11 +355,26 @@ struct Job {
     share: u32,
     /// Gateways this request passed, this one last (`via=`).
     via: Vec<u32>,
+    /// The top-level job whose hold on the quotas covers this one (itself, unless nested).
+    root: JobId,
+    /// This job's own member requests (not its children's) still counted in the root's hold: each is
+    /// released when it ends, so that a use holds only what it still may send (see `budget`).
+    units: u64,
+    /// The use was cut short (its entity changed or was deleted): the reason, given to the slots still
+    /// open.
+    cut: Option<&'static str>,
+    /// A multicast use whose `timeout` is shorter than the multicast window: silent members are named
+    /// with the hint.
+    short_window: bool,
+    /// What changed in the entity, told to its observers in the first rendering after an update.
+    note: Option<Arc<[String]>>,
+    /// How the members still silent at the deadline are described, when not by the entity's timeout.
+    silent_text: Option<String>,
 }
 
 impl Job {
     fn complete(&self, now: Instant) -> bool {
-        if self.timed_out || self.deadline.is_some_and(|d| now >= d) {
+        if self.timed_out || self.cut.is_some() || self.deadline.is_some_and(|d| now >= d) {
             return true;
         }
         if self.stop_at_enr && self.ok >= self.enr {
@@ -328,6 +391,7 @@ impl Job {
         self.repair
             && self.multicast
             && !self.timed_out
+            && self.cut.is_none()
             && self.deadline.is_none_or(|d| now < d)
             && !(self.stop_at_enr && self.ok >= self.enr)
             && self.slots.iter().any(|s| matches!(s, Slot::Waiting))
@@ -387,9 +451,51 @@ struct Flow {
     /// The group allocated by this flow (kept reserved while it runs).
     allocated: Option<IpAddr>,
     failure: Option<(Code, String)>,
+    /// The client allowed members that do not answer validation (`allow-offline`): they are accepted and
+    /// listed in `offline` (unicast entities only).
+    allow_offline: bool,
+    /// Members accepted without an answer, and why they gave none.
+    offline: BTreeMap<String, String>,
+    /// The change is in the store already (written before members are asked to leave, so that a crash
+    /// mid-leave finds the new state and the leaving members as strays in the journal): commit only
+    /// answers.
+    persisted: bool,
 }
 
 impl Flow {
+    /// A flow of `action` on entity `name` in its first `stage`; the rest starts empty.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        action: Action,
+        name: String,
+        client: Option<InboundId>,
+        accept: Option<ContentFormat>,
+        old: Option<StoredEntity>,
+        new: Option<StoredEntity>,
+        items: Arc<[Item]>,
+        stage: Stage,
+    ) -> Box<Flow> {
+        Box::new(Flow {
+            action,
+            client,
+            pending_saved: false,
+            accept,
+            name,
+            old,
+            new,
+            items,
+            reports: Vec::new(),
+            stage,
+            joined_now: Vec::new(),
+            join_asked: Vec::new(),
+            allocated: None,
+            failure: None,
+            allow_offline: false,
+            offline: BTreeMap::new(),
+            persisted: false,
+        })
+    }
+
     fn report(&mut self, label: &str) -> &mut MemberReport {
         if let Some(i) = self.reports.iter().position(|r| r.member == label) {
             return &mut self.reports[i];
@@ -484,6 +590,9 @@ pub struct EntityManager {
     alloc_bucket: Option<(u32, Instant)>,
     /// The only worker, or the manager or a replica of a sharded gateway (see `shards`).
     part: Part,
+    /// The latest updates: the entity, when, and what changed — the observers' renderings at that instant
+    /// (the endpoint replays their registrations right after the change) carry it.
+    change_notes: Vec<(String, Instant, Arc<[String]>)>,
 }
 
 impl std::fmt::Debug for EntityManager {
@@ -535,6 +644,7 @@ impl EntityManager {
             next_reconcile: (!snap.journal.is_empty()).then_some(Instant::ZERO),
             alloc_bucket: None,
             part: Part::Sole,
+            change_notes: Vec::new(),
         };
         for stored in snap.entities {
             if stored.pending {
@@ -550,7 +660,7 @@ impl EntityManager {
             if let Some(why) = &violation {
                 warn!(entity = %stored.name, why = %why, "stored entity breaks the member policy: its uses are refused");
             }
-            em.entities.insert(stored.name.clone(), Entity { stored, items: items.into(), violation });
+            em.entities.insert(stored.name.clone(), Entity::new(stored, items.into(), violation));
         }
         Ok(em)
     }
@@ -584,36 +694,6 @@ impl EntityManager {
         self.config.access = access;
     }
 
-    /// The role a request needs (see [`Role`]), checked against the access policy: 4.03 with the reason.
-    fn authorise(&self, inb: &IncomingRequest, m: Code, parts: &[&str]) -> Result<(), Fail> {
-        let needed = match (m, parts) {
-            (Code::GET, _) => Role::Read,
-            (Code::PUT, [name]) if self.entities.contains_key(*name) && !Self::is_profile_document(&inb.request) => {
-                Role::Actuate
-            }
-            (Code::POST, [_]) => Role::Actuate,
-            (Code::POST | Code::PUT | Code::DELETE, _) => Role::Manage,
-            _ => Role::Read,
-        };
-        let client = ClientIdentity::new(inb.from);
-        match self.config.access.role_of(&client) {
-            Some(r) if r >= needed => Ok(()),
-            Some(r) => Err((
-                Code::FORBIDDEN,
-                format!(
-                    "{} may {} entities, not {} them (the gateway's access policy)",
-                    client.addr.ip(),
-                    r.as_str(),
-                    needed.as_str()
-                ),
-            )),
-            None => Err((
-                Code::FORBIDDEN,
-                format!("{} may not use this gateway (the gateway's access policy)", client.addr.ip()),
-            )),
-        }
-    }
-
     fn route(&mut self, cx: &mut Context<'_>, inb: &IncomingRequest) -> Result<(), Fail> {
         let sub = cx.subpath(&inb.request);
         let m = inb.request.method;
@@ -625,12 +705,29 @@ impl EntityManager {
         if inb.request.options.get_all(OptionNumber::URI_QUERY).any(|q| std::str::from_utf8(q).is_err()) {
             return Err(bad("a Uri-Query option is not UTF-8 text"));
         }
-        self.authorise(inb, m, &parts)?;
+        let role = self.authorise(inb, m, &parts)?;
+        if self.must_prove_address(inb, m, &parts) {
+            cx.challenge(inb.id);
+            return Ok(());
+        }
         match (m, parts.as_slice()) {
             (Code::GET, []) => respond(cx, self.list(&inb.request)),
             (Code::POST, []) => self.create(cx, inb, None),
             (_, []) => Err((Code::METHOD_NOT_ALLOWED, "/em supports GET (list) and POST (create)".into())),
-            (Code::GET, [name]) => self.use_entity(cx, inb, name, false),
+            (Code::GET, [name]) => self.use_entity(cx, inb, name, false, role),
+            (Code::PUT, [name]) if inb.request.options.contains(OptionNumber::IF_NONE_MATCH) => {
+                // RFC 7252 §5.10.8.2: create only if absent.
+                if self.entities.contains_key(*name) || self.busy.contains(*name) {
+                    return Err((
+                        Code::PRECONDITION_FAILED,
+                        format!(
+                            "entity {name} exists; change it with `corral entity update {name}` (POST \
+                             /em/{name}/profile), or delete it first"
+                        ),
+                    ));
+                }
+                self.create(cx, inb, Some(name))
+            }
             (Code::PUT, [name]) => {
                 if !self.entities.contains_key(*name) {
                     if self.busy.contains(*name) {
@@ -647,10 +744,10 @@ impl EntityManager {
                 } else if Self::is_profile_document(&inb.request) {
                     self.update(cx, inb, name, true)
                 } else {
-                    self.use_entity(cx, inb, name, true)
+                    self.use_entity(cx, inb, name, true, role)
                 }
             }
-            (Code::POST, [name]) => self.use_entity(cx, inb, name, true),
+            (Code::POST, [name]) => self.use_entity(cx, inb, name, true, role),
             (Code::DELETE, [name]) => self.delete(cx, inb, name),
             (_, [_]) => Err((Code::METHOD_NOT_ALLOWED, "an entity supports GET, PUT, POST and DELETE".into())),
             (Code::GET, [name, "profile"]) => respond(cx, self.read_profile(name, &inb.request)),
@@ -714,11 +811,18 @@ impl Service for EntityManager {
                             self.pump(cx);
                             return;
                         }
+                        self.note_reach(jid, i, None);
                         member_result(self.parses(jid), &response)
                     }
-                    Outcome::Failed(e) => Res::failed(e.to_string()),
+                    Outcome::Failed(e) => {
+                        // An ICMP error (RequestError::Unreachable) ends the exchange at once: the use
+                        // answers without waiting for the member, its reason in the diagnostic.
+                        self.note_reach(jid, i, Some(e.to_string()));
+                        Res::failed(e.to_string())
+                    }
                     Outcome::MulticastDone | Outcome::Pong { .. } => Res::failed("no response"),
                 };
+                self.release_units(jid, 1);
                 self.set_slot(jid, i, Slot::Done(res));
             }
             None => match outcome {

@@ -28,7 +28,13 @@ impl EntityManager {
         else {
             return Response::error(Code::NOT_ACCEPTABLE, "profiles are JSON (50) or CBOR (60)");
         };
-        Response::content(cf, output::encode_doc(&e.stored.profile.to_json(), cf))
+        let mut doc = e.stored.profile.to_json();
+        if let (Json::Object(m), false) = (&mut doc, e.unreachable.is_empty()) {
+            // Read-only status (ignored when a client sends the document back): members that did not answer
+            // their last request, and why.
+            m.insert("unreachable".into(), json!(e.unreachable));
+        }
+        Response::content(cf, output::encode_doc(&doc, cf))
     }
 
     /// Reads the profile fields of a creation or update request (document or link-format, then queries).
@@ -76,7 +82,8 @@ impl EntityManager {
                 ))
             }
         };
-        patch.apply_queries(req.options.query_pairs()).map_err(|e| bad(e.0))?;
+        // `offline` is an option of the request, not a profile field (see `allow_offline`).
+        patch.apply_queries(req.options.query_pairs().filter(|(k, _)| *k != "offline")).map_err(|e| bad(e.0))?;
         Ok(patch)
     }
 
@@ -110,6 +117,7 @@ impl EntityManager {
         inb: &IncomingRequest,
         name: &str,
         actuate: bool,
+        role: Role,
     ) -> Result<(), Fail> {
         let req = &inb.request;
         if !self.entities.contains_key(name) {
@@ -138,6 +146,9 @@ impl EntityManager {
         let o = UseOverrides::parse(req.options.query_pairs()).map_err(|e| bad(e.0))?;
         if actuate && o.eo.is_some() {
             return Err(bad("eo applies to reading an entity, not to actuation"));
+        }
+        if role < Role::Manage {
+            self.check_reader_overrides(cx, name, &o)?;
         }
         if self.client_jobs >= self.config.max_jobs {
             return Err((Code::SERVICE_UNAVAILABLE, "too many entity requests in progress".into()));
@@ -185,10 +196,17 @@ impl EntityManager {
                 return Err(e);
             }
         };
+        let now = cx.now();
+        let note = self
+            .change_notes
+            .iter()
+            .find(|(n, at, _)| inb.notification && n == name && *at == now)
+            .map(|(_, _, changes)| changes.clone());
         if let Some(job) = self.jobs.get_mut(&id) {
             job.hold = Some(hold);
             job.share = share;
             job.via = o.via.iter().copied().chain([me]).collect();
+            job.note = note;
         }
         self.client_jobs += 1;
         if register {

@@ -149,15 +149,20 @@ impl EntityManager {
         let mut changed: Vec<String> = self.entities.keys().filter(|n| !table.contains_key(*n)).cloned().collect();
         for name in &changed {
             self.entities.remove(name);
+            self.end_jobs_of(cx, name, Some("not finished: the entity was deleted meanwhile"));
         }
+        let now = cx.now();
         for (name, stored) in table.iter() {
             if self.entities.get(name).is_some_and(|e| e.stored == *stored) {
                 continue;
             }
+            if let Some(old) = self.entities.get(name).map(|e| e.stored.profile.clone()) {
+                self.note_change(now, name, &old, &stored.profile);
+            }
             match self.resolve_items(&stored.profile.er) {
                 Ok(items) => {
                     let violation = self.police(&items).err().map(|(_, why)| why);
-                    let entity = Entity { stored: stored.clone(), items: items.into(), violation };
+                    let entity = Entity::new(stored.clone(), items.into(), violation);
                     self.entities.insert(name.clone(), entity);
                 }
                 Err((_, why)) => {
@@ -169,6 +174,7 @@ impl EntityManager {
         }
         debug!(generation, changed = changed.len(), "replica took the manager's changes");
         for name in changed {
+            self.end_jobs_of(cx, &name, None);
             self.end_watches_of(cx, &name);
         }
     }

@@ -156,6 +156,16 @@ impl EntityManager {
         }
     }
 
+    /// Entity `name` changed from `old` to `new` at `now`: its observers' renderings at this instant say
+    /// what changed (see `Job::note`). Notes of earlier instants are forgotten.
+    pub(super) fn note_change(&mut self, now: Instant, name: &str, old: &Profile, new: &Profile) {
+        self.change_notes.retain(|(_, at, _)| *at == now);
+        let changes = new.changes_from(old);
+        if !changes.is_empty() {
+            self.change_notes.push((name.to_string(), now, changes.into()));
+        }
+    }
+
     /// Whether job `id` reads its members' values (reads and validation do; actuation and joins do not).
     pub(super) fn parses(&self, id: JobId) -> bool {
         self.jobs.get(&id).is_some_and(|j| matches!(j.kind, Kind::Read | Kind::Validate))

@@ -75,6 +75,8 @@ pub struct LabConfig {
     pub managers: Vec<corral_group::Prefix>,
     /// The gateway's EM is the manager of a sharded gateway publishing here (see `tests/shards.rs`).
     pub directory: Option<corral_group::Directory>,
+    /// The devices' `/mc` asks every change from beyond loopback for an Echo round trip.
+    pub verify_managers: bool,
 }
 
 impl Default for LabConfig {
@@ -88,6 +90,7 @@ impl Default for LabConfig {
             observable: false,
             managers: Vec::new(),
             directory: None,
+            verify_managers: false,
         }
     }
 }
@@ -120,6 +123,7 @@ pub fn lab_with(cfg: LabConfig) -> Lab {
             mc_slots: slots,
             observable: cfg.observable,
             managers: cfg.managers.clone(),
+            verify_managers: cfg.verify_managers,
             ..DeviceConfig::default()
         };
         handles.push(mount_device(&mut d, dc));

@@ -488,6 +488,19 @@ impl Transfer {
         Transfer::from_first_response(request, szx, max_body, block0)
     }
 
+    /// An upload starts over from its first block with option `number` set to `value` in every block (a
+    /// server's 4.01 with an Echo value comes when it has the whole body, and the repetition must carry
+    /// the value to the end: RFC 9175 §2.4). `None` if this transfer is not an upload.
+    pub(crate) fn restart_upload(&mut self, number: OptionNumber, value: &[u8]) -> Option<Request> {
+        let up = self.upload.as_mut()?;
+        up.acked = 0;
+        up.in_flight = 0;
+        self.request.options.set(number, value);
+        let mut r = self.next_upload_block();
+        r.options.set_uint(OptionNumber::SIZE1, self.request.payload.len() as u64);
+        Some(r)
+    }
+
     fn next_upload_block(&mut self) -> Request {
         let up = self.upload.as_mut().expect("next_upload_block only runs while uploading");
         let size = BlockValue { num: 0, more: false, szx: up.szx }.size();

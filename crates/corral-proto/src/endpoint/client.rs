@@ -362,9 +362,17 @@ impl Endpoint {
         if response.code == Code::UNAUTHORIZED && !ex.multicast && !ex.msg.options.contains(OptionNumber::ECHO) {
             if let Some(echo) = response.options.get(OptionNumber::ECHO) {
                 debug!(?id, %from, "4.01 with Echo: repeating the request with it");
-                let mut request =
-                    Request { method: ex.msg.code, options: ex.msg.options.clone(), payload: ex.msg.payload.clone() };
-                request.options.set(OptionNumber::ECHO, echo);
+                // A block-wise upload goes again from its first block, not as its last block alone.
+                let upload = ex.transfer.as_deref_mut().and_then(|t| t.restart_upload(OptionNumber::ECHO, echo));
+                let request = upload.unwrap_or_else(|| {
+                    let mut r = Request {
+                        method: ex.msg.code,
+                        options: ex.msg.options.clone(),
+                        payload: ex.msg.payload.clone(),
+                    };
+                    r.options.set(OptionNumber::ECHO, echo);
+                    r
+                });
                 self.next_round(now, id, request);
                 return;
             }

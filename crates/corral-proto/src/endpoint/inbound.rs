@@ -19,9 +19,7 @@ impl Endpoint {
             }
         };
         self.stats.requests_in += 1;
-        if let Some(echo) = packet.option(OptionNumber::ECHO) {
-            self.check_echo(now, slot, echo);
-        }
+        let echoed = packet.option(OptionNumber::ECHO).is_some_and(|echo| self.check_echo(now, slot, echo));
         let method = packet.code();
         let error = server::refuse_request(method, packet.options(), &self.config.extra_known_options, false);
         if let Some(response) = error {
@@ -115,6 +113,7 @@ impl Endpoint {
             request,
             notification: false,
             verified,
+            echoed,
         }));
     }
 

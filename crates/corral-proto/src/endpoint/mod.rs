@@ -602,6 +602,7 @@ impl Endpoint {
                 request,
                 notification: true,
                 verified: self.is_verified(&key.0),
+                echoed: false,
             });
         }
         out

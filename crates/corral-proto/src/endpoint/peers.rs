@@ -190,15 +190,18 @@ impl Endpoint {
         value
     }
 
-    /// A request carried an Echo value: the one given to this peer, still fresh, verifies it.
-    pub(super) fn check_echo(&mut self, now: Instant, slot: u32, echo: &[u8]) {
+    /// A request carried an Echo value: the one given to this peer, still fresh, verifies it. Returns
+    /// whether it did (the request is then fresh: see [`IncomingRequest::echoed`]). The value stays good
+    /// for its lifetime, so that every block of a block-wise repetition carries a good one.
+    pub(super) fn check_echo(&mut self, now: Instant, slot: u32, echo: &[u8]) -> bool {
         let lifetime = self.config.amplification.map_or(Duration::ZERO, |a| a.echo_lifetime);
         let peer = self.peer_mut(slot);
-        if let Some((value, at)) = peer.echo {
-            if echo == value && now.saturating_since(at) <= lifetime {
+        match peer.echo {
+            Some((value, at)) if echo == value && now.saturating_since(at) <= lifetime => {
                 peer.verified = true;
-                peer.echo = None;
+                true
             }
+            _ => false,
         }
     }
 

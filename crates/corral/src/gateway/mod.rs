@@ -16,6 +16,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod guard;
+mod lock;
 mod workers;
 
 pub const AFTER_HELP: &str = "\
@@ -35,7 +37,7 @@ Data: entities, members, multicast memberships and the address allocator live in
 (SQLite, WAL, synchronous=FULL). A change is on disk before it is answered, so a restart, a crash \
 or kill -9 loses nothing. Default DIR: $XDG_DATA_HOME/corral/gateway, i.e. \
 ~/.local/share/corral/gateway, or …/corral/testbed with --testbed, so that the demo building never \
-mixes with a real one. Run one gateway per DIR.
+mixes with a real one. One gateway per DIR: a second one exits naming the first's PID.
 
 Testbed: devices are volatile (a restart starts them with an empty /mc); the gateway re-joins them \
 to the groups of its stored multicast entities when it starts. They accept /mc changes from this \
@@ -59,7 +61,12 @@ when it listens beyond loopback that way, and when a rule opens it to everyone (
 this host's interfaces and loopback, port 5683 (and the testbed's port); never the gateway itself \
 or a broadcast address. Refusals are 4.03 naming the member.
 - Budget (--budget N): member requests one client request may cause, through nesting and other \
-gateways [64]. Quotas: 256 member exchanges per client, 512 per entity at once (5.03 + Max-Age).
+gateways [64]. Quotas: 256 member exchanges per client, 512 per entity at once (5.03 + Max-Age), \
+each given back as its member request ends; readers may pace a use by at most 1 s.
+- Proof of address: beyond loopback, a client's first use and each change or actuation get 4.01 \
+with an Echo value first (RFC 9175); corral's and libcoap's clients repeat with it by themselves, \
+a spoofer never sees it. A remote manage or actuate role still rests on its address: the gateway \
+warns, and --credentials with --require-oscore-remote makes remote changes need OSCORE.
 - --policy FILE: the same as TOML, e.g.
       [access]
       manage = [\"127.0.0.0/8\", \"::1\"]
@@ -86,6 +93,11 @@ pub struct GatewayArgs {
     /// listens beyond loopback without it warns at start-up.
     #[arg(long, requires = "credentials")]
     pub require_oscore: bool,
+    /// With --credentials: refuse changes and actuations (every request but GET) from beyond loopback that
+    /// are not OSCORE-protected (4.01), so that remote manage and actuate roles rest on keys, not on
+    /// addresses; remote clients may still read with plain CoAP as --allow says.
+    #[arg(long, requires = "credentials")]
+    pub require_oscore_remote: bool,
     /// Also run N virtual devices in this process, on consecutive loopback addresses.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub testbed: Option<u32>,
@@ -191,6 +203,8 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let data = args.data.clone().unwrap_or_else(|| default_data_dir(testbed.is_some()));
     std::fs::create_dir_all(&data)
         .map_err(|e| Failure::other(format!("cannot create the data directory {}: {e}", data.display())))?;
+    // One gateway per directory: held until this process ends (the kernel drops it even after kill -9).
+    let _lock = lock::DataLock::take(&data)?;
     let db = data.join("em.db");
     let store = SqliteStore::open(&db)
         .map_err(|e| Failure::other(format!("cannot open the entity database {}: {e}", db.display())))?;
@@ -241,6 +255,10 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         budget: policy.budget,
         // The driver's clock starts with the server (below): close enough for a quarantine of minutes.
         wall_clock_at_zero_ms: wall_ms,
+        // Beyond loopback, work and changes need proof of the source's address (issue 26).
+        challenge_unverified: true,
+        // A creation with a silent member answers within a client's patience (issue 27).
+        management_wait: Some(corral_group::em::MANAGEMENT_WAIT),
         ..EmConfig::default()
     };
     if let Some(q) = policy.quarantine {
@@ -271,16 +289,20 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         Some(file) => Some(crate::credentials::Credentials::load(file)?.all()?),
         None => None,
     };
+    let require_remote = args.require_oscore_remote;
+    let guard = |oscore: Option<corral_oscore::OscoreLayer>| {
+        args.credentials.is_some().then_some(guard::Guard { oscore, require_remote })
+    };
     let mut parts = vec![workers::Part {
         em,
-        oscore: contexts.take().map(|c| corral_oscore::OscoreLayer::serving(c, args.require_oscore)),
+        guard: guard(contexts.take().map(|c| corral_oscore::OscoreLayer::serving(c, args.require_oscore))),
     }];
     for worker in 1..workers {
         parts.push(workers::Part {
             em: EntityManager::replica(em_config.clone(), directory.clone(), worker).map_err(load_failed)?,
             // OSCORE requests (POST or FETCH outside) go to worker 0; the others refuse plain ones as worker
             // 0 does when OSCORE is required.
-            oscore: args.require_oscore.then(|| corral_oscore::OscoreLayer::serving(Vec::new(), true)),
+            guard: guard(args.require_oscore.then(|| corral_oscore::OscoreLayer::serving(Vec::new(), true))),
         });
     }
     let running = bound.start(parts)?;
@@ -294,6 +316,11 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         let devices = fleet.as_ref().map(|f| f.addrs().to_vec()).unwrap_or_default();
         for w in &policy.warnings {
             tracing::warn!("{w}");
+        }
+        if !args.require_oscore && !args.require_oscore_remote {
+            for w in policy.address_only_roles() {
+                tracing::warn!("{w}");
+            }
         }
         if !loopback && !args.require_oscore {
             tracing::warn!(

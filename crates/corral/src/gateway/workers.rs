@@ -5,18 +5,19 @@
 //! Owns: binding, the endpoint configuration of each worker (its seed and its shard of message IDs and
 //! tokens), starting and stopping the workers. What each worker serves is the caller's.
 
+use super::guard::Guard;
 use crate::exit::Failure;
 use crate::serve::Driver;
-use corral_oscore::OscoreLayer;
 use corral_tokio::corral_proto::{Endpoint, EndpointConfig, Node};
 use corral_tokio::socket::SocketOptions;
 use corral_tokio::{Server, ServerHandle};
 use std::net::SocketAddr;
 
-/// What worker `i` serves: its Entity Manager and, if any, its OSCORE layer.
+/// What worker `i` serves: its Entity Manager and, if any, the layer in front of it (OSCORE, and the rule
+/// that remote changes need it: see `guard`).
 pub struct Part {
     pub em: corral_group::EntityManager,
-    pub oscore: Option<OscoreLayer>,
+    pub guard: Option<Guard>,
 }
 
 /// Bound sockets, not yet served.
@@ -117,7 +118,7 @@ impl Bound {
                 let mut handles = Vec::with_capacity(servers.len());
                 for (mut server, part) in servers.into_iter().zip(parts) {
                     server.mount("em", part.em);
-                    if let Some(layer) = part.oscore {
+                    if let Some(layer) = part.guard {
                         server.set_layer(layer);
                     }
                     handles.push(server.spawn().map_err(started)?);
@@ -134,7 +135,7 @@ impl Bound {
                         .spawn(format!("corral-gateway-{i}"), bound, move || {
                             let mut node = Node::new(Endpoint::new(config));
                             node.mount("em", part.em);
-                            if let Some(layer) = part.oscore {
+                            if let Some(layer) = part.guard {
                                 node.set_layer(Box::new(layer));
                             }
                             node

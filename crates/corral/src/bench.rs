@@ -464,6 +464,10 @@ async fn client_loop(
     let mut histogram = Histogram::new();
     let mut outstanding: Option<(RequestId, Instant)> = None;
     let mut binding: Option<corral_tokio::oscore::Binding> = None;
+    // An OSCORE server that lost its replay window (a restart) answers 4.01 with an Echo value inside the
+    // protection (RFC 8613 B.1.2, RFC 9175): the request goes again with it, once, and is not counted.
+    let mut echo: Option<Vec<u8>> = None;
+    let mut echoed = false;
     let mut sent: u64 = 0;
     let sleep = tokio::time::sleep_until(deadline.into());
     tokio::pin!(sleep);
@@ -479,6 +483,20 @@ async fn client_loop(
                         (Some(ctx), Some(b)) => corral_tokio::oscore::verify(ctx, b, response).map(|(r, _)| r),
                         _ => Ok(response),
                     };
+                    let challenge = match &answer {
+                        Ok(r) if template.oscore.is_some() && r.code == Code::UNAUTHORIZED && !echoed => {
+                            r.options.get(OptionNumber::ECHO).map(<[u8]>::to_vec)
+                        }
+                        _ => None,
+                    };
+                    if let Some(value) = challenge {
+                        if outstanding.is_some_and(|(current, _)| current == id) {
+                            echo = Some(value);
+                            outstanding = None;
+                        }
+                        continue;
+                    }
+                    echoed = false;
                     let outcome = match answer {
                         Ok(r) if r.code.is_success() => Ok(()),
                         Ok(r) => Err(Failure::from_response(r.code, &r.payload)),
@@ -514,12 +532,19 @@ async fn client_loop(
         if outstanding.is_none() {
             if std::time::Instant::now() >= deadline
                 || shared.refused.load(Ordering::Relaxed)
-                || shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0
+                || (echo.is_none() && shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0)
             {
                 break;
             }
-            sent += 1;
+            let repeat = echo.take();
+            if repeat.is_none() {
+                sent += 1;
+            }
             let mut request = template.build(client, sent);
+            if let Some(value) = &repeat {
+                request.options.set(OptionNumber::ECHO, value);
+                echoed = true;
+            }
             if let Some(ctx) = &template.oscore {
                 let (protected, b) =
                     corral_tokio::oscore::protect(ctx, &request).map_err(|e| io::Error::other(e.to_string()))?;

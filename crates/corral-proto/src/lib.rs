@@ -2,7 +2,8 @@
 //!
 //! The sans-IO CoAP protocol engine. It contains no networking code and never reads a clock or the global
 //! RNG: inputs are `handle_*(now, …)` calls, outputs are drained with `poll_*`, time is corral's own
-//! [`Instant`], and randomness comes from the seed in the configuration. The tokio runtime (`corral-tokio`)
+//! [`Instant`], and randomness comes from the seeds in the configuration (what peers must not predict
+//! from a CSPRNG, [`SecretRng`]; the rest from the cheap [`Rng`]: see `rng.rs`). The tokio runtime (`corral-tokio`)
 //! and the simulator (`corral-sim`) drive the very same state machines.
 //!
 //! - [`Endpoint`]: message layer and exchanges over one datagram transport (RFC 7252 §4, §5, §8).
@@ -50,7 +51,7 @@ pub use message::{
 pub use node::{Node, ServiceHandle};
 pub use params::TransmissionParams;
 pub use prefix::{canonical, Prefix};
-pub use rng::Rng;
+pub use rng::{Rng, SecretRng};
 pub use service::{Context, Inbound, Layer, NodeCommand, Outcome, ResourceLink, Service};
 pub use shard::Shard;
 pub use tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};

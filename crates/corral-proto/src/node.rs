@@ -50,6 +50,7 @@ impl Node {
         let seed = endpoint.config().seed;
         let tcp = TcpEndpoint::new(TcpConfig {
             seed,
+            secret_seed: endpoint.config().secret_seed,
             block: endpoint.config().block,
             observe: endpoint.config().observe,
             extra_known_options: endpoint.config().extra_known_options.clone(),
@@ -121,6 +122,12 @@ impl Node {
     }
 
     /// Replaces the TCP endpoint's configuration (before any connection).
+    /// An ICMP error for a datagram sent to `peer` (see [`Endpoint::handle_unreachable`]).
+    pub fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: Option<&[u8]>) {
+        self.endpoint.handle_unreachable(now, peer, quoted);
+        self.dispatch(now);
+    }
+
     pub fn set_tcp_config(&mut self, config: TcpConfig) {
         self.tcp = TcpEndpoint::new(config);
     }
@@ -283,6 +290,10 @@ impl Node {
                 Event::Failed { id, error } => (id, Outcome::Failed(error)),
                 Event::MulticastDone { id } => (id, Outcome::MulticastDone),
                 Event::Pong { id, from } => (id, Outcome::Pong { from }),
+                Event::ObserverGone { path, peer, token } => {
+                    self.observer_gone(now, &path, peer, token);
+                    continue;
+                }
             };
             self.deliver(now, id, outcome);
         }
@@ -338,13 +349,7 @@ impl Node {
             return;
         }
         let segments: Vec<std::borrow::Cow<'_, str>> = req.request.path_segments().collect();
-        let best = self
-            .mounts
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.prefix.len() <= segments.len() && m.prefix.iter().zip(&segments).all(|(a, b)| a == b))
-            .max_by_key(|(i, m)| (m.prefix.len(), usize::MAX - i))
-            .map(|(i, _)| i);
+        let best = self.mount_for(&segments);
         let is_wkc = segments.len() == 2 && segments[0] == ".well-known" && segments[1] == "core";
         let wkc_mounted = best.is_some_and(|i| self.mounts[i].prefix.len() == 2);
         if is_wkc && self.well_known_core && !wkc_mounted {
@@ -361,6 +366,33 @@ impl Node {
         };
         let (service, mut cx) = self.parts(now, index);
         service.handle_request(&mut cx, req);
+    }
+
+    /// The service mounted at the longest prefix of `segments`.
+    fn mount_for<S: AsRef<str>>(&self, segments: &[S]) -> Option<usize> {
+        self.mounts
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| {
+                m.prefix.len() <= segments.len() && m.prefix.iter().zip(segments).all(|(a, b)| a == b.as_ref())
+            })
+            .max_by_key(|(i, m)| (m.prefix.len(), usize::MAX - i))
+            .map(|(i, _)| i)
+    }
+
+    /// The endpoint ended an observation of `path` (a resource path, or a proxied resource's absolute URI):
+    /// the service that serves it hears of it.
+    fn observer_gone(&mut self, now: Instant, path: &str, peer: SocketAddr, token: corral_wire::Token) {
+        let index = if path.contains("://") {
+            self.forward_proxy
+        } else {
+            let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+            self.mount_for(&segments)
+        };
+        if let Some(index) = index {
+            let (service, mut cx) = self.parts(now, index);
+            service.observer_gone(&mut cx, path, peer, token);
+        }
     }
 
     /// Every link of every service, with paths made absolute.

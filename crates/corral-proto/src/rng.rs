@@ -1,8 +1,17 @@
-//! The seeded random number generator every corral state machine draws from.
+//! The seeded random number generators corral's state machines draw from — two of them, for two kinds
+//! of values.
 //!
-//! xoshiro256** seeded through SplitMix64: small, fast, and reproducible across platforms. It is not
-//! cryptographic; CoAP only needs unpredictability against off-path guessing of tokens and message IDs
-//! (RFC 7252 §5.3.1), which the seed provides when the runtime seeds it from the OS.
+//! - [`SecretRng`]: ChaCha20 keyed with a 256-bit seed (RustCrypto's `chacha20`), for every value an
+//!   off-path attacker sees and must not predict: tokens (RFC 7252 §5.3.1), the first message ID towards
+//!   each peer, Echo values (RFC 9175 §2.4), Request-Tags (RFC 9175 §3), and the keys of the endpoint's
+//!   hash tables. Its output does not reveal its key, so no number of observed values predicts the next.
+//!   The runtime keys it from the operating system (`corral_tokio::os_seeded`); the simulator and the
+//!   tests derive the key from their `u64` seed ([`SecretRng::from_u64`]), so runs stay reproducible.
+//! - [`Rng`]: xoshiro256** seeded through SplitMix64 — small, fast, reproducible — for choices that are
+//!   not secret: back-off jitter (ACK_RANDOM_FACTOR), multicast leisure, the first Observe sequence
+//!   number, the services' own streams and everything the simulator randomises. It is **not**
+//!   cryptographic: each output gives away a word of its state, and four outputs give all of it (a
+//!   linear system over GF(2)), so nothing an attacker could use may ever come from it.
 
 /// A deterministic RNG. The same seed always yields the same sequence.
 #[derive(Clone, Debug)]
@@ -91,9 +100,70 @@ impl Rng {
     }
 }
 
+/// A cryptographically secure generator (ChaCha20) for the values an off-path attacker must not predict;
+/// see the module docs for which values those are.
+pub struct SecretRng(chacha20::ChaCha20Rng);
+
+impl SecretRng {
+    /// Keyed with a 256-bit seed (from the OS on real sockets), on one of the key's independent streams
+    /// (an endpoint and its TCP endpoint share a key, each on a stream of its own).
+    pub fn new(key: [u8; 32], stream: u64) -> SecretRng {
+        use chacha20::rand_core::SeedableRng;
+        let mut rng = chacha20::ChaCha20Rng::from_seed(key);
+        rng.set_stream(stream);
+        SecretRng(rng)
+    }
+
+    /// Keyed deterministically from a 64-bit seed: for the simulator and tests, whose runs must repeat.
+    /// Never for real sockets: 64 bits of key can be searched.
+    pub fn from_u64(seed: u64, stream: u64) -> SecretRng {
+        let mut sm = seed ^ 0x5ec2_e75e_ed00_0000;
+        let mut key = [0u8; 32];
+        for chunk in key.chunks_mut(8) {
+            chunk.copy_from_slice(&splitmix64(&mut sm).to_le_bytes());
+        }
+        SecretRng::new(key, stream)
+    }
+
+    /// The key if there is one, else derived from `seed` (see [`SecretRng::from_u64`]).
+    pub fn keyed(key: Option<[u8; 32]>, seed: u64, stream: u64) -> SecretRng {
+        match key {
+            Some(k) => SecretRng::new(k, stream),
+            None => SecretRng::from_u64(seed, stream),
+        }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        chacha20::rand_core::Rng::next_u64(&mut self.0)
+    }
+
+    pub fn next_u16(&mut self) -> u16 {
+        (chacha20::rand_core::Rng::next_u32(&mut self.0) >> 16) as u16
+    }
+
+    pub fn fill(&mut self, out: &mut [u8]) {
+        chacha20::rand_core::Rng::fill_bytes(&mut self.0, out)
+    }
+}
+
+impl std::fmt::Debug for SecretRng {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretRng(..)")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_streams_are_deterministic_per_key_and_distinct() {
+        let (mut a, mut b) = (SecretRng::from_u64(7, 0), SecretRng::from_u64(7, 0));
+        assert_eq!(a.next_u64(), b.next_u64());
+        let (mut s0, mut s1) = (SecretRng::new([1; 32], 0), SecretRng::new([1; 32], 1));
+        assert_ne!(s0.next_u64(), s1.next_u64());
+        assert_ne!(SecretRng::from_u64(7, 0).next_u64(), SecretRng::from_u64(8, 0).next_u64());
+    }
 
     #[test]
     fn deterministic_and_distinct_streams() {

@@ -72,6 +72,12 @@ pub trait Service: Any {
         let _ = (cx, id, outcome);
     }
 
+    /// The endpoint ended an observation of `path` that this service answered (see
+    /// [`Event::ObserverGone`](crate::Event::ObserverGone)): forget whatever was kept for that observer.
+    fn observer_gone(&mut self, cx: &mut Context<'_>, path: &str, peer: SocketAddr, token: corral_wire::Token) {
+        let _ = (cx, path, peer, token);
+    }
+
     /// Called when `poll_timeout` has passed (possibly spuriously).
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
         let _ = cx;
@@ -250,9 +256,19 @@ impl<'a> Context<'a> {
         self.commands.push(NodeCommand::LeaveGroup(group));
     }
 
-    /// This service's own random stream, seeded from the node's seed.
+    /// This service's own random stream, seeded from the node's seed: for draws nobody gains by
+    /// predicting (jitter, sampling). It is not a CSPRNG; a few outputs give its state away.
     pub fn rng(&mut self) -> &mut Rng {
         self.rng
+    }
+
+    /// A value an attacker must not guess (stream ids, resource names handed to one client, nonces): drawn
+    /// from the endpoint's [`SecretRng`](crate::SecretRng), the ChaCha20 generator its tokens and Echo
+    /// values come from — keyed from the OS on real sockets, from the seed in the simulator, so runs
+    /// still repeat there. Use this, never [`Context::rng`], for anything a peer could exploit by
+    /// predicting it.
+    pub fn secret_u64(&mut self) -> u64 {
+        self.endpoint.secret_u64()
     }
 
     /// Read access to the endpoint (configuration, statistics).

@@ -10,6 +10,13 @@
 //!   in order, so no freshness rule, §7.2), block-wise transfers (the same `Transfer` and
 //!   `ServerLayer` as over UDP).
 //! - Closing a connection fails its client requests and ends its observations (§7.4).
+//! - Connection hygiene against slowloris: a connection that sends no CSM within
+//!   [`TcpConfig::csm_timeout`] is aborted; one that has nothing in progress (no request, no observation)
+//!   and has been silent for [`TcpConfig::idle_timeout`] is released; one address holds at most
+//!   [`TcpConfig::max_connections_per_address`]; and a full table (or address) makes room by aborting the
+//!   connection least worth keeping — one that never sent its CSM, then one that never completed a
+//!   request, then the longest idle — so that idle connections cannot lock new clients out. Connections
+//!   this endpoint made to servers are never forced out.
 //! - Connections to servers on demand, for services that issue requests ([`TcpEndpoint::request_to`]): the
 //!   endpoint asks the driver to connect (`poll_connect`), holds the requests until the connection is up
 //!   (or fails them when `handle_connect_failed` says it cannot be made) and reuses it afterwards.
@@ -29,7 +36,7 @@ use crate::endpoint::{new_map, BlockConfig, Event, Map};
 use crate::message::{
     InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,
 };
-use crate::rng::Rng;
+use crate::rng::{Rng, SecretRng};
 use crate::time::{Duration, Instant};
 use corral_wire::tcp::{signal, FrameDecoder, TcpMessage};
 use corral_wire::{Code, OptionNumber, Token};
@@ -48,11 +55,22 @@ pub struct ConnId(pub u64);
 /// Configuration of a [`TcpEndpoint`].
 #[derive(Debug, Clone)]
 pub struct TcpConfig {
+    /// Seeds non-secret choices (see [`crate::EndpointConfig::seed`]).
     pub seed: u64,
+    /// The key of the generator of tokens (see [`crate::EndpointConfig::secret_seed`]); `None`: derived
+    /// from `seed`, for the simulator and tests only.
+    pub secret_seed: Option<[u8; 32]>,
     /// The Max-Message-Size this side announces in its CSM, and the most a received frame may carry; it
     /// bounds the memory of each connection's decoder (RFC 8323 §5.3.1).
     pub max_message_size: usize,
+    /// Connections at most (accepted and made); a full table makes room as the module docs say.
     pub max_connections: usize,
+    /// Accepted connections from one IP address at most; beyond it that address's least worthy one goes.
+    pub max_connections_per_address: usize,
+    /// How long an accepted connection may take to send its CSM (RFC 8323 §5.3) before it is aborted.
+    pub csm_timeout: Duration,
+    /// How long a connection with nothing in progress may stay silent before it is released.
+    pub idle_timeout: Duration,
     /// How long a request waits for its response.
     pub request_timeout: Duration,
     pub token_len: u8,
@@ -67,8 +85,12 @@ impl Default for TcpConfig {
     fn default() -> Self {
         TcpConfig {
             seed: 0,
+            secret_seed: None,
             max_message_size: 8 * 1024 + 1152,
             max_connections: 1024,
+            max_connections_per_address: 64,
+            csm_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(300),
             request_timeout: Duration::from_secs(60),
             token_len: 4,
             max_client_exchanges: 4096,
@@ -95,6 +117,12 @@ struct Conn {
     peer_block_wise: bool,
     got_csm: bool,
     closing: bool,
+    /// This endpoint made the connection (to a server): never forced out.
+    outgoing: bool,
+    /// Requests the peer sent on it: one that never sent any is the first to go when room is needed.
+    requests: u64,
+    /// When the connection last carried anything, for the idle timeout and the eviction order.
+    last_active: Instant,
 }
 
 struct Exchange {
@@ -130,13 +158,20 @@ struct Waiting {
 /// A CoAP-over-TCP endpoint serving any number of connections. See the module docs.
 pub struct TcpEndpoint {
     config: TcpConfig,
+    /// Non-secret draws (Observe sequence starts).
     rng: Rng,
+    /// Tokens (see `crate::rng`); made on first use, since most TCP endpoints of a simulated network never
+    /// send a request.
+    secret: Option<Box<SecretRng>>,
     conns: Map<ConnId, Conn>,
     exchanges: Map<RequestId, Exchange>,
     tokens: Map<(ConnId, Token), RequestId>,
     inbound: Map<InboundId, Inbound>,
     server: ServerLayer,
     timers: BinaryHeap<Reverse<(Instant, RequestId)>>,
+    /// When to look at a connection again: its CSM deadline, then its idle deadline (stale entries are
+    /// skipped).
+    conn_timers: BinaryHeap<Reverse<(Instant, ConnId)>>,
     transmits: VecDeque<TcpTransmit>,
     closes: VecDeque<ConnId>,
     events: VecDeque<Event>,
@@ -152,8 +187,9 @@ pub struct TcpEndpoint {
 
 impl TcpEndpoint {
     pub fn new(config: TcpConfig) -> TcpEndpoint {
-        let mut rng = Rng::new(config.seed ^ 0x7c9);
-        let seed = rng.next_u64();
+        let rng = Rng::new(config.seed ^ 0x7c9);
+        // Streams 1 (tokens) and 2 (table keys) of the key: the UDP endpoint of the same node draws from 0.
+        let seed = SecretRng::keyed(config.secret_seed, config.seed ^ 0x7c9, 2).next_u64();
         TcpEndpoint {
             conns: new_map(seed),
             exchanges: new_map(seed),
@@ -161,6 +197,7 @@ impl TcpEndpoint {
             inbound: new_map(seed),
             server: ServerLayer::new(seed),
             timers: BinaryHeap::new(),
+            conn_timers: BinaryHeap::new(),
             transmits: VecDeque::new(),
             closes: VecDeque::new(),
             events: VecDeque::new(),
@@ -171,6 +208,7 @@ impl TcpEndpoint {
             connecting: new_map(seed),
             connects: VecDeque::new(),
             rng,
+            secret: None,
             config,
         }
     }
@@ -208,11 +246,16 @@ impl TcpEndpoint {
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.events.pop_front().or_else(|| {
+            let (path, (peer, token)) = self.server.observers.pop_gone()?;
+            Some(Event::ObserverGone { path, peer, token })
+        })
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse((t, _))| *t)
+        let a = self.timers.peek().map(|Reverse((t, _))| *t);
+        let b = self.conn_timers.peek().map(|Reverse((t, _))| *t);
+        a.into_iter().chain(b).min()
     }
 
     /// A server the driver must connect to (for [`TcpEndpoint::request_to`]); it reports the connection
@@ -228,8 +271,9 @@ impl TcpEndpoint {
     /// A connection was established (either side initiated it). This side's CSM goes out at once; the
     /// initiator does not wait for the peer's before sending requests (RFC 8323 §5.3).
     pub fn handle_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr) {
-        if self.conns.len() >= self.config.max_connections {
-            warn!(%peer, "too many connections; refusing");
+        let outgoing = self.connecting.contains_key(&peer);
+        if !outgoing && !self.make_room(peer) {
+            warn!(%peer, "too many connections, none idle; refusing");
             self.abort(conn, "too many connections");
             return;
         }
@@ -242,8 +286,12 @@ impl TcpEndpoint {
                 peer_block_wise: false,
                 got_csm: false,
                 closing: false,
+                outgoing,
+                requests: 0,
+                last_active: now,
             },
         );
+        self.conn_timers.push(Reverse((now + self.config.csm_timeout, conn)));
         let mut csm = TcpMessage::new(Code::CSM, Token::EMPTY);
         csm.options.push_uint(signal::MAX_MESSAGE_SIZE, self.config.max_message_size as u64);
         csm.options.push(signal::BLOCK_WISE_TRANSFER, &[]);
@@ -261,6 +309,39 @@ impl TcpEndpoint {
                 }
             }
         }
+    }
+
+    /// Makes room for a new connection from `peer` if its address or the table is full, by aborting the
+    /// accepted connection least worth keeping (see the module docs); `false` if none may go.
+    fn make_room(&mut self, peer: SocketAddr) -> bool {
+        let per_address = self.config.max_connections_per_address.max(1);
+        let same = |c: &Conn| c.peer.ip() == peer.ip();
+        if self.conns.values().filter(|c| same(c) && !c.closing).count() >= per_address
+            && !self.evict_one(|c| c.peer.ip() == peer.ip())
+        {
+            return false;
+        }
+        self.conns.values().filter(|c| !c.closing).count() < self.config.max_connections.max(1)
+            || self.evict_one(|_| true)
+    }
+
+    /// Aborts the least worthy accepted connection `which` accepts: no CSM yet, then no request ever, then
+    /// the longest idle — never one with requests or observations in progress, never one this endpoint
+    /// made. `false` if there is none.
+    fn evict_one(&mut self, which: impl Fn(&Conn) -> bool) -> bool {
+        let busy: std::collections::HashSet<ConnId> =
+            self.inbound.values().map(|i| i.conn).chain(self.exchanges.values().map(|e| e.conn)).collect();
+        let observed = |c: &Conn| self.server.observers.has_peer(c.peer);
+        let victim = self
+            .conns
+            .iter()
+            .filter(|(id, c)| which(c) && !c.closing && !c.outgoing && !busy.contains(id) && !observed(c))
+            .min_by_key(|(id, c)| (c.got_csm, c.requests > 0, c.last_active, **id))
+            .map(|(id, c)| (*id, c.peer));
+        let Some((victim, addr)) = victim else { return false };
+        debug!(conn = ?victim, peer = %addr, "connection table full: aborting an idle connection for a new one");
+        self.abort(victim, "too many connections: idle connection closed");
+        true
     }
 
     /// The connection to `dst` that `poll_connect` asked for cannot be made: the requests waiting for it
@@ -340,6 +421,7 @@ impl TcpEndpoint {
             if c.closing {
                 return;
             }
+            c.last_active = now;
             let taken = c.decoder.feed(data);
             data = &data[taken..];
             loop {
@@ -414,6 +496,7 @@ impl TcpEndpoint {
                     c.got_csm = true;
                     debug!(?conn, mms = c.peer_mms, block_wise = c.peer_block_wise, "peer CSM");
                 }
+                self.conn_timers.push(Reverse((now + self.config.idle_timeout, conn)));
             }
             Code::PING => {
                 let mut pong = TcpMessage::new(Code::PONG, msg.token);
@@ -446,7 +529,8 @@ impl TcpEndpoint {
     }
 
     fn on_request(&mut self, now: Instant, conn: ConnId, msg: TcpMessage) {
-        let Some(c) = self.conns.get(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        c.requests += 1;
         let peer = c.peer;
         let token = msg.token;
         let error = crate::endpoint::server::refuse_request(
@@ -470,11 +554,13 @@ impl TcpEndpoint {
             msg.options.iter(),
             &msg.payload,
             false,
+            true, // a TCP peer completed the handshake: its address is proved
         ) {
             Incoming::Reply(r) => {
                 self.send_response(conn, token, r);
                 return;
             }
+            Incoming::Challenge => unreachable!("only unverified sources are challenged"),
             Incoming::Deliver(request, meta) => (request, meta),
         };
         if self.inbound.len() >= self.config.max_inbound_exchanges {
@@ -544,13 +630,16 @@ impl TcpEndpoint {
             &block,
             &policy,
             &mut self.rng,
-            inb.peer,
-            inb.token,
+            (inb.peer, inb.token),
             inb.meta,
             response,
             limit,
+            true,
         );
-        self.send_response(inb.conn, inb.token, r);
+        // `None` only for unverified sources (an Echo challenge); TCP peers are verified.
+        if let Some(r) = r {
+            self.send_response(inb.conn, inb.token, r);
+        }
         Ok(())
     }
 
@@ -797,7 +886,8 @@ impl TcpEndpoint {
         let len = usize::from(self.config.token_len.clamp(1, 8));
         loop {
             let mut b = [0u8; 8];
-            self.rng.fill(&mut b[..len]);
+            let (key, seed) = (self.config.secret_seed, self.config.seed ^ 0x7c9);
+            self.secret.get_or_insert_with(|| Box::new(SecretRng::keyed(key, seed, 1))).fill(&mut b[..len]);
             let t = Token::new(&b[..len]).unwrap_or(Token::EMPTY);
             if !self.tokens.contains_key(&(conn, t)) {
                 return t;
@@ -902,6 +992,13 @@ impl TcpEndpoint {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&Reverse((at, conn))) = self.conn_timers.peek() {
+            if at > now {
+                break;
+            }
+            self.conn_timers.pop();
+            self.check_conn(now, conn);
+        }
         while let Some(&Reverse((at, id))) = self.timers.peek() {
             if at > now {
                 break;
@@ -921,6 +1018,33 @@ impl TcpEndpoint {
             info!(?id, "request over TCP timed out");
             let error = Transfer::failure(ex.transfer.as_deref(), RequestError::Timeout);
             self.finish(id, Some(error), None, from);
+        }
+    }
+}
+
+impl TcpEndpoint {
+    /// A connection's deadline came: abort it if its CSM is still missing, release it if it has been idle
+    /// for the idle timeout with nothing in progress, else look again when it could next be idle.
+    fn check_conn(&mut self, now: Instant, conn: ConnId) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        if c.closing {
+            return;
+        }
+        if !c.got_csm {
+            info!(?conn, peer = %c.peer, "no CSM in time; aborting the connection");
+            self.abort(conn, "no CSM within the CSM timeout (RFC 8323 §5.3)");
+            return;
+        }
+        let idle_until = c.last_active + self.config.idle_timeout;
+        let busy = self.inbound.values().any(|i| i.conn == conn)
+            || self.exchanges.values().any(|e| e.conn == conn)
+            || self.server.observers.has_peer(c.peer);
+        if idle_until <= now && !busy {
+            debug!(?conn, peer = %c.peer, "connection idle; releasing it");
+            self.release(conn);
+        } else {
+            let next = if idle_until > now { idle_until } else { now + self.config.idle_timeout };
+            self.conn_timers.push(Reverse((next, conn)));
         }
     }
 }

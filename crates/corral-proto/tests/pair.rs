@@ -3,8 +3,8 @@
 use corral_proto::testing::Net;
 use corral_proto::wire::{Code, ContentFormat, MessageType, OptionNumber};
 use corral_proto::{
-    Context, Duration, Endpoint, EndpointConfig, InboundId, IncomingRequest, Instant, Node, Outcome, Request,
-    RequestError, RequestId, Response, SendParams, Service, ServiceHandle,
+    AmplificationLimit, Context, Duration, Endpoint, EndpointConfig, InboundId, IncomingRequest, Instant, Node,
+    Outcome, Request, RequestError, RequestId, Response, SendParams, Service, ServiceHandle,
 };
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -78,10 +78,21 @@ struct Setup {
 }
 
 fn setup(seed: u64) -> Setup {
+    setup_with(seed, EndpointConfig::with_seed(seed.wrapping_add(1000)))
+}
+
+/// A server whose only reflection credit is `factor` times what a peer sent: no first-answer bucket, so
+/// that any answer larger than that is an Echo challenge (the mechanism, without the per-address credit).
+fn setup_without_first_answer_credit(seed: u64) -> Setup {
+    let amplification = Some(AmplificationLimit { burst: 0, refill: 0, ..AmplificationLimit::default() });
+    setup_with(seed, EndpointConfig { amplification, ..EndpointConfig::with_seed(seed.wrapping_add(1000)) })
+}
+
+fn setup_with(seed: u64, server: EndpointConfig) -> Setup {
     let mut net = Net::default();
     let mut c = node(seed);
     let client_svc = c.mount("", TestClient::default());
-    let mut s = node(seed.wrapping_add(1000));
+    let mut s = Node::new(Endpoint::new(server));
     let server_svc = s.mount("", TestServer::default());
     let client = net.add(addr(1), c);
     let server = net.add(addr(2), s);
@@ -482,12 +493,13 @@ fn unknown_path_is_4_04_with_diagnostic() {
         if response.code == Code::NOT_FOUND && response.payload_text().contains("/elsewhere")));
 }
 
-/// RFC 7252 §11.3, RFC 9175 §2.4: a NON request from an unverified source gets at most three times its
-/// size back (64 bytes at least) — a larger answer is a 4.01 with an Echo value. A corral client repeats
-/// the request with it at once and gets the answer; from then on its address is verified.
+/// RFC 7252 §11.3, RFC 9175 §2.4: a request from an unverified source gets at most three times its size
+/// back (beyond its address's first-answer bucket, none here) — a larger answer is a 4.01 with an Echo
+/// value. A corral client repeats the request with it at once and gets the answer; from then on its address
+/// is verified.
 #[test]
 fn non_answers_to_unverified_sources_stay_small_until_they_return_an_echo() {
-    let mut s = setup(11);
+    let mut s = setup_without_first_answer_credit(11);
     let id = s.request(Request::get("big"), SendParams::non());
     s.net.run_for(Duration::from_secs(1));
     let server = s.net.addr(s.server);
@@ -509,18 +521,20 @@ fn non_answers_to_unverified_sources_stay_small_until_they_return_an_echo() {
     s.request(Request::get("big"), SendParams::non());
     s.net.run_for(Duration::from_secs(1));
     assert_eq!(s.net.records.iter().filter(|r| r.from == server).count(), 3);
-    // CON requests are not bounded (their answers are ACKs; see AmplificationLimit).
-    let mut t = setup(12);
+    // CON requests are bounded alike (issue 26 item 4): the piggybacked answer is the challenge first.
+    let mut t = setup_without_first_answer_credit(12);
     t.request(Request::get("big"), SendParams::default());
     t.net.run_for(Duration::from_secs(1));
     let server = t.net.addr(t.server);
-    assert_eq!(t.net.records.iter().filter(|r| r.from == server).count(), 1);
+    let codes: Vec<Code> =
+        t.net.records.iter().filter(|r| r.from == server).map(|r| r.message().unwrap().code).collect();
+    assert_eq!(codes, vec![Code::UNAUTHORIZED, Code::CONTENT]);
 }
 
 /// A forged or stale Echo does not verify anybody: the answer stays a challenge.
 #[test]
 fn a_wrong_echo_is_not_proof() {
-    let mut s = setup(13);
+    let mut s = setup_without_first_answer_credit(13);
     let mut req = Request::get("big");
     req.options.set(OptionNumber::ECHO, b"guessed!");
     s.request(req, SendParams::non());

@@ -502,3 +502,24 @@ fn without_aggregation_each_client_is_forwarded() {
     assert_eq!(lab.response(1, b).payload_text(), "v1");
     assert_eq!(lab.proxy(0).stats().aggregated, 0);
 }
+
+/// Issue 26 item 9: when the endpoint drops a downstream observer (here it deregisters; a rejected or
+/// unacknowledged notification or a bounced one is the same), the proxy hears of it at once
+/// (`Service::observer_gone`) and, with no observer left, ends its upstream observation then — not at the
+/// origin's next notification, which may be hours away.
+#[test]
+fn the_upstream_observation_ends_when_the_last_observer_is_gone() {
+    let mut lab = Lab::one(ProxyConfig::default(), 1);
+    let a = lab.send(0, 0, get(TEMP).with_option(OptionNumber::OBSERVE, &[]));
+    lab.net.run_for(Duration::from_secs(2));
+    assert!(lab.response(0, a).options.observe().is_some(), "observing");
+    let (o, _) = lab.origins[0];
+    assert_eq!(lab.net.node(o).endpoint().observer_count("/temp"), 1, "the proxy observes the origin");
+    let (c, h) = lab.clients[0];
+    let now = lab.net.now;
+    lab.net.node(c).with_service(now, h, |_: &mut Client, cx| cx.deregister(a));
+    // Nothing changes at the origin: no notification comes to end the upstream observation.
+    lab.net.run_for(Duration::from_secs(5));
+    assert_eq!(lab.proxy(0).occupancy().2, 0, "the proxy forgot the observation");
+    assert_eq!(lab.net.node(o).endpoint().observer_count("/temp"), 0, "the origin was told");
+}

@@ -140,9 +140,13 @@ fn unicast_group_request_time_grows_with_shared_airtime() {
 /// A multicast request from the gateway reaches the members of a multi-hop group as link-layer broadcasts
 /// (one per forwarding node, after SMRF's random delay, never acknowledged nor retransmitted), and members
 /// answer after leisure. Without MAC retries, link loss and collisions between forwarders lose members.
+/// Whether 20% loss per hop loses the tail of a 7-hop chain depends on the draws (it survives all seven
+/// hops with probability 0.8^7 ≈ 0.21), so that is a property over ten seeds: at least half of them lose it.
 #[test]
 fn smrf_multicast_floods_down_the_tree_without_mac_acks() {
-    with_seed(61, |seed| {
+    let seeds = corral_sim::seed::seeds(&(61..71).collect::<Vec<u64>>());
+    let mut lost_tail = 0;
+    for_seeds(&seeds, |seed| {
         let group: IpAddr = "ff05::fd".parse().unwrap();
         let run = |topo: &Topology, loss: f64| {
             let mut topo = topo.clone();
@@ -184,12 +188,14 @@ fn smrf_multicast_floods_down_the_tree_without_mac_acks() {
         let line = Topology::line(8);
         let (got, frames, forwarders) = run(&line, 0.0);
         assert_eq!((got, frames, forwarders), (7, 7, 7), "a lossless chain reaches every member");
-        let (got, _, _) = run(&line, 0.2);
-        assert!(got < 7, "a lossy chain loses the tail ({got}/7)");
+        let (lossy, _, _) = run(&line, 0.2);
+        lost_tail += usize::from(lossy < 7);
         // Seed 000's 20-member group: forwarders in one layer all hear each other and contend.
         let (got, _, _) = run(&Topology::testbed_table7(20), 0.0);
+        println!("seed {seed}: the lossy chain reached {lossy}/7, the dense group {got}/20");
         assert!(got >= 16, "most of the dense group is reached ({got}/20)");
     });
+    assert!(lost_tail >= seeds.len() / 2, "a lossy chain loses the tail in only {lost_tail} of {} seeds", seeds.len());
 }
 
 /// Seed 000 §5.2.4: two gateways on channels 25 and 26, wired to one client host. Each network answers;

@@ -150,7 +150,7 @@ impl StreamReceiver {
             return Some(Response::error(Code::SERVICE_UNAVAILABLE, "too many streams").with_max_age(10));
         }
         let id = loop {
-            let id = format!("{:016x}", cx.rng().next_u64());
+            let id = format!("{:016x}", cx.secret_u64());
             if !self.streams.contains_key(&id) {
                 break id;
             }

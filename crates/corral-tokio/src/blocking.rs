@@ -8,10 +8,12 @@
 //! within [`MAX_WAIT`].
 
 use crate::driver::Clock;
-use crate::socket::{canonical, canonical_ip, send_run, MmsgHeaders, OutDatagram, SendHeaders, SocketOptions};
+use crate::socket::{
+    canonical, canonical_ip, send_run, to_socket_addr, MmsgHeaders, OutDatagram, SendHeaders, SocketOptions,
+};
 use corral_proto::{Node, NodeCommand};
 use nix::libc;
-use nix::sys::socket::{recvmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, SockaddrStorage};
+use nix::sys::socket::{recvmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags};
 use socket2::SockRef;
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -26,6 +28,8 @@ const RECV_BATCH: usize = 8;
 const MAX_DATAGRAM: usize = 65_535;
 /// The longest sleep: how late a stop request may be noticed.
 pub const MAX_WAIT: Duration = Duration::from_millis(250);
+/// How often the error queue is read even when no receive has failed (see `BlockingServer::errors_read_at`).
+const ERROR_QUEUE_PERIOD: corral_proto::Duration = corral_proto::Duration::from_millis(100);
 /// How late a timer may fire: the shortest sleep, and how far the receive timeout may run past the next
 /// timer before it is set again.
 const TIMER_SLACK: Duration = Duration::from_millis(1);
@@ -50,6 +54,11 @@ pub struct BlockingServer {
     /// The destination of every datagram, on a socket bound to one address (see
     /// [`BoundSocket::from_std`]); `None` on a wildcard socket, which asks the kernel for each.
     bound_destination: Option<IpAddr>,
+    /// A receive failed with an error the kernel queued (ICMP, IP_RECVERR): read the error queue.
+    errors_pending: bool,
+    /// When the error queue was last read: it is read at least every [`ERROR_QUEUE_PERIOD`], since a
+    /// socket that always has datagrams waiting never reports the error on a receive.
+    errors_read_at: corral_proto::Instant,
 }
 
 /// A bound socket for a [`BlockingServer`], made on one thread and served on another (a [`Node`] holds
@@ -111,6 +120,8 @@ impl BoundSocket {
         if v6 {
             setsockopt(&socket, sockopt::Ipv6RecvPacketInfo, &true).map_err(io::Error::from)?;
         }
+        let dual_stack = local.is_ipv6() && !SockRef::from(&socket).only_v6().unwrap_or(true);
+        crate::icmp::enable(&socket, local, dual_stack);
         Ok(BoundSocket { socket, opts, local, shard: corral_proto::Shard::ALONE, mixed_destinations: v4 && v6 })
     }
 
@@ -140,6 +151,8 @@ impl BlockingServer {
             recv_headers: None,
             mixed_destinations,
             bound_destination,
+            errors_pending: false,
+            errors_read_at: corral_proto::Instant::ZERO,
         }
     }
 
@@ -187,6 +200,9 @@ impl BlockingServer {
             let mut got: [(Option<SocketAddr>, Option<IpAddr>, usize); RECV_BATCH] = [(None, None, 0); RECV_BATCH];
             let n = self.receive(&mut storage, &mut got);
             now = self.clock.now();
+            if self.errors_pending || now.saturating_since(self.errors_read_at) >= ERROR_QUEUE_PERIOD {
+                self.take_errors(now);
+            }
             for (i, (from, dst, len)) in got[..n].iter().enumerate() {
                 let Some(from) = from else { continue };
                 let data = &storage[i * MAX_DATAGRAM..i * MAX_DATAGRAM + (*len).min(MAX_DATAGRAM)];
@@ -240,6 +256,11 @@ impl BlockingServer {
                 n
             }
             Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => 0,
+            Err(nix::errno::Errno::ECONNREFUSED | nix::errno::Errno::EHOSTUNREACH | nix::errno::Errno::ENETUNREACH) => {
+                // An ICMP error queued for a datagram we sent (IP_RECVERR), reported once by a receive.
+                self.errors_pending = true;
+                0
+            }
             Err(e) => {
                 warn!(error = %e, "receive failed");
                 std::thread::sleep(Duration::from_millis(10));
@@ -250,6 +271,14 @@ impl BlockingServer {
             self.recv_headers = None;
         }
         n
+    }
+
+    /// Feeds the ICMP errors queued on the socket to the node (see `crate::icmp`).
+    fn take_errors(&mut self, now: corral_proto::Instant) {
+        self.errors_pending = false;
+        self.errors_read_at = now;
+        let node = &mut self.node;
+        let _ = crate::icmp::drain(&self.socket, |peer, quoted| node.handle_unreachable(now, peer, Some(quoted)));
     }
 
     fn set_timeout(&mut self, wait: Duration) {
@@ -302,13 +331,6 @@ impl BlockingServer {
         out.clear();
         self.outbox = out;
     }
-}
-
-fn to_socket_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
-    if let Some(v4) = a.as_sockaddr_in() {
-        return Some(SocketAddr::new(IpAddr::V4(v4.ip()), v4.port()));
-    }
-    a.as_sockaddr_in6().map(|v6| SocketAddr::new(IpAddr::V6(v6.ip()), v6.port()))
 }
 
 /// The local address a datagram was sent to (its IP_PKTINFO / IPV6_PKTINFO control message).

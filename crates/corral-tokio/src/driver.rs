@@ -53,16 +53,44 @@ impl Default for Clock {
     }
 }
 
-/// A seed for an endpoint's RNG from the OS (std's randomly keyed hasher, the clock and a counter), so that
-/// tokens and message IDs are unpredictable off-path (RFC 7252 §5.3.1). Only the runtime does this.
+/// 64 random bits from the operating system's CSPRNG (getrandom), for seeds of non-secret choices (back-off
+/// jitter, leisure) and identifiers. The keys of values peers must not predict come from [`os_seeded`].
 pub fn os_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    h.write_u32(std::process::id());
-    h.finish()
+    u64::from_le_bytes(os_random())
+}
+
+/// `N` random bytes from the operating system's CSPRNG (getrandom).
+fn os_random<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    // Without the OS's random source nothing here can be unpredictable; no peer can cause this.
+    getrandom::fill(&mut b).expect("the operating system's random source (getrandom) is available");
+    b
+}
+
+/// An endpoint (or TCP endpoint) configuration keyed from the operating system's CSPRNG: a 256-bit key
+/// for its tokens, first message IDs, Echo values and Request-Tags (`corral_proto::SecretRng`), so that
+/// observing any number of them predicts none (RFC 7252 §5.3.1, RFC 9175 §2.4), and a seed for its
+/// non-secret choices. Every driver on real sockets seeds its endpoints with it; only the simulator and
+/// tests seed them from a number.
+pub fn os_seeded<C: OsSeeded>(config: C) -> C {
+    config.with_seeds(os_seed(), os_random())
+}
+
+/// A configuration [`os_seeded`] can key.
+pub trait OsSeeded {
+    fn with_seeds(self, seed: u64, secret: [u8; 32]) -> Self;
+}
+
+impl OsSeeded for corral_proto::EndpointConfig {
+    fn with_seeds(self, seed: u64, secret: [u8; 32]) -> Self {
+        corral_proto::EndpointConfig { seed, secret_seed: Some(secret), ..self }
+    }
+}
+
+impl OsSeeded for corral_proto::TcpConfig {
+    fn with_seeds(self, seed: u64, secret: [u8; 32]) -> Self {
+        corral_proto::TcpConfig { seed, secret_seed: Some(secret), ..self }
+    }
 }
 
 /// What the driver runs: a client's endpoints or a node with services (a server). Both carry a UDP
@@ -70,6 +98,8 @@ pub fn os_seed() -> u64 {
 /// [`TCP_ID_BASE`]).
 pub(crate) trait Machine {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]);
+    /// An ICMP error says a datagram to `peer` (starting with `quoted`) was not delivered.
+    fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: &[u8]);
     fn handle_timeout(&mut self, now: Instant);
     fn handle_tcp_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr);
     fn handle_tcp_data(&mut self, now: Instant, conn: ConnId, data: &[u8]);
@@ -99,6 +129,9 @@ pub(crate) struct ClientMachine {
 impl Machine for ClientMachine {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
         self.udp.handle_datagram(now, from, dst_ip, data)
+    }
+    fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: &[u8]) {
+        self.udp.handle_unreachable(now, peer, Some(quoted))
     }
     fn handle_timeout(&mut self, now: Instant) {
         self.udp.handle_timeout(now);
@@ -161,6 +194,9 @@ impl Machine for ClientMachine {
 impl Machine for Node {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
         Node::handle_datagram(self, now, from, dst_ip, data)
+    }
+    fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: &[u8]) {
+        Node::handle_unreachable(self, now, peer, Some(quoted))
     }
     fn handle_timeout(&mut self, now: Instant) {
         Node::handle_timeout(self, now)
@@ -468,6 +504,7 @@ impl<M: Machine> Driver<M> {
                         warn!(error = %e, "socket failed; driver stopped");
                         return;
                     }
+                    self.take_errors();
                     self.read(&mut bufs).await;
                 }
                 Some(input) = self.tcp.rx.recv() => {
@@ -523,6 +560,14 @@ impl<M: Machine> Driver<M> {
                 Err(e) => return receive_error(&e),
             }
         }
+    }
+
+    /// Feeds the ICMP errors queued on the socket to the machine: the exchanges they name fail at once
+    /// (a peer that does not listen is not a slow one).
+    fn take_errors(&mut self) {
+        let now = self.clock.now();
+        let machine = &mut self.machine;
+        self.socket.take_errors(|peer, quoted| machine.handle_unreachable(now, peer, quoted));
     }
 
     async fn handle_batch(&mut self, bufs: &RecvBuffers) {
@@ -822,12 +867,13 @@ impl<M: Machine> Driver<M> {
                     self.tickets.remove(&p.ticket);
                 }
             }
-            Event::Pong { .. } => {}
+            Event::Pong { .. } | Event::ObserverGone { .. } => {}
         }
     }
 }
 
-/// ICMP errors surface as receive errors on some systems; they say nothing the message layer needs.
+/// With IP_RECVERR a queued ICMP error also fails the next receive once; the error itself is read from
+/// the error queue (`take_errors`).
 fn receive_error(e: &io::Error) {
     debug!(error = %e, "receive error");
 }

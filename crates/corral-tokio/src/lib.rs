@@ -11,8 +11,11 @@
 //!   16 and 64 bench clients, server pinned to one core) at 8.52-9.44 µs of server CPU per request
 //!   against 8.49-9.02 µs without it — no gain on loopback, where the kernel's per-datagram work
 //!   dominates — so it was not merged.
+//! - ICMP errors (`icmp`, Linux): both drivers read the socket's error queue (IP_RECVERR /
+//!   IPV6_RECVERR) and hand each port, host or network unreachable to the endpoint, which fails the
+//!   exchange the quoted datagram belongs to at once.
 //! - The driver maps corral's [`Instant`](corral_proto::Instant) onto a `std::time::Instant` epoch taken
-//!   at start, seeds each endpoint from the OS, and drains `poll_transmit` / `poll_event` /
+//!   at start, keys each endpoint from the OS's CSPRNG ([`os_seeded`]), and drains `poll_transmit` / `poll_event` /
 //!   `poll_command` / `poll_timeout` after every input.
 //! - CoAP over TCP (RFC 8323): a listener and connection tasks with bounded buffers (`tcp`); the
 //!   protocol itself is corral-proto's.
@@ -145,6 +148,8 @@
 pub mod blocking;
 mod client;
 mod driver;
+#[cfg(target_os = "linux")]
+mod icmp;
 pub mod oscore;
 mod server;
 pub mod socket;
@@ -156,7 +161,7 @@ pub mod uri;
 pub use client::{
     Client, ClientBuilder, Collected, Error, MulticastResponse, MulticastResponses, Observation, RequestBuilder,
 };
-pub use driver::{os_seed, Clock, DriverStats};
+pub use driver::{os_seed, os_seeded, Clock, DriverStats, OsSeeded};
 pub use server::{RouteConfig, Server, ServerBuilder, ServerHandle, ServerRequest};
 pub use tcp::bind_listener;
 pub use uri::{parse_uri, Scheme, Uri, UriError};

@@ -24,7 +24,7 @@
 //! and hand their responses back through a channel; a handler slower than the piggyback window gets an
 //! empty ACK and a separate response (RFC 7252 §5.2.2) from the endpoint.
 
-use crate::driver::{os_seed, Clock, Command, Driver, DriverStats, TcpSide};
+use crate::driver::{os_seeded, Clock, Command, Driver, DriverStats, TcpSide};
 use crate::socket::{PreparedSocket, SocketOptions};
 use corral_proto::wire::{Code, ContentFormat, Options};
 use corral_proto::{
@@ -274,17 +274,15 @@ impl Server {
         let tcp_local = self.tcp_local_addr();
         let handlers = Handle::try_current().ok();
         let (done_tx, done_rx) = oneshot::channel();
-        let Server { socket, tcp, tcp_config, mut config, mounts, routes, tx, rx, well_known_core } = self;
-        config.seed = os_seed();
+        let Server { socket, tcp, tcp_config, config, mounts, routes, tx, rx, well_known_core } = self;
+        let config = os_seeded(config);
         let tcp_config = tcp.is_some().then(|| {
-            let mut c = tcp_config.unwrap_or_else(|| TcpConfig {
+            os_seeded(tcp_config.unwrap_or_else(|| TcpConfig {
                 block: config.block,
                 observe: config.observe,
                 extra_known_options: config.extra_known_options.clone(),
                 ..TcpConfig::default()
-            });
-            c.seed = os_seed();
-            c
+            }))
         });
         let router_tx = tx.clone();
         std::thread::Builder::new().name("corral-server".into()).spawn(move || {

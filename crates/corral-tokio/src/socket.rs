@@ -155,6 +155,8 @@ impl PreparedSocket {
         }
         let local = socket.local_addr()?;
         let dual_stack = local.is_ipv6() && !SockRef::from(&socket).only_v6().unwrap_or(true);
+        #[cfg(target_os = "linux")]
+        crate::icmp::enable(&socket, local, dual_stack);
         Ok(PreparedSocket { socket, state, local, dual_stack, opts })
     }
 
@@ -171,9 +173,10 @@ impl PreparedSocket {
         membership(SockRef::from(&self.socket), &self.opts, group, true)
     }
 
-    /// Registers the socket with the current tokio runtime, for reading only (see [`CoapSocket`]).
+    /// Registers the socket with the current tokio runtime, for reading and for the errors the kernel
+    /// queues (ICMP, see [`CoapSocket::take_errors`]) only (see [`CoapSocket`]).
     pub fn into_tokio(self) -> io::Result<CoapSocket> {
-        let io = register(self.socket, Interest::READABLE)?;
+        let io = register(self.socket, Interest::READABLE | Interest::ERROR)?;
         Ok(CoapSocket { io, state: self.state, local: self.local, dual_stack: self.dual_stack, opts: self.opts })
     }
 }
@@ -252,9 +255,32 @@ impl CoapSocket {
         }
     }
 
-    /// Waits until the socket is readable (or was, spuriously).
+    /// Waits until the socket is readable or has errors queued (or was, spuriously).
     pub async fn readable(&self) -> io::Result<()> {
-        self.io.readable().await.map(|mut guard| guard.retain_ready())
+        self.io.ready(Interest::READABLE | Interest::ERROR).await.map(|mut guard| guard.retain_ready())
+    }
+
+    /// Hands every ICMP error queued for this socket (a datagram it sent could not be delivered: port,
+    /// host or network unreachable) to `f`, with the peer it was sent to and the datagram's quoted start
+    /// (see `icmp`). Never blocks; returns how many entries were read.
+    pub fn take_errors(&self, mut f: impl FnMut(SocketAddr, &[u8])) -> usize {
+        #[cfg(target_os = "linux")]
+        {
+            let mut total = 0;
+            // Until the queue is empty (`WouldBlock` clears the error readiness), at most a few rounds.
+            for _ in 0..4 {
+                match self.io.try_io(Interest::ERROR, |sock| crate::icmp::drain(sock, &mut f)) {
+                    Ok(n) => total += n,
+                    Err(_) => break,
+                }
+            }
+            total
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = &mut f;
+            0
+        }
     }
 
     /// Waits until the kernel has room for a datagram (or spuriously). See the type's docs.
@@ -269,16 +295,25 @@ impl CoapSocket {
         self.io.try_io(Interest::READABLE, |sock| self.recv_batch(sock, bufs))
     }
 
-    /// Waits until datagrams are waiting and reads them, up to the batch size. A batch shorter than the
-    /// buffers means the kernel's queue is empty, so the socket is taken as not ready (a datagram that
+    /// Reads the datagrams waiting, up to the batch size, once the runtime has reported the socket readable
+    /// (`WouldBlock` at once otherwise). A batch shorter than the buffers means the kernel's queue is empty, so the socket is taken as not ready (a datagram that
     /// arrives meanwhile raises a new readiness event) instead of asking the kernel once more just to
     /// hear `WouldBlock`: one `recvmmsg` per wake-up instead of two.
     pub async fn recv(&self, bufs: &mut RecvBuffers) -> io::Result<usize> {
-        let mut guard = self.io.readable().await?;
+        // Never waits for readiness the runtime does not report already: the driver calls this after
+        // `readable`, which also returns for queued errors alone (see `take_errors`).
+        let mut guard = tokio::select! {
+            biased;
+            guard = self.io.ready(Interest::READABLE | Interest::ERROR) => guard?,
+            () = std::future::ready(()) => return Err(io::ErrorKind::WouldBlock.into()),
+        };
+        if !guard.ready().is_readable() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
         match guard.try_io(|sock| self.recv_batch(sock.get_ref(), bufs)) {
             Ok(Ok(n)) => {
                 if n < bufs.metas.len() {
-                    guard.clear_ready();
+                    guard.clear_ready_matching(tokio::io::Ready::READABLE);
                 }
                 Ok(n)
             }
@@ -514,6 +549,15 @@ fn sendmmsg_from(
         },
         Err(e) => Err(io::Error::from(e)),
     }
+}
+
+/// A socket address from `nix`'s storage (IPv4 or IPv6).
+#[cfg(target_os = "linux")]
+pub(crate) fn to_socket_addr(a: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = a.as_sockaddr_in() {
+        return Some(SocketAddr::new(IpAddr::V4(v4.ip()), v4.port()));
+    }
+    a.as_sockaddr_in6().map(|v6| SocketAddr::new(IpAddr::V6(v6.ip()), v6.port()))
 }
 
 /// The address a datagram must name as its source on a socket bound to `local`: only on a wildcard-bound

@@ -14,7 +14,7 @@ use clap::Args;
 use corral_tokio::corral_proto::{Duration as CDuration, Endpoint, Event, Instant, RequestId};
 use corral_tokio::socket::{CoapSocket, SocketOptions};
 use corral_tokio::uri::{Host, Scheme};
-use corral_tokio::{os_seed, Clock, Code, EndpointConfig, OptionNumber, Request, SendParams};
+use corral_tokio::{Clock, Code, EndpointConfig, OptionNumber, Request, SendParams};
 use serde_json::json;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -459,7 +459,7 @@ async fn client_loop(
     clock: Clock,
     deadline: std::time::Instant,
 ) -> io::Result<ClientResult> {
-    let mut ep = Endpoint::new(EndpointConfig { seed: os_seed(), ..EndpointConfig::default() });
+    let mut ep = Endpoint::new(corral_tokio::os_seeded(EndpointConfig::default()));
     let mut bufs = socket.recv_buffers();
     let mut histogram = Histogram::new();
     let mut outstanding: Option<(RequestId, Instant)> = None;

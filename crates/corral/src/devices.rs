@@ -21,7 +21,7 @@ use corral_group::device::{mount_device, DeviceConfig};
 use corral_proto::wire::{Message, MessageType, Packet};
 use corral_proto::{Endpoint, EndpointConfig, Node, NodeCommand};
 use corral_tokio::socket::{CoapSocket, PreparedSocket, SocketOptions};
-use corral_tokio::{os_seed, Clock};
+use corral_tokio::Clock;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -209,7 +209,7 @@ impl Drop for Fleet {
 }
 
 fn device_node(cfg: &FleetConfig, i: usize) -> Node {
-    let mut config = EndpointConfig { seed: os_seed(), ..EndpointConfig::default() };
+    let mut config = corral_tokio::os_seeded(EndpointConfig::default());
     if let Some(l) = cfg.leisure {
         config.params.default_leisure = corral_proto::Duration::from(l);
     }
@@ -309,6 +309,11 @@ impl Device {
                         warn!(device = %self.addr, error = %e, "socket failed; device stopped");
                         break;
                     }
+                    // ICMP errors for answers that could not be delivered (a spoofed source that does not
+                    // exist): fed to the node; left queued, they made every later read fail.
+                    let now = self.clock.now();
+                    let node = &mut self.node;
+                    self.socket.take_errors(|peer, quoted| node.handle_unreachable(now, peer, Some(quoted)));
                     for _ in 0..READS_PER_TURN {
                         match self.socket.try_recv(&mut bufs) {
                             Ok(_) => {
@@ -414,6 +419,8 @@ impl Device {
                 if socket.readable().await.is_err() {
                     return;
                 }
+                // A receive-only socket: nothing of ours to fail, but a queued error must not stay queued.
+                socket.take_errors(|_, _| {});
                 match socket.try_recv(&mut bufs) {
                     Ok(_) => {
                         for (from, _dst, data) in bufs.datagrams() {

@@ -270,7 +270,7 @@ fn start_blocking(
     let mut workers = Workers::new();
     let mut local = bind;
     for worker in 0..args.workers {
-        let config = EndpointConfig { seed: corral_tokio::os_seed(), ..config.clone() };
+        let config = corral_tokio::os_seeded(config.clone());
         let addr = if worker == 0 { bind } else { local };
         let bound = BoundSocket::bind(addr, socket.clone())
             .map_err(|e| Failure::other(format!("cannot listen on {addr}: {e}")))?;

@@ -92,10 +92,7 @@ fn row_3_timeout() {
 }
 
 /// A port where nothing listens: ICMP port unreachable, reported at once by every client verb.
-// needs H1's ICMP driver: corral-tokio's client fails the request with Error::Refused when the kernel
-// reports the ICMP error; without it the verbs wait for -B. Remove #[ignore] once that driver is merged.
 #[test]
-#[ignore = "needs H1's ICMP driver (corral_tokio::client::Error::Refused from the socket)"]
 fn row_3_refused_port_at_once_by_every_client_verb() {
     let port = free_udp_port();
     let uri = format!("coap://127.0.0.1:{port}/x");

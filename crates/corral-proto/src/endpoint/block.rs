@@ -83,6 +83,8 @@ fn block_len_ok(b: BlockValue, len: usize) -> bool {
 struct Assembly {
     body: Vec<u8>,
     expires: Instant,
+    /// Its peer had proved its address when the upload started: it outlives unverified ones.
+    verified: bool,
 }
 
 /// What to do with one received Block1 block.
@@ -93,6 +95,9 @@ pub(crate) enum Block1Step {
     Complete { body: Vec<u8>, echo: BlockValue },
     /// Answer with this error and forget the transfer.
     Reject(Response),
+    /// A first block from an unverified source while unverified uploads hold their half of the table:
+    /// answer 4.01 with an Echo value (a real client repeats the block with it and counts as verified).
+    Challenge,
 }
 
 /// Uploads in progress, keyed by peer and request key (with Request-Tag).
@@ -136,6 +141,7 @@ impl Assemblies {
         block: BlockValue,
         size1: Option<u64>,
         payload: &[u8],
+        verified: bool,
     ) -> Block1Step {
         self.expire(now);
         let too_large = || {
@@ -164,14 +170,21 @@ impl Assemblies {
                 return too_large();
             }
             if block.more {
-                // A new upload always finds a slot: a peer over its share gives up its own oldest upload,
-                // a full table its least recently active one. Abandoned uploads cannot lock others out.
+                // A new upload finds a slot: a peer over its share gives up its own oldest upload, a full
+                // table its least recently active unverified one — verified peers' uploads outlive those
+                // of sources that never proved their address, which hold at most half the table (beyond
+                // it they are asked to prove it). Abandoned uploads cannot lock others out.
+                let max = limits.max_assemblies.max(1);
+                let unverified = self.map.values().filter(|a| !a.verified).count();
+                if !verified && unverified * 2 >= max {
+                    return Block1Step::Challenge;
+                }
                 let per_peer = limits.max_assemblies_per_peer.max(1);
                 if self.map.keys().filter(|(p, _)| *p == peer).count() >= per_peer {
-                    self.evict_oldest(|p| p == peer);
+                    self.evict_oldest(|p, _| p == peer);
                 }
-                if self.map.len() >= limits.max_assemblies.max(1) {
-                    self.evict_oldest(|_| true);
+                if self.map.len() >= max && !self.evict_oldest(|_, a| !a.verified) {
+                    self.evict_oldest(|_, _| true);
                 }
             }
         } else {
@@ -194,7 +207,9 @@ impl Assemblies {
         }
         // Bytes held by all uploads: the least recently active other uploads give way first.
         while self.bytes + payload.len() > limits.max_assembly_bytes {
-            if !self.evict_oldest(|p| p != peer) {
+            let evicted =
+                self.evict_oldest(|p, a| p != peer && !a.verified) || (verified && self.evict_oldest(|p, _| p != peer));
+            if !evicted {
                 self.forget(peer, key);
                 return too_large();
             }
@@ -206,7 +221,7 @@ impl Assemblies {
             return Block1Step::Complete { body, echo: BlockValue { num: block.num, more: false, szx: block.szx } };
         }
         let expires = now + lifetime;
-        let entry = self.map.entry((peer, key)).or_insert_with(|| Assembly { body: Vec::new(), expires });
+        let entry = self.map.entry((peer, key)).or_insert_with(|| Assembly { body: Vec::new(), expires, verified });
         entry.body.extend_from_slice(payload);
         entry.expires = expires;
         self.bytes += payload.len();
@@ -215,9 +230,10 @@ impl Assemblies {
         Block1Step::Continue(BlockValue { num: block.num, more: true, szx: block.szx.min(limits.szx) })
     }
 
-    /// Drops the least recently active upload whose peer `which` accepts; `false` if there is none.
-    fn evict_oldest(&mut self, which: impl Fn(SocketAddr) -> bool) -> bool {
-        let oldest = self.map.iter().filter(|((p, _), _)| which(*p)).min_by_key(|(_, a)| a.expires).map(|(k, _)| *k);
+    /// Drops the least recently active upload that `which` accepts (by peer and upload); `false` if there
+    /// is none.
+    fn evict_oldest(&mut self, which: impl Fn(SocketAddr, &Assembly) -> bool) -> bool {
+        let oldest = self.map.iter().filter(|((p, _), a)| which(*p, a)).min_by_key(|(_, a)| a.expires).map(|(k, _)| *k);
         match oldest {
             Some((p, k)) => {
                 tracing::debug!(peer = %p, "block-wise upload dropped to make room for a newer one");
@@ -623,13 +639,14 @@ mod tests {
         let life = Duration::from_secs(10);
         // Client starts with 128-byte blocks; the server (szx 2 = 64) asks for smaller ones.
         let b0 = BlockValue { num: 0, more: true, szx: 3 };
-        let Block1Step::Continue(echo) = a.on_block(now, life, &cfg(), peer(), 7, b0, None, &[1; 128]) else {
+        let Block1Step::Continue(echo) = a.on_block(now, life, &cfg(), peer(), 7, b0, None, &[1; 128], true) else {
             panic!()
         };
         assert_eq!(echo, BlockValue { num: 0, more: true, szx: 2 });
         // Next block at the new size: 128 bytes acknowledged = block 2 of 64.
         let b2 = BlockValue { num: 2, more: false, szx: 2 };
-        let Block1Step::Complete { body, echo } = a.on_block(now, life, &cfg(), peer(), 7, b2, None, &[2; 10]) else {
+        let Block1Step::Complete { body, echo } = a.on_block(now, life, &cfg(), peer(), 7, b2, None, &[2; 10], true)
+        else {
             panic!()
         };
         assert_eq!(body.len(), 138);
@@ -644,19 +661,20 @@ mod tests {
         let life = Duration::from_secs(10);
         let b = |num, more| BlockValue { num, more, szx: 2 };
         assert!(matches!(
-            a.on_block(now, life, &cfg(), peer(), 1, b(0, true), None, &[0; 64]),
+            a.on_block(now, life, &cfg(), peer(), 1, b(0, true), None, &[0; 64], true),
             Block1Step::Continue(_)
         ));
-        let Block1Step::Reject(r) = a.on_block(now, life, &cfg(), peer(), 1, b(2, true), None, &[0; 64]) else {
+        let Block1Step::Reject(r) = a.on_block(now, life, &cfg(), peer(), 1, b(2, true), None, &[0; 64], true) else {
             panic!()
         };
         assert_eq!(r.code, Code::REQUEST_ENTITY_INCOMPLETE);
-        let Block1Step::Reject(r) = a.on_block(now, life, &cfg(), peer(), 1, b(0, true), Some(5000), &[0; 64]) else {
+        let Block1Step::Reject(r) = a.on_block(now, life, &cfg(), peer(), 1, b(0, true), Some(5000), &[0; 64], true)
+        else {
             panic!()
         };
         assert_eq!(r.code, Code::REQUEST_ENTITY_TOO_LARGE);
         assert_eq!(r.options.get_uint(OptionNumber::SIZE1), Some(1000));
-        let Block1Step::Reject(r) = a.on_block(now, life, &cfg(), peer(), 1, b(0, true), None, &[0; 10]) else {
+        let Block1Step::Reject(r) = a.on_block(now, life, &cfg(), peer(), 1, b(0, true), None, &[0; 10], true) else {
             panic!()
         };
         assert_eq!(r.code, Code::BAD_REQUEST);

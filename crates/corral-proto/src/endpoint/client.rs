@@ -61,7 +61,7 @@ impl Endpoint {
             // RFC 9175 §3.3: concurrent uploads to one peer must be told apart by Request-Tag.
             let concurrent =
                 self.exchanges.values().any(|e| e.dst == dst && e.transfer.as_ref().is_some_and(|t| t.is_uploading()));
-            let tag = concurrent.then(|| self.rng.next_u32().to_be_bytes());
+            let tag = concurrent.then(|| (self.secret.next_u64() as u32).to_be_bytes());
             let (t, first) = Transfer::start(request, szx, self.config.block.max_body, tag, params.block_szx.is_some());
             transfer = Some(Box::new(t));
             request = first;
@@ -163,11 +163,13 @@ impl Endpoint {
     }
 
     pub(super) fn fresh_token(&mut self) -> Token {
-        let len = usize::from(self.config.token_len.clamp(1, 8));
+        let shard = self.config.shard;
+        // The shard's index takes bits of the first byte: a byte more keeps the randomness.
+        let len = usize::from(self.config.token_len.saturating_add(u8::from(shard.count() > 1)).clamp(1, 8));
         loop {
             let mut b = [0u8; 8];
-            self.rng.fill(&mut b[..len]);
-            b[0] = self.config.shard.claim_token(b[0]);
+            self.secret.fill(&mut b[..len]);
+            b[0] = shard.claim_token(b[0]);
             let t = Token::new(&b[..len]).unwrap_or(Token::EMPTY);
             if !self.tokens.contains_key(&t) {
                 return t;
@@ -238,7 +240,12 @@ impl Endpoint {
             (0, timeout, now + timeout)
         });
         if carry.is_none() {
-            self.transmits.push_back(Transmit { dst, payload: bytes.clone(), src: None });
+            let transmit = Transmit { dst, payload: bytes.clone(), src: None };
+            if matches!(owner, Owner::Response | Owner::Notification(_)) {
+                self.push_answer(now, transmit);
+            } else {
+                self.transmits.push_back(transmit);
+            }
         }
         self.sent.insert((dst, mid), Sent { owner, retransmit: Some(Retransmit { bytes, count, timeout, next }) });
         self.push_timer(next, Timer::Retransmit(dst, mid));

@@ -43,9 +43,17 @@ impl Default for Limits {
 #[derive(Debug, Clone)]
 pub struct EndpointConfig {
     pub params: TransmissionParams,
-    /// Seeds every random choice: message IDs, tokens, back-off jitter, leisure.
+    /// Seeds the random choices that need not be secret: back-off jitter, leisure, Observe sequence starts
+    /// (see [`crate::Rng`]).
     pub seed: u64,
-    /// Length of generated tokens, 1 to 8 bytes.
+    /// The 256-bit key of the generator of every value an attacker must not predict: tokens, first
+    /// message IDs, Echo values, Request-Tags (see [`crate::SecretRng`]). Drivers on real sockets set it
+    /// from the operating system (`corral_tokio::os_seeded`). `None`: derived from `seed`, so that the
+    /// simulator and tests repeat — predictable to anyone who knows the seed, so never on a network.
+    pub secret_seed: Option<[u8; 32]>,
+    /// Length of generated tokens, 1 to 8 bytes (one more on a shard of a shared port, whose first byte
+    /// carries the shard's index: RFC 7252 §5.3.1 asks for at least 32 random bits from a client on the
+    /// Internet).
     pub token_len: u8,
     /// How long a received CON waits for the application's response before an empty ACK is sent and the
     /// response goes separately (RFC 7252 §5.2.2). Default: ACK_TIMEOUT / 2, well before the client's
@@ -66,30 +74,62 @@ pub struct EndpointConfig {
     pub block: BlockConfig,
     /// Observe settings (RFC 7641) for this endpoint as a server.
     pub observe: ObservePolicy,
-    /// The reflection bound for NON requests from unverified sources (RFC 7252 §11.3, RFC 9175 §2.4);
-    /// `None`: off.
+    /// The reflection bound for every answer to an unverified source (RFC 7252 §11.3, RFC 9175 §2.4; see
+    /// [`AmplificationLimit`]); `None`: off.
     pub amplification: Option<AmplificationLimit>,
     /// The slice of message IDs and tokens this endpoint uses when it shares its port with others
     /// (see [`crate::Shard`]). Default: alone.
     pub shard: crate::Shard,
 }
 
-/// How large an answer to a NON request from an unverified source may be: at most `factor` times the
-/// request, and never less than `floor` bytes. A larger answer is replaced by 4.01 Unauthorized with an
-/// Echo option (RFC 9175 §2.4); a client that repeats the request with that Echo has shown it receives
-/// at its address and gets the answer. Multicast requests are not bounded here (their answers go out
-/// after leisure, one per member; RFC 7252 §8.2).
+/// The reflection bound for sources that have not proved their address (RFC 7252 §11.3, RFC 9175 §2.4),
+/// like QUIC's before address validation. Every answer to such a peer — piggybacked, separate and NON
+/// responses, their retransmissions, Observe notifications (CON and NON), replies resent for duplicates —
+/// spends its size from two credits, in this order:
+/// - the peer's own (IP address and port): `factor` times every byte received from it, less what it was
+///   sent (saved up to 64 KiB);
+/// - its IP address's first-answer bucket (whatever the port): `burst` bytes, refilled at `refill` bytes
+///   per second up to `burst` again, so that a client without Echo support (the ETSI checker, aiocoap,
+///   go-coap; each run from a new port) still gets its first large answers.
+///
+/// A response to a GET or FETCH that does not fit becomes 4.01 Unauthorized with an Echo option; a client
+/// that repeats the request with that Echo has shown it receives at its address and is served from then
+/// on. The response to an unsafe request (its handler has acted) is never replaced: it waits, remembered
+/// for duplicates, until a retransmission of the request finds credit for it. A
+/// retransmission or notification that does not fit is not sent. Empty ACKs and RSTs are never larger
+/// than what they answer and are not counted. Multicast requests are not bounded here (their answers go
+/// out after leisure, one per member; RFC 7252 §8.2).
+///
+/// **The bound.** Over any span of `T` seconds, the CoAP bytes a flood of spoofed requests (from any
+/// ports) makes one endpoint send as answers to one victim IP address are at most
+/// `factor × (bytes received from that address) + burst + refill × T`. The buckets live in a table of at
+/// most `addresses` entries; only a full bucket (the same as none) is forgotten to make room, and while
+/// every bucket is refilling a new address gets none, so the bound holds under a flood from many
+/// addresses too. A server with several workers on one port (`--workers`) has one endpoint, and so one
+/// such bound, per worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AmplificationLimit {
+    /// Bytes of answer per byte received from the same peer.
     pub factor: usize,
-    pub floor: usize,
+    /// The first-answer bucket of each source IP address (bytes).
+    pub burst: usize,
+    /// What a bucket regains per second (bytes), up to `burst`.
+    pub refill: usize,
+    /// Addresses with a bucket that is not full (the table's bound).
+    pub addresses: usize,
     /// How long an Echo value stays good.
     pub echo_lifetime: Duration,
 }
 
 impl Default for AmplificationLimit {
     fn default() -> Self {
-        AmplificationLimit { factor: 3, floor: 64, echo_lifetime: Duration::from_secs(60) }
+        AmplificationLimit {
+            factor: 3,
+            burst: 2048,
+            refill: 1024,
+            addresses: 4096,
+            echo_lifetime: Duration::from_secs(60),
+        }
     }
 }
 
@@ -98,6 +138,7 @@ impl Default for EndpointConfig {
         EndpointConfig {
             params: TransmissionParams::default(),
             seed: 0,
+            secret_seed: None,
             token_len: 4,
             piggyback_window: None,
             non_timeout: None,

@@ -1,5 +1,6 @@
 //! Requests from the network: duplicate-free requests routed to the server layer (block-wise, Observe),
-//! the reflection bound for unverified sources, and the replies sent at once (errors, overload, RST).
+//! Echo challenges, and the replies sent at once (errors, overload, RST) — within the reflection bound
+//! for unverified sources (`peers.rs`).
 
 use super::*;
 
@@ -38,6 +39,8 @@ impl Endpoint {
         let token = packet.token();
         let lifetime = self.params_for(&from).exchange_lifetime();
         let block = self.config.block;
+        // Without a reflection bound (a trusted network) no source is held to proving its address.
+        let verified = self.config.amplification.is_none() || self.peer_mut(slot).verified;
         let (request, meta) = match self.server.on_request(
             now,
             &block,
@@ -48,9 +51,15 @@ impl Endpoint {
             packet.options(),
             packet.payload(),
             multicast,
+            verified,
         ) {
             Incoming::Reply(reply) => {
                 self.reply_now(now, slot, from, packet, con, reply);
+                return;
+            }
+            Incoming::Challenge => {
+                let challenge = echo_challenge(self.give_echo(now, slot));
+                self.reply_now(now, slot, from, packet, con, challenge);
                 return;
             }
             Incoming::Deliver(request, meta) => (request, meta),
@@ -83,6 +92,7 @@ impl Endpoint {
             id,
             Inbound {
                 kind: InboundKind::Request,
+                safe: matches!(request.method, Code::GET | Code::FETCH),
                 meta,
                 peer: from,
                 mid,
@@ -91,7 +101,6 @@ impl Endpoint {
                 multicast,
                 acked: false,
                 no_response,
-                request_len: packet.as_bytes().len(),
                 not_before,
                 expires,
             },
@@ -131,9 +140,7 @@ impl Endpoint {
         let Some(slot) = self.peers.get(&peer).copied() else { return Err(UnknownExchange) };
         let value = self.give_echo(now, slot);
         debug!(%peer, ?id, "state change from an unverified source: 4.01 with Echo");
-        let response = Response::error(Code::UNAUTHORIZED, "repeat with Echo (RFC 9175): your address is not verified")
-            .with_option(OptionNumber::ECHO, &value);
-        self.respond(now, id, response)
+        self.respond(now, id, echo_challenge(value))
     }
 
     /// Answers a request on the spot, without involving the application (protocol-level replies such as
@@ -147,7 +154,7 @@ impl Endpoint {
         con: bool,
         response: Response,
     ) {
-        let (mid, token, request_len) = (packet.message_id(), packet.token(), packet.as_bytes().len());
+        let (mid, token) = (packet.message_id(), packet.token());
         let mut msg = Message {
             mtype: MessageType::Ack,
             code: response.code,
@@ -156,15 +163,15 @@ impl Endpoint {
             options: response.options,
             payload: response.payload,
         };
+        self.bound_answer(now, slot, to, &mut msg);
         if con {
             let bytes = msg.encode();
             self.remember_reply(Some(slot), mid, Reply::Sent(bytes.clone()));
-            self.transmits.push_back(Transmit { dst: to, payload: bytes, src: None });
+            self.push_answer(now, Transmit { dst: to, payload: bytes, src: None });
         } else {
             msg.mtype = MessageType::Non;
             msg.mid = self.next_mid(slot);
-            self.bound_reflection(now, slot, to, request_len, &mut msg);
-            self.transmits.push_back(Transmit { dst: to, payload: msg.encode(), src: None });
+            self.push_answer(now, Transmit { dst: to, payload: msg.encode(), src: None });
         }
     }
 

@@ -10,7 +10,9 @@
 //! - Bounded state: every table has a limit in [`Limits`] and a defined behaviour when it is full.
 //!
 //! # What it must never do
-//! Read a clock, open a socket, or draw randomness other than from the seed in [`EndpointConfig`].
+//! Read a clock, open a socket, or draw randomness other than from the seeds in [`EndpointConfig`]; or
+//! draw a value a peer sees and must not predict (token, first message ID, Echo value, Request-Tag) from
+//! anything but the [`SecretRng`].
 //!
 //! # Driving it
 //! Inputs: [`Endpoint::handle_datagram`], [`Endpoint::handle_timeout`], and the application calls
@@ -21,6 +23,7 @@
 pub(crate) mod block;
 mod client;
 mod config;
+mod credit;
 mod inbound;
 pub(crate) mod observe;
 mod peers;
@@ -35,7 +38,7 @@ use crate::message::{
     InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,
 };
 use crate::params::TransmissionParams;
-use crate::rng::Rng;
+use crate::rng::{Rng, SecretRng};
 use crate::time::{Duration, Instant};
 use block::{Step, Transfer};
 use corral_wire::{Code, Message, MessageId, MessageType, OptionNumber, Options, Packet, Token};
@@ -79,6 +82,11 @@ pub enum Event {
     MulticastDone { id: RequestId },
     /// A ping was answered (with RST, as RFC 7252 §4.3 prescribes).
     Pong { id: RequestId, from: SocketAddr },
+    /// The endpoint ended an observation of `path` by itself: the observer rejected or did not acknowledge
+    /// a notification, its notification bounced, it deregistered, gave way to another observer, or its
+    /// connection closed. A service that keeps state per observer forgets it (a [`Node`](crate::Node)
+    /// tells the service mounted at `path`, [`Service::observer_gone`](crate::Service::observer_gone)).
+    ObserverGone { path: String, peer: SocketAddr, token: Token },
 }
 
 /// Counters for diagnostics, benchmarks and the lab.
@@ -102,6 +110,9 @@ pub struct Stats {
     pub displaced: u64,
     /// 4.01 Echo challenges sent instead of a response too large for an unverified source (RFC 9175).
     pub echo_challenges: u64,
+    /// Answers (retransmissions, notifications, resent replies) not sent: over an unverified source's
+    /// reflection credit (see [`AmplificationLimit`]).
+    pub answers_withheld: u64,
     pub dedup_evicted: u64,
     /// Notifications dropped by the freshness rule (RFC 7641 §3.4).
     pub stale_notifications: u64,
@@ -231,6 +242,10 @@ enum InboundKind {
 #[derive(Debug)]
 struct Inbound {
     kind: InboundKind,
+    /// A GET or FETCH (or a notification): running its handler again is harmless, so an answer beyond
+    /// the reflection bound may become an Echo challenge that the client repeats the request for. After
+    /// an unsafe request's handler acted, the answer itself waits for credit instead.
+    safe: bool,
     /// Block-wise and Observe state of the request, for its response.
     meta: RequestMeta,
     peer: SocketAddr,
@@ -242,8 +257,6 @@ struct Inbound {
     acked: bool,
     /// No-Response (RFC 7967) bits, if the option was present.
     no_response: Option<u8>,
-    /// Bytes of the request datagram (the reflection bound is a multiple of it).
-    request_len: usize,
     /// For multicast requests: not before this time (leisure, RFC 7252 §8.2).
     not_before: Instant,
     expires: Instant,
@@ -282,7 +295,10 @@ impl Ord for Delayed {
 /// A CoAP endpoint over one datagram transport (UDP or a simulated link). See the module docs.
 pub struct Endpoint {
     config: EndpointConfig,
+    /// Non-secret draws: back-off jitter, leisure, Observe sequence starts.
     rng: Rng,
+    /// Everything a peer sees and must not predict: tokens, first message IDs, Echo values, Request-Tags.
+    secret: SecretRng,
     peer_params: Map<SocketAddr, TransmissionParams>,
     peers: Map<SocketAddr, u32>,
     slab: Vec<Option<Peer>>,
@@ -312,12 +328,16 @@ pub struct Endpoint {
     seq: u64,
     stats: Stats,
     server: ServerLayer,
+    /// The first-answer buckets of unverified sources' IP addresses (see [`AmplificationLimit`]).
+    first_answers: credit::FirstAnswers,
 }
 
 impl Endpoint {
     pub fn new(config: EndpointConfig) -> Endpoint {
-        let mut rng = Rng::new(config.seed);
-        let hash_seed = rng.next_u64();
+        let rng = Rng::new(config.seed);
+        let mut secret = SecretRng::keyed(config.secret_seed, config.seed, 0);
+        // Keys of tables indexed by what peers send (addresses, tokens): not to be guessed either.
+        let hash_seed = secret.next_u64();
         Endpoint {
             peer_params: new_map(hash_seed),
             peers: new_map(hash_seed),
@@ -341,9 +361,17 @@ impl Endpoint {
             seq: 0,
             stats: Stats::default(),
             server: ServerLayer::new(hash_seed),
+            first_answers: credit::FirstAnswers::new(hash_seed),
             rng,
+            secret,
             config,
         }
+    }
+
+    /// A draw from the secret generator, for values a service hands out that must not be guessed (see
+    /// [`Context::secret_u64`](crate::Context::secret_u64)).
+    pub(crate) fn secret_u64(&mut self) -> u64 {
+        self.secret.next_u64()
     }
 
     pub fn config(&self) -> &EndpointConfig {
@@ -403,7 +431,10 @@ impl Endpoint {
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.events.pop_front().or_else(|| {
+            let (path, (peer, token)) = self.server.observers.pop_gone()?;
+            Some(Event::ObserverGone { path, peer, token })
+        })
     }
 
     /// The next time [`Endpoint::handle_timeout`] must be called. May be early (a stale timer); never late.
@@ -441,10 +472,29 @@ impl Endpoint {
             return Ok(());
         }
         let meta = std::mem::take(&mut inb.meta);
+        let registers = meta.observe.is_some();
         let (block, policy) = (self.config.block, self.config.observe);
-        let response =
-            self.server.on_response(now, &block, &policy, &mut self.rng, inb.peer, inb.token, meta, response, 0);
-        self.send_response(now, &inb, response);
+        let verified = self.config.amplification.is_none() || self.is_verified(&inb.peer);
+        let rendered = self.server.on_response(
+            now,
+            &block,
+            &policy,
+            &mut self.rng,
+            (inb.peer, inb.token),
+            meta,
+            response,
+            0,
+            verified,
+        );
+        let response = match rendered {
+            Some(r) => r,
+            None => match self.peers.get(&inb.peer).copied() {
+                Some(slot) => echo_challenge(self.give_echo(now, slot)),
+                None => return Ok(()),
+            },
+        };
+        let registered = registers && response.options.contains(OptionNumber::OBSERVE);
+        self.send_response(now, &inb, response, registered);
         Ok(())
     }
 
@@ -460,8 +510,10 @@ impl Endpoint {
         }
     }
 
-    /// Sends a response (or suppresses it) the way the request arrived.
-    fn send_response(&mut self, now: Instant, inb: &Inbound, response: Response) {
+    /// Sends a response (or suppresses it) the way the request arrived, within the reflection bound for an
+    /// unverified source (see [`AmplificationLimit`]): a response the bound replaces with an Echo challenge
+    /// does not register the observer it would have (`registered`).
+    fn send_response(&mut self, now: Instant, inb: &Inbound, response: Response, registered: bool) {
         let suppressed = suppressed(response.code, inb.no_response, inb.multicast);
         let slot = self.peers.get(&inb.peer).copied();
         trace!(peer = %inb.peer, code = %response.code, suppressed, "respond");
@@ -473,10 +525,18 @@ impl Endpoint {
             options: response.options,
             payload: response.payload,
         };
+        // An unsafe request's effect has happened: its answer is not replaced (repeating the request with
+        // an Echo value would repeat the effect); beyond the bound it waits for the client's retransmission.
+        if let Some(slot) = slot.filter(|_| !suppressed && !inb.multicast && inb.safe) {
+            if self.bound_answer(now, slot, inb.peer, &mut msg) && registered {
+                self.server.observers.remove(&(inb.peer, inb.token));
+            }
+        }
         if inb.con && !inb.acked {
             let bytes = if suppressed { Message::empty(MessageType::Ack, inb.mid).encode() } else { msg.encode() };
             self.remember_reply(slot, inb.mid, Reply::Sent(bytes.clone()));
-            self.transmits.push_back(Transmit { dst: inb.peer, payload: bytes, src: None });
+            // Not sent now when over the credit: the client's retransmission (earning more) gets it.
+            self.push_answer(now, Transmit { dst: inb.peer, payload: bytes, src: None });
             return;
         }
         if suppressed {
@@ -494,9 +554,6 @@ impl Endpoint {
             self.send_reliable(now, inb.peer, msg.mid, Owner::Response, bytes, None);
         } else {
             msg.mtype = MessageType::Non;
-            if !inb.multicast && matches!(inb.kind, InboundKind::Request) {
-                self.bound_reflection(now, slot, inb.peer, inb.request_len, &mut msg);
-            }
             let transmit = Transmit { dst: inb.peer, payload: msg.encode(), src: None };
             if inb.not_before > now {
                 if self.delayed.len() >= self.config.limits.max_delayed {
@@ -505,8 +562,10 @@ impl Endpoint {
                 }
                 self.seq += 1;
                 self.delayed.push(Reverse(Delayed { at: inb.not_before, seq: self.seq, transmit }));
-            } else {
+            } else if inb.multicast {
                 self.transmits.push_back(transmit);
+            } else {
+                self.push_answer(now, transmit);
             }
         }
     }
@@ -548,7 +607,7 @@ impl Endpoint {
             let lifetime = self.params_for(&key.0).non_lifetime();
             self.sent.insert((key.0, mid), Sent { owner: Owner::Notification(key), retransmit: None });
             self.sent_non_expiry.push_back((now + lifetime, key.0, mid));
-            self.transmits.push_back(Transmit { dst: key.0, payload: bytes, src: None });
+            self.push_answer(now, Transmit { dst: key.0, payload: bytes, src: None });
         }
         if last {
             self.server.observers.remove(&key);
@@ -579,6 +638,7 @@ impl Endpoint {
                 id,
                 Inbound {
                     kind: InboundKind::Notification(key),
+                    safe: true,
                     meta,
                     peer: key.0,
                     mid: MessageId(0),
@@ -587,7 +647,6 @@ impl Endpoint {
                     multicast: false,
                     acked: true,
                     no_response: None,
-                    request_len: 0,
                     not_before: now,
                     expires,
                 },
@@ -890,6 +949,7 @@ impl Endpoint {
         };
         let mid = packet.message_id();
         let con = packet.mtype() == MessageType::Con;
+        self.earn(slot, packet.as_bytes().len());
         let peer = self.peer_mut(slot);
         if let Some(pos) = peer.dedup.iter().rposition(|e| e.mid == mid) {
             if peer.dedup[pos].expires > now {
@@ -899,7 +959,7 @@ impl Endpoint {
                 if con {
                     match reply {
                         Reply::Sent(bytes) => {
-                            self.transmits.push_back(Transmit { dst: from, payload: bytes, src: None })
+                            self.push_answer(now, Transmit { dst: from, payload: bytes, src: None });
                         }
                         Reply::Pending(iid) => {
                             // Still being handled: stop the client's retransmissions with an empty ACK.
@@ -976,6 +1036,13 @@ fn request_message(mtype: MessageType, token: Token, request: Request) -> Messag
 
 fn to_response(packet: &Packet<&[u8]>) -> Response {
     Response { code: packet.code(), options: packet.options().collect::<Options>(), payload: packet.payload().to_vec() }
+}
+
+/// 4.01 Unauthorized with a fresh Echo value (RFC 9175 §2.4): prove your address by repeating the request
+/// with it.
+fn echo_challenge(value: [u8; 8]) -> Response {
+    Response::error(Code::UNAUTHORIZED, "repeat with Echo (RFC 9175): your address is not verified")
+        .with_option(OptionNumber::ECHO, &value)
 }
 
 /// Whether a response must not be sent (RFC 7967 No-Response; RFC 7252 §8.2 for errors to multicast).

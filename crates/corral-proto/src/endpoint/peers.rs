@@ -1,4 +1,5 @@
-//! The peer table: per-peer state (message IDs, duplicate detection, NSTART queue), bounded by
+//! The peer table: per-peer state (message IDs, duplicate detection, NSTART queue, the reflection credit
+//! of a peer that has not proved its address, see [`AmplificationLimit`]), bounded by
 //! [`Limits::max_peers`](super::Limits), and what happens when it is full.
 //!
 //! # Eviction under floods
@@ -10,6 +11,10 @@
 //! and verified peers, are never forced out. Must never: touch an exchange this endpoint initiated.
 
 use super::*;
+
+/// The most credit an unverified peer can save up (bytes), so that a long quiet exchange cannot bank a
+/// burst.
+const MAX_CREDIT: usize = 64 * 1024;
 
 #[derive(Debug)]
 pub(super) struct Peer {
@@ -31,6 +36,10 @@ pub(super) struct Peer {
     pub(super) verified: bool,
     /// The Echo value last given to this peer and when (RFC 9175 §2.4 amplification mitigation).
     pub(super) echo: Option<([u8; 8], Instant)>,
+    /// Bytes that may still be sent to this peer as answers while it is unverified: `factor` times every
+    /// byte received from it, less every byte of answer sent; beyond it its IP address's first-answer
+    /// bucket pays (see [`Endpoint::push_answer`]).
+    pub(super) credit: usize,
     /// The local (unicast) address this peer last wrote to: what we answer it from.
     pub(super) local: Option<IpAddr>,
     pub(super) lru_stamp: u64,
@@ -71,7 +80,7 @@ impl Endpoint {
         }
         let peer = Peer {
             addr,
-            next_mid: self.rng.next_u16(),
+            next_mid: self.secret.next_u16(),
             outstanding: 0,
             queue: VecDeque::new(),
             dedup: VecDeque::new(),
@@ -80,6 +89,7 @@ impl Endpoint {
             inbound: 0,
             verified: false,
             echo: None,
+            credit: 0,
             local: None,
             lru_stamp: stamp,
         };
@@ -154,37 +164,77 @@ impl Endpoint {
         }
     }
 
-    /// Keeps a NON answer to an unverified peer within the amplification bound (RFC 9175 §2.4): a larger
-    /// one becomes 4.01 Unauthorized with an Echo value; the peer that repeats its request with it has
-    /// shown it receives at its address.
-    pub(super) fn bound_reflection(
-        &mut self,
-        now: Instant,
-        slot: u32,
-        to: SocketAddr,
-        request_len: usize,
-        msg: &mut Message,
-    ) {
+    /// A datagram of `len` bytes came from the peer in `slot`: while it is unverified, it may be answered
+    /// with `factor` times as many bytes more (see [`AmplificationLimit`]).
+    pub(super) fn earn(&mut self, slot: u32, len: usize) {
         let Some(limit) = self.config.amplification else { return };
-        if self.peer_mut(slot).verified {
-            return;
+        let peer = self.peer_mut(slot);
+        if !peer.verified {
+            peer.credit = peer.credit.saturating_add(len.saturating_mul(limit.factor)).min(MAX_CREDIT);
         }
-        let bound = request_len.saturating_mul(limit.factor).max(limit.floor);
+    }
+
+    /// Keeps an answer to an unverified peer within what it may still be sent (RFC 9175 §2.4): one larger
+    /// than its credit and its address's first-answer bucket together becomes 4.01 Unauthorized with an
+    /// Echo value; the peer that repeats its request with it has shown it receives at its address and gets
+    /// the answer. Returns whether the message was replaced. Spending is [`Endpoint::push_answer`]'s.
+    pub(super) fn bound_answer(&mut self, now: Instant, slot: u32, to: SocketAddr, msg: &mut Message) -> bool {
+        if self.peer_mut(slot).verified {
+            return false;
+        }
+        let Some(credit) = self.answer_credit(now, slot, to) else { return false };
         let size = msg.encoded_len();
-        if size <= bound {
-            return;
+        let challenged = msg.code == Code::UNAUTHORIZED && msg.options.contains(OptionNumber::ECHO);
+        if size <= credit || challenged {
+            return false;
         }
         let value = self.give_echo(now, slot);
-        debug!(peer = %to, size, bound, "answer too large for an unverified source: 4.01 with Echo");
+        debug!(peer = %to, size, credit, "answer too large for an unverified source: 4.01 with Echo");
         let mut challenge = Message::new(msg.mtype, Code::UNAUTHORIZED, msg.mid, msg.token);
         challenge.options.set(OptionNumber::ECHO, &value);
         challenge.payload = b"repeat with Echo".to_vec();
         *msg = challenge;
+        true
+    }
+
+    /// What an unverified peer may still be sent: its own credit and its address's first-answer bucket.
+    /// `None`: no bound.
+    fn answer_credit(&mut self, now: Instant, slot: u32, to: SocketAddr) -> Option<usize> {
+        let limit = self.config.amplification?;
+        let own = self.peer_mut(slot).credit;
+        Some(own.saturating_add(self.first_answers.available(&limit, to.ip(), now)))
+    }
+
+    /// Sends an answer (a response, a notification, a retransmission of either, a reply resent for a
+    /// duplicate) if the peer is verified or it fits what the peer may still be sent, which it then spends:
+    /// the peer's own credit first, then its address's first-answer bucket. So what a flood of spoofed
+    /// requests makes this endpoint send to one address stays within the bound of [`AmplificationLimit`].
+    /// Returns whether it went out.
+    pub(super) fn push_answer(&mut self, now: Instant, t: Transmit) -> bool {
+        if let Some(limit) = self.config.amplification {
+            let Some(&slot) = self.peers.get(&t.dst) else { return false };
+            if !self.peer_mut(slot).verified {
+                let len = t.payload.len();
+                if self.answer_credit(now, slot, t.dst).unwrap_or(usize::MAX) < len {
+                    self.stats.answers_withheld += 1;
+                    if self.stats.answers_withheld.is_power_of_two() {
+                        debug!(peer = %t.dst, withheld = self.stats.answers_withheld, "answer withheld: over an unverified source's credit");
+                    }
+                    return false;
+                }
+                let peer = self.peer_mut(slot);
+                let own = peer.credit.min(len);
+                peer.credit -= own;
+                self.first_answers.spend(&limit, t.dst.ip(), now, len - own);
+            }
+        }
+        self.transmits.push_back(t);
+        true
     }
 
     /// A fresh Echo value for the peer in `slot`, remembered with the time it was given (RFC 9175 §2.4).
     pub(super) fn give_echo(&mut self, now: Instant, slot: u32) -> [u8; 8] {
-        let value = self.rng.next_u64().to_be_bytes();
+        let value = self.secret.next_u64().to_be_bytes();
         self.peer_mut(slot).echo = Some((value, now));
         self.stats.echo_challenges += 1;
         value
@@ -198,7 +248,8 @@ impl Endpoint {
         let peer = self.peer_mut(slot);
         match peer.echo {
             Some((value, at)) if echo == value && now.saturating_since(at) <= lifetime => {
-                peer.verified = true;
+                let addr = peer.addr;
+                self.mark_verified(addr);
                 true
             }
             _ => false,
@@ -208,7 +259,11 @@ impl Endpoint {
     /// `addr` proved it receives what we send.
     pub(super) fn mark_verified(&mut self, addr: SocketAddr) {
         if let Some(&slot) = self.peers.get(&addr) {
-            self.peer_mut(slot).verified = true;
+            let peer = self.peer_mut(slot);
+            if !peer.verified {
+                peer.verified = true;
+                self.server.observers.verify_peer(addr);
+            }
         }
     }
 

@@ -5,7 +5,7 @@
 //! This module decides *what* to answer; the transport decides *how* it travels (ACK, CON, NON, frame).
 
 use super::block::{self, Assemblies, Block1Step, BodyCache};
-use super::observe::{ObservePolicy, ObserverKey, Observers};
+use super::observe::{ObservePolicy, ObserverKey, Observers, Refused};
 use super::BlockConfig;
 use crate::message::{Request, Response};
 use crate::rng::Rng;
@@ -34,6 +34,9 @@ pub(crate) enum Incoming {
     Reply(Response),
     /// Hand this request to the application.
     Deliver(Request, RequestMeta),
+    /// Answer 4.01 with an Echo value (RFC 9175 §2.4): an unverified source wants state (an upload) while
+    /// unverified sources already hold their share of it.
+    Challenge,
 }
 
 pub(crate) struct ServerLayer {
@@ -71,6 +74,7 @@ impl ServerLayer {
         options: impl Iterator<Item = (OptionNumber, &'a [u8])> + Clone,
         payload: &[u8],
         multicast: bool,
+        verified: bool,
     ) -> Incoming {
         let key = block::request_key(&self.hasher, method, options.clone(), payload, false);
         let mut options: Options = options.collect();
@@ -102,7 +106,8 @@ impl ServerLayer {
             if let Some(b1) = options.block1() {
                 let key1 = block::request_key(&self.hasher, method, options.iter(), &[], true);
                 let size1 = options.get_uint(OptionNumber::SIZE1);
-                match self.assemblies.on_block(now, lifetime, cfg, peer, key1, b1, size1, payload) {
+                match self.assemblies.on_block(now, lifetime, cfg, peer, key1, b1, size1, payload, verified) {
+                    Block1Step::Challenge => return Incoming::Challenge,
                     Block1Step::Continue(echo) => {
                         let (b, l) = echo.encode();
                         return Incoming::Reply(
@@ -134,7 +139,9 @@ impl ServerLayer {
     /// Prepares the application's response: Block1 echo, Observe registration (if asked for and the
     /// response is [`Response::observable`]), and the requested block of a large body. A body up to
     /// `unblocked_limit` bytes goes whole unless the client asked for blocks (TCP peers announce how large a
-    /// message they take; over UDP the limit is the block size).
+    /// message they take; over UDP the limit is the block size). `None`: the registration of an unverified
+    /// source found unverified observers holding their share of the slots; answer with an Echo challenge
+    /// instead (see [`Observers`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_response(
         &mut self,
@@ -142,12 +149,12 @@ impl ServerLayer {
         cfg: &BlockConfig,
         policy: &ObservePolicy,
         rng: &mut Rng,
-        peer: SocketAddr,
-        token: Token,
+        (peer, token): ObserverKey,
         meta: RequestMeta,
         mut response: Response,
         unblocked_limit: usize,
-    ) -> Response {
+        verified: bool,
+    ) -> Option<Response> {
         if let Some(echo) = meta.block1_echo {
             let (b, l) = echo.encode();
             response.options.set(OptionNumber::BLOCK1, &b[..l]);
@@ -156,12 +163,16 @@ impl ServerLayer {
             Some(reg) if response.code.is_success() && response.options.contains(OptionNumber::OBSERVE) => {
                 let (path, request) = *reg;
                 let start = rng.next_u32() & 0xffff;
-                match self.observers.register(now, policy, (peer, token), &path, request, start) {
+                match self.observers.register(now, policy, (peer, token), &path, request, start, verified) {
                     Ok(seq) => {
                         debug!(%peer, %path, "observer registered");
                         response.options.set_uint(OptionNumber::OBSERVE, u64::from(seq));
                     }
-                    Err(_) => {
+                    Err(Refused::Unverified) => {
+                        debug!(%peer, %path, "registration of an unverified source under pressure: Echo challenge");
+                        return None;
+                    }
+                    Err(Refused::Full) => {
                         warn!(%peer, %path, "observer limit reached; answering without Observe");
                         response.options.remove(OptionNumber::OBSERVE);
                     }
@@ -175,7 +186,7 @@ impl ServerLayer {
                 response.options.remove(OptionNumber::OBSERVE);
             }
         }
-        self.blockify(now, cfg, peer, meta.key, meta.block2, response, unblocked_limit)
+        Some(self.blockify(now, cfg, peer, meta.key, meta.block2, response, unblocked_limit))
     }
 
     /// Prepares a rendered notification for `key`: the next sequence number, or — for a response that is

@@ -79,9 +79,17 @@ impl Endpoint {
             rt.timeout = rt.timeout.saturating_mul(2);
             rt.next = now + rt.timeout;
             let (next, count, bytes) = (rt.next, rt.count, rt.bytes.clone());
+            let answer = matches!(sent.owner, Owner::Response | Owner::Notification(_));
             self.stats.retransmissions += 1;
             info!(%dst, %mid, count, "retransmitting CON");
-            self.transmits.push_back(Transmit { dst, payload: bytes, src: None });
+            let transmit = Transmit { dst, payload: bytes, src: None };
+            if answer {
+                // An unverified peer's credit bounds retransmissions too; one withheld still counts, so
+                // a spoofed victim is given up on in time.
+                self.push_answer(now, transmit);
+            } else {
+                self.transmits.push_back(transmit);
+            }
             self.push_timer(next, Timer::Retransmit(dst, mid));
             return;
         }

@@ -392,6 +392,10 @@ impl Service for ProxyService {
         self.on_upstream(cx, id, outcome);
     }
 
+    fn observer_gone(&mut self, cx: &mut Context<'_>, path: &str, _peer: SocketAddr, _token: Token) {
+        self.observer_left(cx, path);
+    }
+
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
         self.observations.expire(cx.now());
     }

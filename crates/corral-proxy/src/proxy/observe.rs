@@ -2,7 +2,8 @@
 //! clients observe the resource through this proxy. Each upstream notification is stored and every
 //! observer's notification rendered from it by the endpoint ([`Context::changed`] under the name the
 //! endpoint registered the observer with, [`corral_proto::Request::resource_id`]). When the last observer
-//! is gone the upstream observation is cancelled at its next notification.
+//! is gone the upstream observation is deregistered: at once when the endpoint drops it
+//! ([`Service::observer_gone`](corral_proto::Service::observer_gone)), else at the next notification (an observer that simply went quiet).
 
 use super::forward::{downstream_response, failure_response, upstream_request};
 use super::{ProxyService, Waiter};
@@ -152,6 +153,25 @@ impl ProxyService {
         }
         for name in names {
             cx.changed(&name);
+        }
+    }
+
+    /// The endpoint dropped an observer registered under `name`: an observation with none left ends
+    /// upstream now (RFC 7641 §3.6), so that the proxy neither holds its slot nor keeps the origin sending.
+    pub(super) fn observer_left(&mut self, cx: &mut Context<'_>, name: &str) {
+        let orphans: Vec<Key> = self
+            .observations
+            .by_key
+            .iter()
+            .filter(|(_, o)| o.first.is_empty() && o.names.iter().any(|n| n == name))
+            .filter(|(_, o)| o.names.iter().all(|n| cx.observer_count(n) == 0))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in orphans {
+            if let Some(o) = self.observations.remove(&key) {
+                tracing::debug!(%name, "last observer gone; ending the upstream observation");
+                cx.deregister(o.upstream);
+            }
         }
     }
 

@@ -33,7 +33,7 @@ mod multicast;
 pub use multicast::{Collected, MulticastResponse, MulticastResponses};
 
 use crate::driver::{
-    os_seed, ClientMachine, Clock, Command, Driver, DriverStats, Outcome, Reply, RequestFailure, TcpSide, Transport,
+    os_seeded, ClientMachine, Clock, Command, Driver, DriverStats, Outcome, Reply, RequestFailure, TcpSide, Transport,
     OBSERVE_QUEUE,
 };
 use crate::oscore::{protect, verify, SharedContext};
@@ -192,10 +192,8 @@ impl ClientBuilder {
         let local = prepared.local_addr();
         let dual_stack = prepared.dual_stack();
         let socket = prepared.into_tokio()?;
-        let mut config = self.config.unwrap_or_default();
-        config.seed = os_seed();
-        let mut tcp = self.tcp.unwrap_or_else(|| TcpConfig { block: config.block, ..TcpConfig::default() });
-        tcp.seed = os_seed();
+        let config = os_seeded(self.config.unwrap_or_default());
+        let tcp = os_seeded(self.tcp.unwrap_or_else(|| TcpConfig { block: config.block, ..TcpConfig::default() }));
         let machine = ClientMachine { udp: Endpoint::new(config), tcp: TcpEndpoint::new(tcp) };
         let (tx, rx) = mpsc::unbounded_channel();
         let driver = Driver::new(machine, socket, Clock::new(), rx, TcpSide::new(None));
@@ -454,6 +452,7 @@ fn failure_for(f: RequestFailure, dst: SocketAddr) -> Error {
     match f {
         RequestFailure::Unreachable => Error::Unreachable(dst),
         RequestFailure::Connect(reason) => Error::Connect { addr: dst, reason },
+        RequestFailure::Failed(RequestError::Unreachable) => Error::Refused(dst),
         f => f.into(),
     }
 }

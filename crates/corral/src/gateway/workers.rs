@@ -130,7 +130,7 @@ impl Bound {
                 let mut workers = corral_tokio::blocking::Workers::new();
                 for (i, (bound, part)) in sockets.into_iter().zip(parts).enumerate() {
                     let config =
-                        EndpointConfig { seed: corral_tokio::os_seed(), shard: bound.shard(), ..self.endpoint.clone() };
+                        corral_tokio::os_seeded(EndpointConfig { shard: bound.shard(), ..self.endpoint.clone() });
                     workers
                         .spawn(format!("corral-gateway-{i}"), bound, move || {
                             let mut node = Node::new(Endpoint::new(config));

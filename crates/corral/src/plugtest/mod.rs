@@ -388,6 +388,10 @@ impl Plugtest {
 }
 
 impl Service for Plugtest {
+    fn observer_gone(&mut self, _cx: &mut Context<'_>, path: &str, peer: SocketAddr, token: Token) {
+        self.forget_observer(path, peer, token);
+    }
+
     fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
         if let Some(response) = self.handle(cx, &req) {
             cx.respond(req.id, response);

@@ -100,6 +100,22 @@ impl Plugtest {
         cx.changed_with("/obs-large", true);
     }
 
+    /// The endpoint ended an observation of `/obs` or `/obs-non` (the observer rejected a notification,
+    /// did not acknowledge one, deregistered, went away): forget it here too, so that a deletion waits
+    /// only for observers that are still there before `/obs` comes back (TD_COAP_OBS_08 after OBS_07).
+    pub(super) fn forget_observer(&mut self, path: &str, peer: SocketAddr, token: Token) {
+        let o = match path {
+            "/obs" => &mut self.obs,
+            "/obs-non" => &mut self.obs_non,
+            _ => return,
+        };
+        let id = observer_id(peer, token);
+        o.observers.remove(&id);
+        if o.ending.remove(&id).is_some() && o.ending.is_empty() {
+            o.deleted = false;
+        }
+    }
+
     /// `/obs-reset` (TD_COAP_OBS_04, a server reboot): every observer of `/obs*` is forgotten, by the
     /// endpoint and here, without a last notification. Returns how many there were.
     pub(super) fn reset_observers(&mut self, cx: &mut Context<'_>) -> usize {

@@ -339,3 +339,42 @@ pub fn banner_port(line: &str) -> Option<u16> {
 pub fn code(o: &Output) -> i32 {
     o.status.code().expect("exited normally, not by a signal")
 }
+
+/// Writes UDP datagrams with any IPv4 source address (IP_HDRINCL).
+pub struct Spoofer {
+    sock: socket2::Socket,
+    /// CoAP bytes sent so far.
+    pub sent: usize,
+}
+
+impl Spoofer {
+    /// `None` (and `skipped: …` printed) without a raw socket (not root).
+    pub fn new() -> Option<Spoofer> {
+        use socket2::{Domain, Protocol, Socket, Type};
+        match Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(255))) {
+            Ok(sock) => Some(Spoofer { sock, sent: 0 }),
+            Err(e) => {
+                println!("skipped: no raw socket ({e}); spoofing needs root");
+                None
+            }
+        }
+    }
+
+    /// One datagram `payload` from `src` to `dst`, as if `src` had sent it.
+    pub fn send(&mut self, src: std::net::SocketAddrV4, dst: std::net::SocketAddrV4, payload: &[u8]) {
+        let total = 20 + 8 + payload.len();
+        let mut p = Vec::with_capacity(total);
+        p.extend_from_slice(&[0x45, 0, (total >> 8) as u8, total as u8, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+        p.extend_from_slice(&src.ip().octets());
+        p.extend_from_slice(&dst.ip().octets());
+        let udp_len = (8 + payload.len()) as u16;
+        p.extend_from_slice(&src.port().to_be_bytes());
+        p.extend_from_slice(&dst.port().to_be_bytes());
+        p.extend_from_slice(&udp_len.to_be_bytes());
+        p.extend_from_slice(&[0, 0]); // no UDP checksum (allowed over IPv4)
+        p.extend_from_slice(payload);
+        let to = socket2::SockAddr::from(std::net::SocketAddrV4::new(*dst.ip(), 0));
+        self.sock.send_to(&p, &to).expect("raw send");
+        self.sent += payload.len();
+    }
+}

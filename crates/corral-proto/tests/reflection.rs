@@ -1,0 +1,108 @@
+//! Issue 26 item 4: the reflection bound of [`corral_proto::AmplificationLimit`], driven through a real
+//! endpoint. A spoofer who sends confirmable GETs for a large resource "from" one victim IP address, each
+//! from a new source port, makes the endpoint send that address no more than
+//! `factor × received + burst + refill × T` bytes over `T` seconds — whatever the ports — and a
+//! client without Echo support, one new port per run, still gets its first large answers.
+
+use corral_proto::wire::{Code, Message, MessageId, MessageType, Token};
+use corral_proto::{AmplificationLimit, Endpoint, EndpointConfig, Event, Instant, Response};
+use std::net::{IpAddr, SocketAddr};
+
+const LARGE: usize = 1000;
+
+/// Sends one CON GET from `from` and answers every request with `LARGE` bytes; returns (bytes in, bytes
+/// out to `victim`, whether a 2.05 went out).
+fn get(ep: &mut Endpoint, now: Instant, from: SocketAddr, mid: u16, victim: IpAddr) -> (usize, usize, bool) {
+    let mut m = Message::new(MessageType::Con, Code::GET, MessageId(mid), Token::new(&mid.to_be_bytes()).unwrap());
+    m.options.set_path("/large");
+    let bytes = m.encode();
+    ep.handle_datagram(now, from, None, &bytes);
+    while let Some(e) = ep.poll_event() {
+        if let Event::Request(r) = e {
+            ep.respond(now, r.id, Response::new(Code::CONTENT).with_payload(vec![b'x'; LARGE])).unwrap();
+        }
+    }
+    let (mut out, mut content) = (0, false);
+    while let Some(t) = ep.poll_transmit() {
+        if t.dst.ip() == victim {
+            out += t.payload.len();
+            content |= Message::parse(&t.payload).is_ok_and(|r| r.code == Code::CONTENT);
+        }
+    }
+    (bytes.len(), out, content)
+}
+
+#[test]
+fn spoofed_requests_from_many_ports_stay_within_the_bound_to_one_address() {
+    let limit = AmplificationLimit::default();
+    for seed in [1u64, 2, 3] {
+        let mut ep = Endpoint::new(EndpointConfig::with_seed(seed));
+        let victim: IpAddr = "192.0.2.9".parse().unwrap();
+        let (mut sent, mut received) = (0usize, 0usize);
+        let span_ms = 10_000u64;
+        // 200 requests a second, each from a new port (the attacker never answers: no ACK, no Echo).
+        for i in 0..(span_ms / 5) {
+            let now = Instant::from_millis(i * 5);
+            let port = 10_000 + (i % 50_000) as u16;
+            let (i_n, o_n, _) = get(&mut ep, now, SocketAddr::new(victim, port), i as u16, victim);
+            sent += i_n;
+            received += o_n;
+            ep.handle_timeout(now);
+            while let Some(t) = ep.poll_transmit() {
+                if t.dst.ip() == victim {
+                    received += t.payload.len();
+                }
+            }
+        }
+        let bound = limit.factor * sent + limit.burst + limit.refill * (span_ms / 1000) as usize;
+        println!("seed {seed}: spoofer sent {sent} B, victim got {received} B, bound {bound} B");
+        assert!(received <= bound, "seed {seed}: {received} B to the victim > bound {bound} B");
+        // Without the per-address bucket (a fixed credit per port) the flood would get a large answer
+        // per port: 2,000 × 1 KB. The bound is far below it.
+        assert!(received < 2000 * LARGE / 10, "seed {seed}: {received} B");
+    }
+}
+
+#[test]
+fn a_client_without_echo_support_gets_its_first_large_answers_from_each_new_port() {
+    let mut ep = Endpoint::new(EndpointConfig::with_seed(9));
+    let client: IpAddr = "192.0.2.20".parse().unwrap();
+    // One run a second, each from a new port, as aiocoap, libcoap or the ETSI checker would.
+    for run in 0..20u16 {
+        let now = Instant::from_secs(u64::from(run));
+        let (_, _, content) = get(&mut ep, now, SocketAddr::new(client, 40_000 + run), run, client);
+        assert!(content, "run {run}: the first answer was not 2.05");
+    }
+}
+
+/// An unsafe request's handler acts once: its answer beyond the bound is not replaced with an Echo
+/// challenge (the client would repeat the request, and the handler act again — the gateway created an
+/// entity twice, "updated" the second time); it waits for the client's retransmission, which earns credit,
+/// and goes out then.
+#[test]
+fn an_unsafe_request_beyond_the_bound_is_answered_late_not_challenged() {
+    let amplification = Some(AmplificationLimit { burst: 600, refill: 600, ..AmplificationLimit::default() });
+    let mut ep = Endpoint::new(EndpointConfig { amplification, ..EndpointConfig::with_seed(5) });
+    let client: SocketAddr = "192.0.2.30:41000".parse().unwrap();
+    let mut m = Message::new(MessageType::Con, Code::POST, MessageId(7), Token::new(&[7]).unwrap());
+    m.options.set_path("/create");
+    let request = m.encode();
+    let (mut handled, mut answers) = (0, Vec::new());
+    for (i, at) in [0u64, 2_500, 7_500].into_iter().enumerate() {
+        let now = Instant::from_millis(at);
+        ep.handle_datagram(now, client, None, &request); // the first, then the client's retransmissions
+        while let Some(e) = ep.poll_event() {
+            if let Event::Request(r) = e {
+                handled += 1;
+                ep.respond(now, r.id, Response::new(Code::CREATED).with_payload(vec![b'x'; 700])).unwrap();
+            }
+        }
+        while let Some(t) = ep.poll_transmit() {
+            let r = Message::parse(&t.payload).unwrap();
+            answers.push((i, r.code));
+        }
+    }
+    assert_eq!(handled, 1, "the handler acted once");
+    assert!(answers.iter().all(|(_, c)| *c == Code::CREATED), "never a challenge: {answers:?}");
+    assert!(!answers.is_empty() && answers[0].0 > 0, "withheld at first, sent for a retransmission: {answers:?}");
+}

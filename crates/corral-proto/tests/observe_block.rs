@@ -437,3 +437,36 @@ fn token_of_observation_is_kept() {
     let server = p.net.addr(p.s);
     assert!(p.net.sent_by(server).iter().all(|(_, m)| m.token == token));
 }
+
+/// RFC 7641 §4.5.2: a change while a CON notification is in flight to an observer that has not yet proved
+/// its address (every notification to it is CON) does not open a second CON; the newest state waits, and
+/// the ACK of the one in flight — the observer's proof of address — sends it at once. (An entity observed
+/// through the gateway stalled for a retransmission timeout after two values when the replaced message's
+/// ACK was taken for a stray.)
+#[test]
+fn the_ack_of_a_replaced_notification_releases_the_newest_at_once() {
+    for seed in [21u64, 22, 23] {
+        let mut p = pair(seed, EndpointConfig::default());
+        p.request(observe_get("obs"), SendParams::default());
+        p.net.run_for(Duration::from_secs(1));
+        let server = p.net.addr(p.s);
+        // Two changes before the first notification can be acknowledged.
+        p.change("/obs", None);
+        p.change("/obs", None);
+        p.net.run_for(Duration::from_millis(200));
+        let values: Vec<String> = p.responses().iter().map(|r| r.payload_text().into_owned()).collect();
+        assert_eq!(values, ["0", "1", "2"], "seed {seed}: the newest value waited for a retransmission");
+        // Acknowledged, so verified: the next change goes out NON and at once.
+        p.change("/obs", None);
+        p.net.run_for(Duration::from_millis(200));
+        let values: Vec<String> = p.responses().iter().map(|r| r.payload_text().into_owned()).collect();
+        assert_eq!(values, ["0", "1", "2", "3"], "seed {seed}");
+        let types: Vec<MessageType> = p.net.sent_by(server).iter().map(|(_, m)| m.mtype).collect();
+        assert_eq!(types[..2], [MessageType::Ack, MessageType::Con], "seed {seed}: {types:?}");
+        assert_eq!(types.last(), Some(&MessageType::Non), "seed {seed}: {types:?}");
+        // One CON in flight at a time: nothing is ever retransmitted.
+        p.net.run_for(Duration::from_secs(10));
+        let cons = p.net.sent_by(server).iter().filter(|(_, m)| m.mtype == MessageType::Con).count();
+        assert!(cons <= 2, "seed {seed}: {cons} CON notifications for three changes: {types:?}");
+    }
+}

@@ -125,7 +125,7 @@ impl Endpoint {
         let mid = self.next_mid(slot);
         let bytes = Message::empty(MessageType::Con, mid).encode();
         self.peer_mut(slot).client_refs += 1;
-        self.send_reliable(now, dst, mid, Owner::Ping(id), bytes, None);
+        self.send_reliable(now, dst, mid, Owner::Ping(id), bytes);
         Ok(id)
     }
 
@@ -191,7 +191,7 @@ impl Endpoint {
         let bytes = ex.msg.encode();
         if ex.confirmable {
             ex.state = ClientState::ExpectAck { mid };
-            self.send_reliable(now, dst, mid, Owner::Request(id), bytes, None);
+            self.send_reliable(now, dst, mid, Owner::Request(id), bytes);
         } else {
             let params = self.params_for(&dst);
             let ex = self.exchanges.get_mut(&id).expect("exchange exists: checked above");
@@ -217,9 +217,6 @@ impl Endpoint {
     }
 
     /// Sends a CON and tracks it until ACK, RST or give-up. The tracking entry holds a peer reference.
-    /// `carry` continues the back-off of a message this one replaces (RFC 7641 §4.5.2): the new message
-    /// goes out at the replaced one's next retransmission, so a peer that has gone away still receives at
-    /// most 1 + MAX_RETRANSMIT transmissions before it is given up on.
     pub(super) fn send_reliable(
         &mut self,
         now: Instant,
@@ -227,27 +224,21 @@ impl Endpoint {
         mid: MessageId,
         owner: Owner,
         bytes: Vec<u8>,
-        carry: Option<(u8, Duration, Instant)>,
     ) {
         if let Some(&slot) = self.peers.get(&dst) {
             self.peer_mut(slot).refs += 1;
         }
-        let (count, timeout, next) = carry.unwrap_or_else(|| {
-            let p = self.params_for(&dst);
-            let lo = p.ack_timeout.as_micros();
-            let hi = p.max_initial_timeout().as_micros();
-            let timeout = Duration::from_micros(self.rng.range_inclusive(lo, hi));
-            (0, timeout, now + timeout)
-        });
-        if carry.is_none() {
-            let transmit = Transmit { dst, payload: bytes.clone(), src: None };
-            if matches!(owner, Owner::Response | Owner::Notification(_)) {
-                self.push_answer(now, transmit);
-            } else {
-                self.transmits.push_back(transmit);
-            }
+        let p = self.params_for(&dst);
+        let (lo, hi) = (p.ack_timeout.as_micros(), p.max_initial_timeout().as_micros());
+        let timeout = Duration::from_micros(self.rng.range_inclusive(lo, hi));
+        let next = now + timeout;
+        let transmit = Transmit { dst, payload: bytes.clone(), src: None };
+        if matches!(owner, Owner::Response | Owner::Notification(_)) {
+            self.push_answer(now, transmit);
+        } else {
+            self.transmits.push_back(transmit);
         }
-        self.sent.insert((dst, mid), Sent { owner, retransmit: Some(Retransmit { bytes, count, timeout, next }) });
+        self.sent.insert((dst, mid), Sent { owner, retransmit: Some(Retransmit { bytes, count: 0, timeout, next }) });
         self.push_timer(next, Timer::Retransmit(dst, mid));
     }
 

@@ -551,7 +551,7 @@ impl Endpoint {
             // Separate response (RFC 7252 §5.2.2): a CON of its own, retransmitted until acknowledged.
             msg.mtype = MessageType::Con;
             let bytes = msg.encode();
-            self.send_reliable(now, inb.peer, msg.mid, Owner::Response, bytes, None);
+            self.send_reliable(now, inb.peer, msg.mid, Owner::Response, bytes);
         } else {
             msg.mtype = MessageType::Non;
             let transmit = Transmit { dst: inb.peer, payload: msg.encode(), src: None };
@@ -594,15 +594,29 @@ impl Endpoint {
         };
         let bytes = msg.encode();
         if inb.con {
-            // RFC 7641 §4.5.2: a new notification replaces one still being retransmitted, continuing its
-            // back-off, so an observer that went away is still given up on in time.
-            let carry = self.server.observers.get(&key).and_then(|o| o.pending).and_then(|old| {
-                let sent = self.sent.remove(&(key.0, old))?;
-                self.release_peer_ref(key.0);
-                sent.retransmit.map(|r| (r.count, r.timeout, r.next))
-            });
-            self.send_reliable(now, key.0, mid, Owner::Notification(key), bytes, carry);
-            self.server.observers.set_pending(&key, Some(mid));
+            // RFC 7641 §4.5.2: one CON notification in flight per observer. A newer one waits: the ACK of
+            // the one in flight sends it at once (`on_ack`), or it goes in its place at the next
+            // retransmission, continuing the back-off, so an observer that went away is still given up on
+            // in time (`on_retransmit_timer`). The last notification of an observation cannot wait (the
+            // observer is removed below): it replaces the one in flight now.
+            let in_flight = self
+                .server
+                .observers
+                .get(&key)
+                .and_then(|o| o.pending)
+                .filter(|old| self.sent.get(&(key.0, *old)).is_some_and(|s| s.retransmit.is_some()));
+            match in_flight {
+                Some(_) if !last => self.server.observers.queue(&key, mid, bytes),
+                Some(old) => {
+                    self.sent.remove(&(key.0, old));
+                    self.release_peer_ref(key.0);
+                    self.send_reliable(now, key.0, mid, Owner::Notification(key), bytes);
+                }
+                None => {
+                    self.send_reliable(now, key.0, mid, Owner::Notification(key), bytes);
+                    self.server.observers.set_pending(&key, Some(mid));
+                }
+            }
         } else {
             let lifetime = self.params_for(&key.0).non_lifetime();
             self.sent.insert((key.0, mid), Sent { owner: Owner::Notification(key), retransmit: None });
@@ -870,6 +884,10 @@ impl Endpoint {
             Owner::Notification(key) => {
                 if self.server.observers.get(&key).is_some_and(|o| o.pending == Some(mid)) {
                     self.server.observers.set_pending(&key, None);
+                    if let Some((next, bytes)) = self.server.observers.take_queued(&key) {
+                        self.send_reliable(now, key.0, next, Owner::Notification(key), bytes);
+                        self.server.observers.set_pending(&key, Some(next));
+                    }
                 }
             }
             Owner::Ping(id) => {

@@ -55,6 +55,9 @@ pub(crate) struct Observer {
     sent: u32,
     /// The message ID of a CON notification still being retransmitted.
     pub(crate) pending: Option<corral_wire::MessageId>,
+    /// The newest notification, rendered while `pending` was in flight (RFC 7641 §4.5.2): sent when that
+    /// one is acknowledged, or in its place at its next retransmission. At most one per observer.
+    queued: Option<(corral_wire::MessageId, Vec<u8>)>,
     /// The observer proved its address (it acknowledged or answered us, or returned an Echo value).
     verified: bool,
 }
@@ -166,7 +169,16 @@ impl Observers {
         let verified = verified || self.is_verified(&key);
         self.by_key.insert(
             key,
-            Observer { path: path.to_string(), request, seq, last_con: now, sent: 0, pending: None, verified },
+            Observer {
+                path: path.to_string(),
+                request,
+                seq,
+                last_con: now,
+                sent: 0,
+                pending: None,
+                queued: None,
+                verified,
+            },
         );
         Ok(seq)
     }
@@ -241,6 +253,19 @@ impl Observers {
         if let Some(o) = self.by_key.get_mut(key) {
             o.pending = mid;
         }
+    }
+
+    /// Keeps `bytes` (a CON notification with message ID `mid`) until the one in flight is acknowledged or
+    /// retransmitted; a newer one replaces it.
+    pub(crate) fn queue(&mut self, key: &ObserverKey, mid: corral_wire::MessageId, bytes: Vec<u8>) {
+        if let Some(o) = self.by_key.get_mut(key) {
+            o.queued = Some((mid, bytes));
+        }
+    }
+
+    /// The notification waiting behind the one in flight, if any.
+    pub(crate) fn take_queued(&mut self, key: &ObserverKey) -> Option<(corral_wire::MessageId, Vec<u8>)> {
+        self.by_key.get_mut(key)?.queued.take()
     }
 
     /// Advances the sequence number for a notification about to be sent and returns it.

@@ -78,8 +78,28 @@ impl Endpoint {
             rt.count += 1;
             rt.timeout = rt.timeout.saturating_mul(2);
             rt.next = now + rt.timeout;
-            let (next, count, bytes) = (rt.next, rt.count, rt.bytes.clone());
-            let answer = matches!(sent.owner, Owner::Response | Owner::Notification(_));
+            let (next, count, timeout, bytes) = (rt.next, rt.count, rt.timeout, rt.bytes.clone());
+            let owner = sent.owner;
+            let answer = matches!(owner, Owner::Response | Owner::Notification(_));
+            // RFC 7641 §4.5.2: a newer notification goes out in place of the one being retransmitted,
+            // with a new message ID and the old one's back-off, so an observer that went away still gets
+            // at most 1 + MAX_RETRANSMIT transmissions. Its peer reference passes to the new entry.
+            let queued = match owner {
+                Owner::Notification(key) if self.server.observers.get(&key).is_some_and(|o| o.pending == Some(mid)) => {
+                    self.server.observers.take_queued(&key).map(|q| (key, q))
+                }
+                _ => None,
+            };
+            let (mid, bytes) = match queued {
+                Some((key, (newer, newer_bytes))) => {
+                    self.sent.remove(&(dst, mid));
+                    let retransmit = Retransmit { bytes: newer_bytes.clone(), count, timeout, next };
+                    self.sent.insert((dst, newer), Sent { owner, retransmit: Some(retransmit) });
+                    self.server.observers.set_pending(&key, Some(newer));
+                    (newer, newer_bytes)
+                }
+                None => (mid, bytes),
+            };
             self.stats.retransmissions += 1;
             info!(%dst, %mid, count, "retransmitting CON");
             let transmit = Transmit { dst, payload: bytes, src: None };

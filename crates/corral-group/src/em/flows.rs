@@ -368,7 +368,7 @@ impl EntityManager {
                 })
             }
             (_, Some(new)) => self.store.save_entity(new),
-            (_, None) => Err(StoreError("internal: nothing to save".into())),
+            (_, None) => Err(StoreError::Internal("nothing to save")),
         };
         if let Err(e) = result {
             warn!(entity = %flow.name, error = %e, "store write failed");

@@ -10,14 +10,13 @@
 //! # Rooms
 //! This module holds the shared types (configuration, entities, flows), the service entry points and the
 //! routing. [`EntityManager`] groups its state in parts that own it, each in its own module with its own
-//! methods: `jobs` ([`jobs::Jobs`]: the fan-outs, their member requests and timers), `watch`
-//! ([`watch::Watches`]: observed entities), `quotas` ([`quotas::Quotas`]: exchanges held per client,
-//! entity and in total), `groups` ([`groups::Groups`]: multicast addresses, the membership journal, the
-//! quarantine). The other modules add the behaviour that spans the parts, as `impl EntityManager`
-//! blocks: `access` (roles, proof of address, what a reader may ask for), `members` (member URIs and the
-//! checks of a member list), `budget` (what a use costs), `flows` (create, update, delete, recovery),
-//! `requests` (listing, profiles, starting a use), `shards` (a manager and its replicas on several
-//! workers).
+//! methods: `jobs` (`Jobs`: the fan-outs, their member requests and timers), `watch` (`Watches`: observed
+//! entities), `quotas` (`Quotas`: exchanges held per client, entity and in total), `groups` (`Groups`:
+//! multicast addresses, the membership journal, the quarantine). The other modules add the behaviour that
+//! spans the parts, as `impl EntityManager` blocks: `access` (roles, proof of address, what a reader may
+//! ask for), `members` (member URIs and the checks of a member list), `budget` (what a use costs), `flows`
+//! (create, update, delete, recovery), `requests` (listing, profiles, starting a use), `shards` (a manager
+//! and its replicas on several workers).
 //!
 //! # Several workers
 //! A gateway on N cores runs N Entity Managers on one port (corral-tokio's `steer` hands each worker the
@@ -40,10 +39,10 @@
 //! unprotected (the gateway's layer marks them) and requests over TCP are proved already.
 //!
 //! # Quotas held by uses
-//! A use reserves its cost against the quotas (see `budget` and `quotas`) and gives each member request back when it
-//! ends; when its entity changes the use gives the rest back (and goes on with its members), when its
-//! entity is deleted the use ends with what arrived. A client that may not manage may not ask for a
-//! `delay` beyond [`MAX_READER_DELAY_MS`] or a `timeout` beyond MAX_TRANSMIT_WAIT, unless the profile
+//! A use reserves its cost against the quotas (see `budget` and `quotas`) and gives each member request
+//! back when it ends; when its entity changes the use gives the rest back (and goes on with its members),
+//! when its entity is deleted the use ends with what arrived. A client that may not manage may not ask for
+//! a `delay` beyond [`MAX_READER_DELAY_MS`] or a `timeout` beyond MAX_TRANSMIT_WAIT, unless the profile
 //! sets more. So no request holds the quotas longer than its members take to answer.
 //!
 //! # Jobs
@@ -425,8 +424,8 @@ impl EntityManager {
 
     /// [`EntityManager::new`] without the log line (a replica logs its own).
     fn load(config: EmConfig, store: Box<dyn Store>) -> Result<EntityManager, StoreError> {
-        config.pool_v6.check().map_err(StoreError)?;
-        config.pool_v4.check().map_err(StoreError)?;
+        config.pool_v6.check().map_err(StoreError::Config)?;
+        config.pool_v4.check().map_err(StoreError::Config)?;
         let snap = store.load()?;
         let gateway_id = config.gateway_id;
         let mut em = EntityManager {
@@ -452,7 +451,7 @@ impl EntityManager {
             }
             let items = em
                 .resolve_items(&stored.profile.er)
-                .map_err(|(_, m)| StoreError(format!("entity {}: {m}", stored.name)))?;
+                .map_err(|(_, why)| StoreError::Entity { name: stored.name.clone(), why })?;
             let violation = em.police(&items).err().map(|(_, why)| why);
             if let Some(why) = &violation {
                 warn!(entity = %stored.name, why = %why, "stored entity breaks the member policy: its uses are refused");

@@ -145,6 +145,7 @@
 pub mod blocking;
 mod client;
 mod driver;
+pub mod group_node;
 pub mod oscore;
 mod server;
 pub mod socket;

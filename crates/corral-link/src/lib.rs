@@ -334,12 +334,7 @@ impl Link {
         settle: Duration,
         interrupt: impl Future<Output = ()>,
     ) -> Result<ExitStatus, LinkError> {
-        let mut srv = tokio::process::Command::new("ip")
-            .args(["netns", "exec", &self.ns.a])
-            .args(server)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| LinkError::Process { context: "cannot start the server command", source: e })?;
+        let mut srv = spawn_in(&self.ns.a, server, "cannot start the server command")?;
         tokio::select! {
             s = srv.wait() => match s {
                 Ok(s) if !s.success() => {
@@ -350,12 +345,7 @@ impl Link {
             },
             _ = tokio::time::sleep(settle) => {}
         }
-        let mut cli = tokio::process::Command::new("ip")
-            .args(["netns", "exec", &self.ns.b])
-            .args(client)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| LinkError::Process { context: "cannot start the client command", source: e })?;
+        let mut cli = spawn_in(&self.ns.b, client, "cannot start the client command")?;
         let status = tokio::select! {
             s = cli.wait() => s.map_err(|e| LinkError::Process { context: "the client command", source: e })?,
             _ = interrupt => {
@@ -367,6 +357,16 @@ impl Link {
         let _ = srv.kill().await;
         Ok(status)
     }
+}
+
+/// Starts `command` in namespace `ns`; it is killed if dropped.
+fn spawn_in(ns: &str, command: &[String], context: &'static str) -> Result<tokio::process::Child, LinkError> {
+    tokio::process::Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(command)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| LinkError::Process { context, source: e })
 }
 
 impl Drop for Link {

@@ -48,6 +48,7 @@
 
 pub mod device;
 pub mod em;
+pub mod gateway;
 pub mod mc;
 pub mod output;
 pub mod policy;

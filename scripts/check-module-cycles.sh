@@ -19,11 +19,20 @@
 # A strongly connected set of siblings is a circle: reported with one path through it and, for each edge,
 # the file and line that makes it.
 #
+# Known circles are allowed by name in ALLOWED_CIRCLES below, one entry per circle: `crate:module,module…`,
+# the strongly connected set of siblings exactly as reported. An allowed circle is printed but does not fail;
+# an entry whose circle is gone fails, so that the list only ever shrinks. Each entry says when it goes.
+#
 # Not seen: names brought in through a glob of the parent's re-exports (`use super::*` where the parent
 # has `pub use sibling::Thing`), macros' expansions, `#[path]`. Code in `#[cfg(test)]` modules is left out:
 # tests sit above the code they test and may use any module. Comments and string literals are ignored.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# corral-tokio client ↔ oscore: `oscore` uses `client::Error`; cut by moving `Error` to its own module once
+# the endpoint work on branch h1 is merged (issue 28).
+ALLOWED_CIRCLES='corral-tokio:client,oscore'
+export ALLOWED_CIRCLES
 
 python3 - "$@" <<'PY'
 import os, re, sys
@@ -247,6 +256,11 @@ def main(args):
     crates = sorted(d for d in os.listdir('crates') if os.path.isdir(os.path.join('crates', d)))
     if args:
         crates = [c for c in crates if c in args]
+    allowed = set()
+    for entry in os.environ.get('ALLOWED_CIRCLES', '').split():
+        crate, _, mods = entry.partition(':')
+        allowed.add((crate, tuple(sorted(mods.split(',')))))
+    seen = set()
     failed = False
     for name in crates:
         for root in ('lib.rs', 'main.rs'):
@@ -271,8 +285,14 @@ def main(args):
                     where = '::'.join(('crate',) + parent)
                     for a in sorted(adj):
                         print(f'{label}: {where}: {a} → {", ".join(sorted(adj[a]))}')
+            known = [x for x in circles if (name, tuple(x[1])) in allowed]
+            for parent, comp, adj in known:
+                seen.add((name, tuple(comp)))
+                print(f'{label}: known circle among {", ".join(comp)} (allowed in ALLOWED_CIRCLES until it is cut)')
+            circles = [x for x in circles if (name, tuple(x[1])) not in allowed]
             if not circles:
-                print(f'{label}: no module circle ({len(c.modules)} modules)')
+                if not known:
+                    print(f'{label}: no module circle ({len(c.modules)} modules)')
                 continue
             failed = True
             for parent, comp, adj in circles:
@@ -288,6 +308,10 @@ def main(args):
                         print(f'    {a} → {b}: {file}:{line}: {text}')
                     if len(lines) > 2:
                         print(f'    {a} → {b}: … and {len(lines) - 2} more lines')
+    for crate, comp in sorted(allowed - seen):
+        if not args or crate in args:
+            print(f'{crate}: the allowed circle among {", ".join(comp)} is gone: remove it from ALLOWED_CIRCLES')
+            failed = True
     return 1 if failed else 0
 
 sys.exit(main(sys.argv[1:]))

@@ -16,8 +16,8 @@
 # from run to run, so `compare` checks only that the same files exist with the same CSV headers and row
 # counts.
 #
-# BIN is copied to OUT/bin/corral first: the emulated family calls the binary that runs the lab, and
-# insists on the name `corral`.
+# BIN is copied to OUT/bin/corral first: the emulated family's CoAP programs (`corral serve`, `corral get`)
+# are the binary that runs the lab, which must be named `corral`.
 set -euo pipefail
 
 usage() {

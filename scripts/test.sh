@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, property, pair, simulation and loopback tests, then interop tests against
-# real peers (libcoap, aiocoap), installing those peers first when they are missing.
+# real peers (libcoap, aiocoap), installing those peers first when they are missing; then the checks of the
+# house: no runtime in the sans-IO crates, no module circle within a crate.
 #
 # Usage: scripts/test.sh            # everything
 #        CORRAL_SKIP_INTEROP=1 scripts/test.sh   # Rust tests only (no apt/pip)
@@ -14,3 +15,4 @@ fi
 
 cargo test --workspace --release --locked
 scripts/check-deps.sh
+scripts/check-module-cycles.sh

@@ -48,6 +48,7 @@
 
 pub mod device;
 pub mod em;
+pub mod gateway;
 pub mod mc;
 pub mod output;
 pub mod policy;
@@ -64,7 +65,7 @@ pub use policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Prefix, Rol
 pub use pool::AddressPool;
 pub use profile::{Delay, Ect, Emt, Op, Profile};
 pub use sqlite::SqliteStore;
-pub use store::{MemStore, Snapshot, Store, StoreError, StoredEntity};
+pub use store::{CorruptRow, MemStore, Snapshot, Store, StoreError, StoredEntity};
 
 #[doc(no_inline)]
 pub use corral_proto::Node;

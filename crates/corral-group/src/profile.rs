@@ -383,6 +383,18 @@ impl Profile {
     }
 }
 
+impl Profile {
+    /// Reads a profile document as the EM answers with it ([`Profile::to_json`]): the fields it does not
+    /// give take their defaults; status the EM adds (`unreachable`) is not part of the profile.
+    pub fn from_json(doc: &Json) -> Result<Profile, ProfileError> {
+        let patch = ProfilePatch::from_json(doc)?;
+        let mut p = Profile::default();
+        p.apply(&patch);
+        p.mcst_uri = patch.mcst_uri;
+        Ok(p)
+    }
+}
+
 fn parse_ops(s: &str) -> Result<Vec<Op>, ProfileError> {
     let mut ops = Vec::new();
     for item in s.split([',', ' ', '+', ';']).filter(|s| !s.is_empty()) {
@@ -477,6 +489,41 @@ impl ProfilePatch {
             }
         }
         Ok(p)
+    }
+
+    /// The profile document of the fields given, as a client sends it (`PUT /em/NAME`, `POST
+    /// /em/NAME/profile`) and [`ProfilePatch::from_json`] reads it back; `enr` and `timeout` given as
+    /// "every member" and "none" are `null`.
+    pub fn to_json(&self) -> Json {
+        let mut m = Map::new();
+        if let Some(er) = &self.er {
+            m.insert("er".into(), Json::from(er.clone()));
+        }
+        if let Some(v) = self.emt {
+            m.insert("emt".into(), Json::from(v.as_str()));
+        }
+        if let Some(v) = self.ect {
+            m.insert("ect".into(), Json::from(v.as_str()));
+        }
+        if let Some(v) = self.enr {
+            m.insert("enr".into(), v.map_or(Json::Null, Json::from));
+        }
+        if let Some(eo) = &self.eo {
+            m.insert("eo".into(), Json::from(eo.iter().map(|o| o.as_str()).collect::<Vec<_>>()));
+        }
+        if let Some(v) = self.delay {
+            m.insert("delay".into(), v.to_json());
+        }
+        if let Some(v) = self.timeout {
+            m.insert("timeout".into(), v.map_or(Json::Null, Json::from));
+        }
+        if let Some(u) = &self.mcst_uri {
+            m.insert("mcstURI".into(), Json::from(u.clone()));
+        }
+        if let Some(v) = self.repair {
+            m.insert("repair".into(), Json::from(v.as_str()));
+        }
+        Json::Object(m)
     }
 
     /// Sets one field from its text form, as in a URI query (`enr=2`, `eo=avg,min`, `delay=auto`).
@@ -626,6 +673,35 @@ mod tests {
         assert_eq!(out["eo"], serde_json::json!(["avg", "min"]));
         let bad: Json = serde_json::from_str(r#"{"er":["x"],"eoo":"avg"}"#).unwrap();
         assert!(ProfilePatch::from_json(&bad).unwrap_err().0.contains("eoo"));
+    }
+
+    #[test]
+    fn a_client_document_and_the_ems_answer_read_back_as_written() {
+        let patch = ProfilePatch {
+            er: Some(vec!["coap://10.0.0.1/s/t".into(), "/em/r1".into()]),
+            ect: Some(Ect::Unicast),
+            emt: Some(Emt::Non),
+            enr: Some(None),
+            eo: Some(vec![Op::Avg, Op::Lst]),
+            delay: Some(Delay::Auto),
+            timeout: Some(Some(2500)),
+            repair: Some(Repair::None),
+            ..ProfilePatch::default()
+        };
+        let doc = patch.to_json();
+        assert_eq!(
+            serde_json::to_string(&doc).unwrap(),
+            r#"{"delay":"auto","ect":"unicast","emt":"non","enr":null,"eo":["avg","lst"],"er":["coap://10.0.0.1/s/t","/em/r1"],"repair":"none","timeout":2500}"#
+        );
+        assert_eq!(ProfilePatch::from_json(&doc).unwrap(), patch);
+        let mut p =
+            Profile { ect: Ect::Multicast, mcst_uri: Some("coap://[ff05::fd]/s/t".into()), ..Profile::default() };
+        p.apply(&patch);
+        p.ect = Ect::Multicast;
+        p.emt = Emt::Non;
+        let mut answer = p.to_json();
+        answer["unreachable"] = serde_json::json!({"/em/r1": "4.04"});
+        assert_eq!(Profile::from_json(&answer).unwrap(), Profile { enr: Some(2), ..p });
     }
 
     #[test]

@@ -29,7 +29,7 @@
 //! ```
 
 use crate::profile::{Delay, Ect, Emt, Op, Profile, Repair};
-use crate::store::{Snapshot, Store, StoreError, StoredEntity};
+use crate::store::{CorruptRow, Snapshot, Store, StoreError, StoredEntity};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::net::IpAddr;
 use std::path::Path;
@@ -79,8 +79,17 @@ CREATE TABLE released (
 );
 ";
 
+/// A SQLite failure by fault: the file system's (cannot open, read or write the file) or the database's.
 fn e(err: rusqlite::Error) -> StoreError {
-    StoreError(err.to_string())
+    use rusqlite::ErrorCode::{CannotOpen, DiskFull, PermissionDenied, ReadOnly, SystemIoFailure};
+    match &err {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, CannotOpen | DiskFull | PermissionDenied | ReadOnly | SystemIoFailure) =>
+        {
+            StoreError::Io(err.to_string())
+        }
+        _ => StoreError::Sqlite(err.to_string()),
+    }
 }
 
 /// The SQLite store. See the module docs.
@@ -118,9 +127,7 @@ impl SqliteStore {
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;").map_err(e)?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(e)?;
         if version > SCHEMA_VERSION {
-            return Err(StoreError(format!(
-                "database schema version {version} is newer than this corral ({SCHEMA_VERSION}); refusing to touch it"
-            )));
+            return Err(StoreError::NewerSchema { found: version, supported: SCHEMA_VERSION });
         }
         if version < 1 {
             let tx = conn.transaction().map_err(e)?;
@@ -159,8 +166,8 @@ fn eo_text(eo: &[Op]) -> String {
     eo.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(" ")
 }
 
-fn bad(what: &str, name: &str) -> StoreError {
-    StoreError(format!("entity {name}: unreadable {what} in the database"))
+fn bad(column: &'static str, name: &str) -> StoreError {
+    StoreError::Corrupt(CorruptRow::Entity { name: name.to_string(), column })
 }
 
 impl Store for SqliteStore {
@@ -234,16 +241,14 @@ impl Store for SqliteStore {
             let (g, m) = row.map_err(e)?;
             match (g.parse::<IpAddr>(), m.parse::<std::net::SocketAddr>()) {
                 (Ok(g), Ok(m)) => snap.journal.push((g, m)),
-                _ => return Err(StoreError(format!("unreadable journal entry {g} {m} in the database"))),
+                _ => return Err(StoreError::Corrupt(CorruptRow::Journal { group: g, member: m })),
             }
         }
         let mut st = self.conn.prepare("SELECT grp, at_ms FROM released").map_err(e)?;
         let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).map_err(e)?;
         for row in rows {
             let (g, at) = row.map_err(e)?;
-            let g = g
-                .parse::<IpAddr>()
-                .map_err(|_| StoreError(format!("unreadable released group {g} in the database")))?;
+            let g = g.parse::<IpAddr>().map_err(|_| StoreError::Corrupt(CorruptRow::Released { group: g.clone() }))?;
             snap.released.insert(g, at.max(0) as u64);
         }
         Ok(snap)
@@ -490,6 +495,6 @@ mod tests {
             let c = Connection::open(&path).unwrap();
             c.pragma_update(None, "user_version", 99).unwrap();
         }
-        assert!(SqliteStore::open(&path).unwrap_err().0.contains("newer"));
+        assert!(SqliteStore::open(&path).unwrap_err().to_string().contains("newer"));
     }
 }

@@ -41,13 +41,63 @@ pub struct Snapshot {
     pub released: BTreeMap<IpAddr, u64>,
 }
 
-/// A store failure; the EM answers 5.00 and changes nothing.
+/// A store failure, by fault; the EM answers 5.00 and changes nothing. Shown as `store: <what>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreError(pub String);
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database cannot be opened, read or written (permissions, a full disk, an I/O error): the
+    /// message of the layer that failed.
+    Io(String),
+    /// The database refused an operation (locked, a constraint, not a database): SQLite's message.
+    Sqlite(String),
+    /// A row that does not read back.
+    Corrupt(CorruptRow),
+    /// The database was written by a newer corral: its schema version and the newest this one knows.
+    NewerSchema { found: i64, supported: i64 },
+    /// A stored entity this EM cannot use (a member URI that does not resolve): the entity and why.
+    Entity { name: String, why: String },
+    /// The configuration the entities are loaded with is invalid (an address pool): why.
+    Config(String),
+    /// A write refused on purpose ([`MemStore::fail_writes`]).
+    Refused,
+    /// A bug: what was asked of the store makes no sense.
+    Internal(&'static str),
+}
+
+/// Where an unreadable row is: its table and key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CorruptRow {
+    /// Column `column` of entity `name`.
+    Entity { name: String, column: &'static str },
+    /// A membership journal entry, as stored.
+    Journal { group: String, member: String },
+    /// A released group, as stored.
+    Released { group: String },
+}
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "store: {}", self.0)
+        f.write_str("store: ")?;
+        match self {
+            StoreError::Io(m) | StoreError::Sqlite(m) | StoreError::Config(m) => f.write_str(m),
+            StoreError::Corrupt(CorruptRow::Entity { name, column }) => {
+                write!(f, "entity {name}: unreadable {column} in the database")
+            }
+            StoreError::Corrupt(CorruptRow::Journal { group, member }) => {
+                write!(f, "unreadable journal entry {group} {member} in the database")
+            }
+            StoreError::Corrupt(CorruptRow::Released { group }) => {
+                write!(f, "unreadable released group {group} in the database")
+            }
+            StoreError::NewerSchema { found, supported } => write!(
+                f,
+                "database schema version {found} is newer than this corral ({supported}); refusing to touch it"
+            ),
+            StoreError::Entity { name, why } => write!(f, "entity {name}: {why}"),
+            StoreError::Refused => f.write_str("write refused (fail_writes is set)"),
+            StoreError::Internal(m) => write!(f, "internal: {m}"),
+        }
     }
 }
 
@@ -91,7 +141,7 @@ impl MemStore {
 
     fn check(&self) -> Result<(), StoreError> {
         if self.fail_writes {
-            Err(StoreError("write refused (fail_writes is set)".into()))
+            Err(StoreError::Refused)
         } else {
             Ok(())
         }

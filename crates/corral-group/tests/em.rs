@@ -704,7 +704,7 @@ impl corral_group::Store for FailingSaves {
         if e.pending {
             return self.0.save_entity(e); // the small pending record still fits
         }
-        Err(corral_group::StoreError("disk full".into()))
+        Err(corral_group::StoreError::Io("disk full".into()))
     }
     fn delete_entity(&mut self, name: &str) -> Result<(), corral_group::StoreError> {
         self.0.delete_entity(name)

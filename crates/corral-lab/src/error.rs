@@ -107,30 +107,25 @@ impl From<EmulatedError> for RunError {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum EmulatedError {
-    /// The running program is not `corral`, whose `link` verb the run needs (a test binary, say).
+    /// The running program is not `corral`, whose `serve` and `get` the CoAP scheme runs (a test binary, say).
     NotCorral,
     /// The path of the running executable is unknown.
     Executable(std::io::Error),
     /// The point's scratch directory or file could not be written.
     Io { path: PathBuf, source: std::io::Error },
-    /// `corral link` could not be started.
-    Spawn(std::io::Error),
-    /// `corral link` ended without its counters (usually: not root); what it printed.
-    NoCounters { stderr: String },
+    /// The emulated link could not come up (usually: not root), or its server could not start.
+    Link(corral_link::LinkError),
 }
 
 impl fmt::Display for EmulatedError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EmulatedError::NotCorral => f.write_str(
-                "emulated scenarios run real programs through `corral link`: run them with `corral lab run`",
-            ),
+            EmulatedError::NotCorral => {
+                f.write_str("emulated CoAP points run `corral serve` and `corral get`: run them with `corral lab run`")
+            }
             EmulatedError::Executable(e) => write!(f, "cannot find the corral executable: {e}"),
             EmulatedError::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            EmulatedError::Spawn(e) => write!(f, "cannot run corral link: {e}"),
-            EmulatedError::NoCounters { stderr } => {
-                write!(f, "corral link did not report its counters (is this root?): {stderr}")
-            }
+            EmulatedError::Link(e) => write!(f, "the emulated link: {e}"),
         }
     }
 }
@@ -138,7 +133,8 @@ impl fmt::Display for EmulatedError {
 impl std::error::Error for EmulatedError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            EmulatedError::Executable(e) | EmulatedError::Spawn(e) | EmulatedError::Io { source: e, .. } => Some(e),
+            EmulatedError::Executable(e) | EmulatedError::Io { source: e, .. } => Some(e),
+            EmulatedError::Link(e) => Some(e),
             _ => None,
         }
     }

@@ -5,6 +5,7 @@ use std::fmt;
 
 /// An OSCORE failure. None of them is ever a panic; each a peer can cause maps to the response of §8.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// The message carries no OSCORE option.
     NotOscore,

@@ -10,11 +10,13 @@
 //!
 //! # Where things are
 //! This file: the types, building a network from a [`Topology`], the public API and the event dispatch.
-//! `sim/net.rs`: driving nodes and the network layer (routing, forwarding, multicast, delivery);
-//! `sim/mac.rs`: the MAC (queue, CSMA/CA, the air, reception, ACKs, reassembly); `sim/apps.rs`: nodes that
-//! run an [`crate::app::App`] instead of a CoAP node. All are `impl Sim` blocks over the same state (the
-//! file passed 1,900 lines and was split along these seams, with no change in behaviour: the 10,000-node
-//! building benchmark processes the same 11,121,482 events and answers the same 99,703 requests).
+//! [`Sim`] groups its state in parts that own it, each with its own file and methods: `sim/medium.rs`
+//! (the radio links, their loss models and counters, the channels' streams, interferers, frames on the
+//! air), `sim/routing.rs` (addresses, multicast groups, wired links), `sim/recorder.rs` (datagram ids,
+//! records and their hash, datagrams as sent, pcap). The behaviour that spans them is in `impl Sim`
+//! blocks: `sim/net.rs` drives nodes and the network layer (routing, forwarding, multicast, delivery);
+//! `sim/mac.rs` the MAC (queue, CSMA/CA, the air, reception, ACKs, reassembly); `sim/apps.rs` nodes that
+//! run an [`crate::app::App`] instead of a CoAP node.
 //!
 //! # Random streams
 //! One [`Rng`] per node (CSMA/CA backoffs), one per IEEE 802.15.4 channel (link loss, interference
@@ -74,9 +76,15 @@
 
 mod apps;
 mod mac;
+mod medium;
 mod net;
+mod recorder;
+mod routing;
 
 use apps::radio_len;
+use medium::{Air, AirKind, InterfererState, Medium};
+use recorder::Recorder;
+use routing::Routing;
 
 use crate::engine::EventQueue;
 use crate::loss::{BurstProcess, Interferer, LinkModel, LinkState, ModelLoss, Reach};
@@ -320,30 +328,6 @@ impl NodeClock {
     }
 }
 
-struct WiredLink {
-    spec: WiredSpec,
-    /// Per direction (a→b, b→a): when the transmitter is free again.
-    free_at: [Instant; 2],
-}
-
-struct InterfererState {
-    cfg: Interferer,
-    process: BurstProcess,
-}
-
-enum AirKind {
-    Data { dg: DgramRef, hops: u8, dst: Option<u32>, frag: u16, frags: u16, dsn: u8, attempt: u8 },
-    Ack { to: u32, dsn: u8, datagram: DatagramId },
-}
-
-struct Air {
-    sender: u32,
-    phy_bytes: u16,
-    kind: AirKind,
-    /// Intended receivers that could not lock onto the frame, and why.
-    misses: Vec<(u32, DropReason)>,
-}
-
 #[derive(Debug, Clone, Copy)]
 enum MacStep {
     BackoffDone,
@@ -365,40 +349,17 @@ enum Ev {
     Process(u32, DgramRef),
 }
 
-enum PcapSink {
-    Memory(PcapWriter<Vec<u8>>),
-    Writer(PcapWriter<Box<dyn Write>>),
-}
-
 /// The simulator. See the module docs for the model, [`crate`] for an overview and an example.
 pub struct Sim {
     cfg: SimConfig,
     queue: EventQueue<Ev>,
     nodes: Vec<SimNode>,
-    by_addr: HashMap<IpAddr, u32>,
-    /// CSR neighbour lists and per-directed-link state, indexed alike.
-    nbrs: Vec<u32>,
-    /// Received power on each directed link, mW ([`crate::propagation`]).
-    link_power: Vec<f64>,
-    /// The capture threshold as a power ratio, if capture is modelled.
-    capture: Option<f64>,
-    link_model: Vec<u16>,
-    link_state: Vec<LinkState>,
-    link_counters: Vec<Option<Box<LinkCounters>>>,
-    models: Vec<LinkModel>,
-    wired: Vec<WiredLink>,
-    wired_rng: Rng,
-    chan_rng: Vec<Rng>,
-    interferers: Vec<InterfererState>,
-    groups: HashMap<IpAddr, Vec<(u32, u32)>>,
-    air: Vec<Option<Air>>,
-    air_free: Vec<u32>,
-    next_dgram: u64,
-    hash: TraceHash,
-    records: Vec<Record>,
-    datagrams: Vec<DatagramInfo>,
-    node_events: Vec<(Instant, NodeId, Event)>,
-    pcap: Option<PcapSink>,
+    /// The radio medium: links, their loss models and counters, channels, interferers, frames on the air.
+    medium: Medium,
+    /// The network layer's tables: addresses, multicast groups, wired links.
+    routing: Routing,
+    /// What happened: datagram ids, records and their hash, datagrams as sent, node events, pcap.
+    recorder: Recorder,
     rule: Option<FrameRule>,
 }
 
@@ -490,27 +451,9 @@ impl Sim {
         let mut sim = Sim {
             queue: EventQueue::new(),
             nodes,
-            by_addr,
-            nbrs,
-            link_power,
-            capture,
-            link_model: vec![0; links],
-            link_state: vec![LinkState::default(); links],
-            link_counters: (0..links).map(|_| None).collect(),
-            models: vec![topo.default_link],
-            wired: Vec::new(),
-            wired_rng: Rng::stream(seed, 0x4_0000_0000),
-            chan_rng: (0..32u64).map(|c| Rng::stream(seed, 0x2_0000_0000 + c)).collect(),
-            interferers: Vec::new(),
-            groups: HashMap::new(),
-            air: Vec::new(),
-            air_free: Vec::new(),
-            next_dgram: 0,
-            hash: TraceHash::default(),
-            records: Vec::new(),
-            datagrams: Vec::new(),
-            node_events: Vec::new(),
-            pcap: None,
+            medium: Medium::new(seed, nbrs, link_power, capture, topo.default_link),
+            routing: Routing::new(seed, by_addr),
+            recorder: Recorder::default(),
             rule: None,
             cfg,
         };
@@ -518,8 +461,7 @@ impl Sim {
             sim.set_link_model(NodeId(a as u32), NodeId(b as u32), model);
         }
         for spec in &topo.wired {
-            let l = sim.wired.len() as u32;
-            sim.wired.push(WiredLink { spec: *spec, free_at: [Instant::ZERO; 2] });
+            let l = sim.routing.add_wired(*spec);
             sim.nodes[spec.a].wired.push((l, spec.b as u32));
             sim.nodes[spec.b].wired.push((l, spec.a as u32));
         }
@@ -640,7 +582,7 @@ impl Sim {
     /// Sends a raw UDP datagram from node `from` as if its endpoint had (background traffic, tests). It is
     /// recorded, captured and routed like any `Transmit`.
     pub fn inject(&mut self, from: NodeId, dst: SocketAddr, payload: Vec<u8>) -> DatagramId {
-        let id = DatagramId(self.next_dgram);
+        let id = self.recorder.peek_id();
         self.submit(from.0, dst, payload);
         id
     }
@@ -658,23 +600,15 @@ impl Sim {
 
     /// Sets the loss model of frames from `from` to `to` only. No effect if they are not neighbours.
     pub fn set_link_model_directed(&mut self, from: NodeId, to: NodeId, model: LinkModel) {
-        let idx = match self.models.iter().position(|m| *m == model) {
-            Some(i) => i,
-            None => {
-                self.models.push(model);
-                self.models.len() - 1
-            }
-        };
+        let idx = self.medium.intern_model(model);
         if let Some(k) = self.link_index(from.0, to.0) {
-            self.link_model[k] = idx as u16;
-            self.link_state[k] = LinkState::default();
+            self.medium.set_link_model(k, idx);
         }
     }
 
     /// Sets the loss model of every radio link.
     pub fn set_all_link_models(&mut self, model: LinkModel) {
-        self.models = vec![model];
-        self.link_model.iter_mut().for_each(|m| *m = 0);
+        self.medium.set_all_link_models(model);
     }
 
     /// Installs a fault-injection rule: it sees every frame that reached an intended receiver intact and
@@ -689,7 +623,7 @@ impl Sim {
 
     /// Adds a Wi-Fi interferer; returns its index.
     pub fn add_interferer(&mut self, cfg: Interferer) -> usize {
-        let id = self.interferers.len() as u16;
+        let id = self.medium.interferers.len() as u16;
         for node in &mut self.nodes {
             let Some(radio) = &mut node.radio else { continue };
             let reached = match cfg.reach {
@@ -710,30 +644,23 @@ impl Sim {
         if let Some(at) = st.process.next_start(&st.cfg, now, now) {
             self.queue.schedule(at, Ev::WifiStart(id));
         }
-        self.interferers.push(st);
+        self.medium.interferers.push(st);
         id as usize
     }
 
     /// Captures every datagram (at its source) into an in-memory pcap; see [`Sim::take_pcap`].
     pub fn capture_pcap(&mut self) {
-        self.pcap = PcapWriter::new(Vec::new()).ok().map(PcapSink::Memory);
+        self.recorder.capture_pcap();
     }
 
     /// Captures every datagram (at its source) as pcap into `out`.
     pub fn capture_pcap_to(&mut self, out: Box<dyn Write>) -> std::io::Result<()> {
-        self.pcap = Some(PcapSink::Writer(PcapWriter::new(out)?));
-        Ok(())
+        self.recorder.capture_pcap_to(out)
     }
 
     /// The in-memory pcap captured so far (capture stops).
     pub fn take_pcap(&mut self) -> Option<Vec<u8>> {
-        match self.pcap.take()? {
-            PcapSink::Memory(w) => Some(w.into_inner()),
-            PcapSink::Writer(mut w) => {
-                let _ = w.flush();
-                None
-            }
-        }
+        self.recorder.take_pcap()
     }
 
     // ---------------------------------------------------------------------------------------------
@@ -810,7 +737,7 @@ impl Sim {
     }
 
     pub fn node_by_addr(&self, ip: IpAddr) -> Option<NodeId> {
-        self.by_addr.get(&ip).map(|&i| NodeId(i))
+        self.routing.by_addr.get(&ip).map(|&i| NodeId(i))
     }
 
     pub fn role(&self, id: NodeId) -> Role {
@@ -844,27 +771,27 @@ impl Sim {
     /// Radio neighbours of a node.
     pub fn neighbors(&self, id: NodeId) -> Vec<NodeId> {
         match &self.nodes[id.index()].radio {
-            Some(r) => self.nbrs[r.nbr_start as usize..r.nbr_end as usize].iter().map(|&j| NodeId(j)).collect(),
+            Some(r) => self.medium.nbrs[r.nbr_start as usize..r.nbr_end as usize].iter().map(|&j| NodeId(j)).collect(),
             None => Vec::new(),
         }
     }
 
     pub fn records(&self) -> &[Record] {
-        &self.records
+        &self.recorder.records
     }
 
     /// Datagrams as their sources sent them, indexed by [`DatagramId`].
     pub fn datagrams(&self) -> &[DatagramInfo] {
-        &self.datagrams
+        &self.recorder.datagrams
     }
 
     pub fn datagram(&self, id: DatagramId) -> Option<&DatagramInfo> {
-        self.datagrams.get(id.0 as usize)
+        self.recorder.datagrams.get(id.0 as usize)
     }
 
     /// The hash of every record so far (computed whether or not records are stored).
     pub fn trace_hash(&self) -> u64 {
-        self.hash.value()
+        self.recorder.hash.value()
     }
 
     pub fn counters(&self, id: NodeId) -> &NodeCounters {
@@ -877,8 +804,8 @@ impl Sim {
         for (i, node) in self.nodes.iter().enumerate() {
             let Some(r) = &node.radio else { continue };
             for k in r.nbr_start as usize..r.nbr_end as usize {
-                if let Some(c) = &self.link_counters[k] {
-                    out.push((NodeId(i as u32), NodeId(self.nbrs[k]), &**c));
+                if let Some(c) = &self.medium.link_counters[k] {
+                    out.push((NodeId(i as u32), NodeId(self.medium.nbrs[k]), &**c));
                 }
             }
         }
@@ -887,18 +814,18 @@ impl Sim {
 
     /// Counters of the directed link `from → to`, if it carried traffic.
     pub fn link(&self, from: NodeId, to: NodeId) -> Option<&LinkCounters> {
-        self.link_counters[self.link_index(from.0, to.0)?].as_deref()
+        self.medium.link_counters[self.link_index(from.0, to.0)?].as_deref()
     }
 
     /// Endpoint events of requests issued directly on endpoints ([`Sim::with_node`]), with time and node.
     pub fn take_node_events(&mut self) -> Vec<(Instant, NodeId, Event)> {
-        std::mem::take(&mut self.node_events)
+        self.recorder.take_node_events()
     }
 
     /// Members of a multicast group.
     pub fn group_members(&self, group: IpAddr) -> Vec<NodeId> {
         let mut v: Vec<NodeId> =
-            self.groups.get(&group).map_or(Vec::new(), |m| m.iter().map(|&(_, n)| NodeId(n)).collect());
+            self.routing.groups.get(&group).map_or(Vec::new(), |m| m.iter().map(|&(_, n)| NodeId(n)).collect());
         v.sort();
         v
     }
@@ -918,11 +845,12 @@ impl Sim {
                 b += r.queue.capacity() * size_of::<Outgoing>() + r.wifi.len() * 2;
             }
         }
-        b += self.nbrs.capacity() * 4 + self.link_model.capacity() * 2 + self.link_state.capacity();
         b +=
-            self.link_counters.capacity() * 8 + self.link_counters.iter().flatten().count() * size_of::<LinkCounters>();
-        b += self.queue.capacity() * (size_of::<Ev>() + 16) + self.air.capacity() * size_of::<Option<Air>>();
-        b += self.by_addr.capacity() * (size_of::<IpAddr>() + 4 + 8);
+            self.medium.nbrs.capacity() * 4 + self.medium.link_model.capacity() * 2 + self.medium.link_state.capacity();
+        b += self.medium.link_counters.capacity() * 8
+            + self.medium.link_counters.iter().flatten().count() * size_of::<LinkCounters>();
+        b += self.queue.capacity() * (size_of::<Ev>() + 16) + self.medium.air.capacity() * size_of::<Option<Air>>();
+        b += self.routing.by_addr.capacity() * (size_of::<IpAddr>() + 4 + 8);
         b
     }
 
@@ -931,10 +859,7 @@ impl Sim {
     // ---------------------------------------------------------------------------------------------
 
     fn record(&mut self, r: Record) {
-        r.hash_into(&mut self.hash);
-        if self.cfg.record {
-            self.records.push(r);
-        }
+        self.recorder.record(r, self.cfg.record);
     }
 
     fn drop_dgram(&mut self, node: u32, dg: &Dgram, reason: DropReason, hops: u8) {
@@ -948,12 +873,12 @@ impl Sim {
 
     fn link_index(&self, from: u32, to: u32) -> Option<usize> {
         let r = self.nodes.get(from as usize)?.radio.as_ref()?;
-        let s = &self.nbrs[r.nbr_start as usize..r.nbr_end as usize];
+        let s = &self.medium.nbrs[r.nbr_start as usize..r.nbr_end as usize];
         s.binary_search(&to).ok().map(|k| r.nbr_start as usize + k)
     }
 
     fn link_counters_mut(&mut self, k: usize) -> &mut LinkCounters {
-        self.link_counters[k].get_or_insert_with(Default::default)
+        self.medium.counters_mut(k)
     }
 
     // ---------------------------------------------------------------------------------------------
@@ -986,7 +911,7 @@ impl Sim {
                 self.hand_to_node(node, &dg)
             }
             Ev::WifiStart(w) => {
-                let st = &mut self.interferers[usize::from(w)];
+                let st = &mut self.medium.interferers[usize::from(w)];
                 if st.cfg.load_at(at) <= 0.0 {
                     // A load change point: the load may be zero now; look for the next burst.
                     if let Some(t) = st.process.next_start(&st.cfg, at, at) {
@@ -1000,7 +925,7 @@ impl Sim {
                 self.queue.schedule(at + burst, Ev::WifiEnd(w));
             }
             Ev::WifiEnd(w) => {
-                let st = &mut self.interferers[usize::from(w)];
+                let st = &mut self.medium.interferers[usize::from(w)];
                 st.process.on = false;
                 st.process.last_off = at;
                 if let Some(t) = st.process.next_start(&st.cfg, at, at) {

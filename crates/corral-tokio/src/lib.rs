@@ -24,6 +24,8 @@
 //! - [`Server`]: sans-IO services at path prefixes and async handlers with path patterns,
 //!   `/.well-known/core`, UDP and optionally TCP, graceful shutdown.
 //! - [`uri`]: corral-wire's [`Uri`] plus the OS lookup of IPv6 zones.
+//! - [`group_node`]: a node on one unicast socket that opens a socket per multicast group it joins
+//!   (a group member, such as `corral device`'s virtual devices).
 //!
 //! This crate never implements protocol behaviour: retransmission, deduplication, separate responses and
 //! leisure all happen in corral-proto, identically under the simulator.
@@ -148,6 +150,7 @@
 pub mod blocking;
 mod client;
 mod driver;
+pub mod group_node;
 #[cfg(target_os = "linux")]
 mod icmp;
 pub mod oscore;

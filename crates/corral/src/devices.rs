@@ -5,32 +5,27 @@
 //! (`/a/shutter /a/light`) and `/mc`, on its own unicast socket: device `i` listens on the `i`-th address
 //! after the first (`127.0.0.2:5683`, `127.0.0.3:5683`, …; Linux answers for all of 127.0.0.0/8 on `lo`).
 //!
-//! Multicast: a socket bound to a unicast address never receives multicast datagrams (Linux delivers a
-//! group datagram only to sockets bound to the wildcard or to the group address). So for every group a
-//! device joins through `/mc` it opens one more socket, bound to `group:port` with SO_REUSEADDR (every member
-//! binds the same pair) and joined on the interface of the device's address (`127.0.0.1`, i.e. `lo`, for
-//! loopback devices). Datagrams read there go to the device's node with the group as their destination
-//! (leisure, no error responses: RFC 7252 §8.1); answers leave from the unicast socket, so the Entity
-//! Manager sees them come from the member's own address. Leaving the group closes that socket. Nothing
-//! binds the wildcard address, so the devices coexist with a gateway on `127.0.0.1:5683`.
+//! Multicast: each device is a corral-tokio [`GroupNode`], which opens one more socket for every group the
+//! device joins through `/mc` (bound to `group:port`, joined on the interface of the device's address) and
+//! closes it when the device leaves. Nothing binds the wildcard address, so the devices coexist with a
+//! gateway on `127.0.0.1:5683`.
 //!
 //! All devices of a fleet run on one thread: a current-thread runtime with a `LocalSet`, since a `Node`
 //! is not `Send`. Must never: implement protocol behaviour (that is corral-proto's and corral-group's).
 
 use corral_group::device::{mount_device, DeviceConfig};
 use corral_proto::wire::{Message, MessageType, Packet};
-use corral_proto::{Endpoint, EndpointConfig, Node, NodeCommand};
-use corral_tokio::socket::{CoapSocket, PreparedSocket, SocketOptions};
-use corral_tokio::Clock;
+use corral_proto::{Endpoint, EndpointConfig, Node};
+use corral_tokio::group_node::GroupNode;
+use corral_tokio::socket::{PreparedSocket, SocketOptions};
+use corral_tokio::{os_seeded, Clock};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
-use tracing::{debug, info, warn};
+use tokio::sync::watch;
 
 /// How to run a fleet of virtual devices.
 #[derive(Debug, Clone)]
@@ -169,7 +164,12 @@ impl Fleet {
                         }
                     };
                     let node = device_node(&shared.cfg, i);
-                    let dev = Device { addr, node, socket, clock, shared: shared.clone(), groups: HashMap::new() };
+                    let mut dev =
+                        GroupNode::new(addr, node, socket, clock).multicast(shared.cfg.mcast_port, shared.cfg.mcast_if);
+                    if shared.log.is_some() {
+                        let shared = shared.clone();
+                        dev = dev.on_datagram(Box::new(move |from, group, data| shared.log(addr, from, group, data)));
+                    }
                     tasks.push(tokio::task::spawn_local(dev.run(stop_rx.clone())));
                 }
                 let _ = ready_tx.send(Ok(()));
@@ -209,7 +209,7 @@ impl Drop for Fleet {
 }
 
 fn device_node(cfg: &FleetConfig, i: usize) -> Node {
-    let mut config = corral_tokio::os_seeded(EndpointConfig::default());
+    let mut config = os_seeded(EndpointConfig::default());
     if let Some(l) = cfg.leisure {
         config.params.default_leisure = corral_proto::Duration::from(l);
     }
@@ -232,6 +232,18 @@ fn device_node(cfg: &FleetConfig, i: usize) -> Node {
 struct Shared {
     cfg: FleetConfig,
     log: Option<RefCell<io::BufWriter<std::fs::File>>>,
+}
+
+impl Shared {
+    /// Writes the request log's line for a datagram device `device` read, if it is a request.
+    fn log(&self, device: SocketAddr, from: SocketAddr, group: Option<IpAddr>, data: &[u8]) {
+        let Some(log) = &self.log else { return };
+        if let Some(line) = RequestLog::line(device, from, group, data) {
+            let mut w = log.borrow_mut();
+            let _ = writeln!(w, "{line}");
+            let _ = w.flush();
+        }
+    }
 }
 
 /// The request log: one JSON object per line for every request datagram a device receives, written
@@ -269,173 +281,6 @@ impl RequestLog {
             })
             .to_string(),
         )
-    }
-}
-
-/// One device: its node, unicast socket and group sockets.
-struct Device {
-    addr: SocketAddr,
-    node: Node,
-    socket: CoapSocket,
-    clock: Clock,
-    shared: Rc<Shared>,
-    /// Joined groups and the task reading each group's socket.
-    groups: HashMap<IpAddr, tokio::task::JoinHandle<()>>,
-}
-
-/// Reads per turn before looking at timers again.
-const READS_PER_TURN: usize = 16;
-
-impl Device {
-    async fn run(mut self, mut stop: watch::Receiver<bool>) {
-        let (mc_tx, mut mc_rx) = mpsc::unbounded_channel::<(SocketAddr, IpAddr, Vec<u8>)>();
-        let mut bufs = self.socket.recv_buffers();
-        let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
-        tokio::pin!(sleep);
-        loop {
-            let now = self.clock.now();
-            if self.node.poll_timeout().is_some_and(|t| t <= now) {
-                self.node.handle_timeout(now);
-            }
-            self.drain(&mc_tx).await;
-            let wake = self.node.poll_timeout();
-            if let Some(t) = wake {
-                sleep.as_mut().reset(self.clock.to_std(t).into());
-            }
-            tokio::select! {
-                _ = stop.changed() => break,
-                r = self.socket.readable() => {
-                    if let Err(e) = r {
-                        warn!(device = %self.addr, error = %e, "socket failed; device stopped");
-                        break;
-                    }
-                    // ICMP errors for answers that could not be delivered (a spoofed source that does not
-                    // exist): fed to the node; left queued, they made every later read fail.
-                    let now = self.clock.now();
-                    let node = &mut self.node;
-                    self.socket.take_errors(|peer, quoted| node.handle_unreachable(now, peer, Some(quoted)));
-                    for _ in 0..READS_PER_TURN {
-                        match self.socket.try_recv(&mut bufs) {
-                            Ok(_) => {
-                                let now = self.clock.now();
-                                for (from, _dst, data) in bufs.datagrams() {
-                                    self.log(from, None, data);
-                                    self.node.handle_datagram(now, from, None, data);
-                                }
-                                self.drain(&mc_tx).await;
-                            }
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                            Err(e) => {
-                                debug!(device = %self.addr, error = %e, "receive error");
-                                break;
-                            }
-                        }
-                    }
-                }
-                Some((from, group, data)) = mc_rx.recv() => {
-                    self.log(from, Some(group), &data);
-                    self.node.handle_datagram(self.clock.now(), from, Some(group), &data);
-                }
-                _ = &mut sleep, if wake.is_some() => {}
-            }
-        }
-        for (_, task) in self.groups.drain() {
-            task.abort();
-        }
-    }
-
-    fn log(&self, from: SocketAddr, group: Option<IpAddr>, data: &[u8]) {
-        let Some(log) = &self.shared.log else { return };
-        if let Some(line) = RequestLog::line(self.addr, from, group, data) {
-            let mut w = log.borrow_mut();
-            let _ = writeln!(w, "{line}");
-            let _ = w.flush();
-        }
-    }
-
-    /// Applies joins and leaves, then sends what the node has to send.
-    async fn drain(&mut self, mc_tx: &mpsc::UnboundedSender<(SocketAddr, IpAddr, Vec<u8>)>) {
-        while self.node.poll_event().is_some() {}
-        while let Some(cmd) = self.node.poll_command() {
-            match cmd {
-                NodeCommand::JoinGroup(g) => {
-                    if self.groups.contains_key(&g) {
-                        continue;
-                    }
-                    match self.open_group(g, mc_tx.clone()) {
-                        Ok(task) => {
-                            info!(device = %self.addr, group = %g, "joined multicast group");
-                            self.groups.insert(g, task);
-                        }
-                        // /mc already answered 2.04; the EM learns of the failure when the member stays
-                        // silent on a multicast request. Said loudly, since it is a host problem.
-                        Err(e) => warn!(device = %self.addr, group = %g, error = %e, "cannot join multicast group"),
-                    }
-                }
-                NodeCommand::LeaveGroup(g) => {
-                    if let Some(task) = self.groups.remove(&g) {
-                        task.abort();
-                        info!(device = %self.addr, group = %g, "left multicast group");
-                    }
-                }
-            }
-        }
-        while let Some(t) = self.node.poll_transmit() {
-            if let Err(e) = self.socket.send(t.dst, &t.payload).await {
-                debug!(device = %self.addr, dst = %t.dst, error = %e, "send failed");
-            }
-        }
-    }
-
-    /// A socket bound to `group:port`, joined to the group, read by a task that forwards to the device.
-    fn open_group(
-        &self,
-        group: IpAddr,
-        tx: mpsc::UnboundedSender<(SocketAddr, IpAddr, Vec<u8>)>,
-    ) -> io::Result<tokio::task::JoinHandle<()>> {
-        let cfg = &self.shared.cfg;
-        let port = cfg.mcast_port.unwrap_or(self.addr.port());
-        let ifaddr = cfg.mcast_if.unwrap_or(match self.addr.ip() {
-            IpAddr::V4(a) if a.is_loopback() => Ipv4Addr::LOCALHOST,
-            IpAddr::V4(a) => a,
-            IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
-        });
-        let opts = SocketOptions {
-            reuse_address: true,
-            multicast_if_v4: Some(ifaddr),
-            // IPv6 groups on the loopback interface (index 1) for loopback devices; the kernel's choice
-            // otherwise.
-            multicast_if_v6: if self.addr.ip().is_loopback() { 1 } else { 0 },
-            batch: 1,
-            ..SocketOptions::default()
-        };
-        let socket = PreparedSocket::bind(SocketAddr::new(group, port), opts)?;
-        socket.join(group)?;
-        let socket = socket.into_tokio()?;
-        let device = self.addr;
-        Ok(tokio::task::spawn_local(async move {
-            let mut bufs = socket.recv_buffers();
-            loop {
-                if socket.readable().await.is_err() {
-                    return;
-                }
-                // A receive-only socket: nothing of ours to fail, but a queued error must not stay queued.
-                socket.take_errors(|_, _| {});
-                match socket.try_recv(&mut bufs) {
-                    Ok(_) => {
-                        for (from, _dst, data) in bufs.datagrams() {
-                            if tx.send((from, group, data.to_vec())).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => {
-                        debug!(%device, %group, error = %e, "group socket receive error");
-                    }
-                }
-            }
-        }))
     }
 }
 

@@ -16,6 +16,7 @@
 use crate::client_cmd::Verbosity;
 use crate::exit::Failure;
 use clap::{Args, Subcommand};
+use corral_group::profile::{Delay, Ect, Emt, Profile, ProfileError, ProfilePatch, Repair};
 use corral_tokio::{Client, Code, ContentFormat, Response};
 use serde_json::{json, Value as Json};
 use std::future::IntoFuture;
@@ -131,23 +132,24 @@ pub struct Overrides {
 }
 
 impl Overrides {
-    /// The fields given, by their profile names, as JSON values.
-    fn fields(&self) -> Result<Vec<(&'static str, Json)>, Failure> {
+    /// The fields given, by their profile names, in their text form (`enr=2`, `delay=auto`): the URI
+    /// queries of `use`, and what [`ProfileFields::patch`] reads.
+    fn fields(&self) -> Result<Vec<(&'static str, String)>, Failure> {
         let mut out = Vec::new();
         if let Some(emt) = &self.emt {
-            out.push(("emt", json!(emt)));
+            out.push(("emt", emt.clone()));
         }
         if let Some(enr) = self.enr {
-            out.push(("enr", json!(enr)));
+            out.push(("enr", enr.to_string()));
         }
         if let Some(d) = &self.delay {
-            out.push(("delay", delay_json(d)?));
+            out.push(("delay", delay_text(d)?));
         }
         if let Some(t) = self.timeout {
-            out.push(("timeout", json!(t)));
+            out.push(("timeout", t.to_string()));
         }
         if let Some(r) = &self.repair {
-            out.push(("repair", json!(r)));
+            out.push(("repair", r.clone()));
         }
         Ok(out)
     }
@@ -164,27 +166,32 @@ pub struct ProfileFields {
 }
 
 impl ProfileFields {
-    fn to_json(&self, doc: &mut serde_json::Map<String, Json>) -> Result<(), Failure> {
+    /// The fields given, read as the EM reads them (corral-group's [`ProfilePatch`]): a value it would
+    /// refuse is a usage error here, in its words.
+    fn patch(&self) -> Result<ProfilePatch, Failure> {
+        let mut patch = ProfilePatch::default();
+        let usage = |e: ProfileError| Failure::usage(e.to_string());
         if let Some(eo) = &self.eo {
             let ops: Vec<&str> = eo.split([',', ' ']).filter(|s| !s.is_empty()).collect();
             if ops.is_empty() {
                 return Err(Failure::usage("--eo needs at least one operation (lst avg min max sum count med)"));
             }
-            doc.insert("eo".into(), json!(ops));
+            patch.set_text("eo", &ops.join(",")).map_err(usage)?;
         }
         for (k, v) in self.overrides.fields()? {
-            doc.insert(k.into(), v);
+            patch.set_text(k, &v).map_err(usage)?;
         }
-        Ok(())
+        Ok(patch)
     }
 }
 
-fn delay_json(d: &str) -> Result<Json, Failure> {
+/// `--delay`: a duration (as milliseconds, the profile's unit) or `auto`.
+fn delay_text(d: &str) -> Result<String, Failure> {
     if d == "auto" {
-        return Ok(json!("auto"));
+        return Ok(d.to_string());
     }
     crate::units::millis(crate::units::Range::up_to(crate::units::DAY).was_millis())(d)
-        .map(|ms| json!(ms))
+        .map(|ms| ms.to_string())
         .map_err(|e| Failure::usage(format!("--delay {e}, or `auto`")))
 }
 
@@ -383,12 +390,9 @@ pub fn run(args: EntityArgs, v: Verbosity) -> Result<(), Failure> {
 
 async fn create(gw: &Gateway, a: &CreateArgs, as_json: bool, v: Verbosity) -> Result<(), Failure> {
     check_name(&a.name)?;
-    let mut doc = serde_json::Map::new();
-    doc.insert("er".into(), json!(a.members));
-    if let Some(ect) = &a.ect {
-        doc.insert("ect".into(), json!(ect));
-    }
-    a.fields.to_json(&mut doc)?;
+    let mut patch = a.fields.patch()?;
+    patch.er = Some(a.members.clone());
+    patch.ect = a.ect.as_deref().and_then(Ect::parse);
     if !v.quiet && !as_json && a.ect.as_deref() == Some("multicast") {
         say!("creating {}: asking {} member(s) to join a multicast group…", a.name, a.members.len());
     }
@@ -403,7 +407,7 @@ async fn create(gw: &Gateway, a: &CreateArgs, as_json: bool, v: Verbosity) -> Re
         .option(corral_tokio::OptionNumber::IF_NONE_MATCH, [])
         .content_format(ContentFormat::JSON)
         .accept(ContentFormat::JSON)
-        .payload(Json::Object(doc).to_string());
+        .payload(patch.to_json().to_string());
     let r = Gateway::check(gw.send(req).await?, v)?;
     let report = parse_json(&r)?;
     if as_json {
@@ -415,34 +419,39 @@ async fn create(gw: &Gateway, a: &CreateArgs, as_json: bool, v: Verbosity) -> Re
     Ok(())
 }
 
+/// The EM's profile document of entity `name`, read as corral-group reads it.
+fn profile_of(name: &str, doc: &Json) -> Result<Profile, Failure> {
+    Profile::from_json(doc).map_err(|e| Failure::other(format!("the gateway's profile of {name} is not one: {e}")))
+}
+
 /// `unicast, 3 members, eo avg min max` / `multicast coap://239.255.89.1/s/t, 5 members, …`.
-fn summary(profile: &Json) -> String {
-    let ect = profile["ect"].as_str().unwrap_or("unicast");
-    let n = profile["er"].as_array().map_or(0, Vec::len);
-    let eo: Vec<&str> =
-        profile["eo"].as_array().map(|a| a.iter().filter_map(Json::as_str).collect()).unwrap_or_default();
-    let mut s = match profile["mcstURI"].as_str() {
+fn summary(doc: &Json) -> String {
+    let p = match Profile::from_json(doc) {
+        Ok(p) => p,
+        Err(e) => return format!("(a profile corral cannot read: {e})"),
+    };
+    let n = p.er.len();
+    let eo: Vec<&str> = p.eo.iter().map(|o| o.as_str()).collect();
+    let mut s = match &p.mcst_uri {
         Some(g) => format!("multicast {g}"),
-        None => ect.to_string(),
+        None => p.ect.as_str().to_string(),
     };
     s.push_str(&format!(", {n} member(s), eo {}", eo.join(" ")));
-    if let Some(enr) = profile["enr"].as_u64() {
-        if enr as usize != n {
-            s.push_str(&format!(", enr {enr}"));
-        }
+    if p.enr_resolved() != n {
+        s.push_str(&format!(", enr {}", p.enr_resolved()));
     }
-    match &profile["delay"] {
-        Json::Number(d) if d.as_u64() != Some(0) => s.push_str(&format!(", delay {d} ms")),
-        Json::String(d) => s.push_str(&format!(", delay {d}")),
-        _ => {}
+    match p.delay {
+        Delay::Millis(0) => {}
+        Delay::Millis(d) => s.push_str(&format!(", delay {d} ms")),
+        Delay::Auto => s.push_str(", delay auto"),
     }
-    if let Some(t) = profile["timeout"].as_u64() {
+    if let Some(t) = p.timeout {
         s.push_str(&format!(", timeout {t} ms"));
     }
-    if profile["repair"].as_str() == Some("unicast") {
+    if p.repair == Repair::Unicast {
         s.push_str(", unicast repair");
     }
-    if profile["emt"].as_str() == Some("non") && ect != "multicast" {
+    if p.emt == Emt::Non && p.ect != Ect::Multicast {
         s.push_str(", NON");
     }
     s
@@ -502,30 +511,30 @@ async fn show(gw: &Gateway, name: &str, as_json: bool, v: Verbosity) -> Result<(
         print_json(&json!({"name": name, "profile": p}));
         return Ok(());
     }
-    let er: Vec<&str> = p["er"].as_array().map(|a| a.iter().filter_map(Json::as_str).collect()).unwrap_or_default();
-    let eo: Vec<&str> = p["eo"].as_array().map(|a| a.iter().filter_map(Json::as_str).collect()).unwrap_or_default();
+    let profile = profile_of(name, &p)?;
+    let eo: Vec<&str> = profile.eo.iter().map(|o| o.as_str()).collect();
     out!("{name}");
-    out!("  ect      {}", p["ect"].as_str().unwrap_or("unicast"));
-    if let Some(g) = p["mcstURI"].as_str() {
+    out!("  ect      {}", profile.ect.as_str());
+    if let Some(g) = &profile.mcst_uri {
         out!("  mcstURI  {g}");
     }
-    out!("  emt      {}", p["emt"].as_str().unwrap_or("con"));
-    out!("  enr      {} of {} member(s)", p["enr"], er.len());
-    out!("  eo       {} (default {})", eo.join(" "), eo.first().unwrap_or(&"lst"));
-    match &p["delay"] {
-        Json::String(s) => out!("  delay    {s}"),
-        d => out!("  delay    {} ms", d.as_u64().unwrap_or(0)),
+    out!("  emt      {}", profile.emt.as_str());
+    out!("  enr      {} of {} member(s)", profile.enr_resolved(), profile.er.len());
+    out!("  eo       {} (default {})", eo.join(" "), profile.default_op());
+    match profile.delay {
+        Delay::Auto => out!("  delay    auto"),
+        Delay::Millis(d) => out!("  delay    {d} ms"),
     }
-    match p["timeout"].as_u64() {
+    match profile.timeout {
         Some(t) => out!("  timeout  {t} ms"),
         None => out!("  timeout  none (until every member answered or CoAP gave up)"),
     }
-    if let Some(r) = p["repair"].as_str() {
-        out!("  repair   {r}");
+    if profile.repair != Repair::None {
+        out!("  repair   {}", profile.repair.as_str());
     }
     out!("  members:");
-    for m in er {
-        match p["unreachable"][m].as_str() {
+    for m in &profile.er {
+        match p["unreachable"][m.as_str()].as_str() {
             Some(why) => out!("    {m}  (unreachable: {why})"),
             None => out!("    {m}"),
         }
@@ -540,10 +549,7 @@ async fn use_entity(gw: &Gateway, a: &UseArgs, as_json: bool, v: Verbosity) -> R
         query.push(format!("eo={eo}"));
     }
     for (k, v) in a.overrides.fields()? {
-        match v {
-            Json::String(s) => query.push(format!("{k}={s}")),
-            other => query.push(format!("{k}={other}")),
-        }
+        query.push(format!("{k}={v}"));
     }
     if a.overrides.timeout.is_none() {
         query.extend(gw.patience());
@@ -608,13 +614,9 @@ async fn actuate(gw: &Gateway, a: &ActuateArgs, as_json: bool) -> Result<(), Fai
 
 async fn update(gw: &Gateway, a: &UpdateArgs, as_json: bool, v: Verbosity) -> Result<(), Failure> {
     check_name(&a.name)?;
-    let mut doc = serde_json::Map::new();
+    let mut patch = a.fields.patch()?;
     if !a.add.is_empty() || !a.remove.is_empty() {
-        let current = parse_json(&Gateway::check(gw.profile(&a.name).await?, v)?)?;
-        let mut er: Vec<String> = current["er"]
-            .as_array()
-            .map(|l| l.iter().filter_map(Json::as_str).map(String::from).collect())
-            .unwrap_or_default();
+        let mut er = profile_of(&a.name, &parse_json(&Gateway::check(gw.profile(&a.name).await?, v)?)?)?.er;
         for r in &a.remove {
             let before = er.len();
             er.retain(|m| m != r);
@@ -627,10 +629,9 @@ async fn update(gw: &Gateway, a: &UpdateArgs, as_json: bool, v: Verbosity) -> Re
                 er.push(m.clone());
             }
         }
-        doc.insert("er".into(), json!(er));
+        patch.er = Some(er);
     }
-    a.fields.to_json(&mut doc)?;
-    if doc.is_empty() {
+    if patch == ProfilePatch::default() {
         return Err(Failure::usage("nothing to change: give --add, --remove or a profile field (--eo, --enr, …)"));
     }
     let mut uri = gw.uri(&format!("/em/{}/profile", a.name));
@@ -642,7 +643,7 @@ async fn update(gw: &Gateway, a: &UpdateArgs, as_json: bool, v: Verbosity) -> Re
         .post(&uri)
         .content_format(ContentFormat::JSON)
         .accept(ContentFormat::JSON)
-        .payload(Json::Object(doc).to_string());
+        .payload(patch.to_json().to_string());
     let r = Gateway::check(gw.send(req).await?, v)?;
     let report = parse_json(&r)?;
     if as_json {
@@ -683,12 +684,11 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 async fn bench(gw: &Gateway, a: &BenchArgs, as_json: bool, v: Verbosity) -> Result<(), Failure> {
     check_name(&a.name)?;
-    let p = parse_json(&Gateway::check(gw.profile(&a.name).await?, v)?)?;
-    if p["ect"].as_str() == Some("multicast") {
+    let p = profile_of(&a.name, &parse_json(&Gateway::check(gw.profile(&a.name).await?, v)?)?)?;
+    if p.ect == Ect::Multicast {
         return Err(Failure::usage(format!("{} is a multicast entity: bench compares unicast fan-outs", a.name)));
     }
-    let members: Vec<String> =
-        p["er"].as_array().map(|l| l.iter().filter_map(Json::as_str).map(String::from).collect()).unwrap_or_default();
+    let members = p.er;
     if members.iter().any(|m| !m.starts_with("coap://")) {
         return Err(Failure::usage("bench needs members that are coap:// URIs (no nested entities)"));
     }
@@ -775,14 +775,12 @@ mod tests {
         for bad in ["", "-x", "a/b", "ä", &"x".repeat(65)] {
             assert!(check_name(bad).is_err(), "{bad}");
         }
-        let mut doc = serde_json::Map::new();
         let f = ProfileFields {
             eo: Some("avg,min max".into()),
             overrides: Overrides { enr: Some(2), delay: Some("auto".into()), ..Overrides::default() },
         };
-        f.to_json(&mut doc).unwrap();
-        assert_eq!(Json::Object(doc), json!({"eo": ["avg", "min", "max"], "enr": 2, "delay": "auto"}));
-        assert!(delay_json("soon").is_err());
+        assert_eq!(f.patch().unwrap().to_json(), json!({"eo": ["avg", "min", "max"], "enr": 2, "delay": "auto"}));
+        assert!(delay_text("soon").is_err());
         assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0], 0.5), 2.0);
         assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0], 0.99), 4.0);
     }

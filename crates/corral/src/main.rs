@@ -31,7 +31,6 @@ mod lab;
 mod link;
 mod oscore_cmd;
 mod output;
-mod plugtest;
 mod policy_args;
 mod proxy_cmd;
 mod serve;

@@ -2,8 +2,8 @@
 //! Ctrl-C or SIGTERM.
 
 use crate::exit::Failure;
-use crate::plugtest::{Echo, Hello, Plugtest, Stats};
 use clap::Args;
+use corral_services::{Echo, Hello, Plugtest, Stats};
 use corral_tokio::{BlockConfig, EndpointConfig, Limits, Server, TransmissionParams};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -1,4 +1,5 @@
-//! The fan-out budget and the exchange quotas (see [`crate::policy`]).
+//! The fan-out budget (see [`crate::policy`]): what a use costs, and the limits on an entity's cost and
+//! on the store. The quotas that uses hold while they run are `quotas`.
 //!
 //! A use's *cost* is the member requests this gateway sends for it: one per remote member (a member
 //! that is another gateway's entity counts one here; that gateway spends its share of the budget, passed
@@ -24,14 +25,6 @@ pub(super) struct Cost {
 
 /// Bytes of member URIs one entity may store (4.13 beyond).
 pub(super) const MAX_ENTITY_BYTES: usize = 64 * 1024;
-
-/// A use's hold on the quotas, released when its top-level job ends.
-#[derive(Debug, Clone)]
-pub(super) struct Hold {
-    pub(super) client: IpAddr,
-    pub(super) entity: String,
-    pub(super) amount: usize,
-}
 
 impl EntityManager {
     /// The cost of a use of `name`, with `changed` standing in for that entity's members and profile
@@ -143,69 +136,6 @@ impl EntityManager {
             ));
         }
         Ok(())
-    }
-
-    /// Reserves `amount` member exchanges for a use by `client` of `entity`. One use is always allowed to
-    /// run alone (a quota smaller than an entity's cost must not make it unusable); beyond that the
-    /// per-client, per-entity and total quotas apply. `Err`: 5.03 with Max-Age and the reason.
-    pub(super) fn reserve(
-        &mut self,
-        now: Instant,
-        client: IpAddr,
-        entity: &str,
-        amount: usize,
-    ) -> Result<Hold, Response> {
-        let b = self.config.budget;
-        let by_client = self.held_by_client.get(&client).copied().unwrap_or(0);
-        let by_entity = self.held_by_entity.get(entity).copied().unwrap_or(0);
-        let refuse = if by_client > 0 && by_client + amount > b.per_client {
-            Some(format!("{client} has {by_client} member requests in progress (at most {})", b.per_client))
-        } else if by_entity > 0 && by_entity + amount > b.per_entity {
-            Some(format!("entity {entity} has {by_entity} member requests in progress (at most {})", b.per_entity))
-        } else if self.held_total > 0 && self.held_total + amount > b.uses_total {
-            Some(format!("{} member requests in progress (at most {})", self.held_total, b.uses_total))
-        } else {
-            None
-        };
-        if let Some(why) = refuse {
-            // Retry when the oldest use of this entity or client gives up at the latest.
-            let soonest = self
-                .jobs
-                .values()
-                .filter(|j| j.hold.as_ref().is_some_and(|h| h.client == client || h.entity == entity))
-                .filter_map(|j| j.deadline)
-                .min();
-            let secs = soonest.map(|d| d.saturating_since(now).as_secs() + 1).unwrap_or(10).clamp(1, 300);
-            warn!(%client, entity, "exchange quota reached: use refused");
-            let mut r = Response::error(Code::SERVICE_UNAVAILABLE, format!("try again later: {why}"));
-            r.options.set_uint(OptionNumber::MAX_AGE, secs);
-            return Err(r);
-        }
-        *self.held_by_client.entry(client).or_default() += amount;
-        *self.held_by_entity.entry(entity.to_string()).or_default() += amount;
-        self.held_total += amount;
-        Ok(Hold { client, entity: entity.to_string(), amount })
-    }
-
-    pub(super) fn release(&mut self, hold: Hold) {
-        self.unhold(hold.client, &hold.entity, hold.amount);
-    }
-
-    /// Gives `amount` member exchanges of `client`'s use of `entity` back to the quotas.
-    pub(super) fn unhold(&mut self, client: IpAddr, entity: &str, amount: usize) {
-        if let Some(v) = self.held_by_client.get_mut(&client) {
-            *v = v.saturating_sub(amount);
-            if *v == 0 {
-                self.held_by_client.remove(&client);
-            }
-        }
-        if let Some(v) = self.held_by_entity.get_mut(entity) {
-            *v = v.saturating_sub(amount);
-            if *v == 0 {
-                self.held_by_entity.remove(entity);
-            }
-        }
-        self.held_total = self.held_total.saturating_sub(amount);
     }
 
     /// This gateway's identity in `via` lists: drawn once from the node's seeded stream.

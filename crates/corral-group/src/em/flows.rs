@@ -46,21 +46,21 @@ impl EntityManager {
         let cost = self.cost_of(&name, Some((&name, &profile, &items)));
         let left = u64::from(self.config.budget.datagrams).saturating_sub(cost.requests);
         let share = left.checked_div(cost.remote_entities).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
-        let id = self.new_job(
-            now,
+        let spec = JobSpec {
             kind,
-            &name,
-            Sink::Flow,
-            items.into(),
+            entity: name,
+            sink: Sink::Flow,
+            items: items.into(),
             op,
-            true,
-            Duration::from(delay),
-            n,
-            false,
-            Some(deadline),
-            self.config.hop_limit,
-            0,
-        );
+            confirmable: true,
+            delay: Duration::from(delay),
+            enr: n,
+            stop_at_enr: false,
+            deadline: Some(deadline),
+            hop_limit: self.config.hop_limit,
+            depth: 0,
+        };
+        let id = self.jobs.insert(now, spec);
         let me = self.gateway_id(cx);
         let silent_text = match (profile.timeout, self.config.management_wait) {
             (None, Some(wait)) => {
@@ -245,7 +245,7 @@ impl EntityManager {
                     return self.flow_fail(cx, flow, (Code::INTERNAL_SERVER_ERROR, e.to_string()));
                 }
                 self.counters.insert(key.to_string(), cursor);
-                self.reserved_groups.insert(g);
+                self.groups.reserve(g);
                 flow.allocated = Some(g);
                 g
             }
@@ -324,7 +324,7 @@ impl EntityManager {
         let msg = String::from_utf8_lossy(&resp.payload).into_owned();
         self.flow_fail(cx, flow, (resp.code, msg));
         if let Some(c) = client {
-            self.client_done();
+            self.jobs.client_done();
             cx.respond(c, resp);
         }
     }
@@ -339,7 +339,7 @@ impl EntityManager {
         }
         self.busy.remove(&flow.name);
         if let Some(g) = flow.allocated {
-            self.reserved_groups.remove(&g);
+            self.groups.unreserve(g);
             if flow.action != Action::Reconcile {
                 // Members may have joined before the failure: the group rests before any reuse.
                 self.release_group(cx.now(), g);
@@ -347,7 +347,7 @@ impl EntityManager {
         }
         self.schedule_reconcile(cx.now());
         let Some(client) = flow.client else { return };
-        self.client_done();
+        self.jobs.client_done();
         let head = json!({ "message": msg });
         let mut payload = output::render_reports(&head, &flow.reports, ContentFormat::TEXT_PLAIN);
         payload.truncate(8 * 1024);
@@ -368,7 +368,7 @@ impl EntityManager {
                 })
             }
             (_, Some(new)) => self.store.save_entity(new),
-            (_, None) => Err(StoreError("internal: nothing to save".into())),
+            (_, None) => Err(StoreError::Internal("nothing to save")),
         };
         if let Err(e) = result {
             warn!(entity = %flow.name, error = %e, "store write failed");
@@ -381,7 +381,7 @@ impl EntityManager {
         }
         self.busy.remove(&flow.name);
         if let Some(g) = flow.allocated {
-            self.reserved_groups.remove(&g);
+            self.groups.unreserve(g);
         }
         let now = cx.now();
         match (flow.action, &flow.new) {
@@ -422,7 +422,7 @@ impl EntityManager {
             }
             return;
         };
-        self.client_done();
+        self.jobs.client_done();
         let accept = flow.accept.unwrap_or(ContentFormat::JSON);
         let (code, head) = match flow.action {
             Action::Delete | Action::Recover | Action::Reconcile => {
@@ -479,7 +479,7 @@ impl EntityManager {
         let name = stored.name.clone();
         let group = stored.group;
         if let Some(g) = group {
-            self.reserved_groups.insert(g);
+            self.groups.reserve(g);
         }
         let mut flow =
             Flow::new(Action::Recover, name, None, None, Some(stored), None, items.clone().into(), Stage::LeavingAll);
@@ -557,7 +557,7 @@ impl EntityManager {
         flow.allow_offline = allow_offline;
         info!(entity = %name, members = items.len(), "creating entity");
         self.busy.insert(name);
-        self.client_jobs += 1;
+        self.jobs.client_started();
         self.flow_job(cx, flow, Kind::Validate, items);
         Ok(())
     }
@@ -647,7 +647,7 @@ impl EntityManager {
                 .collect();
         }
         self.busy.insert(name.to_string());
-        self.client_jobs += 1;
+        self.jobs.client_started();
         if same_members {
             self.commit(cx, flow);
         } else {
@@ -666,7 +666,7 @@ impl EntityManager {
                 if let Some(g) = flow.old.as_ref().and_then(|o| o.group) {
                     let at = self.wall_ms(now);
                     if self.store.release_group(g, at).is_ok() {
-                        self.released.insert(g, at);
+                        self.groups.released_at(g, at);
                     }
                 }
             }
@@ -750,7 +750,7 @@ impl EntityManager {
             Stage::LeavingAll,
         );
         self.busy.insert(name.to_string());
-        self.client_jobs += 1;
+        self.jobs.client_started();
         match group {
             Some(g) if !leave.is_empty() => self.flow_job(cx, flow, Kind::Leave(g), leave),
             _ => self.commit(cx, flow),

@@ -8,15 +8,17 @@
 //! anything a client or member sends. The one synchronous I/O is the [`Store`] (see [`crate::store`]).
 //!
 //! # Rooms
-//! This module holds the shared types (configuration, entities, jobs, flows, watches), the service entry
-//! points and the routing; each concern has a module of its own: `access` (roles, proof of address, what a
-//! reader may ask for), `members` (member URIs and the checks of a member list), `jobs` (fan-outs and combining replies), `flows` (create, update, delete, recovery),
-//! `requests` (listing, profiles, starting a use), `watch` (observed entities), `shards` (a manager and
-//! its replicas on several workers). Split from one
-//! 2,200-line file in one step, without a change of behaviour; the submodules add `impl EntityManager`
-//! blocks and see the shared types as their parent's.
+//! This module holds the shared types (configuration, entities, flows), the service entry points and the
+//! routing. [`EntityManager`] groups its state in parts that own it, each in its own module with its own
+//! methods: `jobs` (`Jobs`: the fan-outs, their member requests and timers), `watch` (`Watches`: observed
+//! entities), `quotas` (`Quotas`: exchanges held per client, entity and in total), `groups` (`Groups`:
+//! multicast addresses, the membership journal, the quarantine). The other modules add the behaviour that
+//! spans the parts, as `impl EntityManager` blocks: `access` (roles, proof of address, what a reader may
+//! ask for), `members` (member URIs and the checks of a member list), `budget` (what a use costs), `flows`
+//! (create, update, delete, recovery), `requests` (listing, profiles, starting a use), `shards` (a manager
+//! and its replicas on several workers).
 //!
-//! # Several workers (a design change, 2026-11-25)
+//! # Several workers
 //! A gateway on N cores runs N Entity Managers on one port (corral-tokio's `steer` hands each worker the
 //! answers to its own member requests). Worker 0 is the [`EntityManager::manager`]: the kernel gives it
 //! every request but GET, so it alone makes changes, writes the store, allocates groups and recovers after
@@ -25,8 +27,7 @@
 //! profiles from that table, take a new one (one atomic load per input tells them) before handling
 //! anything, end the watches of entities that changed as the manager does, and while they have observers
 //! wake every [`SYNC_PERIOD`] to look. A replica that is sent a change anyway answers 5.00 naming itself.
-//! Jobs, watches and quotas stay per worker; the store stays single-writer, so nothing about durability
-//! changed.
+//! Jobs, watches and quotas stay per worker; the store is single-writer.
 //!
 //! # Proof of address (issue 26, RFC 9175 §2.4)
 //! Roles rest on source addresses (see [`crate::policy`]), which a blind spoofer can forge. With
@@ -38,10 +39,10 @@
 //! unprotected (the gateway's layer marks them) and requests over TCP are proved already.
 //!
 //! # Quotas held by uses
-//! A use reserves its cost against the quotas (see `budget`) and gives each member request back when it
-//! ends; when its entity changes the use gives the rest back (and goes on with its members), when its
-//! entity is deleted the use ends with what arrived. A client that may not manage may not ask for a
-//! `delay` beyond [`MAX_READER_DELAY_MS`] or a `timeout` beyond MAX_TRANSMIT_WAIT, unless the profile
+//! A use reserves its cost against the quotas (see `budget` and `quotas`) and gives each member request
+//! back when it ends; when its entity changes the use gives the rest back (and goes on with its members),
+//! when its entity is deleted the use ends with what arrived. A client that may not manage may not ask for
+//! a `delay` beyond [`MAX_READER_DELAY_MS`] or a `timeout` beyond MAX_TRANSMIT_WAIT, unless the profile
 //! sets more. So no request holds the quotas longer than its members take to answer.
 //!
 //! # Jobs
@@ -73,16 +74,19 @@
 mod access;
 mod budget;
 mod flows;
+mod groups;
 mod jobs;
-mod journal;
-use budget::Hold;
-use jobs::member_result;
 mod members;
+mod quotas;
 mod requests;
 mod shards;
 mod watch;
+use groups::Groups;
+use jobs::{member_result, Job, JobId, JobSpec, Jobs, Kind, Res, Sink, Slot};
+use quotas::{Hold, Quotas};
 use shards::Part;
 pub use shards::{Directory, SYNC_PERIOD};
+use watch::Watches;
 
 use crate::output::{self, MemberReport, Reading, UseResult};
 use crate::policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Role};
@@ -253,159 +257,6 @@ impl Entity {
     }
 }
 
-type JobId = u64;
-
-/// One member's result in a job.
-#[derive(Debug, Clone)]
-struct Res {
-    /// `None`: no response (timeout, reset, not sent, cut off).
-    code: Option<Code>,
-    readings: Vec<Reading>,
-    text: String,
-}
-
-impl Res {
-    fn failed(text: impl Into<String>) -> Res {
-        Res { code: None, readings: Vec::new(), text: text.into() }
-    }
-    fn ok(&self) -> bool {
-        self.code.is_some_and(|c| c.is_success())
-    }
-    /// The result as report text; formatted only when asked (the per-member fast path allocates none).
-    fn describe(&self) -> String {
-        match (&self.code, self.text.is_empty()) {
-            (_, false) => self.text.clone(),
-            (Some(c), true) => format!("{c:#}"),
-            (None, true) => "no response".into(),
-        }
-    }
-}
-
-#[derive(Debug)]
-enum Slot {
-    Waiting,
-    Requested(RequestId),
-    Child(JobId),
-    Done(Res),
-}
-
-#[derive(Debug, Clone)]
-enum Kind {
-    Read,
-    Actuate {
-        method: Code,
-        payload: Vec<u8>,
-        cf: Option<ContentFormat>,
-    },
-    /// GET every member (falling back to `/.well-known/core?href=` on 4.05).
-    Validate,
-    Join(IpAddr),
-    Leave(IpAddr),
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Sink {
-    Client {
-        id: InboundId,
-        accept: ContentFormat,
-    },
-    Parent {
-        job: JobId,
-        slot: usize,
-    },
-    /// A management flow continues (the flow travels in the job).
-    Flow,
-}
-
-#[derive(Debug)]
-struct Job {
-    kind: Kind,
-    entity: String,
-    sink: Sink,
-    flow: Option<Box<Flow>>,
-    items: Arc<[Item]>,
-    op: Op,
-    confirmable: bool,
-    delay: Duration,
-    enr: usize,
-    stop_at_enr: bool,
-    deadline: Option<Instant>,
-    next: usize,
-    next_at: Instant,
-    slots: Vec<Slot>,
-    wkc_tried: Vec<bool>,
-    ok: usize,
-    done: usize,
-    multicast: bool,
-    mc_done: bool,
-    hop_limit: u8,
-    depth: usize,
-    timed_out: bool,
-    timer: Option<Instant>,
-    /// The client's answer registers it as an observer (Observe=0 on an observable entity).
-    observable: bool,
-    /// Member requests register observations for this watch (its key; see the module docs).
-    watch: Option<String>,
-    /// A multicast use whose silent members are asked again by unicast CON when the window closes
-    /// (`repair=unicast`); cleared when the repair starts.
-    repair: bool,
-    /// The top-level use's hold on the exchange quotas, released when it ends.
-    hold: Option<Hold>,
-    /// The budget each member that is another gateway's entity may spend (`budget=`); 0: none is asked.
-    share: u32,
-    /// Gateways this request passed, this one last (`via=`).
-    via: Vec<u32>,
-    /// The top-level job whose hold on the quotas covers this one (itself, unless nested).
-    root: JobId,
-    /// This job's own member requests (not its children's) still counted in the root's hold: each is
-    /// released when it ends, so that a use holds only what it still may send (see `budget`).
-    units: u64,
-    /// The use was cut short (its entity changed or was deleted): the reason, given to the slots still
-    /// open.
-    cut: Option<&'static str>,
-    /// A multicast use whose `timeout` is shorter than the multicast window: silent members are named
-    /// with the hint.
-    short_window: bool,
-    /// What changed in the entity, told to its observers in the first rendering after an update.
-    note: Option<Arc<[String]>>,
-    /// How the members still silent at the deadline are described, when not by the entity's timeout.
-    silent_text: Option<String>,
-}
-
-impl Job {
-    fn complete(&self, now: Instant) -> bool {
-        if self.timed_out || self.cut.is_some() || self.deadline.is_some_and(|d| now >= d) {
-            return true;
-        }
-        if self.stop_at_enr && self.ok >= self.enr {
-            return true;
-        }
-        if self.multicast {
-            return self.mc_done || self.done == self.slots.len();
-        }
-        self.next == self.slots.len() && self.done == self.slots.len()
-    }
-
-    /// The multicast window closed with members silent and the use asks them again by unicast.
-    fn needs_repair(&self, now: Instant) -> bool {
-        self.repair
-            && self.multicast
-            && !self.timed_out
-            && self.cut.is_none()
-            && self.deadline.is_none_or(|d| now < d)
-            && !(self.stop_at_enr && self.ok >= self.enr)
-            && self.slots.iter().any(|s| matches!(s, Slot::Waiting))
-    }
-
-    fn wake_at(&self) -> Option<Instant> {
-        let send = (self.next < self.slots.len() && !self.multicast).then_some(self.next_at);
-        match (send, self.deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
     Create {
@@ -506,27 +357,6 @@ impl Flow {
     }
 }
 
-/// An observed entity: the member observations and each member's latest result (see the module docs).
-#[derive(Debug)]
-struct Watch {
-    entity: String,
-    /// The entity's path as its observers registered it (`/em/<name>`).
-    path: String,
-    /// The member observations still running, by slot.
-    obs: Vec<Option<RequestId>>,
-    /// Each member's latest result; `None` until it first answered or failed.
-    latest: Vec<Option<Res>>,
-    /// The use job whose member requests registered the observations, while it runs.
-    job: Option<JobId>,
-}
-
-impl Watch {
-    /// Every member has answered or failed: notifications can be rendered from the cache.
-    fn ready(&self) -> bool {
-        self.latest.iter().all(Option::is_some)
-    }
-}
-
 /// An error answer: code and diagnostic.
 type Fail = (Code, String);
 
@@ -559,40 +389,20 @@ pub struct EntityManager {
     counters: BTreeMap<String, u64>,
     /// Names with a management flow in progress.
     busy: HashSet<String>,
-    /// Groups reserved by flows in progress.
-    reserved_groups: HashSet<IpAddr>,
-    jobs: HashMap<JobId, Job>,
-    next_job: JobId,
-    requests: HashMap<RequestId, (JobId, Option<usize>)>,
-    timers: BTreeSet<(Instant, JobId)>,
-    /// Results of finished child jobs, to deliver to their parents after the current input.
-    ready: Vec<(JobId, usize, Res)>,
-    client_jobs: usize,
+    /// The fan-outs in progress (see `jobs`).
+    jobs: Jobs,
+    /// Observed entities (see `watch`).
+    watches: Watches,
+    /// Member exchanges held by uses in progress (see `quotas`).
+    quotas: Quotas,
+    /// Multicast group addresses and memberships (see `groups`).
+    groups: Groups,
     /// Interrupted multicast creations found at start-up, undone at the first wake-up.
     recovery: Vec<StoredEntity>,
-    /// Observed entities, by name.
-    watches: HashMap<String, Watch>,
-    /// Member observations of the watches: watch key and member slot.
-    watch_requests: HashMap<RequestId, (String, usize)>,
     /// This gateway's identity in `via` lists (drawn at the first use).
     gateway_id: Option<u32>,
-    /// Member exchanges held by uses in progress, per client, per entity and in total (the quotas).
-    held_by_client: HashMap<IpAddr, usize>,
-    held_by_entity: HashMap<String, usize>,
-    held_total: usize,
-    /// The membership journal (see `journal`), mirrored from the store.
-    journal: BTreeSet<(IpAddr, SocketAddr)>,
-    /// Released groups and when (Unix ms): the quarantine.
-    released: BTreeMap<IpAddr, u64>,
-    /// When stray memberships are next asked to leave.
-    next_reconcile: Option<Instant>,
-    /// The allocation rate limiter: tokens left and when they were last counted.
-    alloc_bucket: Option<(u32, Instant)>,
     /// The only worker, or the manager or a replica of a sharded gateway (see `shards`).
     part: Part,
-    /// The latest updates: the entity, when, and what changed — the observers' renderings at that instant
-    /// (the endpoint replays their registrations right after the change) carry it.
-    change_notes: Vec<(String, Instant, Arc<[String]>)>,
 }
 
 impl std::fmt::Debug for EntityManager {
@@ -614,8 +424,8 @@ impl EntityManager {
 
     /// [`EntityManager::new`] without the log line (a replica logs its own).
     fn load(config: EmConfig, store: Box<dyn Store>) -> Result<EntityManager, StoreError> {
-        config.pool_v6.check().map_err(StoreError)?;
-        config.pool_v4.check().map_err(StoreError)?;
+        config.pool_v6.check().map_err(StoreError::Config)?;
+        config.pool_v4.check().map_err(StoreError::Config)?;
         let snap = store.load()?;
         let gateway_id = config.gateway_id;
         let mut em = EntityManager {
@@ -624,27 +434,13 @@ impl EntityManager {
             entities: BTreeMap::new(),
             counters: snap.counters,
             busy: HashSet::new(),
-            reserved_groups: HashSet::new(),
-            jobs: HashMap::default(),
-            next_job: 1,
-            requests: HashMap::default(),
-            timers: BTreeSet::new(),
-            ready: Vec::new(),
-            client_jobs: 0,
+            jobs: Jobs::new(),
+            watches: Watches::default(),
+            quotas: Quotas::default(),
+            groups: Groups::load(&snap.journal, &snap.released),
             recovery: Vec::new(),
-            watches: HashMap::default(),
-            watch_requests: HashMap::default(),
             gateway_id,
-            held_by_client: HashMap::default(),
-            held_by_entity: HashMap::default(),
-            held_total: 0,
-            journal: snap.journal.iter().copied().collect(),
-            released: snap.released.clone(),
-            // At the first wake-up: strays left by a crash are asked to leave.
-            next_reconcile: (!snap.journal.is_empty()).then_some(Instant::ZERO),
-            alloc_bucket: None,
             part: Part::Sole,
-            change_notes: Vec::new(),
         };
         for stored in snap.entities {
             if stored.pending {
@@ -655,7 +451,7 @@ impl EntityManager {
             }
             let items = em
                 .resolve_items(&stored.profile.er)
-                .map_err(|(_, m)| StoreError(format!("entity {}: {m}", stored.name)))?;
+                .map_err(|(_, why)| StoreError::Entity { name: stored.name.clone(), why })?;
             let violation = em.police(&items).err().map(|(_, why)| why);
             if let Some(why) = &violation {
                 warn!(entity = %stored.name, why = %why, "stored entity breaks the member policy: its uses are refused");
@@ -781,75 +577,12 @@ impl Service for EntityManager {
 
     fn handle_response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: Outcome) {
         self.sync(cx);
-        if let Some((key, i)) = self.watch_requests.get(&rid).cloned() {
+        if let Some((key, i)) = self.watches.request(rid) {
             self.watch_update(cx, &key, i, rid, &outcome);
         }
-        let Some(&(jid, slot)) = self.requests.get(&rid) else {
-            if cx.endpoint().is_active(rid) && !self.watch_requests.contains_key(&rid) {
-                cx.cancel(rid); // an observation nobody wants any more: its next notification gets RST
-            }
-            self.pump(cx);
-            return;
-        };
-        match slot {
-            Some(i) => {
-                self.requests.remove(&rid);
-                let res = match outcome {
-                    Outcome::Response { response, .. } => {
-                        // Validation falls back to /.well-known/core for resources that refuse GET.
-                        let retry = self.jobs.get(&jid).is_some_and(|j| {
-                            matches!(j.kind, Kind::Validate)
-                                && response.code == Code::METHOD_NOT_ALLOWED
-                                && !j.wkc_tried.get(i).copied().unwrap_or(true)
-                        });
-                        if retry {
-                            if let Some(j) = self.jobs.get_mut(&jid) {
-                                j.wkc_tried[i] = true;
-                            }
-                            self.send_slot(cx, jid, i);
-                            self.drive(cx, jid);
-                            self.pump(cx);
-                            return;
-                        }
-                        self.note_reach(jid, i, None);
-                        member_result(self.parses(jid), &response)
-                    }
-                    Outcome::Failed(e) => {
-                        // An ICMP error (RequestError::Unreachable) ends the exchange at once: the use
-                        // answers without waiting for the member, its reason in the diagnostic.
-                        self.note_reach(jid, i, Some(e.to_string()));
-                        Res::failed(e.to_string())
-                    }
-                    Outcome::MulticastDone | Outcome::Pong { .. } => Res::failed("no response"),
-                };
-                self.release_units(jid, 1);
-                self.set_slot(jid, i, Slot::Done(res));
-            }
-            None => match outcome {
-                Outcome::Response { from, response } => {
-                    let idx = self.jobs.get(&jid).and_then(|j| {
-                        j.items.iter().enumerate().position(|(k, it)| {
-                            matches!(&it.target, Target::Remote { addr, .. } if addr.ip() == from.ip())
-                                && matches!(j.slots[k], Slot::Waiting)
-                        })
-                    });
-                    match idx {
-                        Some(i) => {
-                            let res = member_result(self.parses(jid), &response);
-                            self.set_slot(jid, i, Slot::Done(res));
-                        }
-                        None => debug!(%from, "multicast reply from a non-member or a duplicate; ignored"),
-                    }
-                }
-                _ => {
-                    self.requests.remove(&rid);
-                    if let Some(j) = self.jobs.get_mut(&jid) {
-                        j.mc_done = true;
-                    }
-                }
-            },
+        if !self.member_response(cx, rid, outcome) && cx.endpoint().is_active(rid) && !self.watches.observes(rid) {
+            cx.cancel(rid); // an observation nobody wants any more: its next notification gets RST
         }
-        self.drive(cx, jid);
         self.pump(cx);
     }
 
@@ -859,18 +592,12 @@ impl Service for EntityManager {
             self.recover(cx, stored);
         }
         let now = cx.now();
-        if self.next_reconcile.is_some_and(|t| t <= now) {
+        if self.groups.reconcile_due(now) {
             self.reconcile(cx);
         }
-        let due: Vec<JobId> = self.timers.iter().take_while(|(t, _)| *t <= now).map(|(_, j)| *j).collect();
-        for id in due {
-            if let Some(job) = self.jobs.get_mut(&id) {
-                if let Some(t) = job.timer.take() {
-                    self.timers.remove(&(t, id));
-                }
+        for id in self.jobs.due(now) {
+            if self.jobs.fire(id) {
                 self.drive(cx, id);
-            } else {
-                self.timers.retain(|(_, j)| *j != id);
             }
         }
         self.pump(cx);
@@ -880,7 +607,7 @@ impl Service for EntityManager {
         if !self.recovery.is_empty() {
             return Some(Instant::ZERO); // at once: the driver's first wake-up
         }
-        [self.timers.first().map(|(t, _)| *t), self.next_reconcile, self.sync_timeout()].into_iter().flatten().min()
+        [self.jobs.next_wake(), self.groups.next_reconcile(), self.sync_timeout()].into_iter().flatten().min()
     }
 
     fn links(&self) -> Vec<ResourceLink> {

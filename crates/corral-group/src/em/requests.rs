@@ -150,7 +150,7 @@ impl EntityManager {
         if role < Role::Manage {
             self.check_reader_overrides(cx, name, &o)?;
         }
-        if self.client_jobs >= self.config.max_jobs {
+        if self.jobs.clients() >= self.config.max_jobs {
             return Err((Code::SERVICE_UNAVAILABLE, "too many entity requests in progress".into()));
         }
         let hop =
@@ -192,23 +192,19 @@ impl EntityManager {
         let id = match self.start_use(cx, name, Sink::Client { id: inb.id, accept }, &o, kind, hop, 0) {
             Ok(id) => id,
             Err(e) => {
-                self.release(hold);
+                self.quotas.release(hold);
                 return Err(e);
             }
         };
         let now = cx.now();
-        let note = self
-            .change_notes
-            .iter()
-            .find(|(n, at, _)| inb.notification && n == name && *at == now)
-            .map(|(_, _, changes)| changes.clone());
+        let note = if inb.notification { self.watches.note_for(name, now) } else { None };
         if let Some(job) = self.jobs.get_mut(&id) {
             job.hold = Some(hold);
             job.share = share;
             job.via = o.via.iter().copied().chain([me]).collect();
             job.note = note;
         }
-        self.client_jobs += 1;
+        self.jobs.client_started();
         if register {
             self.attach_watch(id, name, req.options.path());
         }

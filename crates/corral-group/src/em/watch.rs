@@ -1,6 +1,81 @@
-//! Observed entities: watches over member observations (see the module docs of [`super`]).
+//! Observed entities: watches over member observations (see the module docs of [`super`]), and
+//! [`Watches`], the table that owns them with the member observations and the latest change notes.
+//!
+//! Owns: each watch's member observations and latest results. Must never: keep a watch whose entity
+//! changed or went away, or one no member notifies any more.
 
 use super::*;
+
+/// An observed entity: the member observations and each member's latest result (see the module docs).
+#[derive(Debug)]
+pub(super) struct Watch {
+    pub(super) entity: String,
+    /// The entity's path as its observers registered it (`/em/<name>`).
+    pub(super) path: String,
+    /// The member observations still running, by slot.
+    pub(super) obs: Vec<Option<RequestId>>,
+    /// Each member's latest result; `None` until it first answered or failed.
+    pub(super) latest: Vec<Option<Res>>,
+    /// The use job whose member requests registered the observations, while it runs.
+    pub(super) job: Option<JobId>,
+}
+
+impl Watch {
+    /// Every member has answered or failed: notifications can be rendered from the cache.
+    fn ready(&self) -> bool {
+        self.latest.iter().all(Option::is_some)
+    }
+}
+
+/// The observed entities, by watch key (see [`EntityManager::watch_key`]).
+#[derive(Debug, Default)]
+pub(super) struct Watches {
+    by_key: HashMap<String, Watch>,
+    /// Member observations of the watches: watch key and member slot.
+    requests: HashMap<RequestId, (String, usize)>,
+    /// The latest updates: the entity, when, and what changed — the observers' renderings at that instant
+    /// (the endpoint replays their registrations right after the change) carry it.
+    notes: Vec<(String, Instant, Arc<[String]>)>,
+}
+
+impl Watches {
+    /// The watch key and member slot of member observation `rid`.
+    pub(super) fn request(&self, rid: RequestId) -> Option<(String, usize)> {
+        self.requests.get(&rid).cloned()
+    }
+
+    /// Whether `rid` is a member observation of a watch (it outlives the job that started it).
+    pub(super) fn observes(&self, rid: RequestId) -> bool {
+        self.requests.contains_key(&rid)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Removes watch `key` and forgets its member observations; the caller deregisters them.
+    fn remove(&mut self, key: &str) -> Option<Watch> {
+        let w = self.by_key.remove(key)?;
+        for rid in w.obs.iter().flatten() {
+            self.requests.remove(rid);
+        }
+        Some(w)
+    }
+
+    /// The keys of the watches of entity `name`.
+    fn keys_of(&self, name: &str) -> Vec<String> {
+        self.by_key.iter().filter(|(_, w)| w.entity == name).map(|(k, _)| k.clone()).collect()
+    }
+
+    /// What changed in entity `name` at `now`, if it was updated at that instant (see `note_change`).
+    pub(super) fn note_for(&self, name: &str, now: Instant) -> Option<Arc<[String]>> {
+        self.notes.iter().find(|(n, at, _)| n == name && *at == now).map(|(_, _, changes)| changes.clone())
+    }
+}
 
 impl EntityManager {
     /// Whether a registration on `name` can be kept: a unicast entity of remote members only.
@@ -32,21 +107,22 @@ impl EntityManager {
         let key = self.watch_key(name, op);
         let cached: Option<Vec<Res>> = self
             .watches
+            .by_key
             .get(&key)
             .filter(|w| w.ready() && w.job.is_none() && w.latest.len() == n)
             .map(|w| w.latest.iter().flatten().cloned().collect());
-        let first = !self.watches.contains_key(&key);
+        let first = !self.watches.by_key.contains_key(&key);
         let Some(job) = self.jobs.get_mut(&id) else { return };
         job.observable = true;
         if let Some(cached) = cached {
             job.next = n;
             for (i, res) in cached.into_iter().enumerate() {
-                self.set_slot(id, i, Slot::Done(res));
+                self.jobs.set_slot(id, i, Slot::Done(res));
             }
         } else if first {
             job.watch = Some(key.clone());
             let w = Watch { entity: name.to_string(), path, obs: vec![None; n], latest: vec![None; n], job: Some(id) };
-            self.watches.insert(key, w);
+            self.watches.by_key.insert(key, w);
         }
         // Otherwise the first round is still running: this registration asks the members once more.
     }
@@ -67,9 +143,9 @@ impl EntityManager {
         };
         let active = cx.endpoint().is_active(rid);
         if !active {
-            self.watch_requests.remove(&rid);
+            self.watches.requests.remove(&rid);
         }
-        let Some(w) = self.watches.get_mut(key) else { return };
+        let Some(w) = self.watches.by_key.get_mut(key) else { return };
         if let Some(latest) = w.latest.get_mut(i) {
             *latest = Some(res);
         }
@@ -91,7 +167,7 @@ impl EntityManager {
         }
         if w.obs.iter().all(Option::is_none) {
             // No member notifies any more: the observers' next rendering starts a new watch.
-            self.watches.remove(key);
+            self.watches.by_key.remove(key);
         }
     }
 
@@ -116,21 +192,22 @@ impl EntityManager {
     /// Records `rid` as member `i`'s observation in watch `key`, if that watch is still the one job `id`
     /// started (an entity changed meanwhile ends it, and a new watch may have taken the key).
     pub(super) fn watch_track(&mut self, id: JobId, key: &str, i: usize, rid: RequestId) -> bool {
-        let Some(slot) = self.watches.get_mut(key).filter(|w| w.job == Some(id)).and_then(|w| w.obs.get_mut(i)) else {
+        let Some(slot) = self.watches.by_key.get_mut(key).filter(|w| w.job == Some(id)).and_then(|w| w.obs.get_mut(i))
+        else {
             return false;
         };
         *slot = Some(rid);
-        self.watch_requests.insert(rid, (key.to_string(), i));
+        self.watches.requests.insert(rid, (key.to_string(), i));
         true
     }
 
     /// The use job `id` that started watch `key` finished.
     pub(super) fn watch_job_done(&mut self, id: JobId, key: &str) {
-        let Some(w) = self.watches.get_mut(key) else { return };
+        let Some(w) = self.watches.by_key.get_mut(key) else { return };
         if w.job == Some(id) {
             w.job = None;
             if w.obs.iter().all(Option::is_none) {
-                self.watches.remove(key); // no member is observable: nothing would ever refresh the cache
+                self.watches.by_key.remove(key); // no member is observable: nothing would ever refresh the cache
             }
         }
     }
@@ -139,7 +216,6 @@ impl EntityManager {
     pub(super) fn end_watch(&mut self, cx: &mut Context<'_>, key: &str) -> Option<String> {
         let w = self.watches.remove(key)?;
         for rid in w.obs.into_iter().flatten() {
-            self.watch_requests.remove(&rid);
             cx.deregister(rid);
         }
         Some(w.path)
@@ -148,7 +224,7 @@ impl EntityManager {
     /// The entity `name` changed or went away: its watches end and its observers get a last rendering
     /// (the new entity, or 4.04).
     pub(super) fn end_watches_of(&mut self, cx: &mut Context<'_>, name: &str) {
-        let keys: Vec<String> = self.watches.iter().filter(|(_, w)| w.entity == name).map(|(k, _)| k.clone()).collect();
+        let keys = self.watches.keys_of(name);
         let mut paths: Vec<String> = keys.iter().filter_map(|k| self.end_watch(cx, k)).collect();
         paths.dedup();
         for path in paths {
@@ -159,10 +235,10 @@ impl EntityManager {
     /// Entity `name` changed from `old` to `new` at `now`: its observers' renderings at this instant say
     /// what changed (see `Job::note`). Notes of earlier instants are forgotten.
     pub(super) fn note_change(&mut self, now: Instant, name: &str, old: &Profile, new: &Profile) {
-        self.change_notes.retain(|(_, at, _)| *at == now);
+        self.watches.notes.retain(|(_, at, _)| *at == now);
         let changes = new.changes_from(old);
         if !changes.is_empty() {
-            self.change_notes.push((name.to_string(), now, changes.into()));
+            self.watches.notes.push((name.to_string(), now, changes.into()));
         }
     }
 

@@ -5,25 +5,25 @@
 //! (its Wireshark capture saw both directions on the link).
 //!
 //! # What it owns
-//! The programs of each scheme and the rows of a point. The link itself is behind one seam, [`run_link`]:
-//! today it runs `corral link run --json` from the `corral` executable that is running the lab (so it needs
-//! root, and refuses to run from any other program); corral-link's library can take its place without the
-//! rest of the family noticing. Real time: a point takes its `duration_s`, and its numbers differ from run
-//! to run.
+//! The programs of each scheme and the rows of a point. The link is corral-link's library, behind one seam,
+//! [`run_link`] (it needs root). The CoAP scheme's programs are `corral serve` and `corral get` from the
+//! `corral` executable that is running the lab, so that scheme refuses to run from any other program (a test
+//! binary, say). Real time: a point takes its `duration_s`, and its numbers differ from run to run.
 
 use crate::error::{EmulatedError, RunError};
 use crate::harness::PointRun;
 use crate::record::{EmulatedFacts, Facts, LinkRow, NodeRole, NodeRow, PointResult, PointRow, QueryRow};
 use crate::scenario::EmulatedSpec;
+use corral_link::impair::Impairments;
+use corral_link::{Config, DirectionCounts, LinkCounts};
 use std::path::Path;
-use std::process::Command;
+use std::time::Duration;
 
 /// The server's address inside the link's namespaces.
-const SERVER: &str = "10.213.0.1";
+const SERVER: &str = corral_link::SERVER_V4;
 
 /// Runs one point (real time).
 pub fn run(em: &EmulatedSpec, index: usize, seed: u64) -> Result<PointRun, RunError> {
-    let corral = corral_executable()?;
     let (delay_ms, loss) = em.impairment()?;
     let dir = std::env::temp_dir().join(format!("corral-emulated-{}-{index}", std::process::id()));
     let io = |path: &Path, source| EmulatedError::Io { path: path.to_path_buf(), source };
@@ -31,13 +31,14 @@ pub fn run(em: &EmulatedSpec, index: usize, seed: u64) -> Result<PointRun, RunEr
     let body: String = (0..em.http_bytes).map(|i| (b'a' + (i % 26) as u8) as char).collect();
     let file = dir.join("data.txt");
     std::fs::write(&file, body).map_err(|e| io(&file, e))?;
-    let (server, client) = programs(em, &corral, &dir);
-    let counts = run_link(&corral, &LinkRun { delay_ms, loss, seed: seed % 1_000_000, server, client });
+    let programs = programs(em, &dir);
+    let counts = programs
+        .and_then(|(server, client)| run_link(&LinkRun { delay_ms, loss, seed: seed % 1_000_000, server, client }));
     let _ = std::fs::remove_dir_all(&dir);
     Ok(PointRun { result: rows(em, index, seed, &counts?), trace: None })
 }
 
-/// The `corral` executable running the lab: the CoAP side's programs and, for now, the link.
+/// The `corral` executable running the lab: the CoAP scheme's programs.
 fn corral_executable() -> Result<String, EmulatedError> {
     let corral = std::env::current_exe().map_err(EmulatedError::Executable)?;
     if corral.file_stem().and_then(|s| s.to_str()) != Some("corral") {
@@ -47,8 +48,8 @@ fn corral_executable() -> Result<String, EmulatedError> {
 }
 
 /// The server and the client loop of the point's scheme.
-fn programs(em: &EmulatedSpec, corral: &str, dir: &Path) -> (Vec<String>, Vec<String>) {
-    match em.scheme.as_str() {
+fn programs(em: &EmulatedSpec, dir: &Path) -> Result<(Vec<String>, Vec<String>), EmulatedError> {
+    Ok(match em.scheme.as_str() {
         "http" => (
             vec![
                 "python3".into(),
@@ -62,11 +63,14 @@ fn programs(em: &EmulatedSpec, corral: &str, dir: &Path) -> (Vec<String>, Vec<St
             ],
             shell_loop(em.duration_s, &format!("curl -s -o /dev/null --max-time 10 http://{SERVER}:8080/data.txt")),
         ),
-        _ => (
-            vec![corral.into(), "serve".into(), "--bind".into(), "0.0.0.0:5683".into(), "-q".into()],
-            shell_loop(em.duration_s, &format!("{corral} get -N -B 5 coap://{SERVER}/test")),
-        ),
-    }
+        _ => {
+            let corral = corral_executable()?;
+            (
+                vec![corral.clone(), "serve".into(), "--bind".into(), "0.0.0.0:5683".into(), "-q".into()],
+                shell_loop(em.duration_s, &format!("{corral} get -N -B 5 coap://{SERVER}/test")),
+            )
+        }
+    })
 }
 
 fn shell_loop(secs: u64, cmd: &str) -> Vec<String> {
@@ -89,54 +93,16 @@ pub struct LinkRun {
     pub client: Vec<String>,
 }
 
-/// What the link carried one way.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Direction {
-    pub forwarded: u64,
-    pub forwarded_bytes: u64,
-    pub dropped: u64,
-}
-
-/// What the link carried both ways by the time the client's loop ended.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LinkCounts {
-    pub server_to_client: Direction,
-    pub client_to_server: Direction,
-}
-
-/// The seam to the emulated link: `corral link run --json` (a second of settling, the server and client
-/// separated by `:::`), its counters read from the last JSON line it prints on stderr.
-pub fn run_link(corral: &str, run: &LinkRun) -> Result<LinkCounts, EmulatedError> {
-    let mut args: Vec<String> = vec![
-        "link".into(),
-        "run".into(),
-        "--delay".into(),
-        format!("{}ms", run.delay_ms),
-        "--loss".into(),
-        format!("{}%", run.loss * 100.0),
-        "--seed".into(),
-        run.seed.to_string(),
-        "--settle".into(),
-        "1s".into(),
-        "--json".into(),
-        "--".into(),
-    ];
-    args.extend(run.server.iter().cloned());
-    args.push(":::".into());
-    args.extend(run.client.iter().cloned());
-    let out = Command::new(corral).args(&args).output().map_err(EmulatedError::Spawn)?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let json: serde_json::Value = stderr
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok().filter(|v: &serde_json::Value| v.get("server_to_client").is_some()))
-        .ok_or_else(|| EmulatedError::NoCounters { stderr: stderr.trim().to_string() })?;
-    let direction = |k: &str| Direction {
-        forwarded: json[k]["forwarded"].as_u64().unwrap_or(0),
-        forwarded_bytes: json[k]["forwarded_bytes"].as_u64().unwrap_or(0),
-        dropped: json[k]["dropped"].as_u64().unwrap_or(0),
-    };
-    Ok(LinkCounts { server_to_client: direction("server_to_client"), client_to_server: direction("client_to_server") })
+/// The seam to the emulated link: corral-link with the point's delay and loss (independent per packet) in
+/// each direction, a second for the server to settle; what it carried both ways by the time the client's
+/// loop ended (whatever the loop's exit status).
+pub fn run_link(run: &LinkRun) -> Result<LinkCounts, EmulatedError> {
+    let delay = Duration::from_secs_f64(run.delay_ms.max(0.0) / 1000.0);
+    let impairments = Impairments::new(delay, Duration::ZERO, run.loss, None, 0, 0.0);
+    let cfg = Config { impairments, seed: run.seed };
+    let (_status, counts) =
+        corral_link::run(&cfg, &run.server, &run.client, Duration::from_secs(1)).map_err(EmulatedError::Link)?;
+    Ok(counts)
 }
 
 /// The point's rows: one query row for the whole run, the link both ways (node 0 the server, 1 the client).
@@ -156,7 +122,7 @@ fn rows(em: &EmulatedSpec, index: usize, seed: u64, c: &LinkCounts) -> PointResu
         frames: down.forwarded + up.forwarded,
         mac_retries: 0,
     };
-    let link = |from: u32, to: u32, d: Direction| LinkRow {
+    let link = |from: u32, to: u32, d: DirectionCounts| LinkRow {
         point: index,
         from,
         to,
@@ -164,7 +130,7 @@ fn rows(em: &EmulatedSpec, index: usize, seed: u64, c: &LinkCounts) -> PointResu
         retransmissions: 0,
         received: d.forwarded,
     };
-    let node = |n: u32, role: NodeRole, sent: Direction, got: Direction| NodeRow {
+    let node = |n: u32, role: NodeRole, sent: DirectionCounts, got: DirectionCounts| NodeRow {
         point: index,
         node: n,
         role,

@@ -18,6 +18,7 @@ use crate::harness::{
 use crate::record::{Facts, PointResult, QueryRow, Staleness};
 use crate::scenario::{Common, EntitySetup, Follow};
 use corral_group::device::{sample, Quantity};
+use corral_group::profile::{Delay, Ect, Emt, Op, ProfilePatch, Repair};
 use corral_group::{EmConfig, EntityManager, MemStore};
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
 use corral_proto::{Duration, Endpoint, Instant, Node, Request};
@@ -134,27 +135,23 @@ fn create(d: &mut Driver, gw: SocketAddr, name: &str, doc: Vec<u8>) -> bool {
 }
 
 /// The EM's profile of an entity of the members `er` (seed 000's JSON: `er`, `ect`, `eo`, and for unicast
-/// `emt` and `delay`).
+/// `emt` and `delay`), written by corral-group's [`ProfilePatch`].
 fn profile_doc(e: &EntitySetup, er: &[String], delay_ms: Option<u64>, multicast: bool) -> Vec<u8> {
-    let mut doc = serde_json::json!({
-        "er": er,
-        "ect": if multicast { "multicast" } else { "unicast" },
-        "eo": ["lst", "avg", "min", "max"],
-    });
+    let mut doc = ProfilePatch {
+        er: Some(er.to_vec()),
+        ect: Some(if multicast { Ect::Multicast } else { Ect::Unicast }),
+        eo: Some(vec![Op::Lst, Op::Avg, Op::Min, Op::Max]),
+        timeout: e.timeout_ms.map(Some),
+        ..ProfilePatch::default()
+    };
     if !multicast {
-        doc["emt"] = serde_json::json!(if e.confirmable { "con" } else { "non" });
-        doc["delay"] = match delay_ms {
-            Some(d) => serde_json::json!(d),
-            None => serde_json::json!("auto"),
-        };
-    }
-    if let Some(t) = e.timeout_ms {
-        doc["timeout"] = serde_json::json!(t);
+        doc.emt = Some(if e.confirmable { Emt::Con } else { Emt::Non });
+        doc.delay = Some(delay_ms.map_or(Delay::Auto, Delay::Millis));
     }
     if multicast && e.repair {
-        doc["repair"] = serde_json::json!("unicast");
+        doc.repair = Some(Repair::Unicast);
     }
-    serde_json::to_vec(&doc).expect("a JSON value serialises")
+    serde_json::to_vec(&doc.to_json()).expect("a JSON value serialises")
 }
 
 /// The `follow` axis: the client follows `GET /em/group?eo=avg` for the setup's window, polling or

@@ -127,10 +127,10 @@ impl Sim {
         if r.tx_until > since || r.ack_until > since || r.audible > 0 || r.last_audible_end > since {
             return true;
         }
-        let ch = usize::from(r.channel) % self.chan_rng.len();
+        let ch = usize::from(r.channel) % self.medium.chan_rng.len();
         for k in 0..r.wifi.len() {
-            let w = &self.interferers[usize::from(r.wifi[k])];
-            if (w.process.on || w.process.last_off > since) && self.chan_rng[ch].chance(w.cfg.cca_busy_prob) {
+            let w = &self.medium.interferers[usize::from(r.wifi[k])];
+            if (w.process.on || w.process.last_off > since) && self.medium.chan_rng[ch].chance(w.cfg.cca_busy_prob) {
                 return true;
             }
         }
@@ -154,19 +154,6 @@ impl Sim {
         self.start_datagram(i);
     }
 
-    pub(super) fn alloc_air(&mut self, air: Air) -> u32 {
-        match self.air_free.pop() {
-            Some(k) => {
-                self.air[k as usize] = Some(air);
-                k
-            }
-            None => {
-                self.air.push(Some(air));
-                (self.air.len() - 1) as u32
-            }
-        }
-    }
-
     pub(super) fn transmit_data(&mut self, i: u32) {
         let now = self.now();
         let r = self.radio(i);
@@ -181,7 +168,7 @@ impl Sim {
         r.mac = MacState::Tx;
         r.tx_until = now + airtime;
         let id = dg.id;
-        let air = self.alloc_air(Air {
+        let air = self.medium.put_air(Air {
             sender: i,
             phy_bytes: phy_bytes as u16,
             kind: AirKind::Data { dg, hops, dst: next, frag, frags: layout.frames, dsn, attempt },
@@ -236,10 +223,10 @@ impl Sim {
         let phy = &self.cfg.radio;
         let shr_bits = ((phy.phy_overhead.saturating_sub(1)) * 8) as u64;
         for k in start..end {
-            let j = self.nbrs[k];
+            let j = self.medium.nbrs[k];
             let (wifi_on, wifi_mark) = self.wifi_status(j);
-            let p = self.link_power[k];
-            let capture = self.capture;
+            let p = self.medium.link_power[k];
+            let capture = self.medium.capture;
             let r = self.nodes[j as usize].radio.as_mut().expect("neighbours have radios");
             let prior = r.audible;
             r.audible += 1;
@@ -289,9 +276,9 @@ impl Sim {
 
     /// Records that intended receiver `j` could not lock onto (or lost the lock of) frame `air`.
     pub(super) fn note_miss(&mut self, air: u32, j: u32, reason: DropReason) {
-        let a = self.air[air as usize].as_ref().expect("air frame alive");
+        let a = self.medium.air[air as usize].as_ref().expect("air frame alive");
         if self.intended(a, j) {
-            self.air[air as usize].as_mut().expect("air frame alive").misses.push((j, reason));
+            self.medium.air[air as usize].as_mut().expect("air frame alive").misses.push((j, reason));
         }
     }
 
@@ -300,7 +287,7 @@ impl Sim {
         let mut on = false;
         let mut mark = 0u32;
         for &w in r.wifi.iter() {
-            let p = &self.interferers[usize::from(w)].process;
+            let p = &self.medium.interferers[usize::from(w)].process;
             on |= p.on;
             mark = mark.wrapping_add(p.count);
         }
@@ -310,17 +297,16 @@ impl Sim {
     /// A transmission ends: every neighbour that locked onto it decides whether it got it.
     pub(super) fn end_air(&mut self, air_id: u32) {
         let now = self.now();
-        let air = self.air[air_id as usize].take().expect("air frame alive");
-        self.air_free.push(air_id);
+        let air = self.medium.take_air(air_id);
         let sender = air.sender;
         let (start, end, channel) = {
             let r = self.nodes[sender as usize].radio.as_ref().expect("radio");
             (r.nbr_start as usize, r.nbr_end as usize, r.channel)
         };
         for k in start..end {
-            let j = self.nbrs[k];
+            let j = self.medium.nbrs[k];
             let (_, mark_now) = self.wifi_status(j);
-            let p = self.link_power[k];
+            let p = self.medium.link_power[k];
             let r = self.nodes[j as usize].radio.as_mut().expect("neighbours have radios");
             r.audible -= 1;
             r.energy = if r.audible == 0 { 0.0 } else { r.energy - p };
@@ -371,19 +357,22 @@ impl Sim {
         rx: &Rx,
         mark_now: u32,
     ) -> Result<(), DropReason> {
-        let ch = usize::from(channel) % self.chan_rng.len();
+        let ch = usize::from(channel) % self.medium.chan_rng.len();
         let bursts = u32::from(rx.wifi_on) + mark_now.wrapping_sub(rx.wifi_mark);
         if bursts > 0 {
             let r = self.nodes[j as usize].radio.as_ref().expect("radio");
-            let p = r.wifi.iter().map(|&w| self.interferers[usize::from(w)].cfg.corruption_prob).fold(0.0, f64::max);
+            let p =
+                r.wifi.iter().map(|&w| self.medium.interferers[usize::from(w)].cfg.corruption_prob).fold(0.0, f64::max);
             let survive = (1.0 - p).powi(bursts as i32);
-            if !self.chan_rng[ch].chance(survive) {
+            if !self.medium.chan_rng[ch].chance(survive) {
                 return Err(DropReason::Interference);
             }
         }
         // The link from the sender to j is the sender's k-th neighbour.
-        let model = self.models[usize::from(self.link_model[k])];
-        if let Some(loss) = model.lose(&mut self.link_state[k], usize::from(air.phy_bytes), &mut self.chan_rng[ch]) {
+        let model = self.medium.models[usize::from(self.medium.link_model[k])];
+        if let Some(loss) =
+            model.lose(&mut self.medium.link_state[k], usize::from(air.phy_bytes), &mut self.medium.chan_rng[ch])
+        {
             return Err(match loss {
                 ModelLoss::Bernoulli => DropReason::Bernoulli,
                 ModelLoss::Burst => DropReason::Burst,
@@ -548,7 +537,7 @@ impl Sim {
         let (to, dsn) = (pa.to, pa.dsn);
         let datagram = pa.up.as_ref().map_or(DatagramId(u64::MAX), |(dg, _, _)| dg.id);
         r.tx_until = now + ack_air;
-        let air = self.alloc_air(Air {
+        let air = self.medium.put_air(Air {
             sender: j,
             phy_bytes: phy,
             kind: AirKind::Ack { to, dsn, datagram },

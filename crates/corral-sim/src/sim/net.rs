@@ -26,7 +26,7 @@ impl Sim {
                 continue;
             }
             if let Some(ev) = node.poll_event() {
-                self.node_events.push((now, NodeId(i), ev));
+                self.recorder.node_events.push((now, NodeId(i), ev));
                 continue;
             }
             if let Some(dst) = node.poll_tcp_connect() {
@@ -120,13 +120,13 @@ impl Sim {
         let tin = self.nodes[i as usize].tin;
         match cmd {
             NodeCommand::JoinGroup(g) => {
-                let m = self.groups.entry(g).or_default();
+                let m = self.routing.groups.entry(g).or_default();
                 if let Err(pos) = m.binary_search(&(tin, i)) {
                     m.insert(pos, (tin, i));
                 }
             }
             NodeCommand::LeaveGroup(g) => {
-                if let Some(m) = self.groups.get_mut(&g) {
+                if let Some(m) = self.routing.groups.get_mut(&g) {
                     m.retain(|&(_, n)| n != i);
                 }
             }
@@ -142,23 +142,13 @@ impl Sim {
     pub(super) fn submit_from(&mut self, i: u32, sport: u16, dst: SocketAddr, payload: Vec<u8>) {
         let now = self.now();
         let src = SocketAddr::new(self.nodes[i as usize].addr, sport);
-        let id = DatagramId(self.next_dgram);
-        self.next_dgram += 1;
-        if let Some(p) = &mut self.pcap {
-            // A TCP segment is already a whole IP packet: captured as it is, not wrapped in UDP.
-            let raw = dst.port() == crate::tcp::RAW_IP_PORT;
-            let _ = match p {
-                PcapSink::Memory(w) if raw => w.write_raw(now, &payload),
-                PcapSink::Writer(w) if raw => w.write_raw(now, &payload),
-                PcapSink::Memory(w) => w.write_udp(now, src, dst, &payload),
-                PcapSink::Writer(w) => w.write_udp(now, src, dst, &payload),
-            };
-        }
+        let id = self.recorder.next_id();
+        self.recorder.capture(now, src, dst, &payload);
         if self.cfg.record {
             let broadcast = dst.ip().is_multicast();
             let len = radio_len(dst, payload.len());
             let layout = self.nodes[i as usize].radio.as_ref().and_then(|_| self.cfg.radio.layout(len, broadcast));
-            self.datagrams.push(DatagramInfo {
+            self.recorder.datagrams.push(DatagramInfo {
                 id,
                 at: now,
                 node: NodeId(i),
@@ -196,7 +186,7 @@ impl Sim {
 
     /// Routes a unicast datagram from node `at` (its source or a forwarder).
     pub(super) fn forward(&mut self, at: u32, dg: DgramRef, hops: u8) {
-        let Some(&dst) = self.by_addr.get(&dg.dst.ip()) else {
+        let Some(&dst) = self.routing.by_addr.get(&dg.dst.ip()) else {
             return self.drop_dgram(at, &dg, DropReason::NoRoute, hops);
         };
         if dst == at {
@@ -227,8 +217,8 @@ impl Sim {
 
     pub(super) fn send_wired(&mut self, at: u32, link: u32, to: u32, dg: DgramRef, hops: u8) {
         let now = self.now();
-        let w = &mut self.wired[link as usize];
-        if w.spec.loss > 0.0 && self.wired_rng.chance(w.spec.loss) {
+        let w = &mut self.routing.wired[link as usize];
+        if w.spec.loss > 0.0 && self.routing.wired_rng.chance(w.spec.loss) {
             return self.drop_dgram(at, &dg, DropReason::WiredLoss, hops);
         }
         let dir = usize::from(w.spec.a != at as usize);
@@ -245,7 +235,7 @@ impl Sim {
         if dg.dst.ip().is_multicast() {
             return self.multicast(at, dg, hops, Some(from));
         }
-        if self.by_addr.get(&dg.dst.ip()) == Some(&at) {
+        if self.routing.by_addr.get(&dg.dst.ip()) == Some(&at) {
             return self.deliver_local(at, &dg, hops);
         }
         self.nodes[at as usize].counters.datagrams_forwarded += 1;
@@ -303,7 +293,7 @@ impl Sim {
     }
 
     pub(super) fn members_in(&self, group: IpAddr, lo: u32, hi: u32) -> usize {
-        let Some(m) = self.groups.get(&group) else { return 0 };
+        let Some(m) = self.routing.groups.get(&group) else { return 0 };
         let a = m.partition_point(|&(t, _)| t < lo);
         let b = m.partition_point(|&(t, _)| t < hi);
         b - a
@@ -323,7 +313,7 @@ impl Sim {
         if hops >= self.cfg.hop_limit {
             return;
         }
-        let total = self.groups.get(&group).map_or(0, Vec::len);
+        let total = self.routing.groups.get(&group).map_or(0, Vec::len);
         if let (Some(p), Some(link)) = (parent, up_wired) {
             if came_from != Some(p) && total > self.members_in(group, tin, tout) {
                 self.send_wired(at, link, p, dg.clone(), hops);

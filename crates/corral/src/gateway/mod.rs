@@ -3,7 +3,8 @@
 //!
 //! Owns: choosing the data directory, binding, wiring corral-group's [`EntityManager`] into a
 //! corral-tokio server, re-joining testbed devices to the groups of stored multicast entities, the
-//! start-up summary and graceful shutdown. The Entity Manager itself is corral-group's; the devices are
+//! start-up summary and graceful shutdown. The Entity Manager itself is corral-group's, and so is the
+//! topology of several workers (a manager and its replicas: `corral_group::gateway`); the devices are
 //! [`crate::devices`].
 
 use crate::client_cmd::Verbosity;
@@ -270,19 +271,11 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     }
     let mcast_port = em_config.multicast_port;
     let workers = args.workers;
-    if workers > 1 {
-        // One identity in `via` lists for the whole gateway, and the per-entity quota shared by the workers.
-        em_config.gateway_id = Some(corral_tokio::os_seed() as u32);
-        em_config.budget.per_entity = em_config.budget.per_entity.div_ceil(usize::from(workers));
-    }
-    let directory = corral_group::Directory::new();
-    let load_failed =
-        |e: corral_group::StoreError| Failure::other(format!("cannot load the entities of {}: {e}", db.display()));
-    let em = match workers {
-        1 => EntityManager::new(em_config.clone(), Box::new(store)),
-        _ => EntityManager::manager(em_config.clone(), Box::new(store), directory.clone()),
-    }
-    .map_err(load_failed)?;
+    let mut ems =
+        corral_group::gateway::entity_managers(em_config, Box::new(store), workers, || corral_tokio::os_seed() as u32)
+            .map_err(|e| Failure::other(format!("cannot load the entities of {}: {e}", db.display())))?
+            .into_iter();
+    let em = ems.next().expect("a gateway has a worker 0");
     let names = em.entity_names();
     let rejoin = fleet.as_ref().map(|f| memberships(&em, f.addrs())).unwrap_or_default();
     let mut contexts = match &args.credentials {
@@ -297,9 +290,9 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         em,
         guard: guard(contexts.take().map(|c| corral_oscore::OscoreLayer::serving(c, args.require_oscore))),
     }];
-    for worker in 1..workers {
+    for em in ems {
         parts.push(workers::Part {
-            em: EntityManager::replica(em_config.clone(), directory.clone(), worker).map_err(load_failed)?,
+            em,
             // OSCORE requests (POST or FETCH outside) go to worker 0; the others refuse plain ones as worker
             // 0 does when OSCORE is required.
             guard: guard(args.require_oscore.then(|| corral_oscore::OscoreLayer::serving(Vec::new(), true))),

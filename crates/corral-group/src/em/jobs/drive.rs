@@ -1,76 +1,12 @@
-//! Jobs: the fan-outs (see the module docs of [`super`]) — pacing, the multicast request, repair, the
-//! member requests, and combining the replies into one answer.
+//! Driving a job: starting a use, pacing its member requests, the multicast request and its repair, the
+//! answers of members, and finishing (see the module docs of [`super`] and of `em`).
 
 use super::*;
 
 impl EntityManager {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn new_job(
-        &mut self,
-        now: Instant,
-        kind: Kind,
-        entity: &str,
-        sink: Sink,
-        items: Arc<[Item]>,
-        op: Op,
-        confirmable: bool,
-        delay: Duration,
-        enr: usize,
-        stop_at_enr: bool,
-        deadline: Option<Instant>,
-        hop_limit: u8,
-        depth: usize,
-    ) -> JobId {
-        let id = self.next_job;
-        self.next_job += 1;
-        let n = items.len();
-        let validate = matches!(kind, Kind::Validate);
-        self.jobs.insert(
-            id,
-            Job {
-                kind,
-                entity: entity.to_string(),
-                sink,
-                flow: None,
-                items,
-                op,
-                confirmable,
-                delay,
-                enr,
-                stop_at_enr,
-                deadline,
-                next: 0,
-                next_at: now,
-                slots: (0..n).map(|_| Slot::Waiting).collect(),
-                wkc_tried: if validate { vec![false; n] } else { Vec::new() },
-                ok: 0,
-                done: 0,
-                multicast: false,
-                mc_done: false,
-                hop_limit,
-                depth,
-                timed_out: false,
-                timer: None,
-                observable: false,
-                watch: None,
-                repair: false,
-                hold: None,
-                share: 0,
-                via: Vec::new(),
-                root: id,
-                units: 0,
-                cut: None,
-                short_window: false,
-                note: None,
-                silent_text: None,
-            },
-        );
-        id
-    }
-
     /// `k` of job `id`'s own member requests ended (or will not be sent): they leave the hold of its
     /// top-level use on the quotas at once, so that a long use holds only what it may still send.
-    pub(super) fn release_units(&mut self, id: JobId, k: u64) {
+    pub(in crate::em) fn release_units(&mut self, id: JobId, k: u64) {
         let Some(job) = self.jobs.get_mut(&id) else { return };
         let k = k.min(job.units);
         if k == 0 {
@@ -81,7 +17,7 @@ impl EntityManager {
         let Some(mut hold) = self.jobs.get_mut(&root).and_then(|j| j.hold.take()) else { return };
         let k = usize::try_from(k).unwrap_or(usize::MAX).min(hold.amount);
         hold.amount -= k;
-        self.unhold(hold.client, &hold.entity, k);
+        self.quotas.give_back(hold.client, &hold.entity, k);
         if let Some(j) = self.jobs.get_mut(&root) {
             j.hold = Some(hold);
         }
@@ -91,7 +27,7 @@ impl EntityManager {
     /// back (a use paced by a long delay must not keep the new entity locked), and with `end` (the entity
     /// was deleted) they also end now — each answers with what arrived, the members still open marked with
     /// `why`. After an update they go on with the members they started with.
-    pub(super) fn end_jobs_of(&mut self, cx: &mut Context<'_>, name: &str, end: Option<&'static str>) {
+    pub(in crate::em) fn end_jobs_of(&mut self, cx: &mut Context<'_>, name: &str, end: Option<&'static str>) {
         let ids: Vec<JobId> = self
             .jobs
             .iter()
@@ -101,7 +37,7 @@ impl EntityManager {
         for id in ids {
             self.release_units(id, u64::MAX);
             if let Some(hold) = self.jobs.get_mut(&id).and_then(|j| j.hold.take()) {
-                self.release(hold);
+                self.quotas.release(hold);
             }
             if let (Some(why), Some(j)) = (end, self.jobs.get_mut(&id)) {
                 j.cut = Some(why);
@@ -117,7 +53,13 @@ impl EntityManager {
     /// in the NSTART=1 queue behind a silent member's (several uses of one entity, one member down) could
     /// otherwise keep the answer past the client's own EXCHANGE_LIFETIME (247 s), and the client would never
     /// see it. The answer then carries what arrived.
-    pub(super) fn default_deadline(&self, cx: &Context<'_>, n: usize, delay: Duration, multicast: bool) -> Instant {
+    pub(in crate::em) fn default_deadline(
+        &self,
+        cx: &Context<'_>,
+        n: usize,
+        delay: Duration,
+        multicast: bool,
+    ) -> Instant {
         let window =
             if multicast { self.config.multicast_leisure + self.config.multicast_slack } else { Duration::ZERO };
         let mtw = cx.endpoint().config().params.max_transmit_wait();
@@ -126,7 +68,7 @@ impl EntityManager {
 
     /// Starts a use (read or actuation) of an entity. Errors are answered by the caller.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn start_use(
+    pub(in crate::em) fn start_use(
         &mut self,
         cx: &mut Context<'_>,
         name: &str,
@@ -190,20 +132,22 @@ impl EntityManager {
             Sink::Parent { job, .. } => self.jobs.get(&job).map(|j| j.root),
             _ => None,
         };
-        let id = self.new_job(
+        let id = self.jobs.insert(
             now,
-            kind,
-            name,
-            sink,
-            items,
-            op,
-            emt == Emt::Con,
-            Duration::from(delay),
-            enr,
-            stop,
-            deadline,
-            hop_limit,
-            depth,
+            JobSpec {
+                kind,
+                entity: name.to_string(),
+                sink,
+                items,
+                op,
+                confirmable: emt == Emt::Con,
+                delay: Duration::from(delay),
+                enr,
+                stop_at_enr: stop,
+                deadline,
+                hop_limit,
+                depth,
+            },
         );
         if let Some(job) = self.jobs.get_mut(&id) {
             job.units = units;
@@ -227,7 +171,7 @@ impl EntityManager {
     }
 
     /// The one NON multicast request of a multicast entity's use.
-    pub(super) fn start_multicast(&mut self, cx: &mut Context<'_>, id: JobId, group: Option<IpAddr>) {
+    pub(in crate::em) fn start_multicast(&mut self, cx: &mut Context<'_>, id: JobId, group: Option<IpAddr>) {
         let window = self.config.multicast_leisure + self.config.multicast_slack;
         let override_port = self.config.multicast_port;
         let Some(job) = self.jobs.get_mut(&id) else { return };
@@ -259,7 +203,7 @@ impl EntityManager {
         let params = SendParams { confirmable: false, multicast_window: Some(window), ..SendParams::default() };
         match cx.request(SocketAddr::new(group, port), req, params) {
             Ok(rid) => {
-                self.requests.insert(rid, (id, None));
+                self.jobs.track(rid, id, None);
             }
             Err(e) => {
                 warn!(error = %e, "multicast request not sent");
@@ -269,7 +213,12 @@ impl EntityManager {
     }
 
     /// The request to send to a remote member for a job.
-    pub(super) fn member_request(&self, job: &Job, i: usize, target: &Target) -> Option<(SocketAddr, Request, bool)> {
+    pub(in crate::em) fn member_request(
+        &self,
+        job: &Job,
+        i: usize,
+        target: &Target,
+    ) -> Option<(SocketAddr, Request, bool)> {
         let Target::Remote { addr, path, query, entity } = target else { return None };
         let mut req = Request::new(Code::GET);
         let resource = |req: &mut Request| {
@@ -337,7 +286,7 @@ impl EntityManager {
         Some((*addr, req, confirmable))
     }
 
-    pub(super) fn send_slot(&mut self, cx: &mut Context<'_>, id: JobId, i: usize) {
+    pub(in crate::em) fn send_slot(&mut self, cx: &mut Context<'_>, id: JobId, i: usize) {
         let Some(job) = self.jobs.get(&id) else { return };
         let items = job.items.clone();
         let target = &items[i].target;
@@ -381,7 +330,7 @@ impl EntityManager {
                     let watch = job.watch.clone();
                     match cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
                         Ok(rid) => {
-                            self.requests.insert(rid, (id, Some(i)));
+                            self.jobs.track(rid, id, Some(i));
                             if let Some(key) = watch {
                                 self.watch_track(id, &key, i, rid);
                             }
@@ -392,25 +341,11 @@ impl EntityManager {
                 }
             }
         };
-        self.set_slot(id, i, slot);
-    }
-
-    pub(super) fn set_slot(&mut self, id: JobId, i: usize, slot: Slot) {
-        let Some(job) = self.jobs.get_mut(&id) else { return };
-        if let Slot::Done(res) = &slot {
-            if matches!(job.slots[i], Slot::Done(_)) {
-                return; // a second reply from the same member (multicast) counts once
-            }
-            job.done += 1;
-            if res.ok() {
-                job.ok += 1;
-            }
-        }
-        job.slots[i] = slot;
+        self.jobs.set_slot(id, i, slot);
     }
 
     /// Sends what is due, finishes the job if it is complete, re-arms its timer.
-    pub(super) fn drive(&mut self, cx: &mut Context<'_>, id: JobId) {
+    pub(in crate::em) fn drive(&mut self, cx: &mut Context<'_>, id: JobId) {
         let now = cx.now();
         loop {
             let Some(job) = self.jobs.get(&id) else { return };
@@ -436,27 +371,71 @@ impl EntityManager {
             }
             break;
         }
-        let Some(job) = self.jobs.get_mut(&id) else { return };
-        let wake = job.wake_at();
-        if job.timer != wake {
-            if let Some(old) = job.timer.take() {
-                self.timers.remove(&(old, id));
+        self.jobs.rearm(id);
+    }
+
+    /// A member request of a job answered, failed or (a multicast request) ended: the member's slot takes
+    /// the result, and the job goes on. `false`: `rid` is no job's request.
+    pub(in crate::em) fn member_response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: Outcome) -> bool {
+        let Some((jid, slot)) = self.jobs.request(rid) else { return false };
+        match slot {
+            Some(i) => {
+                self.jobs.forget(rid);
+                let res = match outcome {
+                    Outcome::Response { response, .. } => {
+                        // Validation falls back to /.well-known/core for resources that refuse GET.
+                        let retry = self.jobs.get(&jid).is_some_and(|j| {
+                            matches!(j.kind, Kind::Validate)
+                                && response.code == Code::METHOD_NOT_ALLOWED
+                                && !j.wkc_tried.get(i).copied().unwrap_or(true)
+                        });
+                        if retry {
+                            if let Some(j) = self.jobs.get_mut(&jid) {
+                                j.wkc_tried[i] = true;
+                            }
+                            self.send_slot(cx, jid, i);
+                            self.drive(cx, jid);
+                            return true;
+                        }
+                        self.note_reach(jid, i, None);
+                        member_result(self.parses(jid), &response)
+                    }
+                    Outcome::Failed(e) => {
+                        // An ICMP error (RequestError::Unreachable) ends the exchange at once: the use
+                        // answers without waiting for the member, its reason in the diagnostic.
+                        self.note_reach(jid, i, Some(e.to_string()));
+                        Res::failed(e.to_string())
+                    }
+                    Outcome::MulticastDone | Outcome::Pong { .. } => Res::failed("no response"),
+                };
+                self.release_units(jid, 1);
+                self.jobs.set_slot(jid, i, Slot::Done(res));
             }
-            if let Some(w) = wake {
-                self.timers.insert((w, id));
-            }
-            job.timer = wake;
+            None => match outcome {
+                Outcome::Response { from, response } => match self.jobs.multicast_slot(jid, from) {
+                    Some(i) => {
+                        let res = member_result(self.parses(jid), &response);
+                        self.jobs.set_slot(jid, i, Slot::Done(res));
+                    }
+                    None => debug!(%from, "multicast reply from a non-member or a duplicate; ignored"),
+                },
+                _ => {
+                    self.jobs.forget(rid);
+                    if let Some(j) = self.jobs.get_mut(&jid) {
+                        j.mc_done = true;
+                    }
+                }
+            },
         }
+        self.drive(cx, jid);
+        true
     }
 
     /// `repair=unicast`: the multicast window closed with members silent. The multicast request ends and
     /// the job goes on as a unicast use of the silent members only, by CON, paced by the entity's delay.
-    pub(super) fn start_repair(&mut self, cx: &mut Context<'_>, id: JobId) {
-        let mine: Vec<RequestId> =
-            self.requests.iter().filter(|(_, (j, s))| *j == id && s.is_none()).map(|(r, _)| *r).collect();
-        for rid in mine {
+    pub(in crate::em) fn start_repair(&mut self, cx: &mut Context<'_>, id: JobId) {
+        for rid in self.jobs.take_multicast(id) {
             cx.cancel(rid);
-            self.requests.remove(&rid);
         }
         let Some(job) = self.jobs.get(&id) else { return };
         let silent = job.slots.iter().filter(|s| matches!(s, Slot::Waiting)).count();
@@ -474,37 +453,32 @@ impl EntityManager {
     }
 
     /// Delivers queued child results to their parents until nothing is left.
-    pub(super) fn pump(&mut self, cx: &mut Context<'_>) {
-        while let Some((parent, slot, res)) = self.ready.pop() {
+    pub(in crate::em) fn pump(&mut self, cx: &mut Context<'_>) {
+        while let Some((parent, slot, res)) = self.jobs.pop_ready() {
             let live = self.jobs.get(&parent).is_some_and(|j| matches!(j.slots.get(slot), Some(Slot::Child(_))));
             if live {
-                self.set_slot(parent, slot, Slot::Done(res));
+                self.jobs.set_slot(parent, slot, Slot::Done(res));
                 self.drive(cx, parent);
             }
         }
     }
 
     /// Abandons a job and everything it started (no answer is sent).
-    pub(super) fn cancel_job(&mut self, cx: &mut Context<'_>, id: JobId) {
+    pub(in crate::em) fn cancel_job(&mut self, cx: &mut Context<'_>, id: JobId) {
         self.release_units(id, u64::MAX);
         let Some(mut job) = self.jobs.remove(&id) else { return };
         if let Some(h) = job.hold.take() {
-            self.release(h);
+            self.quotas.release(h);
         }
-        if let Some(t) = job.timer.take() {
-            self.timers.remove(&(t, id));
-        }
+        self.jobs.disarm(id, &mut job);
         self.release_outstanding(cx, id, &mut job, "cancelled");
     }
 
     /// Cancels the requests and child jobs still running for job `id`, marking their slots done with `why`.
-    pub(super) fn release_outstanding(&mut self, cx: &mut Context<'_>, id: JobId, job: &mut Job, why: &str) {
+    pub(in crate::em) fn release_outstanding(&mut self, cx: &mut Context<'_>, id: JobId, job: &mut Job, why: &str) {
         if job.multicast {
-            let mine: Vec<RequestId> =
-                self.requests.iter().filter(|(_, (j, s))| *j == id && s.is_none()).map(|(r, _)| *r).collect();
-            for rid in mine {
+            for rid in self.jobs.take_multicast(id) {
                 cx.cancel(rid);
-                self.requests.remove(&rid);
             }
             job.mc_done = true;
         }
@@ -512,10 +486,10 @@ impl EntityManager {
             match std::mem::replace(slot, Slot::Waiting) {
                 Slot::Requested(rid) => {
                     // A member observation of a watch goes on after the job that started it.
-                    if !self.watch_requests.contains_key(&rid) {
+                    if !self.watches.observes(rid) {
                         cx.cancel(rid);
                     }
-                    self.requests.remove(&rid);
+                    self.jobs.forget(rid);
                     *slot = Slot::Done(Res::failed(why));
                 }
                 Slot::Child(cid) => {
@@ -531,12 +505,12 @@ impl EntityManager {
         }
     }
 
-    pub(super) fn finish(&mut self, cx: &mut Context<'_>, id: JobId) {
+    pub(in crate::em) fn finish(&mut self, cx: &mut Context<'_>, id: JobId) {
         self.release_units(id, u64::MAX);
         self.note_silent(cx.now(), id);
         let Some(mut job) = self.jobs.remove(&id) else { return };
         if let Some(h) = job.hold.take() {
-            self.release(h);
+            self.quotas.release(h);
         }
         if job.watch.is_some() {
             self.watch_unasked(cx, id, &job);
@@ -544,9 +518,7 @@ impl EntityManager {
         if let Some(key) = &job.watch {
             self.watch_job_done(id, key);
         }
-        if let Some(t) = job.timer.take() {
-            self.timers.remove(&(t, id));
-        }
+        self.jobs.disarm(id, &mut job);
         let timed_out = job.timed_out || job.cut.is_some() || job.deadline.is_some_and(|d| cx.now() >= d);
         let silent_text = job.silent_text.take();
         let why = if let Some(cut) = job.cut {
@@ -593,171 +565,4 @@ impl EntityManager {
             self.note_reach(id, i, Some(why.to_string()));
         }
     }
-
-    pub(super) fn finish_use(&mut self, cx: &mut Context<'_>, job: Job, timed_out: bool) {
-        let n = job.slots.len();
-        let (code, payload_for, res_for_parent) = if let Kind::Actuate { .. } = job.kind {
-            let mut reports = Vec::with_capacity(n);
-            let mut all_ok = true;
-            let mut silent = false;
-            for (it, slot) in job.items.iter().zip(&job.slots) {
-                let text = match slot {
-                    Slot::Done(r) => {
-                        all_ok &= r.ok();
-                        silent |= r.code.is_none();
-                        r.describe()
-                    }
-                    _ => "not asked".into(),
-                };
-                reports.push(MemberReport { member: it.label.clone(), steps: vec![("result".into(), text)] });
-            }
-            let code = if all_ok {
-                Code::CHANGED
-            } else if silent || timed_out {
-                Code::GATEWAY_TIMEOUT
-            } else {
-                Code::BAD_GATEWAY
-            };
-            let head =
-                json!({ "entity": job.entity, "message": format!("{code:#}: {} of {n} members changed", job.ok) });
-            let text = format!("{code:#}: {} of {n} members changed", job.ok);
-            (code, Some((head, reports)), Res { code: Some(code), readings: Vec::new(), text })
-        } else {
-            let result = build_use_result(&job);
-            match result {
-                Err(msg) => {
-                    let code = Code::BAD_REQUEST;
-                    if let Sink::Client { id, .. } = job.sink {
-                        self.client_done();
-                        cx.respond(id, Response::error(code, msg));
-                        return;
-                    }
-                    (code, None, Res { code: Some(code), readings: Vec::new(), text: format!("{code:#}: {msg}") })
-                }
-                Ok(r) => {
-                    let code = if r.replies >= r.enr {
-                        Code::CONTENT
-                    } else if job.slots.iter().any(|s| matches!(s, Slot::Done(Res { code: None, .. }))) || timed_out {
-                        Code::GATEWAY_TIMEOUT
-                    } else {
-                        Code::BAD_GATEWAY
-                    };
-                    if let Sink::Client { id, accept } = job.sink {
-                        self.client_done();
-                        // Not enough replies: JSON and CBOR carry the errors in the document; text and SenML
-                        // cannot, so those get a diagnostic payload (RFC 7252 §5.5.2) naming each failure.
-                        let structured = matches!(accept.0, 50 | 60);
-                        let resp = if code == Code::CONTENT || structured {
-                            Response::new(code).with_content_format(accept).with_payload(r.render(accept))
-                        } else {
-                            Response::new(code).with_payload(r.diagnostic(code))
-                        };
-                        let resp = if job.observable && code == Code::CONTENT { resp.observable() } else { resp };
-                        cx.respond(id, resp);
-                        return;
-                    }
-                    let text = if code == Code::CONTENT {
-                        format!("{code:#} ({} of {} replies)", r.replies, r.members)
-                    } else {
-                        r.diagnostic(code).replace('\n', "; ")
-                    };
-                    let readings = if code.is_success() { r.into_readings() } else { Vec::new() };
-                    (code, None, Res { code: Some(code), readings, text })
-                }
-            }
-        };
-        match job.sink {
-            Sink::Client { id, accept } => {
-                self.client_done();
-                let (head, reports) = payload_for.unwrap_or((json!({}), Vec::new()));
-                let accept = if output::REPORT_FORMATS.contains(&accept) || accept.0 >= 110 {
-                    accept
-                } else {
-                    ContentFormat::TEXT_PLAIN
-                };
-                let resp = Response::new(code)
-                    .with_content_format(accept)
-                    .with_payload(output::render_reports(&head, &reports, accept));
-                cx.respond(id, resp);
-            }
-            Sink::Parent { job: parent, slot } => self.ready.push((parent, slot, res_for_parent)),
-            Sink::Flow => {}
-        }
-    }
-
-    pub(super) fn client_done(&mut self) {
-        self.client_jobs = self.client_jobs.saturating_sub(1);
-    }
-}
-
-/// Combines a read job's replies. `Err` names members with non-numeric values under an arithmetic op.
-pub(super) fn build_use_result(job: &Job) -> Result<UseResult, String> {
-    let done = || {
-        job.items.iter().zip(&job.slots).filter_map(|(it, s)| match s {
-            Slot::Done(r) => Some((it, r)),
-            _ => None,
-        })
-    };
-    let replies = done().filter(|(_, r)| r.ok()).count();
-    let success = replies >= job.enr;
-    let mut numbers = Vec::new();
-    if success && job.op.is_arithmetic() {
-        numbers.reserve(replies);
-        let mut non_numeric = Vec::new();
-        for (it, r) in done().filter(|(_, r)| r.ok()) {
-            match output::single_number(&r.readings) {
-                Some(v) => numbers.push(v),
-                None => non_numeric.push(it.label.as_str()),
-            }
-        }
-        if !non_numeric.is_empty() {
-            return Err(format!(
-                "eo={} needs numeric values, but {} answered with non-numeric representations",
-                job.op,
-                non_numeric.join(", ")
-            ));
-        }
-    }
-    let errors: Vec<(String, String)> =
-        done().filter(|(_, r)| !r.ok()).map(|(it, r)| (it.label.clone(), r.describe())).collect();
-    let aggregate = match job.op {
-        _ if !success => None,
-        Op::Lst => None,
-        Op::Count => Some(replies as f64),
-        op => output::aggregate(op, &numbers).map(|v| output::round_to_members(v, &numbers)),
-    };
-    // Values are listed for `lst` and for a partial answer (what did arrive).
-    let mut values = Vec::new();
-    if aggregate.is_none() {
-        for (it, r) in done().filter(|(_, r)| r.ok()) {
-            for rd in &r.readings {
-                let mut rd = rd.clone();
-                rd.name.insert(0, it.label.clone());
-                values.push(rd);
-            }
-        }
-    }
-    Ok(UseResult {
-        changed: job.note.as_deref().map(<[String]>::to_vec).unwrap_or_default(),
-        entity: job.entity.clone(),
-        op: job.op,
-        enr: job.enr,
-        members: job.slots.len(),
-        replies,
-        aggregate,
-        values,
-        errors,
-    })
-}
-
-/// A member's response as a slot result; `parse`: read its value (reads and validation).
-pub(super) fn member_result(parse: bool, response: &Response) -> Res {
-    let readings = if parse && response.code.is_success() {
-        output::parse_reply(response.options.content_format(), &response.payload)
-    } else {
-        Vec::new()
-    };
-    let text =
-        if response.code.is_success() { String::new() } else { output::code_text(response.code, &response.payload) };
-    Res { code: Some(response.code), readings, text }
 }

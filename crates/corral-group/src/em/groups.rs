@@ -1,5 +1,6 @@
-//! Crash-safe multicast membership: the journal, its reconciliation, and the reuse rules of group
-//! addresses (quarantine and a rate limit on allocation).
+//! Multicast groups: [`Groups`], the state of the group addresses and memberships — crash-safe membership
+//! (the journal and its reconciliation), the groups reserved by flows in progress, and the reuse rules of
+//! group addresses (quarantine and a rate limit on allocation).
 //!
 //! Before the EM asks a member to join or leave a group, the pair (group, member) goes into the store's
 //! journal; an entry leaves the journal when the membership is recorded by a committed entity or the
@@ -14,12 +15,84 @@ use super::*;
 /// How often strays are asked to leave again while any are left.
 pub(super) const RECONCILE_EVERY: Duration = Duration::from_secs(300);
 
+/// The group addresses and memberships the EM keeps track of (the entities' own groups are in the entity
+/// table).
+#[derive(Debug, Default)]
+pub(super) struct Groups {
+    /// Groups reserved by flows in progress.
+    reserved: HashSet<IpAddr>,
+    /// The membership journal, mirrored from the store.
+    journal: BTreeSet<(IpAddr, SocketAddr)>,
+    /// Released groups and when (Unix ms): the quarantine.
+    released: BTreeMap<IpAddr, u64>,
+    /// When stray memberships are next asked to leave.
+    next_reconcile: Option<Instant>,
+    /// The allocation rate limiter: tokens left and when they were last counted.
+    alloc_bucket: Option<(u32, Instant)>,
+}
+
+impl Groups {
+    /// The state a store holds: its journal and release times. Strays left by a crash are asked to leave
+    /// at the first wake-up.
+    pub(super) fn load(journal: &[(IpAddr, SocketAddr)], released: &BTreeMap<IpAddr, u64>) -> Groups {
+        Groups {
+            reserved: HashSet::new(),
+            journal: journal.iter().copied().collect(),
+            released: released.clone(),
+            next_reconcile: (!journal.is_empty()).then_some(Instant::ZERO),
+            alloc_bucket: None,
+        }
+    }
+
+    /// A flow holds `group` while it runs: it is neither allocated nor reconciled meanwhile.
+    pub(super) fn reserve(&mut self, group: IpAddr) {
+        self.reserved.insert(group);
+    }
+
+    pub(super) fn unreserve(&mut self, group: IpAddr) {
+        self.reserved.remove(&group);
+    }
+
+    /// `group` was released at `at` (Unix ms): its quarantine starts.
+    pub(super) fn released_at(&mut self, group: IpAddr, at: u64) {
+        self.released.insert(group, at);
+    }
+
+    /// When stray memberships are next asked to leave.
+    pub(super) fn next_reconcile(&self) -> Option<Instant> {
+        self.next_reconcile
+    }
+
+    pub(super) fn reconcile_due(&self, now: Instant) -> bool {
+        self.next_reconcile.is_some_and(|t| t <= now)
+    }
+
+    /// Takes one allocation from the rate limiter (a token bucket of `burst` refilled one per `every`), or
+    /// says how long until the next.
+    fn allocation_token(&mut self, now: Instant, every: Duration, burst: u32) -> Result<(), Duration> {
+        let (tokens, since) = self.alloc_bucket.unwrap_or((burst, now));
+        let (tokens, since) = if every.is_zero() {
+            (burst, now)
+        } else {
+            let n = now.saturating_since(since).as_micros() / every.as_micros();
+            let tokens = tokens.saturating_add(u32::try_from(n).unwrap_or(u32::MAX)).min(burst);
+            (tokens, if tokens == burst { now } else { since + every.saturating_mul(n) })
+        };
+        if tokens == 0 {
+            self.alloc_bucket = Some((0, since));
+            return Err((since + every).saturating_since(now));
+        }
+        self.alloc_bucket = Some((tokens - 1, since));
+        Ok(())
+    }
+}
+
 impl EntityManager {
     /// Journals `items` (their addresses) as possible members of `group` before a join or leave.
     pub(super) fn journal_note(&mut self, group: IpAddr, items: &[Item]) -> Result<(), StoreError> {
         let addrs = remote_addrs(items);
         self.store.journal_add(group, &addrs)?;
-        self.journal.extend(addrs.into_iter().map(|a| (group, a)));
+        self.groups.journal.extend(addrs.into_iter().map(|a| (group, a)));
         Ok(())
     }
 
@@ -31,7 +104,7 @@ impl EntityManager {
         match self.store.journal_remove(group, addrs) {
             Ok(()) => {
                 for a in addrs {
-                    self.journal.remove(&(group, *a));
+                    self.groups.journal.remove(&(group, *a));
                 }
             }
             // Kept in memory too: the next reconciliation asks again, which is harmless.
@@ -51,8 +124,8 @@ impl EntityManager {
             }
         }
         let mut out: BTreeMap<IpAddr, Vec<SocketAddr>> = BTreeMap::new();
-        for (g, a) in &self.journal {
-            if !recorded.contains(&(*g, *a)) && !self.reserved_groups.contains(g) {
+        for (g, a) in &self.groups.journal {
+            if !recorded.contains(&(*g, *a)) && !self.groups.reserved.contains(g) {
                 out.entry(*g).or_default().push(*a);
             }
         }
@@ -61,7 +134,7 @@ impl EntityManager {
 
     /// Asks every stray member to leave its group (one flow per group), unless a reconciliation runs.
     pub(super) fn reconcile(&mut self, cx: &mut Context<'_>) {
-        self.next_reconcile = None;
+        self.groups.next_reconcile = None;
         if self.busy.iter().any(|n| n.starts_with(RECONCILE_PREFIX)) {
             return;
         }
@@ -72,7 +145,7 @@ impl EntityManager {
             let items: Vec<Item> =
                 addrs.iter().map(|a| Item { label: uri::format_coap(*a, &[]), target: remote_target(*a) }).collect();
             self.busy.insert(name.clone());
-            self.reserved_groups.insert(g);
+            self.groups.reserve(g);
             let mut flow =
                 Flow::new(Action::Reconcile, name, None, None, None, None, items.clone().into(), Stage::LeavingAll);
             flow.allocated = Some(g);
@@ -82,8 +155,8 @@ impl EntityManager {
 
     /// Schedules the next reconciliation if strays are left.
     pub(super) fn schedule_reconcile(&mut self, now: Instant) {
-        if self.next_reconcile.is_none() && !self.strays().is_empty() {
-            self.next_reconcile = Some(now + RECONCILE_EVERY);
+        if self.groups.next_reconcile.is_none() && !self.strays().is_empty() {
+            self.groups.next_reconcile = Some(now + RECONCILE_EVERY);
         }
     }
 
@@ -100,11 +173,11 @@ impl EntityManager {
         let at = self.wall_ms(now);
         match self.store.release_group(group, at) {
             Ok(()) => {
-                self.released.insert(group, at);
+                self.groups.released_at(group, at);
             }
             Err(e) => warn!(%group, error = %e, "release time not stored; the group is quarantined in memory only"),
         }
-        self.released.insert(group, at);
+        self.groups.released_at(group, at);
     }
 
     /// The groups that may not be allocated now: in use, reserved by a flow, with a stray member, or
@@ -115,30 +188,15 @@ impl EntityManager {
         self.entities
             .values()
             .filter_map(|e| e.stored.group)
-            .chain(self.reserved_groups.iter().copied())
-            .chain(self.journal.iter().map(|(g, _)| *g))
-            .chain(self.released.iter().filter(|(_, at)| wall < at.saturating_add(q)).map(|(g, _)| *g))
+            .chain(self.groups.reserved.iter().copied())
+            .chain(self.groups.journal.iter().map(|(g, _)| *g))
+            .chain(self.groups.released.iter().filter(|(_, at)| wall < at.saturating_add(q)).map(|(g, _)| *g))
             .collect()
     }
 
-    /// Takes one allocation from the rate limiter (a token bucket), or says how long until the next.
+    /// Takes one allocation from the rate limiter, or says how long until the next.
     pub(super) fn allocation_token(&mut self, now: Instant) -> Result<(), Duration> {
-        let every = self.config.allocation_interval;
-        let burst = self.config.allocation_burst.max(1);
-        let (tokens, since) = self.alloc_bucket.unwrap_or((burst, now));
-        let (tokens, since) = if every.is_zero() {
-            (burst, now)
-        } else {
-            let n = now.saturating_since(since).as_micros() / every.as_micros();
-            let tokens = tokens.saturating_add(u32::try_from(n).unwrap_or(u32::MAX)).min(burst);
-            (tokens, if tokens == burst { now } else { since + every.saturating_mul(n) })
-        };
-        if tokens == 0 {
-            self.alloc_bucket = Some((0, since));
-            return Err((since + every).saturating_since(now));
-        }
-        self.alloc_bucket = Some((tokens - 1, since));
-        Ok(())
+        self.groups.allocation_token(now, self.config.allocation_interval, self.config.allocation_burst.max(1))
     }
 }
 

@@ -1,0 +1,169 @@
+//! A finished job's answer: the replies combined into a client's response, or into the result a parent
+//! job's slot takes.
+
+use super::*;
+
+impl EntityManager {
+    pub(in crate::em) fn finish_use(&mut self, cx: &mut Context<'_>, job: Job, timed_out: bool) {
+        let n = job.slots.len();
+        let (code, payload_for, res_for_parent) = if let Kind::Actuate { .. } = job.kind {
+            let mut reports = Vec::with_capacity(n);
+            let mut all_ok = true;
+            let mut silent = false;
+            for (it, slot) in job.items.iter().zip(&job.slots) {
+                let text = match slot {
+                    Slot::Done(r) => {
+                        all_ok &= r.ok();
+                        silent |= r.code.is_none();
+                        r.describe()
+                    }
+                    _ => "not asked".into(),
+                };
+                reports.push(MemberReport { member: it.label.clone(), steps: vec![("result".into(), text)] });
+            }
+            let code = if all_ok {
+                Code::CHANGED
+            } else if silent || timed_out {
+                Code::GATEWAY_TIMEOUT
+            } else {
+                Code::BAD_GATEWAY
+            };
+            let head =
+                json!({ "entity": job.entity, "message": format!("{code:#}: {} of {n} members changed", job.ok) });
+            let text = format!("{code:#}: {} of {n} members changed", job.ok);
+            (code, Some((head, reports)), Res { code: Some(code), readings: Vec::new(), text })
+        } else {
+            let result = build_use_result(&job);
+            match result {
+                Err(msg) => {
+                    let code = Code::BAD_REQUEST;
+                    if let Sink::Client { id, .. } = job.sink {
+                        self.jobs.client_done();
+                        cx.respond(id, Response::error(code, msg));
+                        return;
+                    }
+                    (code, None, Res { code: Some(code), readings: Vec::new(), text: format!("{code:#}: {msg}") })
+                }
+                Ok(r) => {
+                    let code = if r.replies >= r.enr {
+                        Code::CONTENT
+                    } else if job.slots.iter().any(|s| matches!(s, Slot::Done(Res { code: None, .. }))) || timed_out {
+                        Code::GATEWAY_TIMEOUT
+                    } else {
+                        Code::BAD_GATEWAY
+                    };
+                    if let Sink::Client { id, accept } = job.sink {
+                        self.jobs.client_done();
+                        // Not enough replies: JSON and CBOR carry the errors in the document; text and SenML
+                        // cannot, so those get a diagnostic payload (RFC 7252 §5.5.2) naming each failure.
+                        let structured = matches!(accept.0, 50 | 60);
+                        let resp = if code == Code::CONTENT || structured {
+                            Response::new(code).with_content_format(accept).with_payload(r.render(accept))
+                        } else {
+                            Response::new(code).with_payload(r.diagnostic(code))
+                        };
+                        let resp = if job.observable && code == Code::CONTENT { resp.observable() } else { resp };
+                        cx.respond(id, resp);
+                        return;
+                    }
+                    let text = if code == Code::CONTENT {
+                        format!("{code:#} ({} of {} replies)", r.replies, r.members)
+                    } else {
+                        r.diagnostic(code).replace('\n', "; ")
+                    };
+                    let readings = if code.is_success() { r.into_readings() } else { Vec::new() };
+                    (code, None, Res { code: Some(code), readings, text })
+                }
+            }
+        };
+        match job.sink {
+            Sink::Client { id, accept } => {
+                self.jobs.client_done();
+                let (head, reports) = payload_for.unwrap_or((json!({}), Vec::new()));
+                let accept = if output::REPORT_FORMATS.contains(&accept) || accept.0 >= 110 {
+                    accept
+                } else {
+                    ContentFormat::TEXT_PLAIN
+                };
+                let resp = Response::new(code)
+                    .with_content_format(accept)
+                    .with_payload(output::render_reports(&head, &reports, accept));
+                cx.respond(id, resp);
+            }
+            Sink::Parent { job: parent, slot } => self.jobs.push_ready(parent, slot, res_for_parent),
+            Sink::Flow => {}
+        }
+    }
+}
+
+/// Combines a read job's replies. `Err` names members with non-numeric values under an arithmetic op.
+pub(in crate::em) fn build_use_result(job: &Job) -> Result<UseResult, String> {
+    let done = || {
+        job.items.iter().zip(&job.slots).filter_map(|(it, s)| match s {
+            Slot::Done(r) => Some((it, r)),
+            _ => None,
+        })
+    };
+    let replies = done().filter(|(_, r)| r.ok()).count();
+    let success = replies >= job.enr;
+    let mut numbers = Vec::new();
+    if success && job.op.is_arithmetic() {
+        numbers.reserve(replies);
+        let mut non_numeric = Vec::new();
+        for (it, r) in done().filter(|(_, r)| r.ok()) {
+            match output::single_number(&r.readings) {
+                Some(v) => numbers.push(v),
+                None => non_numeric.push(it.label.as_str()),
+            }
+        }
+        if !non_numeric.is_empty() {
+            return Err(format!(
+                "eo={} needs numeric values, but {} answered with non-numeric representations",
+                job.op,
+                non_numeric.join(", ")
+            ));
+        }
+    }
+    let errors: Vec<(String, String)> =
+        done().filter(|(_, r)| !r.ok()).map(|(it, r)| (it.label.clone(), r.describe())).collect();
+    let aggregate = match job.op {
+        _ if !success => None,
+        Op::Lst => None,
+        Op::Count => Some(replies as f64),
+        op => output::aggregate(op, &numbers).map(|v| output::round_to_members(v, &numbers)),
+    };
+    // Values are listed for `lst` and for a partial answer (what did arrive).
+    let mut values = Vec::new();
+    if aggregate.is_none() {
+        for (it, r) in done().filter(|(_, r)| r.ok()) {
+            for rd in &r.readings {
+                let mut rd = rd.clone();
+                rd.name.insert(0, it.label.clone());
+                values.push(rd);
+            }
+        }
+    }
+    Ok(UseResult {
+        changed: job.note.as_deref().map(<[String]>::to_vec).unwrap_or_default(),
+        entity: job.entity.clone(),
+        op: job.op,
+        enr: job.enr,
+        members: job.slots.len(),
+        replies,
+        aggregate,
+        values,
+        errors,
+    })
+}
+
+/// A member's response as a slot result; `parse`: read its value (reads and validation).
+pub(in crate::em) fn member_result(parse: bool, response: &Response) -> Res {
+    let readings = if parse && response.code.is_success() {
+        output::parse_reply(response.options.content_format(), &response.payload)
+    } else {
+        Vec::new()
+    };
+    let text =
+        if response.code.is_success() { String::new() } else { output::code_text(response.code, &response.payload) };
+    Res { code: Some(response.code), readings, text }
+}

@@ -191,13 +191,30 @@ async fn multicast_request_on_ipv4_loopback() {
     server.shutdown().await;
 }
 
+/// A port where nothing listens answers with ICMP port unreachable: the request fails at once, naming the
+/// address, instead of waiting for its timeout (issue 27 item 1).
 #[tokio::test]
-async fn nobody_listening_times_out() {
+async fn nobody_listening_is_refused_at_once() {
     let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dead: SocketAddr = ([127, 0, 0, 1], port).into();
     let client = Client::bind("127.0.0.1:0").await.unwrap();
-    let r = client.get(&format!("coap://127.0.0.1:{port}/x")).timeout(Duration::from_millis(300)).await;
+    let r = client.get(&format!("coap://{dead}/x")).timeout(Duration::from_secs(30)).await;
+    assert!(matches!(r, Err(Error::Refused(a)) if a == dead), "{r:?}");
+    let r = client.get(&format!("coap://{dead}/x")).non().timeout(Duration::from_secs(30)).await;
+    assert!(matches!(r, Err(Error::Refused(a)) if a == dead), "{r:?}");
+    let stats = client.stats().await.unwrap();
+    assert_eq!(stats.table_sizes.client_exchanges, 0, "{stats:?}");
+}
+
+#[tokio::test]
+async fn a_peer_that_never_answers_times_out() {
+    // Bound and silent: no ICMP error, only the timeout.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let client = Client::bind("127.0.0.1:0").await.unwrap();
+    let r = client.get(&format!("coap://{addr}/x")).timeout(Duration::from_millis(300)).await;
     assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
-    let r = client.get(&format!("coap://127.0.0.1:{port}/x")).non().timeout(Duration::from_millis(100)).await;
+    let r = client.get(&format!("coap://{addr}/x")).non().timeout(Duration::from_millis(100)).await;
     assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
     // The timed-out exchanges are gone; nothing is left queued behind NSTART.
     let stats = client.stats().await.unwrap();
@@ -231,8 +248,9 @@ async fn shutdown_stops_answering() {
     let client = Client::bind("127.0.0.1:0").await.unwrap();
     assert_eq!(client.get(&u).await.unwrap().code, Code::CONTENT);
     server.shutdown().await;
-    let r = client.get(&u).non().timeout(Duration::from_millis(200)).await;
-    assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+    // Its socket is closed: the port answers ICMP unreachable.
+    let r = client.get(&u).non().timeout(Duration::from_secs(30)).await;
+    assert!(matches!(r, Err(Error::Refused(_))), "{r:?}");
 }
 
 /// Malformed datagrams and requests from many source ports: the server's tables stay within their limits

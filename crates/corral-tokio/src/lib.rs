@@ -146,6 +146,7 @@
 //! The allocator's share (four allocations and their frees) is about 800 of them; `memcpy` of owned messages
 //! about 500. See the README for the CPU time against the floor.
 
+mod addr;
 #[cfg(target_os = "linux")]
 pub mod blocking;
 mod client;

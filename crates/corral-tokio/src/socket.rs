@@ -6,6 +6,10 @@
 //! Addresses handed to the protocol core are canonical: an IPv4 peer reaching a dual-stack `[::]` socket
 //! appears as `1.2.3.4:p`, never as `[::ffff:1.2.3.4]:p`, and is mapped back when sending.
 
+pub(crate) use crate::addr::source_for;
+#[cfg(target_os = "linux")]
+pub(crate) use crate::addr::to_socket_addr;
+pub use crate::addr::{canonical, canonical_ip};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{self, IoSlice, IoSliceMut};
@@ -112,21 +116,6 @@ pub fn bind_std(addr: SocketAddr, opts: &SocketOptions) -> io::Result<std::net::
         let _ = socket.set_multicast_hops_v6(opts.multicast_hops);
     }
     Ok(socket.into())
-}
-
-/// Turns `::ffff:a.b.c.d` into `a.b.c.d`.
-pub fn canonical_ip(ip: IpAddr) -> IpAddr {
-    ip.to_canonical()
-}
-
-pub fn canonical(addr: SocketAddr) -> SocketAddr {
-    match addr {
-        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
-            Some(v4) => SocketAddr::new(IpAddr::V4(v4), v6.port()),
-            None => addr,
-        },
-        v4 => v4,
-    }
 }
 
 /// A bound socket with its `quinn-udp` state, not yet registered with a runtime: it can be made on one
@@ -549,24 +538,6 @@ fn sendmmsg_from(
         },
         Err(e) => Err(io::Error::from(e)),
     }
-}
-
-/// A socket address from `nix`'s storage (IPv4 or IPv6).
-#[cfg(target_os = "linux")]
-pub(crate) fn to_socket_addr(a: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
-    if let Some(v4) = a.as_sockaddr_in() {
-        return Some(SocketAddr::new(IpAddr::V4(v4.ip()), v4.port()));
-    }
-    a.as_sockaddr_in6().map(|v6| SocketAddr::new(IpAddr::V6(v6.ip()), v6.port()))
-}
-
-/// The address a datagram must name as its source on a socket bound to `local`: only on a wildcard-bound
-/// socket, and as IPv4 for an IPv4 peer of a dual-stack socket (the kernel sends it as IPv4).
-pub(crate) fn source_for(local: SocketAddr, src: Option<IpAddr>) -> Option<IpAddr> {
-    src.filter(|_| local.ip().is_unspecified()).map(|ip| match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
-        v4 => v4,
-    })
 }
 
 /// Buffers for one batched receive.

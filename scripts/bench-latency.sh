@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Latency and CPU per request of `corral serve`, libcoap's `coap-server-notls` and a bare echo floor
-# (scripts/coap-echo-floor.c), each under an independent closed-loop generator (go-coap's coap-load from
-# ../shared/tools/coap-load), at 1 and 16 clients, in one run.
+# (scripts/coap-echo-floor.c), each under an independent closed-loop generator (coap-load from
+# tools/coap-load, on go-coap), at 1 and 16 clients, in one run.
 #
 # Usage: scripts/bench-latency.sh [SECONDS] [ROUNDS] [extra `corral serve` args, e.g. --workers 2]
 #   defaults: 5 seconds per measurement, 1 round; CON GET of / (all three answer ~90 bytes of text).

@@ -5,7 +5,7 @@
 #   free_port         a UDP port on 127.0.0.1 that was free a moment ago
 #   cpu_ticks PID     the process's user+system CPU time in clock ticks (/proc/PID/stat)
 #   wait_up URI       waits (at most 5 s) until a CoAP GET of URI gets any answer
-#   build_coap_load   builds go-coap's coap-load (../shared/tools/coap-load) into $LOAD once
+#   build_coap_load   builds coap-load (tools/coap-load, on go-coap) into $LOAD once
 #   load_measure NAME URI CLIENTS SECONDS ROUND PID
 #                     runs coap-load (closed loop, CON GET, 1 s warm-up, on the client CPU) against URI and
 #                     prints "NAME CLIENTS req/s p50_us p99_us cpu_us_per_req errors ROUND", the CPU time
@@ -38,8 +38,7 @@ LOAD=${COAP_LOAD:-target/bench/coap-load}
 build_coap_load() {
   if [ ! -x "$LOAD" ]; then
     mkdir -p target/bench
-    (cd ../shared/tools/coap-load 2>/dev/null || cd /work/shared/tools/coap-load
-     GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o "$OLDPWD/$LOAD" ./cmd/load)
+    (cd tools/coap-load && GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o "$OLDPWD/$LOAD" .)
   fi
 }
 

@@ -1,0 +1,229 @@
+// coap-load measures a CoAP server with a client that is not corral's own: N closed-loop clients, each
+// with its own UDP socket and exactly one request in flight, for a fixed time after a warm-up. It prints
+// the answers by class, the latency quantiles and the rate, in the lines scripts/bench-lib.sh reads.
+//
+//	go build -o coap-load . && ./coap-load -uri coap://127.0.0.1:5683/test -c 16 -d 10s
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/plgd-dev/go-coap/v3/message"
+	"github.com/plgd-dev/go-coap/v3/message/codes"
+	"github.com/plgd-dev/go-coap/v3/udp"
+	"github.com/plgd-dev/go-coap/v3/udp/client"
+)
+
+type config struct {
+	host, path, query string
+	clients           int
+	duration, warmup  time.Duration
+	timeout           time.Duration
+	limit             int64
+	non               bool
+	method            codes.Code
+	payload           []byte
+}
+
+// tally is one client's count of what it measured (requests finished inside the measured window).
+type tally struct {
+	ok, non2xx, timeouts, errs int64
+	latencies                  []time.Duration
+}
+
+func main() {
+	cfg, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coap-load:", err)
+		os.Exit(2)
+	}
+	start := time.Now()
+	from, until := start.Add(cfg.warmup), start.Add(cfg.warmup+cfg.duration)
+	var sent atomic.Int64
+	tallies := make([]tally, cfg.clients)
+	var wg sync.WaitGroup
+	for i := range tallies {
+		conn, err := udp.Dial(cfg.host)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "coap-load: cannot reach", cfg.host+":", err)
+			os.Exit(1)
+		}
+		wg.Add(1)
+		go func(t *tally, conn *client.Conn) {
+			defer wg.Done()
+			defer conn.Close()
+			run(cfg, conn, t, from, until, &sent)
+		}(&tallies[i], conn)
+	}
+	wg.Wait()
+	report(cfg, tallies)
+}
+
+func parseFlags() (config, error) {
+	uri := flag.String("uri", "", "the resource, coap://HOST:PORT/PATH[?QUERY] (required)")
+	clients := flag.Int("c", 1, "closed-loop clients, each with its own socket and one request in flight")
+	duration := flag.Duration("d", 10*time.Second, "how long to measure, after the warm-up")
+	warmup := flag.Duration("warmup", time.Second, "how long to send before measuring (not counted)")
+	timeout := flag.Duration("timeout", 5*time.Second, "how long one request may take before it counts as a timeout")
+	limit := flag.Int64("n", 0, "stop after this many requests from all clients together (0: no cap)")
+	non := flag.Bool("non", false, "send non-confirmable requests (default: confirmable)")
+	method := flag.String("m", "GET", "the method: GET, POST or PUT")
+	payload := flag.Int("payload", 0, "bytes of payload for POST or PUT")
+	flag.Parse()
+	cfg := config{clients: *clients, duration: *duration, warmup: *warmup, timeout: *timeout, limit: *limit, non: *non}
+	u, err := url.Parse(*uri)
+	if err != nil || u.Scheme != "coap" || u.Host == "" {
+		return cfg, fmt.Errorf("-uri must be coap://HOST:PORT/PATH, got %q", *uri)
+	}
+	cfg.host = u.Host
+	if u.Port() == "" {
+		cfg.host = u.Host + ":5683"
+	}
+	cfg.path, cfg.query = u.Path, u.RawQuery
+	if cfg.path == "" {
+		cfg.path = "/"
+	}
+	switch strings.ToUpper(*method) {
+	case "GET":
+		cfg.method = codes.GET
+	case "POST":
+		cfg.method = codes.POST
+	case "PUT":
+		cfg.method = codes.PUT
+	default:
+		return cfg, fmt.Errorf("-m must be GET, POST or PUT, got %q", *method)
+	}
+	if *payload > 0 {
+		if cfg.method == codes.GET {
+			return cfg, errors.New("-payload needs -m POST or -m PUT")
+		}
+		cfg.payload = bytes.Repeat([]byte{'x'}, *payload)
+	}
+	if cfg.clients < 1 || cfg.duration <= 0 || cfg.timeout <= 0 || cfg.warmup < 0 {
+		return cfg, errors.New("-c must be at least 1, -d and -timeout above 0, -warmup not negative")
+	}
+	return cfg, nil
+}
+
+// run sends one request at a time until the measured window ends (or the cap is reached), counting the
+// requests that finish inside the window.
+func run(cfg config, conn *client.Conn, t *tally, from, until time.Time, sent *atomic.Int64) {
+	for {
+		begun := time.Now()
+		if !begun.Before(until) || (cfg.limit > 0 && sent.Add(1) > cfg.limit) {
+			return
+		}
+		code, err := once(cfg, conn)
+		done := time.Now()
+		if err != nil && closed(conn) {
+			// The socket failed (an ICMP error on a connected socket closes go-coap's connection): this
+			// client cannot go on; counted once, whenever it happened.
+			t.errs++
+			fmt.Fprintln(os.Stderr, "coap-load: a client stopped:", err)
+			return
+		}
+		if done.Before(from) || !done.Before(until) {
+			continue
+		}
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			t.timeouts++
+		case err != nil:
+			t.errs++
+		case code >= codes.Created && code < codes.BadRequest:
+			t.ok++
+			t.latencies = append(t.latencies, done.Sub(begun))
+		default:
+			t.non2xx++
+		}
+	}
+}
+
+func closed(conn *client.Conn) bool {
+	select {
+	case <-conn.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// once sends one request and returns the response's code.
+func once(cfg config, conn *client.Conn) (codes.Code, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	defer cancel()
+	req := conn.AcquireMessage(ctx)
+	defer conn.ReleaseMessage(req)
+	token, err := message.GetToken()
+	if err != nil {
+		return 0, err
+	}
+	req.SetCode(cfg.method)
+	req.SetToken(token)
+	if err := req.SetPath(cfg.path); err != nil {
+		return 0, err
+	}
+	if cfg.query != "" {
+		for _, q := range strings.Split(cfg.query, "&") {
+			req.AddQuery(q)
+		}
+	}
+	if cfg.payload != nil {
+		req.SetContentFormat(message.TextPlain)
+		req.SetBody(bytes.NewReader(cfg.payload))
+	}
+	if cfg.non {
+		req.SetType(message.NonConfirmable)
+	} else {
+		req.SetType(message.Confirmable)
+	}
+	resp, err := conn.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.ReleaseMessage(resp)
+	return resp.Code(), nil
+}
+
+func report(cfg config, tallies []tally) {
+	var sum tally
+	for _, t := range tallies {
+		sum.ok += t.ok
+		sum.non2xx += t.non2xx
+		sum.timeouts += t.timeouts
+		sum.errs += t.errs
+		sum.latencies = append(sum.latencies, t.latencies...)
+	}
+	kind := "CON"
+	if cfg.non {
+		kind = "NON"
+	}
+	fmt.Printf("coap://%s%s: %d clients, %s %s, %v measured after %v of warm-up\n",
+		cfg.host, cfg.path, cfg.clients, kind, cfg.method, cfg.duration, cfg.warmup)
+	fmt.Printf("ok: %d\nnon-2.xx: %d\ntimeouts: %d\nerrors: %d\n", sum.ok, sum.non2xx, sum.timeouts, sum.errs)
+	lat := sum.latencies
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	q := func(p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[int(p*float64(len(lat)-1))]
+	}
+	max := time.Duration(0)
+	if len(lat) > 0 {
+		max = lat[len(lat)-1]
+	}
+	fmt.Printf("latency p50: %v, p90: %v, p99: %v, max: %v\n", q(0.5), q(0.9), q(0.99), max)
+	fmt.Printf("req/s: %.1f\n", float64(sum.ok)/cfg.duration.Seconds())
+}

@@ -20,6 +20,25 @@ fn spoof_child() {
     spoof::child();
 }
 
+/// The spoofer itself: a datagram forged in the clients' namespace reaches a server in the other with
+/// the forged source address (else every attack below would pass without having been made).
+#[test]
+fn spoofed_datagrams_arrive_with_the_forged_source() {
+    let Some(net) = Pair::new("self", &[]) else { return };
+    let listener = "import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('10.77.0.1',47000))\nprint('ready',flush=True)\ns.settimeout(10)\nd,a=s.recvfrom(100)\nprint(a[0],a[1],d.decode(),flush=True)";
+    let mut child = net.in_g("python3").args(["-c", listener]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let forged = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 55), 4242);
+    net.spoof(&[(forged, SocketAddrV4::new(SERVER, 47000), b"forged".to_vec())]);
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let _ = child.wait();
+    assert_eq!(line.trim(), "10.77.0.55 4242 forged");
+}
+
 fn addrs(j: &Json) -> Vec<SocketAddr> {
     j.as_array().expect("an address list").iter().map(|a| a.as_str().unwrap().parse().unwrap()).collect()
 }

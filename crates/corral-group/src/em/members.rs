@@ -8,8 +8,8 @@ impl EntityManager {
     /// entity's profile to show (see `Entity::unreachable`). Only members of the entity as it is now.
     pub(super) fn note_reach(&mut self, id: JobId, i: usize, failure: Option<String>) {
         let Some(job) = self.jobs.get(&id) else { return };
-        let Some(item) = job.items.get(i).filter(|it| matches!(it.target, Target::Remote { .. })) else { return };
-        let Some(e) = self.entities.get_mut(&job.entity) else { return };
+        let Some(item) = job.spec.items.get(i).filter(|it| matches!(it.target, Target::Remote { .. })) else { return };
+        let Some(e) = self.entities.get_mut(&job.spec.entity) else { return };
         match failure {
             None => {
                 if !e.unreachable.is_empty() {

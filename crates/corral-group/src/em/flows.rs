@@ -535,7 +535,7 @@ impl EntityManager {
         }
         let mut profile = Profile::default();
         profile.apply(&patch);
-        profile.check().map_err(|e| bad(e.0))?;
+        profile.check().map_err(|e| bad(e.to_string()))?;
         self.check_window(&profile)?;
         let items = self.resolve_items(&profile.er)?;
         self.police(&items)?;
@@ -606,7 +606,7 @@ impl EntityManager {
         };
         profile.apply(&patch);
         profile.mcst_uri = old.profile.mcst_uri.clone();
-        profile.check().map_err(|e| bad(e.0))?;
+        profile.check().map_err(|e| bad(e.to_string()))?;
         self.check_window(&profile)?;
         let allow_offline = Self::allow_offline(req, &profile)?;
         let items = self.resolve_items(&profile.er)?;

@@ -39,7 +39,7 @@ impl EntityManager {
                     let code = Code::BAD_REQUEST;
                     if let Sink::Client { id, .. } = job.spec.sink {
                         self.jobs.client_done();
-                        cx.respond(id, Response::error(code, msg));
+                        cx.respond(id, Response::error(code, msg.to_string()));
                         return;
                     }
                     (code, None, Res { code: Some(code), readings: Vec::new(), text: format!("{code:#}: {msg}") })
@@ -96,8 +96,26 @@ impl EntityManager {
     }
 }
 
+/// Members that answered with non-numeric values under an arithmetic operation: the operation and the
+/// members, which the 4.00 answer names.
+pub(in crate::em) struct NonNumeric {
+    op: Op,
+    members: Vec<String>,
+}
+
+impl std::fmt::Display for NonNumeric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "eo={} needs numeric values, but {} answered with non-numeric representations",
+            self.op,
+            self.members.join(", ")
+        )
+    }
+}
+
 /// Combines a read job's replies. `Err` names members with non-numeric values under an arithmetic op.
-pub(in crate::em) fn build_use_result(job: &Job) -> Result<UseResult, String> {
+pub(in crate::em) fn build_use_result(job: &Job) -> Result<UseResult, NonNumeric> {
     let done = || {
         job.spec.items.iter().zip(&job.slots).filter_map(|(it, s)| match s {
             Slot::Done(r) => Some((it, r)),
@@ -113,15 +131,11 @@ pub(in crate::em) fn build_use_result(job: &Job) -> Result<UseResult, String> {
         for (it, r) in done().filter(|(_, r)| r.ok()) {
             match output::single_number(&r.readings) {
                 Some(v) => numbers.push(v),
-                None => non_numeric.push(it.label.as_str()),
+                None => non_numeric.push(it.label.clone()),
             }
         }
         if !non_numeric.is_empty() {
-            return Err(format!(
-                "eo={} needs numeric values, but {} answered with non-numeric representations",
-                job.spec.op,
-                non_numeric.join(", ")
-            ));
+            return Err(NonNumeric { op: job.spec.op, members: non_numeric });
         }
     }
     let errors: Vec<(String, String)> =

@@ -713,7 +713,7 @@ pub fn parse_link_members(text: &str) -> Result<Vec<String>, ProfileError> {
     corral_wire::link_format::parse(text)
         .map(|link| link.map(|l| l.target().trim().to_string()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| ProfileError::LinkFormat(e))
+        .map_err(ProfileError::LinkFormat)
 }
 
 #[cfg(test)]

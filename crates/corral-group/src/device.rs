@@ -247,6 +247,22 @@ enum Setting {
     Bool(bool),
 }
 
+/// A setting an actuator does not take: the actuator's help and what was given (`None`: a value of the
+/// wrong kind), for the 4.00 answer's diagnostic.
+struct BadSetting {
+    help: &'static str,
+    given: Option<String>,
+}
+
+impl std::fmt::Display for BadSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.given {
+            Some(given) => write!(f, "{}, not {given}", self.help),
+            None => f.write_str(self.help),
+        }
+    }
+}
+
 fn read_setting(cf: Option<ContentFormat>, payload: &[u8]) -> Result<Setting, Response> {
     let from_json = |j: serde_json::Value| match j {
         serde_json::Value::Number(n) => n.as_f64().map(Setting::Num),
@@ -294,23 +310,23 @@ impl Actuators {
         self.light
     }
 
-    fn set_shutter(&mut self, s: Setting) -> Result<(), String> {
+    fn set_shutter(&mut self, s: Setting) -> Result<(), BadSetting> {
         const HELP: &str = "shutter expects open, close, stop or a position 0 (open) to 100 (closed)";
         self.shutter = match s {
             Setting::Word(w) => match w.as_str() {
                 "open" | "up" => 0,
                 "close" | "closed" | "down" => 100,
                 "stop" => self.shutter,
-                _ => return Err(format!("{HELP}, not {w:?}")),
+                _ => return Err(BadSetting { help: HELP, given: Some(format!("{w:?}")) }),
             },
             Setting::Num(v) if (0.0..=100.0).contains(&v) && v.fract() == 0.0 => v as u8,
-            Setting::Num(v) => return Err(format!("{HELP}, not {v}")),
-            Setting::Bool(_) => return Err(HELP.into()),
+            Setting::Num(v) => return Err(BadSetting { help: HELP, given: Some(v.to_string()) }),
+            Setting::Bool(_) => return Err(BadSetting { help: HELP, given: None }),
         };
         Ok(())
     }
 
-    fn set_light(&mut self, s: Setting) -> Result<(), String> {
+    fn set_light(&mut self, s: Setting) -> Result<(), BadSetting> {
         const HELP: &str = "light expects on, off, toggle, 1, 0, true or false";
         self.light = match s {
             Setting::Bool(b) => b,
@@ -319,9 +335,9 @@ impl Actuators {
                 "on" | "true" => true,
                 "off" | "false" => false,
                 "toggle" => !self.light,
-                _ => return Err(format!("{HELP}, not {w:?}")),
+                _ => return Err(BadSetting { help: HELP, given: Some(format!("{w:?}")) }),
             },
-            Setting::Num(v) => return Err(format!("{HELP}, not {v}")),
+            Setting::Num(v) => return Err(BadSetting { help: HELP, given: Some(v.to_string()) }),
         };
         Ok(())
     }
@@ -361,7 +377,7 @@ impl Service for Actuators {
                     let res = if which { self.set_shutter(s) } else { self.set_light(s) };
                     match res {
                         Ok(()) => Response::new(Code::CHANGED),
-                        Err(why) => Response::error(Code::BAD_REQUEST, why),
+                        Err(why) => Response::error(Code::BAD_REQUEST, why.to_string()),
                     }
                 }
             },

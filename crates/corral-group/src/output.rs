@@ -229,7 +229,7 @@ pub fn json_to_cbor(j: &Json) -> ciborium::Value {
 }
 
 /// Converts CBOR to JSON, for profile documents sent as CBOR. Byte strings and non-text keys are refused.
-pub fn cbor_to_json(c: &ciborium::Value) -> Result<Json, String> {
+pub fn cbor_to_json(c: &ciborium::Value) -> Result<Json, CborJsonError> {
     use ciborium::Value as C;
     Ok(match c {
         C::Null => Json::Null,
@@ -241,21 +241,45 @@ pub fn cbor_to_json(c: &ciborium::Value) -> Result<Json, String> {
                 Err(_) => json!(i as f64),
             }
         }
-        C::Float(f) => serde_json::Number::from_f64(*f).map(Json::Number).ok_or("non-finite number")?,
+        C::Float(f) => serde_json::Number::from_f64(*f).map(Json::Number).ok_or(CborJsonError::NonFinite)?,
         C::Text(s) => Json::String(s.clone()),
         C::Array(a) => Json::Array(a.iter().map(cbor_to_json).collect::<Result<_, _>>()?),
         C::Map(m) => {
             let mut out = Map::new();
             for (k, v) in m {
-                let C::Text(k) = k else { return Err("map keys must be text".into()) };
+                let C::Text(k) = k else { return Err(CborJsonError::NonTextKey) };
                 out.insert(k.clone(), cbor_to_json(v)?);
             }
             Json::Object(out)
         }
         C::Tag(_, inner) => cbor_to_json(inner)?,
-        _ => return Err("unsupported CBOR item (byte string or simple value)".into()),
+        _ => return Err(CborJsonError::Unsupported),
     })
 }
+
+/// Why a CBOR item has no JSON form ([`cbor_to_json`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CborJsonError {
+    /// A NaN or infinite float.
+    NonFinite,
+    /// A map key that is not text.
+    NonTextKey,
+    /// A byte string or a simple value.
+    Unsupported,
+}
+
+impl std::fmt::Display for CborJsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CborJsonError::NonFinite => "non-finite number",
+            CborJsonError::NonTextKey => "map keys must be text",
+            CborJsonError::Unsupported => "unsupported CBOR item (byte string or simple value)",
+        })
+    }
+}
+
+impl std::error::Error for CborJsonError {}
 
 /// Encodes JSON as JSON (50) or CBOR (60) bytes.
 pub fn encode_doc(j: &Json, cf: ContentFormat) -> Vec<u8> {

@@ -17,6 +17,7 @@
 
 pub use corral_proto::{canonical, Prefix};
 use serde::Deserialize;
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::str::FromStr;
 
@@ -42,6 +43,8 @@ impl Role {
     }
 }
 
+/// The error is a String: it is only ever shown to a person (a `--allow` option or a policy file that
+/// names a role that does not exist), and the CLI's option parsers are `Result<_, String>`.
 impl FromStr for Role {
     type Err = String;
     fn from_str(s: &str) -> Result<Role, String> {
@@ -115,35 +118,65 @@ impl MemberPolicy {
     }
 
     /// Checks a unicast member address; `Err` says why it is refused.
-    pub fn check(&self, addr: SocketAddr) -> Result<(), String> {
+    pub fn check(&self, addr: SocketAddr) -> Result<(), MemberRefusal> {
         let ip = canonical(addr.ip());
         if ip.is_unspecified() || ip.is_multicast() {
-            return Err(format!("{ip} is not a unicast address"));
+            return Err(MemberRefusal::NotUnicast(ip));
         }
         if ip == IpAddr::V4(Ipv4Addr::BROADCAST) || self.prefixes.iter().any(|p| p.broadcast() == Some(ip)) {
-            return Err(format!("{ip} is a broadcast address"));
+            return Err(MemberRefusal::Broadcast(ip));
         }
         if self.is_gateway(addr) {
-            return Err(format!("{addr} is this gateway (name its entities as /em/<name>)"));
+            return Err(MemberRefusal::Gateway(addr));
         }
         if !self.prefixes.is_empty() && !self.prefixes.iter().any(|p| p.contains(ip)) {
-            let allowed: Vec<String> = self.prefixes.iter().map(Prefix::to_string).collect();
-            return Err(format!(
-                "{ip} is outside the allowed member networks ({}; the gateway's --member-net)",
-                allowed.join(", ")
-            ));
+            return Err(MemberRefusal::OutsideNetworks { ip, allowed: self.prefixes.clone() });
         }
         if !self.ports.is_empty() && !self.ports.contains(&addr.port()) {
-            let allowed: Vec<String> = self.ports.iter().map(u16::to_string).collect();
-            return Err(format!(
-                "port {} is not an allowed member port ({}; the gateway's --member-port)",
-                addr.port(),
-                allowed.join(", ")
-            ));
+            return Err(MemberRefusal::Port { port: addr.port(), allowed: self.ports.clone() });
         }
         Ok(())
     }
 }
+
+/// Why the member policy refuses a member address ([`MemberPolicy::check`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemberRefusal {
+    /// The unspecified or a multicast address.
+    NotUnicast(IpAddr),
+    /// The limited broadcast address or the broadcast address of an allowed network.
+    Broadcast(IpAddr),
+    /// The gateway itself.
+    Gateway(SocketAddr),
+    /// An address outside the allowed networks (`--member-net`), which it lists.
+    OutsideNetworks { ip: IpAddr, allowed: Vec<Prefix> },
+    /// A port outside the allowed ones (`--member-port`), which it lists.
+    Port { port: u16, allowed: Vec<u16> },
+}
+
+impl fmt::Display for MemberRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |items: Vec<String>| items.join(", ");
+        match self {
+            MemberRefusal::NotUnicast(ip) => write!(f, "{ip} is not a unicast address"),
+            MemberRefusal::Broadcast(ip) => write!(f, "{ip} is a broadcast address"),
+            MemberRefusal::Gateway(addr) => write!(f, "{addr} is this gateway (name its entities as /em/<name>)"),
+            MemberRefusal::OutsideNetworks { ip, allowed } => write!(
+                f,
+                "{ip} is outside the allowed member networks ({}; the gateway's --member-net)",
+                list(allowed.iter().map(Prefix::to_string).collect())
+            ),
+            MemberRefusal::Port { port, allowed } => write!(
+                f,
+                "port {port} is not an allowed member port ({}; the gateway's --member-port)",
+                list(allowed.iter().map(u16::to_string).collect())
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MemberRefusal {}
 
 /// How much network work one client request, one client and one entity may cause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -254,7 +287,7 @@ mod tests {
             ("0.0.0.0:5683", "unicast"),
             ("224.0.1.187:5683", "unicast"),
         ] {
-            let e = pol.check(sa(bad)).unwrap_err();
+            let e = pol.check(sa(bad)).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
         assert!(MemberPolicy::default().check(sa("203.0.113.5:9")).is_ok(), "the library default is open");

@@ -5,6 +5,7 @@
 //! `mcstURI` must not suddenly reach another group); after that, addresses still in use are skipped. The
 //! cursor is persisted by the EM through the store before the address is used.
 
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// A range of multicast addresses: `base + first … base + first + size − 1`.
@@ -36,14 +37,14 @@ impl AddressPool {
     }
 
     /// Whether the pool is usable: multicast base, non-empty, every address multicast.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), PoolError> {
         if self.size == 0 {
-            return Err("empty multicast pool".into());
+            return Err(PoolError::Empty);
         }
         for off in [self.first, self.first.saturating_add(self.size - 1)] {
             match self.address(off) {
                 Some(a) if a.is_multicast() => {}
-                _ => return Err(format!("multicast pool {:?} leaves the multicast range", self.base)),
+                _ => return Err(PoolError::NotMulticast(self.base)),
             }
         }
         Ok(())
@@ -64,6 +65,27 @@ impl AddressPool {
         None
     }
 }
+
+/// Why an address pool is unusable ([`AddressPool::check`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PoolError {
+    /// The pool has no address.
+    Empty,
+    /// The pool (its base) reaches addresses that are not multicast.
+    NotMulticast(IpAddr),
+}
+
+impl fmt::Display for PoolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PoolError::Empty => f.write_str("empty multicast pool"),
+            PoolError::NotMulticast(base) => write!(f, "multicast pool {base:?} leaves the multicast range"),
+        }
+    }
+}
+
+impl std::error::Error for PoolError {}
 
 #[cfg(test)]
 mod tests {

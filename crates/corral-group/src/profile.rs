@@ -138,7 +138,7 @@ impl Repair {
 }
 
 fn parse_repair(s: &str) -> Result<Repair, ProfileError> {
-    Repair::parse(s).ok_or_else(|| perr(format!("repair={s:?}: expected none or unicast")))
+    Repair::parse(s).ok_or_else(|| invalid(Field::Repair, s))
 }
 
 /// The pause between successive unicast member requests.
@@ -232,18 +232,116 @@ impl Default for Profile {
     }
 }
 
-/// A profile field that is wrong; the text names the field and the problem.
+/// A profile field that is wrong; its text names the field and the problem (the EM answers 4.00 with it,
+/// the CLI prints it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProfileError(pub String);
+#[non_exhaustive]
+pub enum ProfileError {
+    /// The document is not a map.
+    NotAMap,
+    /// `er` is not an array.
+    MembersNotAnArray,
+    /// An `er` entry is not a string.
+    MemberNotAString,
+    /// `er` in a URI query (members go in the payload).
+    MembersInQuery,
+    /// `er` is empty.
+    NoMembers,
+    /// `er` lists more than [`MAX_MEMBERS`] members (how many).
+    TooManyMembers(usize),
+    /// `er` lists this member twice.
+    DuplicateMember(String),
+    /// A link-format member list does not parse.
+    LinkFormat(corral_wire::Error),
+    /// `enr=0`.
+    NoReplies,
+    /// `enr` is larger than the number of members.
+    TooManyReplies { enr: u32, members: usize },
+    /// The profile has no operation.
+    NoOperation,
+    /// An `eo` list names no operation.
+    NoOperationGiven,
+    /// `eo` names an operation that does not exist.
+    UnknownOperation(String),
+    /// `repair=unicast` on a unicast entity.
+    RepairNeedsMulticast,
+    /// A field's value does not parse.
+    Invalid { field: Field, value: String },
+    /// A field of a document has neither a string nor a number.
+    NotAScalar(String),
+    /// `via` names more than [`MAX_VIA`] gateways.
+    TooManyVias,
+    /// `ect` in a use request (it is fixed at creation).
+    EctPerRequest,
+    /// A document or a query names a field that is not a profile field.
+    UnknownField(String),
+    /// A use request has a query parameter that is not an override.
+    UnknownQuery(String),
+}
+
+/// A profile field or use override whose value is text to parse ([`ProfileError::Invalid`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Field {
+    Emt,
+    Ect,
+    Enr,
+    Delay,
+    Timeout,
+    Repair,
+    Budget,
+    Via,
+}
 
 impl fmt::Display for ProfileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        const KNOWN_OPS: &str = "known: lst avg min max sum count med";
+        match self {
+            ProfileError::NotAMap => f.write_str("the profile document must be a JSON/CBOR map"),
+            ProfileError::MembersNotAnArray => f.write_str("er: expected an array of member URIs"),
+            ProfileError::MemberNotAString => f.write_str("er: every member must be a URI string"),
+            ProfileError::MembersInQuery => f.write_str("er: members go in the payload, not in a query"),
+            ProfileError::NoMembers => f.write_str("er: an entity needs at least one member"),
+            ProfileError::TooManyMembers(n) => write!(f, "er: {n} members, at most {MAX_MEMBERS} are allowed"),
+            ProfileError::DuplicateMember(m) => write!(f, "er: member {m} is listed twice"),
+            ProfileError::LinkFormat(e) => write!(f, "link-format: {e}"),
+            ProfileError::NoReplies => f.write_str("enr=0: the number of replies must be at least 1"),
+            ProfileError::TooManyReplies { enr, members } => {
+                write!(f, "enr={enr} exceeds the number of members ({members})")
+            }
+            ProfileError::NoOperation => f.write_str("eo: at least one operation is needed"),
+            ProfileError::NoOperationGiven => f.write_str("eo: no operation given"),
+            ProfileError::UnknownOperation(op) => write!(f, "eo: unknown operation {op:?} ({KNOWN_OPS})"),
+            ProfileError::RepairNeedsMulticast => {
+                f.write_str("repair=unicast applies to multicast entities (ect=multicast) only")
+            }
+            ProfileError::Invalid { field, value: v } => match field {
+                Field::Emt => write!(f, "emt={v:?}: expected con or non"),
+                Field::Ect => write!(f, "ect={v:?}: expected unicast or multicast"),
+                Field::Enr => write!(f, "enr={v:?} is not a number"),
+                Field::Delay => write!(f, "delay={v:?} is neither a number of milliseconds nor auto"),
+                Field::Timeout => write!(f, "timeout={v:?} is not a number of milliseconds (0 to {MAX_MILLIS})"),
+                Field::Repair => write!(f, "repair={v:?}: expected none or unicast"),
+                Field::Budget => write!(f, "budget={v:?} is not a number of requests"),
+                Field::Via => write!(f, "via={v:?}: expected gateway IDs of 8 hex digits joined by '.'"),
+            },
+            ProfileError::NotAScalar(field) => write!(f, "{field}: expected a string or a number"),
+            ProfileError::TooManyVias => write!(f, "via: more than {MAX_VIA} gateways"),
+            ProfileError::EctPerRequest => {
+                f.write_str("ect cannot be overridden per request: it is fixed at creation (change membership instead)")
+            }
+            ProfileError::UnknownField(name) => write!(f, "unknown profile field {name:?}"),
+            ProfileError::UnknownQuery(name) => {
+                write!(f, "unknown query parameter {name:?} (use eo, enr, emt, delay, timeout, repair, budget, via)")
+            }
+        }
     }
 }
 
-fn perr(s: impl Into<String>) -> ProfileError {
-    ProfileError(s.into())
+impl std::error::Error for ProfileError {}
+
+fn invalid(field: Field, value: &str) -> ProfileError {
+    ProfileError::Invalid { field, value: value.to_string() }
 }
 
 /// Fields given in a document or a query, each optional: what a client said, before defaults.
@@ -307,29 +405,29 @@ impl Profile {
     /// not empty.
     pub fn check(&self) -> Result<(), ProfileError> {
         if self.er.is_empty() {
-            return Err(perr("er: an entity needs at least one member"));
+            return Err(ProfileError::NoMembers);
         }
         if self.er.len() > MAX_MEMBERS {
-            return Err(perr(format!("er: {} members, at most {MAX_MEMBERS} are allowed", self.er.len())));
+            return Err(ProfileError::TooManyMembers(self.er.len()));
         }
         for (i, m) in self.er.iter().enumerate() {
             if self.er[..i].iter().any(|o| o.trim() == m.trim()) {
-                return Err(perr(format!("er: member {m} is listed twice")));
+                return Err(ProfileError::DuplicateMember(m.clone()));
             }
         }
         if let Some(n) = self.enr {
             if n == 0 {
-                return Err(perr("enr=0: the number of replies must be at least 1"));
+                return Err(ProfileError::NoReplies);
             }
             if n as usize > self.er.len() {
-                return Err(perr(format!("enr={n} exceeds the number of members ({})", self.er.len())));
+                return Err(ProfileError::TooManyReplies { enr: n, members: self.er.len() });
             }
         }
         if self.eo.is_empty() {
-            return Err(perr("eo: at least one operation is needed"));
+            return Err(ProfileError::NoOperation);
         }
         if self.repair != Repair::None && self.ect != Ect::Multicast {
-            return Err(perr("repair=unicast applies to multicast entities (ect=multicast) only"));
+            return Err(ProfileError::RepairNeedsMulticast);
         }
         Ok(())
     }
@@ -398,31 +496,27 @@ impl Profile {
 fn parse_ops(s: &str) -> Result<Vec<Op>, ProfileError> {
     let mut ops = Vec::new();
     for item in s.split([',', ' ', '+', ';']).filter(|s| !s.is_empty()) {
-        let op = Op::parse(item)
-            .ok_or_else(|| perr(format!("eo: unknown operation {item:?} (known: lst avg min max sum count med)")))?;
+        let op = Op::parse(item).ok_or_else(|| ProfileError::UnknownOperation(item.to_string()))?;
         if !ops.contains(&op) {
             ops.push(op);
         }
     }
     if ops.is_empty() {
-        return Err(perr("eo: no operation given"));
+        return Err(ProfileError::NoOperationGiven);
     }
     Ok(ops)
 }
 
 fn parse_enr(s: &str) -> Result<u32, ProfileError> {
-    s.parse::<u32>().map_err(|_| perr(format!("enr={s:?} is not a number")))
+    s.parse::<u32>().map_err(|_| invalid(Field::Enr, s))
 }
 
 fn parse_timeout(s: &str) -> Result<u64, ProfileError> {
-    s.parse::<u64>()
-        .ok()
-        .filter(|v| *v <= MAX_MILLIS)
-        .ok_or_else(|| perr(format!("timeout={s:?} is not a number of milliseconds (0 to {MAX_MILLIS})")))
+    s.parse::<u64>().ok().filter(|v| *v <= MAX_MILLIS).ok_or_else(|| invalid(Field::Timeout, s))
 }
 
 fn parse_delay(s: &str) -> Result<Delay, ProfileError> {
-    Delay::parse(s).ok_or_else(|| perr(format!("delay={s:?} is neither a number of milliseconds nor auto")))
+    Delay::parse(s).ok_or_else(|| invalid(Field::Delay, s))
 }
 
 /// A JSON scalar as the string a query would carry, or an error naming the field.
@@ -431,7 +525,7 @@ fn scalar(field: &str, v: &Json) -> Result<String, ProfileError> {
         Json::String(s) => Ok(s.clone()),
         Json::Number(n) => Ok(n.to_string()),
         Json::Bool(b) => Ok(b.to_string()),
-        _ => Err(perr(format!("{field}: expected a string or a number"))),
+        _ => Err(ProfileError::NotAScalar(field.to_string())),
     }
 }
 
@@ -440,19 +534,19 @@ impl ProfilePatch {
     /// (a typo must not silently fall back to a default).
     pub fn from_json(doc: &Json) -> Result<ProfilePatch, ProfileError> {
         let Json::Object(m) = doc else {
-            return Err(perr("the profile document must be a JSON/CBOR map"));
+            return Err(ProfileError::NotAMap);
         };
         let mut p = ProfilePatch::default();
         for (k, v) in m {
             match k.as_str() {
                 "er" => {
                     let Json::Array(items) = v else {
-                        return Err(perr("er: expected an array of member URIs"));
+                        return Err(ProfileError::MembersNotAnArray);
                     };
                     let mut er = Vec::with_capacity(items.len());
                     for it in items {
                         let Json::String(s) = it else {
-                            return Err(perr("er: every member must be a URI string"));
+                            return Err(ProfileError::MemberNotAString);
                         };
                         er.push(s.trim().to_string());
                     }
@@ -529,22 +623,16 @@ impl ProfilePatch {
     /// Sets one field from its text form, as in a URI query (`enr=2`, `eo=avg,min`, `delay=auto`).
     pub fn set_text(&mut self, key: &str, value: &str) -> Result<(), ProfileError> {
         match key {
-            "emt" => {
-                self.emt = Some(Emt::parse(value).ok_or_else(|| perr(format!("emt={value:?}: expected con or non")))?)
-            }
-            "ect" => {
-                self.ect = Some(
-                    Ect::parse(value).ok_or_else(|| perr(format!("ect={value:?}: expected unicast or multicast")))?,
-                )
-            }
+            "emt" => self.emt = Some(Emt::parse(value).ok_or_else(|| invalid(Field::Emt, value))?),
+            "ect" => self.ect = Some(Ect::parse(value).ok_or_else(|| invalid(Field::Ect, value))?),
             "enr" => self.enr = Some(Some(parse_enr(value)?)),
             "eo" => self.eo = Some(parse_ops(value)?),
             "delay" => self.delay = Some(parse_delay(value)?),
             "timeout" => self.timeout = Some(Some(parse_timeout(value)?)),
             "mcstURI" => self.mcst_uri = Some(value.to_string()),
             "repair" => self.repair = Some(parse_repair(value)?),
-            "er" => return Err(perr("er: members go in the payload, not in a query")),
-            other => return Err(perr(format!("unknown profile field {other:?}"))),
+            "er" => return Err(ProfileError::MembersInQuery),
+            other => return Err(ProfileError::UnknownField(other.to_string())),
         }
         Ok(())
     }
@@ -587,47 +675,33 @@ impl UseOverrides {
         let mut o = UseOverrides::default();
         for (k, v) in queries {
             match k {
-                "eo" => {
-                    o.eo = Some(Op::parse(v).ok_or_else(|| {
-                        perr(format!("eo: unknown operation {v:?} (known: lst avg min max sum count med)"))
-                    })?)
-                }
+                "eo" => o.eo = Some(Op::parse(v).ok_or_else(|| ProfileError::UnknownOperation(v.to_string()))?),
                 "enr" => o.enr = Some(parse_enr(v)?),
-                "emt" => o.emt = Some(Emt::parse(v).ok_or_else(|| perr(format!("emt={v:?}: expected con or non")))?),
+                "emt" => o.emt = Some(Emt::parse(v).ok_or_else(|| invalid(Field::Emt, v))?),
                 "delay" => o.delay = Some(parse_delay(v)?),
                 "timeout" => o.timeout = Some(parse_timeout(v)?),
                 "repair" => o.repair = Some(parse_repair(v)?),
-                "budget" => {
-                    o.budget =
-                        Some(v.parse::<u32>().map_err(|_| perr(format!("budget={v:?} is not a number of requests")))?)
-                }
+                "budget" => o.budget = Some(v.parse::<u32>().map_err(|_| invalid(Field::Budget, v))?),
                 "via" => {
                     o.via = v
                         .split('.')
                         .map(|id| {
-                            u32::from_str_radix(id, 16).ok().filter(|_| id.len() == 8).ok_or_else(|| {
-                                perr(format!("via={v:?}: expected gateway IDs of 8 hex digits joined by '.'"))
-                            })
+                            u32::from_str_radix(id, 16)
+                                .ok()
+                                .filter(|_| id.len() == 8)
+                                .ok_or_else(|| invalid(Field::Via, v))
                         })
                         .collect::<Result<_, _>>()?;
                     if o.via.len() > MAX_VIA {
-                        return Err(perr(format!("via: more than {MAX_VIA} gateways")));
+                        return Err(ProfileError::TooManyVias);
                     }
                 }
-                "ect" => {
-                    return Err(perr(
-                        "ect cannot be overridden per request: it is fixed at creation (change membership instead)",
-                    ))
-                }
-                other => {
-                    return Err(perr(format!(
-                        "unknown query parameter {other:?} (use eo, enr, emt, delay, timeout, repair, budget, via)"
-                    )))
-                }
+                "ect" => return Err(ProfileError::EctPerRequest),
+                other => return Err(ProfileError::UnknownQuery(other.to_string())),
             }
         }
         if o.enr == Some(0) {
-            return Err(perr("enr=0: the number of replies must be at least 1"));
+            return Err(ProfileError::NoReplies);
         }
         Ok(o)
     }
@@ -639,7 +713,7 @@ pub fn parse_link_members(text: &str) -> Result<Vec<String>, ProfileError> {
     corral_wire::link_format::parse(text)
         .map(|link| link.map(|l| l.target().trim().to_string()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| perr(format!("link-format: {e}")))
+        .map_err(ProfileError::LinkFormat)
 }
 
 #[cfg(test)]
@@ -672,7 +746,7 @@ mod tests {
         let out = p.to_json();
         assert_eq!(out["eo"], serde_json::json!(["avg", "min"]));
         let bad: Json = serde_json::from_str(r#"{"er":["x"],"eoo":"avg"}"#).unwrap();
-        assert!(ProfilePatch::from_json(&bad).unwrap_err().0.contains("eoo"));
+        assert!(ProfilePatch::from_json(&bad).unwrap_err().to_string().contains("eoo"));
     }
 
     #[test]
@@ -708,11 +782,11 @@ mod tests {
     fn overrides() {
         let o = UseOverrides::parse([("eo", "avg"), ("enr", "2"), ("delay", "auto")]).unwrap();
         assert_eq!(o.eo, Some(Op::Avg));
-        assert!(UseOverrides::parse([("ect", "unicast")]).unwrap_err().0.contains("ect"));
-        assert!(UseOverrides::parse([("eo", "mode")]).unwrap_err().0.contains("unknown operation"));
-        assert!(UseOverrides::parse([("enr", "0")]).unwrap_err().0.contains("enr=0"));
+        assert!(UseOverrides::parse([("ect", "unicast")]).unwrap_err().to_string().contains("ect"));
+        assert!(UseOverrides::parse([("eo", "mode")]).unwrap_err().to_string().contains("unknown operation"));
+        assert!(UseOverrides::parse([("enr", "0")]).unwrap_err().to_string().contains("enr=0"));
         assert_eq!(UseOverrides::parse([("repair", "unicast")]).unwrap().repair, Some(Repair::Unicast));
-        assert!(UseOverrides::parse([("repair", "yes")]).unwrap_err().0.contains("none or unicast"));
+        assert!(UseOverrides::parse([("repair", "yes")]).unwrap_err().to_string().contains("none or unicast"));
     }
 
     #[test]
@@ -730,15 +804,15 @@ mod tests {
     fn checks() {
         let mut p = Profile { er: vec!["a".into(), "b".into()], ..Profile::default() };
         p.enr = Some(3);
-        assert!(p.check().unwrap_err().0.contains("enr=3"));
+        assert!(p.check().unwrap_err().to_string().contains("enr=3"));
         p.enr = Some(0);
-        assert!(p.check().unwrap_err().0.contains("enr=0"));
+        assert!(p.check().unwrap_err().to_string().contains("enr=0"));
         p.enr = None;
         p.er.push("a".into());
-        assert!(p.check().unwrap_err().0.contains("twice"));
+        assert!(p.check().unwrap_err().to_string().contains("twice"));
         p.er.pop();
         p.repair = Repair::Unicast;
-        assert!(p.check().unwrap_err().0.contains("multicast entities"));
+        assert!(p.check().unwrap_err().to_string().contains("multicast entities"));
         p.ect = Ect::Multicast;
         p.check().unwrap();
         assert_eq!(p.to_json()["repair"], "unicast");

@@ -67,19 +67,65 @@ pub struct Resolved {
     pub time: Option<f64>,
 }
 
-/// Why a pack is not valid SenML.
+/// Why a pack is not valid SenML. The decoders' own errors (serde_json, ciborium) are kept as their text:
+/// it is only ever shown to a person, in the answer that refuses the pack.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SenmlError(pub String);
+#[non_exhaustive]
+pub enum SenmlError {
+    /// The JSON does not parse as an array of objects (the parser's message).
+    NotJsonArray(String),
+    /// A JSON record does not have the SenML fields' types (the parser's message).
+    BadRecord(String),
+    /// The bytes are not CBOR (the parser's message).
+    NotCbor(String),
+    /// The CBOR is not an array.
+    NotCborArray,
+    /// A CBOR record is not a map.
+    RecordNotMap,
+    /// A CBOR label is neither an integer nor text.
+    BadLabel,
+    /// A label ending in `_` (RFC 8428 §4.4: must understand), which this decoder does not know.
+    MustUnderstand(String),
+    /// A label's value is not a number.
+    NotANumber(&'static str),
+    /// A label's value is not a text string.
+    NotText(&'static str),
+    /// `vb` is not a boolean.
+    VbNotBoolean,
+    /// Record `index`'s resolved name is empty or has characters outside the allowed set.
+    BadName { index: usize, name: String },
+    /// Record `index` has more than one of `v`, `vs`, `vb`, `vd`.
+    ManyValues { index: usize, name: String },
+    /// Record `index` has neither a value nor a sum.
+    NoValue { index: usize, name: String },
+}
 
 impl fmt::Display for SenmlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid SenML: {}", self.0)
+        f.write_str("invalid SenML: ")?;
+        match self {
+            SenmlError::NotJsonArray(e) => write!(f, "not a JSON array of objects: {e}"),
+            SenmlError::BadRecord(e) => write!(f, "bad record: {e}"),
+            SenmlError::NotCbor(e) => write!(f, "not CBOR: {e}"),
+            SenmlError::NotCborArray => f.write_str("not a CBOR array"),
+            SenmlError::RecordNotMap => f.write_str("a record is not a map"),
+            SenmlError::BadLabel => f.write_str("a label is neither an integer nor text"),
+            SenmlError::MustUnderstand(label) => write!(f, "unsupported must-understand label {label}"),
+            SenmlError::NotANumber(label) => write!(f, "{label} must be a number"),
+            SenmlError::NotText(label) => write!(f, "{label} must be a text string"),
+            SenmlError::VbNotBoolean => f.write_str("vb must be a boolean"),
+            SenmlError::BadName { index, name } => {
+                write!(f, "record {index}: name {name:?} is empty or has characters outside [A-Za-z0-9-:./_]")
+            }
+            SenmlError::ManyValues { index, name } => {
+                write!(f, "record {index} ({name}) has more than one value field")
+            }
+            SenmlError::NoValue { index, name } => write!(f, "record {index} ({name}) has neither a value nor a sum"),
+        }
     }
 }
 
-fn serr(s: impl Into<String>) -> SenmlError {
-    SenmlError(s.into())
-}
+impl std::error::Error for SenmlError {}
 
 /// Whether a resolved name is legal: non-empty, starts with a letter or digit, only `[A-Za-z0-9-:./_]`.
 pub fn valid_name(name: &str) -> bool {
@@ -111,13 +157,13 @@ pub fn encode_json(pack: &[Record]) -> Vec<u8> {
 /// Decodes a SenML JSON pack (no resolution).
 pub fn decode_json(bytes: &[u8]) -> Result<Vec<Record>, SenmlError> {
     let raw: Vec<serde_json::Map<String, serde_json::Value>> =
-        serde_json::from_slice(bytes).map_err(|e| serr(format!("not a JSON array of objects: {e}")))?;
+        serde_json::from_slice(bytes).map_err(|e| SenmlError::NotJsonArray(e.to_string()))?;
     raw.into_iter()
         .map(|m| {
             if let Some(k) = m.keys().find(|k| k.ends_with('_')) {
-                return Err(serr(format!("unsupported must-understand label {k}")));
+                return Err(SenmlError::MustUnderstand(k.clone()));
             }
-            serde_json::from_value(serde_json::Value::Object(m)).map_err(|e| serr(format!("bad record: {e}")))
+            serde_json::from_value(serde_json::Value::Object(m)).map_err(|e| SenmlError::BadRecord(e.to_string()))
         })
         .collect()
 }
@@ -191,28 +237,28 @@ pub fn encode_cbor(pack: &[Record]) -> Vec<u8> {
     out
 }
 
-fn cbor_num(v: &Cbor, label: &str) -> Result<f64, SenmlError> {
+fn cbor_num(v: &Cbor, label: &'static str) -> Result<f64, SenmlError> {
     match v {
         Cbor::Integer(i) => Ok(i128::from(*i) as f64),
         Cbor::Float(x) => Ok(*x),
-        _ => Err(serr(format!("{label} must be a number"))),
+        _ => Err(SenmlError::NotANumber(label)),
     }
 }
 
-fn cbor_text(v: &Cbor, label: &str) -> Result<String, SenmlError> {
+fn cbor_text(v: &Cbor, label: &'static str) -> Result<String, SenmlError> {
     match v {
         Cbor::Text(s) => Ok(s.clone()),
-        _ => Err(serr(format!("{label} must be a text string"))),
+        _ => Err(SenmlError::NotText(label)),
     }
 }
 
 /// Decodes a SenML CBOR pack (no resolution). Text labels (as in JSON) are accepted too.
 pub fn decode_cbor(bytes: &[u8]) -> Result<Vec<Record>, SenmlError> {
-    let v: Cbor = ciborium::from_reader(bytes).map_err(|e| serr(format!("not CBOR: {e}")))?;
-    let Cbor::Array(items) = v else { return Err(serr("not a CBOR array")) };
+    let v: Cbor = ciborium::from_reader(bytes).map_err(|e| SenmlError::NotCbor(e.to_string()))?;
+    let Cbor::Array(items) = v else { return Err(SenmlError::NotCborArray) };
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        let Cbor::Map(entries) = item else { return Err(serr("a record is not a map")) };
+        let Cbor::Map(entries) = item else { return Err(SenmlError::RecordNotMap) };
         let mut r = Record::default();
         for (k, v) in entries {
             let label: i128 = match &k {
@@ -233,12 +279,10 @@ pub fn decode_cbor(bytes: &[u8]) -> Result<Vec<Record>, SenmlError> {
                     "t" => 6,
                     "ut" => 7,
                     "vd" => 8,
-                    other if other.ends_with('_') => {
-                        return Err(serr(format!("unsupported must-understand label {other}")))
-                    }
+                    other if other.ends_with('_') => return Err(SenmlError::MustUnderstand(other.to_string())),
                     _ => continue,
                 },
-                _ => return Err(serr("a label is neither an integer nor text")),
+                _ => return Err(SenmlError::BadLabel),
             };
             match label {
                 -1 => r.bver = Some(cbor_num(&v, "bver")? as i64),
@@ -254,7 +298,7 @@ pub fn decode_cbor(bytes: &[u8]) -> Result<Vec<Record>, SenmlError> {
                 4 => {
                     r.vb = Some(match v {
                         Cbor::Bool(b) => b,
-                        _ => return Err(serr("vb must be a boolean")),
+                        _ => return Err(SenmlError::VbNotBoolean),
                     })
                 }
                 5 => r.s = Some(cbor_num(&v, "s")?),
@@ -292,11 +336,11 @@ pub fn resolve(pack: &[Record]) -> Result<Vec<Resolved>, SenmlError> {
         }
         let name = format!("{bn}{}", r.n.as_deref().unwrap_or(""));
         if !valid_name(&name) {
-            return Err(serr(format!("record {i}: name {name:?} is empty or has characters outside [A-Za-z0-9-:./_]")));
+            return Err(SenmlError::BadName { index: i, name });
         }
         let values = [r.v.is_some(), r.vs.is_some(), r.vb.is_some(), r.vd.is_some()].iter().filter(|b| **b).count();
         if values > 1 {
-            return Err(serr(format!("record {i} ({name}) has more than one value field")));
+            return Err(SenmlError::ManyValues { index: i, name });
         }
         let value = match (r.v, &r.vs, r.vb, &r.vd) {
             (Some(v), ..) => Some(Value::Num(v + bv.unwrap_or(0.0))),
@@ -307,7 +351,7 @@ pub fn resolve(pack: &[Record]) -> Result<Vec<Resolved>, SenmlError> {
         };
         let sum = r.s.map(|s| s + bs.unwrap_or(0.0));
         if value.is_none() && sum.is_none() {
-            return Err(serr(format!("record {i} ({name}) has neither a value nor a sum")));
+            return Err(SenmlError::NoValue { index: i, name });
         }
         out.push(Resolved {
             name,

@@ -11,6 +11,7 @@
 //! the EM serves them from its in-memory copy. Every write is one atomic transaction: after a crash the
 //! store holds the old state or the new one, never a mix.
 
+use crate::pool::PoolError;
 use crate::profile::Profile;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -56,8 +57,8 @@ pub enum StoreError {
     NewerSchema { found: i64, supported: i64 },
     /// A stored entity this EM cannot use (a member URI that does not resolve): the entity and why.
     Entity { name: String, why: String },
-    /// The configuration the entities are loaded with is invalid (an address pool): why.
-    Config(String),
+    /// The configuration the entities are loaded with is invalid: an address pool, and why.
+    Config(PoolError),
     /// A write refused on purpose ([`MemStore::fail_writes`]).
     Refused,
     /// A bug: what was asked of the store makes no sense.
@@ -80,7 +81,8 @@ impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("store: ")?;
         match self {
-            StoreError::Io(m) | StoreError::Sqlite(m) | StoreError::Config(m) => f.write_str(m),
+            StoreError::Io(m) | StoreError::Sqlite(m) => f.write_str(m),
+            StoreError::Config(e) => write!(f, "{e}"),
             StoreError::Corrupt(CorruptRow::Entity { name, column }) => {
                 write!(f, "entity {name}: unreadable {column} in the database")
             }

@@ -31,7 +31,8 @@ pub struct Column<R> {
 /// Reads a cell into its row.
 pub type Read<R> = fn(&mut R, &str) -> Result<(), Unreadable>;
 
-/// A cell that does not read back as its column's value: what it held.
+/// A cell that does not read back as its column's value: what it held. One fault, so no enum; the String
+/// is the cell's text (not a message), quoted in [`DataError::Malformed`]'s problem with its column.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unreadable(pub String);
 
@@ -341,7 +342,8 @@ fn parse_csv(text: &str) -> Vec<BTreeMap<&str, &str>> {
     lines.filter(|l| !l.is_empty()).map(|l| cols.iter().copied().zip(l.split(',')).collect()).collect()
 }
 
-/// Reads every row of `file` in `dir` into a row made by `blank` and filled by `columns`.
+/// Reads every row of `file` in `dir` into a row made by `blank` and filled by `columns`. `blank`'s error
+/// is the problem text of [`DataError::Malformed`], which is only ever shown to a person.
 fn read_rows<R>(
     dir: &Path,
     file: &str,

@@ -47,7 +47,7 @@ pub enum RunError {
     /// No connected placement of a floor's nodes (the scenario's fault: a floor too sparse for its radius).
     Placement { nodes: usize, width: f64, height: f64, radius: f64 },
     /// A forwarder's FIB rule does not parse (the scenario's fault, for `[[proxy.rule]]`).
-    Rule { at: String, reason: String },
+    Rule { at: String, reason: corral_proxy::BadPattern },
     /// The Entity Manager refused its configuration (a bug in the lab).
     EntityManager(corral_group::StoreError),
     /// The OSCORE contexts of a seed-001 deployment could not be derived (a bug in the lab).
@@ -146,7 +146,7 @@ impl std::error::Error for EmulatedError {
 pub enum DataError {
     /// A file could not be read or written.
     Io { path: PathBuf, source: std::io::Error },
-    /// A file does not read back: which file and what is wrong in it.
+    /// A file does not read back: which file and what is wrong in it (text only ever shown to a person).
     Malformed { path: PathBuf, problem: String },
     /// The scenario file of a report directory does not parse.
     Scenario { path: PathBuf, source: ScenarioError },

@@ -71,27 +71,25 @@ struct Pattern {
 }
 
 impl Pattern {
-    fn parse(text: &str) -> Result<Pattern, String> {
+    fn parse(text: &str) -> Result<Pattern, BadPattern> {
+        let bad = |fault| BadPattern { pattern: text.to_string(), fault };
         let (scheme, host, port, path) = if text.starts_with('/') {
             (None, None, None, text)
         } else {
-            let (scheme, rest) = text
-                .split_once("://")
-                .ok_or_else(|| format!("{text:?}: expected an absolute URI (coap://host/path) or a path (/path)"))?;
-            let scheme = Scheme::parse(scheme).ok_or_else(|| format!("{text:?}: unknown scheme {scheme:?}"))?;
+            let (scheme, rest) = text.split_once("://").ok_or_else(|| bad(PatternFault::NotAUriOrPath))?;
+            let scheme = Scheme::parse(scheme).ok_or_else(|| bad(PatternFault::UnknownScheme(scheme.to_string())))?;
             let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
             if authority == "*" {
                 (Some(scheme), None, None, path)
             } else {
                 // Let the URI parser handle hosts, IPv6 literals and ports.
-                let uri = Uri::parse(&format!("{scheme}://{authority}/"))
-                    .map_err(|e| format!("{text:?}: bad host in pattern: {e}"))?;
+                let uri = Uri::parse(&format!("{scheme}://{authority}/")).map_err(|e| bad(PatternFault::BadHost(e)))?;
                 let explicit_port = authority.rsplit_once(':').is_some_and(|(_, p)| !p.contains(']'));
                 (Some(scheme), Some(uri.host), explicit_port.then_some(uri.port), path)
             }
         };
         if path.contains(['?', '#']) {
-            return Err(format!("{text:?}: a pattern matches paths; it cannot have a query or fragment"));
+            return Err(bad(PatternFault::QueryOrFragment));
         }
         let mut segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
         let rest = segments.last().is_some_and(|s| s == "**");
@@ -99,7 +97,7 @@ impl Pattern {
             segments.pop();
         }
         if segments.iter().any(|s| s == "**") {
-            return Err(format!("{text:?}: `**` may only end a pattern"));
+            return Err(bad(PatternFault::InnerRest));
         }
         Ok(Pattern { scheme, host, port, segments, rest })
     }
@@ -134,6 +132,8 @@ pub struct Fib {
 pub struct FibError {
     /// 1-based line, 0 when the error has no place.
     pub line: usize,
+    /// What is wrong: the TOML parser's message, or a rule's fault ([`BadPattern`], a next hop) as text —
+    /// a String because it is only ever shown to a person, after the line.
     pub message: String,
 }
 
@@ -148,6 +148,44 @@ impl fmt::Display for FibError {
 }
 
 impl std::error::Error for FibError {}
+
+/// A `match` pattern that does not parse: the pattern as written and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadPattern {
+    pub pattern: String,
+    pub fault: PatternFault,
+}
+
+/// What is wrong with a `match` pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PatternFault {
+    /// Neither `scheme://authority/path` nor `/path`.
+    NotAUriOrPath,
+    /// A scheme CoAP does not have.
+    UnknownScheme(String),
+    /// The authority does not parse as a host and port.
+    BadHost(corral_proto::wire::Error),
+    /// A query or a fragment (patterns match paths).
+    QueryOrFragment,
+    /// `**` before the last segment.
+    InnerRest,
+}
+
+impl fmt::Display for BadPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: ", self.pattern)?;
+        match &self.fault {
+            PatternFault::NotAUriOrPath => f.write_str("expected an absolute URI (coap://host/path) or a path (/path)"),
+            PatternFault::UnknownScheme(s) => write!(f, "unknown scheme {s:?}"),
+            PatternFault::BadHost(e) => write!(f, "bad host in pattern: {e}"),
+            PatternFault::QueryOrFragment => f.write_str("a pattern matches paths; it cannot have a query or fragment"),
+            PatternFault::InnerRest => f.write_str("`**` may only end a pattern"),
+        }
+    }
+}
+
+impl std::error::Error for BadPattern {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -217,7 +255,7 @@ impl Fib {
             let line = line_of(text, rule.span().start);
             let rule = rule.into_inner();
             let matcher =
-                Pattern::parse(rule.pattern.get_ref()).map_err(|m| at(rule.pattern.span(), format!("match: {m}")))?;
+                Pattern::parse(rule.pattern.get_ref()).map_err(|e| at(rule.pattern.span(), format!("match: {e}")))?;
             if rule.next.is_empty() {
                 return Err(at(rule.pattern.span(), "a rule needs at least one next hop in `next`".into()));
             }
@@ -228,7 +266,7 @@ impl Fib {
                     HopFile::Full { to, send_host } => (to, *send_host),
                 };
                 let send_host = send_host.or(rule.send_host).unwrap_or(true);
-                next.push(next_hop(to, send_host, &hosts, resolve).map_err(|m| at(hop.span(), m))?);
+                next.push(next_hop(to, send_host, &hosts, resolve).map_err(|e| at(hop.span(), e.to_string()))?);
             }
             rules.push(Rule { pattern: rule.pattern.into_inner(), next, line, matcher });
         }
@@ -247,7 +285,7 @@ impl Fib {
     }
 
     /// A rule built in code (the lab, tests).
-    pub fn push(&mut self, pattern: &str, next: Vec<NextHop>) -> Result<(), String> {
+    pub fn push(&mut self, pattern: &str, next: Vec<NextHop>) -> Result<(), BadPattern> {
         let matcher = Pattern::parse(pattern)?;
         self.rules.push(Rule { pattern: pattern.to_string(), next, line: 0, matcher });
         Ok(())
@@ -273,29 +311,57 @@ impl NextHop {
     }
 }
 
-fn next_hop(
-    to: &str,
+/// A next hop of a FIB file that is not usable: the hop as written and why.
+struct BadHop<'a> {
+    to: &'a str,
+    fault: HopFault,
+}
+
+enum HopFault {
+    Uri(corral_proto::wire::Error),
+    HasPath,
+    Scheme(Scheme),
+    Unresolved(String),
+    /// The destination policy refuses the address (its diagnostic).
+    Refused(String),
+}
+
+impl fmt::Display for BadHop<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "next hop {:?}: ", self.to)?;
+        match &self.fault {
+            HopFault::Uri(e) => write!(f, "{e}"),
+            HopFault::HasPath => f.write_str("a next hop is an endpoint; drop the path"),
+            HopFault::Scheme(s) => write!(f, "{s}:// is not supported; use coap:// or coap+tcp://"),
+            HopFault::Unresolved(name) => write!(f, "cannot resolve {name:?}"),
+            HopFault::Refused(diagnostic) => f.write_str(diagnostic),
+        }
+    }
+}
+
+fn next_hop<'a>(
+    to: &'a str,
     send_host: bool,
     hosts: &Hosts,
     resolve: &dyn Fn(&str) -> Option<IpAddr>,
-) -> Result<NextHop, String> {
-    let uri = Uri::parse(to).map_err(|e| format!("next hop {to:?}: {e}"))?;
+) -> Result<NextHop, BadHop<'a>> {
+    let bad = |fault| BadHop { to, fault };
+    let uri = Uri::parse(to).map_err(|e| bad(HopFault::Uri(e)))?;
     if !uri.path.is_empty() || !uri.query.is_empty() {
-        return Err(format!("next hop {to:?}: a next hop is an endpoint; drop the path"));
+        return Err(bad(HopFault::HasPath));
     }
     let tcp = match uri.scheme {
         Scheme::Coap => false,
         Scheme::CoapTcp => true,
-        s => return Err(format!("next hop {to:?}: {s}:// is not supported; use coap:// or coap+tcp://")),
+        s => return Err(bad(HopFault::Scheme(s))),
     };
     let ip = match &uri.host {
         Host::Ip(ip) => *ip,
-        Host::Name(name) => hosts
-            .resolve(&uri.host)
-            .or_else(|| resolve(name))
-            .ok_or_else(|| format!("next hop {to:?}: cannot resolve {name:?}"))?,
+        Host::Name(name) => {
+            hosts.resolve(&uri.host).or_else(|| resolve(name)).ok_or_else(|| bad(HopFault::Unresolved(name.clone())))?
+        }
     };
-    crate::target::check_destination(ip).map_err(|r| format!("next hop {to:?}: {}", r.diagnostic))?;
+    crate::target::check_destination(ip).map_err(|r| bad(HopFault::Refused(r.diagnostic)))?;
     Ok(NextHop { uri: to.to_string(), addr: SocketAddr::new(ip, uri.port), tcp, send_host })
 }
 

@@ -49,6 +49,6 @@ pub mod stats;
 pub mod target;
 
 pub use destinations::Destinations;
-pub use fib::{Fib, FibError, NextHop, Rule};
+pub use fib::{BadPattern, Fib, FibError, NextHop, PatternFault, Rule};
 pub use proxy::{ProxyConfig, ProxyService};
 pub use stats::{HopStats, Stats};

@@ -56,14 +56,14 @@
 //! - **Capture with a 3 dB threshold on per-link powers** ([`propagation`], [`sim`] step 5): CC2420-class
 //!   receivers keep the frame they locked on if it is 3 dB above the rest (the CC2420 datasheet's co-channel
 //!   rejection), or switch to a stronger one that starts within the preamble. Without it every overlap
-//!   destroyed both frames, and seed 000's SMRF re-broadcasts, which siblings send without ACK or retry,
-//!   lost a fifth of the two-hop members of a 30-member group at 0 Mb/s. Powers come from log-distance path
+//!   would destroy both frames, and seed 000's SMRF re-broadcasts, which siblings send without ACK or retry,
+//!   would lose a fifth of the two-hop members of a 30-member group at 0 Mb/s. Powers come from log-distance path
 //!   loss and log-normal shadowing (σ 4 dB) seeded by the topology, so one topology is one room; explicit
 //!   topologies (Table 7's layers) get shadowing only. RPL's parent is the strongest candidate by default
 //!   ([`ParentChoice`]), which is also who wins a child's capture.
 //! - **SMRF on the motes' clocks**: the forwarding delay is Contiki's 4 × (1..4) ticks of a 128 Hz clock,
 //!   fired on each node's own tick with a seeded phase and a ±20 ppm rate error ([`SimConfig::smrf_delay_ticks`],
-//!   [`SimConfig::clock_hz`]); with one shared grid, two siblings drawing the same multiple fired in the same
+//!   [`SimConfig::clock_hz`]); with one shared grid, two siblings drawing the same multiple would fire in the same
 //!   microsecond.
 //! - **Routing from tree intervals**: RPL storing mode's routing tables are equivalent to "up to the common
 //!   ancestor, then down"; computing that from Euler-tour intervals costs no memory per route and no control

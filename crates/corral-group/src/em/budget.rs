@@ -9,7 +9,7 @@
 //! it), and reserved against the quotas when a use starts. A use gives its reservation back as it goes:
 //! each member request that ended (answered, failed, or made needless by a multicast answer) leaves the
 //! hold at once, and whatever is left goes when the use ends — also when its entity changes or is deleted
-//! meanwhile, which ends the use (issue 26: a use paced by a long `delay` held its whole cost for days).
+//! meanwhile, which ends the use (issue 26: else a use paced by a long `delay` would hold its whole cost for days).
 
 use super::*;
 

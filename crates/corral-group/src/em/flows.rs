@@ -78,9 +78,10 @@ impl EntityManager {
     }
 
     pub(super) fn flow_step(&mut self, cx: &mut Context<'_>, job: Job) {
-        if let Kind::Leave(g) = job.kind {
+        if let Kind::Leave(g) = job.spec.kind {
             // Out for sure: left (2.02), or never a member (4.04).
             let gone: Vec<SocketAddr> = job
+                .spec
                 .items
                 .iter()
                 .zip(&job.slots)
@@ -94,6 +95,7 @@ impl EntityManager {
         }
         let Some(mut flow) = job.flow else { return };
         let results: Vec<(String, Res)> = job
+            .spec
             .items
             .iter()
             .zip(job.slots)
@@ -101,7 +103,7 @@ impl EntityManager {
             .collect();
         match flow.stage {
             Stage::Validating => {
-                let arithmetic = job.op.is_arithmetic();
+                let arithmetic = job.spec.op.is_arithmetic();
                 let mut first_bad: Option<String> = None;
                 for (label, r) in &results {
                     let mut text = r.describe();
@@ -128,7 +130,7 @@ impl EntityManager {
                                     crate::senml::Value::Bool(b) => format!("{b}"),
                                 })
                                 .unwrap_or_else(|| "no value".into());
-                            text = format!("{text}, but not numeric ({shown}) as eo={} requires", job.op);
+                            text = format!("{text}, but not numeric ({shown}) as eo={} requires", job.spec.op);
                         }
                     }
                     flow.report(label).steps.push(("validate".into(), text.clone()));
@@ -533,7 +535,7 @@ impl EntityManager {
         }
         let mut profile = Profile::default();
         profile.apply(&patch);
-        profile.check().map_err(|e| bad(e.0))?;
+        profile.check().map_err(|e| bad(e.to_string()))?;
         self.check_window(&profile)?;
         let items = self.resolve_items(&profile.er)?;
         self.police(&items)?;
@@ -604,7 +606,7 @@ impl EntityManager {
         };
         profile.apply(&patch);
         profile.mcst_uri = old.profile.mcst_uri.clone();
-        profile.check().map_err(|e| bad(e.0))?;
+        profile.check().map_err(|e| bad(e.to_string()))?;
         self.check_window(&profile)?;
         let allow_offline = Self::allow_offline(req, &profile)?;
         let items = self.resolve_items(&profile.er)?;

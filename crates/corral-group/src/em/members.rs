@@ -2,14 +2,43 @@
 //! no cycle of nested entities, the constraints of multicast entities).
 
 use super::*;
+use std::fmt;
+
+/// Why a member URI names no member ([`EntityManager::resolve_target`]).
+#[derive(Debug)]
+pub(super) enum BadMember {
+    /// The URI does not parse.
+    Uri(uri::UriError),
+    /// A relative URI that is not `/em/<name>`.
+    RelativeNotEntity,
+    /// The unspecified or a multicast address.
+    NotUnicast(IpAddr),
+    /// An entity of this gateway named with a query.
+    LocalWithQuery,
+}
+
+impl fmt::Display for BadMember {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BadMember::Uri(e) => write!(f, "{e}"),
+            BadMember::RelativeNotEntity => {
+                f.write_str("a relative member must be /em/<name> (an entity of this gateway)")
+            }
+            BadMember::NotUnicast(ip) => write!(f, "{ip} is not a unicast address"),
+            BadMember::LocalWithQuery => {
+                f.write_str("a member that is an entity of this gateway may not carry a query")
+            }
+        }
+    }
+}
 
 impl EntityManager {
     /// Records whether member `i` of job `id` answered its last request (`failure`: why not), for the
     /// entity's profile to show (see `Entity::unreachable`). Only members of the entity as it is now.
     pub(super) fn note_reach(&mut self, id: JobId, i: usize, failure: Option<String>) {
         let Some(job) = self.jobs.get(&id) else { return };
-        let Some(item) = job.items.get(i).filter(|it| matches!(it.target, Target::Remote { .. })) else { return };
-        let Some(e) = self.entities.get_mut(&job.entity) else { return };
+        let Some(item) = job.spec.items.get(i).filter(|it| matches!(it.target, Target::Remote { .. })) else { return };
+        let Some(e) = self.entities.get_mut(&job.spec.entity) else { return };
         match failure {
             None => {
                 if !e.unreachable.is_empty() {
@@ -26,21 +55,21 @@ impl EntityManager {
 
     /// Parses a member URI into a target. The member policy is not applied here (entities loaded from the
     /// store keep loading when the policy tightens); [`EntityManager::police`] applies it.
-    pub(super) fn resolve_target(&self, text: &str) -> Result<Target, String> {
-        match uri::parse(text).map_err(|e| e.0)? {
+    pub(super) fn resolve_target(&self, text: &str) -> Result<Target, BadMember> {
+        match uri::parse(text).map_err(BadMember::Uri)? {
             MemberUri::Relative { path } => match path.as_slice() {
                 [em, name] if em == "em" => Ok(Target::Local(name.clone())),
-                _ => Err("a relative member must be /em/<name> (an entity of this gateway)".into()),
+                _ => Err(BadMember::RelativeNotEntity),
             },
             MemberUri::Coap { addr, path, query } => {
                 let addr = SocketAddr::new(crate::policy::canonical(addr.ip()), addr.port());
                 if addr.ip().is_multicast() || addr.ip().is_unspecified() {
-                    return Err(format!("{} is not a unicast address", addr.ip()));
+                    return Err(BadMember::NotUnicast(addr.ip()));
                 }
                 let entity = path.len() == 2 && path[0] == "em";
                 if entity && (self.config.local_addrs.contains(&addr) || self.config.members.is_gateway(addr)) {
                     if !query.is_empty() {
-                        return Err("a member that is an entity of this gateway may not carry a query".into());
+                        return Err(BadMember::LocalWithQuery);
                     }
                     return Ok(Target::Local(path[1].clone()));
                 }

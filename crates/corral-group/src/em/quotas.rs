@@ -87,7 +87,7 @@ impl EntityManager {
                 .jobs
                 .values()
                 .filter(|j| j.hold.as_ref().is_some_and(|h| h.client == client || h.entity == entity))
-                .filter_map(|j| j.deadline)
+                .filter_map(|j| j.spec.deadline)
                 .min();
             let secs = soonest.map(|d| d.saturating_since(now).as_secs() + 1).unwrap_or(10).clamp(1, 300);
             warn!(%client, entity, "exchange quota reached: use refused");

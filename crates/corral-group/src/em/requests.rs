@@ -60,18 +60,18 @@ impl EntityManager {
             Some(50) => {
                 let doc: Json = serde_json::from_slice(body)
                     .map_err(|e| bad(format!("profile document is not valid JSON: {e}")))?;
-                ProfilePatch::from_json(&doc).map_err(|e| bad(e.0))?
+                ProfilePatch::from_json(&doc).map_err(|e| bad(e.to_string()))?
             }
             Some(60) => {
                 let doc: ciborium::Value = ciborium::from_reader(&body[..])
                     .map_err(|e| bad(format!("profile document is not valid CBOR: {e}")))?;
                 let doc = output::cbor_to_json(&doc).map_err(|e| bad(format!("profile document: {e}")))?;
-                ProfilePatch::from_json(&doc).map_err(|e| bad(e.0))?
+                ProfilePatch::from_json(&doc).map_err(|e| bad(e.to_string()))?
             }
             Some(40) => {
                 let text = std::str::from_utf8(body).map_err(|_| bad("link-format is not UTF-8"))?;
                 ProfilePatch {
-                    er: Some(crate::profile::parse_link_members(text).map_err(|e| bad(e.0))?),
+                    er: Some(crate::profile::parse_link_members(text).map_err(|e| bad(e.to_string()))?),
                     ..ProfilePatch::default()
                 }
             }
@@ -83,7 +83,9 @@ impl EntityManager {
             }
         };
         // `offline` is an option of the request, not a profile field (see `allow_offline`).
-        patch.apply_queries(req.options.query_pairs().filter(|(k, _)| *k != "offline")).map_err(|e| bad(e.0))?;
+        patch
+            .apply_queries(req.options.query_pairs().filter(|(k, _)| *k != "offline"))
+            .map_err(|e| bad(e.to_string()))?;
         Ok(patch)
     }
 
@@ -143,7 +145,7 @@ impl EntityManager {
             };
             (accept, Kind::Read)
         };
-        let o = UseOverrides::parse(req.options.query_pairs()).map_err(|e| bad(e.0))?;
+        let o = UseOverrides::parse(req.options.query_pairs()).map_err(|e| bad(e.to_string()))?;
         if actuate && o.eo.is_some() {
             return Err(bad("eo applies to reading an entity, not to actuation"));
         }

@@ -103,7 +103,7 @@ impl EntityManager {
     /// Makes use job `id` answer an Observe registration (or render a notification): from the watch's
     /// cache when it is ready; else by asking the members, with Observe=0 when there is no watch yet.
     pub(super) fn attach_watch(&mut self, id: JobId, name: &str, path: String) {
-        let Some((n, op)) = self.jobs.get(&id).map(|j| (j.slots.len(), j.op)) else { return };
+        let Some((n, op)) = self.jobs.get(&id).map(|j| (j.slots.len(), j.spec.op)) else { return };
         let key = self.watch_key(name, op);
         let cached: Option<Vec<Res>> = self
             .watches
@@ -175,7 +175,7 @@ impl EntityManager {
     /// it never asked are registered now, all at once, so that the watch covers the whole entity.
     pub(super) fn watch_unasked(&mut self, cx: &mut Context<'_>, id: JobId, job: &Job) {
         let Some(key) = job.watch.clone() else { return };
-        for (i, item) in job.items.iter().enumerate() {
+        for (i, item) in job.spec.items.iter().enumerate() {
             if !matches!(job.slots[i], Slot::Waiting) {
                 continue;
             }
@@ -244,7 +244,7 @@ impl EntityManager {
 
     /// Whether job `id` reads its members' values (reads and validation do; actuation and joins do not).
     pub(super) fn parses(&self, id: JobId) -> bool {
-        self.jobs.get(&id).is_some_and(|j| matches!(j.kind, Kind::Read | Kind::Validate))
+        self.jobs.get(&id).is_some_and(|j| matches!(j.spec.kind, Kind::Read | Kind::Validate))
     }
 
     /// How many watches the EM keeps (one per observed entity; see `watch_key`).

@@ -46,7 +46,9 @@ pub struct Check {
     pub run: fn(&Scenario, &Aggs) -> Result<Vec<Measure>, Inconclusive>,
 }
 
-/// Why a check cannot decide: what the run lacks (the points a `--quick` run leaves out, say).
+/// Why a check cannot decide: what the run lacks (the points a `--quick` run leaves out, say). A String,
+/// not an enum: each check names what it needs in its own words, and the text is only ever shown to a
+/// person (the report's `open` findings); nothing branches on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inconclusive(pub String);
 

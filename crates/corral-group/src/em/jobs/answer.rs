@@ -6,11 +6,11 @@ use super::*;
 impl EntityManager {
     pub(in crate::em) fn finish_use(&mut self, cx: &mut Context<'_>, job: Job, timed_out: bool) {
         let n = job.slots.len();
-        let (code, payload_for, res_for_parent) = if let Kind::Actuate { .. } = job.kind {
+        let (code, payload_for, res_for_parent) = if let Kind::Actuate { .. } = job.spec.kind {
             let mut reports = Vec::with_capacity(n);
             let mut all_ok = true;
             let mut silent = false;
-            for (it, slot) in job.items.iter().zip(&job.slots) {
+            for (it, slot) in job.spec.items.iter().zip(&job.slots) {
                 let text = match slot {
                     Slot::Done(r) => {
                         all_ok &= r.ok();
@@ -29,7 +29,7 @@ impl EntityManager {
                 Code::BAD_GATEWAY
             };
             let head =
-                json!({ "entity": job.entity, "message": format!("{code:#}: {} of {n} members changed", job.ok) });
+                json!({ "entity": job.spec.entity, "message": format!("{code:#}: {} of {n} members changed", job.ok) });
             let text = format!("{code:#}: {} of {n} members changed", job.ok);
             (code, Some((head, reports)), Res { code: Some(code), readings: Vec::new(), text })
         } else {
@@ -37,9 +37,9 @@ impl EntityManager {
             match result {
                 Err(msg) => {
                     let code = Code::BAD_REQUEST;
-                    if let Sink::Client { id, .. } = job.sink {
+                    if let Sink::Client { id, .. } = job.spec.sink {
                         self.jobs.client_done();
-                        cx.respond(id, Response::error(code, msg));
+                        cx.respond(id, Response::error(code, msg.to_string()));
                         return;
                     }
                     (code, None, Res { code: Some(code), readings: Vec::new(), text: format!("{code:#}: {msg}") })
@@ -52,7 +52,7 @@ impl EntityManager {
                     } else {
                         Code::BAD_GATEWAY
                     };
-                    if let Sink::Client { id, accept } = job.sink {
+                    if let Sink::Client { id, accept } = job.spec.sink {
                         self.jobs.client_done();
                         // Not enough replies: JSON and CBOR carry the errors in the document; text and SenML
                         // cannot, so those get a diagnostic payload (RFC 7252 §5.5.2) naming each failure.
@@ -76,7 +76,7 @@ impl EntityManager {
                 }
             }
         };
-        match job.sink {
+        match job.spec.sink {
             Sink::Client { id, accept } => {
                 self.jobs.client_done();
                 let (head, reports) = payload_for.unwrap_or((json!({}), Vec::new()));
@@ -96,37 +96,51 @@ impl EntityManager {
     }
 }
 
+/// Members that answered with non-numeric values under an arithmetic operation: the operation and the
+/// members, which the 4.00 answer names.
+pub(in crate::em) struct NonNumeric {
+    op: Op,
+    members: Vec<String>,
+}
+
+impl std::fmt::Display for NonNumeric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "eo={} needs numeric values, but {} answered with non-numeric representations",
+            self.op,
+            self.members.join(", ")
+        )
+    }
+}
+
 /// Combines a read job's replies. `Err` names members with non-numeric values under an arithmetic op.
-pub(in crate::em) fn build_use_result(job: &Job) -> Result<UseResult, String> {
+pub(in crate::em) fn build_use_result(job: &Job) -> Result<UseResult, NonNumeric> {
     let done = || {
-        job.items.iter().zip(&job.slots).filter_map(|(it, s)| match s {
+        job.spec.items.iter().zip(&job.slots).filter_map(|(it, s)| match s {
             Slot::Done(r) => Some((it, r)),
             _ => None,
         })
     };
     let replies = done().filter(|(_, r)| r.ok()).count();
-    let success = replies >= job.enr;
+    let success = replies >= job.spec.enr;
     let mut numbers = Vec::new();
-    if success && job.op.is_arithmetic() {
+    if success && job.spec.op.is_arithmetic() {
         numbers.reserve(replies);
         let mut non_numeric = Vec::new();
         for (it, r) in done().filter(|(_, r)| r.ok()) {
             match output::single_number(&r.readings) {
                 Some(v) => numbers.push(v),
-                None => non_numeric.push(it.label.as_str()),
+                None => non_numeric.push(it.label.clone()),
             }
         }
         if !non_numeric.is_empty() {
-            return Err(format!(
-                "eo={} needs numeric values, but {} answered with non-numeric representations",
-                job.op,
-                non_numeric.join(", ")
-            ));
+            return Err(NonNumeric { op: job.spec.op, members: non_numeric });
         }
     }
     let errors: Vec<(String, String)> =
         done().filter(|(_, r)| !r.ok()).map(|(it, r)| (it.label.clone(), r.describe())).collect();
-    let aggregate = match job.op {
+    let aggregate = match job.spec.op {
         _ if !success => None,
         Op::Lst => None,
         Op::Count => Some(replies as f64),
@@ -145,9 +159,9 @@ pub(in crate::em) fn build_use_result(job: &Job) -> Result<UseResult, String> {
     }
     Ok(UseResult {
         changed: job.note.as_deref().map(<[String]>::to_vec).unwrap_or_default(),
-        entity: job.entity.clone(),
-        op: job.op,
-        enr: job.enr,
+        entity: job.spec.entity.clone(),
+        op: job.spec.op,
+        enr: job.spec.enr,
         members: job.slots.len(),
         replies,
         aggregate,

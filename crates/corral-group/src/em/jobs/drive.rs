@@ -31,7 +31,7 @@ impl EntityManager {
         let ids: Vec<JobId> = self
             .jobs
             .iter()
-            .filter(|(_, j)| j.entity == name && matches!(j.kind, Kind::Read | Kind::Actuate { .. }))
+            .filter(|(_, j)| j.spec.entity == name && matches!(j.spec.kind, Kind::Read | Kind::Actuate { .. }))
             .map(|(id, _)| *id)
             .collect();
         for id in ids {
@@ -159,7 +159,7 @@ impl EntityManager {
                 // Only requests that may be repeated: a member whose answer to the multicast request was lost
                 // may have acted on it, and a second POST (e.g. `toggle`) would act twice (RFC 7252 §5.1).
                 job.repair = repair
-                    && match &job.kind {
+                    && match &job.spec.kind {
                         Kind::Read => true,
                         Kind::Actuate { method, .. } => matches!(*method, Code::PUT | Code::DELETE),
                         _ => false,
@@ -177,7 +177,7 @@ impl EntityManager {
         let Some(job) = self.jobs.get_mut(&id) else { return };
         job.multicast = true;
         job.next = job.slots.len();
-        let (Some(group), Some(first)) = (group, job.items.first()) else {
+        let (Some(group), Some(first)) = (group, job.spec.items.first()) else {
             job.timed_out = true;
             return;
         };
@@ -193,7 +193,7 @@ impl EntityManager {
         for q in query {
             req.options.push_str(OptionNumber::URI_QUERY, q);
         }
-        if let Kind::Actuate { method, payload, cf } = &job.kind {
+        if let Kind::Actuate { method, payload, cf } = &job.spec.kind {
             req.method = *method;
             req.payload = payload.clone();
             if let Some(cf) = cf {
@@ -241,13 +241,13 @@ impl EntityManager {
                     req.options.push_str(OptionNumber::URI_QUERY, &format!("via={}", via.join(".")));
                 }
                 req.options.set_uint(OptionNumber::ACCEPT, u64::from(ContentFormat::SENML_CBOR.0));
-                req.options.set_uint(OptionNumber::HOP_LIMIT, u64::from(job.hop_limit.saturating_sub(1).max(1)));
+                req.options.set_uint(OptionNumber::HOP_LIMIT, u64::from(job.spec.hop_limit.saturating_sub(1).max(1)));
             }
         };
-        let confirmable = match &job.kind {
+        let confirmable = match &job.spec.kind {
             Kind::Read => {
                 resource(&mut req);
-                ask_entity(&mut req, Some(job.op));
+                ask_entity(&mut req, Some(job.spec.op));
                 if job.watch.is_some() {
                     req.options.set_uint(OptionNumber::OBSERVE, u64::from(OBSERVE_REGISTER));
                 }
@@ -261,7 +261,8 @@ impl EntityManager {
                     req = req.with_content_format(*cf);
                 }
                 if *entity {
-                    req.options.set_uint(OptionNumber::HOP_LIMIT, u64::from(job.hop_limit.saturating_sub(1).max(1)));
+                    req.options
+                        .set_uint(OptionNumber::HOP_LIMIT, u64::from(job.spec.hop_limit.saturating_sub(1).max(1)));
                 }
                 job.confirmable
             }
@@ -270,12 +271,12 @@ impl EntityManager {
                     req = req.with_path(".well-known/core").with_query(&format!("href=/{}", path.join("/")));
                 } else {
                     resource(&mut req);
-                    ask_entity(&mut req, Some(job.op));
+                    ask_entity(&mut req, Some(job.spec.op));
                 }
                 true
             }
             Kind::Join(g) | Kind::Leave(g) => {
-                let act = if matches!(job.kind, Kind::Join(_)) { "act=add" } else { "act=del" };
+                let act = if matches!(job.spec.kind, Kind::Join(_)) { "act=add" } else { "act=del" };
                 req = Request::new(Code::POST).with_path(&self.config.mc_path).with_query(act).with_payload(match g {
                     IpAddr::V4(a) => a.octets().to_vec(),
                     IpAddr::V6(a) => a.octets().to_vec(),
@@ -288,18 +289,18 @@ impl EntityManager {
 
     pub(in crate::em) fn send_slot(&mut self, cx: &mut Context<'_>, id: JobId, i: usize) {
         let Some(job) = self.jobs.get(&id) else { return };
-        let items = job.items.clone();
+        let items = job.spec.items.clone();
         let target = &items[i].target;
         let slot = match target {
             Target::Local(child) => {
-                let kind = match &job.kind {
-                    Kind::Actuate { .. } => job.kind.clone(),
+                let kind = match &job.spec.kind {
+                    Kind::Actuate { .. } => job.spec.kind.clone(),
                     _ => Kind::Read,
                 };
                 // Arithmetic operations ask the child for its aggregate (avg of averages); `lst` and `count`
                 // take the child's own default.
-                let o = UseOverrides { eo: Some(job.op).filter(|o| o.is_arithmetic()), ..UseOverrides::default() };
-                let (hop, depth) = (job.hop_limit, job.depth + 1);
+                let o = UseOverrides { eo: Some(job.spec.op).filter(|o| o.is_arithmetic()), ..UseOverrides::default() };
+                let (hop, depth) = (job.spec.hop_limit, job.spec.depth + 1);
                 let (share, via) = (job.share, job.via.clone());
                 let child = child.clone();
                 match self.start_use(cx, &child, Sink::Parent { job: id, slot: i }, &o, kind, hop, depth) {
@@ -316,7 +317,7 @@ impl EntityManager {
                 }
             }
             Target::Remote { entity, .. } => {
-                if *entity && job.hop_limit <= 1 {
+                if *entity && job.spec.hop_limit <= 1 {
                     Slot::Done(Res::failed(format!("{:#}: not forwarded", Code::HOP_LIMIT_REACHED)))
                 } else if *entity && job.share == 0 {
                     Slot::Done(Res::failed("not asked: the fan-out budget leaves nothing for another gateway's entity"))
@@ -357,7 +358,7 @@ impl EntityManager {
                 self.finish(cx, id);
                 return;
             }
-            let enough = job.stop_at_enr && job.ok >= job.enr;
+            let enough = job.spec.stop_at_enr && job.ok >= job.spec.enr;
             if !job.multicast && job.next < job.slots.len() && job.next_at <= now && !enough {
                 let i = job.next;
                 let job = self.jobs.get_mut(&id).expect("job exists: checked above");
@@ -365,7 +366,7 @@ impl EntityManager {
                 if !matches!(job.slots[i], Slot::Waiting) {
                     continue; // answered the multicast request: a repair skips it, without a delay
                 }
-                job.next_at = if job.delay.is_zero() { now } else { job.next_at + job.delay };
+                job.next_at = if job.spec.delay.is_zero() { now } else { job.next_at + job.spec.delay };
                 self.send_slot(cx, id, i);
                 continue;
             }
@@ -385,7 +386,7 @@ impl EntityManager {
                     Outcome::Response { response, .. } => {
                         // Validation falls back to /.well-known/core for resources that refuse GET.
                         let retry = self.jobs.get(&jid).is_some_and(|j| {
-                            matches!(j.kind, Kind::Validate)
+                            matches!(j.spec.kind, Kind::Validate)
                                 && response.code == Code::METHOD_NOT_ALLOWED
                                 && !j.wkc_tried.get(i).copied().unwrap_or(true)
                         });
@@ -443,7 +444,7 @@ impl EntityManager {
         let done = job.units.saturating_sub(silent as u64);
         self.release_units(id, done);
         let Some(job) = self.jobs.get_mut(&id) else { return };
-        debug!(entity = %job.entity, job = id, silent, "multicast window closed; asking the silent members by unicast");
+        debug!(entity = %job.spec.entity, job = id, silent, "multicast window closed; asking the silent members by unicast");
         job.repair = false;
         job.multicast = false;
         job.mc_done = true;
@@ -519,7 +520,7 @@ impl EntityManager {
             self.watch_job_done(id, key);
         }
         self.jobs.disarm(id, &mut job);
-        let timed_out = job.timed_out || job.cut.is_some() || job.deadline.is_some_and(|d| cx.now() >= d);
+        let timed_out = job.timed_out || job.cut.is_some() || job.spec.deadline.is_some_and(|d| cx.now() >= d);
         let silent_text = job.silent_text.take();
         let why = if let Some(cut) = job.cut {
             cut
@@ -534,7 +535,7 @@ impl EntityManager {
             "not needed (enough replies)"
         };
         self.release_outstanding(cx, id, &mut job, why);
-        match job.kind {
+        match job.spec.kind {
             Kind::Read | Kind::Actuate { .. } => self.finish_use(cx, job, timed_out),
             _ => self.flow_step(cx, job),
         }
@@ -544,11 +545,11 @@ impl EntityManager {
     /// are noted as unreachable (see `note_reach`).
     fn note_silent(&mut self, now: Instant, id: JobId) {
         let Some(job) = self.jobs.get(&id) else { return };
-        if job.cut.is_some() || matches!(job.kind, Kind::Join(_) | Kind::Leave(_)) {
+        if job.cut.is_some() || matches!(job.spec.kind, Kind::Join(_) | Kind::Leave(_)) {
             return;
         }
-        let timed_out = job.timed_out || job.deadline.is_some_and(|d| now >= d);
-        let (why, silent): (&str, Vec<usize>) = if job.multicast && !(job.stop_at_enr && job.ok >= job.enr) {
+        let timed_out = job.timed_out || job.spec.deadline.is_some_and(|d| now >= d);
+        let (why, silent): (&str, Vec<usize>) = if job.multicast && !(job.spec.stop_at_enr && job.ok >= job.spec.enr) {
             (
                 "no reply in the multicast window",
                 (0..job.slots.len()).filter(|&i| matches!(job.slots[i], Slot::Waiting)).collect(),

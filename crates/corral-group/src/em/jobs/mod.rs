@@ -77,19 +77,14 @@ pub(super) enum Sink {
     Flow,
 }
 
+/// A fan-out in progress: what it was asked to do ([`JobSpec`], fixed for its life) and the state it
+/// changes as its members answer.
 #[derive(Debug)]
 pub(super) struct Job {
-    pub(super) kind: Kind,
-    pub(super) entity: String,
-    pub(super) sink: Sink,
+    pub(super) spec: JobSpec,
     pub(super) flow: Option<Box<Flow>>,
-    pub(super) items: Arc<[Item]>,
-    pub(super) op: Op,
+    /// Member requests go as CON: the spec's message type, until a unicast repair asks by CON.
     pub(super) confirmable: bool,
-    pub(super) delay: Duration,
-    pub(super) enr: usize,
-    pub(super) stop_at_enr: bool,
-    pub(super) deadline: Option<Instant>,
     pub(super) next: usize,
     pub(super) next_at: Instant,
     pub(super) slots: Vec<Slot>,
@@ -98,8 +93,6 @@ pub(super) struct Job {
     pub(super) done: usize,
     pub(super) multicast: bool,
     pub(super) mc_done: bool,
-    pub(super) hop_limit: u8,
-    pub(super) depth: usize,
     pub(super) timed_out: bool,
     pub(super) timer: Option<Instant>,
     /// The client's answer registers it as an observer (Observe=0 on an observable entity).
@@ -134,10 +127,10 @@ pub(super) struct Job {
 
 impl Job {
     pub(super) fn complete(&self, now: Instant) -> bool {
-        if self.timed_out || self.cut.is_some() || self.deadline.is_some_and(|d| now >= d) {
+        if self.timed_out || self.cut.is_some() || self.spec.deadline.is_some_and(|d| now >= d) {
             return true;
         }
-        if self.stop_at_enr && self.ok >= self.enr {
+        if self.spec.stop_at_enr && self.ok >= self.spec.enr {
             return true;
         }
         if self.multicast {
@@ -152,14 +145,14 @@ impl Job {
             && self.multicast
             && !self.timed_out
             && self.cut.is_none()
-            && self.deadline.is_none_or(|d| now < d)
-            && !(self.stop_at_enr && self.ok >= self.enr)
+            && self.spec.deadline.is_none_or(|d| now < d)
+            && !(self.spec.stop_at_enr && self.ok >= self.spec.enr)
             && self.slots.iter().any(|s| matches!(s, Slot::Waiting))
     }
 
     pub(super) fn wake_at(&self) -> Option<Instant> {
         let send = (self.next < self.slots.len() && !self.multicast).then_some(self.next_at);
-        match (send, self.deadline) {
+        match (send, self.spec.deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -175,6 +168,7 @@ pub(super) struct JobSpec {
     pub(super) sink: Sink,
     pub(super) items: Arc<[Item]>,
     pub(super) op: Op,
+    /// The message type asked for (`emt=con`); a unicast repair asks by CON regardless ([`Job::confirmable`]).
     pub(super) confirmable: bool,
     /// Pacing between member requests.
     pub(super) delay: Duration,
@@ -223,17 +217,8 @@ impl Jobs {
         self.table.insert(
             id,
             Job {
-                kind: spec.kind,
-                entity: spec.entity,
-                sink: spec.sink,
                 flow: None,
-                items: spec.items,
-                op: spec.op,
                 confirmable: spec.confirmable,
-                delay: spec.delay,
-                enr: spec.enr,
-                stop_at_enr: spec.stop_at_enr,
-                deadline: spec.deadline,
                 next: 0,
                 next_at: now,
                 slots: (0..n).map(|_| Slot::Waiting).collect(),
@@ -242,8 +227,6 @@ impl Jobs {
                 done: 0,
                 multicast: false,
                 mc_done: false,
-                hop_limit: spec.hop_limit,
-                depth: spec.depth,
                 timed_out: false,
                 timer: None,
                 observable: false,
@@ -258,6 +241,7 @@ impl Jobs {
                 short_window: false,
                 note: None,
                 silent_text: None,
+                spec,
             },
         );
         id
@@ -316,7 +300,7 @@ impl Jobs {
     /// not answered yet.
     pub(super) fn multicast_slot(&self, id: JobId, from: SocketAddr) -> Option<usize> {
         let j = self.table.get(&id)?;
-        j.items.iter().enumerate().position(|(k, it)| {
+        j.spec.items.iter().enumerate().position(|(k, it)| {
             matches!(&it.target, Target::Remote { addr, .. } if addr.ip() == from.ip())
                 && matches!(j.slots[k], Slot::Waiting)
         })

@@ -150,6 +150,7 @@
 pub mod blocking;
 mod client;
 mod driver;
+pub mod event_loop;
 pub mod group_node;
 #[cfg(target_os = "linux")]
 mod icmp;

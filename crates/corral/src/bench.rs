@@ -17,6 +17,7 @@ use corral_tokio::uri::{Host, Scheme};
 use corral_tokio::{Clock, Code, EndpointConfig, OptionNumber, Request, SendParams};
 use serde_json::json;
 use std::io;
+use std::ops::ControlFlow;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -459,44 +460,174 @@ async fn client_loop(
     clock: Clock,
     deadline: std::time::Instant,
 ) -> io::Result<ClientResult> {
-    let mut ep = Endpoint::new(corral_tokio::os_seeded(EndpointConfig::default()));
-    let mut bufs = socket.recv_buffers();
-    let mut histogram = Histogram::new();
-    let mut outstanding: Option<(RequestId, Instant)> = None;
-    let mut binding: Option<corral_tokio::oscore::Binding> = None;
-    // An OSCORE server that lost its replay window (a restart) answers 4.01 with an Echo value inside the
-    // protection (RFC 8613 B.1.2, RFC 9175): the request goes again with it, once, and is not counted.
-    let mut echo: Option<Vec<u8>> = None;
-    let mut echoed = false;
-    let mut sent: u64 = 0;
-    let sleep = tokio::time::sleep_until(deadline.into());
-    tokio::pin!(sleep);
-    loop {
-        let now = clock.now();
-        if ep.poll_timeout().is_some_and(|t| t <= now) {
-            ep.handle_timeout(now);
+    let mut c = Emulated {
+        ep: Endpoint::new(corral_tokio::os_seeded(EndpointConfig::default())),
+        bufs: socket.recv_buffers(),
+        socket,
+        errors,
+        dst,
+        client,
+        template,
+        params,
+        shared,
+        clock,
+        deadline,
+        end: clock.now() + CDuration::from(deadline.saturating_duration_since(std::time::Instant::now())),
+        histogram: Histogram::new(),
+        outstanding: None,
+        binding: None,
+        echo: None,
+        echoed: false,
+        sent: 0,
+    };
+    corral_tokio::event_loop::run(&mut c).await?;
+    Ok(ClientResult { histogram: c.histogram, retransmissions: c.ep.stats().retransmissions })
+}
+
+/// An emulated client's state, driven by corral-tokio's driver loop.
+struct Emulated {
+    ep: Endpoint,
+    socket: CoapSocket,
+    /// Wakes on the socket's errors (see [`client_socket`]).
+    errors: tokio::io::unix::AsyncFd<std::net::UdpSocket>,
+    bufs: corral_tokio::socket::RecvBuffers,
+    dst: SocketAddr,
+    client: u32,
+    template: Template,
+    params: SendParams,
+    shared: Arc<Shared>,
+    clock: Clock,
+    deadline: std::time::Instant,
+    /// `deadline` on the clock.
+    end: Instant,
+    histogram: Histogram,
+    outstanding: Option<(RequestId, Instant)>,
+    binding: Option<corral_tokio::oscore::Binding>,
+    /// An OSCORE server that lost its replay window (a restart) answers 4.01 with an Echo value inside the
+    /// protection (RFC 8613 B.1.2, RFC 9175): the request goes again with it, once, and is not counted.
+    echo: Option<Vec<u8>>,
+    echoed: bool,
+    sent: u64,
+}
+
+/// What wakes an emulated client.
+enum Input {
+    Readable(io::Result<()>),
+    SocketError(io::Result<io::Error>),
+}
+
+impl corral_tokio::event_loop::Drive for Emulated {
+    type Input = Input;
+    type Output = io::Result<()>;
+
+    fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.ep.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.ep.handle_timeout(now)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        Some(self.end)
+    }
+
+    async fn flush(&mut self, now: Instant) -> ControlFlow<io::Result<()>> {
+        self.on_events(now);
+        if self.outstanding.is_none() {
+            if std::time::Instant::now() >= self.deadline
+                || self.shared.refused.load(Ordering::Relaxed)
+                || (self.echo.is_none() && self.shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0)
+            {
+                return ControlFlow::Break(Ok(()));
+            }
+            if let Err(e) = self.send_next(now) {
+                return ControlFlow::Break(Err(e));
+            }
         }
-        while let Some(event) = ep.poll_event() {
+        while let Some(t) = self.ep.poll_transmit() {
+            match self.socket.send(t.dst, &t.payload).await {
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    self.shared.refused.store(true, Ordering::Relaxed)
+                }
+                Err(e) => tracing::debug!(error = %e, "send failed"),
+                Ok(()) => {}
+            }
+        }
+        if self.shared.refused.load(Ordering::Relaxed) || now >= self.end {
+            return ControlFlow::Break(Ok(()));
+        }
+        ControlFlow::Continue(())
+    }
+
+    async fn input(&mut self) -> Input {
+        tokio::select! {
+            r = self.socket.readable() => Input::Readable(r),
+            e = socket_error(&self.errors) => Input::SocketError(e),
+        }
+    }
+
+    async fn handle(&mut self, input: Input) -> ControlFlow<io::Result<()>> {
+        match input {
+            Input::Readable(Err(e)) | Input::SocketError(Err(e)) => return ControlFlow::Break(Err(e)),
+            Input::Readable(Ok(())) => loop {
+                match self.socket.try_recv(&mut self.bufs) {
+                    Ok(_) => {
+                        let now = self.clock.now();
+                        for (from, dst_ip, data) in self.bufs.datagrams() {
+                            self.ep.handle_datagram(now, from, dst_ip, data);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    // The ICMP port unreachable of an earlier request (the socket is connected).
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                        self.shared.refused.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "receive error");
+                        break;
+                    }
+                }
+            },
+            Input::SocketError(Ok(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                self.shared.refused.store(true, Ordering::Relaxed);
+                return ControlFlow::Break(Ok(()));
+            }
+            Input::SocketError(Ok(e)) => tracing::debug!(error = %e, "socket error"),
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Emulated {
+    /// Counts the answers (and timeouts) that came, and takes up an Echo challenge.
+    fn on_events(&mut self, now: Instant) {
+        while let Some(event) = self.ep.poll_event() {
             let (id, outcome) = match event {
                 Event::Response { id, response, .. } => {
-                    let answer = match (&template.oscore, &binding) {
+                    let answer = match (&self.template.oscore, &self.binding) {
                         (Some(ctx), Some(b)) => corral_tokio::oscore::verify(ctx, b, response).map(|(r, _)| r),
                         _ => Ok(response),
                     };
                     let challenge = match &answer {
-                        Ok(r) if template.oscore.is_some() && r.code == Code::UNAUTHORIZED && !echoed => {
+                        Ok(r) if self.template.oscore.is_some() && r.code == Code::UNAUTHORIZED && !self.echoed => {
                             r.options.get(OptionNumber::ECHO).map(<[u8]>::to_vec)
                         }
                         _ => None,
                     };
                     if let Some(value) = challenge {
-                        if outstanding.is_some_and(|(current, _)| current == id) {
-                            echo = Some(value);
-                            outstanding = None;
+                        if self.outstanding.is_some_and(|(current, _)| current == id) {
+                            self.echo = Some(value);
+                            self.outstanding = None;
                         }
                         continue;
                     }
-                    echoed = false;
+                    self.echoed = false;
                     let outcome = match answer {
                         Ok(r) if r.code.is_success() => Ok(()),
                         Ok(r) => Err(Failure::from_response(r.code, &r.payload)),
@@ -507,106 +638,53 @@ async fn client_loop(
                 Event::Failed { id, .. } => (id, None),
                 _ => continue,
             };
-            let Some((current, started)) = outstanding else { continue };
+            let Some((current, started)) = self.outstanding else { continue };
             if current != id {
                 continue;
             }
-            outstanding = None;
+            self.outstanding = None;
             match outcome {
                 Some(result) => {
-                    histogram.record(now.saturating_since(started).as_micros());
-                    shared.completed.fetch_add(1, Ordering::Relaxed);
+                    self.histogram.record(now.saturating_since(started).as_micros());
+                    self.shared.completed.fetch_add(1, Ordering::Relaxed);
                     if let Err(f) = result {
-                        if shared.errors.fetch_add(1, Ordering::Relaxed) == 0 {
-                            if let Ok(mut first) = shared.first_error.lock() {
+                        if self.shared.errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                            if let Ok(mut first) = self.shared.first_error.lock() {
                                 *first = Some(f);
                             }
                         }
                     }
                 }
                 None => {
-                    shared.timeouts.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        if outstanding.is_none() {
-            if std::time::Instant::now() >= deadline
-                || shared.refused.load(Ordering::Relaxed)
-                || (echo.is_none() && shared.budget.fetch_sub(1, Ordering::Relaxed) <= 0)
-            {
-                break;
-            }
-            let repeat = echo.take();
-            if repeat.is_none() {
-                sent += 1;
-            }
-            let mut request = template.build(client, sent);
-            if let Some(value) = &repeat {
-                request.options.set(OptionNumber::ECHO, value);
-                echoed = true;
-            }
-            if let Some(ctx) = &template.oscore {
-                let (protected, b) =
-                    corral_tokio::oscore::protect(ctx, &request).map_err(|e| io::Error::other(e.to_string()))?;
-                request = protected;
-                binding = Some(b);
-            }
-            match ep.request(now, dst, request, params) {
-                Ok(id) => outstanding = Some((id, now)),
-                Err(e) => return Err(io::Error::other(e.to_string())),
-            }
-        }
-        while let Some(t) = ep.poll_transmit() {
-            match socket.send(t.dst, &t.payload).await {
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => shared.refused.store(true, Ordering::Relaxed),
-                Err(e) => tracing::debug!(error = %e, "send failed"),
-                Ok(()) => {}
-            }
-        }
-        if shared.refused.load(Ordering::Relaxed) {
-            break;
-        }
-        let wake = ep.poll_timeout().map(|t| clock.to_std(t)).map_or(deadline, |t| t.min(deadline));
-        sleep.as_mut().reset(wake.into());
-        tokio::select! {
-            r = socket.readable() => {
-                r?;
-                loop {
-                    match socket.try_recv(&mut bufs) {
-                        Ok(_) => {
-                            let now = clock.now();
-                            for (from, dst_ip, data) in bufs.datagrams() {
-                                ep.handle_datagram(now, from, dst_ip, data);
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        // The ICMP port unreachable of an earlier request (the socket is connected).
-                        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                            shared.refused.store(true, Ordering::Relaxed);
-                            break;
-                        }
-                        Err(e) => {
-                            tracing::debug!(error = %e, "receive error");
-                            break;
-                        }
-                    }
-                }
-            }
-            e = socket_error(&errors) => match e? {
-                e if e.kind() == io::ErrorKind::ConnectionRefused => {
-                    shared.refused.store(true, Ordering::Relaxed);
-                    break;
-                }
-                e => tracing::debug!(error = %e, "socket error"),
-            },
-            _ = &mut sleep => {
-                if std::time::Instant::now() >= deadline {
-                    break;
+                    self.shared.timeouts.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
     }
-    Ok(ClientResult { histogram, retransmissions: ep.stats().retransmissions })
+
+    /// Starts the next request (or the last one again, with the Echo value it was challenged for).
+    fn send_next(&mut self, now: Instant) -> io::Result<()> {
+        let repeat = self.echo.take();
+        if repeat.is_none() {
+            self.sent += 1;
+        }
+        let mut request = self.template.build(self.client, self.sent);
+        if let Some(value) = &repeat {
+            request.options.set(OptionNumber::ECHO, value);
+            self.echoed = true;
+        }
+        if let Some(ctx) = &self.template.oscore {
+            let (protected, b) =
+                corral_tokio::oscore::protect(ctx, &request).map_err(|e| io::Error::other(e.to_string()))?;
+            request = protected;
+            self.binding = Some(b);
+        }
+        match self.ep.request(now, self.dst, request, self.params) {
+            Ok(id) => self.outstanding = Some((id, now)),
+            Err(e) => return Err(io::Error::other(e.to_string())),
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

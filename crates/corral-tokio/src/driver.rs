@@ -462,7 +462,6 @@ impl<M: Machine> Driver<M> {
         }
         crate::event_loop::run(&mut self).await
     }
-
 }
 
 /// What wakes a driver.

@@ -161,6 +161,7 @@ pub mod socket;
 pub mod steer;
 mod tcp;
 pub mod uri;
+pub mod workers;
 
 pub use client::{
     Client, ClientBuilder, Collected, Error, MulticastResponse, MulticastResponses, Observation, RequestBuilder,

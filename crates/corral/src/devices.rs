@@ -346,19 +346,6 @@ pub fn parse_bind(s: &str) -> Result<SocketAddr, crate::exit::Failure> {
         .map_err(|_| crate::exit::Failure::usage(format!("`{s}` is not ADDR:PORT (e.g. 127.0.0.2:5683 or [::1]:5683)")))
 }
 
-/// `coap://ADDR[:PORT]` as a user types it.
-pub fn base_uri(a: SocketAddr) -> String {
-    let host = match a.ip() {
-        IpAddr::V6(ip) => format!("[{ip}]"),
-        IpAddr::V4(ip) => ip.to_string(),
-    };
-    if a.port() == 5683 {
-        format!("coap://{host}")
-    } else {
-        format!("coap://{host}:{}", a.port())
-    }
-}
-
 /// Describes a range of device addresses in one phrase.
 pub fn describe_range(addrs: &[SocketAddr]) -> String {
     match addrs {
@@ -414,7 +401,7 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
         );
         out!("  /mc accepts membership changes from {} (--manager)", managers.join(", "));
         if !v.quiet {
-            let b = base_uri(addrs[0]);
+            let b = corral_tokio::uri::base_uri(addrs[0]);
             out!("resources: /s/t /s/h /s/l (observable), /a/shutter /a/light, /mc, /.well-known/core (Ctrl-C stops)");
             out!("try:\n  corral discover {b}\n  corral get {b}/s/t\n  corral put {b}/a/light -e on");
         }

@@ -4,6 +4,7 @@
 use crate::exit::Failure;
 use clap::Args;
 use corral_services::{Echo, Hello, Plugtest, Stats};
+use corral_tokio::uri::base_uri;
 use corral_tokio::workers::{self, Sharing, WorkerConfig, Workers};
 use corral_tokio::{BlockConfig, EndpointConfig, Limits, TransmissionParams};
 use std::io::Write;
@@ -276,21 +277,6 @@ fn announce(args: &ServeArgs, local: SocketAddr, tcp_local: Option<SocketAddr>, 
         if args.workers > 1 {
             println!("corral serve: {} workers on {local} (SO_REUSEPORT)", args.workers);
         }
-    }
-}
-
-/// The URI a client on this machine uses for the server (a wildcard address becomes loopback).
-pub(crate) fn base_uri(local: SocketAddr) -> String {
-    let host = match local.ip() {
-        IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_string(),
-        IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
-        IpAddr::V6(ip) => format!("[{ip}]"),
-        IpAddr::V4(ip) => ip.to_string(),
-    };
-    if local.port() == 5683 {
-        format!("coap://{host}")
-    } else {
-        format!("coap://{host}:{}", local.port())
     }
 }
 

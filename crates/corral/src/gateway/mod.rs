@@ -8,10 +8,11 @@
 //! [`crate::devices`].
 
 use crate::client_cmd::Verbosity;
-use crate::devices::{base_uri, describe_range, parse_bind, parse_leisure, Fleet, FleetConfig};
+use crate::devices::{describe_range, parse_bind, parse_leisure, Fleet, FleetConfig};
 use crate::exit::Failure;
 use clap::Args;
 use corral_group::{EmConfig, EntityManager, SqliteStore};
+use corral_tokio::uri::base_uri;
 use corral_tokio::{Client, Code};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;

@@ -37,6 +37,7 @@
 pub mod blocking;
 mod client;
 mod driver;
+mod error;
 pub mod event_loop;
 pub mod group_node;
 #[cfg(target_os = "linux")]

@@ -10,7 +10,7 @@
 //! (draft-ietf-core-cacheable-oscore): every member of the group sends the same bytes for the same GET, so a
 //! proxy can aggregate and cache them, and the signed response verifies at each.
 
-use crate::client::Error;
+use crate::error::Error;
 use corral_oscore::store::{ContextDir, GroupDir};
 use corral_proto::wire::OptionNumber;
 use corral_proto::{Request, Response};

@@ -42,8 +42,8 @@ pub enum Error {
     /// at that address and port.
     Refused(SocketAddr),
     /// OSCORE: the response does not verify, the server refused the protected request, or the context
-    /// cannot be used (the text says which).
-    Oscore(String),
+    /// cannot be used.
+    Oscore(OscoreError),
 }
 
 impl fmt::Display for Error {
@@ -66,7 +66,79 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Oscore(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why an OSCORE-protected request (RFC 8613, Group OSCORE) got no usable response, by whose fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OscoreError {
+    /// corral-oscore would not protect the request (the context's fault: e.g. its sequence numbers are
+    /// used up) or the response does not verify (the server's, or an attacker's).
+    Protection(corral_oscore::Error),
+    /// The server answered without OSCORE: its refusal of the protected request (code and diagnostic).
+    Unprotected { code: corral_proto::wire::Code, diagnostic: String },
+    /// One response to a multicast request, from `from`, does not verify.
+    Unverified { from: SocketAddr, error: Box<OscoreError> },
+    /// The server asked for an Echo value again after the request carried one (RFC 9175).
+    EchoAgain,
+    /// A multicast request can be protected only in Group OSCORE's group mode; this context is for one
+    /// server (the caller's misuse).
+    NotForMulticast,
+    /// The binding of a request does not belong to this kind of context (the caller's misuse).
+    WrongBinding,
+    /// A thread panicked while holding the security context.
+    Poisoned,
+}
+
+impl fmt::Display for OscoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OscoreError::Protection(e) => e.fmt(f),
+            OscoreError::Unprotected { code, diagnostic } => {
+                write!(f, "the server answered without OSCORE: {code:#} {diagnostic}")
+            }
+            OscoreError::Unverified { from, error } => {
+                write!(f, "the response from {from} does not verify: OSCORE: {error}")
+            }
+            OscoreError::EchoAgain => f.write_str("the server keeps asking for Echo"),
+            OscoreError::NotForMulticast => f.write_str(
+                "a multicast request is protected in Group OSCORE's group mode; this context is for one server \
+                 (pairwise, or deterministic requests)",
+            ),
+            OscoreError::WrongBinding => f.write_str("a binding of another kind of context"),
+            OscoreError::Poisoned => f.write_str("the security context is poisoned"),
+        }
+    }
+}
+
+impl std::error::Error for OscoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OscoreError::Protection(e) => Some(e),
+            OscoreError::Unverified { error, .. } => Some(&**error),
+            _ => None,
+        }
+    }
+}
+
+impl From<OscoreError> for Error {
+    fn from(e: OscoreError) -> Error {
+        Error::Oscore(e)
+    }
+}
+
+impl From<corral_oscore::Error> for Error {
+    fn from(e: corral_oscore::Error) -> Error {
+        Error::Oscore(OscoreError::Protection(e))
+    }
+}
 
 impl From<RequestFailure> for Error {
     fn from(f: RequestFailure) -> Error {
@@ -87,5 +159,30 @@ impl From<RequestFailure> for Error {
 impl From<UriError> for Error {
     fn from(e: UriError) -> Error {
         Error::InvalidUri(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn an_oscore_failure_carries_corral_oscores_error_and_keeps_its_words() {
+        let e = Error::from(corral_oscore::Error::DecryptionFailed);
+        assert!(matches!(e, Error::Oscore(OscoreError::Protection(corral_oscore::Error::DecryptionFailed))));
+        let inner = e.source().and_then(|s| s.source()).and_then(|s| s.downcast_ref::<corral_oscore::Error>());
+        assert_eq!(inner, Some(&corral_oscore::Error::DecryptionFailed));
+        assert_eq!(e.to_string(), format!("OSCORE: {}", corral_oscore::Error::DecryptionFailed));
+        let refused =
+            OscoreError::Unprotected { code: corral_proto::wire::Code::UNAUTHORIZED, diagnostic: "no".into() };
+        assert_eq!(refused.to_string(), "the server answered without OSCORE: 4.01 Unauthorized no");
+        let from: SocketAddr = "127.0.0.1:5683".parse().unwrap();
+        let one = OscoreError::Unverified { from, error: Box::new(refused) };
+        assert_eq!(
+            Error::Oscore(one).to_string(),
+            "OSCORE: the response from 127.0.0.1:5683 does not verify: OSCORE: the server answered without OSCORE: \
+             4.01 Unauthorized no"
+        );
     }
 }

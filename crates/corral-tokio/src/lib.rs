@@ -52,7 +52,8 @@ pub mod uri;
 pub mod workers;
 
 pub use client::{
-    Client, ClientBuilder, Collected, Error, MulticastResponse, MulticastResponses, Observation, RequestBuilder,
+    Client, ClientBuilder, Collected, Error, MulticastResponse, MulticastResponses, Observation, OscoreError,
+    RequestBuilder,
 };
 pub use driver::{os_seed, os_seeded, Clock, DriverStats, OsSeeded};
 pub use server::{RouteConfig, Server, ServerBuilder, ServerHandle, ServerRequest};

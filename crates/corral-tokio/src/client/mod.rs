@@ -36,7 +36,7 @@ use crate::driver::{
     os_seeded, ClientMachine, Clock, Command, Driver, DriverStats, Outcome, Reply, RequestFailure, TcpSide, Transport,
     OBSERVE_QUEUE,
 };
-pub use crate::error::Error;
+pub use crate::error::{Error, OscoreError};
 use crate::oscore::{protect, verify, SharedContext};
 use crate::socket::{can_reach, PreparedSocket, SocketOptions};
 use crate::uri::{parse_scoped, Host, Scheme, Uri, UriError};
@@ -590,11 +590,7 @@ impl RequestBuilder {
         if let Some(ctx) = &self.oscore {
             let ok = ctx.lock().map(|c| c.protects_multicast()).unwrap_or(false);
             if !ok {
-                return Err(Error::Oscore(
-                    "a multicast request is protected in Group OSCORE's group mode; this context is for one \
-                     server (pairwise, or deterministic requests)"
-                        .into(),
-                ));
+                return Err(Error::Oscore(OscoreError::NotForMulticast));
             }
         }
         let mut p = self.prepare().await?;
@@ -669,7 +665,7 @@ async fn send_protected(mut p: Prepared) -> Result<(SocketAddr, Response), Error
                 p = p.again_with(OptionNumber::ECHO, &echo)?;
                 continue;
             }
-            Verified::Echo(_) => return Err(Error::Oscore("the server keeps asking for Echo".into())),
+            Verified::Echo(_) => return Err(Error::Oscore(OscoreError::EchoAgain)),
         };
         if let Some(whole) = &upload {
             if r.code == Code::CONTINUE {

@@ -33,6 +33,7 @@
 //! Why the drivers look as they do (measurements, CPU per request against the bare echo floor): `PERF.md`
 //! beside this crate's `Cargo.toml`.
 
+mod addr;
 #[cfg(target_os = "linux")]
 pub mod blocking;
 mod client;

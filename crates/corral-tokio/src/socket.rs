@@ -13,6 +13,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+#[cfg(target_os = "linux")]
+pub(crate) use crate::addr::to_socket_addr;
+pub use crate::addr::{canonical, canonical_ip};
+
 /// How a socket is set up.
 #[derive(Debug, Clone)]
 pub struct SocketOptions {
@@ -112,21 +116,6 @@ pub fn bind_std(addr: SocketAddr, opts: &SocketOptions) -> io::Result<std::net::
         let _ = socket.set_multicast_hops_v6(opts.multicast_hops);
     }
     Ok(socket.into())
-}
-
-/// Turns `::ffff:a.b.c.d` into `a.b.c.d`.
-pub fn canonical_ip(ip: IpAddr) -> IpAddr {
-    ip.to_canonical()
-}
-
-pub fn canonical(addr: SocketAddr) -> SocketAddr {
-    match addr {
-        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
-            Some(v4) => SocketAddr::new(IpAddr::V4(v4), v6.port()),
-            None => addr,
-        },
-        v4 => v4,
-    }
 }
 
 /// A bound socket with its `quinn-udp` state, not yet registered with a runtime: it can be made on one
@@ -549,15 +538,6 @@ fn sendmmsg_from(
         },
         Err(e) => Err(io::Error::from(e)),
     }
-}
-
-/// A socket address from `nix`'s storage (IPv4 or IPv6).
-#[cfg(target_os = "linux")]
-pub(crate) fn to_socket_addr(a: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
-    if let Some(v4) = a.as_sockaddr_in() {
-        return Some(SocketAddr::new(IpAddr::V4(v4.ip()), v4.port()));
-    }
-    a.as_sockaddr_in6().map(|v6| SocketAddr::new(IpAddr::V6(v6.ip()), v6.port()))
 }
 
 /// The address a datagram must name as its source on a socket bound to `local`: only on a wildcard-bound

@@ -224,7 +224,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
                 leisure: args.leisure.map(Duration::from_secs_f64),
                 mcast_port: args.mcast_port,
                 request_log: args.request_log.clone(),
-                ..FleetConfig::new(first, n)
+                ..FleetConfig::new(first, n, crate::policy_args::this_machine())
             };
             Some(Fleet::start(cfg).map_err(|e| Failure::other(format!("testbed: {e}")))?)
         }

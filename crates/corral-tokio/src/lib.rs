@@ -46,6 +46,7 @@ pub mod fleet;
 pub mod group_node;
 #[cfg(target_os = "linux")]
 mod icmp;
+pub mod load;
 pub mod oscore;
 mod server;
 pub mod socket;

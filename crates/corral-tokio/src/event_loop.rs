@@ -1,6 +1,6 @@
 //! The driver loop: the one loop every tokio driver of a sans-IO machine runs — the client's and server's
-//! [`crate::driver`], a multicast group member ([`crate::group_node::GroupNode`]) and `corral bench`'s
-//! emulated clients.
+//! `driver`, a multicast group member ([`crate::group_node::GroupNode`]) and the load generator's
+//! emulated clients ([`crate::load`]).
 //!
 //! Each turn: read the clock; if the machine's timer is due, `handle_timeout`; [`Drive::flush`] its
 //! outputs (`poll_command`, `poll_event`, `poll_transmit`); then sleep until the next input

@@ -284,3 +284,21 @@ impl RequestLog {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_addresses() {
+        let a = device_addrs("127.0.0.254:5683".parse().unwrap(), 3).unwrap();
+        let want: Vec<SocketAddr> =
+            ["127.0.0.254:5683", "127.0.0.255:5683", "127.0.1.0:5683"].iter().map(|s| s.parse().unwrap()).collect();
+        assert_eq!(a, want);
+        assert!(device_addrs("127.255.255.255:5683".parse().unwrap(), 2).is_err(), "loopback range ends");
+        assert!(device_addrs("255.255.255.255:1".parse().unwrap(), 2).is_err());
+        let v6 = device_addrs("[2001:db8::ff]:5683".parse().unwrap(), 2).unwrap();
+        assert_eq!(v6[1], "[2001:db8::100]:5683".parse().unwrap());
+        assert!(device_addrs("127.0.0.2:5683".parse().unwrap(), 0).unwrap().is_empty());
+    }
+}

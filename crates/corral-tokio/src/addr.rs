@@ -1,6 +1,6 @@
-//! Socket addresses as the drivers hand them to the sans-IO core: IPv4-mapped IPv6 addresses made IPv4
-//! (one peer, one key, whichever socket it came through), addresses out of `nix`'s storage, and the source
-//! address a reply must name. Below `socket` and `icmp`, which both read addresses.
+//! Socket addresses as the endpoints see them: IPv4-mapped IPv6 addresses (a dual-stack socket's view of
+//! an IPv4 peer) made IPv4, and addresses from `nix`'s storage. Used by [`crate::socket`], the blocking
+//! driver and the ICMP error queue alike.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -9,7 +9,6 @@ pub fn canonical_ip(ip: IpAddr) -> IpAddr {
     ip.to_canonical()
 }
 
-/// Turns an IPv4-mapped IPv6 socket address into the IPv4 one (see [`canonical_ip`]).
 pub fn canonical(addr: SocketAddr) -> SocketAddr {
     match addr {
         SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
@@ -27,13 +26,4 @@ pub(crate) fn to_socket_addr(a: &nix::sys::socket::SockaddrStorage) -> Option<So
         return Some(SocketAddr::new(IpAddr::V4(v4.ip()), v4.port()));
     }
     a.as_sockaddr_in6().map(|v6| SocketAddr::new(IpAddr::V6(v6.ip()), v6.port()))
-}
-
-/// The address a datagram must name as its source on a socket bound to `local`: only on a wildcard-bound
-/// socket, and as IPv4 for an IPv4 peer of a dual-stack socket (the kernel sends it as IPv4).
-pub(crate) fn source_for(local: SocketAddr, src: Option<IpAddr>) -> Option<IpAddr> {
-    src.filter(|_| local.ip().is_unspecified()).map(|ip| match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
-        v4 => v4,
-    })
 }

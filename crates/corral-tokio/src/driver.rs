@@ -6,7 +6,7 @@
 //! TCP connection tasks ([`crate::tcp`]). After every input it drains the machine's outputs — events to the
 //! waiting requests and observations, multicast joins to the socket, frames to connections, connections to
 //! close, datagrams to the wire — then sleeps until the next datagram, command, TCP input or
-//! `poll_timeout`.
+//! `poll_timeout` (the turn is [`crate::event_loop`]'s; this module says what each step does).
 //!
 //! Time: corral's [`Instant`] is microseconds since a `std::time::Instant` taken when the driver is
 //! created (its [`Clock`]).
@@ -22,6 +22,7 @@ use corral_proto::{
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::ops::ControlFlow;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -411,6 +412,10 @@ pub(crate) struct Driver<M> {
     /// The datagrams of one turn, handed to the kernel together (see [`CoapSocket::try_send_many`]);
     /// kept for its capacity.
     outbox: Vec<corral_proto::Transmit>,
+    /// The socket's receive buffers, made at the first read and kept for their capacity.
+    bufs: Option<RecvBuffers>,
+    /// Some command sender is still alive.
+    commands_open: bool,
     tcp: TcpSide,
 }
 
@@ -438,6 +443,8 @@ impl<M: Machine> Driver<M> {
             tickets: HashMap::new(),
             draining: None,
             outbox: Vec::new(),
+            bufs: None,
+            commands_open: true,
             tcp,
         }
     }
@@ -453,74 +460,102 @@ impl<M: Machine> Driver<M> {
                 Err(e) => warn!(error = %e, "cannot register the TCP listener; serving UDP only"),
             }
         }
-        let mut bufs = self.socket.recv_buffers();
-        let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
-        tokio::pin!(sleep);
-        let mut armed: Option<Instant> = None;
-        let mut commands_open = true;
-        loop {
-            let now = self.clock.now();
-            if self.machine.poll_timeout().is_some_and(|t| t <= now) {
-                self.machine.handle_timeout(now);
+        crate::event_loop::run(&mut self).await
+    }
+}
+
+/// What wakes a driver.
+pub(crate) enum Input {
+    /// A command, or `None`: every sender is gone.
+    Command(Option<Command>),
+    /// The UDP socket is readable (or failed).
+    Readable(io::Result<()>),
+    Tcp(TcpInput),
+}
+
+impl<M: Machine> crate::event_loop::Drive for Driver<M> {
+    type Input = Input;
+    type Output = ();
+
+    fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.machine.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.machine.handle_timeout(now)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.draining
+    }
+
+    async fn flush(&mut self, now: Instant) -> ControlFlow<()> {
+        self.drain_outputs(now).await;
+        if let Some(deadline) = self.draining {
+            let idle = self.machine.endpoint().table_sizes().inbound_exchanges == 0;
+            if idle || now >= deadline {
+                debug!(idle, "driver stopped");
+                return ControlFlow::Break(());
             }
-            self.drain_outputs(now).await;
-            if let Some(deadline) = self.draining {
-                let idle = self.machine.endpoint().table_sizes().inbound_exchanges == 0;
-                if idle || now >= deadline {
-                    debug!(idle, "driver stopped");
-                    return;
-                }
-            }
-            if !commands_open && self.pending.is_empty() {
-                trace!("all handles dropped: driver stopped");
-                return;
-            }
-            let mut wake = self.machine.poll_timeout();
-            if let Some(d) = self.draining {
-                wake = Some(wake.map_or(d, |w| w.min(d)));
-            }
-            if wake != armed {
-                if let Some(t) = wake {
-                    sleep.as_mut().reset(self.clock.to_std(t).into());
-                }
-                armed = wake;
-            }
-            tokio::select! {
-                biased;
-                cmd = self.rx.recv(), if commands_open => match cmd {
-                    Some(cmd) => {
-                        self.handle_command(cmd);
-                        for _ in 1..COMMANDS_PER_TURN {
-                            match self.rx.try_recv() {
-                                Ok(cmd) => self.handle_command(cmd),
-                                Err(_) => break,
-                            }
-                        }
-                    }
-                    None => commands_open = false,
-                },
-                r = self.socket.readable(), if self.draining.is_none() => {
-                    if let Err(e) = r {
-                        warn!(error = %e, "socket failed; driver stopped");
-                        return;
-                    }
-                    self.take_errors();
-                    self.read(&mut bufs).await;
-                }
-                Some(input) = self.tcp.rx.recv() => {
-                    self.on_tcp_input(input);
-                    for _ in 1..READS_PER_TURN {
-                        match self.tcp.rx.try_recv() {
-                            Ok(input) => self.on_tcp_input(input),
-                            Err(_) => break,
-                        }
-                    }
-                }
-                _ = &mut sleep, if armed.is_some() => {}
-            }
+        }
+        if !self.commands_open && self.pending.is_empty() {
+            trace!("all handles dropped: driver stopped");
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+
+    async fn input(&mut self) -> Input {
+        tokio::select! {
+            biased;
+            cmd = self.rx.recv(), if self.commands_open => Input::Command(cmd),
+            r = self.socket.readable(), if self.draining.is_none() => Input::Readable(r),
+            Some(input) = self.tcp.rx.recv() => Input::Tcp(input),
+            else => std::future::pending().await,
         }
     }
 
+    async fn handle(&mut self, input: Input) -> ControlFlow<()> {
+        match input {
+            Input::Command(Some(cmd)) => {
+                self.handle_command(cmd);
+                for _ in 1..COMMANDS_PER_TURN {
+                    match self.rx.try_recv() {
+                        Ok(cmd) => self.handle_command(cmd),
+                        Err(_) => break,
+                    }
+                }
+            }
+            Input::Command(None) => self.commands_open = false,
+            Input::Readable(Err(e)) => {
+                warn!(error = %e, "socket failed; driver stopped");
+                return ControlFlow::Break(());
+            }
+            Input::Readable(Ok(())) => {
+                self.take_errors();
+                let mut bufs = self.bufs.take().unwrap_or_else(|| self.socket.recv_buffers());
+                self.read(&mut bufs).await;
+                self.bufs = Some(bufs);
+            }
+            Input::Tcp(input) => {
+                self.on_tcp_input(input);
+                for _ in 1..READS_PER_TURN {
+                    match self.tcp.rx.try_recv() {
+                        Ok(input) => self.on_tcp_input(input),
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl<M: Machine> Driver<M> {
     /// Reads and handles what is waiting on the socket, sending replies after each batch; stops when a
     /// batch comes back short (the queue is empty, see [`CoapSocket::recv`]) — or, with busy polling,
     /// once nothing more has come for [`CoapSocket::busy_poll`] — and after at most `READS_PER_TURN`

@@ -10,15 +10,16 @@
 //! §8.1); answers leave from the unicast socket, so that a group's requester sees them come from the
 //! member's own address. Leaving the group closes that socket. Nothing binds the wildcard address.
 //!
-//! Owns: the sockets and the loop that drives one node over them. Must never: implement protocol
+//! Owns: the sockets and what the driver loop ([`crate::event_loop`]) does with them for one node. Must never: implement protocol
 //! behaviour (corral-proto's and the services'). A `Node` is not `Send`: run it in a `LocalSet`.
 
 use crate::socket::{CoapSocket, PreparedSocket, SocketOptions};
 use crate::Clock;
-use corral_proto::{Node, NodeCommand};
+use corral_proto::{Instant, Node, NodeCommand};
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::ops::ControlFlow;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
@@ -43,6 +44,97 @@ pub struct GroupNode {
 
 /// Reads per turn before looking at timers again.
 const READS_PER_TURN: usize = 16;
+
+/// A datagram read on a group's socket: its source, the group and its bytes.
+type GroupDatagram = (SocketAddr, IpAddr, Vec<u8>);
+
+/// A [`GroupNode`] being driven: the node and what its loop reads from.
+struct Running {
+    node: GroupNode,
+    stop: watch::Receiver<bool>,
+    /// The group sockets' reading tasks send what they read here.
+    mc_tx: mpsc::UnboundedSender<GroupDatagram>,
+    mc_rx: mpsc::UnboundedReceiver<GroupDatagram>,
+    bufs: crate::socket::RecvBuffers,
+}
+
+/// What wakes a group node.
+enum Input {
+    Stop,
+    /// The unicast socket is readable (or failed).
+    Readable(io::Result<()>),
+    Group(GroupDatagram),
+}
+
+impl crate::event_loop::Drive for Running {
+    type Input = Input;
+    type Output = ();
+
+    fn clock(&self) -> Clock {
+        self.node.clock
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.node.node.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.node.node.handle_timeout(now)
+    }
+
+    async fn flush(&mut self, _now: Instant) -> ControlFlow<()> {
+        self.node.drain(&self.mc_tx).await;
+        ControlFlow::Continue(())
+    }
+
+    async fn input(&mut self) -> Input {
+        tokio::select! {
+            _ = self.stop.changed() => Input::Stop,
+            r = self.node.socket.readable() => Input::Readable(r),
+            Some(d) = self.mc_rx.recv() => Input::Group(d),
+        }
+    }
+
+    async fn handle(&mut self, input: Input) -> ControlFlow<()> {
+        let me = &mut self.node;
+        match input {
+            Input::Stop => return ControlFlow::Break(()),
+            Input::Readable(Err(e)) => {
+                warn!(device = %me.addr, error = %e, "socket failed; device stopped");
+                return ControlFlow::Break(());
+            }
+            Input::Readable(Ok(())) => {
+                // ICMP errors for answers that could not be delivered (a spoofed source that does not
+                // exist): fed to the node; left queued, they made every later read fail.
+                let now = me.clock.now();
+                let node = &mut me.node;
+                me.socket.take_errors(|peer, quoted| node.handle_unreachable(now, peer, Some(quoted)));
+                for _ in 0..READS_PER_TURN {
+                    match me.socket.try_recv(&mut self.bufs) {
+                        Ok(_) => {
+                            let now = me.clock.now();
+                            for (from, _dst, data) in self.bufs.datagrams() {
+                                me.log(from, None, data);
+                                me.node.handle_datagram(now, from, None, data);
+                            }
+                            me.drain(&self.mc_tx).await;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => {
+                            debug!(device = %me.addr, error = %e, "receive error");
+                            break;
+                        }
+                    }
+                }
+            }
+            Input::Group((from, group, data)) => {
+                me.log(from, Some(group), &data);
+                me.node.handle_datagram(me.clock.now(), from, Some(group), &data);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
 
 impl GroupNode {
     /// `node` on `socket`, bound to `addr`.
@@ -74,59 +166,12 @@ impl GroupNode {
     }
 
     /// Drives the node until `stop` changes or the unicast socket fails; must run within a `LocalSet`.
-    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
-        let (mc_tx, mut mc_rx) = mpsc::unbounded_channel::<(SocketAddr, IpAddr, Vec<u8>)>();
-        let mut bufs = self.socket.recv_buffers();
-        let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
-        tokio::pin!(sleep);
-        loop {
-            let now = self.clock.now();
-            if self.node.poll_timeout().is_some_and(|t| t <= now) {
-                self.node.handle_timeout(now);
-            }
-            self.drain(&mc_tx).await;
-            let wake = self.node.poll_timeout();
-            if let Some(t) = wake {
-                sleep.as_mut().reset(self.clock.to_std(t).into());
-            }
-            tokio::select! {
-                _ = stop.changed() => break,
-                r = self.socket.readable() => {
-                    if let Err(e) = r {
-                        warn!(device = %self.addr, error = %e, "socket failed; device stopped");
-                        break;
-                    }
-                    // ICMP errors for answers that could not be delivered (a spoofed source that does not
-                    // exist): fed to the node; left queued, they made every later read fail.
-                    let now = self.clock.now();
-                    let node = &mut self.node;
-                    self.socket.take_errors(|peer, quoted| node.handle_unreachable(now, peer, Some(quoted)));
-                    for _ in 0..READS_PER_TURN {
-                        match self.socket.try_recv(&mut bufs) {
-                            Ok(_) => {
-                                let now = self.clock.now();
-                                for (from, _dst, data) in bufs.datagrams() {
-                                    self.log(from, None, data);
-                                    self.node.handle_datagram(now, from, None, data);
-                                }
-                                self.drain(&mc_tx).await;
-                            }
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                            Err(e) => {
-                                debug!(device = %self.addr, error = %e, "receive error");
-                                break;
-                            }
-                        }
-                    }
-                }
-                Some((from, group, data)) = mc_rx.recv() => {
-                    self.log(from, Some(group), &data);
-                    self.node.handle_datagram(self.clock.now(), from, Some(group), &data);
-                }
-                _ = &mut sleep, if wake.is_some() => {}
-            }
-        }
-        for (_, task) in self.groups.drain() {
+    pub async fn run(self, stop: watch::Receiver<bool>) {
+        let (mc_tx, mc_rx) = mpsc::unbounded_channel();
+        let bufs = self.socket.recv_buffers();
+        let mut running = Running { node: self, stop, mc_tx, mc_rx, bufs };
+        crate::event_loop::run(&mut running).await;
+        for (_, task) in running.node.groups.drain() {
             task.abort();
         }
     }
@@ -138,7 +183,7 @@ impl GroupNode {
     }
 
     /// Applies joins and leaves, then sends what the node has to send.
-    async fn drain(&mut self, mc_tx: &mpsc::UnboundedSender<(SocketAddr, IpAddr, Vec<u8>)>) {
+    async fn drain(&mut self, mc_tx: &mpsc::UnboundedSender<GroupDatagram>) {
         while self.node.poll_event().is_some() {}
         while let Some(cmd) = self.node.poll_command() {
             match cmd {
@@ -175,7 +220,7 @@ impl GroupNode {
     fn open_group(
         &self,
         group: IpAddr,
-        tx: mpsc::UnboundedSender<(SocketAddr, IpAddr, Vec<u8>)>,
+        tx: mpsc::UnboundedSender<GroupDatagram>,
     ) -> io::Result<tokio::task::JoinHandle<()>> {
         let port = self.mcast_port.unwrap_or(self.addr.port());
         let ifaddr = self.mcast_if.unwrap_or(match self.addr.ip() {

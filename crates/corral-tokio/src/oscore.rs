@@ -10,7 +10,7 @@
 //! (draft-ietf-core-cacheable-oscore): every member of the group sends the same bytes for the same GET, so a
 //! proxy can aggregate and cache them, and the signed response verifies at each.
 
-use crate::client::Error;
+use crate::error::{Error, OscoreError};
 use corral_oscore::store::{ContextDir, GroupDir};
 use corral_proto::wire::OptionNumber;
 use corral_proto::{Request, Response};
@@ -61,12 +61,8 @@ pub fn shared(ctx: impl Into<ClientContext>) -> SharedContext {
     std::sync::Arc::new(std::sync::Mutex::new(ctx.into()))
 }
 
-fn oscore_error(e: corral_oscore::Error) -> Error {
-    Error::Oscore(e.to_string())
-}
-
 fn lock(ctx: &SharedContext) -> Result<std::sync::MutexGuard<'_, ClientContext>, Error> {
-    ctx.lock().map_err(|_| Error::Oscore("the security context is poisoned".into()))
+    ctx.lock().map_err(|_| Error::Oscore(OscoreError::Poisoned))
 }
 
 /// Protects `plain` with the shared context, persisting a sequence number reservation first.
@@ -74,24 +70,24 @@ pub fn protect(ctx: &SharedContext, plain: &Request) -> Result<(Request, Binding
     let p = corral_oscore::Plain { code: plain.method, options: plain.options.clone(), payload: plain.payload.clone() };
     let (outer, binding) = match &mut *lock(ctx)? {
         ClientContext::Pairwise(dir) => {
-            dir.reserve().map_err(oscore_error)?;
+            dir.reserve()?;
             let send_kid_context = dir.context.params().id_context.is_some();
-            let (outer, b) = dir.context.protect_request(&p, send_kid_context).map_err(oscore_error)?;
+            let (outer, b) = dir.context.protect_request(&p, send_kid_context)?;
             (outer, Binding::Pairwise(b))
         }
         ClientContext::Group(dir) => {
-            dir.reserve().map_err(oscore_error)?;
-            let (outer, b) = dir.context.protect_group_request(&p).map_err(oscore_error)?;
+            dir.reserve()?;
+            let (outer, b) = dir.context.protect_group_request(&p)?;
             (outer, Binding::Group(b))
         }
         ClientContext::GroupPairwise { dir, server } => {
-            dir.reserve().map_err(oscore_error)?;
-            let (outer, b) = dir.context.protect_pairwise_request(&p, server).map_err(oscore_error)?;
+            dir.reserve()?;
+            let (outer, b) = dir.context.protect_pairwise_request(&p, server)?;
             (outer, Binding::Group(b))
         }
         ClientContext::Deterministic(dir) => {
             // Partial IV 0 always: nothing to reserve.
-            let (outer, b) = dir.context.protect_deterministic(&p).map_err(oscore_error)?;
+            let (outer, b) = dir.context.protect_deterministic(&p)?;
             (outer, Binding::Group(b))
         }
     };
@@ -101,11 +97,8 @@ pub fn protect(ctx: &SharedContext, plain: &Request) -> Result<(Request, Binding
 /// Verifies a response to the request `binding` describes; an unprotected one is the server's refusal.
 pub fn verify(ctx: &SharedContext, binding: &Binding, response: Response) -> Result<(Response, Option<u64>), Error> {
     if !response.options.contains(OptionNumber::OSCORE) {
-        return Err(Error::Oscore(format!(
-            "the server answered without OSCORE: {:#} {}",
-            response.code,
-            response.payload_text()
-        )));
+        let diagnostic = response.payload_text().into_owned();
+        return Err(Error::Oscore(OscoreError::Unprotected { code: response.code, diagnostic }));
     }
     let outer = corral_oscore::Plain { code: response.code, options: response.options, payload: response.payload };
     let (inner, number) = match (&mut *lock(ctx)?, binding) {
@@ -114,8 +107,7 @@ pub fn verify(ctx: &SharedContext, binding: &Binding, response: Response) -> Res
             ClientContext::Group(dir) | ClientContext::GroupPairwise { dir, .. } | ClientContext::Deterministic(dir),
             Binding::Group(b),
         ) => dir.context.unprotect_response(b, &outer),
-        _ => return Err(Error::Oscore("a binding of another kind of context".into())),
-    }
-    .map_err(oscore_error)?;
+        _ => return Err(Error::Oscore(OscoreError::WrongBinding)),
+    }?;
     Ok((Response { code: inner.code, options: inner.options, payload: inner.payload }, number))
 }

@@ -207,6 +207,13 @@ impl Server {
         self
     }
 
+    /// Sets the node up as `setup` says (mounts, layers), on the server's thread when it starts: what
+    /// [`crate::workers`] runs for each worker, whatever its driver.
+    pub fn configure(&mut self, setup: impl FnOnce(&mut Node) + Send + 'static) -> &mut Self {
+        self.mounts.push(Box::new(setup));
+        self
+    }
+
     /// Puts a layer between the message layer and the services (OSCORE: `corral_oscore::OscoreLayer`).
     pub fn set_layer<L: corral_proto::Layer + Send + 'static>(&mut self, layer: L) -> &mut Self {
         let mut layer = Some(layer);

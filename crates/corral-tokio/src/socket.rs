@@ -6,16 +6,16 @@
 //! Addresses handed to the protocol core are canonical: an IPv4 peer reaching a dual-stack `[::]` socket
 //! appears as `1.2.3.4:p`, never as `[::ffff:1.2.3.4]:p`, and is mapped back when sending.
 
-pub(crate) use crate::addr::source_for;
-#[cfg(target_os = "linux")]
-pub(crate) use crate::addr::to_socket_addr;
-pub use crate::addr::{canonical, canonical_ip};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
+
+#[cfg(target_os = "linux")]
+pub(crate) use crate::addr::to_socket_addr;
+pub use crate::addr::{canonical, canonical_ip};
 
 /// How a socket is set up.
 #[derive(Debug, Clone)]
@@ -538,6 +538,15 @@ fn sendmmsg_from(
         },
         Err(e) => Err(io::Error::from(e)),
     }
+}
+
+/// The address a datagram must name as its source on a socket bound to `local`: only on a wildcard-bound
+/// socket, and as IPv4 for an IPv4 peer of a dual-stack socket (the kernel sends it as IPv4).
+pub(crate) fn source_for(local: SocketAddr, src: Option<IpAddr>) -> Option<IpAddr> {
+    src.filter(|_| local.ip().is_unspecified()).map(|ip| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    })
 }
 
 /// Buffers for one batched receive.

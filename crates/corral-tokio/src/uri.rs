@@ -4,6 +4,7 @@
 
 pub use corral_proto::wire::uri::{Host, Scheme, Uri};
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 
 /// Why a string is not a usable CoAP URI (the text says what is wrong).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +68,23 @@ fn zone_index(zone: &str) -> Result<u32, UriError> {
     index.ok_or_else(|| UriError(format!("unknown network interface `{zone}` in the IPv6 zone")))
 }
 
+/// The `coap://` URI a client on this machine uses to reach a socket bound to `local`: a wildcard
+/// address (`0.0.0.0`, `[::]`) becomes loopback (`127.0.0.1`, `[::1]`), the default port (5683) is left
+/// out. What `corral serve`, `corral device`, the gateway and the proxy print.
+pub fn base_uri(local: SocketAddr) -> String {
+    let host = match local.ip() {
+        IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_string(),
+        IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
+        IpAddr::V6(ip) => format!("[{ip}]"),
+        IpAddr::V4(ip) => ip.to_string(),
+    };
+    if local.port() == 5683 {
+        format!("coap://{host}")
+    } else {
+        format!("coap://{host}:{}", local.port())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +105,22 @@ mod tests {
         assert!(e.0.contains("http://h/x") && e.0.contains("scheme"), "{e}");
         assert!(parse_uri("coap://[::1/x").is_err());
         assert!(parse_uri("coap://h/x#frag").is_err());
+    }
+
+    #[test]
+    fn base_uri_names_a_wildcard_bind_by_loopback_and_leaves_out_the_default_port() {
+        let uri = |a: &str| base_uri(a.parse().unwrap());
+        assert_eq!(uri("0.0.0.0:5683"), "coap://127.0.0.1");
+        assert_eq!(uri("[::]:5683"), "coap://[::1]");
+        assert_eq!(uri("[::]:5701"), "coap://[::1]:5701");
+        assert_eq!(uri("0.0.0.0:61616"), "coap://127.0.0.1:61616");
+        assert_eq!(uri("[2001:db8::1]:5683"), "coap://[2001:db8::1]");
+        assert_eq!(uri("[fe80::1]:5700"), "coap://[fe80::1]:5700");
+        assert_eq!(uri("10.1.2.3:5684"), "coap://10.1.2.3:5684");
+        // Every one parses back to the address a client sends to.
+        for a in ["0.0.0.0:5683", "[::]:5701", "[2001:db8::1]:5683", "10.1.2.3:5684"] {
+            let u = parse_uri(&uri(a)).unwrap();
+            assert_eq!(u.port, a.parse::<SocketAddr>().unwrap().port(), "{a}");
+        }
     }
 }

@@ -184,7 +184,7 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         let local = server.local_addr();
         let tcp_local = server.tcp_local_addr();
         let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the proxy: {e}")))?;
-        let proxy_uri = crate::serve::base_uri(local);
+        let proxy_uri = corral_tokio::uri::base_uri(local);
         let mut out = std::io::stdout().lock();
         if args.json {
             let j = serde_json::json!({

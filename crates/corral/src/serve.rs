@@ -4,7 +4,9 @@
 use crate::exit::Failure;
 use clap::Args;
 use corral_services::{Echo, Hello, Plugtest, Stats};
-use corral_tokio::{BlockConfig, EndpointConfig, Limits, Server, TransmissionParams};
+use corral_tokio::uri::base_uri;
+use corral_tokio::workers::{self, Sharing, WorkerConfig, Workers};
+use corral_tokio::{BlockConfig, EndpointConfig, Limits, TransmissionParams};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -115,6 +117,15 @@ pub enum Driver {
     Tokio,
 }
 
+impl From<Driver> for workers::Driver {
+    fn from(d: Driver) -> workers::Driver {
+        match d {
+            Driver::Blocking => workers::Driver::Blocking,
+            Driver::Tokio => workers::Driver::Tokio,
+        }
+    }
+}
+
 pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
     let (bind, tcp) = listen_args(&args.bind, args.tcp.as_deref())?;
     if args.workers > 1 && args.credentials.is_some() {
@@ -162,29 +173,24 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         .enable_all()
         .build()
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
-    match driver {
-        #[cfg(target_os = "linux")]
-        Driver::Blocking => {
-            let (local, workers) = start_blocking(&args, bind, config, socket, oscore)?;
-            announce(&args, local, None, v);
-            rt.block_on(crate::wait_for_signal());
-            tracing::info!("shutting down");
-            workers.stop();
-        }
-        #[cfg(not(target_os = "linux"))]
-        Driver::Blocking => unreachable!("chosen on Linux only"),
-        Driver::Tokio => rt.block_on(async move {
-            let (local, tcp_local, handles) = start_tokio(&args, bind, tcp, config, socket, oscore)?;
-            announce(&args, local, tcp_local, v);
-            crate::wait_for_signal().await;
-            tracing::info!("shutting down");
-            for handle in handles {
-                handle.shutdown().await;
-            }
-            Ok::<(), Failure>(())
-        })?,
-    }
-    Ok(())
+    let workers = WorkerConfig {
+        driver: driver.into(),
+        count: args.workers,
+        addr: bind,
+        socket,
+        endpoint: config,
+        sharing: Sharing::ReusePort,
+        tcp,
+        name: "corral-serve".into(),
+    };
+    rt.block_on(async move {
+        let (local, tcp_local, workers) = start(&args, workers, oscore)?;
+        announce(&args, local, tcp_local, v);
+        crate::wait_for_signal().await;
+        tracing::info!("shutting down");
+        workers.stop().await;
+        Ok::<(), Failure>(())
+    })
 }
 
 /// The endpoint configuration every worker gets from the command line.
@@ -221,78 +227,35 @@ fn obs_period(args: &ServeArgs) -> corral_tokio::corral_proto::Duration {
     corral_tokio::corral_proto::Duration::from_secs_f64(args.obs_period)
 }
 
-/// Workers driven by tokio runtimes (corral-tokio's `Server`): the UDP address, the TCP one, the handles.
-fn start_tokio(
+/// Binds the workers, joins the groups and starts serving: the UDP address, the TCP one, the workers.
+fn start(
     args: &ServeArgs,
-    bind: SocketAddr,
-    tcp: Option<Option<SocketAddr>>,
-    config: EndpointConfig,
-    socket: corral_tokio::socket::SocketOptions,
+    config: WorkerConfig,
     mut oscore: Option<corral_oscore::OscoreLayer>,
-) -> Result<(SocketAddr, Option<SocketAddr>, Vec<corral_tokio::ServerHandle>), Failure> {
-    let mut handles = Vec::new();
-    let (mut local, mut tcp_local) = (bind, None);
-    for worker in 0..args.workers {
-        let mut builder = Server::builder().endpoint_config(config.clone()).socket_options(socket.clone());
-        if let (Some(addr), 0) = (tcp, worker) {
-            builder = builder.tcp(addr);
-        }
-        // Port 0: the first worker's socket picks the port, the others join it.
-        let addr = if worker == 0 { bind } else { local };
-        let mut server =
-            builder.bind_addr(addr).map_err(|e| Failure::other(format!("cannot listen on {addr}: {e}")))?;
-        for g in &args.join {
-            server.join_group(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
-        }
-        mount_resources!(server, obs_period(args));
-        if let Some(layer) = oscore.take() {
-            server.set_layer(layer);
-        }
-        if worker == 0 {
-            local = server.local_addr();
-            tcp_local = server.tcp_local_addr();
-        }
-        handles.push(server.spawn().map_err(|e| Failure::other(format!("cannot start the server: {e}")))?);
+) -> Result<(SocketAddr, Option<SocketAddr>, Workers), Failure> {
+    let driver = config.driver;
+    let mut bound = workers::Bound::bind(config)
+        .map_err(|e| Failure::other(format!("cannot listen on {}: {}", e.addr, e.error)))?;
+    for g in &args.join {
+        bound.join(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
     }
-    Ok((local, tcp_local, handles))
-}
-
-#[cfg(target_os = "linux")]
-fn start_blocking(
-    args: &ServeArgs,
-    bind: SocketAddr,
-    config: EndpointConfig,
-    socket: corral_tokio::socket::SocketOptions,
-    mut oscore: Option<corral_oscore::OscoreLayer>,
-) -> Result<(SocketAddr, corral_tokio::blocking::Workers), Failure> {
-    use corral_tokio::blocking::{BoundSocket, Workers};
-    use corral_tokio::corral_proto::{Endpoint, Node};
-    let mut workers = Workers::new();
-    let mut local = bind;
-    for worker in 0..args.workers {
-        let config = corral_tokio::os_seeded(config.clone());
-        let addr = if worker == 0 { bind } else { local };
-        let bound = BoundSocket::bind(addr, socket.clone())
-            .map_err(|e| Failure::other(format!("cannot listen on {addr}: {e}")))?;
-        for g in &args.join {
-            bound.join(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
-        }
-        if worker == 0 {
-            local = bound.local_addr();
-        }
-        let (layer, period) = (oscore.take(), obs_period(args));
-        workers
-            .spawn(format!("corral-serve-{worker}"), bound, move || {
-                let mut node = Node::new(Endpoint::new(config));
+    let (local, tcp_local) = (bound.local_addr(), bound.tcp_local_addr());
+    let setups = (0..args.workers)
+        .map(|_| -> workers::Setup {
+            let (layer, period) = (oscore.take(), obs_period(args));
+            Box::new(move |node| {
                 mount_resources!(node, period);
                 if let Some(layer) = layer {
                     node.set_layer(Box::new(layer));
                 }
-                node
             })
-            .map_err(|e| Failure::other(format!("cannot start a worker: {e}")))?;
-    }
-    Ok((local, workers))
+        })
+        .collect();
+    let workers = bound.start(setups).map_err(|e| match driver {
+        workers::Driver::Tokio => Failure::other(format!("cannot start the server: {e}")),
+        workers::Driver::Blocking => Failure::other(format!("cannot start a worker: {e}")),
+    })?;
+    Ok((local, tcp_local, workers))
 }
 
 /// The start-up summary: JSON with --json, else the banner.
@@ -314,21 +277,6 @@ fn announce(args: &ServeArgs, local: SocketAddr, tcp_local: Option<SocketAddr>, 
         if args.workers > 1 {
             println!("corral serve: {} workers on {local} (SO_REUSEPORT)", args.workers);
         }
-    }
-}
-
-/// The URI a client on this machine uses for the server (a wildcard address becomes loopback).
-pub(crate) fn base_uri(local: SocketAddr) -> String {
-    let host = match local.ip() {
-        IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_string(),
-        IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
-        IpAddr::V6(ip) => format!("[{ip}]"),
-        IpAddr::V4(ip) => ip.to_string(),
-    };
-    if local.port() == 5683 {
-        format!("coap://{host}")
-    } else {
-        format!("coap://{host}:{}", local.port())
     }
 }
 

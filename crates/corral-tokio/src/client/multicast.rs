@@ -2,7 +2,7 @@
 //! was protected, and a collection that keeps the verified ones (with the member that signed each) and
 //! counts the rest.
 
-use super::{CancelGuard, Error};
+use super::{CancelGuard, Error, OscoreError};
 use crate::driver::Outcome;
 use crate::oscore::{verify, Binding, SharedContext};
 use corral_proto::wire::OptionNumber;
@@ -98,7 +98,10 @@ impl MulticastResponses {
             Ok((response, _)) => Ok(MulticastResponse { from, response, member }),
             Err(e) => {
                 self.refused += 1;
-                Err(Error::Oscore(format!("the response from {from} does not verify: {e}")))
+                match e {
+                    Error::Oscore(e) => Err(Error::Oscore(OscoreError::Unverified { from, error: Box::new(e) })),
+                    other => Err(other),
+                }
             }
         })
     }

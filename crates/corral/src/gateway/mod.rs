@@ -8,10 +8,11 @@
 //! [`crate::devices`].
 
 use crate::client_cmd::Verbosity;
-use crate::devices::{base_uri, describe_range, parse_bind, parse_leisure, Fleet, FleetConfig};
+use crate::devices::{describe_range, parse_bind, parse_leisure, Fleet, FleetConfig};
 use crate::exit::Failure;
 use clap::Args;
 use corral_group::{EmConfig, EntityManager, SqliteStore};
+use corral_tokio::uri::base_uri;
 use corral_tokio::{Client, Code};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
@@ -223,7 +224,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
                 leisure: args.leisure.map(Duration::from_secs_f64),
                 mcast_port: args.mcast_port,
                 request_log: args.request_log.clone(),
-                ..FleetConfig::new(first, n)
+                ..FleetConfig::new(first, n, crate::policy_args::this_machine())
             };
             Some(Fleet::start(cfg).map_err(|e| Failure::other(format!("testbed: {e}")))?)
         }

@@ -159,20 +159,34 @@ func closed(conn *client.Conn) bool {
 	}
 }
 
-// once sends one request and returns the response's code.
+// echoOption is RFC 9175's Echo, which go-coap does not name; it keeps the option's bytes all the same.
+const echoOption = message.OptionID(252)
+
+// once sends one request and returns the response's code. A server that has not seen this client prove
+// its address may answer 4.01 with an Echo value (RFC 9175 §2.4, the reflection bound): the request is
+// sent once more carrying it, as an Echo-aware client does, after which the server answers in full.
 func once(cfg config, conn *client.Conn) (codes.Code, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
+	code, echo, err := exchange(ctx, cfg, conn, nil)
+	if err == nil && code == codes.Unauthorized && echo != nil {
+		code, _, err = exchange(ctx, cfg, conn, echo)
+	}
+	return code, err
+}
+
+// exchange sends the configured request (with `echo`, if any) and returns the answer's code and Echo value.
+func exchange(ctx context.Context, cfg config, conn *client.Conn, echo []byte) (codes.Code, []byte, error) {
 	req := conn.AcquireMessage(ctx)
 	defer conn.ReleaseMessage(req)
 	token, err := message.GetToken()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	req.SetCode(cfg.method)
 	req.SetToken(token)
 	if err := req.SetPath(cfg.path); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if cfg.query != "" {
 		for _, q := range strings.Split(cfg.query, "&") {
@@ -183,6 +197,9 @@ func once(cfg config, conn *client.Conn) (codes.Code, error) {
 		req.SetContentFormat(message.TextPlain)
 		req.SetBody(bytes.NewReader(cfg.payload))
 	}
+	if echo != nil {
+		req.SetOptionBytes(echoOption, echo)
+	}
 	if cfg.non {
 		req.SetType(message.NonConfirmable)
 	} else {
@@ -190,10 +207,16 @@ func once(cfg config, conn *client.Conn) (codes.Code, error) {
 	}
 	resp, err := conn.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer conn.ReleaseMessage(resp)
-	return resp.Code(), nil
+	value, err := resp.GetOptionBytes(echoOption)
+	if err != nil {
+		value = nil
+	} else {
+		value = append([]byte(nil), value...)
+	}
+	return resp.Code(), value, nil
 }
 
 func report(cfg config, tallies []tally) {

@@ -106,3 +106,44 @@ fn an_unsafe_request_beyond_the_bound_is_answered_late_not_challenged() {
     assert!(answers.iter().all(|(_, c)| *c == Code::CREATED), "never a challenge: {answers:?}");
     assert!(!answers.is_empty() && answers[0].0 > 0, "withheld at first, sent for a retransmission: {answers:?}");
 }
+
+/// A closed-loop client without Echo support (go-coap) that keeps asking for an answer larger than three
+/// times its request — `GET /` with an 8-byte token, 12 bytes — spends its address's first-answer bucket
+/// and is then challenged: every request is answered at once, with the answer or with 4.01 + Echo, and the
+/// challenge itself fits three times the request. (It was withheld: its diagnostic payload made it 39
+/// bytes against a credit of 36, and the client waited for its retransmission, about 6 requests a second.)
+#[test]
+fn every_request_beyond_the_bucket_is_answered_at_once_by_a_challenge_that_fits_the_bound() {
+    let mut ep = Endpoint::new(EndpointConfig::with_seed(11));
+    let client: SocketAddr = "192.0.2.30:40000".parse().unwrap();
+    let (mut challenged, mut silent) = (0, 0);
+    for i in 0..200u16 {
+        let now = Instant::from_millis(u64::from(i));
+        let token = Token::new(&[i as u8, 1, 2, 3, 4, 5, 6, 7]).unwrap();
+        let m = Message::new(MessageType::Con, Code::GET, MessageId(i), token);
+        let request = m.encode();
+        assert_eq!(request.len(), 12);
+        ep.handle_datagram(now, client, None, &request);
+        while let Some(e) = ep.poll_event() {
+            if let Event::Request(r) = e {
+                ep.respond(now, r.id, Response::new(Code::CONTENT).with_payload(vec![b'x'; 90])).unwrap();
+            }
+        }
+        let answers: Vec<Vec<u8>> = std::iter::from_fn(|| ep.poll_transmit()).map(|t| t.payload).collect();
+        match answers.as_slice() {
+            [] => silent += 1,
+            [a] => {
+                let m = Message::parse(a).unwrap();
+                if m.code == Code::UNAUTHORIZED {
+                    assert!(m.options.contains(corral_proto::wire::OptionNumber::ECHO));
+                    assert!(a.len() <= 3 * request.len(), "a challenge of {} bytes", a.len());
+                    challenged += 1;
+                }
+            }
+            more => panic!("{} answers to one request", more.len()),
+        }
+    }
+    println!("200 requests: {challenged} challenged, {silent} unanswered");
+    assert_eq!(silent, 0, "requests left unanswered");
+    assert!(challenged > 100, "the bucket holds about 20 answers of 102 bytes, not {}", 200 - challenged);
+}

@@ -1057,10 +1057,10 @@ fn to_response(packet: &Packet<&[u8]>) -> Response {
 }
 
 /// 4.01 Unauthorized with a fresh Echo value (RFC 9175 §2.4): prove your address by repeating the request
-/// with it.
+/// with it. No diagnostic payload: the challenge goes to an unverified source and must fit three times
+/// its request (see `Endpoint::bound_answer`).
 fn echo_challenge(value: [u8; 8]) -> Response {
-    Response::error(Code::UNAUTHORIZED, "repeat with Echo (RFC 9175): your address is not verified")
-        .with_option(OptionNumber::ECHO, &value)
+    Response::new(Code::UNAUTHORIZED).with_option(OptionNumber::ECHO, &value)
 }
 
 /// Whether a response must not be sent (RFC 7967 No-Response; RFC 7252 §8.2 for errors to multicast).

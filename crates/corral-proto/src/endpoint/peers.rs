@@ -191,8 +191,9 @@ impl Endpoint {
         let value = self.give_echo(now, slot);
         debug!(peer = %to, size, credit, "answer too large for an unverified source: 4.01 with Echo");
         let mut challenge = Message::new(msg.mtype, Code::UNAUTHORIZED, msg.mid, msg.token);
+        // No diagnostic payload: the challenge must itself fit three times the request (a 12-byte `GET /`
+        // with an 8-byte token allows 36 bytes; with a payload it took 39 and was withheld).
         challenge.options.set(OptionNumber::ECHO, &value);
-        challenge.payload = b"repeat with Echo".to_vec();
         *msg = challenge;
         true
     }

@@ -6,7 +6,7 @@
 //! contract: inputs are `handle_*`, outputs `poll_*`.
 
 use crate::endpoint::{Endpoint, Event, Transmit};
-use crate::message::{IncomingRequest, RequestId};
+use crate::message::{IncomingRequest, RequestId, Transport};
 use crate::rng::Rng;
 use crate::service::{Context, Inbound, Layer, NodeCommand, Outcome, Owners, ResourceLink, Service};
 use crate::tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
@@ -321,7 +321,7 @@ impl Node {
         let req = match layer.inbound(now, req) {
             Inbound::Pass(req) => req,
             Inbound::Replaced(req) => {
-                if req.id.0 >= crate::tcp::TCP_ID_BASE {
+                if req.id.transport() == Transport::Tcp {
                     self.tcp.retarget_observation(req.id, &req.request);
                 } else {
                     self.endpoint.retarget_observation(req.id, &req.request);
@@ -442,7 +442,7 @@ impl Node {
             Some(layer) => layer.outbound(now, id, response),
             None => response,
         };
-        if id.0 >= crate::tcp::TCP_ID_BASE {
+        if id.transport() == Transport::Tcp {
             self.tcp.respond(now, id, response)
         } else {
             self.endpoint.respond(now, id, response)

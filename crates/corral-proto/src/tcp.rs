@@ -26,7 +26,7 @@
 //! it reports `handle_connected`, `handle_data` and `handle_closed`, sends what `poll_transmit` yields and
 //! closes what `poll_close` names.
 //!
-//! Ids: [`RequestId`]s and [`InboundId`]s of this endpoint start at [`TCP_ID_BASE`], so a node can tell
+//! Ids: [`RequestId`]s and [`InboundId`]s of this endpoint carry [`Transport::Tcp`], so a node can tell
 //! them from its UDP endpoint's.
 
 use crate::endpoint::block::{Step, Transfer};
@@ -34,7 +34,8 @@ use crate::endpoint::observe::ObservePolicy;
 use crate::endpoint::server::{Incoming, RequestMeta, ServerLayer};
 use crate::endpoint::{new_map, BlockConfig, Event, Map};
 use crate::message::{
-    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,
+    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, Transport,
+    UnknownExchange,
 };
 use crate::rng::{Rng, SecretRng};
 use crate::time::{Duration, Instant};
@@ -44,9 +45,6 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::net::SocketAddr;
 use tracing::{debug, info, trace, warn};
-
-/// The first id of this endpoint's requests and inbound exchanges.
-pub const TCP_ID_BASE: u64 = 1 << 62;
 
 /// A connection, named by the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -201,8 +199,8 @@ impl TcpEndpoint {
             transmits: VecDeque::new(),
             closes: VecDeque::new(),
             events: VecDeque::new(),
-            next_request_id: TCP_ID_BASE,
-            next_inbound_id: TCP_ID_BASE,
+            next_request_id: 0,
+            next_inbound_id: 0,
             to_server: new_map(seed),
             waiting: new_map(seed),
             connecting: new_map(seed),
@@ -568,7 +566,7 @@ impl TcpEndpoint {
             self.send_response(conn, token, r);
             return;
         }
-        let id = InboundId(self.next_inbound_id);
+        let id = InboundId::new(Transport::Tcp, self.next_inbound_id);
         self.next_inbound_id += 1;
         self.inbound.insert(id, Inbound { conn, peer, token, notification: false, meta });
         self.events.push_back(Event::Request(IncomingRequest {
@@ -659,7 +657,7 @@ impl TcpEndpoint {
             };
             let Some(o) = self.server.observers.get(&key) else { continue };
             let request = o.request.clone();
-            let id = InboundId(self.next_inbound_id);
+            let id = InboundId::new(Transport::Tcp, self.next_inbound_id);
             self.next_inbound_id += 1;
             let meta = RequestMeta { key: self.server.key_of(&request), ..RequestMeta::default() };
             self.inbound.insert(id, Inbound { conn, peer: key.0, token: key.1, notification: true, meta });
@@ -723,7 +721,7 @@ impl TcpEndpoint {
         if self.exchanges.len() + self.waiting.len() >= self.config.max_client_exchanges {
             return Err(StartError::TooManyExchanges);
         }
-        let id = RequestId(self.next_request_id);
+        let id = RequestId::new(Transport::Tcp, self.next_request_id);
         self.next_request_id += 1;
         let deadline = now + params.timeout.unwrap_or(self.config.request_timeout);
         self.waiting.insert(id, Waiting { dst, request, params, deadline });
@@ -745,7 +743,7 @@ impl TcpEndpoint {
         params: SendParams,
         parent: Option<RequestId>,
     ) -> Result<RequestId, StartError> {
-        let id = RequestId(self.next_request_id);
+        let id = RequestId::new(Transport::Tcp, self.next_request_id);
         self.next_request_id += 1;
         self.start_as(id, now, conn, request, params, parent)?;
         Ok(id)
@@ -818,7 +816,7 @@ impl TcpEndpoint {
             return Err(StartError::TooManyPeers);
         }
         let token = self.fresh_token(conn);
-        let id = RequestId(self.next_request_id);
+        let id = RequestId::new(Transport::Tcp, self.next_request_id);
         self.next_request_id += 1;
         self.send(conn, &TcpMessage::new(Code::PING, token));
         self.tokens.insert((conn, token), id);

@@ -66,7 +66,7 @@ impl Endpoint {
             transfer = Some(Box::new(t));
             request = first;
         }
-        let id = RequestId(self.next_request_id);
+        let id = RequestId::new(Transport::Udp, self.next_request_id);
         self.next_request_id += 1;
         let mtype = if confirmable { MessageType::Con } else { MessageType::Non };
         let msg = request_message(mtype, token, request);
@@ -120,7 +120,7 @@ impl Endpoint {
         let Some(slot) = self.peer_slot(dst) else {
             return Err(StartError::TooManyPeers);
         };
-        let id = RequestId(self.next_request_id);
+        let id = RequestId::new(Transport::Udp, self.next_request_id);
         self.next_request_id += 1;
         let mid = self.peers.next_mid(slot, self.config.shard);
         let bytes = Message::empty(MessageType::Con, mid).encode();

@@ -78,7 +78,7 @@ impl Endpoint {
             }
             return;
         }
-        let id = InboundId(self.next_inbound_id);
+        let id = InboundId::new(Transport::Udp, self.next_inbound_id);
         self.next_inbound_id += 1;
         let params = self.params_for(&from);
         let not_before = if multicast {

@@ -35,7 +35,8 @@ pub use config::{AmplificationLimit, EndpointConfig, Limits};
 pub use observe::ObservePolicy;
 
 use crate::message::{
-    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,
+    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, Transport,
+    UnknownExchange,
 };
 use crate::params::TransmissionParams;
 use crate::rng::{Rng, SecretRng};
@@ -347,8 +348,8 @@ impl Endpoint {
             delayed: BinaryHeap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
-            next_request_id: 1,
-            next_inbound_id: 1,
+            next_request_id: 0,
+            next_inbound_id: 0,
             seq: 0,
             stats: Stats::default(),
             server: ServerLayer::new(hash_seed),
@@ -634,7 +635,7 @@ impl Endpoint {
             let request = o.request.clone();
             let Some(slot) = self.peer_slot(key.0) else { continue };
             self.peers.get_mut(slot).refs += 1;
-            let id = InboundId(self.next_inbound_id);
+            let id = InboundId::new(Transport::Udp, self.next_inbound_id);
             self.next_inbound_id += 1;
             let expires = now + self.params_for(&key.0).exchange_lifetime();
             let meta = RequestMeta { key: self.server.key_of(&request), ..RequestMeta::default() };

@@ -155,16 +155,19 @@ impl Node {
 
     /// A server to connect to over TCP, for a service's [`Context::request_tcp`]; report the connection with
     /// `handle_tcp_connected` (peer = this address) or `handle_tcp_connect_failed`.
+    #[must_use]
     pub fn poll_tcp_connect(&mut self) -> Option<SocketAddr> {
         self.tcp.poll_connect()
     }
 
     /// Bytes to write to a TCP connection.
+    #[must_use]
     pub fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit> {
         self.tcp.poll_transmit()
     }
 
     /// A TCP connection the driver must close.
+    #[must_use]
     pub fn poll_tcp_close(&mut self) -> Option<ConnId> {
         self.tcp.poll_close()
     }
@@ -216,16 +219,19 @@ impl Node {
         self.dispatch(now);
     }
 
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.endpoint.poll_transmit()
     }
 
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let services = self.mounts.iter().filter_map(|m| m.service.poll_timeout()).min();
         [self.endpoint.poll_timeout(), self.tcp.poll_timeout(), services].into_iter().flatten().min()
     }
 
     /// Multicast joins and leaves the services asked for; the driver applies them.
+    #[must_use]
     pub fn poll_command(&mut self) -> Option<NodeCommand> {
         if self.commands.is_empty() {
             None
@@ -235,6 +241,7 @@ impl Node {
     }
 
     /// Events about requests the driver issued directly on the endpoint.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.unowned.pop_front()
     }

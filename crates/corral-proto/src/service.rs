@@ -86,6 +86,7 @@ pub trait Service: Any {
     }
 
     /// The next time this service wants `handle_timeout`.
+    #[must_use]
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }

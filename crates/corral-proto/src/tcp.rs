@@ -102,6 +102,7 @@ impl Default for TcpConfig {
 
 /// Bytes to write to a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "bytes the endpoint produced: write them to the connection, or say why they are dropped"]
 pub struct TcpTransmit {
     pub conn: ConnId,
     pub bytes: Vec<u8>,
@@ -234,15 +235,18 @@ impl TcpEndpoint {
     // Outputs
     // ---------------------------------------------------------------------------------------------
 
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<TcpTransmit> {
         self.transmits.pop_front()
     }
 
     /// A connection the driver must close (after Abort or Release, or at the peer's request).
+    #[must_use]
     pub fn poll_close(&mut self) -> Option<ConnId> {
         self.closes.pop_front()
     }
 
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front().or_else(|| {
             let (path, (peer, token)) = self.server.observers.pop_gone()?;
@@ -250,6 +254,7 @@ impl TcpEndpoint {
         })
     }
 
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let a = self.timers.peek().map(|Reverse((t, _))| *t);
         let b = self.conn_timers.peek().map(|Reverse((t, _))| *t);
@@ -258,6 +263,7 @@ impl TcpEndpoint {
 
     /// A server the driver must connect to (for [`TcpEndpoint::request_to`]); it reports the connection
     /// with `handle_connected` (the peer address is the one asked for) or `handle_connect_failed`.
+    #[must_use]
     pub fn poll_connect(&mut self) -> Option<SocketAddr> {
         self.connects.pop_front()
     }
@@ -648,6 +654,7 @@ impl TcpEndpoint {
 
     /// The resource at `path` changed: one request per observer over TCP, to be rendered and answered with
     /// [`TcpEndpoint::respond`]; each answer goes out as a notification.
+    #[must_use = "each request must be rendered and answered, or its observer gets no notification"]
     pub fn notify(&mut self, _now: Instant, path: &str) -> Vec<IncomingRequest> {
         let mut out = Vec::new();
         for key in self.server.observers.keys_for(path) {

@@ -60,6 +60,7 @@ pub(crate) fn new_map<K, V>(seed: u64) -> Map<K, V> {
 
 /// A datagram to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a datagram the endpoint produced: send it, or say why it is dropped"]
 pub struct Transmit {
     pub dst: SocketAddr,
     pub payload: Vec<u8>,
@@ -412,6 +413,7 @@ impl Endpoint {
     // Outputs
     // ---------------------------------------------------------------------------------------------
 
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         let mut t = self.transmits.pop_front()?;
         if t.src.is_none() {
@@ -421,6 +423,7 @@ impl Endpoint {
         Some(t)
     }
 
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front().or_else(|| {
             let (path, (peer, token)) = self.server.observers.pop_gone()?;
@@ -429,6 +432,7 @@ impl Endpoint {
     }
 
     /// The next time [`Endpoint::handle_timeout`] must be called. May be early (a stale timer); never late.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let candidates = [
             self.timers.peek().map(|Reverse((t, _))| *t),
@@ -622,6 +626,7 @@ impl Endpoint {
     /// The resource at `path` changed: one request per observer of it, to be rendered by the application
     /// (routed like any request; the [`Node`](crate::Node) does it for services). Each answer is sent as a
     /// notification. `confirmable` forces CON or NON; `None` follows the [`ObservePolicy`].
+    #[must_use = "each request must be rendered and answered, or its observer gets no notification"]
     pub fn notify(&mut self, now: Instant, path: &str, confirmable: Option<bool>) -> Vec<IncomingRequest> {
         let mut out = Vec::new();
         for key in self.server.observers.keys_for(path) {

@@ -106,6 +106,10 @@ impl Node {
         &self.endpoint
     }
 
+    /// The UDP endpoint itself. A driver issues requests on it directly (their outcomes come back through
+    /// [`Node::poll_event`], since no service owns them): corral-tokio's driver runs a bare client and a
+    /// node alike through it, for requests, cancellations and deregistrations; tests use it to inject what
+    /// a driver would (an ICMP error, a request without a service).
     pub fn endpoint_mut(&mut self) -> &mut Endpoint {
         &mut self.endpoint
     }

@@ -17,6 +17,8 @@
 //! - [`Shard`]: the slice of message IDs and tokens of one endpoint among several sharing a port, so that
 //!   the socket can hand each answer back to the endpoint that asked.
 //! - [`TransmissionParams`]: ACK_TIMEOUT and friends, with the derived values of RFC 7252 §4.8.2.
+//! - `testing` (cargo feature `testing`, for the tests of this crate and the crates above it): an
+//!   in-memory network of nodes on virtual time. Not part of the protocol API.
 //!
 //! ## Driving an endpoint or node
 //! After every input (`handle_datagram`, `handle_timeout`, or an application call), drain
@@ -37,6 +39,7 @@ mod rng;
 mod service;
 mod shard;
 pub mod tcp;
+#[cfg(feature = "testing")]
 pub mod testing;
 mod time;
 
@@ -46,7 +49,8 @@ pub use endpoint::{
 };
 pub use links::render as render_links;
 pub use message::{
-    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,
+    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, Transport,
+    UnknownExchange,
 };
 pub use node::{Node, ServiceHandle};
 pub use params::TransmissionParams;

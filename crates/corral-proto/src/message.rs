@@ -193,13 +193,68 @@ impl SendParams {
     }
 }
 
+/// The transport an exchange runs over: the [`Endpoint`](crate::Endpoint) (UDP, or a simulated link) or
+/// the [`TcpEndpoint`](crate::TcpEndpoint) (CoAP over TCP, RFC 8323). Every [`RequestId`] and
+/// [`InboundId`] carries it, so a node with both answers or cancels on the right one.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Transport {
+    Udp,
+    Tcp,
+}
+
+/// Where the ids of the TCP endpoint start: the transport is the id's high bit, so ids of the two
+/// transports never meet and order as before (UDP first).
+const TCP_ID_BASE: u64 = 1 << 62;
+
+impl Transport {
+    /// The `seq`-th id of this transport (numbered from 0).
+    fn id(self, seq: u64) -> u64 {
+        match self {
+            Transport::Udp => seq + 1,
+            Transport::Tcp => TCP_ID_BASE + seq,
+        }
+    }
+
+    fn of(id: u64) -> Transport {
+        if id >= TCP_ID_BASE {
+            Transport::Tcp
+        } else {
+            Transport::Udp
+        }
+    }
+}
+
 /// Identifies a request this endpoint sent.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-pub struct RequestId(pub u64);
+pub struct RequestId(u64);
+
+impl RequestId {
+    /// The `seq`-th request (from 0) of an endpoint of `transport`.
+    pub(crate) fn new(transport: Transport, seq: u64) -> RequestId {
+        RequestId(transport.id(seq))
+    }
+
+    /// The transport the request went out on.
+    pub fn transport(self) -> Transport {
+        Transport::of(self.0)
+    }
+}
 
 /// Identifies a request this endpoint received and has not answered yet.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-pub struct InboundId(pub u64);
+pub struct InboundId(u64);
+
+impl InboundId {
+    /// The `seq`-th received request (from 0) of an endpoint of `transport`.
+    pub(crate) fn new(transport: Transport, seq: u64) -> InboundId {
+        InboundId(transport.id(seq))
+    }
+
+    /// The transport the request came on.
+    pub fn transport(self) -> Transport {
+        Transport::of(self.0)
+    }
+}
 
 /// A request received from a peer, to be answered with [`crate::Endpoint::respond`].
 #[derive(Debug, Clone)]

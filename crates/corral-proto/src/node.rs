@@ -6,7 +6,7 @@
 //! contract: inputs are `handle_*`, outputs `poll_*`.
 
 use crate::endpoint::{Endpoint, Event, Transmit};
-use crate::message::{IncomingRequest, RequestId};
+use crate::message::{IncomingRequest, RequestId, Transport};
 use crate::rng::Rng;
 use crate::service::{Context, Inbound, Layer, NodeCommand, Outcome, Owners, ResourceLink, Service};
 use crate::tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
@@ -106,6 +106,10 @@ impl Node {
         &self.endpoint
     }
 
+    /// The UDP endpoint itself. A driver issues requests on it directly (their outcomes come back through
+    /// [`Node::poll_event`], since no service owns them): corral-tokio's driver runs a bare client and a
+    /// node alike through it, for requests, cancellations and deregistrations; tests use it to inject what
+    /// a driver would (an ICMP error, a request without a service).
     pub fn endpoint_mut(&mut self) -> &mut Endpoint {
         &mut self.endpoint
     }
@@ -155,16 +159,19 @@ impl Node {
 
     /// A server to connect to over TCP, for a service's [`Context::request_tcp`]; report the connection with
     /// `handle_tcp_connected` (peer = this address) or `handle_tcp_connect_failed`.
+    #[must_use]
     pub fn poll_tcp_connect(&mut self) -> Option<SocketAddr> {
         self.tcp.poll_connect()
     }
 
     /// Bytes to write to a TCP connection.
+    #[must_use]
     pub fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit> {
         self.tcp.poll_transmit()
     }
 
     /// A TCP connection the driver must close.
+    #[must_use]
     pub fn poll_tcp_close(&mut self) -> Option<ConnId> {
         self.tcp.poll_close()
     }
@@ -216,16 +223,19 @@ impl Node {
         self.dispatch(now);
     }
 
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.endpoint.poll_transmit()
     }
 
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let services = self.mounts.iter().filter_map(|m| m.service.poll_timeout()).min();
         [self.endpoint.poll_timeout(), self.tcp.poll_timeout(), services].into_iter().flatten().min()
     }
 
     /// Multicast joins and leaves the services asked for; the driver applies them.
+    #[must_use]
     pub fn poll_command(&mut self) -> Option<NodeCommand> {
         if self.commands.is_empty() {
             None
@@ -235,6 +245,7 @@ impl Node {
     }
 
     /// Events about requests the driver issued directly on the endpoint.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.unowned.pop_front()
     }
@@ -321,7 +332,7 @@ impl Node {
         let req = match layer.inbound(now, req) {
             Inbound::Pass(req) => req,
             Inbound::Replaced(req) => {
-                if req.id.0 >= crate::tcp::TCP_ID_BASE {
+                if req.id.transport() == Transport::Tcp {
                     self.tcp.retarget_observation(req.id, &req.request);
                 } else {
                     self.endpoint.retarget_observation(req.id, &req.request);
@@ -442,7 +453,7 @@ impl Node {
             Some(layer) => layer.outbound(now, id, response),
             None => response,
         };
-        if id.0 >= crate::tcp::TCP_ID_BASE {
+        if id.transport() == Transport::Tcp {
             self.tcp.respond(now, id, response)
         } else {
             self.endpoint.respond(now, id, response)

@@ -7,9 +7,11 @@
 //! driver's time) and never touches a socket, so the tokio runtime and the simulator drive it unchanged.
 
 use crate::endpoint::Endpoint;
-use crate::message::{InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError};
+use crate::message::{
+    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, Transport,
+};
 use crate::rng::Rng;
-use crate::tcp::{TcpEndpoint, TCP_ID_BASE};
+use crate::tcp::TcpEndpoint;
 use crate::time::Instant;
 use std::any::Any;
 use std::collections::HashMap;
@@ -84,6 +86,7 @@ pub trait Service: Any {
     }
 
     /// The next time this service wants `handle_timeout`.
+    #[must_use]
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
@@ -144,7 +147,7 @@ impl<'a> Context<'a> {
             Some(layer) => layer.outbound(self.now, id, response),
             None => response,
         };
-        let done = if id.0 >= TCP_ID_BASE {
+        let done = if id.transport() == Transport::Tcp {
             self.tcp.respond(self.now, id, response)
         } else {
             self.endpoint.respond(self.now, id, response)
@@ -158,7 +161,7 @@ impl<'a> Context<'a> {
     /// value (RFC 9175 §2.4) instead of serving it; see [`Endpoint::challenge`]. Requests over TCP are
     /// always verified and need no challenge.
     pub fn challenge(&mut self, id: InboundId) {
-        if id.0 < TCP_ID_BASE && self.endpoint.challenge(self.now, id).is_err() {
+        if id.transport() == Transport::Udp && self.endpoint.challenge(self.now, id).is_err() {
             tracing::debug!(?id, "challenge for an exchange that no longer exists");
         }
     }
@@ -166,12 +169,12 @@ impl<'a> Context<'a> {
     /// Ends a received request without answering it: it repeats one the service is already answering
     /// (see [`Endpoint::discard`]).
     pub fn discard(&mut self, id: InboundId) {
-        let _ = if id.0 >= TCP_ID_BASE { self.tcp.discard(id) } else { self.endpoint.discard(id) };
+        let _ = if id.transport() == Transport::Tcp { self.tcp.discard(id) } else { self.endpoint.discard(id) };
     }
 
     /// Sends the empty ACK now; the response will go separately (UDP only; TCP has no ACKs).
     pub fn accept(&mut self, id: InboundId) {
-        if id.0 < TCP_ID_BASE {
+        if id.transport() == Transport::Udp {
             let _ = self.endpoint.accept(id);
         }
     }
@@ -206,7 +209,7 @@ impl<'a> Context<'a> {
 
     /// Abandons a request; no outcome will be delivered for it.
     pub fn cancel(&mut self, id: RequestId) {
-        if id.0 >= TCP_ID_BASE {
+        if id.transport() == Transport::Tcp {
             self.tcp.cancel(self.now, id);
         } else {
             self.endpoint.cancel(self.now, id);
@@ -216,7 +219,7 @@ impl<'a> Context<'a> {
 
     /// Ends an observation this service registered (GET with Observe=1, RFC 7641 §3.6).
     pub fn deregister(&mut self, id: RequestId) {
-        if id.0 >= TCP_ID_BASE {
+        if id.transport() == Transport::Tcp {
             self.tcp.deregister(self.now, id);
         } else {
             self.endpoint.deregister(self.now, id);

@@ -26,7 +26,7 @@
 //! it reports `handle_connected`, `handle_data` and `handle_closed`, sends what `poll_transmit` yields and
 //! closes what `poll_close` names.
 //!
-//! Ids: [`RequestId`]s and [`InboundId`]s of this endpoint start at [`TCP_ID_BASE`], so a node can tell
+//! Ids: [`RequestId`]s and [`InboundId`]s of this endpoint carry [`Transport::Tcp`], so a node can tell
 //! them from its UDP endpoint's.
 
 use crate::endpoint::block::{Step, Transfer};
@@ -34,7 +34,8 @@ use crate::endpoint::observe::ObservePolicy;
 use crate::endpoint::server::{Incoming, RequestMeta, ServerLayer};
 use crate::endpoint::{new_map, BlockConfig, Event, Map};
 use crate::message::{
-    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,
+    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, Transport,
+    UnknownExchange,
 };
 use crate::rng::{Rng, SecretRng};
 use crate::time::{Duration, Instant};
@@ -44,9 +45,6 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::net::SocketAddr;
 use tracing::{debug, info, trace, warn};
-
-/// The first id of this endpoint's requests and inbound exchanges.
-pub const TCP_ID_BASE: u64 = 1 << 62;
 
 /// A connection, named by the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -104,6 +102,7 @@ impl Default for TcpConfig {
 
 /// Bytes to write to a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "bytes the endpoint produced: write them to the connection, or say why they are dropped"]
 pub struct TcpTransmit {
     pub conn: ConnId,
     pub bytes: Vec<u8>,
@@ -201,8 +200,8 @@ impl TcpEndpoint {
             transmits: VecDeque::new(),
             closes: VecDeque::new(),
             events: VecDeque::new(),
-            next_request_id: TCP_ID_BASE,
-            next_inbound_id: TCP_ID_BASE,
+            next_request_id: 0,
+            next_inbound_id: 0,
             to_server: new_map(seed),
             waiting: new_map(seed),
             connecting: new_map(seed),
@@ -236,15 +235,18 @@ impl TcpEndpoint {
     // Outputs
     // ---------------------------------------------------------------------------------------------
 
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<TcpTransmit> {
         self.transmits.pop_front()
     }
 
     /// A connection the driver must close (after Abort or Release, or at the peer's request).
+    #[must_use]
     pub fn poll_close(&mut self) -> Option<ConnId> {
         self.closes.pop_front()
     }
 
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front().or_else(|| {
             let (path, (peer, token)) = self.server.observers.pop_gone()?;
@@ -252,6 +254,7 @@ impl TcpEndpoint {
         })
     }
 
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let a = self.timers.peek().map(|Reverse((t, _))| *t);
         let b = self.conn_timers.peek().map(|Reverse((t, _))| *t);
@@ -260,6 +263,7 @@ impl TcpEndpoint {
 
     /// A server the driver must connect to (for [`TcpEndpoint::request_to`]); it reports the connection
     /// with `handle_connected` (the peer address is the one asked for) or `handle_connect_failed`.
+    #[must_use]
     pub fn poll_connect(&mut self) -> Option<SocketAddr> {
         self.connects.pop_front()
     }
@@ -568,7 +572,7 @@ impl TcpEndpoint {
             self.send_response(conn, token, r);
             return;
         }
-        let id = InboundId(self.next_inbound_id);
+        let id = InboundId::new(Transport::Tcp, self.next_inbound_id);
         self.next_inbound_id += 1;
         self.inbound.insert(id, Inbound { conn, peer, token, notification: false, meta });
         self.events.push_back(Event::Request(IncomingRequest {
@@ -650,6 +654,7 @@ impl TcpEndpoint {
 
     /// The resource at `path` changed: one request per observer over TCP, to be rendered and answered with
     /// [`TcpEndpoint::respond`]; each answer goes out as a notification.
+    #[must_use = "each request must be rendered and answered, or its observer gets no notification"]
     pub fn notify(&mut self, _now: Instant, path: &str) -> Vec<IncomingRequest> {
         let mut out = Vec::new();
         for key in self.server.observers.keys_for(path) {
@@ -659,7 +664,7 @@ impl TcpEndpoint {
             };
             let Some(o) = self.server.observers.get(&key) else { continue };
             let request = o.request.clone();
-            let id = InboundId(self.next_inbound_id);
+            let id = InboundId::new(Transport::Tcp, self.next_inbound_id);
             self.next_inbound_id += 1;
             let meta = RequestMeta { key: self.server.key_of(&request), ..RequestMeta::default() };
             self.inbound.insert(id, Inbound { conn, peer: key.0, token: key.1, notification: true, meta });
@@ -723,7 +728,7 @@ impl TcpEndpoint {
         if self.exchanges.len() + self.waiting.len() >= self.config.max_client_exchanges {
             return Err(StartError::TooManyExchanges);
         }
-        let id = RequestId(self.next_request_id);
+        let id = RequestId::new(Transport::Tcp, self.next_request_id);
         self.next_request_id += 1;
         let deadline = now + params.timeout.unwrap_or(self.config.request_timeout);
         self.waiting.insert(id, Waiting { dst, request, params, deadline });
@@ -745,7 +750,7 @@ impl TcpEndpoint {
         params: SendParams,
         parent: Option<RequestId>,
     ) -> Result<RequestId, StartError> {
-        let id = RequestId(self.next_request_id);
+        let id = RequestId::new(Transport::Tcp, self.next_request_id);
         self.next_request_id += 1;
         self.start_as(id, now, conn, request, params, parent)?;
         Ok(id)
@@ -818,7 +823,7 @@ impl TcpEndpoint {
             return Err(StartError::TooManyPeers);
         }
         let token = self.fresh_token(conn);
-        let id = RequestId(self.next_request_id);
+        let id = RequestId::new(Transport::Tcp, self.next_request_id);
         self.next_request_id += 1;
         self.send(conn, &TcpMessage::new(Code::PING, token));
         self.tokens.insert((conn, token), id);

@@ -206,9 +206,9 @@ fn never_more_than_nstart_outstanding() {
         // Some loss, so retransmissions and queueing interleave.
         let mut rng = corral_proto::Rng::new(seed);
         s.net.set_drop(move |_| rng.chance(0.2));
-        for i in 0..8 {
-            s.request(Request::get(if i % 2 == 0 { "hello" } else { "other" }), SendParams::default());
-        }
+        let ids: Vec<RequestId> = (0..8)
+            .map(|i| s.request(Request::get(if i % 2 == 0 { "hello" } else { "other" }), SendParams::default()))
+            .collect();
         s.net.run_for(Duration::from_secs(600));
         let client = s.net.addr(s.client);
         let server = s.net.addr(s.server);
@@ -235,7 +235,7 @@ fn never_more_than_nstart_outstanding() {
         assert_eq!(starts.len(), 8, "seed {seed}");
         let mut intervals = Vec::new();
         for (k, (mid, start)) in starts.iter().enumerate() {
-            let done = outcomes.iter().find(|(_, id, _)| id.0 == k as u64 + 1).map(|(t, _, _)| *t).unwrap();
+            let done = outcomes.iter().find(|(_, id, _)| *id == ids[k]).map(|(t, _, _)| *t).unwrap();
             let end = acked.get(mid).copied().map_or(done, |a| a.min(done));
             intervals.push((*start, end));
         }

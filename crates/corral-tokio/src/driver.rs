@@ -13,7 +13,6 @@
 
 use crate::socket::{CoapSocket, OutDatagram, RecvBuffers};
 use crate::tcp::{ConnLink, TcpInput};
-use corral_proto::tcp::TCP_ID_BASE;
 use corral_proto::wire::Code;
 use corral_proto::{
     ConnId, Endpoint, Event, InboundId, Instant, Node, NodeCommand, Request, RequestError, RequestId, Response,
@@ -95,8 +94,8 @@ impl OsSeeded for corral_proto::TcpConfig {
 }
 
 /// What the driver runs: a client's endpoints or a node with services (a server). Both carry a UDP
-/// endpoint and a TCP endpoint; request and inbound ids tell the two apart (TCP ids start at
-/// [`TCP_ID_BASE`]).
+/// endpoint and a TCP endpoint; request and inbound ids tell the two apart (their
+/// [`Transport`](corral_proto::Transport)).
 pub(crate) trait Machine {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]);
     /// An ICMP error says a datagram to `peer` (starting with `quoted`) was not delivered.
@@ -184,7 +183,7 @@ impl Machine for ClientMachine {
         &mut self.tcp
     }
     fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
-        if id.0 >= TCP_ID_BASE {
+        if id.transport() == corral_proto::Transport::Tcp {
             self.tcp.respond(now, id, response)
         } else {
             self.udp.respond(now, id, response)
@@ -253,7 +252,7 @@ impl Machine for Node {
 }
 
 fn is_tcp(id: RequestId) -> bool {
-    id.0 >= TCP_ID_BASE
+    id.transport() == corral_proto::Transport::Tcp
 }
 
 /// A response, or why there is none, as delivered to a waiting caller.

@@ -47,7 +47,7 @@ impl Endpoint {
             return Err(StartError::TooManyPeers);
         };
         let nstart = self.params_for(&dst).nstart;
-        let peer = self.peer_mut(slot);
+        let peer = self.peers.get_mut(slot);
         if peer.outstanding >= nstart && peer.queue.len() >= self.config.limits.max_queued_per_peer {
             return Err(StartError::QueueFull);
         }
@@ -66,11 +66,11 @@ impl Endpoint {
             transfer = Some(Box::new(t));
             request = first;
         }
-        let id = RequestId(self.next_request_id);
+        let id = RequestId::new(Transport::Udp, self.next_request_id);
         self.next_request_id += 1;
         let mtype = if confirmable { MessageType::Con } else { MessageType::Non };
         let msg = request_message(mtype, token, request);
-        let peer = self.peer_mut(slot);
+        let peer = self.peers.get_mut(slot);
         peer.refs += 1;
         peer.client_refs += 1;
         self.tokens.insert(token, id);
@@ -106,7 +106,7 @@ impl Endpoint {
             self.fail_exchange(now, id, RequestError::Timeout);
             return;
         };
-        let peer = self.peer_mut(slot);
+        let peer = self.peers.get_mut(slot);
         if peer.outstanding >= nstart {
             peer.queue.push_back(id);
             self.arm_exchange(id);
@@ -120,11 +120,11 @@ impl Endpoint {
         let Some(slot) = self.peer_slot(dst) else {
             return Err(StartError::TooManyPeers);
         };
-        let id = RequestId(self.next_request_id);
+        let id = RequestId::new(Transport::Udp, self.next_request_id);
         self.next_request_id += 1;
-        let mid = self.next_mid(slot);
+        let mid = self.peers.next_mid(slot, self.config.shard);
         let bytes = Message::empty(MessageType::Con, mid).encode();
-        self.peer_mut(slot).client_refs += 1;
+        self.peers.get_mut(slot).client_refs += 1;
         self.send_reliable(now, dst, mid, Owner::Ping(id), bytes);
         Ok(id)
     }
@@ -182,9 +182,9 @@ impl Endpoint {
         let Some(ex) = self.exchanges.get(&id) else { return };
         let ClientState::Queued = ex.state else { return };
         let dst = ex.dst;
-        let Some(&slot) = self.peers.get(&dst) else { return };
-        let mid = self.next_mid(slot);
-        self.peer_mut(slot).outstanding += 1;
+        let Some(slot) = self.peers.slot_of(&dst) else { return };
+        let mid = self.peers.next_mid(slot, self.config.shard);
+        self.peers.get_mut(slot).outstanding += 1;
         let ex = self.exchanges.get_mut(&id).expect("exchange exists: checked above");
         ex.counted = true;
         ex.msg.mid = mid;
@@ -225,8 +225,8 @@ impl Endpoint {
         owner: Owner,
         bytes: Vec<u8>,
     ) {
-        if let Some(&slot) = self.peers.get(&dst) {
-            self.peer_mut(slot).refs += 1;
+        if let Some(slot) = self.peers.slot_of(&dst) {
+            self.peers.get_mut(slot).refs += 1;
         }
         let p = self.params_for(&dst);
         let (lo, hi) = (p.ack_timeout.as_micros(), p.max_initial_timeout().as_micros());
@@ -274,7 +274,7 @@ impl Endpoint {
         match ex.state {
             ClientState::ExpectAck { mid } => {
                 if self.sent.remove(&(dst, mid)).is_some() {
-                    self.release_peer_ref(dst);
+                    self.peers.release_ref(dst);
                 }
             }
             ClientState::ExpectResponse { mid, .. } | ClientState::Collecting { mid, .. } => {
@@ -284,8 +284,8 @@ impl Endpoint {
                 }
             }
             ClientState::Queued => {
-                if let Some(&slot) = self.peers.get(&dst) {
-                    self.peer_mut(slot).queue.retain(|q| *q != id);
+                if let Some(slot) = self.peers.slot_of(&dst) {
+                    self.peers.get_mut(slot).queue.retain(|q| *q != id);
                 }
             }
             ClientState::Observing => {}
@@ -301,7 +301,7 @@ impl Endpoint {
         self.end_round(now, id);
         let Some(ex) = self.exchanges.remove(&id) else { return };
         self.tokens.remove(&ex.token);
-        self.release_client_ref(ex.dst);
+        self.peers.release_client_ref(ex.dst);
     }
 
     /// Starts the next round of a block-wise transfer: a new message with a new token.
@@ -319,8 +319,8 @@ impl Endpoint {
 
     /// One outstanding interaction with `dst` ended: start the next queued request, if any.
     pub(super) fn release_outstanding(&mut self, now: Instant, dst: SocketAddr) {
-        let Some(&slot) = self.peers.get(&dst) else { return };
-        let peer = self.peer_mut(slot);
+        let Some(slot) = self.peers.slot_of(&dst) else { return };
+        let peer = self.peers.get_mut(slot);
         peer.outstanding = peer.outstanding.saturating_sub(1);
         if let Some(next) = peer.queue.pop_front() {
             self.send_queued(now, next);

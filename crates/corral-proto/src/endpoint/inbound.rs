@@ -10,7 +10,7 @@ impl Endpoint {
         let mid = packet.message_id();
         let slot = match self.dedup(now, from, packet) {
             Ok(slot) => slot,
-            Err(()) if self.peers.contains_key(&from) => return, // a duplicate, handled
+            Err(()) if self.peers.contains(&from) => return, // a duplicate, handled
             Err(()) => {
                 self.stats.overload_rejections += 1;
                 if con {
@@ -40,7 +40,7 @@ impl Endpoint {
         let lifetime = self.params_for(&from).exchange_lifetime();
         let block = self.config.block;
         // Without a reflection bound (a trusted network) no source is held to proving its address.
-        let verified = self.config.amplification.is_none() || self.peer_mut(slot).verified;
+        let verified = self.config.amplification.is_none() || self.peers.get_mut(slot).verified;
         let (request, meta) = match self.server.on_request(
             now,
             &block,
@@ -64,7 +64,7 @@ impl Endpoint {
             }
             Incoming::Deliver(request, meta) => (request, meta),
         };
-        if self.peer_mut(slot).inbound as usize >= self.config.limits.max_inbound_per_peer {
+        if self.peers.get_mut(slot).inbound as usize >= self.config.limits.max_inbound_per_peer {
             self.stats.overload_rejections += 1;
             if !multicast {
                 self.reject_overload(from, packet, "too many of your requests in progress");
@@ -78,7 +78,7 @@ impl Endpoint {
             }
             return;
         }
-        let id = InboundId(self.next_inbound_id);
+        let id = InboundId::new(Transport::Udp, self.next_inbound_id);
         self.next_inbound_id += 1;
         let params = self.params_for(&from);
         let not_before = if multicast {
@@ -105,14 +105,14 @@ impl Endpoint {
                 expires,
             },
         );
-        let peer = self.peer_mut(slot);
+        let peer = self.peers.get_mut(slot);
         peer.refs += 1;
         peer.inbound += 1;
         if con {
             self.remember_reply(Some(slot), mid, Reply::Pending(id));
         }
         self.piggyback_deadlines.push_back((now + self.config.piggyback_window(), id));
-        let verified = self.peer_mut(slot).verified;
+        let verified = self.peers.get_mut(slot).verified;
         self.events.push_back(Event::Request(IncomingRequest {
             id,
             from,
@@ -137,7 +137,7 @@ impl Endpoint {
             return Err(UnknownExchange);
         }
         let peer = inb.peer;
-        let Some(slot) = self.peers.get(&peer).copied() else { return Err(UnknownExchange) };
+        let Some(slot) = self.peers.slot_of(&peer) else { return Err(UnknownExchange) };
         let value = self.give_echo(now, slot);
         debug!(%peer, ?id, "state change from an unverified source: 4.01 with Echo");
         self.respond(now, id, echo_challenge(value))
@@ -170,7 +170,7 @@ impl Endpoint {
             self.push_answer(now, Transmit { dst: to, payload: bytes, src: None });
         } else {
             msg.mtype = MessageType::Non;
-            msg.mid = self.next_mid(slot);
+            msg.mid = self.peers.next_mid(slot, self.config.shard);
             self.push_answer(now, Transmit { dst: to, payload: msg.encode(), src: None });
         }
     }
@@ -182,5 +182,29 @@ impl Endpoint {
         ack.options.set_uint(OptionNumber::MAX_AGE, u64::from(self.config.overload_max_age));
         ack.payload = format!("overloaded: {why}").into_bytes();
         self.transmits.push_back(Transmit { dst: to, payload: ack.encode(), src: None });
+    }
+
+    /// The inbound table is full: the oldest request of an unverified peer other than `except` makes room
+    /// for a new one (its later answer finds no exchange). `false` if every request is a verified peer's.
+    fn displace_inbound(&mut self, except: SocketAddr) -> bool {
+        let candidate = self
+            .inbound_expiry
+            .iter()
+            .map(|(_, id)| *id)
+            .chain(self.piggyback_deadlines.iter().map(|(_, id)| *id))
+            .find(|id| {
+                self.inbound.get(id).is_some_and(|i| {
+                    i.kind == InboundKind::Request && i.peer != except && !self.peers.is_verified(&i.peer)
+                })
+            });
+        let Some(id) = candidate else { return false };
+        if let Some(inb) = self.inbound.remove(&id) {
+            self.peers.release_inbound(inb.peer);
+            self.stats.displaced += 1;
+            if self.stats.displaced.is_power_of_two() {
+                warn!(peer = %inb.peer, displaced = self.stats.displaced, "inbound table full: dropped the oldest requests of unverified peers");
+            }
+        }
+        true
     }
 }

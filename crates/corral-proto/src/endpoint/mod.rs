@@ -35,7 +35,8 @@ pub use config::{AmplificationLimit, EndpointConfig, Limits};
 pub use observe::ObservePolicy;
 
 use crate::message::{
-    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, UnknownExchange,
+    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, Transport,
+    UnknownExchange,
 };
 use crate::params::TransmissionParams;
 use crate::rng::{Rng, SecretRng};
@@ -43,7 +44,7 @@ use crate::time::{Duration, Instant};
 use block::{Step, Transfer};
 use corral_wire::{Code, Message, MessageId, MessageType, OptionNumber, Options, Packet, Token};
 use observe::{Freshness, ObserverKey};
-use peers::Peer;
+use peers::PeerTable;
 use server::{Incoming, RequestMeta, ServerLayer};
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
@@ -59,6 +60,7 @@ pub(crate) fn new_map<K, V>(seed: u64) -> Map<K, V> {
 
 /// A datagram to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a datagram the endpoint produced: send it, or say why it is dropped"]
 pub struct Transmit {
     pub dst: SocketAddr,
     pub payload: Vec<u8>,
@@ -300,11 +302,8 @@ pub struct Endpoint {
     /// Everything a peer sees and must not predict: tokens, first message IDs, Echo values, Request-Tags.
     secret: SecretRng,
     peer_params: Map<SocketAddr, TransmissionParams>,
-    peers: Map<SocketAddr, u32>,
-    slab: Vec<Option<Peer>>,
-    free_slots: Vec<u32>,
-    lru: VecDeque<(u32, u64)>,
-    lru_clock: u64,
+    /// Per-peer state and the reflection credit of unverified sources.
+    peers: PeerTable,
     sent: Map<(SocketAddr, MessageId), Sent>,
     /// NONs we sent, forgotten after NON_LIFETIME (FIFO: the lifetime is constant).
     sent_non_expiry: VecDeque<(Instant, SocketAddr, MessageId)>,
@@ -328,8 +327,6 @@ pub struct Endpoint {
     seq: u64,
     stats: Stats,
     server: ServerLayer,
-    /// The first-answer buckets of unverified sources' IP addresses (see [`AmplificationLimit`]).
-    first_answers: credit::FirstAnswers,
 }
 
 impl Endpoint {
@@ -340,11 +337,7 @@ impl Endpoint {
         let hash_seed = secret.next_u64();
         Endpoint {
             peer_params: new_map(hash_seed),
-            peers: new_map(hash_seed),
-            slab: Vec::new(),
-            free_slots: Vec::new(),
-            lru: VecDeque::new(),
-            lru_clock: 0,
+            peers: PeerTable::new(hash_seed),
             sent: new_map(hash_seed),
             sent_non_expiry: VecDeque::new(),
             exchanges: new_map(hash_seed),
@@ -356,12 +349,11 @@ impl Endpoint {
             delayed: BinaryHeap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
-            next_request_id: 1,
-            next_inbound_id: 1,
+            next_request_id: 0,
+            next_inbound_id: 0,
             seq: 0,
             stats: Stats::default(),
             server: ServerLayer::new(hash_seed),
-            first_answers: credit::FirstAnswers::new(hash_seed),
             rng,
             secret,
             config,
@@ -406,7 +398,7 @@ impl Endpoint {
             client_exchanges: self.exchanges.len(),
             inbound_exchanges: self.inbound.len(),
             tracked_messages: self.sent.len(),
-            dedup_entries: self.slab.iter().flatten().map(|p| p.dedup.len()).sum(),
+            dedup_entries: self.peers.dedup_entries(),
             uploads: self.server.uploads(),
             observers: self.server.observers.len(),
             delayed_responses: self.delayed.len(),
@@ -421,15 +413,17 @@ impl Endpoint {
     // Outputs
     // ---------------------------------------------------------------------------------------------
 
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         let mut t = self.transmits.pop_front()?;
         if t.src.is_none() {
-            t.src = self.peers.get(&t.dst).and_then(|s| self.slab[*s as usize].as_ref()).and_then(|p| p.local);
+            t.src = self.peers.get(&t.dst).and_then(|p| p.local);
         }
         self.stats.transmits += 1;
         Some(t)
     }
 
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front().or_else(|| {
             let (path, (peer, token)) = self.server.observers.pop_gone()?;
@@ -438,6 +432,7 @@ impl Endpoint {
     }
 
     /// The next time [`Endpoint::handle_timeout`] must be called. May be early (a stale timer); never late.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let candidates = [
             self.timers.peek().map(|Reverse((t, _))| *t),
@@ -463,8 +458,8 @@ impl Endpoint {
     pub fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
         let mut inb = self.inbound.remove(&id).ok_or(UnknownExchange)?;
         match inb.kind {
-            InboundKind::Request => self.release_inbound(inb.peer),
-            InboundKind::Notification(_) => self.release_peer_ref(inb.peer),
+            InboundKind::Request => self.peers.release_inbound(inb.peer),
+            InboundKind::Notification(_) => self.peers.release_ref(inb.peer),
         }
         self.forget_answered_deadlines();
         if let InboundKind::Notification(key) = inb.kind {
@@ -474,7 +469,7 @@ impl Endpoint {
         let meta = std::mem::take(&mut inb.meta);
         let registers = meta.observe.is_some();
         let (block, policy) = (self.config.block, self.config.observe);
-        let verified = self.config.amplification.is_none() || self.is_verified(&inb.peer);
+        let verified = self.config.amplification.is_none() || self.peers.is_verified(&inb.peer);
         let rendered = self.server.on_response(
             now,
             &block,
@@ -488,7 +483,7 @@ impl Endpoint {
         );
         let response = match rendered {
             Some(r) => r,
-            None => match self.peers.get(&inb.peer).copied() {
+            None => match self.peers.slot_of(&inb.peer) {
                 Some(slot) => echo_challenge(self.give_echo(now, slot)),
                 None => return Ok(()),
             },
@@ -515,7 +510,7 @@ impl Endpoint {
     /// does not register the observer it would have (`registered`).
     fn send_response(&mut self, now: Instant, inb: &Inbound, response: Response, registered: bool) {
         let suppressed = suppressed(response.code, inb.no_response, inb.multicast);
-        let slot = self.peers.get(&inb.peer).copied();
+        let slot = self.peers.slot_of(&inb.peer);
         trace!(peer = %inb.peer, code = %response.code, suppressed, "respond");
         let mut msg = Message {
             mtype: MessageType::Ack,
@@ -546,7 +541,7 @@ impl Endpoint {
             warn!(peer = %inb.peer, "response dropped: peer table full");
             return;
         };
-        msg.mid = self.next_mid(slot);
+        msg.mid = self.peers.next_mid(slot, self.config.shard);
         if inb.con {
             // Separate response (RFC 7252 §5.2.2): a CON of its own, retransmitted until acknowledged.
             msg.mtype = MessageType::Con;
@@ -583,7 +578,7 @@ impl Endpoint {
             warn!(peer = %key.0, "notification dropped: peer table full");
             return;
         };
-        let mid = self.next_mid(slot);
+        let mid = self.peers.next_mid(slot, self.config.shard);
         let msg = Message {
             mtype: if inb.con { MessageType::Con } else { MessageType::Non },
             code: response.code,
@@ -609,7 +604,7 @@ impl Endpoint {
                 Some(_) if !last => self.server.observers.queue(&key, mid, bytes),
                 Some(old) => {
                     self.sent.remove(&(key.0, old));
-                    self.release_peer_ref(key.0);
+                    self.peers.release_ref(key.0);
                     self.send_reliable(now, key.0, mid, Owner::Notification(key), bytes);
                 }
                 None => {
@@ -631,6 +626,7 @@ impl Endpoint {
     /// The resource at `path` changed: one request per observer of it, to be rendered by the application
     /// (routed like any request; the [`Node`](crate::Node) does it for services). Each answer is sent as a
     /// notification. `confirmable` forces CON or NON; `None` follows the [`ObservePolicy`].
+    #[must_use = "each request must be rendered and answered, or its observer gets no notification"]
     pub fn notify(&mut self, now: Instant, path: &str, confirmable: Option<bool>) -> Vec<IncomingRequest> {
         let mut out = Vec::new();
         for key in self.server.observers.keys_for(path) {
@@ -643,8 +639,8 @@ impl Endpoint {
                 self.server.observers.wants_con(&key, now, &self.config.observe, confirmable) || o.pending.is_some();
             let request = o.request.clone();
             let Some(slot) = self.peer_slot(key.0) else { continue };
-            self.peer_mut(slot).refs += 1;
-            let id = InboundId(self.next_inbound_id);
+            self.peers.get_mut(slot).refs += 1;
+            let id = InboundId::new(Transport::Udp, self.next_inbound_id);
             self.next_inbound_id += 1;
             let expires = now + self.params_for(&key.0).exchange_lifetime();
             let meta = RequestMeta { key: self.server.key_of(&request), ..RequestMeta::default() };
@@ -674,7 +670,7 @@ impl Endpoint {
                 token: key.1,
                 request,
                 notification: true,
-                verified: self.is_verified(&key.0),
+                verified: self.peers.is_verified(&key.0),
                 echoed: false,
             });
         }
@@ -708,8 +704,8 @@ impl Endpoint {
         self.accept(id)?;
         if let Some(inb) = self.inbound.remove(&id) {
             match inb.kind {
-                InboundKind::Request => self.release_inbound(inb.peer),
-                InboundKind::Notification(_) => self.release_peer_ref(inb.peer),
+                InboundKind::Request => self.peers.release_inbound(inb.peer),
+                InboundKind::Notification(_) => self.peers.release_ref(inb.peer),
             }
         }
         Ok(())
@@ -723,7 +719,7 @@ impl Endpoint {
             inb.acked = true;
             let (peer, mid) = (inb.peer, inb.mid);
             let bytes = Message::empty(MessageType::Ack, mid).encode();
-            let slot = self.peers.get(&peer).copied();
+            let slot = self.peers.slot_of(&peer);
             self.remember_reply(slot, mid, Reply::Sent(bytes.clone()));
             self.transmits.push_back(Transmit { dst: peer, payload: bytes, src: None });
         }
@@ -732,7 +728,7 @@ impl Endpoint {
 
     fn remember_reply(&mut self, slot: Option<u32>, mid: MessageId, reply: Reply) {
         let Some(slot) = slot else { return };
-        if let Some(e) = self.peer_mut(slot).dedup.iter_mut().rev().find(|e| e.mid == mid) {
+        if let Some(e) = self.peers.get_mut(slot).dedup.iter_mut().rev().find(|e| e.mid == mid) {
             e.reply = reply;
         }
     }
@@ -751,8 +747,8 @@ impl Endpoint {
             for t in self.transmits.iter_mut().skip(queued).filter(|t| t.dst == from && t.src.is_none()) {
                 t.src = Some(local);
             }
-            if let Some(&slot) = self.peers.get(&from) {
-                self.peer_mut(slot).local = Some(local);
+            if let Some(slot) = self.peers.slot_of(&from) {
+                self.peers.get_mut(slot).local = Some(local);
             }
         }
     }
@@ -832,7 +828,7 @@ impl Endpoint {
             Owner::Request(id) => {
                 if self.exchanges.get(&id).is_some_and(|ex| ex.token == token && !ex.multicast) {
                     if self.sent.remove(&(peer, mid)).is_some_and(|s| s.retransmit.is_some()) {
-                        self.release_peer_ref(peer);
+                        self.peers.release_ref(peer);
                     }
                     info!(%peer, ?id, "request failed: peer unreachable");
                     self.fail_exchange(now, id, RequestError::Unreachable);
@@ -840,7 +836,7 @@ impl Endpoint {
             }
             Owner::Notification(key) if key.1 == token => {
                 if self.sent.remove(&(peer, mid)).is_some_and(|s| s.retransmit.is_some()) {
-                    self.release_peer_ref(peer);
+                    self.peers.release_ref(peer);
                 }
                 if self.server.observers.remove(&key) {
                     self.stats.observers_lost += 1;
@@ -849,7 +845,7 @@ impl Endpoint {
             }
             Owner::Response => {
                 if self.sent.remove(&(peer, mid)).is_some_and(|s| s.retransmit.is_some()) {
-                    self.release_peer_ref(peer);
+                    self.peers.release_ref(peer);
                 }
                 info!(%peer, %mid, "separate response undeliverable: peer unreachable");
             }
@@ -877,7 +873,7 @@ impl Endpoint {
             self.sent.insert((from, mid), sent);
             return;
         }
-        self.release_peer_ref(from);
+        self.peers.release_ref(from);
         self.mark_verified(from);
         match sent.owner {
             Owner::Response => trace!(%from, %mid, "separate response acknowledged"),
@@ -891,7 +887,7 @@ impl Endpoint {
                 }
             }
             Owner::Ping(id) => {
-                self.ping_done(from);
+                self.peers.ping_done(from);
                 self.events.push_back(Event::Pong { id, from });
             }
             Owner::Request(id) => {
@@ -921,7 +917,7 @@ impl Endpoint {
             return;
         }
         if self.sent.remove(&(from, mid)).is_some_and(|s| s.retransmit.is_some()) {
-            self.release_peer_ref(from);
+            self.peers.release_ref(from);
         }
         info!(%from, ?id, "request answered with a malformed message");
         self.fail_exchange(now, id, RequestError::Malformed);
@@ -935,11 +931,11 @@ impl Endpoint {
         };
         self.mark_verified(from);
         if sent.retransmit.is_some() {
-            self.release_peer_ref(from);
+            self.peers.release_ref(from);
         }
         match sent.owner {
             Owner::Ping(id) => {
-                self.ping_done(from);
+                self.peers.ping_done(from);
                 self.events.push_back(Event::Pong { id, from });
             }
             Owner::Response => info!(%from, %mid, "separate response rejected with RST"),
@@ -967,8 +963,8 @@ impl Endpoint {
         };
         let mid = packet.message_id();
         let con = packet.mtype() == MessageType::Con;
-        self.earn(slot, packet.as_bytes().len());
-        let peer = self.peer_mut(slot);
+        self.peers.earn(self.config.amplification, slot, packet.as_bytes().len());
+        let peer = self.peers.get_mut(slot);
         if let Some(pos) = peer.dedup.iter().rposition(|e| e.mid == mid) {
             if peer.dedup[pos].expires > now {
                 let reply = peer.dedup[pos].reply.clone();
@@ -993,12 +989,12 @@ impl Endpoint {
         let p = self.params_for(&from);
         let lifetime = if con { p.exchange_lifetime() } else { p.non_lifetime() };
         let cap = self.config.limits.dedup_per_peer.max(1);
-        let peer = self.peer_mut(slot);
+        let peer = self.peers.get_mut(slot);
         if peer.dedup.len() >= cap {
             peer.dedup.pop_front();
             self.stats.dedup_evicted += 1;
         }
-        self.peer_mut(slot).dedup.push_back(DedupEntry { mid, expires: now + lifetime, reply: Reply::Nothing });
+        self.peers.get_mut(slot).dedup.push_back(DedupEntry { mid, expires: now + lifetime, reply: Reply::Nothing });
         Ok(slot)
     }
 
@@ -1007,7 +1003,7 @@ impl Endpoint {
         let mid = packet.message_id();
         let slot = match self.dedup(now, from, packet) {
             Ok(slot) => Some(slot),
-            Err(()) if self.peers.contains_key(&from) => return,
+            Err(()) if self.peers.contains(&from) => return,
             Err(()) => None,
         };
         let token = packet.token();
@@ -1034,10 +1030,6 @@ impl Endpoint {
         self.mark_verified(from);
         self.on_client_response(now, id, from, to_response(packet));
     }
-
-    // ---------------------------------------------------------------------------------------------
-    // Peers
-    // ---------------------------------------------------------------------------------------------
 }
 
 /// The message for a request; the message ID is set when it is sent.

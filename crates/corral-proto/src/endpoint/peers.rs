@@ -1,6 +1,8 @@
-//! The peer table: per-peer state (message IDs, duplicate detection, NSTART queue, the reflection credit
-//! of a peer that has not proved its address, see [`AmplificationLimit`]), bounded by
-//! [`Limits::max_peers`](super::Limits), and what happens when it is full.
+//! The peer table, [`PeerTable`]: per-peer state (message IDs, duplicate detection, NSTART queue, the
+//! reflection credit of a peer that has not proved its address, see [`AmplificationLimit`]) and the
+//! first-answer buckets of their IP addresses, bounded by [`Limits::max_peers`](super::Limits), and what
+//! happens when it is full. The table decides and reports (a peer evicted, a peer newly verified, an answer
+//! paid for or not); the [`Endpoint`] acts on the rest of its state (the glue at the end of this file).
 //!
 //! # Eviction under floods
 //! A full table first forgets the least recently active peer that holds nothing. If every peer holds
@@ -45,42 +47,104 @@ pub(super) struct Peer {
     pub(super) lru_stamp: u64,
 }
 
-impl Endpoint {
-    pub(super) fn peer_mut(&mut self, slot: u32) -> &mut Peer {
+/// A peer forgotten to make room; `busy`: it held server-side state, which the endpoint drops with it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Evicted {
+    pub(super) addr: SocketAddr,
+    pub(super) busy: bool,
+}
+
+/// Whether an answer to a peer may go out (see [`PeerTable::pay_answer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Payment {
+    /// Verified, no bound, or paid for from the peer's credit and its address's bucket.
+    Paid,
+    /// The peer is not in the table (a bound applies, so nothing is sent to an unknown source).
+    UnknownPeer,
+    /// Over what the unverified peer may still be sent.
+    Withheld,
+}
+
+/// The peers of one endpoint, by address, in slots (see the module docs).
+#[derive(Debug)]
+pub(super) struct PeerTable {
+    index: Map<SocketAddr, u32>,
+    slab: Vec<Option<Peer>>,
+    free_slots: Vec<u32>,
+    /// (slot, stamp) in order of activity, oldest first; an entry whose stamp differs from its peer's is
+    /// stale (a newer touch is further back).
+    lru: VecDeque<(u32, u64)>,
+    lru_clock: u64,
+    /// The first-answer buckets of unverified sources' IP addresses (see [`AmplificationLimit`]).
+    first_answers: credit::FirstAnswers,
+}
+
+impl PeerTable {
+    pub(super) fn new(hash_seed: u64) -> PeerTable {
+        PeerTable {
+            index: new_map(hash_seed),
+            slab: Vec::new(),
+            free_slots: Vec::new(),
+            lru: VecDeque::new(),
+            lru_clock: 0,
+            first_answers: credit::FirstAnswers::new(hash_seed),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The slot of `addr`'s state, if it has one.
+    pub(super) fn slot_of(&self, addr: &SocketAddr) -> Option<u32> {
+        self.index.get(addr).copied()
+    }
+
+    pub(super) fn contains(&self, addr: &SocketAddr) -> bool {
+        self.index.contains_key(addr)
+    }
+
+    pub(super) fn get(&self, addr: &SocketAddr) -> Option<&Peer> {
+        self.index.get(addr).and_then(|s| self.slab[*s as usize].as_ref())
+    }
+
+    pub(super) fn get_mut(&mut self, slot: u32) -> &mut Peer {
         self.slab[slot as usize].as_mut().expect("peer slot is live: slots come from the peers map")
     }
 
-    pub(super) fn next_mid(&mut self, slot: u32) -> MessageId {
-        let shard = self.config.shard;
-        let peer = self.peer_mut(slot);
+    /// Duplicate-detection entries over all peers.
+    pub(super) fn dedup_entries(&self) -> usize {
+        self.slab.iter().flatten().map(|p| p.dedup.len()).sum()
+    }
+
+    pub(super) fn next_mid(&mut self, slot: u32, shard: crate::Shard) -> MessageId {
+        let peer = self.get_mut(slot);
         let mid = shard.next_mid(peer.next_mid);
         peer.next_mid = mid.wrapping_add(1);
         MessageId(mid)
     }
 
-    pub(super) fn release_peer_ref(&mut self, addr: SocketAddr) {
-        if let Some(&slot) = self.peers.get(&addr) {
-            let p = self.peer_mut(slot);
-            p.refs = p.refs.saturating_sub(1);
-        }
-    }
-
-    /// The slot of `addr`'s state, creating it (and evicting an idle peer if the table is full).
-    pub(super) fn peer_slot(&mut self, addr: SocketAddr) -> Option<u32> {
+    /// The slot of `addr`'s state, creating it (its first message ID from `secret`) and, if the table
+    /// holds `max_peers`, evicting a peer first (returned: the endpoint drops what it held). `None`: full,
+    /// and no peer may be forced out.
+    pub(super) fn slot(
+        &mut self,
+        addr: SocketAddr,
+        max_peers: usize,
+        secret: &mut SecretRng,
+    ) -> Option<(u32, Option<Evicted>)> {
         self.lru_clock += 1;
         let stamp = self.lru_clock;
-        if let Some(&slot) = self.peers.get(&addr) {
-            self.peer_mut(slot).lru_stamp = stamp;
+        if let Some(&slot) = self.index.get(&addr) {
+            self.get_mut(slot).lru_stamp = stamp;
             self.lru.push_back((slot, stamp));
             self.compact_lru();
-            return Some(slot);
+            return Some((slot, None));
         }
-        if self.peers.len() >= self.config.limits.max_peers && !self.evict_peer() {
-            return None;
-        }
+        let evicted = if self.index.len() >= max_peers { Some(self.evict()?) } else { None };
         let peer = Peer {
             addr,
-            next_mid: self.secret.next_u16(),
+            next_mid: secret.next_u16(),
             outstanding: 0,
             queue: VecDeque::new(),
             dedup: VecDeque::new(),
@@ -103,7 +167,7 @@ impl Endpoint {
                 (self.slab.len() - 1) as u32
             }
         };
-        match self.peers.entry(addr) {
+        match self.index.entry(addr) {
             Entry::Vacant(v) => {
                 v.insert(slot);
             }
@@ -111,24 +175,23 @@ impl Endpoint {
         }
         self.lru.push_back((slot, stamp));
         self.compact_lru();
-        Some(slot)
+        Some((slot, evicted))
     }
 
     /// Makes room in a full table (see the module docs): an idle peer, or else an unverified one that holds
-    /// only server-side state, which is dropped with it.
-    pub(super) fn evict_peer(&mut self) -> bool {
-        if self.evict_where(|p| p.refs == 0 && p.outstanding == 0 && p.queue.is_empty()) {
-            return true;
-        }
-        self.evict_where(|p| !p.verified && p.client_refs == 0 && p.outstanding == 0 && p.queue.is_empty())
+    /// only server-side state.
+    fn evict(&mut self) -> Option<Evicted> {
+        self.evict_where(|p| p.refs == 0 && p.outstanding == 0 && p.queue.is_empty()).or_else(|| {
+            self.evict_where(|p| !p.verified && p.client_refs == 0 && p.outstanding == 0 && p.queue.is_empty())
+        })
     }
 
-    /// Forgets the least recently active peer for which `ok` holds, with everything it holds.
-    fn evict_where(&mut self, ok: impl Fn(&Peer) -> bool) -> bool {
+    /// Forgets the least recently active peer for which `ok` holds.
+    fn evict_where(&mut self, ok: impl Fn(&Peer) -> bool) -> Option<Evicted> {
         let mut budget = self.lru.len();
         while budget > 0 {
             budget -= 1;
-            let Some((slot, stamp)) = self.lru.pop_front() else { return false };
+            let (slot, stamp) = self.lru.pop_front()?;
             let Some(peer) = self.slab[slot as usize].as_ref() else { continue };
             if peer.lru_stamp != stamp {
                 continue; // a newer touch of this peer is further back
@@ -137,18 +200,144 @@ impl Endpoint {
                 self.lru.push_back((slot, stamp));
                 continue;
             }
-            let (addr, busy) = (peer.addr, peer.refs > 0);
+            let evicted = Evicted { addr: peer.addr, busy: peer.refs > 0 };
+            self.index.remove(&evicted.addr);
+            self.slab[slot as usize] = None;
+            self.free_slots.push(slot);
+            return Some(evicted);
+        }
+        None
+    }
+
+    fn compact_lru(&mut self) {
+        if self.lru.len() > 4 * self.index.len() + 64 {
+            let slab = &self.slab;
+            self.lru.retain(|(slot, stamp)| slab[*slot as usize].as_ref().is_some_and(|p| p.lru_stamp == *stamp));
+        }
+    }
+
+    fn peer_of(&mut self, addr: &SocketAddr) -> Option<&mut Peer> {
+        let slot = *self.index.get(addr)?;
+        Some(self.get_mut(slot))
+    }
+
+    /// A message or exchange that referred to `addr` ended.
+    pub(super) fn release_ref(&mut self, addr: SocketAddr) {
+        if let Some(p) = self.peer_of(&addr) {
+            p.refs = p.refs.saturating_sub(1);
+        }
+    }
+
+    /// An exchange or ping this endpoint initiated towards `addr` ended.
+    pub(super) fn release_client_ref(&mut self, addr: SocketAddr) {
+        if let Some(p) = self.peer_of(&addr) {
+            p.refs = p.refs.saturating_sub(1);
+            p.client_refs = p.client_refs.saturating_sub(1);
+        }
+    }
+
+    /// A ping to `addr` was answered or gave up (its message reference went with its `sent` entry).
+    pub(super) fn ping_done(&mut self, addr: SocketAddr) {
+        if let Some(p) = self.peer_of(&addr) {
+            p.client_refs = p.client_refs.saturating_sub(1);
+        }
+    }
+
+    /// A request of `addr` left the inbound table (answered, expired or displaced).
+    pub(super) fn release_inbound(&mut self, addr: SocketAddr) {
+        if let Some(p) = self.peer_of(&addr) {
+            p.refs = p.refs.saturating_sub(1);
+            p.inbound = p.inbound.saturating_sub(1);
+        }
+    }
+
+    /// `addr` proved it receives what we send. Returns whether it was not verified before.
+    pub(super) fn verify(&mut self, addr: SocketAddr) -> bool {
+        match self.peer_of(&addr) {
+            Some(peer) if !peer.verified => {
+                peer.verified = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(super) fn is_verified(&self, addr: &SocketAddr) -> bool {
+        self.get(addr).is_some_and(|p| p.verified)
+    }
+
+    /// Remembers the Echo value given to the peer in `slot` and when (RFC 9175 §2.4).
+    pub(super) fn set_echo(&mut self, slot: u32, value: [u8; 8], now: Instant) {
+        self.get_mut(slot).echo = Some((value, now));
+    }
+
+    /// Whether `echo` is the value given to the peer in `slot`, given at most `lifetime` ago. The value
+    /// stays good for its lifetime, so that every block of a block-wise repetition carries a good one.
+    pub(super) fn echo_matches(&mut self, now: Instant, slot: u32, echo: &[u8], lifetime: Duration) -> bool {
+        matches!(self.get_mut(slot).echo, Some((value, at)) if echo == value && now.saturating_since(at) <= lifetime)
+    }
+
+    /// A datagram of `len` bytes came from the peer in `slot`: while it is unverified, it may be answered
+    /// with `factor` times as many bytes more (see [`AmplificationLimit`]).
+    pub(super) fn earn(&mut self, limit: Option<AmplificationLimit>, slot: u32, len: usize) {
+        let Some(limit) = limit else { return };
+        let peer = self.get_mut(slot);
+        if !peer.verified {
+            peer.credit = peer.credit.saturating_add(len.saturating_mul(limit.factor)).min(MAX_CREDIT);
+        }
+    }
+
+    /// What the unverified peer in `slot` may still be sent: its own credit and its address's first-answer
+    /// bucket.
+    pub(super) fn answer_credit(
+        &mut self,
+        limit: &AmplificationLimit,
+        now: Instant,
+        slot: u32,
+        to: SocketAddr,
+    ) -> usize {
+        let own = self.get_mut(slot).credit;
+        own.saturating_add(self.first_answers.available(limit, to.ip(), now))
+    }
+
+    /// Pays for an answer of `len` bytes to `dst` if the peer is unverified (see
+    /// [`Endpoint::push_answer`]): the peer's own credit first, then its address's first-answer bucket.
+    pub(super) fn pay_answer(
+        &mut self,
+        limit: Option<AmplificationLimit>,
+        now: Instant,
+        dst: SocketAddr,
+        len: usize,
+    ) -> Payment {
+        let Some(limit) = limit else { return Payment::Paid };
+        let Some(&slot) = self.index.get(&dst) else { return Payment::UnknownPeer };
+        if self.get_mut(slot).verified {
+            return Payment::Paid;
+        }
+        if self.answer_credit(&limit, now, slot, dst) < len {
+            return Payment::Withheld;
+        }
+        let peer = self.get_mut(slot);
+        let own = peer.credit.min(len);
+        peer.credit -= own;
+        self.first_answers.spend(&limit, dst.ip(), now, len - own);
+        Payment::Paid
+    }
+}
+
+/// What the table's verdicts mean for the rest of the endpoint.
+impl Endpoint {
+    /// The slot of `addr`'s state, creating it; a peer evicted to make room takes what it was owed with it.
+    pub(super) fn peer_slot(&mut self, addr: SocketAddr) -> Option<u32> {
+        let (slot, evicted) = self.peers.slot(addr, self.config.limits.max_peers, &mut self.secret)?;
+        if let Some(Evicted { addr, busy }) = evicted {
             if busy {
                 self.purge_server_state(addr);
             }
-            self.peers.remove(&addr);
-            self.slab[slot as usize] = None;
-            self.free_slots.push(slot);
             self.stats.peers_evicted += 1;
             debug!(peer = %addr, busy, "forgot a peer (peer table full)");
-            return true;
         }
-        false
+        Some(slot)
     }
 
     /// Drops what an unverified peer was owed: its requests in progress (the application's later answer
@@ -164,13 +353,10 @@ impl Endpoint {
         }
     }
 
-    /// A datagram of `len` bytes came from the peer in `slot`: while it is unverified, it may be answered
-    /// with `factor` times as many bytes more (see [`AmplificationLimit`]).
-    pub(super) fn earn(&mut self, slot: u32, len: usize) {
-        let Some(limit) = self.config.amplification else { return };
-        let peer = self.peer_mut(slot);
-        if !peer.verified {
-            peer.credit = peer.credit.saturating_add(len.saturating_mul(limit.factor)).min(MAX_CREDIT);
+    /// `addr` proved it receives what we send: its observations count as verified.
+    pub(super) fn mark_verified(&mut self, addr: SocketAddr) {
+        if self.peers.verify(addr) {
+            self.server.observers.verify_peer(addr);
         }
     }
 
@@ -179,10 +365,11 @@ impl Endpoint {
     /// Echo value; the peer that repeats its request with it has shown it receives at its address and gets
     /// the answer. Returns whether the message was replaced. Spending is [`Endpoint::push_answer`]'s.
     pub(super) fn bound_answer(&mut self, now: Instant, slot: u32, to: SocketAddr, msg: &mut Message) -> bool {
-        if self.peer_mut(slot).verified {
+        if self.peers.get_mut(slot).verified {
             return false;
         }
-        let Some(credit) = self.answer_credit(now, slot, to) else { return false };
+        let Some(limit) = self.config.amplification else { return false };
+        let credit = self.peers.answer_credit(&limit, now, slot, to);
         let size = msg.encoded_len();
         let challenged = msg.code == Code::UNAUTHORIZED && msg.options.contains(OptionNumber::ECHO);
         if size <= credit || challenged {
@@ -198,134 +385,44 @@ impl Endpoint {
         true
     }
 
-    /// What an unverified peer may still be sent: its own credit and its address's first-answer bucket.
-    /// `None`: no bound.
-    fn answer_credit(&mut self, now: Instant, slot: u32, to: SocketAddr) -> Option<usize> {
-        let limit = self.config.amplification?;
-        let own = self.peer_mut(slot).credit;
-        Some(own.saturating_add(self.first_answers.available(&limit, to.ip(), now)))
-    }
-
     /// Sends an answer (a response, a notification, a retransmission of either, a reply resent for a
-    /// duplicate) if the peer is verified or it fits what the peer may still be sent, which it then spends:
-    /// the peer's own credit first, then its address's first-answer bucket. So what a flood of spoofed
-    /// requests makes this endpoint send to one address stays within the bound of [`AmplificationLimit`].
-    /// Returns whether it went out.
+    /// duplicate) if the peer is verified or it fits what the peer may still be sent, which it then spends
+    /// ([`PeerTable::pay_answer`]). So what a flood of spoofed requests makes this endpoint send to one
+    /// address stays within the bound of [`AmplificationLimit`]. Returns whether it went out.
     pub(super) fn push_answer(&mut self, now: Instant, t: Transmit) -> bool {
-        if let Some(limit) = self.config.amplification {
-            let Some(&slot) = self.peers.get(&t.dst) else { return false };
-            if !self.peer_mut(slot).verified {
-                let len = t.payload.len();
-                if self.answer_credit(now, slot, t.dst).unwrap_or(usize::MAX) < len {
-                    self.stats.answers_withheld += 1;
-                    if self.stats.answers_withheld.is_power_of_two() {
-                        debug!(peer = %t.dst, withheld = self.stats.answers_withheld, "answer withheld: over an unverified source's credit");
-                    }
-                    return false;
+        match self.peers.pay_answer(self.config.amplification, now, t.dst, t.payload.len()) {
+            Payment::Paid => {
+                self.transmits.push_back(t);
+                true
+            }
+            Payment::UnknownPeer => false,
+            Payment::Withheld => {
+                self.stats.answers_withheld += 1;
+                if self.stats.answers_withheld.is_power_of_two() {
+                    debug!(peer = %t.dst, withheld = self.stats.answers_withheld, "answer withheld: over an unverified source's credit");
                 }
-                let peer = self.peer_mut(slot);
-                let own = peer.credit.min(len);
-                peer.credit -= own;
-                self.first_answers.spend(&limit, t.dst.ip(), now, len - own);
+                false
             }
         }
-        self.transmits.push_back(t);
-        true
     }
 
     /// A fresh Echo value for the peer in `slot`, remembered with the time it was given (RFC 9175 §2.4).
     pub(super) fn give_echo(&mut self, now: Instant, slot: u32) -> [u8; 8] {
         let value = self.secret.next_u64().to_be_bytes();
-        self.peer_mut(slot).echo = Some((value, now));
+        self.peers.set_echo(slot, value, now);
         self.stats.echo_challenges += 1;
         value
     }
 
     /// A request carried an Echo value: the one given to this peer, still fresh, verifies it. Returns
-    /// whether it did (the request is then fresh: see [`IncomingRequest::echoed`]). The value stays good
-    /// for its lifetime, so that every block of a block-wise repetition carries a good one.
+    /// whether it did (the request is then fresh: see [`IncomingRequest::echoed`]).
     pub(super) fn check_echo(&mut self, now: Instant, slot: u32, echo: &[u8]) -> bool {
         let lifetime = self.config.amplification.map_or(Duration::ZERO, |a| a.echo_lifetime);
-        let peer = self.peer_mut(slot);
-        match peer.echo {
-            Some((value, at)) if echo == value && now.saturating_since(at) <= lifetime => {
-                let addr = peer.addr;
-                self.mark_verified(addr);
-                true
-            }
-            _ => false,
+        if !self.peers.echo_matches(now, slot, echo, lifetime) {
+            return false;
         }
-    }
-
-    /// `addr` proved it receives what we send.
-    pub(super) fn mark_verified(&mut self, addr: SocketAddr) {
-        if let Some(&slot) = self.peers.get(&addr) {
-            let peer = self.peer_mut(slot);
-            if !peer.verified {
-                peer.verified = true;
-                self.server.observers.verify_peer(addr);
-            }
-        }
-    }
-
-    pub(super) fn is_verified(&self, addr: &SocketAddr) -> bool {
-        self.peers.get(addr).and_then(|s| self.slab[*s as usize].as_ref()).is_some_and(|p| p.verified)
-    }
-
-    /// An exchange or ping this endpoint initiated towards `addr` ended.
-    pub(super) fn release_client_ref(&mut self, addr: SocketAddr) {
-        if let Some(&slot) = self.peers.get(&addr) {
-            let p = self.peer_mut(slot);
-            p.refs = p.refs.saturating_sub(1);
-            p.client_refs = p.client_refs.saturating_sub(1);
-        }
-    }
-
-    /// A ping to `addr` was answered or gave up (its message reference went with its `sent` entry).
-    pub(super) fn ping_done(&mut self, addr: SocketAddr) {
-        if let Some(&slot) = self.peers.get(&addr) {
-            let p = self.peer_mut(slot);
-            p.client_refs = p.client_refs.saturating_sub(1);
-        }
-    }
-
-    /// A request of `addr` left the inbound table (answered, expired or displaced).
-    pub(super) fn release_inbound(&mut self, addr: SocketAddr) {
-        if let Some(&slot) = self.peers.get(&addr) {
-            let p = self.peer_mut(slot);
-            p.refs = p.refs.saturating_sub(1);
-            p.inbound = p.inbound.saturating_sub(1);
-        }
-    }
-
-    /// The inbound table is full: the oldest request of an unverified peer other than `except` makes room
-    /// for a new one (its later answer finds no exchange). `false` if every request is a verified peer's.
-    pub(super) fn displace_inbound(&mut self, except: SocketAddr) -> bool {
-        let candidate = self
-            .inbound_expiry
-            .iter()
-            .map(|(_, id)| *id)
-            .chain(self.piggyback_deadlines.iter().map(|(_, id)| *id))
-            .find(|id| {
-                self.inbound
-                    .get(id)
-                    .is_some_and(|i| i.kind == InboundKind::Request && i.peer != except && !self.is_verified(&i.peer))
-            });
-        let Some(id) = candidate else { return false };
-        if let Some(inb) = self.inbound.remove(&id) {
-            self.release_inbound(inb.peer);
-            self.stats.displaced += 1;
-            if self.stats.displaced.is_power_of_two() {
-                warn!(peer = %inb.peer, displaced = self.stats.displaced, "inbound table full: dropped the oldest requests of unverified peers");
-            }
-        }
+        let addr = self.peers.get_mut(slot).addr;
+        self.mark_verified(addr);
         true
-    }
-
-    pub(super) fn compact_lru(&mut self) {
-        if self.lru.len() > 4 * self.peers.len() + 64 {
-            let slab = &self.slab;
-            self.lru.retain(|(slot, stamp)| slab[*slot as usize].as_ref().is_some_and(|p| p.lru_stamp == *stamp));
-        }
     }
 }

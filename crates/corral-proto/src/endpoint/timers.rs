@@ -50,8 +50,8 @@ impl Endpoint {
                     let (peer, kind) = (inb.peer, inb.kind);
                     self.inbound.remove(&id);
                     match kind {
-                        InboundKind::Request => self.release_inbound(peer),
-                        InboundKind::Notification(_) => self.release_peer_ref(peer),
+                        InboundKind::Request => self.peers.release_inbound(peer),
+                        InboundKind::Notification(_) => self.peers.release_ref(peer),
                     }
                 }
             }
@@ -115,13 +115,13 @@ impl Endpoint {
         }
         let owner = sent.owner;
         self.sent.remove(&(dst, mid));
-        self.release_peer_ref(dst);
+        self.peers.release_ref(dst);
         self.stats.timeouts += 1;
         info!(%dst, %mid, "CON not acknowledged after MAX_RETRANSMIT retransmissions");
         match owner {
             Owner::Request(id) => self.fail_exchange(now, id, RequestError::Timeout),
             Owner::Ping(id) => {
-                self.ping_done(dst);
+                self.peers.ping_done(dst);
                 self.events.push_back(Event::Failed { id, error: RequestError::Timeout });
             }
             Owner::Response => {}

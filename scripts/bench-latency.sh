@@ -4,7 +4,8 @@
 # tools/coap-load, on go-coap), at 1 and 16 clients, in one run.
 #
 # Usage: scripts/bench-latency.sh [SECONDS] [ROUNDS] [extra `corral serve` args, e.g. --workers 2]
-#   defaults: 5 seconds per measurement, 1 round; CON GET of / (all three answer ~90 bytes of text).
+#   defaults: 5 seconds per measurement, 1 round; CON GET of / (all three answer ~90 bytes of text);
+#   BENCH_PATH=/hello asks for another resource (libcoap answers it 4.04, counted as errors).
 # Each server runs on CPU 0 and the generator on CPU 1 (taskset), as in bench-server.sh. For every server
 # and client count it prints requests/s, p50/p99 latency as the generator sees it, and the server's CPU
 # time per request (/proc/PID/stat, read after the generator's 1 s warm-up), and the ratio of each
@@ -24,6 +25,7 @@ SERVE_EXTRA=("$@")
 SERVERS=${SERVERS:-"floor corral corral-tokio corral-busy libcoap${BASE:+ corral-base}"}
 BUSY_POLL=${BUSY_POLL:-50}
 CLIENTS=${CLIENTS:-"1 16"}
+BENCH_PATH=${BENCH_PATH:-/}
 
 command -v coap-server-notls >/dev/null || scripts/install-peers.sh
 source scripts/bench-lib.sh
@@ -50,11 +52,11 @@ bench_start() { # name port
     libcoap) "${PIN_SERVER[@]}" coap-server-notls -A 127.0.0.1 -p "$2" >/dev/null 2>&1 & ;;
   esac
   SERVER_PID=$!
-  wait_up "coap://127.0.0.1:$2/"
+  wait_up "coap://127.0.0.1:$2$BENCH_PATH"
 }
 
 bench_measure() { # name port clients round
-  load_measure "$1" "coap://127.0.0.1:$2/" "$3" "$SECONDS_" "$4" "$SERVER_PID"
+  load_measure "$1" "coap://127.0.0.1:$2$BENCH_PATH" "$3" "$SECONDS_" "$4" "$SERVER_PID"
 }
 
 TMP=$(mktemp -d)

@@ -9,7 +9,8 @@
 #
 # Usage: scripts/profile-serve.sh [SECONDS] [BINARY]
 #   defaults: 10 seconds; target/release/corral (built). BINARY=path/to/another/corral profiles that one,
-#   e.g. a build of the previous commit, for an A/B comparison of a change.
+#   e.g. a build of the previous commit, for an A/B comparison of a change. BENCH_PATH=/hello asks for
+#   another resource than / (as in bench-latency.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_=${1:-10}
@@ -23,6 +24,7 @@ if ! command -v valgrind >/dev/null; then
 fi
 source scripts/bench-lib.sh
 BIN=${2:-$CORRAL}
+BENCH_PATH=${BENCH_PATH:-/}
 build_coap_load
 
 OUT=$(mktemp -d)
@@ -34,11 +36,11 @@ SERVER_PID=$!
 trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
 # Valgrind starts slowly: about a minute at most for the first answer.
 for _ in $(seq 1 60); do
-  if "$CORRAL" get "coap://127.0.0.1:$PORT/" -q --timeout 1 >/dev/null 2>&1; then break; fi
+  if "$CORRAL" get "coap://127.0.0.1:$PORT$BENCH_PATH" -q --timeout 1 >/dev/null 2>&1; then break; fi
   sleep 0.5
 done
 echo "== callgrind: $BIN serve, coap-load 1 client, ${SECONDS_}s" >&2
-"${PIN_CLIENT[@]}" "$LOAD" -uri "coap://127.0.0.1:$PORT/" -c 1 -d "${SECONDS_}s" -warmup 1s >"$OUT/load.txt" 2>&1
+"${PIN_CLIENT[@]}" "$LOAD" -uri "coap://127.0.0.1:$PORT$BENCH_PATH" -c 1 -d "${SECONDS_}s" -warmup 1s >"$OUT/load.txt" 2>&1
 kill -INT "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null || true
 trap - EXIT

@@ -91,23 +91,28 @@ impl PeerTable {
         }
     }
 
+    #[inline]
     pub(super) fn len(&self) -> usize {
         self.index.len()
     }
 
     /// The slot of `addr`'s state, if it has one.
+    #[inline]
     pub(super) fn slot_of(&self, addr: &SocketAddr) -> Option<u32> {
         self.index.get(addr).copied()
     }
 
+    #[inline]
     pub(super) fn contains(&self, addr: &SocketAddr) -> bool {
         self.index.contains_key(addr)
     }
 
+    #[inline]
     pub(super) fn get(&self, addr: &SocketAddr) -> Option<&Peer> {
         self.index.get(addr).and_then(|s| self.slab[*s as usize].as_ref())
     }
 
+    #[inline]
     pub(super) fn get_mut(&mut self, slot: u32) -> &mut Peer {
         self.slab[slot as usize].as_mut().expect("peer slot is live: slots come from the peers map")
     }
@@ -117,6 +122,7 @@ impl PeerTable {
         self.slab.iter().flatten().map(|p| p.dedup.len()).sum()
     }
 
+    #[inline]
     pub(super) fn next_mid(&mut self, slot: u32, shard: crate::Shard) -> MessageId {
         let peer = self.get_mut(slot);
         let mid = shard.next_mid(peer.next_mid);
@@ -262,6 +268,7 @@ impl PeerTable {
         }
     }
 
+    #[inline]
     pub(super) fn is_verified(&self, addr: &SocketAddr) -> bool {
         self.get(addr).is_some_and(|p| p.verified)
     }
@@ -279,6 +286,7 @@ impl PeerTable {
 
     /// A datagram of `len` bytes came from the peer in `slot`: while it is unverified, it may be answered
     /// with `factor` times as many bytes more (see [`AmplificationLimit`]).
+    #[inline]
     pub(super) fn earn(&mut self, limit: Option<AmplificationLimit>, slot: u32, len: usize) {
         let Some(limit) = limit else { return };
         let peer = self.get_mut(slot);
@@ -328,6 +336,7 @@ impl PeerTable {
 /// What the table's verdicts mean for the rest of the endpoint.
 impl Endpoint {
     /// The slot of `addr`'s state, creating it; a peer evicted to make room takes what it was owed with it.
+    #[inline]
     pub(super) fn peer_slot(&mut self, addr: SocketAddr) -> Option<u32> {
         let (slot, evicted) = self.peers.slot(addr, self.config.limits.max_peers, &mut self.secret)?;
         if let Some(Evicted { addr, busy }) = evicted {

@@ -20,7 +20,7 @@ fn bench_meets_the_echo_challenge_of_a_restarted_oscore_server() {
     let start = || {
         spawn_with_port(
             Command::new(CORRAL).args(["serve", "--bind", &bind, "--credentials", server.to_str().unwrap()]),
-            |line| banner_port(line),
+            banner_port,
         )
     };
     let mut s = start();

@@ -36,7 +36,8 @@ wait_up() {
 
 LOAD=${COAP_LOAD:-target/bench/coap-load}
 build_coap_load() {
-  if [ ! -x "$LOAD" ]; then
+  # Rebuilt when its source is newer than the binary (an old build would not meet Echo challenges).
+  if [ ! -x "$LOAD" ] || [ -n "$(find tools/coap-load -newer "$LOAD" -name '*.go' -o -newer "$LOAD" -name go.mod | head -1)" ]; then
     mkdir -p target/bench
     (cd tools/coap-load && GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o "$OLDPWD/$LOAD" .)
   fi

@@ -457,9 +457,14 @@ impl Endpoint {
     /// one block as the Block2 block the client asked for (RFC 7959).
     pub fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
         let mut inb = self.inbound.remove(&id).ok_or(UnknownExchange)?;
-        match inb.kind {
-            InboundKind::Request => self.peers.release_inbound(inb.peer),
-            InboundKind::Notification(_) => self.peers.release_ref(inb.peer),
+        // The peer is looked up once for the whole answer.
+        let slot = self.peers.slot_of(&inb.peer);
+        if let Some(slot) = slot {
+            let peer = self.peers.get_mut(slot);
+            match inb.kind {
+                InboundKind::Request => peer.release_inbound(),
+                InboundKind::Notification(_) => peer.release_ref(),
+            }
         }
         self.forget_answered_deadlines();
         if let InboundKind::Notification(key) = inb.kind {
@@ -469,7 +474,8 @@ impl Endpoint {
         let meta = std::mem::take(&mut inb.meta);
         let registers = meta.observe.is_some();
         let (block, policy) = (self.config.block, self.config.observe);
-        let verified = self.config.amplification.is_none() || self.peers.is_verified(&inb.peer);
+        let verified =
+            self.config.amplification.is_none() || slot.is_some_and(|slot| self.peers.get_mut(slot).verified);
         let rendered = self.server.on_response(
             now,
             &block,
@@ -483,13 +489,13 @@ impl Endpoint {
         );
         let response = match rendered {
             Some(r) => r,
-            None => match self.peers.slot_of(&inb.peer) {
+            None => match slot {
                 Some(slot) => echo_challenge(self.give_echo(now, slot)),
                 None => return Ok(()),
             },
         };
         let registered = registers && response.options.contains(OptionNumber::OBSERVE);
-        self.send_response(now, &inb, response, registered);
+        self.send_response(now, &inb, slot, response, registered);
         Ok(())
     }
 
@@ -508,9 +514,8 @@ impl Endpoint {
     /// Sends a response (or suppresses it) the way the request arrived, within the reflection bound for an
     /// unverified source (see [`AmplificationLimit`]): a response the bound replaces with an Echo challenge
     /// does not register the observer it would have (`registered`).
-    fn send_response(&mut self, now: Instant, inb: &Inbound, response: Response, registered: bool) {
+    fn send_response(&mut self, now: Instant, inb: &Inbound, slot: Option<u32>, response: Response, registered: bool) {
         let suppressed = suppressed(response.code, inb.no_response, inb.multicast);
-        let slot = self.peers.slot_of(&inb.peer);
         trace!(peer = %inb.peer, code = %response.code, suppressed, "respond");
         let mut msg = Message {
             mtype: MessageType::Ack,
@@ -531,7 +536,11 @@ impl Endpoint {
             let bytes = if suppressed { Message::empty(MessageType::Ack, inb.mid).encode() } else { msg.encode() };
             self.remember_reply(slot, inb.mid, Reply::Sent(bytes.clone()));
             // Not sent now when over the credit: the client's retransmission (earning more) gets it.
-            self.push_answer(now, Transmit { dst: inb.peer, payload: bytes, src: None });
+            let transmit = Transmit { dst: inb.peer, payload: bytes, src: None };
+            match slot {
+                Some(slot) => self.push_answer_at(now, slot, transmit),
+                None => self.push_answer(now, transmit),
+            };
             return;
         }
         if suppressed {
@@ -963,39 +972,55 @@ impl Endpoint {
         };
         let mid = packet.message_id();
         let con = packet.mtype() == MessageType::Con;
-        self.peers.earn(self.config.amplification, slot, packet.as_bytes().len());
+        // Everything the peer's entry needs is computed first, so the hot path takes the peer once.
+        let lifetime = {
+            let p = self.params_for(&from);
+            if con {
+                p.exchange_lifetime()
+            } else {
+                p.non_lifetime()
+            }
+        };
+        let cap = self.config.limits.dedup_per_peer.max(1);
+        let factor = self.config.amplification.as_ref().map(|l| l.factor);
         let peer = self.peers.get_mut(slot);
+        if let Some(factor) = factor {
+            peer.earn(factor, packet.as_bytes().len());
+        }
         if let Some(pos) = peer.dedup.iter().rposition(|e| e.mid == mid) {
             if peer.dedup[pos].expires > now {
                 let reply = peer.dedup[pos].reply.clone();
-                self.stats.duplicates_in += 1;
-                trace!(%from, %mid, "duplicate");
-                if con {
-                    match reply {
-                        Reply::Sent(bytes) => {
-                            self.push_answer(now, Transmit { dst: from, payload: bytes, src: None });
-                        }
-                        Reply::Pending(iid) => {
-                            // Still being handled: stop the client's retransmissions with an empty ACK.
-                            let _ = self.accept(iid);
-                        }
-                        Reply::Nothing => {}
-                    }
-                }
+                self.on_duplicate(now, from, mid, con, reply);
                 return Err(());
             }
             peer.dedup.remove(pos);
         }
-        let p = self.params_for(&from);
-        let lifetime = if con { p.exchange_lifetime() } else { p.non_lifetime() };
-        let cap = self.config.limits.dedup_per_peer.max(1);
-        let peer = self.peers.get_mut(slot);
-        if peer.dedup.len() >= cap {
-            peer.dedup.pop_front();
+        let evicted = peer.dedup.len() >= cap && peer.dedup.pop_front().is_some();
+        peer.dedup.push_back(DedupEntry { mid, expires: now + lifetime, reply: Reply::Nothing });
+        if evicted {
             self.stats.dedup_evicted += 1;
         }
-        self.peers.get_mut(slot).dedup.push_back(DedupEntry { mid, expires: now + lifetime, reply: Reply::Nothing });
         Ok(slot)
+    }
+
+    /// A message seen before within its lifetime: a CON gets what was answered the first time.
+    #[cold]
+    fn on_duplicate(&mut self, now: Instant, from: SocketAddr, mid: MessageId, con: bool, reply: Reply) {
+        self.stats.duplicates_in += 1;
+        trace!(%from, %mid, "duplicate");
+        if !con {
+            return;
+        }
+        match reply {
+            Reply::Sent(bytes) => {
+                self.push_answer(now, Transmit { dst: from, payload: bytes, src: None });
+            }
+            Reply::Pending(iid) => {
+                // Still being handled: stop the client's retransmissions with an empty ACK.
+                let _ = self.accept(iid);
+            }
+            Reply::Nothing => {}
+        }
     }
 
     fn on_response_message(&mut self, now: Instant, from: SocketAddr, packet: &Packet<&[u8]>) {

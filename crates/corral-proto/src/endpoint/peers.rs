@@ -79,6 +79,30 @@ pub(super) struct PeerTable {
     first_answers: credit::FirstAnswers,
 }
 
+impl Peer {
+    /// A message or exchange that referred to this peer ended.
+    #[inline]
+    pub(super) fn release_ref(&mut self) {
+        self.refs = self.refs.saturating_sub(1);
+    }
+
+    /// A request of this peer left the inbound table (answered, expired or displaced).
+    #[inline]
+    pub(super) fn release_inbound(&mut self) {
+        self.refs = self.refs.saturating_sub(1);
+        self.inbound = self.inbound.saturating_sub(1);
+    }
+
+    /// A datagram of `len` bytes came from this peer: while it is unverified, it may be answered with
+    /// `factor` times as many bytes more (see [`AmplificationLimit`]).
+    #[inline]
+    pub(super) fn earn(&mut self, factor: usize, len: usize) {
+        if !self.verified {
+            self.credit = self.credit.saturating_add(len.saturating_mul(factor)).min(MAX_CREDIT);
+        }
+    }
+}
+
 impl PeerTable {
     pub(super) fn new(hash_seed: u64) -> PeerTable {
         PeerTable {
@@ -230,7 +254,7 @@ impl PeerTable {
     /// A message or exchange that referred to `addr` ended.
     pub(super) fn release_ref(&mut self, addr: SocketAddr) {
         if let Some(p) = self.peer_of(&addr) {
-            p.refs = p.refs.saturating_sub(1);
+            p.release_ref();
         }
     }
 
@@ -252,8 +276,7 @@ impl PeerTable {
     /// A request of `addr` left the inbound table (answered, expired or displaced).
     pub(super) fn release_inbound(&mut self, addr: SocketAddr) {
         if let Some(p) = self.peer_of(&addr) {
-            p.refs = p.refs.saturating_sub(1);
-            p.inbound = p.inbound.saturating_sub(1);
+            p.release_inbound();
         }
     }
 
@@ -284,17 +307,6 @@ impl PeerTable {
         matches!(self.get_mut(slot).echo, Some((value, at)) if echo == value && now.saturating_since(at) <= lifetime)
     }
 
-    /// A datagram of `len` bytes came from the peer in `slot`: while it is unverified, it may be answered
-    /// with `factor` times as many bytes more (see [`AmplificationLimit`]).
-    #[inline]
-    pub(super) fn earn(&mut self, limit: Option<AmplificationLimit>, slot: u32, len: usize) {
-        let Some(limit) = limit else { return };
-        let peer = self.get_mut(slot);
-        if !peer.verified {
-            peer.credit = peer.credit.saturating_add(len.saturating_mul(limit.factor)).min(MAX_CREDIT);
-        }
-    }
-
     /// What the unverified peer in `slot` may still be sent: its own credit and its address's first-answer
     /// bucket.
     pub(super) fn answer_credit(
@@ -312,23 +324,36 @@ impl PeerTable {
     /// [`Endpoint::push_answer`]): the peer's own credit first, then its address's first-answer bucket.
     pub(super) fn pay_answer(
         &mut self,
-        limit: Option<AmplificationLimit>,
+        limit: Option<&AmplificationLimit>,
         now: Instant,
         dst: SocketAddr,
         len: usize,
     ) -> Payment {
         let Some(limit) = limit else { return Payment::Paid };
         let Some(&slot) = self.index.get(&dst) else { return Payment::UnknownPeer };
+        self.pay_answer_at(limit, now, slot, dst, len)
+    }
+
+    /// [`PeerTable::pay_answer`] for a peer whose slot the caller holds.
+    #[inline]
+    pub(super) fn pay_answer_at(
+        &mut self,
+        limit: &AmplificationLimit,
+        now: Instant,
+        slot: u32,
+        dst: SocketAddr,
+        len: usize,
+    ) -> Payment {
         if self.get_mut(slot).verified {
             return Payment::Paid;
         }
-        if self.answer_credit(&limit, now, slot, dst) < len {
+        if self.answer_credit(limit, now, slot, dst) < len {
             return Payment::Withheld;
         }
         let peer = self.get_mut(slot);
         let own = peer.credit.min(len);
         peer.credit -= own;
-        self.first_answers.spend(&limit, dst.ip(), now, len - own);
+        self.first_answers.spend(limit, dst.ip(), now, len - own);
         Payment::Paid
     }
 }
@@ -399,7 +424,22 @@ impl Endpoint {
     /// ([`PeerTable::pay_answer`]). So what a flood of spoofed requests makes this endpoint send to one
     /// address stays within the bound of [`AmplificationLimit`]. Returns whether it went out.
     pub(super) fn push_answer(&mut self, now: Instant, t: Transmit) -> bool {
-        match self.peers.pay_answer(self.config.amplification, now, t.dst, t.payload.len()) {
+        let payment = self.peers.pay_answer(self.config.amplification.as_ref(), now, t.dst, t.payload.len());
+        self.settle(payment, t)
+    }
+
+    /// [`Endpoint::push_answer`] to the peer in `slot` (the caller looked it up already).
+    #[inline]
+    pub(super) fn push_answer_at(&mut self, now: Instant, slot: u32, t: Transmit) -> bool {
+        let payment = match &self.config.amplification {
+            None => Payment::Paid,
+            Some(limit) => self.peers.pay_answer_at(limit, now, slot, t.dst, t.payload.len()),
+        };
+        self.settle(payment, t)
+    }
+
+    fn settle(&mut self, payment: Payment, t: Transmit) -> bool {
+        match payment {
             Payment::Paid => {
                 self.transmits.push_back(t);
                 true

@@ -230,6 +230,7 @@ fn aiocoap_observes_and_moves_blocks_with_corral_serve() {
         return;
     }
     let s = corral_serve("[::]", &["--obs-period", "0.5"]);
+    let slow = corral_serve("[::]", &["--obs-period", "1.5"]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/aiocoap_observe.py");
     let dir = Scratch::new("aiocoap-client");
     for host in ["127.0.0.1", "[::1]"] {
@@ -243,7 +244,11 @@ fn aiocoap_observes_and_moves_blocks_with_corral_serve() {
         // to an observer that has not proved its address are CON, and the reflection bound may hold the
         // first back until its retransmission (2-3 s later; the registration's blocks spent most of the
         // address's first-answer credit); aiocoap's ACK of it proves the address, and the rest flow.
-        let o = run(Command::new("python3").args([script, &format!("{base}/obs-large"), "6"]), LIMIT);
+        // The large resource changes every 1.5 s (its own server): aiocoap fetches a notification's later
+        // blocks one request each and ends the observation with ResourceChanged when the representation
+        // changes mid-fetch, which a 0.5 s period made a race on a loaded machine.
+        let base_slow = format!("coap://{host}:{}", slow.port);
+        let o = run(Command::new("python3").args([script, &format!("{base_slow}/obs-large"), "7"]), LIMIT);
         let text = stdout(&o);
         assert!(text.matches("change ").count() >= 2, "{}", out(&o));
         assert_eq!(text.matches("|-------- the /large resource").count() % 22, 0, "{}", out(&o));

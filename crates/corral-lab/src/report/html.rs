@@ -21,6 +21,28 @@ fn kind_class(k: Kind) -> &'static str {
     }
 }
 
+/// The paper's procedure as a table, first in the report: a reader judges the reproduction against it.
+fn procedure_html(s: &Scenario) -> String {
+    if s.procedure.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from(
+        "<h2>Procedure</h2>\n<p>Every input of the paper's experiment: what the paper does, where it says so, and how the lab sets it. <i>Assumed</i> marks an input the paper does not state, with the source of the value.</p>\n<table class=\"proc\"><tr><th>input</th><th>paper</th><th>where</th><th>lab</th></tr>\n",
+    );
+    for r in &s.procedure {
+        let from = if r.is_assumed() { format!("<i>{}</i>", esc(&r.provenance())) } else { esc(&r.provenance()) };
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{from}</td><td>{}</td></tr>",
+            esc(&r.input),
+            esc(&r.paper),
+            esc(&r.lab)
+        );
+    }
+    h.push_str("</table>\n");
+    h
+}
+
 fn calibration_html(s: &Scenario) -> String {
     let c = &s.calibration;
     let mut h = String::from("<h2>Calibration</h2>\n");
@@ -112,7 +134,7 @@ body{{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;co
 .agree{{border-color:#009E73}} .disagree{{border-color:#D55E00}} .open{{border-color:#E69F00}}
 .fitted{{border-color:#56B4E9;background:#f3f8fb}} .consequence{{border-color:#999;background:#fafafa}}
 .k{{color:#666}} table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ddd;padding:2px 6px;text-align:right}}
-th{{background:#f0f0f0}} code{{background:#f3f3f3;padding:1px 4px}}
+th{{background:#f0f0f0}} .proc td{{text-align:left;vertical-align:top}} code{{background:#f3f3f3;padding:1px 4px}}
 </style></head><body>
 <h1>{}</h1>
 "#,
@@ -143,6 +165,7 @@ th{{background:#f0f0f0}} code{{background:#f3f3f3;padding:1px 4px}}
         s.calibration.corruption_prob,
         if s.calibration.set.is_empty() { String::new() } else { format!(" (set “{}”)", esc(&s.calibration.set)) }
     );
+    h.push_str(&procedure_html(s));
     for (fig, (id, svg)) in s.figures.iter().zip(figures) {
         let _ = writeln!(h, r#"<div class="fig" id="{}">{}<div class="side">"#, esc(id), svg.trim_end());
         if !fig.caption.is_empty() {

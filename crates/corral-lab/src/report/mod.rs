@@ -25,7 +25,7 @@ use crate::results::Aggregate;
 use crate::scenario::{AxisValue, Point};
 use figures::figure_svg;
 use std::path::Path;
-pub use text::{calibration_text, findings_text, sensitivity_text, summary_text};
+pub use text::{calibration_text, findings_text, procedure_text, sensitivity_text, summary_text};
 
 /// Writes the whole report directory; returns the findings.
 pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, DataError> {

@@ -27,6 +27,7 @@ pub fn summary_text(d: &RunData, found: &[Finding]) -> String {
         d.points.len(),
         s.replicates(d.quick)
     );
+    out.push_str(&procedure_text(s));
     let _ = writeln!(out);
     out.push_str(&findings_text(found));
     out.push_str(&calibration_text(s));
@@ -95,6 +96,26 @@ pub fn findings_text(found: &[Finding]) -> String {
                 let _ = writeln!(out, "    why:    {}", f.explain);
             }
         }
+    }
+    out
+}
+
+/// The paper's procedure, input by input: what the paper does, where it says so, how the lab sets it (an
+/// input the paper does not state is marked assumed, with its source).
+pub fn procedure_text(s: &Scenario) -> String {
+    let mut out = String::new();
+    if s.procedure.is_empty() {
+        return out;
+    }
+    let assumed = s.procedure.iter().filter(|r| r.is_assumed()).count();
+    let _ = writeln!(out, "\nprocedure ({} inputs, {assumed} assumed):", s.procedure.len());
+    for r in &s.procedure {
+        let _ = writeln!(out, "  {}", r.input);
+        if !r.paper.is_empty() {
+            let _ = writeln!(out, "      paper: {}", r.paper);
+        }
+        let _ = writeln!(out, "      lab:   {}", r.lab);
+        let _ = writeln!(out, "      from:  {}", r.provenance());
     }
     out
 }

@@ -26,6 +26,7 @@ mod entity;
 mod figure;
 mod multiparty;
 mod point;
+mod procedure;
 mod proxy;
 mod setup;
 mod stream;
@@ -38,6 +39,7 @@ pub use entity::{EntitySpec, Follow};
 pub use figure::{Figure, Metric};
 pub use multiparty::{MultipartySpec, DEPLOYMENTS};
 pub use point::{AxisValue, Point, AXES};
+pub use procedure::ProcedureRow;
 pub use proxy::{Forwarding, ProxyRuleSpec, ProxySpec};
 use serde::{Deserialize, Serialize};
 pub use setup::{Common, Cpu, EntitySetup, Experiment, Family, Floor, NetworkSetup, ProxySetup, Queries, Setup, Wifi};
@@ -99,6 +101,10 @@ pub struct Scenario {
     pub reference: String,
     #[serde(default)]
     pub description: String,
+    /// The paper's procedure, input by input (`[[procedure]]`): see [`ProcedureRow`]. The report opens with
+    /// it.
+    #[serde(default)]
+    pub procedure: Vec<ProcedureRow>,
     pub network: Network,
     #[serde(default)]
     pub interference: Interference,

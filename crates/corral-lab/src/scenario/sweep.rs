@@ -42,6 +42,7 @@ impl Scenario {
 
     fn validate(&self) -> Result<(), ScenarioError> {
         self.family()?;
+        super::procedure::validate(&self.procedure)?;
         if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
             return err(format!("name {:?}: use letters, digits, - _ .", self.name));
         }

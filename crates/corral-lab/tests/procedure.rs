@@ -1,0 +1,43 @@
+//! A scenario's `[[procedure]]` table — the paper's inputs, where it states them, how the lab sets them —
+//! opens its report; a row that gives neither the paper's place nor the source of an assumption is refused.
+
+use corral_lab::report::procedure_text;
+use corral_lab::scenario::{builtin, Scenario};
+
+const ROWS: &str = r#"
+[[procedure]]
+input = "loss generator"
+paper = "a loss event at the access point every second"
+where = "§4, Fig. 12"
+lab = "[stream] loss"
+
+[[procedure]]
+input = "TCP minimum RTO"
+paper = "not stated (go-coap on Linux)"
+lab = "200 ms"
+assumed = "Linux TCP_RTO_MIN, include/net/tcp.h"
+"#;
+
+/// The scenario text with `rows` inserted before its first section (top-level arrays of tables may come
+/// anywhere, but a key after `[network]` would belong to it).
+fn with_rows(name: &str, rows: &str) -> String {
+    let text = builtin(name).expect("built in");
+    let at = text.find("\n[").expect("a section");
+    format!("{}{rows}{}", &text[..at], &text[at..])
+}
+
+#[test]
+fn the_report_lists_every_input_with_its_source_and_marks_assumptions() {
+    let s = Scenario::parse(&with_rows("seed003-loss", ROWS)).expect("parses");
+    let text = procedure_text(&s);
+    assert!(text.contains("procedure (2 inputs, 1 assumed)"), "{text}");
+    assert!(text.contains("from:  §4, Fig. 12"), "{text}");
+    assert!(text.contains("from:  assumed: Linux TCP_RTO_MIN"), "{text}");
+}
+
+#[test]
+fn a_procedure_row_without_the_papers_place_or_an_assumption_is_refused() {
+    let row = "\n[[procedure]]\ninput = \"payload\"\nlab = \"150 B\"\n";
+    let e = Scenario::parse(&with_rows("seed003-loss", row)).expect_err("no source");
+    assert!(e.to_string().contains("procedure[0] (payload)"), "{e}");
+}

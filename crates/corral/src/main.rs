@@ -33,6 +33,7 @@ mod oscore_cmd;
 mod output;
 mod policy_args;
 mod proxy_cmd;
+mod rd_cmd;
 mod serve;
 mod stream_cmd;
 mod units;
@@ -134,6 +135,9 @@ enum Command {
     /// Run the Entity Manager gateway (groups of resources as one resource); --testbed adds devices.
     #[command(after_help = gateway::AFTER_HELP)]
     Gateway(gateway::GatewayArgs),
+    /// Run a Resource Directory (RFC 9176): devices register their resources, clients look them up.
+    #[command(after_help = rd_cmd::AFTER_HELP)]
+    Rd(rd_cmd::RdArgs),
     /// Run virtual constrained devices (sensors, actuators, /mc) on loopback addresses.
     #[command(after_help = devices::AFTER_HELP)]
     Device(devices::DeviceArgs),
@@ -178,7 +182,7 @@ fn init_logging(verbose: u8, quiet: bool) {
 fn main() {
     let cli = Cli::parse();
     // A server's log is its progress (entity changes, group joins): INFO unless -q.
-    let serving = matches!(cli.command, Command::Gateway(_) | Command::Device(_) | Command::Proxy(_));
+    let serving = matches!(cli.command, Command::Gateway(_) | Command::Device(_) | Command::Proxy(_) | Command::Rd(_));
     init_logging(if serving { cli.verbose.max(1) } else { cli.verbose }, cli.quiet);
     let verbosity = client_cmd::Verbosity { verbose: cli.verbose, quiet: cli.quiet };
     let result: Result<(), Failure> = match cli.command {
@@ -200,6 +204,7 @@ fn main() {
         Command::Lab(a) => lab::run(a, cli.quiet),
         Command::Gateway(a) => gateway::run(a, verbosity),
         Command::Device(a) => devices::run(a, verbosity),
+        Command::Rd(a) => rd_cmd::run(a, verbosity),
         Command::Entity(a) => entity_cmd::run(a, verbosity),
     };
     if let Err(failure) = result {

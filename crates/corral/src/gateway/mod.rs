@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod guard;
-mod lock;
+pub(crate) mod lock;
 mod workers;
 
 pub const AFTER_HELP: &str = "\
@@ -156,7 +156,12 @@ pub struct GatewayArgs {
 
 /// The default data directory (see [`AFTER_HELP`]).
 pub fn default_data_dir(testbed: bool) -> PathBuf {
-    let leaf = if testbed { "testbed" } else { "gateway" };
+    data_dir_for(if testbed { "testbed" } else { "gateway" })
+}
+
+/// `$XDG_DATA_HOME/corral/LEAF` (or `~/.local/share/corral/LEAF`, or `./corral-data/LEAF`): where a
+/// service of this binary keeps its database unless told otherwise.
+pub fn data_dir_for(leaf: &str) -> PathBuf {
     let base = std::env::var_os("XDG_DATA_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

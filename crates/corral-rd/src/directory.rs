@@ -1,0 +1,552 @@
+//! The directory itself: registrations, their lifetimes, and lookups (RFC 9176 §5, §7).
+//!
+//! Owns: every registration (endpoint name, sector, base URI, lifetime, extra registration attributes,
+//! its links), the index by `(ep, d)`, the bounds, the "first come, first remembered" rule for endpoint
+//! names, and the lookup filters and paging. Knows nothing of CoAP messages: [`crate::RdService`] turns
+//! requests into calls here and results into responses.
+//!
+//! # Decisions
+//! - **Names are first come, first remembered** (RFC 9176 §7.5): the source IP address that registered an
+//!   `(ep, d)` is its owner until the registration ends; a registration, update or removal of it from
+//!   another address is refused (4.03). Without OSCORE or DTLS, the address is the only identity a CoAP
+//!   server has; the service asks an unverified source to prove its address first (Echo, RFC 9175), so a
+//!   blind spoofer can neither take a name nor hold one.
+//! - **Locations are unguessable**: `/rd/<16 hex digits>` from the driver's CSPRNG, so that knowing a
+//!   device's name does not tell where to send its removal.
+//! - **Bounded**: registrations in all, per source address, links per registration, bytes of a
+//!   registration's links, name lengths ([`Limits`]). A full directory answers 5.03, a source over its
+//!   share 4.29 — refusals, never evictions of someone else's registration.
+
+use corral_proto::{Duration, Instant};
+use corral_wire::link_format::{self, Link, LinkOwned};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::IpAddr;
+
+/// The directory's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Registrations in all.
+    pub registrations: usize,
+    /// Registrations per source IP address.
+    pub per_source: usize,
+    /// Links in one registration.
+    pub links: usize,
+    /// Bytes of one registration's link-format document.
+    pub bytes: usize,
+    /// Bytes of an endpoint or sector name (RFC 9176 §9.3: at most 63).
+    pub name: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { registrations: 10_000, per_source: 64, links: 256, bytes: 16 * 1024, name: 63 }
+    }
+}
+
+/// RFC 9176 §5.3: the lifetime when a registration gives none (25 hours).
+pub const DEFAULT_LIFETIME: u32 = 90_000;
+
+/// What a registration says besides its links: the registration parameters of RFC 9176 §5.3.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Params {
+    pub ep: Option<String>,
+    pub d: Option<String>,
+    /// Seconds.
+    pub lt: Option<u32>,
+    pub base: Option<String>,
+    /// Every other `name=value` (as `et`), kept and shown in lookups.
+    pub extra: Vec<(String, String)>,
+}
+
+/// Why the directory refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RdError {
+    /// The request is wrong (4.00), with what to fix.
+    BadRequest(String),
+    /// The name belongs to another source (4.03).
+    Forbidden(String),
+    /// No such registration (4.04): it expired or was removed; register again.
+    NotFound,
+    /// The links are too large (4.13).
+    TooLarge(String),
+    /// This source holds its share (4.29).
+    SourceFull,
+    /// The directory is full (5.03).
+    Full,
+}
+
+impl fmt::Display for RdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RdError::BadRequest(m) | RdError::Forbidden(m) | RdError::TooLarge(m) => f.write_str(m),
+            RdError::NotFound => f.write_str("no such registration: it expired or was removed; register again"),
+            RdError::SourceFull => f.write_str("this address holds as many registrations as it may"),
+            RdError::Full => f.write_str("the directory is full"),
+        }
+    }
+}
+
+/// One registration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    /// The registration resource's last path segment (`/rd/<id>`).
+    pub id: String,
+    pub ep: String,
+    pub d: Option<String>,
+    /// The base URI its relative links resolve against.
+    pub base: String,
+    /// The base was given (`base=`) rather than taken from the source address.
+    pub base_explicit: bool,
+    /// Seconds.
+    pub lt: u32,
+    pub extra: Vec<(String, String)>,
+    /// The links as registered (relative to `base`).
+    pub links: Vec<LinkOwned>,
+    /// The source address that owns the name.
+    pub owner: IpAddr,
+    /// When it ends unless refreshed.
+    pub expires: Instant,
+}
+
+impl Registration {
+    /// The registration resource's path.
+    pub fn location(&self) -> String {
+        format!("/rd/{}", self.id)
+    }
+
+    /// The registration as an endpoint-lookup link (RFC 9176 §7.3): its location with `ep`, `d`, `base`,
+    /// `lt` and the extra attributes.
+    pub fn endpoint_link(&self) -> LinkOwned {
+        let mut l = Link::new(self.location()).attr("ep", self.ep.clone());
+        if let Some(d) = &self.d {
+            l = l.attr("d", d.clone());
+        }
+        l = l.attr("base", self.base.clone()).attr("lt", self.lt.to_string());
+        for (k, v) in &self.extra {
+            l = l.attr(k.clone(), v.clone());
+        }
+        l
+    }
+
+    /// Its links with targets and anchors resolved against `base` (RFC 9176 Appendix C): what resource
+    /// lookup returns.
+    pub fn resolved_links(&self) -> impl Iterator<Item = LinkOwned> + '_ {
+        self.links.iter().map(|l| {
+            let mut out = Link::new(resolve(&self.base, l.target()));
+            let mut anchored = false;
+            for (name, value) in l.attrs() {
+                if name.eq_ignore_ascii_case("anchor") {
+                    anchored = true;
+                    out = out.attr("anchor", resolve(&self.base, value.unwrap_or("")));
+                } else {
+                    out = match value {
+                        Some(v) => out.attr(name.to_string(), v.to_string()),
+                        None => out.flag(name.to_string()),
+                    };
+                }
+            }
+            if !anchored {
+                out = out.attr("anchor", self.base.clone());
+            }
+            out
+        })
+    }
+
+    /// Whether a registration-level filter `name=value` matches (RFC 9176 §7.2): `ep`, `d`, `base`, `lt`,
+    /// an extra attribute, or `href` against the location. A trailing `*` matches a prefix.
+    fn matches_param(&self, name: &str, value: &str) -> Option<bool> {
+        let hit = |candidate: &str| match value.strip_suffix('*') {
+            Some(prefix) => candidate.starts_with(prefix),
+            None => candidate == value,
+        };
+        let lt = self.lt.to_string();
+        match name {
+            "ep" => Some(hit(&self.ep)),
+            "d" => Some(self.d.as_deref().is_some_and(hit)),
+            "base" => Some(hit(&self.base)),
+            "lt" => Some(hit(&lt)),
+            "href" => Some(hit(&self.location())),
+            _ => {
+                let mut values = self.extra.iter().filter(|(k, _)| k == name).peekable();
+                values.peek().is_some().then(|| values.any(|(_, v)| hit(v)))
+            }
+        }
+    }
+}
+
+/// `target` resolved against `base` (a scheme and authority, perhaps with a path): the Limited Link Format
+/// of RFC 9176 Appendix C, where a target is absolute, absolute-path, or empty.
+fn resolve(base: &str, target: &str) -> String {
+    if target.contains("://") {
+        return target.to_string();
+    }
+    let authority_end = base.find("://").map(|i| i + 3).and_then(|s| base[s..].find('/').map(|p| s + p));
+    let origin = authority_end.map_or(base, |e| &base[..e]);
+    if target.is_empty() {
+        return base.to_string();
+    }
+    if target.starts_with('/') {
+        return format!("{origin}{target}");
+    }
+    // A relative path: against the base's directory.
+    let dir = match authority_end {
+        Some(e) => &base[..e + base[e..].rfind('/').unwrap_or(0) + 1],
+        None => return format!("{base}/{target}"),
+    };
+    format!("{dir}{target}")
+}
+
+/// A lookup's filters and page (RFC 9176 §7.2), from the request's Uri-Query.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    pub filters: Vec<(String, String)>,
+    pub page: Option<usize>,
+    pub count: Option<usize>,
+}
+
+impl Query {
+    /// The filters and page of `pairs`; `page` without `count` is refused.
+    pub fn parse<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Result<Query, RdError> {
+        let mut q = Query::default();
+        for (k, v) in pairs {
+            let number =
+                || v.parse::<usize>().map_err(|_| RdError::BadRequest(format!("{k}={v}: a non-negative integer")));
+            match k {
+                "page" => q.page = Some(number()?),
+                "count" => q.count = Some(number()?),
+                "" => {}
+                _ => q.filters.push((k.to_string(), v.to_string())),
+            }
+        }
+        if q.page.is_some() && q.count.is_none() {
+            return Err(RdError::BadRequest("page needs count (RFC 9176 §7.2)".into()));
+        }
+        Ok(q)
+    }
+
+    fn paginate<T>(&self, items: impl Iterator<Item = T>) -> Vec<T> {
+        let count = self.count.unwrap_or(usize::MAX);
+        let skip = self.page.unwrap_or(0).saturating_mul(count);
+        items.skip(skip).take(count).collect()
+    }
+}
+
+/// The directory: registrations by id and by `(ep, d)`, in registration order for stable paging.
+#[derive(Debug, Default)]
+pub struct Directory {
+    limits: Limits,
+    regs: BTreeMap<u64, Registration>,
+    by_id: HashMap<String, u64>,
+    by_key: HashMap<(String, Option<String>), u64>,
+    per_source: HashMap<IpAddr, usize>,
+    seq: u64,
+}
+
+/// What a registration did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registered {
+    /// A new registration at this location.
+    Created(String),
+    /// An existing `(ep, d)` registered again: same location, links and parameters replaced.
+    Replaced(String),
+}
+
+impl Registered {
+    pub fn id(&self) -> &str {
+        match self {
+            Registered::Created(id) | Registered::Replaced(id) => id,
+        }
+    }
+}
+
+impl Directory {
+    pub fn new(limits: Limits) -> Directory {
+        Directory { limits, ..Directory::default() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.regs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.regs.is_empty()
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Registration> {
+        self.by_id.get(id).and_then(|s| self.regs.get(s))
+    }
+
+    /// The registration of `(ep, d)`.
+    pub fn by_name(&self, ep: &str, d: Option<&str>) -> Option<&Registration> {
+        self.by_key.get(&(ep.to_string(), d.map(str::to_string))).and_then(|s| self.regs.get(s))
+    }
+
+    /// Puts a registration back as it was, replacing the one with its id (undoing a change the store
+    /// could not record).
+    pub fn put_back(&mut self, reg: Registration) {
+        let _ = self.take(&reg.id);
+        self.insert(reg);
+    }
+
+    /// Every registration, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Registration> {
+        self.regs.values()
+    }
+
+    /// Checks a link-format document against the bounds and parses it.
+    pub fn parse_links(&self, text: &str) -> Result<Vec<LinkOwned>, RdError> {
+        if text.len() > self.limits.bytes {
+            return Err(RdError::TooLarge(format!(
+                "{} bytes of links; this directory keeps at most {} per registration",
+                text.len(),
+                self.limits.bytes
+            )));
+        }
+        let mut links = Vec::new();
+        for l in link_format::parse(text) {
+            let l = l.map_err(|e| RdError::BadRequest(format!("the payload is not link-format (RFC 6690): {e}")))?;
+            if links.len() == self.limits.links {
+                return Err(RdError::TooLarge(format!("more than {} links in one registration", self.limits.links)));
+            }
+            links.push(l.into_owned());
+        }
+        Ok(links)
+    }
+
+    /// A registration (RFC 9176 §5.3): `params` from the query, `base` defaulting to `source_base` (the
+    /// request's source as a URI), `fresh_id` the location to use if it is new.
+    pub fn register(
+        &mut self,
+        now: Instant,
+        source: IpAddr,
+        source_base: String,
+        params: Params,
+        links: Vec<LinkOwned>,
+        fresh_id: String,
+    ) -> Result<Registered, RdError> {
+        let ep = params.ep.ok_or_else(|| RdError::BadRequest("ep: the endpoint name is required".into()))?;
+        self.check_name("ep", &ep)?;
+        if let Some(d) = &params.d {
+            self.check_name("d", d)?;
+        }
+        let lt = lifetime(params.lt)?;
+        if let Some(b) = &params.base {
+            check_base(b)?;
+        }
+        let key = (ep.clone(), params.d.clone());
+        if let Some(&seq) = self.by_key.get(&key) {
+            let reg = self.regs.get_mut(&seq).expect("indexed registration exists");
+            if reg.owner != source {
+                return Err(RdError::Forbidden(format!(
+                    "ep={ep} is registered by another address until its lifetime ends (first come, first remembered)"
+                )));
+            }
+            reg.base_explicit = params.base.is_some();
+            reg.base = params.base.unwrap_or(source_base);
+            reg.lt = lt;
+            reg.extra = params.extra;
+            reg.links = links;
+            reg.expires = now + Duration::from_secs(u64::from(lt));
+            return Ok(Registered::Replaced(reg.id.clone()));
+        }
+        if self.regs.len() >= self.limits.registrations {
+            return Err(RdError::Full);
+        }
+        if self.per_source.get(&source).copied().unwrap_or(0) >= self.limits.per_source {
+            return Err(RdError::SourceFull);
+        }
+        let reg = Registration {
+            id: fresh_id,
+            ep,
+            d: params.d,
+            base_explicit: params.base.is_some(),
+            base: params.base.unwrap_or(source_base),
+            lt,
+            extra: params.extra,
+            links,
+            owner: source,
+            expires: now + Duration::from_secs(u64::from(lt)),
+        };
+        let id = reg.id.clone();
+        self.insert(reg);
+        Ok(Registered::Created(id))
+    }
+
+    /// Puts a registration back (from the store, after a restart); `false` if it breaks a bound or its
+    /// name or id is taken.
+    pub fn restore(&mut self, reg: Registration) -> bool {
+        let key = (reg.ep.clone(), reg.d.clone());
+        if self.by_key.contains_key(&key)
+            || self.by_id.contains_key(&reg.id)
+            || self.regs.len() >= self.limits.registrations
+        {
+            return false;
+        }
+        self.insert(reg);
+        true
+    }
+
+    fn insert(&mut self, reg: Registration) {
+        self.seq += 1;
+        *self.per_source.entry(reg.owner).or_default() += 1;
+        self.by_id.insert(reg.id.clone(), self.seq);
+        self.by_key.insert((reg.ep.clone(), reg.d.clone()), self.seq);
+        self.regs.insert(self.seq, reg);
+    }
+
+    /// A registration update (RFC 9176 §5.3.1): a new lifetime, base or extra attributes, and the
+    /// lifetime starts again.
+    pub fn update(
+        &mut self,
+        now: Instant,
+        id: &str,
+        source: IpAddr,
+        source_base: String,
+        params: Params,
+    ) -> Result<(), RdError> {
+        if params.ep.is_some() || params.d.is_some() {
+            return Err(RdError::BadRequest("ep and d cannot change in an update: register again".into()));
+        }
+        let lt = params.lt.map(|lt| lifetime(Some(lt))).transpose()?;
+        if let Some(b) = &params.base {
+            check_base(b)?;
+        }
+        let reg = self.owned_mut(id, source)?;
+        if let Some(lt) = lt {
+            reg.lt = lt;
+        }
+        match params.base {
+            Some(b) => {
+                reg.base = b;
+                reg.base_explicit = true;
+            }
+            // A device whose address changed and that gave no base is found at its new address.
+            None if !reg.base_explicit => reg.base = source_base,
+            None => {}
+        }
+        for (k, v) in params.extra {
+            match reg.extra.iter_mut().find(|(n, _)| *n == k) {
+                Some(e) => e.1 = v,
+                None => reg.extra.push((k, v)),
+            }
+        }
+        reg.expires = now + Duration::from_secs(u64::from(reg.lt));
+        Ok(())
+    }
+
+    /// A registration's removal (RFC 9176 §5.3.2).
+    pub fn remove(&mut self, id: &str, source: IpAddr) -> Result<Registration, RdError> {
+        self.owned_mut(id, source)?;
+        Ok(self.take(id).expect("checked above"))
+    }
+
+    fn owned_mut(&mut self, id: &str, source: IpAddr) -> Result<&mut Registration, RdError> {
+        let seq = *self.by_id.get(id).ok_or(RdError::NotFound)?;
+        let reg = self.regs.get_mut(&seq).expect("indexed registration exists");
+        if reg.owner != source {
+            return Err(RdError::Forbidden(format!("{} belongs to another address", reg.location())));
+        }
+        Ok(reg)
+    }
+
+    fn take(&mut self, id: &str) -> Option<Registration> {
+        let seq = self.by_id.remove(id)?;
+        let reg = self.regs.remove(&seq)?;
+        self.by_key.remove(&(reg.ep.clone(), reg.d.clone()));
+        if let Some(n) = self.per_source.get_mut(&reg.owner) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_source.remove(&reg.owner);
+            }
+        }
+        Some(reg)
+    }
+
+    /// Ends every registration whose lifetime has passed; returns them.
+    pub fn expire(&mut self, now: Instant) -> Vec<Registration> {
+        let due: Vec<String> = self.regs.values().filter(|r| r.expires <= now).map(|r| r.id.clone()).collect();
+        due.iter().filter_map(|id| self.take(id)).collect()
+    }
+
+    /// When the next registration ends.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.regs.values().map(|r| r.expires).min()
+    }
+
+    /// Endpoint lookup (RFC 9176 §7.3): registrations matching every filter — a filter on a registration
+    /// parameter matches the registration, any other matches if one of its links has it.
+    pub fn lookup_endpoints(&self, q: &Query) -> Vec<&Registration> {
+        q.paginate(self.regs.values().filter(|r| {
+            q.filters.iter().all(|(k, v)| match r.matches_param(k, v) {
+                Some(hit) => hit,
+                None => r.resolved_links().any(|l| link_format::matches(&l, k, v)),
+            })
+        }))
+    }
+
+    /// Resource lookup (RFC 9176 §7.3): the resolved links matching every filter, a filter on a
+    /// registration parameter applying to the link's registration.
+    pub fn lookup_resources(&self, q: &Query) -> Vec<LinkOwned> {
+        let all = self.regs.values().flat_map(|r| {
+            r.resolved_links().filter(move |l| {
+                q.filters.iter().all(|(k, v)| match (k.as_str(), r.matches_param(k, v)) {
+                    ("href", _) => link_format::matches(l, k, v),
+                    (_, Some(hit)) => hit,
+                    (_, None) => link_format::matches(l, k, v),
+                })
+            })
+        });
+        q.paginate(all)
+    }
+
+    fn check_name(&self, what: &str, name: &str) -> Result<(), RdError> {
+        if name.is_empty() || name.len() > self.limits.name {
+            return Err(RdError::BadRequest(format!("{what}: 1 to {} bytes", self.limits.name)));
+        }
+        if name.chars().any(|c| c.is_control()) {
+            return Err(RdError::BadRequest(format!("{what}: no control characters")));
+        }
+        Ok(())
+    }
+}
+
+fn lifetime(lt: Option<u32>) -> Result<u32, RdError> {
+    match lt {
+        None => Ok(DEFAULT_LIFETIME),
+        Some(0) => Err(RdError::BadRequest("lt: at least 1 second".into())),
+        Some(lt) => Ok(lt),
+    }
+}
+
+fn check_base(base: &str) -> Result<(), RdError> {
+    let scheme_ok = ["coap://", "coaps://", "coap+tcp://", "coaps+tcp://"].iter().any(|s| base.starts_with(s));
+    if !scheme_ok || base.len() > 255 || base.contains(['?', '#']) {
+        return Err(RdError::BadRequest(format!(
+            "base={base}: a coap, coaps, coap+tcp or coaps+tcp URI without query or fragment"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_resolve_against_the_base_as_limited_link_format_says() {
+        assert_eq!(resolve("coap://[2001:db8::1]:5683", "/temp"), "coap://[2001:db8::1]:5683/temp");
+        assert_eq!(resolve("coap://h/a/b", "/c"), "coap://h/c");
+        assert_eq!(resolve("coap://h/a/b", "c"), "coap://h/a/c");
+        assert_eq!(resolve("coap://h", ""), "coap://h");
+        assert_eq!(resolve("coap://h", "coap://other/x"), "coap://other/x");
+    }
+
+    #[test]
+    fn page_without_count_is_refused() {
+        assert!(Query::parse([("page", "1")].into_iter()).is_err());
+        let q = Query::parse([("page", "1"), ("count", "2"), ("rt", "temp*")].into_iter()).unwrap();
+        assert_eq!(q.paginate(0..10), vec![2, 3]);
+        assert_eq!(q.filters, vec![("rt".to_string(), "temp*".to_string())]);
+    }
+}

@@ -1,0 +1,236 @@
+//! Persistence of the directory: every registration, written when it changes, so that a directory that
+//! crashes or restarts still knows who registered (devices refresh only every few hours).
+//!
+//! Owns: the [`Store`] trait, [`SqliteStore`] (one file, WAL, `synchronous=FULL`: a registration is
+//! acknowledged only once it is on disk) and the mapping of a [`Registration`] onto its row.
+//!
+//! The service is sans-IO, yet a store call is synchronous local I/O *(documented exception, as the
+//! Entity Manager's store)*: registrations are rare (a device registers once and refreshes every few
+//! hours), each is one small transaction, and lookups never touch the store.
+//!
+//! Lifetimes are stored as wall-clock times (Unix milliseconds), since the sans-IO clock starts again with
+//! each process: the service converts with the wall-clock time of its clock's zero, which the driver gives.
+//!
+//! # Schema (version 1)
+//! ```sql
+//! registration(id TEXT PRIMARY KEY, ep TEXT, d TEXT NULL, base TEXT, base_explicit INTEGER, lt INTEGER,
+//!              extra TEXT, links TEXT, owner TEXT, expires_unix_ms INTEGER, UNIQUE (ep, d))
+//! ```
+//! `extra` is `k=v` items joined by `&` (percent-encoding `%`, `&`, `=`), `links` the link-format
+//! document.
+
+use crate::directory::Registration;
+use corral_wire::link_format;
+use rusqlite::{params, Connection};
+use std::fmt;
+use std::net::IpAddr;
+use std::path::Path;
+
+/// A registration as stored: the registration with its end as a wall-clock time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub reg: Registration,
+    pub expires_unix_ms: u64,
+}
+
+/// A store failed; the change it was for is not made.
+#[derive(Debug)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "registration store: {}", self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError(e.to_string())
+    }
+}
+
+/// Where the directory keeps its registrations.
+pub trait Store {
+    /// Writes (or replaces) one registration, durably, before returning.
+    fn save(&mut self, r: &Stored) -> Result<(), StoreError>;
+    /// Removes one registration.
+    fn remove(&mut self, id: &str) -> Result<(), StoreError>;
+    /// Every registration stored; rows that do not parse are skipped and counted.
+    fn load(&mut self) -> Result<(Vec<Stored>, usize), StoreError>;
+}
+
+/// The embedded SQLite store.
+pub struct SqliteStore {
+    conn: Connection,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS registration (
+    id              TEXT PRIMARY KEY NOT NULL,
+    ep              TEXT NOT NULL,
+    d               TEXT,
+    base            TEXT NOT NULL,
+    base_explicit   INTEGER NOT NULL,
+    lt              INTEGER NOT NULL,
+    extra           TEXT NOT NULL,
+    links           TEXT NOT NULL,
+    owner           TEXT NOT NULL,
+    expires_unix_ms INTEGER NOT NULL,
+    UNIQUE (ep, d)
+);
+";
+
+impl SqliteStore {
+    /// Opens (creating) the store at `path`.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let conn = Connection::open(path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version > 1 {
+            return Err(StoreError(format!(
+                "{}: schema version {version} is newer than this corral (1); use a newer corral",
+                path.display()
+            )));
+        }
+        conn.execute_batch(SCHEMA)?;
+        conn.pragma_update(None, "user_version", 1)?;
+        Ok(SqliteStore { conn })
+    }
+}
+
+impl Store for SqliteStore {
+    fn save(&mut self, s: &Stored) -> Result<(), StoreError> {
+        let r = &s.reg;
+        let mut links = String::new();
+        link_format::serialize(&r.links, &mut links);
+        let tx = self.conn.transaction()?;
+        // A name registered again under a new location (after a removal) replaces the old row.
+        tx.execute("DELETE FROM registration WHERE ep = ?1 AND d IS ?2 AND id <> ?3", params![r.ep, r.d, r.id])?;
+        tx.execute(
+            "INSERT OR REPLACE INTO registration
+             (id, ep, d, base, base_explicit, lt, extra, links, owner, expires_unix_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                r.id,
+                r.ep,
+                r.d,
+                r.base,
+                r.base_explicit,
+                r.lt,
+                encode_extra(&r.extra),
+                links,
+                r.owner.to_string(),
+                i64::try_from(s.expires_unix_ms).unwrap_or(i64::MAX),
+            ],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn remove(&mut self, id: &str) -> Result<(), StoreError> {
+        self.conn.execute("DELETE FROM registration WHERE id = ?1", params![id])?;
+        Ok(())
+    }
+
+    fn load(&mut self) -> Result<(Vec<Stored>, usize), StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, ep, d, base, base_explicit, lt, extra, links, owner, expires_unix_ms FROM registration ORDER BY rowid",
+        )?;
+        let rows = stmt.query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, Option<String>>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, bool>(4)?,
+                row.get::<_, u32>(5)?,
+                row.get::<_, String>(6)?,
+                row.get::<_, String>(7)?,
+                row.get::<_, String>(8)?,
+                row.get::<_, i64>(9)?,
+            ))
+        })?;
+        let (mut out, mut bad) = (Vec::new(), 0);
+        for row in rows {
+            let (id, ep, d, base, base_explicit, lt, extra, links, owner, expires) = row?;
+            let links: Result<Vec<_>, _> = link_format::parse(&links).map(|l| l.map(|l| l.into_owned())).collect();
+            let (Ok(links), Ok(owner), Some(extra)) = (links, owner.parse::<IpAddr>(), decode_extra(&extra)) else {
+                bad += 1;
+                continue;
+            };
+            out.push(Stored {
+                reg: Registration {
+                    id,
+                    ep,
+                    d,
+                    base,
+                    base_explicit,
+                    lt,
+                    extra,
+                    links,
+                    owner,
+                    expires: corral_proto::Instant::ZERO,
+                },
+                expires_unix_ms: u64::try_from(expires).unwrap_or(0),
+            });
+        }
+        Ok((out, bad))
+    }
+}
+
+/// A store in memory (tests, the simulator).
+#[derive(Debug, Default)]
+pub struct MemStore {
+    pub rows: Vec<Stored>,
+}
+
+impl Store for MemStore {
+    fn save(&mut self, s: &Stored) -> Result<(), StoreError> {
+        self.rows.retain(|r| r.reg.id != s.reg.id && (r.reg.ep != s.reg.ep || r.reg.d != s.reg.d));
+        self.rows.push(s.clone());
+        Ok(())
+    }
+
+    fn remove(&mut self, id: &str) -> Result<(), StoreError> {
+        self.rows.retain(|r| r.reg.id != id);
+        Ok(())
+    }
+
+    fn load(&mut self) -> Result<(Vec<Stored>, usize), StoreError> {
+        Ok((self.rows.clone(), 0))
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('%', "%25").replace('&', "%26").replace('=', "%3D")
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("%3D", "=").replace("%26", "&").replace("%25", "%")
+}
+
+fn encode_extra(extra: &[(String, String)]) -> String {
+    extra.iter().map(|(k, v)| format!("{}={}", escape(k), escape(v))).collect::<Vec<_>>().join("&")
+}
+
+fn decode_extra(text: &str) -> Option<Vec<(String, String)>> {
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    text.split('&').map(|kv| kv.split_once('=').map(|(k, v)| (unescape(k), unescape(v)))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_attributes_survive_their_encoding() {
+        let extra = vec![("et".to_string(), "a&b=c%d".to_string()), ("x".to_string(), String::new())];
+        assert_eq!(decode_extra(&encode_extra(&extra)), Some(extra));
+        assert_eq!(decode_extra(""), Some(Vec::new()));
+    }
+}

@@ -1,0 +1,323 @@
+//! The Resource Directory on the in-memory net (virtual time, seeded): devices register, refresh and
+//! leave; lookups filter and page; a registration ends at its lifetime; names are first come, first
+//! remembered; an unverified source is challenged before any state is kept; observers of a lookup hear
+//! of registrations that come and go; a restarted directory keeps what it stored.
+
+use corral_proto::testing::Net;
+use corral_proto::wire::{Code, ContentFormat, OptionNumber};
+use corral_proto::{
+    Context, Duration, Endpoint, EndpointConfig, IncomingRequest, Instant, Node, Outcome, Request, RequestId,
+    ResourceLink, Response, SendParams, Service, ServiceHandle,
+};
+use corral_rd::{Limits, RdService, SqliteStore, Store};
+use std::net::SocketAddr;
+
+#[derive(Default)]
+struct Client {
+    responses: Vec<(RequestId, Response)>,
+}
+
+impl Service for Client {
+    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        cx.respond(req.id, Response::error(Code::NOT_FOUND, "client"));
+    }
+    fn handle_response(&mut self, _cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
+        if let Outcome::Response { response, .. } = outcome {
+            self.responses.push((id, response));
+        }
+    }
+    /// What the node's `/.well-known/core` lists (a simple registration fetches it).
+    fn links(&self) -> Vec<ResourceLink> {
+        vec![
+            ResourceLink::new("temp").attr("rt", "temperature").flag("obs"),
+            ResourceLink::new("hum").attr("rt", "humidity"),
+        ]
+    }
+}
+
+struct Lab {
+    net: Net,
+    rd: usize,
+    rd_svc: ServiceHandle,
+    clients: Vec<(usize, ServiceHandle)>,
+}
+
+const SEED: u64 = 9176;
+
+fn lab(limits: Limits, clients: usize) -> Lab {
+    println!("seed {SEED}");
+    let mut net = Net::default();
+    let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(SEED)));
+    let rd_svc = n.mount("", RdService::new(limits));
+    let rd = net.add("10.0.0.1:5683".parse::<SocketAddr>().unwrap(), n);
+    let clients = (0..clients)
+        .map(|i| {
+            let mut c = Node::new(Endpoint::new(EndpointConfig::with_seed(SEED + 1 + i as u64)));
+            let h = c.mount("", Client::default());
+            (net.add(format!("10.0.1.{}:5683", i + 1).parse::<SocketAddr>().unwrap(), c), h)
+        })
+        .collect();
+    Lab { net, rd, rd_svc, clients }
+}
+
+impl Lab {
+    /// Sends `req` from client `c` and runs the net until it is answered; the final response.
+    fn ask(&mut self, c: usize, req: Request) -> Response {
+        let (node, h) = self.clients[c];
+        let (now, dst) = (self.net.now, self.net.addr(self.rd));
+        let id = self
+            .net
+            .node(node)
+            .with_service(now, h, |_: &mut Client, cx| cx.request(dst, req, SendParams::default()))
+            .and_then(Result::ok)
+            .expect("request starts");
+        self.net.run_for(Duration::from_secs(10));
+        let got = &self.net.node(node).service::<Client>(h).unwrap().responses;
+        got.iter().rev().find(|(i, _)| *i == id).map(|(_, r)| r.clone()).expect("answered")
+    }
+
+    fn register(&mut self, c: usize, query: &str, links: &str) -> Response {
+        let mut req = Request::new(Code::POST).with_path("rd").with_content_format(ContentFormat::LINK_FORMAT);
+        for q in query.split('&') {
+            req = req.with_query(q);
+        }
+        self.ask(c, req.with_payload(links.as_bytes().to_vec()))
+    }
+
+    fn lookup(&mut self, c: usize, what: &str, query: &str) -> String {
+        let mut req = Request::get(&format!("rd-lookup/{what}"));
+        for q in query.split('&').filter(|q| !q.is_empty()) {
+            req = req.with_query(q);
+        }
+        let r = self.ask(c, req);
+        assert_eq!(r.code, Code::CONTENT, "{}", r.payload_text());
+        r.payload_text().into_owned()
+    }
+
+    fn rd(&mut self) -> &mut RdService {
+        let (rd, h) = (self.rd, self.rd_svc);
+        self.net.node(rd).service_mut::<RdService>(h).unwrap()
+    }
+}
+
+fn location(r: &Response) -> String {
+    let segs: Vec<String> =
+        r.options.get_all(OptionNumber::LOCATION_PATH).map(|s| String::from_utf8_lossy(s).into_owned()).collect();
+    format!("/{}", segs.join("/"))
+}
+
+#[test]
+fn a_device_registers_and_its_resources_are_found_by_type_with_absolute_uris() {
+    let mut l = lab(Limits::default(), 1);
+    let r = l.register(0, "ep=node1&d=floor2&lt=600&et=sensor", "</temp>;rt=temperature;ct=0,</light>;rt=light");
+    assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
+    let loc = location(&r);
+    assert!(loc.starts_with("/rd/") && loc.len() == 4 + 16, "an unguessable location: {loc}");
+    let res = l.lookup(0, "res", "rt=temp*");
+    assert_eq!(res, r#"<coap://10.0.1.1:5683/temp>;rt="temperature";ct=0;anchor="coap://10.0.1.1:5683""#);
+    let ep = l.lookup(0, "ep", "d=floor2");
+    assert!(ep.starts_with(&format!("<{loc}>;ep=\"node1\";d=\"floor2\";base=\"coap://10.0.1.1:5683\";lt=600")), "{ep}");
+    assert!(ep.contains("et=\"sensor\""), "{ep}");
+    assert_eq!(l.lookup(0, "ep", "et=actuator"), "", "a filter on a registration attribute");
+    // The registration resource shows the links as registered, and DELETE removes it.
+    let shown = l.ask(0, Request::get(&loc));
+    assert_eq!(shown.payload_text(), r#"</temp>;rt="temperature";ct=0,</light>;rt="light""#);
+    let del = l.ask(0, Request::new(Code::DELETE).with_path(&loc));
+    assert_eq!(del.code, Code::DELETED);
+    assert_eq!(l.lookup(0, "res", ""), "");
+}
+
+#[test]
+fn a_registration_ends_at_its_lifetime_unless_refreshed() {
+    let mut l = lab(Limits::default(), 1);
+    let loc = location(&l.register(0, "ep=a&lt=60", "</x>"));
+    location(&l.register(0, "ep=b&lt=60", "</y>"));
+    l.net.run_for(Duration::from_secs(40));
+    let upd = l.ask(0, Request::new(Code::POST).with_path(&loc));
+    assert_eq!(upd.code, Code::CHANGED);
+    l.net.run_for(Duration::from_secs(40));
+    // b (registered 40+10+40 s ago, never refreshed) is gone; a was refreshed 40 s ago.
+    let eps = l.lookup(0, "ep", "");
+    assert!(eps.contains("ep=\"a\"") && !eps.contains("ep=\"b\""), "{eps}");
+    assert_eq!(l.rd().stats().expired, 1);
+    let gone = l.ask(0, Request::new(Code::POST).with_path("rd/0000000000000000"));
+    assert_eq!(gone.code, Code::NOT_FOUND, "an update of an unknown registration tells the device to register again");
+}
+
+#[test]
+fn a_name_belongs_to_its_first_registrant_until_its_registration_ends() {
+    let mut l = lab(Limits::default(), 2);
+    let first = l.register(0, "ep=boiler&lt=30", "</t>");
+    assert_eq!(first.code, Code::CREATED);
+    let other = l.register(1, "ep=boiler", "</evil>");
+    assert_eq!(other.code, Code::FORBIDDEN, "{}", other.payload_text());
+    let loc = location(&first);
+    assert_eq!(l.ask(1, Request::new(Code::DELETE).with_path(&loc)).code, Code::FORBIDDEN);
+    // The owner registering again keeps its location and replaces its links.
+    let again = l.register(0, "ep=boiler&lt=30", "</t2>");
+    assert_eq!((again.code, location(&again)), (Code::CREATED, loc));
+    assert!(l.lookup(0, "res", "").contains("/t2>"));
+    l.net.run_for(Duration::from_secs(40));
+    assert_eq!(l.register(1, "ep=boiler", "</mine>").code, Code::CREATED, "free again after its lifetime");
+}
+
+#[test]
+fn lookups_page_with_count_and_refuse_page_alone() {
+    let mut l = lab(Limits::default(), 1);
+    for i in 0..5 {
+        assert_eq!(l.register(0, &format!("ep=n{i}"), "</s>;rt=t").code, Code::CREATED);
+    }
+    let page = l.lookup(0, "res", "rt=t&page=1&count=2");
+    assert_eq!(page.matches("<coap://").count(), 2, "{page}");
+    let eps = l.lookup(0, "ep", "page=2&count=2");
+    assert!(eps.contains("ep=\"n4\"") && !eps.contains("ep=\"n3\""), "{eps}");
+    let bad = l.ask(0, Request::get("rd-lookup/ep").with_query("page=1"));
+    assert_eq!(bad.code, Code::BAD_REQUEST);
+}
+
+#[test]
+fn a_source_holds_at_most_its_share_and_a_full_directory_refuses() {
+    let limits = Limits { registrations: 3, per_source: 2, ..Limits::default() };
+    let mut l = lab(limits, 2);
+    assert_eq!(l.register(0, "ep=a", "</x>").code, Code::CREATED);
+    assert_eq!(l.register(0, "ep=b", "</x>").code, Code::CREATED);
+    assert_eq!(l.register(0, "ep=c", "</x>").code, Code::TOO_MANY_REQUESTS);
+    assert_eq!(l.register(1, "ep=d", "</x>").code, Code::CREATED);
+    assert_eq!(l.register(1, "ep=e", "</x>").code, Code::SERVICE_UNAVAILABLE);
+    assert_eq!(l.rd().directory().len(), 3);
+}
+
+#[test]
+fn garbage_is_refused_with_a_diagnostic() {
+    let mut l = lab(Limits { links: 2, ..Limits::default() }, 1);
+    for (query, links, code) in [
+        ("lt=60", "</x>", Code::BAD_REQUEST),                  // no ep
+        ("ep=a&lt=0", "</x>", Code::BAD_REQUEST),              // lifetime 0
+        ("ep=a&lt=soon", "</x>", Code::BAD_REQUEST),           // not a number
+        ("ep=a&base=http://x", "</x>", Code::BAD_REQUEST),     // not a CoAP base
+        ("ep=a&rt=x", "</x>", Code::BAD_REQUEST),              // a lookup filter in a registration
+        ("ep=a", "</x>;rt=\"unterminated", Code::BAD_REQUEST), // not link-format
+        ("ep=a", "</x>,</y>,</z>", Code::REQUEST_ENTITY_TOO_LARGE),
+        (&format!("ep={}", "n".repeat(64)), "</x>", Code::BAD_REQUEST),
+    ] {
+        let r = l.register(0, query, links);
+        assert_eq!(r.code, code, "{query} {links}: {}", r.payload_text());
+        assert!(!r.payload.is_empty(), "{query}: a diagnostic");
+    }
+    assert!(l.rd().directory().is_empty());
+}
+
+#[test]
+fn an_unverified_source_is_challenged_before_anything_is_kept() {
+    let mut l = lab(Limits::default(), 0);
+    let (rd, rd_addr) = (l.rd, l.net.addr(l.rd));
+    let req = corral_proto::wire::Message {
+        mtype: corral_proto::wire::MessageType::Con,
+        code: Code::POST,
+        mid: corral_proto::wire::MessageId(7),
+        token: corral_proto::wire::Token::new(&[1, 2]).unwrap(),
+        options: Request::new(Code::POST).with_path("rd").with_query("ep=spoofed").options,
+        payload: b"</x>".to_vec(),
+    };
+    let spoofed: SocketAddr = "192.0.2.66:5683".parse().unwrap();
+    let now = l.net.now;
+    l.net.node(rd).handle_datagram(now, spoofed, Some(rd_addr.ip()), &req.encode());
+    let answer = l.net.node(rd).poll_transmit().expect("an answer");
+    let m = corral_proto::wire::Message::parse(&answer.payload).unwrap();
+    assert_eq!(m.code, Code::UNAUTHORIZED);
+    assert!(m.options.get(OptionNumber::ECHO).is_some(), "a challenge (RFC 9175)");
+    assert!(l.rd().directory().is_empty(), "nothing kept for a source that has not proved its address");
+}
+
+#[test]
+fn simple_registration_takes_the_senders_well_known_core() {
+    let mut l = lab(Limits::default(), 1);
+    let r = l.ask(0, Request::new(Code::POST).with_path(".well-known/rd").with_query("ep=simple").with_query("lt=600"));
+    assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
+    let res = l.lookup(0, "res", "ep=simple");
+    assert!(res.contains("<coap://10.0.1.1:5683/temp>;rt=\"temperature\";obs"), "{res}");
+    assert!(res.contains("<coap://10.0.1.1:5683/hum>"), "{res}");
+    let base = l.ask(
+        0,
+        Request::new(Code::POST).with_path(".well-known/rd").with_query("ep=x").with_query("base=coap://192.0.2.9"),
+    );
+    assert_eq!(base.code, Code::BAD_REQUEST, "the fetch goes to the sender, never to a base it names");
+}
+
+#[test]
+fn an_observer_of_a_lookup_hears_of_registrations_that_come_and_go() {
+    let mut l = lab(Limits::default(), 2);
+    let (node, h) = l.clients[1];
+    let (now, dst) = (l.net.now, l.net.addr(l.rd));
+    let obs = Request::get("rd-lookup/res").with_query("rt=temperature").with_option(OptionNumber::OBSERVE, &[]);
+    l.net
+        .node(node)
+        .with_service(now, h, |_: &mut Client, cx| cx.request(dst, obs, SendParams::default()))
+        .unwrap()
+        .unwrap();
+    l.net.run_for(Duration::from_secs(5));
+    let loc = location(&l.register(0, "ep=t1&lt=60", "</t>;rt=temperature"));
+    l.register(0, "ep=h1", "</h>;rt=humidity");
+    l.ask(0, Request::new(Code::DELETE).with_path(&loc));
+    let seen: Vec<String> = l
+        .net
+        .node(node)
+        .service::<Client>(h)
+        .unwrap()
+        .responses
+        .iter()
+        .map(|(_, r)| r.payload_text().into_owned())
+        .collect();
+    assert_eq!(seen.first().map(String::as_str), Some(""), "{seen:?}");
+    assert!(seen.iter().any(|s| s.contains("/t>")), "told of the registration: {seen:?}");
+    assert_eq!(seen.last().map(String::as_str), Some(""), "told of the removal: {seen:?}");
+}
+
+#[test]
+fn a_restarted_directory_keeps_what_it_stored_and_drops_what_expired_meanwhile() {
+    let dir = std::env::temp_dir().join(format!("corral-rd-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("rd.db");
+    let _ = std::fs::remove_file(&db);
+    let (mut net, rd_addr) = (Net::default(), "10.0.0.1:5683".parse::<SocketAddr>().unwrap());
+    let (svc, _) =
+        RdService::with_store(Limits::default(), Box::new(SqliteStore::open(&db).unwrap()), 1_000_000).unwrap();
+    let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(SEED)));
+    n.mount("", svc);
+    let rd = net.add(rd_addr, n);
+    let mut c = Node::new(Endpoint::new(EndpointConfig::with_seed(SEED + 1)));
+    let h = c.mount("", Client::default());
+    let client = net.add("10.0.1.1:5683".parse().unwrap(), c);
+    for (ep, lt) in [("long", "3600"), ("short", "20")] {
+        let req = Request::new(Code::POST)
+            .with_path("rd")
+            .with_query(&format!("ep={ep}"))
+            .with_query(&format!("lt={lt}"))
+            .with_payload(b"</s>;rt=t".to_vec());
+        let now = net.now;
+        net.node(client)
+            .with_service(now, h, |_: &mut Client, cx| cx.request(rd_addr, req, SendParams::default()))
+            .unwrap()
+            .unwrap();
+        net.run_for(Duration::from_secs(1));
+    }
+    assert!(net.node(rd).poll_timeout().is_some(), "the expiry timer is armed");
+    drop(net);
+    // The directory starts again 60 s (wall clock) later: its clock's zero is 60 s further on.
+    let mut store = SqliteStore::open(&db).unwrap();
+    assert_eq!(store.load().unwrap().0.len(), 2, "both were written before they were acknowledged");
+    let (svc, skipped) = RdService::with_store(Limits::default(), Box::new(store), 1_000_000 + 60_000).unwrap();
+    assert_eq!(skipped, 0);
+    let mut net = Net::default();
+    let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(SEED)));
+    assert_eq!(svc.directory().len(), 2);
+    let short = svc.directory().iter().find(|r| r.ep == "short").unwrap();
+    assert_eq!(short.expires, Instant::ZERO, "its end (21 s after the old zero) is before the new zero");
+    let h2 = n.mount("", svc);
+    let rd = net.add(rd_addr, n);
+    net.run_for(Duration::from_secs(1));
+    let svc = net.node(rd).service::<RdService>(h2).unwrap();
+    let eps: Vec<&str> = svc.directory().iter().map(|r| r.ep.as_str()).collect();
+    assert_eq!(eps, ["long"], "the short registration ended while the directory was down");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,133 @@
+//! `corral rd`: a Resource Directory (RFC 9176, corral-rd) on a UDP socket, its registrations kept in an
+//! SQLite file, until Ctrl-C or SIGTERM.
+
+use crate::exit::Failure;
+use crate::gateway::{data_dir_for, lock::DataLock};
+use clap::Args;
+use corral_rd::{Limits, RdService, SqliteStore};
+use corral_tokio::uri::base_uri;
+use corral_tokio::workers::{self, Sharing, WorkerConfig};
+use corral_tokio::EndpointConfig;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+pub const AFTER_HELP: &str = "\
+Interfaces (RFC 9176): POST /rd?ep=NAME[&d=SECTOR][&lt=SECONDS][&base=URI] with the device's links \
+(application/link-format) registers and answers 2.01 with the registration's location /rd/ID; POST \
+/rd/ID refreshes it (a new lt or base may be given), DELETE /rd/ID removes it, GET /rd/ID shows its \
+links; an empty POST /.well-known/rd?ep=NAME registers what the sender's /.well-known/core lists \
+(simple registration). GET /rd-lookup/ep and /rd-lookup/res look endpoints and resources up, filtered \
+by any attribute (rt=temp*, ep=node1, d=floor2, …) and paged (page=N&count=M); both are observable. \
+A registration lives lt seconds (90000 unless given) after its last refresh.
+
+A name belongs to the address that registered it until its registration ends (first come, first \
+remembered); a source that has not proved its address is first asked to (4.01 with an Echo value, \
+RFC 9175), so a spoofed datagram can neither take a name nor make the directory fetch from a victim.
+
+Examples:
+  corral rd                                   # [::]:5683, registrations in ~/.local/share/corral/rd/rd.db
+  corral rd --bind 127.0.0.1:5690 --data /var/lib/corral-rd
+  corral post 'coap://127.0.0.1:5690/rd?ep=node1&lt=600' -t link -e '</temp>;rt=temperature'
+  corral get 'coap://127.0.0.1:5690/rd-lookup/res?rt=temperature'
+  corral get 'coap://127.0.0.1:5690/rd-lookup/ep' -s 60     # observe registrations come and go";
+
+#[derive(Args, Debug)]
+pub struct RdArgs {
+    /// Address and port to listen on.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "[::]:5683")]
+    pub bind: String,
+    /// Directory of the registration database (DIR/rd.db); created if missing [default:
+    /// $XDG_DATA_HOME/corral/rd, else ~/.local/share/corral/rd].
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Registrations in all; a full directory answers 5.03.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().registrations)]
+    pub max_registrations: usize,
+    /// Registrations per source address; more answer 4.29.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().per_source)]
+    pub max_per_source: usize,
+    /// Print the start-up summary as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
+    let bind: SocketAddr = args.bind.parse().map_err(|_| {
+        Failure::usage(format!("`{}` is not ADDR:PORT for --bind (e.g. [::]:5683 or 127.0.0.1:5690)", args.bind))
+    })?;
+    let data = args.data.clone().unwrap_or_else(|| data_dir_for("rd"));
+    std::fs::create_dir_all(&data)
+        .map_err(|e| Failure::other(format!("cannot create the data directory {}: {e}", data.display())))?;
+    let _lock = DataLock::take(&data)?;
+    let db = data.join("rd.db");
+    let store = SqliteStore::open(&db).map_err(|e| Failure::other(format!("cannot open {}: {e}", db.display())))?;
+    let limits = Limits {
+        registrations: args.max_registrations.max(1),
+        per_source: args.max_per_source.max(1),
+        ..Limits::default()
+    };
+    // The driver's clock starts with its worker, a moment after this: lifetimes are seconds, so the
+    // moment does not matter.
+    let unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    let (service, skipped) = RdService::with_store(limits, Box::new(store), unix_ms)
+        .map_err(|e| Failure::other(format!("cannot read {}: {e}", db.display())))?;
+    if skipped > 0 {
+        tracing::warn!(
+            skipped,
+            "registrations in the database that could not be restored (unreadable or over a bound)"
+        );
+    }
+    let restored = service.directory().len();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
+    let config = WorkerConfig {
+        driver: workers::Driver::Tokio,
+        count: 1,
+        addr: bind,
+        socket: corral_tokio::socket::SocketOptions::default(),
+        endpoint: EndpointConfig::default(),
+        sharing: Sharing::ReusePort,
+        tcp: None,
+        name: "corral-rd".into(),
+    };
+    rt.block_on(async move {
+        let bound = workers::Bound::bind(config)
+            .map_err(|e| Failure::other(format!("cannot listen on {}: {}", e.addr, e.error)))?;
+        let local = bound.local_addr();
+        let setup: workers::Setup = Box::new(move |node| {
+            node.mount("", service);
+        });
+        let workers =
+            bound.start(vec![setup]).map_err(|e| Failure::other(format!("cannot start the directory: {e}")))?;
+        announce(&args, local, &db, restored, v);
+        crate::wait_for_signal().await;
+        tracing::info!("shutting down");
+        workers.stop().await;
+        Ok::<(), Failure>(())
+    })
+}
+
+fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: usize, v: crate::client_cmd::Verbosity) {
+    let base = base_uri(local);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let j = serde_json::json!({ "udp": local.to_string(), "uri": base, "database": db.display().to_string(), "registrations": restored });
+        let _ = writeln!(out, "{j}");
+    } else {
+        let _ = writeln!(out, "corral rd: listening on {local}");
+        let _ = writeln!(out, "  registrations in {} ({restored} restored)", db.display());
+        if !v.quiet {
+            let _ = writeln!(
+                out,
+                "try:\n  corral post '{base}/rd?ep=node1&lt=600' -t link -e '</temp>;rt=temperature'\n  corral get '{base}/rd-lookup/res?rt=temperature'"
+            );
+        }
+    }
+    let _ = out.flush();
+}

@@ -1,0 +1,117 @@
+//! `corral rd` on real sockets: corral's, libcoap's and aiocoap's clients register with it and look up
+//! what they registered; a registration survives `kill -9`; bad arguments are usage errors.
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn corral_rd(data: &std::path::Path) -> Proc {
+    spawn_with_port(
+        Command::new(CORRAL).args(["rd", "--bind", "127.0.0.1:0", "--data", data.to_str().unwrap()]),
+        banner_port,
+    )
+}
+
+/// The registration's location (`/rd/…`) from `corral post -v` output.
+fn location_of(o: &std::process::Output) -> String {
+    let text = format!("{}{}", stdout(o), stderr(o));
+    let seg = text
+        .lines()
+        .find_map(|l| l.split("Location-Path").nth(1).map(str::to_string))
+        .unwrap_or_else(|| panic!("no Location-Path in: {text}"));
+    let id = seg
+        .split(|c: char| !c.is_ascii_hexdigit())
+        .filter(|s| s.len() == 16)
+        .next()
+        .unwrap_or_else(|| panic!("{text}"));
+    format!("/rd/{id}")
+}
+
+#[test]
+fn corral_registers_looks_up_and_removes_and_a_registration_survives_kill_9() {
+    let data = tempfile::tempdir().unwrap();
+    let rd = corral_rd(data.path());
+    let base = format!("coap://127.0.0.1:{}", rd.port);
+    let o = corral(&[
+        "post",
+        &format!("{base}/rd?ep=node1&lt=600&d=floor2"),
+        "-t",
+        "link",
+        "-e",
+        "</temp>;rt=temperature;ct=0",
+        "-v",
+    ]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let loc = location_of(&o);
+    let o = corral(&["get", &format!("{base}/rd-lookup/res?rt=temperature")]);
+    let res = stdout(&o);
+    assert!(res.contains("/temp>;rt=\"temperature\";ct=0;anchor=\"coap://127.0.0.1:"), "{res}");
+    // kill -9: the registration was stored before it was acknowledged.
+    drop(rd);
+    let rd = corral_rd(data.path());
+    let base = format!("coap://127.0.0.1:{}", rd.port);
+    let eps = stdout(&corral(&["get", &format!("{base}/rd-lookup/ep?ep=node1")]));
+    assert!(eps.contains(&format!("<{loc}>;ep=\"node1\";d=\"floor2\"")), "{eps}");
+    // The restarted directory has another port, and so has this new client: the name belongs to the
+    // address (127.0.0.1), which is the same, so the owner may remove it.
+    let o = corral(&["delete", &format!("{base}{loc}")]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&corral(&["get", &format!("{base}/rd-lookup/ep")])).trim(), "");
+}
+
+#[test]
+fn libcoap_and_aiocoap_clients_register_and_look_up() {
+    if !interop_enabled(&["coap-client-notls", "aiocoap-client"]) {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let rd = corral_rd(data.path());
+    let base = format!("coap://127.0.0.1:{}", rd.port);
+    let o = run(
+        Command::new("coap-client-notls").args([
+            "-m",
+            "post",
+            "-t",
+            "40",
+            "-e",
+            "</sensors/temp>;rt=temperature;if=sensor",
+            &format!("{base}/rd?ep=libcoap-node&lt=300"),
+        ]),
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let o = run(
+        Command::new("aiocoap-client").args([
+            "-m",
+            "POST",
+            "--content-format",
+            "application/link-format",
+            "--payload",
+            "</light>;rt=light-lux",
+            &format!("{base}/rd?ep=aiocoap-node&lt=300"),
+        ]),
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    // Each looks up the other's resources.
+    let o = run(Command::new("coap-client-notls").arg(format!("{base}/rd-lookup/res?rt=light-lux")), LIMIT);
+    assert!(stdout(&o).contains("/light>;rt=\"light-lux\""), "{}{}", stdout(&o), stderr(&o));
+    let o = run(Command::new("aiocoap-client").arg(format!("{base}/rd-lookup/ep?ep=libcoap*")), LIMIT);
+    assert!(stdout(&o).contains("ep=\"libcoap-node\""), "{}{}", stdout(&o), stderr(&o));
+    // Discovery names the interfaces by their resource types.
+    let o = run(Command::new("coap-client-notls").arg(format!("{base}/.well-known/core?rt=core.rd*")), LIMIT);
+    let wkc = stdout(&o);
+    for rt in ["core.rd\"", "core.rd-lookup-ep", "core.rd-lookup-res"] {
+        assert!(wkc.contains(rt), "{rt}: {wkc}");
+    }
+}
+
+#[test]
+fn a_bad_bind_address_is_a_usage_error() {
+    let o = corral(&["rd", "--bind", "nowhere"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("not ADDR:PORT"), "{}", stderr(&o));
+}

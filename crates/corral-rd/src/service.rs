@@ -7,9 +7,10 @@
 //! (a change is answered only once it is stored), lifetime expiry on the sans-IO clock, the simple
 //! registrations in flight, and the notifications of the lookups' observers.
 //!
-//! Must never: change state for a source that has not proved its address (it is challenged with Echo,
-//! RFC 9175, first — a blind spoofer could otherwise take or hold names, or aim the directory's simple
-//! registration fetch at a victim), keep state that grows without a bound, or panic on a request.
+//! Must never: change state for a request from beyond loopback that does not carry the Echo value its
+//! source was just given (RFC 9175 — a blind spoofer could otherwise take, hold or rewrite names, or aim the
+//! directory's simple registration fetch at a victim), keep state that grows without a bound, or panic on
+//! a request.
 
 use crate::directory::{Directory, Limits, Params, Query, RdError, Registered, Registration};
 use crate::store::{Store, Stored};
@@ -320,7 +321,11 @@ impl Service for RdService {
         let changes_state =
             matches!(req.request.method, Code::POST | Code::PUT | Code::DELETE | Code::PATCH | Code::IPATCH);
         let ours = matches!(segs[..], ["rd"] | ["rd", _] | ["rd-lookup", _] | [".well-known", "rd"]);
-        if ours && changes_state && !req.verified {
+        // Every change from beyond loopback carries the Echo value its source was just given (RFC 9175
+        // request freshness), not only a source that proved its address once: a blind spoofer may know or
+        // guess a registered device's address and port. Loopback cannot be spoofed from outside (the
+        // kernel drops such datagrams as martians), as the Entity Manager's policy holds too.
+        if ours && changes_state && !req.echoed && !canonical(req.from.ip()).is_loopback() {
             return cx.challenge(req.id);
         }
         match (req.request.method, &segs[..]) {

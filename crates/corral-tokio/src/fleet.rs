@@ -19,6 +19,7 @@ use crate::{os_seeded, Clock};
 use corral_group::device::{mount_device, DeviceConfig};
 use corral_proto::wire::{Message, MessageType, Packet};
 use corral_proto::{Endpoint, EndpointConfig, Node};
+use corral_rd::Registrant;
 use std::cell::RefCell;
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -54,6 +55,9 @@ pub struct FleetConfig {
     /// (corral-group's `McResource::verifying`): a blind spoofer of the manager's address cannot change
     /// the groups.
     pub verify_managers: bool,
+    /// Register every device with this Resource Directory (RFC 9176) as `dev-ADDR-PORT`, refresh before
+    /// the lifetime (seconds) ends, and remove the registration when the fleet stops.
+    pub rd: Option<(SocketAddr, u32)>,
 }
 
 impl FleetConfig {
@@ -71,6 +75,7 @@ impl FleetConfig {
             request_log: None,
             managers,
             verify_managers: true,
+            rd: None,
         }
     }
 }
@@ -164,9 +169,17 @@ impl Fleet {
                             return;
                         }
                     };
-                    let node = device_node(&shared.cfg, i);
+                    let (node, registrant) = device_node(&shared.cfg, i, addr);
                     let mut dev =
                         GroupNode::new(addr, node, socket, clock).multicast(shared.cfg.mcast_port, shared.cfg.mcast_if);
+                    if let Some(h) = registrant {
+                        dev = dev.on_stop(
+                            Box::new(move |node, now| {
+                                node.with_service(now, h, |r: &mut Registrant, cx| r.leave(cx));
+                            }),
+                            Box::new(move |node| node.service::<Registrant>(h).is_none_or(Registrant::has_left)),
+                        );
+                    }
                     if shared.log.is_some() {
                         let shared = shared.clone();
                         dev = dev.on_datagram(Box::new(move |from, group, data| shared.log(addr, from, group, data)));
@@ -209,7 +222,8 @@ impl Drop for Fleet {
     }
 }
 
-fn device_node(cfg: &FleetConfig, i: usize) -> Node {
+/// Device `i` at `addr`, and the handle of its registrant if it registers with a directory.
+fn device_node(cfg: &FleetConfig, i: usize, addr: SocketAddr) -> (Node, Option<corral_proto::ServiceHandle>) {
     let mut config = os_seeded(EndpointConfig::default());
     if let Some(l) = cfg.leisure {
         config.params.default_leisure = corral_proto::Duration::from(l);
@@ -226,7 +240,12 @@ fn device_node(cfg: &FleetConfig, i: usize) -> Node {
             ..DeviceConfig::default()
         },
     );
-    node
+    let registrant = cfg.rd.map(|(rd, lt)| {
+        let links = corral_proto::render_links(&node.links(), None);
+        let ep = format!("dev-{}-{}", addr.ip(), addr.port());
+        node.mount("_rd", Registrant::new(rd, &ep, None, lt, links))
+    });
+    (node, registrant)
 }
 
 /// What the devices of a fleet share on their thread.

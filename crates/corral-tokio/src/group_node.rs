@@ -40,7 +40,22 @@ pub struct GroupNode {
     on_datagram: Option<DatagramHook>,
     /// Joined groups and the task reading each group's socket.
     groups: HashMap<IpAddr, tokio::task::JoinHandle<()>>,
+    /// What the node says before it stops (see [`GroupNode::on_stop`]).
+    farewell: Option<Farewell>,
 }
+
+/// Starts a node's last exchanges when it is told to stop (a device removing its registration).
+pub type FarewellStart = Box<dyn FnOnce(&mut Node, Instant)>;
+/// Whether the last exchanges are done.
+pub type FarewellDone = Box<dyn Fn(&Node) -> bool>;
+
+struct Farewell {
+    start: FarewellStart,
+    done: FarewellDone,
+}
+
+/// How long a stopping node waits for its last exchanges.
+const FAREWELL_GRACE: corral_proto::Duration = corral_proto::Duration::from_secs(3);
 
 /// Reads per turn before looking at timers again.
 const READS_PER_TURN: usize = 16;
@@ -56,6 +71,8 @@ struct Running {
     mc_tx: mpsc::UnboundedSender<GroupDatagram>,
     mc_rx: mpsc::UnboundedReceiver<GroupDatagram>,
     bufs: crate::socket::RecvBuffers,
+    /// Told to stop, saying farewell until this time or until it is done.
+    leaving: Option<Instant>,
 }
 
 /// What wakes a group node.
@@ -75,21 +92,32 @@ impl crate::event_loop::Drive for Running {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.node.node.poll_timeout()
+        let node = self.node.node.poll_timeout();
+        match self.leaving {
+            Some(deadline) => Some(node.map_or(deadline, |t| t.min(deadline))),
+            None => node,
+        }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         self.node.node.handle_timeout(now)
     }
 
-    async fn flush(&mut self, _now: Instant) -> ControlFlow<()> {
+    async fn flush(&mut self, now: Instant) -> ControlFlow<()> {
         self.node.drain(&self.mc_tx).await;
+        if let Some(deadline) = self.leaving {
+            let done = self.node.farewell.as_ref().is_none_or(|f| (f.done)(&self.node.node));
+            if done || now >= deadline {
+                return ControlFlow::Break(());
+            }
+        }
         ControlFlow::Continue(())
     }
 
     async fn input(&mut self) -> Input {
+        let leaving = self.leaving.is_some();
         tokio::select! {
-            _ = self.stop.changed() => Input::Stop,
+            _ = self.stop.changed(), if !leaving => Input::Stop,
             r = self.node.socket.readable() => Input::Readable(r),
             Some(d) = self.mc_rx.recv() => Input::Group(d),
         }
@@ -98,7 +126,14 @@ impl crate::event_loop::Drive for Running {
     async fn handle(&mut self, input: Input) -> ControlFlow<()> {
         let me = &mut self.node;
         match input {
-            Input::Stop => return ControlFlow::Break(()),
+            Input::Stop => {
+                let Some(farewell) = me.farewell.as_mut() else { return ControlFlow::Break(()) };
+                let now = me.clock.now();
+                let start = std::mem::replace(&mut farewell.start, Box::new(|_, _| {}));
+                start(&mut me.node, now);
+                self.leaving = Some(now + FAREWELL_GRACE);
+                me.drain(&self.mc_tx).await;
+            }
             Input::Readable(Err(e)) => {
                 warn!(device = %me.addr, error = %e, "socket failed; device stopped");
                 return ControlFlow::Break(());
@@ -148,7 +183,15 @@ impl GroupNode {
             mcast_if: None,
             on_datagram: None,
             groups: HashMap::new(),
+            farewell: None,
         }
+    }
+
+    /// When told to stop, calls `start` (which begins the node's last exchanges, e.g. removing a
+    /// registration) and keeps running until `done` says they are over, or for at most 3 s.
+    pub fn on_stop(mut self, start: FarewellStart, done: FarewellDone) -> GroupNode {
+        self.farewell = Some(Farewell { start, done });
+        self
     }
 
     /// The port group sockets bind (default: the unicast socket's) and the IPv4 interface groups are joined
@@ -169,7 +212,7 @@ impl GroupNode {
     pub async fn run(self, stop: watch::Receiver<bool>) {
         let (mc_tx, mc_rx) = mpsc::unbounded_channel();
         let bufs = self.socket.recv_buffers();
-        let mut running = Running { node: self, stop, mc_tx, mc_rx, bufs };
+        let mut running = Running { node: self, stop, mc_tx, mc_rx, bufs, leaving: None };
         crate::event_loop::run(&mut running).await;
         for (_, task) in running.node.groups.drain() {
             task.abort();

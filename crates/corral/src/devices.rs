@@ -49,9 +49,34 @@ pub struct DeviceArgs {
     /// else gets 4.03. `--manager 0.0.0.0/0,::/0` lets everyone in.
     #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = crate::policy_args::parse_prefix)]
     pub manager: Vec<corral_group::Prefix>,
+    /// Register every device with this Resource Directory (RFC 9176), e.g. coap://127.0.0.1:5690, as
+    /// `dev-ADDR-PORT` with its resources; each refreshes before --rd-lifetime ends and removes its
+    /// registration when the devices stop.
+    #[arg(long, value_name = "URI")]
+    pub rd: Option<String>,
+    /// Lifetime of the registrations (--rd), e.g. 600, 10m, 1h.
+    #[arg(long, value_name = "DURATION", default_value = "3600", requires = "rd",
+          value_parser = crate::units::secs(crate::units::Range::between(std::time::Duration::from_secs(60), crate::units::DAY)))]
+    pub rd_lifetime: f64,
     /// Print the started devices as one JSON object on stdout instead of the banner.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The directory of `--rd URI`: a coap:// URI whose host is an IP address (the devices send from their
+/// own sockets, so a name would be resolved once here).
+fn rd_addr(uri: &str) -> Result<SocketAddr, crate::exit::Failure> {
+    let u = corral_tokio::parse_uri(uri).map_err(|e| crate::exit::Failure::usage(format!("--rd {uri}: {e}")))?;
+    if u.scheme != corral_proto::wire::Scheme::Coap {
+        return Err(crate::exit::Failure::usage(format!(
+            "--rd {uri}: a coap:// directory (the devices speak CoAP over UDP)"
+        )));
+    }
+    match &u.host {
+        corral_proto::wire::Host::Ip(ip) => Ok(SocketAddr::new(*ip, u.port)),
+        corral_proto::wire::Host::Name(name) => corral_tokio::socket::resolve((name.as_str(), u.port))
+            .map_err(|e| crate::exit::Failure::usage(format!("--rd {uri}: cannot resolve {name}: {e}"))),
+    }
 }
 
 /// A multicast leisure (`--leisure` of `device` and `gateway`): 0 to an hour, as seconds.
@@ -83,7 +108,10 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
         request_log: args.request_log.clone(),
         ..FleetConfig::new(first, args.count as usize, crate::policy_args::this_machine())
     };
-    let cfg = if args.manager.is_empty() { cfg } else { FleetConfig { managers: args.manager.clone(), ..cfg } };
+    let mut cfg = if args.manager.is_empty() { cfg } else { FleetConfig { managers: args.manager.clone(), ..cfg } };
+    if let Some(uri) = &args.rd {
+        cfg.rd = Some((rd_addr(uri)?, args.rd_lifetime as u32));
+    }
     let managers: Vec<String> = cfg.managers.iter().map(|p| p.to_string()).collect();
     for p in args.manager.iter().filter(|p| !crate::policy_args::within_loopback(p)) {
         tracing::warn!(
@@ -118,6 +146,9 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
             args.mc_slots
         );
         out!("  /mc accepts membership changes from {} (--manager)", managers.join(", "));
+        if let Some(uri) = &args.rd {
+            out!("  registering with the resource directory {uri} (lifetime {} s)", args.rd_lifetime);
+        }
         if !v.quiet {
             let b = corral_tokio::uri::base_uri(addrs[0]);
             out!("resources: /s/t /s/h /s/l (observable), /a/shutter /a/light, /mc, /.well-known/core (Ctrl-C stops)");

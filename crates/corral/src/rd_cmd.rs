@@ -22,15 +22,17 @@ by any attribute (rt=temp*, ep=node1, d=floor2, …) and paged (page=N&count=M);
 A registration lives lt seconds (90000 unless given) after its last refresh.
 
 A name belongs to the address that registered it until its registration ends (first come, first \
-remembered); a source that has not proved its address is first asked to (4.01 with an Echo value, \
-RFC 9175), so a spoofed datagram can neither take a name nor make the directory fetch from a victim.
+remembered); a change from beyond loopback must carry the Echo value its source was just given (the \
+first attempt gets 4.01 with one, RFC 9175), so a spoofed datagram can neither take, hold nor rewrite a \
+name, nor make the directory fetch from a victim.
 
 Examples:
-  corral rd                                   # [::]:5683, registrations in ~/.local/share/corral/rd/rd.db
+  corral rd                      # [::]:5683, data in ~/.local/share/corral/rd
   corral rd --bind 127.0.0.1:5690 --data /var/lib/corral-rd
-  corral post 'coap://127.0.0.1:5690/rd?ep=node1&lt=600' -t link -e '</temp>;rt=temperature'
-  corral get 'coap://127.0.0.1:5690/rd-lookup/res?rt=temperature'
-  corral get 'coap://127.0.0.1:5690/rd-lookup/ep' -s 60     # observe registrations come and go";
+  corral post 'coap://127.0.0.1:5690/rd?ep=n1&lt=600' -t link -e '</t>;rt=temp'
+  corral get 'coap://127.0.0.1:5690/rd-lookup/res?rt=temp*'
+  corral get 'coap://127.0.0.1:5690/rd-lookup/ep' -s 60     # observe
+  corral device --rd coap://127.0.0.1:5690    # devices that register";
 
 #[derive(Args, Debug)]
 pub struct RdArgs {

@@ -15,19 +15,13 @@ fn corral_rd(data: &std::path::Path) -> Proc {
     )
 }
 
-/// The registration's location (`/rd/…`) from `corral post -v` output.
+/// The registration's location (`/rd/…`) from `corral post -v` output (one `Location-Path: SEG` line per
+/// segment).
 fn location_of(o: &std::process::Output) -> String {
     let text = format!("{}{}", stdout(o), stderr(o));
-    let seg = text
-        .lines()
-        .find_map(|l| l.split("Location-Path").nth(1).map(str::to_string))
-        .unwrap_or_else(|| panic!("no Location-Path in: {text}"));
-    let id = seg
-        .split(|c: char| !c.is_ascii_hexdigit())
-        .filter(|s| s.len() == 16)
-        .next()
-        .unwrap_or_else(|| panic!("{text}"));
-    format!("/rd/{id}")
+    let segs: Vec<&str> = text.lines().filter_map(|l| l.trim().strip_prefix("Location-Path: ")).collect();
+    assert_eq!(segs.len(), 2, "{text}");
+    format!("/{}", segs.join("/"))
 }
 
 #[test]
@@ -114,4 +108,49 @@ fn a_bad_bind_address_is_a_usage_error() {
     let o = corral(&["rd", "--bind", "nowhere"]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("not ADDR:PORT"), "{}", stderr(&o));
+}
+
+/// Waits (at most 15 s) until `ep` lookups at `base` satisfy `ok`; the last answer.
+fn wait_for_lookup(base: &str, ok: impl Fn(&str) -> bool) -> String {
+    let mut last = String::new();
+    for _ in 0..30 {
+        last = stdout(&corral(&["get", &format!("{base}/rd-lookup/ep")]));
+        if ok(&last) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    last
+}
+
+#[test]
+fn devices_register_themselves_and_remove_their_registrations_when_they_stop() {
+    let data = tempfile::tempdir().unwrap();
+    let rd = corral_rd(data.path());
+    let base = format!("coap://127.0.0.1:{}", rd.port);
+    let (mut dev, j) = spawn_json(Command::new(CORRAL).args([
+        "device",
+        "--bind",
+        "127.0.0.1:0",
+        "--count",
+        "2",
+        "--rd",
+        &base,
+        "--rd-lifetime",
+        "60",
+        "--json",
+    ]));
+    let port = j["devices"][0].as_str().unwrap().rsplit_once(':').unwrap().1.to_string();
+    let eps = wait_for_lookup(&base, |t| t.matches("ep=\"dev-").count() == 2);
+    assert_eq!(eps.matches("ep=\"dev-").count(), 2, "{eps}");
+    assert!(eps.contains(&format!("base=\"coap://127.0.0.1:{port}\"")), "the base is the device's own address: {eps}");
+    let res = stdout(&corral(&["get", &format!("{base}/rd-lookup/res?rt=temperature*")]));
+    assert!(res.contains(&format!("<coap://127.0.0.1:{port}/s/t>")), "{res}");
+    // A graceful stop removes the registrations.
+    let pid = dev.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = dev.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let eps = stdout(&corral(&["get", &format!("{base}/rd-lookup/ep")]));
+    assert_eq!(eps.trim(), "", "removed on the way out");
 }

@@ -50,7 +50,8 @@ fn cause_matters(name: &str, run: &(Vec<Finding>, Vec<Variant>), check: &str, va
 #[test]
 fn fig10_interference_claims_fail_with_the_wifi_switched_off() {
     let r = run("fig10-interference", 50);
-    for check in ["unicast_member_max_load", "unicast_group_max_load", "multicast_falls_with_load", "multicast_rt_flat"] {
+    for check in ["unicast_member_max_load", "unicast_group_max_load", "multicast_falls_with_load", "multicast_rt_flat"]
+    {
         cause_matters("fig10-interference", &r, check, "Wi-Fi switched off");
     }
 }

@@ -296,7 +296,13 @@ fn unicast_group_max_load(_: &Scenario, aggs: &Aggs) -> Out {
         (30.0, 98.0, Tolerance::Absolute(4.0)),
     ] {
         if let Some(a) = at(aggs, "unicast", g, w) {
-            m.push(Measure::new(format!("G={g} unicast group reliability"), a.group_reliability, Some(paper), " %", tol));
+            m.push(Measure::new(
+                format!("G={g} unicast group reliability"),
+                a.group_reliability,
+                Some(paper),
+                " %",
+                tol,
+            ));
             m.extend(multicast_loss(aggs, g, w));
         }
     }

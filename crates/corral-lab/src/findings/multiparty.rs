@@ -534,22 +534,19 @@ mod tests {
         }
     }
 
+    /// A deployment with these success rates and nothing else of note (30 ms retrievals, one AEAD each).
+    fn plain(success: [f64; 9]) -> Fake {
+        let (client, server) = ((1.0, 0.0, 0.0), (1.0, 0.0, 0.0));
+        Fake { success, rate: 2.0, fast_ms: 30.0, client, server, requests: FLAT, responses: FLAT }
+    }
+
     /// Fig. 7's stairs: the aware deployments' client 9 retrievals of a second or more against OSCORE's.
     #[test]
     fn stairs_hold_when_aggregation_shortens_retransmitted_retrievals() {
         let build = |aware_slow_ms: f64| {
             let mut s = Synth::new();
             for (d, slow) in [("oscore", 2100.0), ("det-oscore-proxy", aware_slow_ms), ("ndn", aware_slow_ms)] {
-                let f = Fake {
-                    success: [99.0; 9],
-                    rate: 2.0,
-                    fast_ms: 30.0,
-                    client: (1.0, 0.0, 0.0),
-                    server: (1.0, 0.0, 0.0),
-                    requests: FLAT,
-                    responses: FLAT,
-                };
-                let mut m = mp(d, &f);
+                let mut m = mp(d, &plain([99.0; 9]));
                 m.times_ms[8].extend(std::iter::repeat_n(slow, 20));
                 s.add(&[("deployment", t(d))], 0.1, 100.0, 100.0).facts = Facts::Multiparty(Arc::new(m));
             }
@@ -568,17 +565,8 @@ mod tests {
                 let c9 = if UNAWARE.contains(&d) { unaware9[i] } else { aware9 };
                 let mut success = [99.0; 9];
                 success[8] = c9;
-                let f = Fake {
-                    success,
-                    rate: 2.0,
-                    fast_ms: 30.0,
-                    client: (1.0, 0.0, 0.0),
-                    server: (1.0, 0.0, 0.0),
-                    requests: FLAT,
-                    responses: FLAT,
-                };
                 s.add(&[("interval_ms", super::super::n(interval)), ("deployment", t(d))], 0.1, 100.0, 100.0).facts =
-                    Facts::Multiparty(Arc::new(mp(d, &f)));
+                    Facts::Multiparty(Arc::new(mp(d, &plain(success))));
             }
         }
         s

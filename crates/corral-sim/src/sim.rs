@@ -141,9 +141,10 @@ pub struct SimConfig {
     /// Bit rates of channels that differ from [`RadioParams::bit_rate`]: `(IEEE channel, bit/s)`. MAC timing
     /// constants stay those of [`RadioParams`]; only frame and ACK airtimes change.
     pub channel_bit_rates: Vec<(u8, u32)>,
-    /// Time a node's CPU takes to hand a received datagram to its CoAP stack (zero by default). The network
+    /// Time a mote's CPU takes to hand a received datagram to its CoAP stack (zero by default). The network
     /// records delivery on arrival; the endpoint sees the datagram this much later. Real motes (an MSP430
-    /// running Contiki and Erbium) take milliseconds, which the lab may calibrate.
+    /// running Contiki and Erbium) take milliseconds, which the lab may calibrate. Radio nodes only: a wired
+    /// host ([`Role::Host`], a PC) hands every datagram over on arrival, whatever this and `rx_queue` say.
     pub processing_delay: Duration,
     /// With a processing delay: `Some(k)` makes each node's CPU handle received datagrams one at a time
     /// (each takes `processing_delay`), with room for `k` more waiting; a datagram arriving when `k` wait

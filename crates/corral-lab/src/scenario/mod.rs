@@ -79,6 +79,7 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("seed002-goodput"),
     builtin!("ext-repair"),
     builtin!("seed001-multiparty"),
+    builtin!("seed001-load"),
     builtin!("calibrate-cpu"),
     builtin!("calibrate-wifi"),
     builtin!("calibrate-office"),

@@ -28,6 +28,9 @@ pub struct MultipartySpec {
     pub signature_ms: f64,
     /// Requests a client or proxy may have outstanding (the original's `REQ_WAITING_MAX` 94).
     pub nstart: u16,
+    /// Radio contact range, m: nodes this close hear, carrier-sense and collide with each other (next hops
+    /// stand 10 m apart). 0: only the route table's next hops are in contact.
+    pub contact_m: f64,
 }
 
 impl Default for MultipartySpec {
@@ -41,6 +44,7 @@ impl Default for MultipartySpec {
             cache_entries: 40,
             signature_ms: 20.0,
             nstart: 94,
+            contact_m: 25.0,
         }
     }
 }
@@ -55,6 +59,9 @@ impl MultipartySpec {
         }
         if !(0.0..=1000.0).contains(&self.signature_ms) {
             return err("multiparty.signature_ms: 0..1000");
+        }
+        if !(0.0..=1000.0).contains(&self.contact_m) {
+            return err("multiparty.contact_m: 0 (next hops only) ..1000 m");
         }
         if self.nstart == 0 {
             return err("multiparty.nstart: at least 1");

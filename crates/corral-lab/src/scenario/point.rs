@@ -28,6 +28,7 @@ pub const AXES: &[&str] = &[
     "payload",
     "rate",
     "snr_db",
+    "interval_ms",
     "deployment",
     "replicate",
 ];

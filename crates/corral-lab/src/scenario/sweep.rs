@@ -292,11 +292,15 @@ impl Scenario {
                         f.consumers = num()? as usize;
                     }
                 }
-                "deployment" => {
+                "deployment" | "interval_ms" => {
                     let Some(m) = multiparty.as_mut() else {
-                        return err("sweep.deployment: needs a [multiparty] section");
+                        return err(format!("sweep.{axis}: needs a [multiparty] section"));
                     };
-                    m.deployment = v.to_string();
+                    if axis == "deployment" {
+                        m.deployment = v.to_string();
+                    } else {
+                        m.interval_ms = num()? as u64;
+                    }
                 }
                 // Replicates change the seed (through the point's label) and, on a floor, the floor.
                 "replicate" => {}

@@ -13,8 +13,15 @@
 //! eight hops from the server. Client 1 has a path of its own (seven forwarders). Clients 8 and 9 attach
 //! to f1; client `k` (2..7) reaches `f_{9-k}` over a branch of `8-k` forwarders; f1 → f2 → … → f7 → the
 //! server is the shared path, so link f_i → f_{i+1} carries i + 1 clients' requests and f7 → server eight
-//! (clients 2–9). Radio neighbours are exactly the route table's next hops (the testbed's other
-//! neighbourhoods are not published), and the static routes are the routing tree.
+//! (clients 2–9). The static routes are the routing tree.
+//!
+//! **Radio contact** comes from node positions, not from the route table alone: Grenoble's m3 nodes stand
+//! in corridors, so the route table's next hops are placed 10 m apart along lines — the shared path and
+//! client 1's path on one axis, each branch at right angles on alternate sides of the shared path — and
+//! every node within `[multiparty] contact_m` (25 m) of another hears it, carrier-senses it and collides
+//! with it: two hops along a corridor are in contact, three are hidden terminals. Only the spacing is
+//! assumed (positions are not published); 25 m keeps every next hop in contact and no node three hops on.
+//! `contact_m = 0` restores the first model: neighbours are exactly the next hops (maximal spatial reuse).
 //!
 //! Rows: one `queries.csv` row per request, `rep` = (client − 1) · requests + (k − 1), `response_ms` its
 //! content retrieval time (NaN when it failed). Everything else of Figs. 7–9 and Table III is in
@@ -31,7 +38,7 @@ use apps::{MpClient, MpServer, Retrieval};
 use corral_proto::wire::Code;
 use corral_proto::{Duration, Endpoint, EndpointConfig, Instant, Node, Rng, ServiceHandle};
 use corral_proxy::{Fib, NextHop, ProxyConfig, ProxyService};
-use corral_sim::{NodeId, NodeSpec, RecordKind, Role, Sim, SimConfig, Topology};
+use corral_sim::{Neighbors, NodeId, NodeSpec, RecordKind, Role, Sim, SimConfig, Topology};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -56,9 +63,13 @@ pub struct Fig6 {
     pub parent: Vec<Option<usize>>,
 }
 
-/// Builds the tree of the original route table (see the module docs).
-pub fn fig6() -> Fig6 {
+/// Builds the tree of the original route table with radio contact within `contact_m` metres, or only
+/// between next hops when `contact_m` is 0 (see the module docs).
+pub fn fig6(contact_m: f64) -> Fig6 {
     let mut t = Topology::new();
+    if contact_m > 0.0 {
+        t.neighbors = Neighbors::Radius(contact_m);
+    }
     let mut parent: Vec<Option<usize>> = Vec::new();
     let mut add = |t: &mut Topology, role: Role, up: Option<usize>, x: f64, y: f64| {
         let mut spec = NodeSpec::new(role, Some(26)).at(x, y);
@@ -89,7 +100,9 @@ pub fn fig6() -> Fig6 {
     for k in 2..=usize::from(CLIENTS) {
         let join = SHARED.min(9 - k.min(8)) - 1;
         let (jx, branch) = (-10.0 * (SHARED - join) as f64, 8usize.saturating_sub(k));
-        let side = if k == 9 { -1.0 } else { 1.0 };
+        // Branches on alternate sides of the shared path (clients 8 and 9 on either side of f1), so that
+        // parallel branches stand 20 m apart, as corridors of a building would.
+        let side = if k % 2 == 0 { 1.0 } else { -1.0 };
         let mut up = shared[join];
         for h in 1..=branch {
             up = add(&mut t, Role::Device, Some(up), jx, side * 10.0 * h as f64);
@@ -116,7 +129,7 @@ fn max_transmit_wait() -> Duration {
 /// Runs one point. The simulator always keeps its records: Fig. 9's per-link counts are read from them. Of
 /// the common setup it models the link and the CPU.
 pub fn run(c: &Common, m: &MultipartySpec, index: usize, seed: u64) -> Result<PointRun, RunError> {
-    let fig = fig6();
+    let fig = fig6(m.contact_m);
     let mut topo = fig.topology.clone();
     // Collisions, hidden terminals and the MAC's limits always; a loss model only if `[network] link` sets
     // one (seed 001 gives none: the default is a perfect channel apart from the MAC).

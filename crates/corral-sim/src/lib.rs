@@ -106,7 +106,8 @@ pub mod topology;
 pub mod trace;
 pub mod workload;
 
-pub use loss::{Interferer, LinkModel, Reach, WifiParams};
+pub use loss::{Interferer, LinkModel, Outages, Reach, WifiParams};
+pub use tcp::TcpTimers;
 pub use propagation::Propagation;
 pub use radio::{Layout, RadioParams};
 pub use sim::{FrameInfo, Sim, SimConfig, COAP_PORT};

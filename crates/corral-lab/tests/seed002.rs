@@ -5,7 +5,8 @@
 
 use corral_lab::findings::{Finding, Kind};
 use corral_lab::scenario::{builtin, Scenario};
-use corral_lab::sweep::{self, RunData, RunOptions};
+use corral_lab::data::RunData;
+use corral_lab::sweep::{self, RunOptions};
 
 #[test]
 fn seed_002_scenarios_run_quick_and_every_finding_has_a_verdict() {

@@ -250,7 +250,7 @@ pub struct NodeCounters {
     pub mac_retries: u64,
     pub busy_ccas: u64,
     pub queue_peak: u64,
-    pub drops: [u64; 15],
+    pub drops: [u64; DropReason::ALL.len()],
 }
 
 impl NodeCounters {
@@ -277,7 +277,7 @@ pub struct LinkCounters {
     /// Data frames (unicast or broadcast) `to` received from `from`.
     pub received: u64,
     /// Frames meant for `to` it missed, by reason.
-    pub lost: [u64; 15],
+    pub lost: [u64; DropReason::ALL.len()],
 }
 
 impl LinkCounters {

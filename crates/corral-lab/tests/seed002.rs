@@ -3,10 +3,13 @@
 //! check needs). The verdicts themselves are printed, not pinned: a model change may move them, and
 //! `docs/lab.md` records the full runs'.
 
-use corral_lab::findings::{Finding, Kind};
-use corral_lab::scenario::{builtin, Scenario};
+mod edited;
+
 use corral_lab::data::RunData;
+use corral_lab::findings::Kind;
+use corral_lab::scenario::{builtin, Scenario};
 use corral_lab::sweep::{self, RunOptions};
+use edited::edited;
 
 #[test]
 fn seed_002_scenarios_run_quick_and_every_finding_has_a_verdict() {
@@ -35,26 +38,11 @@ fn seed_002_scenarios_run_quick_and_every_finding_has_a_verdict() {
     }
 }
 
-/// `name`'s text with each `(from, to)` replaced (each must occur).
-fn edited(name: &str, edits: &[(&str, &str)]) -> String {
-    let mut text = builtin(name).expect("a builtin").to_string();
-    for (from, to) in edits {
-        assert!(text.contains(from), "{name} has no {from:?}");
-        text = text.replacen(from, to, 1);
-    }
-    text
-}
-
 fn run_quick(text: &str) -> (Scenario, RunData) {
     let s = Scenario::parse(text).expect("parses");
     let opts = RunOptions { seed: 1, quick: true, shard: None, jobs: 2 };
     let data = sweep::run(&s, text, &opts, &|_, _| {}).expect("runs");
     (s, data)
-}
-
-fn finding(s: &Scenario, data: &RunData, check: &str) -> Finding {
-    let found = corral_lab::findings::evaluate(s, &data.aggregates());
-    found.into_iter().find(|f| f.check == check).expect("the finding")
 }
 
 /// Mean response time (ms) of every point, in point order.
@@ -66,7 +54,10 @@ fn response_times(data: &RunData) -> Vec<f64> {
 fn calibration_cpu_time_changes_the_baseline_results() {
     let sweep = ("quick_sweep = { payload = [10, 50, 300, 1200] }", "quick_sweep = { payload = [50] }");
     let (_, none) = run_quick(&edited("seed002-latency", &[sweep]));
-    let (_, cpu) = run_quick(&edited("seed002-latency", &[sweep, ("\nprocessing_delay_ms = 0\n", "\nprocessing_delay_ms = 30\n")]));
+    let (_, cpu) = run_quick(&edited(
+        "seed002-latency",
+        &[sweep, ("\nprocessing_delay_ms = 0\n", "\nprocessing_delay_ms = 30\n")],
+    ));
     let (a, b) = (response_times(&none), response_times(&cpu));
     println!("latency ms without CPU {a:?}, with 30 ms per datagram {b:?}");
     // Each transaction's datagrams are each delayed 30 ms at their receiver: at least 60 ms more.

@@ -2,19 +2,12 @@
 //! their verdicts depend on the cause the paper gives: with the outages muted, the finding that agrees
 //! under the paper's procedure turns DISAGREES. Quick runs, seed 1.
 
+mod edited;
+
 use corral_lab::findings::{Finding, Kind};
 use corral_lab::scenario::{builtin, Scenario};
 use corral_lab::sweep::{self, RunOptions};
-
-/// `name`'s text with each `(from, to)` replaced (each must occur).
-fn edited(name: &str, edits: &[(&str, &str)]) -> String {
-    let mut text = builtin(name).expect("a builtin").to_string();
-    for (from, to) in edits {
-        assert!(text.contains(from), "{name} has no {from:?}");
-        text = text.replacen(from, to, 1);
-    }
-    text
-}
+use edited::edited;
 
 fn findings(text: &str) -> Vec<Finding> {
     let s = Scenario::parse(text).expect("parses");
@@ -35,7 +28,9 @@ fn stream_scenarios_run_the_papers_outages_and_linux_tcp() {
         let s = Scenario::parse(builtin(name).expect("a builtin")).expect("parses");
         let st = s.stream.as_ref().expect("[stream]");
         assert_eq!((st.loss_model.as_str(), st.outage_ms, st.tcp.as_str()), ("outage", 2500, "linux"), "{name}");
-        for input in ["loss generator", "outage duration", "TCP minimum RTO", "TCP initial RTO", "TCP delayed ACK", "Nagle"] {
+        for input in
+            ["loss generator", "outage duration", "TCP minimum RTO", "TCP initial RTO", "TCP delayed ACK", "Nagle"]
+        {
             assert!(s.procedure.iter().any(|r| r.input == input), "{name}: no procedure row for {input}");
         }
     }
@@ -48,7 +43,9 @@ fn blocking_falls_with_buffer_needs_the_outages() {
     assert_eq!(kind(&paper, "blocking_falls_with_buffer"), Kind::Agrees);
     // The cause removed: no loss event — nothing blocks at any buffer, so a larger buffer has nothing to
     // relieve.
-    let muted =
-        findings(&edited("seed003-buffer", &[(quick, "quick_sweep = { buffer = [1, 10] }"), ("loss = [0.1]", "loss = [0.0]")]));
+    let muted = findings(&edited(
+        "seed003-buffer",
+        &[(quick, "quick_sweep = { buffer = [1, 10] }"), ("loss = [0.1]", "loss = [0.0]")],
+    ));
     assert_eq!(kind(&muted, "blocking_falls_with_buffer"), Kind::Disagrees);
 }

@@ -199,7 +199,13 @@ fn sinstant(now: corral_proto::Instant) -> SInstant {
 impl TcpHost {
     /// A stack for a node at `addr`, listening on `listen_port`; `seed` makes its initial sequence numbers
     /// (and so the run) reproducible.
-    pub(crate) fn new(addr: IpAddr, listen_port: u16, seed: u64, now: corral_proto::Instant, timers: TcpTimers) -> TcpHost {
+    pub(crate) fn new(
+        addr: IpAddr,
+        listen_port: u16,
+        seed: u64,
+        now: corral_proto::Instant,
+        timers: TcpTimers,
+    ) -> TcpHost {
         let mut config = Config::new(HardwareAddress::Ip);
         config.random_seed = seed;
         let mut dev = Queues::default();

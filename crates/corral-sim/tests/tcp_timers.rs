@@ -90,10 +90,21 @@ fn run(timers: TcpTimers, at: Duration, burst: u32, period: Duration, down: Dura
     sim.attach(server, s);
     let dst = sim.addr(server);
     let mut c = Node::new(Endpoint::new(sim.endpoint_config(client)));
-    let b = Burst { dst, warmed: false, at: Instant::ZERO + at, burst, sent: false, pending: Vec::new(), ok: 0, done_at: None };
+    let b = Burst {
+        dst,
+        warmed: false,
+        at: Instant::ZERO + at,
+        burst,
+        sent: false,
+        pending: Vec::new(),
+        ok: 0,
+        done_at: None,
+    };
     let h = c.mount("client", b);
     sim.attach(client, c);
-    sim.run_until_cond(Instant::from_secs(600), |sim| sim.service::<Burst>(client, h).is_some_and(|b| b.done_at.is_some()));
+    sim.run_until_cond(Instant::from_secs(600), |sim| {
+        sim.service::<Burst>(client, h).is_some_and(|b| b.done_at.is_some())
+    });
     let b = sim.service::<Burst>(client, h).expect("the client");
     Run {
         ok: b.ok,
@@ -129,7 +140,11 @@ fn a_lost_segment_is_resent_after_srtt_plus_linuxs_200ms() {
     let linux = run(TcpTimers::linux(), at, 1, period, down);
     let smoltcp = run(TcpTimers::default(), at, 1, period, down);
     println!("answered at: Linux {:?}, smoltcp {:?}", linux.done_at, smoltcp.done_at);
-    assert!(linux.done_at >= Instant::from_millis(2200) && linux.done_at < Instant::from_millis(2300), "{:?}", linux.done_at);
+    assert!(
+        linux.done_at >= Instant::from_millis(2200) && linux.done_at < Instant::from_millis(2300),
+        "{:?}",
+        linux.done_at
+    );
     assert!(smoltcp.done_at >= Instant::from_millis(2300), "{:?}", smoltcp.done_at);
 }
 
@@ -141,7 +156,11 @@ fn the_rfc6298_back_off_stops_at_its_cap() {
     let capped = run(TcpTimers::rfc6298(16_000), Duration::ZERO, 1, LONG, down);
     let uncapped = run(TcpTimers::rfc6298(120_000), Duration::ZERO, 1, LONG, down);
     println!("answered at: cap 16 s {:?}, cap 120 s {:?}", capped.done_at, uncapped.done_at);
-    assert!(capped.done_at >= Instant::from_secs(47) && capped.done_at < Instant::from_secs(48), "{:?}", capped.done_at);
+    assert!(
+        capped.done_at >= Instant::from_secs(47) && capped.done_at < Instant::from_secs(48),
+        "{:?}",
+        capped.done_at
+    );
     assert!(uncapped.done_at >= Instant::from_secs(63), "{:?}", uncapped.done_at);
 }
 

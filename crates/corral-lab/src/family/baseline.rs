@@ -77,12 +77,14 @@ pub fn run(c: &Common, b: &BaselineSpec, index: usize, seed: u64) -> Result<Poin
     let mut sim = Sim::from_topology(cfg, &topo);
     let (client, server) = (NodeId(0), NodeId(1));
     if b.snr_db != 0.0 {
-        let bad = || ScenarioError::invalid(format!("baseline.snr_db {}: 0 or one of Table 4's 2.5, 2, 1.5, 1", b.snr_db));
+        let bad =
+            || ScenarioError::invalid(format!("baseline.snr_db {}: 0 or one of Table 4's 2.5, 2, 1.5, 1", b.snr_db));
         if b.loss_model == "frames" {
             let ser = snr::table4_symbol_error_rate(b.snr_db).ok_or_else(bad)?;
             sim.set_all_link_models(LinkModel::SymbolErrors { ser });
         } else {
-            let by_frames = (1..=snr::TABLE4.len()).map(|f| snr::table4(b.snr_db, f).ok_or_else(bad)).collect::<Result<_, _>>()?;
+            let by_frames =
+                (1..=snr::TABLE4.len()).map(|f| snr::table4(b.snr_db, f).ok_or_else(bad)).collect::<Result<_, _>>()?;
             let only = (b.discard_at == "server").then_some(server);
             sim.set_message_discard(only, by_frames);
         }

@@ -367,12 +367,20 @@ mod tests {
             )
         };
         let good = rows(299.0, 10.0);
-        for c in ["udp_most_retransmissions_every_buffer", "sc_fewer_retransmissions_than_tcp_large_buffers", "sc_shorter_ttd_every_buffer"] {
+        for c in [
+            "udp_most_retransmissions_every_buffer",
+            "sc_fewer_retransmissions_than_tcp_large_buffers",
+            "sc_shorter_ttd_every_buffer",
+        ] {
             assert_eq!(good.holds(c), Ok(true), "{c}");
         }
         // CoAP-SC behind at the largest buffer only: Fig. 24's and Fig. 20's claims fail there.
         let bad = rows(301.0, 30.0);
-        for c in ["udp_most_retransmissions_every_buffer", "sc_fewer_retransmissions_than_tcp_large_buffers", "sc_shorter_ttd_every_buffer"] {
+        for c in [
+            "udp_most_retransmissions_every_buffer",
+            "sc_fewer_retransmissions_than_tcp_large_buffers",
+            "sc_shorter_ttd_every_buffer",
+        ] {
             assert_eq!(bad.holds(c), Ok(false), "{c}");
         }
     }

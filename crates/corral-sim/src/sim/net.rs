@@ -130,7 +130,8 @@ impl Sim {
     /// loss). Whether there is such a link.
     pub fn set_wired_outages(&mut self, a: NodeId, b: NodeId, outages: Outages) -> bool {
         let (a, b) = (a.0 as usize, b.0 as usize);
-        let Some(w) = self.routing.wired.iter_mut().find(|w| (w.spec.a, w.spec.b) == (a, b) || (w.spec.a, w.spec.b) == (b, a))
+        let Some(w) =
+            self.routing.wired.iter_mut().find(|w| (w.spec.a, w.spec.b) == (a, b) || (w.spec.a, w.spec.b) == (b, a))
         else {
             return false;
         };

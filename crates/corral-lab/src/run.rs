@@ -25,7 +25,7 @@ pub fn run_point_traced(s: &Setup, index: usize, seed: u64, record: bool) -> Res
         Experiment::Proxy(p) => family::proxy::run(c, p, index, seed, record),
         Experiment::Stream(st) => family::stream::run(c, st, index, seed, record),
         Experiment::Emulated(em) => family::emulated::run(em, index, seed),
-        Experiment::Baseline(b) => family::baseline::run(b, index, seed),
+        Experiment::Baseline(b) => family::baseline::run(c, b, index, seed),
         Experiment::Multiparty(m) => family::multiparty::run(c, m, index, seed),
     }
 }

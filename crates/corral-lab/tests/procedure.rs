@@ -28,7 +28,7 @@ fn with_rows(name: &str, rows: &str) -> String {
 
 #[test]
 fn the_report_lists_every_input_with_its_source_and_marks_assumptions() {
-    let s = Scenario::parse(&with_rows("seed003-loss", ROWS)).expect("parses");
+    let s = Scenario::parse(&with_rows("ext-observe", ROWS)).expect("parses");
     let text = procedure_text(&s);
     assert!(text.contains("procedure (2 inputs, 1 assumed)"), "{text}");
     assert!(text.contains("from:  §4, Fig. 12"), "{text}");
@@ -38,6 +38,6 @@ fn the_report_lists_every_input_with_its_source_and_marks_assumptions() {
 #[test]
 fn a_procedure_row_without_the_papers_place_or_an_assumption_is_refused() {
     let row = "\n[[procedure]]\ninput = \"payload\"\nlab = \"150 B\"\n";
-    let e = Scenario::parse(&with_rows("seed003-loss", row)).expect_err("no source");
+    let e = Scenario::parse(&with_rows("ext-observe", row)).expect_err("no source");
     assert!(e.to_string().contains("procedure[0] (payload)"), "{e}");
 }

@@ -106,10 +106,11 @@ pub mod topology;
 pub mod trace;
 pub mod workload;
 
-pub use loss::{Interferer, LinkModel, Reach, WifiParams};
+pub use loss::{Interferer, LinkModel, Outages, Reach, WifiParams};
 pub use propagation::Propagation;
 pub use radio::{Layout, RadioParams};
 pub use sim::{FrameInfo, Sim, SimConfig, COAP_PORT};
+pub use tcp::TcpTimers;
 pub use topology::{Neighbors, NodeSpec, ParentChoice, Role, Topology, WiredSpec};
 pub use trace::{
     CoapSummary, DatagramId, DatagramInfo, DropReason, LinkCounters, NodeCounters, NodeId, Record, RecordKind,

@@ -65,6 +65,45 @@ pub enum LinkModel {
     SymbolErrors { ser: f64 },
 }
 
+/// Timed outages of a link (seed 003 §4: "we generate a packet loss event by using a randomly generated
+/// number at the AP every second"): every `period` a number is drawn; with probability `p` the link goes
+/// down for `duration` — every datagram either way is lost — unless it is down already. The paper's own
+/// trace (its Fig. 12: readings 39–43, 500 ms apart, lost with "network unreachable") shows an outage of
+/// about 2.5 s, which is why one event loses a burst of readings rather than one.
+///
+/// The draws are made on the clock, whether or not anything is sent, so the outages a run sees do not
+/// depend on its traffic; the caller passes the link's own seeded stream.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Outages {
+    pub p: f64,
+    pub period: Duration,
+    pub duration: Duration,
+}
+
+/// Where an [`Outages`] process is: its next draw and the end of the current outage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutageState {
+    next_draw: Instant,
+    down_until: Instant,
+}
+
+impl Outages {
+    /// Whether the link is down at `now`; makes the draws due up to `now` (the first at time zero).
+    pub fn down(&self, state: &mut OutageState, now: Instant, rng: &mut Rng) -> bool {
+        if self.period.is_zero() {
+            return false;
+        }
+        while state.next_draw <= now {
+            let t = state.next_draw;
+            if t >= state.down_until && rng.chance(self.p) {
+                state.down_until = t + self.duration;
+            }
+            state.next_draw = t + self.period;
+        }
+        now < state.down_until
+    }
+}
+
 /// Why a frame was lost by a link model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelLoss {
@@ -351,6 +390,27 @@ impl BurstProcess {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn outages_start_on_the_period_and_last_their_duration() {
+        let o = Outages { p: 1.0, period: Duration::from_secs(1), duration: Duration::from_millis(2500) };
+        let (mut s, mut rng) = (OutageState::default(), Rng::new(1));
+        let at = |ms: u64| Instant::ZERO + Duration::from_millis(ms);
+        // Down from 0 to 2.5 s; the draws at 1 s and 2 s fall inside it; the one at 3 s starts the next.
+        assert!(o.down(&mut s, at(0), &mut rng));
+        assert!(o.down(&mut s, at(2499), &mut rng));
+        assert!(!o.down(&mut s, at(2500), &mut rng));
+        assert!(!o.down(&mut s, at(2999), &mut rng));
+        assert!(o.down(&mut s, at(3000), &mut rng));
+    }
+
+    #[test]
+    fn outages_take_the_share_of_draws_their_probability_says() {
+        let o = Outages { p: 0.1, period: Duration::from_secs(1), duration: Duration::from_millis(500) };
+        let (mut s, mut rng) = (OutageState::default(), Rng::new(7));
+        let down = (0..20_000u64).filter(|k| o.down(&mut s, Instant::ZERO + Duration::from_secs(*k), &mut rng)).count();
+        assert!((1_700..2_300).contains(&down), "{down} of 20000 draws");
+    }
+
     use super::*;
 
     #[test]

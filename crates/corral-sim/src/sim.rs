@@ -87,7 +87,7 @@ use recorder::Recorder;
 use routing::Routing;
 
 use crate::engine::EventQueue;
-use crate::loss::{BurstProcess, Interferer, LinkModel, LinkState, ModelLoss, Reach};
+use crate::loss::{BurstProcess, Interferer, LinkModel, LinkState, ModelLoss, OutageState, Outages, Reach};
 use crate::pcap::PcapWriter;
 use crate::propagation::dbm_to_mw;
 use crate::radio::{Layout, RadioParams, IPV6_UDP_HEADER};
@@ -152,6 +152,8 @@ pub struct SimConfig {
     /// single uIP buffer and a one-frame radio FIFO loses frames that arrive while it is busy. `None` (the
     /// default): every datagram is handed over `processing_delay` after its arrival, in parallel.
     pub rx_queue: Option<u16>,
+    /// The timers of every node's TCP stack (by default smoltcp's own).
+    pub tcp: crate::tcp::TcpTimers,
 }
 
 impl SimConfig {
@@ -168,6 +170,7 @@ impl SimConfig {
             channel_bit_rates: Vec::new(),
             processing_delay: Duration::ZERO,
             rx_queue: None,
+            tcp: crate::tcp::TcpTimers::default(),
         }
     }
 }

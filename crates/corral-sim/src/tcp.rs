@@ -5,7 +5,12 @@
 //! other datagram of their size).
 //!
 //! Owns: the mapping of the node's connections to smoltcp sockets, listening sockets (made when a SYN from a new peer arrives) on the node's CoAP or app
-//! port, and the count of TCP segments sent again (a segment whose data was sent before on its flow).
+//! port, the sockets' timers ([`TcpTimers`]), and the count of TCP segments sent again (a segment whose
+//! data was sent before on its flow) and of the node's writes (its messages) they carried again.
+//!
+//! smoltcp keeps its RTO bounds as constants (10 ms to 10 s); the workspace patches it (`vendor/smoltcp`,
+//! `RtoConfig`) so that the bounds are the stack's the experiment ran: [`TcpTimers::linux`] and
+//! [`TcpTimers::rfc6298`].
 
 use corral_proto::tcp::ConnId;
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
@@ -21,6 +26,70 @@ pub(crate) const RAW_IP_PORT: u16 = 0;
 
 const BUFFER: usize = 64 * 1024;
 const MTU: usize = 1280;
+
+/// The timers of a node's TCP stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpTimers {
+    /// Lower and upper bound of the RTO, ms.
+    pub min_rto_ms: u32,
+    pub max_rto_ms: u32,
+    /// Lower bound of the RTO's variance term (RTO = SRTT + max(this, 4·RTTVAR)), ms.
+    pub min_margin_ms: u32,
+    /// RTO before the first round-trip sample, ms (`None`: smoltcp's 700 ms estimate).
+    pub initial_rto_ms: Option<u32>,
+    /// RFC 6298 §5.5: the RTO doubles at each expiry (up to `max_rto_ms`) until a new sample.
+    pub exponential_backoff: bool,
+    /// Delayed ACK, ms (`None`: every segment acknowledged at once).
+    pub ack_delay_ms: Option<u64>,
+    pub nagle: bool,
+}
+
+impl Default for TcpTimers {
+    /// smoltcp 0.12's own: RTO 10 ms to 10 s (700 ms before a sample), 10 ms delayed ACK; Nagle off (CoAP
+    /// over TCP writes whole messages).
+    fn default() -> TcpTimers {
+        let s = tcp::RtoConfig::default();
+        TcpTimers {
+            min_rto_ms: s.min_ms,
+            max_rto_ms: s.max_ms,
+            min_margin_ms: s.min_margin_ms,
+            initial_rto_ms: s.initial_ms,
+            exponential_backoff: s.exponential_backoff,
+            ack_delay_ms: Some(10),
+            nagle: false,
+        }
+    }
+}
+
+impl TcpTimers {
+    /// Linux's (`include/net/tcp.h`): `TCP_RTO_MIN` 200 ms bounds the variance term, `TCP_TIMEOUT_INIT`
+    /// 1 s, `TCP_RTO_MAX` 120 s, exponential back-off, `TCP_DELACK_MIN` 40 ms. Nagle off: Go's `net`
+    /// package sets TCP_NODELAY on every TCP connection (go-coap, the paper's library, is Go).
+    pub fn linux() -> TcpTimers {
+        TcpTimers {
+            min_rto_ms: 200,
+            max_rto_ms: 120_000,
+            min_margin_ms: 200,
+            initial_rto_ms: Some(1000),
+            exponential_backoff: true,
+            ack_delay_ms: Some(40),
+            nagle: false,
+        }
+    }
+
+    /// RFC 6298's timer with a cap: 1 s initial and minimum RTO, exponential back-off up to `max_rto_ms`
+    /// (seed 002 §6.5: the same 1 s initial timeout as CoAP's, capped at 16 s).
+    pub fn rfc6298(max_rto_ms: u32) -> TcpTimers {
+        TcpTimers {
+            min_rto_ms: 1000,
+            max_rto_ms,
+            min_margin_ms: smoltcp::socket::tcp::RtoConfig::default().min_margin_ms,
+            initial_rto_ms: Some(1000),
+            exponential_backoff: true,
+            ..TcpTimers::default()
+        }
+    }
+}
 
 #[derive(Default)]
 struct Queues {
@@ -99,6 +168,13 @@ pub(crate) struct TcpHost {
     /// Highest sequence number (end of data) sent per flow, to recognise segments sent again.
     sent_up_to: HashMap<(u16, SocketAddr), u32>,
     pub(crate) retransmitted_segments: u64,
+    /// Per connection, the stream offsets at which the node's writes end (bytes written so far, and the
+    /// ends not yet known to be acknowledged); per flow, its connection and the sequence number of its
+    /// first data byte — to tell which writes a segment sent again carries.
+    writes: HashMap<ConnId, (u64, VecDeque<u64>)>,
+    flows: HashMap<(u16, SocketAddr), (ConnId, Option<u32>)>,
+    pub(crate) retransmitted_writes: u64,
+    timers: TcpTimers,
     news: VecDeque<TcpNews>,
 }
 
@@ -123,7 +199,13 @@ fn sinstant(now: corral_proto::Instant) -> SInstant {
 impl TcpHost {
     /// A stack for a node at `addr`, listening on `listen_port`; `seed` makes its initial sequence numbers
     /// (and so the run) reproducible.
-    pub(crate) fn new(addr: IpAddr, listen_port: u16, seed: u64, now: corral_proto::Instant) -> TcpHost {
+    pub(crate) fn new(
+        addr: IpAddr,
+        listen_port: u16,
+        seed: u64,
+        now: corral_proto::Instant,
+        timers: TcpTimers,
+    ) -> TcpHost {
         let mut config = Config::new(HardwareAddress::Ip);
         config.random_seed = seed;
         let mut dev = Queues::default();
@@ -148,19 +230,32 @@ impl TcpHost {
             next_port: 49152,
             sent_up_to: HashMap::new(),
             retransmitted_segments: 0,
+            writes: HashMap::new(),
+            flows: HashMap::new(),
+            retransmitted_writes: 0,
+            timers,
             news: VecDeque::new(),
         };
         h
     }
 
-    fn socket() -> tcp::Socket<'static> {
+    fn socket(&self) -> tcp::Socket<'static> {
         let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0; BUFFER]), tcp::SocketBuffer::new(vec![0; BUFFER]));
-        s.set_nagle_enabled(false);
+        let t = self.timers;
+        s.set_nagle_enabled(t.nagle);
+        s.set_ack_delay(t.ack_delay_ms.map(smoltcp::time::Duration::from_millis));
+        s.set_rto_config(tcp::RtoConfig {
+            min_ms: t.min_rto_ms,
+            max_ms: t.max_rto_ms,
+            min_margin_ms: t.min_margin_ms,
+            initial_ms: t.initial_rto_ms,
+            exponential_backoff: t.exponential_backoff,
+        });
         s
     }
 
     fn listen(&mut self) {
-        let mut s = Self::socket();
+        let mut s = self.socket();
         if s.listen(self.listen_port).is_ok() {
             self.listener = Some(self.sockets.add(s));
         }
@@ -173,7 +268,7 @@ impl TcpHost {
 
     /// The node wants a connection to `dst`.
     pub(crate) fn connect(&mut self, dst: SocketAddr) {
-        let mut s = Self::socket();
+        let mut s = self.socket();
         self.next_port = if self.next_port == u16::MAX { 49152 } else { self.next_port + 1 };
         match s.connect(self.iface.context(), (ip(dst.ip()), dst.port()), self.next_port) {
             Ok(()) => {
@@ -190,6 +285,13 @@ impl TcpHost {
             return;
         }
         self.unsent.entry(conn).or_default().extend(bytes);
+        let (total, ends) = self.writes.entry(conn).or_default();
+        *total += bytes.len() as u64;
+        ends.push_back(*total);
+        // A write that ended more than a send buffer before the last cannot be in flight any more.
+        while ends.front().is_some_and(|&e| e + (BUFFER as u64) < *total) {
+            ends.pop_front();
+        }
     }
 
     pub(crate) fn close(&mut self, conn: ConnId) {
@@ -322,6 +424,12 @@ impl TcpHost {
                 }
                 continue;
             }
+            if let Some(&(conn, _)) = self.conns.get(&h) {
+                if let (Some(l), Some(r)) = (s.local_endpoint(), s.remote_endpoint()) {
+                    let flow = (l.port, SocketAddr::new(std_ip(r.addr), r.port));
+                    self.flows.entry(flow).or_insert((conn, None));
+                }
+            }
             let Some(&(conn, announced)) = self.conns.get(&h) else { continue };
             if !announced && s.may_send() {
                 if let Some(ep) = s.remote_endpoint() {
@@ -365,6 +473,8 @@ impl TcpHost {
                 }
                 self.conns.remove(&h);
                 self.by_conn.remove(&conn);
+                self.writes.remove(&conn);
+                self.flows.retain(|_, (c, _)| *c != conn);
                 self.unsent.remove(&conn);
                 self.closing.remove(&conn);
                 self.closed_told.remove(&conn);
@@ -392,8 +502,25 @@ impl TcpHost {
         let top = self.sent_up_to.entry(flow).or_insert(seq);
         if (end.wrapping_sub(*top) as i32) <= 0 {
             self.retransmitted_segments += 1;
+            self.retransmitted_writes += self.writes_in(flow, seq, end);
         } else {
             *top = end;
         }
+        if let Some((_, first)) = self.flows.get_mut(&flow) {
+            first.get_or_insert(seq);
+        }
+    }
+
+    /// How many of the node's writes on `flow` overlap the bytes `[seq, end)` (at least one: a segment sent
+    /// again carries part of some write).
+    fn writes_in(&self, flow: (u16, SocketAddr), seq: u32, end: u32) -> u64 {
+        let Some(&(conn, Some(first))) = self.flows.get(&flow) else { return 1 };
+        let Some((_, ends)) = self.writes.get(&conn) else { return 1 };
+        let (lo, hi) = (u64::from(seq.wrapping_sub(first)), u64::from(end.wrapping_sub(first)));
+        // Write k spans [ends[k-1], ends[k]); it overlaps [lo, hi) when its end is past lo and its start
+        // before hi (the offsets are absolute; the entries dropped were acknowledged long ago).
+        let from = ends.partition_point(|&e| e <= lo);
+        let to = ends.partition_point(|&e| e < hi);
+        ((to + 1).min(ends.len()).saturating_sub(from) as u64).max(1)
     }
 }

@@ -66,10 +66,12 @@ pub enum DropReason {
     HopLimit,
     /// A fault-injection rule ([`crate::Sim::set_frame_rule`]) dropped it.
     Rule,
+    /// Discarded whole at its destination ([`crate::Sim::set_message_discard`]).
+    Discarded,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 15] = [
+    pub const ALL: [DropReason; 16] = [
         DropReason::Collision,
         DropReason::HalfDuplex,
         DropReason::ChannelBusy,
@@ -85,6 +87,7 @@ impl DropReason {
         DropReason::WiredLoss,
         DropReason::HopLimit,
         DropReason::Rule,
+        DropReason::Discarded,
     ];
 
     /// A stable kebab-case name (for CSV).
@@ -105,6 +108,7 @@ impl DropReason {
             DropReason::WiredLoss => "wired-loss",
             DropReason::HopLimit => "hop-limit",
             DropReason::Rule => "rule",
+            DropReason::Discarded => "discarded",
         }
     }
 
@@ -246,7 +250,7 @@ pub struct NodeCounters {
     pub mac_retries: u64,
     pub busy_ccas: u64,
     pub queue_peak: u64,
-    pub drops: [u64; 15],
+    pub drops: [u64; DropReason::ALL.len()],
 }
 
 impl NodeCounters {
@@ -273,7 +277,7 @@ pub struct LinkCounters {
     /// Data frames (unicast or broadcast) `to` received from `from`.
     pub received: u64,
     /// Frames meant for `to` it missed, by reason.
-    pub lost: [u64; 15],
+    pub lost: [u64; DropReason::ALL.len()],
 }
 
 impl LinkCounters {

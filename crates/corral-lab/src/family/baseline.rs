@@ -6,11 +6,24 @@
 //! - `http-tcp`, `http-persistent`, `http-udp`: the HTTP/1.1 baselines of `corral_sim::http` over the
 //!   simulated TCP (smoltcp) or over UDP. Lab baselines, not corral features.
 //!
-//! Loss: none, or — for `snr_db` — every frame lost as seed 002's Table 4 implies: its unfragmented
-//! column `C₁` is read back through Eqs. (3) and (1) into a symbol error rate (`LinkModel::SymbolErrors`),
-//! and frames of every length are then lost by Eq. (1). The simulator then does the MAC retries (Eq. (3))
-//! and the fragmentation (Eq. (4)) itself. The paper's own Eqs. (1)-(2) with its SNRs do not give Table 4
-//! (see `corral_sim::loss`), so the table, not the SNR, is the input.
+//! Loss, for `snr_db` (none at 0), two procedures:
+//! - `loss_model = "message"`, the paper's (§6.5): "Should the random number be less than or equal to the
+//!   error rate, the CoAP or HTTP message received by the server is discarded at UDP layer" — a datagram
+//!   (a CoAP or HTTP/UDP message, or a TCP segment) of `f` 6LoWPAN fragments is discarded whole at its
+//!   destination with Table 4's `C_f` (`Sim::set_message_discard`), at the server only or at either end
+//!   (`discard_at`); the radio itself loses nothing;
+//! - `loss_model = "frames"`, corral's variant: Table 4's unfragmented column `C₁` is read back through Eqs.
+//!   (3) and (1) into a symbol error rate (`LinkModel::SymbolErrors`), frames of every length are lost by
+//!   Eq. (1), and the simulator does the MAC retries (Eq. (3)) and the fragmentation (Eq. (4)) itself.
+//!
+//! The paper's own Eqs. (1)-(2) with its SNRs do not give Table 4 (see `corral_sim::loss`), so the table,
+//! not the SNR, is the input either way.
+//!
+//! Timers (§6.5): CoAP's ACK_TIMEOUT 1 s without randomness, MAX_RETRANSMIT 4; TCP's RTO 1 s initial (RFC
+//! 6298, also its minimum), doubling up to 16 s (`tcp = "paper"`), or smoltcp's own (`"smoltcp"`).
+//!
+//! CPU: `[calibration] processing_delay_ms` (and `rx_queue`) delay every datagram each node receives,
+//! whatever its protocol.
 //!
 //! Energy: the server mote's radio time transmitting and receiving frames (data and MAC ACKs, PHY headers
 //! included, 32 µs per byte at 250 kb/s) × the CC2420 datasheet currents (SWRS041: RX 18.8 mA, TX 17.4 mA
@@ -28,13 +41,13 @@
 use crate::error::{RunError, ScenarioError};
 use crate::harness::{query_row, totals, Exchange, Network, PointRun, Trace};
 use crate::record::{BaselineFacts, Facts, LinkRow, NodeRole, NodeRow, PointResult, PointRow, QueryRow};
-use crate::scenario::BaselineSpec;
+use crate::scenario::{BaselineSpec, Common};
 use corral_proto::wire::Code;
 use corral_proto::{Duration, Endpoint, Instant, Node, SendParams};
 use corral_sim::http::{HttpClient, HttpServer, HttpTransport, HTTP_PORT};
 use corral_sim::loss::snr;
 use corral_sim::workload::{GroupClient, Pacing, Responder};
-use corral_sim::{LinkModel, NodeId, RecordKind, Sim, SimConfig, Topology};
+use corral_sim::{LinkModel, NodeId, RecordKind, Sim, SimConfig, TcpTimers, Topology};
 use std::collections::HashSet;
 use std::net::SocketAddr;
 
@@ -50,19 +63,32 @@ const ACK_BYTES: u64 = 11;
 /// One transaction: sent, answered (if it was) and body bytes.
 type Tx = (Instant, Option<Instant>, usize);
 
-/// Runs one point. The simulator always keeps its records: energy is computed from them.
-pub fn run(b: &BaselineSpec, index: usize, seed: u64) -> Result<PointRun, RunError> {
+/// Runs one point. The simulator always keeps its records: energy is computed from them. Of the common
+/// setup it models the CPU.
+pub fn run(c: &Common, b: &BaselineSpec, index: usize, seed: u64) -> Result<PointRun, RunError> {
     let topo = Topology::star(1);
     let mut cfg = SimConfig::new(seed);
     cfg.record = true;
-    let mut sim = Sim::from_topology(cfg, &topo);
-    if b.snr_db != 0.0 {
-        let ser = snr::table4_symbol_error_rate(b.snr_db).ok_or_else(|| {
-            ScenarioError::invalid(format!("baseline.snr_db {}: 0 or one of Table 4's 2.5, 2, 1.5, 1", b.snr_db))
-        })?;
-        sim.set_all_link_models(LinkModel::SymbolErrors { ser });
+    cfg.processing_delay = Duration::from_micros((c.cpu.processing_delay_ms * 1000.0).round() as u64);
+    cfg.rx_queue = c.cpu.rx_queue;
+    if b.tcp == "paper" {
+        cfg.tcp = TcpTimers::rfc6298(b.tcp_max_rto_ms);
     }
+    let mut sim = Sim::from_topology(cfg, &topo);
     let (client, server) = (NodeId(0), NodeId(1));
+    if b.snr_db != 0.0 {
+        let bad =
+            || ScenarioError::invalid(format!("baseline.snr_db {}: 0 or one of Table 4's 2.5, 2, 1.5, 1", b.snr_db));
+        if b.loss_model == "frames" {
+            let ser = snr::table4_symbol_error_rate(b.snr_db).ok_or_else(bad)?;
+            sim.set_all_link_models(LinkModel::SymbolErrors { ser });
+        } else {
+            let by_frames =
+                (1..=snr::TABLE4.len()).map(|f| snr::table4(b.snr_db, f).ok_or_else(bad)).collect::<Result<_, _>>()?;
+            let only = (b.discard_at == "server").then_some(server);
+            sim.set_message_discard(only, by_frames);
+        }
+    }
     let limit = Instant::ZERO + Duration::from_secs(b.limit_s);
     let interval = (b.rate > 0.0).then(|| Duration::from_micros((1e6 / b.rate).round() as u64));
     let txs: Vec<Tx> = if b.scheme == "coap" {

@@ -2,7 +2,17 @@
 //! readings to a collector on the gateway over one link of the given bit rate, delay and loss (the
 //! paper's two access points joined at 1 Mb/s, with a random loss event generator), with CoAP-SC or the
 //! CoAP over UDP or CoAP over TCP baseline — the same corral-stream services as `corral stream
-//! send`/`recv`; over TCP, each node runs corral-sim's TCP stack (smoltcp).
+//! send`/`recv`; over TCP, each node runs corral-sim's TCP stack (smoltcp, with the timers `[stream] tcp`
+//! names).
+//!
+//! Loss: the AP's outage process (`corral_sim::Outages`: a draw every second, the link down for 2.5 s
+//! when it hits) or independent loss per datagram. Of the common setup it models the CoAP transmission
+//! parameters and the CPU (`[calibration] processing_delay_ms`, `rx_queue`: each received datagram,
+//! both nodes).
+//!
+//! NRP: readings sent again — CoAP over UDP's CON retransmissions plus readings sent anew after a CON gave
+//! up; CoAP-SC's readings sent again on request; CoAP over TCP's readings carried again by segments its
+//! TCP stack sent again (a segment repeating three readings counts three).
 //!
 //! Rows: one `queries.csv` row per reading (its generated-to-acknowledged delay as the response time); the
 //! point's NRP, TBT and TTD in `points.csv`.
@@ -12,24 +22,35 @@ use crate::harness::{query_row, totals, Exchange, Network, PointRun, Trace};
 use crate::record::{Facts, LinkRow, NodeRole, NodeRow, PointResult, PointRow, QueryRow, StreamFacts};
 use crate::scenario::{Common, StreamSpec};
 use corral_proto::{Duration, Endpoint, Instant, Node};
-use corral_sim::{NodeId, NodeSpec, Role, Sim, SimConfig, Topology, WiredSpec};
+use corral_sim::{NodeId, NodeSpec, Outages, Role, Sim, SimConfig, TcpTimers, Topology, WiredSpec};
 use corral_stream::{Scheme, StreamConfig, StreamReceiver, StreamSender};
 
 /// Runs one stream; `record` keeps the simulator's records. Of the common setup it models the CoAP
-/// transmission parameters.
+/// transmission parameters and the CPU.
 pub fn run(c: &Common, st: &StreamSpec, index: usize, seed: u64, record: bool) -> Result<PointRun, RunError> {
     let mut topo = Topology::new();
     let gw = topo.add(NodeSpec::new(Role::Gateway, None));
     let link = WiredSpec {
         delay: Duration::from_micros((st.delay_ms * 1000.0).round() as u64),
         bandwidth: st.bandwidth_bps,
-        loss: st.loss,
+        loss: if st.loss_model == "independent" { st.loss } else { 0.0 },
         ..WiredSpec::ethernet(0, 0)
     };
     let host = topo.add_wired_host(gw, link);
     let mut cfg = SimConfig::new(seed);
     cfg.record = record;
+    cfg.processing_delay = Duration::from_micros((c.cpu.processing_delay_ms * 1000.0).round() as u64);
+    cfg.rx_queue = c.cpu.rx_queue;
+    cfg.tcp = if st.tcp == "smoltcp" { TcpTimers::default() } else { TcpTimers::linux() };
     let mut sim = Sim::from_topology(cfg, &topo);
+    if st.loss_model == "outage" && st.loss > 0.0 {
+        let outages = Outages {
+            p: st.loss,
+            period: Duration::from_millis(st.outage_period_ms),
+            duration: Duration::from_millis(st.outage_ms),
+        };
+        sim.set_wired_outages(NodeId(gw as u32), NodeId(host as u32), outages);
+    }
     let receiver_addr = sim.addr(NodeId(gw as u32));
     let scheme = match st.scheme.as_str() {
         "udp" => Scheme::Udp,
@@ -64,8 +85,8 @@ pub fn run(c: &Common, st: &StreamSpec, index: usize, seed: u64, record: bool) -
     sim.run_until_cond(limit, |sim| sim.service::<StreamSender>(id, h).is_some_and(StreamSender::is_finished));
     let mut m = sim.service::<StreamSender>(id, h).map(|x| x.metrics().clone()).unwrap_or_default();
     if scheme == Scheme::Tcp {
-        // CoAP over TCP: the readings the sensor's TCP stack sent again (corral-sim's smoltcp).
-        m.nrp += sim.tcp_retransmissions(id);
+        // CoAP over TCP: the readings the sensor's TCP stack sent again, one per reading a segment carried.
+        m.nrp += sim.tcp_retransmitted_messages(id);
     }
 
     let mut queries: Vec<QueryRow> = Vec::with_capacity(st.count as usize);

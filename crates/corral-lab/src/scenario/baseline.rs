@@ -22,9 +22,21 @@ pub struct BaselineSpec {
     /// Requests per second, open loop (the server workload, §6.4); 0: each request after the previous
     /// response.
     pub rate: f64,
-    /// Table 4's SNR in dB (2.5, 2, 1.5 or 1): frames are lost as Table 4 implies (see
-    /// `crate::family::baseline`); 0: a loss-free link.
+    /// Table 4's SNR in dB (2.5, 2, 1.5 or 1); 0: a loss-free link.
     pub snr_db: f64,
+    /// How Table 4 is applied (see `crate::family::baseline`): `message` (the paper's procedure, §6.5: a
+    /// message is discarded whole at the receiver's UDP layer with Table 4's `C_f` for its `f` fragments)
+    /// or `frames` (corral's variant: every frame lost by Eq. (1) with the symbol error rate read back from
+    /// Table 4's `f = 1` column; MAC retries and fragmentation do the rest).
+    pub loss_model: String,
+    /// With `message`: where messages are discarded — `server` (the paper's words: "the CoAP or HTTP message
+    /// received by the server is discarded at UDP layer") or `both` (either end, each message by its own
+    /// fragments).
+    pub discard_at: String,
+    /// TCP's timers: `paper` (§6.5: RFC 6298's 1 s initial and minimum RTO, exponential back-off capped at
+    /// `tcp_max_rto_ms`) or `smoltcp` (its own: 10 ms to 10 s).
+    pub tcp: String,
+    pub tcp_max_rto_ms: u32,
     /// CoAP's ACK_TIMEOUT and MAX_RETRANSMIT (seed 002 §6.5: 1 s, no randomness, 4).
     pub ack_timeout_ms: u64,
     pub max_retransmit: u8,
@@ -43,6 +55,10 @@ impl Default for BaselineSpec {
             quick_count: 20,
             rate: 0.0,
             snr_db: 0.0,
+            loss_model: "message".into(),
+            discard_at: "server".into(),
+            tcp: "paper".into(),
+            tcp_max_rto_ms: 16_000,
             ack_timeout_ms: 1000,
             max_retransmit: 4,
             limit_s: 7200,
@@ -69,6 +85,18 @@ impl BaselineSpec {
         }
         if self.snr_db != 0.0 && corral_sim::loss::snr::table4_symbol_error_rate(self.snr_db).is_none() {
             return err(format!("baseline.snr_db {}: 0 or one of Table 4's 2.5, 2, 1.5, 1", self.snr_db));
+        }
+        if !matches!(self.loss_model.as_str(), "message" | "frames") {
+            return err(format!("baseline.loss_model {:?}: message or frames", self.loss_model));
+        }
+        if !matches!(self.discard_at.as_str(), "server" | "both") {
+            return err(format!("baseline.discard_at {:?}: server or both", self.discard_at));
+        }
+        if !matches!(self.tcp.as_str(), "paper" | "smoltcp") {
+            return err(format!("baseline.tcp {:?}: paper or smoltcp", self.tcp));
+        }
+        if self.tcp_max_rto_ms < 1000 {
+            return err(format!("baseline.tcp_max_rto_ms {}: at least the 1 s initial RTO", self.tcp_max_rto_ms));
         }
         if self.ack_timeout_ms == 0 || self.limit_s == 0 {
             return err("baseline: ack_timeout_ms and limit_s above 0");

@@ -6,7 +6,9 @@ use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
 /// The paper's set-up by default (§4): 600 readings of 150 bytes every 500 ms, a 5-reading buffer, a
-/// 1 Mb/s link (between its access points) with 5 ms of delay each way.
+/// 1 Mb/s link (between its access points) with 5 ms of delay each way, the AP's outage generator (a loss
+/// event drawn every second, an outage of 2.5 s as the paper's Fig. 12 trace shows), and TCP with Linux's
+/// timers (go-coap on Linux).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StreamSpec {
@@ -20,8 +22,18 @@ pub struct StreamSpec {
     pub interval_ms: u64,
     /// Readings the sender may keep outstanding (the `buffer` axis overrides it).
     pub buffer: u32,
-    /// Probability that the link loses a datagram, each direction (the `loss` axis overrides it).
+    /// The error rate (the `loss` axis overrides it): with `loss_model = "outage"`, the probability of a
+    /// loss event at each draw; with `"independent"`, of losing each datagram, each direction.
     pub loss: f64,
+    /// `outage` (the paper's AP: a draw every `outage_period_ms`, an event takes the link down for
+    /// `outage_ms`, both directions) or `independent` (each datagram lost on its own: corral's variant).
+    pub loss_model: String,
+    pub outage_period_ms: u64,
+    pub outage_ms: u64,
+    /// The TCP stack's timers for CoAP over TCP: `linux` (go-coap on Linux: RTO ≥ SRTT + 200 ms, 1 s
+    /// before a sample, exponential back-off, 40 ms delayed ACK, no Nagle) or `smoltcp` (its own: RTO
+    /// from 10 ms, 10 ms delayed ACK).
+    pub tcp: String,
     pub bandwidth_bps: u64,
     /// One-way delay of the link, ms.
     pub delay_ms: f64,
@@ -36,6 +48,10 @@ impl Default for StreamSpec {
             interval_ms: 500,
             buffer: 5,
             loss: 0.0,
+            loss_model: "outage".into(),
+            outage_period_ms: 1000,
+            outage_ms: 2500,
+            tcp: "linux".into(),
             bandwidth_bps: 1_000_000,
             delay_ms: 5.0,
         }
@@ -47,6 +63,15 @@ impl StreamSpec {
     pub fn validate(&self) -> Result<(), ScenarioError> {
         if !matches!(self.scheme.as_str(), "sc" | "udp" | "tcp") {
             return err(format!("stream.scheme {:?}: sc, udp or tcp", self.scheme));
+        }
+        if !matches!(self.loss_model.as_str(), "outage" | "independent") {
+            return err(format!("stream.loss_model {:?}: outage or independent", self.loss_model));
+        }
+        if self.loss_model == "outage" && (self.outage_period_ms == 0 || self.outage_ms == 0) {
+            return err("stream: outage_period_ms and outage_ms above 0 with loss_model = \"outage\"");
+        }
+        if !matches!(self.tcp.as_str(), "linux" | "smoltcp") {
+            return err(format!("stream.tcp {:?}: linux or smoltcp", self.tcp));
         }
         if !(0.0..1.0).contains(&self.loss) {
             return err(format!("stream.loss {}: a probability below 1", self.loss));

@@ -76,7 +76,10 @@ impl Sim {
         let addr = self.nodes[i as usize].addr;
         let seed = self.cfg.seed ^ (0x7c9_0000_0000 + u64::from(i));
         let port = self.nodes[i as usize].app.as_ref().map_or(COAP_PORT, |a| a.tcp_port());
-        self.nodes[i as usize].tcp.get_or_insert_with(|| Box::new(crate::tcp::TcpHost::new(addr, port, seed, now)))
+        let timers = self.cfg.tcp;
+        self.nodes[i as usize]
+            .tcp
+            .get_or_insert_with(|| Box::new(crate::tcp::TcpHost::new(addr, port, seed, now, timers)))
     }
 
     /// Runs node `i`'s TCP stack: sends its packets, hands its news to the node. Whether anything happened.
@@ -114,6 +117,35 @@ impl Sim {
     /// TCP segments node `i` sent again (retransmissions by its TCP stack).
     pub fn tcp_retransmissions(&self, id: NodeId) -> u64 {
         self.nodes.get(id.0 as usize).and_then(|n| n.tcp.as_deref()).map_or(0, |h| h.retransmitted_segments)
+    }
+
+    /// Messages node `i`'s TCP stack sent again: each segment sent again counts every write of the node
+    /// (one CoAP message each) whose bytes it carries — a segment that repeats three readings counts three,
+    /// as a CoAP over UDP sender that repeats three readings sends three datagrams.
+    pub fn tcp_retransmitted_messages(&self, id: NodeId) -> u64 {
+        self.nodes.get(id.0 as usize).and_then(|n| n.tcp.as_deref()).map_or(0, |h| h.retransmitted_writes)
+    }
+
+    /// Gives the wired link between `a` and `b` timed outages (both directions, on top of its independent
+    /// loss). Whether there is such a link.
+    pub fn set_wired_outages(&mut self, a: NodeId, b: NodeId, outages: Outages) -> bool {
+        let (a, b) = (a.0 as usize, b.0 as usize);
+        let Some(w) =
+            self.routing.wired.iter_mut().find(|w| (w.spec.a, w.spec.b) == (a, b) || (w.spec.a, w.spec.b) == (b, a))
+        else {
+            return false;
+        };
+        w.outages = Some((outages, OutageState::default()));
+        true
+    }
+
+    /// Discards whole datagrams at their destination — at node `only`, or at every node — before its UDP
+    /// or TCP layer sees them: a datagram of `f` 6LoWPAN fragments with probability `by_frames[f − 1]` (the
+    /// last entry for more). Seed 002 §6.5's procedure, which discards messages with Table 4's `C_f`.
+    /// Empty: none.
+    pub fn set_message_discard(&mut self, only: Option<NodeId>, by_frames: Vec<f64>) {
+        self.routing.discard = by_frames;
+        self.routing.discard_at = only.map(|n| n.0);
     }
 
     pub(super) fn apply_command(&mut self, i: u32, cmd: NodeCommand) {
@@ -218,7 +250,8 @@ impl Sim {
     pub(super) fn send_wired(&mut self, at: u32, link: u32, to: u32, dg: DgramRef, hops: u8) {
         let now = self.now();
         let w = &mut self.routing.wired[link as usize];
-        if w.spec.loss > 0.0 && self.routing.wired_rng.chance(w.spec.loss) {
+        let down = w.outages.as_mut().is_some_and(|(o, s)| o.down(s, now, &mut self.routing.outage_rng));
+        if down || (w.spec.loss > 0.0 && self.routing.wired_rng.chance(w.spec.loss)) {
             return self.drop_dgram(at, &dg, DropReason::WiredLoss, hops);
         }
         let dir = usize::from(w.spec.a != at as usize);
@@ -248,6 +281,14 @@ impl Sim {
 
     pub(super) fn deliver_local(&mut self, at: u32, dg: &DgramRef, hops: u8) {
         let now = self.now();
+        if !self.routing.discard.is_empty() && self.routing.discard_at.is_none_or(|n| n == at) {
+            let len = super::apps::radio_len(dg.dst, dg.payload.len());
+            let f = self.cfg.radio.layout(len, false).map_or(1, |l| usize::from(l.frames).max(1));
+            let p = self.routing.discard[(f - 1).min(self.routing.discard.len() - 1)];
+            if self.routing.discard_rng.chance(p) {
+                return self.drop_dgram(at, dg, DropReason::Discarded, hops);
+            }
+        }
         // The CPU model is a mote's: a wired host (a PC on the Ethernet side) hands a datagram over at once.
         // (Charging it a mote's 50 ms made an empty ACK followed closely by its separate response queue
         // up at the client: seed 000's fig14 "ACK_TIMEOUT 2 s is 35 ms slower" artefact.)

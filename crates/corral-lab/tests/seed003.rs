@@ -1,0 +1,51 @@
+//! Seed 003's scenarios run the paper's procedure (the AP's outage generator, TCP with Linux's timers), and
+//! their verdicts depend on the cause the paper gives: with the outages muted, the finding that agrees
+//! under the paper's procedure turns DISAGREES. Quick runs, seed 1.
+
+mod edited;
+
+use corral_lab::findings::{Finding, Kind};
+use corral_lab::scenario::{builtin, Scenario};
+use corral_lab::sweep::{self, RunOptions};
+use edited::edited;
+
+fn findings(text: &str) -> Vec<Finding> {
+    let s = Scenario::parse(text).expect("parses");
+    let opts = RunOptions { seed: 1, quick: true, shard: None, jobs: 2 };
+    let data = sweep::run(&s, text, &opts, &|_, _| {}).expect("runs");
+    let found = corral_lab::findings::evaluate(&s, &data.aggregates());
+    println!("{}", corral_lab::report::findings_text(&found));
+    found
+}
+
+fn kind(found: &[Finding], check: &str) -> Kind {
+    found.iter().find(|f| f.check == check).map(|f| f.kind).expect("the finding")
+}
+
+#[test]
+fn stream_scenarios_run_the_papers_outages_and_linux_tcp() {
+    for name in ["seed003-delay", "seed003-loss", "seed003-buffer"] {
+        let s = Scenario::parse(builtin(name).expect("a builtin")).expect("parses");
+        let st = s.stream.as_ref().expect("[stream]");
+        assert_eq!((st.loss_model.as_str(), st.outage_ms, st.tcp.as_str()), ("outage", 2500, "linux"), "{name}");
+        for input in
+            ["loss generator", "outage duration", "TCP minimum RTO", "TCP initial RTO", "TCP delayed ACK", "Nagle"]
+        {
+            assert!(s.procedure.iter().any(|r| r.input == input), "{name}: no procedure row for {input}");
+        }
+    }
+}
+
+#[test]
+fn blocking_falls_with_buffer_needs_the_outages() {
+    let quick = "quick_sweep = { buffer = [1, 3, 10] }";
+    let paper = findings(&edited("seed003-buffer", &[(quick, "quick_sweep = { buffer = [1, 10] }")]));
+    assert_eq!(kind(&paper, "blocking_falls_with_buffer"), Kind::Agrees);
+    // The cause removed: no loss event — nothing blocks at any buffer, so a larger buffer has nothing to
+    // relieve.
+    let muted = findings(&edited(
+        "seed003-buffer",
+        &[(quick, "quick_sweep = { buffer = [1, 10] }"), ("loss = [0.1]", "loss = [0.0]")],
+    ));
+    assert_eq!(kind(&muted, "blocking_falls_with_buffer"), Kind::Disagrees);
+}

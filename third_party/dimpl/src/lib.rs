@@ -621,6 +621,17 @@ impl Dtls {
         )
     }
 
+    /// corral patch: the server's next ClientHello carries a cookie that the caller has already
+    /// verified statelessly (its own HelloVerifyRequest, sent before this instance existed), so this
+    /// instance expects it as `message_seq` 1 and answers with `message_seq` 1 (RFC 6347 §4.2.2), as if
+    /// it had sent the HelloVerifyRequest itself. Use with `use_server_cookie(false)`, before the first
+    /// packet. Has no effect on a client or a DTLS 1.3 instance.
+    pub fn expect_verified_cookie(&mut self) {
+        if let Some(Inner::Server12(server)) = self.inner.as_mut() {
+            server.expect_verified_cookie();
+        }
+    }
+
     /// Switch between server and client roles.
     ///
     /// Set `active` to true for client role, false for server role.

@@ -1144,6 +1144,14 @@ impl Engine {
         // clear the old records.
     }
 
+    /// corral patch: the first ClientHello this server instance sees is the second of RFC 6347
+    /// §4.2.2's exchange (message_seq 1, its cookie verified before this instance existed), and the
+    /// ServerHello answering it has message_seq 1.
+    pub fn expect_verified_cookie(&mut self) {
+        self.peer_handshake_seq_no = 1;
+        self.next_handshake_seq_no = 1;
+    }
+
     /// Reset client handshake state after receiving HelloVerifyRequest.
     ///
     /// Per RFC 6347 §4.2.2, the client sends the next ClientHello (with cookie) using

@@ -153,6 +153,11 @@ impl Server {
         Self::new_with_engine(engine, now)
     }
 
+    /// corral patch: see [`crate::Dtls::expect_verified_cookie`].
+    pub(crate) fn expect_verified_cookie(&mut self) {
+        self.engine.expect_verified_cookie();
+    }
+
     pub(crate) fn new_with_engine(mut engine: Engine, now: Instant) -> Server {
         engine.set_client(false);
 

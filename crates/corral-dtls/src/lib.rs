@@ -62,10 +62,17 @@ use tracing::{debug, info, trace, warn};
 
 pub use dimpl;
 
-/// PSK identities and their keys (a server's credentials).
-#[derive(Debug, Clone, Default)]
+/// PSK identities and their keys (a server's credentials). Its `Debug` shows the identities, never a key.
+#[derive(Clone, Default)]
 pub struct PskKeys {
     keys: HashMap<Vec<u8>, Vec<u8>>,
+}
+
+impl std::fmt::Debug for PskKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<String> = self.keys.keys().map(|i| String::from_utf8_lossy(i).into_owned()).collect();
+        f.debug_struct("PskKeys").field("identities", &ids).finish_non_exhaustive()
+    }
 }
 
 impl PskKeys {
@@ -86,13 +93,24 @@ impl PskKeys {
     }
 }
 
-/// Which side of the handshakes this layer takes, and with which credentials.
-#[derive(Debug, Clone)]
+/// Which side of the handshakes this layer takes, and with which credentials. Its `Debug` shows no key.
+#[derive(Clone)]
 pub enum Role {
     /// Accepts sessions from peers that know one of these PSK identities.
     Server(Arc<PskKeys>),
     /// Opens a session to each peer it sends to, with this PSK identity and key (libcoap's `-u` / `-k`).
     Client { identity: Vec<u8>, key: Vec<u8> },
+}
+
+impl std::fmt::Debug for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Role::Server(keys) => f.debug_tuple("Server").field(keys).finish(),
+            Role::Client { identity, .. } => {
+                f.debug_struct("Client").field("identity", &String::from_utf8_lossy(identity)).finish_non_exhaustive()
+            }
+        }
+    }
 }
 
 /// How a [`DtlsLayer`] behaves.
@@ -152,7 +170,9 @@ impl std::fmt::Display for HandshakeFailure {
             HandshakeFailure::BadKey => write!(f, "the keys do not match (check -k)"),
             HandshakeFailure::NoSharedSuite => write!(f, "no shared cipher suite"),
             HandshakeFailure::BadCertificate => write!(f, "bad certificate"),
-            HandshakeFailure::Timeout => write!(f, "no answer to the handshake"),
+            HandshakeFailure::Timeout => {
+                write!(f, "no answer to the handshake (a server may refuse a key silently: check -k and -u)")
+            }
             HandshakeFailure::Alert(d) => write!(f, "the peer sent fatal alert {d}"),
             HandshakeFailure::Other(s) => write!(f, "{s}"),
         }
@@ -356,7 +376,9 @@ impl DtlsLayer {
             Role::Server(keys) => {
                 builder.with_psk_server(None, Arc::new(Resolver { keys: keys.clone(), seen: seen.clone() }))
             }
-            Role::Client { identity, key } => builder.with_psk_client(identity.clone(), Arc::new(FixedKey(key.clone()))),
+            Role::Client { identity, key } => {
+                builder.with_psk_client(identity.clone(), Arc::new(FixedKey(key.clone())))
+            }
         };
         builder.build().map(Arc::new)
     }
@@ -392,11 +414,7 @@ impl DtlsLayer {
 
     /// Forgets the least recently active session, a handshake before an established one.
     fn evict(&mut self, now: Instant) {
-        let victim = self
-            .sessions
-            .iter()
-            .min_by_key(|(_, s)| (s.connected, s.lru))
-            .map(|(peer, _)| *peer);
+        let victim = self.sessions.iter().min_by_key(|(_, s)| (s.connected, s.lru)).map(|(peer, _)| *peer);
         if let Some(peer) = victim {
             warn!(%peer, max = self.config.max_sessions, "DTLS session table full: evicting the least recently active session");
             self.stats.evicted += 1;

@@ -58,7 +58,11 @@ fn a_psk_handshake_carries_plaintext_both_ways_and_names_the_identity() {
     pump(now, &mut c, &mut s);
     assert_eq!(s.stats().cookies_sent, 1, "the first ClientHello is answered with a cookie");
     assert!(c.is_connected(addr(SERVER)) && s.is_connected(addr(CLIENT)));
-    assert_eq!(s.poll_plaintext(), Some((addr(CLIENT), b"request".to_vec())), "queued plaintext goes after the handshake");
+    assert_eq!(
+        s.poll_plaintext(),
+        Some((addr(CLIENT), b"request".to_vec())),
+        "queued plaintext goes after the handshake"
+    );
     assert!(events(&mut s).contains(&DtlsEvent::Connected { peer: addr(CLIENT), identity: Some(b"alice".to_vec()) }));
     s.send(addr(CLIENT), b"response");
     pump(now, &mut c, &mut s);
@@ -231,4 +235,3 @@ proptest! {
         }
     }
 }
-

@@ -94,9 +94,7 @@ impl HybridClientHello {
         let random = Random::new(&mut rng);
 
         // Start ECDHE key exchange with the first supported group (filtered)
-        let group = config.kx_groups().next().ok_or(Error::CryptoError(
-            CryptoError::NoSupportedKeyExchangeGroups,
-        ))?;
+        let group = config.kx_groups().next().ok_or(Error::CryptoError(CryptoError::NoSupportedKeyExchangeGroups))?;
         let kx_buf = Buf::new();
         let key_exchange = group.start_exchange(kx_buf).map_err(Error::CryptoError)?;
 
@@ -107,10 +105,7 @@ impl HybridClientHello {
         for cs in config.dtls13_cipher_suites() {
             suites.push(cs.suite().as_u16());
         }
-        for cs in config
-            .dtls12_cipher_suites()
-            .filter(|cs| !cs.suite().is_psk())
-        {
+        for cs in config.dtls12_cipher_suites().filter(|cs| !cs.suite().is_psk()) {
             suites.push(cs.suite().as_u16());
         }
         // ---- Extensions ----
@@ -142,10 +137,7 @@ impl HybridClientHello {
 
         let start = ext_buf.len();
         let mut entries = ArrayVec::new();
-        entries.push(KeyShareEntry {
-            group: group.name(),
-            key_exchange_range: pub_key_start..pub_key_end,
-        });
+        entries.push(KeyShareEntry { group: group.name(), key_exchange_range: pub_key_start..pub_key_end });
         let ks = KeyShareClientHello { entries };
         ks.serialize(&key_data, &mut ext_buf);
         ext_entries.push((EXT_KEY_SHARE, start, ext_buf.len()));
@@ -223,8 +215,7 @@ impl HybridClientHello {
         self.cookie = cookie;
         // DTLS 1.3 requires an empty legacy cookie, so stop advertising it.
         self.extensions.retain(|ext| {
-            ext.extension_type != ExtensionType::SupportedVersions
-                && ext.extension_type != ExtensionType::KeyShare
+            ext.extension_type != ExtensionType::SupportedVersions && ext.extension_type != ExtensionType::KeyShare
         });
     }
 
@@ -237,10 +228,7 @@ impl HybridClientHello {
     pub fn set_key_share(&mut self, group: NamedGroup, public_key: &[u8]) {
         self.set_extension(EXT_KEY_SHARE, |data| {
             let mut entries = ArrayVec::new();
-            entries.push(KeyShareEntry {
-                group,
-                key_exchange_range: 0..public_key.len(),
-            });
+            entries.push(KeyShareEntry { group, key_exchange_range: 0..public_key.len() });
             KeyShareClientHello { entries }.serialize(public_key, data);
         });
     }
@@ -252,11 +240,7 @@ impl HybridClientHello {
             extension_type: ExtensionType::from_u16(kind),
             extension_data_range: start..self.extension_data.len(),
         };
-        if let Some(existing) = self
-            .extensions
-            .iter_mut()
-            .find(|ext| ext.extension_type == entry.extension_type)
-        {
+        if let Some(existing) = self.extensions.iter_mut().find(|ext| ext.extension_type == entry.extension_type) {
             *existing = entry;
         } else {
             self.extensions.push(entry);
@@ -277,14 +261,8 @@ impl HybridClientHello {
         }
         body.extend_from_slice(&[1, 0]); // null compression
 
-        let extensions_len: usize = self
-            .extensions
-            .iter()
-            .map(|ext| 4 + ext.extension_data_range.len())
-            .sum();
-        let deficit = self
-            .mtu
-            .saturating_sub(25 + body.len() - start + 2 + extensions_len);
+        let extensions_len: usize = self.extensions.iter().map(|ext| 4 + ext.extension_data_range.len()).sum();
+        let deficit = self.mtu.saturating_sub(25 + body.len() - start + 2 + extensions_len);
         let padding = if deficit >= 4 { deficit } else { 0 };
         body.extend_from_slice(&((extensions_len + padding) as u16).to_be_bytes());
         for ext in &self.extensions {
@@ -329,11 +307,7 @@ pub(crate) struct ClientPending {
 }
 
 impl ClientPending {
-    pub fn new(
-        config: Arc<Config>,
-        certificate: DtlsCertificate,
-        now: Instant,
-    ) -> Result<Self, Error> {
+    pub fn new(config: Arc<Config>, certificate: DtlsCertificate, now: Instant) -> Result<Self, Error> {
         let hybrid = HybridClientHello::new(&config)?;
         let wire_packet = hybrid.wire_packet();
         let mut rng = SeededRng::new(config.rng_seed());
@@ -357,15 +331,12 @@ impl ClientPending {
         if self.closed {
             return Ok(());
         }
-        let resend = self
-            .timers
-            .handle_timeout(now, &mut self.rng)
-            .map_err(|error| {
-                Error::Timeout(match error {
-                    TimeoutError::Handshake => TimeoutError::HybridClientHello,
-                    other => other,
-                })
-            })?;
+        let resend = self.timers.handle_timeout(now, &mut self.rng).map_err(|error| {
+            Error::Timeout(match error {
+                TimeoutError::Handshake => TimeoutError::HybridClientHello,
+                other => other,
+            })
+        })?;
         if resend {
             self.needs_send = true;
         }
@@ -400,25 +371,10 @@ impl ClientPending {
         Ok(())
     }
 
-    pub fn into_parts(
-        self,
-    ) -> (
-        HybridClientHello,
-        Arc<Config>,
-        DtlsCertificate,
-        Instant,
-        HandshakeTimers,
-    ) {
+    pub fn into_parts(self) -> (HybridClientHello, Arc<Config>, DtlsCertificate, Instant, HandshakeTimers) {
         // Bind the fields first: CodeQL treats a tuple holding `self.certificate`
         // directly as sensitive data and taints every element, including `config`.
-        let Self {
-            hybrid,
-            config,
-            certificate,
-            last_now,
-            timers,
-            ..
-        } = self;
+        let Self { hybrid, config, certificate, last_now, timers, .. } = self;
         (hybrid, config, certificate, last_now, timers)
     }
 }
@@ -477,9 +433,8 @@ fn server_hello_version_inner(packet: &[u8]) -> Option<DetectedVersion> {
         return None;
     }
 
-    let fragment_len = ((record_body[9] as usize) << 16)
-        | ((record_body[10] as usize) << 8)
-        | (record_body[11] as usize);
+    let fragment_len =
+        ((record_body[9] as usize) << 16) | ((record_body[10] as usize) << 8) | (record_body[11] as usize);
     let body = record_body.get(12..12 + fragment_len)?;
 
     // ServerHello body:
@@ -710,19 +665,14 @@ mod tests {
 
     #[test]
     fn garbage_packet_is_unknown() {
-        assert_eq!(
-            server_hello_version(&[0xFF, 0x00]),
-            DetectedVersion::Unknown
-        );
+        assert_eq!(server_hello_version(&[0xFF, 0x00]), DetectedVersion::Unknown);
         assert_eq!(server_hello_version(&[]), DetectedVersion::Unknown);
     }
 
     #[test]
     fn too_short_is_unknown() {
         // Non-handshake content type
-        let pkt = [
-            0x17, 0xFE, 0xFD, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xFF,
-        ];
+        let pkt = [0x17, 0xFE, 0xFD, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xFF];
         assert_eq!(server_hello_version(&pkt), DetectedVersion::Unknown);
     }
 

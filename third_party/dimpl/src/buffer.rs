@@ -32,10 +32,7 @@ impl BufferPool {
     ///
     /// Panics if the buffer was not acquired from a pool.
     pub fn push(&mut self, mut buffer: Buf) {
-        assert!(
-            buffer.from_pool,
-            "only buffers acquired from a pool may be returned"
-        );
+        assert!(buffer.from_pool, "only buffers acquired from a pool may be returned");
         buffer.clear();
         self.free.push_front(buffer);
     }
@@ -43,9 +40,7 @@ impl BufferPool {
 
 impl fmt::Debug for BufferPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BufferPool")
-            .field("free", &self.free.len())
-            .finish()
+        f.debug_struct("BufferPool").field("free", &self.free.len()).finish()
     }
 }
 
@@ -131,9 +126,7 @@ impl AsMut<[u8]> for Buf {
 
 impl fmt::Debug for Buf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Buf")
-            .field("len", &self.data.len())
-            .finish()
+        f.debug_struct("Buf").field("len", &self.data.len()).finish()
     }
 }
 
@@ -145,10 +138,7 @@ pub trait ToBuf {
 
 impl ToBuf for Vec<u8> {
     fn to_buf(self) -> Buf {
-        Buf {
-            data: self,
-            from_pool: false,
-        }
+        Buf { data: self, from_pool: false }
     }
 }
 

@@ -38,12 +38,10 @@ pub use crate::DtlsCertificate;
 /// This function requires the `rcgen` feature to be enabled.
 pub fn generate_self_signed_certificate() -> Result<DtlsCertificate, CertificateError> {
     // Create a key pair for the certificate
-    let key_pair = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)
-        .map_err(|_| CertificateError::GenerationFailed)?;
+    let key_pair = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(|_| CertificateError::GenerationFailed)?;
 
     // Set up certificate parameters
-    let mut params = CertificateParams::new(Vec::<String>::new())
-        .map_err(|_| CertificateError::GenerationFailed)?;
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|_| CertificateError::GenerationFailed)?;
 
     // Set up distinguished name
     let mut distinguished_name = DistinguishedName::new();
@@ -68,9 +66,7 @@ pub fn generate_self_signed_certificate() -> Result<DtlsCertificate, Certificate
     params.serial_number = Some(serial_buf.to_vec().into());
 
     // Build the certificate
-    let cert = params
-        .self_signed(&key_pair)
-        .map_err(|_| CertificateError::GenerationFailed)?;
+    let cert = params.self_signed(&key_pair).map_err(|_| CertificateError::GenerationFailed)?;
 
     // Get the certificate in DER format
     let cert_der = cert.der().to_vec();
@@ -78,10 +74,7 @@ pub fn generate_self_signed_certificate() -> Result<DtlsCertificate, Certificate
     // Get the private key in DER format
     let key_der = key_pair.serialize_der();
 
-    Ok(DtlsCertificate {
-        certificate: cert_der,
-        private_key: key_der,
-    })
+    Ok(DtlsCertificate { certificate: cert_der, private_key: key_der })
 }
 
 /// Calculate a certificate fingerprint using SHA-256
@@ -95,11 +88,7 @@ pub fn calculate_fingerprint(cert_der: &[u8]) -> Vec<u8> {
 /// Format a fingerprint as a colon-separated hex string
 /// Example: "AF:12:F6:..."
 pub fn format_fingerprint(fingerprint: &[u8]) -> String {
-    fingerprint
-        .iter()
-        .map(|byte| format!("{:02X}", byte))
-        .collect::<Vec<String>>()
-        .join(":")
+    fingerprint.iter().map(|byte| format!("{:02X}", byte)).collect::<Vec<String>>().join(":")
 }
 
 impl DtlsCertificate {
@@ -154,10 +143,7 @@ mod tests {
         use x509_parser::prelude::*;
         let (_, parsed1) = X509Certificate::from_der(&cert1.certificate).unwrap();
         let (_, parsed2) = X509Certificate::from_der(&cert2.certificate).unwrap();
-        assert_ne!(
-            parsed1.serial, parsed2.serial,
-            "Serial numbers must be unique for Firefox compatibility"
-        );
+        assert_ne!(parsed1.serial, parsed2.serial, "Serial numbers must be unique for Firefox compatibility");
     }
 
     #[test]

@@ -224,9 +224,7 @@ impl Config {
     /// PSK resolver for looking up shared secrets by identity.
     pub fn psk_resolver(&self) -> Option<&dyn PskResolver> {
         match &self.psk {
-            Some(Psk::Client { resolver, .. } | Psk::Server { resolver, .. }) => {
-                Some(resolver.as_ref())
-            }
+            Some(Psk::Client { resolver, .. } | Psk::Server { resolver, .. }) => Some(resolver.as_ref()),
             None => None,
         }
     }
@@ -240,9 +238,7 @@ impl Config {
     /// PSK cipher suites are excluded when no [`PskResolver`] is configured,
     /// preventing a certificate-mode endpoint from negotiating a PSK suite
     /// and inadvertently skipping certificate authentication.
-    pub fn dtls12_cipher_suites(
-        &self,
-    ) -> impl Iterator<Item = &'static dyn SupportedDtls12CipherSuite> + '_ {
+    pub fn dtls12_cipher_suites(&self) -> impl Iterator<Item = &'static dyn SupportedDtls12CipherSuite> + '_ {
         let filter = self.dtls12_cipher_suites.as_ref();
         let has_psk = self.psk.is_some();
         self.crypto_provider
@@ -259,18 +255,12 @@ impl Config {
     /// Returns all provider DTLS 1.3 cipher suites when no filter is set.
     /// When a filter is set via the builder's `dtls13_cipher_suites` method,
     /// only suites in both the provider and the filter are returned.
-    pub fn dtls13_cipher_suites(
-        &self,
-    ) -> impl Iterator<Item = &'static dyn SupportedDtls13CipherSuite> + '_ {
+    pub fn dtls13_cipher_suites(&self) -> impl Iterator<Item = &'static dyn SupportedDtls13CipherSuite> + '_ {
         let filter = self.dtls13_cipher_suites.as_ref();
-        self.crypto_provider
-            .dtls13_cipher_suites
-            .iter()
-            .copied()
-            .filter(move |cs| match filter {
-                Some(list) => list.contains(&cs.suite()),
-                None => true,
-            })
+        self.crypto_provider.dtls13_cipher_suites.iter().copied().filter(move |cs| match filter {
+            Some(list) => list.contains(&cs.suite()),
+            None => true,
+        })
     }
 
     /// Allowed key exchange groups, filtered by the config's allow-list.
@@ -280,12 +270,10 @@ impl Config {
     /// only groups in both the provider and the filter are returned.
     pub fn kx_groups(&self) -> impl Iterator<Item = &'static dyn SupportedKxGroup> + '_ {
         let filter = self.kx_groups.as_ref();
-        self.crypto_provider
-            .supported_kx_groups()
-            .filter(move |kx| match filter {
-                Some(list) => list.contains(&kx.name()),
-                None => true,
-            })
+        self.crypto_provider.supported_kx_groups().filter(move |kx| match filter {
+            Some(list) => list.contains(&kx.name()),
+            None => true,
+        })
     }
 }
 
@@ -491,11 +479,7 @@ impl ConfigBuilder {
     ///
     /// The optional `hint` is sent to the client in ServerKeyExchange.
     /// The `resolver` looks up the shared secret by client identity.
-    pub fn with_psk_server(
-        mut self,
-        hint: Option<Vec<u8>>,
-        resolver: Arc<dyn PskResolver>,
-    ) -> Self {
+    pub fn with_psk_server(mut self, hint: Option<Vec<u8>>, resolver: Arc<dyn PskResolver>) -> Self {
         self.psk = Some(Psk::Server { hint, resolver });
         self
     }
@@ -519,9 +503,7 @@ impl ConfigBuilder {
             return Err(ConfigError::InvalidFlightStartRto.into());
         }
 
-        let crypto_provider = self
-            .crypto_provider
-            .or_else(|| CryptoProvider::get_default().cloned());
+        let crypto_provider = self.crypto_provider.or_else(|| CryptoProvider::get_default().cloned());
 
         #[cfg(feature = "aws-lc-rs")]
         let crypto_provider = crypto_provider.or_else(|| Some(aws_lc_rs::default_provider()));
@@ -540,10 +522,7 @@ impl ConfigBuilder {
 
         // Validate MTU: must be large enough for DTLS record + handshake headers
         if self.mtu < 64 {
-            return Err(Error::ConfigError(ConfigError::MtuTooSmall {
-                mtu: self.mtu as u16,
-                minimum: 64,
-            }));
+            return Err(Error::ConfigError(ConfigError::MtuTooSmall { mtu: self.mtu as u16, minimum: 64 }));
         }
 
         // Validate aead_encryption_limit: must be at least 1
@@ -558,10 +537,9 @@ impl ConfigBuilder {
         let dtls12_suites: Vec<_> = {
             let all = crypto_provider.supported_cipher_suites();
             match &self.dtls12_cipher_suites {
-                Some(list) => all
-                    .filter(|cs| list.contains(&cs.suite()))
-                    .filter(|cs| has_psk || !cs.suite().is_psk())
-                    .collect(),
+                Some(list) => {
+                    all.filter(|cs| list.contains(&cs.suite())).filter(|cs| has_psk || !cs.suite().is_psk()).collect()
+                }
                 None => all.filter(|cs| has_psk || !cs.suite().is_psk()).collect(),
             }
         };
@@ -574,9 +552,7 @@ impl ConfigBuilder {
             }
         };
         if dtls12_count + dtls13_count == 0 {
-            return Err(Error::ConfigError(
-                ConfigError::NoCipherSuitesAfterFiltering,
-            ));
+            return Err(Error::ConfigError(ConfigError::NoCipherSuitesAfterFiltering));
         }
 
         // When PSK is configured, at least one negotiable DTLS 1.2 suite must be
@@ -585,9 +561,7 @@ impl ConfigBuilder {
         // speaks DTLS 1.2, and under AuthMode::Psk every non-PSK suite is rejected
         // by CryptoContext::is_cipher_suite_compatible.
         if has_psk && !dtls12_suites.iter().any(|cs| cs.suite().is_psk()) {
-            return Err(Error::ConfigError(
-                ConfigError::PskConfiguredWithoutPskCipherSuite,
-            ));
+            return Err(Error::ConfigError(ConfigError::PskConfiguredWithoutPskCipherSuite));
         }
 
         // Skip DTLS 1.2 kx-group validation only when the surviving DTLS 1.2
@@ -605,25 +579,15 @@ impl ConfigBuilder {
             }
         };
         if has_non_psk_dtls12 {
-            let dtls12_kx_count = crypto_provider
-                .supported_kx_groups()
-                .filter(&filtered_kx)
-                .count();
+            let dtls12_kx_count = crypto_provider.supported_kx_groups().filter(&filtered_kx).count();
             if dtls12_kx_count == 0 {
-                return Err(Error::ConfigError(
-                    ConfigError::NoDtls12KeyExchangeGroupsAfterFiltering,
-                ));
+                return Err(Error::ConfigError(ConfigError::NoDtls12KeyExchangeGroupsAfterFiltering));
             }
         }
         if dtls13_count > 0 {
-            let kx_count = crypto_provider
-                .supported_kx_groups()
-                .filter(filtered_kx)
-                .count();
+            let kx_count = crypto_provider.supported_kx_groups().filter(filtered_kx).count();
             if kx_count == 0 {
-                return Err(Error::ConfigError(
-                    ConfigError::NoDtls13KeyExchangeGroupsAfterFiltering,
-                ));
+                return Err(Error::ConfigError(ConfigError::NoDtls13KeyExchangeGroupsAfterFiltering));
             }
         }
 
@@ -649,25 +613,19 @@ impl ConfigBuilder {
 
 impl Default for Config {
     fn default() -> Self {
-        Config::builder()
-            .build()
-            .expect("Default config should always validate")
+        Config::builder().build().expect("Default config should always validate")
     }
 }
 
 impl fmt::Debug for Psk {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Psk::Client { identity, .. } => f
-                .debug_struct("Psk::Client")
-                .field("identity", &identity)
-                .field("resolver", &"...")
-                .finish(),
-            Psk::Server { hint, .. } => f
-                .debug_struct("Psk::Server")
-                .field("hint", &hint)
-                .field("resolver", &"...")
-                .finish(),
+            Psk::Client { identity, .. } => {
+                f.debug_struct("Psk::Client").field("identity", &identity).field("resolver", &"...").finish()
+            }
+            Psk::Server { hint, .. } => {
+                f.debug_struct("Psk::Server").field("hint", &hint).field("resolver", &"...").finish()
+            }
         }
     }
 }
@@ -678,10 +636,7 @@ impl fmt::Debug for Config {
             .field("mtu", &self.mtu)
             .field("max_queue_rx", &self.max_queue_rx)
             .field("max_queue_tx", &self.max_queue_tx)
-            .field(
-                "require_client_certificate",
-                &self.require_client_certificate,
-            )
+            .field("require_client_certificate", &self.require_client_certificate)
             .field("use_server_cookie", &self.use_server_cookie)
             .field("flight_start_rto", &self.flight_start_rto)
             .field("flight_retries", &self.flight_retries)
@@ -703,10 +658,7 @@ impl fmt::Debug for ConfigBuilder {
             .field("mtu", &self.mtu)
             .field("max_queue_rx", &self.max_queue_rx)
             .field("max_queue_tx", &self.max_queue_tx)
-            .field(
-                "require_client_certificate",
-                &self.require_client_certificate,
-            )
+            .field("require_client_certificate", &self.require_client_certificate)
             .field("use_server_cookie", &self.use_server_cookie)
             .field("flight_start_rto", &self.flight_start_rto)
             .field("flight_retries", &self.flight_retries)
@@ -736,35 +688,14 @@ mod tests {
 
     #[test]
     fn timing_duration_bounds() {
-        for duration in [
-            Duration::ZERO,
-            MAX_TIMING_DURATION + Duration::from_nanos(1),
-            Duration::MAX,
-        ] {
-            let error = Config::builder()
-                .handshake_timeout(duration)
-                .build()
-                .expect_err("unsupported handshake timeout");
-            assert_eq!(
-                error,
-                Error::ConfigError(ConfigError::InvalidHandshakeTimeout)
-            );
-            assert_eq!(
-                error.to_string(),
-                "config error: handshake_timeout must be nonzero and at most 3650 days"
-            );
-            let error = Config::builder()
-                .flight_start_rto(duration)
-                .build()
-                .expect_err("unsupported initial RTO");
-            assert_eq!(
-                error,
-                Error::ConfigError(ConfigError::InvalidFlightStartRto)
-            );
-            assert_eq!(
-                error.to_string(),
-                "config error: flight_start_rto must be nonzero and at most 3650 days"
-            );
+        for duration in [Duration::ZERO, MAX_TIMING_DURATION + Duration::from_nanos(1), Duration::MAX] {
+            let error =
+                Config::builder().handshake_timeout(duration).build().expect_err("unsupported handshake timeout");
+            assert_eq!(error, Error::ConfigError(ConfigError::InvalidHandshakeTimeout));
+            assert_eq!(error.to_string(), "config error: handshake_timeout must be nonzero and at most 3650 days");
+            let error = Config::builder().flight_start_rto(duration).build().expect_err("unsupported initial RTO");
+            assert_eq!(error, Error::ConfigError(ConfigError::InvalidFlightStartRto));
+            assert_eq!(error.to_string(), "config error: flight_start_rto must be nonzero and at most 3650 days");
         }
         for duration in [Duration::from_nanos(1), MAX_TIMING_DURATION] {
             for retries in [0, usize::MAX] {
@@ -807,10 +738,7 @@ mod tests {
 
     #[test]
     fn accepts_minimum_mtu() {
-        Config::builder()
-            .mtu(64)
-            .build()
-            .expect("MTU 64 should be accepted");
+        Config::builder().mtu(64).build().expect("MTU 64 should be accepted");
     }
 
     #[test]
@@ -824,10 +752,7 @@ mod tests {
 
     #[test]
     fn accepts_minimum_aead_limit() {
-        Config::builder()
-            .aead_encryption_limit(1)
-            .build()
-            .expect("aead_encryption_limit 1 should be accepted");
+        Config::builder().aead_encryption_limit(1).build().expect("aead_encryption_limit 1 should be accepted");
     }
 
     #[test]
@@ -852,10 +777,8 @@ mod tests {
 
     #[test]
     fn filter_kx_groups() {
-        let config = Config::builder()
-            .kx_groups(&[NamedGroup::Secp256r1])
-            .build()
-            .expect("should accept single kx group");
+        let config =
+            Config::builder().kx_groups(&[NamedGroup::Secp256r1]).build().expect("should accept single kx group");
         let groups: Vec<_> = config.kx_groups().map(|g| g.name()).collect();
         assert_eq!(groups, &[NamedGroup::Secp256r1]);
     }
@@ -882,11 +805,7 @@ mod tests {
 
     #[test]
     fn both_empty_filters_rejected() {
-        match Config::builder()
-            .dtls12_cipher_suites(&[])
-            .dtls13_cipher_suites(&[])
-            .build()
-        {
+        match Config::builder().dtls12_cipher_suites(&[]).dtls13_cipher_suites(&[]).build() {
             Err(Error::ConfigError(ConfigError::NoCipherSuitesAfterFiltering)) => {}
             Err(other) => panic!("expected ConfigError, got: {other:?}"),
             Ok(_) => panic!("expected error when both versions are empty"),
@@ -933,11 +852,7 @@ mod tests {
     fn kx_groups_match_provider_when_unfiltered() {
         let config = Config::default();
         let from_config: Vec<_> = config.kx_groups().map(|g| g.name()).collect();
-        let from_provider: Vec<_> = config
-            .crypto_provider()
-            .supported_kx_groups()
-            .map(|g| g.name())
-            .collect();
+        let from_provider: Vec<_> = config.crypto_provider().supported_kx_groups().map(|g| g.name()).collect();
         assert_eq!(from_config, from_provider);
     }
 
@@ -1095,10 +1010,7 @@ mod tests {
                 .build()
                 .expect("should accept filtered config with explicit provider");
             let suites12: Vec<_> = config.dtls12_cipher_suites().map(|cs| cs.suite()).collect();
-            assert_eq!(
-                suites12,
-                &[Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384]
-            );
+            assert_eq!(suites12, &[Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384]);
             let suites13: Vec<_> = config.dtls13_cipher_suites().map(|cs| cs.suite()).collect();
             assert_eq!(suites13, &[Dtls13CipherSuite::AES_128_GCM_SHA256]);
             let groups: Vec<_> = config.kx_groups().map(|g| g.name()).collect();

@@ -798,10 +798,7 @@ impl fmt::Display for UnexpectedMessageError {
         match self {
             Self::UnrecognizedAutoServerResponse => write!(f, "unrecognized response from server"),
             Self::UnexpectedEpoch => {
-                write!(
-                    f,
-                    "pending record in unexpected epoch at handshake completion"
-                )
+                write!(f, "pending record in unexpected epoch at handshake completion")
             }
             Self::ServerKeyExchangeWithoutSignature => {
                 write!(f, "ServerKeyExchange without signature")
@@ -864,10 +861,7 @@ impl fmt::Display for InvalidStateError {
                 write!(f, "exporter master secret not yet derived")
             }
             Self::ExtendedMasterSecretSessionHashMissing => {
-                write!(
-                    f,
-                    "extended master secret negotiated but session hash not captured"
-                )
+                write!(f, "extended master secret negotiated but session hash not captured")
             }
         }
     }
@@ -915,30 +909,17 @@ impl fmt::Display for CryptoError {
                 write!(f, "signature algorithm not offered by client")
             }
             Self::SignatureAlgorithmMismatch { expected, actual } => {
-                write!(
-                    f,
-                    "signature algorithm mismatch: {actual:?} != {expected:?}"
-                )
+                write!(f, "signature algorithm mismatch: {actual:?} != {expected:?}")
             }
             Self::UnsupportedSignaturePair { signature, hash } => {
                 write!(f, "unsupported signature algorithm: {signature:?}/{hash:?}")
             }
-            Self::UnsupportedSignatureVerification {
-                signature,
-                hash,
-                group,
-            } => write!(
-                f,
-                "unsupported signature verification: {signature:?} + {hash:?} + {group:?}"
-            ),
-            Self::SignatureVerificationFailed {
-                signature,
-                hash,
-                group,
-            } => write!(
-                f,
-                "signature verification failed: {signature:?} + {hash:?} + {group:?}"
-            ),
+            Self::UnsupportedSignatureVerification { signature, hash, group } => {
+                write!(f, "unsupported signature verification: {signature:?} + {hash:?} + {group:?}")
+            }
+            Self::SignatureVerificationFailed { signature, hash, group } => {
+                write!(f, "signature verification failed: {signature:?} + {hash:?} + {group:?}")
+            }
             Self::UnsupportedPublicKeyAlgorithm => write!(f, "unsupported public key algorithm"),
             Self::UnsupportedEcCurve => write!(f, "unsupported EC curve"),
             Self::CertificateParseFailed => write!(f, "failed to parse certificate"),
@@ -956,13 +937,9 @@ impl fmt::Display for CryptoError {
             Self::InvalidPrivateKey => {
                 write!(f, "failed to parse private key in any supported format")
             }
-            Self::SigningKeyHashMismatch {
-                key_hash,
-                requested,
-            } => write!(
-                f,
-                "signing key is locked to {key_hash:?} but {requested:?} was requested"
-            ),
+            Self::SigningKeyHashMismatch { key_hash, requested } => {
+                write!(f, "signing key is locked to {key_hash:?} but {requested:?} was requested")
+            }
             Self::SigningKeyUnsupportedHash { group, hash } => {
                 write!(f, "{group:?} key does not support hash algorithm {hash:?}")
             }
@@ -1093,10 +1070,7 @@ impl fmt::Display for SecurityError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::UnsupportedHelloVerifyRequestVersion(version) => {
-                write!(
-                    f,
-                    "unsupported DTLS version in HelloVerifyRequest: {version:?}"
-                )
+                write!(f, "unsupported DTLS version in HelloVerifyRequest: {version:?}")
             }
             Self::UnsupportedServerVersion(version) => {
                 write!(f, "unsupported DTLS version from server: {version:?}")
@@ -1105,10 +1079,7 @@ impl fmt::Display for SecurityError {
                 write!(f, "unsupported DTLS version from client: {version:?}")
             }
             Self::UnsupportedServerCompression(compression) => {
-                write!(
-                    f,
-                    "unsupported compression method from server: {compression:?}"
-                )
+                write!(f, "unsupported compression method from server: {compression:?}")
             }
             Self::UnsupportedClientCompression => {
                 write!(f, "client did not offer null compression")
@@ -1170,32 +1141,21 @@ impl fmt::Display for SecurityError {
             }
             Self::ServerMissingKeyShare => write!(f, "server missing key_share"),
             Self::ServerKeyShareGroupMismatch { expected, actual } => {
-                write!(
-                    f,
-                    "server key_share group mismatch: expected {expected:?}, actual {actual:?}"
-                )
+                write!(f, "server key_share group mismatch: expected {expected:?}, actual {actual:?}")
             }
             Self::SignatureTooLarge => write!(f, "signature too large"),
             Self::SignatureSchemeNotOffered(scheme) => {
                 write!(f, "signature scheme {scheme:?} was not offered")
             }
             Self::SignatureAlgorithmMismatch { expected, actual } => {
-                write!(
-                    f,
-                    "signature algorithm mismatch: expected {expected:?}, got {actual:?}"
-                )
+                write!(f, "signature algorithm mismatch: expected {expected:?}, got {actual:?}")
             }
             Self::UnsupportedSignatureScheme(scheme) => {
                 write!(f, "unsupported signature scheme: {scheme:?}")
             }
-            Self::SignatureSchemeCertificateCurveMismatch {
-                scheme,
-                expected,
-                actual,
-            } => write!(
-                f,
-                "signature scheme {scheme:?} requires {expected:?} but certificate uses {actual:?}"
-            ),
+            Self::SignatureSchemeCertificateCurveMismatch { scheme, expected, actual } => {
+                write!(f, "signature scheme {scheme:?} requires {expected:?} but certificate uses {actual:?}")
+            }
             Self::ServerFinishedVerificationFailed => {
                 write!(f, "server Finished verification failed")
             }
@@ -1251,10 +1211,9 @@ impl fmt::Display for ConfigError {
                     "DTLS 1.3 cipher suite must be available"
                 )
             ),
-            Self::PskConfiguredWithoutPskCipherSuite => write!(
-                f,
-                "PSK is configured but no PSK cipher suite remains after filtering DTLS 1.2 suites"
-            ),
+            Self::PskConfiguredWithoutPskCipherSuite => {
+                write!(f, "PSK is configured but no PSK cipher suite remains after filtering DTLS 1.2 suites")
+            }
             Self::NoDtls12KeyExchangeGroupsAfterFiltering => write!(
                 f,
                 concat!(
@@ -1262,10 +1221,9 @@ impl fmt::Display for ConfigError {
                     "groups remain after filtering"
                 )
             ),
-            Self::NoDtls13KeyExchangeGroupsAfterFiltering => write!(
-                f,
-                "DTLS 1.3 cipher suites are enabled but no key exchange groups remain after filtering"
-            ),
+            Self::NoDtls13KeyExchangeGroupsAfterFiltering => {
+                write!(f, "DTLS 1.3 cipher suites are enabled but no key exchange groups remain after filtering")
+            }
             Self::CryptoProvider(err) => write!(f, "crypto provider validation failed: {err}"),
         }
     }
@@ -1277,10 +1235,9 @@ impl fmt::Display for CryptoProviderValidationError {
             Self::NoCipherSuites => {
                 write!(f, "CryptoProvider has no cipher suites supported by dimpl")
             }
-            Self::EcdhCipherSuitesWithoutKeyExchangeGroups => write!(
-                f,
-                "CryptoProvider has ECDH cipher suites but no supported key exchange groups"
-            ),
+            Self::EcdhCipherSuitesWithoutKeyExchangeGroups => {
+                write!(f, "CryptoProvider has ECDH cipher suites but no supported key exchange groups")
+            }
             Self::NoDtls13CipherSuites => {
                 write!(f, "CryptoProvider has no DTLS 1.3 cipher suites")
             }
@@ -1298,14 +1255,9 @@ impl fmt::Display for CryptoProviderValidationError {
             Self::NoSignatureValidationVector { hash, signature } => {
                 write!(f, "no validation test vectors for {hash:?} + {signature:?}")
             }
-            Self::SignatureVerificationFailed {
-                hash,
-                signature,
-                source,
-            } => write!(
-                f,
-                "signature verification failed for {hash:?} + {signature:?}: {source}"
-            ),
+            Self::SignatureVerificationFailed { hash, signature, source } => {
+                write!(f, "signature verification failed for {hash:?} + {signature:?}: {source}")
+            }
             Self::HkdfFailed { suite, source } => {
                 write!(f, "HKDF failed for DTLS 1.3 suite {suite:?}: {source}")
             }

@@ -236,8 +236,7 @@ use std::time::Instant;
 // Shared types used by both DTLS versions
 mod types;
 pub use types::{
-    CompressionMethod, ContentType, HashAlgorithm, NamedGroup, ProtocolVersion, Sequence,
-    SignatureAlgorithm,
+    CompressionMethod, ContentType, HashAlgorithm, NamedGroup, ProtocolVersion, Sequence, SignatureAlgorithm,
 };
 
 // DTLS version-specific modules
@@ -260,8 +259,8 @@ mod util;
 mod error;
 pub(crate) use error::InternalError;
 pub use error::{
-    CertificateError, ConfigError, CryptoError, CryptoOperation, CryptoProviderValidationError,
-    Error, InvalidStateError, PskError, SecurityError, TimeoutError, UnexpectedMessageError,
+    CertificateError, ConfigError, CryptoError, CryptoOperation, CryptoProviderValidationError, Error,
+    InvalidStateError, PskError, SecurityError, TimeoutError, UnexpectedMessageError,
 };
 
 mod config;
@@ -324,9 +323,7 @@ fn is_dtls12_psk_only(config: &Config) -> bool {
     }
 
     let mut suites = config.dtls12_cipher_suites().map(|cs| cs.suite());
-    suites
-        .next()
-        .is_some_and(|first| first.is_psk() && suites.all(|s| s.is_psk()))
+    suites.next().is_some_and(|first| first.is_psk() && suites.all(|s| s.is_psk()))
 }
 
 /// If `packet` is a Handshake record carrying a ClientHello, return the
@@ -370,15 +367,9 @@ fn looks_like_client_hello(packet: &[u8]) -> bool {
 
     // Handshake header (12 bytes already validated to be present):
     //   msg_type(1) + length(3) + message_seq(2) + fragment_offset(3) + fragment_length(3)
-    let length = ((record_body[1] as usize) << 16)
-        | ((record_body[2] as usize) << 8)
-        | record_body[3] as usize;
-    let frag_off = ((record_body[6] as usize) << 16)
-        | ((record_body[7] as usize) << 8)
-        | record_body[8] as usize;
-    let frag_len = ((record_body[9] as usize) << 16)
-        | ((record_body[10] as usize) << 8)
-        | record_body[11] as usize;
+    let length = ((record_body[1] as usize) << 16) | ((record_body[2] as usize) << 8) | record_body[3] as usize;
+    let frag_off = ((record_body[6] as usize) << 16) | ((record_body[7] as usize) << 8) | record_body[8] as usize;
+    let frag_len = ((record_body[9] as usize) << 16) | ((record_body[10] as usize) << 8) | record_body[11] as usize;
 
     // A non-first fragment alone is not enough to prove that the packet
     // carries the start of a ClientHello body.
@@ -428,15 +419,12 @@ fn client_hello_wants_psk(packet: &[u8], config: &Config) -> bool {
         return false;
     };
 
-    let frag_off =
-        ((record_body[6] as u32) << 16) | ((record_body[7] as u32) << 8) | record_body[8] as u32;
+    let frag_off = ((record_body[6] as u32) << 16) | ((record_body[7] as u32) << 8) | record_body[8] as u32;
     if frag_off != 0 {
         return false;
     }
 
-    let frag_len = ((record_body[9] as usize) << 16)
-        | ((record_body[10] as usize) << 8)
-        | record_body[11] as usize;
+    let frag_len = ((record_body[9] as usize) << 16) | ((record_body[10] as usize) << 8) | record_body[11] as usize;
     let Some(body) = record_body.get(12..12 + frag_len) else {
         return false;
     };
@@ -552,11 +540,7 @@ impl Dtls {
             Inner::Client13(_) => Some(ProtocolVersion::DTLS1_3),
             Inner::Server13(s) => {
                 // Still waiting for a complete ClientHello
-                if s.is_auto_mode() {
-                    None
-                } else {
-                    Some(ProtocolVersion::DTLS1_3)
-                }
+                if s.is_auto_mode() { None } else { Some(ProtocolVersion::DTLS1_3) }
             }
             Inner::ClientPending(_) => None,
         }
@@ -615,10 +599,7 @@ impl Dtls {
 
     /// Return true if the instance is operating in the client role.
     pub fn is_active(&self) -> bool {
-        matches!(
-            self.inner,
-            Some(Inner::Client12(_) | Inner::Client13(_) | Inner::ClientPending(_))
-        )
+        matches!(self.inner, Some(Inner::Client12(_) | Inner::Client13(_) | Inner::ClientPending(_)))
     }
 
     /// corral patch: the server's next ClientHello carries a cookie that the caller has already
@@ -735,21 +716,16 @@ impl Dtls {
         // Check version before taking inner — returning an error
         // while inner is None would leave us unable to poll/timeout.
         if matches!(version, auto::DetectedVersion::Unknown) {
-            return Err(Error::UnexpectedMessage(
-                crate::UnexpectedMessageError::UnrecognizedAutoServerResponse,
-            ));
+            return Err(Error::UnexpectedMessage(crate::UnexpectedMessageError::UnrecognizedAutoServerResponse));
         }
 
         // unwrap: guarded by the matches! check above
         let inner = self.inner.take().unwrap();
-        let Inner::ClientPending(cp) = inner else {
-            unreachable!()
-        };
+        let Inner::ClientPending(cp) = inner else { unreachable!() };
         let (hybrid, config, certificate, now, timers) = cp.into_parts();
         match version {
             auto::DetectedVersion::Dtls12 => {
-                let mut client12 =
-                    Client12::new_from_hybrid(hybrid, config, certificate, now, timers);
+                let mut client12 = Client12::new_from_hybrid(hybrid, config, certificate, now, timers);
                 // Feed the HVR to Client12 — it enters
                 // AwaitHelloVerifyRequest and processes the cookie.
                 if let Err(e) = client12.handle_packet(packet) {
@@ -760,8 +736,7 @@ impl Dtls {
                 Ok(())
             }
             auto::DetectedVersion::Dtls13 => {
-                let mut client13 =
-                    Client13::new_from_hybrid(hybrid, config, certificate, now, timers);
+                let mut client13 = Client13::new_from_hybrid(hybrid, config, certificate, now, timers);
                 if let Err(e) = client13.handle_packet(packet) {
                     self.inner = Some(Inner::Client13(client13));
                     return Err(e);
@@ -790,14 +765,9 @@ impl Dtls {
         // mode must be chosen before construction. Peek at the buffered
         // ClientHello to see which cipher suite the server would pick,
         // so PSK clients survive the fallback.
-        let use_psk =
-            config.psk().is_some() && buffered.iter().any(|p| client_hello_wants_psk(p, &config));
+        let use_psk = config.psk().is_some() && buffered.iter().any(|p| client_hello_wants_psk(p, &config));
 
-        let mut server12 = if use_psk {
-            Server12::new_psk(config, now)
-        } else {
-            Server12::new(config, cert, now)
-        };
+        let mut server12 = if use_psk { Server12::new_psk(config, now) } else { Server12::new(config, cert, now) };
         server12.set_handshake_deadline(deadline);
         server12.handle_timeout(now)?;
 
@@ -919,10 +889,7 @@ impl fmt::Debug for Dtls {
             Some(Inner::ClientPending(_)) => ("ClientPending", ""),
             None => ("None", ""),
         };
-        f.debug_struct("Dtls")
-            .field("role", &role)
-            .field("state", &state)
-            .finish()
+        f.debug_struct("Dtls").field("role", &role).field("state", &state).finish()
     }
 }
 
@@ -993,20 +960,14 @@ mod test {
     }
 
     fn new_instance() -> Dtls {
-        let client_cert =
-            generate_self_signed_certificate().expect("Failed to generate client cert");
+        let client_cert = generate_self_signed_certificate().expect("Failed to generate client cert");
         let config = Arc::new(Config::default());
         Dtls::new_12(config, client_cert, Instant::now())
     }
 
     fn new_instance_12_no_cookie() -> Dtls {
         let cert = generate_self_signed_certificate().expect("Failed to generate cert");
-        let config = Arc::new(
-            Config::builder()
-                .use_server_cookie(false)
-                .build()
-                .expect("config"),
-        );
+        let config = Arc::new(Config::builder().use_server_cookie(false).build().expect("config"));
         Dtls::new_12(config, cert, Instant::now())
     }
 
@@ -1164,10 +1125,7 @@ mod test {
     fn new_12_panics_on_empty_certificate() {
         let cert = generate_self_signed_certificate().expect("Failed to generate cert");
         let config = Arc::new(Config::default());
-        let empty = DtlsCertificate {
-            certificate: vec![],
-            private_key: cert.private_key,
-        };
+        let empty = DtlsCertificate { certificate: vec![], private_key: cert.private_key };
         let _ = Dtls::new_12(config, empty, Instant::now());
     }
 
@@ -1196,13 +1154,7 @@ mod test {
     }
 
     /// Build a handshake message: 12-byte header + body bytes.
-    fn make_handshake(
-        msg_type: u8,
-        length: u32,
-        frag_off: u32,
-        frag_len: u32,
-        body: &[u8],
-    ) -> Vec<u8> {
+    fn make_handshake(msg_type: u8, length: u32, frag_off: u32, frag_len: u32, body: &[u8]) -> Vec<u8> {
         let mut hs = Vec::with_capacity(12 + body.len());
         hs.push(msg_type);
         hs.extend_from_slice(&length.to_be_bytes()[1..]); // 3-byte length
@@ -1296,11 +1248,7 @@ mod test {
         for msg_type in [0x02, 0x03, 0x04, 0x0B, 0x0E, 0x14] {
             let hs = make_handshake(msg_type, len, 0, len, &body);
             let pkt = make_record(0x16, &hs);
-            assert!(
-                !looks_like_client_hello(&pkt),
-                "msg_type {:#x} should not look like a CH",
-                msg_type
-            );
+            assert!(!looks_like_client_hello(&pkt), "msg_type {:#x} should not look like a CH", msg_type);
         }
     }
 
@@ -1408,14 +1356,10 @@ mod test {
         let len = body.len() as u32;
         let hs = make_handshake(0x01, len, 0, len, &body);
         let pkt = make_record(0x16, &hs);
-        assert!(
-            looks_like_client_hello(&pkt),
-            "fixture must pass the structural gate"
-        );
+        assert!(looks_like_client_hello(&pkt), "fixture must pass the structural gate");
 
         let mut dtls = new_instance_auto();
-        dtls.handle_packet(&pkt)
-            .expect("malformed ClientHello-shaped packet should be discarded");
+        dtls.handle_packet(&pkt).expect("malformed ClientHello-shaped packet should be discarded");
         assert!(matches!(
             dtls.inner,
             Some(Inner::Server13(ref server)) if server.is_auto_mode()
@@ -1430,8 +1374,7 @@ mod test {
         ];
 
         let mut supported_groups = Vec::new();
-        supported_groups
-            .extend_from_slice(&(NamedGroup::supported().len() as u16 * 2).to_be_bytes());
+        supported_groups.extend_from_slice(&(NamedGroup::supported().len() as u16 * 2).to_be_bytes());
         for group in NamedGroup::supported() {
             supported_groups.extend_from_slice(&group.as_u16().to_be_bytes());
         }
@@ -1461,9 +1404,8 @@ mod test {
         let pkt = make_record(0x16, &hs);
 
         let mut dtls = new_instance_13();
-        dtls.handle_packet(&pkt).expect(
-            "all distinct supported key shares should fit server-side parsing before cookie HRR",
-        );
+        dtls.handle_packet(&pkt)
+            .expect("all distinct supported key shares should fit server-side parsing before cookie HRR");
     }
 
     #[test]
@@ -1481,8 +1423,7 @@ mod test {
         let pkt = make_record(0x16, &hs);
 
         let mut dtls = new_instance_13();
-        dtls.handle_packet(&pkt)
-            .expect("unknown supported_versions values should not overflow server-side parsing");
+        dtls.handle_packet(&pkt).expect("unknown supported_versions values should not overflow server-side parsing");
     }
 
     #[test]
@@ -1506,8 +1447,7 @@ mod test {
         let pkt = make_record(0x16, &hs);
 
         let mut dtls = new_instance_12_no_cookie();
-        dtls.handle_packet(&pkt)
-            .expect("malformed extension should be discarded");
+        dtls.handle_packet(&pkt).expect("malformed extension should be discarded");
     }
 
     #[test]
@@ -1529,8 +1469,7 @@ mod test {
         let pkt = make_record(0x16, &hs);
 
         let mut dtls = new_instance_12_no_cookie();
-        dtls.handle_packet(&pkt)
-            .expect("malformed extension should be discarded");
+        dtls.handle_packet(&pkt).expect("malformed extension should be discarded");
     }
 
     #[test]
@@ -1554,8 +1493,7 @@ mod test {
 
         let mut dtls = new_instance_12_no_cookie();
         dtls.handle_timeout(Instant::now()).unwrap();
-        dtls.handle_packet(&pkt)
-            .expect("unknown ec_point_formats values should not fail server-side parsing");
+        dtls.handle_packet(&pkt).expect("unknown ec_point_formats values should not fail server-side parsing");
     }
 
     #[test]
@@ -1570,9 +1508,6 @@ mod test {
             Some(Inner::Server13(s)) => s.is_auto_mode(),
             _ => false,
         };
-        assert!(
-            still_pending,
-            "auto-sense server must not fall back to DTLS 1.2 on garbage input"
-        );
+        assert!(still_pending, "auto-sense server must not fall back to DTLS 1.2 on garbage input");
     }
 }

@@ -40,9 +40,7 @@ impl SeededRng {
 impl std::fmt::Debug for SeededRng {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let is_seeded = self.inner.is_some();
-        f.debug_struct("SeededRng")
-            .field("seeded", &is_seeded)
-            .finish()
+        f.debug_struct("SeededRng").field("seeded", &is_seeded).finish()
     }
 }
 
@@ -92,9 +90,6 @@ mod tests {
         let value1: u64 = rng1.random();
         let value2: u64 = rng2.random();
 
-        assert_ne!(
-            value1, value2,
-            "Different seeds should produce different values"
-        );
+        assert_ne!(value1, value2, "Different seeds should produce different values");
     }
 }

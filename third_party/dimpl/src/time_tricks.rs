@@ -58,8 +58,6 @@ impl InstantExt for Instant {
         let duration_since_time_0 = self.duration_since(BEGINNING_OF_TIME.0);
         let system_time = BEGINNING_OF_TIME.1 + duration_since_time_0;
 
-        system_time
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .expect("clock to go forwards from unix epoch")
+        system_time.duration_since(SystemTime::UNIX_EPOCH).expect("clock to go forwards from unix epoch")
     }
 }

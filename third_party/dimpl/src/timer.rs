@@ -33,11 +33,7 @@ impl HandshakeTimers {
             handshake_timeout: config.handshake_timeout(),
             handshake: Timeout::Unarmed,
             flight: Timeout::Disabled,
-            backoff: ExponentialBackoff::new(
-                config.flight_start_rto(),
-                config.flight_retries(),
-                rng,
-            ),
+            backoff: ExponentialBackoff::new(config.flight_start_rto(), config.flight_retries(), rng),
         }
     }
 
@@ -99,11 +95,7 @@ impl HandshakeTimers {
         true
     }
 
-    pub fn handle_timeout(
-        &mut self,
-        now: Instant,
-        rng: &mut SeededRng,
-    ) -> Result<bool, TimeoutError> {
+    pub fn handle_timeout(&mut self, now: Instant, rng: &mut SeededRng) -> Result<bool, TimeoutError> {
         if let Timeout::Armed(timeout) = self.handshake
             && now >= timeout
         {
@@ -131,13 +123,7 @@ impl HandshakeTimers {
 
 impl ExponentialBackoff {
     pub fn new(start_rto: Duration, retries: usize, rng: &mut SeededRng) -> Self {
-        Self {
-            start_rto,
-            retries,
-            rto: start_rto,
-            jitter: Self::jitter(rng),
-            left: retries,
-        }
+        Self { start_rto, retries, rto: start_rto, jitter: Self::jitter(rng), left: retries }
     }
 
     pub fn reset(&mut self, rng: &mut SeededRng) {
@@ -148,12 +134,8 @@ impl ExponentialBackoff {
 
     pub fn rto(&self) -> Duration {
         let jitter = self.rto.mul_f64(f64::from(self.jitter.abs()));
-        if self.jitter < 0.0 {
-            self.rto.saturating_sub(jitter)
-        } else {
-            self.rto.saturating_add(jitter)
-        }
-        .max(Duration::from_nanos(1))
+        if self.jitter < 0.0 { self.rto.saturating_sub(jitter) } else { self.rto.saturating_add(jitter) }
+            .max(Duration::from_nanos(1))
     }
 
     fn jitter(rng: &mut SeededRng) -> f32 {
@@ -221,10 +203,7 @@ mod test {
         let retry_at = late + timers.rto();
         assert_eq!(timers.poll_timeout(late), retry_at);
         assert_eq!(timers.handle_timeout(late, &mut rng), Ok(false));
-        assert_eq!(
-            timers.handle_timeout(retry_at, &mut rng),
-            Err(TimeoutError::Handshake)
-        );
+        assert_eq!(timers.handle_timeout(retry_at, &mut rng), Err(TimeoutError::Handshake));
     }
 
     #[test]
@@ -241,37 +220,22 @@ mod test {
         assert_eq!(timers.handle_timeout(first_retry, &mut rng), Ok(true));
         timers.flight_sent(first_retry);
         let last_retry = timers.poll_timeout(first_retry);
-        assert_eq!(
-            timers.handle_timeout(last_retry, &mut rng),
-            Err(TimeoutError::Handshake)
-        );
+        assert_eq!(timers.handle_timeout(last_retry, &mut rng), Err(TimeoutError::Handshake));
         timers.begin_flight(&mut rng);
-        assert_eq!(
-            timers.poll_timeout(last_retry),
-            now + Duration::from_secs(2)
-        );
+        assert_eq!(timers.poll_timeout(last_retry), now + Duration::from_secs(2));
         timers.flight_sent(last_retry);
         assert!(timers.poll_timeout(last_retry) < now + Duration::from_secs(2));
         timers.start_handshake(last_retry);
         assert_eq!(timers.handshake_deadline(), original);
         timers.stop_flight();
-        assert_eq!(
-            timers.poll_timeout(last_retry),
-            now + Duration::from_secs(2)
-        );
+        assert_eq!(timers.poll_timeout(last_retry), now + Duration::from_secs(2));
 
         let config = Config::default();
         let mut inherited = HandshakeTimers::new(&config, &mut rng);
         inherited.set_handshake_deadline(original);
         inherited.start_handshake(last_retry);
-        assert_eq!(
-            inherited.poll_timeout(last_retry),
-            now + Duration::from_secs(2)
-        );
-        assert_eq!(
-            inherited.handle_timeout(now + Duration::from_secs(2), &mut rng),
-            Err(TimeoutError::Connect)
-        );
+        assert_eq!(inherited.poll_timeout(last_retry), now + Duration::from_secs(2));
+        assert_eq!(inherited.handle_timeout(now + Duration::from_secs(2), &mut rng), Err(TimeoutError::Connect));
     }
 
     #[test]
@@ -283,10 +247,7 @@ mod test {
         timers.backoff.rto = Duration::from_secs(10);
         timers.flight_sent(now);
         assert_eq!(timers.poll_timeout(now), now + Duration::from_secs(2));
-        assert_eq!(
-            timers.handle_timeout(now + Duration::from_secs(2), &mut rng),
-            Err(TimeoutError::Connect)
-        );
+        assert_eq!(timers.handle_timeout(now + Duration::from_secs(2), &mut rng), Err(TimeoutError::Connect));
     }
 
     #[test]
@@ -308,10 +269,7 @@ mod test {
         timers.begin_flight(&mut rng);
         timers.flight_sent(later);
         assert_eq!(timers.poll_timeout(later), later + timers.rto());
-        assert_eq!(
-            timers.handle_timeout(later + timers.rto(), &mut rng),
-            Ok(true)
-        );
+        assert_eq!(timers.handle_timeout(later + timers.rto(), &mut rng), Ok(true));
         timers.stop_flight();
         assert!(timers.poll_timeout(later) > later);
     }
@@ -320,10 +278,7 @@ mod test {
     fn deadline_overflow_does_not_panic() {
         let now = Instant::now();
         assert_eq!(deadline(now, Duration::ZERO), now);
-        assert_eq!(
-            deadline(now, Duration::from_nanos(1)),
-            now + Duration::from_nanos(1)
-        );
+        assert_eq!(deadline(now, Duration::from_nanos(1)), now + Duration::from_nanos(1));
         assert!(now.checked_add(Duration::MAX).is_none());
         assert!(deadline(now, Duration::MAX) > now);
     }
@@ -345,16 +300,10 @@ mod test {
         assert!(timers.request_resend(&mut rng));
         assert_eq!(timers.backoff.left, 0);
         assert!(!timers.request_resend(&mut rng));
-        assert_eq!(
-            timers.poll_timeout(first_retry),
-            now + Duration::from_secs(2)
-        );
+        assert_eq!(timers.poll_timeout(first_retry), now + Duration::from_secs(2));
         timers.flight_sent(first_retry);
         let exhausted = timers.poll_timeout(first_retry);
-        assert_eq!(
-            timers.handle_timeout(exhausted, &mut rng),
-            Err(TimeoutError::Handshake)
-        );
+        assert_eq!(timers.handle_timeout(exhausted, &mut rng), Err(TimeoutError::Handshake));
     }
 
     #[test]
@@ -371,10 +320,7 @@ mod test {
         }
         assert_eq!(timers.handshake_deadline(), Timeout::Disabled);
         assert_eq!(timers.flight, Timeout::Disabled);
-        assert_eq!(
-            timers.handle_timeout(now + Duration::from_secs(100), &mut rng),
-            Ok(false)
-        );
+        assert_eq!(timers.handle_timeout(now + Duration::from_secs(100), &mut rng), Ok(false));
     }
 
     #[test]

@@ -39,9 +39,7 @@ pub struct Random {
 impl Random {
     /// All-random (DTLS 1.3 / hybrid style).
     pub fn new(rng: &mut SeededRng) -> Self {
-        Self {
-            bytes: rng.random(),
-        }
+        Self { bytes: rng.random() }
     }
 
     /// Timestamp in first 4 bytes (DTLS 1.2 style).
@@ -203,12 +201,7 @@ impl NamedGroup {
 
     /// Supported named groups in preference order.
     pub const fn supported() -> &'static [NamedGroup; 4] {
-        &[
-            NamedGroup::X25519,
-            NamedGroup::Secp256r1,
-            NamedGroup::Secp384r1,
-            NamedGroup::Secp521r1,
-        ]
+        &[NamedGroup::X25519, NamedGroup::Secp256r1, NamedGroup::Secp384r1, NamedGroup::Secp521r1]
     }
 }
 
@@ -479,20 +472,13 @@ pub struct Sequence {
 impl Sequence {
     /// Create a new sequence with the given epoch and sequence number 0.
     pub fn new(epoch: u16) -> Self {
-        Self {
-            epoch,
-            sequence_number: 0,
-        }
+        Self { epoch, sequence_number: 0 }
     }
 }
 
 impl fmt::Display for Sequence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "[epoch: {}, sequence_number: {}]",
-            self.epoch, self.sequence_number,
-        )
+        write!(f, "[epoch: {}, sequence_number: {}]", self.epoch, self.sequence_number,)
     }
 }
 
@@ -569,10 +555,7 @@ impl SignatureScheme {
 
     /// Returns true if this is not a known TLS signature scheme wire value.
     pub const fn is_unknown(&self) -> bool {
-        !matches!(
-            *self,
-            Self(0x0401 | 0x0403 | 0x0501 | 0x0503 | 0x0601 | 0x0603 | 0x0804..=0x080b)
-        )
+        !matches!(*self, Self(0x0401 | 0x0403 | 0x0501 | 0x0503 | 0x0601 | 0x0603 | 0x0804..=0x080b))
     }
 
     /// Parse a `SignatureScheme` from wire format.
@@ -606,10 +589,8 @@ impl SignatureScheme {
         ]
     }
 
-    const SUPPORTED: &[SignatureScheme] = &[
-        SignatureScheme::ECDSA_SECP256R1_SHA256,
-        SignatureScheme::ECDSA_SECP384R1_SHA384,
-    ];
+    const SUPPORTED: &[SignatureScheme] =
+        &[SignatureScheme::ECDSA_SECP256R1_SHA256, SignatureScheme::ECDSA_SECP384R1_SHA384];
 
     /// Supported signature schemes in preference order.
     pub fn supported() -> ArrayVec<SignatureScheme, 2> {
@@ -936,10 +917,7 @@ mod tests {
     fn named_group_debug_stays_enum_like() {
         assert_eq!(format!("{:?}", NamedGroup::Secp256r1), "Secp256r1");
         assert_eq!(format!("{:?}", NamedGroup::X25519), "X25519");
-        assert_eq!(
-            format!("{:?}", NamedGroup::from_u16(0xFFFF)),
-            "Unknown(65535)"
-        );
+        assert_eq!(format!("{:?}", NamedGroup::from_u16(0xFFFF)), "Unknown(65535)");
     }
 
     #[test]
@@ -1022,10 +1000,7 @@ mod tests {
     fn signature_algorithm_debug_stays_enum_like() {
         assert_eq!(format!("{:?}", SignatureAlgorithm::Anonymous), "Anonymous");
         assert_eq!(format!("{:?}", SignatureAlgorithm::ECDSA), "ECDSA");
-        assert_eq!(
-            format!("{:?}", SignatureAlgorithm::from_u8(4)),
-            "Unknown(4)"
-        );
+        assert_eq!(format!("{:?}", SignatureAlgorithm::from_u8(4)), "Unknown(4)");
     }
 
     #[test]
@@ -1037,10 +1012,7 @@ mod tests {
 
     #[test]
     fn compression_method_wire_roundtrip() {
-        let known = [
-            (0x00, CompressionMethod::Null),
-            (0x01, CompressionMethod::Deflate),
-        ];
+        let known = [(0x00, CompressionMethod::Null), (0x01, CompressionMethod::Deflate)];
 
         for (wire, method) in known {
             assert_eq!(CompressionMethod::from_u8(wire), method);
@@ -1057,10 +1029,7 @@ mod tests {
     fn compression_method_debug_stays_enum_like() {
         assert_eq!(format!("{:?}", CompressionMethod::Null), "Null");
         assert_eq!(format!("{:?}", CompressionMethod::Deflate), "Deflate");
-        assert_eq!(
-            format!("{:?}", CompressionMethod::from_u8(0x02)),
-            "Unknown(2)"
-        );
+        assert_eq!(format!("{:?}", CompressionMethod::from_u8(0x02)), "Unknown(2)");
     }
 
     #[test]
@@ -1093,10 +1062,7 @@ mod tests {
 
     #[test]
     fn content_type_debug_stays_enum_like() {
-        assert_eq!(
-            format!("{:?}", ContentType::ChangeCipherSpec),
-            "ChangeCipherSpec"
-        );
+        assert_eq!(format!("{:?}", ContentType::ChangeCipherSpec), "ChangeCipherSpec");
         assert_eq!(format!("{:?}", ContentType::Handshake), "Handshake");
         assert_eq!(format!("{:?}", ContentType::from_u8(24)), "Unknown(24)");
     }
@@ -1122,14 +1088,8 @@ mod tests {
 
     #[test]
     fn signature_scheme_debug_stays_enum_like() {
-        assert_eq!(
-            format!("{:?}", SignatureScheme::ECDSA_SECP256R1_SHA256),
-            "ECDSA_SECP256R1_SHA256"
-        );
-        assert_eq!(
-            format!("{:?}", SignatureScheme::from_u16(0xFFFF)),
-            "Unknown(65535)"
-        );
+        assert_eq!(format!("{:?}", SignatureScheme::ECDSA_SECP256R1_SHA256), "ECDSA_SECP256R1_SHA256");
+        assert_eq!(format!("{:?}", SignatureScheme::from_u16(0xFFFF)), "Unknown(65535)");
     }
 
     #[test]
@@ -1153,14 +1113,8 @@ mod tests {
 
     #[test]
     fn dtls13_cipher_suite_debug_stays_enum_like() {
-        assert_eq!(
-            format!("{:?}", Dtls13CipherSuite::AES_128_GCM_SHA256),
-            "AES_128_GCM_SHA256"
-        );
-        assert_eq!(
-            format!("{:?}", Dtls13CipherSuite::from_u16(0xFFFF)),
-            "Unknown(65535)"
-        );
+        assert_eq!(format!("{:?}", Dtls13CipherSuite::AES_128_GCM_SHA256), "AES_128_GCM_SHA256");
+        assert_eq!(format!("{:?}", Dtls13CipherSuite::from_u16(0xFFFF)), "Unknown(65535)");
     }
 
     #[test]
@@ -1192,18 +1146,14 @@ mod tests {
     #[test]
     fn protocol_version_debug_stays_enum_like() {
         assert_eq!(format!("{:?}", ProtocolVersion::DTLS1_2), "DTLS1_2");
-        assert_eq!(
-            format!("{:?}", ProtocolVersion::from_u16(0xFFFF)),
-            "Unknown(65535)"
-        );
+        assert_eq!(format!("{:?}", ProtocolVersion::from_u16(0xFFFF)), "Unknown(65535)");
     }
 
     #[test]
     fn random_parse() {
         let data = [
-            0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E,
-            0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C,
-            0x1D, 0x1E, 0x1F, 0x20,
+            0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12,
+            0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20,
         ];
 
         let expected = Random { bytes: data };
@@ -1216,9 +1166,8 @@ mod tests {
     fn random_serialize() {
         let random = Random {
             bytes: [
-                0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E,
-                0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C,
-                0x1D, 0x1E, 0x1F, 0x20,
+                0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11,
+                0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20,
             ],
         };
 
@@ -1231,23 +1180,13 @@ mod tests {
     #[test]
     fn compression_supported_has_only_null() {
         let supported = CompressionMethod::supported();
-        assert_eq!(
-            supported,
-            &[CompressionMethod::Null],
-            "Only Null compression should be supported"
-        );
+        assert_eq!(supported, &[CompressionMethod::Null], "Only Null compression should be supported");
     }
 
     #[test]
     fn signature_scheme_named_group_ecdsa() {
-        assert_eq!(
-            SignatureScheme::ECDSA_SECP256R1_SHA256.named_group(),
-            Some(NamedGroup::Secp256r1)
-        );
-        assert_eq!(
-            SignatureScheme::ECDSA_SECP384R1_SHA384.named_group(),
-            Some(NamedGroup::Secp384r1)
-        );
+        assert_eq!(SignatureScheme::ECDSA_SECP256R1_SHA256.named_group(), Some(NamedGroup::Secp256r1));
+        assert_eq!(SignatureScheme::ECDSA_SECP384R1_SHA384.named_group(), Some(NamedGroup::Secp384r1));
     }
 
     #[test]
@@ -1262,8 +1201,8 @@ mod tests {
     fn random_parse_roundtrip() {
         let data = [
             0x5F, 0x37, 0xA9, 0x4B, // could be gmt_unix_time in 1.2
-            0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E,
-            0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C,
+            0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12,
+            0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C,
         ];
 
         let (_, parsed) = Random::parse(&data).unwrap();

@@ -89,10 +89,7 @@ where
 
         // Require at least one item to pass the filter
         if acc.is_empty() {
-            Err(Err::Error(E::from_error_kind(
-                original_input,
-                ErrorKind::Many1,
-            )))
+            Err(Err::Error(E::from_error_kind(original_input, ErrorKind::Many1)))
         } else {
             Ok((i, acc))
         }

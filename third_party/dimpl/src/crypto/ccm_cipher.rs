@@ -29,15 +29,11 @@ impl std::fmt::Debug for AesCcm8Cipher {
 impl AesCcm8Cipher {
     pub fn new(key: &[u8]) -> Result<Self, CryptoError> {
         if key.len() != 16 {
-            return Err(CryptoError::InvalidAes128Ccm8KeySize {
-                actual: bounded_error_len(key.len()),
-            });
+            return Err(CryptoError::InvalidAes128Ccm8KeySize { actual: bounded_error_len(key.len()) });
         }
-        let cipher = Aes128Ccm8::new_from_slice(key)
-            .map_err(|_| CryptoError::OperationFailed(CryptoOperation::CreateCipher))?;
-        Ok(AesCcm8Cipher {
-            cipher: Box::new(cipher),
-        })
+        let cipher =
+            Aes128Ccm8::new_from_slice(key).map_err(|_| CryptoError::OperationFailed(CryptoOperation::CreateCipher))?;
+        Ok(AesCcm8Cipher { cipher: Box::new(cipher) })
     }
 }
 
@@ -55,17 +51,9 @@ impl Cipher for AesCcm8Cipher {
         Ok(())
     }
 
-    fn decrypt(
-        &mut self,
-        ciphertext: &mut TmpBuf,
-        aad: Aad,
-        nonce: Nonce,
-    ) -> Result<(), CryptoError> {
+    fn decrypt(&mut self, ciphertext: &mut TmpBuf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError> {
         if ciphertext.len() < 8 {
-            return Err(CryptoError::CiphertextTooShort {
-                minimum: 8,
-                actual: ciphertext.len() as u8,
-            });
+            return Err(CryptoError::CiphertextTooShort { minimum: 8, actual: ciphertext.len() as u8 });
         }
 
         let ccm_nonce = ccm::Nonce::<U12>::from(nonce.0);

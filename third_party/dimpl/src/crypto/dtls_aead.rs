@@ -61,17 +61,10 @@ pub(crate) struct Iv {
 
 impl Iv {
     pub(crate) fn new(iv: &[u8]) -> Self {
-        assert!(
-            iv.len() <= 12,
-            "invalid IV length: expected <= 12, got {}",
-            iv.len()
-        );
+        assert!(iv.len() <= 12, "invalid IV length: expected <= 12, got {}", iv.len());
         let mut bytes = [0u8; 12];
         bytes[..iv.len()].copy_from_slice(iv);
-        Self {
-            bytes,
-            len: iv.len() as u8,
-        }
+        Self { bytes, len: iv.len() as u8 }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -87,12 +80,7 @@ impl Iv {
     /// Only valid for 12-byte IVs (ChaCha20-Poly1305). For 4-byte IVs
     /// (AES-GCM), use [`as_slice`] instead.
     pub(crate) fn as_12_bytes(&self) -> &[u8; 12] {
-        assert_eq!(
-            self.len(),
-            12,
-            "as_12_bytes called on {}-byte IV",
-            self.len()
-        );
+        assert_eq!(self.len(), 12, "as_12_bytes called on {}-byte IV", self.len());
         &self.bytes
     }
 }
@@ -195,8 +183,7 @@ mod tests {
             let frag_len = fragment_len_from_plaintext_len(pt_len);
             assert_eq!(frag_len, DTLS_EXPLICIT_NONCE_LEN + pt_len + GCM_TAG_LEN);
 
-            let roundtrip =
-                plaintext_len_from_fragment_len(frag_len).expect("frag_len >= overhead");
+            let roundtrip = plaintext_len_from_fragment_len(frag_len).expect("frag_len >= overhead");
             assert_eq!(roundtrip, pt_len);
         }
 

@@ -34,18 +34,16 @@ pub use crate::buffer::{Buf, TmpBuf};
 // Re-export all provider traits and types (similar to rustls structure)
 // This allows users to do: use dimpl::crypto::{CryptoProvider, SupportedDtls12CipherSuite, ...};
 pub use provider::{
-    ActiveKeyExchange, Cipher, CryptoProvider, CryptoSafe, HashContext, HashProvider, HmacProvider,
-    KeyProvider, SecureRandom, SignatureVerifier, SigningKey, SupportedDtls12CipherSuite,
-    SupportedDtls13CipherSuite, SupportedKxGroup, check_verify_scheme,
+    ActiveKeyExchange, Cipher, CryptoProvider, CryptoSafe, HashContext, HashProvider, HmacProvider, KeyProvider,
+    SecureRandom, SignatureVerifier, SigningKey, SupportedDtls12CipherSuite, SupportedDtls13CipherSuite,
+    SupportedKxGroup, check_verify_scheme,
 };
 #[cfg(feature = "_crypto-common")]
 pub use provider::{OID_P256, OID_P384, cert_named_group};
 
 // Re-export shared types for provider trait implementations
 pub use crate::dtls12::message::Dtls12CipherSuite;
-pub use crate::types::{
-    Dtls13CipherSuite, HashAlgorithm, NamedGroup, SignatureAlgorithm, SignatureScheme,
-};
+pub use crate::types::{Dtls13CipherSuite, HashAlgorithm, NamedGroup, SignatureAlgorithm, SignatureScheme};
 
 impl Deref for Aad {
     type Target = [u8];

@@ -174,12 +174,7 @@ pub fn hkdf_expand_label_dtls13(
 ///     opaque context<0..255> = Context;
 /// } HkdfLabel;
 /// ```
-fn build_hkdf_label(
-    prefix: &[u8],
-    label: &[u8],
-    context: &[u8],
-    output_len: usize,
-) -> Result<Vec<u8>, CryptoError> {
+fn build_hkdf_label(prefix: &[u8], label: &[u8], context: &[u8], output_len: usize) -> Result<Vec<u8>, CryptoError> {
     let full_label_len = prefix.len() + label.len();
 
     if full_label_len > 255 {
@@ -340,8 +335,7 @@ mod tests {
     fn hmac_sha256_test_case_7() {
         // Test with a key larger than block size and large data
         let key = vec![0xaa; 131];
-        let data =
-            b"This is a test using a larger than block-size key and a larger than block-size \
+        let data = b"This is a test using a larger than block-size key and a larger than block-size \
               data. The key needs to be hashed before being used by the HMAC algorithm.";
         let expected = "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2";
 
@@ -485,16 +479,7 @@ mod tests {
         hkdf_expand_label(h, HashAlgorithm::SHA256, &secret, b"key", &[], &mut out, 16).unwrap();
         assert_eq!(out.len(), 16);
 
-        hkdf_expand_label(
-            h,
-            HashAlgorithm::SHA256,
-            &secret,
-            b"iv",
-            &[1, 2, 3, 4],
-            &mut out,
-            12,
-        )
-        .unwrap();
+        hkdf_expand_label(h, HashAlgorithm::SHA256, &secret, b"iv", &[1, 2, 3, 4], &mut out, 12).unwrap();
         assert_eq!(out.len(), 12);
     }
 
@@ -504,34 +489,15 @@ mod tests {
         let secret = [0u8; 32];
         let mut out = Buf::new();
 
-        hkdf_expand_label_dtls13(h, HashAlgorithm::SHA256, &secret, b"key", &[], &mut out, 16)
-            .unwrap();
+        hkdf_expand_label_dtls13(h, HashAlgorithm::SHA256, &secret, b"key", &[], &mut out, 16).unwrap();
         assert_eq!(out.len(), 16);
 
         // TLS 1.3 and DTLS 1.3 with same inputs should produce different outputs
         let mut tls_out = Buf::new();
         let mut dtls_out = Buf::new();
 
-        hkdf_expand_label(
-            h,
-            HashAlgorithm::SHA256,
-            &secret,
-            b"key",
-            &[],
-            &mut tls_out,
-            16,
-        )
-        .unwrap();
-        hkdf_expand_label_dtls13(
-            h,
-            HashAlgorithm::SHA256,
-            &secret,
-            b"key",
-            &[],
-            &mut dtls_out,
-            16,
-        )
-        .unwrap();
+        hkdf_expand_label(h, HashAlgorithm::SHA256, &secret, b"key", &[], &mut tls_out, 16).unwrap();
+        hkdf_expand_label_dtls13(h, HashAlgorithm::SHA256, &secret, b"key", &[], &mut dtls_out, 16).unwrap();
 
         assert_ne!(tls_out.as_ref(), dtls_out.as_ref());
     }

@@ -154,8 +154,7 @@ use crate::{CertificateError, CryptoError};
 
 /// OID for the P-256 elliptic curve (secp256r1 / prime256v1).
 #[cfg(feature = "_crypto-common")]
-pub const OID_P256: spki::ObjectIdentifier =
-    spki::ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
+pub const OID_P256: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
 
 /// OID for the P-384 elliptic curve (secp384r1).
 #[cfg(feature = "_crypto-common")]
@@ -188,12 +187,7 @@ pub trait Cipher: CryptoSafe {
     fn encrypt(&mut self, plaintext: &mut Buf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError>;
 
     /// Decrypt ciphertext in-place, verifying and removing authentication tag.
-    fn decrypt(
-        &mut self,
-        ciphertext: &mut TmpBuf,
-        aad: Aad,
-        nonce: Nonce,
-    ) -> Result<(), CryptoError>;
+    fn decrypt(&mut self, ciphertext: &mut TmpBuf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError>;
 }
 
 /// Stateful hash context for incremental hashing.
@@ -209,12 +203,7 @@ pub trait HashContext: CryptoSafe {
 /// Signing key for generating digital signatures.
 pub trait SigningKey: CryptoSafe {
     /// Sign data using the specified hash algorithm and return the signature.
-    fn sign(
-        &mut self,
-        data: &[u8],
-        hash_alg: HashAlgorithm,
-        out: &mut Buf,
-    ) -> Result<(), CryptoError>;
+    fn sign(&mut self, data: &[u8], hash_alg: HashAlgorithm, out: &mut Buf) -> Result<(), CryptoError>;
 
     /// Signature algorithm used by this key.
     fn algorithm(&self) -> SignatureAlgorithm;
@@ -316,26 +305,10 @@ pub trait SignatureVerifier: CryptoSafe {
 ///  ECDSA     | SHA-384 | P-256
 ///  ECDSA     | SHA-384 | P-384
 const SUPPORTED_VERIFY_SCHEMES: &[(SignatureAlgorithm, HashAlgorithm, NamedGroup)] = &[
-    (
-        SignatureAlgorithm::ECDSA,
-        HashAlgorithm::SHA256,
-        NamedGroup::Secp256r1,
-    ),
-    (
-        SignatureAlgorithm::ECDSA,
-        HashAlgorithm::SHA256,
-        NamedGroup::Secp384r1,
-    ),
-    (
-        SignatureAlgorithm::ECDSA,
-        HashAlgorithm::SHA384,
-        NamedGroup::Secp256r1,
-    ),
-    (
-        SignatureAlgorithm::ECDSA,
-        HashAlgorithm::SHA384,
-        NamedGroup::Secp384r1,
-    ),
+    (SignatureAlgorithm::ECDSA, HashAlgorithm::SHA256, NamedGroup::Secp256r1),
+    (SignatureAlgorithm::ECDSA, HashAlgorithm::SHA256, NamedGroup::Secp384r1),
+    (SignatureAlgorithm::ECDSA, HashAlgorithm::SHA384, NamedGroup::Secp256r1),
+    (SignatureAlgorithm::ECDSA, HashAlgorithm::SHA384, NamedGroup::Secp384r1),
 ];
 
 /// Check that a (signature, hash, curve) combination is in the allow-list.
@@ -344,17 +317,10 @@ pub fn check_verify_scheme(
     hash_alg: HashAlgorithm,
     group: NamedGroup,
 ) -> Result<(), CryptoError> {
-    if SUPPORTED_VERIFY_SCHEMES
-        .iter()
-        .any(|(s, h, g)| *s == sig_alg && *h == hash_alg && *g == group)
-    {
+    if SUPPORTED_VERIFY_SCHEMES.iter().any(|(s, h, g)| *s == sig_alg && *h == hash_alg && *g == group) {
         Ok(())
     } else {
-        Err(CryptoError::UnsupportedSignatureVerification {
-            signature: sig_alg,
-            hash: hash_alg,
-            group,
-        })
+        Err(CryptoError::UnsupportedSignatureVerification { signature: sig_alg, hash: hash_alg, group })
     }
 }
 
@@ -416,13 +382,7 @@ pub trait HmacProvider: CryptoSafe {
     /// Compute HMAC for the given hash algorithm, writing the result to `out`.
     ///
     /// Returns the number of bytes written.
-    fn hmac(
-        &self,
-        hash: HashAlgorithm,
-        key: &[u8],
-        data: &[u8],
-        out: &mut [u8],
-    ) -> Result<usize, CryptoError>;
+    fn hmac(&self, hash: HashAlgorithm, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<usize, CryptoError>;
 }
 
 // ============================================================================
@@ -599,9 +559,7 @@ impl CryptoProvider {
     /// # fn main() {}
     /// ```
     pub fn install_default(provider: CryptoProvider) {
-        DEFAULT
-            .set(provider)
-            .expect("CryptoProvider::install_default() called more than once");
+        DEFAULT.set(provider).expect("CryptoProvider::install_default() called more than once");
     }
 
     /// Get the default crypto provider, if one has been installed.

@@ -136,10 +136,7 @@ impl Client {
         now: Instant,
         timers: HandshakeTimers,
     ) -> Client {
-        assert!(
-            !certificate.certificate.is_empty(),
-            "Client certificate cannot be empty"
-        );
+        assert!(!certificate.certificate.is_empty(), "Client certificate cannot be empty");
         // unwrap: malformed private_key bytes are a programmer error from the
         // caller who constructed DtlsCertificate; panic matches the prior
         // CryptoContext::new behavior which also panicked on empty/invalid
@@ -149,10 +146,7 @@ impl Client {
             .key_provider
             .load_private_key(&certificate.private_key)
             .expect("Failed to parse client private key");
-        let auth = AuthMode::Certificate {
-            certificate: certificate.certificate,
-            private_key,
-        };
+        let auth = AuthMode::Certificate { certificate: certificate.certificate, private_key };
         let mut engine = Engine::new(config, auth);
         engine.set_client(true);
         engine.inject_hybrid_client_hello(&hybrid.handshake_fragment, timers);
@@ -192,9 +186,7 @@ impl Client {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.state == State::Closed
-            && self.local_events.is_empty()
-            && !self.engine.has_pending_close_output()
+        self.state == State::Closed && self.local_events.is_empty() && !self.engine.has_pending_close_output()
     }
 
     pub fn handle_packet(&mut self, packet: &[u8]) -> Result<(), Error> {
@@ -247,10 +239,9 @@ impl Client {
 
         // Use the engine's create_record to send application data
         // The encryption is now handled in the engine
-        self.engine
-            .create_record(ContentType::ApplicationData, 1, false, |body| {
-                body.extend_from_slice(data);
-            })?;
+        self.engine.create_record(ContentType::ApplicationData, 1, false, |body| {
+            body.extend_from_slice(data);
+        })?;
 
         Ok(())
     }
@@ -265,11 +256,10 @@ impl Client {
             self.state = State::Closed;
             return Ok(());
         }
-        self.engine
-            .create_record(ContentType::Alert, 1, false, |body| {
-                body.push(1); // level: warning
-                body.push(0); // description: close_notify
-            })?;
+        self.engine.create_record(ContentType::Alert, 1, false, |body| {
+            body.push(1); // level: warning
+            body.push(0); // description: close_notify
+        })?;
         self.state = State::Closed;
         Ok(())
     }
@@ -366,72 +356,47 @@ impl State {
         let flight_no = if client.cookie.is_none() { 1 } else { 3 };
         client.engine.flight_begin(flight_no);
 
-        client
-            .engine
-            .create_handshake(MessageType::ClientHello, |body, engine| {
-                if let Some(hybrid) = &mut client.hybrid {
-                    hybrid.set_legacy_cookie(cookie);
-                    hybrid.serialize(body);
-                    return Ok(());
-                }
-                handshake_create_client_hello(
-                    body,
-                    engine,
-                    cookie,
-                    random,
-                    session_id,
-                    &mut client.extension_data,
-                )
-            })?;
+        client.engine.create_handshake(MessageType::ClientHello, |body, engine| {
+            if let Some(hybrid) = &mut client.hybrid {
+                hybrid.set_legacy_cookie(cookie);
+                hybrid.serialize(body);
+                return Ok(());
+            }
+            handshake_create_client_hello(body, engine, cookie, random, session_id, &mut client.extension_data)
+        })?;
 
         let can_hello_verify = client.cookie.is_none();
 
-        if can_hello_verify {
-            Ok(Self::AwaitHelloVerifyRequest)
-        } else {
-            Ok(Self::AwaitServerHello)
-        }
+        if can_hello_verify { Ok(Self::AwaitHelloVerifyRequest) } else { Ok(Self::AwaitServerHello) }
     }
 
     fn await_hello_verify_request(self, client: &mut Client) -> Result<Self, InternalError> {
-        let has_hello = client
-            .engine
-            .has_complete_handshake(MessageType::ServerHello);
+        let has_hello = client.engine.has_complete_handshake(MessageType::ServerHello);
 
         // Got ServerHello, skip HelloVerifyRequest
         if has_hello {
             return Ok(Self::AwaitServerHello);
         }
 
-        let maybe = client.engine.next_handshake(
-            MessageType::HelloVerifyRequest,
-            &mut client.defragment_buffer,
-        )?;
+        let maybe = client.engine.next_handshake(MessageType::HelloVerifyRequest, &mut client.defragment_buffer)?;
 
         let Some(handshake) = maybe else {
             // Stay in this state
             return Ok(self);
         };
 
-        let Body::HelloVerifyRequest(h) = handshake.body else {
-            unreachable!()
-        };
+        let Body::HelloVerifyRequest(h) = handshake.body else { unreachable!() };
 
         // RFC 6347 4.2.1: The server_version field in the HelloVerifyRequest message MUST be set to DTLS 1.0
         // https://datatracker.ietf.org/doc/html/rfc6347#section-4.2.1
-        if h.server_version != ProtocolVersion::DTLS1_2
-            && h.server_version != ProtocolVersion::DTLS1_0
-        {
-            return Err(Error::SecurityError(
-                crate::SecurityError::UnsupportedHelloVerifyRequestVersion(h.server_version),
-            )
+        if h.server_version != ProtocolVersion::DTLS1_2 && h.server_version != ProtocolVersion::DTLS1_0 {
+            return Err(Error::SecurityError(crate::SecurityError::UnsupportedHelloVerifyRequestVersion(
+                h.server_version,
+            ))
             .into());
         }
 
-        debug!(
-            "Received HelloVerifyRequest with cookie length: {}",
-            h.cookie.len()
-        );
+        debug!("Received HelloVerifyRequest with cookie length: {}", h.cookie.len());
 
         // Set cookie for next ClientHello
         client.cookie = Some(h.cookie);
@@ -446,71 +411,48 @@ impl State {
     }
 
     fn await_server_hello(self, client: &mut Client) -> Result<Self, InternalError> {
-        let maybe = client
-            .engine
-            .next_handshake(MessageType::ServerHello, &mut client.defragment_buffer)?;
+        let maybe = client.engine.next_handshake(MessageType::ServerHello, &mut client.defragment_buffer)?;
 
         let Some(handshake) = maybe else {
             // Stay in same state
             return Ok(self);
         };
 
-        let Body::ServerHello(server_hello) = &handshake.body else {
-            unreachable!()
-        };
+        let Body::ServerHello(server_hello) = &handshake.body else { unreachable!() };
 
-        debug!(
-            "Received ServerHello with cipher suite: {:?}",
-            server_hello.cipher_suite
-        );
+        debug!("Received ServerHello with cipher suite: {:?}", server_hello.cipher_suite);
 
         // Enforce DTLS version
         if server_hello.server_version != ProtocolVersion::DTLS1_2 {
-            return Err(
-                Error::SecurityError(crate::SecurityError::UnsupportedServerVersion(
-                    server_hello.server_version,
-                ))
-                .into(),
-            );
+            return Err(Error::SecurityError(crate::SecurityError::UnsupportedServerVersion(
+                server_hello.server_version,
+            ))
+            .into());
         }
 
         // Enforce Null compression only
         if server_hello.compression_method != CompressionMethod::Null {
-            return Err(
-                Error::SecurityError(crate::SecurityError::UnsupportedServerCompression(
-                    server_hello.compression_method,
-                ))
-                .into(),
-            );
+            return Err(Error::SecurityError(crate::SecurityError::UnsupportedServerCompression(
+                server_hello.compression_method,
+            ))
+            .into());
         }
 
         // Enforce cipher suite is known and allowed
         let cs = server_hello.cipher_suite;
         if cs.is_unknown() {
-            return Err((Error::SecurityError(
-                crate::SecurityError::ServerSelectedUnknownCipherSuite,
-            ))
-            .into());
+            return Err((Error::SecurityError(crate::SecurityError::ServerSelectedUnknownCipherSuite)).into());
         }
 
         // Enforce cipher suite is compatible with our private key and allowed by config
-        let is_compatible = client
-            .engine
-            .crypto_context()
-            .is_cipher_suite_compatible(cs);
+        let is_compatible = client.engine.crypto_context().is_cipher_suite_compatible(cs);
 
         if !is_compatible {
-            return Err(Error::SecurityError(
-                crate::SecurityError::ServerSelectedIncompatibleCipherSuite(cs),
-            )
-            .into());
+            return Err(Error::SecurityError(crate::SecurityError::ServerSelectedIncompatibleCipherSuite(cs)).into());
         }
 
         if !client.engine.is_cipher_suite_allowed(cs) {
-            return Err(Error::SecurityError(
-                crate::SecurityError::ServerSelectedDisallowedCipherSuite(cs),
-            )
-            .into());
+            return Err(Error::SecurityError(crate::SecurityError::ServerSelectedDisallowedCipherSuite(cs)).into());
         }
 
         // Note: we keep offered suites local; we don't enforce echo here
@@ -521,23 +463,16 @@ impl State {
         let Some(extensions) = &server_hello.extensions else {
             return Err((Error::IncompleteServerHello).into());
         };
-        let extended_master_secret = extensions
-            .iter()
-            .any(|ext| ext.extension_type == ExtensionType::ExtendedMasterSecret);
-        if let Some(profile) = server_hello
-            .srtp_profiles()
-            .and_then(|profiles| profiles.first())
-        {
+        let extended_master_secret =
+            extensions.iter().any(|ext| ext.extension_type == ExtensionType::ExtendedMasterSecret);
+        if let Some(profile) = server_hello.srtp_profiles().and_then(|profiles| profiles.first()) {
             client.negotiated_srtp_profile = Some((*profile).into());
         }
 
         // Without extended master secret, in DTLS1.2 a security attack
         // reusing the same master secret is possible.
         if !extended_master_secret {
-            return Err(Error::SecurityError(
-                crate::SecurityError::ExtendedMasterSecretNotNegotiated,
-            )
-            .into());
+            return Err(Error::SecurityError(crate::SecurityError::ExtendedMasterSecretNotNegotiated).into());
         }
 
         if let Some(profile) = client.negotiated_srtp_profile {
@@ -548,45 +483,27 @@ impl State {
         client.hybrid = None;
 
         // PSK suites skip Certificate; go directly to ServerKeyExchange
-        if cs.is_psk() {
-            Ok(Self::AwaitServerKeyExchange)
-        } else {
-            Ok(Self::AwaitCertificate)
-        }
+        if cs.is_psk() { Ok(Self::AwaitServerKeyExchange) } else { Ok(Self::AwaitCertificate) }
     }
 
     fn await_certificate(self, client: &mut Client) -> Result<Self, InternalError> {
-        let maybe = client
-            .engine
-            .next_handshake(MessageType::Certificate, &mut client.defragment_buffer)?;
+        let maybe = client.engine.next_handshake(MessageType::Certificate, &mut client.defragment_buffer)?;
 
         let Some(ref handshake) = maybe else {
             // Stay in same state
             return Ok(self);
         };
 
-        let Body::Certificate(certificate) = &handshake.body else {
-            unreachable!()
-        };
+        let Body::Certificate(certificate) = &handshake.body else { unreachable!() };
 
         if certificate.certificate_list.is_empty() {
-            return Err((Error::CertificateError(
-                crate::CertificateError::NoServerCertificateReceived,
-            ))
-            .into());
+            return Err((Error::CertificateError(crate::CertificateError::NoServerCertificateReceived)).into());
         }
 
-        debug!(
-            "Received Certificate message with {} certificate(s)",
-            certificate.certificate_list.len()
-        );
+        debug!("Received Certificate message with {} certificate(s)", certificate.certificate_list.len());
 
         // Extract certificate ranges before dropping handshake
-        let cert_ranges: ArrayVec<_, 32> = certificate
-            .certificate_list
-            .iter()
-            .map(|cert| cert.0.clone())
-            .collect();
+        let cert_ranges: ArrayVec<_, 32> = certificate.certificate_list.iter().map(|cert| cert.0.clone()).collect();
 
         drop(maybe);
 
@@ -601,9 +518,8 @@ impl State {
     }
 
     fn await_server_key_exchange(self, client: &mut Client) -> Result<Self, InternalError> {
-        let cipher_suite = client.engine.cipher_suite().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoCipherSuiteSelected,
-        ))?;
+        let cipher_suite =
+            client.engine.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected))?;
 
         if cipher_suite.is_psk() {
             self.await_server_key_exchange_psk(client)
@@ -613,10 +529,7 @@ impl State {
     }
 
     fn await_server_key_exchange_ecdhe(self, client: &mut Client) -> Result<Self, InternalError> {
-        let maybe = client.engine.next_handshake(
-            MessageType::ServerKeyExchange,
-            &mut client.defragment_buffer,
-        )?;
+        let maybe = client.engine.next_handshake(MessageType::ServerKeyExchange, &mut client.defragment_buffer)?;
 
         if maybe.is_none() {
             // Stay in same state
@@ -626,16 +539,13 @@ impl State {
         // Extract all ranges/data we need before accessing buffer
         let (signature_range, signature_algorithm, curve_type, named_group, public_key_range) = {
             let handshake = maybe.as_ref().unwrap();
-            let Body::ServerKeyExchange(server_key_exchange) = &handshake.body else {
-                unreachable!()
-            };
+            let Body::ServerKeyExchange(server_key_exchange) = &handshake.body else { unreachable!() };
 
             let Some(d_signed) = server_key_exchange.signature() else {
                 // We do not support anonymous key exchange
-                return Err(Error::UnexpectedMessage(
-                    crate::UnexpectedMessageError::ServerKeyExchangeWithoutSignature,
-                )
-                .into());
+                return Err(
+                    Error::UnexpectedMessage(crate::UnexpectedMessageError::ServerKeyExchangeWithoutSignature).into()
+                );
             };
 
             let signature_range = d_signed.signature_range.clone();
@@ -643,11 +553,9 @@ impl State {
 
             // Extract ECDH params ranges
             let (curve_type, named_group, public_key_range) = match &server_key_exchange.params {
-                ServerKeyExchangeParams::Ecdh(ecdh) => (
-                    ecdh.curve_type,
-                    ecdh.named_group,
-                    ecdh.public_key_range.clone(),
-                ),
+                ServerKeyExchangeParams::Ecdh(ecdh) => {
+                    (ecdh.curve_type, ecdh.named_group, ecdh.public_key_range.clone())
+                }
                 ServerKeyExchangeParams::Psk(_) => {
                     return Err(Error::UnexpectedMessage(
                         crate::UnexpectedMessageError::PskServerKeyExchangeInEcdhePath,
@@ -656,13 +564,7 @@ impl State {
                 }
             };
 
-            (
-                signature_range,
-                signature_algorithm,
-                curve_type,
-                named_group,
-                public_key_range,
-            )
+            (signature_range, signature_algorithm, curve_type, named_group, public_key_range)
         };
 
         // unwrap: is ok because we verify the order of the flight
@@ -686,40 +588,31 @@ impl State {
         signed_data.push(public_key_vec.len() as u8);
         signed_data.extend_from_slice(public_key_vec);
 
-        let cipher_suite = client.engine.cipher_suite().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoCipherSuiteSelected,
-        ))?;
+        let cipher_suite =
+            client.engine.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected))?;
 
         // Ensure the server's (hash, signature) pair was offered by the client
         let offered = SignatureAndHashAlgorithm::supported().contains(&signature_algorithm);
         if !offered {
-            return Err(Error::CryptoError(
-                crate::CryptoError::SignatureAlgorithmNotOfferedByClient,
-            )
-            .into());
+            return Err(Error::CryptoError(crate::CryptoError::SignatureAlgorithmNotOfferedByClient).into());
         }
 
         // Ensure the signature algorithm is compatible with the cipher suite
         if let Some(expected_sig) = cipher_suite.signature_algorithm()
             && signature_algorithm.signature != expected_sig
         {
-            return Err(
-                Error::CryptoError(crate::CryptoError::SignatureAlgorithmMismatch {
-                    expected: expected_sig,
-                    actual: signature_algorithm.signature,
-                })
-                .into(),
-            );
+            return Err(Error::CryptoError(crate::CryptoError::SignatureAlgorithmMismatch {
+                expected: expected_sig,
+                actual: signature_algorithm.signature,
+            })
+            .into());
         }
 
         // unwrap: is ok because we verify the order of the flight
         let cert_der = client.server_certificates.first().unwrap();
 
         // Create a temporary DigitallySigned for verification (we only need the algorithm)
-        let temp_signed = DigitallySigned {
-            algorithm: signature_algorithm,
-            signature_range: 0..signature_bytes.len(),
-        };
+        let temp_signed = DigitallySigned { algorithm: signature_algorithm, signature_range: 0..signature_bytes.len() };
 
         client
             .engine
@@ -727,10 +620,7 @@ impl State {
             .verify_signature(&signed_data, &temp_signed, signature_bytes, cert_der)
             .map_err(Error::CryptoError)?;
 
-        trace!(
-            "ServerKeyExchange signature verified: {:?}",
-            signature_algorithm
-        );
+        trace!("ServerKeyExchange signature verified: {:?}", signature_algorithm);
 
         // Process the server key exchange parameters
         // We already have the curve and public key extracted
@@ -749,35 +639,27 @@ impl State {
     /// Per RFC 4279 §2, ServerKeyExchange is omitted when the server has no hint.
     fn await_server_key_exchange_psk(self, client: &mut Client) -> Result<Self, InternalError> {
         // If the server skipped ServerKeyExchange (no hint), go straight to ServerHelloDone
-        let has_done = client
-            .engine
-            .has_complete_handshake(MessageType::ServerHelloDone);
+        let has_done = client.engine.has_complete_handshake(MessageType::ServerHelloDone);
         if has_done {
             return Ok(Self::AwaitServerHelloDone);
         }
 
-        let maybe = client.engine.next_handshake(
-            MessageType::ServerKeyExchange,
-            &mut client.defragment_buffer,
-        )?;
+        let maybe = client.engine.next_handshake(MessageType::ServerKeyExchange, &mut client.defragment_buffer)?;
 
         let Some(handshake) = maybe else {
             return Ok(self);
         };
 
-        let Body::ServerKeyExchange(ske) = &handshake.body else {
-            unreachable!()
-        };
+        let Body::ServerKeyExchange(ske) = &handshake.body else { unreachable!() };
 
         // PSK ServerKeyExchange contains only an identity hint per RFC 4279 §2
         // (no curve_type or named_group — those are ECDHE-only parameters).
         let hint_range = match &ske.params {
             ServerKeyExchangeParams::Psk(psk) => psk.hint_range.clone(),
             _ => {
-                return Err(Error::UnexpectedMessage(
-                    crate::UnexpectedMessageError::EcdheServerKeyExchangeInPskPath,
-                )
-                .into());
+                return Err(
+                    Error::UnexpectedMessage(crate::UnexpectedMessageError::EcdheServerKeyExchangeInPskPath).into()
+                );
             }
         };
 
@@ -792,48 +674,33 @@ impl State {
     }
 
     fn await_certificate_request(self, client: &mut Client) -> Result<Self, InternalError> {
-        let has_done = client
-            .engine
-            .has_complete_handshake(MessageType::ServerHelloDone);
+        let has_done = client.engine.has_complete_handshake(MessageType::ServerHelloDone);
 
         if has_done {
             return Ok(Self::AwaitServerHelloDone);
         }
 
-        let maybe = client.engine.next_handshake(
-            MessageType::CertificateRequest,
-            &mut client.defragment_buffer,
-        )?;
+        let maybe = client.engine.next_handshake(MessageType::CertificateRequest, &mut client.defragment_buffer)?;
 
         let Some(handshake) = maybe else {
             // stay in same state
             return Ok(self);
         };
 
-        let Body::CertificateRequest(cr) = &handshake.body else {
-            unreachable!()
-        };
+        let Body::CertificateRequest(cr) = &handshake.body else { unreachable!() };
 
         // Check that the hash algorithm that is default fo the PrivateKey in use
         // is one of the supported by the CertificateRequest
         // unwrap: CertificateRequest only received for certificate-based suites
-        let hash_algorithm = client
-            .engine
-            .crypto_context()
-            .private_key_default_hash_algorithm()
-            .unwrap();
+        let hash_algorithm = client.engine.crypto_context().private_key_default_hash_algorithm().unwrap();
 
         if !cr.supports_hash_algorithm(hash_algorithm) {
-            return Err(Error::CertificateError(
-                crate::CertificateError::UnsupportedHashAlgorithm(hash_algorithm),
-            )
-            .into());
+            return Err(
+                Error::CertificateError(crate::CertificateError::UnsupportedHashAlgorithm(hash_algorithm)).into()
+            );
         }
 
-        debug!(
-            "Server supports CertificateVerify hash algorithm: {:?}",
-            hash_algorithm
-        );
+        debug!("Server supports CertificateVerify hash algorithm: {:?}", hash_algorithm);
 
         debug!("Received CertificateRequest; enabling client authentication path");
         client.certificate_verify = true;
@@ -842,24 +709,19 @@ impl State {
     }
 
     fn await_server_hello_done(self, client: &mut Client) -> Result<Self, InternalError> {
-        let maybe = client
-            .engine
-            .next_handshake(MessageType::ServerHelloDone, &mut client.defragment_buffer)?;
+        let maybe = client.engine.next_handshake(MessageType::ServerHelloDone, &mut client.defragment_buffer)?;
 
         let Some(handshake) = maybe else {
             // stay in same state
             return Ok(self);
         };
 
-        let Body::ServerHelloDone = handshake.body else {
-            unreachable!()
-        };
+        let Body::ServerHelloDone = handshake.body else { unreachable!() };
 
         trace!("Received ServerHelloDone");
 
-        let cipher_suite = client.engine.cipher_suite().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoCipherSuiteSelected,
-        ))?;
+        let cipher_suite =
+            client.engine.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected))?;
 
         if cipher_suite.is_psk() {
             // PSK: no certificates involved
@@ -868,10 +730,7 @@ impl State {
 
         // Validate the server certificate
         if client.server_certificates.is_empty() {
-            return Err((Error::CertificateError(
-                crate::CertificateError::NoServerCertificateReceived,
-            ))
-            .into());
+            return Err((Error::CertificateError(crate::CertificateError::NoServerCertificateReceived)).into());
         }
 
         // Send the server certificate as an event
@@ -879,11 +738,7 @@ impl State {
             client.local_events.push_back(LocalEvent::PeerCert);
         }
 
-        if client.certificate_verify {
-            Ok(Self::SendCertificate)
-        } else {
-            Ok(Self::SendClientKeyExchange)
-        }
+        if client.certificate_verify { Ok(Self::SendCertificate) } else { Ok(Self::SendClientKeyExchange) }
     }
 
     fn send_certificate(self, client: &mut Client) -> Result<Self, InternalError> {
@@ -893,9 +748,7 @@ impl State {
         client.engine.flight_begin(5);
 
         // Now use the engine with the stored data
-        client
-            .engine
-            .create_handshake(MessageType::Certificate, handshake_create_certificate)?;
+        client.engine.create_handshake(MessageType::Certificate, handshake_create_certificate)?;
 
         Ok(Self::SendClientKeyExchange)
     }
@@ -909,40 +762,29 @@ impl State {
         }
 
         // Send client key exchange message
-        client.engine.create_handshake(
-            MessageType::ClientKeyExchange,
-            handshake_create_client_key_exchange,
-        )?;
+        client.engine.create_handshake(MessageType::ClientKeyExchange, handshake_create_client_key_exchange)?;
 
         // Capture session hash now for Extended Master Secret (RFC 7627)
         // At this point, the session hash includes: ClientHello, ServerHello, Certificate,
         // ServerKeyExchange, CertificateRequest, ServerHelloDone, Certificate, ClientKeyExchange
         // This is correct per RFC 7627 - session hash should include messages
         // up to and including ClientKeyExchange
-        let cipher_suite = client.engine.cipher_suite().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoCipherSuiteSelected,
-        ))?;
+        let cipher_suite =
+            client.engine.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected))?;
 
         let suite_hash = cipher_suite.hash_algorithm();
         let mut buf = client.engine.pop_buffer();
         client.engine.transcript_hash(suite_hash, &mut buf);
         client.captured_session_hash = Some(buf);
 
-        if client.certificate_verify {
-            Ok(Self::SendCertificateVerify)
-        } else {
-            Ok(Self::SendChangeCipherSpec)
-        }
+        if client.certificate_verify { Ok(Self::SendCertificateVerify) } else { Ok(Self::SendChangeCipherSpec) }
     }
 
     fn send_certificate_verify(self, client: &mut Client) -> Result<Self, InternalError> {
         debug!("Sending CertificateVerify");
 
         // Send the certificate verify message
-        client.engine.create_handshake(
-            MessageType::CertificateVerify,
-            handshake_create_certificate_verify,
-        )?;
+        client.engine.create_handshake(MessageType::CertificateVerify, handshake_create_certificate_verify)?;
 
         Ok(Self::SendChangeCipherSpec)
     }
@@ -952,12 +794,10 @@ impl State {
 
         // Send change cipher spec
         trace!("Sending ChangeCipherSpec");
-        client
-            .engine
-            .create_record(ContentType::ChangeCipherSpec, 0, true, |body| {
-                // Change cipher spec is just a single byte with value 1
-                body.push(1);
-            })?;
+        client.engine.create_record(ContentType::ChangeCipherSpec, 0, true, |body| {
+            // Change cipher spec is just a single byte with value 1
+            body.push(1);
+        })?;
 
         Ok(Self::SendFinished)
     }
@@ -965,17 +805,13 @@ impl State {
     fn derive_keys(client: &mut Client) -> Result<(), Error> {
         trace!("Deriving keys");
         let Some(cipher_suite) = client.engine.cipher_suite() else {
-            return Err(Error::InvalidState(
-                crate::InvalidStateError::NoCipherSuiteSelected,
-            ));
+            return Err(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected));
         };
 
         trace!("Using cipher suite for key derivation: {:?}", cipher_suite);
 
         let Some(server_random) = &client.server_random else {
-            return Err(Error::InvalidState(
-                crate::InvalidStateError::NoServerRandom,
-            ));
+            return Err(Error::InvalidState(crate::InvalidStateError::NoServerRandom));
         };
 
         // Extract and format the random values for key derivation
@@ -996,13 +832,8 @@ impl State {
         let session_hash = client
             .captured_session_hash
             .as_ref()
-            .ok_or(Error::InvalidState(
-                crate::InvalidStateError::ExtendedMasterSecretSessionHashMissing,
-            ))?;
-        trace!(
-            "Using captured session hash for Extended Master Secret (length: {})",
-            session_hash.len()
-        );
+            .ok_or(Error::InvalidState(crate::InvalidStateError::ExtendedMasterSecretSessionHashMissing))?;
+        trace!("Using captured session hash for Extended Master Secret (length: {})", session_hash.len());
         let mut out = client.engine.pop_buffer();
         let mut scratch = client.engine.pop_buffer();
         client
@@ -1015,13 +846,7 @@ impl State {
         client
             .engine
             .crypto_context_mut()
-            .derive_keys(
-                cipher_suite,
-                &client_random_buf,
-                &server_random_buf,
-                &mut out,
-                &mut scratch,
-            )
+            .derive_keys(cipher_suite, &client_random_buf, &server_random_buf, &mut out, &mut scratch)
             .map_err(Error::CryptoError)?;
 
         client.engine.push_buffer(out);
@@ -1033,18 +858,16 @@ impl State {
     fn send_finished(self, client: &mut Client) -> Result<Self, InternalError> {
         trace!("Sending Finished message to complete handshake");
 
-        client
-            .engine
-            .create_handshake(MessageType::Finished, |body, engine| {
-                // Calculate verify data for Finished message using PRF
-                let verify_data = engine.generate_verify_data(true)?;
+        client.engine.create_handshake(MessageType::Finished, |body, engine| {
+            // Calculate verify data for Finished message using PRF
+            let verify_data = engine.generate_verify_data(true)?;
 
-                debug!("Generated verify data for Finished message (12 bytes)");
+            debug!("Generated verify data for Finished message (12 bytes)");
 
-                // Directly write the verify data without creating Finished struct
-                body.extend_from_slice(&verify_data);
-                Ok(())
-            })?;
+            // Directly write the verify data without creating Finished struct
+            body.extend_from_slice(&verify_data);
+            Ok(())
+        })?;
 
         Ok(Self::AwaitChangeCipherSpec)
     }
@@ -1075,18 +898,14 @@ impl State {
             return Ok(Self::AwaitFinished);
         }
 
-        let maybe = client
-            .engine
-            .next_handshake(MessageType::NewSessionTicket, &mut client.defragment_buffer)?;
+        let maybe = client.engine.next_handshake(MessageType::NewSessionTicket, &mut client.defragment_buffer)?;
 
         let Some(handshake) = maybe else {
             // Stay in same state
             return Ok(self);
         };
 
-        let Body::NewSessionTicket(_t) = handshake.body else {
-            unreachable!()
-        };
+        let Body::NewSessionTicket(_t) = handshake.body else { unreachable!() };
 
         // TODO(martin): handle ticket for restart
 
@@ -1101,9 +920,7 @@ impl State {
         // it should not include Finished itself.
         let expected = client.engine.generate_verify_data(false)?;
 
-        let maybe = client
-            .engine
-            .next_handshake(MessageType::Finished, &mut client.defragment_buffer)?;
+        let maybe = client.engine.next_handshake(MessageType::Finished, &mut client.defragment_buffer)?;
 
         if maybe.is_none() {
             // stay in same state
@@ -1126,34 +943,22 @@ impl State {
 
         // Now we can access the buffer
         let verify_data = &client.defragment_buffer[verify_data_range];
-        trace!(
-            "Finished.verify_data received len={}, expected len={}",
-            verify_data.len(),
-            expected.len()
-        );
+        trace!("Finished.verify_data received len={}, expected len={}", verify_data.len(), expected.len());
         // Use constant-time comparison to prevent timing attacks
         let is_eq: bool = verify_data.ct_eq(expected.as_slice()).into();
         if !is_eq {
-            return Err((Error::SecurityError(
-                crate::SecurityError::ServerFinishedVerificationFailed,
-            ))
-            .into());
+            return Err((Error::SecurityError(crate::SecurityError::ServerFinishedVerificationFailed)).into());
         }
 
         // No records from the handshake epochs may survive into application data.
-        let unexpected_record = client
-            .engine
-            .pending_records()
-            .find(|record| record.record().sequence.epoch != 1);
+        let unexpected_record = client.engine.pending_records().find(|record| record.record().sequence.epoch != 1);
         if let Some(record) = unexpected_record {
             debug!(
                 "Unexpected epoch at handshake completion: record={:?}, handshake={:?}",
                 record.record(),
                 record.first_handshake().map(|handshake| &handshake.header),
             );
-            return Err(
-                Error::UnexpectedMessage(crate::UnexpectedMessageError::UnexpectedEpoch).into(),
-            );
+            return Err(Error::UnexpectedMessage(crate::UnexpectedMessageError::UnexpectedEpoch).into());
         }
 
         trace!("Server Finished verified successfully");
@@ -1170,26 +975,16 @@ impl State {
 
             let mut out = client.engine.pop_buffer();
             let mut scratch = client.engine.pop_buffer();
-            if let Ok(keying_material) = client
-                .engine
-                .crypto_context()
-                .extract_srtp_keying_material(profile, suite_hash, &mut out, &mut scratch)
+            if let Ok(keying_material) =
+                client.engine.crypto_context().extract_srtp_keying_material(profile, suite_hash, &mut out, &mut scratch)
             {
                 client.engine.push_buffer(out);
                 client.engine.push_buffer(scratch);
                 // Emit the keying material event with the negotiated profile
-                debug!(
-                    "SRTP keying material extracted ({} bytes) for profile: {:?}",
-                    keying_material.len(),
-                    profile
-                );
+                debug!("SRTP keying material extracted ({} bytes) for profile: {:?}", keying_material.len(), profile);
                 // expect should be correct here since we negotiated the profile
-                let profile = client
-                    .negotiated_srtp_profile
-                    .expect("SRTP profile should be negotiated");
-                client
-                    .local_events
-                    .push_back(LocalEvent::KeyingMaterial(keying_material, profile));
+                let profile = client.negotiated_srtp_profile.expect("SRTP profile should be negotiated");
+                client.local_events.push_back(LocalEvent::KeyingMaterial(keying_material, profile));
             } else {
                 client.engine.push_buffer(out);
                 client.engine.push_buffer(scratch);
@@ -1208,26 +1003,19 @@ impl State {
             // RFC 5246 §7.2.1: respond with a reciprocal close_notify and
             // close down immediately, discarding any pending writes.
             client.engine.discard_pending_writes();
-            client
-                .engine
-                .create_record(ContentType::Alert, 1, false, |body| {
-                    body.push(1); // level: warning
-                    body.push(0); // description: close_notify
-                })?;
+            client.engine.create_record(ContentType::Alert, 1, false, |body| {
+                body.push(1); // level: warning
+                body.push(0); // description: close_notify
+            })?;
             return Ok(State::Closed);
         }
 
         if !client.queued_data.is_empty() {
-            debug!(
-                "Sending queued application data: {}",
-                client.queued_data.len()
-            );
+            debug!("Sending queued application data: {}", client.queued_data.len());
             for data in client.queued_data.drain(..) {
-                client
-                    .engine
-                    .create_record(ContentType::ApplicationData, 1, false, |body| {
-                        body.extend_from_slice(&data);
-                    })?;
+                client.engine.create_record(ContentType::ApplicationData, 1, false, |body| {
+                    body.extend_from_slice(&data);
+                })?;
             }
         }
 
@@ -1265,15 +1053,8 @@ fn handshake_create_client_hello(
     compression_methods.push(CompressionMethod::Null);
 
     // Create ClientHello with all required extensions
-    let client_hello = ClientHello::new(
-        client_version,
-        random,
-        session_id,
-        cookie,
-        cipher_suites,
-        compression_methods,
-    )
-    .with_extensions(extension_data, engine.config());
+    let client_hello = ClientHello::new(client_version, random, session_id, cookie, cipher_suites, compression_methods)
+        .with_extensions(extension_data, engine.config());
 
     client_hello.serialize(extension_data, body);
     Ok(())
@@ -1288,9 +1069,7 @@ fn handshake_create_certificate(body: &mut Buf, engine: &mut Engine) -> Result<(
 fn handshake_create_client_key_exchange(body: &mut Buf, engine: &mut Engine) -> Result<(), Error> {
     // Just check that a cipher suite exists without binding to unused variable
     let Some(cipher_suite) = engine.cipher_suite() else {
-        return Err(Error::InvalidState(
-            crate::InvalidStateError::NoCipherSuiteSelected,
-        ));
+        return Err(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected));
     };
     let key_exchange_algorithm = cipher_suite.as_key_exchange_algorithm();
 
@@ -1306,15 +1085,9 @@ fn handshake_create_client_key_exchange(body: &mut Buf, engine: &mut Engine) -> 
                 unreachable!("No group info available for ECDHE");
             };
 
-            trace!(
-                "Using ECDHE group info: {:?}, {:?}",
-                curve_type, named_group
-            );
+            trace!("Using ECDHE group info: {:?}, {:?}", curve_type, named_group);
 
-            let public_key = engine
-                .crypto_context_mut()
-                .maybe_init_key_exchange()
-                .map_err(Error::CryptoError)?;
+            let public_key = engine.crypto_context_mut().maybe_init_key_exchange().map_err(Error::CryptoError)?;
 
             trace!("Generated public key size: {} bytes", public_key.len());
             ClientKeyExchange::serialize_from_bytes(public_key, body);
@@ -1337,16 +1110,12 @@ fn handshake_create_client_key_exchange(body: &mut Buf, engine: &mut Engine) -> 
             // Set the PSK and compute pre-master secret
             let crypto = engine.crypto_context_mut();
             crypto.set_psk(psk);
-            crypto
-                .compute_psk_pre_master_secret()
-                .map_err(Error::CryptoError)?;
+            crypto.compute_psk_pre_master_secret().map_err(Error::CryptoError)?;
 
             ClientPskKeys::serialize_from_bytes(&identity, body);
         }
         _ => {
-            return Err(Error::SecurityError(
-                crate::SecurityError::UnsupportedKeyExchangeAlgorithm,
-            ));
+            return Err(Error::SecurityError(crate::SecurityError::UnsupportedKeyExchangeAlgorithm));
         }
     }
 
@@ -1360,10 +1129,7 @@ fn handshake_create_certificate_verify(body: &mut Buf, engine: &mut Engine) -> R
     // SHA384 for the signature of the main crypto, but not for CertificateVerify
     // where a private key using P256 curve means we use SHA256.
     // unwrap: CertificateVerify only sent for certificate-based suites
-    let hash_alg = engine
-        .crypto_context()
-        .private_key_default_hash_algorithm()
-        .unwrap();
+    let hash_alg = engine.crypto_context().private_key_default_hash_algorithm().unwrap();
     debug!("Using hash algorithm for signature: {:?}", hash_alg);
 
     // Get the signature algorithm type
@@ -1378,10 +1144,7 @@ fn handshake_create_certificate_verify(body: &mut Buf, engine: &mut Engine) -> R
 
     // Sign all handshake messages
     let handshake_data = &engine.transcript;
-    engine
-        .crypto_context
-        .sign_data(handshake_data, hash_alg, &mut signature)
-        .map_err(Error::CryptoError)?;
+    engine.crypto_context.sign_data(handshake_data, hash_alg, &mut signature).map_err(Error::CryptoError)?;
 
     debug!("Generated signature size: {} bytes", signature.len());
 
@@ -1400,17 +1163,12 @@ impl LocalEvent {
         match self {
             LocalEvent::PeerCert => {
                 let l = peer_certs[0].len();
-                assert!(
-                    l <= buf.len(),
-                    "Output buffer too small for peer certificate"
-                );
+                assert!(l <= buf.len(), "Output buffer too small for peer certificate");
                 buf[..l].copy_from_slice(&peer_certs[0]);
                 Output::PeerCert(&buf[..l])
             }
             LocalEvent::Connected => Output::Connected,
-            LocalEvent::KeyingMaterial(m, profile) => {
-                Output::KeyingMaterial(KeyingMaterial::new(&m), profile)
-            }
+            LocalEvent::KeyingMaterial(m, profile) => Output::KeyingMaterial(KeyingMaterial::new(&m), profile),
         }
     }
 }
@@ -1448,29 +1206,20 @@ mod tests {
         let mut client = psk_client();
         client
             .engine
-            .parse_packet(&epoch0_handshake_packet(
-                MessageType::Certificate,
-                0,
-                &[0, 0, 0],
-            ))
+            .parse_packet(&epoch0_handshake_packet(MessageType::Certificate, 0, &[0, 0, 0]))
             .expect("queue empty Certificate");
 
-        let err = State::AwaitCertificate
-            .await_certificate(&mut client)
-            .expect_err("empty server Certificate should fail");
+        let err =
+            State::AwaitCertificate.await_certificate(&mut client).expect_err("empty server Certificate should fail");
 
-        assert!(matches!(
-            err,
-            crate::InternalError::Fatal(Error::CertificateError(_))
-        ));
+        assert!(matches!(err, crate::InternalError::Fatal(Error::CertificateError(_))));
     }
 
     #[test]
     fn derive_keys_without_cipher_suite_is_invalid_state() {
         let mut client = psk_client();
 
-        let err = State::derive_keys(&mut client)
-            .expect_err("derive_keys requires negotiated cipher suite");
+        let err = State::derive_keys(&mut client).expect_err("derive_keys requires negotiated cipher suite");
 
         assert!(matches!(err, Error::InvalidState(_)));
     }
@@ -1478,9 +1227,7 @@ mod tests {
     #[test]
     fn derive_keys_without_server_random_is_invalid_state() {
         let mut client = psk_client();
-        client
-            .engine
-            .set_cipher_suite(Dtls12CipherSuite::PSK_AES128_CCM_8);
+        client.engine.set_cipher_suite(Dtls12CipherSuite::PSK_AES128_CCM_8);
 
         let err = State::derive_keys(&mut client).expect_err("derive_keys requires server random");
 

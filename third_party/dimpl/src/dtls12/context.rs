@@ -135,15 +135,8 @@ impl CryptoContext {
     }
 
     /// Process peer's public key and compute shared secret
-    pub fn compute_shared_secret(
-        &mut self,
-        peer_public_key: &[u8],
-        mut buf: Buf,
-    ) -> Result<(), CryptoError> {
-        let ke = self
-            .key_exchange
-            .take()
-            .ok_or(CryptoError::KeyExchangeNotInitialized)?;
+    pub fn compute_shared_secret(&mut self, peer_public_key: &[u8], mut buf: Buf) -> Result<(), CryptoError> {
+        let ke = self.key_exchange.take().ok_or(CryptoError::KeyExchangeNotInitialized)?;
         ke.complete(peer_public_key, &mut buf)?;
         self.pre_master_secret = Some(buf);
         // Note: we keep key_exchange_public_key since it may be needed later
@@ -174,11 +167,7 @@ impl CryptoContext {
     }
 
     /// Initialize ECDHE key exchange (server role) and return our ephemeral public key
-    pub fn init_ecdh_server(
-        &mut self,
-        named_group: NamedGroup,
-        kx_buf: Buf,
-    ) -> Result<&[u8], CryptoError> {
+    pub fn init_ecdh_server(&mut self, named_group: NamedGroup, kx_buf: Buf) -> Result<&[u8], CryptoError> {
         // Find the matching key exchange group from the provider
         let kx_group = self
             .provider()
@@ -240,9 +229,7 @@ impl CryptoContext {
             hash,
         )?;
         let mut master_secret = ArrayVec::new();
-        master_secret
-            .try_extend_from_slice(out)
-            .map_err(|_| CryptoError::MasterSecretTooLong)?;
+        master_secret.try_extend_from_slice(out).map_err(|_| CryptoError::MasterSecretTooLong)?;
         self.master_secret = Some(master_secret);
         // Clear pre-master secret after use (security measure)
         self.pre_master_secret = None;
@@ -264,15 +251,11 @@ impl CryptoContext {
 
         // Store the randoms for later SRTP key export (RFC 5705)
         let mut client_random_arr = ArrayVec::new();
-        client_random_arr
-            .try_extend_from_slice(client_random)
-            .expect("client_random too long");
+        client_random_arr.try_extend_from_slice(client_random).expect("client_random too long");
         self.client_random = Some(client_random_arr);
 
         let mut server_random_arr = ArrayVec::new();
-        server_random_arr
-            .try_extend_from_slice(server_random)
-            .expect("server_random too long");
+        server_random_arr.try_extend_from_slice(server_random).expect("server_random too long");
         self.server_random = Some(server_random_arr);
 
         // Find the cipher suite from the provider
@@ -329,22 +312,15 @@ impl CryptoContext {
         self.server_write_iv = Some(Iv::new(&key_block[offset..offset + fixed_iv_len]));
 
         // Initialize ciphers using the provider
-        self.client_cipher =
-            Some(supported_cipher_suite.create_cipher(self.client_write_key.as_ref().unwrap())?);
+        self.client_cipher = Some(supported_cipher_suite.create_cipher(self.client_write_key.as_ref().unwrap())?);
 
-        self.server_cipher =
-            Some(supported_cipher_suite.create_cipher(self.server_write_key.as_ref().unwrap())?);
+        self.server_cipher = Some(supported_cipher_suite.create_cipher(self.server_write_key.as_ref().unwrap())?);
 
         Ok(())
     }
 
     /// Encrypt data (client to server)
-    pub fn encrypt_client_to_server(
-        &mut self,
-        plaintext: &mut Buf,
-        aad: Aad,
-        nonce: Nonce,
-    ) -> Result<(), CryptoError> {
+    pub fn encrypt_client_to_server(&mut self, plaintext: &mut Buf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError> {
         match &mut self.client_cipher {
             Some(cipher) => cipher.encrypt(plaintext, aad, nonce),
             None => Err(CryptoError::ClientCipherNotInitialized),
@@ -365,12 +341,7 @@ impl CryptoContext {
     }
 
     /// Encrypt data (server to client)
-    pub fn encrypt_server_to_client(
-        &mut self,
-        plaintext: &mut Buf,
-        aad: Aad,
-        nonce: Nonce,
-    ) -> Result<(), CryptoError> {
+    pub fn encrypt_server_to_client(&mut self, plaintext: &mut Buf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError> {
         match &mut self.server_cipher {
             Some(cipher) => cipher.encrypt(plaintext, aad, nonce),
             None => Err(CryptoError::ServerCipherNotInitialized),
@@ -420,12 +391,7 @@ impl CryptoContext {
 
     /// Sign the provided data using the client's private key.
     /// Returns an error if no private key is configured (PSK-only mode).
-    pub fn sign_data(
-        &mut self,
-        data: &[u8],
-        hash_alg: HashAlgorithm,
-        out: &mut Buf,
-    ) -> Result<(), CryptoError> {
+    pub fn sign_data(&mut self, data: &[u8], hash_alg: HashAlgorithm, out: &mut Buf) -> Result<(), CryptoError> {
         let AuthMode::Certificate { private_key, .. } = &mut self.auth else {
             return Err(CryptoError::NoPrivateKeyConfigured);
         };
@@ -446,11 +412,7 @@ impl CryptoContext {
             None => return Err(CryptoError::MasterSecretNotAvailable),
         };
 
-        let label = if is_client {
-            "client finished"
-        } else {
-            "server finished"
-        };
+        let label = if is_client { "client finished" } else { "server finished" };
 
         // Generate 12 bytes of verify data using PRF
         crypto::prf_hkdf::prf_tls12(
@@ -464,9 +426,7 @@ impl CryptoContext {
             hash,
         )?;
         let mut verify_data = ArrayVec::new();
-        verify_data
-            .try_extend_from_slice(out)
-            .map_err(|_| CryptoError::VerifyDataTooLong)?;
+        verify_data.try_extend_from_slice(out).map_err(|_| CryptoError::VerifyDataTooLong)?;
         Ok(verify_data)
     }
 
@@ -499,10 +459,8 @@ impl CryptoContext {
         // Per RFC 5705, the exporter uses: PRF(master_secret, label, client_random + server_random)
         // The seed for DTLS-SRTP exporter is client_random + server_random (no additional context)
         let mut seed = ArrayVec::<u8, 64>::new();
-        seed.try_extend_from_slice(client_random)
-            .expect("client_random too long");
-        seed.try_extend_from_slice(server_random)
-            .expect("server_random too long");
+        seed.try_extend_from_slice(client_random).expect("client_random too long");
+        seed.try_extend_from_slice(server_random).expect("server_random too long");
 
         crypto::prf_hkdf::prf_tls12(
             self.provider().hmac_provider,
@@ -515,9 +473,7 @@ impl CryptoContext {
             hash,
         )?;
         let mut keying_material = ArrayVec::new();
-        keying_material
-            .try_extend_from_slice(out)
-            .map_err(|_| CryptoError::KeyingMaterialTooLong)?;
+        keying_material.try_extend_from_slice(out).map_err(|_| CryptoError::KeyingMaterialTooLong)?;
 
         Ok(keying_material)
     }
@@ -572,9 +528,7 @@ impl CryptoContext {
     pub fn is_cipher_suite_compatible(&self, cipher_suite: Dtls12CipherSuite) -> bool {
         match (&self.auth, cipher_suite.signature_algorithm()) {
             // Certificate-based suite needs a matching private key
-            (AuthMode::Certificate { private_key, .. }, Some(sig_alg)) => {
-                sig_alg == private_key.algorithm()
-            }
+            (AuthMode::Certificate { private_key, .. }, Some(sig_alg)) => sig_alg == private_key.algorithm(),
             // PSK suite is only compatible in PSK mode
             (AuthMode::Psk, None) => true,
             // Mismatch: cert context + PSK suite, or PSK context + cert suite
@@ -618,15 +572,8 @@ mod tests {
     #[cfg(feature = "rcgen")]
     fn cert_auth_mode(config: &Config) -> AuthMode {
         let cert = crate::certificate::generate_self_signed_certificate().expect("generate cert");
-        let private_key = config
-            .crypto_provider()
-            .key_provider
-            .load_private_key(&cert.private_key)
-            .expect("parse key");
-        AuthMode::Certificate {
-            certificate: cert.certificate,
-            private_key,
-        }
+        let private_key = config.crypto_provider().key_provider.load_private_key(&cert.private_key).expect("parse key");
+        AuthMode::Certificate { certificate: cert.certificate, private_key }
     }
 
     #[test]
@@ -656,10 +603,7 @@ mod tests {
 
         // At least one ECDHE_ECDSA suite should be compatible
         assert!(
-            Dtls12CipherSuite::supported()
-                .iter()
-                .filter(|s| !s.is_psk())
-                .any(|s| ctx.is_cipher_suite_compatible(*s)),
+            Dtls12CipherSuite::supported().iter().filter(|s| !s.is_psk()).any(|s| ctx.is_cipher_suite_compatible(*s)),
             "Certificate-mode context must accept at least one ECDHE suite"
         );
     }
@@ -686,10 +630,7 @@ mod tests {
         let ctx = CryptoContext::new(AuthMode::Psk, config);
 
         assert!(
-            Dtls12CipherSuite::supported()
-                .iter()
-                .filter(|s| s.is_psk())
-                .any(|s| ctx.is_cipher_suite_compatible(*s)),
+            Dtls12CipherSuite::supported().iter().filter(|s| s.is_psk()).any(|s| ctx.is_cipher_suite_compatible(*s)),
             "PSK-mode context must accept at least one PSK suite"
         );
     }

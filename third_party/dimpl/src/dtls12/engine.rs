@@ -208,9 +208,7 @@ impl Engine {
 
     /// Is the given cipher suite allowed by configuration
     pub fn is_cipher_suite_allowed(&self, suite: Dtls12CipherSuite) -> bool {
-        self.config
-            .dtls12_cipher_suites()
-            .any(|cs| cs.suite() == suite)
+        self.config.dtls12_cipher_suites().any(|cs| cs.suite() == suite)
     }
 
     /// Get a reference to the crypto context
@@ -225,10 +223,7 @@ impl Engine {
 
     /// Unconsumed records for protocol-state validation.
     pub fn pending_records(&self) -> impl Iterator<Item = &Record> {
-        self.queue_rx
-            .iter()
-            .flat_map(|incoming| incoming.records().iter())
-            .filter(|record| !record.is_handled())
+        self.queue_rx.iter().flat_map(|incoming| incoming.records().iter()).filter(|record| !record.is_handled())
     }
 
     /// Queue a datagram and report whether it contains the first ClientHello fragment.
@@ -268,11 +263,7 @@ impl Engine {
     fn insert_incoming(&mut self, incoming: Incoming) -> Result<bool, Error> {
         // Capacity guard before iterating records.
         if self.queue_rx.len() >= self.config.max_queue_rx() {
-            warn!(
-                "Receive queue full (max {}): {:?}",
-                self.config.max_queue_rx(),
-                self.queue_rx
-            );
+            warn!("Receive queue full (max {}): {:?}", self.config.max_queue_rx(), self.queue_rx);
             self.recycle_incoming(incoming);
             return Err(Error::ReceiveQueueFull);
         }
@@ -287,14 +278,9 @@ impl Engine {
 
     fn insert_incoming_handshake(&mut self, incoming: Incoming) -> Result<bool, Error> {
         let first_record = incoming.first();
-        let handshake = first_record
-            .first_handshake()
-            .expect("caller ensures handshake");
+        let handshake = first_record.first_handshake().expect("caller ensures handshake");
 
-        let key_current = (
-            handshake.header.message_seq,
-            handshake.header.fragment_offset,
-        );
+        let key_current = (handshake.header.message_seq, handshake.header.fragment_offset);
 
         let maybe_dupe_seq = incoming
             .records()
@@ -379,9 +365,7 @@ impl Engine {
 
         if self.peer_encryption_enabled {
             for record in incoming.records().iter() {
-                if record.record().sequence.epoch == 0
-                    && record.record().content_type == ContentType::Handshake
-                {
+                if record.record().sequence.epoch == 0 && record.record().content_type == ContentType::Handshake {
                     if record.handshakes().is_empty() {
                         record.set_handled();
                     } else {
@@ -393,9 +377,7 @@ impl Engine {
             }
         }
 
-        let search_result = self
-            .queue_rx
-            .binary_search_by_key(&seq_current, |item| item.first().record().sequence);
+        let search_result = self.queue_rx.binary_search_by_key(&seq_current, |item| item.first().record().sequence);
 
         match search_result {
             Err(index) => self.queue_rx.insert(index, incoming),
@@ -425,11 +407,7 @@ impl Engine {
         {
             self.flight_dupe_timeout = Timeout::Disabled;
         }
-        if self
-            .timers
-            .handle_timeout(now, &mut self.rng)
-            .map_err(Error::Timeout)?
-        {
+        if self.timers.handle_timeout(now, &mut self.rng).map_err(Error::Timeout)? {
             self.flight_resend("flight timeout")?;
             self.flight_dupe_timeout = Timeout::Unarmed;
         }
@@ -508,9 +486,7 @@ impl Engine {
 
             if fully_handled {
                 let incoming = self.queue_rx.pop_front().unwrap();
-                incoming
-                    .into_records()
-                    .for_each(|r| self.buffers_free.push(r.into_buffer()));
+                incoming.into_records().for_each(|r| self.buffers_free.push(r.into_buffer()));
             } else {
                 break;
             }
@@ -526,10 +502,7 @@ impl Engine {
             return PollOutput::BufferTooSmall { needed: p.len() };
         }
 
-        let p = self
-            .queue_tx
-            .pop_front()
-            .expect("queue front checked above");
+        let p = self.queue_tx.pop_front().expect("queue front checked above");
         let len = p.len();
         buf[..len].copy_from_slice(&p);
 
@@ -703,12 +676,7 @@ impl Engine {
         // This sets the handled flag on the handshake.
         // Passing Some(&mut self.transcript) to have defragment write to transcript
         // before creating the handshake, avoiding borrow conflicts.
-        let handshake = Handshake::defragment(
-            iter,
-            defragment_buffer,
-            self.cipher_suite,
-            Some(&mut self.transcript),
-        )?;
+        let handshake = Handshake::defragment(iter, defragment_buffer, self.cipher_suite, Some(&mut self.transcript))?;
 
         // Move the expected seq_no along
         self.peer_handshake_seq_no = handshake.header.message_seq + 1;
@@ -717,11 +685,7 @@ impl Engine {
     }
 
     pub(crate) fn next_record(&mut self, ctype: ContentType) -> Option<&Record> {
-        let record = self
-            .queue_rx
-            .iter()
-            .flat_map(|i| i.records().iter())
-            .find(|r| !r.is_handled())?;
+        let record = self.queue_rx.iter().flat_map(|i| i.records().iter()).find(|r| !r.is_handled())?;
 
         if record.record().content_type != ctype {
             return None;
@@ -772,9 +736,7 @@ impl Engine {
         F: FnOnce(&mut Buf),
     {
         let maybe_suite = if epoch >= 1 {
-            Some(self.cipher_suite().ok_or(Error::InvalidState(
-                crate::InvalidStateError::NoCipherSuiteSelected,
-            ))?)
+            Some(self.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected))?)
         } else {
             None
         };
@@ -789,22 +751,14 @@ impl Engine {
         if save_fragment {
             let mut clone = self.buffers_free.pop();
             clone.extend_from_slice(&fragment);
-            self.flight_saved_records.push(Entry {
-                content_type,
-                epoch,
-                fragment: clone,
-            });
+            self.flight_saved_records.push(Entry { content_type, epoch, fragment: clone });
         }
 
         // Compute wire length of the record if serialized into a datagram.
         // Record header (13) + handshake/change/app data bytes + per-suite
         // protection overhead (if epoch >= 1). For AEAD suites the protection
         // overhead equals the min-protected-fragment-len.
-        let overhead = if maybe_suite.is_some() {
-            self.min_protected_fragment_len()
-        } else {
-            0
-        };
+        let overhead = if maybe_suite.is_some() { self.min_protected_fragment_len() } else { 0 };
         let record_wire_len = DTLSRecord::HEADER_LEN + fragment.len() + overhead;
 
         // Decide whether to append to the existing last datagram or create a new one
@@ -816,20 +770,12 @@ impl Engine {
 
         // If we cannot append, ensure we have space for a new datagram
         if !can_append && self.queue_tx.len() >= self.config.max_queue_tx() {
-            warn!(
-                "Transmit queue full (max {}): {:?}",
-                self.config.max_queue_tx(),
-                self.queue_tx
-            );
+            warn!("Transmit queue full (max {}): {:?}", self.config.max_queue_tx(), self.queue_tx);
             return Err(Error::TransmitQueueFull);
         }
 
         // Sequence number to use for this record
-        let sequence = if epoch == 0 {
-            self.sequence_epoch_0
-        } else {
-            self.sequence_epoch_n
-        };
+        let sequence = if epoch == 0 { self.sequence_epoch_0 } else { self.sequence_epoch_n };
         let length = fragment.len() as u16;
 
         // Handle encryption for epochs >= 1
@@ -844,11 +790,7 @@ impl Engine {
             };
 
             let Some(iv) = iv else {
-                return Err(Error::CryptoError(
-                    crate::CryptoError::WriteIvNotAvailable {
-                        is_client: self.is_client,
-                    },
-                ));
+                return Err(Error::CryptoError(crate::CryptoError::WriteIvNotAvailable { is_client: self.is_client }));
             };
 
             let explicit_nonce_len = self.explicit_nonce_len;
@@ -861,12 +803,10 @@ impl Engine {
                     Nonce::new(iv, &explicit_nonce)
                 }
                 _ => {
-                    return Err(Error::CryptoError(
-                        crate::CryptoError::UnsupportedDtls12RecordIvLen {
-                            len: bounded_error_len(explicit_nonce_len),
-                            suite,
-                        },
-                    ));
+                    return Err(Error::CryptoError(crate::CryptoError::UnsupportedDtls12RecordIvLen {
+                        len: bounded_error_len(explicit_nonce_len),
+                        suite,
+                    }));
                 }
             };
 
@@ -881,8 +821,7 @@ impl Engine {
             if explicit_nonce_len > 0 {
                 fragment.resize(explicit_nonce_len + ctext_len, 0);
                 fragment.copy_within(0..ctext_len, explicit_nonce_len);
-                fragment[..explicit_nonce_len]
-                    .copy_from_slice(&explicit_nonce[..explicit_nonce_len]);
+                fragment[..explicit_nonce_len].copy_from_slice(&explicit_nonce[..explicit_nonce_len]);
             }
         }
 
@@ -967,9 +906,7 @@ impl Engine {
         // Per-record protection overhead on the wire (for AEAD suites this is
         // explicit_nonce + tag). Used to size fragments to fit the MTU.
         let protection_overhead = if epoch >= 1 {
-            self.cipher_suite().ok_or(Error::InvalidState(
-                crate::InvalidStateError::NoCipherSuiteSelected,
-            ))?;
+            self.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected))?;
             self.min_protected_fragment_len()
         } else {
             0
@@ -983,8 +920,7 @@ impl Engine {
 
             // Fixed overhead per handshake record on the wire:
             // DTLS record header + handshake header + protection overhead (if epoch >= 1)
-            let fixed_overhead =
-                DTLSRecord::HEADER_LEN + handshake_header_len + protection_overhead;
+            let fixed_overhead = DTLSRecord::HEADER_LEN + handshake_header_len + protection_overhead;
 
             // Prefer to pack into the current datagram. If the current one cannot fit even
             // the fixed overhead, we will start a fresh datagram and compute space again.
@@ -1000,17 +936,9 @@ impl Engine {
             let remaining_body_bytes = total_len.saturating_sub(offset);
 
             // For empty-body handshakes (e.g., ServerHelloDone), we still send a header-only record.
-            let chunk_len = if total_len == 0 {
-                0
-            } else {
-                remaining_body_bytes.min(available_for_body)
-            };
+            let chunk_len = if total_len == 0 { 0 } else { remaining_body_bytes.min(available_for_body) };
 
-            let frag_range = if chunk_len == 0 {
-                0..0
-            } else {
-                offset..offset + chunk_len
-            };
+            let frag_range = if chunk_len == 0 { 0..0 } else { offset..offset + chunk_len };
 
             let frag_handshake = Handshake {
                 header: Header {
@@ -1093,31 +1021,18 @@ impl Engine {
     /// Encrypt data appropriate for the role (client or server)
     fn encrypt_data(&mut self, plaintext: &mut Buf, aad: Aad, nonce: Nonce) -> Result<(), Error> {
         if self.is_client {
-            self.crypto_context
-                .encrypt_client_to_server(plaintext, aad, nonce)
-                .map_err(Error::CryptoError)
+            self.crypto_context.encrypt_client_to_server(plaintext, aad, nonce).map_err(Error::CryptoError)
         } else {
-            self.crypto_context
-                .encrypt_server_to_client(plaintext, aad, nonce)
-                .map_err(Error::CryptoError)
+            self.crypto_context.encrypt_server_to_client(plaintext, aad, nonce).map_err(Error::CryptoError)
         }
     }
 
     /// Decrypt data appropriate for the role (client or server)
-    pub fn decrypt_data(
-        &mut self,
-        ciphertext: &mut TmpBuf,
-        aad: Aad,
-        nonce: Nonce,
-    ) -> Result<(), Error> {
+    pub fn decrypt_data(&mut self, ciphertext: &mut TmpBuf, aad: Aad, nonce: Nonce) -> Result<(), Error> {
         if self.is_client {
-            self.crypto_context
-                .decrypt_server_to_client(ciphertext, aad, nonce)
-                .map_err(Error::CryptoError)
+            self.crypto_context.decrypt_server_to_client(ciphertext, aad, nonce).map_err(Error::CryptoError)
         } else {
-            self.crypto_context
-                .decrypt_client_to_server(ciphertext, aad, nonce)
-                .map_err(Error::CryptoError)
+            self.crypto_context.decrypt_client_to_server(ciphertext, aad, nonce).map_err(Error::CryptoError)
         }
     }
 
@@ -1198,10 +1113,8 @@ impl Engine {
         debug!("Peer encryption enabled");
         self.peer_encryption_enabled = true;
 
-        let maybe_index_epoch1 = self
-            .queue_rx
-            .iter()
-            .position(|i| i.records().iter().any(|r| r.record().sequence.epoch == 1));
+        let maybe_index_epoch1 =
+            self.queue_rx.iter().position(|i| i.records().iter().any(|r| r.record().sequence.epoch == 1));
 
         let Some(index_epoch1) = maybe_index_epoch1 else {
             return Ok(());
@@ -1225,22 +1138,16 @@ impl Engine {
 
     fn peer_iv(&self) -> Iv {
         if self.is_client {
-            self.crypto_context
-                .get_server_write_iv()
-                .expect("Server write IV not available - keys not derived yet")
+            self.crypto_context.get_server_write_iv().expect("Server write IV not available - keys not derived yet")
         } else {
-            self.crypto_context
-                .get_client_write_iv()
-                .expect("Client write IV not available - keys not derived yet")
+            self.crypto_context.get_client_write_iv().expect("Client write IV not available - keys not derived yet")
         }
     }
 
     pub fn decryption_aad_and_nonce(&self, dtls: &DTLSRecord, buf: &[u8]) -> (Aad, Nonce) {
         // DTLS 1.2 AEAD: AAD uses the plaintext length. Recover plaintext length
         // from the record header by subtracting this suite's wire overhead.
-        let plaintext_len = dtls
-            .length
-            .saturating_sub(self.min_protected_fragment_len() as u16);
+        let plaintext_len = dtls.length.saturating_sub(self.min_protected_fragment_len() as u16);
         let aad = Aad::new_dtls12(dtls.content_type, dtls.sequence, plaintext_len);
         let iv = self.peer_iv();
         let seq64 = ((dtls.sequence.epoch as u64) << 48) | dtls.sequence.sequence_number;
@@ -1254,9 +1161,7 @@ impl Engine {
 
     pub fn generate_verify_data(&mut self, is_client: bool) -> Result<[u8; 12], Error> {
         let Some(suite) = self.cipher_suite() else {
-            return Err(Error::InvalidState(
-                crate::InvalidStateError::NoCipherSuiteSelected,
-            ));
+            return Err(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected));
         };
         let algorithm = suite.hash_algorithm();
         let mut handshake_hash = self.buffers_free.pop();
@@ -1267,19 +1172,11 @@ impl Engine {
         let mut scratch = self.buffers_free.pop();
         let verify_data_vec = self
             .crypto_context()
-            .generate_verify_data(
-                &handshake_hash,
-                is_client,
-                suite_hash,
-                &mut out,
-                &mut scratch,
-            )
+            .generate_verify_data(&handshake_hash, is_client, suite_hash, &mut out, &mut scratch)
             .map_err(Error::CryptoError)?;
 
         if verify_data_vec.len() != 12 {
-            return Err(Error::CryptoError(
-                crate::CryptoError::InvalidVerifyDataLength,
-            ));
+            return Err(Error::CryptoError(crate::CryptoError::InvalidVerifyDataLength));
         }
 
         let mut verify_data = [0u8; 12];
@@ -1305,10 +1202,7 @@ impl RecordHandler for Engine {
     fn classify_record(&mut self, record: Record) -> Result<Option<Record>, Error> {
         let epoch = record.record().sequence.epoch;
 
-        if record.record().content_type == ContentType::ChangeCipherSpec
-            && epoch == 0
-            && self.peer_encryption_enabled
-        {
+        if record.record().content_type == ContentType::ChangeCipherSpec && epoch == 0 && self.peer_encryption_enabled {
             // DTLS 1.2 peers may retransmit their last handshake flight after
             // we have already enabled peer encryption. A late plaintext CCS is
             // no longer actionable; queuing it would leave an unhandled control
@@ -1318,19 +1212,12 @@ impl RecordHandler for Engine {
             return Ok(None);
         }
 
-        if record.record().content_type == ContentType::Handshake
-            && epoch == 0
-            && self.peer_encryption_enabled
-        {
+        if record.record().content_type == ContentType::Handshake && epoch == 0 && self.peer_encryption_enabled {
             // A stale plaintext handshake can request our previous flight, but
             // must not discard authenticated records alongside it in this datagram.
-            let dupe_seq = record
-                .first_handshake()
-                .and_then(|handshake| handshake.dupe_triggers_resend());
+            let dupe_seq = record.first_handshake().and_then(|handshake| handshake.dupe_triggers_resend());
             self.push_buffer(record.into_buffer());
-            if dupe_seq.is_some_and(|seq| seq < self.peer_handshake_seq_no)
-                && !self.peer_handshake_confirmed
-            {
+            if dupe_seq.is_some_and(|seq| seq < self.peer_handshake_seq_no) && !self.peer_handshake_confirmed {
                 self.flight_resend_on_dupe()?;
             }
             return Ok(None);
@@ -1351,9 +1238,7 @@ impl RecordHandler for Engine {
                 self.push_buffer(record.into_buffer());
 
                 if let Some(description) = fatal_description {
-                    return Err(Error::SecurityError(crate::SecurityError::FatalAlert {
-                        description,
-                    }));
+                    return Err(Error::SecurityError(crate::SecurityError::FatalAlert { description }));
                 }
 
                 return Ok(None);
@@ -1378,18 +1263,14 @@ impl RecordHandler for Engine {
                 }
 
                 if level == 2 {
-                    return Err(Error::SecurityError(crate::SecurityError::FatalAlert {
-                        description,
-                    }));
+                    return Err(Error::SecurityError(crate::SecurityError::FatalAlert { description }));
                 }
             }
 
             return Ok(None);
         }
 
-        if self.close_notify_received
-            && record.record().content_type == ContentType::ApplicationData
-        {
+        if self.close_notify_received && record.record().content_type == ContentType::ApplicationData {
             self.push_buffer(record.into_buffer());
             return Ok(None);
         }
@@ -1435,12 +1316,7 @@ impl RecordHandler for Engine {
         self.min_protected_fragment_len
     }
 
-    fn decrypt_data(
-        &mut self,
-        ciphertext: &mut TmpBuf,
-        aad: Aad,
-        nonce: Nonce,
-    ) -> Result<(), Error> {
+    fn decrypt_data(&mut self, ciphertext: &mut TmpBuf, aad: Aad, nonce: Nonce) -> Result<(), Error> {
         Engine::decrypt_data(self, ciphertext, aad, nonce)
     }
 
@@ -1475,16 +1351,11 @@ mod tests {
     }
 
     fn resend_engine(now: Instant) -> Engine {
-        let config = Config::builder()
-            .dangerously_set_rng_seed(42)
-            .build()
-            .expect("valid config");
+        let config = Config::builder().dangerously_set_rng_seed(42).build().expect("valid config");
         let mut engine = Engine::new(Arc::new(config), AuthMode::Psk);
         engine.peer_handshake_seq_no = 3;
         engine.flight_begin(4);
-        engine
-            .create_record(ContentType::ChangeCipherSpec, 0, true, |buf| buf.push(1))
-            .expect("save a flight");
+        engine.create_record(ContentType::ChangeCipherSpec, 0, true, |buf| buf.push(1)).expect("save a flight");
         assert_eq!(poll_packets(&mut engine, now).0, 1);
         engine.handle_timeout(now).expect("arm flight timer");
         assert_eq!(poll_packets(&mut engine, now).0, 0);
@@ -1497,14 +1368,10 @@ mod tests {
         let mut engine = Engine::new(Arc::new(Config::default()), AuthMode::Psk);
         engine.peer_handshake_seq_no = 2;
         let later = [duplicate_handshake(3), duplicate_handshake(4)].concat();
-        engine
-            .parse_packet(&later)
-            .expect("queue sequences 3 and 4 first");
+        engine.parse_packet(&later).expect("queue sequences 3 and 4 first");
         assert_eq!(poll_packets(&mut engine, now).0, 0);
         assert!(!engine.has_complete_handshake(MessageType::ServerHelloDone));
-        engine
-            .parse_packet(&duplicate_handshake(2))
-            .expect("queue sequence 2 later");
+        engine.parse_packet(&duplicate_handshake(2)).expect("queue sequence 2 later");
         assert_eq!(poll_packets(&mut engine, now).0, 0);
 
         let mut buffer = engine.pop_buffer();
@@ -1528,47 +1395,31 @@ mod tests {
         engine.handle_timeout(resend_at).expect("advance time");
         assert_eq!(poll_packets(&mut engine, resend_at).0, 0);
 
-        engine
-            .parse_packet(&duplicate_handshake(1))
-            .expect("first duplicate");
+        engine.parse_packet(&duplicate_handshake(1)).expect("first duplicate");
         let (packets, deadline) = poll_packets(&mut engine, resend_at);
         assert_eq!(packets, 1);
         assert_eq!(deadline, resend_at + engine.timers.rto());
-        engine
-            .handle_timeout(resend_at)
-            .expect("resend backoff remains armed");
+        engine.handle_timeout(resend_at).expect("resend backoff remains armed");
         assert_eq!(poll_packets(&mut engine, resend_at), (0, deadline));
         assert!(deadline > initial_deadline + Duration::from_secs(1));
 
         for seq in [1, 2, 1, 2] {
-            engine
-                .parse_packet(&duplicate_handshake(seq))
-                .expect("further duplicate");
+            engine.parse_packet(&duplicate_handshake(seq)).expect("further duplicate");
             assert_eq!(poll_packets(&mut engine, resend_at), (0, deadline));
         }
-        engine
-            .handle_timeout(initial_deadline)
-            .expect("old deadline is cancelled");
+        engine.handle_timeout(initial_deadline).expect("old deadline is cancelled");
         assert_eq!(poll_packets(&mut engine, initial_deadline), (0, deadline));
-        engine
-            .handle_timeout(deadline)
-            .expect("retry at new deadline");
+        engine.handle_timeout(deadline).expect("retry at new deadline");
         let (packets, next_deadline) = poll_packets(&mut engine, deadline);
         assert_eq!(packets, 1);
         assert!(next_deadline - deadline > deadline - resend_at);
-        engine
-            .parse_packet(&duplicate_handshake(2))
-            .expect("duplicate after timer resend");
+        engine.parse_packet(&duplicate_handshake(2)).expect("duplicate after timer resend");
         assert_eq!(poll_packets(&mut engine, deadline), (0, next_deadline));
 
         engine.flight_begin(6);
-        engine
-            .create_record(ContentType::ChangeCipherSpec, 0, true, |buf| buf.push(1))
-            .expect("save new flight");
+        engine.create_record(ContentType::ChangeCipherSpec, 0, true, |buf| buf.push(1)).expect("save new flight");
         assert_eq!(poll_packets(&mut engine, deadline).0, 1);
-        engine
-            .parse_packet(&duplicate_handshake(2))
-            .expect("new flight duplicate");
+        engine.parse_packet(&duplicate_handshake(2)).expect("new flight duplicate");
         assert_eq!(poll_packets(&mut engine, deadline).0, 1);
     }
 
@@ -1579,33 +1430,23 @@ mod tests {
         engine.flight_stop_resend_timers();
         poll_packets(&mut engine, now);
 
-        engine
-            .parse_packet(&duplicate_handshake(1))
-            .expect("first final-flight duplicate");
+        engine.parse_packet(&duplicate_handshake(1)).expect("first final-flight duplicate");
         let (packets, deadline) = poll_packets(&mut engine, now);
         assert_eq!(packets, 1);
         assert_eq!(deadline, now + engine.timers.rto());
-        engine
-            .handle_timeout(now)
-            .expect("final-flight cooldown remains armed");
+        engine.handle_timeout(now).expect("final-flight cooldown remains armed");
         assert_eq!(poll_packets(&mut engine, now), (0, deadline));
         assert!(deadline < now + Duration::from_secs(10));
-        engine
-            .parse_packet(&duplicate_handshake(2))
-            .expect("further final-flight duplicate");
+        engine.parse_packet(&duplicate_handshake(2)).expect("further final-flight duplicate");
         assert_eq!(poll_packets(&mut engine, now), (0, deadline));
 
         engine.handle_timeout(deadline).expect("expire cooldown");
         assert_eq!(poll_packets(&mut engine, deadline).0, 0);
-        engine
-            .parse_packet(&duplicate_handshake(2))
-            .expect("retry after cooldown");
+        engine.parse_packet(&duplicate_handshake(2)).expect("retry after cooldown");
         let (packets, next_deadline) = poll_packets(&mut engine, deadline);
         assert_eq!(packets, 1);
         assert_eq!(next_deadline, deadline + engine.timers.rto());
-        engine
-            .handle_timeout(deadline)
-            .expect("longer cooldown remains armed");
+        engine.handle_timeout(deadline).expect("longer cooldown remains armed");
         assert_eq!(poll_packets(&mut engine, deadline), (0, next_deadline));
         assert!(next_deadline - deadline > deadline - now);
     }
@@ -1615,25 +1456,16 @@ mod tests {
         let now = Instant::now();
         let mut engine = resend_engine(now);
         engine.flight_stop_resend_timers();
-        engine
-            .parse_packet(&duplicate_handshake(1))
-            .expect("queue final-flight resend");
-        assert!(matches!(
-            engine.poll_output(&mut [], now),
-            Output::BufferTooSmall { .. }
-        ));
+        engine.parse_packet(&duplicate_handshake(1)).expect("queue final-flight resend");
+        assert!(matches!(engine.poll_output(&mut [], now), Output::BufferTooSmall { .. }));
 
         let emitted_at = now + Duration::from_secs(10);
-        engine
-            .handle_timeout(emitted_at)
-            .expect("unsent resend has no cooldown");
+        engine.handle_timeout(emitted_at).expect("unsent resend has no cooldown");
         assert_eq!(engine.flight_dupe_timeout, Timeout::Unarmed);
         let (packets, deadline) = poll_packets(&mut engine, emitted_at);
         assert_eq!(packets, 1);
         assert_eq!(deadline, emitted_at + engine.timers.rto());
-        engine
-            .parse_packet(&duplicate_handshake(2))
-            .expect("suppress duplicate during cooldown");
+        engine.parse_packet(&duplicate_handshake(2)).expect("suppress duplicate during cooldown");
         assert_eq!(poll_packets(&mut engine, emitted_at), (0, deadline));
     }
 
@@ -1648,22 +1480,14 @@ mod tests {
         ];
         engine.parse_packet(&packet).expect("queue first datagram");
         let mut output = [0u8; 2048];
-        assert!(matches!(
-            engine.poll_output(&mut output, Instant::now()),
-            Output::Timeout(_)
-        ));
+        assert!(matches!(engine.poll_output(&mut output, Instant::now()), Output::Timeout(_)));
 
         let mut buffer = engine.pop_buffer();
         buffer.resize(2048, 0xAA);
         engine.push_buffer(buffer);
 
-        engine
-            .parse_packet(&packet)
-            .expect("discard duplicate datagram");
-        assert!(matches!(
-            engine.poll_output(&mut output, Instant::now()),
-            Output::Timeout(_)
-        ));
+        engine.parse_packet(&packet).expect("discard duplicate datagram");
+        assert!(matches!(engine.poll_output(&mut output, Instant::now()), Output::Timeout(_)));
         assert_eq!(engine.queue_rx.len(), 1);
         assert!(
             engine.pop_buffer().into_vec().capacity() >= 2048,
@@ -1674,34 +1498,19 @@ mod tests {
     #[test]
     fn timing_resend_queue_failure_is_fatal() {
         let now = Instant::now();
-        let config = Arc::new(
-            Config::builder()
-                .dangerously_set_rng_seed(42)
-                .build()
-                .expect("valid config"),
-        );
+        let config = Arc::new(Config::builder().dangerously_set_rng_seed(42).build().expect("valid config"));
         let mut engine = Engine::new(config, AuthMode::Psk);
         engine.flight_begin(1);
         engine
             .create_record(ContentType::Handshake, 0, true, |fragment| fragment.push(1))
             .expect("queue original flight");
         let mut buffer = [0; 64];
-        assert!(matches!(
-            engine.poll_output(&mut buffer, now),
-            Output::Packet(_)
-        ));
+        assert!(matches!(engine.poll_output(&mut buffer, now), Output::Packet(_)));
         let Output::Timeout(retry_at) = engine.poll_output(&mut buffer, now) else {
             panic!("expected flight timer");
         };
-        engine.config = Arc::new(
-            Config::builder()
-                .max_queue_tx(0)
-                .build()
-                .expect("inject exhausted transmit capacity"),
-        );
-        assert_eq!(
-            engine.handle_timeout(retry_at),
-            Err(Error::TransmitQueueFull)
-        );
+        engine.config =
+            Arc::new(Config::builder().max_queue_tx(0).build().expect("inject exhausted transmit capacity"));
+        assert_eq!(engine.handle_timeout(retry_at), Err(Error::TransmitQueueFull));
     }
 }

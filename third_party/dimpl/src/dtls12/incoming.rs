@@ -84,9 +84,7 @@ impl Records {
         let mut records = ArrayVec::new();
         for record in parsed_records {
             if let Some(record) = decrypt.classify_record(record)? {
-                records
-                    .try_push(record)
-                    .expect("filtered records cannot exceed parsed records");
+                records.try_push(record).expect("filtered records cannot exceed parsed records");
             }
         }
 
@@ -245,8 +243,7 @@ impl Record {
         // There is no cipher state beyond epoch 1 (renegotiation is unsupported).
         // CCS belongs to epoch 0, never to the protected epoch it enables.
         if parsed.record.sequence.epoch > 1
-            || (parsed.record.sequence.epoch != 0
-                && parsed.record.content_type == ContentType::ChangeCipherSpec)
+            || (parsed.record.sequence.epoch != 0 && parsed.record.content_type == ContentType::ChangeCipherSpec)
         {
             return Ok(None);
         }
@@ -373,20 +370,15 @@ impl ParsedRecord {
         let (_, record) = DTLSRecord::parse(input, 0, offset)?;
 
         // Protected bytes must remain opaque until authentication succeeds.
-        let handshakes = if record.content_type == ContentType::Handshake
-            && (record.sequence.epoch == 0 || authenticated)
-        {
-            let fragment_offset = record.fragment_range.start;
-            parse_handshakes(record.fragment(input), fragment_offset, cipher_suite)
-        } else {
-            ArrayVec::new()
-        };
+        let handshakes =
+            if record.content_type == ContentType::Handshake && (record.sequence.epoch == 0 || authenticated) {
+                let fragment_offset = record.fragment_range.start;
+                parse_handshakes(record.fragment(input), fragment_offset, cipher_suite)
+            } else {
+                ArrayVec::new()
+            };
 
-        Ok(ParsedRecord {
-            record,
-            handshakes,
-            handled: AtomicBool::new(false),
-        })
+        Ok(ParsedRecord { record, handshakes, handled: AtomicBool::new(false) })
     }
 }
 
@@ -407,12 +399,7 @@ pub trait RecordHandler {
     fn decryption_aad_and_nonce(&self, dtls: &DTLSRecord, buf: &[u8]) -> (Aad, Nonce);
     fn explicit_nonce_len(&self) -> usize;
     fn min_protected_fragment_len(&self) -> usize;
-    fn decrypt_data(
-        &mut self,
-        ciphertext: &mut TmpBuf,
-        aad: Aad,
-        nonce: Nonce,
-    ) -> Result<(), Error>;
+    fn decrypt_data(&mut self, ciphertext: &mut TmpBuf, aad: Aad, nonce: Nonce) -> Result<(), Error>;
 
     fn can_discard_bad_protected_record(&self) -> bool {
         false
@@ -431,8 +418,7 @@ fn parse_handshakes(
 ) -> ArrayVec<Handshake, 8> {
     let mut handshakes = ArrayVec::new();
     while !input.is_empty() {
-        if let Ok((remaining, handshake)) = Handshake::parse(input, base_offset, cipher_suite, true)
-        {
+        if let Ok((remaining, handshake)) = Handshake::parse(input, base_offset, cipher_suite, true) {
             let len = input.len() - remaining.len();
             base_offset += len;
             input = remaining;
@@ -448,9 +434,7 @@ fn parse_handshakes(
 
 impl fmt::Debug for Incoming {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Incoming")
-            .field("records", &self.records())
-            .finish()
+        f.debug_struct("Incoming").field("records", &self.records()).finish()
     }
 }
 
@@ -554,12 +538,7 @@ mod tests {
             panic!("min_protected_fragment_len should not be called for plaintext tests");
         }
 
-        fn decrypt_data(
-            &mut self,
-            _ciphertext: &mut TmpBuf,
-            _aad: Aad,
-            _nonce: Nonce,
-        ) -> Result<(), Error> {
+        fn decrypt_data(&mut self, _ciphertext: &mut TmpBuf, _aad: Aad, _nonce: Nonce) -> Result<(), Error> {
             panic!("decrypt_data should not be called for plaintext tests");
         }
     }
@@ -593,12 +572,7 @@ mod tests {
             for seq in [3, 1, 2] {
                 let handshake = build_handshake(seq, 0, &[0; 4]);
                 if separate_records {
-                    packet.extend_from_slice(&build_record(
-                        ContentType::Handshake,
-                        0,
-                        u64::from(seq),
-                        &handshake,
-                    ));
+                    packet.extend_from_slice(&build_record(ContentType::Handshake, 0, u64::from(seq), &handshake));
                 } else {
                     handshakes.extend_from_slice(&handshake);
                 }
@@ -635,11 +609,7 @@ mod tests {
     #[test]
     fn ordered_datagrams_allow_fragments_and_arbitrary_starting_sequences() {
         let mut packet = Vec::new();
-        for (seq, offset, body) in [
-            (4, 0, &[0; 2][..]),
-            (4, 2, &[0; 2][..]),
-            (5, 0, &[0; 4][..]),
-        ] {
+        for (seq, offset, body) in [(4, 0, &[0; 2][..]), (4, 2, &[0; 2][..]), (5, 0, &[0; 4][..])] {
             packet.extend_from_slice(&build_record(
                 ContentType::Handshake,
                 0,
@@ -658,12 +628,7 @@ mod tests {
     fn unordered_ccs_and_epochs_discard_the_whole_datagram() {
         let ccs = build_record(ContentType::ChangeCipherSpec, 0, 1, &[1]);
         let finished = build_record(ContentType::Handshake, 1, 0, &[0; 16]);
-        let handshake = build_record(
-            ContentType::Handshake,
-            0,
-            0,
-            &build_handshake(4, 0, &[0; 4]),
-        );
+        let handshake = build_record(ContentType::Handshake, 0, 0, &build_handshake(4, 0, &[0; 4]));
         for packet in [[finished, ccs.clone()].concat(), [ccs, handshake].concat()] {
             let mut handler = TestHandler::default();
             let error = Incoming::parse_packet(&packet, &mut handler, None)
@@ -678,12 +643,7 @@ mod tests {
     fn parse_packet_filters_control_records_after_packet_validation() {
         let mut packet = Vec::new();
         packet.extend_from_slice(&build_record(ContentType::Alert, 0, 1, &[0x01, 0x00]));
-        packet.extend_from_slice(&build_record(
-            ContentType::ApplicationData,
-            1,
-            2,
-            &[0xAA, 0xBB],
-        ));
+        packet.extend_from_slice(&build_record(ContentType::ApplicationData, 1, 2, &[0xAA, 0xBB]));
 
         let mut handler = TestHandler::default();
         let incoming = Incoming::parse_packet(&packet, &mut handler, None)
@@ -693,10 +653,7 @@ mod tests {
         assert_eq!(handler.classify_calls, 2);
         assert_eq!(handler.dropped_alerts, 1);
         assert_eq!(incoming.records().len(), 1);
-        assert_eq!(
-            incoming.first().record().content_type,
-            ContentType::ApplicationData
-        );
+        assert_eq!(incoming.first().record().content_type, ContentType::ApplicationData);
         assert_eq!(incoming.first().record().sequence.epoch, 1);
     }
 
@@ -757,12 +714,7 @@ mod tests {
         let mut handler = TestHandler::default();
         let mut packet = Vec::new();
         for sequence in 0..9 {
-            packet.extend_from_slice(&build_record(
-                ContentType::ApplicationData,
-                1,
-                sequence,
-                &[0x11; 32],
-            ));
+            packet.extend_from_slice(&build_record(ContentType::ApplicationData, 1, sequence, &[0x11; 32]));
         }
 
         assert!(Incoming::parse_packet(&packet, &mut handler, None).is_err());

@@ -126,10 +126,7 @@ enum State {
 impl Server {
     /// Create a new DTLS server
     pub fn new(config: Arc<Config>, certificate: crate::DtlsCertificate, now: Instant) -> Server {
-        assert!(
-            !certificate.certificate.is_empty(),
-            "Server certificate cannot be empty"
-        );
+        assert!(!certificate.certificate.is_empty(), "Server certificate cannot be empty");
         // unwrap: malformed private_key bytes are a programmer error from the
         // caller who constructed DtlsCertificate; panic matches the prior
         // CryptoContext::new behavior which also panicked on empty/invalid
@@ -139,10 +136,7 @@ impl Server {
             .key_provider
             .load_private_key(&certificate.private_key)
             .expect("Failed to parse server private key");
-        let auth = AuthMode::Certificate {
-            certificate: certificate.certificate,
-            private_key,
-        };
+        let auth = AuthMode::Certificate { certificate: certificate.certificate, private_key };
         let engine = Engine::new(config, auth);
         Self::new_with_engine(engine, now)
     }
@@ -203,23 +197,18 @@ impl Server {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.state == State::Closed
-            && self.local_events.is_empty()
-            && !self.engine.has_pending_close_output()
+        self.state == State::Closed && self.local_events.is_empty() && !self.engine.has_pending_close_output()
     }
 
     pub fn handle_packet(&mut self, packet: &[u8]) -> Result<(), Error> {
-        match self
-            .engine
-            .parse_packet(packet)
-            .and_then(|is_client_hello| {
-                if is_client_hello {
-                    self.engine.start_handshake(self.last_now);
-                }
-                let result = self.make_progress();
-                self.engine.discard_undecryptable();
-                result
-            }) {
+        match self.engine.parse_packet(packet).and_then(|is_client_hello| {
+            if is_client_hello {
+                self.engine.start_handshake(self.last_now);
+            }
+            let result = self.make_progress();
+            self.engine.discard_undecryptable();
+            result
+        }) {
             Ok(()) => Ok(()),
             Err(e) => e.into_public_error().map_or(Ok(()), Err),
         }
@@ -257,10 +246,9 @@ impl Server {
 
         // Use the engine's create_record to send application data
         // The encryption is now handled in the engine
-        self.engine
-            .create_record(ContentType::ApplicationData, 1, false, |body| {
-                body.extend_from_slice(data);
-            })?;
+        self.engine.create_record(ContentType::ApplicationData, 1, false, |body| {
+            body.extend_from_slice(data);
+        })?;
 
         Ok(())
     }
@@ -275,11 +263,10 @@ impl Server {
             self.state = State::Closed;
             return Ok(());
         }
-        self.engine
-            .create_record(ContentType::Alert, 1, false, |body| {
-                body.push(1); // level: warning
-                body.push(0); // description: close_notify
-            })?;
+        self.engine.create_record(ContentType::Alert, 1, false, |body| {
+            body.push(1); // level: warning
+            body.push(0); // description: close_notify
+        })?;
         self.state = State::Closed;
         Ok(())
     }
@@ -342,69 +329,47 @@ impl State {
     }
 
     fn await_client_hello(self, server: &mut Server) -> Result<Self, InternalError> {
-        let maybe = server
-            .engine
-            .next_handshake(MessageType::ClientHello, &mut server.defragment_buffer)?;
+        let maybe = server.engine.next_handshake(MessageType::ClientHello, &mut server.defragment_buffer)?;
 
         let Some(handshake) = maybe else {
             // Stay in same state
             return Ok(self);
         };
 
-        let Body::ClientHello(ch) = handshake.body else {
-            unreachable!()
-        };
+        let Body::ClientHello(ch) = handshake.body else { unreachable!() };
 
         // Enforce DTLS1.2
         if ch.client_version != ProtocolVersion::DTLS1_2 {
-            return Err(
-                Error::SecurityError(crate::SecurityError::UnsupportedClientVersion(
-                    ch.client_version,
-                ))
-                .into(),
-            );
+            return Err(Error::SecurityError(crate::SecurityError::UnsupportedClientVersion(ch.client_version)).into());
         }
 
         // Enforce Null compression only (client must offer it)
         let has_null = ch.compression_methods.contains(&CompressionMethod::Null);
         if !has_null {
-            return Err(
-                Error::SecurityError(crate::SecurityError::UnsupportedClientCompression).into(),
-            );
+            return Err(Error::SecurityError(crate::SecurityError::UnsupportedClientCompression).into());
         }
 
-        trace!(
-            "ClientHello: cookie_len={}, offered_suites={}",
-            ch.cookie.len(),
-            ch.cipher_suites.len()
-        );
+        trace!("ClientHello: cookie_len={}, offered_suites={}", ch.cookie.len(), ch.cipher_suites.len());
 
         // Stateless cookie: require 32-byte cookie matching HMAC(secret, client_random)
         let client_random = ch.random;
         let hmac_provider = server.engine.config().crypto_provider().hmac_provider;
         let need_cookie = server.engine.config().use_server_cookie();
-        let cookie_valid = !need_cookie
-            || verify_cookie(
-                hmac_provider,
-                &server.cookie_secret,
-                client_random,
-                ch.cookie,
-            );
+        let cookie_valid =
+            !need_cookie || verify_cookie(hmac_provider, &server.cookie_secret, client_random, ch.cookie);
         if !cookie_valid {
             debug!("Invalid/missing cookie; sending HelloVerifyRequest");
 
             let cookie = compute_cookie(hmac_provider, &server.cookie_secret, client_random)?;
             // Start/restart flight timer for server Flight 2 (HelloVerifyRequest)
             server.engine.flight_begin(2);
-            server
-                .engine
-                .create_handshake(MessageType::HelloVerifyRequest, |body, _engine| {
-                    // RFC 6347 4.2.1: The server_version field in the HelloVerifyRequest
-                    // message MUST be set to DTLS 1.0
-                    let hvr = HelloVerifyRequest::new(ProtocolVersion::DTLS1_0, cookie);
-                    hvr.serialize(body);
-                    Ok(())
-                })?;
+            server.engine.create_handshake(MessageType::HelloVerifyRequest, |body, _engine| {
+                // RFC 6347 4.2.1: The server_version field in the HelloVerifyRequest
+                // message MUST be set to DTLS 1.0
+                let hvr = HelloVerifyRequest::new(ProtocolVersion::DTLS1_0, cookie);
+                hvr.serialize(body);
+                Ok(())
+            })?;
 
             // The HelloVerifyRequest exchange is stateless per RFC 6347.
             // Reset all handshake state so the next ClientHello (with cookie) is processed fresh.
@@ -418,10 +383,7 @@ impl State {
         let mut selected: Option<Dtls12CipherSuite> = None;
         for s in ch.cipher_suites.iter() {
             let is_allowed = server.engine.is_cipher_suite_allowed(*s);
-            let is_compatible = server
-                .engine
-                .crypto_context()
-                .is_cipher_suite_compatible(*s);
+            let is_compatible = server.engine.crypto_context().is_cipher_suite_compatible(*s);
             if is_allowed && is_compatible {
                 selected = Some(*s);
                 break;
@@ -429,10 +391,7 @@ impl State {
         }
 
         let Some(cs) = selected else {
-            return Err((Error::SecurityError(
-                crate::SecurityError::NoMutuallyAcceptableCipherSuite,
-            ))
-            .into());
+            return Err((Error::SecurityError(crate::SecurityError::NoMutuallyAcceptableCipherSuite)).into());
         };
 
         server.engine.set_cipher_suite(cs);
@@ -440,31 +399,24 @@ impl State {
 
         debug!("Selected cipher suite: {:?}", cs);
 
-        let client_offers_ems = ch
-            .extensions
-            .iter()
-            .any(|ext| ext.extension_type == ExtensionType::ExtendedMasterSecret);
+        let client_offers_ems =
+            ch.extensions.iter().any(|ext| ext.extension_type == ExtensionType::ExtendedMasterSecret);
         let client_srtp_profiles = ch.srtp_profiles();
         let client_supported_groups = ch.supported_groups().cloned();
         let client_signature_algorithms = ch.signature_algorithms().cloned();
 
         // EMS is mandatory
         if !client_offers_ems {
-            return Err(Error::SecurityError(
-                crate::SecurityError::ExtendedMasterSecretNotNegotiated,
-            )
-            .into());
+            return Err(Error::SecurityError(crate::SecurityError::ExtendedMasterSecretNotNegotiated).into());
         }
 
         // Select SRTP profile according to server priority: AES256GCM, AES128GCM, then SHA1
         if let Some(profiles) = client_srtp_profiles {
             // Map client profile ids to SrtpProfile, then pick our preferred
             let mut selected_profile: Option<SrtpProfile> = None;
-            for preferred in [
-                SrtpProfile::AEAD_AES_256_GCM,
-                SrtpProfile::AEAD_AES_128_GCM,
-                SrtpProfile::AES128_CM_SHA1_80,
-            ] {
+            for preferred in
+                [SrtpProfile::AEAD_AES_256_GCM, SrtpProfile::AEAD_AES_128_GCM, SrtpProfile::AES128_CM_SHA1_80]
+            {
                 if profiles.iter().any(|pid| preferred == (*pid).into()) {
                     selected_profile = Some(preferred);
                     break;
@@ -498,37 +450,21 @@ impl State {
         let extension_data = &mut server.extension_data;
 
         // Send ServerHello
-        server
-            .engine
-            .create_handshake(MessageType::ServerHello, move |body, engine| {
-                handshake_create_server_hello(
-                    body,
-                    engine,
-                    random,
-                    session_id,
-                    negotiated_srtp_profile,
-                    extension_data,
-                )
-            })?;
+        server.engine.create_handshake(MessageType::ServerHello, move |body, engine| {
+            handshake_create_server_hello(body, engine, random, session_id, negotiated_srtp_profile, extension_data)
+        })?;
 
-        let cs = server.engine.cipher_suite().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoCipherSuiteSelected,
-        ))?;
+        let cs =
+            server.engine.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected))?;
 
         // PSK suites skip Certificate
-        if cs.is_psk() {
-            Ok(Self::SendServerKeyExchange)
-        } else {
-            Ok(Self::SendCertificate)
-        }
+        if cs.is_psk() { Ok(Self::SendServerKeyExchange) } else { Ok(Self::SendCertificate) }
     }
 
     fn send_certificate(self, server: &mut Server) -> Result<Self, InternalError> {
         trace!("Sending Certificate");
 
-        server
-            .engine
-            .create_handshake(MessageType::Certificate, handshake_create_certificate)?;
+        server.engine.create_handshake(MessageType::Certificate, handshake_create_certificate)?;
 
         Ok(Self::SendServerKeyExchange)
     }
@@ -536,17 +472,15 @@ impl State {
     fn send_server_key_exchange(self, server: &mut Server) -> Result<Self, InternalError> {
         trace!("Sending ServerKeyExchange");
 
-        let cs = server.engine.cipher_suite().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoCipherSuiteSelected,
-        ))?;
+        let cs =
+            server.engine.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected))?;
 
         if cs.is_psk() {
             return self.send_server_key_exchange_psk(server);
         }
 
-        let client_random = server.client_random.ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoClientRandom,
-        ))?;
+        let client_random =
+            server.client_random.ok_or(Error::InvalidState(crate::InvalidStateError::NoClientRandom))?;
         // unwrap: is ok because we set the random in handle_timeout
         let server_random = server.random.unwrap();
 
@@ -554,17 +488,9 @@ impl State {
         // - client offers, and
         // - server-allowed DTLS 1.2 groups (provider + config filter)
         // Preference follows Config::kx_groups() order.
-        let allowed_named_groups: Vec<NamedGroup> = server
-            .engine
-            .config()
-            .kx_groups()
-            .map(|g| g.name())
-            .collect();
-        let selected_named_group = select_named_group(
-            server.client_supported_groups.as_ref(),
-            &allowed_named_groups,
-        )
-        .ok_or_else(|| {
+        let allowed_named_groups: Vec<NamedGroup> = server.engine.config().kx_groups().map(|g| g.name()).collect();
+        let selected_named_group = select_named_group(server.client_supported_groups.as_ref(), &allowed_named_groups)
+            .ok_or_else(|| {
             if server.client_supported_groups.is_some() {
                 Error::SecurityError(crate::SecurityError::NoCommonKeyExchangeGroup)
             } else {
@@ -577,39 +503,23 @@ impl State {
         // unwrap: ServerKeyExchange signature only needed for certificate-based suites
         let selected_signature = select_ske_signature_algorithm(
             server.client_signature_algorithms.as_ref(),
-            server
-                .engine
-                .crypto_context()
-                .signature_algorithm()
-                .unwrap(),
-            server
-                .engine
-                .crypto_context()
-                .private_key_default_hash_algorithm()
-                .unwrap(),
-            server
-                .engine
-                .crypto_context()
-                .private_key_supported_hash_algorithms(),
+            server.engine.crypto_context().signature_algorithm().unwrap(),
+            server.engine.crypto_context().private_key_default_hash_algorithm().unwrap(),
+            server.engine.crypto_context().private_key_supported_hash_algorithms(),
         );
 
-        debug!(
-            "ServerKeyExchange params: group={:?}, signature_alg={:?}",
-            selected_named_group, selected_signature
-        );
+        debug!("ServerKeyExchange params: group={:?}, signature_alg={:?}", selected_named_group, selected_signature);
 
-        server
-            .engine
-            .create_handshake(MessageType::ServerKeyExchange, |body, engine| {
-                handshake_create_server_key_exchange(
-                    body,
-                    engine,
-                    client_random,
-                    server_random,
-                    selected_named_group,
-                    selected_signature,
-                )
-            })?;
+        server.engine.create_handshake(MessageType::ServerKeyExchange, |body, engine| {
+            handshake_create_server_key_exchange(
+                body,
+                engine,
+                client_random,
+                server_random,
+                selected_named_group,
+                selected_signature,
+            )
+        })?;
 
         if server.engine.config().require_client_certificate() {
             Ok(Self::SendCertificateRequest)
@@ -621,21 +531,14 @@ impl State {
     /// PSK ServerKeyExchange: send identity hint only (no ECDHE, no signature).
     /// Per RFC 4279 §2, the message is omitted entirely when no hint is configured.
     fn send_server_key_exchange_psk(self, server: &mut Server) -> Result<Self, InternalError> {
-        let Some(hint) = server
-            .engine
-            .config()
-            .psk_identity_hint()
-            .map(<[u8]>::to_vec)
-        else {
+        let Some(hint) = server.engine.config().psk_identity_hint().map(<[u8]>::to_vec) else {
             return Ok(Self::SendServerHelloDone);
         };
 
-        server
-            .engine
-            .create_handshake(MessageType::ServerKeyExchange, move |body, _engine| {
-                PskParams::serialize_from_bytes(&hint, body);
-                Ok(())
-            })?;
+        server.engine.create_handshake(MessageType::ServerKeyExchange, move |body, _engine| {
+            PskParams::serialize_from_bytes(&hint, body);
+            Ok(())
+        })?;
 
         // PSK never sends CertificateRequest
         Ok(Self::SendServerHelloDone)
@@ -644,18 +547,12 @@ impl State {
     fn send_certificate_request(self, server: &mut Server) -> Result<Self, InternalError> {
         debug!("Sending CertificateRequest");
         // Select CertificateRequest.signature_algorithms as intersection of client's list and our supported
-        let sig_algs =
-            select_certificate_request_sig_algs(server.client_signature_algorithms.as_ref());
-        debug!(
-            "CertificateRequest will advertise {} signature algorithms",
-            sig_algs.len()
-        );
+        let sig_algs = select_certificate_request_sig_algs(server.client_signature_algorithms.as_ref());
+        debug!("CertificateRequest will advertise {} signature algorithms", sig_algs.len());
 
-        server
-            .engine
-            .create_handshake(MessageType::CertificateRequest, move |body, _| {
-                handshake_serialize_certificate_request(body, &sig_algs)
-            })?;
+        server.engine.create_handshake(MessageType::CertificateRequest, move |body, _| {
+            handshake_serialize_certificate_request(body, &sig_algs)
+        })?;
 
         Ok(Self::SendServerHelloDone)
     }
@@ -663,13 +560,10 @@ impl State {
     fn send_server_hello_done(self, server: &mut Server) -> Result<Self, InternalError> {
         trace!("Sending ServerHelloDone");
 
-        server
-            .engine
-            .create_handshake(MessageType::ServerHelloDone, |_, _| Ok(()))?;
+        server.engine.create_handshake(MessageType::ServerHelloDone, |_, _| Ok(()))?;
 
-        let cs = server.engine.cipher_suite().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoCipherSuiteSelected,
-        ))?;
+        let cs =
+            server.engine.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected))?;
 
         // PSK: no client certificates
         if cs.is_psk() {
@@ -684,55 +578,35 @@ impl State {
     }
 
     fn await_certificate(self, server: &mut Server) -> Result<Self, InternalError> {
-        let maybe = server
-            .engine
-            .next_handshake(MessageType::Certificate, &mut server.defragment_buffer)?;
+        let maybe = server.engine.next_handshake(MessageType::Certificate, &mut server.defragment_buffer)?;
 
         let Some(ref handshake) = maybe else {
             // Stay in same state
             return Ok(self);
         };
 
-        let Body::Certificate(certificate) = &handshake.body else {
-            unreachable!()
-        };
+        let Body::Certificate(certificate) = &handshake.body else { unreachable!() };
 
         // Extract certificate ranges before dropping handshake
-        let cert_ranges: ArrayVec<_, 32> = certificate
-            .certificate_list
-            .iter()
-            .map(|cert| cert.0.clone())
-            .collect();
+        let cert_ranges: ArrayVec<_, 32> = certificate.certificate_list.iter().map(|cert| cert.0.clone()).collect();
 
         drop(maybe);
 
         if cert_ranges.is_empty() {
             // The handshake has no key material yet, so send a fatal alert in epoch 0.
             server.engine.abort();
-            server
-                .engine
-                .create_record(ContentType::Alert, 0, false, |body| {
-                    body.push(2); // fatal
-                    body.push(40); // handshake_failure
-                })?;
+            server.engine.create_record(ContentType::Alert, 0, false, |body| {
+                body.push(2); // fatal
+                body.push(40); // handshake_failure
+            })?;
             server.state = State::Closed;
-            return Err(Error::CertificateError(
-                crate::CertificateError::NoClientCertificateReceived,
-            )
-            .into());
+            return Err(Error::CertificateError(crate::CertificateError::NoClientCertificateReceived).into());
         } else {
             // Store and verify via callback
-            debug!(
-                "Received client certificate chain with {} certificate(s)",
-                cert_ranges.len()
-            );
+            debug!("Received client certificate chain with {} certificate(s)", cert_ranges.len());
             for (i, range) in cert_ranges.iter().enumerate() {
                 let cert_data = &server.defragment_buffer[range.clone()];
-                trace!(
-                    "Client Certificate #{} size: {} bytes",
-                    i + 1,
-                    cert_data.len()
-                );
+                trace!("Client Certificate #{} size: {} bytes", i + 1, cert_data.len());
                 server.client_certificates.push(cert_data.to_buf());
             }
 
@@ -743,23 +617,17 @@ impl State {
     }
 
     fn await_client_key_exchange(self, server: &mut Server) -> Result<Self, InternalError> {
-        let maybe = server.engine.next_handshake(
-            MessageType::ClientKeyExchange,
-            &mut server.defragment_buffer,
-        )?;
+        let maybe = server.engine.next_handshake(MessageType::ClientKeyExchange, &mut server.defragment_buffer)?;
 
         let Some(ref handshake) = maybe else {
             // Stay in same state
             return Ok(self);
         };
 
-        let Body::ClientKeyExchange(ckx) = &handshake.body else {
-            unreachable!()
-        };
+        let Body::ClientKeyExchange(ckx) = &handshake.body else { unreachable!() };
 
-        let suite = server.engine.cipher_suite().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoCipherSuiteSelected,
-        ))?;
+        let suite =
+            server.engine.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected))?;
 
         if suite.is_psk() {
             // Extract PSK identity range before dropping handshake
@@ -801,9 +669,7 @@ impl State {
 
             let crypto = server.engine.crypto_context_mut();
             crypto.set_psk(psk);
-            crypto
-                .compute_psk_pre_master_secret()
-                .map_err(Error::CryptoError)?;
+            crypto.compute_psk_pre_master_secret().map_err(Error::CryptoError)?;
         } else {
             // Extract client's public key range before dropping handshake
             let public_key_range = match &ckx.exchange_keys {
@@ -823,11 +689,7 @@ impl State {
 
             // Compute shared secret
             let buf = server.engine.pop_buffer();
-            server
-                .engine
-                .crypto_context_mut()
-                .compute_shared_secret(client_pub, buf)
-                .map_err(Error::CryptoError)?;
+            server.engine.crypto_context_mut().compute_shared_secret(client_pub, buf).map_err(Error::CryptoError)?;
         }
 
         // Capture session hash for EMS now (up to ClientKeyExchange)
@@ -852,9 +714,7 @@ impl State {
         let session_hash = server
             .captured_session_hash
             .as_ref()
-            .ok_or(Error::InvalidState(
-                crate::InvalidStateError::ExtendedMasterSecretSessionHashMissing,
-            ))?;
+            .ok_or(Error::InvalidState(crate::InvalidStateError::ExtendedMasterSecretSessionHashMissing))?;
 
         let mut out = server.engine.pop_buffer();
         let mut scratch = server.engine.pop_buffer();
@@ -867,22 +727,13 @@ impl State {
         server
             .engine
             .crypto_context_mut()
-            .derive_keys(
-                suite,
-                &client_random_buf,
-                &server_random_buf,
-                &mut out,
-                &mut scratch,
-            )
+            .derive_keys(suite, &client_random_buf, &server_random_buf, &mut out, &mut scratch)
             .map_err(Error::CryptoError)?;
 
         server.engine.push_buffer(out);
         server.engine.push_buffer(scratch);
 
-        trace!(
-            "Captured session hash length for EMS: {}",
-            session_hash.len()
-        );
+        trace!("Captured session hash length for EMS: {}", session_hash.len());
         trace!("Derived session keys (EMS) and ready to verify Finished");
 
         if !server.client_certificates.is_empty() {
@@ -898,10 +749,7 @@ impl State {
         // up to but not including CertificateVerify
         let data = server.engine.transcript().to_buf();
 
-        let maybe = server.engine.next_handshake(
-            MessageType::CertificateVerify,
-            &mut server.defragment_buffer,
-        )?;
+        let maybe = server.engine.next_handshake(MessageType::CertificateVerify, &mut server.defragment_buffer)?;
 
         if maybe.is_none() {
             // Stay in same state
@@ -911,9 +759,7 @@ impl State {
         // Extract signature data before accessing buffer
         let (signature_range, signature_algorithm) = {
             let handshake = maybe.as_ref().unwrap();
-            let Body::CertificateVerify(cv) = &handshake.body else {
-                unreachable!()
-            };
+            let Body::CertificateVerify(cv) = &handshake.body else { unreachable!() };
 
             (cv.signed.signature_range.clone(), cv.signed.algorithm)
         };
@@ -925,10 +771,7 @@ impl State {
         let signature_bytes = &server.defragment_buffer[signature_range];
 
         if server.client_certificates.is_empty() {
-            return Err(Error::CertificateError(
-                crate::CertificateError::NoClientCertificateForVerification,
-            )
-            .into());
+            return Err(Error::CertificateError(crate::CertificateError::NoClientCertificateForVerification).into());
         }
 
         // Create temp DigitallySigned for verification
@@ -940,12 +783,7 @@ impl State {
         server
             .engine
             .crypto_context()
-            .verify_signature(
-                &data,
-                &temp_signed,
-                signature_bytes,
-                &server.client_certificates[0],
-            )
+            .verify_signature(&data, &temp_signed, signature_bytes, &server.client_certificates[0])
             .map_err(Error::CryptoError)?;
 
         debug!("Client CertificateVerify verified successfully");
@@ -978,9 +816,7 @@ impl State {
         // it should not include Finished itself.
         let expected = server.engine.generate_verify_data(true /* client */)?;
 
-        let maybe = server
-            .engine
-            .next_handshake(MessageType::Finished, &mut server.defragment_buffer)?;
+        let maybe = server.engine.next_handshake(MessageType::Finished, &mut server.defragment_buffer)?;
 
         if maybe.is_none() {
             // stay in same state
@@ -1006,10 +842,7 @@ impl State {
         // Use constant-time comparison to prevent timing attacks
         let is_eq: bool = verify_data.ct_eq(expected.as_slice()).into();
         if !is_eq {
-            return Err((Error::SecurityError(
-                crate::SecurityError::ClientFinishedVerificationFailed,
-            ))
-            .into());
+            return Err((Error::SecurityError(crate::SecurityError::ClientFinishedVerificationFailed)).into());
         }
 
         // Invariant: full PSK handshakes always set psk_valid in
@@ -1019,10 +852,7 @@ impl State {
         // Loosen when dtls-conn-id lands and abbreviated handshakes legitimately
         // skip ClientKeyExchange (reusing a cached master secret).
         if server.engine.cipher_suite().is_some_and(|cs| cs.is_psk()) {
-            assert!(
-                server.psk_valid.is_some(),
-                "PSK handshake reached Finished without processing ClientKeyExchange"
-            );
+            assert!(server.psk_valid.is_some(), "PSK handshake reached Finished without processing ClientKeyExchange");
         }
 
         // Defense-in-depth for PSK: the random dummy key should already make
@@ -1034,10 +864,7 @@ impl State {
         // skip ClientKeyExchange and therefore never set psk_valid — those
         // paths reuse a cached master_secret and don't consult the resolver.
         if server.psk_valid == Some(false) {
-            return Err((Error::SecurityError(
-                crate::SecurityError::ClientFinishedVerificationFailed,
-            ))
-            .into());
+            return Err((Error::SecurityError(crate::SecurityError::ClientFinishedVerificationFailed)).into());
         }
 
         trace!("Client Finished verified successfully");
@@ -1052,11 +879,9 @@ impl State {
         server.engine.flight_begin(6);
 
         // Send ChangeCipherSpec
-        server
-            .engine
-            .create_record(ContentType::ChangeCipherSpec, 0, true, |body| {
-                body.push(1);
-            })?;
+        server.engine.create_record(ContentType::ChangeCipherSpec, 0, true, |body| {
+            body.push(1);
+        })?;
 
         Ok(Self::SendFinished)
     }
@@ -1065,30 +890,23 @@ impl State {
         trace!("Sending Finished message to complete handshake");
 
         // No records from the handshake epochs may survive into application data.
-        let unexpected_record = server
-            .engine
-            .pending_records()
-            .find(|record| record.record().sequence.epoch != 1);
+        let unexpected_record = server.engine.pending_records().find(|record| record.record().sequence.epoch != 1);
         if let Some(record) = unexpected_record {
             debug!(
                 "Unexpected epoch at handshake completion: record={:?}, handshake={:?}",
                 record.record(),
                 record.first_handshake().map(|handshake| &handshake.header),
             );
-            return Err(
-                Error::UnexpectedMessage(crate::UnexpectedMessageError::UnexpectedEpoch).into(),
-            );
+            return Err(Error::UnexpectedMessage(crate::UnexpectedMessageError::UnexpectedEpoch).into());
         }
 
-        server
-            .engine
-            .create_handshake(MessageType::Finished, |body, engine| {
-                let verify_data = engine.generate_verify_data(false /* server */)?;
-                trace!("Finished.verify_data length: {}", verify_data.len());
-                // Directly write the verify data without creating Finished struct
-                body.extend_from_slice(&verify_data);
-                Ok(())
-            })?;
+        server.engine.create_handshake(MessageType::Finished, |body, engine| {
+            let verify_data = engine.generate_verify_data(false /* server */)?;
+            trace!("Finished.verify_data length: {}", verify_data.len());
+            // Directly write the verify data without creating Finished struct
+            body.extend_from_slice(&verify_data);
+            Ok(())
+        })?;
 
         // Final flight sent; stop periodic retransmission timers per RFC 6347 FINISHED state.
         // If this flight need resending, it relies on the client to resend its last flight.
@@ -1103,25 +921,15 @@ impl State {
             let suite_hash = server.engine.cipher_suite().unwrap().hash_algorithm();
             let mut out = server.engine.pop_buffer();
             let mut scratch = server.engine.pop_buffer();
-            if let Ok(keying_material) = server
-                .engine
-                .crypto_context()
-                .extract_srtp_keying_material(profile, suite_hash, &mut out, &mut scratch)
+            if let Ok(keying_material) =
+                server.engine.crypto_context().extract_srtp_keying_material(profile, suite_hash, &mut out, &mut scratch)
             {
                 server.engine.push_buffer(out);
                 server.engine.push_buffer(scratch);
-                debug!(
-                    "SRTP keying material extracted ({} bytes) for profile: {:?}",
-                    keying_material.len(),
-                    profile
-                );
+                debug!("SRTP keying material extracted ({} bytes) for profile: {:?}", keying_material.len(), profile);
                 // expect should be correct here since we negotiated the profile
-                let profile = server
-                    .negotiated_srtp_profile
-                    .expect("SRTP profile should be negotiated");
-                server
-                    .local_events
-                    .push_back(LocalEvent::KeyingMaterial(keying_material, profile));
+                let profile = server.negotiated_srtp_profile.expect("SRTP profile should be negotiated");
+                server.local_events.push_back(LocalEvent::KeyingMaterial(keying_material, profile));
             } else {
                 server.engine.push_buffer(out);
                 server.engine.push_buffer(scratch);
@@ -1138,27 +946,20 @@ impl State {
             // RFC 5246 §7.2.1: respond with a reciprocal close_notify and
             // close down immediately, discarding any pending writes.
             server.engine.discard_pending_writes();
-            server
-                .engine
-                .create_record(ContentType::Alert, 1, false, |body| {
-                    body.push(1); // level: warning
-                    body.push(0); // description: close_notify
-                })?;
+            server.engine.create_record(ContentType::Alert, 1, false, |body| {
+                body.push(1); // level: warning
+                body.push(0); // description: close_notify
+            })?;
             return Ok(State::Closed);
         }
 
         // Now send any application data that was queued before we were connected.
         if !server.queued_data.is_empty() {
-            debug!(
-                "Sending queued application data: {}",
-                server.queued_data.len()
-            );
+            debug!("Sending queued application data: {}", server.queued_data.len());
             for data in server.queued_data.drain(..) {
-                server
-                    .engine
-                    .create_record(ContentType::ApplicationData, 1, false, |body| {
-                        body.extend_from_slice(&data);
-                    })?;
+                server.engine.create_record(ContentType::ApplicationData, 1, false, |body| {
+                    body.extend_from_slice(&data);
+                })?;
             }
         }
 
@@ -1174,14 +975,9 @@ fn compute_cookie(
     // cookie = trunc_32(HMAC(secret, client_random))
     let mut buf = Buf::new();
     client_random.serialize(&mut buf);
-    let tag = hmac_provider
-        .hmac_sha256(secret, &buf)
-        .map_err(Error::CryptoError)?;
-    let cookie = Cookie::try_new(&tag).map_err(|_| {
-        Error::CryptoError(crate::CryptoError::OperationFailed(
-            crate::CryptoOperation::ComputeCookie,
-        ))
-    })?;
+    let tag = hmac_provider.hmac_sha256(secret, &buf).map_err(Error::CryptoError)?;
+    let cookie = Cookie::try_new(&tag)
+        .map_err(|_| Error::CryptoError(crate::CryptoError::OperationFailed(crate::CryptoOperation::ComputeCookie)))?;
     Ok(cookie)
 }
 
@@ -1217,9 +1013,7 @@ fn handshake_create_server_hello(
 ) -> Result<(), Error> {
     let server_version = ProtocolVersion::DTLS1_2;
 
-    let cs = engine
-        .cipher_suite()
-        .ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuite))?;
+    let cs = engine.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuite))?;
 
     let srtp_pid = negotiated_srtp_profile.map(|p| match p {
         SrtpProfile::AEAD_AES_256_GCM => SrtpProfileId::SRTP_AEAD_AES_256_GCM,
@@ -1227,15 +1021,8 @@ fn handshake_create_server_hello(
         SrtpProfile::AES128_CM_SHA1_80 => SrtpProfileId::SRTP_AES128_CM_SHA1_80,
     });
 
-    let sh = ServerHello::new(
-        server_version,
-        random,
-        session_id,
-        cs,
-        CompressionMethod::Null,
-        None,
-    )
-    .with_extensions(extension_data, srtp_pid);
+    let sh = ServerHello::new(server_version, random, session_id, cs, CompressionMethod::Null, None)
+        .with_extensions(extension_data, srtp_pid);
 
     sh.serialize(extension_data, body);
     Ok(())
@@ -1250,9 +1037,7 @@ fn handshake_create_server_key_exchange(
     algorithm: SignatureAndHashAlgorithm,
 ) -> Result<(), Error> {
     let Some(cipher_suite) = engine.cipher_suite() else {
-        return Err(Error::InvalidState(
-            crate::InvalidStateError::NoCipherSuiteSelected,
-        ));
+        return Err(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected));
     };
 
     let key_exchange_algorithm = cipher_suite.as_key_exchange_algorithm();
@@ -1265,16 +1050,10 @@ fn handshake_create_server_key_exchange(
         KeyExchangeAlgorithm::EECDH => {
             let (curve_type, named_group) = (CurveType::NamedCurve, named_group);
             let kx_buf = engine.pop_buffer();
-            let pubkey = engine
-                .crypto_context_mut()
-                .init_ecdh_server(named_group, kx_buf)
-                .map_err(Error::CryptoError)?;
+            let pubkey =
+                engine.crypto_context_mut().init_ecdh_server(named_group, kx_buf).map_err(Error::CryptoError)?;
 
-            trace!(
-                "SKE ECDHE: group={:?}, pubkey_len={}",
-                named_group,
-                pubkey.len()
-            );
+            trace!("SKE ECDHE: group={:?}, pubkey_len={}", named_group, pubkey.len());
 
             // Build signed_data = client_random || server_random || params(without signature)
             let mut signed_data = Buf::new();
@@ -1289,17 +1068,11 @@ fn handshake_create_server_key_exchange(
             let mut signature = engine.pop_buffer();
 
             trace!("SKE signature hash: {:?}", hash_alg);
-            engine
-                .crypto_context
-                .sign_data(&signed_data, hash_alg, &mut signature)
-                .map_err(Error::CryptoError)?;
+            engine.crypto_context.sign_data(&signed_data, hash_alg, &mut signature).map_err(Error::CryptoError)?;
 
             // unwrap: safe because init_ecdh_server() above sets key_exchange = Some(...).
             // If that failed, we returned Err earlier and never reach this point.
-            let pubkey = engine
-                .crypto_context_mut()
-                .maybe_init_key_exchange()
-                .unwrap();
+            let pubkey = engine.crypto_context_mut().maybe_init_key_exchange().unwrap();
 
             // For sending, we don't use DigitallySigned struct, just write the params and signature directly
             body.push(curve_type.as_u8());
@@ -1316,9 +1089,7 @@ fn handshake_create_server_key_exchange(
 
             Ok(())
         }
-        _ => Err(Error::SecurityError(
-            crate::SecurityError::UnsupportedKeyExchangeAlgorithm,
-        )),
+        _ => Err(Error::SecurityError(crate::SecurityError::UnsupportedKeyExchangeAlgorithm)),
     }
 }
 
@@ -1351,10 +1122,7 @@ fn handshake_serialize_certificate_request(
     Ok(())
 }
 
-fn select_named_group(
-    client_groups: Option<&NamedGroupVec>,
-    server_groups: &[NamedGroup],
-) -> Option<NamedGroup> {
+fn select_named_group(client_groups: Option<&NamedGroupVec>, server_groups: &[NamedGroup]) -> Option<NamedGroup> {
     if let Some(groups) = client_groups {
         // Server preference order from Config::kx_groups()
         for sg in server_groups {
@@ -1389,10 +1157,7 @@ fn select_ske_signature_algorithm(
             if !supported_hashes.contains(h) {
                 continue;
             }
-            if let Some(chosen) = list
-                .iter()
-                .find(|alg| alg.signature == our_sig && alg.hash == *h)
-            {
+            if let Some(chosen) = list.iter().find(|alg| alg.signature == our_sig && alg.hash == *h) {
                 return *chosen;
             }
         }
@@ -1412,10 +1177,7 @@ fn select_certificate_request_sig_algs(
     let mut out = ArrayVec::new();
     if let Some(list) = client_algs {
         for alg in list.iter() {
-            if ours
-                .iter()
-                .any(|a| a.hash == alg.hash && a.signature == alg.signature)
-            {
+            if ours.iter().any(|a| a.hash == alg.hash && a.signature == alg.signature) {
                 out.push(*alg);
             }
         }
@@ -1437,11 +1199,7 @@ mod tests {
 
     #[test]
     fn select_named_group_prefers_x25519_when_available() {
-        let client = named_group_vec(&[
-            NamedGroup::Secp256r1,
-            NamedGroup::X25519,
-            NamedGroup::Secp384r1,
-        ]);
+        let client = named_group_vec(&[NamedGroup::Secp256r1, NamedGroup::X25519, NamedGroup::Secp384r1]);
         let provider = [NamedGroup::X25519, NamedGroup::Secp256r1];
 
         let selected = select_named_group(Some(&client), &provider);
@@ -1481,14 +1239,8 @@ mod tests {
     #[test]
     fn certificate_request_does_not_select_rsa_signatures() {
         let mut client = SignatureAndHashAlgorithmVec::new();
-        client.push(SignatureAndHashAlgorithm::new(
-            HashAlgorithm::SHA256,
-            SignatureAlgorithm::ECDSA,
-        ));
-        client.push(SignatureAndHashAlgorithm::new(
-            HashAlgorithm::SHA256,
-            SignatureAlgorithm::RSA,
-        ));
+        client.push(SignatureAndHashAlgorithm::new(HashAlgorithm::SHA256, SignatureAlgorithm::ECDSA));
+        client.push(SignatureAndHashAlgorithm::new(HashAlgorithm::SHA256, SignatureAlgorithm::RSA));
 
         let selected = select_certificate_request_sig_algs(Some(&client));
 
@@ -1500,10 +1252,7 @@ mod tests {
     #[test]
     fn certificate_request_rejects_rsa_only_signatures() {
         let mut client = SignatureAndHashAlgorithmVec::new();
-        client.push(SignatureAndHashAlgorithm::new(
-            HashAlgorithm::SHA256,
-            SignatureAlgorithm::RSA,
-        ));
+        client.push(SignatureAndHashAlgorithm::new(HashAlgorithm::SHA256, SignatureAlgorithm::RSA));
 
         let selected = select_certificate_request_sig_algs(Some(&client));
 

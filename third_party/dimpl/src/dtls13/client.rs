@@ -185,11 +185,7 @@ impl Client {
 
         // Inject transcript + sequence state from the hybrid CH that was
         // already sent on the wire by ClientPending.
-        engine.inject_hybrid_client_hello(
-            &hybrid.transcript_bytes,
-            &hybrid.handshake_fragment,
-            timers,
-        );
+        engine.inject_hybrid_client_hello(&hybrid.transcript_bytes, &hybrid.handshake_fragment, timers);
         let extension_data = engine.pop_buffer();
         let defragment_buffer = engine.pop_buffer();
 
@@ -235,9 +231,7 @@ impl Client {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.state == State::Closed
-            && self.local_events.is_empty()
-            && !self.engine.has_pending_close_output()
+        self.state == State::Closed && self.local_events.is_empty() && !self.engine.has_pending_close_output()
     }
 
     pub fn handle_packet(&mut self, packet: &[u8]) -> Result<(), Error> {
@@ -275,8 +269,7 @@ impl Client {
     }
 
     fn initiate_key_update(&mut self) -> Result<(), Error> {
-        self.engine
-            .create_key_update(KeyUpdateRequest::UpdateRequested)
+        self.engine.create_key_update(KeyUpdateRequest::UpdateRequested)
     }
 
     /// Send application data when the client is connected.
@@ -291,14 +284,9 @@ impl Client {
         }
 
         let epoch = self.engine.app_send_epoch();
-        self.engine.create_ciphertext_record(
-            ContentType::ApplicationData,
-            epoch,
-            false,
-            |body| {
-                body.extend_from_slice(data);
-            },
-        )?;
+        self.engine.create_ciphertext_record(ContentType::ApplicationData, epoch, false, |body| {
+            body.extend_from_slice(data);
+        })?;
 
         Ok(())
     }
@@ -314,17 +302,12 @@ impl Client {
             return Ok(());
         }
         let epoch = self.engine.app_send_epoch();
-        self.engine
-            .create_ciphertext_record(ContentType::Alert, epoch, false, |body| {
-                body.push(1); // level: legacy (ignored in DTLS 1.3)
-                body.push(0); // description: close_notify
-            })?;
+        self.engine.create_ciphertext_record(ContentType::Alert, epoch, false, |body| {
+            body.push(1); // level: legacy (ignored in DTLS 1.3)
+            body.push(0); // description: close_notify
+        })?;
         self.engine.cancel_flights();
-        self.state = if self.engine.close_notify_received() {
-            State::Closed
-        } else {
-            State::HalfClosedLocal
-        };
+        self.state = if self.engine.close_notify_received() { State::Closed } else { State::HalfClosedLocal };
         Ok(())
     }
 
@@ -385,10 +368,7 @@ impl State {
             // Session resumption is unsupported; consume tickets without changing the transcript.
             while client
                 .engine
-                .next_handshake_no_transcript(
-                    MessageType::NewSessionTicket,
-                    &mut client.defragment_buffer,
-                )?
+                .next_handshake_no_transcript(MessageType::NewSessionTicket, &mut client.defragment_buffer)?
                 .is_some()
             {
                 client.engine.advance_peer_handshake_seq();
@@ -432,25 +412,19 @@ impl State {
                 .kx_groups()
                 .next()
                 .map(|g| g.name())
-                .ok_or(Error::CryptoError(
-                    crate::CryptoError::NoSupportedKeyExchangeGroups,
-                ))?
+                .ok_or(Error::CryptoError(crate::CryptoError::NoSupportedKeyExchangeGroups))?
         };
 
         let kx_group = client
             .engine
             .find_kx_group(group)
-            .ok_or(Error::CryptoError(
-                crate::CryptoError::KeyExchangeGroupNotFound(group),
-            ))?;
+            .ok_or(Error::CryptoError(crate::CryptoError::KeyExchangeGroupNotFound(group)))?;
 
         let key_exchange = if let Some(key_exchange) = client.active_key_exchange.take() {
             key_exchange
         } else {
             let kx_buf = client.engine.pop_buffer();
-            kx_group
-                .start_exchange(kx_buf)
-                .map_err(Error::CryptoError)?
+            kx_group.start_exchange(kx_buf).map_err(Error::CryptoError)?
         };
 
         // Build the key_share extension data into extension_data buffer
@@ -474,32 +448,27 @@ impl State {
             None
         };
 
-        client
-            .engine
-            .create_handshake(MessageType::ClientHello, |body, engine| {
-                if let Some(hybrid) = &mut client.hybrid {
-                    if let Some(cookie) = &client.saved_cookie {
-                        hybrid.set_retry_cookie(cookie);
-                    }
-                    if client.hrr_selected_group.is_some() {
-                        hybrid.set_key_share(
-                            group,
-                            &client.extension_data[pub_key_start..pub_key_end],
-                        );
-                    }
-                    hybrid.serialize(body);
-                    return Ok(());
+        client.engine.create_handshake(MessageType::ClientHello, |body, engine| {
+            if let Some(hybrid) = &mut client.hybrid {
+                if let Some(cookie) = &client.saved_cookie {
+                    hybrid.set_retry_cookie(cookie);
                 }
-                handshake_create_client_hello(
-                    body,
-                    engine,
-                    random,
-                    group,
-                    pub_key_start..pub_key_end,
-                    cookie_range.clone(),
-                    &client.extension_data,
-                )
-            })?;
+                if client.hrr_selected_group.is_some() {
+                    hybrid.set_key_share(group, &client.extension_data[pub_key_start..pub_key_end]);
+                }
+                hybrid.serialize(body);
+                return Ok(());
+            }
+            handshake_create_client_hello(
+                body,
+                engine,
+                random,
+                group,
+                pub_key_start..pub_key_end,
+                cookie_range.clone(),
+                &client.extension_data,
+            )
+        })?;
 
         Ok(Self::AwaitServerHello)
     }
@@ -509,26 +478,19 @@ impl State {
         // retransmission arrives after we already processed one.
         let transcript_len_before = client.engine.transcript.len();
 
-        let maybe = client
-            .engine
-            .next_handshake(MessageType::ServerHello, &mut client.defragment_buffer)?;
+        let maybe = client.engine.next_handshake(MessageType::ServerHello, &mut client.defragment_buffer)?;
 
         let Some(handshake) = maybe else {
             return Ok(self);
         };
 
-        let Body::ServerHello(ref server_hello) = handshake.body else {
-            unreachable!()
-        };
+        let Body::ServerHello(ref server_hello) = handshake.body else { unreachable!() };
 
         // Check for HelloRetryRequest (magic random)
         if server_hello.is_hello_retry_request() {
             if client.hello_retry {
                 client.engine.transcript.resize(transcript_len_before, 0);
-                return Err(Error::SecurityError(
-                    crate::SecurityError::UnexpectedSecondHelloRetryRequest,
-                )
-                .into());
+                return Err(Error::SecurityError(crate::SecurityError::UnexpectedSecondHelloRetryRequest).into());
             }
 
             debug!("Received HelloRetryRequest");
@@ -548,31 +510,21 @@ impl State {
             }
 
             // Validate HRR cipher suite
-            if !client
-                .engine
-                .is_cipher_suite_allowed(server_hello.cipher_suite)
-            {
-                return Err((Error::SecurityError(
-                    crate::SecurityError::HrrSelectedDisallowedCipherSuite,
-                ))
-                .into());
+            if !client.engine.is_cipher_suite_allowed(server_hello.cipher_suite) {
+                return Err((Error::SecurityError(crate::SecurityError::HrrSelectedDisallowedCipherSuite)).into());
             }
             client.engine.set_cipher_suite(server_hello.cipher_suite);
 
             // Validate HRR supported_versions
             let hrr_version_ok = server_hello.selected_version() == Some(ProtocolVersion::DTLS1_3);
             if !hrr_version_ok {
-                return Err(
-                    (Error::SecurityError(crate::SecurityError::HrrDidNotSelectDtls13)).into(),
-                );
+                return Err((Error::SecurityError(crate::SecurityError::HrrDidNotSelectDtls13)).into());
             }
 
             // Replace transcript with message_hash per RFC 8446 Section 4.4.1.
             // The HRR was already appended to the transcript by next_handshake().
             // We must hash only CH1, then re-append the HRR bytes.
-            client
-                .engine
-                .replace_transcript_with_message_hash(transcript_len_before);
+            client.engine.replace_transcript_with_message_hash(transcript_len_before);
             client.engine.advance_peer_handshake_seq();
             client.engine.reset_for_hello_retry();
             client.hello_retry = true;
@@ -590,39 +542,26 @@ impl State {
 
         // Validate legacy_version (must be DTLS 1.2)
         if server_hello.legacy_version != ProtocolVersion::DTLS1_2 {
-            return Err(Error::SecurityError(
-                crate::SecurityError::ServerHelloLegacyVersionNotDtls12,
-            )
-            .into());
+            return Err(Error::SecurityError(crate::SecurityError::ServerHelloLegacyVersionNotDtls12).into());
         }
 
         // Validate legacy_compression_method (must be null)
         if server_hello.legacy_compression_method != CompressionMethod::Null {
-            return Err((Error::SecurityError(
-                crate::SecurityError::ServerHelloCompressionMustBeNull,
-            ))
-            .into());
+            return Err((Error::SecurityError(crate::SecurityError::ServerHelloCompressionMustBeNull)).into());
         }
 
-        debug!(
-            "Received ServerHello with cipher suite: {:?}",
-            server_hello.cipher_suite
-        );
+        debug!("Received ServerHello with cipher suite: {:?}", server_hello.cipher_suite);
 
         // Validate cipher suite
         let cs = server_hello.cipher_suite;
         if cs.is_unknown() {
-            return Err((Error::SecurityError(
-                crate::SecurityError::ServerSelectedUnknownCipherSuite,
-            ))
-            .into());
+            return Err((Error::SecurityError(crate::SecurityError::ServerSelectedUnknownCipherSuite)).into());
         }
 
         if !client.engine.is_cipher_suite_allowed(cs) {
-            return Err(Error::SecurityError(
-                crate::SecurityError::ServerSelectedDisallowedDtls13CipherSuite(cs),
-            )
-            .into());
+            return Err(
+                Error::SecurityError(crate::SecurityError::ServerSelectedDisallowedDtls13CipherSuite(cs)).into()
+            );
         }
 
         client.engine.set_cipher_suite(cs);
@@ -632,51 +571,39 @@ impl State {
             return Err(Error::IncompleteServerHello.into());
         }
         if server_hello.selected_version() != Some(ProtocolVersion::DTLS1_3) {
-            return Err(
-                Error::SecurityError(crate::SecurityError::ServerDidNotNegotiateDtls13).into(),
-            );
+            return Err(Error::SecurityError(crate::SecurityError::ServerDidNotNegotiateDtls13).into());
         }
-        let key_share = server_hello.key_share().ok_or(Error::SecurityError(
-            crate::SecurityError::ServerMissingKeyShare,
-        ))?;
+        let key_share =
+            server_hello.key_share().ok_or(Error::SecurityError(crate::SecurityError::ServerMissingKeyShare))?;
         let server_group = key_share.entry.group;
 
         // Complete ECDHE key exchange
         let key_exchange = client
             .active_key_exchange
             .take()
-            .ok_or(Error::InvalidState(
-                crate::InvalidStateError::NoActiveKeyExchange,
-            ))?;
+            .ok_or(Error::InvalidState(crate::InvalidStateError::NoActiveKeyExchange))?;
 
         if key_exchange.group() != server_group {
-            return Err(
-                Error::SecurityError(crate::SecurityError::ServerKeyShareGroupMismatch {
-                    expected: key_exchange.group(),
-                    actual: server_group,
-                })
-                .into(),
-            );
+            return Err(Error::SecurityError(crate::SecurityError::ServerKeyShareGroupMismatch {
+                expected: key_exchange.group(),
+                actual: server_group,
+            })
+            .into());
         }
 
         let peer_pub_key = key_share.entry.key_exchange(&client.defragment_buffer);
         let mut shared_secret = client.engine.pop_buffer();
-        key_exchange
-            .complete(peer_pub_key, &mut shared_secret)
-            .map_err(Error::CryptoError)?;
+        key_exchange.complete(peer_pub_key, &mut shared_secret).map_err(Error::CryptoError)?;
 
         // Derive handshake secrets
-        let (c_hs_traffic, s_hs_traffic, handshake_secret) =
-            client.engine.derive_handshake_secrets(&shared_secret)?;
+        let (c_hs_traffic, s_hs_traffic, handshake_secret) = client.engine.derive_handshake_secrets(&shared_secret)?;
 
         // Save handshake secret for later application key derivation
         client.handshake_secret = Some(handshake_secret);
         client.engine.push_buffer(shared_secret);
 
         // Install handshake keys (recv for server messages, send installed later)
-        client
-            .engine
-            .install_handshake_keys(&c_hs_traffic, &s_hs_traffic)?;
+        client.engine.install_handshake_keys(&c_hs_traffic, &s_hs_traffic)?;
 
         // Retain the derived buffers for Finished verification and client flight.
         client.server_hs_traffic_secret = Some(s_hs_traffic);
@@ -692,18 +619,13 @@ impl State {
     }
 
     fn await_encrypted_extensions(self, client: &mut Client) -> Result<Self, InternalError> {
-        let maybe = client.engine.next_handshake(
-            MessageType::EncryptedExtensions,
-            &mut client.defragment_buffer,
-        )?;
+        let maybe = client.engine.next_handshake(MessageType::EncryptedExtensions, &mut client.defragment_buffer)?;
 
         let Some(handshake) = maybe else {
             return Ok(self);
         };
 
-        let Body::EncryptedExtensions(ref ee) = handshake.body else {
-            unreachable!()
-        };
+        let Body::EncryptedExtensions(ref ee) = handshake.body else { unreachable!() };
 
         if let Some(profile) = ee.srtp_profiles().and_then(|profiles| profiles.first()) {
             client.negotiated_srtp_profile = Some((*profile).into());
@@ -715,26 +637,19 @@ impl State {
 
     fn await_certificate_request(self, client: &mut Client) -> Result<Self, InternalError> {
         // CertificateRequest is optional. Check if Certificate is available instead.
-        let has_cert = client
-            .engine
-            .has_complete_handshake(MessageType::Certificate);
+        let has_cert = client.engine.has_complete_handshake(MessageType::Certificate);
 
         if has_cert {
             return Ok(Self::AwaitCertificate);
         }
 
-        let maybe = client.engine.next_handshake(
-            MessageType::CertificateRequest,
-            &mut client.defragment_buffer,
-        )?;
+        let maybe = client.engine.next_handshake(MessageType::CertificateRequest, &mut client.defragment_buffer)?;
 
         let Some(ref handshake) = maybe else {
             return Ok(self);
         };
 
-        let Body::CertificateRequest(ref request) = handshake.body else {
-            unreachable!()
-        };
+        let Body::CertificateRequest(ref request) = handshake.body else { unreachable!() };
         let context = request.context(&client.defragment_buffer);
         if !context.is_empty() {
             let mut ctx = client.engine.pop_buffer();
@@ -751,36 +666,23 @@ impl State {
     }
 
     fn await_certificate(self, client: &mut Client) -> Result<Self, InternalError> {
-        let maybe = client
-            .engine
-            .next_handshake(MessageType::Certificate, &mut client.defragment_buffer)?;
+        let maybe = client.engine.next_handshake(MessageType::Certificate, &mut client.defragment_buffer)?;
 
         let Some(ref handshake) = maybe else {
             return Ok(self);
         };
 
-        let Body::Certificate(ref certificate) = handshake.body else {
-            unreachable!()
-        };
+        let Body::Certificate(ref certificate) = handshake.body else { unreachable!() };
 
         if !certificate.context_range.is_empty() {
-            return Err(Error::CertificateError(
-                crate::CertificateError::ServerCertificateContextMustBeEmpty,
-            )
-            .into());
+            return Err(Error::CertificateError(crate::CertificateError::ServerCertificateContextMustBeEmpty).into());
         }
 
         if certificate.certificate_list.is_empty() {
-            return Err((Error::CertificateError(
-                crate::CertificateError::NoServerCertificateReceived,
-            ))
-            .into());
+            return Err((Error::CertificateError(crate::CertificateError::NoServerCertificateReceived)).into());
         }
 
-        debug!(
-            "Received Certificate message with {} certificate(s)",
-            certificate.certificate_list.len()
-        );
+        debug!("Received Certificate message with {} certificate(s)", certificate.certificate_list.len());
 
         // Extract certificate data before dropping handshake
         let cert_ranges: ArrayVec<_, 32> = certificate
@@ -815,18 +717,13 @@ impl State {
         let mut transcript_hash = Buf::new();
         client.engine.transcript_hash(&mut transcript_hash);
 
-        let maybe = client.engine.next_handshake(
-            MessageType::CertificateVerify,
-            &mut client.defragment_buffer,
-        )?;
+        let maybe = client.engine.next_handshake(MessageType::CertificateVerify, &mut client.defragment_buffer)?;
 
         let Some(ref handshake) = maybe else {
             return Ok(self);
         };
 
-        let Body::CertificateVerify(ref cv) = handshake.body else {
-            unreachable!()
-        };
+        let Body::CertificateVerify(ref cv) = handshake.body else { unreachable!() };
 
         let scheme = cv.signed.scheme;
         let signature = cv.signed.signature(&client.defragment_buffer);
@@ -834,10 +731,7 @@ impl State {
         // RFC 8446 §4.4.3: The receiver MUST verify that the signature algorithm
         // is one that was offered in the signature_algorithms extension.
         if !SignatureScheme::supported().contains(&scheme) {
-            return Err(
-                Error::SecurityError(crate::SecurityError::SignatureSchemeNotOffered(scheme))
-                    .into(),
-            );
+            return Err(Error::SecurityError(crate::SecurityError::SignatureSchemeNotOffered(scheme)).into());
         }
 
         // Build the signed content per RFC 8446 Section 4.4.3:
@@ -859,22 +753,14 @@ impl State {
         let cert_der = client
             .server_certificates
             .first()
-            .ok_or(Error::CertificateError(
-                crate::CertificateError::NoServerCertificateForVerification,
-            ))?;
+            .ok_or(Error::CertificateError(crate::CertificateError::NoServerCertificateForVerification))?;
 
         #[cfg(feature = "_crypto-common")]
         verify_scheme_curve(scheme, cert_der)?;
 
         let (hash_alg, sig_alg) = signature_scheme_to_components(scheme)?;
 
-        client.engine.verify_signature(
-            cert_der,
-            &signed_content,
-            &signature_copy,
-            hash_alg,
-            sig_alg,
-        )?;
+        client.engine.verify_signature(cert_der, &signed_content, &signature_copy, hash_alg, sig_alg)?;
 
         trace!("Server CertificateVerify verified: {:?}", scheme);
 
@@ -885,42 +771,28 @@ impl State {
     fn await_finished(self, client: &mut Client) -> Result<Self, InternalError> {
         // Compute expected verify_data BEFORE consuming Finished
         // (verify_data uses transcript hash up to but not including Finished)
-        let server_hs_secret =
-            client
-                .server_hs_traffic_secret
-                .as_ref()
-                .ok_or(Error::InvalidState(
-                    crate::InvalidStateError::NoServerHandshakeTrafficSecret,
-                ))?;
+        let server_hs_secret = client
+            .server_hs_traffic_secret
+            .as_ref()
+            .ok_or(Error::InvalidState(crate::InvalidStateError::NoServerHandshakeTrafficSecret))?;
         let expected_verify_data = client.engine.compute_verify_data(server_hs_secret)?;
 
-        let maybe = client
-            .engine
-            .next_handshake(MessageType::Finished, &mut client.defragment_buffer)?;
+        let maybe = client.engine.next_handshake(MessageType::Finished, &mut client.defragment_buffer)?;
 
         let Some(ref handshake) = maybe else {
             return Ok(self);
         };
 
-        let Body::Finished(ref finished) = handshake.body else {
-            unreachable!()
-        };
+        let Body::Finished(ref finished) = handshake.body else { unreachable!() };
 
         let verify_data = finished.verify_data(&client.defragment_buffer);
 
-        trace!(
-            "Finished.verify_data received len={}, expected len={}",
-            verify_data.len(),
-            expected_verify_data.len()
-        );
+        trace!("Finished.verify_data received len={}, expected len={}", verify_data.len(), expected_verify_data.len());
 
         // Constant-time comparison
         let is_eq: bool = verify_data.ct_eq(&*expected_verify_data).into();
         if !is_eq {
-            return Err((Error::SecurityError(
-                crate::SecurityError::ServerFinishedVerificationFailed,
-            ))
-            .into());
+            return Err((Error::SecurityError(crate::SecurityError::ServerFinishedVerificationFailed)).into());
         }
 
         trace!("Server Finished verified successfully");
@@ -930,27 +802,21 @@ impl State {
         client.engine.advance_peer_handshake_seq();
 
         // Derive application secrets from handshake secret + transcript through server Finished
-        let handshake_secret = client.handshake_secret.as_ref().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoHandshakeSecretForApplicationKeyDerivation,
-        ))?;
+        let handshake_secret = client
+            .handshake_secret
+            .as_ref()
+            .ok_or(Error::InvalidState(crate::InvalidStateError::NoHandshakeSecretForApplicationKeyDerivation))?;
 
-        let (c_ap_traffic, s_ap_traffic) =
-            client.engine.derive_application_secrets(handshake_secret)?;
+        let (c_ap_traffic, s_ap_traffic) = client.engine.derive_application_secrets(handshake_secret)?;
 
         // Install application keys
-        client
-            .engine
-            .install_application_keys(&c_ap_traffic, &s_ap_traffic)?;
+        client.engine.install_application_keys(&c_ap_traffic, &s_ap_traffic)?;
 
         // Note: send handshake keys were already installed by install_handshake_keys()
         // after ServerHello. Do NOT reinstall them here — that would reset hs_send_seq
         // to 0, colliding with ACK records already sent on epoch 2.
 
-        if client.client_auth_requested {
-            Ok(Self::SendCertificate)
-        } else {
-            Ok(Self::SendFinished)
-        }
+        if client.client_auth_requested { Ok(Self::SendCertificate) } else { Ok(Self::SendFinished) }
     }
 
     fn send_certificate(self, client: &mut Client) -> Result<Self, InternalError> {
@@ -968,11 +834,9 @@ impl State {
             // unwrap: cert_request_context is u8-length-prefixed, max 255 bytes
             context_copy.try_extend_from_slice(context).unwrap();
 
-            client
-                .engine
-                .create_handshake(MessageType::Certificate, |body, engine| {
-                    handshake_create_certificate(body, engine, &context_copy)
-                })?;
+            client.engine.create_handshake(MessageType::Certificate, |body, engine| {
+                handshake_create_certificate(body, engine, &context_copy)
+            })?;
 
             Ok(Self::SendCertificateVerify)
         } else {
@@ -982,16 +846,14 @@ impl State {
             // unwrap: cert_request_context is u8-length-prefixed, max 255 bytes
             context_copy.try_extend_from_slice(context).unwrap();
 
-            client
-                .engine
-                .create_handshake(MessageType::Certificate, |body, _engine| {
-                    // certificate_request_context
-                    body.push(context_copy.len() as u8);
-                    body.extend_from_slice(&context_copy);
-                    // empty certificate_list (3-byte zero length)
-                    body.extend_from_slice(&[0, 0, 0]);
-                    Ok(())
-                })?;
+            client.engine.create_handshake(MessageType::Certificate, |body, _engine| {
+                // certificate_request_context
+                body.push(context_copy.len() as u8);
+                body.extend_from_slice(&context_copy);
+                // empty certificate_list (3-byte zero length)
+                body.extend_from_slice(&[0, 0, 0]);
+                Ok(())
+            })?;
 
             Ok(Self::SendFinished)
         }
@@ -1000,15 +862,9 @@ impl State {
     fn send_certificate_verify(self, client: &mut Client) -> Result<Self, InternalError> {
         debug!("Sending CertificateVerify");
 
-        client
-            .engine
-            .create_handshake(MessageType::CertificateVerify, |body, engine| {
-                handshake_create_certificate_verify(
-                    body,
-                    engine,
-                    b"TLS 1.3, client CertificateVerify\0",
-                )
-            })?;
+        client.engine.create_handshake(MessageType::CertificateVerify, |body, engine| {
+            handshake_create_certificate_verify(body, engine, b"TLS 1.3, client CertificateVerify\0")
+        })?;
 
         Ok(Self::SendFinished)
     }
@@ -1017,19 +873,14 @@ impl State {
         trace!("Sending Finished message to complete handshake");
 
         // No records from the handshake epochs may survive into application data.
-        let unexpected_record = client
-            .engine
-            .pending_records()
-            .find(|record| record.record().sequence.epoch < 3);
+        let unexpected_record = client.engine.pending_records().find(|record| record.record().sequence.epoch < 3);
         if let Some(record) = unexpected_record {
             debug!(
                 "Unexpected epoch at handshake completion: record={:?}, handshake={:?}",
                 record.record(),
                 record.first_handshake().map(|handshake| &handshake.header),
             );
-            return Err(
-                Error::UnexpectedMessage(crate::UnexpectedMessageError::UnexpectedEpoch).into(),
-            );
+            return Err(Error::UnexpectedMessage(crate::UnexpectedMessageError::UnexpectedEpoch).into());
         }
 
         // When the server did NOT request client authentication, we skip
@@ -1040,24 +891,19 @@ impl State {
             client.engine.flight_begin(5);
         }
 
-        let client_hs_secret =
-            client
-                .client_hs_traffic_secret
-                .as_ref()
-                .ok_or(Error::InvalidState(
-                    crate::InvalidStateError::NoClientHandshakeTrafficSecretForFinished,
-                ))?;
+        let client_hs_secret = client
+            .client_hs_traffic_secret
+            .as_ref()
+            .ok_or(Error::InvalidState(crate::InvalidStateError::NoClientHandshakeTrafficSecretForFinished))?;
         let mut client_hs_secret_copy = Buf::new();
         client_hs_secret_copy.extend_from_slice(client_hs_secret);
         let client_hs_secret = client_hs_secret_copy;
 
-        client
-            .engine
-            .create_handshake(MessageType::Finished, |body, engine| {
-                let verify_data = engine.compute_verify_data(&client_hs_secret)?;
-                body.extend_from_slice(&verify_data);
-                Ok(())
-            })?;
+        client.engine.create_handshake(MessageType::Finished, |body, engine| {
+            let verify_data = engine.compute_verify_data(&client_hs_secret)?;
+            body.extend_from_slice(&verify_data);
+            Ok(())
+        })?;
 
         // Don't stop flight timers here - the server needs to receive our Finished.
         // Timers will stop when we receive an ACK from the server confirming it
@@ -1068,17 +914,10 @@ impl State {
 
         // Extract and emit SRTP keying material if negotiated
         if let Some(profile) = client.negotiated_srtp_profile
-            && let Ok((keying_material, profile)) =
-                client.engine.extract_srtp_keying_material(profile)
+            && let Ok((keying_material, profile)) = client.engine.extract_srtp_keying_material(profile)
         {
-            debug!(
-                "SRTP keying material extracted ({} bytes) for profile: {:?}",
-                keying_material.len(),
-                profile
-            );
-            client
-                .local_events
-                .push_back(LocalEvent::KeyingMaterial(keying_material, profile));
+            debug!("SRTP keying material extracted ({} bytes) for profile: {:?}", keying_material.len(), profile);
+            client.local_events.push_back(LocalEvent::KeyingMaterial(keying_material, profile));
         }
 
         client.engine.release_application_data();
@@ -1097,41 +936,27 @@ impl State {
         // Send queued application data
         if !client.queued_data.is_empty() {
             let epoch = client.engine.app_send_epoch();
-            debug!(
-                "Sending queued application data: {}",
-                client.queued_data.len()
-            );
+            debug!("Sending queued application data: {}", client.queued_data.len());
             for data in client.queued_data.drain(..) {
-                client.engine.create_ciphertext_record(
-                    ContentType::ApplicationData,
-                    epoch,
-                    false,
-                    |body| {
-                        body.extend_from_slice(&data);
-                    },
-                )?;
+                client.engine.create_ciphertext_record(ContentType::ApplicationData, epoch, false, |body| {
+                    body.extend_from_slice(&data);
+                })?;
             }
         }
 
         // Send pending KeyUpdate response before processing new KeyUpdates
         if client.pending_key_update_response {
-            client
-                .engine
-                .create_key_update(KeyUpdateRequest::UpdateNotRequested)?;
+            client.engine.create_key_update(KeyUpdateRequest::UpdateNotRequested)?;
             client.pending_key_update_response = false;
         }
 
         // Check for incoming KeyUpdate
         if client.engine.has_complete_handshake(MessageType::KeyUpdate) {
-            let maybe = client.engine.next_handshake_no_transcript(
-                MessageType::KeyUpdate,
-                &mut client.defragment_buffer,
-            )?;
+            let maybe =
+                client.engine.next_handshake_no_transcript(MessageType::KeyUpdate, &mut client.defragment_buffer)?;
 
             if let Some(handshake) = maybe {
-                let Body::KeyUpdate(request) = handshake.body else {
-                    unreachable!()
-                };
+                let Body::KeyUpdate(request) = handshake.body else { unreachable!() };
 
                 // Install new recv keys
                 client.engine.update_recv_keys()?;
@@ -1140,9 +965,7 @@ impl State {
                 client.engine.send_ack()?;
 
                 // If peer requested us to update, schedule our own KeyUpdate
-                if request == KeyUpdateRequest::UpdateRequested
-                    && !client.engine.is_key_update_in_flight()
-                {
+                if request == KeyUpdateRequest::UpdateRequested && !client.engine.is_key_update_in_flight() {
                     client.pending_key_update_response = true;
                 }
 
@@ -1158,14 +981,10 @@ impl State {
         // Write half is closed: drain incoming KeyUpdate to keep recv keys in sync,
         // but do not send our own KeyUpdate response.
         if client.engine.has_complete_handshake(MessageType::KeyUpdate) {
-            let maybe = client.engine.next_handshake_no_transcript(
-                MessageType::KeyUpdate,
-                &mut client.defragment_buffer,
-            )?;
+            let maybe =
+                client.engine.next_handshake_no_transcript(MessageType::KeyUpdate, &mut client.defragment_buffer)?;
             if let Some(handshake) = maybe {
-                let Body::KeyUpdate(_) = handshake.body else {
-                    unreachable!()
-                };
+                let Body::KeyUpdate(_) = handshake.body else { unreachable!() };
                 client.engine.update_recv_keys()?;
                 client.engine.advance_peer_handshake_seq();
             }
@@ -1198,17 +1017,10 @@ fn handshake_create_client_hello(
     let legacy_cookie = Cookie::empty();
 
     // Cipher suites from config (filtered)
-    let cipher_suites: ArrayVec<Dtls13CipherSuite, 3> = engine
-        .config()
-        .dtls13_cipher_suites()
-        .map(|cs| cs.suite())
-        .take(3)
-        .collect();
+    let cipher_suites: ArrayVec<Dtls13CipherSuite, 3> =
+        engine.config().dtls13_cipher_suites().map(|cs| cs.suite()).take(3).collect();
 
-    debug!(
-        "Sending ClientHello: offering {} cipher suites",
-        cipher_suites.len()
-    );
+    debug!("Sending ClientHello: offering {} cipher suites", cipher_suites.len());
 
     let mut compression_methods = ArrayVec::new();
     compression_methods.push(CompressionMethod::Null);
@@ -1224,10 +1036,8 @@ fn handshake_create_client_hello(
     let sv = SupportedVersionsClientHello { versions };
     sv.serialize(&mut ext_buf);
     let sv_end = ext_buf.len();
-    extensions.push(Extension {
-        extension_type: ExtensionType::SupportedVersions,
-        extension_data_range: sv_start..sv_end,
-    });
+    extensions
+        .push(Extension { extension_type: ExtensionType::SupportedVersions, extension_data_range: sv_start..sv_end });
 
     // 2. supported_groups extension
     let sg_start = ext_buf.len();
@@ -1235,45 +1045,32 @@ fn handshake_create_client_hello(
     let sg = SupportedGroupsExtension { groups };
     sg.serialize(&mut ext_buf);
     let sg_end = ext_buf.len();
-    extensions.push(Extension {
-        extension_type: ExtensionType::SupportedGroups,
-        extension_data_range: sg_start..sg_end,
-    });
+    extensions
+        .push(Extension { extension_type: ExtensionType::SupportedGroups, extension_data_range: sg_start..sg_end });
 
     // 3. key_share extension
     let ks_start = ext_buf.len();
     let mut entries = ArrayVec::new();
-    entries.push(KeyShareEntry {
-        group: kx_group,
-        key_exchange_range: pub_key_range,
-    });
+    entries.push(KeyShareEntry { group: kx_group, key_exchange_range: pub_key_range });
     let ks = KeyShareClientHello { entries };
     ks.serialize(extension_data, &mut ext_buf);
     let ks_end = ext_buf.len();
-    extensions.push(Extension {
-        extension_type: ExtensionType::KeyShare,
-        extension_data_range: ks_start..ks_end,
-    });
+    extensions.push(Extension { extension_type: ExtensionType::KeyShare, extension_data_range: ks_start..ks_end });
 
     // 4. signature_algorithms extension
     let sa_start = ext_buf.len();
     let sa = SignatureAlgorithmsExtension::default();
     sa.serialize(&mut ext_buf);
     let sa_end = ext_buf.len();
-    extensions.push(Extension {
-        extension_type: ExtensionType::SignatureAlgorithms,
-        extension_data_range: sa_start..sa_end,
-    });
+    extensions
+        .push(Extension { extension_type: ExtensionType::SignatureAlgorithms, extension_data_range: sa_start..sa_end });
 
     // 5. use_srtp extension
     let srtp_start = ext_buf.len();
     let use_srtp = UseSrtpExtension::default();
     use_srtp.serialize(&mut ext_buf);
     let srtp_end = ext_buf.len();
-    extensions.push(Extension {
-        extension_type: ExtensionType::UseSrtp,
-        extension_data_range: srtp_start..srtp_end,
-    });
+    extensions.push(Extension { extension_type: ExtensionType::UseSrtp, extension_data_range: srtp_start..srtp_end });
 
     // 6. cookie extension (echo from HRR if present)
     if let Some(cookie_range) = cookie_range {
@@ -1281,10 +1078,8 @@ fn handshake_create_client_hello(
         // Cookie data already includes the u16 length prefix from the HRR
         ext_buf.extend_from_slice(&extension_data[cookie_range]);
         let cookie_end = ext_buf.len();
-        extensions.push(Extension {
-            extension_type: ExtensionType::Cookie,
-            extension_data_range: cookie_start..cookie_end,
-        });
+        extensions
+            .push(Extension { extension_type: ExtensionType::Cookie, extension_data_range: cookie_start..cookie_end });
     }
 
     // 7. padding extension (RFC 7685) — pad ClientHello to fill the MTU,
@@ -1310,31 +1105,18 @@ fn handshake_create_client_hello(
             ext_buf.push(0);
         }
         let pad_end = ext_buf.len();
-        extensions.push(Extension {
-            extension_type: ExtensionType::Padding,
-            extension_data_range: pad_start..pad_end,
-        });
+        extensions.push(Extension { extension_type: ExtensionType::Padding, extension_data_range: pad_start..pad_end });
     }
 
-    let mut client_hello = ClientHello::new(
-        legacy_version,
-        random,
-        legacy_session_id,
-        legacy_cookie,
-        cipher_suites,
-        compression_methods,
-    );
+    let mut client_hello =
+        ClientHello::new(legacy_version, random, legacy_session_id, legacy_cookie, cipher_suites, compression_methods);
     client_hello.extensions = extensions;
 
     client_hello.serialize(&ext_buf, body);
     Ok(())
 }
 
-pub(crate) fn handshake_create_certificate(
-    body: &mut Buf,
-    engine: &mut Engine,
-    context: &[u8],
-) -> Result<(), Error> {
+pub(crate) fn handshake_create_certificate(body: &mut Buf, engine: &mut Engine, context: &[u8]) -> Result<(), Error> {
     // Build a source buffer: context bytes then cert DER
     let mut src = Buf::new();
     let context_start = src.len();
@@ -1346,15 +1128,9 @@ pub(crate) fn handshake_create_certificate(
     let cert_end = src.len();
 
     let mut certificate_list = ArrayVec::new();
-    certificate_list.push(CertificateEntry {
-        cert: Asn1Cert(cert_start..cert_end),
-        extensions_range: 0..0,
-    });
+    certificate_list.push(CertificateEntry { cert: Asn1Cert(cert_start..cert_end), extensions_range: 0..0 });
 
-    let certificate = Certificate {
-        context_range: context_start..context_end,
-        certificate_list,
-    };
+    let certificate = Certificate { context_range: context_start..context_end, certificate_list };
 
     certificate.serialize(&src, body);
     Ok(())
@@ -1379,10 +1155,7 @@ pub(crate) fn handshake_create_certificate_verify(
     let sig_alg = engine.signing_key().algorithm();
 
     let mut signature = Buf::new();
-    engine
-        .signing_key()
-        .sign(&signed_content, hash_alg, &mut signature)
-        .map_err(Error::CryptoError)?;
+    engine.signing_key().sign(&signed_content, hash_alg, &mut signature).map_err(Error::CryptoError)?;
 
     // Determine the SignatureScheme from hash_alg + sig_alg
     let scheme = match (sig_alg, hash_alg) {
@@ -1396,12 +1169,10 @@ pub(crate) fn handshake_create_certificate_verify(
             SignatureScheme::RSA_PSS_RSAE_SHA256
         }
         _ => {
-            return Err(Error::CryptoError(
-                crate::CryptoError::UnsupportedSignaturePair {
-                    signature: sig_alg,
-                    hash: hash_alg,
-                },
-            ));
+            return Err(Error::CryptoError(crate::CryptoError::UnsupportedSignaturePair {
+                signature: sig_alg,
+                hash: hash_alg,
+            }));
         }
     };
 
@@ -1417,47 +1188,23 @@ pub(crate) fn handshake_create_certificate_verify(
 /// needed by the SignatureVerifier trait.
 pub(crate) fn signature_scheme_to_components(
     scheme: SignatureScheme,
-) -> Result<
-    (
-        crate::types::HashAlgorithm,
-        crate::types::SignatureAlgorithm,
-    ),
-    Error,
-> {
+) -> Result<(crate::types::HashAlgorithm, crate::types::SignatureAlgorithm), Error> {
     use crate::types::{HashAlgorithm, SignatureAlgorithm};
     match scheme {
-        SignatureScheme::ECDSA_SECP256R1_SHA256 => {
-            Ok((HashAlgorithm::SHA256, SignatureAlgorithm::ECDSA))
-        }
-        SignatureScheme::ECDSA_SECP384R1_SHA384 => {
-            Ok((HashAlgorithm::SHA384, SignatureAlgorithm::ECDSA))
-        }
-        SignatureScheme::ECDSA_SECP521R1_SHA512 => {
-            Ok((HashAlgorithm::SHA512, SignatureAlgorithm::ECDSA))
-        }
-        SignatureScheme::ED25519 => Err(Error::SecurityError(
-            crate::SecurityError::UnsupportedSignatureScheme(scheme),
-        )),
-        SignatureScheme::RSA_PSS_RSAE_SHA256 => {
-            Ok((HashAlgorithm::SHA256, SignatureAlgorithm::RSA))
-        }
-        SignatureScheme::RSA_PSS_RSAE_SHA384 => {
-            Ok((HashAlgorithm::SHA384, SignatureAlgorithm::RSA))
-        }
-        SignatureScheme::RSA_PSS_RSAE_SHA512 => {
-            Ok((HashAlgorithm::SHA512, SignatureAlgorithm::RSA))
-        }
+        SignatureScheme::ECDSA_SECP256R1_SHA256 => Ok((HashAlgorithm::SHA256, SignatureAlgorithm::ECDSA)),
+        SignatureScheme::ECDSA_SECP384R1_SHA384 => Ok((HashAlgorithm::SHA384, SignatureAlgorithm::ECDSA)),
+        SignatureScheme::ECDSA_SECP521R1_SHA512 => Ok((HashAlgorithm::SHA512, SignatureAlgorithm::ECDSA)),
+        SignatureScheme::ED25519 => Err(Error::SecurityError(crate::SecurityError::UnsupportedSignatureScheme(scheme))),
+        SignatureScheme::RSA_PSS_RSAE_SHA256 => Ok((HashAlgorithm::SHA256, SignatureAlgorithm::RSA)),
+        SignatureScheme::RSA_PSS_RSAE_SHA384 => Ok((HashAlgorithm::SHA384, SignatureAlgorithm::RSA)),
+        SignatureScheme::RSA_PSS_RSAE_SHA512 => Ok((HashAlgorithm::SHA512, SignatureAlgorithm::RSA)),
         SignatureScheme::RSA_PSS_PSS_SHA256 => Ok((HashAlgorithm::SHA256, SignatureAlgorithm::RSA)),
         SignatureScheme::RSA_PSS_PSS_SHA384 => Ok((HashAlgorithm::SHA384, SignatureAlgorithm::RSA)),
         SignatureScheme::RSA_PSS_PSS_SHA512 => Ok((HashAlgorithm::SHA512, SignatureAlgorithm::RSA)),
-        SignatureScheme::RSA_PKCS1_SHA256
-        | SignatureScheme::RSA_PKCS1_SHA384
-        | SignatureScheme::RSA_PKCS1_SHA512 => Err(Error::SecurityError(
-            crate::SecurityError::UnsupportedSignatureScheme(scheme),
-        )),
-        _ => Err(Error::SecurityError(
-            crate::SecurityError::UnsupportedSignatureScheme(scheme),
-        )),
+        SignatureScheme::RSA_PKCS1_SHA256 | SignatureScheme::RSA_PKCS1_SHA384 | SignatureScheme::RSA_PKCS1_SHA512 => {
+            Err(Error::SecurityError(crate::SecurityError::UnsupportedSignatureScheme(scheme)))
+        }
+        _ => Err(Error::SecurityError(crate::SecurityError::UnsupportedSignatureScheme(scheme))),
     }
 }
 
@@ -1466,16 +1213,13 @@ pub(crate) fn signature_scheme_to_components(
 #[cfg(feature = "_crypto-common")]
 pub(crate) fn verify_scheme_curve(scheme: SignatureScheme, cert_der: &[u8]) -> Result<(), Error> {
     if let Some(expected_group) = scheme.named_group() {
-        let cert_group =
-            crate::crypto::cert_named_group(cert_der).map_err(Error::CertificateError)?;
+        let cert_group = crate::crypto::cert_named_group(cert_der).map_err(Error::CertificateError)?;
         if expected_group != cert_group {
-            return Err(Error::SecurityError(
-                crate::SecurityError::SignatureSchemeCertificateCurveMismatch {
-                    scheme,
-                    expected: expected_group,
-                    actual: cert_group,
-                },
-            ));
+            return Err(Error::SecurityError(crate::SecurityError::SignatureSchemeCertificateCurveMismatch {
+                scheme,
+                expected: expected_group,
+                actual: cert_group,
+            }));
         }
     }
     Ok(())
@@ -1490,17 +1234,12 @@ impl LocalEvent {
         match self {
             LocalEvent::PeerCert => {
                 let l = peer_certs[0].len();
-                assert!(
-                    l <= buf.len(),
-                    "Output buffer too small for peer certificate"
-                );
+                assert!(l <= buf.len(), "Output buffer too small for peer certificate");
                 buf[..l].copy_from_slice(&peer_certs[0]);
                 Output::PeerCert(&buf[..l])
             }
             LocalEvent::Connected => Output::Connected,
-            LocalEvent::KeyingMaterial(m, profile) => {
-                Output::KeyingMaterial(KeyingMaterial::new(&m), profile)
-            }
+            LocalEvent::KeyingMaterial(m, profile) => Output::KeyingMaterial(KeyingMaterial::new(&m), profile),
         }
     }
 }
@@ -1566,9 +1305,7 @@ mod tests {
             secret.extend_from_slice(&[0x42; 32]);
             for engine in [&mut client.engine, &mut server] {
                 engine.set_cipher_suite(Dtls13CipherSuite::AES_128_GCM_SHA256);
-                engine
-                    .install_application_keys(&secret, &secret)
-                    .expect("application keys");
+                engine.install_application_keys(&secret, &secret).expect("application keys");
                 engine.enable_peer_encryption().expect("enable encryption");
                 engine.release_application_data();
             }
@@ -1579,10 +1316,7 @@ mod tests {
             // Lose the first ACK, then coalesce the retransmission and a fresh ticket.
             for messages in [
                 &[(0, MessageType::NewSessionTicket, ticket)][..],
-                &[
-                    (0, MessageType::NewSessionTicket, ticket),
-                    (1, MessageType::NewSessionTicket, ticket),
-                ][..],
+                &[(0, MessageType::NewSessionTicket, ticket), (1, MessageType::NewSessionTicket, ticket)][..],
                 &[(2, MessageType::KeyUpdate, &[0][..])][..],
             ] {
                 if same_record {
@@ -1598,14 +1332,9 @@ mod tests {
                     for &(seq, msg_type, body) in messages {
                         let packet = epoch0_handshake_packet(msg_type, seq, body);
                         server
-                            .create_ciphertext_record(
-                                ContentType::Handshake,
-                                3,
-                                false,
-                                |fragment| {
-                                    fragment.extend_from_slice(&packet[13..]);
-                                },
-                            )
+                            .create_ciphertext_record(ContentType::Handshake, 3, false, |fragment| {
+                                fragment.extend_from_slice(&packet[13..]);
+                            })
                             .expect("send post-handshake message");
                     }
                 }
@@ -1647,36 +1376,18 @@ mod tests {
             secret.extend_from_slice(&[0x42; 32]);
             for engine in [&mut client.engine, &mut server] {
                 engine.set_cipher_suite(Dtls13CipherSuite::AES_128_GCM_SHA256);
-                engine
-                    .install_application_keys(&secret, &secret)
-                    .expect("application keys");
+                engine.install_application_keys(&secret, &secret).expect("application keys");
                 engine.enable_peer_encryption().expect("enable encryption");
                 engine.release_application_data();
             }
-            client.state = if half_closed {
-                State::HalfClosedLocal
-            } else {
-                State::AwaitApplicationData
-            };
+            client.state = if half_closed { State::HalfClosedLocal } else { State::AwaitApplicationData };
             let now = Instant::now();
             let mut buffer = [0; 2048];
             // A ticket, its retransmission in a new record, another ticket, then KeyUpdate.
             for (seq, msg_type, body) in [
-                (
-                    0,
-                    MessageType::NewSessionTicket,
-                    &[0, 0, 0, 60, 0, 0, 0, 0, 0, 0, 1, 42, 0, 0][..],
-                ),
-                (
-                    0,
-                    MessageType::NewSessionTicket,
-                    &[0, 0, 0, 60, 0, 0, 0, 0, 0, 0, 1, 42, 0, 0][..],
-                ),
-                (
-                    1,
-                    MessageType::NewSessionTicket,
-                    &[0, 0, 0, 60, 0, 0, 0, 0, 0, 0, 1, 43, 0, 0][..],
-                ),
+                (0, MessageType::NewSessionTicket, &[0, 0, 0, 60, 0, 0, 0, 0, 0, 0, 1, 42, 0, 0][..]),
+                (0, MessageType::NewSessionTicket, &[0, 0, 0, 60, 0, 0, 0, 0, 0, 0, 1, 42, 0, 0][..]),
+                (1, MessageType::NewSessionTicket, &[0, 0, 0, 60, 0, 0, 0, 0, 0, 0, 1, 43, 0, 0][..]),
                 (2, MessageType::KeyUpdate, &[0][..]),
             ] {
                 let packet = epoch0_handshake_packet(msg_type, seq, body);
@@ -1687,9 +1398,7 @@ mod tests {
                     .expect("send post-handshake message");
                 loop {
                     match server.poll_output(&mut buffer, now) {
-                        Output::Packet(packet) => client
-                            .handle_packet(packet)
-                            .expect("accept post-handshake message"),
+                        Output::Packet(packet) => client.handle_packet(packet).expect("accept post-handshake message"),
                         Output::Timeout(_) => break,
                         output => panic!("unexpected server output: {output:?}"),
                     }
@@ -1709,10 +1418,7 @@ mod tests {
                     assert_eq!(acks, 1, "ACK each ticket, including retransmissions");
                 }
             }
-            assert_eq!(
-                crate::dtls13::incoming::RecordHandler::resolve_epoch(&client.engine, 0),
-                4
-            );
+            assert_eq!(crate::dtls13::incoming::RecordHandler::resolve_epoch(&client.engine, 0), 4);
             server
                 .create_ciphertext_record(ContentType::ApplicationData, 3, false, |body| {
                     body.extend_from_slice(b"after tickets");
@@ -1720,9 +1426,7 @@ mod tests {
                 .expect("send application data");
             loop {
                 match server.poll_output(&mut buffer, now) {
-                    Output::Packet(packet) => client
-                        .handle_packet(packet)
-                        .expect("receive application data"),
+                    Output::Packet(packet) => client.handle_packet(packet).expect("receive application data"),
                     Output::Timeout(_) => break,
                     output => panic!("unexpected server output: {output:?}"),
                 }
@@ -1775,29 +1479,19 @@ mod tests {
 
         client
             .engine
-            .parse_packet(&epoch0_handshake_packet(
-                MessageType::Certificate,
-                2,
-                &[0, 0, 0, 0],
-            ))
+            .parse_packet(&epoch0_handshake_packet(MessageType::Certificate, 2, &[0, 0, 0, 0]))
             .expect("queue empty Certificate");
 
-        let err = State::AwaitCertificate
-            .await_certificate(&mut client)
-            .expect_err("empty server Certificate should fail");
+        let err =
+            State::AwaitCertificate.await_certificate(&mut client).expect_err("empty server Certificate should fail");
 
-        assert!(matches!(
-            err,
-            crate::InternalError::Fatal(Error::CertificateError(_))
-        ));
+        assert!(matches!(err, crate::InternalError::Fatal(Error::CertificateError(_))));
     }
 
     #[test]
     fn server_key_share_group_mismatch_reports_expected_and_actual_groups() {
         let mut client = client();
-        client.active_key_exchange = Some(Box::new(TestKeyExchange {
-            group: NamedGroup::X25519,
-        }));
+        client.active_key_exchange = Some(Box::new(TestKeyExchange { group: NamedGroup::X25519 }));
 
         client
             .engine
@@ -1814,12 +1508,10 @@ mod tests {
 
         assert!(matches!(
             err,
-            crate::InternalError::Fatal(Error::SecurityError(
-                SecurityError::ServerKeyShareGroupMismatch {
-                    expected: NamedGroup::X25519,
-                    actual: NamedGroup::Secp256r1,
-                }
-            ))
+            crate::InternalError::Fatal(Error::SecurityError(SecurityError::ServerKeyShareGroupMismatch {
+                expected: NamedGroup::X25519,
+                actual: NamedGroup::Secp256r1,
+            }))
         ));
     }
 }

@@ -210,8 +210,7 @@ impl Engine {
             .load_private_key(&certificate.private_key)
             .expect("Failed to load private key");
 
-        let aead_encryption_threshold =
-            jittered_aead_threshold(config.aead_encryption_limit(), &mut rng);
+        let aead_encryption_threshold = jittered_aead_threshold(config.aead_encryption_limit(), &mut rng);
         let mut buffers_free = BufferPool::default();
         let transcript = buffers_free.pop();
 
@@ -259,11 +258,7 @@ impl Engine {
     }
 
     pub fn into_fallback(self) -> (Arc<Config>, DtlsCertificate, Timeout) {
-        (
-            self.config,
-            self.certificate,
-            self.timers.handshake_deadline(),
-        )
+        (self.config, self.certificate, self.timers.handshake_deadline())
     }
 
     pub fn set_client(&mut self, is_client: bool) {
@@ -283,12 +278,7 @@ impl Engine {
     /// and bumps the epoch-0 record sequence so subsequent records don't
     /// collide.  Does **not** enqueue the record for output — the hybrid
     /// CH was already transmitted. Retains its outstanding retry state.
-    pub fn inject_hybrid_client_hello(
-        &mut self,
-        transcript_bytes: &[u8],
-        fragment: &[u8],
-        timers: HandshakeTimers,
-    ) {
+    pub fn inject_hybrid_client_hello(&mut self, transcript_bytes: &[u8], fragment: &[u8], timers: HandshakeTimers) {
         self.timers = timers;
         self.transcript.extend_from_slice(transcript_bytes);
         let mut saved_fragment = self.pop_buffer();
@@ -341,9 +331,7 @@ impl Engine {
     }
 
     pub fn is_cipher_suite_allowed(&self, suite: Dtls13CipherSuite) -> bool {
-        self.config
-            .dtls13_cipher_suites()
-            .any(|cs| cs.suite() == suite)
+        self.config.dtls13_cipher_suites().any(|cs| cs.suite() == suite)
     }
 
     pub fn certificate_der(&self) -> &[u8] {
@@ -356,10 +344,7 @@ impl Engine {
 
     /// Unconsumed records for protocol-state validation.
     pub fn pending_records(&self) -> impl Iterator<Item = &Record> {
-        self.queue_rx
-            .iter()
-            .flat_map(|incoming| incoming.records().iter())
-            .filter(|record| !record.is_handled())
+        self.queue_rx.iter().flat_map(|incoming| incoming.records().iter()).filter(|record| !record.is_handled())
     }
 
     /// Queue a datagram and report whether it contains the first ClientHello fragment.
@@ -369,9 +354,7 @@ impl Engine {
         if let Some(incoming) = incoming {
             // A reordered protected flight can be retransmitted once keys are ready.
             // A coalesced flight starts with its plaintext key-establishing records.
-            if !self.peer_encryption_enabled
-                && Dtls13Record::is_ciphertext_header(incoming.first().buffer()[0])
-            {
+            if !self.peer_encryption_enabled && Dtls13Record::is_ciphertext_header(incoming.first().buffer()[0]) {
                 self.recycle_incoming(incoming);
                 return Ok(false);
             }
@@ -399,11 +382,7 @@ impl Engine {
 
     fn insert_incoming(&mut self, incoming: Incoming) -> Result<bool, Error> {
         if self.queue_rx.len() >= self.config.max_queue_rx() {
-            warn!(
-                "Receive queue full (max {}): {:?}",
-                self.config.max_queue_rx(),
-                self.queue_rx
-            );
+            warn!("Receive queue full (max {}): {:?}", self.config.max_queue_rx(), self.queue_rx);
             self.recycle_incoming(incoming);
             return Err(Error::ReceiveQueueFull);
         }
@@ -417,14 +396,9 @@ impl Engine {
 
     fn insert_incoming_handshake(&mut self, incoming: Incoming) -> Result<bool, Error> {
         let first_record = incoming.first();
-        let handshake = first_record
-            .first_handshake()
-            .expect("caller ensures handshake");
+        let handshake = first_record.first_handshake().expect("caller ensures handshake");
 
-        let key_current = (
-            handshake.header.message_seq,
-            handshake.header.fragment_offset,
-        );
+        let key_current = (handshake.header.message_seq, handshake.header.fragment_offset);
 
         let maybe_dupe_seq = incoming
             .records()
@@ -489,9 +463,7 @@ impl Engine {
                 for record in incoming.records().iter() {
                     let seq = record.record().sequence;
                     if seq.epoch >= 2 && record.record().content_type == ContentType::Handshake {
-                        let _ = self
-                            .received_record_numbers
-                            .try_push((seq.epoch as u64, seq.sequence_number));
+                        let _ = self.received_record_numbers.try_push((seq.epoch as u64, seq.sequence_number));
                     }
                 }
                 self.queue_rx.insert(index, incoming);
@@ -520,11 +492,8 @@ impl Engine {
                 if should_replace {
                     for record in incoming.records().iter() {
                         let seq = record.record().sequence;
-                        if seq.epoch >= 2 && record.record().content_type == ContentType::Handshake
-                        {
-                            let _ = self
-                                .received_record_numbers
-                                .try_push((seq.epoch as u64, seq.sequence_number));
+                        if seq.epoch >= 2 && record.record().content_type == ContentType::Handshake {
+                            let _ = self.received_record_numbers.try_push((seq.epoch as u64, seq.sequence_number));
                         }
                     }
                     let replaced = std::mem::replace(&mut self.queue_rx[index], incoming);
@@ -542,9 +511,7 @@ impl Engine {
         let first = incoming.first();
         let seq_current = first.record().sequence;
 
-        let search_result = self
-            .queue_rx
-            .binary_search_by_key(&seq_current, |item| item.first().record().sequence);
+        let search_result = self.queue_rx.binary_search_by_key(&seq_current, |item| item.first().record().sequence);
 
         match search_result {
             Err(index) => self.queue_rx.insert(index, incoming),
@@ -566,11 +533,7 @@ impl Engine {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) -> Result<(), Error> {
-        if self
-            .timers
-            .handle_timeout(now, &mut self.rng)
-            .map_err(Error::Timeout)?
-        {
+        if self.timers.handle_timeout(now, &mut self.rng).map_err(Error::Timeout)? {
             self.flight_resend("flight timeout")?;
         }
 
@@ -650,9 +613,7 @@ impl Engine {
 
             if fully_handled {
                 let incoming = self.queue_rx.pop_front().unwrap();
-                incoming
-                    .into_records()
-                    .for_each(|r| self.buffers_free.push(r.into_buffer()));
+                incoming.into_records().for_each(|r| self.buffers_free.push(r.into_buffer()));
             } else {
                 break;
             }
@@ -668,10 +629,7 @@ impl Engine {
             return PollOutput::BufferTooSmall { needed: p.len() };
         }
 
-        let p = self
-            .queue_tx
-            .pop_front()
-            .expect("queue front checked above");
+        let p = self.queue_tx.pop_front().expect("queue front checked above");
         let len = p.len();
         buf[..len].copy_from_slice(&p);
 
@@ -750,28 +708,19 @@ impl Engine {
                 // Capture the sequence number the retransmitted record will use
                 let new_seq = if entry.epoch == 2 {
                     self.hs_send_seq
-                } else if self.prev_app_send_keys.is_some()
-                    && entry.epoch == self.prev_app_send_epoch
-                {
+                } else if self.prev_app_send_keys.is_some() && entry.epoch == self.prev_app_send_epoch {
                     self.prev_app_send_seq
                 } else {
                     self.app_send_seq
                 };
-                self.create_ciphertext_record(
-                    entry.content_type,
-                    entry.epoch,
-                    false,
-                    |fragment| {
-                        fragment.extend_from_slice(entry.fragment());
-                    },
-                )?;
+                self.create_ciphertext_record(entry.content_type, entry.epoch, false, |fragment| {
+                    fragment.extend_from_slice(entry.fragment());
+                })?;
                 // ACKs may name any transmission of a protected handshake
                 // record (RFC 9147 section 7.2). ACK records themselves are
                 // never ACKed and can be resent without retaining history.
                 if entry.content_type == ContentType::Handshake {
-                    entry
-                        .fragment
-                        .extend_from_slice(&entry.send_seq.to_be_bytes());
+                    entry.fragment.extend_from_slice(&entry.send_seq.to_be_bytes());
                 }
                 entry.send_seq = new_seq;
             }
@@ -878,12 +827,7 @@ impl Engine {
                 Some(&mut self.transcript),
             )
         } else {
-            Handshake::defragment(
-                iter,
-                defragment_buffer,
-                self.cipher_suite,
-                Some(&mut self.transcript),
-            )
+            Handshake::defragment(iter, defragment_buffer, self.cipher_suite, Some(&mut self.transcript))
         }?;
 
         Ok(Some(handshake))
@@ -958,34 +902,20 @@ impl Engine {
         let record_wire_len = Dtls13Record::PLAINTEXT_HEADER_LEN + fragment.len();
 
         let can_append = !self.datagram_sealed
-            && self
-                .queue_tx
-                .back()
-                .map(|b| b.len() + record_wire_len <= self.config.mtu())
-                .unwrap_or(false);
+            && self.queue_tx.back().map(|b| b.len() + record_wire_len <= self.config.mtu()).unwrap_or(false);
 
         if !can_append && self.queue_tx.len() >= self.config.max_queue_tx() {
-            warn!(
-                "Transmit queue full (max {}): {:?}",
-                self.config.max_queue_tx(),
-                self.queue_tx
-            );
+            warn!("Transmit queue full (max {}): {:?}", self.config.max_queue_tx(), self.queue_tx);
             return Err(Error::TransmitQueueFull);
         }
 
         let sequence = self.sequence_epoch_0;
 
-        let record = Dtls13Record {
-            content_type,
-            sequence,
-            length: fragment.len() as u16,
-            fragment_range: 0..fragment.len(),
-        };
+        let record =
+            Dtls13Record { content_type, sequence, length: fragment.len() as u16, fragment_range: 0..fragment.len() };
 
         if self.sequence_epoch_0.sequence_number >= MAX_SEQUENCE_NUMBER {
-            return Err(Error::CryptoError(
-                crate::CryptoError::Epoch0SequenceNumberExhausted,
-            ));
+            return Err(Error::CryptoError(crate::CryptoError::Epoch0SequenceNumberExhausted));
         }
         self.sequence_epoch_0.sequence_number += 1;
 
@@ -1061,9 +991,7 @@ impl Engine {
         };
 
         let Some(keys) = keys else {
-            return Err(Error::CryptoError(
-                crate::CryptoError::SendKeysNotAvailable { epoch },
-            ));
+            return Err(Error::CryptoError(crate::CryptoError::SendKeysNotAvailable { epoch }));
         };
 
         // Construct the nonce: iv XOR padded_seq
@@ -1092,9 +1020,7 @@ impl Engine {
         sn_key[..sn_key_len].copy_from_slice(&keys.sn_key);
 
         // Encrypt in place (appends tag)
-        keys.cipher
-            .encrypt(&mut fragment, aad, nonce)
-            .map_err(Error::CryptoError)?;
+        keys.cipher.encrypt(&mut fragment, aad, nonce).map_err(Error::CryptoError)?;
 
         // Record number encryption (RFC 9147 Section 4.2.3):
         // mask = AES-ECB(sn_key, ciphertext_sample)
@@ -1111,28 +1037,17 @@ impl Engine {
         let record_wire_len = 5 + fragment.len();
 
         let can_append = !self.datagram_sealed
-            && self
-                .queue_tx
-                .back()
-                .map(|b| b.len() + record_wire_len <= self.config.mtu())
-                .unwrap_or(false);
+            && self.queue_tx.back().map(|b| b.len() + record_wire_len <= self.config.mtu()).unwrap_or(false);
 
         if !can_append && self.queue_tx.len() >= self.config.max_queue_tx() {
-            warn!(
-                "Transmit queue full (max {}): {:?}",
-                self.config.max_queue_tx(),
-                self.queue_tx
-            );
+            warn!("Transmit queue full (max {}): {:?}", self.config.max_queue_tx(), self.queue_tx);
             return Err(Error::TransmitQueueFull);
         }
 
         // Build the record for serialization
         let record = Dtls13Record {
             content_type: ContentType::ApplicationData,
-            sequence: Sequence {
-                epoch,
-                sequence_number: seq,
-            },
+            sequence: Sequence { epoch, sequence_number: seq },
             length: fragment.len() as u16,
             fragment_range: 0..fragment.len(),
         };
@@ -1140,23 +1055,17 @@ impl Engine {
         // Increment send sequence, guarding against 48-bit overflow (RFC 9147 §4.2)
         if epoch == 2 {
             if self.hs_send_seq >= MAX_SEQUENCE_NUMBER {
-                return Err(Error::CryptoError(
-                    crate::CryptoError::SendSequenceNumberExhausted { epoch },
-                ));
+                return Err(Error::CryptoError(crate::CryptoError::SendSequenceNumberExhausted { epoch }));
             }
             self.hs_send_seq += 1;
         } else if self.prev_app_send_keys.is_some() && epoch == self.prev_app_send_epoch {
             if self.prev_app_send_seq >= MAX_SEQUENCE_NUMBER {
-                return Err(Error::CryptoError(
-                    crate::CryptoError::SendSequenceNumberExhausted { epoch },
-                ));
+                return Err(Error::CryptoError(crate::CryptoError::SendSequenceNumberExhausted { epoch }));
             }
             self.prev_app_send_seq += 1;
         } else {
             if self.app_send_seq >= MAX_SEQUENCE_NUMBER {
-                return Err(Error::CryptoError(
-                    crate::CryptoError::SendSequenceNumberExhausted { epoch },
-                ));
+                return Err(Error::CryptoError(crate::CryptoError::SendSequenceNumberExhausted { epoch }));
             }
             self.app_send_seq += 1;
 
@@ -1212,10 +1121,8 @@ impl Engine {
 
         // Write TLS 1.3 transcript: msg_type(1) + length(3) + body (no DTLS framing)
         self.transcript.push(msg_type.as_u8());
-        self.transcript
-            .extend_from_slice(&handshake_header.length.to_be_bytes()[1..]);
-        self.transcript
-            .extend_from_slice(&body_buffer[..handshake_header.length as usize]);
+        self.transcript.extend_from_slice(&handshake_header.length.to_be_bytes()[1..]);
+        self.transcript.extend_from_slice(&body_buffer[..handshake_header.length as usize]);
 
         self.next_handshake_seq_no += 1;
 
@@ -1224,11 +1131,7 @@ impl Engine {
         let mut offset: usize = 0;
 
         let handshake_header_len = 12usize;
-        let tag_len = if epoch >= 2 {
-            self.suite_provider().tag_len()
-        } else {
-            0
-        };
+        let tag_len = if epoch >= 2 { self.suite_provider().tag_len() } else { 0 };
         // Per-record protection overhead on the wire: tag + 1 byte inner
         // content type (the DTLS 1.3 record protection layer's expansion).
         let protection_overhead = if epoch >= 2 { tag_len + 1 } else { 0 };
@@ -1253,17 +1156,9 @@ impl Engine {
 
             let remaining_body_bytes = total_len.saturating_sub(offset);
 
-            let chunk_len = if total_len == 0 {
-                0
-            } else {
-                remaining_body_bytes.min(available_for_body)
-            };
+            let chunk_len = if total_len == 0 { 0 } else { remaining_body_bytes.min(available_for_body) };
 
-            let frag_range = if chunk_len == 0 {
-                0..0
-            } else {
-                offset..offset + chunk_len
-            };
+            let frag_range = if chunk_len == 0 { 0..0 } else { offset..offset + chunk_len };
 
             let frag_handshake = Handshake {
                 header: Header {
@@ -1355,19 +1250,13 @@ impl Engine {
         let mut needs_ack = false;
         for record in incoming.records().iter() {
             let seq = record.record().sequence;
-            let is_post_handshake_record =
-                seq.epoch >= 3 && record.record().content_type == ContentType::Handshake;
+            let is_post_handshake_record = seq.epoch >= 3 && record.record().content_type == ContentType::Handshake;
             // The datagram may also contain fresh messages. Do not ACK
             // those when discarding it, so the peer can retransmit them.
-            let already_processed = record
-                .handshakes()
-                .iter()
-                .all(|h| h.header.message_seq < self.peer_handshake_seq_no);
+            let already_processed =
+                record.handshakes().iter().all(|h| h.header.message_seq < self.peer_handshake_seq_no);
             if is_post_handshake_record && already_processed {
-                let recorded = self
-                    .received_record_numbers
-                    .try_push((seq.epoch as u64, seq.sequence_number))
-                    .is_ok();
+                let recorded = self.received_record_numbers.try_push((seq.epoch as u64, seq.sequence_number)).is_ok();
                 needs_ack |= recorded;
             }
         }
@@ -1397,11 +1286,7 @@ impl Engine {
         }
 
         let entries = mem::take(&mut self.received_record_numbers);
-        let epoch = if self.app_send_keys.is_some() {
-            self.app_send_epoch
-        } else {
-            2
-        };
+        let epoch = if self.app_send_keys.is_some() { self.app_send_epoch } else { 2 };
 
         self.create_ciphertext_record(ContentType::Ack, epoch, save_fragment, |fragment| {
             // record_numbers_length: 2 bytes, value = entries.len() * 16
@@ -1455,11 +1340,7 @@ impl Engine {
         // If all epoch-2 records in the flight are ACKed, stop retransmitting.
         // This happens when the peer ACKs our handshake flight.
         let has_epoch2 = self.flight_saved_records.iter().any(|e| e.epoch == 2);
-        let all_epoch2_acked = self
-            .flight_saved_records
-            .iter()
-            .filter(|e| e.epoch == 2)
-            .all(|e| e.acked);
+        let all_epoch2_acked = self.flight_saved_records.iter().filter(|e| e.epoch == 2).all(|e| e.acked);
         if has_epoch2 && all_epoch2_acked {
             debug!("Handshake flight ACKed; stopping retransmission");
             self.timers.stop_flight();
@@ -1605,11 +1486,7 @@ impl Engine {
 
         // If we detect a gap (missing fragments/messages), send ACK immediately.
         // Otherwise, use RTO/4 delay to allow piggybacking on the next flight.
-        let delay = if self.has_gap_in_incoming_handshake() {
-            Duration::from_millis(0)
-        } else {
-            self.timers.rto() / 4
-        };
+        let delay = if self.has_gap_in_incoming_handshake() { Duration::from_millis(0) } else { self.timers.rto() / 4 };
 
         self.handshake_ack_deadline = Some(deadline(now, delay));
     }
@@ -1628,9 +1505,7 @@ impl Engine {
         let mut record_numbers = ArrayVec::<(u64, u64), 32>::new();
         for incoming in self.queue_rx.iter() {
             for r in incoming.records().iter() {
-                if r.record().sequence.epoch == 2
-                    && r.record().content_type == ContentType::Handshake
-                {
+                if r.record().sequence.epoch == 2 && r.record().content_type == ContentType::Handshake {
                     let seq = r.record().sequence;
                     let _ = record_numbers.try_push((seq.epoch as u64, seq.sequence_number));
                 }
@@ -1705,18 +1580,14 @@ impl Engine {
         let zeros = [0u8; 48];
         let zeros = &zeros[..hash_len];
         let mut early_secret = self.buffers_free.pop();
-        prf_hkdf::hkdf_extract(self.hmac(), hash, zeros, zeros, &mut early_secret)
-            .map_err(Error::CryptoError)?;
+        prf_hkdf::hkdf_extract(self.hmac(), hash, zeros, zeros, &mut early_secret).map_err(Error::CryptoError)?;
         Ok(early_secret)
     }
 
     /// Derive handshake secrets from ECDHE shared secret + transcript hash through ServerHello.
     ///
     /// Returns (client_handshake_traffic_secret, server_handshake_traffic_secret, handshake_secret)
-    pub fn derive_handshake_secrets(
-        &mut self,
-        shared_secret: &[u8],
-    ) -> Result<(Buf, Buf, Buf), Error> {
+    pub fn derive_handshake_secrets(&mut self, shared_secret: &[u8]) -> Result<(Buf, Buf, Buf), Error> {
         // Call derive_early_secret first (needs &mut self) before borrowing hmac
         let early_secret = self.derive_early_secret()?;
         let mut handshake_secret = self.buffers_free.pop();
@@ -1730,16 +1601,8 @@ impl Engine {
         // Derive-Secret(early_secret, "derived", "")
         let empty_hash = self.transcript_hash_of(b"");
         let mut derived = Buf::new();
-        prf_hkdf::hkdf_expand_label_dtls13(
-            hmac,
-            hash,
-            &early_secret,
-            b"derived",
-            &empty_hash,
-            &mut derived,
-            hash_len,
-        )
-        .map_err(Error::CryptoError)?;
+        prf_hkdf::hkdf_expand_label_dtls13(hmac, hash, &early_secret, b"derived", &empty_hash, &mut derived, hash_len)
+            .map_err(Error::CryptoError)?;
 
         // handshake_secret = HKDF-Extract(derived, shared_secret)
         prf_hkdf::hkdf_extract(hmac, hash, &derived, shared_secret, &mut handshake_secret)
@@ -1801,10 +1664,7 @@ impl Engine {
     /// Derive application secrets from transcript hash through server Finished.
     ///
     /// Returns (client_app_traffic_secret, server_app_traffic_secret)
-    pub fn derive_application_secrets(
-        &mut self,
-        handshake_secret: &[u8],
-    ) -> Result<(Buf, Buf), Error> {
+    pub fn derive_application_secrets(&mut self, handshake_secret: &[u8]) -> Result<(Buf, Buf), Error> {
         let mut exp_master = self.buffers_free.pop();
         let mut c_ap_traffic = self.buffers_free.pop();
         let mut s_ap_traffic = self.buffers_free.pop();
@@ -1830,8 +1690,7 @@ impl Engine {
         let zeros = [0u8; 48];
         let zeros = &zeros[..hash_len];
         let mut master_secret = Buf::new();
-        prf_hkdf::hkdf_extract(hmac, hash, &derived, zeros, &mut master_secret)
-            .map_err(Error::CryptoError)?;
+        prf_hkdf::hkdf_extract(hmac, hash, &derived, zeros, &mut master_secret).map_err(Error::CryptoError)?;
 
         // Get transcript hash up to and including server Finished
         let mut transcript_hash = Buf::new();
@@ -1916,25 +1775,18 @@ impl Engine {
         let hmac = self.hmac();
 
         let mut next = Buf::new();
-        prf_hkdf::hkdf_expand_label_dtls13(
-            hmac,
-            hash,
-            current,
-            b"traffic upd",
-            &[],
-            &mut next,
-            hash_len,
-        )
-        .map_err(Error::CryptoError)?;
+        prf_hkdf::hkdf_expand_label_dtls13(hmac, hash, current, b"traffic upd", &[], &mut next, hash_len)
+            .map_err(Error::CryptoError)?;
 
         Ok(next)
     }
 
     /// Rotate send keys: move current app send keys → prev, derive new ones.
     fn update_send_keys(&mut self) -> Result<(), Error> {
-        let current_keys = self.app_send_keys.take().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoCurrentAppSendKeysForKeyUpdate,
-        ))?;
+        let current_keys = self
+            .app_send_keys
+            .take()
+            .ok_or(Error::InvalidState(crate::InvalidStateError::NoCurrentAppSendKeysForKeyUpdate))?;
 
         let next_secret = self.derive_next_traffic_secret(&current_keys.traffic_secret)?;
         let new_keys = self.derive_epoch_keys(&next_secret)?;
@@ -1949,8 +1801,7 @@ impl Engine {
         self.app_send_epoch += 1;
         self.app_send_seq = 0;
         self.app_send_record_count = 0;
-        self.aead_encryption_threshold =
-            jittered_aead_threshold(self.config.aead_encryption_limit(), &mut self.rng);
+        self.aead_encryption_threshold = jittered_aead_threshold(self.config.aead_encryption_limit(), &mut self.rng);
         self.needs_key_update = false;
 
         debug!("Send keys updated to epoch {}", self.app_send_epoch);
@@ -1963,9 +1814,10 @@ impl Engine {
     /// Returns the new epoch number.
     pub fn update_recv_keys(&mut self) -> Result<u16, Error> {
         // Find the latest recv epoch entry
-        let latest = self.app_recv_keys.last().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoCurrentAppRecvKeysForKeyUpdate,
-        ))?;
+        let latest = self
+            .app_recv_keys
+            .last()
+            .ok_or(Error::InvalidState(crate::InvalidStateError::NoCurrentAppRecvKeysForKeyUpdate))?;
 
         let next_secret = self.derive_next_traffic_secret(&latest.keys.traffic_secret)?;
         let new_epoch = latest.epoch + 1;
@@ -2017,10 +1869,7 @@ impl Engine {
 
         self.key_update_in_flight = true;
 
-        debug!(
-            "KeyUpdate sent (request={:?}) on epoch {}, awaiting ACK before rotating send keys",
-            request, epoch
-        );
+        debug!("KeyUpdate sent (request={:?}) on epoch {}, awaiting ACK before rotating send keys", request, epoch);
 
         Ok(())
     }
@@ -2048,41 +1897,17 @@ impl Engine {
 
         // key = HKDF-Expand-Label(secret, "key", "", key_length)
         let mut key = Buf::new();
-        prf_hkdf::hkdf_expand_label_dtls13(
-            hmac,
-            hash,
-            traffic_secret,
-            b"key",
-            &[],
-            &mut key,
-            suite.key_len(),
-        )
-        .map_err(Error::CryptoError)?;
+        prf_hkdf::hkdf_expand_label_dtls13(hmac, hash, traffic_secret, b"key", &[], &mut key, suite.key_len())
+            .map_err(Error::CryptoError)?;
 
         // iv = HKDF-Expand-Label(secret, "iv", "", iv_length)
         let mut iv_buf = Buf::new();
-        prf_hkdf::hkdf_expand_label_dtls13(
-            hmac,
-            hash,
-            traffic_secret,
-            b"iv",
-            &[],
-            &mut iv_buf,
-            suite.iv_len(),
-        )
-        .map_err(Error::CryptoError)?;
+        prf_hkdf::hkdf_expand_label_dtls13(hmac, hash, traffic_secret, b"iv", &[], &mut iv_buf, suite.iv_len())
+            .map_err(Error::CryptoError)?;
 
         // sn_key = HKDF-Expand-Label(secret, "sn", "", key_length)
-        prf_hkdf::hkdf_expand_label_dtls13(
-            hmac,
-            hash,
-            traffic_secret,
-            b"sn",
-            &[],
-            &mut sn_key,
-            suite.key_len(),
-        )
-        .map_err(Error::CryptoError)?;
+        prf_hkdf::hkdf_expand_label_dtls13(hmac, hash, traffic_secret, b"sn", &[], &mut sn_key, suite.key_len())
+            .map_err(Error::CryptoError)?;
 
         let cipher = suite.create_cipher(&key).map_err(Error::CryptoError)?;
 
@@ -2091,12 +1916,7 @@ impl Engine {
 
         secret.extend_from_slice(traffic_secret);
 
-        Ok(EpochKeys {
-            cipher,
-            iv,
-            traffic_secret: secret,
-            sn_key,
-        })
+        Ok(EpochKeys { cipher, iv, traffic_secret: secret, sn_key })
     }
 
     /// Compute verify_data for Finished messages.
@@ -2115,30 +1935,16 @@ impl Engine {
 
         // finished_key = HKDF-Expand-Label(secret, "finished", "", Hash.len)
         let mut finished_key = Buf::new();
-        prf_hkdf::hkdf_expand_label_dtls13(
-            hmac,
-            hash,
-            traffic_secret,
-            b"finished",
-            &[],
-            &mut finished_key,
-            hash_len,
-        )
-        .map_err(Error::CryptoError)?;
+        prf_hkdf::hkdf_expand_label_dtls13(hmac, hash, traffic_secret, b"finished", &[], &mut finished_key, hash_len)
+            .map_err(Error::CryptoError)?;
 
         let mut transcript_hash = Buf::new();
         self.transcript_hash(&mut transcript_hash);
 
         // HMAC(finished_key, transcript_hash) via HKDF-Extract(salt=key, IKM=data)
         let mut verify_data = Buf::new();
-        prf_hkdf::hkdf_extract(
-            hmac,
-            hash,
-            &finished_key,
-            &transcript_hash,
-            &mut verify_data,
-        )
-        .map_err(Error::CryptoError)?;
+        prf_hkdf::hkdf_extract(hmac, hash, &finished_key, &transcript_hash, &mut verify_data)
+            .map_err(Error::CryptoError)?;
 
         Ok(verify_data)
     }
@@ -2149,11 +1955,7 @@ impl Engine {
 
     pub fn transcript_hash(&self, out: &mut Buf) {
         let hash = self.hash_algorithm();
-        let mut ctx = self
-            .config
-            .crypto_provider()
-            .hash_provider
-            .create_hash(hash);
+        let mut ctx = self.config.crypto_provider().hash_provider.create_hash(hash);
         ctx.update(&self.transcript);
         ctx.clone_and_finalize(out);
     }
@@ -2161,11 +1963,7 @@ impl Engine {
     /// Compute transcript hash of arbitrary data (e.g. empty for "derived" label).
     fn transcript_hash_of(&self, data: &[u8]) -> Buf {
         let hash = self.hash_algorithm();
-        let mut ctx = self
-            .config
-            .crypto_provider()
-            .hash_provider
-            .create_hash(hash);
+        let mut ctx = self.config.crypto_provider().hash_provider.create_hash(hash);
         ctx.update(data);
         let mut out = Buf::new();
         ctx.clone_and_finalize(&mut out);
@@ -2182,11 +1980,7 @@ impl Engine {
     /// The transcript becomes: message_hash(CH1) || transcript[split_at..].
     pub fn replace_transcript_with_message_hash(&mut self, split_at: usize) {
         let hash = self.hash_algorithm();
-        let mut hash_ctx = self
-            .config
-            .crypto_provider()
-            .hash_provider
-            .create_hash(hash);
+        let mut hash_ctx = self.config.crypto_provider().hash_provider.create_hash(hash);
         hash_ctx.update(&self.transcript[..split_at]);
         let mut hash_value = Buf::new();
         hash_ctx.clone_and_finalize(&mut hash_value);
@@ -2214,10 +2008,7 @@ impl Engine {
         self.peer_encryption_enabled = true;
 
         // Re-parse any buffered epoch 2+ records
-        let maybe_index = self
-            .queue_rx
-            .iter()
-            .position(|i| i.records().iter().any(|r| r.record().sequence.epoch >= 2));
+        let maybe_index = self.queue_rx.iter().position(|i| i.records().iter().any(|r| r.record().sequence.epoch >= 2));
 
         let Some(index) = maybe_index else {
             return Ok(());
@@ -2242,10 +2033,7 @@ impl Engine {
     // Key Exchange Helpers
     // =========================================================================
 
-    pub fn find_kx_group(
-        &self,
-        group: crate::types::NamedGroup,
-    ) -> Option<&'static dyn SupportedKxGroup> {
+    pub fn find_kx_group(&self, group: crate::types::NamedGroup) -> Option<&'static dyn SupportedKxGroup> {
         self.config.kx_groups().find(|g| g.name() == group)
     }
 
@@ -2283,9 +2071,7 @@ impl Engine {
         let exp_master = self
             .exporter_master_secret
             .as_ref()
-            .ok_or(Error::CryptoError(
-                crate::CryptoError::ExporterMasterSecretNotDerived,
-            ))?;
+            .ok_or(Error::CryptoError(crate::CryptoError::ExporterMasterSecretNotDerived))?;
 
         let total_len = profile.keying_material_len();
 
@@ -2425,15 +2211,10 @@ impl RecordHandler for Engine {
         }
 
         let epoch = record.record().sequence.epoch;
-        if epoch == 0
-            && self.peer_encryption_enabled
-            && record.record().content_type == ContentType::Handshake
-        {
+        if epoch == 0 && self.peer_encryption_enabled && record.record().content_type == ContentType::Handshake {
             // Preserve duplicate-flight responses while discarding only the
             // plaintext record, including when protected records follow it.
-            let dupe_seq = record
-                .first_handshake()
-                .and_then(|handshake| handshake.dupe_triggers_resend());
+            let dupe_seq = record.first_handshake().and_then(|handshake| handshake.dupe_triggers_resend());
             self.push_buffer(record.into_buffer());
             if dupe_seq.is_some_and(|seq| seq < self.peer_handshake_seq_no)
                 && !self.flight_saved_records.is_empty()
@@ -2446,10 +2227,7 @@ impl RecordHandler for Engine {
 
         if epoch == 0
             && self.peer_encryption_enabled
-            && matches!(
-                record.record().content_type,
-                ContentType::Ack | ContentType::Alert
-            )
+            && matches!(record.record().content_type, ContentType::Ack | ContentType::Alert)
         {
             // Plaintext ACKs and alerts after peer encryption is enabled are
             // unauthenticated and must not be acted on. Mirrors DTLS 1.2.
@@ -2467,9 +2245,7 @@ impl RecordHandler for Engine {
                 if record.handshakes().len() != count {
                     // Re-ACK old tickets without discarding fresh messages beside them.
                     let seq = record.record().sequence;
-                    let _ = self
-                        .received_record_numbers
-                        .try_push((seq.epoch as u64, seq.sequence_number));
+                    let _ = self.received_record_numbers.try_push((seq.epoch as u64, seq.sequence_number));
                     let ack = self.send_ack();
                     if record.handshakes().is_empty() || ack.is_err() {
                         self.push_buffer(record.into_buffer());
@@ -2502,11 +2278,7 @@ impl RecordHandler for Engine {
                         Ok(None)
                     }
                     Some(90) => Ok(None),
-                    Some(description) => {
-                        Err(Error::SecurityError(crate::SecurityError::FatalAlert {
-                            description,
-                        }))
-                    }
+                    Some(description) => Err(Error::SecurityError(crate::SecurityError::FatalAlert { description })),
                     None => Ok(None),
                 }
             }
@@ -2558,11 +2330,7 @@ impl RecordHandler for Engine {
         let expected = if epoch == 2 {
             self.hs_expected_recv_seq
         } else {
-            self.app_recv_keys
-                .iter()
-                .find(|e| e.epoch == epoch)
-                .map(|e| e.expected_recv_seq)
-                .unwrap_or(0)
+            self.app_recv_keys.iter().find(|e| e.epoch == epoch).map(|e| e.expected_recv_seq).unwrap_or(0)
         };
 
         let bits: u32 = if s_flag { 16 } else { 8 };
@@ -2611,27 +2379,17 @@ impl RecordHandler for Engine {
         self.suite_provider().min_protected_fragment_len()
     }
 
-    fn decrypt_record(
-        &mut self,
-        header: &[u8],
-        seq: Sequence,
-        ciphertext: &mut TmpBuf,
-    ) -> Result<(), Error> {
+    fn decrypt_record(&mut self, header: &[u8], seq: Sequence, ciphertext: &mut TmpBuf) -> Result<(), Error> {
         // Find the right keys based on epoch
         let keys = if seq.epoch == 2 {
             self.hs_recv_keys.as_mut()
         } else {
             // Look up in app recv keys
-            self.app_recv_keys
-                .iter_mut()
-                .find(|e| e.epoch == seq.epoch)
-                .map(|e| &mut e.keys)
+            self.app_recv_keys.iter_mut().find(|e| e.epoch == seq.epoch).map(|e| &mut e.keys)
         };
 
         let Some(keys) = keys else {
-            return Err(Error::CryptoError(
-                crate::CryptoError::RecvKeysNotAvailable { epoch: seq.epoch },
-            ));
+            return Err(Error::CryptoError(crate::CryptoError::RecvKeysNotAvailable { epoch: seq.epoch }));
         };
 
         // Construct nonce: iv XOR padded_seq
@@ -2640,27 +2398,17 @@ impl RecordHandler for Engine {
         // AAD is the raw header bytes
         let aad = Aad::new_dtls13(header);
 
-        keys.cipher
-            .decrypt(ciphertext, aad, nonce)
-            .map_err(Error::CryptoError)?;
+        keys.cipher.decrypt(ciphertext, aad, nonce).map_err(Error::CryptoError)?;
 
         Ok(())
     }
 
-    fn decrypt_sequence_number(
-        &self,
-        epoch: u16,
-        seq_bytes: &mut [u8],
-        ciphertext_sample: &[u8; 16],
-    ) {
+    fn decrypt_sequence_number(&self, epoch: u16, seq_bytes: &mut [u8], ciphertext_sample: &[u8; 16]) {
         // Find the sn_key for this epoch
         let sn_key = if epoch == 2 {
             self.hs_recv_keys.as_ref().map(|k| &k.sn_key)
         } else {
-            self.app_recv_keys
-                .iter()
-                .find(|e| e.epoch == epoch)
-                .map(|e| &e.keys.sn_key)
+            self.app_recv_keys.iter().find(|e| e.epoch == epoch).map(|e| &e.keys.sn_key)
         };
 
         let Some(sn_key) = sn_key else {
@@ -2693,35 +2441,20 @@ mod tests {
     fn timing_resend_queue_failure_is_fatal() {
         let now = Instant::now();
         let certificate = generate_self_signed_certificate().expect("certificate");
-        let config = Arc::new(
-            Config::builder()
-                .dangerously_set_rng_seed(42)
-                .build()
-                .expect("valid config"),
-        );
+        let config = Arc::new(Config::builder().dangerously_set_rng_seed(42).build().expect("valid config"));
         let mut engine = Engine::new(config, certificate);
         engine.flight_begin(1);
         engine
             .create_plaintext_record(ContentType::Handshake, true, |fragment| fragment.push(1))
             .expect("queue original flight");
         let mut buffer = [0; 64];
-        assert!(matches!(
-            engine.poll_output(&mut buffer, now),
-            Output::Packet(_)
-        ));
+        assert!(matches!(engine.poll_output(&mut buffer, now), Output::Packet(_)));
         let Output::Timeout(retry_at) = engine.poll_output(&mut buffer, now) else {
             panic!("expected flight timer");
         };
-        engine.config = Arc::new(
-            Config::builder()
-                .max_queue_tx(0)
-                .build()
-                .expect("inject exhausted transmit capacity"),
-        );
-        assert_eq!(
-            engine.handle_timeout(retry_at),
-            Err(Error::TransmitQueueFull)
-        );
+        engine.config =
+            Arc::new(Config::builder().max_queue_tx(0).build().expect("inject exhausted transmit capacity"));
+        assert_eq!(engine.handle_timeout(retry_at), Err(Error::TransmitQueueFull));
     }
 
     #[derive(Default)]
@@ -2764,22 +2497,11 @@ mod tests {
             0
         }
 
-        fn decrypt_record(
-            &mut self,
-            _header: &[u8],
-            _seq: Sequence,
-            _ciphertext: &mut TmpBuf,
-        ) -> Result<(), Error> {
+        fn decrypt_record(&mut self, _header: &[u8], _seq: Sequence, _ciphertext: &mut TmpBuf) -> Result<(), Error> {
             Ok(())
         }
 
-        fn decrypt_sequence_number(
-            &self,
-            _epoch: u16,
-            _seq_bytes: &mut [u8],
-            _ciphertext_sample: &[u8; 16],
-        ) {
-        }
+        fn decrypt_sequence_number(&self, _epoch: u16, _seq_bytes: &mut [u8], _ciphertext_sample: &[u8; 16]) {}
     }
 
     fn encrypted_key_update_record(seq: u16) -> Vec<u8> {
@@ -2828,26 +2550,16 @@ mod tests {
     fn premature_datagram_recycles_its_pooled_buffer() {
         let mut engine = test_engine();
         let packet = encrypted_application_data_record(1, b"buffered ciphertext");
-        engine
-            .parse_packet(&packet)
-            .expect("discard premature datagram");
+        engine.parse_packet(&packet).expect("discard premature datagram");
         let mut output = [0u8; 2048];
-        assert!(matches!(
-            engine.poll_output(&mut output, Instant::now()),
-            Output::Timeout(_)
-        ));
+        assert!(matches!(engine.poll_output(&mut output, Instant::now()), Output::Timeout(_)));
 
         let mut buffer = engine.pop_buffer();
         buffer.resize(2048, 0xAA);
         engine.push_buffer(buffer);
 
-        engine
-            .parse_packet(&packet)
-            .expect("discard duplicate datagram");
-        assert!(matches!(
-            engine.poll_output(&mut output, Instant::now()),
-            Output::Timeout(_)
-        ));
+        engine.parse_packet(&packet).expect("discard duplicate datagram");
+        assert!(matches!(engine.poll_output(&mut output, Instant::now()), Output::Timeout(_)));
         assert!(engine.queue_rx.is_empty());
         assert!(
             engine.pop_buffer().into_vec().capacity() >= 2048,
@@ -2890,13 +2602,9 @@ mod tests {
         // Set epoch-0 sequence to MAX — the next increment should be rejected
         engine.sequence_epoch_0.sequence_number = MAX_SEQUENCE_NUMBER;
 
-        let result = engine.create_plaintext_record(ContentType::Handshake, false, |buf| {
-            buf.extend_from_slice(b"test")
-        });
-        assert!(
-            result.is_err(),
-            "epoch-0 must reject sequence overflow at MAX_SEQUENCE_NUMBER"
-        );
+        let result =
+            engine.create_plaintext_record(ContentType::Handshake, false, |buf| buf.extend_from_slice(b"test"));
+        assert!(result.is_err(), "epoch-0 must reject sequence overflow at MAX_SEQUENCE_NUMBER");
     }
 
     /// Issue 3: `derive_handshake_secrets` must return the handshake_secret
@@ -2909,16 +2617,13 @@ mod tests {
         engine.set_cipher_suite(Dtls13CipherSuite::AES_128_GCM_SHA256);
 
         // Simulate some transcript content (normally built during handshake)
-        engine
-            .transcript
-            .extend_from_slice(b"dummy transcript for test");
+        engine.transcript.extend_from_slice(b"dummy transcript for test");
 
         let shared_secret = [0x42u8; 32];
 
         // derive_handshake_secrets returns a 3-tuple:
         //   (client_hs_traffic, server_hs_traffic, handshake_secret)
-        let (c_hs_traffic, _s_hs_traffic, handshake_secret) =
-            engine.derive_handshake_secrets(&shared_secret).unwrap();
+        let (c_hs_traffic, _s_hs_traffic, handshake_secret) = engine.derive_handshake_secrets(&shared_secret).unwrap();
 
         // Verify the handshake_secret can reproduce the same c_hs_traffic
         let hash = engine.hash_algorithm();
@@ -2982,14 +2687,8 @@ mod tests {
         let mut engine = test_engine();
 
         let first = parsed_key_update(0);
-        engine
-            .insert_incoming(first)
-            .expect("insert initial key update");
-        engine.queue_rx[0]
-            .first()
-            .first_handshake()
-            .expect("initial key update handshake")
-            .set_handled();
+        engine.insert_incoming(first).expect("insert initial key update");
+        engine.queue_rx[0].first().first_handshake().expect("initial key update handshake").set_handled();
 
         engine.received_record_numbers.clear();
         for sequence in 0..engine.received_record_numbers.capacity() {
@@ -2998,20 +2697,12 @@ mod tests {
 
         let replacement = parsed_key_update(1);
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            engine
-                .insert_incoming(replacement)
-                .expect("replace handled key update")
+            engine.insert_incoming(replacement).expect("replace handled key update")
         }));
 
-        assert!(
-            result.is_ok(),
-            "full ACK bookkeeping must not panic when a handled handshake is replaced"
-        );
+        assert!(result.is_ok(), "full ACK bookkeeping must not panic when a handled handshake is replaced");
         assert_eq!(engine.queue_rx.len(), 1);
-        assert_eq!(
-            engine.queue_rx[0].first().record().sequence.sequence_number,
-            1
-        );
+        assert_eq!(engine.queue_rx[0].first().record().sequence.sequence_number, 1);
         assert_eq!(
             engine.received_record_numbers.len(),
             engine.received_record_numbers.capacity(),
@@ -3026,18 +2717,10 @@ mod tests {
 
         let incoming = parsed_key_update_with_app_data(7, 8);
         assert_eq!(incoming.records().len(), 2);
-        assert_eq!(
-            incoming.records()[0].record().content_type,
-            ContentType::Handshake
-        );
-        assert_eq!(
-            incoming.records()[1].record().content_type,
-            ContentType::ApplicationData
-        );
+        assert_eq!(incoming.records()[0].record().content_type, ContentType::Handshake);
+        assert_eq!(incoming.records()[1].record().content_type, ContentType::ApplicationData);
 
-        engine
-            .insert_incoming(incoming)
-            .expect("insert coalesced datagram");
+        engine.insert_incoming(incoming).expect("insert coalesced datagram");
 
         assert_eq!(
             engine.received_record_numbers.as_slice(),
@@ -3080,15 +2763,9 @@ mod tests {
         engine.set_cipher_suite(Dtls13CipherSuite::AES_128_GCM_SHA256);
         let mut secret = Buf::new();
         secret.extend_from_slice(&[0x42; 32]);
-        engine
-            .install_handshake_keys(&secret, &secret)
-            .expect("handshake keys");
-        engine
-            .install_application_keys(&secret, &secret)
-            .expect("application keys");
-        engine
-            .enable_peer_encryption()
-            .expect("enable peer encryption");
+        engine.install_handshake_keys(&secret, &secret).expect("handshake keys");
+        engine.install_application_keys(&secret, &secret).expect("application keys");
+        engine.enable_peer_encryption().expect("enable peer encryption");
         engine.release_application_data();
         engine.flight_stop_resend_timers();
         engine
@@ -3126,51 +2803,29 @@ mod tests {
         engine.flight_begin(5);
         for n in 0..3 {
             engine
-                .create_ciphertext_record(ContentType::Handshake, 2, true, |fragment| {
-                    fragment.push(n)
-                })
+                .create_ciphertext_record(ContentType::Handshake, 2, true, |fragment| fragment.push(n))
                 .expect("save flight record");
         }
         engine_packets(&mut engine, now);
-        engine
-            .flight_resend("first retransmission")
-            .expect("resend flight");
+        engine.flight_resend("first retransmission").expect("resend flight");
         engine_packets(&mut engine, now);
-        engine
-            .flight_resend("second retransmission")
-            .expect("resend flight");
+        engine.flight_resend("second retransmission").expect("resend flight");
         engine_packets(&mut engine, now);
 
-        engine
-            .process_ack(&ack_for(&[(3, 0), (2, 100)]))
-            .expect("unrelated ACK");
+        engine.process_ack(&ack_for(&[(3, 0), (2, 100)])).expect("unrelated ACK");
         assert!(engine.flight_saved_records.iter().all(|entry| !entry.acked));
         // Acknowledge the first record's original send and the second's latest send.
-        engine
-            .process_ack(&ack_for(&[(2, 0), (2, 7)]))
-            .expect("mixed ACK");
-        let acked: Vec<_> = engine
-            .flight_saved_records
-            .iter()
-            .map(|entry| entry.acked)
-            .collect();
+        engine.process_ack(&ack_for(&[(2, 0), (2, 7)])).expect("mixed ACK");
+        let acked: Vec<_> = engine.flight_saved_records.iter().map(|entry| entry.acked).collect();
         assert_eq!(acked, [true, true, false]);
         assert!(engine.timers.poll_timeout(now) < now + Duration::from_secs(60));
 
         let next_seq = engine.hs_send_seq;
-        engine
-            .flight_resend("selective retransmission")
-            .expect("resend unACKed record");
-        assert_eq!(
-            engine.hs_send_seq,
-            next_seq + 1,
-            "only the third record must be resent"
-        );
+        engine.flight_resend("selective retransmission").expect("resend unACKed record");
+        assert_eq!(engine.hs_send_seq, next_seq + 1, "only the third record must be resent");
         engine_packets(&mut engine, now);
         // Acknowledge the third record's intermediate transmission after another resend.
-        engine
-            .process_ack(&ack_for(&[(2, 5)]))
-            .expect("intermediate ACK");
+        engine.process_ack(&ack_for(&[(2, 5)])).expect("intermediate ACK");
         assert!(engine.flight_saved_records.is_empty());
         assert!(engine.timers.poll_timeout(now) > now + Duration::from_secs(60));
     }
@@ -3181,9 +2836,7 @@ mod tests {
         let now = Instant::now();
         let mut sender = protected_test_engine();
         let mut peer = protected_test_engine();
-        sender
-            .create_key_update(KeyUpdateRequest::UpdateNotRequested)
-            .expect("send first update");
+        sender.create_key_update(KeyUpdateRequest::UpdateNotRequested).expect("send first update");
         for packet in engine_packets(&mut sender, now) {
             peer.parse_packet(&packet).expect("receive first update");
             engine_packets(&mut peer, now);
@@ -3208,13 +2861,10 @@ mod tests {
             engine_packets(&mut sender, now);
         }
         assert_eq!(sender.app_send_epoch(), 4);
-        sender
-            .create_key_update(KeyUpdateRequest::UpdateNotRequested)
-            .expect("send second update");
+        sender.create_key_update(KeyUpdateRequest::UpdateNotRequested).expect("send second update");
         coalesced.extend(engine_packets(&mut sender, now).concat());
 
-        peer.parse_packet(&coalesced)
-            .expect("receive old and new updates together");
+        peer.parse_packet(&coalesced).expect("receive old and new updates together");
         for packet in engine_packets(&mut peer, now) {
             sender.parse_packet(&packet).expect("receive duplicate ACK");
             engine_packets(&mut sender, now);
@@ -3230,9 +2880,7 @@ mod tests {
         let now = Instant::now();
         let mut sender = protected_test_engine();
         let mut peer = protected_test_engine();
-        sender
-            .create_key_update(KeyUpdateRequest::UpdateNotRequested)
-            .expect("send KeyUpdate");
+        sender.create_key_update(KeyUpdateRequest::UpdateNotRequested).expect("send KeyUpdate");
         sender.handle_timeout(now).expect("arm KeyUpdate timer");
         for packet in engine_packets(&mut sender, now) {
             peer.parse_packet(&packet).expect("receive KeyUpdate");
@@ -3240,36 +2888,27 @@ mod tests {
         }
         let mut buffer = Buf::new();
         assert!(
-            peer.next_handshake_no_transcript(MessageType::KeyUpdate, &mut buffer)
-                .expect("parse KeyUpdate")
-                .is_some()
+            peer.next_handshake_no_transcript(MessageType::KeyUpdate, &mut buffer).expect("parse KeyUpdate").is_some()
         );
         peer.advance_peer_handshake_seq();
         peer.update_recv_keys().expect("rotate peer receive keys");
-        peer.send_ack_retransmittable()
-            .expect("ACK original KeyUpdate");
+        peer.send_ack_retransmittable().expect("ACK original KeyUpdate");
         let original_ack = engine_packets(&mut peer, now);
         assert!(!original_ack.is_empty());
 
-        sender
-            .handle_timeout(now + Duration::from_secs(2))
-            .expect("first KeyUpdate resend");
+        sender.handle_timeout(now + Duration::from_secs(2)).expect("first KeyUpdate resend");
         assert!(!engine_packets(&mut sender, now + Duration::from_secs(2)).is_empty());
         let later = now + Duration::from_secs(7);
-        sender
-            .handle_timeout(later)
-            .expect("second KeyUpdate resend");
+        sender.handle_timeout(later).expect("second KeyUpdate resend");
         let retransmission = engine_packets(&mut sender, later);
         assert!(!retransmission.is_empty());
         let ack = if lost {
             for packet in retransmission {
-                peer.parse_packet(&packet)
-                    .expect("receive retransmitted KeyUpdate");
+                peer.parse_packet(&packet).expect("receive retransmitted KeyUpdate");
                 engine_packets(&mut peer, later);
             }
             // Model a peer repeating the original ACK after the first copy was lost.
-            peer.flight_resend("repeat KeyUpdate ACK")
-                .expect("resend saved ACK");
+            peer.flight_resend("repeat KeyUpdate ACK").expect("resend saved ACK");
             let replies = engine_packets(&mut peer, later);
             assert!(!replies.is_empty(), "peer must retransmit its saved ACK");
             replies
@@ -3281,15 +2920,8 @@ mod tests {
             engine_packets(&mut sender, later);
         }
 
-        assert!(
-            !sender.is_key_update_in_flight(),
-            "earlier transmission must be ACKed"
-        );
-        assert_eq!(
-            sender.app_send_epoch(),
-            4,
-            "ACK must rotate send keys exactly once"
-        );
+        assert!(!sender.is_key_update_in_flight(), "earlier transmission must be ACKed");
+        assert_eq!(sender.app_send_epoch(), 4, "ACK must rotate send keys exactly once");
         assert!(sender.flight_saved_records.is_empty());
         let future = now + Duration::from_secs(120);
         sender.handle_timeout(future).expect("stay connected");
@@ -3303,10 +2935,7 @@ mod tests {
         for packet in engine_packets(&mut sender, future) {
             peer.parse_packet(&packet).expect("decrypt updated epoch");
             let mut buffer = [0; 2048];
-            assert!(matches!(
-                peer.poll_output(&mut buffer, future),
-                Output::ApplicationData(b"updated keys")
-            ));
+            assert!(matches!(peer.poll_output(&mut buffer, future), Output::ApplicationData(b"updated keys")));
             assert!(engine_packets(&mut peer, future).is_empty());
         }
     }
@@ -3334,9 +2963,7 @@ mod tests {
             .expect("save flight record");
         engine_packets(&mut engine, now);
         for _ in 0..MAX_PREVIOUS_TRANSMISSIONS {
-            engine
-                .flight_resend("fill history")
-                .expect("resend within capacity");
+            engine.flight_resend("fill history").expect("resend within capacity");
             engine_packets(&mut engine, now);
         }
         engine
@@ -3346,26 +2973,17 @@ mod tests {
         // Put the record with room first: no partial resend may precede the error.
         engine.flight_saved_records.swap(0, 1);
         let next_seq = engine.hs_send_seq;
-        assert_eq!(
-            engine.flight_resend("history full"),
-            Err(Error::TransmitHistoryFull)
-        );
+        assert_eq!(engine.flight_resend("history full"), Err(Error::TransmitHistoryFull));
         assert_eq!(engine.hs_send_seq, next_seq);
         assert!(engine_packets(&mut engine, now).is_empty());
         assert_eq!(engine.flight_saved_records.len(), 2);
 
-        engine
-            .process_ack(&ack_for(&[(2, 0)]))
-            .expect("ACK oldest transmission");
+        engine.process_ack(&ack_for(&[(2, 0)])).expect("ACK oldest transmission");
         assert!(engine.flight_saved_records[1].acked);
-        engine
-            .flight_resend("skip ACKed full history")
-            .expect("resend remaining record");
+        engine.flight_resend("skip ACKed full history").expect("resend remaining record");
         assert_eq!(engine.hs_send_seq, next_seq + 1);
         engine_packets(&mut engine, now);
-        engine
-            .process_ack(&ack_for(&[(2, next_seq)]))
-            .expect("ACK remaining record");
+        engine.process_ack(&ack_for(&[(2, next_seq)])).expect("ACK remaining record");
         assert!(engine.flight_saved_records.is_empty());
         assert!(engine.timers.poll_timeout(now) > now + Duration::from_secs(60));
     }
@@ -3385,16 +3003,9 @@ mod tests {
             .expect("save ACK record");
         engine_packets(&mut engine, now);
         for _ in 0..MAX_PREVIOUS_TRANSMISSIONS + 2 {
-            engine
-                .flight_resend("duplicate triggers resend")
-                .expect("unbounded ACK resend");
+            engine.flight_resend("duplicate triggers resend").expect("unbounded ACK resend");
             engine_packets(&mut engine, now);
         }
-        assert!(
-            engine
-                .flight_saved_records
-                .iter()
-                .all(|entry| entry.fragment.len() == entry.fragment_len)
-        );
+        assert!(engine.flight_saved_records.iter().all(|entry| entry.fragment.len() == entry.fragment_len));
     }
 }

@@ -82,9 +82,7 @@ impl Records {
         let mut records = ArrayVec::new();
         for record in parsed_records {
             if let Some(record) = decrypt.classify_record(record)? {
-                records
-                    .try_push(record)
-                    .expect("filtered records cannot exceed parsed records");
+                records.try_push(record).expect("filtered records cannot exceed parsed records");
             }
         }
 
@@ -125,8 +123,7 @@ impl Records {
                 if l_flag {
                     let len_offset = 1 + seq_len;
                     // unwrap: header_len check above ensures 2 bytes at len_offset
-                    let length_bytes: [u8; 2] =
-                        packet[len_offset..len_offset + 2].try_into().unwrap();
+                    let length_bytes: [u8; 2] = packet[len_offset..len_offset + 2].try_into().unwrap();
                     let length = u16::from_be_bytes(length_bytes) as usize;
                     header_len + length
                 } else {
@@ -140,9 +137,7 @@ impl Records {
                 }
 
                 // unwrap: PLAINTEXT_HEADER_LEN check above ensures 2 bytes at offset
-                let length_bytes: [u8; 2] = packet[Dtls13Record::PLAINTEXT_LENGTH_OFFSET]
-                    .try_into()
-                    .unwrap();
+                let length_bytes: [u8; 2] = packet[Dtls13Record::PLAINTEXT_LENGTH_OFFSET].try_into().unwrap();
                 let length = u16::from_be_bytes(length_bytes) as usize;
                 Dtls13Record::PLAINTEXT_HEADER_LEN + length
             };
@@ -230,19 +225,14 @@ impl Record {
 
             if buffer.len() >= header_len + 16 {
                 // unwrap: bounds checked above
-                let ciphertext_sample: [u8; 16] =
-                    buffer[header_len..header_len + 16].try_into().unwrap();
+                let ciphertext_sample: [u8; 16] = buffer[header_len..header_len + 16].try_into().unwrap();
 
                 // Resolve epoch from 2-bit field (doesn't depend on seq bytes)
                 let epoch_bits = flags & 0x03;
                 let full_epoch = decrypt.resolve_epoch(epoch_bits);
 
                 // Decrypt sequence bytes in place
-                decrypt.decrypt_sequence_number(
-                    full_epoch,
-                    &mut buffer[1..1 + seq_len],
-                    &ciphertext_sample,
-                );
+                decrypt.decrypt_sequence_number(full_epoch, &mut buffer[1..1 + seq_len], &ciphertext_sample);
             }
         }
 
@@ -269,10 +259,7 @@ impl Record {
         let s_flag = buffer[0] & 0b0000_1000 != 0;
         let full_seq = decrypt.resolve_sequence(full_epoch, seq_bits, s_flag);
 
-        let full_sequence = Sequence {
-            epoch: full_epoch,
-            sequence_number: full_seq,
-        };
+        let full_sequence = Sequence { epoch: full_epoch, sequence_number: full_seq };
 
         // Anti-replay check (read-only, does not update window)
         if !decrypt.replay_check(full_sequence) {
@@ -389,10 +376,7 @@ pub struct ParsedRecord {
 }
 
 impl ParsedRecord {
-    pub fn parse(
-        input: &[u8],
-        cipher_suite: Option<Dtls13CipherSuite>,
-    ) -> Result<ParsedRecord, InternalError> {
+    pub fn parse(input: &[u8], cipher_suite: Option<Dtls13CipherSuite>) -> Result<ParsedRecord, InternalError> {
         let (_, record) = Dtls13Record::parse(input, 0)?;
 
         let handshakes = if record.content_type == ContentType::Handshake {
@@ -402,11 +386,7 @@ impl ParsedRecord {
             ArrayVec::new()
         };
 
-        Ok(ParsedRecord {
-            record,
-            handshakes,
-            handled: AtomicBool::new(false),
-        })
+        Ok(ParsedRecord { record, handshakes, handled: AtomicBool::new(false) })
     }
 
     /// Build a ParsedRecord from an already-constructed record (after decryption).
@@ -422,11 +402,7 @@ impl ParsedRecord {
             ArrayVec::new()
         };
 
-        ParsedRecord {
-            record,
-            handshakes,
-            handled: AtomicBool::new(false),
-        }
+        ParsedRecord { record, handshakes, handled: AtomicBool::new(false) }
     }
 }
 
@@ -452,12 +428,7 @@ pub trait RecordHandler {
     /// cannot possibly contain a valid ciphertext + tag.
     fn min_protected_fragment_len(&self) -> usize;
 
-    fn decrypt_record(
-        &mut self,
-        header: &[u8],
-        seq: Sequence,
-        ciphertext: &mut TmpBuf,
-    ) -> Result<(), Error>;
+    fn decrypt_record(&mut self, header: &[u8], seq: Sequence, ciphertext: &mut TmpBuf) -> Result<(), Error>;
 
     /// Decrypt the sequence number bytes in a unified header (RFC 9147 Section 4.2.3).
     ///
@@ -466,12 +437,7 @@ pub trait RecordHandler {
     /// 16 bytes of the ciphertext following the header.
     ///
     /// Returns the decrypted sequence bytes in-place.
-    fn decrypt_sequence_number(
-        &self,
-        epoch: u16,
-        seq_bytes: &mut [u8],
-        ciphertext_sample: &[u8; 16],
-    );
+    fn decrypt_sequence_number(&self, epoch: u16, seq_bytes: &mut [u8], ciphertext_sample: &[u8; 16]);
 }
 
 fn parse_handshakes(
@@ -481,8 +447,7 @@ fn parse_handshakes(
 ) -> ArrayVec<Handshake, 8> {
     let mut handshakes = ArrayVec::new();
     while !input.is_empty() {
-        if let Ok((remaining, handshake)) = Handshake::parse(input, base_offset, cipher_suite, true)
-        {
+        if let Ok((remaining, handshake)) = Handshake::parse(input, base_offset, cipher_suite, true) {
             let len = input.len() - remaining.len();
             base_offset += len;
             input = remaining;
@@ -518,9 +483,7 @@ fn recover_inner_content_type(decrypted: &[u8]) -> Result<(ContentType, usize), 
 
 impl fmt::Debug for Incoming {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Incoming")
-            .field("records", &self.records())
-            .finish()
+        f.debug_struct("Incoming").field("records", &self.records()).finish()
     }
 }
 
@@ -621,26 +584,14 @@ mod tests {
         }
 
         fn min_protected_fragment_len(&self) -> usize {
-            panic!(
-                "min_protected_fragment_len should not be called when peer encryption is disabled"
-            );
+            panic!("min_protected_fragment_len should not be called when peer encryption is disabled");
         }
 
-        fn decrypt_record(
-            &mut self,
-            _header: &[u8],
-            _seq: Sequence,
-            _ciphertext: &mut TmpBuf,
-        ) -> Result<(), Error> {
+        fn decrypt_record(&mut self, _header: &[u8], _seq: Sequence, _ciphertext: &mut TmpBuf) -> Result<(), Error> {
             panic!("decrypt_record should not be called when peer encryption is disabled");
         }
 
-        fn decrypt_sequence_number(
-            &self,
-            _epoch: u16,
-            _seq_bytes: &mut [u8],
-            _ciphertext_sample: &[u8; 16],
-        ) {
+        fn decrypt_sequence_number(&self, _epoch: u16, _seq_bytes: &mut [u8], _ciphertext_sample: &[u8; 16]) {
             panic!("decrypt_sequence_number should not be called when peer encryption is disabled");
         }
     }
@@ -680,10 +631,7 @@ mod tests {
         assert_eq!(handler.classify_calls, 2);
         assert_eq!(handler.dropped_acks, 1);
         assert_eq!(incoming.records().len(), 1);
-        assert_eq!(
-            incoming.first().record().content_type,
-            ContentType::ApplicationData
-        );
+        assert_eq!(incoming.first().record().content_type, ContentType::ApplicationData);
         assert_eq!(incoming.first().record().sequence.epoch, 2);
     }
 

@@ -68,10 +68,7 @@ impl fmt::Debug for QueueRx {
             .field("other", &other);
 
         if let (Some(min), Some(max)) = (min_seq, max_seq) {
-            s.field(
-                "seq_range",
-                &format_args!("{}:{} - {}:{}", min.0, min.1, max.0, max.1),
-            );
+            s.field("seq_range", &format_args!("{}:{} - {}:{}", min.0, min.1, max.0, max.1));
         }
 
         s.finish()
@@ -107,9 +104,6 @@ impl DerefMut for QueueTx {
 impl fmt::Debug for QueueTx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let total_bytes: usize = self.0.iter().map(|b| b.len()).sum();
-        f.debug_struct("QueueTx")
-            .field("datagrams", &self.0.len())
-            .field("total_bytes", &total_bytes)
-            .finish()
+        f.debug_struct("QueueTx").field("datagrams", &self.0.len()).field("total_bytes", &total_bytes).finish()
     }
 }

@@ -68,8 +68,8 @@ use crate::{Config, DtlsCertificate, Error, InternalError, Output};
 
 /// Magic random value indicating HelloRetryRequest (RFC 8446 Section 4.1.3).
 const HRR_RANDOM: [u8; 32] = [
-    0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91,
-    0xC2, 0xA2, 0x11, 0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C,
+    0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91, 0xC2, 0xA2, 0x11,
+    0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C,
 ];
 
 const MAX_RETAINED_CLIENT_HELLO: usize = 64;
@@ -227,15 +227,7 @@ impl Server {
     ///
     /// 1. Switching a server pending (auto-mode) to dtls12 server
     /// 2. set_active(true), turning a server pending (auto-mode) to a ClientPending
-    pub fn into_parts(
-        self,
-    ) -> (
-        Arc<Config>,
-        DtlsCertificate,
-        Instant,
-        VecDeque<Buf>,
-        Timeout,
-    ) {
+    pub fn into_parts(self) -> (Arc<Config>, DtlsCertificate, Instant, VecDeque<Buf>, Timeout) {
         let (config, cert, deadline) = self.engine.into_fallback();
         (config, cert, self.last_now, self.retained_hello, deadline)
     }
@@ -250,9 +242,7 @@ impl Server {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.state == State::Closed
-            && self.local_events.is_empty()
-            && !self.engine.has_pending_close_output()
+        self.state == State::Closed && self.local_events.is_empty() && !self.engine.has_pending_close_output()
     }
 
     pub fn handle_packet(&mut self, packet: &[u8]) -> Result<(), Error> {
@@ -270,17 +260,14 @@ impl Server {
             self.retained_hello.push_back(packet.to_buf());
         }
 
-        match self
-            .engine
-            .parse_packet(packet)
-            .and_then(|is_client_hello| {
-                if is_client_hello {
-                    self.engine.start_handshake(self.last_now);
-                }
-                let result = self.make_progress();
-                self.engine.discard_undecryptable();
-                result
-            }) {
+        match self.engine.parse_packet(packet).and_then(|is_client_hello| {
+            if is_client_hello {
+                self.engine.start_handshake(self.last_now);
+            }
+            let result = self.make_progress();
+            self.engine.discard_undecryptable();
+            result
+        }) {
             Ok(()) => {}
             Err(e) => {
                 if let Some(err) = e.into_public_error() {
@@ -320,8 +307,7 @@ impl Server {
     }
 
     fn initiate_key_update(&mut self) -> Result<(), Error> {
-        self.engine
-            .create_key_update(KeyUpdateRequest::UpdateRequested)
+        self.engine.create_key_update(KeyUpdateRequest::UpdateRequested)
     }
 
     /// Send application data when the server is connected.
@@ -336,14 +322,9 @@ impl Server {
         }
 
         let epoch = self.engine.app_send_epoch();
-        self.engine.create_ciphertext_record(
-            ContentType::ApplicationData,
-            epoch,
-            false,
-            |body| {
-                body.extend_from_slice(data);
-            },
-        )?;
+        self.engine.create_ciphertext_record(ContentType::ApplicationData, epoch, false, |body| {
+            body.extend_from_slice(data);
+        })?;
 
         Ok(())
     }
@@ -359,17 +340,12 @@ impl Server {
             return Ok(());
         }
         let epoch = self.engine.app_send_epoch();
-        self.engine
-            .create_ciphertext_record(ContentType::Alert, epoch, false, |body| {
-                body.push(1); // level: legacy (ignored in DTLS 1.3)
-                body.push(0); // description: close_notify
-            })?;
+        self.engine.create_ciphertext_record(ContentType::Alert, epoch, false, |body| {
+            body.push(1); // level: legacy (ignored in DTLS 1.3)
+            body.push(0); // description: close_notify
+        })?;
         self.engine.cancel_flights();
-        self.state = if self.engine.close_notify_received() {
-            State::Closed
-        } else {
-            State::HalfClosedLocal
-        };
+        self.state = if self.engine.close_notify_received() { State::Closed } else { State::HalfClosedLocal };
         Ok(())
     }
 
@@ -432,81 +408,53 @@ impl State {
         let transcript_len_before = server.engine.transcript.len();
 
         let maybe = if server.auto_mode {
-            server
-                .engine
-                .next_client_hello_for_auto_sense(&mut server.defragment_buffer)
-                .inspect_err(|_| {
-                    // Body rejection consumes the fragments; assembly errors
-                    // leave the same candidate queued and still needing replay.
-                    if !server
-                        .engine
-                        .has_complete_handshake(MessageType::ClientHello)
-                    {
-                        server.retained_hello.clear();
-                    }
-                })?
+            server.engine.next_client_hello_for_auto_sense(&mut server.defragment_buffer).inspect_err(|_| {
+                // Body rejection consumes the fragments; assembly errors
+                // leave the same candidate queued and still needing replay.
+                if !server.engine.has_complete_handshake(MessageType::ClientHello) {
+                    server.retained_hello.clear();
+                }
+            })?
         } else {
-            server
-                .engine
-                .next_handshake(MessageType::ClientHello, &mut server.defragment_buffer)?
+            server.engine.next_handshake(MessageType::ClientHello, &mut server.defragment_buffer)?
         };
 
         let Some(handshake) = maybe else {
             return Ok(self);
         };
 
-        let Body::ClientHello(ref client_hello) = handshake.body else {
-            unreachable!()
-        };
+        let Body::ClientHello(ref client_hello) = handshake.body else { unreachable!() };
 
         if !client_hello.legacy_cookie.is_empty() {
-            return Err(Error::SecurityError(
-                crate::SecurityError::InvalidLegacyCookieInClientHello,
-            )
-            .into());
+            return Err(Error::SecurityError(crate::SecurityError::InvalidLegacyCookieInClientHello).into());
         }
 
         // Validate legacy_version
         if client_hello.legacy_version != ProtocolVersion::DTLS1_2 {
-            return Err(Error::SecurityError(
-                crate::SecurityError::ClientHelloLegacyVersionNotDtls12,
-            )
-            .into());
+            return Err(Error::SecurityError(crate::SecurityError::ClientHelloLegacyVersionNotDtls12).into());
         }
 
         // Validate null compression is offered
-        let has_null_compression = client_hello
-            .legacy_compression_methods
-            .contains(&CompressionMethod::Null);
+        let has_null_compression = client_hello.legacy_compression_methods.contains(&CompressionMethod::Null);
         if !has_null_compression {
-            return Err(Error::SecurityError(
-                crate::SecurityError::ClientHelloMustOfferNullCompression,
-            )
-            .into());
+            return Err(Error::SecurityError(crate::SecurityError::ClientHelloMustOfferNullCompression).into());
         }
 
-        let supported_versions_ok = client_hello
-            .supported_versions()
-            .is_some_and(|sv| sv.versions.contains(&ProtocolVersion::DTLS1_3));
-        let key_shares = client_hello
-            .key_share()
-            .map(|ks| ks.entries.as_slice())
-            .unwrap_or(&[]);
-        let client_groups = client_hello
-            .supported_groups()
-            .map(|groups| groups.as_slice())
-            .unwrap_or(&[]);
+        let supported_versions_ok =
+            client_hello.supported_versions().is_some_and(|sv| sv.versions.contains(&ProtocolVersion::DTLS1_3));
+        let key_shares = client_hello.key_share().map(|ks| ks.entries.as_slice()).unwrap_or(&[]);
+        let client_groups = client_hello.supported_groups().map(|groups| groups.as_slice()).unwrap_or(&[]);
         let client_srtp_profiles = client_hello.srtp_profiles();
         let mut client_cookie_data: Option<ArrayVec<u8, 32>> = None;
         for ext in &client_hello.extensions {
             if ext.extension_type == ExtensionType::Cookie {
                 // This parser only checks a u16 length and returns a borrowed slice.
-                let (_, cookie) =
-                    parse_cookie_extension(ext.extension_data(&server.defragment_buffer))
-                        .map_err(InternalError::from)?;
-                client_cookie_data = Some(ArrayVec::try_from(cookie).map_err(|_| {
-                    Error::SecurityError(crate::SecurityError::InvalidCookieInClientHello)
-                })?);
+                let (_, cookie) = parse_cookie_extension(ext.extension_data(&server.defragment_buffer))
+                    .map_err(InternalError::from)?;
+                client_cookie_data = Some(
+                    ArrayVec::try_from(cookie)
+                        .map_err(|_| Error::SecurityError(crate::SecurityError::InvalidCookieInClientHello))?,
+                );
             }
         }
 
@@ -514,10 +462,7 @@ impl State {
             if server.auto_mode {
                 return Err((Error::Dtls12Fallback).into());
             }
-            return Err(Error::SecurityError(
-                crate::SecurityError::ClientHelloMissingDtls13SupportedVersions,
-            )
-            .into());
+            return Err(Error::SecurityError(crate::SecurityError::ClientHelloMissingDtls13SupportedVersions).into());
         }
 
         // Select cipher suite: first from client's list that is in our provider
@@ -526,9 +471,7 @@ impl State {
             .iter()
             .find(|cs| server.engine.is_cipher_suite_allowed(**cs))
             .copied()
-            .ok_or(Error::SecurityError(
-                crate::SecurityError::NoCommonCipherSuite,
-            ))?;
+            .ok_or(Error::SecurityError(crate::SecurityError::NoCommonCipherSuite))?;
 
         // Save the client random and session_id early so HRR can use them
         let client_random = client_hello.random;
@@ -539,25 +482,12 @@ impl State {
 
         // Pre-compute whether we also need a key_share group selection, so
         // we can piggyback it on a cookie HRR (avoiding two sequential HRRs).
-        let our_groups: ArrayVec<NamedGroup, 4> = server
-            .engine
-            .config()
-            .kx_groups()
-            .map(|g| g.name())
-            .collect();
-        let has_matching_key_share = key_shares
-            .iter()
-            .any(|entry| our_groups.contains(&entry.group));
+        let our_groups: ArrayVec<NamedGroup, 4> = server.engine.config().kx_groups().map(|g| g.name()).collect();
+        let has_matching_key_share = key_shares.iter().any(|entry| our_groups.contains(&entry.group));
 
         // Determine which group to request if key_share is missing
-        let hrr_group = if !has_matching_key_share {
-            our_groups
-                .iter()
-                .find(|g| client_groups.contains(g))
-                .copied()
-        } else {
-            None
-        };
+        let hrr_group =
+            if !has_matching_key_share { our_groups.iter().find(|g| client_groups.contains(g)).copied() } else { None };
 
         if need_cookie {
             let expected_cookie = compute_cookie(
@@ -570,10 +500,7 @@ impl State {
                 // Validate the cookie
                 let is_valid: bool = cookie_bytes.as_slice().ct_eq(&expected_cookie).into();
                 if !is_valid {
-                    return Err(Error::SecurityError(
-                        crate::SecurityError::InvalidCookieInClientHello,
-                    )
-                    .into());
+                    return Err(Error::SecurityError(crate::SecurityError::InvalidCookieInClientHello).into());
                 }
                 debug!("Cookie validated successfully");
             } else {
@@ -595,9 +522,7 @@ impl State {
                 // Replace transcript BEFORE sending HRR so only CH1 is hashed
                 // per RFC 8446 Section 4.4.1.
                 let transcript_len = server.engine.transcript.len();
-                server
-                    .engine
-                    .replace_transcript_with_message_hash(transcript_len);
+                server.engine.replace_transcript_with_message_hash(transcript_len);
                 send_hello_retry_request(
                     server,
                     selected_cipher_suite,
@@ -620,59 +545,38 @@ impl State {
             );
             let is_valid: bool = cookie_bytes.as_slice().ct_eq(&expected_cookie).into();
             if !is_valid {
-                return Err((Error::SecurityError(
-                    crate::SecurityError::InvalidCookieInClientHello,
-                ))
-                .into());
+                return Err((Error::SecurityError(crate::SecurityError::InvalidCookieInClientHello)).into());
             }
         }
 
         // Select key exchange: find first client key_share with a group we support
-        let matching_entry = key_shares
-            .iter()
-            .find(|entry| our_groups.contains(&entry.group));
+        let matching_entry = key_shares.iter().find(|entry| our_groups.contains(&entry.group));
 
         let (selected_group, peer_key_range) = if let Some(entry) = matching_entry {
             (entry.group, entry.key_exchange_range.clone())
         } else {
             // No matching key_share, but check supported_groups for a common group
-            let common_group = our_groups
-                .iter()
-                .find(|g| client_groups.contains(g))
-                .copied();
+            let common_group = our_groups.iter().find(|g| client_groups.contains(g)).copied();
 
             return if let Some(group) = common_group {
                 // Need HRR for key exchange
                 if server.hello_retry {
-                    return Err(Error::SecurityError(
-                        crate::SecurityError::CannotSendSecondHelloRetryRequest,
-                    )
-                    .into());
+                    return Err(Error::SecurityError(crate::SecurityError::CannotSendSecondHelloRetryRequest).into());
                 }
 
-                debug!(
-                    "No matching key_share; sending HelloRetryRequest for group {:?}",
-                    group
-                );
+                debug!("No matching key_share; sending HelloRetryRequest for group {:?}", group);
 
                 server.engine.set_cipher_suite(selected_cipher_suite);
                 // Replace transcript BEFORE sending HRR so only CH1 is hashed
                 // per RFC 8446 Section 4.4.1.
                 let transcript_len = server.engine.transcript.len();
-                server
-                    .engine
-                    .replace_transcript_with_message_hash(transcript_len);
+                server.engine.replace_transcript_with_message_hash(transcript_len);
                 let cookie_for_hrr = compute_cookie(
                     &server.cookie_secret,
                     &client_random,
                     server.engine.config().crypto_provider().hmac_provider,
                 );
-                send_hello_retry_request(
-                    server,
-                    selected_cipher_suite,
-                    &cookie_for_hrr,
-                    Some(group),
-                )?;
+                send_hello_retry_request(server, selected_cipher_suite, &cookie_for_hrr, Some(group))?;
 
                 server.engine.advance_peer_handshake_seq();
                 server.engine.reset_for_hello_retry();
@@ -688,14 +592,10 @@ impl State {
         let kx_group = server
             .engine
             .find_kx_group(selected_group)
-            .ok_or(Error::CryptoError(
-                crate::CryptoError::KeyExchangeGroupNotFound(selected_group),
-            ))?;
+            .ok_or(Error::CryptoError(crate::CryptoError::KeyExchangeGroupNotFound(selected_group)))?;
 
         let kx_buf = server.engine.pop_buffer();
-        let key_exchange = kx_group
-            .start_exchange(kx_buf)
-            .map_err(Error::CryptoError)?;
+        let key_exchange = kx_group.start_exchange(kx_buf).map_err(Error::CryptoError)?;
 
         // Store server's public key in extension_data
         server.extension_data.clear();
@@ -707,9 +607,7 @@ impl State {
         // Complete ECDHE with client's public key
         let peer_pub_key = &server.defragment_buffer[peer_key_range];
         let mut shared_secret = server.engine.pop_buffer();
-        key_exchange
-            .complete(peer_pub_key, &mut shared_secret)
-            .map_err(Error::CryptoError)?;
+        key_exchange.complete(peer_pub_key, &mut shared_secret).map_err(Error::CryptoError)?;
 
         server.shared_secret = Some(shared_secret);
 
@@ -739,24 +637,15 @@ impl State {
         // Re-use extension_data: [pub_key_bytes...] at indices pub_key_start..pub_key_end.
         // We'll pass this info through the state transition.
         // For simplicity, store group and range in the Buf after pub_key:
-        server
-            .extension_data
-            .extend_from_slice(&selected_group.as_u16().to_be_bytes());
-        server
-            .extension_data
-            .extend_from_slice(&(pub_key_start as u32).to_be_bytes());
-        server
-            .extension_data
-            .extend_from_slice(&(pub_key_end as u32).to_be_bytes());
+        server.extension_data.extend_from_slice(&selected_group.as_u16().to_be_bytes());
+        server.extension_data.extend_from_slice(&(pub_key_start as u32).to_be_bytes());
+        server.extension_data.extend_from_slice(&(pub_key_end as u32).to_be_bytes());
 
         drop(handshake);
 
         server.engine.advance_peer_handshake_seq();
 
-        debug!(
-            "ClientHello processed: cipher_suite={:?}, group={:?}",
-            selected_cipher_suite, selected_group
-        );
+        debug!("ClientHello processed: cipher_suite={:?}, group={:?}", selected_cipher_suite, selected_group);
 
         Ok(Self::SendServerHello)
     }
@@ -769,10 +658,7 @@ impl State {
         let ext_data_len = server.extension_data.len();
         // Last 10 bytes: group(2) + start(4) + end(4)
         let meta_start = ext_data_len - 10;
-        let group_bytes = [
-            server.extension_data[meta_start],
-            server.extension_data[meta_start + 1],
-        ];
+        let group_bytes = [server.extension_data[meta_start], server.extension_data[meta_start + 1]];
         let selected_group = NamedGroup::from_u16(u16::from_be_bytes(group_bytes));
         let pub_key_start = u32::from_be_bytes([
             server.extension_data[meta_start + 2],
@@ -794,36 +680,32 @@ impl State {
 
         server.engine.flight_begin(2);
 
-        server
-            .engine
-            .create_handshake(MessageType::ServerHello, |body, engine| {
-                handshake_create_server_hello(
-                    body,
-                    engine,
-                    random,
-                    client_session_id,
-                    selected_group,
-                    pub_key_start..pub_key_end,
-                    &server.extension_data,
-                )
-            })?;
+        server.engine.create_handshake(MessageType::ServerHello, |body, engine| {
+            handshake_create_server_hello(
+                body,
+                engine,
+                random,
+                client_session_id,
+                selected_group,
+                pub_key_start..pub_key_end,
+                &server.extension_data,
+            )
+        })?;
 
         // Derive handshake secrets
-        let shared_secret = server.shared_secret.take().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoSharedSecretForHandshakeKeyDerivation,
-        ))?;
+        let shared_secret = server
+            .shared_secret
+            .take()
+            .ok_or(Error::InvalidState(crate::InvalidStateError::NoSharedSecretForHandshakeKeyDerivation))?;
 
-        let (c_hs_traffic, s_hs_traffic, handshake_secret) =
-            server.engine.derive_handshake_secrets(&shared_secret)?;
+        let (c_hs_traffic, s_hs_traffic, handshake_secret) = server.engine.derive_handshake_secrets(&shared_secret)?;
 
         // Save handshake secret for later application key derivation
         server.handshake_secret = Some(handshake_secret);
         server.engine.push_buffer(shared_secret);
 
         // Install handshake keys
-        server
-            .engine
-            .install_handshake_keys(&c_hs_traffic, &s_hs_traffic)?;
+        server.engine.install_handshake_keys(&c_hs_traffic, &s_hs_traffic)?;
 
         // Retain the derived buffers for Finished verification.
         server.server_hs_traffic_secret = Some(s_hs_traffic);
@@ -837,11 +719,9 @@ impl State {
 
         let negotiated_srtp = server.negotiated_srtp_profile;
 
-        server
-            .engine
-            .create_handshake(MessageType::EncryptedExtensions, |body, _engine| {
-                handshake_create_encrypted_extensions(body, negotiated_srtp)
-            })?;
+        server.engine.create_handshake(MessageType::EncryptedExtensions, |body, _engine| {
+            handshake_create_encrypted_extensions(body, negotiated_srtp)
+        })?;
 
         if server.engine.config().require_client_certificate() {
             Ok(Self::SendCertificateRequest)
@@ -853,11 +733,9 @@ impl State {
     fn send_certificate_request(self, server: &mut Server) -> Result<Self, InternalError> {
         debug!("Sending CertificateRequest");
 
-        server
-            .engine
-            .create_handshake(MessageType::CertificateRequest, |body, _engine| {
-                handshake_create_certificate_request(body)
-            })?;
+        server.engine.create_handshake(MessageType::CertificateRequest, |body, _engine| {
+            handshake_create_certificate_request(body)
+        })?;
 
         server.client_auth_requested = true;
 
@@ -867,11 +745,9 @@ impl State {
     fn send_certificate(self, server: &mut Server) -> Result<Self, InternalError> {
         debug!("Sending Certificate");
 
-        server
-            .engine
-            .create_handshake(MessageType::Certificate, |body, engine| {
-                handshake_create_certificate(body, engine, &[])
-            })?;
+        server.engine.create_handshake(MessageType::Certificate, |body, engine| {
+            handshake_create_certificate(body, engine, &[])
+        })?;
 
         Ok(Self::SendCertificateVerify)
     }
@@ -879,15 +755,9 @@ impl State {
     fn send_certificate_verify(self, server: &mut Server) -> Result<Self, InternalError> {
         debug!("Sending CertificateVerify");
 
-        server
-            .engine
-            .create_handshake(MessageType::CertificateVerify, |body, engine| {
-                handshake_create_certificate_verify(
-                    body,
-                    engine,
-                    b"TLS 1.3, server CertificateVerify\0",
-                )
-            })?;
+        server.engine.create_handshake(MessageType::CertificateVerify, |body, engine| {
+            handshake_create_certificate_verify(body, engine, b"TLS 1.3, server CertificateVerify\0")
+        })?;
 
         Ok(Self::SendFinished)
     }
@@ -895,82 +765,59 @@ impl State {
     fn send_finished(self, server: &mut Server) -> Result<Self, InternalError> {
         trace!("Sending server Finished message");
 
-        let server_hs_secret =
-            server
-                .server_hs_traffic_secret
-                .as_ref()
-                .ok_or(Error::InvalidState(
-                    crate::InvalidStateError::NoServerHandshakeTrafficSecretForFinished,
-                ))?;
+        let server_hs_secret = server
+            .server_hs_traffic_secret
+            .as_ref()
+            .ok_or(Error::InvalidState(crate::InvalidStateError::NoServerHandshakeTrafficSecretForFinished))?;
         let mut server_hs_secret_copy = Buf::new();
         server_hs_secret_copy.extend_from_slice(server_hs_secret);
         let server_hs_secret = server_hs_secret_copy;
 
-        server
-            .engine
-            .create_handshake(MessageType::Finished, |body, engine| {
-                let verify_data = engine.compute_verify_data(&server_hs_secret)?;
-                body.extend_from_slice(&verify_data);
-                Ok(())
-            })?;
+        server.engine.create_handshake(MessageType::Finished, |body, engine| {
+            let verify_data = engine.compute_verify_data(&server_hs_secret)?;
+            body.extend_from_slice(&verify_data);
+            Ok(())
+        })?;
 
         // Derive application secrets from handshake secret + transcript through server Finished
-        let handshake_secret = server.handshake_secret.as_ref().ok_or(Error::InvalidState(
-            crate::InvalidStateError::NoHandshakeSecretForApplicationKeyDerivation,
-        ))?;
+        let handshake_secret = server
+            .handshake_secret
+            .as_ref()
+            .ok_or(Error::InvalidState(crate::InvalidStateError::NoHandshakeSecretForApplicationKeyDerivation))?;
 
-        let (c_ap_traffic, s_ap_traffic) =
-            server.engine.derive_application_secrets(handshake_secret)?;
+        let (c_ap_traffic, s_ap_traffic) = server.engine.derive_application_secrets(handshake_secret)?;
 
         // Install application keys
-        server
-            .engine
-            .install_application_keys(&c_ap_traffic, &s_ap_traffic)?;
+        server.engine.install_application_keys(&c_ap_traffic, &s_ap_traffic)?;
 
         // Enable peer encryption so we can decrypt client's epoch 2 messages
         server.engine.enable_peer_encryption()?;
 
-        if server.client_auth_requested {
-            Ok(Self::AwaitCertificate)
-        } else {
-            Ok(Self::AwaitFinished)
-        }
+        if server.client_auth_requested { Ok(Self::AwaitCertificate) } else { Ok(Self::AwaitFinished) }
     }
 
     fn await_certificate(self, server: &mut Server) -> Result<Self, InternalError> {
-        let maybe = server
-            .engine
-            .next_handshake(MessageType::Certificate, &mut server.defragment_buffer)?;
+        let maybe = server.engine.next_handshake(MessageType::Certificate, &mut server.defragment_buffer)?;
 
         let Some(ref handshake) = maybe else {
             return Ok(self);
         };
 
-        let Body::Certificate(ref certificate) = handshake.body else {
-            unreachable!()
-        };
+        let Body::Certificate(ref certificate) = handshake.body else { unreachable!() };
 
         if certificate.certificate_list.is_empty() {
             server.engine.abort();
             // Server Finished was already sent, so the client now reads epoch 3.
             let epoch = server.engine.app_send_epoch();
-            server
-                .engine
-                .create_ciphertext_record(ContentType::Alert, epoch, false, |body| {
-                    body.push(2); // legacy level (ignored in DTLS 1.3)
-                    body.push(116); // certificate_required
-                })?;
+            server.engine.create_ciphertext_record(ContentType::Alert, epoch, false, |body| {
+                body.push(2); // legacy level (ignored in DTLS 1.3)
+                body.push(116); // certificate_required
+            })?;
             server.state = State::Closed;
-            return Err(Error::CertificateError(
-                crate::CertificateError::NoClientCertificateReceived,
-            )
-            .into());
+            return Err(Error::CertificateError(crate::CertificateError::NoClientCertificateReceived).into());
         }
 
-        debug!(
-            "Received client Certificate message with {} certificate(s)",
-            certificate.certificate_list.len()
-        );
+        debug!("Received client Certificate message with {} certificate(s)", certificate.certificate_list.len());
 
         // Extract certificate data before dropping handshake
         let cert_ranges: ArrayVec<_, 32> = certificate
@@ -982,11 +829,7 @@ impl State {
         drop(maybe);
 
         for (i, cert_data) in cert_ranges.iter().enumerate() {
-            trace!(
-                "Client certificate #{} size: {} bytes",
-                i + 1,
-                cert_data.len()
-            );
+            trace!("Client certificate #{} size: {} bytes", i + 1, cert_data.len());
             let mut buf = server.engine.pop_buffer();
             buf.extend_from_slice(cert_data);
             server.client_certificates.push(buf);
@@ -1012,18 +855,13 @@ impl State {
         let mut transcript_hash = Buf::new();
         server.engine.transcript_hash(&mut transcript_hash);
 
-        let maybe = server.engine.next_handshake(
-            MessageType::CertificateVerify,
-            &mut server.defragment_buffer,
-        )?;
+        let maybe = server.engine.next_handshake(MessageType::CertificateVerify, &mut server.defragment_buffer)?;
 
         let Some(ref handshake) = maybe else {
             return Ok(self);
         };
 
-        let Body::CertificateVerify(ref cv) = handshake.body else {
-            unreachable!()
-        };
+        let Body::CertificateVerify(ref cv) = handshake.body else { unreachable!() };
 
         let scheme = cv.signed.scheme;
         let signature = cv.signed.signature(&server.defragment_buffer);
@@ -1031,10 +869,7 @@ impl State {
         // RFC 8446 §4.4.3: The signature algorithm MUST be one offered in
         // the signature_algorithms field of the CertificateRequest message.
         if !SignatureScheme::supported().contains(&scheme) {
-            return Err(
-                Error::SecurityError(crate::SecurityError::SignatureSchemeNotOffered(scheme))
-                    .into(),
-            );
+            return Err(Error::SecurityError(crate::SecurityError::SignatureSchemeNotOffered(scheme)).into());
         }
 
         // Build the signed content per RFC 8446 Section 4.4.3:
@@ -1056,22 +891,14 @@ impl State {
         let cert_der = server
             .client_certificates
             .first()
-            .ok_or(Error::CertificateError(
-                crate::CertificateError::NoClientCertificateForVerification,
-            ))?;
+            .ok_or(Error::CertificateError(crate::CertificateError::NoClientCertificateForVerification))?;
 
         #[cfg(feature = "_crypto-common")]
         verify_scheme_curve(scheme, cert_der)?;
 
         let (hash_alg, sig_alg) = signature_scheme_to_components(scheme)?;
 
-        server.engine.verify_signature(
-            cert_der,
-            &signed_content,
-            &signature_copy,
-            hash_alg,
-            sig_alg,
-        )?;
+        server.engine.verify_signature(cert_der, &signed_content, &signature_copy, hash_alg, sig_alg)?;
 
         trace!("Client CertificateVerify verified: {:?}", scheme);
 
@@ -1082,26 +909,19 @@ impl State {
     fn await_finished(self, server: &mut Server) -> Result<Self, InternalError> {
         // Compute expected verify_data BEFORE consuming Finished
         // (verify_data uses transcript hash up to but not including Finished)
-        let client_hs_secret =
-            server
-                .client_hs_traffic_secret
-                .as_ref()
-                .ok_or(Error::InvalidState(
-                    crate::InvalidStateError::NoClientHandshakeTrafficSecret,
-                ))?;
+        let client_hs_secret = server
+            .client_hs_traffic_secret
+            .as_ref()
+            .ok_or(Error::InvalidState(crate::InvalidStateError::NoClientHandshakeTrafficSecret))?;
         let expected_verify_data = server.engine.compute_verify_data(client_hs_secret)?;
 
-        let maybe = server
-            .engine
-            .next_handshake(MessageType::Finished, &mut server.defragment_buffer)?;
+        let maybe = server.engine.next_handshake(MessageType::Finished, &mut server.defragment_buffer)?;
 
         let Some(ref handshake) = maybe else {
             return Ok(self);
         };
 
-        let Body::Finished(ref finished) = handshake.body else {
-            unreachable!()
-        };
+        let Body::Finished(ref finished) = handshake.body else { unreachable!() };
 
         let verify_data = finished.verify_data(&server.defragment_buffer);
 
@@ -1114,10 +934,7 @@ impl State {
         // Constant-time comparison
         let is_eq: bool = verify_data.ct_eq(&*expected_verify_data).into();
         if !is_eq {
-            return Err((Error::SecurityError(
-                crate::SecurityError::ClientFinishedVerificationFailed,
-            ))
-            .into());
+            return Err((Error::SecurityError(crate::SecurityError::ClientFinishedVerificationFailed)).into());
         }
 
         trace!("Client Finished verified successfully");
@@ -1127,19 +944,14 @@ impl State {
         server.engine.advance_peer_handshake_seq();
 
         // No records from the handshake epochs may survive into application data.
-        let unexpected_record = server
-            .engine
-            .pending_records()
-            .find(|record| record.record().sequence.epoch < 3);
+        let unexpected_record = server.engine.pending_records().find(|record| record.record().sequence.epoch < 3);
         if let Some(record) = unexpected_record {
             debug!(
                 "Unexpected epoch at handshake completion: record={:?}, handshake={:?}",
                 record.record(),
                 record.first_handshake().map(|handshake| &handshake.header),
             );
-            return Err(
-                Error::UnexpectedMessage(crate::UnexpectedMessageError::UnexpectedEpoch).into(),
-            );
+            return Err(Error::UnexpectedMessage(crate::UnexpectedMessageError::UnexpectedEpoch).into());
         }
 
         // ACK the client's epoch-2 flight so it stops retransmitting
@@ -1153,22 +965,13 @@ impl State {
 
         // Extract and emit SRTP keying material if negotiated
         if let Some(profile) = server.negotiated_srtp_profile
-            && let Ok((keying_material, profile)) =
-                server.engine.extract_srtp_keying_material(profile)
+            && let Ok((keying_material, profile)) = server.engine.extract_srtp_keying_material(profile)
         {
-            debug!(
-                "SRTP keying material extracted ({} bytes) for profile: {:?}",
-                keying_material.len(),
-                profile
-            );
-            server
-                .local_events
-                .push_back(LocalEvent::KeyingMaterial(keying_material, profile));
+            debug!("SRTP keying material extracted ({} bytes) for profile: {:?}", keying_material.len(), profile);
+            server.local_events.push_back(LocalEvent::KeyingMaterial(keying_material, profile));
         }
 
-        server
-            .engine
-            .release_application_data_retaining_handshake_keys();
+        server.engine.release_application_data_retaining_handshake_keys();
 
         debug!("Handshake complete; ready for application data");
 
@@ -1184,41 +987,27 @@ impl State {
         // Send queued application data
         if !server.queued_data.is_empty() {
             let epoch = server.engine.app_send_epoch();
-            debug!(
-                "Sending queued application data: {}",
-                server.queued_data.len()
-            );
+            debug!("Sending queued application data: {}", server.queued_data.len());
             for data in server.queued_data.drain(..) {
-                server.engine.create_ciphertext_record(
-                    ContentType::ApplicationData,
-                    epoch,
-                    false,
-                    |body| {
-                        body.extend_from_slice(&data);
-                    },
-                )?;
+                server.engine.create_ciphertext_record(ContentType::ApplicationData, epoch, false, |body| {
+                    body.extend_from_slice(&data);
+                })?;
             }
         }
 
         // Send pending KeyUpdate response before processing new KeyUpdates
         if server.pending_key_update_response {
-            server
-                .engine
-                .create_key_update(KeyUpdateRequest::UpdateNotRequested)?;
+            server.engine.create_key_update(KeyUpdateRequest::UpdateNotRequested)?;
             server.pending_key_update_response = false;
         }
 
         // Check for incoming KeyUpdate
         if server.engine.has_complete_handshake(MessageType::KeyUpdate) {
-            let maybe = server.engine.next_handshake_no_transcript(
-                MessageType::KeyUpdate,
-                &mut server.defragment_buffer,
-            )?;
+            let maybe =
+                server.engine.next_handshake_no_transcript(MessageType::KeyUpdate, &mut server.defragment_buffer)?;
 
             if let Some(handshake) = maybe {
-                let Body::KeyUpdate(request) = handshake.body else {
-                    unreachable!()
-                };
+                let Body::KeyUpdate(request) = handshake.body else { unreachable!() };
 
                 // Install new recv keys
                 server.engine.update_recv_keys()?;
@@ -1227,9 +1016,7 @@ impl State {
                 server.engine.send_ack()?;
 
                 // If peer requested us to update, schedule our own KeyUpdate
-                if request == KeyUpdateRequest::UpdateRequested
-                    && !server.engine.is_key_update_in_flight()
-                {
+                if request == KeyUpdateRequest::UpdateRequested && !server.engine.is_key_update_in_flight() {
                     server.pending_key_update_response = true;
                 }
 
@@ -1245,14 +1032,10 @@ impl State {
         // Write half is closed: drain incoming KeyUpdate to keep recv keys in sync,
         // but do not send our own KeyUpdate response.
         if server.engine.has_complete_handshake(MessageType::KeyUpdate) {
-            let maybe = server.engine.next_handshake_no_transcript(
-                MessageType::KeyUpdate,
-                &mut server.defragment_buffer,
-            )?;
+            let maybe =
+                server.engine.next_handshake_no_transcript(MessageType::KeyUpdate, &mut server.defragment_buffer)?;
             if let Some(handshake) = maybe {
-                let Body::KeyUpdate(_) = handshake.body else {
-                    unreachable!()
-                };
+                let Body::KeyUpdate(_) = handshake.body else { unreachable!() };
                 server.engine.update_recv_keys()?;
                 server.engine.advance_peer_handshake_seq();
             }
@@ -1279,9 +1062,7 @@ fn compute_cookie(
     hmac_provider: &'static dyn crate::crypto::HmacProvider,
 ) -> [u8; 32] {
     // unwrap: HMAC-SHA256 should not fail with valid key/data
-    hmac_provider
-        .hmac_sha256(cookie_secret, &client_random.bytes)
-        .unwrap()
+    hmac_provider.hmac_sha256(cookie_secret, &client_random.bytes).unwrap()
 }
 
 /// Send a HelloRetryRequest (encoded as a ServerHello with magic random).
@@ -1302,28 +1083,19 @@ fn send_hello_retry_request(
 
     // 1. supported_versions extension (DTLS 1.3)
     let sv_start = ext_buf.len();
-    let sv = SupportedVersionsServerHello {
-        selected_version: ProtocolVersion::DTLS1_3,
-    };
+    let sv = SupportedVersionsServerHello { selected_version: ProtocolVersion::DTLS1_3 };
     sv.serialize(&mut ext_buf);
     let sv_end = ext_buf.len();
-    extensions.push(Extension {
-        extension_type: ExtensionType::SupportedVersions,
-        extension_data_range: sv_start..sv_end,
-    });
+    extensions
+        .push(Extension { extension_type: ExtensionType::SupportedVersions, extension_data_range: sv_start..sv_end });
 
     // 2. key_share extension (selected group for retry) if needed
     if let Some(group) = selected_group {
         let ks_start = ext_buf.len();
-        let hrr_ks = KeyShareHelloRetryRequest {
-            selected_group: group,
-        };
+        let hrr_ks = KeyShareHelloRetryRequest { selected_group: group };
         hrr_ks.serialize(&mut ext_buf);
         let ks_end = ext_buf.len();
-        extensions.push(Extension {
-            extension_type: ExtensionType::KeyShare,
-            extension_data_range: ks_start..ks_end,
-        });
+        extensions.push(Extension { extension_type: ExtensionType::KeyShare, extension_data_range: ks_start..ks_end });
     }
 
     // 3. cookie extension
@@ -1332,10 +1104,8 @@ fn send_hello_retry_request(
     ext_buf.extend_from_slice(&(cookie.len() as u16).to_be_bytes());
     ext_buf.extend_from_slice(cookie);
     let cookie_end = ext_buf.len();
-    extensions.push(Extension {
-        extension_type: ExtensionType::Cookie,
-        extension_data_range: cookie_start..cookie_end,
-    });
+    extensions
+        .push(Extension { extension_type: ExtensionType::Cookie, extension_data_range: cookie_start..cookie_end });
 
     let server_hello = ServerHello::new(
         ProtocolVersion::DTLS1_2,
@@ -1346,12 +1116,10 @@ fn send_hello_retry_request(
         Some(extensions),
     );
 
-    server
-        .engine
-        .create_handshake(MessageType::ServerHello, |body, _engine| {
-            server_hello.serialize(&ext_buf, body);
-            Ok(())
-        })?;
+    server.engine.create_handshake(MessageType::ServerHello, |body, _engine| {
+        server_hello.serialize(&ext_buf, body);
+        Ok(())
+    })?;
 
     Ok(())
 }
@@ -1374,30 +1142,18 @@ fn handshake_create_server_hello(
 
     // 1. supported_versions extension (DTLS 1.3)
     let sv_start = ext_buf.len();
-    let sv = SupportedVersionsServerHello {
-        selected_version: ProtocolVersion::DTLS1_3,
-    };
+    let sv = SupportedVersionsServerHello { selected_version: ProtocolVersion::DTLS1_3 };
     sv.serialize(&mut ext_buf);
     let sv_end = ext_buf.len();
-    extensions.push(Extension {
-        extension_type: ExtensionType::SupportedVersions,
-        extension_data_range: sv_start..sv_end,
-    });
+    extensions
+        .push(Extension { extension_type: ExtensionType::SupportedVersions, extension_data_range: sv_start..sv_end });
 
     // 2. key_share extension (server's public key)
     let ks_start = ext_buf.len();
-    let ks = KeyShareServerHello {
-        entry: KeyShareEntry {
-            group: selected_group,
-            key_exchange_range: pub_key_range,
-        },
-    };
+    let ks = KeyShareServerHello { entry: KeyShareEntry { group: selected_group, key_exchange_range: pub_key_range } };
     ks.serialize(extension_data, &mut ext_buf);
     let ks_end = ext_buf.len();
-    extensions.push(Extension {
-        extension_type: ExtensionType::KeyShare,
-        extension_data_range: ks_start..ks_end,
-    });
+    extensions.push(Extension { extension_type: ExtensionType::KeyShare, extension_data_range: ks_start..ks_end });
 
     let server_hello = ServerHello::new(
         ProtocolVersion::DTLS1_2,
@@ -1412,10 +1168,7 @@ fn handshake_create_server_hello(
     Ok(())
 }
 
-fn handshake_create_encrypted_extensions(
-    body: &mut Buf,
-    negotiated_srtp: Option<SrtpProfile>,
-) -> Result<(), Error> {
+fn handshake_create_encrypted_extensions(body: &mut Buf, negotiated_srtp: Option<SrtpProfile>) -> Result<(), Error> {
     let mut ext_buf = Buf::new();
     let mut extensions: ArrayVec<Extension, 5> = ArrayVec::new();
 
@@ -1428,10 +1181,8 @@ fn handshake_create_encrypted_extensions(
         let use_srtp = UseSrtpExtension::new(profiles, ArrayVec::new());
         use_srtp.serialize(&mut ext_buf);
         let srtp_end = ext_buf.len();
-        extensions.push(Extension {
-            extension_type: ExtensionType::UseSrtp,
-            extension_data_range: srtp_start..srtp_end,
-        });
+        extensions
+            .push(Extension { extension_type: ExtensionType::UseSrtp, extension_data_range: srtp_start..srtp_end });
     }
 
     // Serialize EncryptedExtensions: extensions_len(2) + extensions
@@ -1464,10 +1215,8 @@ fn handshake_create_certificate_request(body: &mut Buf) -> Result<(), Error> {
     let sa = SignatureAlgorithmsExtension::default();
     sa.serialize(&mut ext_buf);
     let sa_end = ext_buf.len();
-    extensions.push(Extension {
-        extension_type: ExtensionType::SignatureAlgorithms,
-        extension_data_range: sa_start..sa_end,
-    });
+    extensions
+        .push(Extension { extension_type: ExtensionType::SignatureAlgorithms, extension_data_range: sa_start..sa_end });
 
     // Calculate total extensions length
     let mut extensions_len = 0usize;
@@ -1494,10 +1243,7 @@ mod tests {
     fn auto_retains_hello_when_assembly_is_incomplete() {
         // The coverage check sees both bytes, but defragmentation stops at the
         // different message type, leaving both fragments queued for later.
-        let fragments = [
-            (MessageType::ClientHello, 0, 1),
-            (MessageType::ServerHello, 1, 1),
-        ];
+        let fragments = [(MessageType::ClientHello, 0, 1), (MessageType::ServerHello, 1, 1)];
         let packet = client_hello_fragments(2, &fragments);
         assert_auto_retains_unconsumed_hello(packet, false);
     }
@@ -1505,9 +1251,7 @@ mod tests {
     #[test]
     #[cfg(feature = "rcgen")]
     fn auto_retains_hello_when_fragment_capacity_is_exceeded() {
-        let fragments: Vec<_> = (0..51)
-            .map(|offset| (MessageType::ClientHello, offset, 1))
-            .collect();
+        let fragments: Vec<_> = (0..51).map(|offset| (MessageType::ClientHello, offset, 1)).collect();
         let packet = client_hello_fragments(51, &fragments);
         assert_auto_retains_unconsumed_hello(packet, true);
     }
@@ -1548,9 +1292,7 @@ mod tests {
         let mut output = [0; 2048];
         while !matches!(server.poll_output(&mut output), Output::Timeout(_)) {}
 
-        server
-            .handle_packet(&packet)
-            .expect("discard transient error");
+        server.handle_packet(&packet).expect("discard transient error");
         while !matches!(server.poll_output(&mut output), Output::Timeout(_)) {}
         assert!(server.engine.transcript.is_empty());
 
@@ -1560,23 +1302,13 @@ mod tests {
             .next_client_hello_for_auto_sense(&mut server.defragment_buffer)
             .expect_err("unconsumed fragments still fail assembly");
         if capacity_error {
-            assert!(matches!(
-                error,
-                InternalError::Transient(TransientError::TooManyRecords)
-            ));
+            assert!(matches!(error, InternalError::Transient(TransientError::TooManyRecords)));
         } else {
-            assert!(matches!(
-                error,
-                InternalError::Transient(TransientError::ParseIncomplete)
-            ));
+            assert!(matches!(error, InternalError::Transient(TransientError::ParseIncomplete)));
         }
 
         let (_, _, _, retained, _) = server.into_parts();
-        assert_eq!(
-            retained.len(),
-            1,
-            "preserve raw packets for DTLS 1.2 fallback"
-        );
+        assert_eq!(retained.len(), 1, "preserve raw packets for DTLS 1.2 fallback");
         assert_eq!(&retained[0][..], packet.as_slice());
     }
 
@@ -1593,8 +1325,7 @@ mod tests {
         let mut pos = 3;
         while pos < body.len() {
             assert!(pos + 4 <= body.len());
-            let extension_type =
-                ExtensionType::from_u16(u16::from_be_bytes([body[pos], body[pos + 1]]));
+            let extension_type = ExtensionType::from_u16(u16::from_be_bytes([body[pos], body[pos + 1]]));
             let extension_data_len = u16::from_be_bytes([body[pos + 2], body[pos + 3]]) as usize;
             pos += 4;
             assert!(pos + extension_data_len <= body.len());

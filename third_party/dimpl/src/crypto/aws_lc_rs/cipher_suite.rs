@@ -30,25 +30,20 @@ impl AesGcm {
             16 => &AES_128_GCM,
             32 => &AES_256_GCM,
             _ => {
-                return Err(CryptoError::InvalidAesGcmKeySize {
-                    actual: bounded_error_len(key.len()),
-                });
+                return Err(CryptoError::InvalidAesGcmKeySize { actual: bounded_error_len(key.len()) });
             }
         };
 
-        let unbound_key = UnboundKey::new(algorithm, key)
-            .map_err(|_| CryptoError::OperationFailed(CryptoOperation::CreateCipher))?;
+        let unbound_key =
+            UnboundKey::new(algorithm, key).map_err(|_| CryptoError::OperationFailed(CryptoOperation::CreateCipher))?;
 
-        Ok(AesGcm {
-            key: LessSafeKey::new(unbound_key),
-        })
+        Ok(AesGcm { key: LessSafeKey::new(unbound_key) })
     }
 }
 
 impl Cipher for AesGcm {
     fn encrypt(&mut self, plaintext: &mut Buf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError> {
-        let aws_nonce =
-            AwsNonce::try_assume_unique_for_key(&nonce).map_err(|_| CryptoError::InvalidNonce)?;
+        let aws_nonce = AwsNonce::try_assume_unique_for_key(&nonce).map_err(|_| CryptoError::InvalidNonce)?;
 
         let aws_aad = AwsAad::from(&aad[..]);
 
@@ -59,21 +54,12 @@ impl Cipher for AesGcm {
         Ok(())
     }
 
-    fn decrypt(
-        &mut self,
-        ciphertext: &mut TmpBuf,
-        aad: Aad,
-        nonce: Nonce,
-    ) -> Result<(), CryptoError> {
+    fn decrypt(&mut self, ciphertext: &mut TmpBuf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError> {
         if ciphertext.len() < 16 {
-            return Err(CryptoError::CiphertextTooShort {
-                minimum: 16,
-                actual: ciphertext.len() as u8,
-            });
+            return Err(CryptoError::CiphertextTooShort { minimum: 16, actual: ciphertext.len() as u8 });
         }
 
-        let aws_nonce =
-            AwsNonce::try_assume_unique_for_key(&nonce).map_err(|_| CryptoError::InvalidNonce)?;
+        let aws_nonce = AwsNonce::try_assume_unique_for_key(&nonce).map_err(|_| CryptoError::InvalidNonce)?;
 
         let aws_aad = AwsAad::from(&aad[..]);
 
@@ -96,8 +82,7 @@ struct ChaCha20Poly1305Cipher {
 
 impl std::fmt::Debug for ChaCha20Poly1305Cipher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChaCha20Poly1305Cipher")
-            .finish_non_exhaustive()
+        f.debug_struct("ChaCha20Poly1305Cipher").finish_non_exhaustive()
     }
 }
 
@@ -106,23 +91,18 @@ impl ChaCha20Poly1305Cipher {
         // The UnboundKey::new call also validates length, but doesnt give us
         // a reasonable error message. This makes it equivalent to RustCrypto
         if key.len() != 32 {
-            return Err(CryptoError::InvalidChacha20Poly1305KeySize {
-                actual: bounded_error_len(key.len()),
-            });
+            return Err(CryptoError::InvalidChacha20Poly1305KeySize { actual: bounded_error_len(key.len()) });
         }
         let unbound_key = UnboundKey::new(&CHACHA20_POLY1305, key)
             .map_err(|_| CryptoError::OperationFailed(CryptoOperation::CreateCipher))?;
 
-        Ok(ChaCha20Poly1305Cipher {
-            key: LessSafeKey::new(unbound_key),
-        })
+        Ok(ChaCha20Poly1305Cipher { key: LessSafeKey::new(unbound_key) })
     }
 }
 
 impl Cipher for ChaCha20Poly1305Cipher {
     fn encrypt(&mut self, plaintext: &mut Buf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError> {
-        let aws_nonce =
-            AwsNonce::try_assume_unique_for_key(&nonce).map_err(|_| CryptoError::InvalidNonce)?;
+        let aws_nonce = AwsNonce::try_assume_unique_for_key(&nonce).map_err(|_| CryptoError::InvalidNonce)?;
 
         let aws_aad = AwsAad::from(&aad[..]);
 
@@ -133,21 +113,12 @@ impl Cipher for ChaCha20Poly1305Cipher {
         Ok(())
     }
 
-    fn decrypt(
-        &mut self,
-        ciphertext: &mut TmpBuf,
-        aad: Aad,
-        nonce: Nonce,
-    ) -> Result<(), CryptoError> {
+    fn decrypt(&mut self, ciphertext: &mut TmpBuf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError> {
         if ciphertext.len() < 16 {
-            return Err(CryptoError::CiphertextTooShort {
-                minimum: 16,
-                actual: ciphertext.len() as u8,
-            });
+            return Err(CryptoError::CiphertextTooShort { minimum: 16, actual: ciphertext.len() as u8 });
         }
 
-        let aws_nonce =
-            AwsNonce::try_assume_unique_for_key(&nonce).map_err(|_| CryptoError::InvalidNonce)?;
+        let aws_nonce = AwsNonce::try_assume_unique_for_key(&nonce).map_err(|_| CryptoError::InvalidNonce)?;
 
         let aws_aad = AwsAad::from(&aad[..]);
 
@@ -279,9 +250,7 @@ impl SupportedDtls12CipherSuite for PskAes128Ccm8 {
     }
 
     fn create_cipher(&self, key: &[u8]) -> Result<Box<dyn Cipher>, CryptoError> {
-        Ok(Box::new(crate::crypto::ccm_cipher::AesCcm8Cipher::new(
-            key,
-        )?))
+        Ok(Box::new(crate::crypto::ccm_cipher::AesCcm8Cipher::new(key)?))
     }
 }
 
@@ -292,12 +261,8 @@ static CHACHA20_POLY1305_SHA256: ChaCha20Poly1305Sha256 = ChaCha20Poly1305Sha256
 static PSK_AES_128_CCM_8: PskAes128Ccm8 = PskAes128Ccm8;
 
 /// All supported DTLS 1.2 cipher suites.
-pub(super) static ALL_CIPHER_SUITES: &[&dyn SupportedDtls12CipherSuite] = &[
-    &AES_128_GCM_SHA256,
-    &AES_256_GCM_SHA384,
-    &CHACHA20_POLY1305_SHA256,
-    &PSK_AES_128_CCM_8,
-];
+pub(super) static ALL_CIPHER_SUITES: &[&dyn SupportedDtls12CipherSuite] =
+    &[&AES_128_GCM_SHA256, &AES_256_GCM_SHA384, &CHACHA20_POLY1305_SHA256, &PSK_AES_128_CCM_8];
 
 // ============================================================================
 // DTLS 1.3 Cipher Suites
@@ -420,18 +385,11 @@ static TLS13_AES_256_GCM_SHA384: Tls13Aes256GcmSha384 = Tls13Aes256GcmSha384;
 static TLS13_CHACHA20_POLY1305_SHA256: Tls13ChaCha20Poly1305Sha256 = Tls13ChaCha20Poly1305Sha256;
 
 /// All supported DTLS 1.3 cipher suites.
-pub(super) static ALL_DTLS13_CIPHER_SUITES: &[&dyn SupportedDtls13CipherSuite] = &[
-    &TLS13_AES_128_GCM_SHA256,
-    &TLS13_AES_256_GCM_SHA384,
-    &TLS13_CHACHA20_POLY1305_SHA256,
-];
+pub(super) static ALL_DTLS13_CIPHER_SUITES: &[&dyn SupportedDtls13CipherSuite] =
+    &[&TLS13_AES_128_GCM_SHA256, &TLS13_AES_256_GCM_SHA384, &TLS13_CHACHA20_POLY1305_SHA256];
 
 /// AES-ECB single block encryption for record number protection.
-fn aes_ecb_encrypt(
-    algorithm: &'static aws_cipher::Algorithm,
-    key: &[u8],
-    input: &[u8; 16],
-) -> [u8; 16] {
+fn aes_ecb_encrypt(algorithm: &'static aws_cipher::Algorithm, key: &[u8], input: &[u8; 16]) -> [u8; 16] {
     // unwrap: key length is validated by caller (matches algorithm)
     let unbound = UnboundCipherKey::new(algorithm, key).unwrap();
     // unwrap: ECB key construction cannot fail for valid AES keys
@@ -450,9 +408,6 @@ mod test {
     fn chacha20_poly1305_key_len_validation() {
         // incorrect length (should be 32)
         let result = ChaCha20Poly1305Cipher::new(&[0, 1, 2, 3, 4, 5]);
-        assert_eq!(
-            CryptoError::InvalidChacha20Poly1305KeySize { actual: 6 },
-            result.unwrap_err()
-        );
+        assert_eq!(CryptoError::InvalidChacha20Poly1305KeySize { actual: 6 }, result.unwrap_err());
     }
 }

@@ -20,13 +20,7 @@ fn hmac_algorithm(hash: HashAlgorithm) -> Result<hmac::Algorithm, CryptoError> {
 pub(crate) struct AwsLcHmacProvider;
 
 impl HmacProvider for AwsLcHmacProvider {
-    fn hmac(
-        &self,
-        hash: HashAlgorithm,
-        key: &[u8],
-        data: &[u8],
-        out: &mut [u8],
-    ) -> Result<usize, CryptoError> {
+    fn hmac(&self, hash: HashAlgorithm, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<usize, CryptoError> {
         let algorithm = hmac_algorithm(hash)?;
         let hmac_key = hmac::Key::new(algorithm, key);
         let tag = hmac::sign(&hmac_key, data);

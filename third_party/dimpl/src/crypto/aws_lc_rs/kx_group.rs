@@ -44,11 +44,7 @@ impl EcdhKeyExchange {
         buf.clear();
         buf.extend_from_slice(pk.as_ref());
 
-        Ok(EcdhKeyExchange {
-            group,
-            private_key,
-            public_key: buf,
-        })
+        Ok(EcdhKeyExchange { group, private_key, public_key: buf })
     }
 
     fn algorithm(&self) -> &'static aws_lc_rs::agreement::Algorithm {
@@ -71,16 +67,11 @@ impl ActiveKeyExchange for EcdhKeyExchange {
         let peer_key = UnparsedPublicKey::new(algorithm, peer_pub);
 
         // RFC 7748 §6.1: agree_ephemeral rejects non-contributory shared secrets internally
-        agree_ephemeral(
-            self.private_key,
-            peer_key,
-            "ECDH agreement failed",
-            |secret| {
-                out.clear();
-                out.extend_from_slice(secret);
-                Ok(())
-            },
-        )
+        agree_ephemeral(self.private_key, peer_key, "ECDH agreement failed", |secret| {
+            out.clear();
+            out.extend_from_slice(secret);
+            Ok(())
+        })
         .map_err(|_| CryptoError::InvalidPublicKey(self.group))
     }
 
@@ -137,8 +128,7 @@ static KX_GROUP_P256: P256 = P256;
 static KX_GROUP_P384: P384 = P384;
 
 /// All supported key exchange groups.
-pub(super) static ALL_KX_GROUPS: &[&dyn SupportedKxGroup] =
-    &[&KX_GROUP_X25519, &KX_GROUP_P256, &KX_GROUP_P384];
+pub(super) static ALL_KX_GROUPS: &[&dyn SupportedKxGroup] = &[&KX_GROUP_X25519, &KX_GROUP_P256, &KX_GROUP_P384];
 
 #[cfg(test)]
 mod tests {
@@ -146,14 +136,9 @@ mod tests {
 
     #[test]
     fn x25519_non_contributory_peer_key_returns_invalid_public_key() {
-        let exchange = X25519Kx
-            .start_exchange(Buf::new())
-            .expect("start key exchange");
+        let exchange = X25519Kx.start_exchange(Buf::new()).expect("start key exchange");
         let mut out = Buf::new();
 
-        assert_eq!(
-            exchange.complete(&[0; 32], &mut out),
-            Err(CryptoError::InvalidPublicKey(NamedGroup::X25519))
-        );
+        assert_eq!(exchange.complete(&[0; 32], &mut out), Err(CryptoError::InvalidPublicKey(NamedGroup::X25519)));
     }
 }

@@ -11,8 +11,7 @@ impl SecureRandom for AwsLcSecureRandom {
     fn fill(&self, buf: &mut [u8]) -> Result<(), CryptoError> {
         use aws_lc_rs::rand::SecureRandom as _;
         let rng = aws_lc_rs::rand::SystemRandom::new();
-        rng.fill(buf)
-            .map_err(|_| CryptoError::OperationFailed(CryptoOperation::FillRandom))
+        rng.fill(buf).map_err(|_| CryptoError::OperationFailed(CryptoOperation::FillRandom))
     }
 }
 

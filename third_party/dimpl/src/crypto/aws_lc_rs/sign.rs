@@ -25,31 +25,19 @@ struct EcdsaSigningKey {
 
 impl std::fmt::Debug for EcdsaSigningKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EcdsaSigningKey")
-            .field("signing_algorithm", &self.signing_algorithm)
-            .finish()
+        f.debug_struct("EcdsaSigningKey").field("signing_algorithm", &self.signing_algorithm).finish()
     }
 }
 
 impl SigningKey for EcdsaSigningKey {
-    fn sign(
-        &mut self,
-        data: &[u8],
-        hash_alg: HashAlgorithm,
-        buf: &mut Buf,
-    ) -> Result<(), CryptoError> {
+    fn sign(&mut self, data: &[u8], hash_alg: HashAlgorithm, buf: &mut Buf) -> Result<(), CryptoError> {
         let key_hash = self.hash_algorithm();
         if hash_alg != key_hash {
-            return Err(CryptoError::SigningKeyHashMismatch {
-                key_hash,
-                requested: hash_alg,
-            });
+            return Err(CryptoError::SigningKeyHashMismatch { key_hash, requested: hash_alg });
         }
         let rng = aws_lc_rs::rand::SystemRandom::new();
-        let signature = self
-            .key_pair
-            .sign(&rng, data)
-            .map_err(|_| CryptoError::OperationFailed(CryptoOperation::Sign))?;
+        let signature =
+            self.key_pair.sign(&rng, data).map_err(|_| CryptoError::OperationFailed(CryptoOperation::Sign))?;
         buf.clear();
         buf.extend_from_slice(signature.as_ref());
         Ok(())
@@ -89,16 +77,10 @@ impl KeyProvider for AwsLcKeyProvider {
     fn load_private_key(&self, key_der: &[u8]) -> Result<Box<dyn SigningKey>, CryptoError> {
         // Try PKCS#8 DER format first (most common)
         if let Ok(key_pair) = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, key_der) {
-            return Ok(Box::new(EcdsaSigningKey {
-                key_pair,
-                signing_algorithm: &ECDSA_P256_SHA256_ASN1_SIGNING,
-            }));
+            return Ok(Box::new(EcdsaSigningKey { key_pair, signing_algorithm: &ECDSA_P256_SHA256_ASN1_SIGNING }));
         }
         if let Ok(key_pair) = EcdsaKeyPair::from_pkcs8(&ECDSA_P384_SHA384_ASN1_SIGNING, key_der) {
-            return Ok(Box::new(EcdsaSigningKey {
-                key_pair,
-                signing_algorithm: &ECDSA_P384_SHA384_ASN1_SIGNING,
-            }));
+            return Ok(Box::new(EcdsaSigningKey { key_pair, signing_algorithm: &ECDSA_P384_SHA384_ASN1_SIGNING }));
         }
 
         // Try parsing as SEC1 DER format (OpenSSL EC private key format)
@@ -119,33 +101,22 @@ impl KeyProvider for AwsLcKeyProvider {
 
             if let Some(curve_oid) = curve_oid {
                 let ec_alg_oid = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
-                let curve_params_der = curve_oid
-                    .to_der()
-                    .map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
+                let curve_params_der =
+                    curve_oid.to_der().map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
                 let curve_params_any = der::asn1::AnyRef::try_from(curve_params_der.as_slice())
                     .map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
 
-                let algorithm = spki::AlgorithmIdentifierRef {
-                    oid: ec_alg_oid,
-                    parameters: Some(curve_params_any),
-                };
+                let algorithm = spki::AlgorithmIdentifierRef { oid: ec_alg_oid, parameters: Some(curve_params_any) };
 
                 let private_key = der::asn1::OctetStringRef::new(key_der)
                     .map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
-                let pkcs8 = pkcs8::PrivateKeyInfoRef {
-                    algorithm,
-                    private_key,
-                    public_key: None,
-                };
+                let pkcs8 = pkcs8::PrivateKeyInfoRef { algorithm, private_key, public_key: None };
 
-                let pkcs8_der = pkcs8
-                    .to_der()
-                    .map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
+                let pkcs8_der = pkcs8.to_der().map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
 
                 let p256_curve = ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
                 if curve_oid == p256_curve
-                    && let Ok(key_pair) =
-                        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &pkcs8_der)
+                    && let Ok(key_pair) = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &pkcs8_der)
                 {
                     return Ok(Box::new(EcdsaSigningKey {
                         key_pair,
@@ -155,8 +126,7 @@ impl KeyProvider for AwsLcKeyProvider {
 
                 let p384_curve = ObjectIdentifier::new_unwrap("1.3.132.0.34");
                 if curve_oid == p384_curve
-                    && let Ok(key_pair) =
-                        EcdsaKeyPair::from_pkcs8(&ECDSA_P384_SHA384_ASN1_SIGNING, &pkcs8_der)
+                    && let Ok(key_pair) = EcdsaKeyPair::from_pkcs8(&ECDSA_P384_SHA384_ASN1_SIGNING, &pkcs8_der)
                 {
                     return Ok(Box::new(EcdsaSigningKey {
                         key_pair,
@@ -195,21 +165,16 @@ impl SignatureVerifier for AwsLcSignatureVerifier {
             return Err(CryptoError::UnsupportedSignatureAlgorithm(sig_alg));
         }
 
-        let cert =
-            X509Certificate::from_der(cert_der).map_err(|_| CryptoError::CertificateParseFailed)?;
+        let cert = X509Certificate::from_der(cert_der).map_err(|_| CryptoError::CertificateParseFailed)?;
         let spki = cert.tbs_certificate().subject_public_key_info();
 
-        const OID_EC_PUBLIC_KEY: ObjectIdentifier =
-            ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
+        const OID_EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
 
         if spki.algorithm.oid != OID_EC_PUBLIC_KEY {
             return Err(CryptoError::UnsupportedPublicKeyAlgorithm);
         }
 
-        let pubkey_bytes = spki
-            .subject_public_key
-            .as_bytes()
-            .ok_or(CryptoError::InvalidSubjectPublicKey)?;
+        let pubkey_bytes = spki.subject_public_key.as_bytes().ok_or(CryptoError::InvalidSubjectPublicKey)?;
 
         let curve_oid: ObjectIdentifier = spki
             .algorithm
@@ -237,13 +202,11 @@ impl SignatureVerifier for AwsLcSignatureVerifier {
         };
 
         let public_key = UnparsedPublicKey::new(algorithm, pubkey_bytes);
-        public_key
-            .verify(data, signature)
-            .map_err(|_| CryptoError::SignatureVerificationFailed {
-                signature: sig_alg,
-                hash: hash_alg,
-                group,
-            })
+        public_key.verify(data, signature).map_err(|_| CryptoError::SignatureVerificationFailed {
+            signature: sig_alg,
+            hash: hash_alg,
+            group,
+        })
     }
 }
 
@@ -261,25 +224,16 @@ mod tests {
     #[test]
     fn invalid_signature_returns_structured_verification_error() {
         let cert = generate_self_signed_certificate().expect("generate cert");
-        let mut key = KEY_PROVIDER
-            .load_private_key(&cert.private_key)
-            .expect("load private key");
+        let mut key = KEY_PROVIDER.load_private_key(&cert.private_key).expect("load private key");
         let data = b"signed data";
         let mut signature = Buf::new();
-        key.sign(data, HashAlgorithm::SHA256, &mut signature)
-            .expect("sign data");
+        key.sign(data, HashAlgorithm::SHA256, &mut signature).expect("sign data");
 
         let last = signature.len() - 1;
         signature[last] ^= 0x01;
 
         let err = SIGNATURE_VERIFIER
-            .verify_signature(
-                &cert.certificate,
-                data,
-                &signature,
-                HashAlgorithm::SHA256,
-                SignatureAlgorithm::ECDSA,
-            )
+            .verify_signature(&cert.certificate, data, &signature, HashAlgorithm::SHA256, SignatureAlgorithm::ECDSA)
             .expect_err("corrupt signature should fail");
 
         assert_eq!(

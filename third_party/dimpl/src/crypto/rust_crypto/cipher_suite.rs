@@ -42,9 +42,7 @@ impl AesGcm {
                     .map_err(|_| CryptoError::OperationFailed(CryptoOperation::CreateCipher))?;
                 Ok(AesGcm::Aes256(Box::new(cipher)))
             }
-            _ => Err(CryptoError::InvalidAesGcmKeySize {
-                actual: bounded_error_len(key.len()),
-            }),
+            _ => Err(CryptoError::InvalidAesGcmKeySize { actual: bounded_error_len(key.len()) }),
         }
     }
 }
@@ -52,9 +50,7 @@ impl AesGcm {
 impl Cipher for AesGcm {
     fn encrypt(&mut self, data: &mut Buf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError> {
         // Create nonce from the provided nonce bytes
-        let nonce_array: [u8; 12] = nonce[..12]
-            .try_into()
-            .map_err(|_| CryptoError::InvalidNonce)?;
+        let nonce_array: [u8; 12] = nonce[..12].try_into().map_err(|_| CryptoError::InvalidNonce)?;
 
         match self {
             AesGcm::Aes128(cipher) => {
@@ -74,23 +70,13 @@ impl Cipher for AesGcm {
         Ok(())
     }
 
-    fn decrypt(
-        &mut self,
-        ciphertext: &mut TmpBuf,
-        aad: Aad,
-        nonce: Nonce,
-    ) -> Result<(), CryptoError> {
+    fn decrypt(&mut self, ciphertext: &mut TmpBuf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError> {
         if ciphertext.len() < 16 {
-            return Err(CryptoError::CiphertextTooShort {
-                minimum: 16,
-                actual: ciphertext.len() as u8,
-            });
+            return Err(CryptoError::CiphertextTooShort { minimum: 16, actual: ciphertext.len() as u8 });
         }
 
         // Create nonce from the provided nonce bytes
-        let nonce_array: [u8; 12] = nonce[..12]
-            .try_into()
-            .map_err(|_| CryptoError::InvalidNonce)?;
+        let nonce_array: [u8; 12] = nonce[..12].try_into().map_err(|_| CryptoError::InvalidNonce)?;
 
         match self {
             AesGcm::Aes128(cipher) => {
@@ -121,8 +107,7 @@ struct ChaCha20Poly1305Cipher {
 
 impl std::fmt::Debug for ChaCha20Poly1305Cipher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChaCha20Poly1305Cipher")
-            .finish_non_exhaustive()
+        f.debug_struct("ChaCha20Poly1305Cipher").finish_non_exhaustive()
     }
 }
 
@@ -130,23 +115,17 @@ impl ChaCha20Poly1305Cipher {
     fn new(key: &[u8]) -> Result<Self, CryptoError> {
         use chacha20poly1305::KeyInit;
         if key.len() != 32 {
-            return Err(CryptoError::InvalidChacha20Poly1305KeySize {
-                actual: bounded_error_len(key.len()),
-            });
+            return Err(CryptoError::InvalidChacha20Poly1305KeySize { actual: bounded_error_len(key.len()) });
         }
         let key = chacha20poly1305::Key::try_from(key)
             .map_err(|_| CryptoError::OperationFailed(CryptoOperation::CreateCipher))?;
-        Ok(ChaCha20Poly1305Cipher {
-            cipher: Box::new(ChaCha20Poly1305Aead::new(&key)),
-        })
+        Ok(ChaCha20Poly1305Cipher { cipher: Box::new(ChaCha20Poly1305Aead::new(&key)) })
     }
 }
 
 impl Cipher for ChaCha20Poly1305Cipher {
     fn encrypt(&mut self, data: &mut Buf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError> {
-        let nonce_array: [u8; 12] = nonce[..12]
-            .try_into()
-            .map_err(|_| CryptoError::InvalidNonce)?;
+        let nonce_array: [u8; 12] = nonce[..12].try_into().map_err(|_| CryptoError::InvalidNonce)?;
 
         let chacha_nonce = chacha20poly1305::Nonce::from(nonce_array);
         self.cipher
@@ -156,22 +135,12 @@ impl Cipher for ChaCha20Poly1305Cipher {
         Ok(())
     }
 
-    fn decrypt(
-        &mut self,
-        ciphertext: &mut TmpBuf,
-        aad: Aad,
-        nonce: Nonce,
-    ) -> Result<(), CryptoError> {
+    fn decrypt(&mut self, ciphertext: &mut TmpBuf, aad: Aad, nonce: Nonce) -> Result<(), CryptoError> {
         if ciphertext.len() < 16 {
-            return Err(CryptoError::CiphertextTooShort {
-                minimum: 16,
-                actual: ciphertext.len() as u8,
-            });
+            return Err(CryptoError::CiphertextTooShort { minimum: 16, actual: ciphertext.len() as u8 });
         }
 
-        let nonce_array: [u8; 12] = nonce[..12]
-            .try_into()
-            .map_err(|_| CryptoError::InvalidNonce)?;
+        let nonce_array: [u8; 12] = nonce[..12].try_into().map_err(|_| CryptoError::InvalidNonce)?;
 
         let chacha_nonce = chacha20poly1305::Nonce::from(nonce_array);
         self.cipher
@@ -298,9 +267,7 @@ impl SupportedDtls12CipherSuite for PskAes128Ccm8 {
     }
 
     fn create_cipher(&self, key: &[u8]) -> Result<Box<dyn Cipher>, CryptoError> {
-        Ok(Box::new(crate::crypto::ccm_cipher::AesCcm8Cipher::new(
-            key,
-        )?))
+        Ok(Box::new(crate::crypto::ccm_cipher::AesCcm8Cipher::new(key)?))
     }
 }
 
@@ -311,12 +278,8 @@ static CHACHA20_POLY1305_SHA256: ChaCha20Poly1305Sha256 = ChaCha20Poly1305Sha256
 static PSK_AES_128_CCM_8: PskAes128Ccm8 = PskAes128Ccm8;
 
 /// All supported DTLS 1.2 cipher suites.
-pub(super) static ALL_CIPHER_SUITES: &[&dyn SupportedDtls12CipherSuite] = &[
-    &AES_128_GCM_SHA256,
-    &AES_256_GCM_SHA384,
-    &CHACHA20_POLY1305_SHA256,
-    &PSK_AES_128_CCM_8,
-];
+pub(super) static ALL_CIPHER_SUITES: &[&dyn SupportedDtls12CipherSuite] =
+    &[&AES_128_GCM_SHA256, &AES_256_GCM_SHA384, &CHACHA20_POLY1305_SHA256, &PSK_AES_128_CCM_8];
 
 // ============================================================================
 // DTLS 1.3 Cipher Suites
@@ -454,11 +417,8 @@ static TLS13_AES_256_GCM_SHA384: Tls13Aes256GcmSha384 = Tls13Aes256GcmSha384;
 static TLS13_CHACHA20_POLY1305_SHA256: Tls13ChaCha20Poly1305Sha256 = Tls13ChaCha20Poly1305Sha256;
 
 /// All supported DTLS 1.3 cipher suites.
-pub(super) static ALL_DTLS13_CIPHER_SUITES: &[&dyn SupportedDtls13CipherSuite] = &[
-    &TLS13_AES_128_GCM_SHA256,
-    &TLS13_AES_256_GCM_SHA384,
-    &TLS13_CHACHA20_POLY1305_SHA256,
-];
+pub(super) static ALL_DTLS13_CIPHER_SUITES: &[&dyn SupportedDtls13CipherSuite] =
+    &[&TLS13_AES_128_GCM_SHA256, &TLS13_AES_256_GCM_SHA384, &TLS13_CHACHA20_POLY1305_SHA256];
 
 #[cfg(test)]
 mod test {
@@ -468,9 +428,6 @@ mod test {
     fn chacha20_poly1305_key_len_validation() {
         // incorrect length (should be 32)
         let result = ChaCha20Poly1305Cipher::new(&[0, 1, 2, 3, 4, 5]);
-        assert_eq!(
-            CryptoError::InvalidChacha20Poly1305KeySize { actual: 6 },
-            result.unwrap_err()
-        );
+        assert_eq!(CryptoError::InvalidChacha20Poly1305KeySize { actual: 6 }, result.unwrap_err());
     }
 }

@@ -15,12 +15,8 @@ enum RustCryptoHashContext {
 impl std::fmt::Debug for RustCryptoHashContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RustCryptoHashContext::Sha256(_) => {
-                f.debug_tuple("RustCryptoHashContext::Sha256").finish()
-            }
-            RustCryptoHashContext::Sha384(_) => {
-                f.debug_tuple("RustCryptoHashContext::Sha384").finish()
-            }
+            RustCryptoHashContext::Sha256(_) => f.debug_tuple("RustCryptoHashContext::Sha256").finish(),
+            RustCryptoHashContext::Sha384(_) => f.debug_tuple("RustCryptoHashContext::Sha384").finish(),
         }
     }
 }

@@ -12,13 +12,7 @@ use crate::{CryptoError, CryptoOperation};
 pub(crate) struct RustCryptoHmacProvider;
 
 impl HmacProvider for RustCryptoHmacProvider {
-    fn hmac(
-        &self,
-        hash: HashAlgorithm,
-        key: &[u8],
-        data: &[u8],
-        out: &mut [u8],
-    ) -> Result<usize, CryptoError> {
+    fn hmac(&self, hash: HashAlgorithm, key: &[u8], data: &[u8], out: &mut [u8]) -> Result<usize, CryptoError> {
         match hash {
             HashAlgorithm::SHA256 => {
                 let mut mac = Hmac::<Sha256>::new_from_slice(key)

@@ -10,18 +10,9 @@ use crate::types::NamedGroup;
 
 /// ECDHE key exchange implementation.
 enum EcdhKeyExchange {
-    X25519 {
-        secret: x25519_dalek::EphemeralSecret,
-        public_key: Buf,
-    },
-    P256 {
-        secret: EphemeralSecret,
-        public_key: Buf,
-    },
-    P384 {
-        secret: P384EphemeralSecret,
-        public_key: Buf,
-    },
+    X25519 { secret: x25519_dalek::EphemeralSecret, public_key: Buf },
+    P256 { secret: EphemeralSecret, public_key: Buf },
+    P384 { secret: P384EphemeralSecret, public_key: Buf },
 }
 
 impl std::fmt::Debug for EcdhKeyExchange {
@@ -51,10 +42,7 @@ impl EcdhKeyExchange {
                 let public_key_obj = x25519_dalek::PublicKey::from(&secret);
                 buf.clear();
                 buf.extend_from_slice(public_key_obj.as_bytes());
-                Ok(EcdhKeyExchange::X25519 {
-                    secret,
-                    public_key: buf,
-                })
+                Ok(EcdhKeyExchange::X25519 { secret, public_key: buf })
             }
             NamedGroup::Secp256r1 => {
                 let secret = EphemeralSecret::generate();
@@ -62,10 +50,7 @@ impl EcdhKeyExchange {
                 let public_key_bytes = public_key_obj.to_sec1_bytes();
                 buf.clear();
                 buf.extend_from_slice(&public_key_bytes);
-                Ok(EcdhKeyExchange::P256 {
-                    secret,
-                    public_key: buf,
-                })
+                Ok(EcdhKeyExchange::P256 { secret, public_key: buf })
             }
             NamedGroup::Secp384r1 => {
                 let secret = P384EphemeralSecret::generate();
@@ -73,10 +58,7 @@ impl EcdhKeyExchange {
                 let public_key_bytes = public_key_obj.to_sec1_bytes();
                 buf.clear();
                 buf.extend_from_slice(&public_key_bytes);
-                Ok(EcdhKeyExchange::P384 {
-                    secret,
-                    public_key: buf,
-                })
+                Ok(EcdhKeyExchange::P384 { secret, public_key: buf })
             }
             _ => Err(CryptoError::UnsupportedKeyExchangeGroup(group)),
         }
@@ -95,9 +77,8 @@ impl ActiveKeyExchange for EcdhKeyExchange {
     fn complete(self: Box<Self>, peer_pub: &[u8], out: &mut Buf) -> Result<(), CryptoError> {
         match *self {
             EcdhKeyExchange::X25519 { secret, .. } => {
-                let peer_bytes: [u8; 32] = peer_pub
-                    .try_into()
-                    .map_err(|_| CryptoError::InvalidPublicKey(NamedGroup::X25519))?;
+                let peer_bytes: [u8; 32] =
+                    peer_pub.try_into().map_err(|_| CryptoError::InvalidPublicKey(NamedGroup::X25519))?;
                 let peer_key = x25519_dalek::PublicKey::from(peer_bytes);
                 let shared_secret = secret.diffie_hellman(&peer_key);
                 // RFC 7748 §6.1: check the shared secret is not zero (low-order point)
@@ -184,8 +165,7 @@ static KX_GROUP_P256: P256 = P256;
 static KX_GROUP_P384: P384 = P384;
 
 /// All supported key exchange groups.
-pub(super) static ALL_KX_GROUPS: &[&dyn SupportedKxGroup] =
-    &[&KX_GROUP_X25519, &KX_GROUP_P256, &KX_GROUP_P384];
+pub(super) static ALL_KX_GROUPS: &[&dyn SupportedKxGroup] = &[&KX_GROUP_X25519, &KX_GROUP_P256, &KX_GROUP_P384];
 
 #[cfg(test)]
 mod tests {
@@ -193,14 +173,9 @@ mod tests {
 
     #[test]
     fn x25519_non_contributory_peer_key_returns_invalid_public_key() {
-        let exchange = X25519Kx
-            .start_exchange(Buf::new())
-            .expect("start key exchange");
+        let exchange = X25519Kx.start_exchange(Buf::new()).expect("start key exchange");
         let mut out = Buf::new();
 
-        assert_eq!(
-            exchange.complete(&[0; 32], &mut out),
-            Err(CryptoError::InvalidPublicKey(NamedGroup::X25519))
-        );
+        assert_eq!(exchange.complete(&[0; 32], &mut out), Err(CryptoError::InvalidPublicKey(NamedGroup::X25519)));
     }
 }

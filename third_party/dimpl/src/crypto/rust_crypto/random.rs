@@ -10,9 +10,7 @@ pub(super) struct RustCryptoSecureRandom;
 impl SecureRandom for RustCryptoSecureRandom {
     fn fill(&self, buf: &mut [u8]) -> Result<(), CryptoError> {
         use rand::{TryRng, rngs::SysRng};
-        SysRng
-            .try_fill_bytes(buf)
-            .map_err(|_| CryptoError::OperationFailed(CryptoOperation::FillRandom))
+        SysRng.try_fill_bytes(buf).map_err(|_| CryptoError::OperationFailed(CryptoOperation::FillRandom))
     }
 }
 

@@ -33,12 +33,7 @@ impl std::fmt::Debug for EcdsaSigningKey {
 }
 
 impl SigningKeyTrait for EcdsaSigningKey {
-    fn sign(
-        &mut self,
-        data: &[u8],
-        hash_alg: HashAlgorithm,
-        out: &mut Buf,
-    ) -> Result<(), CryptoError> {
+    fn sign(&mut self, data: &[u8], hash_alg: HashAlgorithm, out: &mut Buf) -> Result<(), CryptoError> {
         use ecdsa::signature::hazmat::PrehashSigner;
         use sha2::Digest;
 
@@ -139,28 +134,18 @@ impl KeyProvider for RustCryptoKeyProvider {
 
             if let Some(curve_oid) = curve_oid {
                 let ec_alg_oid = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
-                let curve_params_der = curve_oid
-                    .to_der()
-                    .map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
+                let curve_params_der =
+                    curve_oid.to_der().map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
                 let curve_params_any = der::asn1::AnyRef::try_from(curve_params_der.as_slice())
                     .map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
 
-                let algorithm = spki::AlgorithmIdentifierRef {
-                    oid: ec_alg_oid,
-                    parameters: Some(curve_params_any),
-                };
+                let algorithm = spki::AlgorithmIdentifierRef { oid: ec_alg_oid, parameters: Some(curve_params_any) };
 
                 let private_key = der::asn1::OctetStringRef::new(key_der)
                     .map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
-                let pkcs8 = pkcs8::PrivateKeyInfoRef {
-                    algorithm,
-                    private_key,
-                    public_key: None,
-                };
+                let pkcs8 = pkcs8::PrivateKeyInfoRef { algorithm, private_key, public_key: None };
 
-                let pkcs8_der = pkcs8
-                    .to_der()
-                    .map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
+                let pkcs8_der = pkcs8.to_der().map_err(|_| CryptoError::OperationFailed(CryptoOperation::EncodeKey))?;
 
                 let p256_curve = ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
                 if curve_oid == p256_curve
@@ -207,21 +192,16 @@ impl SignatureVerifier for RustCryptoSignatureVerifier {
             return Err(CryptoError::UnsupportedSignatureAlgorithm(sig_alg));
         }
 
-        let cert =
-            X509Certificate::from_der(cert_der).map_err(|_| CryptoError::CertificateParseFailed)?;
+        let cert = X509Certificate::from_der(cert_der).map_err(|_| CryptoError::CertificateParseFailed)?;
         let spki = cert.tbs_certificate().subject_public_key_info();
 
-        const OID_EC_PUBLIC_KEY: ObjectIdentifier =
-            ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
+        const OID_EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
 
         if spki.algorithm.oid != OID_EC_PUBLIC_KEY {
             return Err(CryptoError::UnsupportedPublicKeyAlgorithm);
         }
 
-        let pubkey_bytes = spki
-            .subject_public_key
-            .as_bytes()
-            .ok_or(CryptoError::InvalidSubjectPublicKey)?;
+        let pubkey_bytes = spki.subject_public_key.as_bytes().ok_or(CryptoError::InvalidSubjectPublicKey)?;
 
         let curve_oid: ObjectIdentifier = spki
             .algorithm
@@ -254,27 +234,23 @@ impl SignatureVerifier for RustCryptoSignatureVerifier {
             NamedGroup::Secp256r1 => {
                 let verifying_key = VerifyingKey::<NistP256>::from_sec1_bytes(pubkey_bytes)
                     .map_err(|_| CryptoError::InvalidPublicKey(NamedGroup::Secp256r1))?;
-                let sig = Signature::<NistP256>::from_der(signature)
-                    .map_err(|_| CryptoError::InvalidSignatureFormat)?;
-                verifying_key.verify_prehash(&hash, &sig).map_err(|_| {
-                    CryptoError::SignatureVerificationFailed {
-                        signature: sig_alg,
-                        hash: hash_alg,
-                        group,
-                    }
+                let sig =
+                    Signature::<NistP256>::from_der(signature).map_err(|_| CryptoError::InvalidSignatureFormat)?;
+                verifying_key.verify_prehash(&hash, &sig).map_err(|_| CryptoError::SignatureVerificationFailed {
+                    signature: sig_alg,
+                    hash: hash_alg,
+                    group,
                 })
             }
             NamedGroup::Secp384r1 => {
                 let verifying_key = VerifyingKey::<NistP384>::from_sec1_bytes(pubkey_bytes)
                     .map_err(|_| CryptoError::InvalidPublicKey(NamedGroup::Secp384r1))?;
-                let sig = Signature::<NistP384>::from_der(signature)
-                    .map_err(|_| CryptoError::InvalidSignatureFormat)?;
-                verifying_key.verify_prehash(&hash, &sig).map_err(|_| {
-                    CryptoError::SignatureVerificationFailed {
-                        signature: sig_alg,
-                        hash: hash_alg,
-                        group,
-                    }
+                let sig =
+                    Signature::<NistP384>::from_der(signature).map_err(|_| CryptoError::InvalidSignatureFormat)?;
+                verifying_key.verify_prehash(&hash, &sig).map_err(|_| CryptoError::SignatureVerificationFailed {
+                    signature: sig_alg,
+                    hash: hash_alg,
+                    group,
                 })
             }
             // unreachable: OID match above only produces Secp256r1/Secp384r1
@@ -297,25 +273,16 @@ mod tests {
     #[test]
     fn invalid_signature_returns_structured_verification_error() {
         let cert = generate_self_signed_certificate().expect("generate cert");
-        let mut key = KEY_PROVIDER
-            .load_private_key(&cert.private_key)
-            .expect("load private key");
+        let mut key = KEY_PROVIDER.load_private_key(&cert.private_key).expect("load private key");
         let data = b"signed data";
         let mut signature = Buf::new();
-        key.sign(data, HashAlgorithm::SHA256, &mut signature)
-            .expect("sign data");
+        key.sign(data, HashAlgorithm::SHA256, &mut signature).expect("sign data");
 
         let last = signature.len() - 1;
         signature[last] ^= 0x01;
 
         let err = SIGNATURE_VERIFIER
-            .verify_signature(
-                &cert.certificate,
-                data,
-                &signature,
-                HashAlgorithm::SHA256,
-                SignatureAlgorithm::ECDSA,
-            )
+            .verify_signature(&cert.certificate, data, &signature, HashAlgorithm::SHA256, SignatureAlgorithm::ECDSA)
             .expect_err("corrupt signature should fail");
 
         assert_eq!(

@@ -22,19 +22,15 @@ impl Certificate {
         let (input, certs_data) = take(total_len)(input)?;
 
         // Calculate base offset for certs_data within the root buffer
-        let certs_base_offset =
-            base_offset + (certs_data.as_ptr() as usize - original_input.as_ptr() as usize);
+        let certs_base_offset = base_offset + (certs_data.as_ptr() as usize - original_input.as_ptr() as usize);
 
         // Parse certificates manually with dynamic base_offset
         let mut certificate_list = ArrayVec::new();
         let mut rest = certs_data;
         while !rest.is_empty() {
-            let offset =
-                certs_base_offset + (rest.as_ptr() as usize - certs_data.as_ptr() as usize);
+            let offset = certs_base_offset + (rest.as_ptr() as usize - certs_data.as_ptr() as usize);
             let (new_rest, cert) = Asn1Cert::parse(rest, offset)?;
-            certificate_list
-                .try_push(cert)
-                .map_err(|_| Err::Failure(Error::new(rest, ErrorKind::LengthValue)))?;
+            certificate_list.try_push(cert).map_err(|_| Err::Failure(Error::new(rest, ErrorKind::LengthValue)))?;
             rest = new_rest;
         }
 
@@ -42,11 +38,7 @@ impl Certificate {
     }
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {
-        let total_len: usize = self
-            .certificate_list
-            .iter()
-            .map(|cert| 3 + cert.as_slice(buf).len())
-            .sum();
+        let total_len: usize = self.certificate_list.iter().map(|cert| 3 + cert.as_slice(buf).len()).sum();
         output.extend_from_slice(&(total_len as u32).to_be_bytes()[1..]);
 
         for cert in &self.certificate_list {

@@ -21,31 +21,23 @@ impl CertificateRequest {
         supported_signature_algorithms: SignatureAndHashAlgorithmVec,
         certificate_authorities: ArrayVec<DistinguishedName, 32>,
     ) -> Self {
-        CertificateRequest {
-            certificate_types,
-            supported_signature_algorithms,
-            certificate_authorities,
-        }
+        CertificateRequest { certificate_types, supported_signature_algorithms, certificate_authorities }
     }
 
     pub fn parse(input: &[u8], base_offset: usize) -> IResult<&[u8], CertificateRequest> {
         let original_input = input;
         let (input, cert_types_len) = be_u8(input)?;
         let (input, input_type) = take(cert_types_len)(input)?;
-        let (rest, certificate_types) = many1(
-            ClientCertificateType::parse,
-            ClientCertificateType::is_supported,
-        )(input_type)?;
+        let (rest, certificate_types) =
+            many1(ClientCertificateType::parse, ClientCertificateType::is_supported)(input_type)?;
         if !rest.is_empty() {
             return Err(Err::Failure(Error::new(rest, ErrorKind::LengthValue)));
         }
 
         let (input, sig_algs_len) = be_u16(input)?;
         let (input, input_sigs) = take(sig_algs_len)(input)?;
-        let (rest, supported_signature_algorithms) = many0(
-            SignatureAndHashAlgorithm::parse,
-            SignatureAndHashAlgorithm::is_supported,
-        )(input_sigs)?;
+        let (rest, supported_signature_algorithms) =
+            many0(SignatureAndHashAlgorithm::parse, SignatureAndHashAlgorithm::is_supported)(input_sigs)?;
         if !rest.is_empty() {
             return Err(Err::Failure(Error::new(rest, ErrorKind::LengthValue)));
         }
@@ -54,15 +46,13 @@ impl CertificateRequest {
         let (input, input_auths) = take(cert_auths_len)(input)?;
 
         // Calculate base offset for input_auths within the root buffer
-        let auths_base_offset =
-            base_offset + (input_auths.as_ptr() as usize - original_input.as_ptr() as usize);
+        let auths_base_offset = base_offset + (input_auths.as_ptr() as usize - original_input.as_ptr() as usize);
 
         // Parse certificate authorities manually with dynamic base_offset
         let mut certificate_authorities = ArrayVec::new();
         let mut rest = input_auths;
         while !rest.is_empty() {
-            let offset =
-                auths_base_offset + (rest.as_ptr() as usize - input_auths.as_ptr() as usize);
+            let offset = auths_base_offset + (rest.as_ptr() as usize - input_auths.as_ptr() as usize);
             let (new_rest, auth) = DistinguishedName::parse(rest, offset)?;
             certificate_authorities
                 .try_push(auth)
@@ -70,14 +60,7 @@ impl CertificateRequest {
             rest = new_rest;
         }
 
-        Ok((
-            input,
-            CertificateRequest {
-                certificate_types,
-                supported_signature_algorithms,
-                certificate_authorities,
-            },
-        ))
+        Ok((input, CertificateRequest { certificate_types, supported_signature_algorithms, certificate_authorities }))
     }
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {
@@ -92,11 +75,7 @@ impl CertificateRequest {
             output.extend_from_slice(&sig_alg.as_u16().to_be_bytes());
         }
 
-        let cert_auths_len: usize = self
-            .certificate_authorities
-            .iter()
-            .map(|name| 2 + name.as_slice(buf).len())
-            .sum();
+        let cert_auths_len: usize = self.certificate_authorities.iter().map(|name| 2 + name.as_slice(buf).len()).sum();
         output.extend_from_slice(&(cert_auths_len as u16).to_be_bytes());
         for name in &self.certificate_authorities {
             let name_data = name.as_slice(buf);
@@ -107,9 +86,7 @@ impl CertificateRequest {
 
     /// Checks if the CertificateRequest supports a specific hash algorithm
     pub fn supports_hash_algorithm(&self, hash_algorithm: super::HashAlgorithm) -> bool {
-        self.supported_signature_algorithms
-            .iter()
-            .any(|algo| algo.hash == hash_algorithm)
+        self.supported_signature_algorithms.iter().any(|algo| algo.hash == hash_algorithm)
     }
 }
 
@@ -185,10 +162,7 @@ mod test {
 
         // Only supported types should remain
         assert_eq!(parsed.certificate_types.len(), 1);
-        assert_eq!(
-            parsed.certificate_types[0],
-            ClientCertificateType::ECDSA_SIGN
-        );
+        assert_eq!(parsed.certificate_types[0], ClientCertificateType::ECDSA_SIGN);
 
         assert_eq!(parsed.supported_signature_algorithms.len(), 1);
         assert_eq!(

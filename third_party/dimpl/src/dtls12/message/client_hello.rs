@@ -102,10 +102,7 @@ impl ClientHello {
         // buf.extend_from_slice(&[0x00]); // Empty extension data
         // ranges.push((ExtensionType::SessionTicket, start_pos, buf.len()));
 
-        let need_etm = self
-            .cipher_suites
-            .iter()
-            .any(|suite| suite.need_encrypt_then_mac());
+        let need_etm = self.cipher_suites.iter().any(|suite| suite.need_encrypt_then_mac());
         if need_etm {
             // Add encrypt_then_mac extension (empty)
             let start_pos = buf.len();
@@ -122,10 +119,7 @@ impl ClientHello {
 
         // Now create all extensions using ranges
         for (extension_type, start, end) in ranges {
-            self.extensions.push(Extension {
-                extension_type,
-                extension_data_range: start..end,
-            });
+            self.extensions.push(Extension { extension_type, extension_data_range: start..end });
         }
 
         self
@@ -139,8 +133,7 @@ impl ClientHello {
         let (input, cookie) = Cookie::parse(input)?;
         let (input, cipher_suites_len) = be_u16(input)?;
         let (input, input_cipher) = take(cipher_suites_len)(input)?;
-        let (rest, cipher_suites) =
-            many1(Dtls12CipherSuite::parse, Dtls12CipherSuite::is_supported)(input_cipher)?;
+        let (rest, cipher_suites) = many1(Dtls12CipherSuite::parse, Dtls12CipherSuite::is_supported)(input_cipher)?;
         if !rest.is_empty() {
             return Err(Err::Failure(Error::new(rest, ErrorKind::LengthValue)));
         }
@@ -217,14 +210,8 @@ impl ClientHello {
 
             // Only keep supported extension types
             if extension.extension_type.is_supported() {
-                if extensions
-                    .iter()
-                    .any(|existing| existing.extension_type == extension.extension_type)
-                {
-                    return Err(Err::Failure(Error::new(
-                        extensions_rest,
-                        ErrorKind::LengthValue,
-                    )));
+                if extensions.iter().any(|existing| existing.extension_type == extension.extension_type) {
+                    return Err(Err::Failure(Error::new(extensions_rest, ErrorKind::LengthValue)));
                 }
                 // Parse payloads once, retaining the values used by the server.
                 // Ranges are absolute, while this input starts at base_offset.
@@ -232,15 +219,11 @@ impl ClientHello {
                 let data = &original_input[range.start - base_offset..range.end - base_offset];
                 match extension.extension_type {
                     ExtensionType::SupportedGroups => {
-                        parsed.supported_groups =
-                            Some(SupportedGroupsExtension::parse(data)?.1.groups);
+                        parsed.supported_groups = Some(SupportedGroupsExtension::parse(data)?.1.groups);
                     }
                     ExtensionType::SignatureAlgorithms => {
-                        parsed.signature_algorithms = Some(
-                            SignatureAlgorithmsExtension::parse(data)?
-                                .1
-                                .supported_signature_algorithms,
-                        );
+                        parsed.signature_algorithms =
+                            Some(SignatureAlgorithmsExtension::parse(data)?.1.supported_signature_algorithms);
                     }
                     ExtensionType::UseSrtp => {
                         parsed.srtp_profiles = Some(UseSrtpExtension::parse(data)?.1.profiles);
@@ -250,9 +233,9 @@ impl ClientHello {
                     }
                     _ => {}
                 }
-                extensions.try_push(extension).map_err(|_| {
-                    Err::Failure(Error::new(extensions_rest, ErrorKind::LengthValue))
-                })?;
+                extensions
+                    .try_push(extension)
+                    .map_err(|_| Err::Failure(Error::new(extensions_rest, ErrorKind::LengthValue)))?;
             }
             extensions_rest = rest;
         }
@@ -317,9 +300,8 @@ mod tests {
     const MESSAGE: &[u8] = &[
         0xFE, 0xFD, // ProtocolVersion::DTLS1_2
         // Random
-        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F,
-        0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E,
-        0x1F, 0x20, //
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12,
+        0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, //
         0x01, // SessionId length
         0xAA, // SessionId
         0x01, // Cookie length
@@ -342,14 +324,8 @@ mod tests {
         let mut compression_methods = ArrayVec::new();
         compression_methods.push(CompressionMethod::Null);
 
-        let client_hello = ClientHello::new(
-            ProtocolVersion::DTLS1_2,
-            random,
-            session_id,
-            cookie,
-            cipher_suites,
-            compression_methods,
-        );
+        let client_hello =
+            ClientHello::new(ProtocolVersion::DTLS1_2, random, session_id, cookie, cipher_suites, compression_methods);
 
         // Serialize and compare to MESSAGE
         let mut serialized = Buf::new();
@@ -387,8 +363,7 @@ mod tests {
             let mut message = MESSAGE.to_vec();
             message.extend_from_slice(&(count as u16 * 4).to_be_bytes());
             for _ in 0..count {
-                message
-                    .extend_from_slice(&ExtensionType::ExtendedMasterSecret.as_u16().to_be_bytes());
+                message.extend_from_slice(&ExtensionType::ExtendedMasterSecret.as_u16().to_be_bytes());
                 message.extend_from_slice(&0u16.to_be_bytes());
             }
 

@@ -119,12 +119,7 @@ impl ClientPskKeys {
         let start = base_offset + relative_offset;
         let end = start + identity_slice.len();
 
-        Ok((
-            input,
-            ClientPskKeys {
-                identity_range: start..end,
-            },
-        ))
+        Ok((input, ClientPskKeys { identity_range: start..end }))
     }
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {
@@ -154,8 +149,7 @@ mod test {
     #[test]
     fn roundtrip_ecdh() {
         // Parse the message with base_offset 0
-        let (rest, parsed) =
-            ClientKeyExchange::parse(ECDH_MESSAGE, 0, KeyExchangeAlgorithm::EECDH).unwrap();
+        let (rest, parsed) = ClientKeyExchange::parse(ECDH_MESSAGE, 0, KeyExchangeAlgorithm::EECDH).unwrap();
         assert!(rest.is_empty());
 
         // Serialize and compare to ECDH_MESSAGE
@@ -170,8 +164,7 @@ mod test {
             0x00, 0x05, // identity length = 5
             b'h', b'e', b'l', b'l', b'o',
         ];
-        let (rest, parsed) =
-            ClientKeyExchange::parse(PSK_MESSAGE, 0, KeyExchangeAlgorithm::PSK).unwrap();
+        let (rest, parsed) = ClientKeyExchange::parse(PSK_MESSAGE, 0, KeyExchangeAlgorithm::PSK).unwrap();
         assert!(rest.is_empty());
 
         let ExchangeKeys::Psk(psk) = &parsed.exchange_keys else {
@@ -189,10 +182,7 @@ mod test {
         // identity_length=0x0064 (100) but only 3 bytes follow — parser must fail
         let bad: &[u8] = &[0x00, 0x64, b'a', b'b', b'c'];
         let result = ClientKeyExchange::parse(bad, 0, KeyExchangeAlgorithm::PSK);
-        assert!(
-            result.is_err(),
-            "parser must reject PSK identity shorter than advertised length"
-        );
+        assert!(result.is_err(), "parser must reject PSK identity shorter than advertised length");
     }
 
     #[test]

@@ -23,12 +23,7 @@ impl Finished {
         let start = verify_data_slice.as_ptr() as usize - input.as_ptr() as usize;
         let end = start + verify_data_slice.len();
 
-        Ok((
-            rest,
-            Finished {
-                verify_data_range: start..end,
-            },
-        ))
+        Ok((rest, Finished { verify_data_range: start..end }))
     }
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {
@@ -44,16 +39,10 @@ mod test {
 
     #[test]
     fn roundtrip() {
-        let verify_data = vec![
-            0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C,
-        ];
+        let verify_data = vec![0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C];
 
         // Parse the data
-        let (rest, parsed) = Finished::parse(
-            &verify_data,
-            Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256,
-        )
-        .unwrap();
+        let (rest, parsed) = Finished::parse(&verify_data, Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256).unwrap();
         assert!(rest.is_empty());
 
         // Serialize and compare to original

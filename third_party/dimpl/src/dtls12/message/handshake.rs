@@ -64,13 +64,7 @@ impl Handshake {
         body: Body,
     ) -> Self {
         Handshake {
-            header: Header {
-                msg_type,
-                length,
-                message_seq,
-                fragment_offset,
-                fragment_length,
-            },
+            header: Header { msg_type, length, message_seq, fragment_offset, fragment_length },
             body,
             handled: AtomicBool::new(false),
         }
@@ -83,16 +77,7 @@ impl Handshake {
         let (input, fragment_offset) = be_u24(input)?;
         let (input, fragment_length) = be_u24(input)?;
 
-        Ok((
-            input,
-            Header {
-                msg_type,
-                length,
-                message_seq,
-                fragment_offset,
-                fragment_length,
-            },
-        ))
+        Ok((input, Header { msg_type, length, message_seq, fragment_offset, fragment_length }))
     }
 
     pub fn parse(
@@ -106,8 +91,7 @@ impl Handshake {
 
         let fragment_end = header.fragment_offset + header.fragment_length;
         let fragment_out_of_bounds = fragment_end > header.length;
-        let empty_client_hello_fragment =
-            header.msg_type == MessageType::ClientHello && header.fragment_length == 0;
+        let empty_client_hello_fragment = header.msg_type == MessageType::ClientHello && header.fragment_length == 0;
 
         if fragment_out_of_bounds || empty_client_hello_fragment {
             return Err(Err::Failure(Error::new(input, ErrorKind::LengthValue)));
@@ -122,8 +106,7 @@ impl Handshake {
         let (input, body) = if as_fragment {
             let (input, fragment_slice) = take(header.fragment_length as usize)(input)?;
             // Calculate range relative to original input
-            let relative_offset =
-                fragment_slice.as_ptr() as usize - original_input.as_ptr() as usize;
+            let relative_offset = fragment_slice.as_ptr() as usize - original_input.as_ptr() as usize;
             let start = base_offset + relative_offset;
             let end = start + fragment_slice.len();
             (input, Body::Fragment(start..end))
@@ -136,14 +119,7 @@ impl Handshake {
             (input, body)
         };
 
-        Ok((
-            input,
-            Handshake {
-                header,
-                body,
-                handled: AtomicBool::new(false),
-            },
-        ))
+        Ok((input, Handshake { header, body, handled: AtomicBool::new(false) }))
     }
 
     pub fn serialize(&self, source_buf: &[u8], output: &mut Buf) {
@@ -167,13 +143,9 @@ impl Handshake {
         // Invariant is upheld by the caller.
         let (first_handshake, first_buffer) = iter.next().unwrap();
 
-        let Body::Fragment(range) = &first_handshake.body else {
-            unreachable!("Non-Fragment body in defragment()")
-        };
+        let Body::Fragment(range) = &first_handshake.body else { unreachable!("Non-Fragment body in defragment()") };
         let mut handled = ArrayVec::<&Handshake, MAX_DEFRAGMENT_HANDSHAKES>::new();
-        handled
-            .try_push(first_handshake)
-            .map_err(|_| crate::InternalError::too_many_records())?;
+        handled.try_push(first_handshake).map_err(|_| crate::InternalError::too_many_records())?;
         buffer.extend_from_slice(&first_buffer[range.clone()]);
 
         for (handshake, source_buf) in iter {
@@ -183,13 +155,9 @@ impl Handshake {
                 break;
             }
 
-            let Body::Fragment(range) = &handshake.body else {
-                unreachable!("Non-Fragment body in defragment()")
-            };
+            let Body::Fragment(range) = &handshake.body else { unreachable!("Non-Fragment body in defragment()") };
 
-            handled
-                .try_push(handshake)
-                .map_err(|_| crate::InternalError::too_many_records())?;
+            handled.try_push(handshake).map_err(|_| crate::InternalError::too_many_records())?;
 
             buffer.extend_from_slice(&source_buf[range.clone()]);
         }
@@ -199,21 +167,15 @@ impl Handshake {
             return Err(crate::InternalError::parse_incomplete());
         }
 
-        let (rest, body) =
-            match Body::parse(buffer, 0, first_handshake.header.msg_type, cipher_suite) {
-                Ok(parsed) => parsed,
-                Err(err) => {
-                    mark_handled(handled);
-                    return Err(err.into());
-                }
-            };
+        let (rest, body) = match Body::parse(buffer, 0, first_handshake.header.msg_type, cipher_suite) {
+            Ok(parsed) => parsed,
+            Err(err) => {
+                mark_handled(handled);
+                return Err(err.into());
+            }
+        };
 
-        if !rest.is_empty()
-            && first_handshake
-                .header
-                .msg_type
-                .rejects_trailing_body_bytes()
-        {
+        if !rest.is_empty() && first_handshake.header.msg_type.rejects_trailing_body_bytes() {
             debug!("Defragmentation failed. Body::parse() did not consume the entire buffer");
             mark_handled(handled);
             return Err(crate::InternalError::parse_incomplete());
@@ -270,11 +232,7 @@ impl Handshake {
     }
 
     #[cfg(test)]
-    pub fn fragment<'b>(
-        &self,
-        max: usize,
-        buffer: &'b mut Buf,
-    ) -> impl Iterator<Item = Handshake> + 'b {
+    pub fn fragment<'b>(&self, max: usize, buffer: &'b mut Buf) -> impl Iterator<Item = Handshake> + 'b {
         // Must be called with an empty buffer.
         assert!(buffer.is_empty());
 
@@ -378,11 +336,7 @@ impl MessageType {
     }
 
     pub fn epoch(&self) -> u16 {
-        if matches!(*self, MessageType::NewSessionTicket | MessageType::Finished) {
-            1
-        } else {
-            0
-        }
+        if matches!(*self, MessageType::NewSessionTicket | MessageType::Finished) { 1 } else { 0 }
     }
 }
 
@@ -463,11 +417,9 @@ impl Body {
                 Ok((input, Body::Certificate(certificate)))
             }
             MessageType::ServerKeyExchange => {
-                let cipher_suite =
-                    c.ok_or_else(|| Err::Failure(Error::new(input, ErrorKind::Fail)))?;
+                let cipher_suite = c.ok_or_else(|| Err::Failure(Error::new(input, ErrorKind::Fail)))?;
                 let algo = cipher_suite.as_key_exchange_algorithm();
-                let (input, server_key_exchange) =
-                    ServerKeyExchange::parse(input, base_offset, algo)?;
+                let (input, server_key_exchange) = ServerKeyExchange::parse(input, base_offset, algo)?;
                 Ok((input, Body::ServerKeyExchange(server_key_exchange)))
             }
             MessageType::CertificateRequest => {
@@ -480,11 +432,9 @@ impl Body {
                 Ok((input, Body::CertificateVerify(certificate_verify)))
             }
             MessageType::ClientKeyExchange => {
-                let cipher_suite =
-                    c.ok_or_else(|| Err::Failure(Error::new(input, ErrorKind::Fail)))?;
+                let cipher_suite = c.ok_or_else(|| Err::Failure(Error::new(input, ErrorKind::Fail)))?;
                 let algo = cipher_suite.as_key_exchange_algorithm();
-                let (input, client_key_exchange) =
-                    ClientKeyExchange::parse(input, base_offset, algo)?;
+                let (input, client_key_exchange) = ClientKeyExchange::parse(input, base_offset, algo)?;
                 Ok((input, Body::ClientKeyExchange(client_key_exchange)))
             }
             MessageType::NewSessionTicket => {
@@ -498,8 +448,7 @@ impl Body {
                 Ok((input, Body::NewSessionTicket(range)))
             }
             MessageType::Finished => {
-                let cipher_suite =
-                    c.ok_or_else(|| Err::Failure(Error::new(input, ErrorKind::Fail)))?;
+                let cipher_suite = c.ok_or_else(|| Err::Failure(Error::new(input, ErrorKind::Fail)))?;
                 let (input, finished) = Finished::parse(input, cipher_suite)?;
                 Ok((input, Body::Finished(finished)))
             }
@@ -579,9 +528,8 @@ mod tests {
         // ClientHello
         0xFE, 0xFD, // ProtocolVersion::DTLS1_2
         // Random
-        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F,
-        0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E,
-        0x1F, 0x20, //
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12,
+        0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, //
         0x01, // SessionId length
         0xAA, // SessionId
         0x01, // Cookie length
@@ -605,19 +553,9 @@ mod tests {
             assert_eq!(&*serialized, body);
         }
         for fragmented in [false, true] {
-            let split = if fragmented {
-                body.len() / 2
-            } else {
-                body.len()
-            };
-            let mut fragments = vec![Handshake::new(
-                kind,
-                body.len() as u32,
-                0,
-                0,
-                split as u32,
-                Body::Fragment(0..split),
-            )];
+            let split = if fragmented { body.len() / 2 } else { body.len() };
+            let mut fragments =
+                vec![Handshake::new(kind, body.len() as u32, 0, 0, split as u32, Body::Fragment(0..split))];
             if fragmented {
                 fragments.push(Handshake::new(
                     kind,
@@ -631,12 +569,8 @@ mod tests {
             let mut buffer = Buf::new();
             let mut transcript = Buf::new();
             transcript.extend_from_slice(b"prior transcript");
-            let result = Handshake::defragment(
-                fragments.iter().map(|h| (h, body)),
-                &mut buffer,
-                None,
-                Some(&mut transcript),
-            );
+            let result =
+                Handshake::defragment(fragments.iter().map(|h| (h, body)), &mut buffer, None, Some(&mut transcript));
             assert_eq!(result.is_ok(), accepted, "{kind:?}: {body:02x?}");
             if !accepted {
                 assert_eq!(&*transcript, b"prior transcript");
@@ -693,11 +627,7 @@ mod tests {
         }
         let ticket = [0, 0, 0, 1, 0, 1, 7];
         for len in 0..=ticket.len() {
-            check_body_before_commit(
-                MessageType::NewSessionTicket,
-                &ticket[..len],
-                len == ticket.len(),
-            );
+            check_body_before_commit(MessageType::NewSessionTicket, &ticket[..len], len == ticket.len());
         }
         let mut trailing = ticket.to_vec();
         trailing.push(0);
@@ -774,23 +704,10 @@ mod tests {
         let mut compression_methods = ArrayVec::new();
         compression_methods.push(CompressionMethod::Null);
 
-        let client_hello = ClientHello::new(
-            ProtocolVersion::DTLS1_2,
-            random,
-            session_id,
-            cookie,
-            cipher_suites,
-            compression_methods,
-        );
+        let client_hello =
+            ClientHello::new(ProtocolVersion::DTLS1_2, random, session_id, cookie, cipher_suites, compression_methods);
 
-        let handshake = Handshake::new(
-            MessageType::ClientHello,
-            0x2E,
-            0,
-            0,
-            0x2E,
-            Body::ClientHello(client_hello),
-        );
+        let handshake = Handshake::new(MessageType::ClientHello, 0x2E, 0, 0, 0x2E, Body::ClientHello(client_hello));
 
         // Serialize and compare to MESSAGE
         handshake.serialize(&[], &mut serialized);
@@ -817,36 +734,19 @@ mod tests {
         let mut compression_methods = ArrayVec::new();
         compression_methods.push(CompressionMethod::Null);
 
-        let client_hello = ClientHello::new(
-            ProtocolVersion::DTLS1_2,
-            random,
-            session_id,
-            cookie,
-            cipher_suites,
-            compression_methods,
-        );
+        let client_hello =
+            ClientHello::new(ProtocolVersion::DTLS1_2, random, session_id, cookie, cipher_suites, compression_methods);
 
-        let handshake = Handshake::new(
-            MessageType::ClientHello,
-            46,
-            0,
-            0,
-            46,
-            Body::ClientHello(client_hello),
-        );
+        let handshake = Handshake::new(MessageType::ClientHello, 46, 0, 0, 46, Body::ClientHello(client_hello));
 
         // Fragment the handshake with size 10
         let fragments: VecDeque<_> = handshake.fragment(10, &mut buffer).collect();
 
         // Defragment the fragments
         let mut defragmented_buffer = Buf::new();
-        let defragmented_handshake = Handshake::defragment(
-            fragments.iter().map(|h| (h, &buffer[..])),
-            &mut defragmented_buffer,
-            None,
-            None,
-        )
-        .unwrap();
+        let defragmented_handshake =
+            Handshake::defragment(fragments.iter().map(|h| (h, &buffer[..])), &mut defragmented_buffer, None, None)
+                .unwrap();
 
         // Serialize and compare to MESSAGE
         // Save header info and drop handshake to release buffer borrow
@@ -927,11 +827,7 @@ mod tests {
                     "extension {kind}, malformed={malformed}"
                 );
                 for fragmented in [false, true] {
-                    let split = if fragmented {
-                        body.len() - 1
-                    } else {
-                        body.len()
-                    };
+                    let split = if fragmented { body.len() - 1 } else { body.len() };
                     let mut fragments = vec![Handshake::new(
                         MessageType::ClientHello,
                         body.len() as u32,

@@ -12,10 +12,7 @@ pub struct HelloVerifyRequest {
 
 impl HelloVerifyRequest {
     pub fn new(server_version: ProtocolVersion, cookie: Cookie) -> Self {
-        HelloVerifyRequest {
-            server_version,
-            cookie,
-        }
+        HelloVerifyRequest { server_version, cookie }
     }
 
     pub fn parse(input: &[u8]) -> IResult<&[u8], HelloVerifyRequest> {
@@ -26,13 +23,7 @@ impl HelloVerifyRequest {
             return Err(nom::Err::Failure(Error::new(input, ErrorKind::LengthValue)));
         }
 
-        Ok((
-            input,
-            HelloVerifyRequest {
-                server_version,
-                cookie,
-            },
-        ))
+        Ok((input, HelloVerifyRequest { server_version, cookie }))
     }
 
     pub fn serialize(&self, output: &mut Buf) {

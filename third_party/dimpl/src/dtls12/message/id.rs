@@ -18,16 +18,10 @@ impl std::error::Error for InvalidLength {}
 impl fmt::Display for InvalidLength {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.1 {
-            IdType::Fixed(len) => write!(
-                f,
-                "Incorrect fixed ID ({}) length: {} should be {}",
-                self.0, self.2, len
-            ),
-            IdType::Variable(min, max) => write!(
-                f,
-                "Incorrect variable ID ({}) length: {} <= {} <= {}",
-                self.0, min, self.2, max,
-            ),
+            IdType::Fixed(len) => write!(f, "Incorrect fixed ID ({}) length: {} should be {}", self.0, self.2, len),
+            IdType::Variable(min, max) => {
+                write!(f, "Incorrect variable ID ({}) length: {} <= {} <= {}", self.0, min, self.2, max,)
+            }
         }
     }
 }
@@ -48,11 +42,7 @@ macro_rules! var_array {
             pub fn try_new(data: &[u8]) -> Result<Self, InvalidLength> {
                 #[allow(unused_comparisons)]
                 if data.len() < $min || data.len() > $max {
-                    return Err(InvalidLength(
-                        stringify!($name),
-                        IdType::Variable($min, $max),
-                        data.len(),
-                    ));
+                    return Err(InvalidLength(stringify!($name), IdType::Variable($min, $max), data.len()));
                 }
                 let mut array = [0; $max];
                 array[..data.len()].copy_from_slice(data);

@@ -46,8 +46,8 @@ pub use record::DTLSRecord;
 
 // Re-export shared types for backwards compatibility
 pub use crate::types::{
-    CompressionMethod, ContentType, HashAlgorithm, NamedGroup, NamedGroupVec, ProtocolVersion,
-    Random, Sequence, SignatureAlgorithm,
+    CompressionMethod, ContentType, HashAlgorithm, NamedGroup, NamedGroupVec, ProtocolVersion, Random, Sequence,
+    SignatureAlgorithm,
 };
 pub use server_hello::ServerHello;
 pub use server_key_exchange::{PskParams, ServerKeyExchange, ServerKeyExchangeParams};
@@ -113,9 +113,7 @@ impl Dtls12CipherSuite {
             // All ECDHE ciphers
             Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384
             | Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256
-            | Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256 => {
-                KeyExchangeAlgorithm::EECDH
-            }
+            | Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256 => KeyExchangeAlgorithm::EECDH,
 
             Dtls12CipherSuite::PSK_AES128_CCM_8 => KeyExchangeAlgorithm::PSK,
 
@@ -149,9 +147,7 @@ impl Dtls12CipherSuite {
     }
 
     /// Cipher suites compatible with a given certificate's signature algorithm.
-    pub fn compatible_with_certificate(
-        cert_type: SignatureAlgorithm,
-    ) -> &'static [Dtls12CipherSuite] {
+    pub fn compatible_with_certificate(cert_type: SignatureAlgorithm) -> &'static [Dtls12CipherSuite] {
         match cert_type {
             SignatureAlgorithm::ECDSA => &[
                 Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384,
@@ -188,9 +184,7 @@ impl Dtls12CipherSuite {
         match *self {
             Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384
             | Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256
-            | Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256 => {
-                Some(SignatureAlgorithm::ECDSA)
-            }
+            | Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256 => Some(SignatureAlgorithm::ECDSA),
             Dtls12CipherSuite::PSK_AES128_CCM_8 => None,
             _ => Some(SignatureAlgorithm::UNKNOWN_DERIVED),
         }
@@ -210,12 +204,8 @@ impl Dtls12CipherSuite {
 impl fmt::Debug for Dtls12CipherSuite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384 => {
-                f.write_str("ECDHE_ECDSA_AES256_GCM_SHA384")
-            }
-            Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256 => {
-                f.write_str("ECDHE_ECDSA_AES128_GCM_SHA256")
-            }
+            Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384 => f.write_str("ECDHE_ECDSA_AES256_GCM_SHA384"),
+            Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256 => f.write_str("ECDHE_ECDSA_AES128_GCM_SHA256"),
             Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256 => {
                 f.write_str("ECDHE_ECDSA_CHACHA20_POLY1305_SHA256")
             }
@@ -225,8 +215,7 @@ impl fmt::Debug for Dtls12CipherSuite {
     }
 }
 
-pub type CompressionMethodVec =
-    ArrayVec<CompressionMethod, { CompressionMethod::supported().len() }>;
+pub type CompressionMethodVec = ArrayVec<CompressionMethod, { CompressionMethod::supported().len() }>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[allow(non_camel_case_types)]
@@ -237,8 +226,7 @@ pub enum KeyExchangeAlgorithm {
     Unknown,
 }
 
-pub type CertificateTypeVec =
-    ArrayVec<ClientCertificateType, { ClientCertificateType::supported().len() }>;
+pub type CertificateTypeVec = ArrayVec<ClientCertificateType, { ClientCertificateType::supported().len() }>;
 
 #[repr(transparent)]
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -371,8 +359,7 @@ mod tests {
 
     #[test]
     fn rsa_signature_algorithms_are_recognized_but_not_supported() {
-        let rsa_sha256 =
-            SignatureAndHashAlgorithm::new(HashAlgorithm::SHA256, SignatureAlgorithm::RSA);
+        let rsa_sha256 = SignatureAndHashAlgorithm::new(HashAlgorithm::SHA256, SignatureAlgorithm::RSA);
 
         assert!(SignatureAndHashAlgorithm::all().contains(&rsa_sha256));
         assert!(!rsa_sha256.is_supported());
@@ -400,14 +387,8 @@ mod tests {
 
     #[test]
     fn dtls12_cipher_suite_debug_stays_enum_like() {
-        assert_eq!(
-            format!("{:?}", Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256),
-            "ECDHE_ECDSA_AES128_GCM_SHA256"
-        );
-        assert_eq!(
-            format!("{:?}", Dtls12CipherSuite::from_u16(0xFFFF)),
-            "Unknown(65535)"
-        );
+        assert_eq!(format!("{:?}", Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256), "ECDHE_ECDSA_AES128_GCM_SHA256");
+        assert_eq!(format!("{:?}", Dtls12CipherSuite::from_u16(0xFFFF)), "Unknown(65535)");
     }
 
     #[test]
@@ -429,10 +410,7 @@ mod tests {
             ClientCertificateType::FORTEZZA_DMS,
             ClientCertificateType::ECDSA_SIGN,
         ] {
-            assert_eq!(
-                ClientCertificateType::from_u8(certificate_type.as_u8()),
-                certificate_type
-            );
+            assert_eq!(ClientCertificateType::from_u8(certificate_type.as_u8()), certificate_type);
             assert!(!certificate_type.is_unknown());
         }
 
@@ -443,24 +421,14 @@ mod tests {
 
     #[test]
     fn client_certificate_type_debug_stays_enum_like() {
-        assert_eq!(
-            format!("{:?}", ClientCertificateType::ECDSA_SIGN),
-            "ECDSA_SIGN"
-        );
-        assert_eq!(
-            format!("{:?}", ClientCertificateType::from_u8(0xFF)),
-            "Unknown(255)"
-        );
+        assert_eq!(format!("{:?}", ClientCertificateType::ECDSA_SIGN), "ECDSA_SIGN");
+        assert_eq!(format!("{:?}", ClientCertificateType::from_u8(0xFF)), "Unknown(255)");
     }
 
     #[test]
     fn unknown_dtls12_cipher_suite_uses_internal_derived_markers() {
         let unknown = Dtls12CipherSuite::from_u16(0xFFFF);
         assert!(unknown.hash_algorithm().is_unknown());
-        assert!(
-            unknown
-                .signature_algorithm()
-                .is_some_and(|s| s.is_unknown())
-        );
+        assert!(unknown.signature_algorithm().is_some_and(|s| s.is_unknown()));
     }
 }

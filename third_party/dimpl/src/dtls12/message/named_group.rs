@@ -72,11 +72,7 @@ mod tests {
 
     #[test]
     fn curve_type_wire_roundtrip() {
-        for curve_type in [
-            CurveType::ExplicitPrime,
-            CurveType::ExplicitChar2,
-            CurveType::NamedCurve,
-        ] {
+        for curve_type in [CurveType::ExplicitPrime, CurveType::ExplicitChar2, CurveType::NamedCurve] {
             assert_eq!(CurveType::from_u8(curve_type.as_u8()), curve_type);
             assert!(!curve_type.is_unknown());
         }

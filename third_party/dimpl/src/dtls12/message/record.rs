@@ -39,11 +39,7 @@ impl DTLSRecord {
     pub const LENGTH_OFFSET: Range<usize> = 11..13;
 
     /// Parse a DTLS record from the input buffer.
-    pub fn parse(
-        input: &[u8],
-        base_offset: usize,
-        skip_offset: usize,
-    ) -> IResult<&[u8], DTLSRecord> {
+    pub fn parse(input: &[u8], base_offset: usize, skip_offset: usize) -> IResult<&[u8], DTLSRecord> {
         let original_input = input;
         let (input, content_type) = ContentType::parse(input)?; // u8
         let (input, version) = ProtocolVersion::parse(input)?; // u16
@@ -56,10 +52,7 @@ impl DTLSRecord {
                 // Valid DTLS versions for record layer
             }
             _ => {
-                return Err(Err::Failure(nom::error::Error::new(
-                    input,
-                    nom::error::ErrorKind::Tag,
-                )));
+                return Err(Err::Failure(nom::error::Error::new(input, nom::error::ErrorKind::Tag)));
             }
         }
 
@@ -72,10 +65,7 @@ impl DTLSRecord {
             match content_type {
                 ContentType::ChangeCipherSpec | ContentType::Alert | ContentType::Handshake => {}
                 _ => {
-                    return Err(Err::Failure(nom::error::Error::new(
-                        input,
-                        nom::error::ErrorKind::Tag,
-                    )));
+                    return Err(Err::Failure(nom::error::Error::new(input, nom::error::ErrorKind::Tag)));
                 }
             }
         }
@@ -94,21 +84,9 @@ impl DTLSRecord {
         let start = base_offset + relative_offset;
         let end = start + fragment_slice.len();
 
-        let sequence = Sequence {
-            epoch,
-            sequence_number,
-        };
+        let sequence = Sequence { epoch, sequence_number };
 
-        Ok((
-            rest,
-            DTLSRecord {
-                content_type,
-                version,
-                sequence,
-                length,
-                fragment_range: start..end,
-            },
-        ))
+        Ok((rest, DTLSRecord { content_type, version, sequence, length, fragment_range: start..end }))
     }
 
     /// Get the fragment data from the source buffer.
@@ -162,8 +140,7 @@ mod tests {
         0x00, 0x00, 0x00, 0x00, 0x00, 0x01, // sequence_number
         0x00, 0x10, // length
         // fragment
-        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F,
-        0x10,
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10,
     ];
 
     #[test]
@@ -206,53 +183,32 @@ mod tests {
 
         // ALLOWED: ChangeCipherSpec (20)
         let ccs = build_epoch_0_record(0x14);
-        assert!(
-            DTLSRecord::parse(&ccs, 0, 0).is_ok(),
-            "ChangeCipherSpec should be allowed in epoch 0"
-        );
+        assert!(DTLSRecord::parse(&ccs, 0, 0).is_ok(), "ChangeCipherSpec should be allowed in epoch 0");
 
         // ALLOWED: Alert (21)
         let alert = build_epoch_0_record(0x15);
-        assert!(
-            DTLSRecord::parse(&alert, 0, 0).is_ok(),
-            "Alert should be allowed in epoch 0"
-        );
+        assert!(DTLSRecord::parse(&alert, 0, 0).is_ok(), "Alert should be allowed in epoch 0");
 
         // ALLOWED: Handshake (22)
         let handshake = build_epoch_0_record(0x16);
-        assert!(
-            DTLSRecord::parse(&handshake, 0, 0).is_ok(),
-            "Handshake should be allowed in epoch 0"
-        );
+        assert!(DTLSRecord::parse(&handshake, 0, 0).is_ok(), "Handshake should be allowed in epoch 0");
 
         // REJECTED: ApplicationData (23)
         let app_data = build_epoch_0_record(0x17);
-        assert!(
-            DTLSRecord::parse(&app_data, 0, 0).is_err(),
-            "ApplicationData must be rejected in epoch 0"
-        );
+        assert!(DTLSRecord::parse(&app_data, 0, 0).is_err(), "ApplicationData must be rejected in epoch 0");
 
         // REJECTED: Ack (26) - valid in DTLS 1.3 but not DTLS 1.2
         let ack = build_epoch_0_record(0x1A);
-        assert!(
-            DTLSRecord::parse(&ack, 0, 0).is_err(),
-            "Ack must be rejected in DTLS 1.2 epoch 0"
-        );
+        assert!(DTLSRecord::parse(&ack, 0, 0).is_err(), "Ack must be rejected in DTLS 1.2 epoch 0");
 
         // REJECTED: Unknown ContentType (0x99)
         let unknown = build_epoch_0_record(0x99);
-        assert!(
-            DTLSRecord::parse(&unknown, 0, 0).is_err(),
-            "Unknown ContentType must be rejected in epoch 0"
-        );
+        assert!(DTLSRecord::parse(&unknown, 0, 0).is_err(), "Unknown ContentType must be rejected in epoch 0");
 
         // Verify that epoch 1+ allows ApplicationData (no whitelist restriction)
         let mut epoch_1_app_data = build_epoch_0_record(0x17);
         epoch_1_app_data[3] = 0x00; // epoch high byte
         epoch_1_app_data[4] = 0x01; // epoch low byte = 1
-        assert!(
-            DTLSRecord::parse(&epoch_1_app_data, 0, 0).is_ok(),
-            "ApplicationData should be allowed in epoch 1+"
-        );
+        assert!(DTLSRecord::parse(&epoch_1_app_data, 0, 0).is_ok(), "ApplicationData should be allowed in epoch 1+");
     }
 }

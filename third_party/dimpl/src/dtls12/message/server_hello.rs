@@ -50,10 +50,7 @@ impl ServerHello {
         // Clear the buffer and collect extension byte ranges
         buf.clear();
 
-        let mut ranges: ArrayVec<
-            (ExtensionType, usize, usize),
-            { ExtensionType::supported().len() },
-        > = ArrayVec::new();
+        let mut ranges: ArrayVec<(ExtensionType, usize, usize), { ExtensionType::supported().len() }> = ArrayVec::new();
 
         // UseSRTP (if negotiated)
         if let Some(pid) = srtp_profile {
@@ -76,10 +73,7 @@ impl ServerHello {
 
         let mut extensions = ExtensionVec::new();
         for (t, s, e) in ranges {
-            extensions.push(Extension {
-                extension_type: t,
-                extension_data_range: s..e,
-            });
+            extensions.push(Extension { extension_type: t, extension_data_range: s..e });
         }
         self.extensions = Some(extensions);
 
@@ -113,8 +107,7 @@ impl ServerHello {
                 if !rest.is_empty() {
                     return Err(Err::Failure(Error::new(rest, ErrorKind::LengthValue)));
                 }
-                let consumed_to_ext_data =
-                    input_ext.as_ptr() as usize - original_input.as_ptr() as usize;
+                let consumed_to_ext_data = input_ext.as_ptr() as usize - original_input.as_ptr() as usize;
                 let ext_base_offset = base_offset + consumed_to_ext_data;
 
                 // Parse extensions manually to pass base_offset, filtering unknown types
@@ -128,24 +121,17 @@ impl ServerHello {
                     current_offset += parsed_len;
                     // Only keep supported extension types
                     if ext.extension_type.is_supported() {
-                        if extensions_vec
-                            .iter()
-                            .any(|existing| existing.extension_type == ext.extension_type)
-                        {
-                            return Err(Err::Failure(Error::new(
-                                current_input,
-                                ErrorKind::LengthValue,
-                            )));
+                        if extensions_vec.iter().any(|existing| existing.extension_type == ext.extension_type) {
+                            return Err(Err::Failure(Error::new(current_input, ErrorKind::LengthValue)));
                         }
                         if ext.extension_type == ExtensionType::UseSrtp {
                             let range = &ext.extension_data_range;
-                            let data =
-                                &original_input[range.start - base_offset..range.end - base_offset];
+                            let data = &original_input[range.start - base_offset..range.end - base_offset];
                             srtp_profiles = Some(UseSrtpExtension::parse(data)?.1.profiles);
                         }
-                        extensions_vec.try_push(ext).map_err(|_| {
-                            Err::Failure(Error::new(current_input, ErrorKind::LengthValue))
-                        })?;
+                        extensions_vec
+                            .try_push(ext)
+                            .map_err(|_| Err::Failure(Error::new(current_input, ErrorKind::LengthValue)))?;
                     }
                     current_input = new_rest;
                 }
@@ -210,9 +196,8 @@ mod test {
     const MESSAGE: &[u8] = &[
         0xFE, 0xFD, // ProtocolVersion::DTLS1_2
         // Random
-        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F,
-        0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E,
-        0x1F, 0x20, //
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12,
+        0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, //
         0x01, // SessionId length
         0xAA, // SessionId
         0xC0, 0x2B, // Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256
@@ -253,8 +238,7 @@ mod test {
             let mut message = MESSAGE[..39].to_vec();
             message.extend_from_slice(&(count as u16 * 4).to_be_bytes());
             for _ in 0..count {
-                message
-                    .extend_from_slice(&ExtensionType::ExtendedMasterSecret.as_u16().to_be_bytes());
+                message.extend_from_slice(&ExtensionType::ExtendedMasterSecret.as_u16().to_be_bytes());
                 message.extend_from_slice(&0u16.to_be_bytes());
             }
 

@@ -40,9 +40,7 @@ impl ServerKeyExchange {
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf, with_signature: bool) {
         match &self.params {
-            ServerKeyExchangeParams::Ecdh(ecdh_params) => {
-                ecdh_params.serialize(buf, output, with_signature)
-            }
+            ServerKeyExchangeParams::Ecdh(ecdh_params) => ecdh_params.serialize(buf, output, with_signature),
             ServerKeyExchangeParams::Psk(psk_params) => psk_params.serialize(buf, output),
         }
     }
@@ -86,23 +84,14 @@ impl EcdhParams {
         // Optionally parse a trailing DigitallySigned structure
         let (input, signature) = if !input.is_empty() {
             // Calculate absolute offset for the signature part
-            let sig_offset =
-                base_offset + (input.as_ptr() as usize - original_input.as_ptr() as usize);
+            let sig_offset = base_offset + (input.as_ptr() as usize - original_input.as_ptr() as usize);
             let (rest, signed) = DigitallySigned::parse(input, sig_offset)?;
             (rest, Some(signed))
         } else {
             (input, None)
         };
 
-        Ok((
-            input,
-            EcdhParams {
-                curve_type,
-                named_group,
-                public_key_range,
-                signature,
-            },
-        ))
+        Ok((input, EcdhParams { curve_type, named_group, public_key_range, signature }))
     }
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf, with_signature: bool) {
@@ -140,12 +129,7 @@ impl PskParams {
         let start = base_offset + relative_offset;
         let end = start + hint_slice.len();
 
-        Ok((
-            input,
-            PskParams {
-                hint_range: start..end,
-            },
-        ))
+        Ok((input, PskParams { hint_range: start..end }))
     }
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {
@@ -177,8 +161,7 @@ mod test {
     #[test]
     fn roundtrip_ecdh() {
         // Build expected message
-        let algorithm =
-            SignatureAndHashAlgorithm::new(HashAlgorithm::SHA256, SignatureAlgorithm::RSA);
+        let algorithm = SignatureAndHashAlgorithm::new(HashAlgorithm::SHA256, SignatureAlgorithm::RSA);
         let signature_bytes: &[u8] = &[0x05, 0x06, 0x07, 0x08];
 
         let mut expected = Buf::new();
@@ -188,8 +171,7 @@ mod test {
         expected.extend_from_slice(signature_bytes);
 
         // Parse the message with base_offset 0
-        let (rest, parsed) =
-            ServerKeyExchange::parse(&expected, 0, KeyExchangeAlgorithm::EECDH).unwrap();
+        let (rest, parsed) = ServerKeyExchange::parse(&expected, 0, KeyExchangeAlgorithm::EECDH).unwrap();
         assert!(rest.is_empty());
 
         // Serialize and compare to expected bytes
@@ -205,18 +187,14 @@ mod test {
             0x00, 0x04, // hint length = 4
             b'h', b'i', b'n', b't',
         ];
-        let (rest, parsed) =
-            ServerKeyExchange::parse(PSK_MESSAGE, 0, KeyExchangeAlgorithm::PSK).unwrap();
+        let (rest, parsed) = ServerKeyExchange::parse(PSK_MESSAGE, 0, KeyExchangeAlgorithm::PSK).unwrap();
         assert!(rest.is_empty());
 
         let ServerKeyExchangeParams::Psk(psk) = &parsed.params else {
             panic!("expected Psk variant");
         };
         assert_eq!(&PSK_MESSAGE[psk.hint_range.clone()], b"hint");
-        assert!(
-            parsed.signature().is_none(),
-            "PSK SKE must have no signature"
-        );
+        assert!(parsed.signature().is_none(), "PSK SKE must have no signature");
 
         let mut serialized = Buf::new();
         parsed.serialize(PSK_MESSAGE, &mut serialized, true);
@@ -228,10 +206,7 @@ mod test {
         // hint_length=0x00FF (255) but only 2 bytes follow — parser must fail
         let bad: &[u8] = &[0x00, 0xFF, b'a', b'b'];
         let result = ServerKeyExchange::parse(bad, 0, KeyExchangeAlgorithm::PSK);
-        assert!(
-            result.is_err(),
-            "parser must reject PSK hint shorter than advertised length"
-        );
+        assert!(result.is_err(), "parser must reject PSK hint shorter than advertised length");
     }
 
     #[test]

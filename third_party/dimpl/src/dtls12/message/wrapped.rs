@@ -21,8 +21,7 @@ macro_rules! wrapped_slice {
                 let (input, data_slice) = take(len)(input)?;
 
                 // Calculate absolute range in root buffer
-                let relative_offset =
-                    data_slice.as_ptr() as usize - original_input.as_ptr() as usize;
+                let relative_offset = data_slice.as_ptr() as usize - original_input.as_ptr() as usize;
                 let start = base_offset + relative_offset;
                 let end = start + data_slice.len();
 

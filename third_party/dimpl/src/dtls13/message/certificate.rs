@@ -30,21 +30,18 @@ impl Certificate {
         let (input, context_len) = be_u8(input)?;
         let (input, context_slice) = take(context_len)(input)?;
         let context_relative = context_slice.as_ptr() as usize - original_input.as_ptr() as usize;
-        let context_range = (base_offset + context_relative)
-            ..(base_offset + context_relative + context_slice.len());
+        let context_range = (base_offset + context_relative)..(base_offset + context_relative + context_slice.len());
 
         // certificate_list<0..2^24-1>
         let (input, total_len) = be_u24(input)?;
         let (input, certs_data) = take(total_len)(input)?;
 
-        let certs_base_offset =
-            base_offset + (certs_data.as_ptr() as usize - original_input.as_ptr() as usize);
+        let certs_base_offset = base_offset + (certs_data.as_ptr() as usize - original_input.as_ptr() as usize);
 
         let mut certificate_list = ArrayVec::new();
         let mut rest = certs_data;
         while !rest.is_empty() {
-            let entry_base =
-                certs_base_offset + (rest.as_ptr() as usize - certs_data.as_ptr() as usize);
+            let entry_base = certs_base_offset + (rest.as_ptr() as usize - certs_data.as_ptr() as usize);
 
             // cert_data<1..2^24-1>
             let (r, cert) = Asn1Cert::parse(rest, entry_base)?;
@@ -53,25 +50,16 @@ impl Certificate {
             let (r, ext_len) = be_u16(r)?;
             let (r, ext_slice) = take(ext_len)(r)?;
             let ext_relative = ext_slice.as_ptr() as usize - certs_data.as_ptr() as usize;
-            let extensions_range = (certs_base_offset + ext_relative)
-                ..(certs_base_offset + ext_relative + ext_slice.len());
+            let extensions_range =
+                (certs_base_offset + ext_relative)..(certs_base_offset + ext_relative + ext_slice.len());
 
             certificate_list
-                .try_push(CertificateEntry {
-                    cert,
-                    extensions_range,
-                })
+                .try_push(CertificateEntry { cert, extensions_range })
                 .map_err(|_| Err::Failure(Error::new(rest, ErrorKind::LengthValue)))?;
             rest = r;
         }
 
-        Ok((
-            input,
-            Certificate {
-                context_range,
-                certificate_list,
-            },
-        ))
+        Ok((input, Certificate { context_range, certificate_list }))
     }
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {

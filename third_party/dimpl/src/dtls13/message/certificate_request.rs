@@ -63,13 +63,7 @@ impl CertificateRequest {
             }
             extensions = remaining;
         }
-        Ok((
-            rest,
-            Self {
-                body: base_offset..base_offset + original.len(),
-                context,
-            },
-        ))
+        Ok((rest, Self { body: base_offset..base_offset + original.len(), context }))
     }
 
     pub fn context<'a>(&self, buffer: &'a [u8]) -> &'a [u8] {

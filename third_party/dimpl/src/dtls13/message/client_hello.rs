@@ -59,18 +59,11 @@ impl ClientHello {
         Self::parse_with_options(input, base_offset, false)
     }
 
-    pub(crate) fn parse_allow_unknown_suites(
-        input: &[u8],
-        base_offset: usize,
-    ) -> IResult<&[u8], ClientHello> {
+    pub(crate) fn parse_allow_unknown_suites(input: &[u8], base_offset: usize) -> IResult<&[u8], ClientHello> {
         Self::parse_with_options(input, base_offset, true)
     }
 
-    fn parse_with_options(
-        input: &[u8],
-        base_offset: usize,
-        allow_unknown_suites: bool,
-    ) -> IResult<&[u8], ClientHello> {
+    fn parse_with_options(input: &[u8], base_offset: usize, allow_unknown_suites: bool) -> IResult<&[u8], ClientHello> {
         let original_input = input;
         let (input, legacy_version) = ProtocolVersion::parse(input)?;
         let (input, random) = Random::parse(input)?;
@@ -150,14 +143,8 @@ impl ClientHello {
             current_offset += parsed_len;
 
             if extension.extension_type.is_supported() {
-                if extensions
-                    .iter()
-                    .any(|existing| existing.extension_type == extension.extension_type)
-                {
-                    return Err(Err::Failure(Error::new(
-                        extensions_rest,
-                        ErrorKind::LengthValue,
-                    )));
+                if extensions.iter().any(|existing| existing.extension_type == extension.extension_type) {
+                    return Err(Err::Failure(Error::new(extensions_rest, ErrorKind::LengthValue)));
                 }
                 // Parse payloads once, retaining the values used by the server.
                 // Ranges are absolute, while this input starts at base_offset.
@@ -165,8 +152,7 @@ impl ClientHello {
                 let data = &original_input[range.start - base_offset..range.end - base_offset];
                 match extension.extension_type {
                     ExtensionType::SupportedGroups => {
-                        parsed.supported_groups =
-                            Some(SupportedGroupsExtension::parse(data)?.1.groups);
+                        parsed.supported_groups = Some(SupportedGroupsExtension::parse(data)?.1.groups);
                     }
                     ExtensionType::SignatureAlgorithms => {
                         SignatureAlgorithmsExtension::parse(data)?;
@@ -175,23 +161,20 @@ impl ClientHello {
                         parsed.srtp_profiles = Some(UseSrtpExtension::parse(data)?.1.profiles);
                     }
                     ExtensionType::SupportedVersions => {
-                        parsed.supported_versions =
-                            Some(SupportedVersionsClientHello::parse(data)?.1);
+                        parsed.supported_versions = Some(SupportedVersionsClientHello::parse(data)?.1);
                     }
                     ExtensionType::KeyShare => {
-                        parsed.key_share = Some(
-                            KeyShareClientHello::parse(data, extension.extension_data_range.start)?
-                                .1,
-                        );
+                        parsed.key_share =
+                            Some(KeyShareClientHello::parse(data, extension.extension_data_range.start)?.1);
                     }
                     ExtensionType::Cookie => {
                         parse_cookie_extension(data)?;
                     }
                     _ => {}
                 }
-                extensions.try_push(extension).map_err(|_| {
-                    Err::Failure(Error::new(extensions_rest, ErrorKind::LengthValue))
-                })?;
+                extensions
+                    .try_push(extension)
+                    .map_err(|_| Err::Failure(Error::new(extensions_rest, ErrorKind::LengthValue)))?;
             }
             extensions_rest = rest;
         }
@@ -256,9 +239,8 @@ mod tests {
     const MESSAGE: &[u8] = &[
         0xFE, 0xFD, // ProtocolVersion::DTLS1_2 (legacy)
         // Random
-        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F,
-        0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E,
-        0x1F, 0x20, //
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12,
+        0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, //
         0x01, // SessionId length
         0xAA, // SessionId
         0x01, // Cookie length
@@ -281,14 +263,8 @@ mod tests {
         let mut compression_methods = ArrayVec::new();
         compression_methods.push(CompressionMethod::Null);
 
-        let client_hello = ClientHello::new(
-            ProtocolVersion::DTLS1_2,
-            random,
-            session_id,
-            cookie,
-            cipher_suites,
-            compression_methods,
-        );
+        let client_hello =
+            ClientHello::new(ProtocolVersion::DTLS1_2, random, session_id, cookie, cipher_suites, compression_methods);
 
         let mut serialized = Buf::new();
         client_hello.serialize(&[], &mut serialized);

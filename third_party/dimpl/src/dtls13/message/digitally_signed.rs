@@ -26,13 +26,7 @@ impl DigitallySigned {
         let start = base_offset + relative_offset;
         let end = start + signature_slice.len();
 
-        Ok((
-            rest,
-            DigitallySigned {
-                scheme,
-                signature_range: start..end,
-            },
-        ))
+        Ok((rest, DigitallySigned { scheme, signature_range: start..end }))
     }
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {

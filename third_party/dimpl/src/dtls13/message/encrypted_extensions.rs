@@ -22,8 +22,7 @@ impl EncryptedExtensions {
         let (input, extensions_len) = be_u16(input)?;
         let (input, extensions_data) = take(extensions_len)(input)?;
 
-        let data_base_offset =
-            base_offset + (extensions_data.as_ptr() as usize - original_input.as_ptr() as usize);
+        let data_base_offset = base_offset + (extensions_data.as_ptr() as usize - original_input.as_ptr() as usize);
 
         let mut extensions = ArrayVec::new();
         let mut rest = extensions_data;
@@ -35,10 +34,7 @@ impl EncryptedExtensions {
             current_offset += parsed_len;
 
             if ext.extension_type.is_supported() {
-                if extensions
-                    .iter()
-                    .any(|existing: &Extension| existing.extension_type == ext.extension_type)
-                {
+                if extensions.iter().any(|existing: &Extension| existing.extension_type == ext.extension_type) {
                     return Err(Err::Failure(Error::new(rest, ErrorKind::LengthValue)));
                 }
                 if ext.extension_type == ExtensionType::UseSrtp {
@@ -46,28 +42,17 @@ impl EncryptedExtensions {
                     let data = &original_input[range.start - base_offset..range.end - base_offset];
                     srtp_profiles = Some(UseSrtpExtension::parse(data)?.1.profiles);
                 }
-                extensions
-                    .try_push(ext)
-                    .map_err(|_| Err::Failure(Error::new(rest, ErrorKind::LengthValue)))?;
+                extensions.try_push(ext).map_err(|_| Err::Failure(Error::new(rest, ErrorKind::LengthValue)))?;
             }
             rest = new_rest;
         }
 
-        Ok((
-            input,
-            EncryptedExtensions {
-                extensions,
-                srtp_profiles,
-            },
-        ))
+        Ok((input, EncryptedExtensions { extensions, srtp_profiles }))
     }
 
     #[cfg(test)]
     pub fn new(extensions: ArrayVec<Extension, 5>) -> Self {
-        Self {
-            extensions,
-            srtp_profiles: None,
-        }
+        Self { extensions, srtp_profiles: None }
     }
 
     pub fn srtp_profiles(&self) -> Option<&ArrayVec<SrtpProfileId, 3>> {

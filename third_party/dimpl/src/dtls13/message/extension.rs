@@ -13,25 +13,15 @@ impl Extension {
         let original_input = input;
         let (input, extension_type) = ExtensionType::parse(input)?;
         let (input, extension_length) = be_u16(input)?;
-        let (input, extension_data_slice) = if extension_length > 0 {
-            take(extension_length)(input)?
-        } else {
-            (input, &input[0..0])
-        };
+        let (input, extension_data_slice) =
+            if extension_length > 0 { take(extension_length)(input)? } else { (input, &input[0..0]) };
 
         // Calculate absolute range in root buffer
-        let relative_offset =
-            extension_data_slice.as_ptr() as usize - original_input.as_ptr() as usize;
+        let relative_offset = extension_data_slice.as_ptr() as usize - original_input.as_ptr() as usize;
         let start = base_offset + relative_offset;
         let end = start + extension_data_slice.len();
 
-        Ok((
-            input,
-            Extension {
-                extension_type,
-                extension_data_range: start..end,
-            },
-        ))
+        Ok((input, Extension { extension_type, extension_data_range: start..end }))
     }
 
     pub fn extension_data<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
@@ -102,10 +92,7 @@ impl ExtensionType {
     }
 
     const fn is_unknown(&self) -> bool {
-        !matches!(
-            *self,
-            Self(0x0000..=0x0019 | 0x0023 | 0x0029..=0x002D | 0x002F..=0x0033 | 0xFF01)
-        )
+        !matches!(*self, Self(0x0000..=0x0019 | 0x0023 | 0x0029..=0x002D | 0x002F..=0x0033 | 0xFF01))
     }
 
     pub fn parse(input: &[u8]) -> IResult<&[u8], ExtensionType> {
@@ -154,9 +141,7 @@ impl fmt::Debug for ExtensionType {
             ExtensionType::SignatureAlgorithms => "SignatureAlgorithms",
             ExtensionType::UseSrtp => "UseSrtp",
             ExtensionType::Heartbeat => "Heartbeat",
-            ExtensionType::ApplicationLayerProtocolNegotiation => {
-                "ApplicationLayerProtocolNegotiation"
-            }
+            ExtensionType::ApplicationLayerProtocolNegotiation => "ApplicationLayerProtocolNegotiation",
             ExtensionType::StatusRequestV2 => "StatusRequestV2",
             ExtensionType::SignedCertificateTimestamp => "SignedCertificateTimestamp",
             ExtensionType::ClientCertificateType => "ClientCertificateType",
@@ -206,10 +191,7 @@ mod tests {
     #[test]
     fn extension_type_wire_roundtrip() {
         for extension_type in ExtensionType::supported() {
-            assert_eq!(
-                ExtensionType::from_u16(extension_type.as_u16()),
-                *extension_type
-            );
+            assert_eq!(ExtensionType::from_u16(extension_type.as_u16()), *extension_type);
             assert!(!extension_type.is_unknown());
         }
 
@@ -220,14 +202,8 @@ mod tests {
 
     #[test]
     fn extension_type_debug_stays_enum_like() {
-        assert_eq!(
-            format!("{:?}", ExtensionType::SupportedGroups),
-            "SupportedGroups"
-        );
-        assert_eq!(
-            format!("{:?}", ExtensionType::from_u16(0xFFFF)),
-            "Unknown(65535)"
-        );
+        assert_eq!(format!("{:?}", ExtensionType::SupportedGroups), "SupportedGroups");
+        assert_eq!(format!("{:?}", ExtensionType::from_u16(0xFFFF)), "Unknown(65535)");
     }
 
     #[test]

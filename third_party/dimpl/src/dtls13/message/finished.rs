@@ -22,12 +22,7 @@ impl Finished {
         let start = verify_data_slice.as_ptr() as usize - input.as_ptr() as usize;
         let end = start + verify_data_slice.len();
 
-        Ok((
-            rest,
-            Finished {
-                verify_data_range: start..end,
-            },
-        ))
+        Ok((rest, Finished { verify_data_range: start..end }))
     }
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {
@@ -45,8 +40,7 @@ mod test {
         // SHA-256 verify_data is 32 bytes
         let verify_data: Vec<u8> = (0..32).collect();
 
-        let (rest, parsed) =
-            Finished::parse(&verify_data, Dtls13CipherSuite::AES_128_GCM_SHA256).unwrap();
+        let (rest, parsed) = Finished::parse(&verify_data, Dtls13CipherSuite::AES_128_GCM_SHA256).unwrap();
         assert!(rest.is_empty());
 
         let mut serialized = Buf::new();

@@ -56,13 +56,7 @@ impl Handshake {
         body: Body,
     ) -> Self {
         Handshake {
-            header: Header {
-                msg_type,
-                length,
-                message_seq,
-                fragment_offset,
-                fragment_length,
-            },
+            header: Header { msg_type, length, message_seq, fragment_offset, fragment_length },
             body,
             handled: AtomicBool::new(false),
         }
@@ -75,16 +69,7 @@ impl Handshake {
         let (input, fragment_offset) = be_u24(input)?;
         let (input, fragment_length) = be_u24(input)?;
 
-        Ok((
-            input,
-            Header {
-                msg_type,
-                length,
-                message_seq,
-                fragment_offset,
-                fragment_length,
-            },
-        ))
+        Ok((input, Header { msg_type, length, message_seq, fragment_offset, fragment_length }))
     }
 
     pub fn parse(
@@ -98,8 +83,7 @@ impl Handshake {
 
         let fragment_end = header.fragment_offset + header.fragment_length;
         let fragment_out_of_bounds = fragment_end > header.length;
-        let empty_client_hello_fragment =
-            header.msg_type == MessageType::ClientHello && header.fragment_length == 0;
+        let empty_client_hello_fragment = header.msg_type == MessageType::ClientHello && header.fragment_length == 0;
 
         if fragment_out_of_bounds || empty_client_hello_fragment {
             return Err(Err::Failure(Error::new(input, ErrorKind::LengthValue)));
@@ -114,8 +98,7 @@ impl Handshake {
         let (input, body) = if as_fragment {
             let (input, fragment_slice) = take(header.fragment_length as usize)(input)?;
             // Calculate range relative to original input
-            let relative_offset =
-                fragment_slice.as_ptr() as usize - original_input.as_ptr() as usize;
+            let relative_offset = fragment_slice.as_ptr() as usize - original_input.as_ptr() as usize;
             let start = base_offset + relative_offset;
             let end = start + fragment_slice.len();
             (input, Body::Fragment(start..end))
@@ -128,14 +111,7 @@ impl Handshake {
             (input, body)
         };
 
-        Ok((
-            input,
-            Handshake {
-                header,
-                body,
-                handled: AtomicBool::new(false),
-            },
-        ))
+        Ok((input, Handshake { header, body, handled: AtomicBool::new(false) }))
     }
 
     pub fn serialize(&self, source_buf: &[u8], output: &mut Buf) {
@@ -178,17 +154,12 @@ impl Handshake {
         // Invariant is upheld by the caller.
         let (first_handshake, first_buffer) = iter.next().unwrap();
 
-        let Body::Fragment(range) = &first_handshake.body else {
-            unreachable!("Non-Fragment body in defragment()")
-        };
+        let Body::Fragment(range) = &first_handshake.body else { unreachable!("Non-Fragment body in defragment()") };
         let mut handled = ArrayVec::<&Handshake, MAX_DEFRAGMENT_HANDSHAKES>::new();
-        handled
-            .try_push(first_handshake)
-            .map_err(|_| crate::InternalError::too_many_records())?;
+        handled.try_push(first_handshake).map_err(|_| crate::InternalError::too_many_records())?;
         buffer.extend_from_slice(&first_buffer[range.clone()]);
 
-        let mut assembled_end =
-            first_handshake.header.fragment_offset + first_handshake.header.fragment_length;
+        let mut assembled_end = first_handshake.header.fragment_offset + first_handshake.header.fragment_length;
 
         for (handshake, source_buf) in iter {
             if handshake.header.msg_type != first_handshake.header.msg_type
@@ -197,13 +168,9 @@ impl Handshake {
                 break;
             }
 
-            let Body::Fragment(range) = &handshake.body else {
-                unreachable!("Non-Fragment body in defragment()")
-            };
+            let Body::Fragment(range) = &handshake.body else { unreachable!("Non-Fragment body in defragment()") };
 
-            handled
-                .try_push(handshake)
-                .map_err(|_| crate::InternalError::too_many_records())?;
+            handled.try_push(handshake).map_err(|_| crate::InternalError::too_many_records())?;
 
             // Handle overlapping fragment data: skip bytes already assembled
             let frag_start = handshake.header.fragment_offset as usize;
@@ -252,12 +219,7 @@ impl Handshake {
             }
         };
 
-        if !rest.is_empty()
-            && first_handshake
-                .header
-                .msg_type
-                .rejects_trailing_body_bytes()
-        {
+        if !rest.is_empty() && first_handshake.header.msg_type.rejects_trailing_body_bytes() {
             debug!("Defragmentation failed. Body::parse() did not consume the entire buffer");
             mark_handled(handled);
             return Err(crate::InternalError::parse_incomplete());
@@ -493,8 +455,7 @@ impl Body {
                 Ok((input, Body::CertificateVerify(cv)))
             }
             MessageType::Finished => {
-                let cipher_suite =
-                    c.ok_or_else(|| Err::Failure(Error::new(input, ErrorKind::Fail)))?;
+                let cipher_suite = c.ok_or_else(|| Err::Failure(Error::new(input, ErrorKind::Fail)))?;
                 let (input, finished) = Finished::parse(input, cipher_suite)?;
                 Ok((input, Body::Finished(finished)))
             }
@@ -503,8 +464,8 @@ impl Body {
                 if !input.is_empty() {
                     return Err(Err::Failure(Error::new(input, ErrorKind::LengthValue)));
                 }
-                let request = KeyUpdateRequest::from_u8(byte)
-                    .ok_or_else(|| Err::Failure(Error::new(input, ErrorKind::Fail)))?;
+                let request =
+                    KeyUpdateRequest::from_u8(byte).ok_or_else(|| Err::Failure(Error::new(input, ErrorKind::Fail)))?;
                 Ok((input, Body::KeyUpdate(request)))
             }
             _ => Ok((input, Body::Unknown(m.as_u8()))),
@@ -564,9 +525,8 @@ mod tests {
         // ClientHello
         0xFE, 0xFD, // ProtocolVersion::DTLS1_2 (legacy)
         // Random
-        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F,
-        0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E,
-        0x1F, 0x20, //
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12,
+        0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, //
         0x01, // SessionId length
         0xAA, // SessionId
         0x01, // Cookie length
@@ -590,10 +550,7 @@ mod tests {
             assert_eq!(&*serialized, body);
         }
         if accepted {
-            match Body::parse(&source[7..], 7, kind, None)
-                .expect("valid body")
-                .1
-            {
+            match Body::parse(&source[7..], 7, kind, None).expect("valid body").1 {
                 Body::CertificateRequest(request) => {
                     assert_eq!(request.context(&source), &body[1..1 + body[0] as usize]);
                 }
@@ -606,19 +563,9 @@ mod tests {
             }
         }
         for fragmented in [false, true] {
-            let split = if fragmented {
-                body.len() / 2
-            } else {
-                body.len()
-            };
-            let mut fragments = vec![Handshake::new(
-                kind,
-                body.len() as u32,
-                0,
-                0,
-                split as u32,
-                Body::Fragment(0..split),
-            )];
+            let split = if fragmented { body.len() / 2 } else { body.len() };
+            let mut fragments =
+                vec![Handshake::new(kind, body.len() as u32, 0, 0, split as u32, Body::Fragment(0..split))];
             if fragmented {
                 fragments.push(Handshake::new(
                     kind,
@@ -632,12 +579,8 @@ mod tests {
             let mut buffer = Buf::new();
             let mut transcript = Buf::new();
             transcript.extend_from_slice(b"prior transcript");
-            let result = Handshake::defragment(
-                fragments.iter().map(|h| (h, body)),
-                &mut buffer,
-                None,
-                Some(&mut transcript),
-            );
+            let result =
+                Handshake::defragment(fragments.iter().map(|h| (h, body)), &mut buffer, None, Some(&mut transcript));
             assert_eq!(result.is_ok(), accepted, "{kind:?}: {body:02x?}");
             if !accepted {
                 assert_eq!(&*transcript, b"prior transcript");
@@ -701,9 +644,8 @@ mod tests {
     #[test]
     fn server_extensions_parse_before_commit() {
         let hrr_random = [
-            0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65,
-            0xB8, 0x91, 0xC2, 0xA2, 0x11, 0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2,
-            0xC8, 0xA8, 0x33, 0x9C,
+            0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91, 0xC2, 0xA2,
+            0x11, 0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C,
         ];
         let cases: &[(bool, u16, &[u8])] = &[
             (false, 43, &[0xfe, 0xfc]),
@@ -734,11 +676,7 @@ mod tests {
         for body in [&[0, 0, 0][..], &[0, 0, 1, 0], &[0, 0, 4, 0, 13, 0, 1]] {
             check_body_before_commit(MessageType::CertificateRequest, body, false);
         }
-        for (extension, payload) in [
-            (13, &[0, 1, 4][..]),
-            (47, &[0, 2, 0, 0]),
-            (47, &[0, 3, 0, 2, 7]),
-        ] {
+        for (extension, payload) in [(13, &[0, 1, 4][..]), (47, &[0, 2, 0, 0]), (47, &[0, 3, 0, 2, 7])] {
             let mut body = vec![0];
             append_extension(&mut body, extension, payload);
             check_body_before_commit(MessageType::CertificateRequest, &body, false);
@@ -828,23 +766,10 @@ mod tests {
         let mut compression_methods = ArrayVec::new();
         compression_methods.push(CompressionMethod::Null);
 
-        let client_hello = ClientHello::new(
-            ProtocolVersion::DTLS1_2,
-            random,
-            session_id,
-            cookie,
-            cipher_suites,
-            compression_methods,
-        );
+        let client_hello =
+            ClientHello::new(ProtocolVersion::DTLS1_2, random, session_id, cookie, cipher_suites, compression_methods);
 
-        let handshake = Handshake::new(
-            MessageType::ClientHello,
-            0x2E,
-            0,
-            0,
-            0x2E,
-            Body::ClientHello(client_hello),
-        );
+        let handshake = Handshake::new(MessageType::ClientHello, 0x2E, 0, 0, 0x2E, Body::ClientHello(client_hello));
 
         // Serialize and compare to MESSAGE
         handshake.serialize(&[], &mut serialized);
@@ -878,10 +803,7 @@ mod tests {
             Some(&mut transcript),
         );
 
-        assert!(
-            result.is_err(),
-            "KeyUpdate bodies with trailing bytes must be rejected"
-        );
+        assert!(result.is_err(), "KeyUpdate bodies with trailing bytes must be rejected");
         assert!(handshake.is_handled());
         assert!(transcript.is_empty());
     }
@@ -919,8 +841,7 @@ mod tests {
                 );
                 if accepted && kind == 51 {
                     let (_, Body::ClientHello(hello)) =
-                        Body::parse(&source[7..], 7, MessageType::ClientHello, None)
-                            .expect("valid key share")
+                        Body::parse(&source[7..], 7, MessageType::ClientHello, None).expect("valid key share")
                     else {
                         panic!("expected ClientHello");
                     };
@@ -928,11 +849,7 @@ mod tests {
                     assert_eq!(share.key_exchange(&source), &[7]);
                 }
                 for fragmented in [false, true] {
-                    let split = if fragmented {
-                        body.len() - 1
-                    } else {
-                        body.len()
-                    };
+                    let split = if fragmented { body.len() - 1 } else { body.len() };
                     let mut fragments = vec![Handshake::new(
                         MessageType::ClientHello,
                         body.len() as u32,

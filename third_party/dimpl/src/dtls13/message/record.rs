@@ -53,10 +53,7 @@ impl Dtls13Record {
     /// Detects plaintext vs ciphertext format from the first byte.
     pub fn parse(input: &[u8], base_offset: usize) -> IResult<&[u8], Dtls13Record> {
         if input.is_empty() {
-            return Err(Err::Error(nom::error::Error::new(
-                input,
-                nom::error::ErrorKind::Eof,
-            )));
+            return Err(Err::Error(nom::error::Error::new(input, nom::error::ErrorKind::Eof)));
         }
 
         if Self::is_ciphertext_header(input[0]) {
@@ -77,10 +74,7 @@ impl Dtls13Record {
         match content_type {
             ContentType::Alert | ContentType::Handshake | ContentType::Ack => {}
             _ => {
-                return Err(Err::Failure(nom::error::Error::new(
-                    input,
-                    nom::error::ErrorKind::Tag,
-                )));
+                return Err(Err::Failure(nom::error::Error::new(input, nom::error::ErrorKind::Tag)));
             }
         }
 
@@ -89,10 +83,7 @@ impl Dtls13Record {
         match version {
             ProtocolVersion::DTLS1_0 | ProtocolVersion::DTLS1_2 => {}
             _ => {
-                return Err(Err::Failure(nom::error::Error::new(
-                    input,
-                    nom::error::ErrorKind::Tag,
-                )));
+                return Err(Err::Failure(nom::error::Error::new(input, nom::error::ErrorKind::Tag)));
             }
         }
 
@@ -101,10 +92,7 @@ impl Dtls13Record {
         // RFC 9147 §4.1: DTLSPlaintext records must use epoch 0.
         // Epoch values other than 0 in plaintext format are invalid.
         if epoch != 0 {
-            return Err(Err::Failure(nom::error::Error::new(
-                input,
-                nom::error::ErrorKind::Tag,
-            )));
+            return Err(Err::Failure(nom::error::Error::new(input, nom::error::ErrorKind::Tag)));
         }
 
         let (input, sequence_number) = be_u48(input)?; // u48
@@ -116,20 +104,9 @@ impl Dtls13Record {
         let start = base_offset + relative_offset;
         let end = start + fragment_slice.len();
 
-        let sequence = Sequence {
-            epoch,
-            sequence_number,
-        };
+        let sequence = Sequence { epoch, sequence_number };
 
-        Ok((
-            rest,
-            Dtls13Record {
-                content_type,
-                sequence,
-                length,
-                fragment_range: start..end,
-            },
-        ))
+        Ok((rest, Dtls13Record { content_type, sequence, length, fragment_range: start..end }))
     }
 
     /// Parse a DTLSCiphertext record (unified header, epoch >= 2).
@@ -149,10 +126,7 @@ impl Dtls13Record {
         let c_flag = flags & 0b0001_0000 != 0;
         if c_flag {
             // CID not supported
-            return Err(Err::Failure(nom::error::Error::new(
-                input,
-                nom::error::ErrorKind::Tag,
-            )));
+            return Err(Err::Failure(nom::error::Error::new(input, nom::error::ErrorKind::Tag)));
         }
 
         let s_flag = flags & 0b0000_1000 != 0;
@@ -182,19 +156,11 @@ impl Dtls13Record {
         let start = base_offset + relative_offset;
         let end = start + fragment_slice.len();
 
-        let sequence = Sequence {
-            epoch: epoch_bits,
-            sequence_number,
-        };
+        let sequence = Sequence { epoch: epoch_bits, sequence_number };
 
         Ok((
             rest,
-            Dtls13Record {
-                content_type: ContentType::ApplicationData,
-                sequence,
-                length,
-                fragment_range: start..end,
-            },
+            Dtls13Record { content_type: ContentType::ApplicationData, sequence, length, fragment_range: start..end },
         ))
     }
 
@@ -297,38 +263,23 @@ mod tests {
 
         // ALLOWED: Alert (21) with epoch 0
         let alert = build_plaintext_record(0x15);
-        assert!(
-            Dtls13Record::parse(&alert, 0).is_ok(),
-            "Alert should be allowed in plaintext DTLS 1.3"
-        );
+        assert!(Dtls13Record::parse(&alert, 0).is_ok(), "Alert should be allowed in plaintext DTLS 1.3");
 
         // ALLOWED: Handshake (22) with epoch 0
         let handshake = build_plaintext_record(0x16);
-        assert!(
-            Dtls13Record::parse(&handshake, 0).is_ok(),
-            "Handshake should be allowed in plaintext DTLS 1.3"
-        );
+        assert!(Dtls13Record::parse(&handshake, 0).is_ok(), "Handshake should be allowed in plaintext DTLS 1.3");
 
         // ALLOWED: Ack (26) with epoch 0
         let ack = build_plaintext_record(0x1A);
-        assert!(
-            Dtls13Record::parse(&ack, 0).is_ok(),
-            "Ack should be allowed in plaintext DTLS 1.3"
-        );
+        assert!(Dtls13Record::parse(&ack, 0).is_ok(), "Ack should be allowed in plaintext DTLS 1.3");
 
         // REJECTED: ApplicationData (23)
         let app_data = build_plaintext_record(0x17);
-        assert!(
-            Dtls13Record::parse(&app_data, 0).is_err(),
-            "ApplicationData must be rejected in plaintext DTLS 1.3"
-        );
+        assert!(Dtls13Record::parse(&app_data, 0).is_err(), "ApplicationData must be rejected in plaintext DTLS 1.3");
 
         // REJECTED: ChangeCipherSpec (20) - valid in DTLS 1.2 but not DTLS 1.3
         let ccs = build_plaintext_record(0x14);
-        assert!(
-            Dtls13Record::parse(&ccs, 0).is_err(),
-            "ChangeCipherSpec must be rejected in DTLS 1.3"
-        );
+        assert!(Dtls13Record::parse(&ccs, 0).is_err(), "ChangeCipherSpec must be rejected in DTLS 1.3");
 
         // REJECTED: Unknown ContentType (0xFF)
         let unknown = build_plaintext_record(0xFF);
@@ -339,16 +290,10 @@ mod tests {
 
         // REJECTED: Plaintext format with epoch 1 (invalid per RFC 9147 §4.1)
         let epoch_1_handshake = build_plaintext_record_with_epoch(0x16, 1);
-        assert!(
-            Dtls13Record::parse(&epoch_1_handshake, 0).is_err(),
-            "Plaintext format with epoch 1 must be rejected"
-        );
+        assert!(Dtls13Record::parse(&epoch_1_handshake, 0).is_err(), "Plaintext format with epoch 1 must be rejected");
 
         // REJECTED: Plaintext format with epoch 2 (should use unified header)
         let epoch_2_handshake = build_plaintext_record_with_epoch(0x16, 2);
-        assert!(
-            Dtls13Record::parse(&epoch_2_handshake, 0).is_err(),
-            "Plaintext format with epoch 2 must be rejected"
-        );
+        assert!(Dtls13Record::parse(&epoch_2_handshake, 0).is_err(), "Plaintext format with epoch 2 must be rejected");
     }
 }

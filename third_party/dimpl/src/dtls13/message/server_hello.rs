@@ -10,8 +10,8 @@ use nom::{IResult, bytes::complete::take, number::complete::be_u16};
 
 /// Magic random value indicating HelloRetryRequest (RFC 8446 Section 4.1.3).
 const HRR_RANDOM: [u8; 32] = [
-    0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91,
-    0xC2, 0xA2, 0x11, 0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C,
+    0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91, 0xC2, 0xA2, 0x11,
+    0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C,
 ];
 
 #[derive(Debug, PartialEq, Eq)]
@@ -82,8 +82,7 @@ impl ServerHello {
                 if !rest.is_empty() {
                     return Err(Err::Failure(Error::new(rest, ErrorKind::LengthValue)));
                 }
-                let consumed_to_ext_data =
-                    input_ext.as_ptr() as usize - original_input.as_ptr() as usize;
+                let consumed_to_ext_data = input_ext.as_ptr() as usize - original_input.as_ptr() as usize;
                 let ext_base_offset = base_offset + consumed_to_ext_data;
 
                 let mut extensions_vec: ArrayVec<Extension, 5> = ArrayVec::new();
@@ -95,42 +94,31 @@ impl ServerHello {
                     let parsed_len = before_len - new_rest.len();
                     current_offset += parsed_len;
                     if ext.extension_type.is_supported() {
-                        if extensions_vec
-                            .iter()
-                            .any(|existing| existing.extension_type == ext.extension_type)
-                        {
-                            return Err(Err::Failure(Error::new(
-                                current_input,
-                                ErrorKind::LengthValue,
-                            )));
+                        if extensions_vec.iter().any(|existing| existing.extension_type == ext.extension_type) {
+                            return Err(Err::Failure(Error::new(current_input, ErrorKind::LengthValue)));
                         }
                         let range = &ext.extension_data_range;
-                        let data =
-                            &original_input[range.start - base_offset..range.end - base_offset];
+                        let data = &original_input[range.start - base_offset..range.end - base_offset];
                         match ext.extension_type {
                             ExtensionType::SupportedVersions => {
-                                parsed_extensions.selected_version = Some(
-                                    SupportedVersionsServerHello::parse(data)?
-                                        .1
-                                        .selected_version,
-                                );
+                                parsed_extensions.selected_version =
+                                    Some(SupportedVersionsServerHello::parse(data)?.1.selected_version);
                             }
                             ExtensionType::KeyShare if random.bytes == HRR_RANDOM => {
                                 parsed_extensions.retry_group =
                                     Some(KeyShareHelloRetryRequest::parse(data)?.1.selected_group);
                             }
                             ExtensionType::KeyShare => {
-                                parsed_extensions.key_share =
-                                    Some(KeyShareServerHello::parse(data, range.start)?.1);
+                                parsed_extensions.key_share = Some(KeyShareServerHello::parse(data, range.start)?.1);
                             }
                             ExtensionType::Cookie if random.bytes == HRR_RANDOM => {
                                 parse_cookie_extension(data)?;
                             }
                             _ => {}
                         }
-                        extensions_vec.try_push(ext).map_err(|_| {
-                            Err::Failure(Error::new(current_input, ErrorKind::LengthValue))
-                        })?;
+                        extensions_vec
+                            .try_push(ext)
+                            .map_err(|_| Err::Failure(Error::new(current_input, ErrorKind::LengthValue)))?;
                     }
                     current_input = new_rest;
                 }
@@ -198,9 +186,8 @@ mod test {
     const MESSAGE: &[u8] = &[
         0xFE, 0xFD, // ProtocolVersion::DTLS1_2 (legacy)
         // Random
-        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F,
-        0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E,
-        0x1F, 0x20, //
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12,
+        0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, //
         0x01, // SessionId length
         0xAA, // SessionId
         0x13, 0x01, // Dtls13CipherSuite::AES_128_GCM_SHA256

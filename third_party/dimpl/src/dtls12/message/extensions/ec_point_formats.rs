@@ -23,10 +23,7 @@ impl ECPointFormat {
             0x01 => ECPointFormat::AnsiX962CompressedPrime,
             0x02 => ECPointFormat::AnsiX962CompressedChar2,
             _ => {
-                return Err(nom::Err::Error(nom::error::Error::new(
-                    input,
-                    nom::error::ErrorKind::Switch,
-                )));
+                return Err(nom::Err::Error(nom::error::Error::new(input, nom::error::ErrorKind::Switch)));
             }
         };
         Ok((input, format))
@@ -80,9 +77,7 @@ impl ECPointFormatsExtension {
                 continue;
             };
 
-            formats
-                .try_push(format)
-                .map_err(|_| Err::Failure(Error::new(format_input, ErrorKind::LengthValue)))?;
+            formats.try_push(format).map_err(|_| Err::Failure(Error::new(format_input, ErrorKind::LengthValue)))?;
             current_input = rest;
         }
 
@@ -141,13 +136,7 @@ mod tests {
 
         let err = ECPointFormatsExtension::parse(&bytes).unwrap_err();
 
-        assert!(matches!(
-            err,
-            Err::Failure(Error {
-                code: ErrorKind::LengthValue,
-                ..
-            })
-        ));
+        assert!(matches!(err, Err::Failure(Error { code: ErrorKind::LengthValue, .. })));
     }
 
     #[test]
@@ -161,13 +150,7 @@ mod tests {
         .unwrap();
 
         assert!(rest.is_empty());
-        assert_eq!(
-            parsed.formats.as_slice(),
-            &[
-                ECPointFormat::AnsiX962CompressedChar2,
-                ECPointFormat::Uncompressed,
-            ]
-        );
+        assert_eq!(parsed.formats.as_slice(), &[ECPointFormat::AnsiX962CompressedChar2, ECPointFormat::Uncompressed,]);
     }
 
     #[test]
@@ -178,12 +161,6 @@ mod tests {
             0xFF, // Extension body has a trailing byte beyond the vector.
         ]);
 
-        assert!(matches!(
-            result,
-            Err(Err::Failure(Error {
-                code: ErrorKind::LengthValue,
-                ..
-            }))
-        ));
+        assert!(matches!(result, Err(Err::Failure(Error { code: ErrorKind::LengthValue, .. }))));
     }
 }

@@ -15,9 +15,7 @@ impl SignatureAlgorithmsExtension {
     /// Create a default SignatureAlgorithmsExtension with standard algorithms
     pub fn default() -> Self {
         SignatureAlgorithmsExtension {
-            supported_signature_algorithms: SignatureAndHashAlgorithmVec::from(
-                *SignatureAndHashAlgorithm::supported(),
-            ),
+            supported_signature_algorithms: SignatureAndHashAlgorithmVec::from(*SignatureAndHashAlgorithm::supported()),
         }
     }
 
@@ -45,19 +43,12 @@ impl SignatureAlgorithmsExtension {
             current_input = rest;
         }
 
-        Ok((
-            input,
-            SignatureAlgorithmsExtension {
-                supported_signature_algorithms: algorithms,
-            },
-        ))
+        Ok((input, SignatureAlgorithmsExtension { supported_signature_algorithms: algorithms }))
     }
 
     pub fn serialize(&self, output: &mut Buf) {
         // Write the total length of all algorithms (2 bytes per algorithm)
-        output.extend_from_slice(
-            &((self.supported_signature_algorithms.len() * 2) as u16).to_be_bytes(),
-        );
+        output.extend_from_slice(&((self.supported_signature_algorithms.len() * 2) as u16).to_be_bytes());
 
         // Write each algorithm
         for alg in &self.supported_signature_algorithms {
@@ -75,18 +66,10 @@ mod tests {
     #[test]
     fn test_signature_algorithms_extension() {
         let mut algorithms = SignatureAndHashAlgorithmVec::new();
-        algorithms.push(SignatureAndHashAlgorithm::new(
-            HashAlgorithm::SHA256,
-            SignatureAlgorithm::ECDSA,
-        ));
-        algorithms.push(SignatureAndHashAlgorithm::new(
-            HashAlgorithm::SHA256,
-            SignatureAlgorithm::RSA,
-        ));
+        algorithms.push(SignatureAndHashAlgorithm::new(HashAlgorithm::SHA256, SignatureAlgorithm::ECDSA));
+        algorithms.push(SignatureAndHashAlgorithm::new(HashAlgorithm::SHA256, SignatureAlgorithm::RSA));
 
-        let ext = SignatureAlgorithmsExtension {
-            supported_signature_algorithms: algorithms.clone(),
-        };
+        let ext = SignatureAlgorithmsExtension { supported_signature_algorithms: algorithms.clone() };
 
         let mut serialized = Buf::new();
         ext.serialize(&mut serialized);
@@ -124,10 +107,7 @@ mod tests {
     fn capacity_matches_supported() {
         let extension = SignatureAlgorithmsExtension::default();
 
-        assert_eq!(
-            extension.supported_signature_algorithms.capacity(),
-            SignatureAndHashAlgorithm::supported().len()
-        );
+        assert_eq!(extension.supported_signature_algorithms.capacity(), SignatureAndHashAlgorithm::supported().len());
     }
 
     #[test]
@@ -163,10 +143,7 @@ mod tests {
             ])
         });
 
-        assert!(
-            result.is_ok(),
-            "odd signature_algorithms length must not panic"
-        );
+        assert!(result.is_ok(), "odd signature_algorithms length must not panic");
         assert!(
             matches!(
                 result.unwrap(),

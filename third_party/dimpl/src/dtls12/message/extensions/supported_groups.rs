@@ -32,9 +32,7 @@ impl SupportedGroupsExtension {
             current_input = rest;
             // Only add supported groups
             if group.is_supported() {
-                groups
-                    .try_push(group)
-                    .map_err(|_| Err::Failure(Error::new(group_input, ErrorKind::LengthValue)))?;
+                groups.try_push(group).map_err(|_| Err::Failure(Error::new(group_input, ErrorKind::LengthValue)))?;
             }
         }
 
@@ -89,19 +87,11 @@ mod tests {
         // groups: 0x001D (X25519), 0x0017 (P-256), 0x0018 (P-384), 0x0100 (unknown), 0x0101 (unknown)
         let bytes = [0, 10, 0, 29, 0, 23, 0, 24, 1, 0, 1, 1];
 
-        let (rest, parsed) =
-            SupportedGroupsExtension::parse(&bytes).expect("parse SupportedGroups");
+        let (rest, parsed) = SupportedGroupsExtension::parse(&bytes).expect("parse SupportedGroups");
         assert!(rest.is_empty());
 
         // Expect only the supported groups in order as they appear
-        assert_eq!(
-            parsed.groups.as_slice(),
-            &[
-                NamedGroup::X25519,
-                NamedGroup::Secp256r1,
-                NamedGroup::Secp384r1
-            ]
-        );
+        assert_eq!(parsed.groups.as_slice(), &[NamedGroup::X25519, NamedGroup::Secp256r1, NamedGroup::Secp384r1]);
     }
 
     #[test]

@@ -27,10 +27,7 @@ impl SrtpProfileId {
             0x0007 => SrtpProfileId::SRTP_AEAD_AES_128_GCM,
             0x0008 => SrtpProfileId::SRTP_AEAD_AES_256_GCM,
             _ => {
-                return Err(nom::Err::Error(nom::error::Error::new(
-                    input,
-                    nom::error::ErrorKind::Switch,
-                )));
+                return Err(nom::Err::Error(nom::error::Error::new(input, nom::error::ErrorKind::Switch)));
             }
         };
         Ok((input, profile))
@@ -96,10 +93,7 @@ impl UseSrtpExtension {
         profiles.push(SrtpProfileId::SRTP_AES128_CM_SHA1_80);
 
         // MKI is typically empty as per RFC 5764
-        UseSrtpExtension {
-            profiles,
-            mki: ArrayVec::new(),
-        }
+        UseSrtpExtension { profiles, mki: ArrayVec::new() }
     }
 
     pub fn parse(input: &[u8]) -> IResult<&[u8], UseSrtpExtension> {
@@ -133,10 +127,7 @@ impl UseSrtpExtension {
             }
         }
         if !profiles_rest.is_empty() {
-            return Err(Err::Failure(Error::new(
-                profiles_rest,
-                ErrorKind::LengthValue,
-            )));
+            return Err(Err::Failure(Error::new(profiles_rest, ErrorKind::LengthValue)));
         }
 
         // Parse MKI
@@ -146,13 +137,7 @@ impl UseSrtpExtension {
             return Err(Err::Failure(Error::new(input, ErrorKind::LengthValue)));
         }
 
-        Ok((
-            input,
-            UseSrtpExtension {
-                profiles,
-                mki: ArrayVec::try_from(mki).unwrap_or_default(),
-            },
-        ))
+        Ok((input, UseSrtpExtension { profiles, mki: ArrayVec::try_from(mki).unwrap_or_default() }))
     }
 
     pub fn serialize(&self, output: &mut Buf) {
@@ -245,13 +230,7 @@ mod tests {
 
         let err = UseSrtpExtension::parse(&bytes).unwrap_err();
 
-        assert!(matches!(
-            err,
-            Err::Failure(Error {
-                code: ErrorKind::LengthValue,
-                ..
-            })
-        ));
+        assert!(matches!(err, Err::Failure(Error { code: ErrorKind::LengthValue, .. })));
     }
 
     #[test]
@@ -265,13 +244,7 @@ mod tests {
 
         let err = UseSrtpExtension::parse(&bytes).unwrap_err();
 
-        assert!(matches!(
-            err,
-            Err::Failure(Error {
-                code: ErrorKind::LengthValue,
-                ..
-            })
-        ));
+        assert!(matches!(err, Err::Failure(Error { code: ErrorKind::LengthValue, .. })));
     }
 
     #[test]
@@ -285,12 +258,6 @@ mod tests {
 
         let err = UseSrtpExtension::parse(&bytes).unwrap_err();
 
-        assert!(matches!(
-            err,
-            Err::Failure(Error {
-                code: ErrorKind::LengthValue,
-                ..
-            })
-        ));
+        assert!(matches!(err, Err::Failure(Error { code: ErrorKind::LengthValue, .. })));
     }
 }

@@ -26,13 +26,7 @@ mod tests {
 
     #[test]
     fn malformed_cookie_vectors_are_rejected() {
-        for input in [
-            &[][..],
-            &[0x00],
-            &[0x00, 0x00],
-            &[0x00, 0x02, 0xAA],
-            &[0x00, 0x01, 0xAA, 0xBB],
-        ] {
+        for input in [&[][..], &[0x00], &[0x00, 0x00], &[0x00, 0x02, 0xAA], &[0x00, 0x01, 0xAA, 0xBB]] {
             let result = parse_cookie_extension(input);
             assert!(
                 matches!(

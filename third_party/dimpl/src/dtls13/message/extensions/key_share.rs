@@ -33,13 +33,7 @@ impl KeyShareEntry {
         let start = base_offset + relative_offset;
         let end = start + ke_slice.len();
 
-        Ok((
-            input,
-            KeyShareEntry {
-                group,
-                key_exchange_range: start..end,
-            },
-        ))
+        Ok((input, KeyShareEntry { group, key_exchange_range: start..end }))
     }
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {
@@ -65,19 +59,15 @@ impl KeyShareClientHello {
             return Err(Err::Failure(Error::new(input, ErrorKind::LengthValue)));
         }
 
-        let entries_base_offset =
-            base_offset + (entries_data.as_ptr() as usize - original_input.as_ptr() as usize);
+        let entries_base_offset = base_offset + (entries_data.as_ptr() as usize - original_input.as_ptr() as usize);
 
         let mut entries = ArrayVec::new();
         let mut rest = entries_data;
         while !rest.is_empty() {
-            let entry_offset =
-                entries_base_offset + (rest.as_ptr() as usize - entries_data.as_ptr() as usize);
+            let entry_offset = entries_base_offset + (rest.as_ptr() as usize - entries_data.as_ptr() as usize);
             let (r, entry) = KeyShareEntry::parse(rest, entry_offset)?;
             if entry.group.is_supported() {
-                entries
-                    .try_push(entry)
-                    .map_err(|_| Err::Failure(Error::new(rest, ErrorKind::LengthValue)))?;
+                entries.try_push(entry).map_err(|_| Err::Failure(Error::new(rest, ErrorKind::LengthValue)))?;
             }
             rest = r;
         }
@@ -87,11 +77,7 @@ impl KeyShareClientHello {
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {
         // Calculate total length of entries
-        let total_len: usize = self
-            .entries
-            .iter()
-            .map(|e| 2 + 2 + e.key_exchange(buf).len())
-            .sum();
+        let total_len: usize = self.entries.iter().map(|e| 2 + 2 + e.key_exchange(buf).len()).sum();
         output.extend_from_slice(&(total_len as u16).to_be_bytes());
 
         for entry in &self.entries {

@@ -17,9 +17,7 @@ pub struct SignatureAlgorithmsExtension {
 impl SignatureAlgorithmsExtension {
     /// Create a default SignatureAlgorithmsExtension with supported schemes.
     pub fn default() -> Self {
-        SignatureAlgorithmsExtension {
-            supported_signature_algorithms: SignatureScheme::supported(),
-        }
+        SignatureAlgorithmsExtension { supported_signature_algorithms: SignatureScheme::supported() }
     }
 
     pub fn parse(input: &[u8]) -> IResult<&[u8], SignatureAlgorithmsExtension> {
@@ -44,18 +42,11 @@ impl SignatureAlgorithmsExtension {
             current_input = rest;
         }
 
-        Ok((
-            input,
-            SignatureAlgorithmsExtension {
-                supported_signature_algorithms: algorithms,
-            },
-        ))
+        Ok((input, SignatureAlgorithmsExtension { supported_signature_algorithms: algorithms }))
     }
 
     pub fn serialize(&self, output: &mut Buf) {
-        output.extend_from_slice(
-            &((self.supported_signature_algorithms.len() * 2) as u16).to_be_bytes(),
-        );
+        output.extend_from_slice(&((self.supported_signature_algorithms.len() * 2) as u16).to_be_bytes());
 
         for scheme in &self.supported_signature_algorithms {
             output.extend_from_slice(&scheme.as_u16().to_be_bytes());
@@ -73,9 +64,7 @@ mod tests {
         algorithms.push(SignatureScheme::ECDSA_SECP256R1_SHA256);
         algorithms.push(SignatureScheme::ECDSA_SECP384R1_SHA384);
 
-        let ext = SignatureAlgorithmsExtension {
-            supported_signature_algorithms: algorithms.clone(),
-        };
+        let ext = SignatureAlgorithmsExtension { supported_signature_algorithms: algorithms.clone() };
 
         let mut serialized = Buf::new();
         ext.serialize(&mut serialized);
@@ -110,11 +99,7 @@ mod tests {
         let count = supported.len() + 1;
         bytes.extend_from_slice(&(count as u16 * 2).to_be_bytes());
         for _ in 0..count {
-            bytes.extend_from_slice(
-                &SignatureScheme::ECDSA_SECP256R1_SHA256
-                    .as_u16()
-                    .to_be_bytes(),
-            );
+            bytes.extend_from_slice(&SignatureScheme::ECDSA_SECP256R1_SHA256.as_u16().to_be_bytes());
         }
 
         let result = SignatureAlgorithmsExtension::parse(&bytes);
@@ -137,10 +122,7 @@ mod tests {
             ])
         });
 
-        assert!(
-            result.is_ok(),
-            "odd signature_algorithms length must not panic"
-        );
+        assert!(result.is_ok(), "odd signature_algorithms length must not panic");
         assert!(
             matches!(
                 result.unwrap(),

@@ -33,9 +33,7 @@ impl SupportedGroupsExtension {
             current_input = rest;
             // Only add supported groups
             if group.is_supported() {
-                groups
-                    .try_push(group)
-                    .map_err(|_| Err::Failure(Error::new(group_input, ErrorKind::LengthValue)))?;
+                groups.try_push(group).map_err(|_| Err::Failure(Error::new(group_input, ErrorKind::LengthValue)))?;
             }
         }
 
@@ -86,25 +84,15 @@ mod tests {
     fn test_supported_groups_parse_provided_bytes() {
         let bytes = [0, 10, 0, 29, 0, 23, 0, 24, 1, 0, 1, 1];
 
-        let (rest, parsed) =
-            SupportedGroupsExtension::parse(&bytes).expect("parse SupportedGroups");
+        let (rest, parsed) = SupportedGroupsExtension::parse(&bytes).expect("parse SupportedGroups");
         assert!(rest.is_empty());
 
-        assert_eq!(
-            parsed.groups.as_slice(),
-            &[
-                NamedGroup::X25519,
-                NamedGroup::Secp256r1,
-                NamedGroup::Secp384r1
-            ]
-        );
+        assert_eq!(parsed.groups.as_slice(), &[NamedGroup::X25519, NamedGroup::Secp256r1, NamedGroup::Secp384r1]);
     }
 
     #[test]
     fn capacity_matches_supported() {
-        let ext = SupportedGroupsExtension {
-            groups: ArrayVec::new(),
-        };
+        let ext = SupportedGroupsExtension { groups: ArrayVec::new() };
         assert_eq!(
             ext.groups.capacity(),
             NamedGroup::supported().len(),

@@ -30,9 +30,7 @@ impl SupportedVersionsClientHello {
         while !rest.is_empty() {
             let (r, version) = ProtocolVersion::parse(rest)?;
             if !version.is_unknown() {
-                versions
-                    .try_push(version)
-                    .map_err(|_| Err::Failure(Error::new(rest, ErrorKind::LengthValue)))?;
+                versions.try_push(version).map_err(|_| Err::Failure(Error::new(rest, ErrorKind::LengthValue)))?;
             }
             rest = r;
         }
@@ -118,11 +116,7 @@ mod tests {
         assert!(rest.is_empty());
         assert_eq!(
             parsed.versions.as_slice(),
-            &[
-                ProtocolVersion::DTLS1_3,
-                ProtocolVersion::DTLS1_2,
-                ProtocolVersion::DTLS1_0,
-            ]
+            &[ProtocolVersion::DTLS1_3, ProtocolVersion::DTLS1_2, ProtocolVersion::DTLS1_0,]
         );
     }
 

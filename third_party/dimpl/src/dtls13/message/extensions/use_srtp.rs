@@ -25,10 +25,7 @@ impl SrtpProfileId {
             0x0007 => SrtpProfileId::SRTP_AEAD_AES_128_GCM,
             0x0008 => SrtpProfileId::SRTP_AEAD_AES_256_GCM,
             _ => {
-                return Err(nom::Err::Error(nom::error::Error::new(
-                    input,
-                    nom::error::ErrorKind::Switch,
-                )));
+                return Err(nom::Err::Error(nom::error::Error::new(input, nom::error::ErrorKind::Switch)));
             }
         };
         Ok((input, profile))
@@ -94,10 +91,7 @@ impl UseSrtpExtension {
         profiles.push(SrtpProfileId::SRTP_AES128_CM_SHA1_80);
 
         // MKI is typically empty as per RFC 5764
-        UseSrtpExtension {
-            profiles,
-            mki: ArrayVec::new(),
-        }
+        UseSrtpExtension { profiles, mki: ArrayVec::new() }
     }
 
     pub fn parse(input: &[u8]) -> IResult<&[u8], UseSrtpExtension> {
@@ -131,10 +125,7 @@ impl UseSrtpExtension {
             }
         }
         if !profiles_rest.is_empty() {
-            return Err(Err::Failure(Error::new(
-                profiles_rest,
-                ErrorKind::LengthValue,
-            )));
+            return Err(Err::Failure(Error::new(profiles_rest, ErrorKind::LengthValue)));
         }
 
         // Parse MKI
@@ -144,13 +135,7 @@ impl UseSrtpExtension {
             return Err(Err::Failure(Error::new(input, ErrorKind::LengthValue)));
         }
 
-        Ok((
-            input,
-            UseSrtpExtension {
-                profiles,
-                mki: ArrayVec::try_from(mki).unwrap_or_default(),
-            },
-        ))
+        Ok((input, UseSrtpExtension { profiles, mki: ArrayVec::try_from(mki).unwrap_or_default() }))
     }
 
     pub fn serialize(&self, output: &mut Buf) {
@@ -247,13 +232,7 @@ mod tests {
 
         let err = UseSrtpExtension::parse(&bytes).unwrap_err();
 
-        assert!(matches!(
-            err,
-            Err::Failure(Error {
-                code: ErrorKind::LengthValue,
-                ..
-            })
-        ));
+        assert!(matches!(err, Err::Failure(Error { code: ErrorKind::LengthValue, .. })));
     }
 
     #[test]
@@ -267,13 +246,7 @@ mod tests {
 
         let err = UseSrtpExtension::parse(&bytes).unwrap_err();
 
-        assert!(matches!(
-            err,
-            Err::Failure(Error {
-                code: ErrorKind::LengthValue,
-                ..
-            })
-        ));
+        assert!(matches!(err, Err::Failure(Error { code: ErrorKind::LengthValue, .. })));
     }
 
     #[test]
@@ -287,12 +260,6 @@ mod tests {
 
         let err = UseSrtpExtension::parse(&bytes).unwrap_err();
 
-        assert!(matches!(
-            err,
-            Err::Failure(Error {
-                code: ErrorKind::LengthValue,
-                ..
-            })
-        ));
+        assert!(matches!(err, Err::Failure(Error { code: ErrorKind::LengthValue, .. })));
     }
 }

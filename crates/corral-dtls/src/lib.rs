@@ -8,7 +8,7 @@
 //! (`now` is passed in, on corral's [`Instant`]) nor opens a socket.
 //!
 //! What this crate owns:
-//! - **The stateless cookie exchange** ([`cookie`]): a ClientHello without a valid cookie is answered
+//! - **The stateless cookie exchange** (`cookie.rs`): a ClientHello without a valid cookie is answered
 //!   with a 60-byte HelloVerifyRequest and forgotten; a session is made only for a ClientHello that
 //!   returns a cookie bound to its source address, so a flood from spoofed addresses keeps no state
 //!   ([`DtlsLayer::sessions`] stays 0, [`DtlsStats::cookies_sent`] counts it).
@@ -38,7 +38,7 @@
 //!
 //! dimpl's one gap for this layer's first duty was the cookie: its server instance keeps the cookie
 //! exchange inside the per-peer instance (so a spoofed ClientHello would cost an instance) and binds the
-//! cookie to the client random only, not to the address. corral does the exchange itself ([`cookie`]),
+//! cookie to the client random only, not to the address. corral does the exchange itself (`cookie.rs`),
 //! and the patch (`third_party/dimpl/README.md`) lets a fresh server instance accept the cookie-bearing
 //! second ClientHello (message_seq 1). The missing suite and Connection ID are the next patches.
 //!
@@ -437,10 +437,8 @@ impl DtlsLayer {
     /// A datagram from `peer`, which reached local address `local`.
     pub fn handle_datagram(&mut self, now: Instant, peer: SocketAddr, local: Option<IpAddr>, data: &[u8]) {
         self.now = now;
-        if !self.sessions.contains_key(&peer) {
-            if !self.accept(now, peer, local, data) {
-                return;
-            }
+        if !self.sessions.contains_key(&peer) && !self.accept(now, peer, local, data) {
+            return;
         }
         let Some(s) = self.sessions.get_mut(&peer) else { return };
         s.last_active = now;

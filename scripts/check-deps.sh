@@ -9,5 +9,15 @@ for crate in corral-wire corral-proto corral-group corral-proxy corral-oscore co
     bad=1
   fi
 done
-[ $bad -eq 0 ] && echo "dependency check: corral-wire, corral-proto, corral-group, corral-proxy, corral-oscore, corral-stream, corral-services and corral-rd are free of runtimes and sockets"
+# corral-dtls: dimpl's crypto provider draws key material (handshake randoms, ECDHE keys) from the OS's
+# CSPRNG through getrandom, which links libc; nothing else of a runtime or socket may come in.
+if cargo tree -p corral-dtls -e normal --prefix none 2>/dev/null | grep -E '^(tokio|mio|socket2|async-std|smol|quinn-udp|nix) '; then
+  echo "error: corral-dtls depends on a runtime or socket crate (listed above)" >&2
+  bad=1
+fi
+if cargo tree -p corral-dtls -e normal -i libc --depth 1 --prefix none 2>/dev/null | grep -vE '^(libc|getrandom) '; then
+  echo "error: corral-dtls reaches libc other than through getrandom (listed above)" >&2
+  bad=1
+fi
+[ $bad -eq 0 ] && echo "dependency check: corral-wire, corral-proto, corral-dtls (libc only through getrandom), corral-group, corral-proxy, corral-oscore, corral-stream, corral-services and corral-rd are free of runtimes and sockets"
 exit $bad

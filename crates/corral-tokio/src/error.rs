@@ -44,6 +44,9 @@ pub enum Error {
     /// OSCORE: the response does not verify, the server refused the protected request, or the context
     /// cannot be used.
     Oscore(OscoreError),
+    /// coaps://: the DTLS handshake with the server failed; the reason says why (unknown identity, keys
+    /// that do not match, no shared cipher suite, no answer).
+    Dtls { addr: SocketAddr, reason: corral_dtls::HandshakeFailure },
 }
 
 impl fmt::Display for Error {
@@ -62,6 +65,7 @@ impl fmt::Display for Error {
             Error::Refused(a) => write!(f, "{a} refused the request (port unreachable)"),
             Error::Oscore(why) => write!(f, "OSCORE: {why}"),
             Error::Connect { addr, reason } => write!(f, "cannot connect to {addr} over TCP: {reason}"),
+            Error::Dtls { addr, reason } => write!(f, "DTLS handshake with {addr} failed: {reason}"),
         }
     }
 }

@@ -19,6 +19,8 @@
 //!   either driver.
 //! - CoAP over TCP (RFC 8323): a listener and connection tasks with bounded buffers (`tcp`); the
 //!   protocol itself is corral-proto's.
+//! - `dtls`: `coaps://` — a client's or server's machine behind corral-dtls's sans-IO DTLS layer
+//!   ([`ClientBuilder::dtls`], [`ServerBuilder::dtls`]).
 //! - [`Client`]: `client.get("coap://[::1]/s/t").await`, `coap+tcp://` URIs, a request builder with
 //!   block sizes, [`Observation`] streams (RFC 7641), multicast response streams.
 //! - [`Server`]: sans-IO services at path prefixes and async handlers with path patterns,
@@ -39,6 +41,7 @@ mod addr;
 pub mod blocking;
 mod client;
 mod driver;
+mod dtls;
 mod error;
 pub mod event_loop;
 #[cfg(feature = "fleet")]
@@ -60,6 +63,7 @@ pub use client::{
     Client, ClientBuilder, Collected, Error, MulticastResponse, MulticastResponses, Observation, OscoreError,
     RequestBuilder,
 };
+pub use corral_dtls::{DtlsConfig, HandshakeFailure, PskKeys, Role as DtlsRole};
 pub use driver::{os_seed, os_seeded, Clock, DriverStats, OsSeeded};
 pub use server::{RouteConfig, Server, ServerBuilder, ServerHandle, ServerRequest};
 pub use tcp::bind_listener;

@@ -51,6 +51,7 @@ pub struct ServerBuilder {
     tcp_config: Option<TcpConfig>,
     socket: SocketOptions,
     tcp: Option<TcpBind>,
+    dtls: Option<corral_dtls::DtlsConfig>,
 }
 
 /// Where the TCP listener goes.
@@ -88,6 +89,13 @@ impl ServerBuilder {
         self
     }
 
+    /// Serves `coaps://` on this socket: every datagram goes through a DTLS session (a server
+    /// [`crate::DtlsRole`] with the PSK identities it accepts); plain CoAP is not answered.
+    pub fn dtls(mut self, config: corral_dtls::DtlsConfig) -> Self {
+        self.dtls = Some(config);
+        self
+    }
+
     /// The interface (by address) on which IPv4 multicast groups are joined, e.g. `127.0.0.1`.
     pub fn multicast_interface_v4(mut self, ifaddr: Ipv4Addr) -> Self {
         self.socket.multicast_if_v4 = Some(ifaddr);
@@ -120,7 +128,9 @@ impl ServerBuilder {
             Some(TcpBind::At(a)) => Some(crate::tcp::bind_listener(a)?),
         };
         let config = self.config.clone().unwrap_or_default();
-        Ok(Server::new(socket, tcp, self.tcp_config, config))
+        let mut server = Server::new(socket, tcp, self.tcp_config, config);
+        server.dtls = self.dtls;
+        Ok(server)
     }
 
     /// Binds `count` servers (2 to 64) to one address as shards of one port: an SO_REUSEPORT group whose
@@ -157,6 +167,8 @@ pub struct Server {
     tx: mpsc::UnboundedSender<Command>,
     rx: mpsc::UnboundedReceiver<Command>,
     well_known_core: bool,
+    /// coaps:// (see [`ServerBuilder::dtls`]).
+    dtls: Option<corral_dtls::DtlsConfig>,
 }
 
 impl Server {
@@ -177,6 +189,7 @@ impl Server {
             tx,
             rx,
             well_known_core: true,
+            dtls: None,
         }
     }
 
@@ -281,7 +294,7 @@ impl Server {
         let tcp_local = self.tcp_local_addr();
         let handlers = Handle::try_current().ok();
         let (done_tx, done_rx) = oneshot::channel();
-        let Server { socket, tcp, tcp_config, config, mounts, routes, tx, rx, well_known_core } = self;
+        let Server { socket, tcp, tcp_config, config, mounts, routes, tx, rx, well_known_core, dtls } = self;
         let config = os_seeded(config);
         let tcp_config = tcp.is_some().then(|| {
             os_seeded(tcp_config.unwrap_or_else(|| TcpConfig {
@@ -323,7 +336,15 @@ impl Server {
                         node.mount("", Router { routes, tx: router_tx, spawner });
                     }
                     tracing::info!(tcp = ?tcp_local, "serving");
-                    Driver::new(node, socket, Clock::new(), rx, TcpSide::new(tcp)).run().await;
+                    let (clock, tcp) = (Clock::new(), TcpSide::new(tcp));
+                    match dtls {
+                        Some(c) => {
+                            let failures = Default::default();
+                            let node = crate::dtls::DtlsMachine::new(node, c, clock, failures);
+                            Driver::new(node, socket, clock, rx, tcp).run().await
+                        }
+                        None => Driver::new(node, socket, clock, rx, tcp).run().await,
+                    }
                 }
                 .instrument(span),
             );

@@ -154,6 +154,8 @@ pub struct RequestArgs {
     /// member only.
     #[arg(long, value_name = "SENDER-ID", requires = "credentials", conflicts_with = "deterministic")]
     pub pairwise_with: Option<String>,
+    #[command(flatten)]
+    pub dtls: crate::dtls_args::DtlsClientArgs,
 }
 
 #[derive(Args, Debug)]
@@ -295,6 +297,7 @@ async fn client_for(
     timeout: Duration,
     (mcast_if, local): (Option<Ipv4Addr>, Local),
     busy_poll: Duration,
+    dtls: Option<corral_tokio::DtlsConfig>,
 ) -> Result<Client, Failure> {
     let block = BlockConfig { max_body: MAX_BODY, ..BlockConfig::default() };
     let socket = corral_tokio::socket::SocketOptions { busy_poll, ..Default::default() };
@@ -304,6 +307,9 @@ async fn client_for(
         .socket_options(socket);
     if let Some(ifaddr) = mcast_if {
         builder = builder.multicast_interface_v4(ifaddr);
+    }
+    if let Some(c) = dtls {
+        builder = builder.dtls(c);
     }
     let port = local.port.unwrap_or(0);
     let cannot = |at: SocketAddr, e: std::io::Error| Failure::other(format!("cannot open a UDP socket on {at}: {e}"));
@@ -360,14 +366,9 @@ fn failed(e: corral_tokio::Error, peer: &str, timeout: f64) -> Failure {
 pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Failure> {
     let method = method_of(verb, args.method)?;
     let uri = corral_tokio::parse_uri(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
-    if uri.scheme.is_secure() {
-        return Err(Failure::usage(format!(
-            "{}:// (DTLS/TLS) is not supported; use coap:// or coap+tcp://",
-            uri.scheme
-        )));
-    }
+    args.dtls.check(uri.scheme)?;
     let local = Local { addr: args.local_addr, port: args.local_port };
-    if uri.scheme != Scheme::Coap && (local.addr.is_some() || local.port.is_some()) {
+    if !matches!(uri.scheme, Scheme::Coap | Scheme::Coaps) && (local.addr.is_some() || local.port.is_some()) {
         return Err(Failure::usage(format!(
             "-a/-p choose the UDP socket's address and port; a {}:// connection starts from one the system picks",
             uri.scheme
@@ -428,7 +429,8 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
     let mut sink = output::Sink::new(args.output.as_deref(), args.newline);
     runtime()?.block_on(async {
         let busy = Duration::from_micros(args.busy_poll.unwrap_or_else(default_busy_poll));
-        let client = client_for(proxy.as_ref().unwrap_or(&uri), timeout, (args.mcast_if, local), busy).await?;
+        let at = proxy.as_ref().unwrap_or(&uri);
+        let client = client_for(at, timeout, (args.mcast_if, local), busy, args.dtls.config()).await?;
         let mut req = client.request(method, &args.uri);
         if let Some(p) = &args.proxy {
             req = req.via_proxy(p);
@@ -657,7 +659,7 @@ pub fn discover(args: DiscoverArgs, v: Verbosity) -> Result<(), Failure> {
     let timeout = Duration::from_secs_f64(args.timeout);
     let peer = peer_of(&uri);
     let (from, r) = runtime()?.block_on(async {
-        let client = client_for(&uri, timeout, (None, Local::default()), Duration::ZERO).await?;
+        let client = client_for(&uri, timeout, (None, Local::default()), Duration::ZERO, None).await?;
         send_showing_progress(client.get(&uri.to_string()), v).await.map_err(|e| failed(e, &peer, args.timeout))
     })?;
     if v.verbose > 0 {

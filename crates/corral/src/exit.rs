@@ -15,6 +15,9 @@ pub enum ExitCode {
     /// OSCORE: the response did not verify, or the server refused the protected request (wrong key,
     /// unknown kid, replay).
     Security = 7,
+    /// coaps://: the DTLS handshake failed (unknown identity, keys that do not match, no shared suite, no
+    /// answer to the handshake).
+    Handshake = 8,
 }
 
 /// Why a command failed: the exit code and the one-line message printed after `error: `.
@@ -72,6 +75,7 @@ impl Failure {
             E::Transfer(why) => Failure::new(ExitCode::Transfer, format!("block-wise transfer failed: {why}")),
             E::Connect { .. } | E::ConnectionClosed => Failure::new(ExitCode::Timeout, e.to_string()),
             E::Oscore(_) => Failure::new(ExitCode::Security, e.to_string()),
+            E::Dtls { .. } => Failure::new(ExitCode::Handshake, e.to_string()),
             other => Failure::other(other.to_string()),
         }
     }

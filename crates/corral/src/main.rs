@@ -24,6 +24,7 @@ mod bench;
 mod client_cmd;
 mod credentials;
 mod devices;
+mod dtls_args;
 mod entity_cmd;
 mod exit;
 mod gateway;

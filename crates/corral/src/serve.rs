@@ -55,6 +55,8 @@ pub struct ServeArgs {
     /// Also serve CoAP over TCP (RFC 8323); without ADDR:PORT on the UDP address and port.
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
     pub tcp: Option<String>,
+    #[command(flatten)]
+    pub dtls: crate::dtls_args::DtlsServeArgs,
     /// How often /obs, /obs-non and /obs-large change (and notify their observers), e.g. 5, 200ms.
     #[arg(long, value_name = "DURATION", default_value = "5",
           value_parser = crate::units::secs(crate::units::Range::between(std::time::Duration::from_millis(10), crate::units::DAY)))]
@@ -185,10 +187,15 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
     };
     rt.block_on(async move {
         let (local, tcp_local, workers) = start(&args, workers, oscore)?;
+        let coaps = start_dtls(&args, local)?;
         announce(&args, local, tcp_local, v);
+        crate::dtls_args::announce(coaps.as_ref());
         crate::wait_for_signal().await;
         tracing::info!("shutting down");
         workers.stop().await;
+        if let Some(c) = coaps {
+            c.shutdown().await;
+        }
         Ok::<(), Failure>(())
     })
 }
@@ -225,6 +232,13 @@ macro_rules! mount_resources {
 
 fn obs_period(args: &ServeArgs) -> corral_tokio::corral_proto::Duration {
     corral_tokio::corral_proto::Duration::from_secs_f64(args.obs_period)
+}
+
+/// coaps:// (--dtls): the same resources on a DTLS socket of their own.
+fn start_dtls(args: &ServeArgs, local: SocketAddr) -> Result<Option<corral_tokio::ServerHandle>, Failure> {
+    let Some((at, dtls)) = args.dtls.server(local)? else { return Ok(None) };
+    let period = obs_period(args);
+    crate::dtls_args::spawn_server(at, dtls, endpoint_config(args), |s| mount_resources!(s, period)).map(Some)
 }
 
 /// Binds the workers, joins the groups and starts serving: the UDP address, the TCP one, the workers.

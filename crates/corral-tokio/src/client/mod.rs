@@ -62,6 +62,7 @@ pub struct ClientBuilder {
     tcp: Option<TcpConfig>,
     socket: SocketOptions,
     timeout: Option<Duration>,
+    dtls: Option<corral_dtls::DtlsConfig>,
 }
 
 impl ClientBuilder {
@@ -96,6 +97,13 @@ impl ClientBuilder {
         self
     }
 
+    /// Speaks `coaps://`: every UDP datagram of this client goes through a DTLS session with its server,
+    /// opened on the first request to it with these credentials (a client [`crate::DtlsRole`]).
+    pub fn dtls(mut self, config: corral_dtls::DtlsConfig) -> Self {
+        self.dtls = Some(config);
+        self
+    }
+
     /// A timeout applied to every request that does not set its own.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
@@ -116,12 +124,22 @@ impl ClientBuilder {
         let tcp = os_seeded(self.tcp.unwrap_or_else(|| TcpConfig { block: config.block, ..TcpConfig::default() }));
         let machine = ClientMachine { udp: Endpoint::new(config), tcp: TcpEndpoint::new(tcp) };
         let (tx, rx) = mpsc::unbounded_channel();
-        let driver = Driver::new(machine, socket, Clock::new(), rx, TcpSide::new(None));
         let span = tracing::debug_span!("coap_client", local = %local);
-        tokio::spawn(driver.run().instrument(span));
-        Ok(Client {
-            inner: Arc::new(Inner { tx, local, dual_stack, next_ticket: AtomicU64::new(1), timeout: self.timeout }),
-        })
+        let (clock, tcp) = (Clock::new(), TcpSide::new(None));
+        let dtls = match self.dtls {
+            Some(c) => {
+                let failures = Arc::new(crate::dtls::DtlsFailures::default());
+                let machine = crate::dtls::DtlsMachine::new(machine, c, clock, failures.clone());
+                tokio::spawn(Driver::new(machine, socket, clock, rx, tcp).run().instrument(span));
+                Some(failures)
+            }
+            None => {
+                tokio::spawn(Driver::new(machine, socket, clock, rx, tcp).run().instrument(span));
+                None
+            }
+        };
+        let (next_ticket, timeout) = (AtomicU64::new(1), self.timeout);
+        Ok(Client { inner: Arc::new(Inner { tx, local, dual_stack, next_ticket, timeout, dtls }) })
     }
 }
 
@@ -131,6 +149,8 @@ struct Inner {
     dual_stack: bool,
     next_ticket: AtomicU64,
     timeout: Option<Duration>,
+    /// coaps://: why handshakes failed, by server (`None`: this client speaks no DTLS).
+    dtls: Option<Arc<crate::dtls::DtlsFailures>>,
 }
 
 /// An async CoAP client. Cheap to clone; all clones share one socket and endpoint. The driver stops when
@@ -263,7 +283,30 @@ impl Client {
         }
         .map_err(|_| Error::Closed)?;
         guard.disarm();
-        result.map_err(|f| failure_for(f, dst))
+        result.map_err(|f| self.failure(f, dst))
+    }
+
+    /// A failure to `dst`, said as the DTLS handshake's when one with `dst` failed.
+    fn failure(&self, f: RequestFailure, dst: SocketAddr) -> Error {
+        let e = failure_for(f, dst);
+        match self.inner.dtls.as_ref().and_then(|d| d.get(dst, matches!(e, Error::Timeout))) {
+            Some(reason) => Error::Dtls { addr: dst, reason },
+            None => e,
+        }
+    }
+
+    /// The transport of `scheme` on this client: `coaps://` only on one made with [`ClientBuilder::dtls`].
+    fn transport(&self, scheme: Scheme) -> Result<Transport, Error> {
+        match (scheme, &self.inner.dtls) {
+            (Scheme::Coaps, Some(_)) => Ok(Transport::Udp),
+            (Scheme::Coap, Some(_)) => Err(Error::InvalidUri(UriError(
+                "this client speaks coaps:// (DTLS credentials were given); use a coaps:// URI".into(),
+            ))),
+            (Scheme::Coaps, None) => {
+                Err(Error::InvalidUri(UriError("coaps:// needs DTLS credentials (PSK: -k KEY -u IDENTITY)".into())))
+            }
+            _ => transport_for(scheme),
+        }
     }
 
     /// Registers an observation of a ready-made request (a GET or FETCH; Observe=0 is added) and streams the
@@ -529,7 +572,7 @@ impl RequestBuilder {
         let (uri, scope_id) = self.uri?;
         if let Some(proxy) = self.proxy {
             let (proxy, proxy_scope) = proxy?;
-            let transport = transport_for(proxy.scheme)?;
+            let transport = self.client.transport(proxy.scheme)?;
             let dst = match self.dst {
                 Some(d) => d,
                 None => self.client.resolve_scoped(&proxy, proxy_scope).await?,
@@ -538,7 +581,7 @@ impl RequestBuilder {
             request.options.push_str(OptionNumber::PROXY_URI, &uri.to_string());
             return Prepared::new(self.client, transport, dst, request, self.params, self.oscore);
         }
-        let transport = transport_for(uri.scheme)?;
+        let transport = self.client.transport(uri.scheme)?;
         let dst = match self.dst {
             Some(d) => d,
             None => self.client.resolve_scoped(&uri, scope_id).await?,

@@ -1,0 +1,167 @@
+//! coaps:// on the command line: the client verbs' libcoap-style PSK flags (`-k KEY -u IDENTITY`), the
+//! server's `--dtls [ADDR:PORT]` and its PSK file (`--psk-file`), and turning them into corral-tokio's
+//! [`DtlsConfig`]. Owns the PSK file's format and its one-line errors; the DTLS itself is corral-dtls's.
+//!
+//! The PSK file maps identities to keys, a JSON object: `{"alice": "secretPSK", "bob": {"hex": "00ff…"}}`
+//! (a string is the key's bytes as written, as libcoap's `-k` takes them).
+
+use crate::exit::Failure;
+use clap::Args;
+use corral_tokio::{DtlsConfig, DtlsRole, PskKeys, ServerHandle};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The default port of coaps:// (RFC 7252 §6.2).
+pub const COAPS_PORT: u16 = 5684;
+
+/// A client verb's DTLS credentials (libcoap's flags).
+#[derive(Args, Debug, Clone, Default)]
+pub struct DtlsClientArgs {
+    /// coaps://: the pre-shared key (libcoap's -k), as text; with -u. The handshake uses
+    /// TLS_PSK_WITH_AES_128_CCM_8; a failed one exits 8 and says why.
+    #[arg(short = 'k', long = "psk", value_name = "KEY", requires = "identity")]
+    pub psk: Option<String>,
+    /// coaps://: the PSK identity (libcoap's -u); with -k.
+    #[arg(short = 'u', long = "identity", value_name = "IDENTITY", requires = "psk")]
+    pub identity: Option<String>,
+}
+
+impl DtlsClientArgs {
+    /// Whether these flags fit a URI of `scheme`: coaps:// needs -k/-u, and they mean nothing elsewhere.
+    pub fn check(&self, scheme: corral_tokio::Scheme) -> Result<(), Failure> {
+        use corral_tokio::Scheme;
+        match scheme {
+            Scheme::Coaps if self.psk.is_none() => {
+                Err(Failure::usage("coaps:// needs DTLS credentials: -k KEY -u IDENTITY (a pre-shared key)"))
+            }
+            Scheme::Coaps => Ok(()),
+            Scheme::CoapsTcp => {
+                Err(Failure::usage("coaps+tcp:// (CoAP over TLS) is not supported; use coaps:// or coap+tcp://"))
+            }
+            _ if self.psk.is_some() => {
+                Err(Failure::usage(format!("-k/-u are DTLS credentials for coaps:// URIs, not {scheme}://")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The client's DTLS configuration, if credentials were given.
+    pub fn config(&self) -> Option<DtlsConfig> {
+        let (identity, key) = (self.identity.as_ref()?, self.psk.as_ref()?);
+        Some(DtlsConfig::new(DtlsRole::Client { identity: identity.as_bytes().to_vec(), key: key.as_bytes().to_vec() }))
+    }
+}
+
+/// `corral serve`'s DTLS flags.
+#[derive(Args, Debug, Clone, Default)]
+pub struct DtlsServeArgs {
+    /// Also serve coaps:// (CoAP over DTLS 1.2, PSK with TLS_PSK_WITH_AES_128_CCM_8) on ADDR:PORT; without
+    /// it on the UDP address with port 5684. Needs --psk-file.
+    #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "", requires = "psk_file")]
+    pub dtls: Option<String>,
+    /// The PSK identities and keys coaps:// clients may use: a JSON object
+    /// {"IDENTITY": "KEY", "IDENTITY2": {"hex": "00ff"}}.
+    #[arg(long, value_name = "FILE", requires = "dtls")]
+    pub psk_file: Option<PathBuf>,
+}
+
+impl DtlsServeArgs {
+    /// Where to serve coaps:// (given the plain UDP address) and with which configuration; `None` without
+    /// --dtls.
+    pub fn server(&self, udp: SocketAddr) -> Result<Option<(SocketAddr, DtlsConfig)>, Failure> {
+        let Some(at) = &self.dtls else { return Ok(None) };
+        let addr = if at.is_empty() {
+            SocketAddr::new(udp.ip(), COAPS_PORT)
+        } else {
+            at.parse().map_err(|_| {
+                Failure::usage(format!("`{at}` is not ADDR:PORT for --dtls (e.g. [::]:5684 or 127.0.0.1:5684)"))
+            })?
+        };
+        let file = self.psk_file.as_deref().ok_or_else(|| Failure::usage("--dtls needs --psk-file FILE"))?;
+        let keys = load_psk_file(file)?;
+        Ok(Some((addr, DtlsConfig::new(DtlsRole::Server(Arc::new(keys))))))
+    }
+}
+
+/// Binds and starts a coaps:// server at `at` with the resources `mount` adds.
+pub fn spawn_server(
+    at: SocketAddr,
+    dtls: DtlsConfig,
+    endpoint: corral_tokio::EndpointConfig,
+    mount: impl FnOnce(&mut corral_tokio::Server),
+) -> Result<ServerHandle, Failure> {
+    let mut server = corral_tokio::Server::builder()
+        .endpoint_config(endpoint)
+        .dtls(dtls)
+        .bind_addr(at)
+        .map_err(|e| Failure::other(format!("cannot listen on {at} for coaps://: {e}")))?;
+    mount(&mut server);
+    server.spawn().map_err(|e| Failure::other(format!("cannot start the coaps:// server: {e}")))
+}
+
+/// The banner's coaps:// line (printed with the plain banner, also with --json: on stdout after it).
+pub fn announce(server: Option<&ServerHandle>) {
+    if let Some(s) = server {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "corral serve: coaps:// (DTLS 1.2, PSK) on {}", s.local_addr());
+        let _ = out.flush();
+    }
+}
+
+/// Reads a PSK file (see the module docs).
+pub fn load_psk_file(path: &Path) -> Result<PskKeys, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::other(format!("cannot read the PSK file {}: {e}", path.display())))?;
+    parse_psk_file(&text).map_err(|why| Failure::usage(format!("{}: {why}", path.display())))
+}
+
+fn parse_psk_file(text: &str) -> Result<PskKeys, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let obj = v.as_object().ok_or("expected a JSON object {\"IDENTITY\": \"KEY\"}")?;
+    let mut keys = PskKeys::new();
+    for (identity, key) in obj {
+        let key = match key {
+            serde_json::Value::String(s) => s.as_bytes().to_vec(),
+            serde_json::Value::Object(o) => {
+                let hex = o
+                    .get("hex")
+                    .and_then(|h| h.as_str())
+                    .ok_or(format!("{identity}: expected \"KEY\" or {{\"hex\": \"…\"}}"))?;
+                from_hex(hex).ok_or(format!("{identity}: `{hex}` is not hex"))?
+            }
+            _ => return Err(format!("{identity}: expected \"KEY\" or {{\"hex\": \"…\"}}")),
+        };
+        if key.is_empty() {
+            return Err(format!("{identity}: the key is empty"));
+        }
+        keys.insert(identity.as_bytes(), key);
+    }
+    if keys.is_empty() {
+        return Err("no identity (expected {\"IDENTITY\": \"KEY\"})".into());
+    }
+    Ok(keys)
+}
+
+fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_psk_file_maps_identities_to_text_or_hex_keys() {
+        let keys = parse_psk_file(r#"{"alice": "secretPSK", "bob": {"hex": "00ff"}}"#).unwrap();
+        assert_eq!(keys.len(), 2);
+        assert!(parse_psk_file("{}").unwrap_err().contains("no identity"));
+        assert!(parse_psk_file(r#"{"a": {"hex": "0g"}}"#).unwrap_err().contains("not hex"));
+        assert!(parse_psk_file(r#"{"a": ""}"#).unwrap_err().contains("empty"));
+        assert!(parse_psk_file("[1]").unwrap_err().contains("JSON object"));
+    }
+}

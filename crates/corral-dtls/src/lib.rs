@@ -24,7 +24,7 @@
 //! What it does not own: the handshake, the record layer, the replay window, retransmission of flights
 //! and the cipher suites are dimpl's.
 //!
-//! ## The library: dimpl, patched (third_party/dimpl)
+//! ## The library: dimpl, patched (vendor/dimpl)
 //!
 //! Chosen after a spike against the pion-derived `rtc-dtls` and OpenSSL:
 //! - **dimpl** is sans-IO in the same shape as corral (`handle_packet` / `poll_output` / `handle_timeout`,
@@ -39,7 +39,7 @@
 //! dimpl's one gap for this layer's first duty was the cookie: its server instance keeps the cookie
 //! exchange inside the per-peer instance (so a spoofed ClientHello would cost an instance) and binds the
 //! cookie to the client random only, not to the address. corral does the exchange itself (`cookie.rs`),
-//! and the patch (`third_party/dimpl/README.md`) lets a fresh server instance accept the cookie-bearing
+//! and the patch (`vendor/dimpl/README.corral.md`) lets a fresh server instance accept the cookie-bearing
 //! second ClientHello (message_seq 1). The missing suite and Connection ID are the next patches.
 //!
 //! ## Randomness and time

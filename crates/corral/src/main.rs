@@ -27,6 +27,7 @@ mod devices;
 mod entity_cmd;
 mod exit;
 mod gateway;
+mod http;
 mod lab;
 mod link;
 mod oscore_cmd;

@@ -20,6 +20,16 @@ fn curl(extra: &[&str]) -> (u16, String, String) {
     (status, head.to_ascii_lowercase(), body.to_string())
 }
 
+/// `curl -X PUT` of a JSON body to `url`.
+fn put_json(url: &str, body: &str) -> (u16, String, String) {
+    curl(&["-X", "PUT", "-H", "Content-Type: application/json", "-d", body, url])
+}
+
+/// The URIs of `path` on every device of a testbed gateway's summary.
+fn members(j: &Value, path: &str) -> Vec<String> {
+    j["devices"].as_array().unwrap().iter().map(|d| format!("coap://{}{path}", d.as_str().unwrap())).collect()
+}
+
 fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     head.lines().find_map(|l| l.strip_prefix(&format!("{name}: "))).map(str::trim)
 }
@@ -82,18 +92,9 @@ fn metrics_parse_as_prometheus_text_and_count_member_exchanges() {
         return;
     }
     let (_gw, base, j, _d) = gateway(81, &[]);
-    let devs: Vec<String> =
-        j["devices"].as_array().unwrap().iter().map(|d| format!("coap://{}/s/t", d.as_str().unwrap())).collect();
+    let devs = members(&j, "/s/t");
     let profile = serde_json::json!({ "er": devs, "eo": ["avg"] }).to_string();
-    let (s, _, body) = curl(&[
-        "-X",
-        "PUT",
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        &profile,
-        &format!("{base}/api/entities/room1"),
-    ]);
+    let (s, _, body) = put_json(&format!("{base}/api/entities/room1"), &profile);
     assert_eq!(s, 201, "create: {body}");
     let (s, _, body) = curl(&[&format!("{base}/api/entities/room1/value?eo=avg")]);
     assert_eq!(s, 200, "use: {body}");
@@ -148,15 +149,14 @@ fn health_and_readiness_answer() {
 #[test]
 fn admin_api_creates_uses_and_deletes_an_entity() {
     let (_gw, base, j, _d) = gateway(83, &[]);
-    let devs: Vec<String> =
-        j["devices"].as_array().unwrap().iter().map(|d| format!("coap://{}/s/t", d.as_str().unwrap())).collect();
+    let devs = members(&j, "/s/t");
     let profile = serde_json::json!({ "er": devs, "eo": ["avg", "lst"] }).to_string();
     let url = format!("{base}/api/entities/hall");
-    let (s, head, body) = curl(&["-X", "PUT", "-H", "Content-Type: application/json", "-d", &profile, &url]);
+    let (s, head, body) = put_json(&url, &profile);
     assert_eq!(s, 201, "{body}");
     assert_eq!(header(&head, "content-type"), Some("application/json"));
     // A second creation of the name is the Entity Manager's 4.12, as a problem document.
-    let (s, head, body) = curl(&["-X", "PUT", "-H", "Content-Type: application/json", "-d", &profile, &url]);
+    let (s, head, body) = put_json(&url, &profile);
     assert_eq!(s, 412, "{body}");
     assert_eq!(header(&head, "content-type"), Some("application/problem+json"));
     let p: Value = serde_json::from_str(&body).unwrap();
@@ -212,15 +212,7 @@ fn cross_proxy_refuses_a_forbidden_member_network_with_a_problem() {
     assert_eq!(s, 403, "the gateway is no relay to itself: {body}");
     // The admin API refuses such a member as the Entity Manager does: 4.03 with its diagnostic.
     let profile = serde_json::json!({ "er": ["coap://127.0.86.9/s/t"] }).to_string();
-    let (s, _, body) = curl(&[
-        "-X",
-        "PUT",
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        &profile,
-        &format!("{base}/api/entities/out"),
-    ]);
+    let (s, _, body) = put_json(&format!("{base}/api/entities/out"), &profile);
     assert_eq!(s, 403, "{body}");
     let p: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(p["coap_code"], "4.03");
@@ -251,15 +243,7 @@ fn http_clients_get_the_gateways_access_roles() {
     let (_gw, base, _j, _d) = gateway(87, &["--allow", "read=127.0.0.0/8"]);
     let (s, _, body) = curl(&[&format!("{base}/api/entities")]);
     assert_eq!(s, 200, "{body}");
-    let (s, head, body) = curl(&[
-        "-X",
-        "PUT",
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        "{\"er\":[]}",
-        &format!("{base}/api/entities/x"),
-    ]);
+    let (s, head, body) = put_json(&format!("{base}/api/entities/x"), "{\"er\":[]}");
     assert_eq!(s, 403, "{body}");
     assert_eq!(header(&head, "content-type"), Some("application/problem+json"));
     assert!(body.contains("needs the role manage"), "{body}");

@@ -83,7 +83,10 @@ impl<M: EncodeMetric + TypedMetric> EncodeMetric for Samples<M> {
 /// Histograms from bucket counts: per label set, the sum (seconds), and each bucket's upper bound with
 /// the count that fell into it (the encoder makes them cumulative).
 #[derive(Debug)]
-struct Histograms(Vec<(Labels, f64, u64, Vec<(f64, u64)>)>);
+struct Histograms(Vec<(Labels, f64, u64, Buckets)>);
+
+/// Each bucket's upper bound and how many observations fell into it.
+type Buckets = Vec<(f64, u64)>;
 
 impl EncodeMetric for Histograms {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
@@ -193,16 +196,14 @@ pub fn render(verb: &str, snaps: &[super::watch::Snapshot<Extra>]) -> Result<Str
     Ok(out)
 }
 
+/// The workers whose service published `T`, with their index.
+fn workers_of<T>(snaps: &[super::watch::Snapshot<Extra>], pick: impl Fn(&Extra) -> Option<&T>) -> Vec<(usize, &T)> {
+    snaps.iter().enumerate().filter_map(|(i, s)| pick(&s.service).map(|t| (i, t))).collect()
+}
+
 /// The Entity Manager's metrics (gateway workers).
 fn em(r: &mut Registry, snaps: &[super::watch::Snapshot<Extra>]) {
-    let ems: Vec<(usize, &super::EmNumbers)> = snaps
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| match &s.service {
-            Extra::Em(e) => Some((i, e)),
-            _ => None,
-        })
-        .collect();
+    let ems = workers_of(snaps, |x| if let Extra::Em(e) = x { Some(e) } else { None });
     if ems.is_empty() {
         return;
     }
@@ -288,14 +289,7 @@ fn em(r: &mut Registry, snaps: &[super::watch::Snapshot<Extra>]) {
 
 /// The proxy's metrics.
 fn proxy(r: &mut Registry, snaps: &[super::watch::Snapshot<Extra>]) {
-    let ps: Vec<(usize, &super::ProxyNumbers)> = snaps
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| match &s.service {
-            Extra::Proxy(p) => Some((i, p)),
-            _ => None,
-        })
-        .collect();
+    let ps = workers_of(snaps, |x| if let Extra::Proxy(p) = x { Some(p) } else { None });
     if ps.is_empty() {
         return;
     }

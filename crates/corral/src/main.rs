@@ -28,6 +28,7 @@ mod dtls_args;
 mod entity_cmd;
 mod exit;
 mod gateway;
+mod http;
 mod lab;
 mod link;
 mod oscore_cmd;

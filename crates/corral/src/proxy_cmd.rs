@@ -109,6 +109,8 @@ pub struct ProxyArgs {
     /// Print the start-up summary as one JSON object on stdout ({"udp", "tcp", "proxy_uri", "rules"}).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub http: crate::http::HttpArgs,
 }
 
 fn system_resolve(name: &str) -> Option<IpAddr> {
@@ -180,7 +182,20 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         }
         let mut server =
             builder.bind_addr(bind).map_err(|e| Failure::other(format!("cannot listen on {bind}: {e}")))?;
-        server.mount_forward_proxy("proxy", ProxyService::new(config, fib));
+        let board = crate::http::Board::new(1);
+        let window = args.http.bind("proxy", board.clone(), crate::http::this_machine())?;
+        let proxy = ProxyService::new(config, fib);
+        match &window {
+            Some(_) => server.mount_forward_proxy(
+                "proxy",
+                crate::http::watch::Watched::new(proxy, board.slot(0), crate::http::ProxyNumbers::of),
+            ),
+            None => server.mount_forward_proxy("proxy", proxy),
+        };
+        let http = window.as_ref().and_then(|w| w.local_addr());
+        if let Some(w) = window {
+            w.spawn().await?;
+        }
         let local = server.local_addr();
         let tcp_local = server.tcp_local_addr();
         let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the proxy: {e}")))?;
@@ -198,6 +213,7 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
                     "ports": destinations.ports,
                     "this_host": destinations.this_host_open,
                 },
+                "http": http.map(|a| a.to_string()),
             });
             let _ = writeln!(out, "{j}");
         } else {

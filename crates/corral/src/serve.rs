@@ -92,6 +92,8 @@ pub struct ServeArgs {
     /// Print the start-up summary as one JSON object on stdout ({"udp", "tcp", "uri", "groups"}).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub http: crate::http::HttpArgs,
 }
 
 /// `--bind ADDR:PORT` and `--tcp [ADDR:PORT]` of a server command: the UDP address, and whether to listen
@@ -186,9 +188,16 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         name: "corral-serve".into(),
     };
     rt.block_on(async move {
-        let (local, tcp_local, workers) = start(&args, workers, oscore)?;
+        let board = crate::http::Board::new(usize::from(args.workers));
+        let window = args.http.bind("serve", board.clone(), crate::http::this_machine())?;
+        let watch = window.as_ref().map(|_| board);
+        let http = window.as_ref().and_then(|w| w.local_addr());
+        let (local, tcp_local, workers) = start(&args, workers, oscore, watch)?;
         let coaps = start_dtls(&args, local)?;
-        announce(&args, local, tcp_local, v);
+        if let Some(w) = window {
+            w.spawn().await?;
+        }
+        announce(&args, local, tcp_local, http, v);
         crate::dtls_args::announce(coaps.as_ref());
         crate::wait_for_signal().await;
         tracing::info!("shutting down");
@@ -246,6 +255,7 @@ fn start(
     args: &ServeArgs,
     config: WorkerConfig,
     mut oscore: Option<corral_oscore::OscoreLayer>,
+    watch: Option<std::sync::Arc<crate::http::Board>>,
 ) -> Result<(SocketAddr, Option<SocketAddr>, Workers), Failure> {
     let driver = config.driver;
     let mut bound = workers::Bound::bind(config)
@@ -255,10 +265,14 @@ fn start(
     }
     let (local, tcp_local) = (bound.local_addr(), bound.tcp_local_addr());
     let setups = (0..args.workers)
-        .map(|_| -> workers::Setup {
+        .map(|i| -> workers::Setup {
             let (layer, period) = (oscore.take(), obs_period(args));
+            let slot = watch.as_ref().map(|b| b.slot(usize::from(i)));
             Box::new(move |node| {
                 mount_resources!(node, period);
+                if let Some(slot) = slot {
+                    crate::http::watch::mount_probe(node, slot);
+                }
                 if let Some(layer) = layer {
                     node.set_layer(Box::new(layer));
                 }
@@ -273,7 +287,13 @@ fn start(
 }
 
 /// The start-up summary: JSON with --json, else the banner.
-fn announce(args: &ServeArgs, local: SocketAddr, tcp_local: Option<SocketAddr>, v: crate::client_cmd::Verbosity) {
+fn announce(
+    args: &ServeArgs,
+    local: SocketAddr,
+    tcp_local: Option<SocketAddr>,
+    http: Option<SocketAddr>,
+    v: crate::client_cmd::Verbosity,
+) {
     if args.json {
         let j = serde_json::json!({
             "udp": local.to_string(),
@@ -281,6 +301,7 @@ fn announce(args: &ServeArgs, local: SocketAddr, tcp_local: Option<SocketAddr>, 
             "uri": base_uri(local),
             "groups": args.join.iter().map(|g| g.to_string()).collect::<Vec<_>>(),
             "oscore": args.credentials.as_ref().map(|_| serde_json::json!({ "required": args.require_oscore })),
+            "http": http.map(|a| a.to_string()),
         });
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{j}");
@@ -290,6 +311,9 @@ fn announce(args: &ServeArgs, local: SocketAddr, tcp_local: Option<SocketAddr>, 
         print_banner(local, tcp_local, (&args.join, oscore), v.quiet);
         if args.workers > 1 {
             println!("corral serve: {} workers on {local} (SO_REUSEPORT)", args.workers);
+        }
+        if let Some(a) = http {
+            println!("corral serve: HTTP on http://{a}/ (/metrics, /healthz, /readyz)");
         }
     }
 }

@@ -540,7 +540,7 @@ impl EntityManager {
         let items = self.resolve_items(&profile.er)?;
         self.police(&items)?;
         self.check_members(&name, &profile, &items)?;
-        self.check_budget(&name, &profile, &items)?;
+        self.check_budget(&name, &profile, &items).inspect_err(|_| self.stats.budget_refusals += 1)?;
         self.check_store(&name, &profile)?;
         let allow_offline = Self::allow_offline(req, &profile)?;
         let new = StoredEntity { name: name.clone(), profile, group: None, joined: Vec::new(), pending: false };
@@ -612,7 +612,7 @@ impl EntityManager {
         let items = self.resolve_items(&profile.er)?;
         self.police(&items)?;
         self.check_members(name, &profile, &items)?;
-        self.check_budget(name, &profile, &items)?;
+        self.check_budget(name, &profile, &items).inspect_err(|_| self.stats.budget_refusals += 1)?;
         self.check_store(name, &profile)?;
         let same_members = {
             let a: BTreeSet<&String> = old.profile.er.iter().collect();

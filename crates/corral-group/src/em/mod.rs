@@ -80,12 +80,14 @@ mod members;
 mod quotas;
 mod requests;
 mod shards;
+mod stats;
 mod watch;
 use groups::Groups;
 use jobs::{member_result, Job, JobId, JobSpec, Jobs, Kind, Res, Sink, Slot};
 use quotas::{Hold, Quotas};
 use shards::Part;
 pub use shards::{Directory, SYNC_PERIOD};
+pub use stats::{EmStats, Latency, MemberStats, LATENCY_BOUNDS_US};
 use watch::Watches;
 
 use crate::output::{self, MemberReport, Reading, UseResult};
@@ -403,6 +405,8 @@ pub struct EntityManager {
     gateway_id: Option<u32>,
     /// The only worker, or the manager or a replica of a sharded gateway (see `shards`).
     part: Part,
+    /// What operators see (see `stats`).
+    stats: EmStats,
 }
 
 impl std::fmt::Debug for EntityManager {
@@ -441,6 +445,7 @@ impl EntityManager {
             recovery: Vec::new(),
             gateway_id,
             part: Part::Sole,
+            stats: EmStats::default(),
         };
         for stored in snap.entities {
             if stored.pending {
@@ -463,6 +468,16 @@ impl EntityManager {
 
     pub fn config(&self) -> &EmConfig {
         &self.config
+    }
+
+    /// The counters of member exchanges and refusals (see [`EmStats`]).
+    pub fn stats(&self) -> &EmStats {
+        &self.stats
+    }
+
+    /// How many entities this worker serves.
+    pub fn entity_count(&self) -> usize {
+        self.entities.len()
     }
 
     /// The store, to inspect it (tests, diagnostics).

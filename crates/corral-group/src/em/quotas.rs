@@ -90,6 +90,7 @@ impl EntityManager {
                 .filter_map(|j| j.spec.deadline)
                 .min();
             let secs = soonest.map(|d| d.saturating_since(now).as_secs() + 1).unwrap_or(10).clamp(1, 300);
+            self.stats.quota_refusals += 1;
             warn!(%client, entity, "exchange quota reached: use refused");
             let mut r = Response::error(Code::SERVICE_UNAVAILABLE, format!("try again later: {why}"));
             r.options.set_uint(OptionNumber::MAX_AGE, secs);

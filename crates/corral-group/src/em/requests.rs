@@ -171,6 +171,7 @@ impl EntityManager {
         let budget = u64::from(o.budget.map_or(self.config.budget.datagrams, |b| b.min(self.config.budget.datagrams)));
         let cost = self.cost_of(name, None);
         if cost.requests > budget {
+            self.stats.budget_refusals += 1;
             return Err((
                 Code::FORBIDDEN,
                 format!(

@@ -155,6 +155,11 @@ impl ProxyService {
         &self.config
     }
 
+    /// Bytes the cache holds (the responses' payloads and options).
+    pub fn cache_bytes(&self) -> usize {
+        self.cache.bytes()
+    }
+
     /// Entries in the cache, requests pending upstream, observations held.
     pub fn occupancy(&self) -> (usize, usize, usize) {
         (self.cache.len(), self.pending.len(), self.observations.len())

@@ -152,6 +152,8 @@ pub struct GatewayArgs {
     pub json: bool,
     #[command(flatten)]
     pub policy: crate::policy_args::PolicyArgs,
+    #[command(flatten)]
+    pub http: crate::http::HttpArgs,
 }
 
 /// The default data directory (see [`AFTER_HELP`]).
@@ -295,6 +297,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let mut parts = vec![workers::Part {
         em,
         guard: guard(contexts.take().map(|c| corral_oscore::OscoreLayer::serving(c, args.require_oscore))),
+        watch: None,
     }];
     for em in ems {
         parts.push(workers::Part {
@@ -302,8 +305,22 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
             // OSCORE requests (POST or FETCH outside) go to worker 0; the others refuse plain ones as worker
             // 0 does when OSCORE is required.
             guard: guard(args.require_oscore.then(|| corral_oscore::OscoreLayer::serving(Vec::new(), true))),
+            watch: None,
         });
     }
+    // The operator's window (--http): the workers publish snapshots only when it is asked for.
+    let board = crate::http::Board::new(parts.len());
+    let window = args.http.bind("gateway", board.clone(), policy.access.clone())?.map(|w| {
+        w.gateway(crate::http::GatewaySide {
+            coap: gateway_contact(local),
+            members: policy.members.clone(),
+            store: db.clone(),
+        })
+    });
+    for (i, p) in parts.iter_mut().enumerate() {
+        p.watch = window.as_ref().map(|_| board.slot(i));
+    }
+    let http = window.as_ref().and_then(|w| w.local_addr());
     let running = bound.start(parts)?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -311,6 +328,9 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async {
+        if let Some(w) = window {
+            w.spawn().await?;
+        }
         let rejoined = rejoin_groups(&rejoin).await;
         let devices = fleet.as_ref().map(|f| f.addrs().to_vec()).unwrap_or_default();
         for w in &policy.warnings {
@@ -341,17 +361,22 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
                 "devices": devices.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
                 "mcast_port": mcast_port,
                 "rejoined": rejoined,
+                "http": http.map(|a| a.to_string()),
             });
             out!("{j}");
         } else {
             banner(local, workers, &db, &names, &devices, rejoin.len(), rejoined, v.quiet);
+            if let Some(a) = http {
+                out!("  http: http://{a}/ (/metrics, /healthz, /readyz, /api, /hc/coap://…)");
+            }
         }
         crate::wait_for_signal().await;
         if !v.quiet && !args.json {
             say!("corral gateway: stopping (requests in progress get a second to finish)");
         }
         running.stop().await;
-    });
+        Ok::<(), Failure>(())
+    })?;
     if let Some(f) = fleet {
         f.shutdown();
     }

@@ -17,6 +17,8 @@ use std::net::SocketAddr;
 pub struct Part {
     pub em: corral_group::EntityManager,
     pub guard: Option<Guard>,
+    /// With --http: where the worker publishes its snapshots (`crate::http::watch`).
+    pub watch: Option<std::sync::Arc<std::sync::Mutex<crate::http::watch::Snapshot<crate::http::Extra>>>>,
 }
 
 /// Bound sockets, not yet served.
@@ -80,7 +82,11 @@ impl Bound {
             .into_iter()
             .map(|part| -> w::Setup {
                 Box::new(move |node| {
-                    node.mount("em", part.em);
+                    match part.watch {
+                        Some(slot) => node
+                            .mount("em", crate::http::watch::Watched::new(part.em, slot, crate::http::EmNumbers::of)),
+                        None => node.mount("em", part.em),
+                    };
                     if let Some(layer) = part.guard {
                         node.set_layer(Box::new(layer));
                     }

@@ -203,6 +203,7 @@ impl EntityManager {
         let params = SendParams { confirmable: false, multicast_window: Some(window), ..SendParams::default() };
         match cx.request(SocketAddr::new(group, port), req, params) {
             Ok(rid) => {
+                self.stats.multicast_requests += 1;
                 self.jobs.track(rid, id, None);
             }
             Err(e) => {
@@ -331,6 +332,7 @@ impl EntityManager {
                     let watch = job.watch.clone();
                     match cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
                         Ok(rid) => {
+                            self.stats.sent(rid, addr, cx.now());
                             self.jobs.track(rid, id, Some(i));
                             if let Some(key) = watch {
                                 self.watch_track(id, &key, i, rid);
@@ -382,6 +384,7 @@ impl EntityManager {
         match slot {
             Some(i) => {
                 self.jobs.forget(rid);
+                self.stats.ended(rid, matches!(outcome, Outcome::Response { .. }), cx.now());
                 let res = match outcome {
                     Outcome::Response { response, .. } => {
                         // Validation falls back to /.well-known/core for resources that refuse GET.
@@ -491,6 +494,7 @@ impl EntityManager {
                         cx.cancel(rid);
                     }
                     self.jobs.forget(rid);
+                    self.stats.forget(rid);
                     *slot = Slot::Done(Res::failed(why));
                 }
                 Slot::Child(cid) => {

@@ -1,0 +1,339 @@
+//! The HTTP→CoAP cross-proxy (RFC 8075) of the gateway's window: `/hc/coap://HOST[:PORT]/PATH?QUERY`
+//! (the default mapping, §5.3), methods as they are, Content-Type ↔ Content-Format (§6), the response
+//! codes by §7's table, Accept, ETag / If-Match / If-None-Match, Max-Age → Cache-Control; block-wise
+//! transfers stay between the gateway and the server (the client reassembles them). A GET that accepts
+//! `text/event-stream` observes the resource (RFC 7641) and streams each notification as a server-sent
+//! event.
+//!
+//! Owns: the mapping and what it may reach. The target must be an address the gateway's member policy
+//! allows (`--member-net`, `--member-port`; never the gateway itself): the same rule as an entity's
+//! members, so the cross-proxy reaches nothing an entity could not, one request per HTTP request, at most
+//! [`MAX_IN_PROGRESS`] at once (observations included). No DNS: the host is an address.
+
+use super::{Problem, Shared};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
+use corral_tokio::uri::{Host, Scheme};
+use corral_tokio::{Code, ContentFormat, OptionNumber};
+use std::net::SocketAddr;
+
+/// Cross-proxy requests and observations in progress at once; more get 503.
+pub const MAX_IN_PROGRESS: usize = 64;
+
+/// The path prefix of the default URI mapping.
+pub const PREFIX: &str = "/hc/";
+
+pub(super) fn routes() -> Router<Shared> {
+    Router::new().route("/hc/{*target}", any(cross))
+}
+
+/// RFC 8075 §7: the HTTP status for a CoAP response code.
+pub fn status_of(code: Code) -> StatusCode {
+    let s = match (code.class(), code.detail()) {
+        (2, 1) => 201,
+        (2, 3) => 304,
+        (2, _) => 200,
+        (4, 1) | (4, 3) => 403,
+        (4, 4) => 404,
+        (4, 6) => 406,
+        (4, 12) => 412,
+        (4, 13) => 413,
+        (4, 15) => 415,
+        (4, 29) => 429,
+        (4, _) => 400,
+        (5, 1) => 501,
+        (5, 3) => 503,
+        (5, 4) => 504,
+        (5, 0) => 500,
+        (5, _) => 502,
+        _ => 502,
+    };
+    StatusCode::from_u16(s).unwrap_or(StatusCode::BAD_GATEWAY)
+}
+
+/// RFC 8075 §6: the Content-Format of an HTTP media type (parameters other than charset=utf-8 of text
+/// make it unknown).
+pub fn content_format_of(media: &str) -> Option<ContentFormat> {
+    let mut parts = media.split(';').map(str::trim);
+    let base = parts.next()?.to_ascii_lowercase();
+    let params: Vec<String> =
+        parts.filter(|p| !p.is_empty()).map(|p| p.to_ascii_lowercase().replace(' ', "")).collect();
+    if base == "text/plain" {
+        return params
+            .iter()
+            .all(|p| p == "charset=utf-8" || p == "charset=\"utf-8\"")
+            .then_some(ContentFormat::TEXT_PLAIN);
+    }
+    if !params.is_empty() {
+        return None;
+    }
+    let cf = ContentFormat::parse(&base)?;
+    // Only full media types: `json` or `42` are not what an HTTP client means.
+    cf.media_type().filter(|m| m.eq_ignore_ascii_case(&base)).map(|_| cf)
+}
+
+/// The HTTP media type of a Content-Format (unknown ones are octets).
+pub fn media_type_of(cf: ContentFormat) -> &'static str {
+    match cf {
+        ContentFormat::TEXT_PLAIN => "text/plain; charset=utf-8",
+        cf => cf.media_type().unwrap_or("application/octet-stream"),
+    }
+}
+
+fn method_of(m: &Method) -> Option<Code> {
+    Some(match m.as_str() {
+        "GET" => Code::GET,
+        "POST" => Code::POST,
+        "PUT" => Code::PUT,
+        "DELETE" => Code::DELETE,
+        "FETCH" => Code::FETCH,
+        "PATCH" => Code::PATCH,
+        "IPATCH" => Code::IPATCH,
+        _ => return None,
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim().trim_start_matches("W/").trim_matches('"');
+    if s.len() % 2 != 0 || s.len() > 16 {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+/// `coap%3A%2F%2F…` as RFC 8075 §5.3 allows: the target percent-encoded as one segment.
+fn decode_target(raw: &str) -> String {
+    if !raw.get(..7).is_some_and(|p| p.eq_ignore_ascii_case("coap%3A")) {
+        return raw.to_string();
+    }
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], raw.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Where the target is, if the gateway's policy lets the cross-proxy reach it.
+fn target(app: &Shared, raw: &str) -> Result<(String, SocketAddr), Problem> {
+    let text = decode_target(raw);
+    let uri = corral_tokio::parse_uri(&text)
+        .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, format!("the target is not a CoAP URI: {e}")))?;
+    if uri.scheme != Scheme::Coap {
+        return Err(Problem::new(
+            StatusCode::NOT_IMPLEMENTED,
+            format!("the cross-proxy forwards coap:// only, not {}", uri.scheme),
+        ));
+    }
+    let Host::Ip(ip) = uri.host else {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "the cross-proxy does not resolve names: give the host as an address",
+        ));
+    };
+    let addr = SocketAddr::new(ip, uri.port);
+    let gw = app.window.gateway.as_ref().ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "no cross-proxy here"))?;
+    gw.members.check(addr).map_err(|why| {
+        tracing::debug!(%addr, %why, "cross-proxy request refused by the member policy");
+        Problem::new(StatusCode::FORBIDDEN, format!("the gateway may not send to {addr}: {why}"))
+    })?;
+    Ok((text, addr))
+}
+
+async fn cross(
+    State(app): State<Shared>,
+    uri: axum::http::Uri,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match forward(app, uri, method, headers, body).await {
+        Ok(r) => r,
+        Err(p) => p.into_response(),
+    }
+}
+
+async fn forward(
+    app: Shared,
+    uri: axum::http::Uri,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Problem> {
+    let raw = uri.path_and_query().map(|p| p.as_str()).unwrap_or("");
+    let raw = raw.strip_prefix(PREFIX).unwrap_or(raw);
+    let (text, addr) = target(&app, raw)?;
+    let code = method_of(&method)
+        .ok_or_else(|| Problem::new(StatusCode::NOT_IMPLEMENTED, format!("{method} has no CoAP method")))?;
+    let permit = permit(&app.hc_slots)?;
+    let client = app.client.as_ref().ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "no cross-proxy here"))?;
+    let mut rb = client.request(code, &text).to(addr);
+    let accepts: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    let sse = code == Code::GET
+        && accepts
+            .iter()
+            .any(|a| a.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream")));
+    if let Some(cf) = accepts.iter().find_map(|a| content_format_of(a.split(";q=").next().unwrap_or(a))) {
+        rb = rb.accept(cf);
+    }
+    if !body.is_empty() {
+        let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/octet-stream");
+        let cf = content_format_of(ct).ok_or_else(|| {
+            Problem::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("{ct} has no CoAP Content-Format"))
+        })?;
+        rb = rb.content_format(cf).payload(body.to_vec());
+    }
+    for v in headers.get_all(header::IF_MATCH).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')) {
+        match v.trim() {
+            "*" => rb = rb.option(OptionNumber::IF_MATCH, []),
+            tag => {
+                rb = rb.option(
+                    OptionNumber::IF_MATCH,
+                    unhex(tag).ok_or_else(|| {
+                        Problem::new(StatusCode::BAD_REQUEST, format!("If-Match {tag}: not an ETag of this proxy"))
+                    })?,
+                )
+            }
+        }
+    }
+    if headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() == "*") {
+        rb = rb.option(OptionNumber::IF_NONE_MATCH, []);
+    } else if let Some(tag) = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).and_then(unhex) {
+        // A conditional GET: CoAP's ETag option in a request asks for 2.03 Valid when it still holds.
+        rb = rb.option(OptionNumber::ETAG, tag);
+    }
+    if sse {
+        let observation = rb.observe().await.map_err(coap_error)?;
+        return Ok(events(observation, permit));
+    }
+    let r = rb.send().await.map_err(coap_error)?;
+    drop(permit);
+    Ok(response_of(&r))
+}
+
+/// A place among the cross-proxy's requests in progress, or 503.
+pub(super) fn permit(
+    slots: &std::sync::Arc<tokio::sync::Semaphore>,
+) -> Result<tokio::sync::OwnedSemaphorePermit, Problem> {
+    {
+        slots.clone().try_acquire_owned().map_err(|_| {
+            tracing::warn!("cross-proxy requests at their bound ({MAX_IN_PROGRESS}): refused with 503");
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{MAX_IN_PROGRESS} cross-proxy requests are in progress; try again later"),
+            )
+        })
+    }
+}
+
+/// A CoAP client error as a problem: no answer is 504, a reset or an unreachable server 502.
+fn coap_error(e: corral_tokio::Error) -> Problem {
+    use corral_tokio::Error as E;
+    let status = match e {
+        E::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        E::InvalidUri(_) => StatusCode::BAD_REQUEST,
+        E::Start(_) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    Problem::new(status, format!("the CoAP request failed: {e}"))
+}
+
+/// An HTTP response for a CoAP one (RFC 8075 §6 and §7); an error answer becomes a problem document with
+/// the CoAP diagnostic.
+pub fn response_of(r: &corral_tokio::Response) -> Response {
+    if !r.code.is_success() {
+        return Problem::from_coap(r.code, &r.payload).into_response();
+    }
+    let status = status_of(r.code);
+    let mut h = HeaderMap::new();
+    let cf = r.options.content_format();
+    if !r.payload.is_empty() || cf.is_some() {
+        let media = cf.map_or("application/octet-stream", media_type_of);
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
+    }
+    if let Some(tag) = r.options.get(OptionNumber::ETAG) {
+        if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", hex(tag))) {
+            h.insert(header::ETAG, v);
+        }
+    }
+    // RFC 7252 §5.10.5: no Max-Age means 60 s.
+    let max_age = r.options.max_age().unwrap_or(60);
+    if let Ok(v) = HeaderValue::from_str(&format!("max-age={max_age}")) {
+        h.insert(header::CACHE_CONTROL, v);
+    }
+    let location: Vec<&str> =
+        r.options.get_all(OptionNumber::LOCATION_PATH).filter_map(|s| std::str::from_utf8(s).ok()).collect();
+    if !location.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&format!("/{}", location.join("/"))) {
+            h.insert(header::LOCATION, v);
+        }
+    }
+    let body = if status == StatusCode::NOT_MODIFIED { Vec::new() } else { r.payload.clone() };
+    (status, h, body).into_response()
+}
+
+/// An observation as server-sent events: each notification one event (`id:` its Observe number, the
+/// payload as `data:` lines: text and JSON as they are, other formats in hex), an error answer or a
+/// broken observation one `event: error` that ends the stream.
+pub(super) fn events(observation: corral_tokio::Observation, permit: tokio::sync::OwnedSemaphorePermit) -> Response {
+    // The permit lives with the stream: observations count against the bound until the client goes.
+    let stream = futures_util::stream::unfold(Some((observation, permit)), |state| async move {
+        let (mut o, p) = state?;
+        let text = match o.next().await? {
+            Ok(r) if r.code.is_success() => {
+                return Some((Ok::<_, std::convert::Infallible>(Bytes::from(sse_event(&r))), Some((o, p))))
+            }
+            Ok(r) => format!(
+                "event: error\ndata: {:#} {}\n\n",
+                r.code,
+                String::from_utf8_lossy(&r.payload).lines().next().unwrap_or("")
+            ),
+            Err(e) => format!("event: error\ndata: {e}\n\n"),
+        };
+        Some((Ok(Bytes::from(text)), None))
+    });
+    let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
+    (headers, Body::from_stream(stream)).into_response()
+}
+
+/// One notification as an event.
+pub fn sse_event(r: &corral_tokio::Response) -> String {
+    let cf = r.options.content_format();
+    let readable = cf.is_none_or(|c| c.is_text() || c == ContentFormat::JSON || c == ContentFormat::SENML_JSON);
+    let data = if readable { String::from_utf8_lossy(&r.payload).into_owned() } else { hex(&r.payload) };
+    let mut s = String::new();
+    if let Some(n) = r.options.observe() {
+        s.push_str(&format!("id: {n}\n"));
+    }
+    for line in data.split('\n') {
+        s.push_str("data: ");
+        s.push_str(line.trim_end_matches('\r'));
+        s.push('\n');
+    }
+    s.push('\n');
+    s
+}

@@ -1,0 +1,328 @@
+//! The operator's window (`--http ADDR:PORT` on `corral gateway`, `corral proxy` and `corral serve`): one
+//! HTTP listener (axum on the command's tokio runtime) with `/metrics` (Prometheus text format),
+//! `/healthz` and `/readyz`, and on the gateway the admin API (`/api`, JSON, errors as RFC 9457 problem
+//! documents) and the HTTP→CoAP cross-proxy (`/hc/coap://…`, RFC 8075).
+//!
+//! Owns: the listener, who may use which route (the gateway's access roles, applied to the HTTP client's
+//! address as to a CoAP client's; this machine only on the server and the proxy; an optional bearer token
+//! for `/api`), and the routes' wiring. It is a driver-level front end in the binary: the numbers come
+//! from the nodes' published snapshots ([`watch`]), never from a lock the data path takes; the admin API
+//! and the cross-proxy are CoAP requests to the gateway's own `/em` and to the members, through
+//! corral-tokio's client, so that the Entity Manager's code paths and the member policy decide as they do
+//! for CoAP. Must never: hold anything a worker waits for, or send a request the gateway's policy would
+//! refuse a CoAP client.
+
+use crate::exit::Failure;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use clap::Args;
+use corral_group::policy::{AccessPolicy, ClientIdentity, MemberPolicy, Role};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+mod admin;
+mod console;
+mod hc;
+mod metrics;
+mod problem;
+pub mod watch;
+
+pub use problem::Problem;
+
+/// `--http` and `--http-token-file`, the same on every verb that serves.
+#[derive(Args, Debug, Default, Clone)]
+pub struct HttpArgs {
+    /// Also serve HTTP on ADDR:PORT (off unless given): /metrics (Prometheus text format), /healthz,
+    /// /readyz; on the gateway also the admin API (/api, OpenAPI at /api/openapi.json) and the HTTP→CoAP
+    /// cross-proxy (/hc/coap://HOST/PATH). Who may use it: the gateway's --allow roles, applied to the
+    /// HTTP client's address (read: GETs; actuate; manage: changes), this machine only elsewhere.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub http: Option<SocketAddr>,
+    /// With --http: the admin API (/api) also needs `Authorization: Bearer TOKEN`, TOKEN being the first
+    /// line of FILE.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub http_token_file: Option<PathBuf>,
+}
+
+/// What the numbers of one worker's inner service are (published through [`watch::Board`]).
+#[derive(Debug, Clone, Default)]
+pub enum Extra {
+    /// `corral serve`: the endpoint's counters only.
+    #[default]
+    None,
+    /// The Entity Manager of a gateway worker.
+    Em(EmNumbers),
+    /// The proxy.
+    Proxy(ProxyNumbers),
+}
+
+/// The Entity Manager's numbers in a snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct EmNumbers {
+    pub entities: usize,
+    pub jobs: usize,
+    pub counters: corral_group::em::EmStats,
+}
+
+impl EmNumbers {
+    pub fn of(em: &corral_group::EntityManager) -> Extra {
+        Extra::Em(EmNumbers { entities: em.entity_count(), jobs: em.jobs_in_progress(), counters: em.stats().clone() })
+    }
+}
+
+/// The proxy's numbers in a snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct ProxyNumbers {
+    pub stats: corral_proxy::Stats,
+    pub cache_entries: usize,
+    pub cache_bytes: usize,
+    pub pending: usize,
+    pub observations: usize,
+}
+
+impl ProxyNumbers {
+    pub fn of(p: &corral_proxy::ProxyService) -> Extra {
+        let (cache_entries, pending, observations) = p.occupancy();
+        Extra::Proxy(ProxyNumbers {
+            stats: p.stats().clone(),
+            cache_entries,
+            cache_bytes: p.cache_bytes(),
+            pending,
+            observations,
+        })
+    }
+}
+
+pub type Board = watch::Board<Extra>;
+
+/// What the gateway's routes need beyond the numbers.
+pub struct GatewaySide {
+    /// Where the gateway's CoAP endpoint answers on this machine.
+    pub coap: SocketAddr,
+    pub members: MemberPolicy,
+    /// The database the Entity Manager keeps (named by /readyz).
+    pub store: PathBuf,
+}
+
+/// Everything a running window knows.
+pub struct Window {
+    /// `gateway`, `proxy` or `serve`: the `service` label and the console's title.
+    pub verb: &'static str,
+    pub board: Arc<Board>,
+    pub access: AccessPolicy,
+    pub token: Option<String>,
+    pub gateway: Option<GatewaySide>,
+}
+
+/// A window ready to serve: its socket is bound, so that a port in use fails the command at start-up.
+pub struct Bound {
+    listener: std::net::TcpListener,
+    window: Window,
+}
+
+impl HttpArgs {
+    /// Binds the listener if `--http` was given; `None` otherwise.
+    pub fn bind(&self, verb: &'static str, board: Arc<Board>, access: AccessPolicy) -> Result<Option<Bound>, Failure> {
+        let Some(addr) = self.http else { return Ok(None) };
+        let token = match &self.http_token_file {
+            None => None,
+            Some(f) => {
+                let text = std::fs::read_to_string(f)
+                    .map_err(|e| Failure::other(format!("cannot read --http-token-file {}: {e}", f.display())))?;
+                let t = text.lines().next().unwrap_or("").trim().to_string();
+                if t.is_empty() {
+                    return Err(Failure::usage(format!("--http-token-file {}: the first line is empty", f.display())));
+                }
+                Some(t)
+            }
+        };
+        let listener = std::net::TcpListener::bind(addr)
+            .and_then(|l| l.set_nonblocking(true).map(|_| l))
+            .map_err(|e| Failure::other(format!("cannot listen on {addr} (--http): {e}")))?;
+        Ok(Some(Bound { listener, window: Window { verb, board, access, token, gateway: None } }))
+    }
+}
+
+impl Bound {
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Adds the gateway's routes.
+    pub fn gateway(mut self, side: GatewaySide) -> Bound {
+        self.window.gateway = Some(side);
+        self
+    }
+
+    /// Serves on the current tokio runtime until it ends.
+    pub async fn spawn(self) -> Result<(), Failure> {
+        let listener = tokio::net::TcpListener::from_std(self.listener)
+            .map_err(|e| Failure::other(format!("cannot serve HTTP: {e}")))?;
+        let app = router(self.window).await?;
+        tokio::spawn(async move {
+            let service = app.into_make_service_with_connect_info::<SocketAddr>();
+            if let Err(e) = axum::serve(listener, service).await {
+                tracing::warn!(error = %e, "the HTTP listener stopped");
+            }
+        });
+        Ok(())
+    }
+}
+
+/// The shared state of every route.
+pub(crate) struct App {
+    pub window: Window,
+    pub client: Option<corral_tokio::Client>,
+    /// Cross-proxy requests in progress at once; beyond it 503.
+    pub hc_slots: Arc<tokio::sync::Semaphore>,
+}
+
+pub(crate) type Shared = Arc<App>;
+
+async fn router(window: Window) -> Result<Router, Failure> {
+    let gateway = window.gateway.is_some();
+    let client = if gateway { Some(client().await?) } else { None };
+    let app = Arc::new(App { window, client, hc_slots: Arc::new(tokio::sync::Semaphore::new(hc::MAX_IN_PROGRESS)) });
+    let mut r = Router::new()
+        .route("/metrics", get(metrics::metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz));
+    if gateway {
+        r = r.merge(admin::routes()).merge(hc::routes()).merge(console::routes());
+    }
+    Ok(r.fallback(not_found).layer(axum::middleware::from_fn_with_state(app.clone(), guard)).with_state(app))
+}
+
+/// The CoAP client the admin API and the cross-proxy send through (IPv4 and IPv6 on one socket where the
+/// host has IPv6).
+async fn client() -> Result<corral_tokio::Client, Failure> {
+    let builder = || corral_tokio::Client::builder().timeout(std::time::Duration::from_secs(30));
+    match builder().bind("[::]:0").await {
+        Ok(c) => Ok(c),
+        Err(_) => builder()
+            .bind("0.0.0.0:0")
+            .await
+            .map_err(|e| Failure::other(format!("cannot open the HTTP side's CoAP socket: {e}"))),
+    }
+}
+
+async fn not_found() -> Response {
+    Problem::new(StatusCode::NOT_FOUND, "no such resource on this listener").into_response()
+}
+
+/// The role a request needs, and whether it is an admin route (the bearer token's).
+fn needs(method: &Method, path: &str) -> (Role, bool) {
+    let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+    if let Some(rest) = path.strip_prefix("/console/").filter(|_| !safe) {
+        // The console's forms: admin routes (off with a token, which a form cannot carry).
+        return (if rest.ends_with("/actuate") { Role::Actuate } else { Role::Manage }, true);
+    }
+    if let Some(rest) = path.strip_prefix("/api") {
+        let role = if safe {
+            Role::Read
+        } else if rest.ends_with("/actuate") {
+            Role::Actuate
+        } else {
+            Role::Manage
+        };
+        return (role, true);
+    }
+    if path.starts_with("/hc/") && !safe {
+        return (Role::Actuate, false);
+    }
+    (Role::Read, false)
+}
+
+/// Who may use which route: the access policy's role for the client's address, and the bearer token.
+async fn guard(
+    State(app): State<Shared>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let (role, admin) = needs(req.method(), req.uri().path());
+    let has = app.window.access.role_of(&ClientIdentity::new(peer));
+    if has.is_none_or(|r| r < role) {
+        tracing::debug!(%peer, path = req.uri().path(), "HTTP request refused by the access policy");
+        let have = has.map_or("no role".to_string(), |r| format!("the role {}", r.as_str()));
+        return Problem::new(
+            StatusCode::FORBIDDEN,
+            format!("{} needs the role {} and {peer} has {have} (--allow)", req.uri().path(), role.as_str()),
+        )
+        .into_response();
+    }
+    if admin && !same_origin(req.headers()) {
+        return Problem::new(
+            StatusCode::FORBIDDEN,
+            "a change from a page of another origin (Origin is not this listener)",
+        )
+        .into_response();
+    }
+    if admin {
+        if let Some(token) = &app.window.token {
+            if !bearer_matches(req.headers(), token) {
+                let mut r = Problem::new(
+                    StatusCode::UNAUTHORIZED,
+                    "the admin API needs `Authorization: Bearer TOKEN` (--http-token-file)",
+                )
+                .into_response();
+                r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+                return r;
+            }
+        }
+    }
+    next.run(req).await
+}
+
+/// Whether a browser sent the request from one of this listener's pages: an `Origin` header, when there
+/// is one, names the `Host` the request went to (a form on another site cannot make a browser on this
+/// machine change entities with this machine's role).
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    origin.strip_prefix("http://").is_some_and(|o| o.eq_ignore_ascii_case(host))
+}
+
+/// Whether the request carries `Authorization: Bearer <token>`, compared in time independent of where
+/// the first difference is.
+fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+    let Some(given) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
+    let Some(given) = given.strip_prefix("Bearer ") else { return false };
+    let (a, b) = (given.trim().as_bytes(), token.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn healthz() -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok\n").into_response()
+}
+
+/// Ready: every worker published a snapshot within the last few periods (its node runs), and on the
+/// gateway the store is open (the gateway opened it before binding; it is named here).
+async fn readyz(State(app): State<Shared>) -> Response {
+    let snaps = app.window.board.read();
+    let stale = watch::PERIOD.as_micros() * 4;
+    let mut workers = Vec::new();
+    let mut ready = true;
+    for (i, s) in snaps.iter().enumerate() {
+        let alive = s.published.is_some_and(|t| t.elapsed().as_micros() as u64 <= stale);
+        ready &= alive;
+        workers.push(serde_json::json!({ "worker": i, "alive": alive, "uptime_s": s.uptime_s }));
+    }
+    let mut body =
+        serde_json::json!({ "ready": ready, "service": app.window.verb, "sockets_bound": true, "workers": workers });
+    if let Some(g) = &app.window.gateway {
+        body["store"] = serde_json::json!({ "open": true, "path": g.store.display().to_string() });
+    }
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, axum::Json(body)).into_response()
+}
+
+/// Who may use the window of `corral serve` and `corral proxy`: this machine (loopback), every route.
+pub fn this_machine() -> AccessPolicy {
+    AccessPolicy::loopback_only()
+}

@@ -44,7 +44,7 @@ pub fn run(em: &EmulatedSpec, index: usize, seed: u64) -> Result<PointRun, RunEr
     let file = dir.join("index.html");
     std::fs::write(&file, body).map_err(|e| io(&file, e))?;
     let toward = if em.direction == "both" { Toward::Both } else { Toward::Server };
-    let programs = programs(em, &dir, seed);
+    let programs = programs(em, &dir, seed).map(|(server, client)| (quiet(server), quiet(client)));
     let counts = programs.and_then(|(server, client)| {
         run_link(&LinkRun { delay_ms, loss, toward, seed: seed % 1_000_000, server, client })
     });
@@ -62,7 +62,9 @@ fn corral_executable() -> Result<String, EmulatedError> {
 }
 
 /// The paper's CoAP client as its capture shows it: from one UDP socket, a NON GET (no token, the message ID
-/// counting up) every `interval` seconds on a fixed schedule, answers read and dropped, never waited for.
+/// counting up) every `interval` seconds on a fixed schedule from its own start, answers read and dropped,
+/// never waited for; after the last GET it reads answers for one more interval, then exits (so a point's
+/// count of GETs is its duration over the interval, not what the start-up of Python left of it).
 /// Arguments: host, port, Uri-Path segment, interval (s), duration (s), first message ID.
 pub const OPEN_LOOP_COAP: &str = r#"
 import select, socket, sys, time
@@ -71,37 +73,41 @@ interval, duration, mid = float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6
 opt = bytes([0xB0 | len(seg)]) + seg if 0 < len(seg) < 13 else b""
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setblocking(False)
-start, k = time.monotonic(), 0
-while k * interval < duration:
-    due = start + k * interval
+def drain(until):
     while True:
-        wait = due - time.monotonic()
+        wait = until - time.monotonic()
         if wait <= 0:
-            break
+            return
         if select.select([s], [], [], wait)[0]:
             try:
                 s.recv(2048)
             except OSError:
                 pass
+start, k = time.monotonic(), 0
+while k * interval < duration:
+    drain(start + k * interval)
     try:
         s.sendto(bytes([0x50, 0x01, mid >> 8, mid & 0xFF]) + opt, (host, port))
     except OSError:
         pass
     mid, k = (mid + 1) & 0xFFFF, k + 1
+drain(time.monotonic() + interval)
 "#;
 
 /// The paper's `py_client.py`: a GET on a new connection, the body read, then a pause, in a loop (with
-/// urllib when the `requests` package is absent). Arguments: URL, pause (s).
+/// urllib when the `requests` package is absent) — for `duration` seconds from its own start, the GET in
+/// flight at the end completed. Arguments: URL, pause (s), duration (s).
 pub const PAPER_HTTP_CLIENT: &str = r#"
 import sys, time
-url, pause = sys.argv[1], float(sys.argv[2])
+url, pause, duration = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 try:
     import requests
     get = lambda: requests.get(url).content
 except ImportError:
     import urllib.request
     get = lambda: urllib.request.urlopen(url).read()
-while True:
+start = time.monotonic()
+while time.monotonic() - start < duration:
     try:
         get()
     except Exception:
@@ -112,6 +118,9 @@ while True:
 /// The server and the client of the point's scheme.
 fn programs(em: &EmulatedSpec, dir: &Path, seed: u64) -> Result<(Vec<String>, Vec<String>), EmulatedError> {
     let secs = em.duration_s.to_string();
+    // The clients time themselves; `timeout` only ends one stuck past its duration (a GET whose SYNs are
+    // all lost waits for TCP's connect timeout).
+    let limit = (em.duration_s + 10).to_string();
     let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
     Ok(match (em.scheme.as_str(), em.sender.as_str()) {
         ("http", _) => {
@@ -120,7 +129,7 @@ fn programs(em: &EmulatedSpec, dir: &Path, seed: u64) -> Result<(Vec<String>, Ve
             let pause = format!("{}", em.http_pause_ms as f64 / 1000.0);
             (
                 owned(&["python3", "-m", "http.server", "8080", "--bind", "0.0.0.0", "--directory", &dir]),
-                owned(&["timeout", &secs, "python3", "-c", PAPER_HTTP_CLIENT, &url, &pause]),
+                owned(&["timeout", &limit, "python3", "-c", PAPER_HTTP_CLIENT, &url, &pause, &secs]),
             )
         }
         (_, sender) => {
@@ -133,7 +142,7 @@ fn programs(em: &EmulatedSpec, dir: &Path, seed: u64) -> Result<(Vec<String>, Ve
                 let mid = (seed % 65_536).to_string();
                 owned(&[
                     "timeout",
-                    &secs,
+                    &limit,
                     "python3",
                     "-c",
                     OPEN_LOOP_COAP,
@@ -148,6 +157,14 @@ fn programs(em: &EmulatedSpec, dir: &Path, seed: u64) -> Result<(Vec<String>, Ve
             (server, client)
         }
     })
+}
+
+/// A program with its output discarded: the lab's own stdout is its report (`--json` is parsed by scripts),
+/// and http.server logs every request on stderr.
+fn quiet(cmd: Vec<String>) -> Vec<String> {
+    let mut v: Vec<String> = vec!["sh".into(), "-c".into(), "exec \"$@\" >/dev/null 2>&1".into(), "sh".into()];
+    v.extend(cmd);
+    v
 }
 
 fn shell_loop(secs: u64, cmd: &str) -> Vec<String> {

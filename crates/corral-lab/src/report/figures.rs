@@ -126,7 +126,9 @@ pub fn boxes_response_times(f: &Figure) -> bool {
 fn box_svg(f: &Figure, metric: Metric, selected: &[&(&Point, Aggregate)]) -> String {
     let y_label = if metric == Metric::ResponseTime { "response time (s)" } else { metric.label() };
     let mut plot = BoxPlot::new(&f.title, y_label);
-    let mut boxes: Vec<(String, Vec<f64>, Option<([f64; 5], f64)>)> = Vec::new();
+    // Per box: its label, the metric's values, or a point's response-time box and mean.
+    type Box = (String, Vec<f64>, Option<([f64; 5], f64)>);
+    let mut boxes: Vec<Box> = Vec::new();
     for (p, a) in selected {
         let x = if f.x.is_empty() { None } else { p.get(&f.x).map(ToString::to_string) };
         let key = [x.unwrap_or_default(), series_key(p, &f.series)]

@@ -15,11 +15,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Parses a scenario file and checks that every finding it names is a known check: what `corral lab`
-/// accepts as a scenario.
+/// Parses a scenario file and checks that every finding it names is a known check and that its family's
+/// runner reads every `[calibration]` field it sets: what `corral lab` accepts as a scenario.
 pub fn load(text: &str) -> Result<Scenario, ScenarioError> {
     let s = Scenario::parse(text)?;
     crate::findings::validate(&s)?;
+    crate::family::check_calibration(&s)?;
     Ok(s)
 }
 
@@ -64,6 +65,69 @@ pub fn parse_shard(s: &str) -> Result<(usize, usize), ShardError> {
         return Err(bad("need 0 ≤ i < n"));
     }
     Ok((i, n))
+}
+
+/// Where a shard's index and count came from when `--shard` was not given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardFromEnv {
+    pub shard: (usize, usize),
+    /// The variables (and the flag) it was read from, for the run's stderr.
+    pub from: String,
+}
+
+/// The shard of a job array when no `--shard` is given: a Slurm array task (`SLURM_ARRAY_TASK_ID`,
+/// `_MIN`, `_STEP` and `_COUNT`, so `--array=1-4` and `--array=0-6:2` work too) or a Kubernetes Indexed
+/// Job's pod (`JOB_COMPLETION_INDEX`; Kubernetes sets no count, so it comes from `count` — the
+/// `--shard-count` flag — or a `JOB_COMPLETION_COUNT` the manifest sets to the Job's `completions`).
+/// `env` reads a variable (`std::env::var` in the CLI). `None` when neither scheduler's variables are set.
+pub fn shard_from_env(
+    env: &dyn Fn(&str) -> Option<String>,
+    count: Option<usize>,
+) -> Result<Option<ShardFromEnv>, ShardError> {
+    let num = |var: &str| -> Result<Option<usize>, ShardError> {
+        match env(var) {
+            None => Ok(None),
+            Some(v) => v
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| ShardError { given: format!("from {var}={v}"), problem: "not a whole number" }),
+        }
+    };
+    let check = |i: usize, n: usize, from: String| {
+        if n == 0 || i >= n {
+            return Err(ShardError { given: format!("{i}/{n} from {from}"), problem: "need 0 ≤ i < n" });
+        }
+        Ok(Some(ShardFromEnv { shard: (i, n), from }))
+    };
+    if let Some(id) = num("SLURM_ARRAY_TASK_ID")? {
+        let min = num("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+        let step = num("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+        let n = match count {
+            Some(n) => n,
+            None => num("SLURM_ARRAY_TASK_COUNT")?.ok_or(ShardError {
+                given: "from SLURM_ARRAY_TASK_ID".into(),
+                problem: "SLURM_ARRAY_TASK_COUNT is not set: give --shard-count",
+            })?,
+        };
+        let i = id.checked_sub(min).ok_or(ShardError {
+            given: format!("from SLURM_ARRAY_TASK_ID={id}"),
+            problem: "below SLURM_ARRAY_TASK_MIN",
+        })? / step;
+        return check(i, n, format!("SLURM_ARRAY_TASK_ID={id} (min {min}, step {step}) of {n} tasks"));
+    }
+    if let Some(i) = num("JOB_COMPLETION_INDEX")? {
+        let n = match count {
+            Some(n) => n,
+            None => num("JOB_COMPLETION_COUNT")?.ok_or(ShardError {
+                given: format!("from JOB_COMPLETION_INDEX={i}"),
+                problem:
+                    "Kubernetes sets no count: give --shard-count (the Job's completions) or set JOB_COMPLETION_COUNT",
+            })?,
+        };
+        return check(i, n, format!("JOB_COMPLETION_INDEX={i} of {n} completions"));
+    }
+    Ok(None)
 }
 
 /// The points a run covers: the sweep (quick or full), then the shard's share of them.
@@ -240,4 +304,47 @@ pub fn merge(dirs: &[&Path]) -> Result<RunData, DataError> {
 /// The scenario of a report directory.
 fn scenario(dir: &Path, text: &str) -> Result<Scenario, DataError> {
     load(text).map_err(|source| DataError::Scenario { path: dir.join("scenario.toml"), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn slurm_array_variables_pick_the_shard() {
+        let e = env(&[("SLURM_ARRAY_TASK_ID", "3"), ("SLURM_ARRAY_TASK_COUNT", "4")]);
+        let got = shard_from_env(&e, None).unwrap().unwrap();
+        assert_eq!(got.shard, (3, 4));
+        assert!(got.from.contains("SLURM_ARRAY_TASK_ID=3"), "{}", got.from);
+        // --array=1-4: ids 1..4 are shards 0..3; --array=0-6:2: ids 0, 2, 4, 6.
+        let one_based =
+            env(&[("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_ARRAY_TASK_MIN", "1"), ("SLURM_ARRAY_TASK_COUNT", "4")]);
+        assert_eq!(shard_from_env(&one_based, None).unwrap().unwrap().shard, (0, 4));
+        let stepped =
+            env(&[("SLURM_ARRAY_TASK_ID", "4"), ("SLURM_ARRAY_TASK_STEP", "2"), ("SLURM_ARRAY_TASK_COUNT", "4")]);
+        assert_eq!(shard_from_env(&stepped, None).unwrap().unwrap().shard, (2, 4));
+    }
+
+    #[test]
+    fn a_kubernetes_index_needs_a_count() {
+        let e = env(&[("JOB_COMPLETION_INDEX", "2")]);
+        let err = shard_from_env(&e, None).unwrap_err().to_string();
+        assert!(err.contains("--shard-count"), "{err}");
+        assert_eq!(shard_from_env(&e, Some(5)).unwrap().unwrap().shard, (2, 5));
+        let set = env(&[("JOB_COMPLETION_INDEX", "2"), ("JOB_COMPLETION_COUNT", "3")]);
+        assert_eq!(shard_from_env(&set, None).unwrap().unwrap().shard, (2, 3));
+    }
+
+    #[test]
+    fn no_scheduler_no_shard_and_nonsense_is_refused() {
+        assert_eq!(shard_from_env(&env(&[]), None).unwrap(), None);
+        let bad = env(&[("SLURM_ARRAY_TASK_ID", "x"), ("SLURM_ARRAY_TASK_COUNT", "4")]);
+        assert!(shard_from_env(&bad, None).unwrap_err().to_string().contains("SLURM_ARRAY_TASK_ID=x"));
+        let past = env(&[("JOB_COMPLETION_INDEX", "4"), ("JOB_COMPLETION_COUNT", "4")]);
+        assert!(shard_from_env(&past, None).is_err());
+    }
 }

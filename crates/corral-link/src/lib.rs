@@ -36,6 +36,20 @@ pub struct Config {
     pub impairments: Impairments,
     /// Seed of the loss, jitter and reordering decisions (each direction draws its own stream).
     pub seed: u64,
+    /// Which directions the impairments apply to; the other carries packets untouched.
+    pub toward: Toward,
+}
+
+/// The directions a link impairs: both (each with its own draws), or one — what `tc netem` on one
+/// interface does (it shapes what leaves that interface, nothing that arrives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Toward {
+    #[default]
+    Both,
+    /// Client → server only: netem on the client's interface.
+    Server,
+    /// Server → client only: netem on the server's interface.
+    Client,
 }
 
 impl Impairments {
@@ -305,10 +319,15 @@ impl Link {
         let (a, b) = (Arc::new(a), Arc::new(b));
         let ab = Arc::new(Counters::default());
         let ba = Arc::new(Counters::default());
-        let imp = cfg.impairments.clone();
+        let none = Impairments::new(Duration::ZERO, Duration::ZERO, 0.0, None, 0, 0.0);
+        let (to_client, to_server) = match cfg.toward {
+            Toward::Both => (cfg.impairments.clone(), cfg.impairments.clone()),
+            Toward::Server => (none, cfg.impairments.clone()),
+            Toward::Client => (cfg.impairments.clone(), none),
+        };
         let tasks = vec![
-            tokio::spawn(pump(a.clone(), b.clone(), Direction::new(imp.clone(), cfg.seed, 1), ab.clone())),
-            tokio::spawn(pump(b, a, Direction::new(imp, cfg.seed, 2), ba.clone())),
+            tokio::spawn(pump(a.clone(), b.clone(), Direction::new(to_client, cfg.seed, 1), ab.clone())),
+            tokio::spawn(pump(b, a, Direction::new(to_server, cfg.seed, 2), ba.clone())),
         ];
         Ok(Link { counters: [ab, ba], tasks, ns })
     }

@@ -21,6 +21,8 @@ Examples:
   corral lab run fig08-group-size --shard 0/2 --out s0   # half the points
   corral lab run fig08-group-size --shard 1/2 --out s1   # (on another machine)
   corral lab merge s0 s1 --out fig08        # one report from both
+  sbatch --array=0-3 job.sh                 # job.sh: corral lab run NAME --out s$SLURM_ARRAY_TASK_ID
+                                            # (the shard comes from the array; see docs/lab.md)
 
 A report directory holds queries.csv (one row per query), aggregates.csv, points.csv, links.csv \
 (frames per link), nodes.csv (load per node), one SVG per figure, index.html (figures with the \
@@ -75,9 +77,15 @@ struct RunArgs {
     /// Seed of every random choice in the run.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Run only every n-th sweep point starting at i (`i/n`), for splitting a sweep over machines.
+    /// Run only every n-th sweep point starting at i (`i/n`), for splitting a sweep over machines. Without
+    /// it, a Slurm array task (SLURM_ARRAY_TASK_ID and _COUNT) or a Kubernetes Indexed Job's pod
+    /// (JOB_COMPLETION_INDEX, with --shard-count) picks its shard; stderr says which.
     #[arg(long)]
     shard: Option<String>,
+    /// The number of shards when a scheduler gives only the index (a Kubernetes Indexed Job's
+    /// completions); overrides SLURM_ARRAY_TASK_COUNT and JOB_COMPLETION_COUNT.
+    #[arg(long, value_name = "N")]
+    shard_count: Option<usize>,
     /// Threads (default: the available cores). Results do not depend on it.
     #[arg(long)]
     jobs: Option<usize>,
@@ -175,8 +183,19 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
         },
         LabCommand::Run(a) => {
             let (s, text) = load(&a.scenario)?;
-            let shard =
-                a.shard.as_deref().map(sweep::parse_shard).transpose().map_err(|e| Failure::usage(e.to_string()))?;
+            let shard = match a.shard.as_deref() {
+                Some(given) => Some(sweep::parse_shard(given).map_err(|e| Failure::usage(e.to_string()))?),
+                None => {
+                    let env = |k: &str| std::env::var(k).ok();
+                    let picked =
+                        sweep::shard_from_env(&env, a.shard_count).map_err(|e| Failure::usage(e.to_string()))?;
+                    if let Some(p) = &picked {
+                        // Said even with -q: a run that covers part of a sweep must never look like the whole.
+                        say!("shard {}/{}: from {}", p.shard.0, p.shard.1, p.from);
+                    }
+                    picked.map(|p| p.shard)
+                }
+            };
             let jobs = a.jobs.unwrap_or_else(default_jobs).max(1);
             let opts = RunOptions { seed: a.seed, quick: a.quick, shard, jobs };
             let out = a.out.unwrap_or_else(|| {

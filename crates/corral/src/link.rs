@@ -5,13 +5,14 @@
 use crate::exit::{ExitCode, Failure};
 use clap::{Args, Subcommand};
 use corral_link::impair::Impairments;
-use corral_link::{Config, Link, LinkCounts, LinkError};
+use corral_link::{Config, Link, LinkCounts, LinkError, Toward};
 use std::time::Duration;
 
 pub const AFTER_HELP: &str = "\
 The server side lives in namespace A at 10.213.0.1 (and fd77::1), the client side in namespace B \
 at 10.213.0.2 (fd77::2); every packet between them crosses corral, which applies the impairments \
-to each direction independently. `run` starts the server command in A, waits --settle, runs the \
+to each direction independently (or, with --direction to-server, to the client's packets only, \
+as `tc netem` on the client's interface does). `run` starts the server command in A, waits --settle, runs the \
 client command in B, then stops the server and removes the namespaces; its exit status is the \
 client's, and a server command that fails during --settle fails the run (exit status 1).
 
@@ -21,6 +22,7 @@ Examples:
   corral link run --delay 20ms --jitter 5ms --rate 1mbit --loss 2% --burst 4 \\
       -- coap-server-notls ::: coap-client-notls -B 30 coap://10.213.0.1/time
   corral link up --delay 100ms --loss 10%   # then: ip netns exec corral-a-PID …
+  corral link run --delay 100ms --direction to-server -- …   # netem on the client's interface
 
 Loss: --loss P% alone is independent per packet; with --burst N it is Gilbert–Elliott with mean \
 bursts of N packets (the lab's `gilbert` model). Values take units: 50ms, 1s (a bare number other \
@@ -45,13 +47,13 @@ pub enum LinkCommand {
 
 #[derive(Args, Debug, Clone)]
 pub struct ImpairArgs {
-    /// One-way delay, each direction, e.g. 50ms or 1.5s.
+    /// One-way delay of each impaired direction (see --direction), e.g. 50ms or 1.5s.
     #[arg(long, value_name = "DURATION", default_value = "0ms", value_parser = parse_duration)]
     pub delay: Duration,
     /// Delay varies uniformly by ± this much, e.g. 5ms.
     #[arg(long, value_name = "DURATION", default_value = "0ms", value_parser = parse_duration)]
     pub jitter: Duration,
-    /// Packet loss, each direction (e.g. 5% or 0.05).
+    /// Packet loss of each impaired direction (e.g. 5% or 0.05).
     #[arg(long, default_value = "0%", value_parser = parse_fraction)]
     pub loss: f64,
     /// Mean loss burst in packets: Gilbert–Elliott loss instead of independent.
@@ -66,6 +68,10 @@ pub struct ImpairArgs {
     /// Seed of the loss, jitter and reordering decisions.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Which directions the impairments apply to: both, or only to-server (client → server: what `tc
+    /// netem` on the client's interface does) or to-client.
+    #[arg(long, value_name = "WHICH", default_value = "both", value_parser = parse_toward)]
+    pub direction: Toward,
     /// At the end, print the link's counters as JSON on stderr.
     #[arg(long)]
     pub json: bool,
@@ -103,6 +109,15 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_toward(s: &str) -> Result<Toward, String> {
+    match s {
+        "both" => Ok(Toward::Both),
+        "to-server" => Ok(Toward::Server),
+        "to-client" => Ok(Toward::Client),
+        _ => Err(format!("`{s}`: both, to-server (client → server only) or to-client")),
+    }
+}
+
 fn parse_rate(s: &str) -> Result<u64, String> {
     let t = s.trim().to_ascii_lowercase();
     let bad = || format!("`{s}`: a rate such as 1mbit, 250kbit or 10000bit");
@@ -126,7 +141,7 @@ impl ImpairArgs {
     fn config(&self) -> Config {
         let impairments =
             Impairments::new(self.delay, self.jitter, self.loss, self.burst, self.rate.unwrap_or(0), self.reorder);
-        Config { impairments, seed: self.seed }
+        Config { impairments, seed: self.seed, toward: self.direction }
     }
 }
 

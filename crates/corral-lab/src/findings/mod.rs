@@ -16,6 +16,17 @@
 //! ([`AGREEMENT`]), else DISAGREES, and every measure is reported as its mean with the range over the
 //! replicates. A check that lacks the points it needs (a `--quick` run) is INCONCLUSIVE.
 //!
+//! # Rules every check follows
+//! - A replicate whose check fails to evaluate (an error, no measures) counts as a replicate in which the
+//!   claim did not hold, and the finding's note names it: it is never dropped from the count.
+//! - A strict claim ("lower", "fewer", "sooner") uses [`Tolerance::Below`] / [`Tolerance::Above`]: a tie
+//!   does not meet it.
+//! - A monotone claim ("grows with", "falls with") is checked at every step of its axis ([`steps`]), not
+//!   between the end points only.
+//! - A check whose result follows from byte, airtime or pacing arithmetic of the configuration is listed in
+//!   [`ARITHMETIC`] and reported as CONSEQUENCE whatever role the scenario gives it.
+//! - A number that is not finite prints as a word ([`number`]): "infinite", "undefined (0/0)".
+//!
 //! # Families
 //! Checks live in one module per experiment family, named like it ([`entity`] — seed 000's testbed and
 //! office and the open questions beyond it —, [`stream`], [`emulated`], [`baseline`], [`multiparty`]); each
@@ -35,6 +46,20 @@ use std::fmt;
 
 /// A claim agrees when it holds in at least this share of the replicates (4 of 5).
 pub const AGREEMENT: f64 = 0.8;
+
+/// Checks whose result is byte, airtime or pacing arithmetic of the configuration, with why: CONSEQUENCE
+/// whatever role a scenario gives them (agreement with them is not evidence about the paper).
+pub const ARITHMETIC: &[(&str, &str)] = &[
+    ("request_sizes", "the request's bytes follow from the encoders"),
+    ("coap_fewer_bytes", "bytes on the air follow from the headers each scheme sends"),
+    ("mp_requests_grow", "requests per forwarder follow from the request rate and the run's length"),
+    ("mp_aware_link_load", "packets per shared-path hop follow from the request rate and aggregation"),
+];
+
+/// Why a check is arithmetic, if it is ([`ARITHMETIC`]).
+pub fn arithmetic(check: &str) -> Option<&'static str> {
+    ARITHMETIC.iter().find(|(c, _)| *c == check).map(|(_, why)| *why)
+}
 
 /// The aggregates a check reads: one replicate's points.
 pub type Aggs<'a> = [(&'a Point, Aggregate)];
@@ -136,6 +161,10 @@ impl Kind {
 pub enum Tolerance {
     AtLeast(f64),
     AtMost(f64),
+    /// Strictly below: a strict claim ("lower", "fewer", "sooner"), which a tie does not meet.
+    Below(f64),
+    /// Strictly above ("higher", "more", "grows").
+    Above(f64),
     Between(f64, f64),
     /// Within this fraction of the paper's number (0.15: ±15 %).
     Relative(f64),
@@ -151,6 +180,8 @@ impl Tolerance {
         match (self, paper) {
             (Tolerance::AtLeast(x), _) => corral >= x,
             (Tolerance::AtMost(x), _) => corral <= x,
+            (Tolerance::Below(x), _) => corral < x,
+            (Tolerance::Above(x), _) => corral > x,
             (Tolerance::Between(a, b), _) => (a..=b).contains(&corral),
             (Tolerance::Relative(r), Some(p)) => p != 0.0 && (corral / p - 1.0).abs() <= r,
             (Tolerance::Absolute(d), Some(p)) => (corral - p).abs() <= d,
@@ -162,6 +193,8 @@ impl Tolerance {
         match self {
             Tolerance::AtLeast(x) => format!("≥ {}{unit}", short(x)),
             Tolerance::AtMost(x) => format!("≤ {}{unit}", short(x)),
+            Tolerance::Below(x) => format!("< {}{unit} (a tie does not count)", short(x)),
+            Tolerance::Above(x) => format!("> {}{unit} (a tie does not count)", short(x)),
             Tolerance::Between(a, b) => format!("{}–{}{unit}", short(a), short(b)),
             Tolerance::Relative(r) => format!("±{} %", short(r * 100.0)),
             Tolerance::Absolute(d) => format!("±{}{unit}", short(d)),
@@ -169,13 +202,34 @@ impl Tolerance {
     }
 }
 
-/// `3`, `0.39`, `94.6`: a number as short as it reads.
+/// `3`, `0.39`, `94.6`: a number as short as it reads; one that is not finite as a word ([`number`]).
 fn short(x: f64) -> String {
     if !x.is_finite() {
-        return "–".into();
+        return non_finite(x).into();
     }
     let s = format!("{x:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A number that is not finite as a word: a ratio over zero is "infinite", zero over zero "undefined".
+fn non_finite(x: f64) -> &'static str {
+    if x.is_nan() {
+        "undefined (0/0 or not measured)"
+    } else if x > 0.0 {
+        "infinite"
+    } else {
+        "minus infinite"
+    }
+}
+
+/// A number with its unit as a report prints it: `0.81×`, `2302 B/s`; `infinite` (no unit) when it is not
+/// finite — never a dash that reads like a missing value.
+pub fn number(x: f64, unit: &str) -> String {
+    if x.is_finite() {
+        format!("{}{unit}", short(x))
+    } else {
+        non_finite(x).into()
+    }
 }
 
 /// One number a check compares.
@@ -223,10 +277,22 @@ impl Spread {
     /// The distance to the paper: the ratio or the difference, whichever the tolerance speaks of.
     pub fn distance(&self) -> String {
         match (self.paper, self.tolerance) {
-            (Some(p), Tolerance::Relative(_)) if p != 0.0 => format!("ratio {:.2}", self.mean / p),
+            (Some(p), Tolerance::Relative(_)) if p != 0.0 => {
+                let r = self.mean / p;
+                if r.is_finite() {
+                    format!("ratio {r:.2}")
+                } else {
+                    format!("ratio {}", non_finite(r))
+                }
+            }
             (Some(p), _) => {
                 let unit = if self.unit == " %" { " points" } else { self.unit };
-                format!("difference {:+}{unit}", short(self.mean - p))
+                let d = self.mean - p;
+                if d.is_finite() {
+                    format!("difference {}{}", if d >= 0.0 { "+" } else { "" }, number(d, unit))
+                } else {
+                    format!("difference {}", non_finite(d))
+                }
             }
             (None, _) => String::new(),
         }
@@ -235,12 +301,12 @@ impl Spread {
 
 impl fmt::Display for Spread {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: corral {}{}", self.what, short(self.mean), self.unit)?;
+        write!(f, "{}: corral {}", self.what, number(self.mean, self.unit))?;
         if self.of > 1 && self.min != self.max {
             write!(f, " ({}–{} over {})", short(self.min), short(self.max), self.of)?;
         }
         if let Some(p) = self.paper {
-            write!(f, ", paper {}{}, {}", short(p), self.unit, self.distance())?;
+            write!(f, ", paper {}, {}", number(p, self.unit), self.distance())?;
         }
         write!(f, "; tolerance {}", self.tolerance.describe(self.unit))?;
         if self.of > 1 {
@@ -308,31 +374,38 @@ pub fn evaluate(s: &Scenario, aggs: &Aggs) -> Vec<Finding> {
         .iter()
         .map(|spec| {
             let check = lookup(&spec.check);
-            let mut per_rep: Vec<Vec<Measure>> = Vec::new();
-            let mut why = String::new();
-            for r in &reps {
-                let part: Vec<(&Point, Aggregate)> = aggs
-                    .iter()
-                    .filter(|(p, _)| p.get("replicate").and_then(AxisValue::num) == *r)
-                    .map(|(p, a)| (*p, a.clone()))
-                    .collect();
-                match check.map(|c| (c.run)(s, &part)) {
-                    Some(Ok(m)) if !m.is_empty() => per_rep.push(m),
-                    Some(Ok(_)) => why = "no measures".into(),
-                    Some(Err(e)) => why = e.0,
-                    None => why = format!("no check named {}", spec.check),
-                }
-            }
-            combine(spec, check.map_or("unknown check", |c| c.title), per_rep, why)
+            let per_rep: Vec<Result<Vec<Measure>, String>> = reps
+                .iter()
+                .map(|r| {
+                    let part: Vec<(&Point, Aggregate)> = aggs
+                        .iter()
+                        .filter(|(p, _)| p.get("replicate").and_then(AxisValue::num) == *r)
+                        .map(|(p, a)| (*p, a.clone()))
+                        .collect();
+                    match check.map(|c| (c.run)(s, &part)) {
+                        Some(Ok(m)) if !m.is_empty() => Ok(m),
+                        Some(Ok(_)) => Err("no measures".into()),
+                        Some(Err(e)) => Err(e.0),
+                        None => Err(format!("no check named {}", spec.check)),
+                    }
+                })
+                .collect();
+            combine(spec, check.map_or("unknown check", |c| c.title), per_rep)
         })
         .collect()
 }
 
-fn combine(spec: &FindingSpec, title: &str, per_rep: Vec<Vec<Measure>>, why: String) -> Finding {
-    let replicates = per_rep.len();
-    let held = per_rep.iter().filter(|ms| ms.iter().all(Measure::holds)).count();
+/// One finding from its replicates' measures. A replicate whose check failed to evaluate while others
+/// evaluated counts as one in which the claim did not hold, and the note says which and why; when none
+/// evaluated, the finding is INCONCLUSIVE with the reason.
+fn combine(spec: &FindingSpec, title: &str, per_rep: Vec<Result<Vec<Measure>, String>>) -> Finding {
+    let failed: Vec<(usize, String)> =
+        per_rep.iter().enumerate().filter_map(|(i, r)| r.as_ref().err().map(|e| (i, e.clone()))).collect();
+    let evaluated: Vec<Vec<Measure>> = per_rep.into_iter().filter_map(Result::ok).collect();
+    let replicates = evaluated.len() + if evaluated.is_empty() { 0 } else { failed.len() };
+    let held = evaluated.iter().filter(|ms| ms.iter().all(Measure::holds)).count();
     let mut measures: Vec<Spread> = Vec::new();
-    for ms in &per_rep {
+    for ms in &evaluated {
         for m in ms {
             let sp = match measures.iter_mut().find(|x| x.what == m.what) {
                 Some(sp) => sp,
@@ -361,16 +434,34 @@ fn combine(spec: &FindingSpec, title: &str, per_rep: Vec<Vec<Measure>>, why: Str
     for sp in &mut measures {
         sp.mean /= sp.of.max(1) as f64;
     }
+    let arithmetic = arithmetic(&spec.check);
     let kind = if replicates == 0 {
         Kind::Inconclusive
     } else {
         match spec.role {
+            _ if arithmetic.is_some() => Kind::Consequence,
             Role::Fitted => Kind::Fitted,
             Role::Consequence => Kind::Consequence,
             Role::Claim if held as f64 >= AGREEMENT * replicates as f64 => Kind::Agrees,
             Role::Claim => Kind::Disagrees,
         }
     };
+    let mut notes = Vec::new();
+    if replicates == 0 {
+        notes.push(failed.first().map(|(_, why)| why.clone()).unwrap_or_else(|| "no replicates".into()));
+    } else if !failed.is_empty() {
+        let which: Vec<String> = failed.iter().map(|(i, why)| format!("replicate {}: {why}", i + 1)).collect();
+        notes.push(format!(
+            "the check failed to evaluate in {} of {replicates} replicates, counted as not holding ({})",
+            failed.len(),
+            which.join("; ")
+        ));
+    }
+    if let (Some(why), Role::Claim | Role::Fitted) = (arithmetic, spec.role) {
+        if replicates > 0 {
+            notes.push(format!("arithmetic, not evidence: {why}"));
+        }
+    }
     Finding {
         check: spec.check.clone(),
         figure: spec.figure.clone(),
@@ -381,7 +472,7 @@ fn combine(spec: &FindingSpec, title: &str, per_rep: Vec<Vec<Measure>>, why: Str
         measures,
         held,
         replicates,
-        note: if replicates == 0 { why } else { String::new() },
+        note: notes.join("; "),
         explain: spec.explain.clone(),
     }
 }
@@ -425,6 +516,37 @@ pub(crate) fn need(ms: Vec<Measure>, missing: &str) -> Result<Vec<Measure>, Inco
     } else {
         Ok(ms)
     }
+}
+
+/// Which way a monotone claim goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trend {
+    Rises,
+    Falls,
+}
+
+/// A monotone claim checked at every step of its axis: one measure per pair of neighbouring points
+/// (`(x, y)` sorted by x), `y(next) − y(this)`, strictly above zero when it rises and strictly below when
+/// it falls — an interior step against the trend fails the claim even when the end points agree with it.
+pub fn steps(what: &str, points: &[(f64, f64)], trend: Trend, unit: &'static str) -> Vec<Measure> {
+    let mut sorted = points.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let tol = match trend {
+        Trend::Rises => Tolerance::Above(0.0),
+        Trend::Falls => Tolerance::Below(0.0),
+    };
+    sorted
+        .windows(2)
+        .map(|w| {
+            Measure::new(
+                format!("{what} at {} − at {}", short(w[1].0), short(w[0].0)),
+                w[1].1 - w[0].1,
+                None,
+                unit,
+                tol,
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -530,15 +652,93 @@ mod tests {
             explain: String::new(),
             role: Role::Claim,
         };
-        let m = |v: f64| vec![Measure::new("v", v, Some(1.0), " s", Tolerance::Relative(0.1))];
-        let agree = combine(&spec, "t", vec![m(1.0), m(1.05), m(0.95), m(1.0), m(2.0)], String::new());
+        let m = |v: f64| Ok(vec![Measure::new("v", v, Some(1.0), " s", Tolerance::Relative(0.1))]);
+        let agree = combine(&spec, "t", vec![m(1.0), m(1.05), m(0.95), m(1.0), m(2.0)]);
         assert_eq!((agree.kind, agree.held, agree.replicates), (Kind::Agrees, 4, 5));
-        let disagree = combine(&spec, "t", vec![m(1.0), m(1.05), m(2.0), m(1.0), m(2.0)], String::new());
+        let disagree = combine(&spec, "t", vec![m(1.0), m(1.05), m(2.0), m(1.0), m(2.0)]);
         assert_eq!(disagree.kind, Kind::Disagrees);
         assert!(disagree.corral().contains("held 3/5"), "{}", disagree.corral());
-        let fitted = combine(&FindingSpec { role: Role::Fitted, ..spec.clone() }, "t", vec![m(1.0)], String::new());
+        let fitted = combine(&FindingSpec { role: Role::Fitted, ..spec.clone() }, "t", vec![m(1.0)]);
         assert_eq!(fitted.kind, Kind::Fitted);
-        let none = combine(&spec, "t", vec![], "needs points".into());
+        let none = combine(&spec, "t", vec![Err("needs points".into())]);
         assert_eq!((none.kind, none.note.as_str()), (Kind::Inconclusive, "needs points"));
+    }
+
+    fn claim(check: &str) -> FindingSpec {
+        FindingSpec {
+            check: check.into(),
+            figure: String::new(),
+            paper: String::new(),
+            explain: String::new(),
+            role: Role::Claim,
+        }
+    }
+
+    #[test]
+    fn a_replicate_whose_check_fails_is_reported_and_counted_not_dropped() {
+        let m = |v: f64| Ok(vec![Measure::new("v", v, Some(1.0), " s", Tolerance::Relative(0.1))]);
+        let broken = || Err("needs udp at error rate 0.1".to_string());
+        // Four replicates hold, one fails to evaluate: 4 of 5 still agree, and the note names the failure.
+        let f = combine(&claim("x"), "t", vec![m(1.0), m(1.0), broken(), m(1.0), m(1.0)]);
+        assert_eq!((f.kind, f.held, f.replicates), (Kind::Agrees, 4, 5));
+        assert!(
+            f.note.contains("failed to evaluate in 1 of 5") && f.note.contains("replicate 3: needs udp"),
+            "{}",
+            f.note
+        );
+        // Three hold, two fail: 3 of 5 is below four in five. Dropping the failures made this 3 of 3.
+        let g = combine(&claim("x"), "t", vec![m(1.0), broken(), m(1.0), broken(), m(1.0)]);
+        assert_eq!((g.kind, g.held, g.replicates), (Kind::Disagrees, 3, 5));
+    }
+
+    #[test]
+    fn a_tie_does_not_meet_a_strict_claim() {
+        assert!(Tolerance::AtMost(1.0).holds(1.0, None), "at most: a tie is within");
+        assert!(!Tolerance::Below(1.0).holds(1.0, None), "lower: a tie is not lower");
+        assert!(Tolerance::Below(1.0).holds(0.999, None));
+        assert!(!Tolerance::Above(0.0).holds(0.0, None), "higher: a tie is not higher");
+        assert!(Tolerance::Below(1.0).describe("×").contains("< 1×"));
+    }
+
+    #[test]
+    fn a_monotone_claim_fails_at_an_interior_point() {
+        // TCP's NRP in issue 29: 62 → 213 → 107 grows between the end points but not at every step.
+        let ms = steps("NRP", &[(0.1, 62.0), (0.2, 213.0), (0.3, 107.0)], Trend::Rises, " readings");
+        assert_eq!(ms.len(), 2);
+        assert!(ms[0].holds() && !ms[1].holds(), "{ms:?}");
+        assert!(ms[1].what.contains("at 0.3 − at 0.2"), "{}", ms[1].what);
+        let flat = steps("x", &[(1.0, 5.0), (2.0, 5.0)], Trend::Rises, "");
+        assert!(!flat[0].holds(), "a flat step does not rise");
+        let falls = steps("x", &[(2.0, 1.0), (1.0, 3.0)], Trend::Falls, "");
+        assert!(falls[0].holds(), "points are sorted by x first");
+    }
+
+    #[test]
+    fn arithmetic_checks_are_consequences_whatever_the_role() {
+        let m = vec![Ok(vec![Measure::new("bytes", 14.0, Some(14.0), " B", Tolerance::Absolute(0.0))])];
+        let f = combine(&claim("request_sizes"), "t", m);
+        assert_eq!(f.kind, Kind::Consequence);
+        assert!(f.note.contains("arithmetic"), "{}", f.note);
+    }
+
+    #[test]
+    fn numbers_that_are_not_finite_print_as_words() {
+        assert_eq!(number(f64::INFINITY, "×"), "infinite");
+        assert_eq!(number(f64::NEG_INFINITY, "×"), "minus infinite");
+        assert!(number(f64::NAN, "×").starts_with("undefined"));
+        assert_eq!(number(0.81, "×"), "0.81×");
+        let sp = Spread {
+            what: "ratio".into(),
+            unit: "×",
+            paper: Some(0.81),
+            tolerance: Tolerance::AtMost(0.95),
+            mean: f64::INFINITY,
+            min: f64::INFINITY,
+            max: f64::INFINITY,
+            held: 0,
+            of: 1,
+        };
+        let text = sp.to_string();
+        assert!(text.contains("corral infinite") && !text.contains('–'), "{text}");
     }
 }

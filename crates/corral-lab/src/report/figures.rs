@@ -1,6 +1,7 @@
 //! The figures of a report: each `[[figure]]` of the scenario as SVG (through [`crate::plot`]) — line charts
 //! of a metric against an axis, with the replicates' spread as whiskers and the paper's numbers beside
-//! corral's, or Tukey box plots of the response times.
+//! corral's, or Tukey box plots of the figure's metric: of the response times (pooled over the replicates)
+//! or, for any other metric, of its value in each replicate — one box per value of `x` and series.
 
 use crate::plot::{BoxPlot, LineChart, Series};
 use crate::results::Aggregate;
@@ -26,7 +27,7 @@ fn series_key(p: &Point, series: &[String]) -> String {
         .filter_map(|a| {
             let v = p.get(a)?;
             Some(match a.as_str() {
-                "mode" | "layout" | "usage" => v.to_string(),
+                "mode" | "layout" | "usage" | "scheme" | "impairment" => v.to_string(),
                 "group" => format!("G={v}"),
                 "wifi_mbps" => format!("{v} Mb/s"),
                 "ack_timeout_ms" => format!("ACK_TIMEOUT {v} ms"),
@@ -49,24 +50,7 @@ pub fn figure_svg(f: &Figure, aggs: &[(&Point, Aggregate)]) -> String {
     let metric = Metric::parse(&f.metric).unwrap_or(Metric::ResponseTime);
     let selected: Vec<&(&Point, Aggregate)> = aggs.iter().filter(|(p, _)| matches(p, &f.filter)).collect();
     if f.kind == "box" {
-        let mut plot = BoxPlot::new(&f.title, "response time (s)");
-        let mut keys: Vec<String> = Vec::new();
-        for (p, a) in &selected {
-            let key = series_key(p, &f.series);
-            if keys.contains(&key) {
-                continue;
-            }
-            keys.push(key.clone());
-            if let Some(rt) = a.rt {
-                let five = rt.tukey().map(|v| v / 1000.0);
-                plot = plot.entry(
-                    if key.is_empty() { "all".into() } else { key.replace(", ", " ") },
-                    five,
-                    rt.mean / 1000.0,
-                );
-            }
-        }
-        return plot.to_svg();
+        return box_svg(f, metric, &selected);
     }
     let mut chart = LineChart::new(&f.title, axis_label(&f.x), metric.label());
     // Per series and x: the replicates' values. One replicate: its value and its own error bar (95 % CI);
@@ -128,6 +112,52 @@ pub fn figure_svg(f: &Figure, aggs: &[(&Point, Aggregate)]) -> String {
     }
     chart.log_y = f.log_y;
     chart.to_svg()
+}
+
+/// Whether a figure's boxes are of the response times (pooled over the replicates' queries) rather than of
+/// one value per replicate: what the report hands [`figure_svg`].
+pub fn boxes_response_times(f: &Figure) -> bool {
+    f.kind == "box" && Metric::parse(&f.metric).unwrap_or(Metric::ResponseTime) == Metric::ResponseTime
+}
+
+/// A box plot of the figure's metric: one box per value of `x` (when the figure has one) and series; for
+/// response times the box of each point's queries, for any other metric the box of its values over the
+/// replicates (a single replicate draws a line at its value).
+fn box_svg(f: &Figure, metric: Metric, selected: &[&(&Point, Aggregate)]) -> String {
+    let y_label = if metric == Metric::ResponseTime { "response time (s)" } else { metric.label() };
+    let mut plot = BoxPlot::new(&f.title, y_label);
+    // Per box: its label, the metric's values, or a point's response-time box and mean.
+    type Box = (String, Vec<f64>, Option<([f64; 5], f64)>);
+    let mut boxes: Vec<Box> = Vec::new();
+    for (p, a) in selected {
+        let x = if f.x.is_empty() { None } else { p.get(&f.x).map(ToString::to_string) };
+        let key = [x.unwrap_or_default(), series_key(p, &f.series)]
+            .into_iter()
+            .filter(|k| !k.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let idx = match boxes.iter().position(|b| b.0 == key) {
+            Some(i) => i,
+            None => {
+                boxes.push((key, Vec::new(), None));
+                boxes.len() - 1
+            }
+        };
+        if metric == Metric::ResponseTime {
+            if let (Some(rt), None) = (a.rt, &boxes[idx].2) {
+                boxes[idx].2 = Some((rt.tukey().map(|v| v / 1000.0), rt.mean / 1000.0));
+            }
+        } else {
+            boxes[idx].1.push(a.metric(metric).0);
+        }
+    }
+    for (key, values, rt) in boxes {
+        let five = rt.or_else(|| crate::stats::Summary::of(&values).map(|s| (s.tukey(), s.mean)));
+        if let Some((five, mean)) = five {
+            plot = plot.entry(if key.is_empty() { "all".into() } else { key.replace(", ", " ") }, five, mean);
+        }
+    }
+    plot.to_svg()
 }
 
 fn axis_label(axis: &str) -> String {

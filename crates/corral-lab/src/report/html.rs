@@ -147,11 +147,26 @@ th{{background:#f0f0f0}} .proc td{{text-align:left;vertical-align:top}} code{{ba
     if !s.description.is_empty() {
         let _ = writeln!(h, "<p>{}</p>", esc(&s.description));
     }
+    if d.quick {
+        let _ = writeln!(h, "<p class=\"finding open\"><b>{}</b></p>", esc(super::PREVIEW));
+    }
+    if let Some(diffs) = super::edited_inputs(d) {
+        let _ = writeln!(
+            h,
+            "<div class=\"finding open\"><b>EDITED:</b> this scenario differs from the built-in <code>{}</code> (the paper's procedure) in {} input(s); its verdicts are about these inputs:<ul>",
+            esc(&s.name),
+            diffs.len()
+        );
+        for l in diffs {
+            let _ = writeln!(h, "<li><code>{}</code></li>", esc(&l));
+        }
+        h.push_str("</ul></div>\n");
+    }
     let mode = if d.quick { "quick (<code>--quick</code>: few repetitions)" } else { "full" };
     let shard = d.shard.map(|(i, n)| format!(", shard {i}/{n}")).unwrap_or_default();
     let _ = writeln!(
         h,
-        "<p>Scenario <code>{}</code>, {mode}, seed {}{shard}: {} of {} sweep points. Reproduce with <code>corral lab run {}{} --seed {}</code>. Calibration: processing delay {} ms, rx queue {}, Wi-Fi CCA-busy probability {}, corruption probability {} per burst{}.</p>",
+        "<p>Scenario <code>{}</code>, {mode}, seed {}{shard}: {} of {} sweep points. Reproduce with <code>corral lab run {}{} --seed {}</code>. Calibration{}: {}.</p>",
         esc(&s.name),
         d.seed,
         d.results.len(),
@@ -159,11 +174,8 @@ th{{background:#f0f0f0}} .proc td{{text-align:left;vertical-align:top}} code{{ba
         esc(&s.name),
         if d.quick { " --quick" } else { "" },
         d.seed,
-        s.calibration.processing_delay_ms,
-        s.calibration.rx_queue,
-        s.calibration.cca_busy_prob,
-        s.calibration.corruption_prob,
-        if s.calibration.set.is_empty() { String::new() } else { format!(" (set “{}”)", esc(&s.calibration.set)) }
+        if s.calibration.set.is_empty() { String::new() } else { format!(" (set “{}”)", esc(&s.calibration.set)) },
+        esc(&super::text::calibration_line(s))
     );
     h.push_str(&procedure_html(s));
     for (fig, (id, svg)) in s.figures.iter().zip(figures) {

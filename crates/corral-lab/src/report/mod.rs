@@ -25,7 +25,52 @@ use crate::results::Aggregate;
 use crate::scenario::{AxisValue, Point};
 use figures::figure_svg;
 use std::path::Path;
-pub use text::{calibration_text, findings_text, procedure_text, sensitivity_text, summary_text};
+pub use text::{calibration_text, findings_text, notices_text, procedure_text, sensitivity_text, summary_text};
+
+/// What a `--quick` report says before its findings: its verdicts are a preview.
+pub const PREVIEW: &str = "PREVIEW: a --quick run (the quick sweep, few repetitions and replicates): its verdicts are a preview and may differ from the full run's; run without --quick for the reproduction.";
+
+/// The inputs in which a scenario differs from the built-in scenario of its name — `path: given (built-in:
+/// value)` — or `None` when it has no built-in namesake or is the built-in (a report from an edited
+/// scenario says what was edited before any verdict).
+pub fn edited_inputs(d: &RunData) -> Option<Vec<String>> {
+    let builtin = crate::scenario::builtin(&d.scenario.name)?;
+    let (Ok(given), Ok(paper)) = (d.scenario_text.parse::<toml::Table>(), builtin.parse::<toml::Table>()) else {
+        return None;
+    };
+    let mut diffs = Vec::new();
+    differences("", &toml::Value::Table(given), &toml::Value::Table(paper), &mut diffs);
+    (!diffs.is_empty()).then_some(diffs)
+}
+
+fn differences(path: &str, given: &toml::Value, paper: &toml::Value, out: &mut Vec<String>) {
+    let at = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+    match (given, paper) {
+        (toml::Value::Table(g), toml::Value::Table(p)) => {
+            let keys: std::collections::BTreeSet<&String> = g.keys().chain(p.keys()).collect();
+            for k in keys {
+                match (g.get(k), p.get(k)) {
+                    (Some(a), Some(b)) => differences(&at(k), a, b, out),
+                    (Some(a), None) => out.push(format!("{}: {} (built-in: not set)", at(k), short_value(a))),
+                    (None, Some(b)) => out.push(format!("{}: not set (built-in: {})", at(k), short_value(b))),
+                    (None, None) => {}
+                }
+            }
+        }
+        (a, b) if a != b => out.push(format!("{path}: {} (built-in: {})", short_value(a), short_value(b))),
+        _ => {}
+    }
+}
+
+/// A TOML value in one line, cut at 80 characters.
+fn short_value(v: &toml::Value) -> String {
+    let s = v.to_string().replace('\n', " ");
+    if s.chars().count() > 80 {
+        format!("{}…", s.chars().take(80).collect::<String>())
+    } else {
+        s
+    }
+}
 
 /// Writes the whole report directory; returns the findings.
 pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, DataError> {
@@ -50,8 +95,9 @@ pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, DataError> 
     let pooled: Vec<(&Point, Aggregate)> = pooled.iter().map(|(p, a)| (p, a.clone())).collect();
     let mut figures = Vec::new();
     for f in &d.scenario.figures {
-        // Box plots pool the replicates' queries; line charts show the replicates' spread.
-        let svg = figure_svg(f, if f.kind == "box" { &pooled } else { &aggs });
+        // Box plots of response times pool the replicates' queries; other box plots and line charts show
+        // the replicates' spread.
+        let svg = figure_svg(f, if figures::boxes_response_times(f) { &pooled } else { &aggs });
         write(&format!("{}.svg", f.id), &svg)?;
         figures.push((f.id.clone(), svg));
     }
@@ -114,6 +160,8 @@ pub fn summary_json(d: &RunData, found: &[Finding]) -> serde_json::Value {
         "title": d.scenario.title,
         "seed": d.seed,
         "quick": d.quick,
+        "preview": d.quick,
+        "edited": edited_inputs(d),
         "shard": d.shard.map(|(i, n)| format!("{i}/{n}")),
         "points_total": d.points.len(),
         "points": d.results.len(),

@@ -27,6 +27,7 @@ pub fn summary_text(d: &RunData, found: &[Finding]) -> String {
         d.points.len(),
         s.replicates(d.quick)
     );
+    out.push_str(&notices_text(d));
     out.push_str(&procedure_text(s));
     let _ = writeln!(out);
     out.push_str(&findings_text(found));
@@ -56,6 +57,27 @@ pub fn summary_text(d: &RunData, found: &[Finding]) -> String {
         );
     }
     let _ = writeln!(out, "(response times in seconds)");
+    out
+}
+
+/// What a reader must know before any verdict: a `--quick` run is a preview; an edited scenario differs
+/// from the paper's in the inputs listed.
+pub fn notices_text(d: &RunData) -> String {
+    let mut out = String::new();
+    if d.quick {
+        let _ = writeln!(out, "{}", super::PREVIEW);
+    }
+    if let Some(diffs) = super::edited_inputs(d) {
+        let _ = writeln!(
+            out,
+            "EDITED: this scenario differs from the built-in {} (the paper's procedure) in {} input(s); its verdicts are about these inputs:",
+            d.scenario.name,
+            diffs.len()
+        );
+        for l in diffs {
+            let _ = writeln!(out, "    {l}");
+        }
+    }
     out
 }
 
@@ -120,18 +142,39 @@ pub fn procedure_text(s: &Scenario) -> String {
     out
 }
 
-/// The calibration set: its constants, the paper numbers they were fitted to, and every source.
+/// The calibration constants the family's runner reads, in one line ("none …" when it reads none).
+pub fn calibration_line(s: &Scenario) -> String {
+    let c = &s.calibration;
+    let reads = s.family().map(crate::family::calibration_read).unwrap_or(&[]);
+    let mut parts = Vec::new();
+    if reads.contains(&"processing_delay_ms") {
+        parts.push(format!("CPU {} ms per received datagram", c.processing_delay_ms));
+    }
+    if reads.contains(&"rx_queue") {
+        parts.push(format!("{} waiting slot(s)", c.rx_queue));
+    }
+    if reads.contains(&"cca_busy_prob") {
+        parts.push(format!("Wi-Fi CCA-busy {}", c.cca_busy_prob));
+    }
+    if reads.contains(&"corruption_prob") {
+        parts.push(format!("corruption {} per burst", c.corruption_prob));
+    }
+    if parts.is_empty() {
+        parts.push("none (this family's runner reads no calibration constant)".into());
+    }
+    parts.join(", ")
+}
+
+/// The calibration set: the constants the family's runner reads, the paper numbers they were fitted to,
+/// and every source.
 pub fn calibration_text(s: &Scenario) -> String {
     let c = &s.calibration;
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\ncalibration{}: CPU {} ms per received datagram, {} waiting slot(s), Wi-Fi CCA-busy {}, corruption {} per burst",
+        "\ncalibration{}: {}",
         if c.set.is_empty() { String::new() } else { format!(" (set \"{}\")", c.set) },
-        c.processing_delay_ms,
-        c.rx_queue,
-        c.cca_busy_prob,
-        c.corruption_prob
+        calibration_line(s)
     );
     for t in &c.fitted_to {
         let _ = writeln!(out, "    fitted to: {t}");

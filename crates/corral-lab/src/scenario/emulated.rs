@@ -8,14 +8,29 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EmulatedSpec {
-    /// `coap` (corral serve, corral get -N in a loop) or `http` (python3 -m http.server, curl in a loop).
+    /// `coap` (corral serve and a CoAP client, see `sender`) or `http` (python3 -m http.server and the
+    /// paper's Python client: a GET on a new connection, then `http_pause_ms`, in a loop).
     pub scheme: String,
-    /// `none`, `dN` (N ms of delay each way) or `lN` (N % loss each way).
+    /// `none`, `dN` (N ms of delay) or `lN` (N % loss), on the directions `direction` names.
     pub impairment: String,
+    /// `false`: every point runs on a clean link whatever its impairment says — the sensitivity variant
+    /// that removes the cause of every "falls with" claim.
+    pub impaired: bool,
+    /// The impaired directions: `to-server` (the client's packets only, as `tc netem` on the client's
+    /// interface: the paper) or `both` (`corral link`'s default).
+    pub direction: String,
+    /// The CoAP client: `open` (a NON GET every `interval_ms` from one socket, never waiting for the
+    /// answer: the paper's changed coap-client as its capture shows it) or `closed` (`corral get -N` in a
+    /// shell loop: each request waits for its answer or its 5 s timeout).
+    pub sender: String,
+    /// The open-loop sender's period, ms.
+    pub interval_ms: u64,
+    /// The HTTP client's pause after each response, ms (the paper's client: `sleep(0.02)`).
+    pub http_pause_ms: u64,
     /// Seconds of traffic per point (seed 004: 60) and with `--quick`.
     pub duration_s: u64,
     pub quick_duration_s: u64,
-    /// Bytes of the HTTP resource.
+    /// Bytes of the HTTP resource (the paper's index.html: 4).
     pub http_bytes: usize,
 }
 
@@ -24,14 +39,25 @@ impl Default for EmulatedSpec {
         EmulatedSpec {
             scheme: "coap".into(),
             impairment: "none".into(),
+            impaired: true,
+            direction: "to-server".into(),
+            sender: "open".into(),
+            interval_ms: 200,
+            http_pause_ms: 20,
             duration_s: 60,
-            quick_duration_s: 3,
-            http_bytes: 1000,
+            quick_duration_s: 5,
+            http_bytes: 4,
         }
     }
 }
 
 impl EmulatedSpec {
+    /// `(delay ms, loss)` the link applies: the impairment's, or none when `impaired` is false.
+    pub fn applied(&self) -> Result<(f64, f64), ScenarioError> {
+        let i = self.impairment()?;
+        Ok(if self.impaired { i } else { (0.0, 0.0) })
+    }
+
     /// `(delay ms, loss)` of the impairment.
     pub fn impairment(&self) -> Result<(f64, f64), ScenarioError> {
         let bad = || {
@@ -54,6 +80,24 @@ impl EmulatedSpec {
     pub fn validate(&self) -> Result<(), ScenarioError> {
         if !matches!(self.scheme.as_str(), "coap" | "http") {
             return err(format!("emulated.scheme {:?}: coap or http", self.scheme));
+        }
+        if !matches!(self.direction.as_str(), "to-server" | "both") {
+            return err(format!(
+                "emulated.direction {:?}: to-server (netem on the client's interface) or both",
+                self.direction
+            ));
+        }
+        if !matches!(self.sender.as_str(), "open" | "closed") {
+            return err(format!(
+                "emulated.sender {:?}: open (NON GETs on a timer) or closed (corral get in a loop)",
+                self.sender
+            ));
+        }
+        if !(10..=10_000).contains(&self.interval_ms) || self.http_pause_ms > 10_000 {
+            return err("emulated: interval_ms between 10 and 10000, http_pause_ms at most 10000");
+        }
+        if self.http_bytes > 1_000_000 {
+            return err("emulated.http_bytes: at most 1000000");
         }
         self.impairment()?;
         if self.duration_s == 0 || self.quick_duration_s == 0 || self.duration_s > 3600 {

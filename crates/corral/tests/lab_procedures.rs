@@ -1,0 +1,194 @@
+//! Issue 29's rules for every report, as a user meets them through `corral lab`: a `--quick` report says
+//! its verdicts are a preview; a report from an edited scenario lists what differs from the built-in; a
+//! `[calibration]` field the family's runner does not read is refused, naming it; a Slurm array task or a
+//! Kubernetes Indexed Job picks its shard from the environment; seed 004 runs the paper's procedure, and
+//! each of its AGREES turns DISAGREES when its cause is removed (needs root: corral link).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn corral_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_corral"));
+    c.args(args);
+    for var in ["SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "JOB_COMPLETION_INDEX"] {
+        c.env_remove(var);
+    }
+    c.envs(env.iter().copied());
+    c.output().expect("run corral")
+}
+
+fn corral(args: &[&str]) -> Output {
+    corral_env(args, &[])
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "exit {:?}\nstderr: {}", o.status.code(), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("corral-lab-procedures-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// A small simulated scenario whose quick run takes a second.
+const SMALL: &str = "seed003-delay";
+
+#[test]
+fn a_quick_report_says_its_verdicts_are_a_preview() {
+    let dir = scratch("preview");
+    let out = dir.join("r");
+    let text = ok(&corral(&["lab", "run", SMALL, "--quick", "--out", out.to_str().unwrap(), "-q"]));
+    assert!(text.contains("PREVIEW") && text.contains("--quick"), "{text}");
+    assert!(read(&out.join("index.html")).contains("PREVIEW"));
+    let json: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(json["preview"], true);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn an_edited_scenario_lists_the_inputs_that_differ_from_the_builtin() {
+    let dir = scratch("edited");
+    let original = ok(&corral(&["lab", "show", SMALL]));
+    let edited = original.replacen("[workload]\n", "[workload]\npause_ms = 7\n", 1);
+    assert_ne!(edited, original, "the scenario has a [workload] section");
+    let file = dir.join("mine.toml");
+    std::fs::write(&file, &edited).unwrap();
+    let out = dir.join("r");
+    let text = ok(&corral(&["lab", "run", file.to_str().unwrap(), "--quick", "--out", out.to_str().unwrap(), "-q"]));
+    assert!(text.contains("EDITED") && text.contains("workload.pause_ms: 7 (built-in: not set)"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(json["edited"].as_array().map(Vec::len), Some(1), "{}", json["edited"]);
+    // The built-in itself is not edited.
+    let plain = ok(&corral(&["lab", "run", SMALL, "--quick", "--out", dir.join("p").to_str().unwrap(), "-q"]));
+    assert!(!plain.contains("EDITED"), "{plain}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_calibration_field_the_runner_does_not_read_is_refused_naming_it() {
+    // Seed 004's runner (real programs over corral link) reads no calibration constant; the refusal comes
+    // before anything runs, so this needs no root.
+    let dir = scratch("calibration");
+    let original = ok(&corral(&["lab", "show", "seed004-throughput"]));
+    let file = dir.join("cpu.toml");
+    let edited = original.replacen("set = \"none\"\n", "set = \"none\"\nprocessing_delay_ms = 30\n", 1);
+    assert_ne!(edited, original);
+    std::fs::write(&file, edited).unwrap();
+    let o = corral(&["lab", "run", file.to_str().unwrap(), "--quick", "--out", dir.join("r").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "a usage error: {err}");
+    assert!(err.contains("calibration.processing_delay_ms = 30") && err.contains("[emulated]"), "{err}");
+    assert!(!dir.join("r").exists(), "nothing ran");
+    // A sensitivity variant that varies it is refused the same way.
+    let variant = original + "\n[[sensitivity]]\nname = \"slow\"\nset = { \"calibration.rx_queue\" = 2 }\n";
+    std::fs::write(&file, variant).unwrap();
+    let o = corral(&["lab", "run", file.to_str().unwrap(), "--quick", "--out", dir.join("r").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("calibration.rx_queue"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_slurm_array_task_picks_its_shard_and_says_so() {
+    let dir = scratch("slurm");
+    let out = dir.join("s1");
+    let o = corral_env(
+        &["lab", "run", SMALL, "--quick", "--out", out.to_str().unwrap(), "-q"],
+        &[("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_ARRAY_TASK_COUNT", "2")],
+    );
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("shard 1/2: from SLURM_ARRAY_TASK_ID=1"), "{err}");
+    let run: serde_json::Value = serde_json::from_str(&read(&out.join("run.json"))).unwrap();
+    assert_eq!(run["shard"], serde_json::json!([1, 2]));
+    // An explicit --shard wins over the environment.
+    let o = corral_env(
+        &["lab", "run", SMALL, "--quick", "--shard", "0/2", "--out", dir.join("s0").to_str().unwrap(), "-q"],
+        &[("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_ARRAY_TASK_COUNT", "2")],
+    );
+    ok(&o);
+    let run: serde_json::Value = serde_json::from_str(&read(&dir.join("s0").join("run.json"))).unwrap();
+    assert_eq!(run["shard"], serde_json::json!([0, 2]));
+    // The two merge into the whole run.
+    let merged = ok(&corral(&[
+        "lab",
+        "merge",
+        dir.join("s0").to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--out",
+        dir.join("m").to_str().unwrap(),
+        "-q",
+    ]));
+    assert!(merged.contains("findings:"), "{merged}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_kubernetes_index_needs_the_job_s_completions() {
+    let dir = scratch("k8s");
+    let o = corral_env(
+        &["lab", "run", SMALL, "--quick", "--out", dir.join("r").to_str().unwrap(), "-q"],
+        &[("JOB_COMPLETION_INDEX", "1")],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--shard-count"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = corral_env(
+        &["lab", "run", SMALL, "--quick", "--shard-count", "3", "--out", dir.join("r").to_str().unwrap(), "-q"],
+        &[("JOB_COMPLETION_INDEX", "1")],
+    );
+    ok(&o);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("shard 1/3: from JOB_COMPLETION_INDEX=1"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+/// Seed 004's quick run: the open-loop CoAP sender's throughput does not follow the delay, and each AGREES
+/// turns DISAGREES in the sensitivity variant that removes its cause — a client that waits for each answer
+/// (CoAP and latency), a link without impairments (every "falls with" claim). The figure plots
+/// throughput.
+#[test]
+fn seed004_agreements_turn_to_disagreements_when_their_cause_is_removed() {
+    if !is_root() {
+        println!("skipped: seed 004 runs real programs over corral link, which needs root");
+        return;
+    }
+    let dir = scratch("seed004");
+    let out = dir.join("r");
+    let o = corral(&["lab", "run", "seed004-throughput", "--quick", "--json", "--out", out.to_str().unwrap(), "-q"]);
+    let json: serde_json::Value = serde_json::from_str(&ok(&o)).expect("JSON");
+    let kind = |check: &str| {
+        json["findings"].as_array().unwrap().iter().find(|f| f["check"] == check).map(|f| f["kind"].clone()).unwrap()
+    };
+    let variant = |name: &str, check: &str| {
+        let v =
+            json["sensitivity"].as_array().unwrap().iter().find(|v| v["variant"].as_str().unwrap().starts_with(name));
+        let f = v.unwrap()["findings"].as_array().unwrap().iter().find(|f| f["check"] == check).cloned();
+        f.map(|f| f["kind"].clone()).unwrap()
+    };
+    println!("{}", serde_json::to_string_pretty(&json["findings"]).unwrap());
+    assert_eq!(kind("coap_not_impacted_by_latency"), "AGREES", "an open-loop sender is not paced by the delay");
+    assert_eq!(variant("closed-loop CoAP client", "coap_not_impacted_by_latency"), "DISAGREES");
+    for check in ["http_falls_with_latency", "http_falls_with_loss", "http_unimpaired_highest"] {
+        assert_eq!(kind(check), "AGREES", "{check}");
+        assert_eq!(variant("no impairments", check), "DISAGREES", "{check} without its cause");
+    }
+    // CoAP's loss claim: its cause removed, it cannot hold (its AGREES at 4 s of traffic is a preview).
+    assert_eq!(variant("no impairments", "coap_falls_with_loss"), "DISAGREES");
+    let svg = read(&out.join("throughput.svg"));
+    assert!(svg.contains("throughput") && svg.contains("d100 coap") && svg.contains("l10 http"), "{svg}");
+    let _ = std::fs::remove_dir_all(dir);
+}

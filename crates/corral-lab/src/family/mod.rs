@@ -33,9 +33,10 @@ pub fn calibration_read(f: Family) -> &'static [&'static str] {
     match f {
         Family::Entity => &["processing_delay_ms", "rx_queue", "cca_busy_prob", "corruption_prob"],
         Family::Proxy => &["processing_delay_ms", "rx_queue", "cca_busy_prob", "corruption_prob"],
-        Family::Stream => &[],
+        // The stream and baseline runners charge the nodes' CPU (seed 003/002 procedures); no Wi-Fi there.
+        Family::Stream => &["processing_delay_ms", "rx_queue"],
         Family::Emulated => &[],
-        Family::Baseline => &[],
+        Family::Baseline => &["processing_delay_ms", "rx_queue"],
         Family::Multiparty => &["processing_delay_ms", "rx_queue"],
     }
 }

@@ -21,8 +21,8 @@ Examples:
   corral lab run fig08-group-size --shard 0/2 --out s0   # half the points
   corral lab run fig08-group-size --shard 1/2 --out s1   # (on another machine)
   corral lab merge s0 s1 --out fig08        # one report from both
-  sbatch --array=0-3 job.sh                 # job.sh: corral lab run NAME --out s$SLURM_ARRAY_TASK_ID
-                                            # (the shard comes from the array; see docs/lab.md)
+  sbatch --array=0-3 job.sh      # a Slurm array: each task runs its shard
+                                 # (job.sh and Kubernetes: docs/lab.md)
 
 A report directory holds queries.csv (one row per query), aggregates.csv, points.csv, links.csv \
 (frames per link), nodes.csv (load per node), one SVG per figure, index.html (figures with the \

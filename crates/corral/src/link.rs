@@ -22,7 +22,7 @@ Examples:
   corral link run --delay 20ms --jitter 5ms --rate 1mbit --loss 2% --burst 4 \\
       -- coap-server-notls ::: coap-client-notls -B 30 coap://10.213.0.1/time
   corral link up --delay 100ms --loss 10%   # then: ip netns exec corral-a-PID …
-  corral link run --delay 100ms --direction to-server -- …   # netem on the client's interface
+  corral link run --delay 100ms --direction to-server -- …  # client side only
 
 Loss: --loss P% alone is independent per packet; with --burst N it is Gilbert–Elliott with mean \
 bursts of N packets (the lab's `gilbert` model). Values take units: 50ms, 1s (a bare number other \

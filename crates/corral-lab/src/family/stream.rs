@@ -109,7 +109,10 @@ pub fn run(c: &Common, st: &StreamSpec, index: usize, seed: u64, record: bool) -
         q.response_ms = f64::NAN;
         queries.push(q);
     }
-    let facts = StreamFacts { nrp: m.nrp, tbt_ms: m.tbt_ms, ttd_ms: m.done.then_some(m.ttd_ms) };
+    // To the microsecond, as points.csv writes them: a report merged from shards (read back from the CSV)
+    // must equal the whole run's, down to the rounding of a mean.
+    let us = |ms: f64| (ms * 1000.0).round() / 1000.0;
+    let facts = StreamFacts { nrp: m.nrp, tbt_ms: us(m.tbt_ms), ttd_ms: m.done.then_some(us(m.ttd_ms)) };
     let point = PointRow {
         created: m.done,
         coap_retx: sim.node(id).map_or(0, |n| n.endpoint().stats().retransmissions),

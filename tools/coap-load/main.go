@@ -1,6 +1,8 @@
 // coap-load measures a CoAP server with a client that is not corral's own: N closed-loop clients, each
 // with its own UDP socket and exactly one request in flight, for a fixed time after a warm-up. It prints
 // the answers by class, the latency quantiles and the rate, in the lines scripts/bench-lib.sh reads.
+// Given an http:// URI it does the same over HTTP/1.1 (Go's net/http, one kept-alive connection per
+// client), which is how scripts/bench-http.sh measures the gateway's HTTP→CoAP cross-proxy.
 //
 //	go build -o coap-load . && ./coap-load -uri coap://127.0.0.1:5683/test -c 16 -d 10s
 package main
@@ -11,6 +13,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"sort"
@@ -26,6 +30,7 @@ import (
 )
 
 type config struct {
+	http              string // the whole URI when it is http://, else ""
 	host, path, query string
 	clients           int
 	duration, warmup  time.Duration
@@ -53,6 +58,18 @@ func main() {
 	var sent atomic.Int64
 	tallies := make([]tally, cfg.clients)
 	var wg sync.WaitGroup
+	if cfg.http != "" {
+		for i := range tallies {
+			wg.Add(1)
+			go func(t *tally) {
+				defer wg.Done()
+				runHTTP(cfg, t, from, until, &sent)
+			}(&tallies[i])
+		}
+		wg.Wait()
+		report(cfg, tallies)
+		return
+	}
 	for i := range tallies {
 		conn, err := udp.Dial(cfg.host)
 		if err != nil {
@@ -83,11 +100,19 @@ func parseFlags() (config, error) {
 	flag.Parse()
 	cfg := config{clients: *clients, duration: *duration, warmup: *warmup, timeout: *timeout, limit: *limit, non: *non}
 	u, err := url.Parse(*uri)
-	if err != nil || u.Scheme != "coap" || u.Host == "" {
-		return cfg, fmt.Errorf("-uri must be coap://HOST:PORT/PATH, got %q", *uri)
+	if err == nil && u.Scheme == "http" && u.Host != "" {
+		cfg.http, cfg.host, cfg.path = *uri, u.Host, u.Path
+	} else if err != nil || u.Scheme != "coap" || u.Host == "" {
+		return cfg, fmt.Errorf("-uri must be coap://HOST:PORT/PATH or http://HOST:PORT/PATH, got %q", *uri)
 	}
-	cfg.host = u.Host
-	if u.Port() == "" {
+	if cfg.http != "" {
+		if *non {
+			return cfg, errors.New("-non is a CoAP message type; it has no meaning over HTTP")
+		}
+	} else {
+		cfg.host = u.Host
+	}
+	if cfg.http == "" && u.Port() == "" {
 		cfg.host = u.Host + ":5683"
 	}
 	cfg.path, cfg.query = u.Path, u.RawQuery
@@ -142,6 +167,48 @@ func run(cfg config, conn *client.Conn, t *tally, from, until time.Time, sent *a
 		case err != nil:
 			t.errs++
 		case code >= codes.Created && code < codes.BadRequest:
+			t.ok++
+			t.latencies = append(t.latencies, done.Sub(begun))
+		default:
+			t.non2xx++
+		}
+	}
+}
+
+// runHTTP is run's twin over HTTP: one client with one kept-alive connection, one request at a time; a
+// 2xx answer is ok, any other status non-2.xx, a transport error an error.
+func runHTTP(cfg config, t *tally, from, until time.Time, sent *atomic.Int64) {
+	c := &http.Client{Timeout: cfg.timeout, Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
+	verb := map[codes.Code]string{codes.GET: "GET", codes.POST: "POST", codes.PUT: "PUT"}[cfg.method]
+	for {
+		begun := time.Now()
+		if !begun.Before(until) || (cfg.limit > 0 && sent.Add(1) > cfg.limit) {
+			return
+		}
+		var body io.Reader
+		if cfg.payload != nil {
+			body = bytes.NewReader(cfg.payload)
+		}
+		status, err := 0, error(nil)
+		req, err := http.NewRequest(verb, cfg.http, body)
+		if err == nil {
+			var resp *http.Response
+			if resp, err = c.Do(req); err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				status = resp.StatusCode
+			}
+		}
+		done := time.Now()
+		if done.Before(from) || !done.Before(until) {
+			continue
+		}
+		switch {
+		case err != nil && os.IsTimeout(err):
+			t.timeouts++
+		case err != nil:
+			t.errs++
+		case status >= 200 && status < 300:
 			t.ok++
 			t.latencies = append(t.latencies, done.Sub(begun))
 		default:
@@ -232,8 +299,13 @@ func report(cfg config, tallies []tally) {
 	if cfg.non {
 		kind = "NON"
 	}
-	fmt.Printf("coap://%s%s: %d clients, %s %s, %v measured after %v of warm-up\n",
-		cfg.host, cfg.path, cfg.clients, kind, cfg.method, cfg.duration, cfg.warmup)
+	if cfg.http != "" {
+		fmt.Printf("%s: %d clients, HTTP/1.1 %s, %v measured after %v of warm-up\n",
+			cfg.http, cfg.clients, cfg.method, cfg.duration, cfg.warmup)
+	} else {
+		fmt.Printf("coap://%s%s: %d clients, %s %s, %v measured after %v of warm-up\n",
+			cfg.host, cfg.path, cfg.clients, kind, cfg.method, cfg.duration, cfg.warmup)
+	}
 	fmt.Printf("ok: %d\nnon-2.xx: %d\ntimeouts: %d\nerrors: %d\n", sum.ok, sum.non2xx, sum.timeouts, sum.errs)
 	lat := sum.latencies
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })

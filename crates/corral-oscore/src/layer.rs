@@ -13,7 +13,7 @@ use crate::served::{Binding, Sender, Served};
 use crate::store::ContextDir;
 use crate::{Error, Plain};
 use corral_proto::wire::{Code, OptionNumber, Token};
-use corral_proto::{Inbound, InboundId, IncomingRequest, Instant, Layer, Request, Response};
+use corral_proto::{Inbound, InboundId, IncomingRequest, Instant, Layer, LayerCounter, Request, Response};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
@@ -36,10 +36,21 @@ struct Upload {
 /// What the layer counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LayerStats {
+    /// Requests verified and unprotected.
     pub unprotected: u64,
+    /// Responses protected.
     pub protected: u64,
+    /// Requests without OSCORE.
     pub plain_requests: u64,
+    /// Requests refused, for whatever reason (the next three and malformed options among them).
     pub refused: u64,
+    /// Requests whose Partial IV was seen before or is older than the replay window.
+    pub replays: u64,
+    /// Requests that failed authentication (wrong key, tampered, or not a request).
+    pub verification_failures: u64,
+    /// Requests naming a Security Context this server does not have.
+    pub unknown_contexts: u64,
+    /// 4.01 Echo challenges after a restart (RFC 8613 Appendix B.1.2).
     pub echo_challenges: u64,
 }
 
@@ -106,6 +117,12 @@ impl OscoreLayer {
 
     fn answer(&mut self, id: InboundId, e: &Error) -> Inbound {
         self.stats.refused += 1;
+        match e {
+            Error::Replay => self.stats.replays += 1,
+            Error::DecryptionFailed => self.stats.verification_failures += 1,
+            Error::UnknownContext => self.stats.unknown_contexts += 1,
+            _ => {}
+        }
         let (code, text) = e.response_code().unwrap_or((Code::BAD_REQUEST, "OSCORE processing failed"));
         tracing::debug!(error = %e, "OSCORE request refused");
         Inbound::Answer(id, refusal(code, text))
@@ -262,5 +279,20 @@ impl Layer for OscoreLayer {
                 refusal(Code::INTERNAL_SERVER_ERROR, "cannot protect the response")
             }
         }
+    }
+
+    fn counters(&self) -> Vec<LayerCounter> {
+        let s = &self.stats;
+        let c = |name, help, value| LayerCounter { name, help, value };
+        vec![
+            c("oscore_requests_verified", "OSCORE requests verified and unprotected", s.unprotected),
+            c("oscore_responses_protected", "responses protected with OSCORE", s.protected),
+            c("oscore_plain_requests", "requests that came without OSCORE", s.plain_requests),
+            c("oscore_refused", "requests the OSCORE layer refused, for any reason", s.refused),
+            c("oscore_replays", "OSCORE requests refused as replays", s.replays),
+            c("oscore_verification_failures", "OSCORE requests that failed authentication", s.verification_failures),
+            c("oscore_unknown_contexts", "OSCORE requests naming no known Security Context", s.unknown_contexts),
+            c("oscore_echo_challenges", "4.01 Echo challenges after a restart (RFC 8613 B.1.2)", s.echo_challenges),
+        ]
     }
 }

@@ -56,7 +56,7 @@ pub use node::{Node, ServiceHandle};
 pub use params::TransmissionParams;
 pub use prefix::{canonical, Prefix};
 pub use rng::{Rng, SecretRng};
-pub use service::{Context, Inbound, Layer, NodeCommand, Outcome, ResourceLink, Service};
+pub use service::{Context, Inbound, Layer, LayerCounter, NodeCommand, Outcome, ResourceLink, Service};
 pub use shard::Shard;
 pub use tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 pub use time::{Duration, Instant};

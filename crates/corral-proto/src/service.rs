@@ -106,6 +106,20 @@ pub trait Layer {
 
     /// The response to `id` on its way out.
     fn outbound(&mut self, now: Instant, id: InboundId, response: Response) -> Response;
+
+    /// What the layer counted so far, for whoever watches the node (`/metrics`); none by default.
+    fn counters(&self) -> Vec<LayerCounter> {
+        Vec::new()
+    }
+}
+
+/// One of a [`Layer`]'s counters: a name (snake case, without a unit or `_total`, e.g. `oscore_replays`),
+/// what it counts, and its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerCounter {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub value: u64,
 }
 
 /// What a [`Layer`] makes of a received request.
@@ -138,6 +152,11 @@ pub struct Context<'a> {
 impl<'a> Context<'a> {
     pub fn now(&self) -> Instant {
         self.now
+    }
+
+    /// The counters of the node's [`Layer`] (OSCORE's), empty without one.
+    pub fn layer_counters(&self) -> Vec<LayerCounter> {
+        self.layer.as_ref().map(|l| l.counters()).unwrap_or_default()
     }
 
     /// Answers a request (see [`Endpoint::respond`]), over whichever transport it came. Answering twice or

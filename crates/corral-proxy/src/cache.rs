@@ -33,6 +33,18 @@ pub enum Lookup {
     Miss,
 }
 
+/// One entry as the operator sees it (`GET /proxy/cache`, the console).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Listed {
+    /// The resource the response came from.
+    pub target: String,
+    pub bytes: usize,
+    pub content_format: Option<u16>,
+    /// Seconds it stays fresh; 0 once stale (kept for revalidation by its ETag).
+    pub fresh_s: u64,
+    pub etag: bool,
+}
+
 /// An LRU response cache. See the module docs.
 pub struct Cache {
     entries: HashMap<Key, Entry, foldhash::fast::FixedState>,
@@ -69,6 +81,27 @@ impl Cache {
 
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// The entries, most recently used first, at most `limit` of them.
+    pub fn listing(&self, now: Instant, limit: usize) -> Vec<Listed> {
+        let listed = |e: &Entry| Listed {
+            target: e.target.clone(),
+            bytes: e.bytes,
+            content_format: e.response.options.content_format().map(|c| c.0),
+            fresh_s: e.expires.saturating_since(now).as_secs(),
+            etag: e.response.options.contains(OptionNumber::ETAG),
+        };
+        self.lru.values().rev().filter_map(|k| self.entries.get(k)).take(limit).map(listed).collect()
+    }
+
+    /// Forgets every entry (the operator's purge); returns how many there were.
+    pub fn clear(&mut self) -> usize {
+        let n = self.entries.len();
+        self.entries.clear();
+        self.lru.clear();
+        self.bytes = 0;
+        n
     }
 
     fn touch(&mut self, key: &Key) {
@@ -225,6 +258,23 @@ mod tests {
         assert!(held >= 2);
         assert_eq!(small.invalidate("a"), held);
         assert_eq!((small.len(), small.bytes()), (0, 0));
+    }
+
+    #[test]
+    fn listing_is_most_recent_first_and_bounded_and_clear_empties() {
+        let mut c = Cache::new(8, 10_000);
+        let t = Instant::from_secs(1);
+        c.insert(k(1), "coap://h/a", &content("1", Some(30)), t);
+        c.insert(k(2), "coap://h/b", &content("2", None).with_option(OptionNumber::ETAG, b"e"), t);
+        assert!(matches!(c.lookup(&k(1), t), Lookup::Fresh(_)), "touch a: it is now the most recent");
+        let l = c.listing(t + Duration::from_secs(10), 8);
+        assert_eq!(l.iter().map(|e| e.target.as_str()).collect::<Vec<_>>(), ["coap://h/a", "coap://h/b"]);
+        assert_eq!((l[0].fresh_s, l[0].etag, l[0].content_format), (20, false, Some(0)));
+        assert_eq!((l[1].fresh_s, l[1].etag), (50, true));
+        assert_eq!(c.listing(t, 1).len(), 1);
+        assert_eq!(c.listing(t + Duration::from_secs(100), 8)[1].fresh_s, 0, "stale, kept for its ETag");
+        assert_eq!(c.clear(), 2);
+        assert_eq!((c.len(), c.bytes(), c.listing(t, 8).len()), (0, 0, 0));
     }
 
     #[test]

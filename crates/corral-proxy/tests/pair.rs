@@ -489,6 +489,25 @@ fn the_status_and_fib_resources_are_served_locally() {
     assert!(links.contains("</proxy>;") && links.contains("corral.proxy"), "{links}");
 }
 
+/// The cache listing names what other clients asked for, and a purge would send every request upstream
+/// again: both are for the proxy's own machine, and a client elsewhere gets 4.03 and changes nothing.
+#[test]
+fn the_cache_is_listed_and_purged_from_this_machine_only() {
+    let mut lab = Lab::one(ProxyConfig::default(), 1);
+    let a = lab.send(0, 0, get(TEMP));
+    lab.net.run_for(Duration::from_secs(2));
+    assert_eq!(lab.response(0, a).payload_text(), "v1");
+    let list = lab.send(0, 0, Request::get("proxy/cache"));
+    let purge = lab.send(0, 0, Request::new(Code::DELETE).with_path("proxy/cache"));
+    lab.net.run_for(Duration::from_secs(2));
+    assert_eq!(lab.response(0, list).code, Code::FORBIDDEN);
+    assert_eq!(lab.response(0, purge).code, Code::FORBIDDEN);
+    let status = lab.send(0, 0, Request::get("proxy"));
+    lab.net.run_for(Duration::from_secs(2));
+    let status: serde_json::Value = serde_json::from_slice(&lab.response(0, status).payload).unwrap();
+    assert_eq!(status["cache"]["entries"], 1, "the entry is still cached");
+}
+
 #[test]
 fn without_aggregation_each_client_is_forwarded() {
     let cfg = ProxyConfig { aggregate: false, cache_entries: 0, ..ProxyConfig::default() };

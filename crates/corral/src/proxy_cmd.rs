@@ -18,7 +18,9 @@ can, attaches a request to an identical one already on its way (one upstream req
 for every client), and otherwise forwards by its FIB: the most specific rule's next hops each get \
 a copy, the first success is forwarded and later answers are dropped; no rule means straight to \
 the origin. Hop-Limit (RFC 8768; corral get -H N sets it) ends forwarding loops with 5.08. GET \
-/proxy shows its counters, GET /proxy/fib its FIB (JSON).
+/proxy shows its counters, GET /proxy/fib its FIB, GET /proxy/cache what it caches (JSON; this \
+machine only, as DELETE /proxy/cache, which purges it). With --http the same as /api/proxy… and a \
+console page at /.
 
 A FIB file (TOML):
   [hosts]          # names a Proxy-Uri may use (the proxy has no DNS)
@@ -192,11 +194,11 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
             ),
             None => server.mount_forward_proxy("proxy", proxy),
         };
+        let local = server.local_addr();
         let http = window.as_ref().and_then(|w| w.local_addr());
         if let Some(w) = window {
-            w.spawn().await?;
+            w.proxy(crate::http::ProxySide { coap: crate::http::on_this_machine(local) }).spawn().await?;
         }
-        let local = server.local_addr();
         let tcp_local = server.tcp_local_addr();
         let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the proxy: {e}")))?;
         let proxy_uri = corral_tokio::uri::base_uri(local);

@@ -267,3 +267,30 @@ fn serve_and_proxy_have_metrics_on_http() {
     let (s, _, _) = curl(&[&format!("http://{http}/api/entities")]);
     assert_eq!(s, 404);
 }
+
+#[test]
+fn the_proxy_window_lists_and_purges_its_cache_and_shows_it_on_a_console() {
+    let (_origin, j) = spawn_json(Command::new(CORRAL).args(["serve", "--bind", "127.0.0.1:0", "--json"]));
+    let origin = j["udp"].as_str().unwrap_or_else(|| panic!("{j}")).to_string();
+    let (_p, j) =
+        spawn_json(Command::new(CORRAL).args(["proxy", "--bind", "127.0.0.1:0", "--json", "--http", "127.0.0.1:0"]));
+    let (proxy, http) = (j["proxy_uri"].as_str().unwrap().to_string(), j["http"].as_str().unwrap().to_string());
+    let target = format!("coap://{origin}/hello");
+    let o = corral(&["get", &target, "-P", &proxy]);
+    assert_eq!(stdout(&o), "Hello from corral!\n");
+    let (s, head, body) = curl(&[&format!("http://{http}/api/proxy/cache")]);
+    assert_eq!(s, 200, "{head}{body}");
+    let cache: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(cache["entries"], 1, "{cache}");
+    assert_eq!(cache["listed"][0]["target"], target.as_str(), "{cache}");
+    let (s, _, body) = curl(&[&format!("http://{http}/api/proxy/fib")]);
+    assert!(s == 200 && body.contains("\"rules\""), "{body}");
+    let (s, _, page) = curl(&[&format!("http://{http}/")]);
+    assert_eq!(s, 200);
+    assert!(page.contains("<h1>corral proxy") && page.contains(&format!("<td>{target}</td>")), "{page}");
+    let (s, _, _) = curl(&["-X", "DELETE", &format!("http://{http}/api/proxy/cache")]);
+    assert_eq!(s, 204);
+    let (_, _, body) = curl(&[&format!("http://{http}/api/proxy")]);
+    let status: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["cache"]["entries"], 0, "purged: {status}");
+}

@@ -365,3 +365,55 @@ fn corral_client_against_aiocoap_oscore_server() {
         corral(&["get", &format!("{base}/hello"), "--credentials", other.path().join("client.json").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(7), "{}", out(&o));
 }
+
+/// A scrape of `http`'s /metrics once the line starting with `sample` is there (the workers publish every
+/// 0.5 s), or the last scrape.
+fn scrape_until(http: &str, sample: &str) -> String {
+    let mut text = String::new();
+    for _ in 0..50 {
+        let o = run(Command::new("curl").args(["-s", &format!("http://{http}/metrics")]), LIMIT);
+        text = stdout(&o);
+        if text.lines().any(|l| l.starts_with(sample)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    text
+}
+
+#[test]
+fn oscore_replays_and_failed_verifications_are_counted_in_metrics() {
+    let (dir, port, _) = keyed_server();
+    let server = dir.path().join("server.json");
+    let bind = format!("127.0.0.1:{port}");
+    let args = ["serve", "--bind", &bind, "--credentials", server.to_str().unwrap(), "--json", "--http", "127.0.0.1:0"];
+    let (_s, j) = spawn_json(Command::new(CORRAL).args(args));
+    let http = j["http"].as_str().unwrap_or_else(|| panic!("{j}")).to_string();
+    let mut ctx = ContextDir::load(&dir.path().join("client")).unwrap();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let (bytes, binding) = protected_put(&mut ctx, port, b"once", 1);
+    assert_eq!(inner_code(&mut ctx, &binding, exchange(&sock, port, &bytes)).0, Code::CHANGED);
+    // The same protected request under another message ID: past deduplication, caught by the replay window.
+    let mut again = Message::parse(&bytes).unwrap();
+    again.mid = MessageId(2);
+    let r = exchange(&sock, port, &again.encode());
+    assert_eq!((r.code, r.options.contains(OptionNumber::OSCORE)), (Code::UNAUTHORIZED, false), "refused as a replay");
+    // A tampered ciphertext fails verification.
+    let (bytes, _) = protected_put(&mut ctx, port, b"tampered", 3);
+    let mut m = Message::parse(&bytes).unwrap();
+    if let Some(b) = m.payload.last_mut() {
+        *b ^= 1;
+    }
+    let r = exchange(&sock, port, &m.encode());
+    assert_eq!(r.code, Code::BAD_REQUEST, "decryption failed");
+    let text = scrape_until(&http, "corral_oscore_verification_failures_total{worker=\"0\"} 1");
+    for sample in [
+        "corral_oscore_requests_verified_total{worker=\"0\"} 1",
+        "corral_oscore_replays_total{worker=\"0\"} 1",
+        "corral_oscore_verification_failures_total{worker=\"0\"} 1",
+        "corral_oscore_refused_total{worker=\"0\"} 2",
+    ] {
+        assert!(text.lines().any(|l| l == sample), "{sample} in\n{text}");
+    }
+}

@@ -309,6 +309,7 @@ impl ProxyService {
                 pending: self.pending.len(),
                 observations: self.observations.len(),
             }),
+            [c] if c == "cache" => return self.serve_cache(cx, req),
             [f] if f == "fib" => serde_json::to_vec_pretty(&FibStatus {
                 hosts: self.fib.hosts.0.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
                 rules: &self.fib.rules,
@@ -329,6 +330,42 @@ impl ProxyService {
         };
         cx.respond(req.id, r);
     }
+
+    /// `/proxy/cache`: what the cache holds (GET: the [`CACHE_LISTED`] most recently used entries) and a
+    /// purge (DELETE). This machine only: the listing names what other clients asked for, and a purge
+    /// from anywhere would let anyone send every request upstream again.
+    fn serve_cache(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        let r = if !req.from.ip().to_canonical().is_loopback() {
+            Response::error(Code::FORBIDDEN, "the cache is listed and purged from this machine only")
+        } else if req.request.method == Code::GET {
+            let listing = CacheListing {
+                entries: self.cache.len(),
+                bytes: self.cache.bytes(),
+                listed: self.cache.listing(cx.now(), CACHE_LISTED),
+            };
+            match serde_json::to_vec_pretty(&listing) {
+                Ok(b) => Response::content(ContentFormat::JSON, b).with_max_age(0),
+                Err(e) => Response::error(Code::INTERNAL_SERVER_ERROR, e.to_string()),
+            }
+        } else if req.request.method == Code::DELETE {
+            let n = self.cache.clear();
+            tracing::info!(entries = n, "the cache was purged");
+            Response::new(Code::DELETED)
+        } else {
+            Response::error(Code::METHOD_NOT_ALLOWED, "GET lists the cache, DELETE purges it")
+        };
+        cx.respond(req.id, r);
+    }
+}
+
+/// Entries `GET /proxy/cache` lists at most (the most recently used).
+pub const CACHE_LISTED: usize = 256;
+
+#[derive(Serialize)]
+struct CacheListing {
+    entries: usize,
+    bytes: usize,
+    listed: Vec<crate::cache::Listed>,
 }
 
 /// Unsafe options the proxy may pass on: every option corral knows (OSCORE, Echo and Request-Tag among
@@ -413,6 +450,7 @@ impl Service for ProxyService {
         vec![
             ResourceLink::new("").attr("rt", "corral.proxy").attr("ct", "50").attr("title", "forward proxy status"),
             ResourceLink::new("fib").attr("rt", "corral.proxy.fib").attr("ct", "50"),
+            ResourceLink::new("cache").attr("rt", "corral.proxy.cache").attr("ct", "50"),
         ]
     }
 }

@@ -385,7 +385,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
 
 /// Where a client reaches a gateway bound to `local` on this machine.
 fn gateway_contact(local: SocketAddr) -> SocketAddr {
-    local_addrs(local)[0]
+    crate::http::on_this_machine(local)
 }
 
 /// Testbed devices that stored multicast entities count as joined, with their groups. The testbed's

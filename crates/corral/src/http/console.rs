@@ -21,6 +21,8 @@ use serde_json::Value;
 use std::collections::HashMap;
 
 const TEMPLATE: &str = include_str!("console.html");
+/// The style of every console page (the gateway's and the proxy's).
+pub(super) const STYLE: &str = include_str!("console.css");
 
 pub(super) fn routes() -> Router<Shared> {
     Router::new()
@@ -31,7 +33,7 @@ pub(super) fn routes() -> Router<Shared> {
 }
 
 /// `s` for HTML text and attribute values.
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -136,6 +138,7 @@ async fn render(app: &Shared, notice: Option<&str>) -> Response {
 fn finish(app: &Shared, snaps: &[Snapshot<Extra>], rows: &str, groups: &str, notice: Option<&str>) -> Response {
     let coap = app.window.gateway.as_ref().map(|g| g.coap.to_string()).unwrap_or_default();
     let html = TEMPLATE
+        .replace("{{style}}", STYLE)
         .replace("{{verb}}", app.window.verb)
         .replace("{{coap}}", &esc(&coap))
         .replace(

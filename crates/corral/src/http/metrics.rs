@@ -188,12 +188,31 @@ pub fn render(verb: &str, snaps: &[super::watch::Snapshot<Extra>]) -> Result<Str
         }
     }
     gauge(r, "coap_table_entries", "entries in each of the endpoint's bounded tables", None, tables);
+    layer(r, snaps);
     em(r, snaps);
     proxy(r, snaps);
     let mut out = String::new();
     encode(&mut out, &reg)?;
     let _ = verb;
     Ok(out)
+}
+
+/// The counters of the nodes' layer (OSCORE), by the names the layer gives them, in its order.
+fn layer(r: &mut Registry, snaps: &[super::watch::Snapshot<Extra>]) {
+    let mut names: Vec<(&'static str, &'static str)> = Vec::new();
+    for c in snaps.iter().flat_map(|s| &s.layer) {
+        if !names.iter().any(|(n, _)| *n == c.name) {
+            names.push((c.name, c.help));
+        }
+    }
+    for (name, help) in names {
+        let values = snaps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.layer.iter().find(|c| c.name == name).map(|c| (worker(i), c.value)))
+            .collect();
+        counter(r, name, help, None, Counters(values));
+    }
 }
 
 /// The workers whose service published `T`, with their index.

@@ -1,7 +1,8 @@
 //! The operator's window (`--http ADDR:PORT` on `corral gateway`, `corral proxy` and `corral serve`): one
 //! HTTP listener (axum on the command's tokio runtime) with `/metrics` (Prometheus text format),
-//! `/healthz` and `/readyz`, and on the gateway the admin API (`/api`, JSON, errors as RFC 9457 problem
-//! documents) and the HTTP→CoAP cross-proxy (`/hc/coap://…`, RFC 8075).
+//! `/healthz` and `/readyz`, on the gateway the admin API (`/api`, JSON, errors as RFC 9457 problem
+//! documents), the HTTP→CoAP cross-proxy (`/hc/coap://…`, RFC 8075) and the console (`console`), on the
+//! proxy its status, FIB and cache (`/api/proxy…`) and its console page (`proxy`).
 //!
 //! Owns: the listener, who may use which route (the gateway's access roles, applied to the HTTP client's
 //! address as to a CoAP client's; this machine only on the server and the proxy; an optional bearer token
@@ -30,6 +31,7 @@ mod console;
 mod hc;
 mod metrics;
 mod problem;
+mod proxy;
 pub mod watch;
 
 pub use problem::Problem;
@@ -109,6 +111,20 @@ pub struct GatewaySide {
     pub store: PathBuf,
 }
 
+/// What the proxy's routes need beyond the numbers.
+pub struct ProxySide {
+    /// Where the proxy's CoAP endpoint answers on this machine.
+    pub coap: SocketAddr,
+}
+
+/// Where a CoAP endpoint bound to `local` answers on this machine (an unspecified address is loopback's).
+pub fn on_this_machine(local: SocketAddr) -> SocketAddr {
+    match local.ip() {
+        ip if ip.is_unspecified() => SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), local.port()),
+        _ => local,
+    }
+}
+
 /// Everything a running window knows.
 pub struct Window {
     /// `gateway`, `proxy` or `serve`: the `service` label and the console's title.
@@ -117,6 +133,7 @@ pub struct Window {
     pub access: AccessPolicy,
     pub token: Option<String>,
     pub gateway: Option<GatewaySide>,
+    pub proxy: Option<ProxySide>,
 }
 
 /// A window ready to serve: its socket is bound, so that a port in use fails the command at start-up.
@@ -144,7 +161,7 @@ impl HttpArgs {
         let listener = std::net::TcpListener::bind(addr)
             .and_then(|l| l.set_nonblocking(true).map(|_| l))
             .map_err(|e| Failure::other(format!("cannot listen on {addr} (--http): {e}")))?;
-        Ok(Some(Bound { listener, window: Window { verb, board, access, token, gateway: None } }))
+        Ok(Some(Bound { listener, window: Window { verb, board, access, token, gateway: None, proxy: None } }))
     }
 }
 
@@ -156,6 +173,12 @@ impl Bound {
     /// Adds the gateway's routes.
     pub fn gateway(mut self, side: GatewaySide) -> Bound {
         self.window.gateway = Some(side);
+        self
+    }
+
+    /// Adds the proxy's routes.
+    pub fn proxy(mut self, side: ProxySide) -> Bound {
+        self.window.proxy = Some(side);
         self
     }
 
@@ -185,8 +208,8 @@ pub(crate) struct App {
 pub(crate) type Shared = Arc<App>;
 
 async fn router(window: Window) -> Result<Router, Failure> {
-    let gateway = window.gateway.is_some();
-    let client = if gateway { Some(client().await?) } else { None };
+    let (gateway, proxy) = (window.gateway.is_some(), window.proxy.is_some());
+    let client = if gateway || proxy { Some(client().await?) } else { None };
     let app = Arc::new(App { window, client, hc_slots: Arc::new(tokio::sync::Semaphore::new(hc::MAX_IN_PROGRESS)) });
     let mut r = Router::new()
         .route("/metrics", get(metrics::metrics))
@@ -194,6 +217,9 @@ async fn router(window: Window) -> Result<Router, Failure> {
         .route("/readyz", get(readyz));
     if gateway {
         r = r.merge(admin::routes()).merge(hc::routes()).merge(console::routes());
+    }
+    if proxy {
+        r = r.merge(proxy::routes());
     }
     Ok(r.fallback(not_found).layer(axum::middleware::from_fn_with_state(app.clone(), guard)).with_state(app))
 }

@@ -6,7 +6,7 @@
 //! skipped, the next one comes a period later) and never on a datagram; the reader clones and lets go.
 
 use corral_tokio::corral_proto::{Context, Duration, IncomingRequest, Instant, Outcome, RequestId, ResourceLink};
-use corral_tokio::corral_proto::{Service, Stats, TableSizes};
+use corral_tokio::corral_proto::{LayerCounter, Service, Stats, TableSizes};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -27,6 +27,8 @@ pub struct Snapshot<T> {
     pub published: Option<std::time::Instant>,
     /// What the inner service published (the Entity Manager's or the proxy's numbers).
     pub service: T,
+    /// The counters of the node's layer (OSCORE's, with --credentials/--oscore).
+    pub layer: Vec<LayerCounter>,
 }
 
 /// The slots of every worker, shared between the nodes (writers) and the HTTP listener (reader).
@@ -71,6 +73,7 @@ impl<S: Service, T: 'static> Watched<S, T> {
                 uptime_s: cx.now().as_secs(),
                 published: Some(std::time::Instant::now()),
                 service: (self.read)(&self.inner),
+                layer: cx.layer_counters(),
             };
         }
     }

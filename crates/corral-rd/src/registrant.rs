@@ -1,6 +1,8 @@
-//! The device's side of a Resource Directory (RFC 9176 §5.3): a service that registers its node's links
-//! with a directory, refreshes the registration before its lifetime ends, registers again when the
-//! directory has forgotten it (4.04 on a refresh, or a restarted directory), and removes it when asked to.
+//! The device's side of a Resource Directory (RFC 9176 §5.3): a service that finds the directory's
+//! registration resource (§4.3: `GET /.well-known/core?rt=core.rd`, `/rd` when the directory names none —
+//! libcoap's and corral's are at `/rd`, aiocoap's at `/resourcedirectory/`), registers its node's links
+//! there, refreshes the registration before its lifetime ends, registers again when the directory has
+//! forgotten it (4.04 on a refresh, or a restarted directory), and removes it when asked to.
 //!
 //! Owns: the registration's state (its location, when to refresh, the retry back-off). Mount it on the
 //! device's own node, so that the registration comes from the device's address (the directory takes the
@@ -13,6 +15,35 @@ use corral_proto::{
     Context, Duration, IncomingRequest, Instant, Outcome, Request, RequestId, Response, SendParams, Service,
 };
 use std::net::SocketAddr;
+
+/// Where a directory that names no registration resource takes registrations (RFC 9176 §4.3's default).
+const DEFAULT_REGISTRATION: &str = "/rd";
+
+/// The path of the first link with `rt=core.rd` in a directory's `/.well-known/core`, without scheme and
+/// authority (a directory may give an absolute URI); `None` if there is none.
+fn registration_resource(links: &str) -> Option<String> {
+    let link =
+        corral_proto::wire::link_format::parse(links).flatten().find(|l| l.values("rt").any(|v| v == "core.rd"))?;
+    let target = link.target();
+    let path = match target.split_once("://") {
+        Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
+        None => target,
+    };
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    Some(if path.starts_with('/') { path.to_string() } else { format!("/{path}") })
+}
+
+/// `req` at `path`, segment by segment, keeping a trailing empty segment (`/resourcedirectory/` and
+/// `/reg/1/` are aiocoap's resources, not `/resourcedirectory` and `/reg/1`).
+fn at_path(mut req: Request, path: &str) -> Request {
+    let trimmed = path.strip_prefix('/').unwrap_or(path);
+    if !trimmed.is_empty() {
+        for seg in trimmed.split('/') {
+            req.options.push(OptionNumber::URI_PATH, seg.as_bytes());
+        }
+    }
+    req
+}
 
 /// The first retry after a failed registration; doubled up to [`MAX_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_secs(5);
@@ -34,6 +65,8 @@ pub enum RegistrantState {
 /// What is in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ask {
+    /// Asking the directory where its registration resource is.
+    Discover,
     Register,
     Refresh,
     Remove,
@@ -47,6 +80,8 @@ pub struct Registrant {
     lt: u32,
     links: String,
     state: RegistrantState,
+    /// The directory's registration resource, once discovered (e.g. `/rd`).
+    registration: Option<String>,
     location: Option<String>,
     retry: Duration,
     /// Registrations the directory accepted (first and again), for tests and logs.
@@ -66,6 +101,7 @@ impl Registrant {
             lt: lt.max(60),
             links,
             state: RegistrantState::Waiting { at: Instant::ZERO },
+            registration: None,
             location: None,
             retry: FIRST_RETRY,
             registrations: 0,
@@ -83,7 +119,7 @@ impl Registrant {
             self.state = RegistrantState::Done;
             return;
         };
-        let req = Request::new(Code::DELETE).with_path(&location);
+        let req = at_path(Request::new(Code::DELETE), &location);
         self.state = match cx.request(self.rd, req, SendParams::default()) {
             Ok(id) => RegistrantState::Asking(id, Ask::Remove),
             Err(_) => RegistrantState::Done,
@@ -100,9 +136,17 @@ impl Registrant {
         now + Duration::from_secs(u64::from(self.lt)).mul_f64(0.9)
     }
 
+    /// Asks the directory where it takes registrations (RFC 9176 §4.3).
+    fn discover(&mut self, cx: &mut Context<'_>) {
+        let req = Request::get(".well-known/core")
+            .with_query("rt=core.rd")
+            .with_option(OptionNumber::ACCEPT, &[ContentFormat::LINK_FORMAT.0 as u8]);
+        self.ask(cx, req, Ask::Discover);
+    }
+
     fn register(&mut self, cx: &mut Context<'_>) {
-        let mut req = Request::new(Code::POST)
-            .with_path("rd")
+        let Some(path) = self.registration.clone() else { return self.discover(cx) };
+        let mut req = at_path(Request::new(Code::POST), &path)
             .with_query(&format!("ep={}", self.ep))
             .with_query(&format!("lt={}", self.lt))
             .with_content_format(ContentFormat::LINK_FORMAT)
@@ -147,6 +191,12 @@ impl Service for Registrant {
             _ => return self.failed(now, "the directory did not answer"),
         };
         match (ask, response.code) {
+            (Ask::Discover, code) => {
+                let found = (code == Code::CONTENT).then(|| registration_resource(&response.payload_text())).flatten();
+                tracing::debug!(ep = %self.ep, rd = %self.rd, found = ?found, "asked where to register");
+                self.registration = Some(found.unwrap_or_else(|| DEFAULT_REGISTRATION.to_string()));
+                self.register(cx);
+            }
             (Ask::Register, Code::CREATED) => {
                 let segs: Vec<String> = response
                     .options
@@ -186,7 +236,7 @@ impl Service for Registrant {
         match self.state.clone() {
             RegistrantState::Waiting { at } if at <= now => self.register(cx),
             RegistrantState::Registered { location, refresh } if refresh <= now => {
-                let req = Request::new(Code::POST).with_path(&location);
+                let req = at_path(Request::new(Code::POST), &location);
                 self.ask(cx, req, Ask::Refresh);
             }
             _ => {}
@@ -199,5 +249,39 @@ impl Service for Registrant {
             RegistrantState::Registered { refresh, .. } => Some(*refresh),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registration_resource_is_the_core_rd_link_as_a_path() {
+        let aiocoap = "</.well-known/core>;ct=\"40\",</resourcedirectory/>;ct=\"40\";rt=\"core.rd\",\
+                       </endpoint-lookup/>;ct=\"40\";rt=\"core.rd-lookup-ep\";obs";
+        assert_eq!(registration_resource(aiocoap).as_deref(), Some("/resourcedirectory/"));
+        assert_eq!(registration_resource("</rd>;ins=\"default\";rt=\"core.rd\";ct=40").as_deref(), Some("/rd"));
+        assert_eq!(
+            registration_resource("<coap://[2001:db8::1]:5683/x/rd?a=b>;rt=\"core.rd x\"").as_deref(),
+            Some("/x/rd")
+        );
+        assert_eq!(registration_resource("</rd-lookup/ep>;rt=\"core.rd-lookup-ep\""), None, "not core.rd itself");
+        assert_eq!(registration_resource("garbage<<"), None);
+    }
+
+    #[test]
+    fn paths_keep_a_trailing_empty_segment() {
+        let segs = |p: &str| -> Vec<String> {
+            at_path(Request::new(Code::POST), p)
+                .options
+                .get_all(OptionNumber::URI_PATH)
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        };
+        assert_eq!(segs("/resourcedirectory/"), ["resourcedirectory", ""]);
+        assert_eq!(segs("/rd"), ["rd"]);
+        assert_eq!(segs("/reg/1/"), ["reg", "1", ""]);
+        assert!(segs("/").is_empty());
     }
 }

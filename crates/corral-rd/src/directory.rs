@@ -19,7 +19,7 @@
 
 use corral_proto::{Duration, Instant};
 use corral_wire::link_format::{self, Link, LinkOwned};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::net::IpAddr;
 
@@ -240,6 +240,8 @@ pub struct Directory {
     by_id: HashMap<String, u64>,
     by_key: HashMap<(String, Option<String>), u64>,
     per_source: HashMap<IpAddr, usize>,
+    /// When each registration ends, soonest first: expiry and the next wake-up without a scan.
+    expiries: BTreeSet<(Instant, u64)>,
     seq: u64,
 }
 
@@ -347,8 +349,9 @@ impl Directory {
             reg.lt = lt;
             reg.extra = params.extra;
             reg.links = links;
-            reg.expires = now + Duration::from_secs(u64::from(lt));
-            return Ok(Registered::Replaced(reg.id.clone()));
+            let id = reg.id.clone();
+            self.set_expiry(seq, now + Duration::from_secs(u64::from(lt)));
+            return Ok(Registered::Replaced(id));
         }
         if self.regs.len() >= self.limits.registrations {
             return Err(RdError::Full);
@@ -392,7 +395,17 @@ impl Directory {
         *self.per_source.entry(reg.owner).or_default() += 1;
         self.by_id.insert(reg.id.clone(), self.seq);
         self.by_key.insert((reg.ep.clone(), reg.d.clone()), self.seq);
+        self.expiries.insert((reg.expires, self.seq));
         self.regs.insert(self.seq, reg);
+    }
+
+    /// Moves registration `seq`'s end to `expires`, in the registration and in the index.
+    fn set_expiry(&mut self, seq: u64, expires: Instant) {
+        if let Some(reg) = self.regs.get_mut(&seq) {
+            self.expiries.remove(&(reg.expires, seq));
+            reg.expires = expires;
+            self.expiries.insert((expires, seq));
+        }
     }
 
     /// A registration update (RFC 9176 §5.3.1): a new lifetime, base or extra attributes, and the
@@ -431,7 +444,9 @@ impl Directory {
                 None => reg.extra.push((k, v)),
             }
         }
-        reg.expires = now + Duration::from_secs(u64::from(reg.lt));
+        let expires = now + Duration::from_secs(u64::from(reg.lt));
+        let seq = self.by_id[id];
+        self.set_expiry(seq, expires);
         Ok(())
     }
 
@@ -453,6 +468,7 @@ impl Directory {
     fn take(&mut self, id: &str) -> Option<Registration> {
         let seq = self.by_id.remove(id)?;
         let reg = self.regs.remove(&seq)?;
+        self.expiries.remove(&(reg.expires, seq));
         self.by_key.remove(&(reg.ep.clone(), reg.d.clone()));
         if let Some(n) = self.per_source.get_mut(&reg.owner) {
             *n -= 1;
@@ -465,13 +481,23 @@ impl Directory {
 
     /// Ends every registration whose lifetime has passed; returns them.
     pub fn expire(&mut self, now: Instant) -> Vec<Registration> {
-        let due: Vec<String> = self.regs.values().filter(|r| r.expires <= now).map(|r| r.id.clone()).collect();
-        due.iter().filter_map(|id| self.take(id)).collect()
+        let mut ended = Vec::new();
+        while let Some(&(at, seq)) = self.expiries.first() {
+            if at > now {
+                break;
+            }
+            self.expiries.pop_first();
+            let id = self.regs.get(&seq).map(|r| r.id.clone());
+            if let Some(reg) = id.and_then(|id| self.take(&id)) {
+                ended.push(reg);
+            }
+        }
+        ended
     }
 
     /// When the next registration ends.
     pub fn next_expiry(&self) -> Option<Instant> {
-        self.regs.values().map(|r| r.expires).min()
+        self.expiries.first().map(|(at, _)| *at)
     }
 
     /// Endpoint lookup (RFC 9176 §7.3): registrations matching every filter — a filter on a registration

@@ -144,6 +144,22 @@ fn a_registration_ends_at_its_lifetime_unless_refreshed() {
     assert_eq!(gone.code, Code::NOT_FOUND, "an update of an unknown registration tells the device to register again");
 }
 
+/// A refresh moves the registration's end: past its first end it is still there, and it ends 60 s after
+/// the refresh (the directory's expiry index follows the refresh).
+#[test]
+fn a_refreshed_registration_ends_a_lifetime_after_its_refresh() {
+    let mut l = lab(Limits::default(), 1);
+    let loc = location(&l.register(0, "ep=a&lt=60", "</x>")); // t 0 (each ask runs the net 10 s)
+    l.net.run_for(Duration::from_secs(35));
+    assert_eq!(l.ask(0, Request::new(Code::POST).with_path(&loc)).code, Code::CHANGED); // t 45: ends at 105
+    l.net.run_for(Duration::from_secs(30));
+    assert!(l.lookup(0, "ep", "").contains("ep=\"a\""), "t 85: past the first end (60)");
+    assert!(l.lookup(0, "ep", "").contains("ep=\"a\""), "t 95");
+    l.net.run_for(Duration::from_secs(10));
+    assert_eq!(l.lookup(0, "ep", "").trim(), "", "t 115: ended at 105");
+    assert_eq!(l.rd().stats().expired, 1);
+}
+
 #[test]
 fn a_name_belongs_to_its_first_registrant_until_its_registration_ends() {
     let mut l = lab(Limits::default(), 2);

@@ -65,6 +65,8 @@ rate = float(re.search(r"req/s: ([\d.]+)", text).group(1))
 p50 = dur(re.search(r"p50: (\S+?),", text).group(1))
 p99 = dur(re.search(r"p99: (\S+?),", text).group(1))
 cpu = (after - before) / hz * 1e6 / ok if ok else float("nan")
+if bad:  # say which kind, and what the generator saw
+    print(f"{name}: {bad} requests failed; the generator's report:\n{text}", file=sys.stderr)
 print(f"{name} {clients} {rate:.0f} {p50:.1f} {p99:.1f} {cpu:.2f} {bad} {rnd}")
 PY
   rm -f "$out"

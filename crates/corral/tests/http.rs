@@ -285,6 +285,9 @@ fn the_proxy_window_lists_and_purges_its_cache_and_shows_it_on_a_console() {
     assert_eq!(cache["listed"][0]["target"], target.as_str(), "{cache}");
     let (s, _, body) = curl(&[&format!("http://{http}/api/proxy/fib")]);
     assert!(s == 200 && body.contains("\"rules\""), "{body}");
+    let (s, _, body) = curl(&[&format!("http://{http}/api/openapi.json")]);
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    assert!(s == 200 && doc["paths"]["/api/proxy/cache"]["delete"].is_object(), "{body}");
     let (s, _, page) = curl(&[&format!("http://{http}/")]);
     assert_eq!(s, 200);
     assert!(page.contains("<h1>corral proxy") && page.contains(&format!("<td>{target}</td>")), "{page}");

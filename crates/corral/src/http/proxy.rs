@@ -11,7 +11,7 @@
 //! | `GET /api/proxy/cache` | `GET /proxy/cache` (the most recently used entries) |
 //! | `DELETE /api/proxy/cache` | `DELETE /proxy/cache` (purge) |
 //!
-//! Owns: that mapping and the page. Never: a cache or FIB of its own.
+//! Owns: that mapping, its OpenAPI document (`openapi-proxy.json`, at `/api/openapi.json`) and the page. Never: a cache or FIB of its own.
 
 use super::console::{esc, STYLE};
 use super::hc::response_of;
@@ -27,9 +27,16 @@ use serde_json::Value;
 
 const TEMPLATE: &str = include_str!("console-proxy.html");
 
+/// The OpenAPI 3.1 document of the proxy's API, served at `/api/openapi.json`.
+const OPENAPI: &str = include_str!("openapi-proxy.json");
+
 pub(super) fn routes() -> Router<Shared> {
     Router::new()
         .route("/", get(page))
+        .route(
+            "/api/openapi.json",
+            get(|| async { ([(axum::http::header::CONTENT_TYPE, "application/json")], OPENAPI).into_response() }),
+        )
         .route("/api/proxy", get(|State(app): State<Shared>| async move { reply(ask(&app, Code::GET, "").await) }))
         .route(
             "/api/proxy/fib",

@@ -4,7 +4,8 @@
 #
 #   serve        `corral serve`, CON GET / (the baseline of the next two)
 #   serve-http   the same with --http (the listener open, nobody asking)
-#   serve-scraped  the same with --http and a GET /metrics every 100 ms (curl, on the generator's CPU)
+#   serve-scraped  the same with --http and a GET /metrics every 100 ms (one kept-alive connection, as
+#                Prometheus keeps one; on the generator's CPU)
 #   gw           `corral gateway`, GET /em/room?eo=avg of a unicast entity of MEMBERS devices (the
 #                baseline of the next two)
 #   gw-http, gw-scraped   as for serve
@@ -15,8 +16,8 @@
 # For each: requests/s, p50/p99 latency at the generator, and CPU time per request of the process under
 # test (/proc/PID/stat, all threads) — serve's, the gateway's, and for direct the origin's and for hc the
 # gateway's (so hc's CPU ratio is the cross-proxy's cost per request against the origin's own, not a
-# like-for-like comparison; its rate and latency ratios are). The scrape's own curl runs on the client CPU,
-# so what it costs the server is the server answering it, which is what a Prometheus server costs too.
+# like-for-like comparison; its rate and latency ratios are). The scraper runs on the client CPU, so what
+# it costs the server is the server answering it, which is what a Prometheus server costs too.
 #
 # Usage: scripts/bench-http.sh [SECONDS] [ROUNDS]        defaults: 5 seconds per measurement, 1 round
 #   NAMES="serve serve-http serve-scraped gw gw-http gw-scraped direct hc" to choose, CLIENTS="16",
@@ -66,8 +67,16 @@ wait_http() { # url
   echo "$1 did not come up" >&2; exit 1
 }
 
-scrape() { # http port
-  "${PIN_CLIENT[@]}" bash -c "while :; do curl -s -o /dev/null http://127.0.0.1:$1/metrics; sleep $SCRAPE; done" &
+scrape() { # http port: GET /metrics every $SCRAPE s on one kept-alive connection, as Prometheus does
+  "${PIN_CLIENT[@]}" python3 - "$1" "$SCRAPE" <<'PY' &
+import http.client, sys, time
+port, every = int(sys.argv[1]), float(sys.argv[2])
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+while True:
+    conn.request("GET", "/metrics")
+    conn.getresponse().read()
+    time.sleep(every)
+PY
   SCRAPER=$!
 }
 
@@ -87,7 +96,7 @@ bench_start() { # name port
         --member-port "$DPORT,$ORIGIN" -q "${http[@]}" >/dev/null 2>&1 &
       PID_=$!
       wait_up "coap://127.0.0.1:$2/em"
-      if [ "$1" != hc ]; then "$CORRAL" entity create room "${MEMBER_URIS[@]}" --eo avg --gateway "coap://127.0.0.1:$2" -q; fi ;;
+      if [ "$1" != hc ]; then "$CORRAL" entity create room "${MEMBER_URIS[@]}" --eo avg --gateway "coap://127.0.0.1:$2" -q >/dev/null; fi ;;
     direct) PID_="" ;;
   esac
   if [ ${#http[@]} -gt 0 ]; then wait_http "http://127.0.0.1:$HTTP_PORT/healthz"; fi

@@ -152,7 +152,13 @@ mod tests {
 
     #[test]
     fn truncated_and_indefinite_items_are_none() {
-        for bad in [&[0x19, 0x01][..], &[0x44, 1, 2], &[0x9f], &[0x1c], &[0x5b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]] {
+        for bad in [
+            &[0x19, 0x01][..],
+            &[0x44, 1, 2],
+            &[0x9f],
+            &[0x1c],
+            &[0x5b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+        ] {
             let mut r = Reader::new(bad);
             assert!(r.head().is_none() || r.clone().bstr().is_none(), "{bad:?}");
         }

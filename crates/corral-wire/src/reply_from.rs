@@ -65,7 +65,8 @@ pub fn decode_reply_from(value: &[u8]) -> Result<(Scheme, SocketAddr), Error> {
         }
         _ => return Err(BAD),
     };
-    let port = if items == 2 { r.uint().and_then(|p| u16::try_from(p).ok()).ok_or(BAD)? } else { scheme.default_port() };
+    let port =
+        if items == 2 { r.uint().and_then(|p| u16::try_from(p).ok()).ok_or(BAD)? } else { scheme.default_port() };
     if !r.is_empty() {
         return Err(BAD);
     }
@@ -86,7 +87,10 @@ mod tests {
         let v6: SocketAddr = "[2001:db8::1]:61616".parse().unwrap();
         assert_eq!(decode_reply_from(&encode_reply_from(Scheme::CoapTcp, v6)), Ok((Scheme::CoapTcp, v6)));
         // Without a port: the scheme's default.
-        assert_eq!(decode_reply_from(&[0x82, 0x20, 0x81, 0x44, 10, 0, 0, 1]), Ok((Scheme::Coap, "10.0.0.1:5683".parse().unwrap())));
+        assert_eq!(
+            decode_reply_from(&[0x82, 0x20, 0x81, 0x44, 10, 0, 0, 1]),
+            Ok((Scheme::Coap, "10.0.0.1:5683".parse().unwrap()))
+        );
     }
 
     #[test]
@@ -99,9 +103,9 @@ mod tests {
         trailing.push(0x80);
         assert!(decode_reply_from(&trailing).is_err(), "a second CRI is refused");
         for bad in [
-            &[0x82, 0x22, 0x82, 0x44, 1, 2, 3, 4, 0x01][..], // http
-            &[0x82, 0x20, 0x82, 0x43, 1, 2, 3, 0x01],        // a 3-byte address
-            &[0x82, 0x20, 0x82, 0x61, 0x61, 0x01],          // a host name
+            &[0x82, 0x22, 0x82, 0x44, 1, 2, 3, 4, 0x01][..],         // http
+            &[0x82, 0x20, 0x82, 0x43, 1, 2, 3, 0x01],                // a 3-byte address
+            &[0x82, 0x20, 0x82, 0x61, 0x61, 0x01],                   // a host name
             &[0x82, 0x20, 0x82, 0x44, 1, 2, 3, 4, 0x1a, 0, 1, 0, 0], // port 65536
             &[0xff],
             &[],

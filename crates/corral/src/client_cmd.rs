@@ -689,7 +689,8 @@ fn show_group(
 ) -> Result<(), Failure> {
     let mut own = None;
     collected.responses.retain_mut(|r| {
-        match r.response.options.get(OptionNumber::REPLY_FROM).map(corral_tokio::corral_proto::wire::decode_reply_from) {
+        match r.response.options.get(OptionNumber::REPLY_FROM).map(corral_tokio::corral_proto::wire::decode_reply_from)
+        {
             Some(Ok((_, member))) => {
                 r.from = member;
                 true

@@ -178,3 +178,24 @@ fn a_group_the_operator_did_not_allow_is_refused_and_hears_nothing() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(m.group_requests(), vec![], "no member was asked");
 }
+
+#[test]
+fn a_fib_rule_naming_a_group_carries_a_request_for_a_name_to_its_members() {
+    let m = Members::start("127.0.81.2", [239, 255, 77, 36]);
+    let dir = tempfile::tempdir().unwrap();
+    let fib = dir.path().join("fib.toml");
+    let rule = format!(
+        "[[rule]]\nmatch = \"coap://floor1/**\"\nnext = [{{ to = \"coap://239.255.77.36:{}\", send_host = false }}]\n",
+        m.port
+    );
+    std::fs::write(&fib, rule).unwrap();
+    let (_p, proxy) =
+        proxy(&["--fib", fib.to_str().unwrap(), "--allow-group", "239.255.77.36", "--mcast-if", "127.0.0.1"]);
+    let o = get_via(&proxy, "coap://floor1/s/l", &["--mc-timeout", "2", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let from: BTreeSet<String> =
+        j.as_array().unwrap().iter().map(|a| a["from"].as_str().unwrap().to_string()).collect();
+    assert_eq!(from, m.addrs.iter().cloned().collect(), "{j}");
+    assert_eq!(m.group_requests().len(), 3, "{:?}", m.group_requests());
+}

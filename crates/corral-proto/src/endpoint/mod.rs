@@ -1059,12 +1059,10 @@ impl Endpoint {
         };
         let token = packet.token();
         let matched = self.tokens.get(&token).copied().filter(|id| {
-            self.exchanges
-                .get(id)
-                .is_some_and(|ex| {
-                    (ex.multicast && ex.dst.ip().is_multicast())
-                        || (ex.dst == from && !matches!(ex.state, ClientState::Queued))
-                })
+            self.exchanges.get(id).is_some_and(|ex| {
+                (ex.multicast && ex.dst.ip().is_multicast())
+                    || (ex.dst == from && !matches!(ex.state, ClientState::Queued))
+            })
         });
         let Some(id) = matched else {
             // Nobody asked: reject a CON; a NON notification too, so the server forgets the observer

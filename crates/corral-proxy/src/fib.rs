@@ -371,7 +371,7 @@ fn next_hop<'a>(
     };
     // A group (coap:// only) is a next hop: matching requests go to it as group requests, within
     // ProxyConfig::groups (draft-ietf-core-groupcomm-proxy).
-    if !(ip.is_multicast() && !tcp) {
+    if !ip.is_multicast() || tcp {
         crate::target::check_destination(ip).map_err(|r| bad(HopFault::Refused(r.diagnostic)))?;
     }
     Ok(NextHop { uri: to.to_string(), addr: SocketAddr::new(ip, uri.port), tcp, send_host })

@@ -20,7 +20,7 @@
 //!   draft-ietf-core-cacheable-oscore, which let a proxy aggregate and cache end-to-end protected requests.
 //! - [`Error::response_code`]: the unprotected error answers of §8.2.
 
-mod cbor;
+use corral_wire::cbor;
 mod context;
 mod error;
 pub mod group;

@@ -176,6 +176,12 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// Sends one more response, a NON with `token`, to a UDP client already answered once (see
+    /// [`Endpoint::respond_again`]): a proxy relaying a group's answers to one request.
+    pub fn respond_again(&mut self, peer: SocketAddr, token: corral_wire::Token, response: Response) {
+        self.endpoint.respond_again(self.now, peer, token, response);
+    }
+
     /// Answers a request from a source that has not proved its address with 4.01 Unauthorized and an Echo
     /// value (RFC 9175 §2.4) instead of serving it; see [`Endpoint::challenge`]. Requests over TCP are
     /// always verified and need no challenge.

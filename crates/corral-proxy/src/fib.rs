@@ -6,7 +6,9 @@
 //! *send host* flag: `true` keeps the full Proxy-Uri for another proxy, `false` rewrites the request to
 //! Uri-* options for the origin server. The most specific rule wins (more literal path segments, then a
 //! literal host, then an exact length, then fewer wildcards); equally specific rules go by order. A request
-//! no rule matches goes straight to the origin in its URI.
+//! no rule matches goes straight to the origin in its URI. A multicast group (`coap://239.255.0.1:5683`)
+//! may be a rule's one next hop: matching requests go to it as group requests (`crate::ProxyService`, when
+//! `ProxyConfig::groups` allows the group).
 //!
 //! ```toml
 //! [hosts]                      # names a Proxy-Uri may use (the proxy has no DNS)
@@ -268,6 +270,12 @@ impl Fib {
                 let send_host = send_host.or(rule.send_host).unwrap_or(true);
                 next.push(next_hop(to, send_host, &hosts, resolve).map_err(|e| at(hop.span(), e.to_string()))?);
             }
+            if next.len() > 1 && next.iter().any(|h| h.addr.ip().is_multicast()) {
+                return Err(at(
+                    rule.pattern.span(),
+                    "a rule with a multicast group for next hop has that one next hop only".into(),
+                ));
+            }
             rules.push(Rule { pattern: rule.pattern.into_inner(), next, line, matcher });
         }
         let destinations = match file.destinations {
@@ -361,7 +369,11 @@ fn next_hop<'a>(
             hosts.resolve(&uri.host).or_else(|| resolve(name)).ok_or_else(|| bad(HopFault::Unresolved(name.clone())))?
         }
     };
-    crate::target::check_destination(ip).map_err(|r| bad(HopFault::Refused(r.diagnostic)))?;
+    // A group (coap:// only) is a next hop: matching requests go to it as group requests, within
+    // ProxyConfig::groups (draft-ietf-core-groupcomm-proxy).
+    if !ip.is_multicast() || tcp {
+        crate::target::check_destination(ip).map_err(|r| bad(HopFault::Refused(r.diagnostic)))?;
+    }
     Ok(NextHop { uri: to.to_string(), addr: SocketAddr::new(ip, uri.port), tcp, send_host })
 }
 
@@ -438,8 +450,12 @@ next = ["coap://192.0.2.40"]
         assert!(e.message.contains("**"), "{e}");
         let e = Fib::parse("[[rule]]\nmatch = \"/a\"\nnext = [\"coap://nowhere\"]\n", &no_dns).unwrap_err();
         assert!(e.message.contains("cannot resolve"), "{e}");
-        let e = Fib::parse("[[rule]]\nmatch = \"/a\"\nnext = [\"coap://224.0.1.187\"]\n", &no_dns).unwrap_err();
+        let e = Fib::parse("[[rule]]\nmatch = \"/a\"\nnext = [\"coap+tcp://224.0.1.187\"]\n", &no_dns).unwrap_err();
         assert!(e.message.contains("multicast"), "{e}");
+        let two = "[[rule]]\nmatch = \"/a\"\nnext = [\"coap://239.255.0.1\", \"coap://10.0.0.1\"]\n";
+        assert!(Fib::parse(two, &no_dns).unwrap_err().message.contains("one next hop only"));
+        let group = Fib::parse("[[rule]]\nmatch = \"/a\"\nnext = [\"coap://239.255.0.1:5700\"]\n", &no_dns).unwrap();
+        assert_eq!(group.rules[0].next[0].addr, "239.255.0.1:5700".parse().unwrap(), "a group is a next hop");
         let e = Fib::parse("[[rules]]\nmatch = \"/a\"\n", &no_dns).unwrap_err();
         assert_eq!(e.line, 1, "{e}");
         let e = Fib::parse("[hosts]\nx = \"not-an-address\"\n", &no_dns).unwrap_err();

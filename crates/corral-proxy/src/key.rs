@@ -10,7 +10,8 @@
 //! depends on the path a request took, not on what it asks), Block1/Block2/Size1/Size2 (the endpoint
 //! reassembles bodies: the proxy deals in whole representations), Observe (registrations are aggregated
 //! by [`crate::ProxyService`] separately), ETag (validated per client against the response, RFC 7252
-//! §5.6.2 lets a proxy use its own validators), and the per-exchange Request-Tag and No-Response.
+//! §5.6.2 lets a proxy use its own validators), and the per-exchange Request-Tag, No-Response and Multicast-Timeout (how long one client collects a
+//! group's answers, draft-ietf-core-groupcomm-proxy).
 
 use corral_proto::wire::uri::Uri;
 use corral_proto::wire::{write_cache_key, OptionNumber};
@@ -20,7 +21,7 @@ use corral_proto::Request;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key(pub Vec<u8>);
 
-const OUTSIDE_KEY: [OptionNumber; 14] = [
+const OUTSIDE_KEY: [OptionNumber; 15] = [
     OptionNumber::PROXY_URI,
     OptionNumber::PROXY_SCHEME,
     OptionNumber::URI_HOST,
@@ -35,6 +36,7 @@ const OUTSIDE_KEY: [OptionNumber; 14] = [
     OptionNumber::OBSERVE,
     OptionNumber::ETAG,
     OptionNumber::REQUEST_TAG,
+    OptionNumber::MULTICAST_TIMEOUT,
 ];
 
 /// The key of `request` for the resource `target`.

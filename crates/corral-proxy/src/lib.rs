@@ -11,7 +11,8 @@
 //!    decremented, and a request that has run out is answered 5.08 with this proxy's name (a relayed 5.08
 //!    gets the name prepended, so the client reads the loop); an unsafe option the proxy does not know is
 //!    5.02; an unparseable Proxy-Uri 4.02, Proxy-Scheme without Uri-Host 4.00, a scheme it cannot reach
-//!    5.05, a multicast destination 5.01, a host name it cannot resolve 5.02 ([`target`]).
+//!    5.05, a host name it cannot resolve 5.02 ([`target`]). A multicast group is no destination of its
+//!    own: step 6.
 //! 2. **Cache** ([`cache`]) — keyed by [`key::cache_key`]; a fresh hit answers at once with Max-Age reduced
 //!    by the time the response spent in the cache and nothing goes upstream; a stale entry with an ETag is
 //!    revalidated (a 2.03 refreshes it).
@@ -25,6 +26,12 @@
 //!    answer or a broken transfer) goes to every waiting client, each with its own token, message type
 //!    and message ID — piggybacked, or separate after an empty ACK if the upstream took long (the
 //!    endpoint's piggyback window): the seed's hop-wise retransmission.
+//!
+//! 6. **Groups** (draft-ietf-core-groupcomm-proxy -07) — a target whose host is a multicast address (or
+//!    whose FIB rule's first next hop is one) goes out as one NON multicast request, if the operator allowed
+//!    the group ([`ProxyConfig::groups`], else 4.03), the client signalled with Multicast-Timeout (else
+//!    4.00 naming the option) and proved its address (else an Echo challenge); each member's answer goes
+//!    back with Reply-From naming it, up to [`ProxyConfig::max_group_answers`], until the client's timeout.
 //!
 //! Every table is bounded ([`ProxyConfig`]); a full one is answered 5.03 with Max-Age. Observations are
 //! aggregated too: one upstream observation per resource, its notifications relayed to every observer.

@@ -54,5 +54,13 @@ pub struct Stats {
     /// Upstream observations started, and notifications relayed from them.
     pub observations: u64,
     pub notifications: u64,
+    /// Multicast requests sent for clients' group requests (one per group request not aggregated).
+    pub group_requests: u64,
+    /// Members' answers relayed (each once, to every client waiting for it).
+    pub group_answers: u64,
+    /// Members' answers beyond the fan-out budget, dropped.
+    pub group_answers_dropped: u64,
+    /// Group requests from clients that had not proved their address, answered with an Echo challenge.
+    pub group_challenges: u64,
     pub per_hop: BTreeMap<String, HopStats>,
 }

@@ -405,11 +405,11 @@ fn bad_proxy_options_get_the_rfc_codes() {
         (get("coap://192.0.2.10/a b"), Code::BAD_OPTION),
         (get("https://example.com/"), Code::PROXYING_NOT_SUPPORTED),
         (get("coaps://192.0.2.10/temp"), Code::PROXYING_NOT_SUPPORTED),
-        (get("coap://224.0.1.187/temp"), Code::NOT_IMPLEMENTED),
+        (get("coap://224.0.1.187/temp"), Code::FORBIDDEN), // a group no ProxyConfig::groups allows
         (get("coap://unknown.example/temp"), Code::BAD_GATEWAY),
         (get(TEMP).with_option(OptionNumber::HOP_LIMIT, &[0]), Code::BAD_REQUEST),
         (get(TEMP).with_option(OptionNumber::HOP_LIMIT, &[1]), Code::HOP_LIMIT_REACHED),
-        (get(TEMP).with_option(OptionNumber(2), b"x"), Code::BAD_GATEWAY), // elective, unsafe, unknown
+        (get(TEMP).with_option(OptionNumber(66), b"x"), Code::BAD_GATEWAY), // elective, unsafe, unknown
         (
             {
                 let mut r = Request::new(Code::GET).with_path("temp");

@@ -1,7 +1,7 @@
 //! # corral-wire
 //!
 //! CoAP wire formats, and nothing else: RFC 7252 messages, the option registry, codes and content formats,
-//! Block/Observe option values, the cache key, URIs ⇄ options, RFC 8323 framing and RFC 6690 link-format.
+//! Block/Observe option values, the cache key, URIs ⇄ options, RFC 8323 framing and RFC 6690 link-format, and the few CBOR items options are made of.
 //!
 //! This crate owns how bytes look. It must never do I/O, read a clock, draw a random number, or panic on
 //! any input; decoding a message never allocates. Protocol behaviour (what to do with a message) lives in
@@ -14,12 +14,14 @@
 extern crate alloc;
 
 mod block;
+pub mod cbor;
 mod code;
 mod content_format;
 mod error;
 pub mod link_format;
 mod message;
 mod option;
+pub mod reply_from;
 pub mod tcp;
 pub mod uri;
 
@@ -32,5 +34,6 @@ pub use option::{
     check_critical, decode_options, decode_uint, encode_options, encode_uint, BadOption, OptionDef, OptionFormat,
     OptionIter, OptionNumber, OptionValue, Options, MAX_OPTION_LEN, REGISTRY,
 };
+pub use reply_from::{decode_reply_from, encode_reply_from};
 pub use tcp::{FrameDecoder, TcpMessage, TcpPacket};
 pub use uri::{Host, Scheme, Uri};

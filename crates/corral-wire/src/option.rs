@@ -58,6 +58,9 @@ macro_rules! registry {
 registry! {
     /// RFC 7252 §5.10.8.1.
     IF_MATCH = 1, "If-Match", Opaque, 0..=8, true;
+    /// draft-ietf-core-groupcomm-proxy §2 (suggested number; see [`crate::reply_from`]): the seconds a
+    /// client collects the responses to a group request it sends through a proxy. Elective, unsafe.
+    MULTICAST_TIMEOUT = 2, "Multicast-Timeout", Uint, 0..=4, false;
     /// RFC 7252 §5.10.1.
     URI_HOST = 3, "Uri-Host", String, 1..=255, false;
     /// RFC 7252 §5.10.6. Repeatable in requests only.
@@ -88,6 +91,9 @@ registry! {
     PROXY_SCHEME = 39, "Proxy-Scheme", String, 1..=255, false;
     /// RFC 7252 §5.10.9, RFC 7959 §4.
     SIZE1 = 60, "Size1", Uint, 0..=4, false;
+    /// draft-ietf-core-groupcomm-proxy §3 (suggested number): the group member a relayed response came
+    /// from, a CBOR CRI ([`crate::reply_from`]). Elective, safe to forward.
+    REPLY_FROM = 248, "Reply-From", Opaque, 5..=1034, false;
     /// RFC 9175 §2.2.
     ECHO = 252, "Echo", Opaque, 1..=40, false;
     /// RFC 7967 §2.

@@ -135,6 +135,13 @@ pub struct RequestArgs {
     /// goes in a Proxy-Uri option; the proxy fetches it (`corral proxy` runs one).
     #[arg(short = 'P', long, value_name = "PROXY-URI")]
     pub proxy: Option<String>,
+    /// With -P and a group URI (a multicast address, or a name the proxy's FIB maps to a group): the
+    /// seconds the proxy collects the members' answers, sent as Multicast-Timeout
+    /// (draft-ietf-core-groupcomm-proxy) [default for a multicast address: 6]. Every answer is printed with
+    /// the member that sent it; the command ends a second after. Members wait up to their leisure (5 s by
+    /// default) before answering.
+    #[arg(long, value_name = "SECS", requires = "proxy", value_parser = clap::value_parser!(u32).range(0..=3600))]
+    pub mc_timeout: Option<u32>,
     /// Protect the request end to end with OSCORE (RFC 8613), with the context this credentials file
     /// (aiocoap's format) gives for the URI. Exit status 7 if the response does not verify. A Group OSCORE
     /// member's context (corral oscore group) signs the request in group mode, which is also how a
@@ -388,8 +395,11 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
                     "--proxy {p}: give the proxy as coap://HOST:PORT or coap+tcp://HOST:PORT, without a path"
                 )));
             }
-            if multicast {
-                return Err(Failure::usage("a multicast request cannot go through a proxy"));
+            if (multicast || args.mc_timeout.is_some()) && (proxy.scheme != Scheme::Coap || args.credentials.is_some())
+            {
+                return Err(Failure::usage(
+                    "a group request goes to the proxy over coap:// (UDP), without OSCORE (not supported yet)",
+                ));
             }
             Some(proxy)
         }
@@ -465,6 +475,19 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
         if let Some(secs) = args.observe {
             return observe(req, &args, secs, (v, &mut sink), &fail).await;
         }
+        // One request to a group through the proxy: Multicast-Timeout T', answers collected for T' + 1 s.
+        let group_timeout = args.mc_timeout.or(multicast.then_some(6)).filter(|_| proxy.is_some());
+        if let Some(secs) = group_timeout {
+            req = req.option_uint(OptionNumber::MULTICAST_TIMEOUT, u64::from(secs));
+            let window = Duration::from_secs(u64::from(secs) + 1);
+            let collecting = |t: Duration| format!("collecting the group's answers… {} s of {}", t.as_secs(), secs + 1);
+            let collected = output::with_progress(v.quiet, collecting, async {
+                req.multicast_window(window).multicast().await?.collect_verified().await
+            })
+            .await
+            .map_err(fail)?;
+            return show_group(collected, secs, &args, v, &mut sink);
+        }
         if multicast {
             let window = units::show_secs(args.timeout);
             let collecting = |t: Duration| format!("collecting answers… {} s of {window}", t.as_secs());
@@ -473,7 +496,7 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
             })
             .await
             .map_err(fail)?;
-            return show_multicast(&collected, &args, v, &mut sink);
+            return show_multicast(&collected, args.timeout, &args, v, &mut sink);
         }
         let (from, response) = send_showing_progress(req, v).await.map_err(fail)?;
         show((from, &response), &args, v, &mut sink, None)
@@ -596,6 +619,7 @@ fn show(
 /// verification were logged with their source and are only counted.
 fn show_multicast(
     collected: &corral_tokio::Collected,
+    window: f64,
     args: &RequestArgs,
     v: Verbosity,
     sink: &mut output::Sink,
@@ -632,7 +656,7 @@ fn show_multicast(
     if responses.is_empty() {
         return Err(Failure::new(
             ExitCode::Timeout,
-            format!("no response to the multicast request within {}", units::show_secs(args.timeout)),
+            format!("no response to the multicast request within {}", units::show_secs(window)),
         ));
     }
     if !v.quiet && !args.json {
@@ -642,15 +666,55 @@ fn show_multicast(
         }
         // Servers spread their answers over their leisure (RFC 7252 §8.2: 5 s by default); a shorter window
         // loses the late ones without a word from anyone.
-        if args.timeout < corral_tokio::TransmissionParams::default().default_leisure.as_secs_f64() {
+        if window < corral_tokio::TransmissionParams::default().default_leisure.as_secs_f64() {
             say!(
                 "note: answers were collected for {}; servers may wait up to their leisure (5 s by default) \
-                 before answering a multicast request, so -B 5s or more collects them all",
-                units::show_secs(args.timeout)
+                 before answering a multicast request, so a window of 5 s or more collects them all",
+                units::show_secs(window)
             );
         }
     }
     Ok(())
+}
+
+/// The answers a proxy relayed for a group request: each names its member in Reply-From and is shown as
+/// that member's (as a multicast request's answers are); an answer without one is the proxy's own (a
+/// refusal, or 5.04 when no member answered) and ends the command with its code.
+fn show_group(
+    mut collected: corral_tokio::Collected,
+    secs: u32,
+    args: &RequestArgs,
+    v: Verbosity,
+    sink: &mut output::Sink,
+) -> Result<(), Failure> {
+    let mut own = None;
+    collected.responses.retain_mut(|r| {
+        match r.response.options.get(OptionNumber::REPLY_FROM).map(corral_tokio::corral_proto::wire::decode_reply_from)
+        {
+            Some(Ok((_, member))) => {
+                r.from = member;
+                true
+            }
+            Some(Err(e)) => {
+                tracing::warn!(proxy = %r.from, "answer with a bad Reply-From dropped: {e}");
+                false
+            }
+            None => {
+                own.get_or_insert_with(|| r.response.clone());
+                false
+            }
+        }
+    });
+    if collected.responses.is_empty() {
+        if let Some(r) = own.filter(|r| r.code.is_error()) {
+            return Err(Failure::from_response(r.code, &r.payload));
+        }
+        return Err(Failure::new(
+            ExitCode::Timeout,
+            format!("no member of the group answered through the proxy within {secs} s (--mc-timeout)"),
+        ));
+    }
+    show_multicast(&collected, f64::from(secs), args, v, sink)
 }
 
 pub fn discover(args: DiscoverArgs, v: Verbosity) -> Result<(), Failure> {

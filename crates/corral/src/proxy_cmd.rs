@@ -43,15 +43,24 @@ Where clients from other hosts may make the proxy send (--dest-net, --dest-port,
   networks = [\"10.0.0.0/8\"]   # default: any address...
   ports = [5683]             # ...on port 5683
   this_host = false          # ...never this host's own addresses (default)
-Clients on this host may reach any unicast address; nobody reaches a broadcast or multicast \
-address. A refused destination is answered 4.03 at once, naming the rule, before anything is \
-sent. The next hops of FIB rules are yours and are not checked.
+Clients on this host may reach any unicast address; nobody reaches a broadcast address, nor a \
+multicast one unless --allow-group opens it. A refused destination is answered 4.03 at once, naming \
+the rule, before anything is sent. The next hops of FIB rules are yours and are not checked.
+
+One request to a group (draft-ietf-core-groupcomm-proxy): with --allow-group, a target whose host \
+(or FIB rule's first next hop) is an allowed multicast group goes out as ONE multicast request; \
+each member's answer within the client's Multicast-Timeout comes back as its own response with \
+a Reply-From option naming the member (at most --group-answers of them). A client that did not \
+send Multicast-Timeout gets 4.00 naming it; one that has not proved its address, an Echo \
+challenge first.
 
 Examples:
   corral proxy                     # [::]:5683, clients on this machine only
   corral proxy --bind 127.0.0.1:5700 --fib fib.toml --cache-entries 200
   corral proxy --allow 10.0.0.0/8 --dest-net 10.1.0.0/16 --tcp   # also over TCP
-  corral get coap://127.0.0.1:5683/hello -P coap://127.0.0.1:5700";
+  corral get coap://127.0.0.1:5683/hello -P coap://127.0.0.1:5700
+  corral proxy --bind 127.0.0.1:5700 --allow-group 224.0.1.187
+  corral get coap://224.0.1.187/hello -P coap://127.0.0.1:5700 --mc-timeout 6";
 
 #[derive(Args, Debug)]
 pub struct ProxyArgs {
@@ -93,6 +102,19 @@ pub struct ProxyArgs {
     /// within --dest-net and --dest-port: services that trust "this machine" then trust them.
     #[arg(long)]
     pub dest_this_host: bool,
+    /// Multicast groups a client may reach with one request (repeatable or comma-separated prefixes, e.g.
+    /// 224.0.1.187 or ff05::/16) [default: none]. The client must signal with Multicast-Timeout (corral
+    /// get --mc-timeout) and prove its address; the proxy sends ONE multicast request and relays each
+    /// member's answer with Reply-From naming it (draft-ietf-core-groupcomm-proxy).
+    #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = parse_prefix)]
+    pub allow_group: Vec<Prefix>,
+    /// The IPv4 address of the interface group requests leave from (default: the routing table's choice),
+    /// e.g. 127.0.0.1 for groups joined on loopback.
+    #[arg(long, value_name = "ADDR", requires = "allow_group")]
+    pub mcast_if: Option<std::net::Ipv4Addr>,
+    /// Members' answers relayed per group request at most (the fan-out budget); later ones are dropped.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
+    pub group_answers: u16,
     /// Requests outstanding to one next hop at once (NSTART, RFC 7252 §4.7). A proxy carries many
     /// clients' requests to one server: with 1 they queue behind each other.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
@@ -169,6 +191,8 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         upstream_timeout,
         clients: clients.clone(),
         destinations: destinations.clone(),
+        groups: args.allow_group.clone(),
+        max_group_answers: usize::from(args.group_answers),
         ..ProxyConfig::default()
     };
     let rules = fib.rules.len();
@@ -181,6 +205,9 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         let mut builder = Server::builder().endpoint_config(EndpointConfig { params, ..EndpointConfig::default() });
         if let Some(addr) = tcp {
             builder = builder.tcp(addr);
+        }
+        if let Some(ifaddr) = args.mcast_if {
+            builder = builder.multicast_interface_v4(ifaddr);
         }
         let mut server =
             builder.bind_addr(bind).map_err(|e| Failure::other(format!("cannot listen on {bind}: {e}")))?;

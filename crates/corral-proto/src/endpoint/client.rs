@@ -41,7 +41,9 @@ impl Endpoint {
         if params.token.is_some_and(|t| self.tokens.contains_key(&t)) {
             return Err(StartError::TokenInUse);
         }
-        let multicast = dst.ip().is_multicast();
+        // A group request through a proxy (draft-ietf-core-groupcomm-proxy) gets many answers, as a multicast
+        // request does: collected for the window, and sent as NON like one.
+        let multicast = dst.ip().is_multicast() || request.options.contains(OptionNumber::MULTICAST_TIMEOUT);
         let confirmable = params.confirmable && !multicast;
         let Some(slot) = self.peer_slot(dst) else {
             return Err(StartError::TooManyPeers);
@@ -357,7 +359,10 @@ impl Endpoint {
         self.stats.responses_in += 1;
         // RFC 9175 §2.4: a server that wants proof of our address answers 4.01 with an Echo value; the
         // request goes again, once, with that value (and a new token, as every round).
-        if response.code == Code::UNAUTHORIZED && !ex.multicast && !ex.msg.options.contains(OptionNumber::ECHO) {
+        if response.code == Code::UNAUTHORIZED
+            && !ex.dst.ip().is_multicast()
+            && !ex.msg.options.contains(OptionNumber::ECHO)
+        {
             if let Some(echo) = response.options.get(OptionNumber::ECHO) {
                 debug!(?id, %from, "4.01 with Echo: repeating the request with it");
                 // A block-wise upload goes again from its first block, not as its last block alone.

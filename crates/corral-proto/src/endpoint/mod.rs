@@ -202,6 +202,8 @@ struct ClientExchange {
     dst: SocketAddr,
     token: Token,
     confirmable: bool,
+    /// Responses are collected until `multicast_window` closes: a request to a multicast address, or one
+    /// through a proxy to a group (it carries Multicast-Timeout; only `dst`, the proxy, may answer it).
     multicast: bool,
     /// Counts towards the peer's NSTART.
     counted: bool,
@@ -497,6 +499,30 @@ impl Endpoint {
         let registered = registers && response.options.contains(OptionNumber::OBSERVE);
         self.send_response(now, &inb, slot, response, registered);
         Ok(())
+    }
+
+    /// Sends one more response to a request this endpoint has already answered: a NON with the request's
+    /// token and a message ID of its own, paid for like any answer within the reflection bound of an
+    /// unverified source. A proxy that carries one request to a group relays each member's answer this
+    /// way (draft-ietf-core-groupcomm-proxy §5.4.1: the first over the exchange, later ones separately
+    /// with the same token); the client collects them as it collects a multicast request's. Block-wise
+    /// and Observe options are the caller's to leave out.
+    pub fn respond_again(&mut self, now: Instant, peer: SocketAddr, token: Token, response: Response) {
+        let Some(slot) = self.peer_slot(peer) else {
+            warn!(%peer, "further response dropped: peer table full");
+            return;
+        };
+        let mid = self.peers.next_mid(slot, self.config.shard);
+        trace!(%peer, code = %response.code, "respond again");
+        let msg = Message {
+            mtype: MessageType::Non,
+            code: response.code,
+            mid,
+            token,
+            options: response.options,
+            payload: response.payload,
+        };
+        self.push_answer_at(now, slot, Transmit { dst: peer, payload: msg.encode(), src: None });
     }
 
     /// Drops the piggyback deadlines at the front of the queue whose requests are answered: they would
@@ -1033,9 +1059,10 @@ impl Endpoint {
         };
         let token = packet.token();
         let matched = self.tokens.get(&token).copied().filter(|id| {
-            self.exchanges
-                .get(id)
-                .is_some_and(|ex| ex.multicast || (ex.dst == from && !matches!(ex.state, ClientState::Queued)))
+            self.exchanges.get(id).is_some_and(|ex| {
+                (ex.multicast && ex.dst.ip().is_multicast())
+                    || (ex.dst == from && !matches!(ex.state, ClientState::Queued))
+            })
         });
         let Some(id) = matched else {
             // Nobody asked: reject a CON; a NON notification too, so the server forgets the observer

@@ -65,6 +65,7 @@ pub(crate) fn upstream_request(req: &Request, target: &Uri, send_host: bool, hop
         OptionNumber::SIZE2,
         OptionNumber::REQUEST_TAG,
         OptionNumber::NO_RESPONSE,
+        OptionNumber::MULTICAST_TIMEOUT,
     ] {
         r.options.remove(n);
     }

@@ -1,7 +1,9 @@
 //! [`ProxyService`]: the forward proxy as a [`Service`]. Intake (checks, cache, aggregation) lives here;
-//! forwarding and the fan-out of responses in `forward`; observations in `observe`.
+//! forwarding and the fan-out of responses in `forward`; observations in `observe`; requests for a
+//! multicast group in `group`.
 
 mod forward;
+mod group;
 mod observe;
 
 use crate::cache::{Cache, Lookup};
@@ -52,6 +54,15 @@ pub struct ProxyConfig {
     /// Where those clients may make it send ([`crate::destinations`]; the default refuses only broadcast
     /// and multicast).
     pub destinations: Destinations,
+    /// Multicast groups a client may reach with one request (draft-ietf-core-groupcomm-proxy); empty: none,
+    /// a group target is refused 4.03.
+    pub groups: Vec<Prefix>,
+    /// The longest a group request collects answers, whatever Multicast-Timeout the client asks for.
+    pub max_group_timeout: Duration,
+    /// Members' answers relayed per group request (the fan-out budget); later ones are dropped and counted.
+    pub max_group_answers: usize,
+    /// Group requests collecting answers at once.
+    pub max_group_exchanges: usize,
 }
 
 impl Default for ProxyConfig {
@@ -70,6 +81,10 @@ impl Default for ProxyConfig {
             aggregate: true,
             clients: Vec::new(),
             destinations: Destinations::default(),
+            groups: Vec::new(),
+            max_group_timeout: Duration::from_secs(60),
+            max_group_answers: 64,
+            max_group_exchanges: 16,
         }
     }
 }
@@ -120,6 +135,7 @@ pub struct ProxyService {
     /// (client, token) of every waiter: a second request with both is a retransmission.
     by_client: HashMap<(SocketAddr, Token), Key, foldhash::fast::FixedState>,
     observations: Observations,
+    groups: group::Groups,
     /// Distinguishes successive pending requests for one key, and unsafe requests from each other.
     seq: u64,
 }
@@ -139,6 +155,7 @@ impl ProxyService {
             upstream: table(),
             by_client: table(),
             observations: Observations::default(),
+            groups: group::Groups::default(),
             seq: 0,
         }
     }
@@ -220,6 +237,9 @@ impl ProxyService {
             Ok(t) => t,
             Err(r) => return self.refuse(cx, req.id, r),
         };
+        if let Some(group) = self.group_of(&target) {
+            return self.group_request(cx, req, target, group, hops);
+        }
         // Before the cache and aggregation too: a client must not get through them what it may not fetch.
         if let Err(r) = self.may_send(&target, req.from) {
             return self.refuse(cx, req.id, r);
@@ -308,6 +328,7 @@ impl ProxyService {
                 },
                 pending: self.pending.len(),
                 observations: self.observations.len(),
+                groups: self.groups.len(),
             }),
             [c] if c == "cache" => return self.serve_cache(cx, req),
             [f] if f == "fib" => serde_json::to_vec_pretty(&FibStatus {
@@ -389,6 +410,8 @@ struct Status<'a> {
     cache: CacheStatus,
     pending: usize,
     observations: usize,
+    /// Group requests collecting answers.
+    groups: usize,
 }
 
 #[derive(Serialize)]
@@ -430,6 +453,9 @@ impl Service for ProxyService {
     fn handle_response(&mut self, cx: &mut Context<'_>, id: RequestId, outcome: Outcome) {
         if self.observations.owns(id) {
             return self.on_observation(cx, id, outcome);
+        }
+        if self.groups.owns(id) {
+            return self.on_group(cx, id, outcome);
         }
         self.on_upstream(cx, id, outcome);
     }

@@ -487,6 +487,7 @@ mod tests {
         e.profile.from_rd = Some("rt=temperature&d=floor1".into());
         e.profile.rd = Some("coap://127.0.0.1:5690".into());
         e.profile.er.clear();
+        e.joined.clear();
         s.save_entity(&e).unwrap();
         drop(s);
         let back = SqliteStore::open(&path).unwrap().load().unwrap().entities.remove(0);

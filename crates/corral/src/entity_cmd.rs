@@ -824,6 +824,7 @@ mod tests {
         let f = ProfileFields {
             eo: Some("avg,min max".into()),
             overrides: Overrides { enr: Some(2), delay: Some("auto".into()), ..Overrides::default() },
+            ..ProfileFields::default()
         };
         assert_eq!(f.patch().unwrap().to_json(), json!({"eo": ["avg", "min", "max"], "enr": 2, "delay": "auto"}));
         assert!(delay_text("soon").is_err());

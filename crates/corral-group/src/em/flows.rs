@@ -663,13 +663,7 @@ impl EntityManager {
             let b: BTreeSet<&String> = profile.er.iter().collect();
             a == b
         };
-        let joined: Vec<bool> = profile
-            .er
-            .iter()
-            .map(|m| {
-                old.profile.er.iter().position(|o| o == m).and_then(|i| old.joined.get(i).copied()).unwrap_or(false)
-            })
-            .collect();
+        let joined = joined_kept(&old, &profile.er);
         let new = StoredEntity { name: name.to_string(), profile, group: old.group, joined, pending: false };
         let items_arc: Arc<[Item]> = items.clone().into();
         let mut flow = Flow::new(
@@ -683,15 +677,7 @@ impl EntityManager {
             Stage::Validating,
         );
         flow.allow_offline = allow_offline;
-        // Members that stay keep what is known of them.
-        if let Some(e) = self.entities.get(name) {
-            flow.offline = e
-                .unreachable
-                .iter()
-                .filter(|(m, _)| items.iter().any(|i| &i.label == *m))
-                .map(|(m, w)| (m.clone(), w.clone()))
-                .collect();
-        }
+        flow.offline = self.unreachable_kept(name, &items);
         self.busy.insert(name.to_string());
         self.jobs.client_started();
         if same_members {
@@ -803,4 +789,23 @@ impl EntityManager {
         }
         Ok(())
     }
+}
+
+impl EntityManager {
+    /// What is known of entity `name`'s members that stay among `items`: those that did not answer.
+    pub(super) fn unreachable_kept(&self, name: &str, items: &[Item]) -> BTreeMap<String, String> {
+        let Some(e) = self.entities.get(name) else { return BTreeMap::new() };
+        e.unreachable
+            .iter()
+            .filter(|(m, _)| items.iter().any(|i| &i.label == *m))
+            .map(|(m, w)| (m.clone(), w.clone()))
+            .collect()
+    }
+}
+
+/// Per member of `er`: whether it joined `old`'s group already (members that stay keep their membership).
+pub(super) fn joined_kept(old: &StoredEntity, er: &[String]) -> Vec<bool> {
+    er.iter()
+        .map(|m| old.profile.er.iter().position(|o| o == m).and_then(|i| old.joined.get(i).copied()).unwrap_or(false))
+        .collect()
 }

@@ -362,13 +362,7 @@ impl EntityManager {
             }
             return;
         }
-        let joined: Vec<bool> = profile
-            .er
-            .iter()
-            .map(|m| {
-                old.profile.er.iter().position(|o| o == m).and_then(|i| old.joined.get(i).copied()).unwrap_or(false)
-            })
-            .collect();
+        let joined = super::flows::joined_kept(&old, &profile.er);
         info!(entity = %name, members = items.len(), was = old.profile.er.len(), "members follow the directory");
         let new = StoredEntity { name: name.to_string(), profile, group: old.group, joined, pending: false };
         let mut flow = Flow::new(
@@ -384,14 +378,7 @@ impl EntityManager {
         // The directory vouches for its members: no validation round; those that do not answer show as
         // unreachable at their first use, as offline members do.
         flow.allow_offline = true;
-        if let Some(e) = self.entities.get(name) {
-            flow.offline = e
-                .unreachable
-                .iter()
-                .filter(|(m, _)| flow.items.iter().any(|i| &i.label == *m))
-                .map(|(m, w)| (m.clone(), w.clone()))
-                .collect();
-        }
+        flow.offline = self.unreachable_kept(name, &flow.items);
         self.busy.insert(name.to_string());
         self.after_validation(cx, flow);
     }

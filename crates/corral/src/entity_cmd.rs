@@ -38,8 +38,7 @@ Examples (a gateway from `corral gateway --testbed 5`):
   corral entity update room1 --add coap://127.0.0.4/s/t --delay 50ms
   corral entity create hall coap://127.0.0.9/s/t --allow-offline   # not up yet
   corral entity create temps --from-rd 'rt=temperature'   # follows the RD
-  corral entity create hall2 --from-rd 'rt=temperature&d=hall' \
-      --rd coap://127.0.0.1:5690
+  corral entity create t2 --from-rd 'rt=temp*' --rd coap://127.0.0.1:5690
   corral entity list
   corral entity show room1 --json
   corral entity delete room1

@@ -214,6 +214,12 @@ pub struct Profile {
     pub mcst_uri: Option<String>,
     /// Multicast entities only: unicast repair of the members that did not answer.
     pub repair: Repair,
+    /// *(issue 32)* The members follow a Resource Directory: the query of a resource lookup
+    /// (`rt=temperature&d=floor1`, RFC 9176 §6); `er` is then the lookup's result, kept so by the EM.
+    pub from_rd: Option<String>,
+    /// The directory `from_rd` asks (`coap://HOST[:PORT]`, or a lookup resource's URI); `None`: the
+    /// gateway's own (`corral gateway --rd`).
+    pub rd: Option<String>,
 }
 
 impl Default for Profile {
@@ -228,6 +234,8 @@ impl Default for Profile {
             timeout: None,
             mcst_uri: None,
             repair: Repair::None,
+            from_rd: None,
+            rd: None,
         }
     }
 }
@@ -273,6 +281,8 @@ pub enum ProfileError {
     TooManyVias,
     /// `ect` in a use request (it is fixed at creation).
     EctPerRequest,
+    /// `rd` without `fromRd`: a directory but no lookup.
+    RdWithoutQuery,
     /// A document or a query names a field that is not a profile field.
     UnknownField(String),
     /// A use request has a query parameter that is not an override.
@@ -291,6 +301,7 @@ pub enum Field {
     Repair,
     Budget,
     Via,
+    FromRd,
 }
 
 impl fmt::Display for ProfileError {
@@ -324,9 +335,16 @@ impl fmt::Display for ProfileError {
                 Field::Repair => write!(f, "repair={v:?}: expected none or unicast"),
                 Field::Budget => write!(f, "budget={v:?} is not a number of requests"),
                 Field::Via => write!(f, "via={v:?}: expected gateway IDs of 8 hex digits joined by '.'"),
+                Field::FromRd => write!(
+                    f,
+                    "fromRd={v:?}: expected a lookup query of name=value pairs joined by & (rt=temperature&d=floor1), at most {MAX_RD_QUERY} bytes"
+                ),
             },
             ProfileError::NotAScalar(field) => write!(f, "{field}: expected a string or a number"),
             ProfileError::TooManyVias => write!(f, "via: more than {MAX_VIA} gateways"),
+            ProfileError::RdWithoutQuery => {
+                f.write_str("rd names a directory but fromRd gives no lookup query (rt=temperature&…)")
+            }
             ProfileError::EctPerRequest => {
                 f.write_str("ect cannot be overridden per request: it is fixed at creation (change membership instead)")
             }
@@ -356,6 +374,8 @@ pub struct ProfilePatch {
     pub timeout: Option<Option<u64>>,
     pub mcst_uri: Option<String>,
     pub repair: Option<Repair>,
+    pub from_rd: Option<String>,
+    pub rd: Option<String>,
 }
 
 impl Profile {
@@ -395,6 +415,12 @@ impl Profile {
         if let Some(v) = p.repair {
             self.repair = v;
         }
+        if let Some(v) = &p.from_rd {
+            self.from_rd = Some(v.clone());
+        }
+        if let Some(v) = &p.rd {
+            self.rd = Some(v.clone());
+        }
         if self.ect == Ect::Multicast {
             // Seed 000 §2.3.1: CoAP multicast requests are NON.
             self.emt = Emt::Non;
@@ -404,7 +430,14 @@ impl Profile {
     /// Field checks that need no other entity: members present and not duplicated, `enr` in range, `eo`
     /// not empty.
     pub fn check(&self) -> Result<(), ProfileError> {
-        if self.er.is_empty() {
+        if self.rd.is_some() && self.from_rd.is_none() {
+            return Err(ProfileError::RdWithoutQuery);
+        }
+        if self.from_rd.as_deref().is_some_and(|q| !valid_rd_query(q)) {
+            return Err(invalid(Field::FromRd, self.from_rd.as_deref().unwrap_or("")));
+        }
+        // An entity that follows a directory may be empty until a device registers.
+        if self.er.is_empty() && self.from_rd.is_none() {
             return Err(ProfileError::NoMembers);
         }
         if self.er.len() > MAX_MEMBERS {
@@ -450,6 +483,7 @@ impl Profile {
             ("delay", old.delay.to_string(), self.delay.to_string()),
             ("timeout", opt(old.timeout), opt(self.timeout)),
             ("repair", old.repair.as_str().to_string(), self.repair.as_str().to_string()),
+            ("fromRd", old.from_rd.clone().unwrap_or_default(), self.from_rd.clone().unwrap_or_default()),
         ];
         for (field, was, now) in fields {
             if was != now {
@@ -476,6 +510,12 @@ impl Profile {
         }
         if self.repair != Repair::None {
             m.insert("repair".into(), Json::from(self.repair.as_str()));
+        }
+        if let Some(q) = &self.from_rd {
+            m.insert("fromRd".into(), Json::from(q.clone()));
+        }
+        if let Some(u) = &self.rd {
+            m.insert("rd".into(), Json::from(u.clone()));
         }
         Json::Object(m)
     }
@@ -577,8 +617,9 @@ impl ProfilePatch {
                         other => Some(parse_timeout(&scalar("timeout", other)?)?),
                     })
                 }
-                // Status the EM shows with the profile (members that did not answer), not a field.
-                "unreachable" => {}
+                // Status the EM shows with the profile (members that did not answer, what the directory
+                // said), not a field.
+                "unreachable" | "rdNote" => {}
                 other_field => p.set_text(other_field, &scalar(other_field, v)?)?,
             }
         }
@@ -617,6 +658,12 @@ impl ProfilePatch {
         if let Some(v) = self.repair {
             m.insert("repair".into(), Json::from(v.as_str()));
         }
+        if let Some(q) = &self.from_rd {
+            m.insert("fromRd".into(), Json::from(q.clone()));
+        }
+        if let Some(u) = &self.rd {
+            m.insert("rd".into(), Json::from(u.clone()));
+        }
         Json::Object(m)
     }
 
@@ -631,6 +678,8 @@ impl ProfilePatch {
             "timeout" => self.timeout = Some(Some(parse_timeout(value)?)),
             "mcstURI" => self.mcst_uri = Some(value.to_string()),
             "repair" => self.repair = Some(parse_repair(value)?),
+            "fromRd" => self.from_rd = Some(value.to_string()),
+            "rd" => self.rd = Some(value.to_string()),
             "er" => return Err(ProfileError::MembersInQuery),
             other => return Err(ProfileError::UnknownField(other.to_string())),
         }
@@ -705,6 +754,23 @@ impl UseOverrides {
         }
         Ok(o)
     }
+}
+
+/// The longest `fromRd` query accepted, in bytes.
+pub const MAX_RD_QUERY: usize = 255;
+
+/// Whether `q` is a resource lookup query: `name=value` pairs (or bare names) joined by `&`, each a valid
+/// Uri-Query (no `#`, no empty pair), in all at most [`MAX_RD_QUERY`] bytes. `page` and `count` are
+/// refused: the EM follows the whole result.
+pub fn valid_rd_query(q: &str) -> bool {
+    !q.is_empty()
+        && q.len() <= MAX_RD_QUERY
+        && q.split('&').all(|pair| {
+            let name = pair.split('=').next().unwrap_or("");
+            !name.is_empty()
+                && !matches!(name, "page" | "count")
+                && pair.chars().all(|c| c.is_ascii_graphic() && c != '#')
+        })
 }
 
 /// Reads a CoRE link-format (RFC 6690) member list: the targets of `<…>` links; attributes are ignored.

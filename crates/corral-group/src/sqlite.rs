@@ -16,11 +16,12 @@
 //! - `auto_vacuum=INCREMENTAL` (v3): deletions give their pages back (`compact`, after each deletion),
 //!   so the file shrinks after mass deletion instead of keeping its high-water mark forever.
 //!
-//! # Schema (version 3)
+//! # Schema (version 4)
 //! ```sql
 //! entity(name TEXT PRIMARY KEY, emt TEXT, ect TEXT, enr INTEGER NULL, eo TEXT, delay TEXT,
 //!        timeout INTEGER NULL, mcst_uri TEXT NULL, grp TEXT NULL, pending INTEGER,
-//!        repair TEXT DEFAULT 'none')                                  -- v2: the `repair` field
+//!        repair TEXT DEFAULT 'none',                                  -- v2: the `repair` field
+//!        from_rd TEXT NULL, rd TEXT NULL)                             -- v4: members follow a directory
 //! member(entity TEXT REFERENCES entity(name) ON DELETE CASCADE, idx INTEGER, uri TEXT, joined INTEGER,
 //!        PRIMARY KEY (entity, idx))
 //! counter(key TEXT PRIMARY KEY, value INTEGER)
@@ -35,7 +36,7 @@ use std::net::IpAddr;
 use std::path::Path;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE entity (
@@ -78,6 +79,10 @@ CREATE TABLE released (
     at_ms INTEGER NOT NULL
 );
 ";
+
+/// Version 4 (issue 32): an entity's members may follow a Resource Directory lookup (`fromRd`, `rd`);
+/// existing entities follow none.
+const SCHEMA_V4: &str = "ALTER TABLE entity ADD COLUMN from_rd TEXT; ALTER TABLE entity ADD COLUMN rd TEXT;";
 
 /// A SQLite failure by fault: the file system's (cannot open, read or write the file) or the database's.
 fn e(err: rusqlite::Error) -> StoreError {
@@ -152,7 +157,13 @@ impl SqliteStore {
         if av != 2 {
             conn.execute_batch("PRAGMA auto_vacuum=INCREMENTAL; VACUUM;").map_err(e)?;
         }
-        // Future migrations: `if version < 4 { … user_version = 4 }`, each in its own transaction.
+        if version < 4 {
+            let tx = conn.transaction().map_err(e)?;
+            tx.execute_batch(SCHEMA_V4).map_err(e)?;
+            tx.pragma_update(None, "user_version", 4).map_err(e)?;
+            tx.commit().map_err(e)?;
+        }
+        // Future migrations: `if version < 5 { … user_version = 5 }`, each in its own transaction.
         Ok(SqliteStore { conn })
     }
 
@@ -176,7 +187,7 @@ impl Store for SqliteStore {
         let mut st = self
             .conn
             .prepare(
-                "SELECT name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair FROM entity ORDER BY name",
+                "SELECT name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair, from_rd, rd FROM entity ORDER BY name",
             )
             .map_err(e)?;
         let rows = st
@@ -193,12 +204,15 @@ impl Store for SqliteStore {
                     r.get::<_, Option<String>>(8)?,
                     r.get::<_, i64>(9)? != 0,
                     r.get::<_, String>(10)?,
+                    r.get::<_, Option<String>>(11)?,
+                    r.get::<_, Option<String>>(12)?,
                 ))
             })
             .map_err(e)?;
         let mut mst = self.conn.prepare("SELECT uri, joined FROM member WHERE entity = ?1 ORDER BY idx").map_err(e)?;
         for row in rows {
-            let (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair) = row.map_err(e)?;
+            let (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair, from_rd, rd) =
+                row.map_err(e)?;
             let members: Vec<(String, bool)> = mst
                 .query_map([&name], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0)))
                 .map_err(e)?
@@ -220,6 +234,8 @@ impl Store for SqliteStore {
                 timeout: timeout.map(|v| u64::try_from(v).map_err(|_| bad("timeout", &name))).transpose()?,
                 mcst_uri,
                 repair: Repair::parse(&repair).ok_or_else(|| bad("repair", &name))?,
+                from_rd,
+                rd,
             };
             let group = grp.map(|g| g.parse::<IpAddr>().map_err(|_| bad("group", &name))).transpose()?;
             snap.entities.push(StoredEntity {
@@ -259,7 +275,7 @@ impl Store for SqliteStore {
         tx.execute("DELETE FROM entity WHERE name = ?1", [&ent.name]).map_err(e)?;
         let p = &ent.profile;
         tx.execute(
-            "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+            "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair, from_rd, rd) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
             params![
                 ent.name,
                 p.emt.as_str(),
@@ -272,6 +288,8 @@ impl Store for SqliteStore {
                 ent.group.map(|g| g.to_string()),
                 ent.pending as i64,
                 p.repair.as_str(),
+                p.from_rd,
+                p.rd,
             ],
         )
         .map_err(e)?;
@@ -441,6 +459,39 @@ mod tests {
         e.profile.repair = Repair::Unicast;
         s.save_entity(&e).unwrap();
         assert_eq!(SqliteStore::open(&path).unwrap().load().unwrap().entities[0].profile.repair, Repair::Unicast);
+    }
+
+    /// A version 3 database (before entities followed a directory) opens, its entities follow none, and
+    /// an entity's lookup query and directory are kept across reopening (issue 32).
+    #[test]
+    fn migrates_a_version_3_database_and_keeps_the_directory_lookup() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("em.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(SCHEMA_V1).unwrap();
+            c.execute_batch(SCHEMA_V2).unwrap();
+            c.execute_batch(SCHEMA_V3).unwrap();
+            c.execute_batch(
+                "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending)
+                 VALUES ('room1', 'con', 'unicast', NULL, 'avg', '0', NULL, NULL, NULL, 0);
+                 INSERT INTO member (entity, idx, uri, joined) VALUES ('room1', 0, 'coap://10.0.0.1/s/t', 0);
+                 PRAGMA user_version = 3;",
+            )
+            .unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), 4);
+        let mut e = s.load().unwrap().entities.remove(0);
+        assert_eq!((e.profile.from_rd.as_deref(), e.profile.rd.as_deref()), (None, None));
+        e.profile.from_rd = Some("rt=temperature&d=floor1".into());
+        e.profile.rd = Some("coap://127.0.0.1:5690".into());
+        e.profile.er.clear();
+        e.joined.clear();
+        s.save_entity(&e).unwrap();
+        drop(s);
+        let back = SqliteStore::open(&path).unwrap().load().unwrap().entities.remove(0);
+        assert_eq!(back, e, "an empty member list and the lookup come back as written");
     }
 
     #[test]

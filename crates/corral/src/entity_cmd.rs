@@ -37,13 +37,18 @@ Examples (a gateway from `corral gateway --testbed 5`):
   corral entity create floor1 /em/room1 /em/room2 --eo avg   # entities nest
   corral entity update room1 --add coap://127.0.0.4/s/t --delay 50ms
   corral entity create hall coap://127.0.0.9/s/t --allow-offline   # not up yet
+  corral entity create temps --from-rd 'rt=temperature'   # follows the RD
+  corral entity create t2 --from-rd 'rt=temp*' --rd coap://127.0.0.1:5690
   corral entity list
   corral entity show room1 --json
   corral entity delete room1
   corral entity bench room1 --repeat 200    # the EM against direct GETs
 
 `create` never replaces an entity (an existing name: 4.12 Precondition Failed; change it with \
-`update`). A creation waits at most 20 s for silent members, then answers with each member's \
+`update`). With --from-rd the members are a Resource Directory's resource lookup \
+(RFC 9176) and stay so: the gateway observes the lookup, adds the devices that register and removes \
+those that leave or whose registration expires; its observers are told. The directory is --rd, or \
+the gateway's own (`corral gateway --rd`); `show` names the lookup. A creation waits at most 20 s for silent members, then answers with each member's \
 status; `show` names the members that did not answer their last request.
 
 Operations (--eo): lst avg min max sum count med; the first one listed is the default.
@@ -163,6 +168,15 @@ pub struct ProfileFields {
     pub eo: Option<String>,
     #[command(flatten)]
     pub overrides: Overrides,
+    /// The members follow a Resource Directory: the query of a resource lookup (RFC 9176 §6), e.g.
+    /// 'rt=temperature&d=floor1'. The gateway observes the lookup and adds the devices that register and
+    /// removes those that leave or expire.
+    #[arg(long, value_name = "QUERY")]
+    pub from_rd: Option<String>,
+    /// The directory --from-rd looks up: coap://HOST[:PORT] [default: the gateway's own, from `corral
+    /// gateway --rd`].
+    #[arg(long, value_name = "URI")]
+    pub rd: Option<String>,
 }
 
 impl ProfileFields {
@@ -180,6 +194,18 @@ impl ProfileFields {
         }
         for (k, v) in self.overrides.fields()? {
             patch.set_text(k, &v).map_err(usage)?;
+        }
+        if let Some(q) = &self.from_rd {
+            if !corral_group::profile::valid_rd_query(q) {
+                return Err(Failure::usage(format!(
+                    "--from-rd `{q}`: give a lookup query of name=value pairs joined by & (e.g. 'rt=temperature&d=floor1'), without page or count"
+                )));
+            }
+            patch.set_text("fromRd", q).map_err(usage)?;
+        }
+        if let Some(u) = &self.rd {
+            corral_tokio::parse_uri(u).map_err(|e| Failure::usage(format!("--rd `{u}`: {e}")))?;
+            patch.set_text("rd", u).map_err(usage)?;
         }
         Ok(patch)
     }
@@ -199,8 +225,9 @@ fn delay_text(d: &str) -> Result<String, Failure> {
 pub struct CreateArgs {
     /// Entity name: 1-64 of A-Z a-z 0-9 _ . - starting with a letter or digit.
     pub name: String,
-    /// Member URIs: coap://ADDR[:PORT]/path, or /em/NAME for an entity of this gateway.
-    #[arg(required = true, value_name = "MEMBER")]
+    /// Member URIs: coap://ADDR[:PORT]/path, or /em/NAME for an entity of this gateway (none with
+    /// --from-rd: the directory gives them).
+    #[arg(required_unless_present = "from_rd", conflicts_with = "from_rd", value_name = "MEMBER")]
     pub members: Vec<String>,
     /// unicast (one request per member) or multicast (one group request; members join through /mc).
     #[arg(long, value_name = "unicast|multicast", value_parser = ["unicast", "multicast"])]
@@ -391,9 +418,11 @@ pub fn run(args: EntityArgs, v: Verbosity) -> Result<(), Failure> {
 async fn create(gw: &Gateway, a: &CreateArgs, as_json: bool, v: Verbosity) -> Result<(), Failure> {
     check_name(&a.name)?;
     let mut patch = a.fields.patch()?;
-    patch.er = Some(a.members.clone());
+    if patch.from_rd.is_none() {
+        patch.er = Some(a.members.clone());
+    }
     patch.ect = a.ect.as_deref().and_then(Ect::parse);
-    if !v.quiet && !as_json && a.ect.as_deref() == Some("multicast") {
+    if !v.quiet && !as_json && a.ect.as_deref() == Some("multicast") && patch.from_rd.is_none() {
         say!("creating {}: asking {} member(s) to join a multicast group…", a.name, a.members.len());
     }
     let mut uri = gw.uri(&format!("/em/{}", a.name));
@@ -453,6 +482,9 @@ fn summary(doc: &Json) -> String {
     }
     if p.emt == Emt::Non && p.ect != Ect::Multicast {
         s.push_str(", NON");
+    }
+    if let Some(q) = &p.from_rd {
+        s.push_str(&format!(", members from the directory ({q})"));
     }
     s
 }
@@ -532,7 +564,20 @@ async fn show(gw: &Gateway, name: &str, as_json: bool, v: Verbosity) -> Result<(
     if profile.repair != Repair::None {
         out!("  repair   {}", profile.repair.as_str());
     }
-    out!("  members:");
+    match &profile.from_rd {
+        Some(q) => {
+            let rd = profile.rd.as_deref().unwrap_or("the gateway's own directory");
+            out!("  fromRd   {q} (lookup at {rd})");
+            if let Some(note) = p["rdNote"].as_str() {
+                out!("  note     {note}");
+            }
+            out!("  members (from the directory):");
+            if profile.er.is_empty() {
+                out!("    none yet: no resource in the directory matches");
+            }
+        }
+        None => out!("  members:"),
+    }
     for m in &profile.er {
         match p["unreachable"][m.as_str()].as_str() {
             Some(why) => out!("    {m}  (unreachable: {why})"),
@@ -778,6 +823,7 @@ mod tests {
         let f = ProfileFields {
             eo: Some("avg,min max".into()),
             overrides: Overrides { enr: Some(2), delay: Some("auto".into()), ..Overrides::default() },
+            ..ProfileFields::default()
         };
         assert_eq!(f.patch().unwrap().to_json(), json!({"eo": ["avg", "min", "max"], "enr": 2, "delay": "auto"}));
         assert!(delay_text("soon").is_err());

@@ -62,27 +62,12 @@ pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure>
     std::fs::create_dir_all(&data)
         .map_err(|e| Failure::other(format!("cannot create the data directory {}: {e}", data.display())))?;
     let _lock = DataLock::take(&data)?;
-    let db = data.join("rd.db");
-    let store = SqliteStore::open(&db).map_err(|e| Failure::other(format!("cannot open {}: {e}", db.display())))?;
     let limits = Limits {
         registrations: args.max_registrations.max(1),
         per_source: args.max_per_source.max(1),
         ..Limits::default()
     };
-    // The driver's clock starts with its worker, a moment after this: lifetimes are seconds, so the
-    // moment does not matter.
-    let unix_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
-    let (service, skipped) = RdService::with_store(limits, Box::new(store), unix_ms)
-        .map_err(|e| Failure::other(format!("cannot read {}: {e}", db.display())))?;
-    if skipped > 0 {
-        tracing::warn!(
-            skipped,
-            "registrations in the database that could not be restored (unreadable or over a bound)"
-        );
-    }
+    let (service, db) = open_directory(&data, limits)?;
     let restored = service.directory().len();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -113,6 +98,28 @@ pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure>
         workers.stop().await;
         Ok::<(), Failure>(())
     })
+}
+
+/// The directory whose registrations `DIR/rd.db` keeps (`corral rd`, `corral gateway --rd`), and the
+/// database's path. Rows that cannot be restored are skipped with a WARN.
+pub(crate) fn open_directory(data: &std::path::Path, limits: Limits) -> Result<(RdService, PathBuf), Failure> {
+    let db = data.join("rd.db");
+    let store = SqliteStore::open(&db).map_err(|e| Failure::other(format!("cannot open {}: {e}", db.display())))?;
+    // The driver's clock starts with its worker, a moment after this: lifetimes are seconds, so the
+    // moment does not matter.
+    let unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    let (service, skipped) = RdService::with_store(limits, Box::new(store), unix_ms)
+        .map_err(|e| Failure::other(format!("cannot read {}: {e}", db.display())))?;
+    if skipped > 0 {
+        tracing::warn!(
+            skipped,
+            "registrations in the database that could not be restored (unreadable or over a bound)"
+        );
+    }
+    Ok((service, db))
 }
 
 fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: usize, v: crate::client_cmd::Verbosity) {

@@ -213,6 +213,10 @@ impl EntityManager {
         if new.profile.ect != Ect::Multicast {
             return self.commit(cx, flow);
         }
+        if new.group.is_none() && flow.items.is_empty() {
+            // An entity that follows a directory nobody matches yet: its group comes with its first members.
+            return self.commit(cx, flow);
+        }
         // Multicast: a group (kept on update), the mcstURI, then joins of members not yet joined.
         let group = match new.group {
             Some(g) => g,
@@ -281,7 +285,9 @@ impl EntityManager {
             }
             _ => String::new(),
         };
-        new.profile.mcst_uri = Some(path);
+        if !path.is_empty() {
+            new.profile.mcst_uri = Some(path);
+        }
         // Members already joined (update) keep their membership.
         let old_joined: HashSet<String> = flow
             .old
@@ -348,7 +354,12 @@ impl EntityManager {
             }
         }
         self.schedule_reconcile(cx.now());
-        let Some(client) = flow.client else { return };
+        let Some(client) = flow.client else {
+            if flow.action == Action::Update {
+                self.follow_failed(cx.now(), &flow.name, &msg);
+            }
+            return;
+        };
         self.jobs.client_done();
         let head = json!({ "message": msg });
         let mut payload = output::render_reports(&head, &flow.reports, ContentFormat::TEXT_PLAIN);
@@ -417,29 +428,46 @@ impl EntityManager {
             (_, None) => {}
         }
         self.schedule_reconcile(now);
-        let Some(client) = flow.client else {
-            match flow.action {
-                Action::Reconcile => debug!(flow = %flow.name, "stray memberships asked to leave"),
-                _ => info!(entity = %flow.name, "interrupted multicast creation undone"),
-            }
-            return;
-        };
-        self.jobs.client_done();
-        let accept = flow.accept.unwrap_or(ContentFormat::JSON);
-        let (code, head) = match flow.action {
-            Action::Delete | Action::Recover | Action::Reconcile => {
-                (Code::DELETED, json!({ "entity": flow.name, "message": format!("entity {} deleted", flow.name) }))
-            }
-            action => {
+        self.follows.touch();
+        // A creation or update installs its entity, whoever asked for it.
+        let installed = match flow.action {
+            Action::Create { .. } | Action::Update => {
                 let Some(new) = flow.new.take() else { return };
                 let profile = new.profile.to_json();
-                if let (Action::Update, Some(old)) = (action, &flow.old) {
+                if let (Action::Update, Some(old)) = (flow.action, &flow.old) {
                     self.note_change(now, &flow.name, &old.profile, &new.profile);
                 }
                 let items = flow.items.clone();
                 let mut entity = Entity::new(new, items, None);
                 entity.unreachable = std::mem::take(&mut flow.offline);
                 self.entities.insert(flow.name.clone(), entity);
+                Some(profile)
+            }
+            _ => None,
+        };
+        let Some(client) = flow.client else {
+            match flow.action {
+                Action::Reconcile => debug!(flow = %flow.name, "stray memberships asked to leave"),
+                Action::Update => {
+                    // The EM's own update (the entity follows a directory): its observers are told.
+                    info!(entity = %flow.name, "entity change committed");
+                    self.publish();
+                    self.end_jobs_of(cx, &flow.name, None);
+                    if !self.end_watches_of(cx, &flow.name) {
+                        cx.changed(&format!("/em/{}", flow.name));
+                    }
+                }
+                _ => info!(entity = %flow.name, "interrupted multicast creation undone"),
+            }
+            return;
+        };
+        self.jobs.client_done();
+        let accept = flow.accept.unwrap_or(ContentFormat::JSON);
+        let (code, head) = match (flow.action, installed) {
+            (Action::Delete | Action::Recover | Action::Reconcile, _) | (_, None) => {
+                (Code::DELETED, json!({ "entity": flow.name, "message": format!("entity {} deleted", flow.name) }))
+            }
+            (action, Some(profile)) => {
                 let code = if matches!(action, Action::Update) { Code::CHANGED } else { Code::CREATED };
                 let msg = format!("entity {} {}", flow.name, if code == Code::CREATED { "created" } else { "updated" });
                 (
@@ -530,8 +558,11 @@ impl EntityManager {
         if patch.mcst_uri.is_some() {
             return Err(bad("mcstURI is read-only: the EM assigns it"));
         }
-        if patch.er.is_none() {
-            return Err(bad("er: the member list is missing"));
+        if patch.er.is_none() && patch.from_rd.is_none() {
+            return Err(bad("er: the member list is missing (or fromRd: a directory lookup that gives it)"));
+        }
+        if patch.from_rd.is_some() && patch.er.as_ref().is_some_and(|er| !er.is_empty()) {
+            return Err(bad("er and fromRd: an entity's members either are listed or follow the directory, not both"));
         }
         let mut profile = Profile::default();
         profile.apply(&patch);
@@ -560,7 +591,12 @@ impl EntityManager {
         info!(entity = %name, members = items.len(), "creating entity");
         self.busy.insert(name);
         self.jobs.client_started();
-        self.flow_job(cx, flow, Kind::Validate, items);
+        if flow.new.as_ref().is_some_and(|n| n.profile.from_rd.is_some()) {
+            // Its members come from the directory once it is created (see `follow`).
+            self.after_validation(cx, flow);
+        } else {
+            self.flow_job(cx, flow, Kind::Validate, items);
+        }
         Ok(())
     }
 
@@ -596,6 +632,14 @@ impl EntityManager {
         if patch.mcst_uri.as_ref().is_some_and(|u| Some(u) != old.profile.mcst_uri.as_ref()) {
             return Err(bad("mcstURI is read-only: the EM assigns it"));
         }
+        let follows = patch.from_rd.as_ref().or(old.profile.from_rd.as_ref());
+        if let (Some(q), Some(er)) = (follows, &patch.er) {
+            if er != &old.profile.er {
+                return Err(bad(format!(
+                    "er: the members of {name} follow the directory (fromRd={q}); change the lookup instead"
+                )));
+            }
+        }
         let mut profile = if whole {
             if patch.er.is_none() {
                 return Err(bad("er: a whole profile (PUT) needs the member list; POST changes single fields"));
@@ -619,13 +663,7 @@ impl EntityManager {
             let b: BTreeSet<&String> = profile.er.iter().collect();
             a == b
         };
-        let joined: Vec<bool> = profile
-            .er
-            .iter()
-            .map(|m| {
-                old.profile.er.iter().position(|o| o == m).and_then(|i| old.joined.get(i).copied()).unwrap_or(false)
-            })
-            .collect();
+        let joined = joined_kept(&old, &profile.er);
         let new = StoredEntity { name: name.to_string(), profile, group: old.group, joined, pending: false };
         let items_arc: Arc<[Item]> = items.clone().into();
         let mut flow = Flow::new(
@@ -639,15 +677,7 @@ impl EntityManager {
             Stage::Validating,
         );
         flow.allow_offline = allow_offline;
-        // Members that stay keep what is known of them.
-        if let Some(e) = self.entities.get(name) {
-            flow.offline = e
-                .unreachable
-                .iter()
-                .filter(|(m, _)| items.iter().any(|i| &i.label == *m))
-                .map(|(m, w)| (m.clone(), w.clone()))
-                .collect();
-        }
+        flow.offline = self.unreachable_kept(name, &items);
         self.busy.insert(name.to_string());
         self.jobs.client_started();
         if same_members {
@@ -759,4 +789,23 @@ impl EntityManager {
         }
         Ok(())
     }
+}
+
+impl EntityManager {
+    /// What is known of entity `name`'s members that stay among `items`: those that did not answer.
+    pub(super) fn unreachable_kept(&self, name: &str, items: &[Item]) -> BTreeMap<String, String> {
+        let Some(e) = self.entities.get(name) else { return BTreeMap::new() };
+        e.unreachable
+            .iter()
+            .filter(|(m, _)| items.iter().any(|i| &i.label == *m))
+            .map(|(m, w)| (m.clone(), w.clone()))
+            .collect()
+    }
+}
+
+/// Per member of `er`: whether it joined `old`'s group already (members that stay keep their membership).
+pub(super) fn joined_kept(old: &StoredEntity, er: &[String]) -> Vec<bool> {
+    er.iter()
+        .map(|m| old.profile.er.iter().position(|o| o == m).and_then(|i| old.joined.get(i).copied()).unwrap_or(false))
+        .collect()
 }

@@ -12,7 +12,8 @@
 //! routing. [`EntityManager`] groups its state in parts that own it, each in its own module with its own
 //! methods: `jobs` (`Jobs`: the fan-outs, their member requests and timers), `watch` (`Watches`: observed
 //! entities), `quotas` (`Quotas`: exchanges held per client, entity and in total), `groups` (`Groups`:
-//! multicast addresses, the membership journal, the quarantine). The other modules add the behaviour that
+//! multicast addresses, the membership journal, the quarantine), `follow` (`Follows`: entities whose members
+//! follow a Resource Directory lookup). The other modules add the behaviour that
 //! spans the parts, as `impl EntityManager` blocks: `access` (roles, proof of address, what a reader may
 //! ask for), `members` (member URIs and the checks of a member list), `budget` (what a use costs), `flows`
 //! (create, update, delete, recovery), `requests` (listing, profiles, starting a use), `shards` (a manager
@@ -74,6 +75,7 @@
 mod access;
 mod budget;
 mod flows;
+mod follow;
 mod groups;
 mod jobs;
 mod members;
@@ -82,6 +84,8 @@ mod requests;
 mod shards;
 mod stats;
 mod watch;
+use follow::Follows;
+pub use follow::{members_from_lookup, REFRESH_SLACK, RETRY_FIRST, RETRY_MAX};
 use groups::Groups;
 use jobs::{member_result, Job, JobId, JobSpec, Jobs, Kind, Res, Sink, Slot};
 use quotas::{Hold, Quotas};
@@ -175,6 +179,12 @@ pub struct EmConfig {
     /// after the last was asked; `None`: CoAP's own (MAX_TRANSMIT_WAIT, 93 s). `corral gateway` sets
     /// [`MANAGEMENT_WAIT`], so that a creation with an offline member answers within a client's patience.
     pub management_wait: Option<Duration>,
+    /// The directory an entity with `fromRd` and no `rd` follows: the gateway's own (`corral gateway
+    /// --rd`), or none (such an entity then says so in its profile).
+    pub rd: Option<SocketAddr>,
+    /// The most members a directory lookup gives an entity; a larger result is cut, with a WARN and a note
+    /// in the profile (at most [`crate::profile::MAX_MEMBERS`]).
+    pub rd_max_members: usize,
 }
 
 /// How long `corral gateway`'s management fan-outs wait for silent members (see
@@ -213,6 +223,8 @@ impl Default for EmConfig {
             gateway_id: None,
             challenge_unverified: false,
             management_wait: None,
+            rd: None,
+            rd_max_members: crate::profile::MAX_MEMBERS,
         }
     }
 }
@@ -395,6 +407,8 @@ pub struct EntityManager {
     jobs: Jobs,
     /// Observed entities (see `watch`).
     watches: Watches,
+    /// Entities that follow a Resource Directory (see `follow`).
+    follows: Follows,
     /// Member exchanges held by uses in progress (see `quotas`).
     quotas: Quotas,
     /// Multicast group addresses and memberships (see `groups`).
@@ -440,6 +454,7 @@ impl EntityManager {
             busy: HashSet::new(),
             jobs: Jobs::new(),
             watches: Watches::default(),
+            follows: Follows::default(),
             quotas: Quotas::default(),
             groups: Groups::load(&snap.journal, &snap.released),
             recovery: Vec::new(),
@@ -463,6 +478,7 @@ impl EntityManager {
             }
             em.entities.insert(stored.name.clone(), Entity::new(stored, items.into(), violation));
         }
+        em.follows.touch();
         Ok(em)
     }
 
@@ -588,10 +604,15 @@ impl Service for EntityManager {
             cx.respond(req.id, Response::error(code, msg));
         }
         self.pump(cx);
+        self.follow_tick(cx);
     }
 
     fn handle_response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: Outcome) {
         self.sync(cx);
+        if self.follow_response(cx, rid, &outcome) {
+            self.follow_tick(cx);
+            return;
+        }
         if let Some((key, i)) = self.watches.request(rid) {
             self.watch_update(cx, &key, i, rid, &outcome);
         }
@@ -599,6 +620,7 @@ impl Service for EntityManager {
             cx.cancel(rid); // an observation nobody wants any more: its next notification gets RST
         }
         self.pump(cx);
+        self.follow_tick(cx);
     }
 
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
@@ -616,13 +638,17 @@ impl Service for EntityManager {
             }
         }
         self.pump(cx);
+        self.follow_tick(cx);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         if !self.recovery.is_empty() {
             return Some(Instant::ZERO); // at once: the driver's first wake-up
         }
-        [self.jobs.next_wake(), self.groups.next_reconcile(), self.sync_timeout()].into_iter().flatten().min()
+        [self.jobs.next_wake(), self.groups.next_reconcile(), self.sync_timeout(), self.follows.next_wake()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn links(&self) -> Vec<ResourceLink> {

@@ -34,6 +34,10 @@ impl EntityManager {
             // their last request, and why.
             m.insert("unreachable".into(), json!(e.unreachable));
         }
+        if let (Json::Object(m), Some(note)) = (&mut doc, self.follows.note(name)) {
+            // Read-only status too: what the directory lookup last said, if something is amiss.
+            m.insert("rdNote".into(), json!(note));
+        }
         Response::content(cf, output::encode_doc(&doc, cf))
     }
 
@@ -122,8 +126,15 @@ impl EntityManager {
         role: Role,
     ) -> Result<(), Fail> {
         let req = &inb.request;
-        if !self.entities.contains_key(name) {
+        let Some(e) = self.entities.get(name) else {
             return Err((Code::NOT_FOUND, format!("no entity {name}")));
+        };
+        if e.items.is_empty() {
+            let q = e.stored.profile.from_rd.as_deref().unwrap_or("");
+            return Err((
+                Code::SERVICE_UNAVAILABLE,
+                format!("entity {name} has no members yet: no resource in the directory matches {q}"),
+            ));
         }
         let (accept, kind) = if actuate {
             let accept = match req.options.accept() {

@@ -222,14 +222,16 @@ impl EntityManager {
     }
 
     /// The entity `name` changed or went away: its watches end and its observers get a last rendering
-    /// (the new entity, or 4.04).
-    pub(super) fn end_watches_of(&mut self, cx: &mut Context<'_>, name: &str) {
+    /// (the new entity, or 4.04). Returns whether it had any.
+    pub(super) fn end_watches_of(&mut self, cx: &mut Context<'_>, name: &str) -> bool {
         let keys = self.watches.keys_of(name);
         let mut paths: Vec<String> = keys.iter().filter_map(|k| self.end_watch(cx, k)).collect();
         paths.dedup();
+        let any = !paths.is_empty();
         for path in paths {
             cx.changed(&path);
         }
+        any
     }
 
     /// Entity `name` changed from `old` to `new` at `now`: its observers' renderings at this instant say

@@ -34,6 +34,8 @@ Examples:
   corral gateway --testbed 5 --leisure 500ms --data /tmp/demo   # scratch data
   corral entity create room1 coap://127.0.0.2/s/t coap://127.0.0.3/s/t
   corral entity use room1
+  corral gateway --testbed 5 --rd    # devices register with its directory
+  corral entity create temps --from-rd 'rt=temperature'
 
 Data: entities, members, multicast memberships and the address allocator live in DIR/em.db \
 (SQLite, WAL, synchronous=FULL). A change is on disk before it is answered, so a restart, a crash \
@@ -150,6 +152,11 @@ pub struct GatewayArgs {
     /// Print the start-up summary as one JSON object on stdout (addresses, database, entities).
     #[arg(long)]
     pub json: bool,
+    /// Also serve a Resource Directory (RFC 9176: /rd, /rd-lookup/ep, /rd-lookup/res, as `corral rd`) on
+    /// the gateway's endpoint, its registrations in DIR/rd.db. Entities created with --from-rd and no
+    /// --rd follow it; with --testbed, the devices register with it. One worker only.
+    #[arg(long)]
+    pub rd: bool,
     #[command(flatten)]
     pub policy: crate::policy_args::PolicyArgs,
     #[command(flatten)]
@@ -218,6 +225,19 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let store = SqliteStore::open(&db)
         .map_err(|e| Failure::other(format!("cannot open the entity database {}: {e}", db.display())))?;
 
+    // --rd: the directory beside the Entity Manager, on worker 0's endpoint.
+    let rd = match args.rd {
+        false => None,
+        true if args.workers > 1 => {
+            return Err(Failure::usage("--rd serves the directory from one worker: drop --workers, or run `corral rd`"))
+        }
+        true if testbed.is_some() && bind.port() == 0 => {
+            return Err(Failure::usage(
+                "--rd with --testbed: give --bind a port, so that the devices know where to register",
+            ))
+        }
+        true => Some(crate::rd_cmd::open_directory(&data, corral_rd::Limits::default())?.0),
+    };
     // The testbed first, so that entities loaded from the store find their members answering.
     let fleet = match testbed {
         Some(n) => {
@@ -231,6 +251,9 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
                 leisure: args.leisure.map(Duration::from_secs_f64),
                 mcast_port: args.mcast_port,
                 request_log: args.request_log.clone(),
+                // With --rd, the devices register with the gateway's own directory (bound below; they
+                // retry until it answers).
+                rd: rd.as_ref().map(|_| (gateway_contact(bind), TESTBED_RD_LIFETIME)),
                 ..FleetConfig::new(first, n, crate::policy_args::this_machine())
             };
             Some(Fleet::start(cfg).map_err(|e| Failure::other(format!("testbed: {e}")))?)
@@ -268,6 +291,8 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         challenge_unverified: true,
         // A creation with a silent member answers within a client's patience (issue 27).
         management_wait: Some(corral_group::em::MANAGEMENT_WAIT),
+        // Entities with fromRd and no rd follow the gateway's own directory.
+        rd: args.rd.then(|| gateway_contact(local)),
         ..EmConfig::default()
     };
     if let Some(q) = policy.quarantine {
@@ -298,6 +323,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         em,
         guard: guard(contexts.take().map(|c| corral_oscore::OscoreLayer::serving(c, args.require_oscore))),
         watch: None,
+        rd,
     }];
     for em in ems {
         parts.push(workers::Part {
@@ -306,6 +332,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
             // 0 does when OSCORE is required.
             guard: guard(args.require_oscore.then(|| corral_oscore::OscoreLayer::serving(Vec::new(), true))),
             watch: None,
+            rd: None,
         });
     }
     // The operator's window (--http): the workers publish snapshots only when it is asked for.
@@ -362,12 +389,16 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
                 "mcast_port": mcast_port,
                 "rejoined": rejoined,
                 "http": http.map(|a| a.to_string()),
+                "rd": args.rd.then(|| data.join("rd.db").display().to_string()),
             });
             out!("{j}");
         } else {
             banner(local, workers, &db, &names, &devices, rejoin.len(), rejoined, v.quiet);
             if let Some(a) = http {
                 out!("  http: http://{a}/ (/metrics, /healthz, /readyz, /api, /hc/coap://…)");
+            }
+            if args.rd {
+                out!("  resource directory: /rd, /rd-lookup/res (registrations in {})", data.join("rd.db").display());
             }
         }
         crate::wait_for_signal().await;
@@ -382,6 +413,9 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     }
     Ok(())
 }
+
+/// The lifetime of the testbed devices' registrations with the gateway's directory (`--rd`), in seconds.
+const TESTBED_RD_LIFETIME: u32 = 3600;
 
 /// Where a client reaches a gateway bound to `local` on this machine.
 fn gateway_contact(local: SocketAddr) -> SocketAddr {

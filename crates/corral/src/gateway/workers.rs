@@ -19,6 +19,8 @@ pub struct Part {
     pub guard: Option<Guard>,
     /// With --http: where the worker publishes its snapshots (`crate::http::watch`).
     pub watch: Option<std::sync::Arc<std::sync::Mutex<crate::http::watch::Snapshot<crate::http::Extra>>>>,
+    /// With --rd (worker 0 only): the Resource Directory beside the Entity Manager.
+    pub rd: Option<corral_rd::RdService>,
 }
 
 /// Bound sockets, not yet served.
@@ -87,6 +89,9 @@ impl Bound {
                             .mount("em", crate::http::watch::Watched::new(part.em, slot, crate::http::EmNumbers::of)),
                         None => node.mount("em", part.em),
                     };
+                    if let Some(rd) = part.rd {
+                        node.mount("", rd); // /rd, /rd-lookup/*; the EM keeps /em (the longer prefix)
+                    }
                     if let Some(layer) = part.guard {
                         node.set_layer(Box::new(layer));
                     }

@@ -15,6 +15,12 @@
 //! - **A bounded session table** keyed by peer address: at most [`DtlsConfig::max_sessions`]; a new peer
 //!   in a full table evicts the least recently active session, a handshake before an established one
 //!   (the endpoint's peer table keeps the same discipline: idle and unproven state goes first).
+//! - **Connection IDs** (RFC 9146, [`DtlsConfig::connection_id`]): a server gives each session a random
+//!   [`CID_LEN`]-byte CID derived from the layer's secret and indexes the table by it too; a record
+//!   from an address without a session that carries a known CID is handed to that session, which moves
+//!   to the new address only if the record authenticated and is newer than any before (RFC 9146 §6:
+//!   never on an unauthenticated or replayed record, which is dropped and leaves the session as it
+//!   was). A client offers an empty CID (it has one server address and wants no CID back).
 //! - **Closing**: close_notify from the peer ends the session; a session idle for
 //!   [`DtlsConfig::idle_timeout`] is closed with close_notify; a failed handshake ends the session, and a
 //!   server tells the peer why with a fatal alert (unknown PSK identity, no shared suite, bad Finished).
@@ -40,7 +46,16 @@
 //! exchange inside the per-peer instance (so a spoofed ClientHello would cost an instance) and binds the
 //! cookie to the client random only, not to the address. corral does the exchange itself (`cookie.rs`),
 //! and the patch (`vendor/dimpl/README.corral.md`) lets a fresh server instance accept the cookie-bearing
-//! second ClientHello (message_seq 1). The missing suite and Connection ID are the next patches.
+//! second ClientHello (message_seq 1).
+//!
+//! Connection ID is the second patch (the `connection_id` extension, `tls12_cid` records, RFC 9146 §5's
+//! additional data, and a counter of authenticated records that tells this layer when a session may
+//! move). It went into dimpl rather than a switch of library because no candidate has it for DTLS 1.2
+//! in Rust (rtc-dtls and OpenSSL lack it too), because dimpl's record layer is one module with one
+//! encrypt and one decrypt path (the patch is about 250 lines, each marked and listed in
+//! `vendor/dimpl/README.corral.md`), and because everything else this layer relies on — sans-IO shape,
+//! no C build, the cookie patch — would have to be redone on another library. The patch is checked
+//! against an independent implementation (pion/dtls, through go-coap) in corral's interop tests.
 //!
 //! ## Randomness and time
 //!
@@ -128,6 +143,11 @@ pub struct DtlsConfig {
     /// Plaintext datagrams a client queues for a peer while its handshake runs; more are dropped (the
     /// message layer retransmits).
     pub max_queued: usize,
+    /// Negotiate Connection IDs (RFC 9146): a server gives each session a random
+    /// [`CID_LEN`]-byte CID when the client offers the extension, and follows a session to a new
+    /// address; a client offers an empty CID (it sends the server's, and wants none back). On by
+    /// default; a peer without the extension is unaffected.
+    pub connection_id: bool,
 }
 
 impl DtlsConfig {
@@ -139,6 +159,7 @@ impl DtlsConfig {
             handshake_timeout: Duration::from_secs(30),
             mtu: 1280,
             max_queued: 16,
+            connection_id: true,
         }
     }
 }
@@ -244,9 +265,21 @@ pub struct DtlsStats {
     /// Sessions closed for idleness or evicted from a full table.
     pub idle_closed: u64,
     pub evicted: u64,
-    /// Datagrams from peers without a session that were not ClientHellos, dropped.
+    /// Datagrams from peers without a session that were not ClientHellos, dropped (records with a
+    /// known Connection ID from a new address that did not authenticate among them).
     pub dropped: u64,
+    /// Sessions that followed their peer to a new address by Connection ID (RFC 9146 §6).
+    pub moved: u64,
 }
+
+/// The length of the Connection IDs a server gives its sessions: 48 random bits, short for a
+/// constrained link and long enough that a guessed one is also a forged record.
+pub const CID_LEN: usize = 6;
+
+/// RFC 9146 §4: the outer content type of a record with a Connection ID, which follows the record's
+/// epoch and sequence number (11 bytes in).
+const TLS12_CID: u8 = 25;
+const CID_AT: usize = 11;
 
 struct Session {
     dtls: dimpl::Dtls,
@@ -261,6 +294,8 @@ struct Session {
     /// The local address the peer reached (answers leave from it).
     local: Option<IpAddr>,
     lru: u64,
+    /// The Connection ID a server gave this session (used when the client negotiated CIDs).
+    cid: Option<Vec<u8>>,
 }
 
 /// The PSK identity a peer named, and whether the server knows it.
@@ -304,6 +339,8 @@ pub struct DtlsLayer {
     secret: [u8; 32],
     seeds: u64,
     sessions: HashMap<SocketAddr, Session>,
+    /// A server's sessions by their Connection ID (RFC 9146), as many as `sessions`.
+    by_cid: HashMap<Vec<u8>, SocketAddr>,
     lru_clock: u64,
     transmits: VecDeque<Transmit>,
     plaintext: VecDeque<(SocketAddr, Vec<u8>)>,
@@ -324,6 +361,7 @@ impl DtlsLayer {
             secret,
             seeds: 0,
             sessions: HashMap::new(),
+            by_cid: HashMap::new(),
             lru_clock: 0,
             transmits: VecDeque::new(),
             plaintext: VecDeque::new(),
@@ -355,23 +393,53 @@ impl DtlsLayer {
         self.base + std::time::Duration::from_micros(t.as_micros())
     }
 
-    /// A seed for one session's non-secret choices, derived from the layer's secret.
-    fn next_seed(&mut self) -> u64 {
+    /// The Connection ID the session with `peer` negotiated (RFC 9146), this side's: the one the
+    /// peer's records carry (empty: none). `None` without a session or without CIDs.
+    pub fn connection_id(&self, peer: SocketAddr) -> Option<&[u8]> {
+        self.sessions.get(&peer)?.dtls.connection_id()
+    }
+
+    /// 32 bytes derived from the layer's secret for `label`, fresh at each call.
+    fn derive(&mut self, label: &[u8]) -> [u8; 32] {
         self.seeds += 1;
         let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.secret).expect("HMAC takes any key");
-        mac.update(b"corral-dtls session seed");
+        mac.update(label);
         mac.update(&self.seeds.to_be_bytes());
-        let out = mac.finalize().into_bytes();
+        mac.finalize().into_bytes().into()
+    }
+
+    /// A seed for one session's non-secret choices, derived from the layer's secret.
+    fn next_seed(&mut self) -> u64 {
+        let out = self.derive(b"corral-dtls session seed");
         u64::from_be_bytes(out[..8].try_into().expect("8 of 32 bytes"))
     }
 
-    fn dimpl_config(&mut self, seen: &Arc<Mutex<Option<Named>>>) -> Result<Arc<dimpl::Config>, dimpl::Error> {
+    /// A Connection ID no session holds, derived from the layer's secret (unpredictable on real
+    /// sockets, reproducible under a seed).
+    fn fresh_cid(&mut self) -> Vec<u8> {
+        loop {
+            let cid = self.derive(b"corral-dtls connection id")[..CID_LEN].to_vec();
+            if !self.by_cid.contains_key(&cid) {
+                return cid;
+            }
+        }
+    }
+
+    fn dimpl_config(
+        &mut self,
+        seen: &Arc<Mutex<Option<Named>>>,
+        cid: Option<Vec<u8>>,
+    ) -> Result<Arc<dimpl::Config>, dimpl::Error> {
         let seed = self.next_seed();
         let builder = dimpl::Config::builder()
             .mtu(self.config.mtu)
             .use_server_cookie(false)
             .handshake_timeout(std::time::Duration::from_micros(self.config.handshake_timeout.as_micros()))
             .dangerously_set_rng_seed(seed);
+        let builder = match cid {
+            Some(cid) => builder.connection_id(cid),
+            None => builder,
+        };
         let builder = match &self.config.role {
             Role::Server(keys) => {
                 builder.with_psk_server(None, Arc::new(Resolver { keys: keys.clone(), seen: seen.clone() }))
@@ -389,7 +457,13 @@ impl DtlsLayer {
             self.evict(now);
         }
         let identity = Arc::new(Mutex::new(None));
-        let config = self.dimpl_config(&identity)?;
+        // A server's sessions each get their own CID; a client asks for none (RFC 9146 §3).
+        let cid = match self.config.role {
+            _ if !self.config.connection_id => None,
+            Role::Server(_) => Some(self.fresh_cid()),
+            Role::Client { .. } => Some(Vec::new()),
+        };
+        let config = self.dimpl_config(&identity, cid.clone())?;
         let mut dtls = dimpl::Dtls::new_12_psk(config, self.to_std(now));
         match self.config.role {
             Role::Server(_) => dtls.expect_verified_cookie(),
@@ -407,9 +481,27 @@ impl DtlsLayer {
             queued: VecDeque::new(),
             local,
             lru: self.lru_clock,
+            cid: cid.filter(|c| !c.is_empty()),
         };
-        self.sessions.insert(peer, session);
+        self.insert(peer, session);
         Ok(())
+    }
+
+    /// Keeps `session` as the session with `peer`, findable by its Connection ID.
+    fn insert(&mut self, peer: SocketAddr, session: Session) {
+        if let Some(cid) = &session.cid {
+            self.by_cid.insert(cid.clone(), peer);
+        }
+        self.sessions.insert(peer, session);
+    }
+
+    /// Forgets the session with `peer` (and its Connection ID).
+    fn remove(&mut self, peer: SocketAddr) -> Option<Session> {
+        let session = self.sessions.remove(&peer)?;
+        if let Some(cid) = &session.cid {
+            self.by_cid.remove(cid);
+        }
+        Some(session)
     }
 
     /// Forgets the least recently active session, a handshake before an established one.
@@ -429,7 +521,7 @@ impl DtlsLayer {
                 self.drain(now, peer);
             }
         }
-        if self.sessions.remove(&peer).is_some() {
+        if self.remove(peer).is_some() {
             self.events.push_back(DtlsEvent::Closed { peer });
         }
     }
@@ -437,8 +529,14 @@ impl DtlsLayer {
     /// A datagram from `peer`, which reached local address `local`.
     pub fn handle_datagram(&mut self, now: Instant, peer: SocketAddr, local: Option<IpAddr>, data: &[u8]) {
         self.now = now;
-        if !self.sessions.contains_key(&peer) && !self.accept(now, peer, local, data) {
-            return;
+        if !self.sessions.contains_key(&peer) {
+            if let Some(old) = self.session_by_cid(data) {
+                self.handle_moved(now, old, peer, local, data);
+                return;
+            }
+            if !self.accept(now, peer, local, data) {
+                return;
+            }
         }
         let Some(s) = self.sessions.get_mut(&peer) else { return };
         s.last_active = now;
@@ -448,6 +546,45 @@ impl DtlsLayer {
             s.local = local;
         }
         let result = s.dtls.handle_packet(data);
+        self.after(now, peer, result);
+    }
+
+    /// The address of the established session whose Connection ID the record at the start of `data`
+    /// carries (a server's sessions; RFC 9146 §4).
+    fn session_by_cid(&self, data: &[u8]) -> Option<SocketAddr> {
+        if data.first() != Some(&TLS12_CID) {
+            return None;
+        }
+        let peer = *self.by_cid.get(data.get(CID_AT..CID_AT + CID_LEN)?)?;
+        self.sessions.get(&peer).filter(|s| s.connected).map(|_| peer)
+    }
+
+    /// A datagram from `peer` for the session with `old`, found by its Connection ID. The session moves
+    /// to `peer` only if a record in it authenticated and is newer than any before (RFC 9146 §6);
+    /// otherwise nothing changes: a record replayed or forged from another address neither moves nor
+    /// ends the session.
+    fn handle_moved(&mut self, now: Instant, old: SocketAddr, peer: SocketAddr, local: Option<IpAddr>, data: &[u8]) {
+        let Some(s) = self.sessions.get_mut(&old) else { return };
+        let before = s.dtls.newest_authenticated_record();
+        let result = s.dtls.handle_packet(data);
+        if s.dtls.newest_authenticated_record() <= before {
+            trace!(%peer, session = %old, "record with a known Connection ID from another address did not authenticate: dropped");
+            self.stats.dropped += 1;
+            if result.is_ok() {
+                self.drain(now, old);
+            }
+            return;
+        }
+        let Some(mut s) = self.remove(old) else { return };
+        s.last_active = now;
+        self.lru_clock += 1;
+        s.lru = self.lru_clock;
+        if local.is_some() {
+            s.local = local;
+        }
+        self.insert(peer, s);
+        debug!(from = %old, to = %peer, "DTLS session moved to a new address by its Connection ID");
+        self.stats.moved += 1;
         self.after(now, peer, result);
     }
 
@@ -493,7 +630,7 @@ impl DtlsLayer {
 
     fn fail(&mut self, now: Instant, peer: SocketAddr, e: &dimpl::Error) {
         self.drain(now, peer);
-        let Some(s) = self.sessions.remove(&peer) else { return };
+        let Some(s) = self.remove(peer) else { return };
         if s.connected {
             debug!(%peer, error = %e, "DTLS session ended");
             self.events.push_back(DtlsEvent::Closed { peer });
@@ -553,7 +690,7 @@ impl DtlsLayer {
             }
             if closed {
                 debug!(%peer, "DTLS close_notify");
-                self.sessions.remove(&peer);
+                self.remove(peer);
                 self.events.push_back(DtlsEvent::Closed { peer });
                 return;
             }

@@ -78,6 +78,8 @@ pub struct Config {
     dtls13_cipher_suites: Option<Vec<Dtls13CipherSuite>>,
     kx_groups: Option<Vec<NamedGroup>>,
     psk: Option<Psk>,
+    /// corral patch: the Connection ID this endpoint asks its peer to send with (RFC 9146).
+    connection_id: Option<Vec<u8>>,
 }
 
 impl Config {
@@ -99,6 +101,7 @@ impl Config {
             dtls13_cipher_suites: None,
             kx_groups: None,
             psk: None,
+            connection_id: None,
         }
     }
 
@@ -188,6 +191,15 @@ impl Config {
     #[inline(always)]
     pub fn rng_seed(&self) -> Option<u64> {
         self.rng_seed
+    }
+
+    /// corral patch: the Connection ID (RFC 9146) this endpoint offers in its Hello, which the peer
+    /// puts in every protected record it sends; `None` (the default): the extension is not sent
+    /// and a peer's is ignored. `Some(empty)`: this endpoint sends with the peer's CID but wants
+    /// none in the records it receives. DTLS 1.2 only.
+    #[inline(always)]
+    pub fn connection_id(&self) -> Option<&[u8]> {
+        self.connection_id.as_deref()
     }
 
     /// Maximum number of AEAD encryptions before triggering a KeyUpdate.
@@ -294,6 +306,8 @@ pub struct ConfigBuilder {
     dtls13_cipher_suites: Option<Vec<Dtls13CipherSuite>>,
     kx_groups: Option<Vec<NamedGroup>>,
     psk: Option<Psk>,
+    /// corral patch: the Connection ID this endpoint asks its peer to send with (RFC 9146).
+    connection_id: Option<Vec<u8>>,
 }
 
 impl ConfigBuilder {
@@ -423,6 +437,13 @@ impl ConfigBuilder {
         self
     }
 
+    /// corral patch: offer the RFC 9146 `connection_id` extension with this CID (at most 255
+    /// bytes; may be empty). See [`Config::connection_id`].
+    pub fn connection_id(mut self, cid: Vec<u8>) -> Self {
+        self.connection_id = Some(cid);
+        self
+    }
+
     /// Set the maximum number of AEAD encryptions before triggering a KeyUpdate.
     ///
     /// Defaults to 2^23 (8,388,608).
@@ -525,6 +546,11 @@ impl ConfigBuilder {
             return Err(Error::ConfigError(ConfigError::MtuTooSmall { mtu: self.mtu as u16, minimum: 64 }));
         }
 
+        // corral patch: a CID's length is one byte on the wire (RFC 9146 §3).
+        if self.connection_id.as_ref().is_some_and(|cid| cid.len() > 255) {
+            return Err(Error::ConfigError(ConfigError::ConnectionIdTooLong));
+        }
+
         // Validate aead_encryption_limit: must be at least 1
         if self.aead_encryption_limit == 0 {
             return Err(Error::ConfigError(ConfigError::AeadEncryptionLimitTooSmall));
@@ -607,6 +633,7 @@ impl ConfigBuilder {
             dtls13_cipher_suites: self.dtls13_cipher_suites,
             kx_groups: self.kx_groups,
             psk: self.psk,
+            connection_id: self.connection_id,
         })
     }
 }
@@ -648,6 +675,7 @@ impl fmt::Debug for Config {
             .field("dtls13_cipher_suites", &self.dtls13_cipher_suites)
             .field("kx_groups", &self.kx_groups)
             .field("psk", &self.psk)
+            .field("connection_id", &self.connection_id)
             .finish()
     }
 }
@@ -670,6 +698,7 @@ impl fmt::Debug for ConfigBuilder {
             .field("dtls13_cipher_suites", &self.dtls13_cipher_suites)
             .field("kx_groups", &self.kx_groups)
             .field("psk", &self.psk)
+            .field("connection_id", &self.connection_id)
             .finish()
     }
 }

@@ -613,6 +613,28 @@ impl Dtls {
         }
     }
 
+    /// corral patch: `epoch << 48 | sequence_number` of the newest record from the peer that
+    /// authenticated (DTLS 1.2; `None` before the first, and for DTLS 1.3). A caller that finds a
+    /// session by Connection ID moves it to a record's source address only when handling that
+    /// record raised this (RFC 9146 §6: genuine and newer than any before).
+    pub fn newest_authenticated_record(&self) -> Option<u64> {
+        match self.inner.as_ref()? {
+            Inner::Client12(client) => client.engine().newest_authenticated(),
+            Inner::Server12(server) => server.engine().newest_authenticated(),
+            _ => None,
+        }
+    }
+
+    /// corral patch: whether the handshake negotiated Connection IDs (RFC 9146; DTLS 1.2), and
+    /// this endpoint's CID in the peer's records (empty: the peer sends none).
+    pub fn connection_id(&self) -> Option<&[u8]> {
+        match self.inner.as_ref()? {
+            Inner::Client12(client) => client.engine().rx_connection_id(),
+            Inner::Server12(server) => server.engine().rx_connection_id(),
+            _ => None,
+        }
+    }
+
     /// Switch between server and client roles.
     ///
     /// Set `active` to true for client role, false for server role.

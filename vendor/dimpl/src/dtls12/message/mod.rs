@@ -56,6 +56,16 @@ pub use wrapped::{Asn1Cert, DistinguishedName};
 use nom::IResult;
 use nom::number::complete::{be_u8, be_u16};
 
+/// corral patch: the `connection_id` extension's data (RFC 9146 §3): `opaque cid<0..2^8-1>`, the
+/// whole extension and nothing after it.
+pub(crate) fn parse_connection_id(data: &[u8]) -> Result<Vec<u8>, nom::Err<nom::error::Error<&[u8]>>> {
+    let (rest, len) = be_u8(data)?;
+    if rest.len() != len as usize {
+        return Err(nom::Err::Failure(nom::error::Error::new(rest, nom::error::ErrorKind::LengthValue)));
+    }
+    Ok(rest.to_vec())
+}
+
 pub type CipherSuiteVec = ArrayVec<Dtls12CipherSuite, { Dtls12CipherSuite::supported().len() }>;
 
 /// Supported TLS 1.2 cipher suites for DTLS.

@@ -66,6 +66,7 @@
 //! in (the moment its `Instant` zero stands for), reading no clock.
 
 mod cookie;
+mod x509;
 
 use corral_proto::{Duration, Instant, Transmit};
 use hmac::{Hmac, KeyInit, Mac};
@@ -76,6 +77,7 @@ use std::sync::{Arc, Mutex};
 use tracing::{debug, info, trace, warn};
 
 pub use dimpl;
+pub use x509::X509;
 
 /// PSK identities and their keys (a server's credentials). Its `Debug` shows the identities, never a key.
 #[derive(Clone, Default)]
@@ -148,6 +150,12 @@ pub struct DtlsConfig {
     /// address; a client offers an empty CID (it sends the server's, and wants none back). On by
     /// default; a peer without the extension is unaffected.
     pub connection_id: bool,
+    /// X.509 (RFC 7252 §9.1.3.3): this side's certificate and key, and the CAs a peer's certificate
+    /// must be signed by. A server with it also accepts certificate handshakes
+    /// (`TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8` first) and requires a client certificate in them; a client
+    /// with it authenticates by certificate only (its PSK identity and key are not used). The peer's
+    /// subject is [`DtlsEvent::Connected`]'s identity.
+    pub x509: Option<Arc<X509>>,
 }
 
 impl DtlsConfig {
@@ -160,6 +168,7 @@ impl DtlsConfig {
             mtu: 1280,
             max_queued: 16,
             connection_id: true,
+            x509: None,
         }
     }
 }
@@ -176,6 +185,8 @@ pub enum HandshakeFailure {
     NoSharedSuite,
     /// The peer's certificate was refused.
     BadCertificate,
+    /// The peer's certificate is not signed by a trusted CA (or cannot be checked): why.
+    UntrustedCertificate(String),
     /// No answer within the handshake timeout.
     Timeout,
     /// The peer ended the handshake with another fatal alert (its TLS alert description).
@@ -190,7 +201,10 @@ impl std::fmt::Display for HandshakeFailure {
             HandshakeFailure::UnknownIdentity => write!(f, "unknown PSK identity (check -u and the server's keys)"),
             HandshakeFailure::BadKey => write!(f, "the keys do not match (check -k)"),
             HandshakeFailure::NoSharedSuite => write!(f, "no shared cipher suite"),
-            HandshakeFailure::BadCertificate => write!(f, "bad certificate"),
+            HandshakeFailure::BadCertificate => {
+                write!(f, "bad certificate (the peer refused ours, or sent one that is not P-256 ECDSA)")
+            }
+            HandshakeFailure::UntrustedCertificate(why) => write!(f, "{why} (check -C)"),
             HandshakeFailure::Timeout => {
                 write!(f, "no answer to the handshake (a server may refuse a key silently: check -k and -u)")
             }
@@ -237,7 +251,7 @@ impl HandshakeFailure {
         match self {
             HandshakeFailure::UnknownIdentity => alert::UNKNOWN_PSK_IDENTITY,
             HandshakeFailure::BadKey => alert::DECRYPT_ERROR,
-            HandshakeFailure::BadCertificate => alert::BAD_CERTIFICATE,
+            HandshakeFailure::BadCertificate | HandshakeFailure::UntrustedCertificate(_) => alert::BAD_CERTIFICATE,
             _ => alert::HANDSHAKE_FAILURE,
         }
     }
@@ -246,7 +260,8 @@ impl HandshakeFailure {
 /// What happened to a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DtlsEvent {
-    /// The handshake with `peer` is done; `identity` is the PSK identity it proved.
+    /// The handshake with `peer` is done; `identity` is the PSK identity it proved, or the subject of its
+    /// certificate (RFC 4514 text).
     Connected { peer: SocketAddr, identity: Option<Vec<u8>> },
     /// The handshake with `peer` failed.
     Failed { peer: SocketAddr, reason: HandshakeFailure },
@@ -349,6 +364,8 @@ pub struct DtlsLayer {
     /// The latest `now` the layer was given (for sends, which have none).
     now: Instant,
     buf: Vec<u8>,
+    /// dimpl's crypto provider, whose signature check verifies peer certificates against the CAs.
+    provider: dimpl::crypto::CryptoProvider,
 }
 
 impl DtlsLayer {
@@ -368,6 +385,7 @@ impl DtlsLayer {
             events: VecDeque::new(),
             stats: DtlsStats::default(),
             now: Instant::ZERO,
+            provider: dimpl::crypto::rust_crypto::default_provider(),
         }
     }
 
@@ -441,12 +459,13 @@ impl DtlsLayer {
             None => builder,
         };
         let builder = match &self.config.role {
-            Role::Server(keys) => {
+            Role::Server(keys) if !keys.is_empty() || self.config.x509.is_none() => {
                 builder.with_psk_server(None, Arc::new(Resolver { keys: keys.clone(), seen: seen.clone() }))
             }
-            Role::Client { identity, key } => {
+            Role::Client { identity, key } if self.config.x509.is_none() => {
                 builder.with_psk_client(identity.clone(), Arc::new(FixedKey(key.clone())))
             }
+            _ => builder,
         };
         builder.build().map(Arc::new)
     }
@@ -464,7 +483,14 @@ impl DtlsLayer {
             Role::Client { .. } => Some(Vec::new()),
         };
         let config = self.dimpl_config(&identity, cid.clone())?;
-        let mut dtls = dimpl::Dtls::new_12_psk(config, self.to_std(now));
+        let mut dtls = match &self.config.x509 {
+            Some(x) => dimpl::Dtls::new_12(
+                config,
+                dimpl::DtlsCertificate { certificate: x.certificate.clone(), private_key: x.key.clone() },
+                self.to_std(now),
+            ),
+            None => dimpl::Dtls::new_12_psk(config, self.to_std(now)),
+        };
         match self.config.role {
             Role::Server(_) => dtls.expect_verified_cookie(),
             Role::Client { .. } => dtls.set_active(true),
@@ -630,9 +656,10 @@ impl DtlsLayer {
 
     fn fail(&mut self, now: Instant, peer: SocketAddr, e: &dimpl::Error) {
         self.drain(now, peer);
-        let Some(s) = self.remove(peer) else { return };
+        let Some(s) = self.sessions.get(&peer) else { return };
         if s.connected {
             debug!(%peer, error = %e, "DTLS session ended");
+            self.remove(peer);
             self.events.push_back(DtlsEvent::Closed { peer });
             return;
         }
@@ -644,9 +671,17 @@ impl DtlsLayer {
             HandshakeFailure::Other(_) if matches!(e, dimpl::Error::CryptoError(_)) => HandshakeFailure::BadKey,
             r => r,
         };
+        self.fail_with(peer, reason);
+    }
+
+    /// Ends the handshake with `peer` for `reason`: a server tells the peer why with a fatal alert, and
+    /// so does a client that refuses the server's certificate.
+    fn fail_with(&mut self, peer: SocketAddr, reason: HandshakeFailure) {
+        let Some(s) = self.remove(peer) else { return };
         info!(%peer, %reason, "DTLS handshake failed");
         self.stats.handshakes_failed += 1;
-        if self.is_server() && reason != HandshakeFailure::Timeout {
+        let tell = self.is_server() || matches!(reason, HandshakeFailure::UntrustedCertificate(_));
+        if tell && reason != HandshakeFailure::Timeout {
             let payload = cookie::fatal_alert(reason.alert());
             self.transmits.push_back(Transmit { dst: peer, payload, src: s.local });
         }
@@ -659,10 +694,26 @@ impl DtlsLayer {
         loop {
             let mut release = false;
             let mut closed = false;
+            let mut untrusted = None;
             {
                 let Some(s) = self.sessions.get_mut(&peer) else { return };
                 loop {
                     match s.dtls.poll_output(&mut self.buf) {
+                        // The peer's certificate, before its handshake ends: trusted or the end of it.
+                        dimpl::Output::PeerCert(der) => {
+                            let Some(x) = &self.config.x509 else { continue };
+                            match x509::verify(&x.ca, der, &self.provider) {
+                                Ok(subject) => {
+                                    if let Ok(mut named) = s.identity.lock() {
+                                        *named = Some(Named { identity: subject.into_bytes(), known: true });
+                                    }
+                                }
+                                Err(why) => {
+                                    untrusted = Some(why);
+                                    break;
+                                }
+                            }
+                        }
                         dimpl::Output::Packet(p) => {
                             self.transmits.push_back(Transmit { dst: peer, payload: p.to_vec(), src: s.local })
                         }
@@ -687,6 +738,10 @@ impl DtlsLayer {
                         _ => {}
                     }
                 }
+            }
+            if let Some(why) = untrusted {
+                self.fail_with(peer, HandshakeFailure::UntrustedCertificate(why));
+                return;
             }
             if closed {
                 debug!(%peer, "DTLS close_notify");

@@ -1037,8 +1037,11 @@ fn handshake_create_server_hello(
 
     // corral patch: echo connection_id (RFC 9146) with our CID when it was negotiated.
     let own_cid = engine.rx_connection_id().map(|cid| cid.to_vec());
-    let sh = ServerHello::new(server_version, random, session_id, cs, CompressionMethod::Null, None)
-        .with_extensions(extension_data, srtp_pid, own_cid.as_deref());
+    let sh = ServerHello::new(server_version, random, session_id, cs, CompressionMethod::Null, None).with_extensions(
+        extension_data,
+        srtp_pid,
+        own_cid.as_deref(),
+    );
 
     sh.serialize(extension_data, body);
     Ok(())

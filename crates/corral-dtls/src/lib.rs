@@ -452,6 +452,8 @@ impl DtlsLayer {
         let builder = dimpl::Config::builder()
             .mtu(self.config.mtu)
             .use_server_cookie(false)
+            // A CoAP endpoint has no SRTP; pion's server refuses a use_srtp it cannot match.
+            .offer_srtp(false)
             .handshake_timeout(std::time::Duration::from_micros(self.config.handshake_timeout.as_micros()))
             .dangerously_set_rng_seed(seed);
         let builder = match cid {
@@ -471,7 +473,14 @@ impl DtlsLayer {
     }
 
     /// A new session with `peer`, evicting one from a full table first.
-    fn open(&mut self, now: Instant, peer: SocketAddr, local: Option<IpAddr>) -> Result<(), dimpl::Error> {
+    /// `hello_verify_seq`: a server's, the record sequence number of its HelloVerifyRequest to `peer`.
+    fn open(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        local: Option<IpAddr>,
+        hello_verify_seq: u64,
+    ) -> Result<(), dimpl::Error> {
         if self.sessions.len() >= self.config.max_sessions.max(1) {
             self.evict(now);
         }
@@ -492,7 +501,7 @@ impl DtlsLayer {
             None => dimpl::Dtls::new_12_psk(config, self.to_std(now)),
         };
         match self.config.role {
-            Role::Server(_) => dtls.expect_verified_cookie(),
+            Role::Server(_) => dtls.expect_verified_cookie(hello_verify_seq),
             Role::Client { .. } => dtls.set_active(true),
         }
         // dimpl draws its random and (a client) sends its ClientHello on the first timeout.
@@ -634,7 +643,9 @@ impl DtlsLayer {
             self.transmits.push_back(Transmit { dst: peer, payload, src: local });
             return false;
         }
-        match self.open(now, peer, local) {
+        // The HelloVerifyRequest echoed the first ClientHello's record number, which is below this one's.
+        let seq = hello.record_seq.iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
+        match self.open(now, peer, local, seq) {
             Ok(()) => {
                 debug!(%peer, "DTLS handshake started");
                 true
@@ -777,7 +788,7 @@ impl DtlsLayer {
                 trace!(%peer, "no DTLS session with the peer: datagram dropped");
                 return;
             }
-            if let Err(e) = self.open(now, peer, None) {
+            if let Err(e) = self.open(now, peer, None, 0) {
                 warn!(%peer, error = %e, "cannot start a DTLS session");
                 return;
             }

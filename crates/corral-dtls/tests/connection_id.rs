@@ -228,3 +228,28 @@ fn pump_virtual(
     }
     panic!("the layers never went quiet");
 }
+
+proptest::proptest! {
+    /// Mangled copies of a genuine CID record, sent from another address, never panic, never reach the
+    /// message layer, and never move the session.
+    #[test]
+    fn mangled_cid_records_from_elsewhere_move_nothing(flip in 0usize..64, byte in 1u8.., cut in 0usize..64) {
+        let base = std::time::Instant::now();
+        let mut c = DtlsLayer::new(client_config(), base, [2; 32]);
+        let mut s = DtlsLayer::new(server_config(), base, [1; 32]);
+        let (ca, sa): (SocketAddr, SocketAddr) = ("192.0.2.2:40000".parse().unwrap(), "192.0.2.1:5684".parse().unwrap());
+        let now = Instant::from_secs(1);
+        c.send(sa, b"hello");
+        pump_virtual(now, &mut c, ca, &mut s, sa);
+        proptest::prop_assert!(s.poll_plaintext().is_some());
+        c.send(sa, b"second");
+        let mut record = c.poll_transmit().unwrap().payload;
+        let i = (11 + CID_LEN + flip) % record.len();
+        record[i] ^= byte;
+        record.truncate(record.len() - cut.min(record.len() - 1));
+        s.handle_datagram(now, "203.0.113.66:4444".parse().unwrap(), None, &record);
+        proptest::prop_assert_eq!(s.poll_plaintext(), None);
+        proptest::prop_assert!(s.is_connected(ca));
+        proptest::prop_assert_eq!(s.stats().moved, 0);
+    }
+}

@@ -80,6 +80,8 @@ pub struct Config {
     psk: Option<Psk>,
     /// corral patch: the Connection ID this endpoint asks its peer to send with (RFC 9146).
     connection_id: Option<Vec<u8>>,
+    /// corral patch: whether a client offers use_srtp (RFC 5764).
+    offer_srtp: bool,
 }
 
 impl Config {
@@ -102,6 +104,7 @@ impl Config {
             kx_groups: None,
             psk: None,
             connection_id: None,
+            offer_srtp: true,
         }
     }
 
@@ -200,6 +203,13 @@ impl Config {
     #[inline(always)]
     pub fn connection_id(&self) -> Option<&[u8]> {
         self.connection_id.as_deref()
+    }
+
+    /// corral patch: whether a client's ClientHello offers use_srtp (DTLS-SRTP, RFC 5764). True by
+    /// default (WebRTC); a CoAP client turns it off.
+    #[inline(always)]
+    pub fn offer_srtp(&self) -> bool {
+        self.offer_srtp
     }
 
     /// Maximum number of AEAD encryptions before triggering a KeyUpdate.
@@ -308,6 +318,8 @@ pub struct ConfigBuilder {
     psk: Option<Psk>,
     /// corral patch: the Connection ID this endpoint asks its peer to send with (RFC 9146).
     connection_id: Option<Vec<u8>>,
+    /// corral patch: whether a client offers use_srtp (RFC 5764).
+    offer_srtp: bool,
 }
 
 impl ConfigBuilder {
@@ -441,6 +453,12 @@ impl ConfigBuilder {
     /// bytes; may be empty). See [`Config::connection_id`].
     pub fn connection_id(mut self, cid: Vec<u8>) -> Self {
         self.connection_id = Some(cid);
+        self
+    }
+
+    /// corral patch: whether a client offers use_srtp. See [`Config::offer_srtp`].
+    pub fn offer_srtp(mut self, offer: bool) -> Self {
+        self.offer_srtp = offer;
         self
     }
 
@@ -634,6 +652,7 @@ impl ConfigBuilder {
             kx_groups: self.kx_groups,
             psk: self.psk,
             connection_id: self.connection_id,
+            offer_srtp: self.offer_srtp,
         })
     }
 }

@@ -606,10 +606,11 @@ impl Dtls {
     /// verified statelessly (its own HelloVerifyRequest, sent before this instance existed), so this
     /// instance expects it as `message_seq` 1 and answers with `message_seq` 1 (RFC 6347 §4.2.2), as if
     /// it had sent the HelloVerifyRequest itself. Use with `use_server_cookie(false)`, before the first
-    /// packet. Has no effect on a client or a DTLS 1.3 instance.
-    pub fn expect_verified_cookie(&mut self) {
+    /// packet. Has no effect on a client or a DTLS 1.3 instance. `hello_verify_seq` is the record
+    /// sequence number of the caller's HelloVerifyRequest; this instance's records follow it.
+    pub fn expect_verified_cookie(&mut self, hello_verify_seq: u64) {
         if let Some(Inner::Server12(server)) = self.inner.as_mut() {
-            server.expect_verified_cookie();
+            server.expect_verified_cookie(hello_verify_seq);
         }
     }
 

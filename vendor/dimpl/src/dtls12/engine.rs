@@ -1118,10 +1118,14 @@ impl Engine {
 
     /// corral patch: the first ClientHello this server instance sees is the second of RFC 6347
     /// §4.2.2's exchange (message_seq 1, its cookie verified before this instance existed), and the
-    /// ServerHello answering it has message_seq 1.
-    pub fn expect_verified_cookie(&mut self) {
+    /// ServerHello answering it has message_seq 1. Its records start at the record sequence number
+    /// after `hello_verify_seq`, the one the caller's HelloVerifyRequest carried (RFC 6347 §4.2.1: the
+    /// ClientHello's): a client's replay window has seen that one already (pion drops a ServerHello
+    /// that reuses it).
+    pub fn expect_verified_cookie(&mut self, hello_verify_seq: u64) {
         self.peer_handshake_seq_no = 1;
         self.next_handshake_seq_no = 1;
+        self.sequence_epoch_0.sequence_number = hello_verify_seq.saturating_add(1) & 0xffff_ffff_ffff;
     }
 
     /// Reset client handshake state after receiving HelloVerifyRequest.

@@ -148,8 +148,8 @@ impl Server {
     }
 
     /// corral patch: see [`crate::Dtls::expect_verified_cookie`].
-    pub(crate) fn expect_verified_cookie(&mut self) {
-        self.engine.expect_verified_cookie();
+    pub(crate) fn expect_verified_cookie(&mut self, hello_verify_seq: u64) {
+        self.engine.expect_verified_cookie(hello_verify_seq);
     }
 
     /// corral patch: the engine, for [`crate::Dtls::newest_authenticated_record`] and

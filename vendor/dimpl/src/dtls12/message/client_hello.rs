@@ -94,10 +94,14 @@ impl ClientHello {
         ranges.push((ExtensionType::SignatureAlgorithms, start_pos, buf.len()));
 
         // Add use_srtp extension for DTLS-SRTP support
-        let use_srtp = UseSrtpExtension::default();
-        let start_pos = buf.len();
-        use_srtp.serialize(buf);
-        ranges.push((ExtensionType::UseSrtp, start_pos, buf.len()));
+        // corral patch: only when asked (Config::offer_srtp): a CoAP client has no SRTP, and pion's
+        // server refuses a ClientHello with profiles it does not share.
+        if config.offer_srtp() {
+            let use_srtp = UseSrtpExtension::default();
+            let start_pos = buf.len();
+            use_srtp.serialize(buf);
+            ranges.push((ExtensionType::UseSrtp, start_pos, buf.len()));
+        }
 
         // // Add session_ticket extension (empty)
         // let start_pos = buf.len();

@@ -25,6 +25,9 @@ fn bind() -> UdpSocket {
     s
 }
 
+/// What the server read (from whom) and what the client read back, in one exchange.
+type Exchanged = (Option<(SocketAddr, Vec<u8>)>, Option<Vec<u8>>);
+
 /// A client layer and a server layer on real sockets; the client's socket can be replaced.
 struct Pair {
     client: DtlsLayer,
@@ -83,7 +86,7 @@ impl Pair {
     }
 
     /// The client sends `data` and the server answers `answer`; what each received.
-    fn exchange(&mut self, data: &[u8], answer: &[u8]) -> (Option<(SocketAddr, Vec<u8>)>, Option<Vec<u8>>) {
+    fn exchange(&mut self, data: &[u8], answer: &[u8]) -> Exchanged {
         let server = self.server_addr();
         self.client.send(server, data);
         self.pump();

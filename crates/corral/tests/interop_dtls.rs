@@ -18,18 +18,6 @@ fn out(o: &std::process::Output) -> String {
     format!("status {:?}\nstdout: {}\nstderr: {}", o.status.code(), stdout(o), stderr(o))
 }
 
-fn corral_dtls_server() -> (tempfile::TempDir, Proc) {
-    let dir = tempfile::tempdir().unwrap();
-    let psk = dir.path().join("psk.json");
-    std::fs::write(&psk, r#"{"alice": "secretPSK"}"#).unwrap();
-    let mut cmd = Command::new(CORRAL);
-    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", "127.0.0.1:0", "--psk-file"]).arg(&psk);
-    let s = spawn_with_port(&mut cmd, |line| {
-        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
-    });
-    (dir, s)
-}
-
 fn libcoap_client_against_corral(client: &str) {
     if !interop_enabled(&[client]) {
         return;

@@ -49,14 +49,7 @@ fn pions_client_keeps_its_session_with_corral_serve_after_changing_port() {
     if !interop_enabled(&["go"]) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let psk = dir.path().join("psk.json");
-    std::fs::write(&psk, r#"{"alice": "secretPSK"}"#).unwrap();
-    let mut cmd = Command::new(CORRAL);
-    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", "127.0.0.1:0", "--psk-file"]).arg(&psk);
-    let s = spawn_with_port(&mut cmd, |line| {
-        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
-    });
+    let (_dir, s) = corral_dtls_server();
     let addr = format!("127.0.0.1:{}", s.port);
     let o = run(
         Command::new(peer()).args([

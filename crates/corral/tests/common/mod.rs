@@ -289,14 +289,7 @@ pub fn libcoap_server_with(extra: &[&str]) -> Proc {
         if std::net::TcpListener::bind(("::", port)).is_err() {
             continue;
         }
-        let child = Command::new("coap-server-notls")
-            .args(["-p", &port.to_string()])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start coap-server-notls");
+        let child = spawn_libcoap_server("coap-server-notls", port, extra);
         let server = Proc { child, port };
         let o = corral(&["get", &format!("coap://127.0.0.1:{port}/"), "-B", "3"]);
         if o.status.code().is_some_and(|c| c == 0 || c == 4 || c == 5) {
@@ -449,14 +442,7 @@ pub fn libcoap_dtls_server(server: &str, extra: &[&str]) -> Proc {
         {
             continue;
         }
-        let child = Command::new(server)
-            .args(["-p", &port.to_string()])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {server}: {e}"));
+        let child = spawn_libcoap_server(server, port, extra);
         let proc = Proc { child, port: port + 1 };
         for _ in 0..20 {
             std::thread::sleep(Duration::from_millis(100));
@@ -467,4 +453,30 @@ pub fn libcoap_dtls_server(server: &str, extra: &[&str]) -> Proc {
         }
     }
     panic!("{server} did not come up");
+}
+
+/// A libcoap server `server -p PORT EXTRA…`, quiet.
+fn spawn_libcoap_server(server: &str, port: u16, extra: &[&str]) -> Child {
+    Command::new(server)
+        .args(["-p", &port.to_string()])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {server}: {e}"))
+}
+
+/// `corral serve` with plain CoAP on an ephemeral port and coaps:// (PSK `alice` / `secretPSK`) on
+/// another; the PSK file's directory lives as long as the returned guard.
+pub fn corral_dtls_server() -> (tempfile::TempDir, Proc) {
+    let dir = tempfile::tempdir().unwrap();
+    let psk = dir.path().join("psk.json");
+    std::fs::write(&psk, r#"{"alice": "secretPSK"}"#).unwrap();
+    let mut cmd = Command::new(CORRAL);
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", "127.0.0.1:0", "--psk-file"]).arg(&psk);
+    let s = spawn_with_port(&mut cmd, |line| {
+        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
+    });
+    (dir, s)
 }

@@ -15,6 +15,12 @@
 //! - **A bounded session table** keyed by peer address: at most [`DtlsConfig::max_sessions`]; a new peer
 //!   in a full table evicts the least recently active session, a handshake before an established one
 //!   (the endpoint's peer table keeps the same discipline: idle and unproven state goes first).
+//! - **Connection IDs** (RFC 9146, [`DtlsConfig::connection_id`]): a server gives each session a random
+//!   [`CID_LEN`]-byte CID derived from the layer's secret and indexes the table by it too; a record
+//!   from an address without a session that carries a known CID is handed to that session, which moves
+//!   to the new address only if the record authenticated and is newer than any before (RFC 9146 §6:
+//!   never on an unauthenticated or replayed record, which is dropped and leaves the session as it
+//!   was). A client offers an empty CID (it has one server address and wants no CID back).
 //! - **Closing**: close_notify from the peer ends the session; a session idle for
 //!   [`DtlsConfig::idle_timeout`] is closed with close_notify; a failed handshake ends the session, and a
 //!   server tells the peer why with a fatal alert (unknown PSK identity, no shared suite, bad Finished).
@@ -40,7 +46,16 @@
 //! exchange inside the per-peer instance (so a spoofed ClientHello would cost an instance) and binds the
 //! cookie to the client random only, not to the address. corral does the exchange itself (`cookie.rs`),
 //! and the patch (`vendor/dimpl/README.corral.md`) lets a fresh server instance accept the cookie-bearing
-//! second ClientHello (message_seq 1). The missing suite and Connection ID are the next patches.
+//! second ClientHello (message_seq 1).
+//!
+//! Connection ID is the second patch (the `connection_id` extension, `tls12_cid` records, RFC 9146 §5's
+//! additional data, and a counter of authenticated records that tells this layer when a session may
+//! move). It went into dimpl rather than a switch of library because no candidate has it for DTLS 1.2
+//! in Rust (rtc-dtls and OpenSSL lack it too), because dimpl's record layer is one module with one
+//! encrypt and one decrypt path (the patch is about 250 lines, each marked and listed in
+//! `vendor/dimpl/README.corral.md`), and because everything else this layer relies on — sans-IO shape,
+//! no C build, the cookie patch — would have to be redone on another library. The patch is checked
+//! against an independent implementation (pion/dtls, through go-coap) in corral's interop tests.
 //!
 //! ## Randomness and time
 //!
@@ -51,6 +66,7 @@
 //! in (the moment its `Instant` zero stands for), reading no clock.
 
 mod cookie;
+mod x509;
 
 use corral_proto::{Duration, Instant, Transmit};
 use hmac::{Hmac, KeyInit, Mac};
@@ -61,6 +77,7 @@ use std::sync::{Arc, Mutex};
 use tracing::{debug, info, trace, warn};
 
 pub use dimpl;
+pub use x509::X509;
 
 /// PSK identities and their keys (a server's credentials). Its `Debug` shows the identities, never a key.
 #[derive(Clone, Default)]
@@ -128,6 +145,17 @@ pub struct DtlsConfig {
     /// Plaintext datagrams a client queues for a peer while its handshake runs; more are dropped (the
     /// message layer retransmits).
     pub max_queued: usize,
+    /// Negotiate Connection IDs (RFC 9146): a server gives each session a random
+    /// [`CID_LEN`]-byte CID when the client offers the extension, and follows a session to a new
+    /// address; a client offers an empty CID (it sends the server's, and wants none back). On by
+    /// default; a peer without the extension is unaffected.
+    pub connection_id: bool,
+    /// X.509 (RFC 7252 §9.1.3.3): this side's certificate and key, and the CAs a peer's certificate
+    /// must be signed by. A server with it also accepts certificate handshakes
+    /// (`TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8` first) and requires a client certificate in them; a client
+    /// with it authenticates by certificate only (its PSK identity and key are not used). The peer's
+    /// subject is [`DtlsEvent::Connected`]'s identity.
+    pub x509: Option<Arc<X509>>,
 }
 
 impl DtlsConfig {
@@ -139,6 +167,8 @@ impl DtlsConfig {
             handshake_timeout: Duration::from_secs(30),
             mtu: 1280,
             max_queued: 16,
+            connection_id: true,
+            x509: None,
         }
     }
 }
@@ -155,6 +185,8 @@ pub enum HandshakeFailure {
     NoSharedSuite,
     /// The peer's certificate was refused.
     BadCertificate,
+    /// The peer's certificate is not signed by a trusted CA (or cannot be checked): why.
+    UntrustedCertificate(String),
     /// No answer within the handshake timeout.
     Timeout,
     /// The peer ended the handshake with another fatal alert (its TLS alert description).
@@ -169,7 +201,10 @@ impl std::fmt::Display for HandshakeFailure {
             HandshakeFailure::UnknownIdentity => write!(f, "unknown PSK identity (check -u and the server's keys)"),
             HandshakeFailure::BadKey => write!(f, "the keys do not match (check -k)"),
             HandshakeFailure::NoSharedSuite => write!(f, "no shared cipher suite"),
-            HandshakeFailure::BadCertificate => write!(f, "bad certificate"),
+            HandshakeFailure::BadCertificate => {
+                write!(f, "bad certificate (the peer refused ours, or sent one that is not P-256 ECDSA)")
+            }
+            HandshakeFailure::UntrustedCertificate(why) => write!(f, "{why} (check -C)"),
             HandshakeFailure::Timeout => {
                 write!(f, "no answer to the handshake (a server may refuse a key silently: check -k and -u)")
             }
@@ -216,7 +251,7 @@ impl HandshakeFailure {
         match self {
             HandshakeFailure::UnknownIdentity => alert::UNKNOWN_PSK_IDENTITY,
             HandshakeFailure::BadKey => alert::DECRYPT_ERROR,
-            HandshakeFailure::BadCertificate => alert::BAD_CERTIFICATE,
+            HandshakeFailure::BadCertificate | HandshakeFailure::UntrustedCertificate(_) => alert::BAD_CERTIFICATE,
             _ => alert::HANDSHAKE_FAILURE,
         }
     }
@@ -225,7 +260,8 @@ impl HandshakeFailure {
 /// What happened to a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DtlsEvent {
-    /// The handshake with `peer` is done; `identity` is the PSK identity it proved.
+    /// The handshake with `peer` is done; `identity` is the PSK identity it proved, or the subject of its
+    /// certificate (RFC 4514 text).
     Connected { peer: SocketAddr, identity: Option<Vec<u8>> },
     /// The handshake with `peer` failed.
     Failed { peer: SocketAddr, reason: HandshakeFailure },
@@ -244,9 +280,21 @@ pub struct DtlsStats {
     /// Sessions closed for idleness or evicted from a full table.
     pub idle_closed: u64,
     pub evicted: u64,
-    /// Datagrams from peers without a session that were not ClientHellos, dropped.
+    /// Datagrams from peers without a session that were not ClientHellos, dropped (records with a
+    /// known Connection ID from a new address that did not authenticate among them).
     pub dropped: u64,
+    /// Sessions that followed their peer to a new address by Connection ID (RFC 9146 §6).
+    pub moved: u64,
 }
+
+/// The length of the Connection IDs a server gives its sessions: 48 random bits, short for a
+/// constrained link and long enough that a guessed one is also a forged record.
+pub const CID_LEN: usize = 6;
+
+/// RFC 9146 §4: the outer content type of a record with a Connection ID, which follows the record's
+/// epoch and sequence number (11 bytes in).
+const TLS12_CID: u8 = 25;
+const CID_AT: usize = 11;
 
 struct Session {
     dtls: dimpl::Dtls,
@@ -261,6 +309,8 @@ struct Session {
     /// The local address the peer reached (answers leave from it).
     local: Option<IpAddr>,
     lru: u64,
+    /// The Connection ID a server gave this session (used when the client negotiated CIDs).
+    cid: Option<Vec<u8>>,
 }
 
 /// The PSK identity a peer named, and whether the server knows it.
@@ -304,6 +354,8 @@ pub struct DtlsLayer {
     secret: [u8; 32],
     seeds: u64,
     sessions: HashMap<SocketAddr, Session>,
+    /// A server's sessions by their Connection ID (RFC 9146), as many as `sessions`.
+    by_cid: HashMap<Vec<u8>, SocketAddr>,
     lru_clock: u64,
     transmits: VecDeque<Transmit>,
     plaintext: VecDeque<(SocketAddr, Vec<u8>)>,
@@ -312,6 +364,8 @@ pub struct DtlsLayer {
     /// The latest `now` the layer was given (for sends, which have none).
     now: Instant,
     buf: Vec<u8>,
+    /// dimpl's crypto provider, whose signature check verifies peer certificates against the CAs.
+    provider: dimpl::crypto::CryptoProvider,
 }
 
 impl DtlsLayer {
@@ -324,12 +378,14 @@ impl DtlsLayer {
             secret,
             seeds: 0,
             sessions: HashMap::new(),
+            by_cid: HashMap::new(),
             lru_clock: 0,
             transmits: VecDeque::new(),
             plaintext: VecDeque::new(),
             events: VecDeque::new(),
             stats: DtlsStats::default(),
             now: Instant::ZERO,
+            provider: dimpl::crypto::rust_crypto::default_provider(),
         }
     }
 
@@ -355,44 +411,97 @@ impl DtlsLayer {
         self.base + std::time::Duration::from_micros(t.as_micros())
     }
 
-    /// A seed for one session's non-secret choices, derived from the layer's secret.
-    fn next_seed(&mut self) -> u64 {
+    /// The Connection ID the session with `peer` negotiated (RFC 9146), this side's: the one the
+    /// peer's records carry (empty: none). `None` without a session or without CIDs.
+    pub fn connection_id(&self, peer: SocketAddr) -> Option<&[u8]> {
+        self.sessions.get(&peer)?.dtls.connection_id()
+    }
+
+    /// 32 bytes derived from the layer's secret for `label`, fresh at each call.
+    fn derive(&mut self, label: &[u8]) -> [u8; 32] {
         self.seeds += 1;
         let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.secret).expect("HMAC takes any key");
-        mac.update(b"corral-dtls session seed");
+        mac.update(label);
         mac.update(&self.seeds.to_be_bytes());
-        let out = mac.finalize().into_bytes();
+        mac.finalize().into_bytes().into()
+    }
+
+    /// A seed for one session's non-secret choices, derived from the layer's secret.
+    fn next_seed(&mut self) -> u64 {
+        let out = self.derive(b"corral-dtls session seed");
         u64::from_be_bytes(out[..8].try_into().expect("8 of 32 bytes"))
     }
 
-    fn dimpl_config(&mut self, seen: &Arc<Mutex<Option<Named>>>) -> Result<Arc<dimpl::Config>, dimpl::Error> {
+    /// A Connection ID no session holds, derived from the layer's secret (unpredictable on real
+    /// sockets, reproducible under a seed).
+    fn fresh_cid(&mut self) -> Vec<u8> {
+        loop {
+            let cid = self.derive(b"corral-dtls connection id")[..CID_LEN].to_vec();
+            if !self.by_cid.contains_key(&cid) {
+                return cid;
+            }
+        }
+    }
+
+    fn dimpl_config(
+        &mut self,
+        seen: &Arc<Mutex<Option<Named>>>,
+        cid: Option<Vec<u8>>,
+    ) -> Result<Arc<dimpl::Config>, dimpl::Error> {
         let seed = self.next_seed();
         let builder = dimpl::Config::builder()
             .mtu(self.config.mtu)
             .use_server_cookie(false)
+            // A CoAP endpoint has no SRTP; pion's server refuses a use_srtp it cannot match.
+            .offer_srtp(false)
             .handshake_timeout(std::time::Duration::from_micros(self.config.handshake_timeout.as_micros()))
             .dangerously_set_rng_seed(seed);
+        let builder = match cid {
+            Some(cid) => builder.connection_id(cid),
+            None => builder,
+        };
         let builder = match &self.config.role {
-            Role::Server(keys) => {
+            Role::Server(keys) if !keys.is_empty() || self.config.x509.is_none() => {
                 builder.with_psk_server(None, Arc::new(Resolver { keys: keys.clone(), seen: seen.clone() }))
             }
-            Role::Client { identity, key } => {
+            Role::Client { identity, key } if self.config.x509.is_none() => {
                 builder.with_psk_client(identity.clone(), Arc::new(FixedKey(key.clone())))
             }
+            _ => builder,
         };
         builder.build().map(Arc::new)
     }
 
     /// A new session with `peer`, evicting one from a full table first.
-    fn open(&mut self, now: Instant, peer: SocketAddr, local: Option<IpAddr>) -> Result<(), dimpl::Error> {
+    /// `hello_verify_seq`: a server's, the record sequence number of its HelloVerifyRequest to `peer`.
+    fn open(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        local: Option<IpAddr>,
+        hello_verify_seq: u64,
+    ) -> Result<(), dimpl::Error> {
         if self.sessions.len() >= self.config.max_sessions.max(1) {
             self.evict(now);
         }
         let identity = Arc::new(Mutex::new(None));
-        let config = self.dimpl_config(&identity)?;
-        let mut dtls = dimpl::Dtls::new_12_psk(config, self.to_std(now));
+        // A server's sessions each get their own CID; a client asks for none (RFC 9146 §3).
+        let cid = match self.config.role {
+            _ if !self.config.connection_id => None,
+            Role::Server(_) => Some(self.fresh_cid()),
+            Role::Client { .. } => Some(Vec::new()),
+        };
+        let config = self.dimpl_config(&identity, cid.clone())?;
+        let mut dtls = match &self.config.x509 {
+            Some(x) => dimpl::Dtls::new_12(
+                config,
+                dimpl::DtlsCertificate { certificate: x.certificate.clone(), private_key: x.key.clone() },
+                self.to_std(now),
+            ),
+            None => dimpl::Dtls::new_12_psk(config, self.to_std(now)),
+        };
         match self.config.role {
-            Role::Server(_) => dtls.expect_verified_cookie(),
+            Role::Server(_) => dtls.expect_verified_cookie(hello_verify_seq),
             Role::Client { .. } => dtls.set_active(true),
         }
         // dimpl draws its random and (a client) sends its ClientHello on the first timeout.
@@ -407,9 +516,27 @@ impl DtlsLayer {
             queued: VecDeque::new(),
             local,
             lru: self.lru_clock,
+            cid: cid.filter(|c| !c.is_empty()),
         };
-        self.sessions.insert(peer, session);
+        self.insert(peer, session);
         Ok(())
+    }
+
+    /// Keeps `session` as the session with `peer`, findable by its Connection ID.
+    fn insert(&mut self, peer: SocketAddr, session: Session) {
+        if let Some(cid) = &session.cid {
+            self.by_cid.insert(cid.clone(), peer);
+        }
+        self.sessions.insert(peer, session);
+    }
+
+    /// Forgets the session with `peer` (and its Connection ID).
+    fn remove(&mut self, peer: SocketAddr) -> Option<Session> {
+        let session = self.sessions.remove(&peer)?;
+        if let Some(cid) = &session.cid {
+            self.by_cid.remove(cid);
+        }
+        Some(session)
     }
 
     /// Forgets the least recently active session, a handshake before an established one.
@@ -429,7 +556,7 @@ impl DtlsLayer {
                 self.drain(now, peer);
             }
         }
-        if self.sessions.remove(&peer).is_some() {
+        if self.remove(peer).is_some() {
             self.events.push_back(DtlsEvent::Closed { peer });
         }
     }
@@ -437,8 +564,14 @@ impl DtlsLayer {
     /// A datagram from `peer`, which reached local address `local`.
     pub fn handle_datagram(&mut self, now: Instant, peer: SocketAddr, local: Option<IpAddr>, data: &[u8]) {
         self.now = now;
-        if !self.sessions.contains_key(&peer) && !self.accept(now, peer, local, data) {
-            return;
+        if !self.sessions.contains_key(&peer) {
+            if let Some(old) = self.session_by_cid(data) {
+                self.handle_moved(now, old, peer, local, data);
+                return;
+            }
+            if !self.accept(now, peer, local, data) {
+                return;
+            }
         }
         let Some(s) = self.sessions.get_mut(&peer) else { return };
         s.last_active = now;
@@ -448,6 +581,45 @@ impl DtlsLayer {
             s.local = local;
         }
         let result = s.dtls.handle_packet(data);
+        self.after(now, peer, result);
+    }
+
+    /// The address of the established session whose Connection ID the record at the start of `data`
+    /// carries (a server's sessions; RFC 9146 §4).
+    fn session_by_cid(&self, data: &[u8]) -> Option<SocketAddr> {
+        if data.first() != Some(&TLS12_CID) {
+            return None;
+        }
+        let peer = *self.by_cid.get(data.get(CID_AT..CID_AT + CID_LEN)?)?;
+        self.sessions.get(&peer).filter(|s| s.connected).map(|_| peer)
+    }
+
+    /// A datagram from `peer` for the session with `old`, found by its Connection ID. The session moves
+    /// to `peer` only if a record in it authenticated and is newer than any before (RFC 9146 §6);
+    /// otherwise nothing changes: a record replayed or forged from another address neither moves nor
+    /// ends the session.
+    fn handle_moved(&mut self, now: Instant, old: SocketAddr, peer: SocketAddr, local: Option<IpAddr>, data: &[u8]) {
+        let Some(s) = self.sessions.get_mut(&old) else { return };
+        let before = s.dtls.newest_authenticated_record();
+        let result = s.dtls.handle_packet(data);
+        if s.dtls.newest_authenticated_record() <= before {
+            trace!(%peer, session = %old, "record with a known Connection ID from another address did not authenticate: dropped");
+            self.stats.dropped += 1;
+            if result.is_ok() {
+                self.drain(now, old);
+            }
+            return;
+        }
+        let Some(mut s) = self.remove(old) else { return };
+        s.last_active = now;
+        self.lru_clock += 1;
+        s.lru = self.lru_clock;
+        if local.is_some() {
+            s.local = local;
+        }
+        self.insert(peer, s);
+        debug!(from = %old, to = %peer, "DTLS session moved to a new address by its Connection ID");
+        self.stats.moved += 1;
         self.after(now, peer, result);
     }
 
@@ -471,7 +643,9 @@ impl DtlsLayer {
             self.transmits.push_back(Transmit { dst: peer, payload, src: local });
             return false;
         }
-        match self.open(now, peer, local) {
+        // The HelloVerifyRequest echoed the first ClientHello's record number, which is below this one's.
+        let seq = hello.record_seq.iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
+        match self.open(now, peer, local, seq) {
             Ok(()) => {
                 debug!(%peer, "DTLS handshake started");
                 true
@@ -493,9 +667,10 @@ impl DtlsLayer {
 
     fn fail(&mut self, now: Instant, peer: SocketAddr, e: &dimpl::Error) {
         self.drain(now, peer);
-        let Some(s) = self.sessions.remove(&peer) else { return };
+        let Some(s) = self.sessions.get(&peer) else { return };
         if s.connected {
             debug!(%peer, error = %e, "DTLS session ended");
+            self.remove(peer);
             self.events.push_back(DtlsEvent::Closed { peer });
             return;
         }
@@ -507,9 +682,17 @@ impl DtlsLayer {
             HandshakeFailure::Other(_) if matches!(e, dimpl::Error::CryptoError(_)) => HandshakeFailure::BadKey,
             r => r,
         };
+        self.fail_with(peer, reason);
+    }
+
+    /// Ends the handshake with `peer` for `reason`: a server tells the peer why with a fatal alert, and
+    /// so does a client that refuses the server's certificate.
+    fn fail_with(&mut self, peer: SocketAddr, reason: HandshakeFailure) {
+        let Some(s) = self.remove(peer) else { return };
         info!(%peer, %reason, "DTLS handshake failed");
         self.stats.handshakes_failed += 1;
-        if self.is_server() && reason != HandshakeFailure::Timeout {
+        let tell = self.is_server() || matches!(reason, HandshakeFailure::UntrustedCertificate(_));
+        if tell && reason != HandshakeFailure::Timeout {
             let payload = cookie::fatal_alert(reason.alert());
             self.transmits.push_back(Transmit { dst: peer, payload, src: s.local });
         }
@@ -522,10 +705,26 @@ impl DtlsLayer {
         loop {
             let mut release = false;
             let mut closed = false;
+            let mut untrusted = None;
             {
                 let Some(s) = self.sessions.get_mut(&peer) else { return };
                 loop {
                     match s.dtls.poll_output(&mut self.buf) {
+                        // The peer's certificate, before its handshake ends: trusted or the end of it.
+                        dimpl::Output::PeerCert(der) => {
+                            let Some(x) = &self.config.x509 else { continue };
+                            match x509::verify(&x.ca, der, &self.provider) {
+                                Ok(subject) => {
+                                    if let Ok(mut named) = s.identity.lock() {
+                                        *named = Some(Named { identity: subject.into_bytes(), known: true });
+                                    }
+                                }
+                                Err(why) => {
+                                    untrusted = Some(why);
+                                    break;
+                                }
+                            }
+                        }
                         dimpl::Output::Packet(p) => {
                             self.transmits.push_back(Transmit { dst: peer, payload: p.to_vec(), src: s.local })
                         }
@@ -551,9 +750,13 @@ impl DtlsLayer {
                     }
                 }
             }
+            if let Some(why) = untrusted {
+                self.fail_with(peer, HandshakeFailure::UntrustedCertificate(why));
+                return;
+            }
             if closed {
                 debug!(%peer, "DTLS close_notify");
-                self.sessions.remove(&peer);
+                self.remove(peer);
                 self.events.push_back(DtlsEvent::Closed { peer });
                 return;
             }
@@ -585,7 +788,7 @@ impl DtlsLayer {
                 trace!(%peer, "no DTLS session with the peer: datagram dropped");
                 return;
             }
-            if let Err(e) = self.open(now, peer, None) {
+            if let Err(e) = self.open(now, peer, None, 0) {
                 warn!(%peer, error = %e, "cannot start a DTLS session");
                 return;
             }

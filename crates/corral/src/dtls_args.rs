@@ -1,13 +1,15 @@
-//! coaps:// on the command line: the client verbs' libcoap-style PSK flags (`-k KEY -u IDENTITY`), the
-//! server's `--dtls [ADDR:PORT]` and its PSK file (`--psk-file`), and turning them into corral-tokio's
-//! [`DtlsConfig`]. Owns the PSK file's format and its one-line errors; the DTLS itself is corral-dtls's.
+//! coaps:// on the command line: the client verbs' libcoap-style PSK flags (`-k KEY -u IDENTITY`) and
+//! certificate flags (`-c CERT -j KEY -C CA`, PEM files), the server's `--dtls [ADDR:PORT]` with its PSK
+//! file (`--psk-file`) and/or certificate (`--cert --key --ca`), and turning them into corral-tokio's
+//! [`DtlsConfig`]. Owns the PSK file's format and the one-line errors about these files; the DTLS itself
+//! is corral-dtls's.
 //!
 //! The PSK file maps identities to keys, a JSON object: `{"alice": "secretPSK", "bob": {"hex": "00ff…"}}`
 //! (a string is the key's bytes as written, as libcoap's `-k` takes them).
 
 use crate::exit::Failure;
 use clap::Args;
-use corral_tokio::{DtlsConfig, DtlsRole, PskKeys, ServerHandle};
+use corral_tokio::{DtlsConfig, DtlsRole, PskKeys, ServerHandle, X509};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,17 @@ pub struct DtlsClientArgs {
     /// coaps://: the PSK identity (libcoap's -u); with -k.
     #[arg(short = 'u', long = "identity", value_name = "IDENTITY", requires = "psk")]
     pub identity: Option<String>,
+    /// coaps://: this client's X.509 certificate, PEM (libcoap's -c); with -j and -C. The handshake uses
+    /// TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8 on P-256 (or another ECDHE_ECDSA suite the server prefers).
+    #[arg(short = 'c', long = "cert", value_name = "CERT", requires_all = ["key", "ca"], conflicts_with = "psk")]
+    pub cert: Option<PathBuf>,
+    /// coaps://: the certificate's private key, PEM, P-256 (libcoap's -j); with -c.
+    #[arg(short = 'j', long = "key", value_name = "KEY", requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// coaps://: the CA certificate(s), PEM, that must have signed the server's certificate (libcoap's
+    /// -C); with -c. A server certificate it did not sign fails the handshake (exit status 8).
+    #[arg(short = 'C', long = "ca", value_name = "CA", requires = "cert")]
+    pub ca: Option<PathBuf>,
 }
 
 impl DtlsClientArgs {
@@ -33,38 +46,69 @@ impl DtlsClientArgs {
     pub fn check(&self, scheme: corral_tokio::Scheme) -> Result<(), Failure> {
         use corral_tokio::Scheme;
         match scheme {
-            Scheme::Coaps if self.psk.is_none() => {
-                Err(Failure::usage("coaps:// needs DTLS credentials: -k KEY -u IDENTITY (a pre-shared key)"))
-            }
-            Scheme::Coaps => Ok(()),
+            Scheme::Coaps if self.psk.is_none() && self.cert.is_none() => Err(Failure::usage(
+                "coaps:// needs DTLS credentials: -k KEY -u IDENTITY (a pre-shared key) or -c CERT -j KEY -C CA",
+            )),
+            Scheme::Coaps => self.x509().map(|_| ()),
             Scheme::CoapsTcp => {
                 Err(Failure::usage("coaps+tcp:// (CoAP over TLS) is not supported; use coaps:// or coap+tcp://"))
             }
-            _ if self.psk.is_some() => {
-                Err(Failure::usage(format!("-k/-u are DTLS credentials for coaps:// URIs, not {scheme}://")))
-            }
+            _ if self.psk.is_some() || self.cert.is_some() => Err(Failure::usage(format!(
+                "-k/-u and -c/-j/-C are DTLS credentials for coaps:// URIs, not {scheme}://"
+            ))),
             _ => Ok(()),
         }
     }
 
-    /// The client's DTLS configuration, if credentials were given.
+    /// The client's DTLS configuration, if credentials were given ([`check`](Self::check) has said that
+    /// the certificate files load).
     pub fn config(&self) -> Option<DtlsConfig> {
+        if let Some(x509) = self.x509().ok().flatten() {
+            let mut config = DtlsConfig::new(DtlsRole::Client { identity: Vec::new(), key: Vec::new() });
+            config.x509 = Some(Arc::new(x509));
+            return Some(config);
+        }
         let (identity, key) = (self.identity.as_ref()?, self.psk.as_ref()?);
         Some(DtlsConfig::new(DtlsRole::Client { identity: identity.as_bytes().to_vec(), key: key.as_bytes().to_vec() }))
     }
+
+    /// The certificate, key and CA of -c/-j/-C, read.
+    fn x509(&self) -> Result<Option<X509>, Failure> {
+        let (Some(cert), Some(key), Some(ca)) = (&self.cert, &self.key, &self.ca) else { return Ok(None) };
+        load_x509(cert, key, ca).map(Some)
+    }
+}
+
+/// Reads a certificate, its key and the CA file (PEM), or says in one line which is wrong.
+pub fn load_x509(cert: &Path, key: &Path, ca: &Path) -> Result<X509, Failure> {
+    let read =
+        |p: &Path| std::fs::read_to_string(p).map_err(|e| Failure::other(format!("cannot read {}: {e}", p.display())));
+    X509::from_pem(&read(cert)?, &read(key)?, &read(ca)?)
+        .map_err(|why| Failure::usage(format!("{why} ({}, {}, {})", cert.display(), key.display(), ca.display())))
 }
 
 /// `corral serve`'s DTLS flags.
 #[derive(Args, Debug, Clone, Default)]
 pub struct DtlsServeArgs {
-    /// Also serve coaps:// (CoAP over DTLS 1.2, PSK with TLS_PSK_WITH_AES_128_CCM_8) on ADDR:PORT; without
-    /// it on the UDP address with port 5684. Needs --psk-file.
-    #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "", requires = "psk_file")]
+    /// Also serve coaps:// (CoAP over DTLS 1.2) on ADDR:PORT; without it on the UDP address with port
+    /// 5684. Needs --psk-file (PSK, TLS_PSK_WITH_AES_128_CCM_8) or --cert/--key/--ca (X.509,
+    /// TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8), or both.
+    #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
     pub dtls: Option<String>,
     /// The PSK identities and keys coaps:// clients may use: a JSON object
     /// {"IDENTITY": "KEY", "IDENTITY2": {"hex": "00ff"}}.
     #[arg(long, value_name = "FILE", requires = "dtls")]
     pub psk_file: Option<PathBuf>,
+    /// coaps://: the server's X.509 certificate, PEM (libcoap's -c); with --key and --ca. Clients must
+    /// present a certificate signed by --ca; the subject of theirs names them.
+    #[arg(long = "cert", value_name = "CERT", requires_all = ["dtls", "server_key", "server_ca"])]
+    pub server_cert: Option<PathBuf>,
+    /// coaps://: the certificate's private key, PEM, P-256 (libcoap's -j).
+    #[arg(long = "key", value_name = "KEY", requires = "server_cert")]
+    pub server_key: Option<PathBuf>,
+    /// coaps://: the CA certificate(s), PEM, that must have signed a client's certificate (libcoap's -C).
+    #[arg(long = "ca", value_name = "CA", requires = "server_cert")]
+    pub server_ca: Option<PathBuf>,
 }
 
 impl DtlsServeArgs {
@@ -79,9 +123,18 @@ impl DtlsServeArgs {
                 Failure::usage(format!("`{at}` is not ADDR:PORT for --dtls (e.g. [::]:5684 or 127.0.0.1:5684)"))
             })?
         };
-        let file = self.psk_file.as_deref().ok_or_else(|| Failure::usage("--dtls needs --psk-file FILE"))?;
-        let keys = load_psk_file(file)?;
-        Ok(Some((addr, DtlsConfig::new(DtlsRole::Server(Arc::new(keys))))))
+        let x509 = match (&self.server_cert, &self.server_key, &self.server_ca) {
+            (Some(c), Some(k), Some(ca)) => Some(Arc::new(load_x509(c, k, ca)?)),
+            _ => None,
+        };
+        let keys = match self.psk_file.as_deref() {
+            Some(file) => load_psk_file(file)?,
+            None if x509.is_some() => PskKeys::new(),
+            None => return Err(Failure::usage("--dtls needs --psk-file FILE or --cert CERT --key KEY --ca CA")),
+        };
+        let mut config = DtlsConfig::new(DtlsRole::Server(Arc::new(keys)));
+        config.x509 = x509;
+        Ok(Some((addr, config)))
     }
 }
 
@@ -101,12 +154,30 @@ pub fn spawn_server(
     server.spawn().map_err(|e| Failure::other(format!("cannot start the coaps:// server: {e}")))
 }
 
-/// The banner's coaps:// line (printed with the plain banner, also with --json: on stdout after it).
+/// The banner's coaps:// line (printed with the plain banner, also with --json: on stdout after it), for a
+/// server of PSK only.
+#[allow(dead_code)] // serve names its modes (announce_as); kept for the other servers' PSK banners
 pub fn announce(server: Option<&ServerHandle>) {
+    announce_as(server, "PSK")
+}
+
+/// The banner's coaps:// line naming the modes served (`PSK`, `X.509`, `PSK, X.509`).
+pub fn announce_as(server: Option<&ServerHandle>, modes: &str) {
     if let Some(s) = server {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "corral serve: coaps:// (DTLS 1.2, PSK) on {}", s.local_addr());
+        let _ = writeln!(out, "corral serve: coaps:// (DTLS 1.2, {modes}) on {}", s.local_addr());
         let _ = out.flush();
+    }
+}
+
+impl DtlsServeArgs {
+    /// The modes these flags serve, as the banner names them.
+    pub fn modes(&self) -> &'static str {
+        match (self.psk_file.is_some(), self.server_cert.is_some()) {
+            (true, true) => "PSK, X.509",
+            (false, true) => "X.509",
+            _ => "PSK",
+        }
     }
 }
 

@@ -198,7 +198,7 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
             w.spawn().await?;
         }
         announce(&args, local, tcp_local, http, v);
-        crate::dtls_args::announce(coaps.as_ref());
+        crate::dtls_args::announce_as(coaps.as_ref(), args.dtls.modes());
         crate::wait_for_signal().await;
         tracing::info!("shutting down");
         workers.stop().await;

@@ -9,25 +9,13 @@
 
 mod common;
 use common::*;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn out(o: &std::process::Output) -> String {
     format!("status {:?}\nstdout: {}\nstderr: {}", o.status.code(), stdout(o), stderr(o))
-}
-
-fn corral_dtls_server() -> (tempfile::TempDir, Proc) {
-    let dir = tempfile::tempdir().unwrap();
-    let psk = dir.path().join("psk.json");
-    std::fs::write(&psk, r#"{"alice": "secretPSK"}"#).unwrap();
-    let mut cmd = Command::new(CORRAL);
-    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", "127.0.0.1:0", "--psk-file"]).arg(&psk);
-    let s = spawn_with_port(&mut cmd, |line| {
-        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
-    });
-    (dir, s)
 }
 
 fn libcoap_client_against_corral(client: &str) {
@@ -72,39 +60,11 @@ fn coap_client_openssl_against_corral_serve_dtls() {
     libcoap_client_against_corral("coap-client-openssl");
 }
 
-/// libcoap's server with PSK `secretPSK` (any identity), its DTLS port.
-fn libcoap_dtls_server(server: &str) -> Proc {
-    for _ in 0..5 {
-        let port = free_udp_port();
-        if std::net::UdpSocket::bind(("127.0.0.1", port + 1)).is_err()
-            || std::net::TcpListener::bind(("::", port)).is_err()
-        {
-            continue;
-        }
-        let child = Command::new(server)
-            .args(["-p", &port.to_string(), "-k", "secretPSK"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {server}: {e}"));
-        let proc = Proc { child, port: port + 1 };
-        for _ in 0..20 {
-            std::thread::sleep(Duration::from_millis(100));
-            let o = corral(&["get", &format!("coap://127.0.0.1:{port}/"), "-B", "1"]);
-            if o.status.code().is_some_and(|c| c == 0 || c == 4 || c == 5) {
-                return proc;
-            }
-        }
-    }
-    panic!("{server} did not come up");
-}
-
 fn corral_against_libcoap(server: &str) {
     if !interop_enabled(&[server]) {
         return;
     }
-    let s = libcoap_dtls_server(server);
+    let s = libcoap_dtls_server(server, &["-k", "secretPSK"]);
     let uri = format!("coaps://127.0.0.1:{}/", s.port);
     let o = run(Command::new(CORRAL).args(["get", &uri, "-k", "secretPSK", "-u", "alice", "-B", "10"]), LIMIT);
     assert_eq!(code(&o), 0, "{}", out(&o));

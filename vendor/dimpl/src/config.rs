@@ -78,6 +78,10 @@ pub struct Config {
     dtls13_cipher_suites: Option<Vec<Dtls13CipherSuite>>,
     kx_groups: Option<Vec<NamedGroup>>,
     psk: Option<Psk>,
+    /// corral patch: the Connection ID this endpoint asks its peer to send with (RFC 9146).
+    connection_id: Option<Vec<u8>>,
+    /// corral patch: whether a client offers use_srtp (RFC 5764).
+    offer_srtp: bool,
 }
 
 impl Config {
@@ -99,6 +103,8 @@ impl Config {
             dtls13_cipher_suites: None,
             kx_groups: None,
             psk: None,
+            connection_id: None,
+            offer_srtp: true,
         }
     }
 
@@ -188,6 +194,22 @@ impl Config {
     #[inline(always)]
     pub fn rng_seed(&self) -> Option<u64> {
         self.rng_seed
+    }
+
+    /// corral patch: the Connection ID (RFC 9146) this endpoint offers in its Hello, which the peer
+    /// puts in every protected record it sends; `None` (the default): the extension is not sent
+    /// and a peer's is ignored. `Some(empty)`: this endpoint sends with the peer's CID but wants
+    /// none in the records it receives. DTLS 1.2 only.
+    #[inline(always)]
+    pub fn connection_id(&self) -> Option<&[u8]> {
+        self.connection_id.as_deref()
+    }
+
+    /// corral patch: whether a client's ClientHello offers use_srtp (DTLS-SRTP, RFC 5764). True by
+    /// default (WebRTC); a CoAP client turns it off.
+    #[inline(always)]
+    pub fn offer_srtp(&self) -> bool {
+        self.offer_srtp
     }
 
     /// Maximum number of AEAD encryptions before triggering a KeyUpdate.
@@ -294,6 +316,10 @@ pub struct ConfigBuilder {
     dtls13_cipher_suites: Option<Vec<Dtls13CipherSuite>>,
     kx_groups: Option<Vec<NamedGroup>>,
     psk: Option<Psk>,
+    /// corral patch: the Connection ID this endpoint asks its peer to send with (RFC 9146).
+    connection_id: Option<Vec<u8>>,
+    /// corral patch: whether a client offers use_srtp (RFC 5764).
+    offer_srtp: bool,
 }
 
 impl ConfigBuilder {
@@ -423,6 +449,19 @@ impl ConfigBuilder {
         self
     }
 
+    /// corral patch: offer the RFC 9146 `connection_id` extension with this CID (at most 255
+    /// bytes; may be empty). See [`Config::connection_id`].
+    pub fn connection_id(mut self, cid: Vec<u8>) -> Self {
+        self.connection_id = Some(cid);
+        self
+    }
+
+    /// corral patch: whether a client offers use_srtp. See [`Config::offer_srtp`].
+    pub fn offer_srtp(mut self, offer: bool) -> Self {
+        self.offer_srtp = offer;
+        self
+    }
+
     /// Set the maximum number of AEAD encryptions before triggering a KeyUpdate.
     ///
     /// Defaults to 2^23 (8,388,608).
@@ -525,6 +564,11 @@ impl ConfigBuilder {
             return Err(Error::ConfigError(ConfigError::MtuTooSmall { mtu: self.mtu as u16, minimum: 64 }));
         }
 
+        // corral patch: a CID's length is one byte on the wire (RFC 9146 §3).
+        if self.connection_id.as_ref().is_some_and(|cid| cid.len() > 255) {
+            return Err(Error::ConfigError(ConfigError::ConnectionIdTooLong));
+        }
+
         // Validate aead_encryption_limit: must be at least 1
         if self.aead_encryption_limit == 0 {
             return Err(Error::ConfigError(ConfigError::AeadEncryptionLimitTooSmall));
@@ -607,6 +651,8 @@ impl ConfigBuilder {
             dtls13_cipher_suites: self.dtls13_cipher_suites,
             kx_groups: self.kx_groups,
             psk: self.psk,
+            connection_id: self.connection_id,
+            offer_srtp: self.offer_srtp,
         })
     }
 }
@@ -648,6 +694,7 @@ impl fmt::Debug for Config {
             .field("dtls13_cipher_suites", &self.dtls13_cipher_suites)
             .field("kx_groups", &self.kx_groups)
             .field("psk", &self.psk)
+            .field("connection_id", &self.connection_id)
             .finish()
     }
 }
@@ -670,6 +717,7 @@ impl fmt::Debug for ConfigBuilder {
             .field("dtls13_cipher_suites", &self.dtls13_cipher_suites)
             .field("kx_groups", &self.kx_groups)
             .field("psk", &self.psk)
+            .field("connection_id", &self.connection_id)
             .finish()
     }
 }

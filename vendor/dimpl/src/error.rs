@@ -561,6 +561,8 @@ pub enum ConfigError {
     NoDtls13KeyExchangeGroupsAfterFiltering,
     /// Crypto provider validation failed.
     CryptoProvider(CryptoProviderValidationError),
+    /// corral patch: a Connection ID longer than 255 bytes (RFC 9146 §3).
+    ConnectionIdTooLong,
 }
 
 /// Fine-grained reason for crypto provider validation failure.
@@ -1225,6 +1227,7 @@ impl fmt::Display for ConfigError {
                 write!(f, "DTLS 1.3 cipher suites are enabled but no key exchange groups remain after filtering")
             }
             Self::CryptoProvider(err) => write!(f, "crypto provider validation failed: {err}"),
+            Self::ConnectionIdTooLong => write!(f, "a Connection ID is at most 255 bytes"),
         }
     }
 }

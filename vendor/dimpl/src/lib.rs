@@ -606,10 +606,33 @@ impl Dtls {
     /// verified statelessly (its own HelloVerifyRequest, sent before this instance existed), so this
     /// instance expects it as `message_seq` 1 and answers with `message_seq` 1 (RFC 6347 §4.2.2), as if
     /// it had sent the HelloVerifyRequest itself. Use with `use_server_cookie(false)`, before the first
-    /// packet. Has no effect on a client or a DTLS 1.3 instance.
-    pub fn expect_verified_cookie(&mut self) {
+    /// packet. Has no effect on a client or a DTLS 1.3 instance. `hello_verify_seq` is the record
+    /// sequence number of the caller's HelloVerifyRequest; this instance's records follow it.
+    pub fn expect_verified_cookie(&mut self, hello_verify_seq: u64) {
         if let Some(Inner::Server12(server)) = self.inner.as_mut() {
-            server.expect_verified_cookie();
+            server.expect_verified_cookie(hello_verify_seq);
+        }
+    }
+
+    /// corral patch: `epoch << 48 | sequence_number` of the newest record from the peer that
+    /// authenticated (DTLS 1.2; `None` before the first, and for DTLS 1.3). A caller that finds a
+    /// session by Connection ID moves it to a record's source address only when handling that
+    /// record raised this (RFC 9146 §6: genuine and newer than any before).
+    pub fn newest_authenticated_record(&self) -> Option<u64> {
+        match self.inner.as_ref()? {
+            Inner::Client12(client) => client.engine().newest_authenticated(),
+            Inner::Server12(server) => server.engine().newest_authenticated(),
+            _ => None,
+        }
+    }
+
+    /// corral patch: whether the handshake negotiated Connection IDs (RFC 9146; DTLS 1.2), and
+    /// this endpoint's CID in the peer's records (empty: the peer sends none).
+    pub fn connection_id(&self) -> Option<&[u8]> {
+        match self.inner.as_ref()? {
+            Inner::Client12(client) => client.engine().rx_connection_id(),
+            Inner::Server12(server) => server.engine().rx_connection_id(),
+            _ => None,
         }
     }
 

@@ -417,6 +417,9 @@ impl ContentType {
     pub const ApplicationData: Self = Self(23);
     /// ACK (DTLS 1.3 only, RFC 9147 Section 7).
     pub const Ack: Self = Self(26);
+    /// corral patch: a DTLS 1.2 record with a Connection ID (RFC 9146 §4), whose real content type is
+    /// inside the encrypted DTLSInnerPlaintext.
+    pub const Tls12Cid: Self = Self(25);
 
     /// Convert a u8 value to a `ContentType`.
     pub const fn from_u8(value: u8) -> Self {
@@ -448,6 +451,7 @@ impl fmt::Debug for ContentType {
             ContentType::Handshake => f.write_str("Handshake"),
             ContentType::ApplicationData => f.write_str("ApplicationData"),
             ContentType::Ack => f.write_str("Ack"),
+            ContentType::Tls12Cid => f.write_str("Tls12Cid"),
             _ => f.debug_tuple("Unknown").field(&self.0).finish(),
         }
     }

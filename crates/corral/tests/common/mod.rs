@@ -289,14 +289,7 @@ pub fn libcoap_server_with(extra: &[&str]) -> Proc {
         if std::net::TcpListener::bind(("::", port)).is_err() {
             continue;
         }
-        let child = Command::new("coap-server-notls")
-            .args(["-p", &port.to_string()])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start coap-server-notls");
+        let child = spawn_libcoap_server("coap-server-notls", port, extra);
         let server = Proc { child, port };
         let o = corral(&["get", &format!("coap://127.0.0.1:{port}/"), "-B", "3"]);
         if o.status.code().is_some_and(|c| c == 0 || c == 4 || c == 5) {
@@ -377,4 +370,113 @@ impl Spoofer {
         self.sock.send_to(&p, &to).expect("raw send");
         self.sent += payload.len();
     }
+}
+
+/// A test PKI made with the openssl CLI in `dir`: a CA, a server certificate (CN and SAN 127.0.0.1)
+/// and a client certificate (CN client) it signed, and a rogue CA with a server and a client
+/// certificate of its own; P-256 keys in PEM (SEC1). Paths as strings.
+pub struct Pki {
+    pub ca: String,
+    pub server: (String, String),
+    pub client: (String, String),
+    pub rogue_server: (String, String),
+    pub rogue_client: (String, String),
+}
+
+pub fn test_pki(dir: &std::path::Path) -> Pki {
+    let path = |name: &str| dir.join(name).display().to_string();
+    let openssl = |args: &[&str]| {
+        let o = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl is installed");
+        assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    let key = |name: &str| openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", name]);
+    for ca in ["ca", "rogue-ca"] {
+        key(&format!("{ca}.key"));
+        let subj = format!("/CN=corral test {ca}");
+        let (k, p) = (format!("{ca}.key"), format!("{ca}.pem"));
+        openssl(&["req", "-x509", "-new", "-key", &k, "-subj", &subj, "-days", "30", "-sha256", "-out", &p]);
+    }
+    std::fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    std::fs::write(dir.join("client.ext"), "subjectAltName=DNS:client.example\n").unwrap();
+    let leaf = |name: &str, cn: &str, ca: &str, ext: &str| {
+        let (k, csr, pem) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.pem"));
+        key(&k);
+        openssl(&["req", "-new", "-key", &k, "-subj", &format!("/CN={cn}"), "-out", &csr]);
+        let (ca_pem, ca_key) = (format!("{ca}.pem"), format!("{ca}.key"));
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_pem,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "30",
+            "-sha256",
+            "-extfile",
+            ext,
+            "-out",
+            &pem,
+        ]);
+        (path(&pem), path(&k))
+    };
+    Pki {
+        ca: path("ca.pem"),
+        server: leaf("server", "127.0.0.1", "ca", "server.ext"),
+        client: leaf("client", "client", "ca", "client.ext"),
+        rogue_server: leaf("rogue-server", "127.0.0.1", "rogue-ca", "server.ext"),
+        rogue_client: leaf("rogue-client", "client", "rogue-ca", "client.ext"),
+    }
+}
+
+/// libcoap's DTLS server `server` (coap-server-gnutls, -openssl) with `extra` options (credentials), on a
+/// port free a moment ago, once it answers; its DTLS port (libcoap's `-p` port + 1).
+pub fn libcoap_dtls_server(server: &str, extra: &[&str]) -> Proc {
+    for _ in 0..5 {
+        let port = free_udp_port();
+        if std::net::UdpSocket::bind(("127.0.0.1", port + 1)).is_err()
+            || std::net::TcpListener::bind(("::", port)).is_err()
+        {
+            continue;
+        }
+        let child = spawn_libcoap_server(server, port, extra);
+        let proc = Proc { child, port: port + 1 };
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(100));
+            let o = corral(&["get", &format!("coap://127.0.0.1:{port}/"), "-B", "1"]);
+            if o.status.code().is_some_and(|c| c == 0 || c == 4 || c == 5) {
+                return proc;
+            }
+        }
+    }
+    panic!("{server} did not come up");
+}
+
+/// A libcoap server `server -p PORT EXTRA…`, quiet.
+fn spawn_libcoap_server(server: &str, port: u16, extra: &[&str]) -> Child {
+    Command::new(server)
+        .args(["-p", &port.to_string()])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {server}: {e}"))
+}
+
+/// `corral serve` with plain CoAP on an ephemeral port and coaps:// (PSK `alice` / `secretPSK`) on
+/// another; the PSK file's directory lives as long as the returned guard.
+pub fn corral_dtls_server() -> (tempfile::TempDir, Proc) {
+    let dir = tempfile::tempdir().unwrap();
+    let psk = dir.path().join("psk.json");
+    std::fs::write(&psk, r#"{"alice": "secretPSK"}"#).unwrap();
+    let mut cmd = Command::new(CORRAL);
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", "127.0.0.1:0", "--psk-file"]).arg(&psk);
+    let s = spawn_with_port(&mut cmd, |line| {
+        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
+    });
+    (dir, s)
 }

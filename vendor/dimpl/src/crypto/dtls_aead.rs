@@ -125,8 +125,10 @@ impl Nonce {
 /// Additional Authenticated Data for DTLS records.
 ///
 /// Variable-length to support both DTLS 1.2 (13 bytes) and DTLS 1.3 (3-5 bytes).
+/// corral patch: and DTLS 1.2 records with a Connection ID (RFC 9146 §5: 23 bytes and the CID,
+/// at most 255).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Aad(pub ArrayVec<u8, 13>);
+pub struct Aad(pub ArrayVec<u8, { 23 + 255 }>);
 
 impl Aad {
     /// Create Additional Authenticated Data for a DTLS 1.2 record.
@@ -152,6 +154,24 @@ impl Aad {
         // Payload length (2 bytes) at indexes 11-12
         aad.try_extend_from_slice(&length.to_be_bytes()).unwrap();
 
+        Aad(aad)
+    }
+
+    /// corral patch: Additional Authenticated Data for a DTLS 1.2 record with a Connection ID
+    /// (RFC 9146 §5): seq_num_placeholder (8 × 0xff), tls12_cid, cid_length, tls12_cid, the
+    /// record's version, epoch, sequence_number, cid, and the length of the DTLSInnerPlaintext.
+    pub(crate) fn new_dtls12_cid(sequence: Sequence, version: [u8; 2], cid: &[u8], inner_len: u16) -> Self {
+        let mut aad = ArrayVec::new();
+        let cid = &cid[..cid.len().min(255)];
+        aad.extend([0xff; 8]);
+        aad.push(ContentType::Tls12Cid.as_u8());
+        aad.push(cid.len() as u8);
+        aad.push(ContentType::Tls12Cid.as_u8());
+        aad.extend(version);
+        aad.extend(sequence.epoch.to_be_bytes());
+        aad.extend(sequence.sequence_number.to_be_bytes()[2..].iter().copied());
+        aad.try_extend_from_slice(cid).expect("23 + 255 bytes fit");
+        aad.extend(inner_len.to_be_bytes());
         Aad(aad)
     }
 

@@ -95,6 +95,12 @@ pub(crate) enum LocalEvent {
 }
 
 impl Client {
+    /// corral patch: the engine, for [`crate::Dtls::newest_authenticated_record`] and
+    /// [`crate::Dtls::connection_id`].
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     pub(crate) fn new_with_engine(mut engine: Engine, now: Instant) -> Client {
         engine.set_client(true);
         let extension_data = engine.pop_buffer();
@@ -467,6 +473,12 @@ impl State {
             extensions.iter().any(|ext| ext.extension_type == ExtensionType::ExtendedMasterSecret);
         if let Some(profile) = server_hello.srtp_profiles().and_then(|profiles| profiles.first()) {
             client.negotiated_srtp_profile = Some((*profile).into());
+        }
+        // corral patch: Connection ID (RFC 9146 §3), if we offered it and the server answered.
+        let own_cid = client.engine.config().connection_id().map(|cid| cid.to_vec());
+        if let (Some(peer_cid), Some(own_cid)) = (server_hello.connection_id(), own_cid) {
+            debug!("Connection ID negotiated: ours {} bytes, the server's {} bytes", own_cid.len(), peer_cid.len());
+            client.engine.set_connection_ids(peer_cid.to_vec(), own_cid);
         }
 
         // Without extended master secret, in DTLS1.2 a security attack

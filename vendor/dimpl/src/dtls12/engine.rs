@@ -110,6 +110,23 @@ pub struct Engine {
 
     /// Whether [`Output::CloseNotify`] has already been emitted.
     close_notify_reported: bool,
+
+    /// corral patch: the Connection IDs of RFC 9146, once the Hellos negotiated them: the peer's,
+    /// which our protected records carry, and ours, which the peer's must carry. An empty CID means
+    /// records that way use RFC 6347's format (RFC 9146 §3).
+    connection_ids: Option<ConnectionIds>,
+
+    /// corral patch: `epoch << 48 | sequence` of the newest record that authenticated, so that a
+    /// caller moves a session to a new address only for a record that is both genuine and newer
+    /// than any before it (RFC 9146 §6).
+    newest_authenticated: Option<u64>,
+}
+
+/// corral patch: see [`Engine::set_connection_ids`].
+#[derive(Debug)]
+struct ConnectionIds {
+    tx: Vec<u8>,
+    rx: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -160,7 +177,30 @@ impl Engine {
             peer_handshake_confirmed: false,
             close_notify_received: false,
             close_notify_reported: false,
+            connection_ids: None,
+            newest_authenticated: None,
         }
+    }
+
+    /// corral patch: the Hellos negotiated Connection IDs (RFC 9146): `tx` is the peer's (our
+    /// protected records carry it), `rx` ours (the peer's protected records must carry it).
+    pub fn set_connection_ids(&mut self, tx: Vec<u8>, rx: Vec<u8>) {
+        self.connection_ids = Some(ConnectionIds { tx, rx });
+    }
+
+    /// corral patch: our CID, if Connection IDs were negotiated (empty: we receive none).
+    pub fn rx_connection_id(&self) -> Option<&[u8]> {
+        self.connection_ids.as_ref().map(|c| c.rx.as_slice())
+    }
+
+    /// corral patch: the peer's CID our protected records carry; empty when none.
+    fn tx_cid(&self) -> &[u8] {
+        self.connection_ids.as_ref().map(|c| c.tx.as_slice()).unwrap_or(&[])
+    }
+
+    /// corral patch: see the field.
+    pub fn newest_authenticated(&self) -> Option<u64> {
+        self.newest_authenticated
     }
 
     pub fn set_client(&mut self, is_client: bool) {
@@ -759,7 +799,11 @@ impl Engine {
         // protection overhead (if epoch >= 1). For AEAD suites the protection
         // overhead equals the min-protected-fragment-len.
         let overhead = if maybe_suite.is_some() { self.min_protected_fragment_len() } else { 0 };
-        let record_wire_len = DTLSRecord::HEADER_LEN + fragment.len() + overhead;
+        // corral patch: a CID record (RFC 9146 §4) adds the CID to the header and the real content
+        // type to the encrypted DTLSInnerPlaintext.
+        let use_cid = epoch >= 1 && !self.tx_cid().is_empty();
+        let cid_overhead = if use_cid { self.tx_cid().len() + 1 } else { 0 };
+        let record_wire_len = DTLSRecord::HEADER_LEN + fragment.len() + overhead + cid_overhead;
 
         // Decide whether to append to the existing last datagram or create a new one
         let can_append = self
@@ -811,7 +855,15 @@ impl Engine {
             };
 
             // DTLS 1.2 AEAD: AAD uses the plaintext length (DTLSCompressed.length).
-            let aad = Aad::new_dtls12(content_type, sequence, length);
+            // corral patch: a CID record encrypts DTLSInnerPlaintext (content, real type, no
+            // padding) under RFC 9146 §5's additional data.
+            let aad = if use_cid {
+                fragment.push(content_type.as_u8());
+                let inner_len = fragment.len() as u16;
+                Aad::new_dtls12_cid(sequence, ProtocolVersion::DTLS1_2.as_u16().to_be_bytes(), self.tx_cid(), inner_len)
+            } else {
+                Aad::new_dtls12(content_type, sequence, length)
+            };
 
             // Encrypt the fragment in-place
             self.encrypt_data(&mut fragment, aad, nonce)?;
@@ -827,7 +879,8 @@ impl Engine {
 
         // Build the record structure referencing the (possibly encrypted) fragment
         let record = DTLSRecord {
-            content_type,
+            // corral patch: RFC 9146 §4's outer type.
+            content_type: if use_cid { ContentType::Tls12Cid } else { content_type },
             version: ProtocolVersion::DTLS1_2,
             sequence,
             length: fragment.len() as u16,
@@ -842,13 +895,15 @@ impl Engine {
         }
 
         // Serialize the record into the chosen datagram buffer
+        // corral patch: with the peer's CID in the header when one is in use.
+        let cid = if use_cid { self.connection_ids.as_ref().map(|c| c.tx.as_slice()).unwrap_or(&[]) } else { &[] };
         if can_append {
             let last = self.queue_tx.back_mut().unwrap();
-            record.serialize(&fragment, last);
+            record.serialize_with_cid(&fragment, cid, last);
         } else {
             let mut buffer = self.buffers_free.pop();
             buffer.clear();
-            record.serialize(&fragment, &mut buffer);
+            record.serialize_with_cid(&fragment, cid, &mut buffer);
             self.queue_tx.push_back(buffer);
         }
 
@@ -907,7 +962,9 @@ impl Engine {
         // explicit_nonce + tag). Used to size fragments to fit the MTU.
         let protection_overhead = if epoch >= 1 {
             self.cipher_suite().ok_or(Error::InvalidState(crate::InvalidStateError::NoCipherSuiteSelected))?;
-            self.min_protected_fragment_len()
+            // corral patch: plus a CID record's CID and inner content type (RFC 9146 §4).
+            let cid = self.tx_cid();
+            self.min_protected_fragment_len() + if cid.is_empty() { 0 } else { cid.len() + 1 }
         } else {
             0
         };
@@ -1061,10 +1118,14 @@ impl Engine {
 
     /// corral patch: the first ClientHello this server instance sees is the second of RFC 6347
     /// §4.2.2's exchange (message_seq 1, its cookie verified before this instance existed), and the
-    /// ServerHello answering it has message_seq 1.
-    pub fn expect_verified_cookie(&mut self) {
+    /// ServerHello answering it has message_seq 1. Its records start at the record sequence number
+    /// after `hello_verify_seq`, the one the caller's HelloVerifyRequest carried (RFC 6347 §4.2.1: the
+    /// ClientHello's): a client's replay window has seen that one already (pion drops a ServerHello
+    /// that reuses it).
+    pub fn expect_verified_cookie(&mut self, hello_verify_seq: u64) {
         self.peer_handshake_seq_no = 1;
         self.next_handshake_seq_no = 1;
+        self.sequence_epoch_0.sequence_number = hello_verify_seq.saturating_add(1) & 0xffff_ffff_ffff;
     }
 
     /// Reset client handshake state after receiving HelloVerifyRequest.
@@ -1148,7 +1209,14 @@ impl Engine {
         // DTLS 1.2 AEAD: AAD uses the plaintext length. Recover plaintext length
         // from the record header by subtracting this suite's wire overhead.
         let plaintext_len = dtls.length.saturating_sub(self.min_protected_fragment_len() as u16);
-        let aad = Aad::new_dtls12(dtls.content_type, dtls.sequence, plaintext_len);
+        // corral patch: a CID record's additional data (RFC 9146 §5), with our CID (the caller has
+        // checked that the record carries it) and the length of its DTLSInnerPlaintext.
+        let aad = match self.connection_ids.as_ref() {
+            Some(c) if dtls.content_type == ContentType::Tls12Cid => {
+                Aad::new_dtls12_cid(dtls.sequence, dtls.version.as_u16().to_be_bytes(), &c.rx, plaintext_len)
+            }
+            _ => Aad::new_dtls12(dtls.content_type, dtls.sequence, plaintext_len),
+        };
         let iv = self.peer_iv();
         let seq64 = ((dtls.sequence.epoch as u64) << 48) | dtls.sequence.sequence_number;
         let nonce = match self.explicit_nonce_len {
@@ -1290,6 +1358,13 @@ impl RecordHandler for Engine {
 
     fn replay_update(&mut self, seq: Sequence) {
         self.replay.update(seq.sequence_number);
+        // corral patch: called once a record authenticated.
+        let seq64 = ((seq.epoch as u64) << 48) | seq.sequence_number;
+        self.newest_authenticated = Some(self.newest_authenticated.map_or(seq64, |n| n.max(seq64)));
+    }
+
+    fn rx_cid(&self) -> Option<&[u8]> {
+        self.rx_connection_id()
     }
 
     fn note_decrypted_record(&mut self, content_type: ContentType) {

@@ -99,13 +99,15 @@ impl Records {
     ) -> Result<(), InternalError> {
         // Find record boundaries and copy each record ONCE from the packet
         while !packet.is_empty() {
-            if packet.len() < DTLSRecord::HEADER_LEN {
+            // corral patch: a tls12_cid record (RFC 9146 §4) has our CID before its length.
+            let cid_len = cid_len(packet[0], decrypt);
+            if packet.len() < DTLSRecord::HEADER_LEN + cid_len {
                 return Err(InternalError::parse_incomplete());
             }
 
-            let length_bytes: [u8; 2] = packet[DTLSRecord::LENGTH_OFFSET].try_into().unwrap();
-            let length = u16::from_be_bytes(length_bytes) as usize;
-            let record_end = DTLSRecord::HEADER_LEN + length;
+            let at = DTLSRecord::LENGTH_OFFSET.start + cid_len;
+            let length = u16::from_be_bytes([packet[at], packet[at + 1]]) as usize;
+            let record_end = DTLSRecord::HEADER_LEN + cid_len + length;
 
             if packet.len() < record_end {
                 return Err(InternalError::parse_incomplete());
@@ -231,7 +233,20 @@ impl Record {
         decrypt: &mut dyn RecordHandler,
         cs: Option<Dtls12CipherSuite>,
     ) -> Result<Option<Box<ParsedRecord>>, InternalError> {
-        let parsed = match ParsedRecord::parse(buffer, cs, 0, false) {
+        // corral patch: RFC 9146 — a tls12_cid record must carry our CID, and once CIDs are in
+        // use a protected record without one is not the peer's.
+        let cid_len = cid_len(buffer[0], decrypt);
+        let is_cid = buffer[0] == ContentType::Tls12Cid.as_u8();
+        let at = DTLSRecord::LENGTH_OFFSET.start;
+        let (uses_cid, cid_ok) = match decrypt.rx_cid().filter(|cid| !cid.is_empty()) {
+            Some(cid) => (true, !is_cid || buffer.get(at..at + cid_len) == Some(cid)),
+            None => (false, !is_cid),
+        };
+        if !cid_ok {
+            trace!("Discarding record: not our Connection ID");
+            return Ok(None);
+        }
+        let parsed = match ParsedRecord::parse(buffer, cs, 0, false, cid_len) {
             Ok(p) => p,
             Err(e) => {
                 // RFC 6347 §4.1.2.7: Invalid records SHOULD be silently discarded.
@@ -260,7 +275,11 @@ impl Record {
         // We need to decrypt the record and redo the parsing.
         let dtls = &parsed.record;
         let sequence = dtls.sequence;
-        let content_type = dtls.content_type;
+        let mut content_type = dtls.content_type;
+        if uses_cid && !is_cid {
+            trace!("Discarding record: no Connection ID");
+            return Ok(None);
+        }
 
         // Anti-replay check (read-only, does not update window)
         if !decrypt.replay_check(sequence) {
@@ -276,7 +295,7 @@ impl Record {
         let (aad, nonce) = decrypt.decryption_aad_and_nonce(dtls, buffer);
 
         // Local shorthand for where the encrypted ciphertext starts
-        let ciph = DTLSRecord::HEADER_LEN + explicit_nonce_len;
+        let ciph = DTLSRecord::HEADER_LEN + cid_len + explicit_nonce_len;
 
         // The encrypted part is after the DTLS header and optional explicit nonce.
         // The entire buffer is only the single record, since we chunk
@@ -299,6 +318,26 @@ impl Record {
             buffer.len()
         };
 
+        // corral patch: a CID record's plaintext is DTLSInnerPlaintext (RFC 9146 §4): the
+        // content, its real type, then zeros. Rewrite the record as RFC 6347's, with the real type
+        // and without the CID, so that the rest of dimpl sees an ordinary record.
+        let new_len = if is_cid {
+            let inner = &buffer[ciph..ciph + new_len];
+            let Some(at) = inner.iter().rposition(|b| *b != 0) else {
+                trace!("Discarding record: DTLSInnerPlaintext without a content type");
+                return Ok(None);
+            };
+            content_type = ContentType::from_u8(inner[at]);
+            buffer[0] = inner[at];
+            let header = DTLSRecord::LENGTH_OFFSET.start;
+            buffer.copy_within(header + cid_len.., header);
+            let len = buffer.len() - cid_len;
+            buffer.resize(len, 0);
+            at
+        } else {
+            new_len
+        };
+
         // Decryption succeeded — now commit the replay window update.
         // RFC 6347 §4.1.2.6: "The receive window is updated only if the
         // MAC verification succeeds."
@@ -312,7 +351,7 @@ impl Record {
         buffer[11] = (new_len >> 8) as u8;
         buffer[12] = new_len as u8;
 
-        let parsed = ParsedRecord::parse(buffer, cs, explicit_nonce_len, true)?;
+        let parsed = ParsedRecord::parse(buffer, cs, explicit_nonce_len, true, 0)?;
         let parsed = Box::new(parsed);
 
         Ok(Some(parsed))
@@ -366,8 +405,9 @@ impl ParsedRecord {
         cipher_suite: Option<Dtls12CipherSuite>,
         offset: usize,
         authenticated: bool,
+        cid_len: usize,
     ) -> Result<ParsedRecord, InternalError> {
-        let (_, record) = DTLSRecord::parse(input, 0, offset)?;
+        let (_, record) = DTLSRecord::parse_cid(input, 0, offset, cid_len)?;
 
         // Protected bytes must remain opaque until authentication succeeds.
         let handshakes =
@@ -409,6 +449,17 @@ pub trait RecordHandler {
     /// Lets the handler react to a confirmed-genuine record (e.g. note that the
     /// peer is past its handshake). The default does nothing.
     fn note_decrypted_record(&mut self, _content_type: ContentType) {}
+
+    /// corral patch: our Connection ID (RFC 9146) once negotiated (empty: we receive none).
+    fn rx_cid(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// corral patch: the length of the CID in a record whose first byte is `content_type`: ours for a
+/// tls12_cid record, 0 otherwise.
+fn cid_len(content_type: u8, decrypt: &dyn RecordHandler) -> usize {
+    if content_type == ContentType::Tls12Cid.as_u8() { decrypt.rx_cid().map_or(0, <[u8]>::len) } else { 0 }
 }
 
 fn parse_handshakes(

@@ -148,8 +148,14 @@ impl Server {
     }
 
     /// corral patch: see [`crate::Dtls::expect_verified_cookie`].
-    pub(crate) fn expect_verified_cookie(&mut self) {
-        self.engine.expect_verified_cookie();
+    pub(crate) fn expect_verified_cookie(&mut self, hello_verify_seq: u64) {
+        self.engine.expect_verified_cookie(hello_verify_seq);
+    }
+
+    /// corral patch: the engine, for [`crate::Dtls::newest_authenticated_record`] and
+    /// [`crate::Dtls::connection_id`].
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
     }
 
     pub(crate) fn new_with_engine(mut engine: Engine, now: Instant) -> Server {
@@ -426,6 +432,14 @@ impl State {
             if let Some(profile) = server.negotiated_srtp_profile {
                 debug!("Negotiated SRTP profile: {:?}", profile);
             }
+        }
+
+        // corral patch: Connection ID (RFC 9146 §3): a client that offers the extension gets ours
+        // back, when this server has one configured; records then carry the peer's CID each way.
+        let own_cid = server.engine.config().connection_id().map(|cid| cid.to_vec());
+        if let (Some(peer_cid), Some(own_cid)) = (ch.connection_id(), own_cid) {
+            debug!("Connection ID negotiated: ours {} bytes, the client's {} bytes", own_cid.len(), peer_cid.len());
+            server.engine.set_connection_ids(peer_cid.to_vec(), own_cid);
         }
 
         // Store client's offers for later selection
@@ -1021,8 +1035,13 @@ fn handshake_create_server_hello(
         SrtpProfile::AES128_CM_SHA1_80 => SrtpProfileId::SRTP_AES128_CM_SHA1_80,
     });
 
-    let sh = ServerHello::new(server_version, random, session_id, cs, CompressionMethod::Null, None)
-        .with_extensions(extension_data, srtp_pid);
+    // corral patch: echo connection_id (RFC 9146) with our CID when it was negotiated.
+    let own_cid = engine.rx_connection_id().map(|cid| cid.to_vec());
+    let sh = ServerHello::new(server_version, random, session_id, cs, CompressionMethod::Null, None).with_extensions(
+        extension_data,
+        srtp_pid,
+        own_cid.as_deref(),
+    );
 
     sh.serialize(extension_data, body);
     Ok(())

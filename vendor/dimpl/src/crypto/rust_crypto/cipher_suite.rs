@@ -271,15 +271,52 @@ impl SupportedDtls12CipherSuite for PskAes128Ccm8 {
     }
 }
 
+/// corral patch: TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8 (RFC 7251): the CCM_8 record protection of the
+/// PSK suite above with the ECDHE_ECDSA key exchange of the GCM suites.
+#[derive(Debug)]
+struct EcdheEcdsaAes128Ccm8;
+
+impl SupportedDtls12CipherSuite for EcdheEcdsaAes128Ccm8 {
+    fn suite(&self) -> Dtls12CipherSuite {
+        Dtls12CipherSuite::ECDHE_ECDSA_AES128_CCM_8
+    }
+
+    fn hash_algorithm(&self) -> HashAlgorithm {
+        HashAlgorithm::SHA256
+    }
+
+    fn key_lengths(&self) -> (usize, usize, usize) {
+        (0, 16, 4) // (mac_key_len, enc_key_len, fixed_iv_len)
+    }
+
+    fn explicit_nonce_len(&self) -> usize {
+        8
+    }
+
+    fn tag_len(&self) -> usize {
+        8
+    }
+
+    fn create_cipher(&self, key: &[u8]) -> Result<Box<dyn Cipher>, CryptoError> {
+        Ok(Box::new(crate::crypto::ccm_cipher::AesCcm8Cipher::new(key)?))
+    }
+}
+
 /// Static instances of supported DTLS 1.2 cipher suites.
 static AES_128_GCM_SHA256: Aes128GcmSha256 = Aes128GcmSha256;
 static AES_256_GCM_SHA384: Aes256GcmSha384 = Aes256GcmSha384;
 static CHACHA20_POLY1305_SHA256: ChaCha20Poly1305Sha256 = ChaCha20Poly1305Sha256;
 static PSK_AES_128_CCM_8: PskAes128Ccm8 = PskAes128Ccm8;
+static ECDHE_ECDSA_AES_128_CCM_8: EcdheEcdsaAes128Ccm8 = EcdheEcdsaAes128Ccm8;
 
 /// All supported DTLS 1.2 cipher suites.
-pub(super) static ALL_CIPHER_SUITES: &[&dyn SupportedDtls12CipherSuite] =
-    &[&AES_128_GCM_SHA256, &AES_256_GCM_SHA384, &CHACHA20_POLY1305_SHA256, &PSK_AES_128_CCM_8];
+pub(super) static ALL_CIPHER_SUITES: &[&dyn SupportedDtls12CipherSuite] = &[
+    &AES_128_GCM_SHA256,
+    &AES_256_GCM_SHA384,
+    &CHACHA20_POLY1305_SHA256,
+    &ECDHE_ECDSA_AES_128_CCM_8,
+    &PSK_AES_128_CCM_8,
+];
 
 // ============================================================================
 // DTLS 1.3 Cipher Suites

@@ -32,6 +32,8 @@ struct ParsedExtensions {
     supported_groups: Option<NamedGroupVec>,
     signature_algorithms: Option<SignatureAndHashAlgorithmVec>,
     srtp_profiles: Option<SrtpProfileVec>,
+    /// corral patch: the CID the client asks for (RFC 9146 §3).
+    connection_id: Option<Vec<u8>>,
 }
 
 impl ClientHello {
@@ -61,7 +63,7 @@ impl ClientHello {
         buf.clear();
 
         // First write all extension data
-        let mut ranges = ArrayVec::<(ExtensionType, usize, usize), 8>::new();
+        let mut ranges = ArrayVec::<(ExtensionType, usize, usize), 9>::new();
 
         // Check if provider has ECDH support
         let has_ecdh = config.crypto_provider().has_ecdh();
@@ -92,10 +94,14 @@ impl ClientHello {
         ranges.push((ExtensionType::SignatureAlgorithms, start_pos, buf.len()));
 
         // Add use_srtp extension for DTLS-SRTP support
-        let use_srtp = UseSrtpExtension::default();
-        let start_pos = buf.len();
-        use_srtp.serialize(buf);
-        ranges.push((ExtensionType::UseSrtp, start_pos, buf.len()));
+        // corral patch: only when asked (Config::offer_srtp): a CoAP client has no SRTP, and pion's
+        // server refuses a ClientHello with profiles it does not share.
+        if config.offer_srtp() {
+            let use_srtp = UseSrtpExtension::default();
+            let start_pos = buf.len();
+            use_srtp.serialize(buf);
+            ranges.push((ExtensionType::UseSrtp, start_pos, buf.len()));
+        }
 
         // // Add session_ticket extension (empty)
         // let start_pos = buf.len();
@@ -116,6 +122,14 @@ impl ClientHello {
             start_pos,
             start_pos, // No data at all
         ));
+
+        // corral patch: connection_id (RFC 9146 §3): `opaque cid<0..2^8-1>`.
+        if let Some(cid) = config.connection_id() {
+            let start_pos = buf.len();
+            buf.push(cid.len() as u8);
+            buf.extend_from_slice(cid);
+            ranges.push((ExtensionType::ConnectionId, start_pos, buf.len()));
+        }
 
         // Now create all extensions using ranges
         for (extension_type, start, end) in ranges {
@@ -231,6 +245,9 @@ impl ClientHello {
                     ExtensionType::EcPointFormats => {
                         ECPointFormatsExtension::parse(data)?;
                     }
+                    ExtensionType::ConnectionId => {
+                        parsed.connection_id = Some(super::parse_connection_id(data)?);
+                    }
                     _ => {}
                 }
                 extensions
@@ -253,6 +270,11 @@ impl ClientHello {
 
     pub fn srtp_profiles(&self) -> Option<&SrtpProfileVec> {
         self.parsed_extensions.srtp_profiles.as_ref()
+    }
+
+    /// corral patch: the CID the client offered (RFC 9146), if it sent the extension.
+    pub fn connection_id(&self) -> Option<&[u8]> {
+        self.parsed_extensions.connection_id.as_deref()
     }
 
     pub fn serialize(&self, source_buf: &[u8], output: &mut Buf) {

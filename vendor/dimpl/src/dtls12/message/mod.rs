@@ -56,6 +56,16 @@ pub use wrapped::{Asn1Cert, DistinguishedName};
 use nom::IResult;
 use nom::number::complete::{be_u8, be_u16};
 
+/// corral patch: the `connection_id` extension's data (RFC 9146 §3): `opaque cid<0..2^8-1>`, the
+/// whole extension and nothing after it.
+pub(crate) fn parse_connection_id(data: &[u8]) -> Result<Vec<u8>, nom::Err<nom::error::Error<&[u8]>>> {
+    let (rest, len) = be_u8(data)?;
+    if rest.len() != len as usize {
+        return Err(nom::Err::Failure(nom::error::Error::new(rest, nom::error::ErrorKind::LengthValue)));
+    }
+    Ok(rest.to_vec())
+}
+
 pub type CipherSuiteVec = ArrayVec<Dtls12CipherSuite, { Dtls12CipherSuite::supported().len() }>;
 
 /// Supported TLS 1.2 cipher suites for DTLS.
@@ -72,6 +82,9 @@ impl Dtls12CipherSuite {
     pub const ECDHE_ECDSA_CHACHA20_POLY1305_SHA256: Self = Self(0xCCA9);
     /// PSK with AES-128-CCM-8 (8-byte tag), SHA-256.
     pub const PSK_AES128_CCM_8: Self = Self(0xC0A8);
+    /// corral patch: ECDHE with ECDSA authentication, AES-128-CCM-8, SHA-256 (RFC 7251; RFC 7252
+    /// §9.1.3.2's mandatory suite for raw public keys and certificates).
+    pub const ECDHE_ECDSA_AES128_CCM_8: Self = Self(0xC0AE);
 
     /// Convert the 16-bit IANA value to a `Dtls12CipherSuite`.
     pub const fn from_u16(value: u16) -> Self {
@@ -85,7 +98,7 @@ impl Dtls12CipherSuite {
 
     /// Returns true if this is not a known DTLS 1.2 cipher suite wire value.
     pub const fn is_unknown(&self) -> bool {
-        !matches!(*self, Self(0xC02B..=0xC02C | 0xC0A8 | 0xCCA9))
+        !matches!(*self, Self(0xC02B..=0xC02C | 0xC0A8 | 0xC0AE | 0xCCA9))
     }
 
     /// Parse a `Dtls12CipherSuite` from network byte order.
@@ -101,6 +114,7 @@ impl Dtls12CipherSuite {
             Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384
             | Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256
             | Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256
+            | Dtls12CipherSuite::ECDHE_ECDSA_AES128_CCM_8
             | Dtls12CipherSuite::PSK_AES128_CCM_8 => 12,
 
             _ => 12, // Default length for unknown cipher suites
@@ -113,7 +127,8 @@ impl Dtls12CipherSuite {
             // All ECDHE ciphers
             Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384
             | Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256
-            | Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256 => KeyExchangeAlgorithm::EECDH,
+            | Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256
+            | Dtls12CipherSuite::ECDHE_ECDSA_AES128_CCM_8 => KeyExchangeAlgorithm::EECDH,
 
             Dtls12CipherSuite::PSK_AES128_CCM_8 => KeyExchangeAlgorithm::PSK,
 
@@ -128,6 +143,7 @@ impl Dtls12CipherSuite {
             Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384
                 | Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256
                 | Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256
+                | Dtls12CipherSuite::ECDHE_ECDSA_AES128_CCM_8
         )
     }
 
@@ -142,6 +158,8 @@ impl Dtls12CipherSuite {
             Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384,
             Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256,
             Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256,
+            // corral patch: RFC 7252's certificate suite.
+            Dtls12CipherSuite::ECDHE_ECDSA_AES128_CCM_8,
             Dtls12CipherSuite::PSK_AES128_CCM_8,
         ]
     }
@@ -153,6 +171,7 @@ impl Dtls12CipherSuite {
                 Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384,
                 Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256,
                 Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256,
+                Dtls12CipherSuite::ECDHE_ECDSA_AES128_CCM_8,
             ],
             _ => panic!("Need either RSA or ECDSA certificate"),
         }
@@ -172,6 +191,7 @@ impl Dtls12CipherSuite {
             Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384 => HashAlgorithm::SHA384,
             Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256
             | Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256
+            | Dtls12CipherSuite::ECDHE_ECDSA_AES128_CCM_8
             | Dtls12CipherSuite::PSK_AES128_CCM_8 => HashAlgorithm::SHA256,
             _ => HashAlgorithm::UNKNOWN_DERIVED,
         }
@@ -184,7 +204,8 @@ impl Dtls12CipherSuite {
         match *self {
             Dtls12CipherSuite::ECDHE_ECDSA_AES256_GCM_SHA384
             | Dtls12CipherSuite::ECDHE_ECDSA_AES128_GCM_SHA256
-            | Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256 => Some(SignatureAlgorithm::ECDSA),
+            | Dtls12CipherSuite::ECDHE_ECDSA_CHACHA20_POLY1305_SHA256
+            | Dtls12CipherSuite::ECDHE_ECDSA_AES128_CCM_8 => Some(SignatureAlgorithm::ECDSA),
             Dtls12CipherSuite::PSK_AES128_CCM_8 => None,
             _ => Some(SignatureAlgorithm::UNKNOWN_DERIVED),
         }
@@ -210,6 +231,7 @@ impl fmt::Debug for Dtls12CipherSuite {
                 f.write_str("ECDHE_ECDSA_CHACHA20_POLY1305_SHA256")
             }
             Dtls12CipherSuite::PSK_AES128_CCM_8 => f.write_str("PSK_AES128_CCM_8"),
+            Dtls12CipherSuite::ECDHE_ECDSA_AES128_CCM_8 => f.write_str("ECDHE_ECDSA_AES128_CCM_8"),
             _ => f.debug_tuple("Unknown").field(&self.0).finish(),
         }
     }

@@ -39,7 +39,19 @@ impl DTLSRecord {
     pub const LENGTH_OFFSET: Range<usize> = 11..13;
 
     /// Parse a DTLS record from the input buffer.
+    #[cfg_attr(not(test), allow(dead_code))] // corral patch: only the tests call it now (parse_cid)
     pub fn parse(input: &[u8], base_offset: usize, skip_offset: usize) -> IResult<&[u8], DTLSRecord> {
+        Self::parse_cid(input, base_offset, skip_offset, 0)
+    }
+
+    /// corral patch: [`parse`](Self::parse) that skips a `cid_len`-byte Connection ID between the
+    /// sequence number and the length of a `tls12_cid` record (RFC 9146 §4).
+    pub fn parse_cid(
+        input: &[u8],
+        base_offset: usize,
+        skip_offset: usize,
+        cid_len: usize,
+    ) -> IResult<&[u8], DTLSRecord> {
         let original_input = input;
         let (input, content_type) = ContentType::parse(input)?; // u8
         let (input, version) = ProtocolVersion::parse(input)?; // u16
@@ -70,6 +82,7 @@ impl DTLSRecord {
             }
         }
         let (input, sequence_number) = be_u48(input)?; // u48
+        let (input, _cid) = if content_type == ContentType::Tls12Cid { take(cid_len)(input)? } else { (input, input) };
         let (input, length) = be_u16(input)?; // u16
 
         // When encrypted, skip_offset is 0 and this has the explicit nonce.
@@ -95,11 +108,19 @@ impl DTLSRecord {
     }
 
     /// Serialize this record to the output buffer.
+    #[cfg_attr(not(test), allow(dead_code))] // corral patch: only the tests call it now
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {
+        self.serialize_with_cid(buf, &[], output)
+    }
+
+    /// corral patch: [`serialize`](Self::serialize) with a Connection ID after the sequence number
+    /// (RFC 9146 §4; `cid` empty: RFC 6347's header).
+    pub fn serialize_with_cid(&self, buf: &[u8], cid: &[u8], output: &mut Buf) {
         output.push(self.content_type.as_u8());
         self.version.serialize(output);
         output.extend_from_slice(&self.sequence.epoch.to_be_bytes());
         output.extend_from_slice(&self.sequence.sequence_number.to_be_bytes()[2..]);
+        output.extend_from_slice(cid);
         output.extend_from_slice(&self.length.to_be_bytes());
         output.extend_from_slice(self.fragment(buf));
     }

@@ -19,6 +19,8 @@ pub struct ServerHello {
     pub extensions: Option<ExtensionVec>,
     // Receive-side values; outbound serialization uses the raw extensions above.
     srtp_profiles: Option<SrtpProfileVec>,
+    /// corral patch: the CID the server asks for (RFC 9146 §3).
+    connection_id: Option<Vec<u8>>,
 }
 
 impl ServerHello {
@@ -38,6 +40,7 @@ impl ServerHello {
             compression_method,
             extensions,
             srtp_profiles: None,
+            connection_id: None,
         }
     }
 
@@ -46,7 +49,13 @@ impl ServerHello {
     /// - Uses the provided buffer to stage extension bytes and then stores Range references
     /// - Includes UseSRTP if a profile is provided
     /// - Includes Extended Master Secret if the flag is set
-    pub fn with_extensions(mut self, buf: &mut Buf, srtp_profile: Option<SrtpProfileId>) -> Self {
+    /// - corral patch: includes connection_id (RFC 9146) with `connection_id` if given
+    pub fn with_extensions(
+        mut self,
+        buf: &mut Buf,
+        srtp_profile: Option<SrtpProfileId>,
+        connection_id: Option<&[u8]>,
+    ) -> Self {
         // Clear the buffer and collect extension byte ranges
         buf.clear();
 
@@ -71,6 +80,14 @@ impl ServerHello {
         buf.push(0); // renegotiated_connection length = 0
         ranges.push((ExtensionType::RenegotiationInfo, start, buf.len()));
 
+        // corral patch: connection_id (RFC 9146 §3), when the client offered one.
+        if let Some(cid) = connection_id {
+            let start = buf.len();
+            buf.push(cid.len() as u8);
+            buf.extend_from_slice(cid);
+            ranges.push((ExtensionType::ConnectionId, start, buf.len()));
+        }
+
         let mut extensions = ExtensionVec::new();
         for (t, s, e) in ranges {
             extensions.push(Extension { extension_type: t, extension_data_range: s..e });
@@ -83,6 +100,7 @@ impl ServerHello {
     pub fn parse(input: &[u8], base_offset: usize) -> IResult<&[u8], ServerHello> {
         let original_input = input;
         let mut srtp_profiles = None;
+        let mut connection_id = None;
         let (input, server_version) = ProtocolVersion::parse(input)?;
         let (input, random) = Random::parse(input)?;
         let (input, session_id) = SessionId::parse(input)?;
@@ -129,6 +147,11 @@ impl ServerHello {
                             let data = &original_input[range.start - base_offset..range.end - base_offset];
                             srtp_profiles = Some(UseSrtpExtension::parse(data)?.1.profiles);
                         }
+                        if ext.extension_type == ExtensionType::ConnectionId {
+                            let range = &ext.extension_data_range;
+                            let data = &original_input[range.start - base_offset..range.end - base_offset];
+                            connection_id = Some(super::parse_connection_id(data)?);
+                        }
                         extensions_vec
                             .try_push(ext)
                             .map_err(|_| Err::Failure(Error::new(current_input, ErrorKind::LengthValue)))?;
@@ -153,12 +176,18 @@ impl ServerHello {
                 compression_method,
                 extensions,
                 srtp_profiles,
+                connection_id,
             },
         ))
     }
 
     pub fn srtp_profiles(&self) -> Option<&SrtpProfileVec> {
         self.srtp_profiles.as_ref()
+    }
+
+    /// corral patch: the CID the server asks for (RFC 9146), if it sent the extension.
+    pub fn connection_id(&self) -> Option<&[u8]> {
+        self.connection_id.as_deref()
     }
 
     pub fn serialize(&self, source_buf: &[u8], output: &mut Buf) {

@@ -175,6 +175,9 @@ pub struct EmConfig {
     /// after the last was asked; `None`: CoAP's own (MAX_TRANSMIT_WAIT, 93 s). `corral gateway` sets
     /// [`MANAGEMENT_WAIT`], so that a creation with an offline member answers within a client's patience.
     pub management_wait: Option<Duration>,
+    /// The member addresses the driver reaches over DTLS (`coaps://`, with credentials it holds): a
+    /// `coaps://` member elsewhere is refused (4.03), since the EM would otherwise send it plain CoAP.
+    pub dtls_members: Vec<SocketAddr>,
 }
 
 /// How long `corral gateway`'s management fan-outs wait for silent members (see
@@ -213,6 +216,7 @@ impl Default for EmConfig {
             gateway_id: None,
             challenge_unverified: false,
             management_wait: None,
+            dtls_members: Vec::new(),
         }
     }
 }

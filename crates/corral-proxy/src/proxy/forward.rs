@@ -117,6 +117,9 @@ pub(crate) fn failure_response(error: RequestError, hop: &str) -> Response {
         RequestError::ConnectionClosed => {
             Response::error(Code::BAD_GATEWAY, format!("no connection to {hop} (refused, or closed before the answer)"))
         }
+        RequestError::Dtls(why) => {
+            Response::error(Code::BAD_GATEWAY, format!("DTLS handshake with {hop} failed: {why}"))
+        }
     }
 }
 

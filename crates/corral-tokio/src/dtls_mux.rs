@@ -172,12 +172,16 @@ impl<M: Machine> Machine for DtlsMux<M> {
                 return Some(t);
             }
             let plain = self.inner.poll_transmit()?;
-            match (self.peers.get_mut(&plain.dst), &mut self.server) {
-                (Some(layer), _) => layer.send(plain.dst, &plain.payload),
-                (None, Some(server)) if server.is_connected(plain.dst) => server.send(plain.dst, &plain.payload),
-                _ => return Some(plain),
-            }
             let now = self.now;
+            let layer = match (self.peers.get_mut(&plain.dst), &mut self.server) {
+                (Some(layer), _) => layer,
+                (None, Some(server)) if server.is_connected(plain.dst) => server,
+                _ => return Some(plain),
+            };
+            // A layer's clock moves only with its own input: one that saw nothing for a while would start
+            // a handshake in the past, and fail it as timed out at its next timer.
+            layer.handle_timeout(now);
+            layer.send(plain.dst, &plain.payload);
             self.deliver(now, None);
         }
     }

@@ -147,3 +147,26 @@ fn gateway_dtls_flags_say_what_to_fix() {
     let o = corral(&["gateway", "--bind", "127.0.0.1:0", "--data", &data, "--allow", "read=psk:"]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
 }
+
+#[test]
+fn an_oscore_request_travels_inside_dtls_to_the_gateway() {
+    let (dir, paths) = files(&[("psk.json", CLIENT_KEYS)]);
+    let port = free_udp_port();
+    let uri = format!("coaps://127.0.0.1:{port}");
+    let keys = dir.path().join("oscore").display().to_string();
+    let o = corral(&["oscore", "new", "--server", &uri, "--dir", &keys]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let (server, client) = (format!("{keys}/server.json"), format!("{keys}/client.json"));
+    let bind = format!("127.0.0.1:{port}");
+    let data = dir.path().join("gw").display().to_string();
+    let args = ["gateway", "--bind", &bind, "--json", "--data", &data, "--dtls", "--psk-file", &paths[0]];
+    let (_gw, _) = spawn_json(Command::new(CORRAL).args(args).args(["--credentials", &server, "--require-oscore"]));
+    let dtls = ["-k", "secretPSK", "-u", "alice"];
+    // DTLS alone is not enough for a gateway that requires OSCORE...
+    let o = corral(&[&["get", &format!("{uri}/em")][..], &dtls].concat());
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    assert!(stderr(&o).contains("4.01"), "{}", stderr(&o));
+    // ...and the OSCORE-protected request inside the DTLS session is served.
+    let o = corral(&[&["get", &format!("{uri}/em"), "--credentials", &client][..], &dtls].concat());
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}

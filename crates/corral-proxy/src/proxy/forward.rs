@@ -132,6 +132,12 @@ impl ProxyService {
             None => {
                 let addr = self.fib.hosts.address(target)?;
                 let tcp = target.scheme == Scheme::CoapTcp;
+                if target.scheme == Scheme::Coaps && !self.config.dtls_peers.contains(&addr) {
+                    return Err(Refusal::new(
+                        Code::PROXYING_NOT_SUPPORTED,
+                        format!("coaps://{addr}: the proxy has no DTLS credentials for it (its --peer-psk-file)"),
+                    ));
+                }
                 Ok(vec![NextHop { uri: "origin".into(), addr, tcp, send_host: false }])
             }
         }

@@ -52,6 +52,9 @@ pub struct ProxyConfig {
     /// Where those clients may make it send ([`crate::destinations`]; the default refuses only broadcast
     /// and multicast).
     pub destinations: Destinations,
+    /// The addresses the driver reaches over DTLS (credentials it holds): a `coaps://` origin elsewhere
+    /// is refused (5.05), since the proxy would otherwise send it plain CoAP.
+    pub dtls_peers: Vec<std::net::SocketAddr>,
 }
 
 impl Default for ProxyConfig {
@@ -70,6 +73,7 @@ impl Default for ProxyConfig {
             aggregate: true,
             clients: Vec::new(),
             destinations: Destinations::default(),
+            dtls_peers: Vec::new(),
         }
     }
 }

@@ -6,20 +6,6 @@ mod common;
 use common::*;
 use std::process::Command;
 
-/// Writes `files` (name, contents) into a fresh directory that lives as long as the returned guard.
-fn files(files: &[(&str, &str)]) -> (tempfile::TempDir, Vec<String>) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let paths = files
-        .iter()
-        .map(|(name, text)| {
-            let path = dir.path().join(name);
-            std::fs::write(&path, text).unwrap();
-            path.display().to_string()
-        })
-        .collect();
-    (dir, paths)
-}
-
 const CLIENT_KEYS: &str = r#"{"alice": "secretPSK", "bob": "bobsKey", "gw": "memberKey"}"#;
 
 /// `corral gateway --json` on an ephemeral loopback port with a scratch database and `extra` flags; the
@@ -33,22 +19,13 @@ fn gateway(data: &tempfile::TempDir, extra: &[&str]) -> (Proc, u16) {
     (p, port.expect("the summary names the gateway's port"))
 }
 
-/// `corral serve` with coaps:// on an ephemeral port (PSK file `psk`); its coaps:// port.
-fn coaps_member(psk: &str) -> Proc {
-    let mut cmd = Command::new(CORRAL);
-    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", "127.0.0.1:0", "--psk-file", psk]);
-    spawn_with_port(&mut cmd, |line| {
-        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
-    })
-}
-
 fn profile(members: &[String]) -> String {
     serde_json::json!({ "er": members }).to_string()
 }
 
 #[test]
 fn a_psk_identity_proved_over_coaps_gets_its_role_on_the_gateways_own_port() {
-    let (dir, paths) = files(&[("psk.json", CLIENT_KEYS)]);
+    let (dir, paths) = write_files(&[("psk.json", CLIENT_KEYS)]);
     let member = corral_serve("127.0.0.1", &[]);
     let ports = format!("5683,{}", member.port);
     let (_gw, port) = gateway(
@@ -85,10 +62,10 @@ fn a_psk_identity_proved_over_coaps_gets_its_role_on_the_gateways_own_port() {
 
 #[test]
 fn a_coaps_member_is_reached_over_dtls_with_the_peer_credentials() {
-    let (dir, paths) = files(&[("psk.json", CLIENT_KEYS)]);
-    let member = coaps_member(&paths[0]);
+    let (dir, paths) = write_files(&[("psk.json", CLIENT_KEYS)]);
+    let member = coaps_serve(&paths[0]);
     let peers = format!(r#"{{"coaps://127.0.0.1:{}": {{"identity": "gw", "key": "memberKey"}}}}"#, member.port);
-    let (_d, p) = files(&[("peers.json", &peers)]);
+    let (_d, p) = write_files(&[("peers.json", &peers)]);
     let (_gw, port) = gateway(&dir, &["--peer-psk-file", &p[0]]);
     let body = profile(&[format!("coaps://127.0.0.1:{}/hello", member.port)]);
     let o = corral(&["put", &format!("coap://127.0.0.1:{port}/em/room1"), "-t", "json", "-e", &body]);
@@ -100,11 +77,11 @@ fn a_coaps_member_is_reached_over_dtls_with_the_peer_credentials() {
 
 #[test]
 fn a_members_failed_handshake_is_that_members_error_and_names_the_reason() {
-    let (dir, paths) = files(&[("psk.json", CLIENT_KEYS)]);
-    let secure = coaps_member(&paths[0]);
+    let (dir, paths) = write_files(&[("psk.json", CLIENT_KEYS)]);
+    let secure = coaps_serve(&paths[0]);
     let plain = corral_serve("127.0.0.1", &[]);
     let peers = format!(r#"{{"coaps://127.0.0.1:{}": {{"identity": "gw", "key": "WRONG"}}}}"#, secure.port);
-    let (_d, p) = files(&[("peers.json", &peers)]);
+    let (_d, p) = write_files(&[("peers.json", &peers)]);
     let ports = format!("5683,{}", plain.port);
     let (_gw, port) = gateway(&dir, &["--peer-psk-file", &p[0], "--member-port", &ports]);
     let (s, c) = (format!("coaps://127.0.0.1:{}/hello", secure.port), format!("coap://127.0.0.1:{}/hello", plain.port));
@@ -124,7 +101,7 @@ fn a_members_failed_handshake_is_that_members_error_and_names_the_reason() {
 
 #[test]
 fn a_coaps_member_without_credentials_is_refused_rather_than_sent_plain_coap() {
-    let (dir, _) = files(&[]);
+    let (dir, _) = write_files(&[]);
     let plain = corral_serve("127.0.0.1", &[]);
     let ports = format!("5683,{}", plain.port);
     let (_gw, port) = gateway(&dir, &["--member-port", &ports]);
@@ -136,7 +113,7 @@ fn a_coaps_member_without_credentials_is_refused_rather_than_sent_plain_coap() {
 
 #[test]
 fn gateway_dtls_flags_say_what_to_fix() {
-    let (dir, paths) = files(&[("bad.json", r#"{"coap://127.0.0.1": {"identity": "g", "key": "k"}}"#)]);
+    let (dir, paths) = write_files(&[("bad.json", r#"{"coap://127.0.0.1": {"identity": "g", "key": "k"}}"#)]);
     let data = dir.path().join("gw").display().to_string();
     let o = corral(&["gateway", "--bind", "127.0.0.1:0", "--data", &data, "--peer-psk-file", &paths[0]]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
@@ -150,7 +127,7 @@ fn gateway_dtls_flags_say_what_to_fix() {
 
 #[test]
 fn an_oscore_request_travels_inside_dtls_to_the_gateway() {
-    let (dir, paths) = files(&[("psk.json", CLIENT_KEYS)]);
+    let (dir, paths) = write_files(&[("psk.json", CLIENT_KEYS)]);
     let port = free_udp_port();
     let uri = format!("coaps://127.0.0.1:{port}");
     let keys = dir.path().join("oscore").display().to_string();

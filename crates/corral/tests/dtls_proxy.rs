@@ -8,30 +8,6 @@ use std::process::Command;
 
 const KEYS: &str = r#"{"alice": "secretPSK", "proxy": "proxyKey"}"#;
 
-/// A directory with the files `(name, contents)`; their paths.
-fn files(files: &[(&str, &str)]) -> (tempfile::TempDir, Vec<String>) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let paths = files
-        .iter()
-        .map(|(name, text)| {
-            let path = dir.path().join(name);
-            std::fs::write(&path, text).unwrap();
-            path.display().to_string()
-        })
-        .collect();
-    (dir, paths)
-}
-
-/// `corral serve` with plain CoAP and coaps:// on ephemeral ports: (the server, its coap:// port); the
-/// coaps:// port is the returned `Proc`'s.
-fn coaps_server(psk: &str) -> Proc {
-    let mut cmd = Command::new(CORRAL);
-    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", "127.0.0.1:0", "--psk-file", psk]);
-    spawn_with_port(&mut cmd, |line| {
-        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
-    })
-}
-
 /// `corral proxy --json` on an ephemeral loopback port with `extra` flags; the proxy and its port.
 fn proxy(extra: &[&str]) -> (Proc, u16) {
     let mut args = vec!["proxy", "--bind", "127.0.0.1:0", "--json"];
@@ -47,9 +23,9 @@ fn peers_for(port: u16, key: &str) -> String {
 
 #[test]
 fn a_coap_client_reaches_a_coaps_origin_through_the_proxy() {
-    let (_d, paths) = files(&[("psk.json", KEYS)]);
-    let origin = coaps_server(&paths[0]);
-    let (_p, peers) = files(&[("peers.json", &peers_for(origin.port, "proxyKey"))]);
+    let (_d, paths) = write_files(&[("psk.json", KEYS)]);
+    let origin = coaps_serve(&paths[0]);
+    let (_p, peers) = write_files(&[("peers.json", &peers_for(origin.port, "proxyKey"))]);
     let (_px, port) = proxy(&["--peer-psk-file", &peers[0]]);
     let o = corral(&[
         "get",
@@ -62,19 +38,19 @@ fn a_coap_client_reaches_a_coaps_origin_through_the_proxy() {
 
 #[test]
 fn a_fib_next_hop_over_coaps_is_reached_with_the_peer_credentials() {
-    let (_d, paths) = files(&[("psk.json", KEYS)]);
-    let origin = coaps_server(&paths[0]);
+    let (_d, paths) = write_files(&[("psk.json", KEYS)]);
+    let origin = coaps_serve(&paths[0]);
     let fib = format!(
         "[[rule]]\nmatch = \"/hello\"\nnext = [{{ to = \"coaps://127.0.0.1:{}\", send_host = false }}]\n",
         origin.port
     );
-    let (_p, f) = files(&[("peers.json", &peers_for(origin.port, "proxyKey")), ("fib.toml", &fib)]);
+    let (_p, f) = write_files(&[("peers.json", &peers_for(origin.port, "proxyKey")), ("fib.toml", &fib)]);
     let (_px, port) = proxy(&["--peer-psk-file", &f[0], "--fib", &f[1]]);
     // The client names a plain origin; the FIB sends it to the coaps:// hop.
     let o = corral(&["get", "coap://127.0.0.1:9/hello", "-P", &format!("coap://127.0.0.1:{port}")]);
     assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!\n"), "{}", stderr(&o));
     // A coaps:// hop without credentials is the operator's error at start-up.
-    let (_q, g) = files(&[("fib.toml", &fib)]);
+    let (_q, g) = write_files(&[("fib.toml", &fib)]);
     let o = corral(&["proxy", "--bind", "127.0.0.1:0", "--fib", &g[0]]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("no DTLS credentials"), "{}", stderr(&o));
@@ -82,7 +58,7 @@ fn a_fib_next_hop_over_coaps_is_reached_with_the_peer_credentials() {
 
 #[test]
 fn a_coaps_client_reaches_a_coap_origin_through_the_proxy() {
-    let (_d, paths) = files(&[("psk.json", KEYS)]);
+    let (_d, paths) = write_files(&[("psk.json", KEYS)]);
     let origin = corral_serve("127.0.0.1", &[]);
     let (_px, port) = proxy(&["--dtls", "--psk-file", &paths[0]]);
     let target = format!("coap://127.0.0.1:{}/hello", origin.port);
@@ -95,9 +71,9 @@ fn a_coaps_client_reaches_a_coap_origin_through_the_proxy() {
 
 #[test]
 fn a_coaps_origin_the_proxy_has_no_credentials_for_is_refused_and_a_failed_handshake_named() {
-    let (_d, paths) = files(&[("psk.json", KEYS)]);
-    let origin = coaps_server(&paths[0]);
-    let (_p, peers) = files(&[("peers.json", &peers_for(origin.port, "WRONG"))]);
+    let (_d, paths) = write_files(&[("psk.json", KEYS)]);
+    let origin = coaps_serve(&paths[0]);
+    let (_p, peers) = write_files(&[("peers.json", &peers_for(origin.port, "WRONG"))]);
     let (_px, port) = proxy(&["--peer-psk-file", &peers[0]]);
     let via = format!("coap://127.0.0.1:{port}");
     let o = corral(&["get", &format!("coaps://127.0.0.1:{}/hello", origin.port + 1), "-P", &via]);

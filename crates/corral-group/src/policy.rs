@@ -57,39 +57,68 @@ impl FromStr for Role {
     }
 }
 
-/// Who is asking. Today the transport source address; an authenticated identity (an OSCORE sender ID)
-/// joins it when the request carries one, and rules may then name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Who is asking: the transport source address and, for a request that came inside a DTLS session
+/// (`coaps://`), the PSK identity its handshake proved ([`corral_proto::IncomingRequest::peer_identity`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClientIdentity {
     pub addr: SocketAddr,
+    pub psk: Option<std::sync::Arc<[u8]>>,
 }
 
 impl ClientIdentity {
     pub fn new(addr: SocketAddr) -> ClientIdentity {
-        ClientIdentity { addr: SocketAddr::new(canonical(addr.ip()), addr.port()) }
+        ClientIdentity { addr: SocketAddr::new(canonical(addr.ip()), addr.port()), psk: None }
+    }
+
+    /// A client that proved `psk` (a PSK identity) in a DTLS handshake.
+    pub fn with_psk(self, psk: Option<std::sync::Arc<[u8]>>) -> ClientIdentity {
+        ClientIdentity { psk, ..self }
+    }
+
+    /// How a 4.03 names the client: its address, and its PSK identity if it has one.
+    pub fn describe(&self) -> String {
+        match &self.psk {
+            Some(id) => format!("{} (PSK identity {:?})", self.addr.ip(), String::from_utf8_lossy(id)),
+            None => self.addr.ip().to_string(),
+        }
     }
 }
 
-/// Access to `/em`: a client gets the highest role of every rule whose prefix holds its address.
+/// Access to `/em`: a client gets the highest role of every rule whose prefix holds its address and of
+/// every rule that names the PSK identity it proved over DTLS (`--allow manage=psk:alice`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AccessPolicy {
     pub rules: Vec<(Prefix, Role)>,
+    /// Roles of PSK identities (a client that proved one in its `coaps://` handshake).
+    pub identities: Vec<(Vec<u8>, Role)>,
 }
 
 impl AccessPolicy {
     /// Everything to everyone: the library default (tests, the simulator, a gateway an integrator wraps).
     /// `corral gateway` never uses it unless told to (`--allow manage=0.0.0.0/0`).
     pub fn open() -> AccessPolicy {
-        AccessPolicy { rules: vec![(Prefix::any_v4(), Role::Manage), (Prefix::any_v6(), Role::Manage)] }
+        AccessPolicy {
+            rules: vec![(Prefix::any_v4(), Role::Manage), (Prefix::any_v6(), Role::Manage)],
+            identities: Vec::new(),
+        }
     }
 
     /// Management from this machine only (loopback), nothing for anyone else.
     pub fn loopback_only() -> AccessPolicy {
-        AccessPolicy { rules: Prefix::loopback().into_iter().map(|p| (p, Role::Manage)).collect() }
+        AccessPolicy {
+            rules: Prefix::loopback().into_iter().map(|p| (p, Role::Manage)).collect(),
+            identities: Vec::new(),
+        }
     }
 
     pub fn role_of(&self, client: &ClientIdentity) -> Option<Role> {
-        self.rules.iter().filter(|(p, _)| p.contains(client.addr.ip())).map(|(_, r)| *r).max()
+        let by_addr = self.rules.iter().filter(|(p, _)| p.contains(client.addr.ip())).map(|(_, r)| *r);
+        let by_psk = client
+            .psk
+            .as_deref()
+            .into_iter()
+            .flat_map(|psk| self.identities.iter().filter(move |(id, _)| id.as_slice() == psk).map(|(_, r)| *r));
+        by_addr.chain(by_psk).max()
     }
 
     /// Rules that give a role to every address of a family: the start-up warning names them.
@@ -256,6 +285,7 @@ mod tests {
     fn roles_take_the_highest_matching_rule() {
         let pol = AccessPolicy {
             rules: vec![(p("10.0.0.0/8"), Role::Read), (p("10.1.0.0/16"), Role::Manage), (p("::1"), Role::Actuate)],
+            identities: Vec::new(),
         };
         let c = |s: &str| ClientIdentity::new(sa(s));
         assert_eq!(pol.role_of(&c("10.9.0.1:1000")), Some(Role::Read));
@@ -266,6 +296,19 @@ mod tests {
         assert_eq!(AccessPolicy::loopback_only().role_of(&c("[::ffff:127.0.0.1]:5")), Some(Role::Manage));
         assert_eq!(AccessPolicy::loopback_only().role_of(&c("192.0.2.1:5")), None);
         assert!(Role::Read < Role::Actuate && Role::Actuate < Role::Manage);
+    }
+
+    #[test]
+    fn a_psk_identity_proved_over_dtls_adds_its_role() {
+        let pol = AccessPolicy {
+            rules: vec![(p("10.0.0.0/8"), Role::Read)],
+            identities: vec![(b"alice".to_vec(), Role::Manage)],
+        };
+        let c = |s: &str, psk: Option<&[u8]>| ClientIdentity::new(sa(s)).with_psk(psk.map(Into::into));
+        assert_eq!(pol.role_of(&c("10.0.0.1:1", None)), Some(Role::Read));
+        assert_eq!(pol.role_of(&c("10.0.0.1:1", Some(b"alice"))), Some(Role::Manage));
+        assert_eq!(pol.role_of(&c("192.0.2.1:1", Some(b"alice"))), Some(Role::Manage));
+        assert_eq!(pol.role_of(&c("192.0.2.1:1", Some(b"bob"))), None);
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Member URIs: parsing the `er` entries of a profile into something the EM can send to.
 //!
-//! Owns: the subset of CoAP URIs the EM accepts for members (`coap://<ip-literal>[:port]/path[?query]`
-//! and the gateway-relative `/em/<name>`), and how a member is named in SenML output. The grammar itself
+//! Owns: the subset of CoAP URIs the EM accepts for members (`coap://<ip-literal>[:port]/path[?query]`,
+//! the same with `coaps://` for a member the driver reaches over DTLS, and the gateway-relative
+//! `/em/<name>`), and how a member is named in SenML output. The grammar itself
 //! (percent-decoding, IPv6 literals, dot segments, option bounds) is corral-wire's [`Uri`]; this module
-//! only narrows it: scheme `coap`, an IP literal, a non-zero port, no empty path segments or query items.
+//! only narrows it: scheme `coap` or `coaps`, an IP literal, a non-zero port, no empty path segments or query items.
 //! Must never: resolve host names (the EM is sans-IO and does no DNS; members are IP literals) or panic on
 //! any input.
 
@@ -17,8 +18,9 @@ pub const COAP_PORT: u16 = 5683;
 /// A member URI after parsing, before deciding whether it points at this gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberUri {
-    /// `coap://host[:port]/path?query` with an IP-literal host.
-    Coap { addr: SocketAddr, path: Vec<String>, query: Vec<String> },
+    /// `coap://host[:port]/path?query` with an IP-literal host, or with `secure` `coaps://` (default port
+    /// 5684): the driver reaches it over DTLS with credentials it holds for the address.
+    Coap { addr: SocketAddr, path: Vec<String>, query: Vec<String>, secure: bool },
     /// A gateway-relative path such as `/em/room1`.
     Relative { path: Vec<String> },
 }
@@ -79,11 +81,14 @@ pub fn parse(text: &str) -> Result<MemberUri, UriError> {
     let Some((scheme, _)) = text.split_once("://") else {
         return Err(err("not an absolute URI (expected coap://host/path or /em/<name>)"));
     };
-    if !scheme.eq_ignore_ascii_case("coap") {
-        return Err(err(format!("scheme {scheme:?} is not coap (only coap:// members are supported)")));
+    let secure = scheme.eq_ignore_ascii_case("coaps");
+    if !scheme.eq_ignore_ascii_case("coap") && !secure {
+        return Err(err(format!(
+            "scheme {scheme:?} is not coap or coaps (only coap:// and coaps:// members are supported)"
+        )));
     }
     let uri = wire_parse(text)?;
-    debug_assert_eq!(uri.scheme, Scheme::Coap);
+    debug_assert!(matches!(uri.scheme, Scheme::Coap | Scheme::Coaps));
     let ip = match uri.host {
         Host::Ip(ip) => ip,
         Host::Name(name) => {
@@ -93,7 +98,12 @@ pub fn parse(text: &str) -> Result<MemberUri, UriError> {
     if uri.port == 0 {
         return Err(err("bad port \"0\""));
     }
-    Ok(MemberUri::Coap { addr: SocketAddr::new(ip, uri.port), path: non_empty(uri.path), query: non_empty(uri.query) })
+    Ok(MemberUri::Coap {
+        addr: SocketAddr::new(ip, uri.port),
+        path: non_empty(uri.path),
+        query: non_empty(uri.query),
+        secure,
+    })
 }
 
 /// Writes `coap://host[:port]/path` for an address and a path (port omitted when it is 5683), percent-encoding
@@ -114,8 +124,8 @@ pub fn senml_name_char(c: char) -> bool {
 /// `?`, `=`, `&`) becomes `_`. A relative member `/em/room1` is named `em/room1`.
 pub fn senml_name(member: &str) -> String {
     let name = match parse(member) {
-        Ok(MemberUri::Coap { addr: SocketAddr::V6(a), path, query }) => {
-            let mut s = format!("coap://{}:{}", a.ip(), a.port());
+        Ok(MemberUri::Coap { addr: SocketAddr::V6(a), path, query, secure }) => {
+            let mut s = format!("{}://{}:{}", if secure { "coaps" } else { "coap" }, a.ip(), a.port());
             for seg in &path {
                 s.push('/');
                 s.push_str(seg);
@@ -148,7 +158,8 @@ mod tests {
             MemberUri::Coap {
                 addr: "[2001:db8::1]:5683".parse().unwrap(),
                 path: vec!["s".into(), "t".into()],
-                query: vec![]
+                query: vec![],
+                secure: false
             }
         );
         let m = parse("coap://10.0.0.2:5684/a/light?x=1").unwrap();
@@ -157,7 +168,18 @@ mod tests {
             MemberUri::Coap {
                 addr: "10.0.0.2:5684".parse().unwrap(),
                 path: vec!["a".into(), "light".into()],
-                query: vec!["x=1".into()]
+                query: vec!["x=1".into()],
+                secure: false
+            }
+        );
+        let m = parse("coaps://10.0.0.2/s").unwrap();
+        assert_eq!(
+            m,
+            MemberUri::Coap {
+                addr: "10.0.0.2:5684".parse().unwrap(),
+                path: vec!["s".into()],
+                query: vec![],
+                secure: true
             }
         );
         assert_eq!(parse("/em/room1").unwrap(), MemberUri::Relative { path: vec!["em".into(), "room1".into()] });
@@ -196,7 +218,7 @@ mod tests {
             "coap://10.0.0.1/%zz",
             "coap://u@10.0.0.1/",
             "coap://10.0.0.1/a b",
-            "coaps://10.0.0.1/s",
+            "coaps+tcp://10.0.0.1/s",
             "coap+tcp://10.0.0.1/s",
             "coap://[fe80::1%25eth0]/s",
             "coap://10.0.0.1/%FF",

@@ -21,7 +21,10 @@ fn lab_em(devices: usize, em: EmConfig) -> Lab {
 #[test]
 fn access_policy_gives_each_client_its_role() {
     // The client (192.0.2.2) may only read.
-    let access = AccessPolicy { rules: vec![(p("192.0.2.2"), Role::Read), (p("192.0.2.0/24"), Role::Read)] };
+    let access = AccessPolicy {
+        rules: vec![(p("192.0.2.2"), Role::Read), (p("192.0.2.0/24"), Role::Read)],
+        identities: Vec::new(),
+    };
     let mut lab = lab_em(3, EmConfig { access, ..EmConfig::default() });
     let r = lab.create("room", json!({ "er": lab.uris(0..2, "s/t") }));
     assert_eq!(r.code, Code::FORBIDDEN);
@@ -30,7 +33,7 @@ fn access_policy_gives_each_client_its_role() {
     assert_eq!(r.code, Code::CONTENT, "listing is reading");
 
     // Nobody: 4.03 saying so.
-    let access = AccessPolicy { rules: vec![(p("10.0.0.0/8"), Role::Manage)] };
+    let access = AccessPolicy { rules: vec![(p("10.0.0.0/8"), Role::Manage)], ..Default::default() };
     let mut lab = lab_em(3, EmConfig { access, ..EmConfig::default() });
     let r = lab.get("em", &[], None);
     assert_eq!(r.code, Code::FORBIDDEN);
@@ -43,7 +46,7 @@ fn access_policy_gives_each_client_its_role() {
         .node(lab.gw)
         .service_mut::<corral_group::EntityManager>(lab.em)
         .unwrap()
-        .set_access(AccessPolicy { rules: vec![(p("192.0.2.0/24"), Role::Actuate)] });
+        .set_access(AccessPolicy { rules: vec![(p("192.0.2.0/24"), Role::Actuate)], ..Default::default() });
     let put = |payload: &str| Request::new(Code::PUT).with_path("em/lights").with_payload(payload.to_string());
     assert_eq!(lab.request(put("on")).code, Code::CHANGED, "actuation is allowed");
     let r = lab.send_json(Code::POST, "em/lights/profile", json!({ "enr": 1 }));

@@ -283,6 +283,12 @@ pub struct IncomingRequest {
     /// service that acts on a source's address alone asks for it with [`crate::Context::challenge`] on
     /// each state change. Requests over TCP carry it (the connection is the proof).
     pub echoed: bool,
+    /// The PSK identity the source proved in a DTLS handshake, for a request that arrived inside that DTLS
+    /// session (`coaps://`); `None` over plain CoAP and in rendered notifications. The driver's DTLS layer
+    /// hands it in with [`crate::Endpoint::set_datagram_identity`]; a service may grant roles by it. Such
+    /// a request is also `verified` and `echoed`: the handshake's cookie exchange proved the address and
+    /// the record layer's replay window its freshness.
+    pub peer_identity: Option<std::sync::Arc<[u8]>>,
 }
 
 /// Why a request ended without a response.
@@ -304,6 +310,9 @@ pub enum RequestError {
     /// The network said the peer cannot be reached (an ICMP port or host unreachable error reported by
     /// the driver through [`crate::Endpoint::handle_unreachable`]).
     Unreachable,
+    /// `coaps://`: the DTLS handshake with the peer failed; the text says why (the driver reports it with
+    /// [`crate::Endpoint::fail_peer`]).
+    Dtls(&'static str),
 }
 
 impl fmt::Display for RequestError {
@@ -315,6 +324,7 @@ impl fmt::Display for RequestError {
             RequestError::ConnectionClosed => f.write_str("connection closed"),
             RequestError::Malformed => f.write_str("answered with a malformed message"),
             RequestError::Unreachable => f.write_str("unreachable (ICMP)"),
+            RequestError::Dtls(why) => write!(f, "DTLS handshake failed: {why}"),
         }
     }
 }

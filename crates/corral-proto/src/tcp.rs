@@ -585,6 +585,7 @@ impl TcpEndpoint {
             notification: false,
             verified: true,
             echoed: true,
+            peer_identity: None,
         }));
     }
 
@@ -678,6 +679,7 @@ impl TcpEndpoint {
                 notification: true,
                 verified: true,
                 echoed: false,
+                peer_identity: None,
             });
         }
         out

@@ -340,7 +340,7 @@ impl fmt::Display for BadHop<'_> {
         match &self.fault {
             HopFault::Uri(e) => write!(f, "{e}"),
             HopFault::HasPath => f.write_str("a next hop is an endpoint; drop the path"),
-            HopFault::Scheme(s) => write!(f, "{s}:// is not supported; use coap:// or coap+tcp://"),
+            HopFault::Scheme(s) => write!(f, "{s}:// is not supported; use coap://, coaps:// or coap+tcp://"),
             HopFault::Unresolved(name) => write!(f, "cannot resolve {name:?}"),
             HopFault::Refused(diagnostic) => f.write_str(diagnostic),
         }
@@ -359,7 +359,8 @@ fn next_hop<'a>(
         return Err(bad(HopFault::HasPath));
     }
     let tcp = match uri.scheme {
-        Scheme::Coap => false,
+        // coaps://: over DTLS, with the credentials the driver holds for the hop (`corral proxy` checks).
+        Scheme::Coap | Scheme::Coaps => false,
         Scheme::CoapTcp => true,
         s => return Err(bad(HopFault::Scheme(s))),
     };

@@ -48,18 +48,19 @@ pub fn requested_uri(request: &Request) -> Result<Uri, Refusal> {
         .map_err(|e| Refusal::new(Code::BAD_OPTION, format!("bad Uri-* option with Proxy-Scheme: {e}")))
 }
 
-/// The schemes this proxy reaches: coap and coap+tcp. A secure scheme needs DTLS or TLS, which corral does
-/// not speak (end-to-end security goes through the proxy as OSCORE instead).
+/// The schemes this proxy reaches: coap, coap+tcp and coaps (over DTLS, to the origins its driver holds
+/// credentials for: [`crate::ProxyConfig::dtls_peers`]). coaps+tcp needs TLS, which corral does not speak
+/// (end-to-end security goes through the proxy as OSCORE instead).
 fn check_scheme(name: &str) -> Result<Scheme, Refusal> {
     match Scheme::parse(name) {
-        Some(s @ (Scheme::Coap | Scheme::CoapTcp)) => Ok(s),
+        Some(s @ (Scheme::Coap | Scheme::CoapTcp | Scheme::Coaps)) => Ok(s),
         Some(s) => Err(Refusal::new(
             Code::PROXYING_NOT_SUPPORTED,
-            format!("{s}:// needs DTLS/TLS, which this proxy does not speak; use coap:// or coap+tcp://"),
+            format!("{s}:// needs TLS, which this proxy does not speak; use coap://, coaps:// or coap+tcp://"),
         )),
         None => Err(Refusal::new(
             Code::PROXYING_NOT_SUPPORTED,
-            format!("cannot proxy to scheme {name:?}; this proxy reaches coap:// and coap+tcp://"),
+            format!("cannot proxy to scheme {name:?}; this proxy reaches coap://, coaps:// and coap+tcp://"),
         )),
     }
 }
@@ -143,7 +144,7 @@ mod tests {
     #[test]
     fn refusals() {
         assert_eq!(requested_uri(&proxied("http://x/")).unwrap_err().code, Code::PROXYING_NOT_SUPPORTED);
-        assert_eq!(requested_uri(&proxied("coaps://x/")).unwrap_err().code, Code::PROXYING_NOT_SUPPORTED);
+        assert_eq!(requested_uri(&proxied("coaps+tcp://x/")).unwrap_err().code, Code::PROXYING_NOT_SUPPORTED);
         assert_eq!(requested_uri(&proxied("coap://x/a b")).unwrap_err().code, Code::BAD_OPTION);
         assert_eq!(requested_uri(&proxied("no scheme")).unwrap_err().code, Code::BAD_OPTION);
         let hosts = Hosts::default();

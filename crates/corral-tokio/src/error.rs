@@ -153,6 +153,10 @@ impl From<RequestFailure> for Error {
             RequestFailure::Failed(RequestError::ConnectionClosed) => Error::ConnectionClosed,
             RequestFailure::Failed(RequestError::Malformed) => Error::Malformed,
             RequestFailure::Failed(RequestError::Unreachable) => Error::Refused(SocketAddr::from(([0, 0, 0, 0], 0))),
+            RequestFailure::Failed(RequestError::Dtls(why)) => Error::Dtls {
+                addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+                reason: corral_dtls::HandshakeFailure::Other(why.into()),
+            },
             RequestFailure::Start(e) => Error::Start(e),
             RequestFailure::Unreachable => Error::Unreachable(SocketAddr::from(([0, 0, 0, 0], 0))),
             RequestFailure::Connect(reason) => Error::Connect { addr: SocketAddr::from(([0, 0, 0, 0], 0)), reason },

@@ -42,6 +42,7 @@ pub mod blocking;
 mod client;
 mod driver;
 mod dtls;
+mod dtls_mux;
 mod error;
 pub mod event_loop;
 #[cfg(feature = "fleet")]
@@ -65,6 +66,7 @@ pub use client::{
 };
 pub use corral_dtls::{DtlsConfig, HandshakeFailure, PskKeys, Role as DtlsRole, X509};
 pub use driver::{os_seed, os_seeded, Clock, DriverStats, OsSeeded};
+pub use dtls_mux::DtlsMuxConfig;
 pub use server::{RouteConfig, Server, ServerBuilder, ServerHandle, ServerRequest};
 pub use tcp::bind_listener;
 pub use uri::{parse_uri, Scheme, Uri, UriError};

@@ -169,6 +169,8 @@ pub struct Server {
     well_known_core: bool,
     /// coaps:// (see [`ServerBuilder::dtls`]).
     dtls: Option<corral_dtls::DtlsConfig>,
+    /// coaps:// beside coap:// on this socket (see [`Server::set_dtls_mux`]).
+    dtls_mux: Option<crate::DtlsMuxConfig>,
 }
 
 impl Server {
@@ -190,6 +192,7 @@ impl Server {
             rx,
             well_known_core: true,
             dtls: None,
+            dtls_mux: None,
         }
     }
 
@@ -224,6 +227,13 @@ impl Server {
     /// [`crate::workers`] runs for each worker, whatever its driver.
     pub fn configure(&mut self, setup: impl FnOnce(&mut Node) + Send + 'static) -> &mut Self {
         self.mounts.push(Box::new(setup));
+        self
+    }
+
+    /// Makes this socket speak coaps:// beside coap:// (the first byte of each datagram tells them apart):
+    /// accepting DTLS clients, reaching the peers the configuration has credentials for over DTLS.
+    pub fn set_dtls_mux(&mut self, config: crate::DtlsMuxConfig) -> &mut Self {
+        self.dtls_mux = Some(config);
         self
     }
 
@@ -294,7 +304,7 @@ impl Server {
         let tcp_local = self.tcp_local_addr();
         let handlers = Handle::try_current().ok();
         let (done_tx, done_rx) = oneshot::channel();
-        let Server { socket, tcp, tcp_config, config, mounts, routes, tx, rx, well_known_core, dtls } = self;
+        let Server { socket, tcp, tcp_config, config, mounts, routes, tx, rx, well_known_core, dtls, dtls_mux } = self;
         let config = os_seeded(config);
         let tcp_config = tcp.is_some().then(|| {
             os_seeded(tcp_config.unwrap_or_else(|| TcpConfig {
@@ -337,13 +347,17 @@ impl Server {
                     }
                     tracing::info!(tcp = ?tcp_local, "serving");
                     let (clock, tcp) = (Clock::new(), TcpSide::new(tcp));
-                    match dtls {
-                        Some(c) => {
+                    match (dtls, dtls_mux) {
+                        (Some(c), _) => {
                             let failures = Default::default();
                             let node = crate::dtls::DtlsMachine::new(node, c, clock, failures);
                             Driver::new(node, socket, clock, rx, tcp).run().await
                         }
-                        None => Driver::new(node, socket, clock, rx, tcp).run().await,
+                        (None, Some(m)) => {
+                            let node = crate::dtls_mux::DtlsMux::new(node, m, clock);
+                            Driver::new(node, socket, clock, rx, tcp).run().await
+                        }
+                        (None, None) => Driver::new(node, socket, clock, rx, tcp).run().await,
                     }
                 }
                 .instrument(span),

@@ -117,6 +117,18 @@ impl Bound {
     }
 
     /// Joins a multicast group on every socket.
+    /// Makes the socket speak coaps:// beside coap:// ([`Server::set_dtls_mux`]): one worker on the tokio
+    /// driver only (the steering program reads CoAP headers, and the blocking driver has no DTLS layer).
+    pub fn set_dtls_mux(&mut self, config: crate::DtlsMuxConfig) -> io::Result<()> {
+        match &mut self.sockets {
+            Sockets::Tokio(servers) if servers.len() == 1 => {
+                servers[0].set_dtls_mux(config);
+                Ok(())
+            }
+            _ => Err(io::Error::new(io::ErrorKind::Unsupported, "coaps:// needs one worker on the tokio driver")),
+        }
+    }
+
     pub fn join(&mut self, group: IpAddr) -> io::Result<()> {
         match &mut self.sockets {
             Sockets::Tokio(servers) => servers.iter_mut().try_for_each(|s| s.join_group(group).map(|_| ())),

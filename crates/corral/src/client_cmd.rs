@@ -131,7 +131,7 @@ pub struct RequestArgs {
     /// Default: 200 on a machine with two or more CPUs, 0 on one (where spinning would delay the peer).
     #[arg(long, value_name = "MICROS", value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub busy_poll: Option<u64>,
-    /// Send through this forward proxy (libcoap's -P): coap://HOST:PORT or coap+tcp://HOST:PORT. The URI
+    /// Send through this forward proxy (libcoap's -P): coap://, coaps:// (with -k/-u) or coap+tcp://HOST:PORT. The URI
     /// goes in a Proxy-Uri option; the proxy fetches it (`corral proxy` runs one).
     #[arg(short = 'P', long, value_name = "PROXY-URI")]
     pub proxy: Option<String>,
@@ -373,7 +373,6 @@ fn failed(e: corral_tokio::Error, peer: &str, timeout: f64) -> Failure {
 pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Failure> {
     let method = method_of(verb, args.method)?;
     let uri = corral_tokio::parse_uri(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
-    args.dtls.check(uri.scheme)?;
     let local = Local { addr: args.local_addr, port: args.local_port };
     if !matches!(uri.scheme, Scheme::Coap | Scheme::Coaps) && (local.addr.is_some() || local.port.is_some()) {
         return Err(Failure::usage(format!(
@@ -390,9 +389,9 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
         Some(p) => {
             let proxy = corral_tokio::parse_uri(p)
                 .map_err(|e| Failure::usage(format!("invalid --proxy (expected coap://HOST:PORT): {e}")))?;
-            if proxy.scheme.is_secure() || !proxy.path.is_empty() {
+            if proxy.scheme == Scheme::CoapsTcp || !proxy.path.is_empty() {
                 return Err(Failure::usage(format!(
-                    "--proxy {p}: give the proxy as coap://HOST:PORT or coap+tcp://HOST:PORT, without a path"
+                    "--proxy {p}: give the proxy as coap://, coaps:// or coap+tcp://HOST:PORT, without a path"
                 )));
             }
             if (multicast || args.mc_timeout.is_some()) && (proxy.scheme != Scheme::Coap || args.credentials.is_some())
@@ -404,6 +403,9 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
             Some(proxy)
         }
     };
+    // -k/-u are for the hop this client talks to: the proxy's scheme when there is one (the proxy reaches
+    // a coaps:// target with credentials of its own).
+    args.dtls.check(proxy.as_ref().map_or(uri.scheme, |p| p.scheme))?;
     let oscore = match &args.credentials {
         None => None,
         Some(file) => {

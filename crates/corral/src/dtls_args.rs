@@ -1,8 +1,9 @@
 //! coaps:// on the command line: the client verbs' libcoap-style PSK flags (`-k KEY -u IDENTITY`) and
 //! certificate flags (`-c CERT -j KEY -C CA`, PEM files), the server's `--dtls [ADDR:PORT]` with its PSK
-//! file (`--psk-file`) and/or certificate (`--cert --key --ca`), and turning them into corral-tokio's
-//! [`DtlsConfig`]. Owns the PSK file's format and the one-line errors about these files; the DTLS itself
-//! is corral-dtls's.
+//! file (`--psk-file`) and/or certificate (`--cert --key --ca`), the gateway's and the proxy's `--dtls`
+//! (on their own port) and their peers' credentials (`--peer-psk-file`), and turning them into
+//! corral-tokio's [`DtlsConfig`] and [`corral_tokio::DtlsMuxConfig`]. Owns the PSK files' formats and the
+//! one-line errors about these files; the DTLS itself is corral-dtls's.
 //!
 //! The PSK file maps identities to keys, a JSON object: `{"alice": "secretPSK", "bob": {"hex": "00ff…"}}`
 //! (a string is the key's bytes as written, as libcoap's `-k` takes them).
@@ -193,26 +194,102 @@ fn parse_psk_file(text: &str) -> Result<PskKeys, String> {
     let obj = v.as_object().ok_or("expected a JSON object {\"IDENTITY\": \"KEY\"}")?;
     let mut keys = PskKeys::new();
     for (identity, key) in obj {
-        let key = match key {
-            serde_json::Value::String(s) => s.as_bytes().to_vec(),
-            serde_json::Value::Object(o) => {
-                let hex = o
-                    .get("hex")
-                    .and_then(|h| h.as_str())
-                    .ok_or(format!("{identity}: expected \"KEY\" or {{\"hex\": \"…\"}}"))?;
-                from_hex(hex).ok_or(format!("{identity}: `{hex}` is not hex"))?
-            }
-            _ => return Err(format!("{identity}: expected \"KEY\" or {{\"hex\": \"…\"}}")),
-        };
-        if key.is_empty() {
-            return Err(format!("{identity}: the key is empty"));
-        }
-        keys.insert(identity.as_bytes(), key);
+        keys.insert(identity.as_bytes(), key_of(identity, key)?);
     }
     if keys.is_empty() {
         return Err("no identity (expected {\"IDENTITY\": \"KEY\"})".into());
     }
     Ok(keys)
+}
+
+/// A key as a PSK file writes it: `"KEY"` (its bytes as written) or `{"hex": "00ff…"}`; `what` names it
+/// in the error.
+fn key_of(what: &str, key: &serde_json::Value) -> Result<Vec<u8>, String> {
+    let key = match key {
+        serde_json::Value::String(s) => s.as_bytes().to_vec(),
+        serde_json::Value::Object(o) => {
+            let hex = o
+                .get("hex")
+                .and_then(|h| h.as_str())
+                .ok_or(format!("{what}: expected \"KEY\" or {{\"hex\": \"…\"}}"))?;
+            from_hex(hex).ok_or(format!("{what}: `{hex}` is not hex"))?
+        }
+        _ => return Err(format!("{what}: expected \"KEY\" or {{\"hex\": \"…\"}}")),
+    };
+    if key.is_empty() {
+        return Err(format!("{what}: the key is empty"));
+    }
+    Ok(key)
+}
+
+/// `corral gateway`'s and `corral proxy`'s DTLS flags: coaps:// clients on the service's own socket, and
+/// the credentials it reaches coaps:// peers with.
+#[derive(Args, Debug, Clone, Default)]
+pub struct DtlsNodeArgs {
+    /// Also accept coaps:// clients (DTLS 1.2, PSK, TLS_PSK_WITH_AES_128_CCM_8) on this service's own UDP
+    /// port: each datagram's first byte tells DTLS from CoAP (RFC 7983), so coap:// and coaps:// share
+    /// the port. Needs --psk-file; runs one worker on the tokio driver.
+    #[arg(long, requires = "psk_file")]
+    pub dtls: bool,
+    /// The PSK identities and keys coaps:// clients may use: a JSON object
+    /// {"IDENTITY": "KEY", "IDENTITY2": {"hex": "00ff"}}.
+    #[arg(long, value_name = "FILE", requires = "dtls")]
+    pub psk_file: Option<PathBuf>,
+    /// Reach coaps:// peers (members, next hops) with these credentials, one PSK identity and key per
+    /// peer (libcoap's -u/-k per host): a JSON object {"coaps://10.0.0.5:5684": {"identity": "gw", "key":
+    /// "secretPSK"}} (the key also as {"hex": "00ff"}). Every datagram to a listed peer goes over DTLS,
+    /// and plain CoAP from it is dropped.
+    #[arg(long, value_name = "FILE")]
+    pub peer_psk_file: Option<PathBuf>,
+}
+
+impl DtlsNodeArgs {
+    /// What the service's socket speaks DTLS with; `None` without these flags.
+    pub fn mux(&self) -> Result<Option<corral_tokio::DtlsMuxConfig>, Failure> {
+        let server = match (&self.psk_file, self.dtls) {
+            (Some(file), true) => Some(DtlsConfig::new(DtlsRole::Server(Arc::new(load_psk_file(file)?)))),
+            _ => None,
+        };
+        let peers = match &self.peer_psk_file {
+            Some(file) => load_peer_file(file)?,
+            None => Vec::new(),
+        };
+        let mux = corral_tokio::DtlsMuxConfig { server, peers };
+        Ok((!mux.is_empty()).then_some(mux))
+    }
+}
+
+/// Reads a peer credentials file (see [`DtlsNodeArgs::peer_psk_file`]).
+pub fn load_peer_file(path: &Path) -> Result<Vec<(SocketAddr, DtlsConfig)>, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::other(format!("cannot read the peer PSK file {}: {e}", path.display())))?;
+    parse_peer_file(&text).map_err(|why| Failure::usage(format!("{}: {why}", path.display())))
+}
+
+fn parse_peer_file(text: &str) -> Result<Vec<(SocketAddr, DtlsConfig)>, String> {
+    const SHAPE: &str = "{\"coaps://ADDR:PORT\": {\"identity\": \"ID\", \"key\": \"KEY\"}}";
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let obj = v.as_object().ok_or(format!("expected a JSON object {SHAPE}"))?;
+    let mut peers = Vec::new();
+    for (uri, entry) in obj {
+        let addr = match corral_group::uri::parse(uri) {
+            Ok(corral_group::uri::MemberUri::Coap { addr, secure: true, path, .. }) if path.is_empty() => addr,
+            _ => return Err(format!("`{uri}`: expected coaps://ADDR[:PORT] (an IP literal, no path)")),
+        };
+        let addr = SocketAddr::new(corral_group::policy::canonical(addr.ip()), addr.port());
+        let identity = entry
+            .get("identity")
+            .and_then(|i| i.as_str())
+            .filter(|i| !i.is_empty())
+            .ok_or(format!("{uri}: expected {{\"identity\": \"ID\", \"key\": \"KEY\"}}"))?;
+        let key = key_of(uri, entry.get("key").ok_or(format!("{uri}: no \"key\""))?)?;
+        let role = DtlsRole::Client { identity: identity.as_bytes().to_vec(), key };
+        peers.push((addr, DtlsConfig::new(role)));
+    }
+    if peers.is_empty() {
+        return Err(format!("no peer (expected {SHAPE})"));
+    }
+    Ok(peers)
 }
 
 fn from_hex(s: &str) -> Option<Vec<u8>> {
@@ -234,5 +311,26 @@ mod tests {
         assert!(parse_psk_file(r#"{"a": {"hex": "0g"}}"#).unwrap_err().contains("not hex"));
         assert!(parse_psk_file(r#"{"a": ""}"#).unwrap_err().contains("empty"));
         assert!(parse_psk_file("[1]").unwrap_err().contains("JSON object"));
+    }
+
+    #[test]
+    fn a_peer_file_gives_each_coaps_peer_an_identity_and_key() {
+        let peers = parse_peer_file(
+            r#"{"coaps://127.0.0.1:5699": {"identity": "gw", "key": "k"}, "coaps://[::1]": {"identity": "g", "key": {"hex": "00"}}}"#,
+        )
+        .unwrap();
+        let addrs: Vec<SocketAddr> = peers.iter().map(|(a, _)| *a).collect();
+        assert!(addrs.contains(&"127.0.0.1:5699".parse().unwrap()) && addrs.contains(&"[::1]:5684".parse().unwrap()));
+        assert!(parse_peer_file(r#"{"coap://127.0.0.1": {"identity": "g", "key": "k"}}"#)
+            .unwrap_err()
+            .contains("coaps://"));
+        assert!(parse_peer_file(r#"{"coaps://127.0.0.1/s": {"identity": "g", "key": "k"}}"#)
+            .unwrap_err()
+            .contains("no path"));
+        assert!(parse_peer_file(r#"{"coaps://127.0.0.1": {"key": "k"}}"#).unwrap_err().contains("identity"));
+        assert!(parse_peer_file(r#"{"coaps://127.0.0.1": {"identity": "g", "key": ""}}"#)
+            .unwrap_err()
+            .contains("empty"));
+        assert!(parse_peer_file("{}").unwrap_err().contains("no peer"));
     }
 }

@@ -14,10 +14,11 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct PolicyArgs {
-    /// Give clients in PREFIX(es) a role: read, actuate or manage (repeatable), e.g.
-    /// `--allow manage=10.1.2.0/24 --allow read=10.0.0.0/8,fd00::/8`.
-    #[arg(long, value_name = "ROLE=PREFIX,...", value_parser = parse_allow)]
-    pub allow: Vec<(Role, Vec<Prefix>)>,
+    /// Give clients in PREFIX(es), or coaps:// clients that proved a PSK identity (psk:IDENTITY), a role:
+    /// read, actuate or manage (repeatable), e.g. `--allow manage=10.1.2.0/24 --allow read=10.0.0.0/8,fd00::/8
+    /// --allow manage=psk:alice`.
+    #[arg(long, value_name = "ROLE=PREFIX|psk:ID,...", value_parser = parse_allow)]
+    pub allow: Vec<(Role, Vec<Subject>)>,
     /// Networks members may be in (repeatable or comma-separated) [default: this host's networks and
     /// loopback].
     #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = parse_prefix)]
@@ -43,9 +44,29 @@ pub fn parse_prefix(s: &str) -> Result<Prefix, String> {
     s.parse()
 }
 
-fn parse_allow(s: &str) -> Result<(Role, Vec<Prefix>), String> {
-    let (role, prefixes) =
-        s.split_once('=').ok_or_else(|| format!("`{s}`: expected ROLE=PREFIX[,PREFIX…], e.g. read=10.0.0.0/8"))?;
+/// Whom an access rule names: the clients in an address prefix, or the coaps:// client that proved a PSK
+/// identity in its DTLS handshake (`psk:IDENTITY`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    Prefix(Prefix),
+    Psk(Vec<u8>),
+}
+
+impl std::str::FromStr for Subject {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Subject, String> {
+        match s.trim().strip_prefix("psk:") {
+            Some("") => Err(format!("`{s}`: psk: needs an identity, e.g. psk:alice")),
+            Some(id) => Ok(Subject::Psk(id.as_bytes().to_vec())),
+            None => s.parse().map(Subject::Prefix),
+        }
+    }
+}
+
+fn parse_allow(s: &str) -> Result<(Role, Vec<Subject>), String> {
+    let (role, prefixes) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected ROLE=PREFIX[,PREFIX…] or ROLE=psk:IDENTITY, e.g. read=10.0.0.0/8"))?;
     let role: Role = role.trim().parse()?;
     let prefixes =
         prefixes.split(',').filter(|p| !p.trim().is_empty()).map(str::parse).collect::<Result<Vec<_>, _>>()?;
@@ -68,8 +89,8 @@ struct PolicyFile {
     quarantine: Option<u64>,
 }
 
-/// A list of prefixes in a TOML file: `["10.0.0.0/8", "::1"]`.
-fn prefixes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Prefix>, D::Error> {
+/// A list of prefixes (or of access subjects, `"psk:alice"`) in a TOML file: `["10.0.0.0/8", "::1"]`.
+fn prefixes<'de, D: serde::Deserializer<'de>, T: std::str::FromStr<Err = String>>(d: D) -> Result<Vec<T>, D::Error> {
     let texts = Vec::<String>::deserialize(d)?;
     texts.iter().map(|t| t.parse().map_err(serde::de::Error::custom)).collect()
 }
@@ -78,11 +99,11 @@ fn prefixes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Prefix>, D::Er
 #[serde(deny_unknown_fields)]
 struct AccessSection {
     #[serde(default, deserialize_with = "prefixes")]
-    read: Vec<Prefix>,
+    read: Vec<Subject>,
     #[serde(default, deserialize_with = "prefixes")]
-    actuate: Vec<Prefix>,
+    actuate: Vec<Subject>,
     #[serde(default, deserialize_with = "prefixes")]
-    manage: Vec<Prefix>,
+    manage: Vec<Subject>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -165,23 +186,28 @@ impl PolicyArgs {
             None => PolicyFile::default(),
         };
         let mut rules: Vec<(Prefix, Role)> = Vec::new();
-        for (role, list) in [
+        let mut identities: Vec<(Vec<u8>, Role)> = Vec::new();
+        let given = [
             (Role::Read, &file.access.read),
             (Role::Actuate, &file.access.actuate),
             (Role::Manage, &file.access.manage),
-        ] {
-            rules.extend(list.iter().map(|p| (*p, role)));
+        ]
+        .into_iter()
+        .flat_map(|(role, list)| list.iter().map(move |s| (role, s)))
+        .chain(self.allow.iter().flat_map(|(role, list)| list.iter().map(|s| (*role, s))));
+        for (role, subject) in given {
+            match subject {
+                Subject::Prefix(p) => rules.push((*p, role)),
+                Subject::Psk(id) => identities.push((id.clone(), role)),
+            }
         }
-        for (role, list) in &self.allow {
-            rules.extend(list.iter().map(|p| (*p, *role)));
-        }
-        let configured = !rules.is_empty();
-        if !configured {
+        let configured = !rules.is_empty() || !identities.is_empty();
+        if rules.is_empty() {
             // This machine: loopback, and its own addresses (a local client talking to the gateway's
-            // non-loopback address uses one of them as its source).
+            // non-loopback address uses one of them as its source). Roles of PSK identities add to it.
             rules = this_machine().into_iter().map(|p| (p, Role::Manage)).collect();
         }
-        let access = AccessPolicy { rules };
+        let access = AccessPolicy { rules, identities };
 
         let mut networks: Vec<Prefix> = file.members.networks.iter().chain(&self.member_net).copied().collect();
         if networks.is_empty() {

@@ -60,7 +60,15 @@ Examples:
   corral proxy --allow 10.0.0.0/8 --dest-net 10.1.0.0/16 --tcp   # also over TCP
   corral get coap://127.0.0.1:5683/hello -P coap://127.0.0.1:5700
   corral proxy --bind 127.0.0.1:5700 --allow-group 224.0.1.187
-  corral get coap://224.0.1.187/hello -P coap://127.0.0.1:5700 --mc-timeout 6";
+  corral get coap://224.0.1.187/hello -P coap://127.0.0.1:5700 --mc-timeout 6
+
+coaps:// (DTLS 1.2 PSK): --dtls --psk-file FILE accepts coaps:// clients on the proxy's own port (a \
+datagram's first byte tells DTLS from CoAP); --peer-psk-file FILE holds the identity and key for each \
+coaps:// origin or next hop, e.g. {\"coaps://10.0.0.7\": {\"identity\": \"proxy\", \"key\": \"secretPSK\"}}:
+  corral proxy --bind 127.0.0.1:5700 --peer-psk-file peers.json
+  corral get coaps://10.0.0.7/hello -P coap://127.0.0.1:5700     # coap in, coaps out
+  corral proxy --bind 127.0.0.1:5700 --dtls --psk-file keys.json
+  corral get coap://10.0.0.8/hello -P coaps://127.0.0.1:5700 -k secretPSK -u alice   # coaps in";
 
 #[derive(Args, Debug)]
 pub struct ProxyArgs {
@@ -135,6 +143,8 @@ pub struct ProxyArgs {
     pub json: bool,
     #[command(flatten)]
     pub http: crate::http::HttpArgs,
+    #[command(flatten)]
+    pub dtls: crate::dtls_args::DtlsNodeArgs,
 }
 
 fn system_resolve(name: &str) -> Option<IpAddr> {
@@ -179,6 +189,18 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         s if s > 0.0 && s <= 86_400.0 => Some(Duration::from_secs_f64(s)),
         s => return Err(Failure::usage(format!("--upstream-timeout {s}: give 0 to 86400 seconds"))),
     };
+    let dtls = args.dtls.mux()?;
+    let dtls_peers: Vec<std::net::SocketAddr> = dtls.iter().flat_map(|m| m.peers.iter().map(|(a, _)| *a)).collect();
+    if let Some(hop) =
+        fib.rules.iter().flat_map(|r| &r.next).find(|h| {
+            h.uri.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("coaps://")) && !dtls_peers.contains(&h.addr)
+        })
+    {
+        return Err(Failure::usage(format!(
+            "next hop {}: no DTLS credentials for {} (give them with --peer-psk-file)",
+            hop.uri, hop.addr
+        )));
+    }
     let clients = if args.allow.is_empty() { Prefix::loopback().to_vec() } else { args.allow.clone() };
     let (destinations, configured) = destinations(&args, fib.destinations.clone());
     let config = ProxyConfig {
@@ -193,6 +215,7 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         destinations: destinations.clone(),
         groups: args.allow_group.clone(),
         max_group_answers: usize::from(args.group_answers),
+        dtls_peers,
         ..ProxyConfig::default()
     };
     let rules = fib.rules.len();
@@ -211,6 +234,9 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         }
         let mut server =
             builder.bind_addr(bind).map_err(|e| Failure::other(format!("cannot listen on {bind}: {e}")))?;
+        if let Some(mux) = dtls {
+            server.set_dtls_mux(mux);
+        }
         let board = crate::http::Board::new(1);
         let window = args.http.bind("proxy", board.clone(), crate::http::this_machine())?;
         let proxy = ProxyService::new(config, fib);

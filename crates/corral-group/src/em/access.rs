@@ -17,21 +17,21 @@ impl EntityManager {
             (Code::POST | Code::PUT | Code::DELETE, _) => Role::Manage,
             _ => Role::Read,
         };
-        let client = ClientIdentity::new(inb.from);
+        let client = ClientIdentity::new(inb.from).with_psk(inb.peer_identity.clone());
         match self.config.access.role_of(&client) {
             Some(r) if r >= needed => Ok(r),
             Some(r) => Err((
                 Code::FORBIDDEN,
                 format!(
                     "{} may {} entities, not {} them (the gateway's access policy)",
-                    client.addr.ip(),
+                    client.describe(),
                     r.as_str(),
                     needed.as_str()
                 ),
             )),
             None => Err((
                 Code::FORBIDDEN,
-                format!("{} may not use this gateway (the gateway's access policy)", client.addr.ip()),
+                format!("{} may not use this gateway (the gateway's access policy)", client.describe()),
             )),
         }
     }

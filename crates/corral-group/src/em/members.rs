@@ -61,7 +61,7 @@ impl EntityManager {
                 [em, name] if em == "em" => Ok(Target::Local(name.clone())),
                 _ => Err(BadMember::RelativeNotEntity),
             },
-            MemberUri::Coap { addr, path, query } => {
+            MemberUri::Coap { addr, path, query, .. } => {
                 let addr = SocketAddr::new(crate::policy::canonical(addr.ip()), addr.port());
                 if addr.ip().is_multicast() || addr.ip().is_unspecified() {
                     return Err(BadMember::NotUnicast(addr.ip()));
@@ -107,6 +107,17 @@ impl EntityManager {
                     .members
                     .check(*addr)
                     .map_err(|why| (Code::FORBIDDEN, format!("member {}: {why}", it.label)))?;
+                let secure = matches!(uri::parse(&it.label), Ok(MemberUri::Coap { secure: true, .. }));
+                if secure && !self.config.dtls_members.contains(addr) {
+                    return Err((
+                        Code::FORBIDDEN,
+                        format!(
+                            "member {}: the gateway has no DTLS credentials for {addr} (give them with \
+                             --member-psk-file)",
+                            it.label
+                        ),
+                    ));
+                }
             }
             if let Some(first) = seen.insert(&it.target, &it.label) {
                 return Err(bad(format!("member {} is {first} again (the same resource)", it.label)));

@@ -185,6 +185,9 @@ pub struct EmConfig {
     /// The most members a directory lookup gives an entity; a larger result is cut, with a WARN and a note
     /// in the profile (at most [`crate::profile::MAX_MEMBERS`]).
     pub rd_max_members: usize,
+    /// The member addresses the driver reaches over DTLS (`coaps://`, with credentials it holds): a
+    /// `coaps://` member elsewhere is refused (4.03), since the EM would otherwise send it plain CoAP.
+    pub dtls_members: Vec<SocketAddr>,
 }
 
 /// How long `corral gateway`'s management fan-outs wait for silent members (see
@@ -225,6 +228,7 @@ impl Default for EmConfig {
             management_wait: None,
             rd: None,
             rd_max_members: crate::profile::MAX_MEMBERS,
+            dtls_members: Vec::new(),
         }
     }
 }

@@ -113,6 +113,8 @@ impl Endpoint {
         }
         self.piggyback_deadlines.push_back((now + self.config.piggyback_window(), id));
         let verified = self.peers.get_mut(slot).verified;
+        let peer_identity = self.datagram_identity.clone();
+        let secured = peer_identity.is_some();
         self.events.push_back(Event::Request(IncomingRequest {
             id,
             from,
@@ -121,8 +123,9 @@ impl Endpoint {
             token,
             request,
             notification: false,
-            verified,
-            echoed,
+            verified: verified || secured,
+            echoed: echoed || secured,
+            peer_identity,
         }));
     }
 

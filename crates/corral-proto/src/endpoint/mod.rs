@@ -329,6 +329,9 @@ pub struct Endpoint {
     seq: u64,
     stats: Stats,
     server: ServerLayer,
+    /// The DTLS identity of the datagram being handled, if the driver's DTLS layer gave one (see
+    /// [`Endpoint::set_datagram_identity`]).
+    datagram_identity: Option<std::sync::Arc<[u8]>>,
 }
 
 impl Endpoint {
@@ -356,6 +359,7 @@ impl Endpoint {
             seq: 0,
             stats: Stats::default(),
             server: ServerLayer::new(hash_seed),
+            datagram_identity: None,
             rng,
             secret,
             config,
@@ -707,6 +711,7 @@ impl Endpoint {
                 notification: true,
                 verified: self.peers.is_verified(&key.0),
                 echoed: false,
+                peer_identity: None,
             });
         }
         out
@@ -771,6 +776,24 @@ impl Endpoint {
     // ---------------------------------------------------------------------------------------------
     // Input
     // ---------------------------------------------------------------------------------------------
+
+    /// The PSK identity the peer of the datagrams handed in next proved in its DTLS handshake: a driver
+    /// with a DTLS layer sets it before [`Endpoint::handle_datagram`] with a datagram that layer decrypted,
+    /// and sets `None` after it, so that requests in it carry [`IncomingRequest::peer_identity`].
+    pub fn set_datagram_identity(&mut self, identity: Option<std::sync::Arc<[u8]>>) {
+        self.datagram_identity = identity;
+    }
+
+    /// Every unicast request to `peer` ends with `error` at once: the driver could not reach the peer
+    /// (a failed DTLS handshake: [`RequestError::Dtls`]).
+    pub fn fail_peer(&mut self, now: Instant, peer: SocketAddr, error: RequestError) {
+        let ids: Vec<RequestId> =
+            self.exchanges.iter().filter(|(_, ex)| ex.dst == peer && !ex.multicast).map(|(id, _)| *id).collect();
+        for id in ids {
+            info!(%peer, ?id, %error, "request failed");
+            self.fail_exchange(now, id, error);
+        }
+    }
 
     /// A datagram arrived from `from`. `dst_ip` is the local address it was sent to, when the runtime knows
     /// it; a multicast address there marks the request as multicast (RFC 7252 §8.2).

@@ -118,6 +118,9 @@ pub(crate) fn failure_response(error: RequestError, hop: &str) -> Response {
         RequestError::ConnectionClosed => {
             Response::error(Code::BAD_GATEWAY, format!("no connection to {hop} (refused, or closed before the answer)"))
         }
+        RequestError::Dtls(why) => {
+            Response::error(Code::BAD_GATEWAY, format!("DTLS handshake with {hop} failed: {why}"))
+        }
     }
 }
 
@@ -130,6 +133,12 @@ impl ProxyService {
             None => {
                 let addr = self.fib.hosts.address(target)?;
                 let tcp = target.scheme == Scheme::CoapTcp;
+                if target.scheme == Scheme::Coaps && !self.config.dtls_peers.contains(&addr) {
+                    return Err(Refusal::new(
+                        Code::PROXYING_NOT_SUPPORTED,
+                        format!("coaps://{addr}: the proxy has no DTLS credentials for it (its --peer-psk-file)"),
+                    ));
+                }
                 Ok(vec![NextHop { uri: "origin".into(), addr, tcp, send_host: false }])
             }
         }

@@ -63,6 +63,9 @@ pub struct ProxyConfig {
     pub max_group_answers: usize,
     /// Group requests collecting answers at once.
     pub max_group_exchanges: usize,
+    /// The addresses the driver reaches over DTLS (credentials it holds): a `coaps://` origin elsewhere
+    /// is refused (5.05), since the proxy would otherwise send it plain CoAP.
+    pub dtls_peers: Vec<std::net::SocketAddr>,
 }
 
 impl Default for ProxyConfig {
@@ -85,6 +88,7 @@ impl Default for ProxyConfig {
             max_group_timeout: Duration::from_secs(60),
             max_group_answers: 64,
             max_group_exchanges: 16,
+            dtls_peers: Vec::new(),
         }
     }
 }

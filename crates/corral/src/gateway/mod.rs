@@ -161,6 +161,8 @@ pub struct GatewayArgs {
     pub policy: crate::policy_args::PolicyArgs,
     #[command(flatten)]
     pub http: crate::http::HttpArgs,
+    #[command(flatten)]
+    pub dtls: crate::dtls_args::DtlsNodeArgs,
 }
 
 /// The default data directory (see [`AFTER_HELP`]).
@@ -270,14 +272,35 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
             .unwrap_or(0),
         ..Default::default()
     };
-    let driver = args.driver.unwrap_or_else(workers::default_driver);
+    let dtls = args.dtls.mux()?;
+    let driver = match (&dtls, args.driver) {
+        // The DTLS layer sits in the tokio driver.
+        (Some(_), None) => crate::serve::Driver::Tokio,
+        (Some(_), Some(d)) if d != crate::serve::Driver::Tokio || args.workers > 1 => {
+            return Err(Failure::usage("--dtls and --peer-psk-file need one worker on the tokio driver"));
+        }
+        (_, d) => d.unwrap_or_else(workers::default_driver),
+    };
     let mut endpoint = corral_tokio::corral_proto::EndpointConfig::default();
     endpoint.params.nstart = args.nstart;
-    let bound = workers::bind(driver, bind, socket, endpoint, args.workers, fleet.is_some())?;
+    let mut bound = workers::bind(driver, bind, socket, endpoint, args.workers, fleet.is_some())?;
     let local = bound.local_addr();
+    let dtls_peers: Vec<SocketAddr> = dtls.iter().flat_map(|m| m.peers.iter().map(|(a, _)| *a)).collect();
+    if let Some(mux) = dtls {
+        bound.set_dtls_mux(mux)?;
+    }
 
     let testbed_port = fleet.as_ref().and_then(|f| f.addrs().first()).map(|a| a.port());
-    let policy = args.policy.resolve(local, testbed_port)?;
+    let mut policy = args.policy.resolve(local, testbed_port)?;
+    // The operator named these coaps:// members' ports by giving their credentials.
+    if !policy.members.ports.is_empty() {
+        let ports = &mut policy.members.ports;
+        for port in dtls_peers.iter().map(|a| a.port()) {
+            if !ports.contains(&port) {
+                ports.push(port);
+            }
+        }
+    }
     let wall_ms =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
     let mut em_config = EmConfig {
@@ -293,6 +316,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         management_wait: Some(corral_group::em::MANAGEMENT_WAIT),
         // Entities with fromRd and no rd follow the gateway's own directory.
         rd: args.rd.then(|| gateway_contact(local)),
+        dtls_members: dtls_peers,
         ..EmConfig::default()
     };
     if let Some(q) = policy.quarantine {
@@ -376,7 +400,11 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         }
         if args.json {
             let j = serde_json::json!({
-                "access": policy.access.rules.iter().map(|(p, r)| format!("{}={p}", r.as_str())).collect::<Vec<_>>(),
+                "access": policy.access.rules.iter().map(|(p, r)| format!("{}={p}", r.as_str()))
+                    .chain(policy.access.identities.iter()
+                        .map(|(id, r)| format!("{}=psk:{}", r.as_str(), String::from_utf8_lossy(id))))
+                    .collect::<Vec<_>>(),
+                "dtls": args.dtls.dtls,
                 "member_networks": policy.members.prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
                 "member_ports": policy.members.ports,
                 "budget": policy.budget.datagrams,
@@ -399,6 +427,12 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
             }
             if args.rd {
                 out!("  resource directory: /rd, /rd-lookup/res (registrations in {})", data.join("rd.db").display());
+            }
+            if args.dtls.dtls {
+                out!(
+                    "  coaps: DTLS 1.2 PSK on the same port ({})",
+                    base_uri(gateway_contact(local)).replacen("coap", "coaps", 1)
+                );
             }
         }
         crate::wait_for_signal().await;

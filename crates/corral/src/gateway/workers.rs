@@ -78,6 +78,11 @@ impl Bound {
         self.0.local_addr()
     }
 
+    /// Makes the socket speak coaps:// beside coap:// (`--dtls`, `--peer-psk-file`).
+    pub fn set_dtls_mux(&mut self, mux: corral_tokio::DtlsMuxConfig) -> Result<(), Failure> {
+        self.0.set_dtls_mux(mux).map_err(|e| Failure::usage(format!("--dtls, --peer-psk-file: {e}")))
+    }
+
     /// Serves `parts[i]` on worker `i` (one part per socket).
     pub fn start(self, parts: Vec<Part>) -> Result<Running, Failure> {
         let setups = parts

@@ -473,10 +473,31 @@ pub fn corral_dtls_server() -> (tempfile::TempDir, Proc) {
     let dir = tempfile::tempdir().unwrap();
     let psk = dir.path().join("psk.json");
     std::fs::write(&psk, r#"{"alice": "secretPSK"}"#).unwrap();
-    let mut cmd = Command::new(CORRAL);
-    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", "127.0.0.1:0", "--psk-file"]).arg(&psk);
-    let s = spawn_with_port(&mut cmd, |line| {
-        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
-    });
+    let s = coaps_serve(psk.to_str().unwrap());
     (dir, s)
+}
+
+/// Writes `files` (name, contents) into a fresh directory that lives as long as the returned guard; their
+/// paths, in order.
+pub fn write_files(files: &[(&str, &str)]) -> (tempfile::TempDir, Vec<String>) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let paths = files
+        .iter()
+        .map(|(name, text)| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        })
+        .collect();
+    (dir, paths)
+}
+
+/// `corral serve` with plain CoAP and coaps:// (PSK file `psk`) on ephemeral loopback ports; the
+/// returned `Proc`'s port is the coaps:// one.
+pub fn coaps_serve(psk: &str) -> Proc {
+    let mut cmd = Command::new(CORRAL);
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", "127.0.0.1:0", "--psk-file", psk]);
+    spawn_with_port(&mut cmd, |line| {
+        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
+    })
 }

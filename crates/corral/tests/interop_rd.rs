@@ -39,19 +39,7 @@ fn directory(cmd: &mut Command, port: u16) -> Proc {
 
 /// Two corral devices registering with the directory at `port`; their port.
 fn devices(port: u16) -> (Proc, String) {
-    let rd = format!("coap://127.0.0.1:{port}");
-    let (dev, j) = spawn_json(Command::new(CORRAL).args([
-        "device",
-        "--bind",
-        "127.0.0.1:0",
-        "--count",
-        "2",
-        "--rd",
-        &rd,
-        "--rd-lifetime",
-        "60",
-        "--json",
-    ]));
+    let (dev, j) = rd_devices(&format!("coap://127.0.0.1:{port}"), 2);
     let port = j["devices"][0].as_str().unwrap().rsplit_once(':').unwrap().1.to_string();
     (dev, port)
 }

@@ -24,12 +24,6 @@ fn corral_proxy(extra: &[&str]) -> (Proc, String, serde_json::Value) {
     (p, uri, j)
 }
 
-fn status(proxy: &str) -> serde_json::Value {
-    let o = corral(&["get", &format!("{proxy}/proxy")]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    serde_json::from_slice(&o.stdout).expect("status is JSON")
-}
-
 fn out(o: &std::process::Output) -> String {
     format!("status {:?}\nstdout: {}\nstderr: {}", o.status.code(), stdout(o), stderr(o))
 }
@@ -56,7 +50,7 @@ fn a_two_rule_fib_and_the_second_fetch_from_the_cache() {
         let o = corral(&["get", target, "-P", &proxy]);
         assert_eq!(stdout(&o), "Hello from corral!\n", "{}", out(&o));
     }
-    let st = status(&proxy);
+    let st = proxy_status(&proxy);
     assert_eq!((st["stats"]["hits"].as_u64(), st["stats"]["misses"].as_u64()), (Some(1), Some(1)), "{st}");
     assert_eq!(st["stats"]["per_hop"][&origin]["requests"], 1, "{st}");
     // No rule: straight to the origin; block-wise through the proxy; an observation through the proxy.
@@ -163,7 +157,7 @@ fn libcoap_and_aiocoap_clients_through_corral_proxy() {
     let o = run(Command::new("python3").args([script, &format!("{c}/obs"), "2.5", &proxy]), LIMIT);
     let values: Vec<u64> = stdout(&o).lines().filter_map(|l| l.trim().parse().ok()).collect();
     assert!(values.len() >= 3 && values.windows(2).all(|w| w[1] > w[0]), "aiocoap observes: {}", out(&o));
-    let st = status(&proxy);
+    let st = proxy_status(&proxy);
     assert!(st["stats"]["hits"].as_u64().unwrap() >= 2, "the repeated fetches came from the cache: {st}");
     assert_eq!(st["stats"]["refused"], 0, "{st}");
 }

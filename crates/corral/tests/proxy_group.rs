@@ -69,12 +69,6 @@ fn proxy(extra: &[&str]) -> (Proc, String) {
     (p, j["proxy_uri"].as_str().expect("proxy_uri in the summary").to_string())
 }
 
-fn status(proxy: &str) -> serde_json::Value {
-    let o = corral(&["get", &format!("{proxy}/proxy")]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    serde_json::from_slice(&o.stdout).expect("status is JSON")
-}
-
 fn out(o: &std::process::Output) -> String {
     format!("status {:?}\nstdout: {}\nstderr: {}", o.status.code(), stdout(o), stderr(o))
 }
@@ -110,7 +104,7 @@ fn one_request_to_a_group_is_one_multicast_datagram_and_every_member_answers_wit
     let sources: BTreeSet<(&String, u64)> = seen.iter().map(|(_, from, mid)| (from, *mid)).collect();
     assert_eq!(sources.len(), 1, "one sender and one message ID: {seen:?}");
     assert_eq!(sources.first().unwrap().0, &proxy.trim_start_matches("coap://").to_string(), "{seen:?}");
-    let s = status(&proxy);
+    let s = proxy_status(&proxy);
     assert_eq!(s["stats"]["group_requests"], 1, "{s}");
     assert_eq!(s["stats"]["group_answers"], 3, "{s}");
 
@@ -143,7 +137,7 @@ fn the_same_group_request_from_two_clients_within_the_window_is_sent_once() {
         assert_eq!(from, m.addrs.iter().cloned().collect(), "each client hears every member: {j}");
     }
     assert_eq!(m.group_requests().len(), 3, "the members saw one request: {:?}", m.group_requests());
-    let s = status(&proxy);
+    let s = proxy_status(&proxy);
     assert_eq!((s["stats"]["group_requests"].as_u64(), s["stats"]["aggregated"].as_u64()), (Some(1), Some(1)), "{s}");
 }
 

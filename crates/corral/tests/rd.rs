@@ -128,18 +128,7 @@ fn devices_register_themselves_and_remove_their_registrations_when_they_stop() {
     let data = tempfile::tempdir().unwrap();
     let rd = corral_rd(data.path());
     let base = format!("coap://127.0.0.1:{}", rd.port);
-    let (mut dev, j) = spawn_json(Command::new(CORRAL).args([
-        "device",
-        "--bind",
-        "127.0.0.1:0",
-        "--count",
-        "2",
-        "--rd",
-        &base,
-        "--rd-lifetime",
-        "60",
-        "--json",
-    ]));
+    let (mut dev, j) = rd_devices(&base, 2);
     let port = j["devices"][0].as_str().unwrap().rsplit_once(':').unwrap().1.to_string();
     let eps = wait_for_lookup(&base, |t| t.matches("ep=\"dev-").count() == 2);
     assert_eq!(eps.matches("ep=\"dev-").count(), 2, "{eps}");

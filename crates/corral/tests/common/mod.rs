@@ -501,3 +501,17 @@ pub fn coaps_serve(psk: &str) -> Proc {
         line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
     })
 }
+
+/// `corral device --count COUNT --rd RD --rd-lifetime 60 --json` on loopback: the devices and their summary.
+pub fn rd_devices(rd: &str, count: u32) -> (Proc, serde_json::Value) {
+    let count = count.to_string();
+    let args = ["device", "--bind", "127.0.0.1:0", "--count", &count, "--rd", rd, "--rd-lifetime", "60", "--json"];
+    spawn_json(Command::new(CORRAL).args(args))
+}
+
+/// The proxy's status (`GET /proxy`, JSON).
+pub fn proxy_status(proxy: &str) -> serde_json::Value {
+    let o = corral(&["get", &format!("{proxy}/proxy")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("status is JSON")
+}

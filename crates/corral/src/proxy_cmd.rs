@@ -66,9 +66,9 @@ coaps:// (DTLS 1.2 PSK): --dtls --psk-file FILE accepts coaps:// clients on the 
 datagram's first byte tells DTLS from CoAP); --peer-psk-file FILE holds the identity and key for each \
 coaps:// origin or next hop, e.g. {\"coaps://10.0.0.7\": {\"identity\": \"proxy\", \"key\": \"secretPSK\"}}:
   corral proxy --bind 127.0.0.1:5700 --peer-psk-file peers.json
-  corral get coaps://10.0.0.7/hello -P coap://127.0.0.1:5700     # coap in, coaps out
+  corral get coaps://10.0.0.7/hello -P coap://127.0.0.1:5700   # coaps out
   corral proxy --bind 127.0.0.1:5700 --dtls --psk-file keys.json
-  corral get coap://10.0.0.8/hello -P coaps://127.0.0.1:5700 -k secretPSK -u alice   # coaps in";
+  corral get coap://10.0.0.8/hello -P coaps://127.0.0.1:5700 -k key -u alice";
 
 #[derive(Args, Debug)]
 pub struct ProxyArgs {

@@ -531,6 +531,31 @@ fn non_answers_to_unverified_sources_stay_small_until_they_return_an_echo() {
     assert_eq!(codes, vec![Code::UNAUTHORIZED, Code::CONTENT]);
 }
 
+/// Several requests at once from a new, unverified client (a proxy or a gateway multiplexes many onto one
+/// socket): each is challenged, and each repetition verifies. The server gives one value per peer while
+/// it is young; a new value per challenge left only the last one good, and the other repetitions failed
+/// a second time (seen as 401s through the HTTP cross-proxy under load).
+#[test]
+fn concurrent_requests_of_a_new_client_each_get_through_the_echo_challenge() {
+    let amplification = Some(AmplificationLimit { burst: 0, refill: 0, ..AmplificationLimit::default() });
+    let mut s = setup_with(15, EndpointConfig { amplification, ..EndpointConfig::with_seed(1015) });
+    let mut client = EndpointConfig::with_seed(16);
+    client.params.nstart = 4;
+    let mut c = Node::new(Endpoint::new(client));
+    s.client_svc = c.mount("", TestClient::default());
+    s.client = s.net.add(addr(3), c);
+    let ids: Vec<RequestId> = (0..4).map(|_| s.request(Request::get("big"), SendParams::default())).collect();
+    s.net.run_for(Duration::from_secs(2));
+    let outcomes = s.outcomes();
+    for id in ids {
+        let got = outcomes.iter().find(|(_, i, _)| *i == id).map(|(_, _, o)| o);
+        assert!(
+            matches!(got, Some(Outcome::Response { response, .. }) if response.code == Code::CONTENT),
+            "{id:?}: {got:?}"
+        );
+    }
+}
+
 /// A forged or stale Echo does not verify anybody: the answer stays a challenge.
 #[test]
 fn a_wrong_echo_is_not_proof() {

@@ -19,12 +19,13 @@ const WINDOW: usize = 6;
 mod xoshiro;
 use xoshiro::{predict_next, step};
 
-/// Echo values a real endpoint gives one peer, one per request it challenges (RFC 9175 §2.4).
+/// Echo values a real endpoint gives, one per request it challenges (RFC 9175 §2.4), each from a port of
+/// the attacker's own (one peer gets the same value again while it is young).
 fn echo_values(seed: u64, n: usize) -> Vec<u64> {
     let mut ep = Endpoint::new(EndpointConfig::with_seed(seed));
-    let peer: SocketAddr = "192.0.2.7:40000".parse().unwrap();
     let mut values = Vec::new();
     for i in 0..n {
+        let peer = SocketAddr::from(([192, 0, 2, 7], 40000 + i as u16));
         let now = Instant::from_millis(i as u64);
         let mut m = Message::new(MessageType::Non, Code::GET, MessageId(i as u16), Token::new(&[i as u8]).unwrap());
         m.options.set_path("/x");

@@ -456,7 +456,18 @@ impl Endpoint {
     }
 
     /// A fresh Echo value for the peer in `slot`, remembered with the time it was given (RFC 9175 §2.4).
+    ///
+    /// Requests that arrive together from one new peer (a proxy or a gateway multiplexes many onto one
+    /// socket) each get a challenge: while the value last given is young (half its lifetime) they all
+    /// get it, so that every repetition verifies — a new value per challenge left only the last one good.
     pub(super) fn give_echo(&mut self, now: Instant, slot: u32) -> [u8; 8] {
+        let lifetime = self.config.amplification.map_or(Duration::ZERO, |a| a.echo_lifetime);
+        if let Some((value, at)) = self.peers.get_mut(slot).echo {
+            if now.saturating_since(at) < Duration::from_micros(lifetime.as_micros() / 2) {
+                self.stats.echo_challenges += 1;
+                return value;
+            }
+        }
         let value = self.secret.next_u64().to_be_bytes();
         self.peers.set_echo(slot, value, now);
         self.stats.echo_challenges += 1;

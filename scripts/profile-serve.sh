@@ -10,7 +10,9 @@
 # Usage: scripts/profile-serve.sh [SECONDS] [BINARY]
 #   defaults: 10 seconds; target/release/corral (built). BINARY=path/to/another/corral profiles that one,
 #   e.g. a build of the previous commit, for an A/B comparison of a change. BENCH_PATH=/hello asks for
-#   another resource than / (as in bench-latency.sh).
+#   another resource than / (as in bench-latency.sh). SERVE_EXTRA="--http 127.0.0.1:9100" adds arguments
+#   to `corral serve` (the instructions counted are still the serving thread's: what the data path pays
+#   for being watched, with a scraper of your own on that port).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_=${1:-10}
@@ -31,7 +33,7 @@ OUT=$(mktemp -d)
 PORT=$(free_port)
 "${PIN_SERVER[@]}" valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out" \
   --toggle-collect='corral_tokio::blocking::BlockingServer::run' \
-  "$BIN" serve --bind "127.0.0.1:$PORT" -q >/dev/null 2>"$OUT/valgrind.err" &
+  "$BIN" serve --bind "127.0.0.1:$PORT" -q ${SERVE_EXTRA:-} >/dev/null 2>"$OUT/valgrind.err" &
 SERVER_PID=$!
 trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
 # Valgrind starts slowly: about a minute at most for the first answer.

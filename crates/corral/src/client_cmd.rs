@@ -671,7 +671,7 @@ fn show_multicast(
         if window < corral_tokio::TransmissionParams::default().default_leisure.as_secs_f64() {
             say!(
                 "note: answers were collected for {}; servers may wait up to their leisure (5 s by default) \
-                 before answering a multicast request, so a window of 5 s or more collects them all",
+                 before answering a multicast request, so -B 5s (--mc-timeout 5 through a proxy) or more collects them all",
                 units::show_secs(window)
             );
         }

@@ -84,9 +84,10 @@ fn coap_over_tcp_on_either_side() {
 #[test]
 fn what_a_user_gets_wrong_is_explained() {
     let (_p, proxy, _) = corral_proxy(&["--upstream-timeout", "1"]);
-    // A secure scheme: 5.05 with the reason.
+    // A secure scheme the proxy holds no credentials for: 5.05 with the reason (never sent plain CoAP).
     let o = corral(&["get", "coaps://127.0.0.1/x", "-P", &proxy]);
-    assert_eq!(o.status.code(), Some(2), "the client refuses coaps before sending: {}", out(&o));
+    assert_eq!(o.status.code(), Some(5), "{}", out(&o));
+    assert!(stderr(&o).contains("5.05") && stderr(&o).contains("--peer-psk-file"), "{}", out(&o));
     let o = corral(&["get", "coap://127.0.0.1:9/x", "-P", &proxy, "-B", "5"]);
     assert_eq!(o.status.code(), Some(5), "{}", out(&o));
     // Nothing listens on port 9: the ICMP error makes it 5.02 at once (issue 27 item 1).

@@ -18,6 +18,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub(crate) mod directory;
 mod guard;
 pub(crate) mod lock;
 mod workers;
@@ -238,7 +239,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
                 "--rd with --testbed: give --bind a port, so that the devices know where to register",
             ))
         }
-        true => Some(crate::rd_cmd::open_directory(&data, corral_rd::Limits::default())?.0),
+        true => Some(directory::open_directory(&data, corral_rd::Limits::default())?.0),
     };
     // The testbed first, so that entities loaded from the store find their members answering.
     let fleet = match testbed {

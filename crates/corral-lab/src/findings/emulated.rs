@@ -31,7 +31,7 @@ pub const CHECKS: &[Check] = &[
     },
     Check {
         name: "http_unimpaired_highest",
-        title: "HTTP/TCP throughput without impairments is above every impaired row",
+        title: "HTTP/TCP throughput without impairments is above every impaired row (each at most 0.95×)",
         run: http_unimpaired_highest,
     },
 ];
@@ -119,10 +119,13 @@ fn http_falls_with_loss(_: &Scenario, aggs: &Aggs) -> Out {
     need(m, "needs http at l1 and l10")
 }
 
-/// Every impaired row strictly below the unimpaired one (a tie is not "above").
+/// Every impaired row at most 0.95 × the unimpaired one. "Above" means by more than run-to-run noise: with
+/// the impairments removed, eight rows of one condition are each strictly below a ninth one time in nine by
+/// chance alone, so a bare `Below(1.0)` would agree without its cause. The paper's own rows sit at 0.81×
+/// or less.
 fn http_unimpaired_highest(_: &Scenario, aggs: &Aggs) -> Out {
     let m: Vec<Measure> =
-        DELAYS.iter().chain(LOSSES).filter_map(|i| ratio(aggs, "http", "none", i, Tolerance::Below(1.0))).collect();
+        DELAYS.iter().chain(LOSSES).filter_map(|i| ratio(aggs, "http", "none", i, Tolerance::AtMost(0.95))).collect();
     need(m, "needs http without impairments and with one")
 }
 

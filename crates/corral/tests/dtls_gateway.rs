@@ -147,3 +147,44 @@ fn an_oscore_request_travels_inside_dtls_to_the_gateway() {
     let o = corral(&[&["get", &format!("{uri}/em"), "--credentials", &client][..], &dtls].concat());
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 }
+
+/// The HTTP window's cross-proxy reaches a coaps:// member with the gateway's credentials for it
+/// (`/hc/coaps://…`), and names the flag when it has none for the target.
+#[test]
+fn the_cross_proxy_reaches_a_coaps_member_with_the_gateways_credentials() {
+    let (dir, paths) = write_files(&[("psk.json", CLIENT_KEYS)]);
+    let member = coaps_serve(&paths[0]);
+    let peers = format!(r#"{{"coaps://127.0.0.1:{}": {{"identity": "gw", "key": "memberKey"}}}}"#, member.port);
+    let (_d, p) = write_files(&[("peers.json", &peers)]);
+    let data = dir.path().join("gw").display().to_string();
+    let other = member.port.wrapping_add(1);
+    let ports = format!("5683,{},{other}", member.port);
+    let (_gw, j) = spawn_json(Command::new(CORRAL).args([
+        "gateway",
+        "--member-port",
+        &ports,
+        "--bind",
+        "127.0.0.1:0",
+        "--json",
+        "--data",
+        &data,
+        "--peer-psk-file",
+        &p[0],
+        "--http",
+        "127.0.0.1:0",
+    ]));
+    let http = j["http"].as_str().expect("the summary names the HTTP listener");
+    let get = |uri: String| {
+        let out = Command::new("curl").args(["-s", "--max-time", "20", "-w", "\n%{http_code}", &uri]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, status) = text.rsplit_once('\n').unwrap_or(("", ""));
+        (status.to_string(), body.to_string())
+    };
+    let (status, body) = get(format!("http://{http}/hc/coaps://127.0.0.1:{}/hello", member.port));
+    assert_eq!(status, "200", "{body}");
+    assert_eq!(body.trim(), "Hello from corral!");
+    // A coaps:// server the gateway holds no credentials for: a problem that says how to give them.
+    let (status, body) = get(format!("http://{http}/hc/coaps://127.0.0.1:{other}/hello"));
+    assert_eq!(status, "502", "{body}");
+    assert!(body.contains("no DTLS credentials") && body.contains("--peer-psk-file"), "{body}");
+}

@@ -286,7 +286,9 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     endpoint.params.nstart = args.nstart;
     let mut bound = workers::bind(driver, bind, socket, endpoint, args.workers, fleet.is_some())?;
     let local = bound.local_addr();
-    let dtls_peers: Vec<SocketAddr> = dtls.iter().flat_map(|m| m.peers.iter().map(|(a, _)| *a)).collect();
+    // The HTTP window's cross-proxy reaches the same coaps:// peers with the same credentials.
+    let coaps_peers = dtls.as_ref().map(|m| m.peers.clone()).unwrap_or_default();
+    let dtls_peers: Vec<SocketAddr> = coaps_peers.iter().map(|(a, _)| *a).collect();
     if let Some(mux) = dtls {
         bound.set_dtls_mux(mux)?;
     }
@@ -367,6 +369,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
             coap: gateway_contact(local),
             members: policy.members.clone(),
             store: db.clone(),
+            coaps_peers,
         })
     });
     for (i, p) in parts.iter_mut().enumerate() {

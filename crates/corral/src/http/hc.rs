@@ -1,5 +1,6 @@
 //! The HTTP→CoAP cross-proxy (RFC 8075) of the gateway's window: `/hc/coap://HOST[:PORT]/PATH?QUERY`
-//! (the default mapping, §5.3), methods as they are, Content-Type ↔ Content-Format (§6), the response
+//! and `/hc/coaps://…` (the default mapping, §5.3; coaps:// with the credentials the gateway has for that
+//! peer, `--peer-psk-file`, so the HTTP side reaches exactly the coaps:// members the gateway could), methods as they are, Content-Type ↔ Content-Format (§6), the response
 //! codes by §7's table, Accept, ETag / If-Match / If-None-Match, Max-Age → Cache-Control; block-wise
 //! transfers stay between the gateway and the server (the client reassembles them). A GET that accepts
 //! `text/event-stream` observes the resource (RFC 7641) and streams each notification as a server-sent
@@ -132,17 +133,21 @@ fn decode_target(raw: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Where the target is, if the gateway's policy lets the cross-proxy reach it.
-fn target(app: &Shared, raw: &str) -> Result<(String, SocketAddr), Problem> {
+/// Where the target is, and whether over coaps://, if the gateway's policy lets the cross-proxy reach it.
+fn target(app: &Shared, raw: &str) -> Result<(String, SocketAddr, bool), Problem> {
     let text = decode_target(raw);
     let uri = corral_tokio::parse_uri(&text)
         .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, format!("the target is not a CoAP URI: {e}")))?;
-    if uri.scheme != Scheme::Coap {
-        return Err(Problem::new(
-            StatusCode::NOT_IMPLEMENTED,
-            format!("the cross-proxy forwards coap:// only, not {}", uri.scheme),
-        ));
-    }
+    let secure = match uri.scheme {
+        Scheme::Coap => false,
+        Scheme::Coaps => true,
+        other => {
+            return Err(Problem::new(
+                StatusCode::NOT_IMPLEMENTED,
+                format!("the cross-proxy forwards coap:// and coaps:// only, not {other}"),
+            ))
+        }
+    };
     let Host::Ip(ip) = uri.host else {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
@@ -155,7 +160,29 @@ fn target(app: &Shared, raw: &str) -> Result<(String, SocketAddr), Problem> {
         tracing::debug!(%addr, %why, "cross-proxy request refused by the member policy");
         Problem::new(StatusCode::FORBIDDEN, format!("the gateway may not send to {addr}: {why}"))
     })?;
-    Ok((text, addr))
+    Ok((text, addr, secure))
+}
+
+/// The client that reaches the coaps:// peer `addr` with the gateway's credentials for it (made on first
+/// use, one per peer the credentials file names), or 502 naming the flag that gives them.
+async fn coaps_client(app: &Shared, addr: SocketAddr) -> Result<corral_tokio::Client, Problem> {
+    let gw = app.window.gateway.as_ref().ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "no cross-proxy here"))?;
+    let canonical = SocketAddr::new(corral_group::policy::canonical(addr.ip()), addr.port());
+    let Some((_, config)) = gw.coaps_peers.iter().find(|(a, _)| *a == canonical) else {
+        return Err(Problem::new(
+            StatusCode::BAD_GATEWAY,
+            format!("the gateway has no DTLS credentials for coaps://{addr} (give them with --peer-psk-file)"),
+        ));
+    };
+    let mut clients = app.coaps_clients.lock().await;
+    if let Some(c) = clients.get(&canonical) {
+        return Ok(c.clone());
+    }
+    let c = super::client(Some(config.clone()))
+        .await
+        .map_err(|e| Problem::new(StatusCode::SERVICE_UNAVAILABLE, e.message))?;
+    clients.insert(canonical, c.clone());
+    Ok(c)
 }
 
 async fn cross(
@@ -180,11 +207,14 @@ async fn forward(
 ) -> Result<Response, Problem> {
     let raw = uri.path_and_query().map(|p| p.as_str()).unwrap_or("");
     let raw = raw.strip_prefix(PREFIX).unwrap_or(raw);
-    let (text, addr) = target(&app, raw)?;
+    let (text, addr, secure) = target(&app, raw)?;
     let code = method_of(&method)
         .ok_or_else(|| Problem::new(StatusCode::NOT_IMPLEMENTED, format!("{method} has no CoAP method")))?;
     let permit = permit(&app.hc_slots)?;
-    let client = app.client.as_ref().ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "no cross-proxy here"))?;
+    let client = match secure {
+        true => coaps_client(&app, addr).await?,
+        false => app.client.clone().ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "no cross-proxy here"))?,
+    };
     let mut rb = client.request(code, &text).to(addr);
     let accepts: Vec<&str> = headers
         .get_all(header::ACCEPT)

@@ -41,8 +41,9 @@ pub use problem::Problem;
 pub struct HttpArgs {
     /// Also serve HTTP on ADDR:PORT (off unless given): /metrics (Prometheus text format), /healthz,
     /// /readyz; on the gateway also the admin API (/api, OpenAPI at /api/openapi.json) and the HTTP→CoAP
-    /// cross-proxy (/hc/coap://HOST/PATH). Who may use it: the gateway's --allow roles, applied to the
-    /// HTTP client's address (read: GETs; actuate; manage: changes), this machine only elsewhere.
+    /// cross-proxy (/hc/coap://HOST/PATH, /hc/coaps://… with --peer-psk-file's credentials). Who may use
+    /// it: the gateway's --allow roles, applied to the HTTP client's address (read: GETs; actuate; manage:
+    /// changes), this machine only elsewhere.
     #[arg(long, value_name = "ADDR:PORT")]
     pub http: Option<SocketAddr>,
     /// With --http: the admin API (/api) also needs `Authorization: Bearer TOKEN`, TOKEN being the first
@@ -109,6 +110,9 @@ pub struct GatewaySide {
     pub members: MemberPolicy,
     /// The database the Entity Manager keeps (named by /readyz).
     pub store: PathBuf,
+    /// The coaps:// peers the gateway has credentials for (`--peer-psk-file`): the cross-proxy reaches
+    /// `/hc/coaps://` targets among them, each through a client of its own with the peer's credentials.
+    pub coaps_peers: Vec<(SocketAddr, corral_tokio::DtlsConfig)>,
 }
 
 /// What the proxy's routes need beyond the numbers.
@@ -203,14 +207,22 @@ pub(crate) struct App {
     pub client: Option<corral_tokio::Client>,
     /// Cross-proxy requests in progress at once; beyond it 503.
     pub hc_slots: Arc<tokio::sync::Semaphore>,
+    /// The cross-proxy's coaps:// clients, one per peer of [`GatewaySide::coaps_peers`] that was asked
+    /// (so at most as many as the credentials file names), made on first use.
+    pub coaps_clients: tokio::sync::Mutex<std::collections::HashMap<SocketAddr, corral_tokio::Client>>,
 }
 
 pub(crate) type Shared = Arc<App>;
 
 async fn router(window: Window) -> Result<Router, Failure> {
     let (gateway, proxy) = (window.gateway.is_some(), window.proxy.is_some());
-    let client = if gateway || proxy { Some(client().await?) } else { None };
-    let app = Arc::new(App { window, client, hc_slots: Arc::new(tokio::sync::Semaphore::new(hc::MAX_IN_PROGRESS)) });
+    let client = if gateway || proxy { Some(client(None).await?) } else { None };
+    let app = Arc::new(App {
+        window,
+        client,
+        hc_slots: Arc::new(tokio::sync::Semaphore::new(hc::MAX_IN_PROGRESS)),
+        coaps_clients: Default::default(),
+    });
     let mut r = Router::new()
         .route("/metrics", get(metrics::metrics))
         .route("/healthz", get(healthz))
@@ -225,9 +237,15 @@ async fn router(window: Window) -> Result<Router, Failure> {
 }
 
 /// The CoAP client the admin API and the cross-proxy send through (IPv4 and IPv6 on one socket where the
-/// host has IPv6).
-async fn client() -> Result<corral_tokio::Client, Failure> {
-    let builder = || corral_tokio::Client::builder().timeout(std::time::Duration::from_secs(30));
+/// host has IPv6); with `dtls`, one that speaks coaps:// with those credentials.
+async fn client(dtls: Option<corral_tokio::DtlsConfig>) -> Result<corral_tokio::Client, Failure> {
+    let builder = || {
+        let b = corral_tokio::Client::builder().timeout(std::time::Duration::from_secs(30));
+        match &dtls {
+            Some(c) => b.dtls(c.clone()),
+            None => b,
+        }
+    };
     match builder().bind("[::]:0").await {
         Ok(c) => Ok(c),
         Err(_) => builder()

@@ -84,13 +84,19 @@ impl ClientIdentity {
     }
 }
 
-/// Access to `/em`: a client gets the highest role of every rule whose prefix holds its address and of
-/// every rule that names the PSK identity it proved over DTLS (`--allow manage=psk:alice`).
+/// Access to `/em`: a client gets the highest role of every rule whose prefix holds its address, of
+/// every rule that names the PSK identity it proved over DTLS (`--allow manage=psk:alice`), and of a rule
+/// for its exact loopback socket (the gateway's own HTTP window, which checked its HTTP client's role
+/// before sending on its behalf).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AccessPolicy {
     pub rules: Vec<(Prefix, Role)>,
     /// Roles of PSK identities (a client that proved one in its `coaps://` handshake).
     pub identities: Vec<(Vec<u8>, Role)>,
+    /// Roles of exact sockets on this machine (canonical addresses): the gateway's own HTTP window's
+    /// client. Only a loopback address is honoured, which no datagram from another machine carries, and
+    /// the port is held by the window's socket, so no other process on the machine sends from it.
+    pub sockets: Vec<(SocketAddr, Role)>,
 }
 
 impl AccessPolicy {
@@ -100,6 +106,7 @@ impl AccessPolicy {
         AccessPolicy {
             rules: vec![(Prefix::any_v4(), Role::Manage), (Prefix::any_v6(), Role::Manage)],
             identities: Vec::new(),
+            sockets: Vec::new(),
         }
     }
 
@@ -108,17 +115,19 @@ impl AccessPolicy {
         AccessPolicy {
             rules: Prefix::loopback().into_iter().map(|p| (p, Role::Manage)).collect(),
             identities: Vec::new(),
+            sockets: Vec::new(),
         }
     }
 
     pub fn role_of(&self, client: &ClientIdentity) -> Option<Role> {
         let by_addr = self.rules.iter().filter(|(p, _)| p.contains(client.addr.ip())).map(|(_, r)| *r);
+        let by_socket = self.sockets.iter().filter(|(a, _)| *a == client.addr && a.ip().is_loopback()).map(|(_, r)| *r);
         let by_psk = client
             .psk
             .as_deref()
             .into_iter()
             .flat_map(|psk| self.identities.iter().filter(move |(id, _)| id.as_slice() == psk).map(|(_, r)| *r));
-        by_addr.chain(by_psk).max()
+        by_addr.chain(by_psk).chain(by_socket).max()
     }
 
     /// Rules that give a role to every address of a family: the start-up warning names them.
@@ -286,6 +295,7 @@ mod tests {
         let pol = AccessPolicy {
             rules: vec![(p("10.0.0.0/8"), Role::Read), (p("10.1.0.0/16"), Role::Manage), (p("::1"), Role::Actuate)],
             identities: Vec::new(),
+            sockets: Vec::new(),
         };
         let c = |s: &str| ClientIdentity::new(sa(s));
         assert_eq!(pol.role_of(&c("10.9.0.1:1000")), Some(Role::Read));
@@ -299,10 +309,27 @@ mod tests {
     }
 
     #[test]
+    fn an_exact_loopback_socket_gets_its_role_and_nothing_else_does() {
+        let pol = AccessPolicy {
+            rules: vec![(p("127.0.0.0/8"), Role::Read)],
+            sockets: vec![(sa("127.0.0.1:40000"), Role::Manage), (sa("192.0.2.1:40000"), Role::Manage)],
+            ..Default::default()
+        };
+        let c = |s: &str| ClientIdentity::new(sa(s));
+        assert_eq!(pol.role_of(&c("127.0.0.1:40000")), Some(Role::Manage));
+        assert_eq!(pol.role_of(&c("[::ffff:127.0.0.1]:40000")), Some(Role::Manage), "canonical");
+        assert_eq!(pol.role_of(&c("127.0.0.1:40001")), Some(Role::Read), "another port");
+        assert_eq!(pol.role_of(&c("127.0.0.2:40000")), Some(Role::Read), "another address");
+        // A socket rule off loopback is never honoured: such a source can be spoofed from afar.
+        assert_eq!(pol.role_of(&c("192.0.2.1:40000")), None);
+    }
+
+    #[test]
     fn a_psk_identity_proved_over_dtls_adds_its_role() {
         let pol = AccessPolicy {
             rules: vec![(p("10.0.0.0/8"), Role::Read)],
             identities: vec![(b"alice".to_vec(), Role::Manage)],
+            sockets: Vec::new(),
         };
         let c = |s: &str, psk: Option<&[u8]>| ClientIdentity::new(sa(s)).with_psk(psk.map(Into::into));
         assert_eq!(pol.role_of(&c("10.0.0.1:1", None)), Some(Role::Read));

@@ -23,7 +23,7 @@ fn access_policy_gives_each_client_its_role() {
     // The client (192.0.2.2) may only read.
     let access = AccessPolicy {
         rules: vec![(p("192.0.2.2"), Role::Read), (p("192.0.2.0/24"), Role::Read)],
-        identities: Vec::new(),
+        ..Default::default()
     };
     let mut lab = lab_em(3, EmConfig { access, ..EmConfig::default() });
     let r = lab.create("room", json!({ "er": lab.uris(0..2, "s/t") }));

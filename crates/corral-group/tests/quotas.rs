@@ -59,7 +59,7 @@ fn a_reader_may_not_pace_a_use_beyond_a_second_unless_the_profile_does() {
     assert_eq!(lab.create("room", json!({ "er": lab.uris(0..3, "s/t") })).code, Code::CREATED);
     assert_eq!(lab.create("paced", json!({ "er": lab.uris(0..3, "s/h"), "delay": 5000 })).code, Code::CREATED);
     let reader =
-        AccessPolicy { rules: vec![("192.0.2.0/24".parse::<Prefix>().unwrap(), Role::Read)], identities: Vec::new() };
+        AccessPolicy { rules: vec![("192.0.2.0/24".parse::<Prefix>().unwrap(), Role::Read)], ..Default::default() };
     fn em(lab: &mut Lab) -> &mut EntityManager {
         lab.net.node(lab.gw).service_mut::<EntityManager>(lab.em).unwrap()
     }

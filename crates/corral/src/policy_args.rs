@@ -207,7 +207,7 @@ impl PolicyArgs {
             // non-loopback address uses one of them as its source). Roles of PSK identities add to it.
             rules = this_machine().into_iter().map(|p| (p, Role::Manage)).collect();
         }
-        let access = AccessPolicy { rules, identities };
+        let access = AccessPolicy { rules, identities, sockets: Vec::new() };
 
         let mut networks: Vec<Prefix> = file.members.networks.iter().chain(&self.member_net).copied().collect();
         if networks.is_empty() {

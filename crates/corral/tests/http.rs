@@ -249,6 +249,25 @@ fn http_clients_get_the_gateways_access_roles() {
     assert!(body.contains("needs the role manage"), "{body}");
 }
 
+/// An HTTP client with the manage role manages through the window even when the window's own loopback
+/// address may only read: the Entity Manager trusts the window's socket, whose guard checked the role.
+#[test]
+fn an_http_manager_elsewhere_manages_though_loopback_may_only_read() {
+    let (_gw, base, j, _d) = gateway(88, &["--allow", "read=127.0.0.0/8", "--allow", "manage=127.0.0.2/32"]);
+    let profile = serde_json::json!({ "er": members(&j, "/s/t") }).to_string();
+    let from = |addr: &str, url: &str| {
+        curl(&["--interface", addr, "-X", "PUT", "-H", "Content-Type: application/json", "-d", &profile, url])
+    };
+    let (s, _, body) = from("127.0.0.2", &format!("{base}/api/entities/room1"));
+    assert_eq!(s, 201, "{body}");
+    // A reader from loopback is still refused by the window's guard, and CoAP from loopback still reads only.
+    let (s, _, body) = from("127.0.0.1", &format!("{base}/api/entities/room2"));
+    assert_eq!(s, 403, "{body}");
+    let gw = j["gateway"].as_str().unwrap();
+    let o = corral(&["delete", &format!("coap://{gw}/em/room1")]);
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+}
+
 #[test]
 fn serve_and_proxy_have_metrics_on_http() {
     let (_p, j) =

@@ -116,7 +116,18 @@ impl ClientBuilder {
             .await?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "bind address resolved to nothing"))?;
-        let prepared = PreparedSocket::bind(addr, self.socket)?;
+        let prepared = PreparedSocket::bind(addr, self.socket.clone())?;
+        self.start(prepared)
+    }
+
+    /// Starts the client on a socket bound beforehand (e.g. by [`crate::socket::bind_std`], when its
+    /// address must be known before a runtime exists). Must be called inside a tokio runtime.
+    pub fn from_std(self, socket: std::net::UdpSocket) -> io::Result<Client> {
+        let prepared = PreparedSocket::from_std(socket, self.socket.clone())?;
+        self.start(prepared)
+    }
+
+    fn start(self, prepared: PreparedSocket) -> io::Result<Client> {
         let local = prepared.local_addr();
         let dual_stack = prepared.dual_stack();
         let socket = prepared.into_tokio()?;

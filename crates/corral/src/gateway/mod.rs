@@ -304,6 +304,22 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
             }
         }
     }
+    // The operator's window (--http): the workers publish snapshots only when it is asked for. Its HTTP
+    // guard checks each HTTP client's role before the window sends the matching /em request from its own
+    // loopback socket, so that socket gets the manage role: an HTTP manager from another network is not
+    // refused by the Entity Manager for the window's address (its quota is the window's, shared).
+    let board = crate::http::Board::new(usize::from(args.workers));
+    let window = args.http.bind("gateway", board.clone(), policy.access.clone())?.map(|w| {
+        w.gateway(crate::http::GatewaySide {
+            coap: gateway_contact(local),
+            members: policy.members.clone(),
+            store: db.clone(),
+            coaps_peers,
+        })
+    });
+    if let Some(w) = &window {
+        policy.access.sockets.extend(w.client_sockets().into_iter().map(|a| (a, corral_group::policy::Role::Manage)));
+    }
     let wall_ms =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
     let mut em_config = EmConfig {
@@ -362,16 +378,6 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
             rd: None,
         });
     }
-    // The operator's window (--http): the workers publish snapshots only when it is asked for.
-    let board = crate::http::Board::new(parts.len());
-    let window = args.http.bind("gateway", board.clone(), policy.access.clone())?.map(|w| {
-        w.gateway(crate::http::GatewaySide {
-            coap: gateway_contact(local),
-            members: policy.members.clone(),
-            store: db.clone(),
-            coaps_peers,
-        })
-    });
     for (i, p) in parts.iter_mut().enumerate() {
         p.watch = window.as_ref().map(|_| board.slot(i));
     }

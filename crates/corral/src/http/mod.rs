@@ -144,6 +144,9 @@ pub struct Window {
 pub struct Bound {
     listener: std::net::TcpListener,
     window: Window,
+    /// The socket of the window's CoAP client (admin API, cross-proxy, the proxy's routes), bound here so
+    /// that the gateway knows its port before it starts (see [`Bound::client_sockets`]).
+    coap: std::net::UdpSocket,
 }
 
 impl HttpArgs {
@@ -165,13 +168,29 @@ impl HttpArgs {
         let listener = std::net::TcpListener::bind(addr)
             .and_then(|l| l.set_nonblocking(true).map(|_| l))
             .map_err(|e| Failure::other(format!("cannot listen on {addr} (--http): {e}")))?;
-        Ok(Some(Bound { listener, window: Window { verb, board, access, token, gateway: None, proxy: None } }))
+        // IPv4 and IPv6 on one socket where the host has IPv6.
+        let opts = corral_tokio::socket::SocketOptions::default();
+        let coap = corral_tokio::socket::bind_std("[::]:0".parse().expect("an address"), &opts)
+            .or_else(|_| corral_tokio::socket::bind_std("0.0.0.0:0".parse().expect("an address"), &opts))
+            .map_err(|e| Failure::other(format!("cannot open the HTTP side's CoAP socket: {e}")))?;
+        let window = Window { verb, board, access, token, gateway: None, proxy: None };
+        Ok(Some(Bound { listener, window, coap }))
     }
 }
 
 impl Bound {
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.listener.local_addr().ok()
+    }
+
+    /// Where the window's CoAP requests come from as this machine's endpoints see them: its port on
+    /// IPv4 and IPv6 loopback (canonical addresses).
+    pub fn client_sockets(&self) -> Vec<SocketAddr> {
+        let Ok(port) = self.coap.local_addr().map(|a| a.port()) else { return Vec::new() };
+        vec![
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), port),
+            SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), port),
+        ]
     }
 
     /// Adds the gateway's routes.
@@ -190,7 +209,7 @@ impl Bound {
     pub async fn spawn(self) -> Result<(), Failure> {
         let listener = tokio::net::TcpListener::from_std(self.listener)
             .map_err(|e| Failure::other(format!("cannot serve HTTP: {e}")))?;
-        let app = router(self.window).await?;
+        let app = router(self.window, self.coap).await?;
         tokio::spawn(async move {
             let service = app.into_make_service_with_connect_info::<SocketAddr>();
             if let Err(e) = axum::serve(listener, service).await {
@@ -214,9 +233,16 @@ pub(crate) struct App {
 
 pub(crate) type Shared = Arc<App>;
 
-async fn router(window: Window) -> Result<Router, Failure> {
+async fn router(window: Window, coap: std::net::UdpSocket) -> Result<Router, Failure> {
     let (gateway, proxy) = (window.gateway.is_some(), window.proxy.is_some());
-    let client = if gateway || proxy { Some(client(None).await?) } else { None };
+    let client = match gateway || proxy {
+        true => Some(
+            client_builder(None)
+                .from_std(coap)
+                .map_err(|e| Failure::other(format!("cannot open the HTTP side's CoAP socket: {e}")))?,
+        ),
+        false => None,
+    };
     let app = Arc::new(App {
         window,
         client,
@@ -236,16 +262,18 @@ async fn router(window: Window) -> Result<Router, Failure> {
     Ok(r.fallback(not_found).layer(axum::middleware::from_fn_with_state(app.clone(), guard)).with_state(app))
 }
 
-/// The CoAP client the admin API and the cross-proxy send through (IPv4 and IPv6 on one socket where the
-/// host has IPv6); with `dtls`, one that speaks coaps:// with those credentials.
+/// How the window's CoAP clients are made: with `dtls`, one that speaks coaps:// with those credentials.
+fn client_builder(dtls: Option<&corral_tokio::DtlsConfig>) -> corral_tokio::ClientBuilder {
+    let b = corral_tokio::Client::builder().timeout(std::time::Duration::from_secs(30));
+    match dtls {
+        Some(c) => b.dtls(c.clone()),
+        None => b,
+    }
+}
+
+/// A coaps:// client of the cross-proxy (IPv4 and IPv6 on one socket where the host has IPv6).
 async fn client(dtls: Option<corral_tokio::DtlsConfig>) -> Result<corral_tokio::Client, Failure> {
-    let builder = || {
-        let b = corral_tokio::Client::builder().timeout(std::time::Duration::from_secs(30));
-        match &dtls {
-            Some(c) => b.dtls(c.clone()),
-            None => b,
-        }
-    };
+    let builder = || client_builder(dtls.as_ref());
     match builder().bind("[::]:0").await {
         Ok(c) => Ok(c),
         Err(_) => builder()

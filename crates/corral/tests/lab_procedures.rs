@@ -188,6 +188,10 @@ fn seed004_agreements_turn_to_disagreements_when_their_cause_is_removed() {
     }
     // CoAP's loss claim: its cause removed, it cannot hold (its AGREES at 4 s of traffic is a preview).
     assert_eq!(variant("no impairments", "coap_falls_with_loss"), "DISAGREES");
+    // The report lab.rs checks for every other built-in scenario.
+    for f in ["aggregates.csv", "points.csv", "summary.txt", "index.html"] {
+        assert!(!read(&out.join(f)).is_empty(), "{f}");
+    }
     let svg = read(&out.join("throughput.svg"));
     assert!(svg.contains("throughput") && svg.contains("d100 coap") && svg.contains("l10 http"), "{svg}");
     let _ = std::fs::remove_dir_all(dir);

@@ -90,15 +90,20 @@ pub struct Registrant {
     pub refreshes: u64,
 }
 
+/// The shortest lifetime a registrant asks for, in seconds: it refreshes at 90 % of it, so a shorter one
+/// would leave a retransmitted refresh no time to arrive.
+pub const MIN_LIFETIME: u32 = 10;
+
 impl Registrant {
-    /// A registrant for endpoint `ep` (sector `d`) at the directory `rd`, with lifetime `lt` seconds and the
-    /// node's `links` (link-format, e.g. `corral_proto::render_links(&node.links(), None)`).
+    /// A registrant for endpoint `ep` (sector `d`) at the directory `rd`, with lifetime `lt` seconds (at
+    /// least [`MIN_LIFETIME`]) and the node's `links` (link-format, e.g.
+    /// `corral_proto::render_links(&node.links(), None)`).
     pub fn new(rd: SocketAddr, ep: &str, d: Option<&str>, lt: u32, links: String) -> Registrant {
         Registrant {
             rd,
             ep: ep.to_string(),
             d: d.map(str::to_string),
-            lt: lt.max(60),
+            lt: lt.max(MIN_LIFETIME),
             links,
             state: RegistrantState::Waiting { at: Instant::ZERO },
             registration: None,

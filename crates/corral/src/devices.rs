@@ -6,6 +6,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The shortest `--rd-lifetime`: the registrant's own floor.
+const MIN_RD_LIFETIME: std::time::Duration = std::time::Duration::from_secs(corral_rd::registrant::MIN_LIFETIME as u64);
+
 pub const AFTER_HELP: &str = "\
 Each device serves /s/t (temperature, °C), /s/h (humidity, %RH) and /s/l (light, lx) — seeded, \
 slowly varying, observable — the actuators /a/shutter (open, close, 0-100) and /a/light (on, off, \
@@ -54,9 +57,10 @@ pub struct DeviceArgs {
     /// registration when the devices stop.
     #[arg(long, value_name = "URI")]
     pub rd: Option<String>,
-    /// Lifetime of the registrations (--rd), e.g. 600, 10m, 1h.
+    /// Lifetime of the registrations (--rd), 10 s to a day, e.g. 600, 10m, 1h; each is refreshed at 90 %
+    /// of it.
     #[arg(long, value_name = "DURATION", default_value = "3600", requires = "rd",
-          value_parser = crate::units::secs(crate::units::Range::between(std::time::Duration::from_secs(60), crate::units::DAY)))]
+          value_parser = crate::units::secs(crate::units::Range::between(MIN_RD_LIFETIME, crate::units::DAY)))]
     pub rd_lifetime: f64,
     /// Print the started devices as one JSON object on stdout instead of the banner.
     #[arg(long)]

@@ -28,10 +28,16 @@ fn gateway(data: &std::path::Path, member_port: u16, extra: &[&str]) -> (Proc, S
     (p, uri)
 }
 
-/// `corral device --rd RD` at `bind` (lifetime 60 s, the smallest `--rd-lifetime` takes).
+/// `corral device --rd RD` at `bind` (lifetime 60 s).
 fn device(bind: &str, rd: &str) -> Proc {
+    device_for(bind, rd, 60)
+}
+
+/// `corral device --rd RD` at `bind` registering for `lifetime` seconds.
+fn device_for(bind: &str, rd: &str, lifetime: u32) -> Proc {
+    let lt = lifetime.to_string();
     let (p, _) =
-        spawn_json(Command::new(CORRAL).args(["device", "--bind", bind, "--rd", rd, "--rd-lifetime", "60", "--json"]));
+        spawn_json(Command::new(CORRAL).args(["device", "--bind", bind, "--rd", rd, "--rd-lifetime", &lt, "--json"]));
     p
 }
 
@@ -183,16 +189,21 @@ fn a_device_killed_without_a_farewell_leaves_when_its_registration_expires() {
     let (_gw, gw_uri) = gateway(gw_data.path(), port, &[]);
     let o = corral(&["entity", "-g", &gw_uri, "create", "temps", "--from-rd", "rt=temperature", "--rd", &rd_uri]);
     assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
-    let dev = device(&format!("127.0.72.2:{port}"), &rd_uri);
+    // A lifetime of 15 s: it refreshes at 90 % of it, and the directory forgets it 15 s after the last.
+    let spawned = Instant::now();
+    let dev = device_for(&format!("127.0.72.2:{port}"), &rd_uri, 15);
     let one = vec![format!("coap://127.0.72.2:{port}/s/t")];
     assert_eq!(wait_members(&gw_uri, "temps", &one, Duration::from_secs(20)), one);
     let killed = Instant::now();
     kill(&dev, "-KILL");
-    std::thread::sleep(Duration::from_secs(5));
+    std::thread::sleep(Duration::from_secs(3));
     assert_eq!(members(&gw_uri, "temps"), one, "no farewell: still a member until the lifetime ends");
-    let er = wait_members(&gw_uri, "temps", &[], Duration::from_secs(90));
-    assert!(er.is_empty(), "gone once its 60 s lifetime ended: {er:?}");
-    assert!(killed.elapsed() >= Duration::from_secs(55), "not before its lifetime ended");
+    let er = wait_members(&gw_uri, "temps", &[], Duration::from_secs(45));
+    assert!(er.is_empty(), "gone once its 15 s lifetime ended: {er:?}");
+    // It registered after it was spawned, so its lifetime (and that of any refresh) ends 15 s later at
+    // the earliest.
+    assert!(spawned.elapsed() >= Duration::from_secs(15), "not before its lifetime ended");
+    assert!(killed.elapsed() >= Duration::from_secs(3));
 }
 
 #[test]

@@ -136,3 +136,30 @@ fn the_gateways_directory_takes_the_policy_flag() {
     let o = corral(&["gateway", "--bind", "127.0.0.1:0", "--data", &data, "--rd-policy", "identity"]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
 }
+
+#[test]
+fn a_name_registered_with_oscore_is_bound_to_the_clients_kid_on_the_gateways_directory() {
+    let (dir, paths) = write_files(&[("psk.json", KEYS)]);
+    let port = free_udp_port();
+    let (coap, coaps) = (format!("coap://127.0.0.1:{port}"), format!("coaps://127.0.0.1:{port}"));
+    let keys = dir.path().join("keys");
+    let o = corral(&["oscore", "new", "--server", &coap, "--dir", keys.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let (server, client) = (keys.join("server.json"), keys.join("client.json"));
+    let oscore = ["--credentials", client.to_str().unwrap()];
+    let (data, bind) = (dir.path().join("gw").display().to_string(), format!("127.0.0.1:{port}"));
+    let args = ["gateway", "--bind", &bind, "--json", "--data", &data, "--rd", "--dtls", "--psk-file", &paths[0]];
+    let (_gw, _) = spawn_json(Command::new(CORRAL).args(args).args(["--credentials", server.to_str().unwrap()]));
+    let o = register(&coap, "node1", &oscore);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let loc = location_of(&o);
+    // Plain CoAP from the same address, and another identity over coaps://, are refused.
+    let o = corral(&["delete", &format!("{coap}{loc}")]);
+    assert!(code(&o) == 4 && stderr(&o).contains("4.01"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("bound to the identity oscore:01"), "{}", stderr(&o));
+    let o = with(&["delete", &format!("{coaps}{loc}")], &ALICE);
+    assert!(code(&o) == 4 && stderr(&o).contains("4.03"), "{}", stderr(&o));
+    // The client whose kid registered it removes it.
+    let o = with(&["delete", &format!("{coap}{loc}")], &oscore);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}

@@ -151,7 +151,7 @@ impl RdService {
         cx: &mut Context<'_>,
         inbound: InboundId,
         source: SocketAddr,
-        identity: Option<String>,
+        (identity, dtls): (Option<String>, bool),
         params: Params,
         links: Vec<corral_proto::wire::link_format::LinkOwned>,
         simple: bool,
@@ -159,7 +159,7 @@ impl RdService {
         let before = params.ep.as_deref().and_then(|ep| self.dir.by_name(ep, params.d.as_deref()).cloned());
         let fresh = format!("{:016x}", cx.secret_u64());
         let who = Requester { addr: canonical(source.ip()), identity };
-        let result = self.dir.register(cx.now(), &who, source_uri(source), params, links, fresh);
+        let result = self.dir.register(cx.now(), &who, source_uri(source, dtls), params, links, fresh);
         let done = match result {
             Ok(done) => done,
             Err(e) => return self.refuse(cx, inbound, &e),
@@ -210,7 +210,7 @@ impl RdService {
             Ok(l) => l,
             Err(e) => return self.refuse(cx, req.id, &e),
         };
-        let identity = identity_of(&req);
+        let identity = (identity_of(&req), req.peer_identity.is_some());
         self.register(cx, req.id, req.from, identity, params, links, false);
     }
 
@@ -235,7 +235,7 @@ impl RdService {
                     Err(e) => return self.refuse(cx, req.id, &e),
                 };
                 let before = self.dir.get(id).cloned();
-                if let Err(e) = self.dir.update(cx.now(), id, &who, source_uri(req.from), params) {
+                if let Err(e) = self.dir.update(cx.now(), id, &who, source_uri(req.from, req.peer_identity.is_some()), params) {
                     return self.refuse(cx, req.id, &e);
                 }
                 let reg = self.dir.get(id).cloned().expect("just updated");
@@ -381,7 +381,8 @@ impl Service for RdService {
             Ok(links) => {
                 // Its own /.well-known/core is not one of the resources it offers.
                 let links = links.into_iter().filter(|l| l.target() != "/.well-known/core").collect();
-                self.register(cx, p.inbound, p.source, p.identity, p.params, links, true);
+                // The fetch went over plain CoAP: so does the base.
+                self.register(cx, p.inbound, p.source, (p.identity, false), p.params, links, true);
             }
             Err(e) => {
                 let msg = format!("the endpoint's /.well-known/core: {e}");
@@ -476,14 +477,16 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The source of a request as a base URI: `coap://192.0.2.1:5683`, `coap://[2001:db8::1]:5683`.
-fn source_uri(addr: SocketAddr) -> String {
+/// The source of a request as a base URI: `coap://192.0.2.1:5683`, `coap://[2001:db8::1]:5683`, and
+/// `coaps://…` for a request that came over DTLS (the device is reached the way it registered).
+fn source_uri(addr: SocketAddr, dtls: bool) -> String {
+    let scheme = if dtls { "coaps" } else { "coap" };
     match (canonical(addr.ip()), addr) {
-        (std::net::IpAddr::V4(v4), _) => format!("coap://{v4}:{}", addr.port()),
+        (std::net::IpAddr::V4(v4), _) => format!("{scheme}://{v4}:{}", addr.port()),
         (std::net::IpAddr::V6(v6), SocketAddr::V6(a)) if a.scope_id() != 0 => {
-            format!("coap://[{v6}%25{}]:{}", a.scope_id(), addr.port())
+            format!("{scheme}://[{v6}%25{}]:{}", a.scope_id(), addr.port())
         }
-        (std::net::IpAddr::V6(v6), _) => format!("coap://[{v6}]:{}", addr.port()),
+        (std::net::IpAddr::V6(v6), _) => format!("{scheme}://[{v6}]:{}", addr.port()),
     }
 }
 

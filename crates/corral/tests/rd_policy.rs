@@ -65,6 +65,7 @@ fn a_name_registered_over_coaps_is_changed_only_by_its_identity_even_after_a_res
     assert!(stderr(&o).contains("over coaps:// or OSCORE as that identity"), "{}", stderr(&o));
     let eps = stdout(&corral(&["get", &format!("{coap}/rd-lookup/ep")]));
     assert!(eps.contains(&format!("<{loc}>;ep=\"node1\"")), "{eps}");
+    assert!(eps.contains("base=\"coaps://127.0.0.1:"), "found the way it registered: {eps}");
 
     // A restart keeps the binding (stored with the registration).
     drop(rd);

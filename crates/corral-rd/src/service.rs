@@ -44,9 +44,22 @@ pub struct RdStats {
 
 struct PendingSimple {
     inbound: InboundId,
-    source: SocketAddr,
-    identity: Option<String>,
+    sender: Sender,
     params: Params,
+}
+
+/// Who registers: the request's source, the identity it was made with ([`identity_of`]), and whether it
+/// came over DTLS (then the base defaults to a `coaps://` URI).
+struct Sender {
+    addr: SocketAddr,
+    identity: Option<String>,
+    dtls: bool,
+}
+
+impl Sender {
+    fn of(req: &IncomingRequest) -> Sender {
+        Sender { addr: req.from, identity: identity_of(req), dtls: req.peer_identity.is_some() }
+    }
 }
 
 /// The Resource Directory service.
@@ -150,16 +163,15 @@ impl RdService {
         &mut self,
         cx: &mut Context<'_>,
         inbound: InboundId,
-        source: SocketAddr,
-        (identity, dtls): (Option<String>, bool),
+        sender: Sender,
         params: Params,
         links: Vec<corral_proto::wire::link_format::LinkOwned>,
         simple: bool,
     ) {
         let before = params.ep.as_deref().and_then(|ep| self.dir.by_name(ep, params.d.as_deref()).cloned());
         let fresh = format!("{:016x}", cx.secret_u64());
-        let who = Requester { addr: canonical(source.ip()), identity };
-        let result = self.dir.register(cx.now(), &who, source_uri(source, dtls), params, links, fresh);
+        let who = Requester { addr: canonical(sender.addr.ip()), identity: sender.identity };
+        let result = self.dir.register(cx.now(), &who, source_uri(sender.addr, sender.dtls), params, links, fresh);
         let done = match result {
             Ok(done) => done,
             Err(e) => return self.refuse(cx, inbound, &e),
@@ -210,8 +222,7 @@ impl RdService {
             Ok(l) => l,
             Err(e) => return self.refuse(cx, req.id, &e),
         };
-        let identity = (identity_of(&req), req.peer_identity.is_some());
-        self.register(cx, req.id, req.from, identity, params, links, false);
+        self.register(cx, req.id, Sender::of(&req), params, links, false);
     }
 
     fn on_registration_resource(&mut self, cx: &mut Context<'_>, req: IncomingRequest, id: &str) {
@@ -235,7 +246,9 @@ impl RdService {
                     Err(e) => return self.refuse(cx, req.id, &e),
                 };
                 let before = self.dir.get(id).cloned();
-                if let Err(e) = self.dir.update(cx.now(), id, &who, source_uri(req.from, req.peer_identity.is_some()), params) {
+                if let Err(e) =
+                    self.dir.update(cx.now(), id, &who, source_uri(req.from, req.peer_identity.is_some()), params)
+                {
                     return self.refuse(cx, req.id, &e);
                 }
                 let reg = self.dir.get(id).cloned().expect("just updated");
@@ -316,8 +329,9 @@ impl RdService {
         let send = SendParams { timeout: Some(SIMPLE_FETCH_TIMEOUT), ..SendParams::default() };
         match cx.request(req.from, fetch, send) {
             Ok(rid) => {
-                let identity = identity_of(&req);
-                self.pending.insert(rid, PendingSimple { inbound: req.id, source: req.from, identity, params });
+                // The fetch goes over plain CoAP: so does the base.
+                let sender = Sender { dtls: false, ..Sender::of(&req) };
+                self.pending.insert(rid, PendingSimple { inbound: req.id, sender, params });
             }
             Err(e) => {
                 cx.respond(req.id, Response::error(Code::SERVICE_UNAVAILABLE, format!("cannot ask for links: {e}")))
@@ -381,8 +395,7 @@ impl Service for RdService {
             Ok(links) => {
                 // Its own /.well-known/core is not one of the resources it offers.
                 let links = links.into_iter().filter(|l| l.target() != "/.well-known/core").collect();
-                // The fetch went over plain CoAP: so does the base.
-                self.register(cx, p.inbound, p.source, (p.identity, false), p.params, links, true);
+                self.register(cx, p.inbound, p.sender, p.params, links, true);
             }
             Err(e) => {
                 let msg = format!("the endpoint's /.well-known/core: {e}");

@@ -194,22 +194,9 @@ impl ProxyService {
             f.rid = f.rid.filter(|r| *r != rid);
         }
         let limit = self.config.max_rd_next_hops.max(1);
-        let result = match &outcome {
-            Outcome::Response { response, .. } if response.code == Code::CONTENT => {
-                let max_age = Duration::from_secs(u64::from(response.options.max_age().unwrap_or(60)));
-                match std::str::from_utf8(&response.payload) {
-                    Ok(text) => hops_from_lookup(text, limit).map(|r| (r, max_age)),
-                    Err(_) => Err("the lookup result is not UTF-8".into()),
-                }
-            }
-            Outcome::Response { response, .. } => Err(format!(
-                "the directory answered {} {}",
-                response.code,
-                String::from_utf8_lossy(&response.payload[..response.payload.len().min(120)])
-            )),
-            Outcome::Failed(e) => Err(format!("the directory did not answer: {e}")),
-            Outcome::MulticastDone | Outcome::Pong { .. } => Err("the directory did not answer".into()),
-        };
+        let result = outcome
+            .content_text("the directory")
+            .and_then(|(text, max_age)| hops_from_lookup(text, limit).map(|r| (r, max_age)));
         match result {
             Ok(((hops, note), max_age)) => {
                 let f = &mut self.rd.follows[i];

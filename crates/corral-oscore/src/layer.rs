@@ -174,6 +174,11 @@ impl Layer for OscoreLayer {
             options: req.request.options.clone(),
             payload: req.request.payload.clone(),
         };
+        // Who protected it, for the services (as a DTLS session's identity reaches them).
+        let identity = std::sync::Arc::new(corral_proto::OscoreIdentity {
+            kid: sender.kid.clone(),
+            kid_context: sender.kid_context.clone(),
+        });
         let ctx = &mut self.contexts[ci];
         let (inner, binding, window) = match ctx.open_request(&outer) {
             Ok(x) => x,
@@ -248,7 +253,7 @@ impl Layer for OscoreLayer {
             self.block1_echo.insert(req.id, echo);
         }
         let request = Request { method: inner.code, options, payload };
-        Inbound::Replaced(IncomingRequest { request, ..req })
+        Inbound::Replaced(IncomingRequest { request, oscore_identity: Some(identity), ..req })
     }
 
     fn outbound(&mut self, _now: Instant, id: InboundId, mut response: Response) -> Response {

@@ -49,8 +49,8 @@ pub use endpoint::{
 };
 pub use links::render as render_links;
 pub use message::{
-    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, Transport,
-    UnknownExchange,
+    InboundId, IncomingRequest, OscoreIdentity, Request, RequestError, RequestId, Response, SendParams, StartError,
+    Transport, UnknownExchange,
 };
 pub use node::{Node, ServiceHandle};
 pub use params::TransmissionParams;

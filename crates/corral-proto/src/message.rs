@@ -289,6 +289,19 @@ pub struct IncomingRequest {
     /// a request is also `verified` and `echoed`: the handshake's cookie exchange proved the address and
     /// the record layer's replay window its freshness.
     pub peer_identity: Option<std::sync::Arc<[u8]>>,
+    /// The OSCORE security context that protected this request (RFC 8613), set by an OSCORE layer that
+    /// verified it; `None` for a request that OSCORE did not protect and in rendered notifications. A
+    /// service may bind state to it (as the Resource Directory binds endpoint names, RFC 9176 §7). Such a
+    /// request is authentic and fresh (the context's replay window) whatever its outer message says.
+    pub oscore_identity: Option<std::sync::Arc<OscoreIdentity>>,
+}
+
+/// Who protected a request with OSCORE (RFC 8613 §3.1): the client's Sender ID (the request's kid) and
+/// the ID Context (kid context), if it has one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OscoreIdentity {
+    pub kid: Vec<u8>,
+    pub kid_context: Option<Vec<u8>>,
 }
 
 /// Why a request ended without a response.

@@ -30,6 +30,29 @@ pub enum Outcome {
     Pong { from: SocketAddr },
 }
 
+impl Outcome {
+    /// The text of a 2.05 Content answer and how long it stays fresh (its Max-Age, 60 s unless given), or
+    /// why there is none, in words naming the peer as `who` ("the directory answered 4.04 …"): what a
+    /// service that follows a resource (an observed lookup) needs of each outcome.
+    pub fn content_text(&self, who: &str) -> Result<(&str, crate::Duration), String> {
+        match self {
+            Outcome::Response { response, .. } if response.code == corral_wire::Code::CONTENT => {
+                let max_age = crate::Duration::from_secs(u64::from(response.options.max_age().unwrap_or(60)));
+                std::str::from_utf8(&response.payload)
+                    .map(|text| (text, max_age))
+                    .map_err(|_| format!("the answer of {who} is not UTF-8"))
+            }
+            Outcome::Response { response, .. } => Err(format!(
+                "{who} answered {} {}",
+                response.code,
+                String::from_utf8_lossy(&response.payload[..response.payload.len().min(120)])
+            )),
+            Outcome::Failed(e) => Err(format!("{who} did not answer: {e}")),
+            Outcome::MulticastDone | Outcome::Pong { .. } => Err(format!("{who} did not answer")),
+        }
+    }
+}
+
 /// Something a service asks of the driver that the endpoint cannot do itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeCommand {

@@ -586,6 +586,7 @@ impl TcpEndpoint {
             verified: true,
             echoed: true,
             peer_identity: None,
+            oscore_identity: None,
         }));
     }
 
@@ -680,6 +681,7 @@ impl TcpEndpoint {
                 verified: true,
                 echoed: false,
                 peer_identity: None,
+                oscore_identity: None,
             });
         }
         out

@@ -8,7 +8,11 @@
 //! literal host, then an exact length, then fewer wildcards); equally specific rules go by order. A request
 //! no rule matches goes straight to the origin in its URI. A multicast group (`coap://239.255.0.1:5683`)
 //! may be a rule's one next hop: matching requests go to it as group requests (`crate::ProxyService`, when
-//! `ProxyConfig::groups` allows the group).
+//! `ProxyConfig::groups` allows the group). So may a Resource Directory lookup, `"rd:QUERY"` (RFC 9176
+//! §7.2 filters, e.g. `rd:rt=temperature&d=floor2`): the rule's next hops are then the endpoints of the
+//! resources the directory's lookup lists, followed as devices register and leave (`ProxyConfig::rd`
+//! names the directory; the proxy observes `/rd-lookup/res?QUERY`), each sent the plain request (as
+//! `send_host = false`).
 //!
 //! ```toml
 //! [hosts]                      # names a Proxy-Uri may use (the proxy has no DNS)
@@ -21,6 +25,10 @@
 //! [[rule]]
 //! match = "/light/*"
 //! next = [{ to = "coap://192.0.2.30", send_host = false }]    # the origin itself
+//!
+//! [[rule]]
+//! match = "/temp/**"
+//! next = ["rd:rt=temperature"]  # every device the directory lists with a temperature resource
 //!
 //! [destinations]               # where clients from other hosts may make the proxy send (see destinations)
 //! networks = ["192.0.2.0/24"]
@@ -57,6 +65,10 @@ pub struct Rule {
     pub next: Vec<NextHop>,
     /// Line of the rule in its file (0 when built in code).
     pub line: usize,
+    /// The Resource Directory lookup (its query, `rt=temperature&…`) whose endpoints are the next hops:
+    /// `next` is then the latest result, replaced by the proxy as the directory changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rd: Option<String>,
     #[serde(skip)]
     matcher: Pattern,
 }
@@ -261,6 +273,17 @@ impl Fib {
             if rule.next.is_empty() {
                 return Err(at(rule.pattern.span(), "a rule needs at least one next hop in `next`".into()));
             }
+            if let Some(query) = rd_lookup(&rule.next) {
+                let query = query.map_err(|(span, why)| at(span, why))?;
+                rules.push(Rule {
+                    pattern: rule.pattern.into_inner(),
+                    next: Vec::new(),
+                    line,
+                    rd: Some(query),
+                    matcher,
+                });
+                continue;
+            }
             let mut next = Vec::new();
             for hop in &rule.next {
                 let (to, send_host) = match hop.get_ref() {
@@ -276,7 +299,7 @@ impl Fib {
                     "a rule with a multicast group for next hop has that one next hop only".into(),
                 ));
             }
-            rules.push(Rule { pattern: rule.pattern.into_inner(), next, line, matcher });
+            rules.push(Rule { pattern: rule.pattern.into_inner(), next, line, rd: None, matcher });
         }
         let destinations = match file.destinations {
             None => None,
@@ -295,7 +318,15 @@ impl Fib {
     /// A rule built in code (the lab, tests).
     pub fn push(&mut self, pattern: &str, next: Vec<NextHop>) -> Result<(), BadPattern> {
         let matcher = Pattern::parse(pattern)?;
-        self.rules.push(Rule { pattern: pattern.to_string(), next, line: 0, matcher });
+        self.rules.push(Rule { pattern: pattern.to_string(), next, line: 0, rd: None, matcher });
+        Ok(())
+    }
+
+    /// A rule built in code whose next hops follow the directory's lookup `query` (`rt=temperature&…`).
+    pub fn push_rd(&mut self, pattern: &str, query: &str) -> Result<(), BadPattern> {
+        let matcher = Pattern::parse(pattern)?;
+        let rd = Some(query.to_string());
+        self.rules.push(Rule { pattern: pattern.to_string(), next: Vec::new(), line: 0, rd, matcher });
         Ok(())
     }
 
@@ -317,6 +348,28 @@ impl NextHop {
         let scheme = if tcp { Scheme::CoapTcp } else { Scheme::Coap };
         NextHop { uri: format!("{scheme}://{addr}"), addr, tcp, send_host }
     }
+}
+
+/// The query of a rule whose next hop is a directory lookup (`"rd:QUERY"`), if it is one; an error (where,
+/// and why) for an `rd:` hop beside others, or a query that is no `name=value&…` list.
+fn rd_lookup(next: &[toml::Spanned<HopFile>]) -> Option<Result<String, (std::ops::Range<usize>, String)>> {
+    let rd = |h: &toml::Spanned<HopFile>| match h.get_ref() {
+        HopFile::Uri(to) | HopFile::Full { to, .. } => to.strip_prefix("rd:").map(str::to_string),
+    };
+    let hop = next.iter().find(|h| rd(h).is_some())?;
+    let query = rd(hop).unwrap_or_default();
+    if next.len() > 1 {
+        return Some(Err((hop.span(), "a directory lookup (rd:…) is a rule's only next hop".into())));
+    }
+    let well_formed = !query.is_empty()
+        && query.split('&').all(|kv| kv.split_once('=').is_some_and(|(k, v)| !k.is_empty() && !v.is_empty()));
+    if !well_formed || query.contains(['#', ' ']) {
+        return Some(Err((
+            hop.span(),
+            format!("next hop \"rd:{query}\": expected rd:NAME=VALUE[&NAME=VALUE…] (e.g. rd:rt=temperature)"),
+        )));
+    }
+    Some(Ok(query))
 }
 
 /// A next hop of a FIB file that is not usable: the hop as written and why.
@@ -481,6 +534,18 @@ next = ["coap://192.0.2.40"]
         assert_eq!(e.line, 2, "{e}");
         let e = Fib::parse("[destinations]\nnetwork = []\n", &no_dns).unwrap_err();
         assert!(e.message.contains("unknown field"), "{e}");
+    }
+
+    #[test]
+    fn a_directory_lookup_is_a_rules_only_next_hop() {
+        let fib = Fib::parse("[[rule]]\nmatch = \"/temp/**\"\nnext = [\"rd:rt=temperature&d=f2\"]\n", &no_dns).unwrap();
+        assert_eq!(fib.rules[0].rd.as_deref(), Some("rt=temperature&d=f2"));
+        assert!(fib.rules[0].next.is_empty(), "the directory fills it");
+        let two = "[[rule]]\nmatch = \"/a\"\nnext = [\"coap://10.0.0.1\", \"rd:rt=t\"]\n";
+        let e = Fib::parse(two, &no_dns).unwrap_err();
+        assert!(e.message.contains("only next hop") && e.line == 3, "{e}");
+        let bad = Fib::parse("[[rule]]\nmatch = \"/a\"\nnext = [\"rd:temperature\"]\n", &no_dns).unwrap_err();
+        assert!(bad.message.contains("rd:NAME=VALUE"), "{bad}");
     }
 
     #[test]

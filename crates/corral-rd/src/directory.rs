@@ -6,11 +6,18 @@
 //! requests into calls here and results into responses.
 //!
 //! # Decisions
-//! - **Names are first come, first remembered** (RFC 9176 §7.5): the source IP address that registered an
-//!   `(ep, d)` is its owner until the registration ends; a registration, update or removal of it from
-//!   another address is refused (4.03). Without OSCORE or DTLS, the address is the only identity a CoAP
-//!   server has; the service asks an unverified source to prove its address first (Echo, RFC 9175), so a
-//!   blind spoofer can neither take a name nor hold one.
+//! - **A name registered with an identity is bound to it** (RFC 9176 §7: the directory authorizes changes
+//!   to a registration by the credentials it was made with): a registration over DTLS (the PSK identity
+//!   or certificate subject its session proved) or protected by OSCORE (the client's kid and ID Context)
+//!   belongs to that identity until it ends; a registration, update or removal of it from another
+//!   identity is refused (4.03), from none (plain CoAP) too (4.01), whatever the source address — and the
+//!   owner may change its address. An identity re-registering a name it holds by address alone binds it.
+//! - **Otherwise names are first come, first remembered** (RFC 9176 §7.5): the source IP address that
+//!   registered an `(ep, d)` without an identity is its owner until the registration ends; a
+//!   registration, update or removal of it from another address is refused (4.03). Without OSCORE or
+//!   DTLS, the address is the only identity a CoAP server has; the service asks an unverified source to
+//!   prove its address first (Echo, RFC 9175), so a blind spoofer can neither take a name nor hold one.
+//!   [`Policy::Identity`] refuses registrations without an identity altogether (4.01).
 //! - **Locations are unguessable**: `/rd/<16 hex digits>` from the driver's CSPRNG, so that knowing a
 //!   device's name does not tell where to send its removal.
 //! - **Bounded**: registrations in all, per source address, links per registration, bytes of a
@@ -44,6 +51,32 @@ impl Default for Limits {
     }
 }
 
+/// Which registrations the directory accepts (RFC 9176 §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// Every registration; a name is bound to the identity it was registered with, or else to the source
+    /// address (first come, first remembered).
+    #[default]
+    FirstCome,
+    /// Only registrations made with an identity (DTLS or OSCORE); plain CoAP may look up, not register.
+    Identity,
+}
+
+/// Who asks: the source address, and the identity a security layer proved for the request, as
+/// [`identity_of`](crate::service::identity_of) names it (`dtls:alice`, `oscore:0a`, `oscore:0a@c0ffee`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requester {
+    pub addr: IpAddr,
+    pub identity: Option<String>,
+}
+
+impl Requester {
+    /// A source without an identity (plain CoAP).
+    pub fn plain(addr: IpAddr) -> Requester {
+        Requester { addr, identity: None }
+    }
+}
+
 /// RFC 9176 §5.3: the lifetime when a registration gives none (25 hours).
 pub const DEFAULT_LIFETIME: u32 = 90_000;
 
@@ -64,8 +97,11 @@ pub struct Params {
 pub enum RdError {
     /// The request is wrong (4.00), with what to fix.
     BadRequest(String),
-    /// The name belongs to another source (4.03).
+    /// The name belongs to another source or identity (4.03).
     Forbidden(String),
+    /// The request needs an identity it does not carry (4.01): the name is bound to one, or the directory
+    /// takes registrations with an identity only.
+    Unauthorized(String),
     /// No such registration (4.04): it expired or was removed; register again.
     NotFound,
     /// The links are too large (4.13).
@@ -79,7 +115,9 @@ pub enum RdError {
 impl fmt::Display for RdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RdError::BadRequest(m) | RdError::Forbidden(m) | RdError::TooLarge(m) => f.write_str(m),
+            RdError::BadRequest(m) | RdError::Forbidden(m) | RdError::Unauthorized(m) | RdError::TooLarge(m) => {
+                f.write_str(m)
+            }
             RdError::NotFound => f.write_str("no such registration: it expired or was removed; register again"),
             RdError::SourceFull => f.write_str("this address holds as many registrations as it may"),
             RdError::Full => f.write_str("the directory is full"),
@@ -103,8 +141,11 @@ pub struct Registration {
     pub extra: Vec<(String, String)>,
     /// The links as registered (relative to `base`).
     pub links: Vec<LinkOwned>,
-    /// The source address that owns the name.
+    /// The source address that registered it (counted against its share; owns the name when there is
+    /// no `identity`).
     pub owner: IpAddr,
+    /// The identity the name is bound to (`dtls:…`, `oscore:…`), if it was registered with one.
+    pub identity: Option<String>,
     /// When it ends unless refreshed.
     pub expires: Instant,
 }
@@ -236,6 +277,7 @@ impl Query {
 #[derive(Debug, Default)]
 pub struct Directory {
     limits: Limits,
+    policy: Policy,
     regs: BTreeMap<u64, Registration>,
     by_id: HashMap<String, u64>,
     by_key: HashMap<(String, Option<String>), u64>,
@@ -265,6 +307,15 @@ impl Registered {
 impl Directory {
     pub fn new(limits: Limits) -> Directory {
         Directory { limits, ..Directory::default() }
+    }
+
+    /// Which registrations to accept from now on.
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.policy = policy;
+    }
+
+    pub fn policy(&self) -> Policy {
+        self.policy
     }
 
     pub fn len(&self) -> usize {
@@ -321,12 +372,19 @@ impl Directory {
     pub fn register(
         &mut self,
         now: Instant,
-        source: IpAddr,
+        who: &Requester,
         source_base: String,
         params: Params,
         links: Vec<LinkOwned>,
         fresh_id: String,
     ) -> Result<Registered, RdError> {
+        if self.policy == Policy::Identity && who.identity.is_none() {
+            return Err(RdError::Unauthorized(
+                "this directory registers only clients with an identity: register over coaps:// (DTLS) or with \
+                 OSCORE"
+                    .into(),
+            ));
+        }
         let ep = params.ep.ok_or_else(|| RdError::BadRequest("ep: the endpoint name is required".into()))?;
         self.check_name("ep", &ep)?;
         if let Some(d) = &params.d {
@@ -339,10 +397,9 @@ impl Directory {
         let key = (ep.clone(), params.d.clone());
         if let Some(&seq) = self.by_key.get(&key) {
             let reg = self.regs.get_mut(&seq).expect("indexed registration exists");
-            if reg.owner != source {
-                return Err(RdError::Forbidden(format!(
-                    "ep={ep} is registered by another address until its lifetime ends (first come, first remembered)"
-                )));
+            may_change(reg, who, &format!("ep={ep}"))?;
+            if reg.identity.is_none() {
+                reg.identity = who.identity.clone();
             }
             reg.base_explicit = params.base.is_some();
             reg.base = params.base.unwrap_or(source_base);
@@ -356,7 +413,7 @@ impl Directory {
         if self.regs.len() >= self.limits.registrations {
             return Err(RdError::Full);
         }
-        if self.per_source.get(&source).copied().unwrap_or(0) >= self.limits.per_source {
+        if self.per_source.get(&who.addr).copied().unwrap_or(0) >= self.limits.per_source {
             return Err(RdError::SourceFull);
         }
         let reg = Registration {
@@ -368,7 +425,8 @@ impl Directory {
             lt,
             extra: params.extra,
             links,
-            owner: source,
+            owner: who.addr,
+            identity: who.identity.clone(),
             expires: now + Duration::from_secs(u64::from(lt)),
         };
         let id = reg.id.clone();
@@ -414,7 +472,7 @@ impl Directory {
         &mut self,
         now: Instant,
         id: &str,
-        source: IpAddr,
+        who: &Requester,
         source_base: String,
         params: Params,
     ) -> Result<(), RdError> {
@@ -425,7 +483,7 @@ impl Directory {
         if let Some(b) = &params.base {
             check_base(b)?;
         }
-        let reg = self.owned_mut(id, source)?;
+        let reg = self.owned_mut(id, who)?;
         if let Some(lt) = lt {
             reg.lt = lt;
         }
@@ -451,21 +509,20 @@ impl Directory {
     }
 
     /// A registration's removal (RFC 9176 §5.3.2).
-    pub fn remove(&mut self, id: &str, source: IpAddr) -> Result<Registration, RdError> {
-        self.owned_mut(id, source)?;
+    pub fn remove(&mut self, id: &str, who: &Requester) -> Result<Registration, RdError> {
+        self.owned_mut(id, who)?;
         Ok(self.take(id).expect("checked above"))
     }
 
-    fn owned_mut(&mut self, id: &str, source: IpAddr) -> Result<&mut Registration, RdError> {
+    fn owned_mut(&mut self, id: &str, who: &Requester) -> Result<&mut Registration, RdError> {
         let seq = *self.by_id.get(id).ok_or(RdError::NotFound)?;
         let reg = self.regs.get_mut(&seq).expect("indexed registration exists");
-        if reg.owner != source {
-            return Err(RdError::Forbidden(format!("{} belongs to another address", reg.location())));
-        }
+        may_change(reg, who, &reg.location())?;
         Ok(reg)
     }
 
-    fn take(&mut self, id: &str) -> Option<Registration> {
+    /// Takes a registration out whoever owns it (undoing a registration the store could not record).
+    pub(crate) fn take(&mut self, id: &str) -> Option<Registration> {
         let seq = self.by_id.remove(id)?;
         let reg = self.regs.remove(&seq)?;
         self.expiries.remove(&(reg.expires, seq));
@@ -537,6 +594,24 @@ impl Directory {
     }
 }
 
+/// Whether `who` may change `reg` (named `what` in the refusal): the identity it is bound to, or without
+/// one the address that registered it.
+fn may_change(reg: &Registration, who: &Requester, what: &str) -> Result<(), RdError> {
+    match (&reg.identity, &who.identity) {
+        (Some(bound), Some(asking)) if bound == asking => Ok(()),
+        (Some(bound), Some(asking)) => Err(RdError::Forbidden(format!(
+            "{what} is bound to the identity {bound} until its lifetime ends; {asking} may not change it"
+        ))),
+        (Some(bound), None) => Err(RdError::Unauthorized(format!(
+            "{what} is bound to the identity {bound}: change it over coaps:// or OSCORE as that identity"
+        ))),
+        (None, _) if reg.owner == who.addr => Ok(()),
+        (None, _) => Err(RdError::Forbidden(format!(
+            "{what} is registered by another address until its lifetime ends (first come, first remembered)"
+        ))),
+    }
+}
+
 fn lifetime(lt: Option<u32>) -> Result<u32, RdError> {
     match lt {
         None => Ok(DEFAULT_LIFETIME),
@@ -566,6 +641,62 @@ mod tests {
         assert_eq!(resolve("coap://h/a/b", "c"), "coap://h/a/c");
         assert_eq!(resolve("coap://h", ""), "coap://h");
         assert_eq!(resolve("coap://h", "coap://other/x"), "coap://other/x");
+    }
+
+    fn at(ip: &str, identity: Option<&str>) -> Requester {
+        Requester { addr: ip.parse().unwrap(), identity: identity.map(str::to_string) }
+    }
+
+    fn register(dir: &mut Directory, who: &Requester, fresh: &str) -> Result<Registered, RdError> {
+        let params = Params { ep: Some("node1".into()), ..Params::default() };
+        dir.register(Instant::ZERO, who, "coap://192.0.2.1:5683".into(), params, Vec::new(), fresh.into())
+    }
+
+    #[test]
+    fn a_name_registered_with_an_identity_is_changed_by_that_identity_only() {
+        let mut dir = Directory::new(Limits::default());
+        let alice = at("192.0.2.1", Some("dtls:alice"));
+        let id = register(&mut dir, &alice, "1").unwrap().id().to_string();
+        // Another identity, even from the same address, is refused 4.03; none at all 4.01.
+        let bob_same_address = at("192.0.2.1", Some("dtls:bob"));
+        assert!(matches!(register(&mut dir, &bob_same_address, "2"), Err(RdError::Forbidden(_))));
+        assert!(matches!(register(&mut dir, &at("192.0.2.1", None), "2"), Err(RdError::Unauthorized(_))));
+        let no_params = Params::default;
+        let base = || "coap://192.0.2.9:5683".to_string();
+        assert!(matches!(
+            dir.update(Instant::ZERO, &id, &bob_same_address, base(), no_params()),
+            Err(RdError::Forbidden(_))
+        ));
+        assert!(matches!(dir.remove(&id, &at("192.0.2.1", None)), Err(RdError::Unauthorized(_))));
+        // The owner may move: its identity, not its address, holds the name.
+        let alice_moved = at("192.0.2.9", Some("dtls:alice"));
+        dir.update(Instant::ZERO, &id, &alice_moved, base(), no_params()).unwrap();
+        assert_eq!(dir.get(&id).unwrap().base, "coap://192.0.2.9:5683");
+        assert!(matches!(register(&mut dir, &alice_moved, "3"), Ok(Registered::Replaced(_))));
+        dir.remove(&id, &alice_moved).unwrap();
+        assert!(dir.is_empty());
+    }
+
+    #[test]
+    fn a_name_registered_without_an_identity_stays_first_come_first_remembered() {
+        let mut dir = Directory::new(Limits::default());
+        let id = register(&mut dir, &at("192.0.2.1", None), "1").unwrap().id().to_string();
+        // Another address is refused, with an identity or without.
+        assert!(matches!(register(&mut dir, &at("192.0.2.2", None), "2"), Err(RdError::Forbidden(_))));
+        assert!(matches!(register(&mut dir, &at("192.0.2.2", Some("dtls:eve")), "2"), Err(RdError::Forbidden(_))));
+        assert!(matches!(dir.remove(&id, &at("192.0.2.2", Some("dtls:eve"))), Err(RdError::Forbidden(_))));
+        // Its own address registering again with an identity binds the name to it.
+        register(&mut dir, &at("192.0.2.1", Some("dtls:alice")), "3").unwrap();
+        assert_eq!(dir.get(&id).unwrap().identity.as_deref(), Some("dtls:alice"));
+        assert!(matches!(dir.remove(&id, &at("192.0.2.1", None)), Err(RdError::Unauthorized(_))));
+    }
+
+    #[test]
+    fn the_identity_policy_refuses_registrations_without_an_identity() {
+        let mut dir = Directory::new(Limits::default());
+        dir.set_policy(Policy::Identity);
+        assert!(matches!(register(&mut dir, &at("192.0.2.1", None), "1"), Err(RdError::Unauthorized(_))));
+        assert!(register(&mut dir, &at("192.0.2.1", Some("oscore:01")), "1").is_ok());
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! RFC 9176's filters and paging, and may observe a lookup to learn of registrations that come and go.
 //!
 //! # What it owns
-//! [`directory`]: the registrations, their bounds, lifetimes, names (first come, first remembered) and
-//! lookups. [`service`]: the CoAP interface over corral-proto's `Service`. [`registrant`]: the device's side —
+//! [`directory`]: the registrations, their bounds, lifetimes, names (bound to the DTLS or OSCORE identity
+//! they were registered with, else first come, first remembered: [`Policy`]) and lookups. [`service`]: the CoAP interface over corral-proto's `Service`. [`registrant`]: the device's side —
 //! register, refresh, register again, leave. [`store`]: persistence in an
 //! embedded SQLite file, so that a restarted directory still knows who registered.
 //!
@@ -20,7 +20,7 @@ pub mod registrant;
 pub mod service;
 pub mod store;
 
-pub use directory::{Directory, Limits, Params, Query, RdError, Registration, DEFAULT_LIFETIME};
+pub use directory::{Directory, Limits, Params, Policy, Query, RdError, Registration, Requester, DEFAULT_LIFETIME};
 pub use registrant::{Registrant, RegistrantState};
-pub use service::{RdService, RdStats};
+pub use service::{identity_of, RdService, RdStats};
 pub use store::{MemStore, SqliteStore, Store, StoreError, Stored};

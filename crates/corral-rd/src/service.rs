@@ -12,7 +12,7 @@
 //! directory's simple registration fetch at a victim), keep state that grows without a bound, or panic on
 //! a request.
 
-use crate::directory::{Directory, Limits, Params, Query, RdError, Registered, Registration};
+use crate::directory::{Directory, Limits, Params, Policy, Query, RdError, Registered, Registration, Requester};
 use crate::store::{Store, Stored};
 use corral_proto::wire::link_format;
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
@@ -44,8 +44,22 @@ pub struct RdStats {
 
 struct PendingSimple {
     inbound: InboundId,
-    source: SocketAddr,
+    sender: Sender,
     params: Params,
+}
+
+/// Who registers: the request's source, the identity it was made with ([`identity_of`]), and whether it
+/// came over DTLS (then the base defaults to a `coaps://` URI).
+struct Sender {
+    addr: SocketAddr,
+    identity: Option<String>,
+    dtls: bool,
+}
+
+impl Sender {
+    fn of(req: &IncomingRequest) -> Sender {
+        Sender { addr: req.from, identity: identity_of(req), dtls: req.peer_identity.is_some() }
+    }
 }
 
 /// The Resource Directory service.
@@ -93,6 +107,12 @@ impl RdService {
         Ok((svc, skipped))
     }
 
+    /// Which registrations to accept (RFC 9176 §7): [`Policy::FirstCome`] unless told.
+    pub fn with_policy(mut self, policy: Policy) -> RdService {
+        self.dir.set_policy(policy);
+        self
+    }
+
     pub fn directory(&self) -> &Directory {
         &self.dir
     }
@@ -106,6 +126,7 @@ impl RdService {
         let code = match e {
             RdError::BadRequest(_) => Code::BAD_REQUEST,
             RdError::Forbidden(_) => Code::FORBIDDEN,
+            RdError::Unauthorized(_) => Code::UNAUTHORIZED,
             RdError::NotFound => Code::NOT_FOUND,
             RdError::TooLarge(_) => Code::REQUEST_ENTITY_TOO_LARGE,
             RdError::SourceFull => Code::TOO_MANY_REQUESTS,
@@ -142,14 +163,15 @@ impl RdService {
         &mut self,
         cx: &mut Context<'_>,
         inbound: InboundId,
-        source: SocketAddr,
+        sender: Sender,
         params: Params,
         links: Vec<corral_proto::wire::link_format::LinkOwned>,
         simple: bool,
     ) {
         let before = params.ep.as_deref().and_then(|ep| self.dir.by_name(ep, params.d.as_deref()).cloned());
         let fresh = format!("{:016x}", cx.secret_u64());
-        let result = self.dir.register(cx.now(), canonical(source.ip()), source_uri(source), params, links, fresh);
+        let who = Requester { addr: canonical(sender.addr.ip()), identity: sender.identity };
+        let result = self.dir.register(cx.now(), &who, source_uri(sender.addr, sender.dtls), params, links, fresh);
         let done = match result {
             Ok(done) => done,
             Err(e) => return self.refuse(cx, inbound, &e),
@@ -159,7 +181,7 @@ impl RdService {
             match before {
                 Some(prev) => self.dir.put_back(prev),
                 None => {
-                    let _ = self.dir.remove(done.id(), reg.owner);
+                    let _ = self.dir.take(done.id());
                 }
             }
             return cx.respond(inbound, Response::error(Code::INTERNAL_SERVER_ERROR, e));
@@ -200,11 +222,11 @@ impl RdService {
             Ok(l) => l,
             Err(e) => return self.refuse(cx, req.id, &e),
         };
-        self.register(cx, req.id, req.from, params, links, false);
+        self.register(cx, req.id, Sender::of(&req), params, links, false);
     }
 
     fn on_registration_resource(&mut self, cx: &mut Context<'_>, req: IncomingRequest, id: &str) {
-        let source = canonical(req.from.ip());
+        let who = Requester { addr: canonical(req.from.ip()), identity: identity_of(&req) };
         match req.request.method {
             Code::GET => {
                 let Some(reg) = self.dir.get(id) else { return self.refuse(cx, req.id, &RdError::NotFound) };
@@ -224,7 +246,9 @@ impl RdService {
                     Err(e) => return self.refuse(cx, req.id, &e),
                 };
                 let before = self.dir.get(id).cloned();
-                if let Err(e) = self.dir.update(cx.now(), id, source, source_uri(req.from), params) {
+                if let Err(e) =
+                    self.dir.update(cx.now(), id, &who, source_uri(req.from, req.peer_identity.is_some()), params)
+                {
                     return self.refuse(cx, req.id, &e);
                 }
                 let reg = self.dir.get(id).cloned().expect("just updated");
@@ -242,7 +266,7 @@ impl RdService {
                 cx.respond(req.id, Response::new(Code::CHANGED));
             }
             Code::DELETE => {
-                let reg = match self.dir.remove(id, source) {
+                let reg = match self.dir.remove(id, &who) {
                     Ok(r) => r,
                     Err(e) => return self.refuse(cx, req.id, &e),
                 };
@@ -305,7 +329,9 @@ impl RdService {
         let send = SendParams { timeout: Some(SIMPLE_FETCH_TIMEOUT), ..SendParams::default() };
         match cx.request(req.from, fetch, send) {
             Ok(rid) => {
-                self.pending.insert(rid, PendingSimple { inbound: req.id, source: req.from, params });
+                // The fetch goes over plain CoAP: so does the base.
+                let sender = Sender { dtls: false, ..Sender::of(&req) };
+                self.pending.insert(rid, PendingSimple { inbound: req.id, sender, params });
             }
             Err(e) => {
                 cx.respond(req.id, Response::error(Code::SERVICE_UNAVAILABLE, format!("cannot ask for links: {e}")))
@@ -325,7 +351,9 @@ impl Service for RdService {
         // request freshness), not only a source that proved its address once: a blind spoofer may know or
         // guess a registered device's address and port. Loopback cannot be spoofed from outside (the
         // kernel drops such datagrams as martians), as the Entity Manager's policy holds too.
-        if ours && changes_state && !req.echoed && !canonical(req.from.ip()).is_loopback() {
+        // A request OSCORE verified is fresh by its replay window, whatever its outer message carried.
+        let fresh = req.echoed || req.oscore_identity.is_some();
+        if ours && changes_state && !fresh && !canonical(req.from.ip()).is_loopback() {
             return cx.challenge(req.id);
         }
         match (req.request.method, &segs[..]) {
@@ -367,7 +395,7 @@ impl Service for RdService {
             Ok(links) => {
                 // Its own /.well-known/core is not one of the resources it offers.
                 let links = links.into_iter().filter(|l| l.target() != "/.well-known/core").collect();
-                self.register(cx, p.inbound, p.source, p.params, links, true);
+                self.register(cx, p.inbound, p.sender, p.params, links, true);
             }
             Err(e) => {
                 let msg = format!("the endpoint's /.well-known/core: {e}");
@@ -439,14 +467,39 @@ fn params(request: &Request) -> Result<Params, RdError> {
     Ok(p)
 }
 
-/// The source of a request as a base URI: `coap://192.0.2.1:5683`, `coap://[2001:db8::1]:5683`.
-fn source_uri(addr: SocketAddr) -> String {
+/// The identity a request was made with, as the directory binds names to it: the OSCORE context that
+/// protected it (`oscore:KID` or `oscore:KID@IDCONTEXT`, in hex), else the identity its DTLS session proved
+/// (`dtls:NAME`, its PSK identity or certificate subject as text, or `dtls:hex:…` when that is not
+/// printable UTF-8); `None` over plain CoAP. OSCORE goes first: it protects the request end to end, where a DTLS
+/// session may end at a proxy.
+pub fn identity_of(req: &IncomingRequest) -> Option<String> {
+    if let Some(o) = &req.oscore_identity {
+        return Some(match &o.kid_context {
+            Some(c) => format!("oscore:{}@{}", hex(&o.kid), hex(c)),
+            None => format!("oscore:{}", hex(&o.kid)),
+        });
+    }
+    let id = req.peer_identity.as_deref()?;
+    Some(match std::str::from_utf8(id) {
+        Ok(text) if !text.is_empty() && !text.chars().any(char::is_control) => format!("dtls:{text}"),
+        _ => format!("dtls:hex:{}", hex(id)),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The source of a request as a base URI: `coap://192.0.2.1:5683`, `coap://[2001:db8::1]:5683`, and
+/// `coaps://…` for a request that came over DTLS (the device is reached the way it registered).
+fn source_uri(addr: SocketAddr, dtls: bool) -> String {
+    let scheme = if dtls { "coaps" } else { "coap" };
     match (canonical(addr.ip()), addr) {
-        (std::net::IpAddr::V4(v4), _) => format!("coap://{v4}:{}", addr.port()),
+        (std::net::IpAddr::V4(v4), _) => format!("{scheme}://{v4}:{}", addr.port()),
         (std::net::IpAddr::V6(v6), SocketAddr::V6(a)) if a.scope_id() != 0 => {
-            format!("coap://[{v6}%25{}]:{}", a.scope_id(), addr.port())
+            format!("{scheme}://[{v6}%25{}]:{}", a.scope_id(), addr.port())
         }
-        (std::net::IpAddr::V6(v6), _) => format!("coap://[{v6}]:{}", addr.port()),
+        (std::net::IpAddr::V6(v6), _) => format!("{scheme}://[{v6}]:{}", addr.port()),
     }
 }
 

@@ -11,13 +11,15 @@
 //! Lifetimes are stored as wall-clock times (Unix milliseconds), since the sans-IO clock starts again with
 //! each process: the service converts with the wall-clock time of its clock's zero, which the driver gives.
 //!
-//! # Schema (version 1)
+//! # Schema (version 2)
 //! ```sql
 //! registration(id TEXT PRIMARY KEY, ep TEXT, d TEXT NULL, base TEXT, base_explicit INTEGER, lt INTEGER,
-//!              extra TEXT, links TEXT, owner TEXT, expires_unix_ms INTEGER, UNIQUE (ep, d))
+//!              extra TEXT, links TEXT, owner TEXT, expires_unix_ms INTEGER, identity TEXT NULL,
+//!              UNIQUE (ep, d))
 //! ```
 //! `extra` is `k=v` items joined by `&` (percent-encoding `%`, `&`, `=`), `links` the link-format
-//! document.
+//! document, `identity` the identity the name is bound to (RFC 9176 §7; `NULL`: its owner's address).
+//! Version 1 lacked `identity`: opening such a file adds the column (its names stay bound to addresses).
 
 use crate::directory::Registration;
 use corral_wire::link_format;
@@ -78,6 +80,7 @@ CREATE TABLE IF NOT EXISTS registration (
     links           TEXT NOT NULL,
     owner           TEXT NOT NULL,
     expires_unix_ms INTEGER NOT NULL,
+    identity        TEXT,
     UNIQUE (ep, d)
 );
 ";
@@ -89,14 +92,17 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if version > 1 {
+        if version > 2 {
             return Err(StoreError(format!(
-                "{}: schema version {version} is newer than this corral (1); use a newer corral",
+                "{}: schema version {version} is newer than this corral (2); use a newer corral",
                 path.display()
             )));
         }
+        if version == 1 {
+            conn.execute_batch("ALTER TABLE registration ADD COLUMN identity TEXT")?;
+        }
         conn.execute_batch(SCHEMA)?;
-        conn.pragma_update(None, "user_version", 1)?;
+        conn.pragma_update(None, "user_version", 2)?;
         Ok(SqliteStore { conn })
     }
 }
@@ -111,8 +117,8 @@ impl Store for SqliteStore {
         tx.execute("DELETE FROM registration WHERE ep = ?1 AND d IS ?2 AND id <> ?3", params![r.ep, r.d, r.id])?;
         tx.execute(
             "INSERT OR REPLACE INTO registration
-             (id, ep, d, base, base_explicit, lt, extra, links, owner, expires_unix_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             (id, ep, d, base, base_explicit, lt, extra, links, owner, expires_unix_ms, identity)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 r.id,
                 r.ep,
@@ -124,6 +130,7 @@ impl Store for SqliteStore {
                 links,
                 r.owner.to_string(),
                 i64::try_from(s.expires_unix_ms).unwrap_or(i64::MAX),
+                r.identity,
             ],
         )?;
         tx.commit()?;
@@ -137,7 +144,7 @@ impl Store for SqliteStore {
 
     fn load(&mut self) -> Result<(Vec<Stored>, usize), StoreError> {
         let mut stmt = self.conn.prepare(
-            "SELECT id, ep, d, base, base_explicit, lt, extra, links, owner, expires_unix_ms FROM registration ORDER BY rowid",
+            "SELECT id, ep, d, base, base_explicit, lt, extra, links, owner, expires_unix_ms, identity FROM registration ORDER BY rowid",
         )?;
         let rows = stmt.query_map([], |row| {
             Ok((
@@ -151,11 +158,12 @@ impl Store for SqliteStore {
                 row.get::<_, String>(7)?,
                 row.get::<_, String>(8)?,
                 row.get::<_, i64>(9)?,
+                row.get::<_, Option<String>>(10)?,
             ))
         })?;
         let (mut out, mut bad) = (Vec::new(), 0);
         for row in rows {
-            let (id, ep, d, base, base_explicit, lt, extra, links, owner, expires) = row?;
+            let (id, ep, d, base, base_explicit, lt, extra, links, owner, expires, identity) = row?;
             let links: Result<Vec<_>, _> = link_format::parse(&links).map(|l| l.map(|l| l.into_owned())).collect();
             let (Ok(links), Ok(owner), Some(extra)) = (links, owner.parse::<IpAddr>(), decode_extra(&extra)) else {
                 bad += 1;
@@ -172,6 +180,7 @@ impl Store for SqliteStore {
                     extra,
                     links,
                     owner,
+                    identity,
                     expires: corral_proto::Instant::ZERO,
                 },
                 expires_unix_ms: u64::try_from(expires).unwrap_or(0),
@@ -226,6 +235,49 @@ fn decode_extra(text: &str) -> Option<Vec<(String, String)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stored(identity: Option<&str>) -> Stored {
+        let reg = Registration {
+            id: "00000000000000a1".into(),
+            ep: "node1".into(),
+            d: None,
+            base: "coap://192.0.2.1:5683".into(),
+            base_explicit: false,
+            lt: 600,
+            extra: Vec::new(),
+            links: Vec::new(),
+            owner: "192.0.2.1".parse().unwrap(),
+            identity: identity.map(str::to_string),
+            expires: corral_proto::Instant::ZERO,
+        };
+        Stored { reg, expires_unix_ms: 1 }
+    }
+
+    #[test]
+    fn a_names_identity_is_stored_and_a_version_1_file_gains_the_column() {
+        let dir = std::env::temp_dir().join(format!("corral-rd-store-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("rd.db");
+        let _ = std::fs::remove_file(&path);
+        {
+            // A file as corral wrote it before names were bound to identities.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(&SCHEMA.replace("identity        TEXT,", "")).unwrap();
+            conn.execute_batch(
+                "INSERT INTO registration VALUES ('b2', 'old', NULL, 'coap://192.0.2.2:5683', 0, 60, '', '', \
+                 '192.0.2.2', 1); PRAGMA user_version = 1;",
+            )
+            .unwrap();
+        }
+        let mut store = SqliteStore::open(&path).unwrap();
+        store.save(&stored(Some("dtls:alice"))).unwrap();
+        drop(store);
+        let (rows, bad) = SqliteStore::open(&path).unwrap().load().unwrap();
+        assert_eq!(bad, 0);
+        let ids: Vec<_> = rows.iter().map(|r| (r.reg.ep.as_str(), r.reg.identity.as_deref())).collect();
+        assert_eq!(ids, vec![("old", None), ("node1", Some("dtls:alice"))]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn extra_attributes_survive_their_encoding() {

@@ -67,9 +67,9 @@ pub struct DeviceArgs {
     pub json: bool,
 }
 
-/// The directory of `--rd URI`: a coap:// URI whose host is an IP address (the devices send from their
-/// own sockets, so a name would be resolved once here).
-fn rd_addr(uri: &str) -> Result<SocketAddr, crate::exit::Failure> {
+/// The directory of `--rd URI` (`corral device`, `corral proxy`): a coap:// URI whose host is an IP
+/// address (the devices send from their own sockets, so a name would be resolved once here).
+pub(crate) fn rd_addr(uri: &str) -> Result<SocketAddr, crate::exit::Failure> {
     let u = corral_tokio::parse_uri(uri).map_err(|e| crate::exit::Failure::usage(format!("--rd {uri}: {e}")))?;
     if u.scheme != corral_proto::wire::Scheme::Coap {
         return Err(crate::exit::Failure::usage(format!(

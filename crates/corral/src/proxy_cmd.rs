@@ -35,7 +35,13 @@ A FIB file (TOML):
   next = [{ to = \"coap://10.0.0.9\", send_host = false }]
 
 send_host (default true) keeps the Proxy-Uri for another proxy; false sends the origin a plain \
-request.
+request. A rule's next hop may be a Resource Directory lookup instead (with --rd URI):
+  [[rule]]         # every device the directory lists with rt=temperature
+  match = \"/temp/**\"
+  next = [\"rd:rt=temperature\"]
+The proxy observes the directory's /rd-lookup/res?rt=temperature and makes the endpoints it lists \
+the rule's next hops (plain requests, at most --rd-max-next-hops), as devices register and leave; \
+/proxy lists such rules under \"directory\".
 
 Where clients from other hosts may make the proxy send (--dest-net, --dest-port, \
 --dest-this-host, or in the FIB file; the command line adds to the file):
@@ -138,6 +144,12 @@ pub struct ProxyArgs {
     /// How the proxy names itself in a 5.08 Hop Limit Reached [default: proxy@ADDR:PORT].
     #[arg(long, value_name = "TEXT")]
     pub name: Option<String>,
+    /// The Resource Directory whose lookups the FIB's `rd:` rules follow, e.g. coap://127.0.0.1:5690.
+    #[arg(long, value_name = "URI")]
+    pub rd: Option<String>,
+    /// Next hops of one `rd:` rule at most; a larger lookup result is cut (with a warning).
+    #[arg(long, value_name = "N", default_value_t = ProxyConfig::default().max_rd_next_hops, requires = "rd")]
+    pub rd_max_next_hops: usize,
     /// Print the start-up summary as one JSON object on stdout ({"udp", "tcp", "proxy_uri", "rules"}).
     #[arg(long)]
     pub json: bool,
@@ -201,6 +213,13 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
             hop.uri, hop.addr
         )));
     }
+    let rd = args.rd.as_deref().map(crate::devices::rd_addr).transpose()?;
+    if let Some(rule) = fib.rules.iter().find(|r| r.rd.is_some()).filter(|_| rd.is_none()) {
+        return Err(Failure::usage(format!(
+            "the FIB rule {:?} follows a directory (rd:…): name it with --rd URI",
+            rule.pattern
+        )));
+    }
     let clients = if args.allow.is_empty() { Prefix::loopback().to_vec() } else { args.allow.clone() };
     let (destinations, configured) = destinations(&args, fib.destinations.clone());
     let config = ProxyConfig {
@@ -216,6 +235,8 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         groups: args.allow_group.clone(),
         max_group_answers: usize::from(args.group_answers),
         dtls_peers,
+        rd,
+        max_rd_next_hops: args.rd_max_next_hops.max(1),
         ..ProxyConfig::default()
     };
     let rules = fib.rules.len();

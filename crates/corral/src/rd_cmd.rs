@@ -2,7 +2,11 @@
 //! SQLite file, until Ctrl-C or SIGTERM.
 
 use crate::exit::Failure;
-use crate::gateway::{data_dir_for, directory::open_directory, lock::DataLock};
+use crate::gateway::{
+    data_dir_for,
+    directory::{open_directory, RdPolicy},
+    lock::DataLock,
+};
 use clap::Args;
 use corral_rd::Limits;
 use corral_tokio::uri::base_uri;
@@ -26,13 +30,19 @@ remembered); a change from beyond loopback must carry the Echo value its source 
 first attempt gets 4.01 with one, RFC 9175), so a spoofed datagram can neither take, hold nor rewrite a \
 name, nor make the directory fetch from a victim.
 
+Identities (RFC 9176 §7): with --dtls --psk-file FILE (a JSON object {\"alice\": \"secretPSK\"}), coaps:// clients reach the directory on the same port; \
+a name registered over coaps:// is bound to the PSK identity that registered it, and only that identity \
+may update, remove or register it again (another gets 4.03, plain CoAP 4.01), from any address. \
+--rd-policy identity takes registrations over coaps:// only; lookups stay open to plain CoAP.
+
 Examples:
   corral rd                      # [::]:5683, data in ~/.local/share/corral/rd
   corral rd --bind 127.0.0.1:5690 --data /var/lib/corral-rd
   corral post 'coap://127.0.0.1:5690/rd?ep=n1&lt=600' -t link -e '</t>;rt=temp'
   corral get 'coap://127.0.0.1:5690/rd-lookup/res?rt=temp*'
   corral get 'coap://127.0.0.1:5690/rd-lookup/ep' -s 60     # observe
-  corral device --rd coap://127.0.0.1:5690    # devices that register";
+  corral device --rd coap://127.0.0.1:5690    # devices that register
+  corral rd --dtls --psk-file psk.json --rd-policy identity";
 
 #[derive(Args, Debug)]
 pub struct RdArgs {
@@ -49,9 +59,15 @@ pub struct RdArgs {
     /// Registrations per source address; more answer 4.29.
     #[arg(long, value_name = "N", default_value_t = Limits::default().per_source)]
     pub max_per_source: usize,
+    /// Which registrations the directory accepts: `first-come` (anyone; a name is bound to the identity
+    /// that registered it over coaps://, else to its address) or `identity` (coaps:// clients only).
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t)]
+    pub rd_policy: RdPolicy,
     /// Print the start-up summary as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub dtls: crate::dtls_args::DtlsNodeArgs,
 }
 
 pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
@@ -67,7 +83,8 @@ pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure>
         per_source: args.max_per_source.max(1),
         ..Limits::default()
     };
-    let (service, db) = open_directory(&data, limits)?;
+    let dtls = args.dtls.mux()?;
+    let (service, db) = open_directory(&data, limits, args.rd_policy)?;
     let restored = service.directory().len();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -84,8 +101,11 @@ pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure>
         name: "corral-rd".into(),
     };
     rt.block_on(async move {
-        let bound = workers::Bound::bind(config)
+        let mut bound = workers::Bound::bind(config)
             .map_err(|e| Failure::other(format!("cannot listen on {}: {}", e.addr, e.error)))?;
+        if let Some(mux) = dtls {
+            bound.set_dtls_mux(mux).map_err(|e| Failure::other(format!("cannot serve coaps://: {e}")))?;
+        }
         let local = bound.local_addr();
         let setup: workers::Setup = Box::new(move |node| {
             node.mount("", service);
@@ -104,11 +124,18 @@ fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: us
     let base = base_uri(local);
     let mut out = std::io::stdout().lock();
     if args.json {
-        let j = serde_json::json!({ "udp": local.to_string(), "uri": base, "database": db.display().to_string(), "registrations": restored });
+        let j = serde_json::json!({ "udp": local.to_string(), "uri": base, "database": db.display().to_string(),
+            "registrations": restored, "dtls": args.dtls.dtls, "policy": policy_name(args.rd_policy) });
         let _ = writeln!(out, "{j}");
     } else {
         let _ = writeln!(out, "corral rd: listening on {local}");
         let _ = writeln!(out, "  registrations in {} ({restored} restored)", db.display());
+        if args.dtls.dtls {
+            let _ = writeln!(out, "  coaps:// (DTLS 1.2, PSK) on the same port: coaps://{}", &base["coap://".len()..]);
+        }
+        if args.rd_policy == RdPolicy::Identity {
+            let _ = writeln!(out, "  policy: identity (registrations over coaps:// only)");
+        }
         if !v.quiet {
             let _ = writeln!(
                 out,
@@ -117,4 +144,9 @@ fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: us
         }
     }
     let _ = out.flush();
+}
+
+/// How the banner and `--json` name a policy: as the flag spells it.
+fn policy_name(p: RdPolicy) -> String {
+    clap::ValueEnum::to_possible_value(&p).map(|v| v.get_name().to_string()).unwrap_or_default()
 }

@@ -239,22 +239,9 @@ impl EntityManager {
             }
         }
         let limit = self.config.rd_max_members.clamp(1, crate::profile::MAX_MEMBERS);
-        let result = match outcome {
-            Outcome::Response { response, .. } if response.code == Code::CONTENT => {
-                let max_age = Duration::from_secs(u64::from(response.options.max_age().unwrap_or(60)));
-                match std::str::from_utf8(&response.payload) {
-                    Ok(text) => members_from_lookup(text, limit).map(|r| (r, max_age)),
-                    Err(_) => Err("the lookup result is not UTF-8".into()),
-                }
-            }
-            Outcome::Response { response, .. } => Err(format!(
-                "the directory answered {} {}",
-                response.code,
-                String::from_utf8_lossy(&response.payload[..response.payload.len().min(120)])
-            )),
-            Outcome::Failed(e) => Err(format!("the directory did not answer: {e}")),
-            Outcome::MulticastDone | Outcome::Pong { .. } => Err("the directory did not answer".into()),
-        };
+        let result = outcome
+            .content_text("the directory")
+            .and_then(|(text, max_age)| members_from_lookup(text, limit).map(|r| (r, max_age)));
         match result {
             Ok(((members, cut), max_age)) => {
                 let Some(f) = self.follows.by_name.get_mut(&name) else { return true };

@@ -126,6 +126,7 @@ impl Endpoint {
             verified: verified || secured,
             echoed: echoed || secured,
             peer_identity,
+            oscore_identity: None,
         }));
     }
 

@@ -712,6 +712,7 @@ impl Endpoint {
                 verified: self.peers.is_verified(&key.0),
                 echoed: false,
                 peer_identity: None,
+                oscore_identity: None,
             });
         }
         out

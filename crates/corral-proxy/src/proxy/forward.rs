@@ -129,6 +129,14 @@ impl ProxyService {
     /// observations go to the first hop only (a copy to each would repeat the effect or the notifications).
     pub(super) fn route(&self, target: &Uri, all: bool) -> Result<Vec<NextHop>, Refusal> {
         match self.fib.lookup(target) {
+            Some(rule) if rule.next.is_empty() => Err(Refusal::new(
+                Code::SERVICE_UNAVAILABLE,
+                format!(
+                    "no next hop for {}: the directory lists no endpoint for rd:{} (yet)",
+                    rule.pattern,
+                    rule.rd.as_deref().unwrap_or("")
+                ),
+            )),
             Some(rule) => Ok(rule.next.iter().take(if all { usize::MAX } else { 1 }).cloned().collect()),
             None => {
                 let addr = self.fib.hosts.address(target)?;

@@ -1,7 +1,8 @@
 //! [`ProxyService`]: the forward proxy as a [`Service`]. Intake (checks, cache, aggregation) lives here;
 //! forwarding and the fan-out of responses in `forward`; observations in `observe`; requests for a
-//! multicast group in `group`.
+//! multicast group in `group`; FIB rules whose next hops follow a Resource Directory in `directory`.
 
+mod directory;
 mod forward;
 mod group;
 mod observe;
@@ -66,6 +67,10 @@ pub struct ProxyConfig {
     /// The addresses the driver reaches over DTLS (credentials it holds): a `coaps://` origin elsewhere
     /// is refused (5.05), since the proxy would otherwise send it plain CoAP.
     pub dtls_peers: Vec<std::net::SocketAddr>,
+    /// The Resource Directory whose lookups the FIB's `rd:` rules follow (RFC 9176; its `/rd-lookup/res`).
+    pub rd: Option<SocketAddr>,
+    /// Next hops of one `rd:` rule at most; a larger lookup result is cut (WARN).
+    pub max_rd_next_hops: usize,
 }
 
 impl Default for ProxyConfig {
@@ -89,6 +94,8 @@ impl Default for ProxyConfig {
             max_group_answers: 64,
             max_group_exchanges: 16,
             dtls_peers: Vec::new(),
+            rd: None,
+            max_rd_next_hops: 32,
         }
     }
 }
@@ -140,6 +147,8 @@ pub struct ProxyService {
     by_client: HashMap<(SocketAddr, Token), Key, foldhash::fast::FixedState>,
     observations: Observations,
     groups: group::Groups,
+    /// The FIB rules that follow the directory.
+    rd: directory::RdRules,
     /// Distinguishes successive pending requests for one key, and unsafe requests from each other.
     seq: u64,
 }
@@ -151,6 +160,7 @@ fn table<K, V>() -> HashMap<K, V, foldhash::fast::FixedState> {
 impl ProxyService {
     pub fn new(config: ProxyConfig, fib: Fib) -> ProxyService {
         ProxyService {
+            rd: directory::RdRules::of(&fib, config.rd.is_some()),
             cache: Cache::new(config.cache_entries, config.cache_bytes),
             config,
             fib,
@@ -333,6 +343,7 @@ impl ProxyService {
                 pending: self.pending.len(),
                 observations: self.observations.len(),
                 groups: self.groups.len(),
+                directory: self.rd_status(),
             }),
             [c] if c == "cache" => return self.serve_cache(cx, req),
             [f] if f == "fib" => serde_json::to_vec_pretty(&FibStatus {
@@ -416,6 +427,9 @@ struct Status<'a> {
     observations: usize,
     /// Group requests collecting answers.
     groups: usize,
+    /// The FIB rules whose next hops follow the directory, with their current next hops.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    directory: Vec<directory::RdRuleStatus>,
 }
 
 #[derive(Serialize)]
@@ -461,6 +475,9 @@ impl Service for ProxyService {
         if self.groups.owns(id) {
             return self.on_group(cx, id, outcome);
         }
+        if self.rd.owns(id) {
+            return self.on_rd(cx, id, outcome);
+        }
         self.on_upstream(cx, id, outcome);
     }
 
@@ -470,10 +487,13 @@ impl Service for ProxyService {
 
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
         self.observations.expire(cx.now());
+        if !self.rd.is_empty() {
+            self.rd_due(cx);
+        }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.observations.next_expiry()
+        [self.observations.next_expiry(), self.rd.next_wake()].into_iter().flatten().min()
     }
 
     fn links(&self) -> Vec<ResourceLink> {

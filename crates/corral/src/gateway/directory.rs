@@ -2,12 +2,38 @@
 //! both commands, so that neither imports the other.
 
 use crate::exit::Failure;
-use corral_rd::{Limits, RdService, SqliteStore};
+use corral_rd::{Limits, Policy, RdService, SqliteStore};
 use std::path::PathBuf;
+
+/// `--rd-policy` of `corral rd` and `corral gateway --rd`: which registrations the directory accepts
+/// (RFC 9176 §7).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RdPolicy {
+    /// Anyone may register; a name registered over coaps:// or OSCORE is bound to that identity, any other
+    /// to the address that registered it (first come, first remembered).
+    #[default]
+    FirstCome,
+    /// Only clients with an identity (coaps:// or OSCORE) may register, each name bound to it; plain CoAP
+    /// may look up.
+    Identity,
+}
+
+impl From<RdPolicy> for Policy {
+    fn from(p: RdPolicy) -> Policy {
+        match p {
+            RdPolicy::FirstCome => Policy::FirstCome,
+            RdPolicy::Identity => Policy::Identity,
+        }
+    }
+}
 
 /// The directory whose registrations `DIR/rd.db` keeps (`corral rd`, `corral gateway --rd`), and the
 /// database's path. Rows that cannot be restored are skipped with a WARN.
-pub(crate) fn open_directory(data: &std::path::Path, limits: Limits) -> Result<(RdService, PathBuf), Failure> {
+pub(crate) fn open_directory(
+    data: &std::path::Path,
+    limits: Limits,
+    policy: RdPolicy,
+) -> Result<(RdService, PathBuf), Failure> {
     let db = data.join("rd.db");
     let store = SqliteStore::open(&db).map_err(|e| Failure::other(format!("cannot open {}: {e}", db.display())))?;
     // The driver's clock starts with its worker, a moment after this: lifetimes are seconds, so the
@@ -24,5 +50,5 @@ pub(crate) fn open_directory(data: &std::path::Path, limits: Limits) -> Result<(
             "registrations in the database that could not be restored (unreadable or over a bound)"
         );
     }
-    Ok((service, db))
+    Ok((service.with_policy(policy.into()), db))
 }

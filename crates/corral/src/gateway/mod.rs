@@ -158,6 +158,9 @@ pub struct GatewayArgs {
     /// --rd follow it; with --testbed, the devices register with it. One worker only.
     #[arg(long)]
     pub rd: bool,
+    /// With --rd: which registrations the directory accepts (as `corral rd --rd-policy`).
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t, requires = "rd")]
+    pub rd_policy: directory::RdPolicy,
     #[command(flatten)]
     pub policy: crate::policy_args::PolicyArgs,
     #[command(flatten)]
@@ -239,7 +242,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
                 "--rd with --testbed: give --bind a port, so that the devices know where to register",
             ))
         }
-        true => Some(directory::open_directory(&data, corral_rd::Limits::default())?.0),
+        true => Some(directory::open_directory(&data, corral_rd::Limits::default(), args.rd_policy)?.0),
     };
     // The testbed first, so that entities loaded from the store find their members answering.
     let fleet = match testbed {

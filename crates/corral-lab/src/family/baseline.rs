@@ -71,6 +71,14 @@ pub fn run(c: &Common, b: &BaselineSpec, index: usize, seed: u64) -> Result<Poin
     cfg.record = true;
     cfg.processing_delay = Duration::from_micros((c.cpu.processing_delay_ms * 1000.0).round() as u64);
     cfg.rx_queue = c.cpu.rx_queue;
+    if b.radio_speed != 1.0 {
+        let r = &mut cfg.radio;
+        let k = b.radio_speed;
+        r.bit_rate = (f64::from(r.bit_rate) * k).round() as u32;
+        for t in [&mut r.turnaround, &mut r.cca, &mut r.unit_backoff, &mut r.ack_wait] {
+            *t = Duration::from_micros((t.as_micros() as f64 / k).round() as u64);
+        }
+    }
     if b.tcp == "paper" {
         cfg.tcp = TcpTimers::rfc6298(b.tcp_max_rto_ms);
     }

@@ -31,6 +31,10 @@ pub struct MultipartySpec {
     /// Radio contact range, m: nodes this close hear, carrier-sense and collide with each other (next hops
     /// stand 10 m apart). 0: only the route table's next hops are in contact.
     pub contact_m: f64,
+    /// Bytes of queued packets a node holds at most (RIOT GNRC's packet buffer, `CONFIG_GNRC_PKTBUF_SIZE`:
+    /// 6144 by default in `sys/include/net/gnrc/pktbuf.h`); a packet that does not fit in its transmit
+    /// queue is dropped. 0: no byte bound (only corral-sim's datagram count).
+    pub pktbuf_bytes: usize,
 }
 
 impl Default for MultipartySpec {
@@ -45,6 +49,7 @@ impl Default for MultipartySpec {
             signature_ms: 20.0,
             nstart: 94,
             contact_m: 25.0,
+            pktbuf_bytes: 0,
         }
     }
 }

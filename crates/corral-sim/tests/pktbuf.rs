@@ -5,17 +5,17 @@ use corral_proto::Duration;
 use corral_sim::seed::with_seed;
 use corral_sim::{DropReason, NodeId, RecordKind, Sim, SimConfig, Topology};
 
-/// Injects ten 500-byte datagrams at node 0 of a three-node line at once; returns (overflows, delivered).
+/// Injects ten 500-byte datagrams at node 0 for its neighbour, at once; returns (overflows, delivered).
 fn burst(queue_bytes: Option<usize>, seed: u64) -> (u64, usize) {
     let mut cfg = SimConfig::new(seed);
     cfg.radio.queue_capacity = 64;
     cfg.radio.queue_bytes = queue_bytes;
-    let mut sim = Sim::from_topology(cfg, &Topology::line(3));
-    let dst = sim.addr(NodeId(2));
+    let mut sim = Sim::from_topology(cfg, &Topology::line(2));
+    let dst = sim.addr(NodeId(1));
     for _ in 0..10 {
         sim.inject(NodeId(0), dst, vec![0; 500]);
     }
-    sim.run_for(Duration::from_secs(5));
+    sim.run_for(Duration::from_secs(10));
     let delivered = sim.records().iter().filter(|r| r.kind == RecordKind::Delivered).count();
     (sim.counters(NodeId(0)).drops(DropReason::QueueOverflow), delivered)
 }

@@ -35,6 +35,9 @@ pub struct MultipartySpec {
     /// 6144 by default in `sys/include/net/gnrc/pktbuf.h`); a packet that does not fit in its transmit
     /// queue is dropped. 0: no byte bound (only corral-sim's datagram count).
     pub pktbuf_bytes: usize,
+    /// Datagrams a node's transmit queue holds at most (corral-sim's default 8 is Contiki's
+    /// `QUEUEBUF_CONF_NUM`; with `pktbuf_bytes` a GNRC node may hold as many as fit in its buffer).
+    pub queue_datagrams: usize,
 }
 
 impl Default for MultipartySpec {
@@ -50,6 +53,7 @@ impl Default for MultipartySpec {
             nstart: 94,
             contact_m: 25.0,
             pktbuf_bytes: 0,
+            queue_datagrams: 8,
         }
     }
 }
@@ -67,6 +71,9 @@ impl MultipartySpec {
         }
         if !(0.0..=1000.0).contains(&self.contact_m) {
             return err("multiparty.contact_m: 0 (next hops only) ..1000 m");
+        }
+        if self.queue_datagrams == 0 || self.queue_datagrams > 10_000 {
+            return err("multiparty.queue_datagrams: 1..10000");
         }
         if self.nstart == 0 {
             return err("multiparty.nstart: at least 1");

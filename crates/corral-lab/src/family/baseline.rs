@@ -25,6 +25,9 @@
 //! CPU: `[calibration] processing_delay_ms` (and `rx_queue`) delay every datagram each node receives,
 //! whatever its protocol.
 //!
+//! Radio: IEEE 802.15.4 at 250 kb/s; `radio_speed` k ≠ 1 makes every radio timing k times as fast (a
+//! deliberately wrong model for sensitivity variants; energy keeps the 250 kb/s byte time).
+//!
 //! Energy: the server mote's radio time transmitting and receiving frames (data and MAC ACKs, PHY headers
 //! included, 32 µs per byte at 250 kb/s) × the CC2420 datasheet currents (SWRS041: RX 18.8 mA, TX 17.4 mA
 //! at 0 dBm) × 3 V, per answered transaction. Like the paper's measurement, it leaves out idle listening

@@ -34,6 +34,10 @@
 //!   concurrent-transmission measurements behind Glossy-style flooding found.
 //! - Forwarding queue: **8** datagrams (Contiki's `QUEUEBUF_CONF_NUM` default); 6LoWPAN reassembly timeout
 //!   **8 s** (Contiki's `SICSLOWPAN_REASS_MAXAGE`; RFC 4944 allows up to 60 s).
+//! - Optionally a byte bound on that queue ([`RadioParams::queue_bytes`], off by default): RIOT GNRC keeps
+//!   every packet in one static packet buffer, `CONFIG_GNRC_PKTBUF_SIZE` = **6144** B by default (RIOT
+//!   `sys/include/net/gnrc/pktbuf.h`; its Kconfig: room for 2 incoming and 2 outgoing full-MTU IPv6
+//!   packets plus about 1 KiB of metadata), and drops a packet it cannot allocate there.
 
 use corral_proto::Duration;
 
@@ -84,6 +88,10 @@ pub struct RadioParams {
     pub max_frame_retries: u8,
     /// Datagrams the forwarding (MAC transmit) queue holds, own ones included (8).
     pub queue_capacity: usize,
+    /// With `Some(b)`: the queue also holds at most `b` bytes of uncompressed IPv6 datagrams (40 B IPv6 +
+    /// 8 B UDP + payload each); a datagram that does not fit is dropped (`queue-overflow`). RIOT GNRC's
+    /// packet buffer (`CONFIG_GNRC_PKTBUF_SIZE`, 6144 B by default). `None` (the default): no byte bound.
+    pub queue_bytes: Option<usize>,
     /// How long a partially received fragmented datagram is kept (8 s).
     pub reassembly_timeout: Duration,
     /// Capture effect: the power ratio (dB) by which a frame must exceed everything else audible to be
@@ -112,6 +120,7 @@ impl Default for RadioParams {
             max_csma_backoffs: 4,
             max_frame_retries: 3,
             queue_capacity: 8,
+            queue_bytes: None,
             reassembly_timeout: Duration::from_secs(8),
             capture_threshold_db: Some(3.0),
         }

@@ -25,6 +25,9 @@
 //! CPU: `[calibration] processing_delay_ms` (and `rx_queue`) delay every datagram each node receives,
 //! whatever its protocol.
 //!
+//! Radio: IEEE 802.15.4 at 250 kb/s; `radio_speed` k ≠ 1 makes every radio timing k times as fast (a
+//! deliberately wrong model for sensitivity variants; energy keeps the 250 kb/s byte time).
+//!
 //! Energy: the server mote's radio time transmitting and receiving frames (data and MAC ACKs, PHY headers
 //! included, 32 µs per byte at 250 kb/s) × the CC2420 datasheet currents (SWRS041: RX 18.8 mA, TX 17.4 mA
 //! at 0 dBm) × 3 V, per answered transaction. Like the paper's measurement, it leaves out idle listening
@@ -71,6 +74,14 @@ pub fn run(c: &Common, b: &BaselineSpec, index: usize, seed: u64) -> Result<Poin
     cfg.record = true;
     cfg.processing_delay = Duration::from_micros((c.cpu.processing_delay_ms * 1000.0).round() as u64);
     cfg.rx_queue = c.cpu.rx_queue;
+    if b.radio_speed != 1.0 {
+        let r = &mut cfg.radio;
+        let k = b.radio_speed;
+        r.bit_rate = (f64::from(r.bit_rate) * k).round() as u32;
+        for t in [&mut r.turnaround, &mut r.cca, &mut r.unit_backoff, &mut r.ack_wait] {
+            *t = Duration::from_micros((t.as_micros() as f64 / k).round() as u64);
+        }
+    }
     if b.tcp == "paper" {
         cfg.tcp = TcpTimers::rfc6298(b.tcp_max_rto_ms);
     }

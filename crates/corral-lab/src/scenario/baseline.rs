@@ -42,6 +42,10 @@ pub struct BaselineSpec {
     pub max_retransmit: u8,
     /// Virtual time a point may take at most, s.
     pub limit_s: u64,
+    /// Every radio timing `radio_speed` times as fast (bit rate × k; turnaround, CCA, backoff period and
+    /// ACK wait ÷ k). 1 is IEEE 802.15.4 at 250 kb/s; other values are a deliberately wrong model for
+    /// `[[sensitivity]]` variants that take channel access out of a claim's cause.
+    pub radio_speed: f64,
 }
 
 impl Default for BaselineSpec {
@@ -62,6 +66,7 @@ impl Default for BaselineSpec {
             ack_timeout_ms: 1000,
             max_retransmit: 4,
             limit_s: 7200,
+            radio_speed: 1.0,
         }
     }
 }
@@ -76,6 +81,9 @@ impl BaselineSpec {
         }
         if self.count == 0 || self.quick_count == 0 || self.count > 100_000 {
             return err("baseline: count and quick_count between 1 and 100000");
+        }
+        if !(0.1..=100.0).contains(&self.radio_speed) {
+            return err(format!("baseline.radio_speed {}: 0.1..100 (1: IEEE 802.15.4)", self.radio_speed));
         }
         if !(0.0..=10_000.0).contains(&self.rate) {
             return err(format!("baseline.rate {}: 0..10000 requests/s", self.rate));

@@ -31,6 +31,13 @@ pub struct MultipartySpec {
     /// Radio contact range, m: nodes this close hear, carrier-sense and collide with each other (next hops
     /// stand 10 m apart). 0: only the route table's next hops are in contact.
     pub contact_m: f64,
+    /// Bytes of queued packets a node holds at most (RIOT GNRC's packet buffer, `CONFIG_GNRC_PKTBUF_SIZE`:
+    /// 6144 by default in `sys/include/net/gnrc/pktbuf.h`); a packet that does not fit in its transmit
+    /// queue is dropped. 0: no byte bound (only corral-sim's datagram count).
+    pub pktbuf_bytes: usize,
+    /// Datagrams a node's transmit queue holds at most (corral-sim's default 8 is Contiki's
+    /// `QUEUEBUF_CONF_NUM`; with `pktbuf_bytes` a GNRC node may hold as many as fit in its buffer).
+    pub queue_datagrams: usize,
 }
 
 impl Default for MultipartySpec {
@@ -45,6 +52,8 @@ impl Default for MultipartySpec {
             signature_ms: 20.0,
             nstart: 94,
             contact_m: 25.0,
+            pktbuf_bytes: 0,
+            queue_datagrams: 8,
         }
     }
 }
@@ -62,6 +71,9 @@ impl MultipartySpec {
         }
         if !(0.0..=1000.0).contains(&self.contact_m) {
             return err("multiparty.contact_m: 0 (next hops only) ..1000 m");
+        }
+        if self.queue_datagrams == 0 || self.queue_datagrams > 10_000 {
+            return err("multiparty.queue_datagrams: 1..10000");
         }
         if self.nstart == 0 {
             return err("multiparty.nstart: at least 1");

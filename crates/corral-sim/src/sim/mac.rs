@@ -18,11 +18,16 @@ impl Sim {
         let Some(layout) = self.cfg.radio.layout(radio_len(dg.dst, dg.payload.len()), next.is_none()) else {
             return self.drop_dgram(at, &dg, DropReason::TooBig, hops);
         };
-        let cap = self.cfg.radio.queue_capacity;
+        let (cap, bytes) = (self.cfg.radio.queue_capacity, self.cfg.radio.queue_bytes);
         let Some(radio) = self.nodes[at as usize].radio.as_mut() else {
             return self.drop_dgram(at, &dg, DropReason::NoRoute, hops);
         };
-        if radio.queue.len() >= cap {
+        // A byte bound counts each datagram as the IPv6 packet a stack buffers (headers uncompressed).
+        let held = |o: &Outgoing| o.dg.payload.len() + crate::radio::IPV6_UDP_HEADER;
+        let full = bytes.is_some_and(|b| {
+            radio.queue.iter().map(held).sum::<usize>() + dg.payload.len() + crate::radio::IPV6_UDP_HEADER > b
+        });
+        if radio.queue.len() >= cap || full {
             return self.drop_dgram(at, &dg, DropReason::QueueOverflow, hops);
         }
         radio.queue.push_back(Outgoing { dg, hops, next, layout });

@@ -139,6 +139,9 @@ pub fn run(c: &Common, m: &MultipartySpec, index: usize, seed: u64) -> Result<Po
     // No CPU model unless `[calibration]` sets one (seed 001's motes are not calibrated anywhere).
     cfg.processing_delay = Duration::from_micros((c.cpu.processing_delay_ms * 1000.0).round() as u64);
     cfg.rx_queue = c.cpu.rx_queue;
+    // RIOT GNRC's packet buffer bounds what a node holds queued (off unless the scenario sets it).
+    cfg.radio.queue_bytes = (m.pktbuf_bytes > 0).then_some(m.pktbuf_bytes);
+    cfg.radio.queue_capacity = m.queue_datagrams;
     let mut sim = Sim::from_topology(cfg, &topo);
     let addr = |sim: &Sim, i: usize| sim.addr(NodeId(i as u32));
     let server_addr = addr(&sim, fig.server);

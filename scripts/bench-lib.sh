@@ -17,7 +17,9 @@
 #   summarize RESULTS BASELINE TITLE
 #                     the median [min-max] over the rounds of each name and client count, and its rate and
 #                     CPU per request relative to BASELINE's in the same round
-cargo build --release --locked -q -p corral
+# The whole workspace, as the test command builds it: `-p corral` alone unifies other features and
+# rebuilds much of it.
+cargo build --release --locked -q --workspace
 CORRAL=target/release/corral
 PIN_SERVER=(); PIN_CLIENT=()
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 0); PIN_CLIENT=(taskset -c 1); fi

@@ -8,7 +8,7 @@
 # measures the whole CPU time against the echo floor.
 #
 # Usage: scripts/profile-serve.sh [SECONDS] [BINARY]
-#   defaults: 10 seconds; target/release/corral (built). BINARY=path/to/another/corral profiles that one,
+#   defaults: 10 seconds; target/profiling/corral (built: the release profile with line tables). BINARY=path/to/another/corral profiles that one,
 #   e.g. a build of the previous commit, for an A/B comparison of a change. BENCH_PATH=/hello asks for
 #   another resource than / (as in bench-latency.sh). SERVE_EXTRA="--http 127.0.0.1:9100" adds arguments
 #   to `corral serve` (the instructions counted are still the serving thread's: what the data path pays
@@ -25,7 +25,9 @@ if ! command -v valgrind >/dev/null; then
   fi
 fi
 source scripts/bench-lib.sh
-BIN=${2:-$CORRAL}
+# The release code with line tables, so that inlined functions keep their names (Cargo.toml's profiling).
+cargo build --profile profiling --locked -q --workspace --bin corral
+BIN=${2:-target/profiling/corral}
 BENCH_PATH=${BENCH_PATH:-/}
 build_coap_load
 

@@ -59,6 +59,11 @@ impl Aggregate {
         self.facts.baseline().copied().unwrap_or_default()
     }
 
+    /// A `[churn]` point's facts.
+    pub fn churn(&self) -> Option<&crate::record::ChurnFacts> {
+        self.facts.churn()
+    }
+
     /// A `[multiparty]` point's stats.
     pub fn multiparty(&self) -> Option<&MpStats> {
         self.facts.multiparty().map(|m| m.as_ref())

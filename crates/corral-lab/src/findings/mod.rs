@@ -34,6 +34,7 @@
 //! table to [`FAMILIES`] — nothing else changes: the report renders any [`Finding`].
 
 pub mod baseline;
+pub mod churn;
 pub mod emulated;
 pub mod entity;
 pub mod multiparty;
@@ -54,6 +55,7 @@ pub const ARITHMETIC: &[(&str, &str)] = &[
     ("coap_fewer_bytes", "bytes on the air follow from the headers each scheme sends"),
     ("mp_requests_grow", "requests per forwarder follow from the request rate and the run's length"),
     ("mp_aware_link_load", "packets per shared-path hop follow from the request rate and aggregation"),
+    ("churn_cost_grows_as_lifetime_shrinks", "a registrant refreshes every 0.9 × its lifetime"),
 ];
 
 /// Why a check is arithmetic, if it is ([`ARITHMETIC`]).
@@ -104,6 +106,7 @@ pub const FAMILIES: &[&[Check]] = &[
     emulated::CHECKS,
     baseline::CHECKS,
     multiparty::CHECKS,
+    churn::CHECKS,
 ];
 
 pub fn lookup(name: &str) -> Option<&'static Check> {

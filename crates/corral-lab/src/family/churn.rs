@@ -20,20 +20,17 @@
 
 use crate::error::RunError;
 use crate::harness::{
-    build_network, coap_uri, link_model, simulator, transmission_params, Created, Driver, LabClient, PointRun,
-    QueryPhase, Trace,
+    attach_client, build_network, coap_uri, link_model, simulator, transmission_params, Created, Exchange, LabClient,
+    PointRun, QueryPhase, Trace,
 };
-use crate::record::{ChurnFacts, Facts, PointResult};
+use crate::record::{ChurnFacts, Facts, PointResult, QueryRow};
 use crate::scenario::{ChurnSetup, Common, Vanish};
 use corral_group::device::{mount_device, DeviceConfig};
 use corral_group::profile::{Delay, Ect, Emt, Op, ProfilePatch};
 use corral_group::uri::MemberUri;
 use corral_group::{EmConfig, EntityManager, MemStore};
-use corral_proto::wire::{Code, ContentFormat};
-use corral_proto::{
-    Context, Duration, Endpoint, IncomingRequest, Instant, Node, Outcome, Request, RequestId, Response, Rng,
-    SendParams, Service, ServiceHandle,
-};
+use corral_proto::wire::ContentFormat;
+use corral_proto::{Duration, Endpoint, Instant, Node, Request, Rng, ServiceHandle};
 use corral_rd::{Limits, RdService, Registrant};
 use corral_sim::{LinkModel, NodeId, RecordKind, Role, Sim};
 use std::collections::{BTreeSet, HashMap};
@@ -81,41 +78,6 @@ pub fn schedule(ch: &ChurnSetup, n: usize) -> Vec<Plan> {
         plans[i].depart = Some((lo + rng.below(hi.saturating_sub(lo).max(1)), k < clean));
     }
     plans
-}
-
-/// The lab's client for this family: queries both entities at once without waiting, each answer kept
-/// with the entity it asked and the devices present when it left.
-#[derive(Debug, Default)]
-struct Asker {
-    pending: Vec<(RequestId, usize, BTreeSet<usize>)>,
-    answers: Vec<(usize, BTreeSet<usize>, Option<Vec<u8>>)>,
-}
-
-impl Asker {
-    fn ask(&mut self, cx: &mut Context<'_>, em: SocketAddr, entity: usize, present: BTreeSet<usize>) {
-        let req = Request::get(&format!("em/{}", ENTITIES[entity])).with_accept(ContentFormat::JSON);
-        match cx.request(em, req, SendParams::default()) {
-            Ok(id) => self.pending.push((id, entity, present)),
-            Err(_) => self.answers.push((entity, present, None)),
-        }
-    }
-}
-
-impl Service for Asker {
-    fn handle_request(&mut self, cx: &mut Context<'_>, request: IncomingRequest) {
-        cx.respond(request.id, Response::error(Code::NOT_FOUND, "the lab client serves nothing"));
-    }
-
-    fn handle_response(&mut self, _: &mut Context<'_>, id: RequestId, outcome: Outcome) {
-        let Some(k) = self.pending.iter().position(|(p, ..)| *p == id) else { return };
-        let (_, entity, present) = self.pending.swap_remove(k);
-        // A 5.04 after the entity's timeout still carries the values that came.
-        let payload = match outcome {
-            Outcome::Response { response, .. } => Some(response.payload),
-            _ => None,
-        };
-        self.answers.push((entity, present, payload));
-    }
 }
 
 /// The IP address of a member URI.
@@ -176,13 +138,9 @@ pub fn run(c: &Common, ch: &ChurnSetup, index: usize, seed: u64) -> Result<Point
             sim.set_link_model(gw, d, LinkModel::Bernoulli { p: 1.0 });
         }
     }
-    // The lab's client creates the entities; the asker beside it queries them.
-    let host = NodeId(net.host as u32);
-    let mut client_node = Node::new(Endpoint::new(sim.endpoint_config(host)));
-    let client = client_node.mount("client", LabClient::new());
-    let asker = client_node.mount("churn", Asker::default());
-    sim.attach(host, client_node);
-    let mut drv = Driver { sim, host, client };
+    let host = sim.endpoint_config(NodeId(net.host as u32));
+    let mut drv = attach_client(sim, &net, host);
+    let (host, client) = (drv.host, drv.client);
 
     // The devices there register; then the client creates both entities.
     drv.sim.run_for(Duration::from_secs(15));
@@ -191,7 +149,7 @@ pub fn run(c: &Common, ch: &ChurnSetup, index: usize, seed: u64) -> Result<Point
     let typed: Vec<String> = present.iter().map(|&i| coap_uri(drv.sim.addr(devices[i]), resource)).collect();
     let fixed = profile(ch, Some(typed), None);
     let follow = profile(ch, None, Some(format!("rt={}", resource_type(resource))));
-    let created = create(&mut drv, gw_addr, "fixed", fixed) & create(&mut drv, gw_addr, "follow", follow);
+    let created = drv.create_entity(gw_addr, "fixed", fixed) & drv.create_entity(gw_addr, "follow", follow);
     let create_ms = (drv.sim.now() - t_create).as_micros() as f64 / 1000.0;
     drv.sim.run_for(Duration::from_secs(5));
 
@@ -217,6 +175,9 @@ pub fn run(c: &Common, ch: &ChurnSetup, index: usize, seed: u64) -> Result<Point
     events.sort_by_key(|(t, o, _)| (*t, *o));
 
     let mut m = Membership::new(devices.len());
+    // The devices present when the last round of queries left, and every answer with those devices.
+    let mut asked: Option<BTreeSet<usize>> = None;
+    let mut answers: Vec<(BTreeSet<usize>, Exchange)> = Vec::new();
     for (t, _, ev) in events {
         drv.sim.run_until(at(t));
         let d = |i: usize| devices[i];
@@ -261,23 +222,29 @@ pub fn run(c: &Common, ch: &ChurnSetup, index: usize, seed: u64) -> Result<Point
                 m.sample(t, &present, &members("follow"), &members("fixed"));
             }
             Ev::Query => {
-                for e in 0..ENTITIES.len() {
-                    let now_present = present.clone();
-                    drv.sim.with_service(host, asker, |a: &mut Asker, cx| a.ask(cx, gw_addr, e, now_present));
-                }
+                // Both entities at once, as two applications would; the previous round ended long ago.
+                harvest(&drv.sim, (host, client), &mut asked, &mut answers);
+                let reqs = ENTITIES
+                    .iter()
+                    .map(|e| Request::get(&format!("em/{e}")).with_accept(ContentFormat::JSON))
+                    .collect();
+                drv.sim.with_service(host, client, |c: &mut LabClient, cx| c.send_all(cx, gw_addr, reqs));
+                asked = Some(present.clone());
             }
         }
     }
     // Answers still on their way get the entities' timeout and a little more.
     drv.sim.run_for(Duration::from_millis(ch.timeout_ms) + Duration::from_secs(5));
-    let answers = drv.sim.service::<Asker>(host, asker).map(|a| a.answers.clone()).unwrap_or_default();
+    harvest(&drv.sim, (host, client), &mut asked, &mut answers);
 
     let mut facts = m.facts(ch, w * 1000);
     facts.queries = w / ch.query_period_s;
-    for (entity, was, payload) in &answers {
-        let got = payload.as_deref().map_or(0, |p| answered(p, &by_ip, was));
-        let (full, partial) = match entity {
-            0 => (&mut facts.follow_full, &mut facts.follow_partial),
+    for (was, x) in &answers {
+        // A 5.04 after the entity's timeout still carries the values that came; the answer names its
+        // entity.
+        let Some((entity, got)) = answered(&x.payload, &by_ip, was) else { continue };
+        let (full, partial) = match entity.as_str() {
+            "follow" => (&mut facts.follow_full, &mut facts.follow_partial),
             _ => (&mut facts.fixed_full, &mut facts.fixed_partial),
         };
         if !was.is_empty() && got == was.len() {
@@ -287,10 +254,11 @@ pub fn run(c: &Common, ch: &ChurnSetup, index: usize, seed: u64) -> Result<Point
         }
     }
     split_frames(&drv.sim, t0, &mut facts);
+    let queries = query_rows(&drv.sim, gw, (index, seed), &answers, &by_ip);
     let (point, links, nodes) =
         phase.finish(&drv.sim, &net, (index, seed), Created { created, create_ms }, Facts::Churn(facts));
     Ok(PointRun {
-        result: PointResult { queries: Vec::new(), point, links, nodes },
+        result: PointResult { queries, point, links, nodes },
         trace: Some(Trace { sim: drv.sim, network: net }),
     })
 }
@@ -334,32 +302,32 @@ fn profile(ch: &ChurnSetup, er: Option<Vec<String>>, from_rd: Option<String>) ->
     serde_json::to_vec(&doc.to_json()).unwrap_or_default()
 }
 
-/// `PUT /em/{name}`, tried again up to five times as an experimenter would.
-fn create(d: &mut Driver, gw: SocketAddr, name: &str, doc: Vec<u8>) -> bool {
-    let req = Request::new(Code::PUT)
-        .with_path(&format!("em/{name}"))
-        .with_content_format(ContentFormat::JSON)
-        .with_accept(ContentFormat::JSON)
-        .with_payload(doc);
-    for _ in 0..5 {
-        if d.exchange(gw, req.clone(), Duration::from_secs(120)).code == Some(Code::CREATED) {
-            return true;
-        }
-        d.sim.run_for(Duration::from_secs(5));
+/// Takes the last round's answers, once both ended, with the devices present when it left.
+fn harvest(
+    sim: &Sim,
+    (host, client): (NodeId, ServiceHandle),
+    asked: &mut Option<BTreeSet<usize>>,
+    answers: &mut Vec<(BTreeSet<usize>, Exchange)>,
+) {
+    let done = sim.service::<LabClient>(host, client).and_then(|c| c.batch_results());
+    if let (Some(was), Some(xs)) = (asked.as_ref(), done) {
+        answers.extend(xs.iter().map(|x| (was.clone(), x.clone())));
+        *asked = None;
     }
-    false
 }
 
-/// The devices of `present` whose value an EM answer (JSON `values`, each naming its member `m`) holds.
-fn answered(payload: &[u8], by_ip: &HashMap<IpAddr, usize>, present: &BTreeSet<usize>) -> usize {
-    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(payload) else { return 0 };
-    let Some(values) = doc.get("values").and_then(|v| v.as_array()) else { return 0 };
+/// The entity an EM answer names and how many devices of `present` it has a value of (JSON `values`,
+/// each naming its member `m`); `None` for an answer without a JSON body naming its entity.
+fn answered(payload: &[u8], by_ip: &HashMap<IpAddr, usize>, present: &BTreeSet<usize>) -> Option<(String, usize)> {
+    let doc = serde_json::from_slice::<serde_json::Value>(payload).ok()?;
+    let entity = doc.get("entity")?.as_str()?.to_string();
+    let Some(values) = doc.get("values").and_then(|v| v.as_array()) else { return Some((entity, 0)) };
     let got: BTreeSet<usize> = values
         .iter()
         .filter_map(|v| by_ip.get(&member_ip(v.get("m")?.as_str()?)?).copied())
         .filter(|i| present.contains(i))
         .collect();
-    got.len()
+    Some((entity, got.len()))
 }
 
 /// Membership over time: each second, each entity's members against the devices present.
@@ -432,6 +400,61 @@ impl Membership {
             ..ChurnFacts::empty()
         }
     }
+}
+
+/// A row of `queries.csv` per answer of either entity, in the order they came: `members` is the devices
+/// present when it left, `replies` how many of them it has a value of; the frames (MAC retries included)
+/// are every node's while it was out, and the CoAP retransmissions the gateway's, from the records.
+fn query_rows(
+    sim: &Sim,
+    gw: NodeId,
+    (point, seed): (usize, u64),
+    answers: &[(BTreeSet<usize>, Exchange)],
+    by_ip: &HashMap<IpAddr, usize>,
+) -> Vec<QueryRow> {
+    let frames: Vec<(Instant, bool)> =
+        sim.records().iter().filter(|r| r.kind == RecordKind::FrameSent).map(|r| (r.at, r.attempt > 0)).collect();
+    // A CON the gateway sends again: same destination and message ID as one before.
+    let mut seen = BTreeSet::new();
+    let retx: Vec<Instant> = sim
+        .datagrams()
+        .iter()
+        .filter(|d| d.node == gw)
+        .filter_map(|d| {
+            let c = d.coap?;
+            (c.mtype == corral_proto::wire::MessageType::Con && !seen.insert((d.dst, c.mid))).then_some(d.at)
+        })
+        .collect();
+    let within = |from: Instant, to: Instant| {
+        let (a, b) = (frames.partition_point(|f| f.0 < from), frames.partition_point(|f| f.0 <= to));
+        let k = |t: Instant| retx.partition_point(|x| *x < t);
+        (
+            (b - a) as u64,
+            frames[a..b].iter().filter(|f| f.1).count() as u64,
+            (k(to + Duration::from_micros(1)) - k(from)) as u64,
+        )
+    };
+    answers
+        .iter()
+        .enumerate()
+        .map(|(rep, (was, x))| {
+            let replies = answered(&x.payload, by_ip, was).map_or(0, |(_, got)| got);
+            let (frames, mac_retries, coap_retx) = within(x.sent, x.answered);
+            QueryRow {
+                point,
+                rep,
+                seed,
+                start_s: x.sent.as_micros() as f64 / 1e6,
+                response_ms: if x.code.is_some() { x.response_time().as_micros() as f64 / 1000.0 } else { f64::NAN },
+                code: x.code.map_or_else(|| "none".to_string(), |c| format!("{c}")),
+                replies,
+                members: was.len(),
+                coap_retx,
+                frames,
+                mac_retries,
+            }
+        })
+        .collect()
 }
 
 /// Splits the radio's frames since `t0` (MAC retries included) and their bytes on the air by message: a

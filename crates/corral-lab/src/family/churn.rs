@@ -20,8 +20,8 @@
 
 use crate::error::RunError;
 use crate::harness::{
-    attach_client, build_network, coap_uri, link_model, simulator, transmission_params, Created, Exchange, LabClient,
-    PointRun, QueryPhase, Trace,
+    attach_client, build_network, coap_uri, link_model, node_endpoint, simulator, transmission_params, Created,
+    Exchange, LabClient, PointRun, QueryPhase, Trace,
 };
 use crate::record::{ChurnFacts, Facts, PointResult, QueryRow};
 use crate::scenario::{ChurnSetup, Common, Vanish};
@@ -102,11 +102,7 @@ pub fn run(c: &Common, ch: &ChurnSetup, index: usize, seed: u64) -> Result<Point
     let net = build_network(&c.network, false)?;
     let mut sim = simulator(c, &net, seed, true);
     let params = transmission_params(&c.transmission);
-    let endpoint = |sim: &Sim, i: usize| {
-        let mut cfg = sim.endpoint_config(NodeId(i as u32));
-        cfg.params = params;
-        cfg
-    };
+    let endpoint = |sim: &Sim, i: usize| node_endpoint(sim, i, params);
     let gw = NodeId(net.gateways[0] as u32);
     let gw_addr = sim.addr(gw);
     let cfg = EmConfig {
@@ -197,9 +193,8 @@ pub fn run(c: &Common, ch: &ChurnSetup, index: usize, seed: u64) -> Result<Point
                     }
                     (false, Vanish::Mute, _) => {
                         // Only the directory client is left on the device: it keeps refreshing.
-                        let mut cfg = drv.sim.endpoint_config(d(i));
+                        let mut cfg = node_endpoint(&drv.sim, d(i).index(), params);
                         cfg.seed ^= 0x6d75_7465;
-                        cfg.params = params;
                         let mut node = Node::new(Endpoint::new(cfg));
                         let lt = ch.lifetime_s;
                         node.mount(

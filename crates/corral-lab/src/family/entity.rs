@@ -12,8 +12,8 @@
 
 use crate::error::RunError;
 use crate::harness::{
-    attach_client, attach_devices, build_network, coap_uri, query_row, simulator, start_interference, totals,
-    transmission_params, Created, Driver, Exchange, LabClient, PointRun, QueryPhase, Trace,
+    attach_client, attach_devices, build_network, coap_uri, node_endpoint, query_row, simulator, start_interference,
+    totals, transmission_params, Created, Driver, Exchange, LabClient, PointRun, QueryPhase, Trace,
 };
 use crate::record::{Facts, PointResult, QueryRow, Staleness};
 use crate::scenario::{Common, EntitySetup, Follow};
@@ -30,11 +30,7 @@ pub fn run(c: &Common, e: &EntitySetup, index: usize, seed: u64, record: bool) -
     let net = build_network(&c.network, e.nested)?;
     let mut sim = simulator(c, &net, seed, record);
     let params = transmission_params(&c.transmission);
-    let endpoint = |sim: &Sim, i: usize| {
-        let mut cfg = sim.endpoint_config(NodeId(i as u32));
-        cfg.params = params;
-        cfg
-    };
+    let endpoint = |sim: &Sim, i: usize| node_endpoint(sim, i, params);
     attach_devices(&mut sim, &net, &endpoint, matches!(e.follow, Some(Follow::Observe)));
     for &g in &net.gateways {
         let cfg = EmConfig {

@@ -18,8 +18,8 @@ use corral_proto::{Duration, Request, ServiceHandle};
 use corral_sim::{NodeId, Sim};
 pub use counters::{totals, Created, QueryPhase, Totals};
 pub use network::{
-    attach_client, attach_devices, build_network, link_model, simulator, start_interference, table7_like,
-    transmission_params, Network,
+    attach_client, attach_devices, build_network, link_model, node_endpoint, simulator, start_interference,
+    table7_like, transmission_params, Network,
 };
 use std::net::SocketAddr;
 

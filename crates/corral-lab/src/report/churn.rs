@@ -9,8 +9,11 @@ use crate::findings::number;
 use crate::record::ChurnFacts;
 use std::fmt::Write as _;
 
-/// The table's columns: a header and how a row's value is taken from the replicates' facts (their mean).
-const COLUMNS: &[(&str, fn(&ChurnFacts) -> f64)] = &[
+/// How a column's value is taken from one replicate's facts.
+type Value = fn(&ChurnFacts) -> f64;
+
+/// The table's columns: a header and its value (the mean of the replicates').
+const COLUMNS: &[(&str, Value)] = &[
     ("full answers, following (%)", |f| 100.0 * f.follow_full as f64 / f.queries as f64),
     ("full answers, fixed (%)", |f| 100.0 * f.fixed_full as f64 / f.queries as f64),
     ("member-s off, following", |f| f.follow_stale_s + f.follow_missing_s),

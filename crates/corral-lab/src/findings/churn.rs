@@ -3,11 +3,11 @@
 //! a tolerance fixed here, and each claim is one a wrong model must be able to break (the scenario's
 //! `[[sensitivity]]` variants remove each claim's cause).
 //!
-//! - [`follow_fewer_stale`]: the following entity is off the devices present for fewer member-seconds than
+//! - `churn_follow_fewer_stale`: the following entity is off the devices present for fewer member-seconds than
 //!   the fixed one, at every lifetime (strict: a tie — no churn — does not count).
-//! - [`vanished_leave_within_lifetime`]: a device that stops refreshing leaves the following entity within
+//! - `churn_vanished_leave_within_lifetime`: a device that stops refreshing leaves the following entity within
 //!   its lifetime and the tenth of it the registrant keeps as refresh margin, and none stays.
-//! - [`cost_grows_as_lifetime_shrinks`]: the directory's frames fall at every step of the lifetime axis
+//! - `churn_cost_grows_as_lifetime_shrinks`: the directory's frames fall at every step of the lifetime axis
 //!   (arithmetic of the refresh period, so CONSEQUENCE: `super::ARITHMETIC`).
 
 use super::{need, num, steps, Aggs, Check, Inconclusive, Measure, Tolerance, Trend};

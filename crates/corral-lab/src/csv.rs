@@ -10,8 +10,8 @@
 use crate::data::RunData;
 use crate::error::DataError;
 use crate::record::{
-    fixed, BaselineFacts, EmulatedFacts, Facts, LinkRow, MpStats, NodeRole, NodeRow, PointResult, PointRow, QueryRow,
-    Staleness, StreamFacts,
+    fixed, BaselineFacts, ChurnFacts, EmulatedFacts, Facts, LinkRow, MpStats, NodeRole, NodeRow, PointResult, PointRow,
+    QueryRow, Staleness, StreamFacts,
 };
 use crate::results::Aggregate;
 use crate::scenario::Family;
@@ -191,6 +191,27 @@ pub const POINT_COLUMNS: &[Column<PointRow>] = &[
     fact!("air_bytes", Baseline, air_bytes, |x: f64| fixed(x, 2), float),
     fact!("dgram_loss", Baseline, dgram_loss, |x: f64| fixed(x, 5), float),
     fact!("frags", Baseline, frags, |x: f64| fixed(x, 0), float),
+    // [churn]
+    fact!("churn_lifetime_s", Churn, lifetime_s, |x: f64| fixed(x, 0), float),
+    fact!("churn_queries", Churn, queries, |x: u64| x.to_string(), parse),
+    fact!("follow_full", Churn, follow_full, |x: u64| x.to_string(), parse),
+    fact!("follow_partial", Churn, follow_partial, |x: u64| x.to_string(), parse),
+    fact!("fixed_full", Churn, fixed_full, |x: u64| x.to_string(), parse),
+    fact!("fixed_partial", Churn, fixed_partial, |x: u64| x.to_string(), parse),
+    fact!("follow_stale_s", Churn, follow_stale_s, |x: f64| fixed(x, 0), float),
+    fact!("follow_missing_s", Churn, follow_missing_s, |x: f64| fixed(x, 0), float),
+    fact!("fixed_stale_s", Churn, fixed_stale_s, |x: f64| fixed(x, 0), float),
+    fact!("fixed_missing_s", Churn, fixed_missing_s, |x: f64| fixed(x, 0), float),
+    fact!("join_mean_s", Churn, join_mean_s, |x: f64| fixed(x, 3), float),
+    fact!("join_max_s", Churn, join_max_s, |x: f64| fixed(x, 3), float),
+    fact!("clean_leave_max_s", Churn, clean_leave_max_s, |x: f64| fixed(x, 3), float),
+    fact!("vanish_leave_max_s", Churn, vanish_leave_max_s, |x: f64| fixed(x, 3), float),
+    fact!("vanish_unremoved", Churn, vanish_unremoved, |x: u64| x.to_string(), parse),
+    fact!("rd_frames", Churn, rd_frames, |x: u64| x.to_string(), parse),
+    fact!("rd_bytes", Churn, rd_bytes, |x: u64| x.to_string(), parse),
+    fact!("query_frames", Churn, query_frames, |x: u64| x.to_string(), parse),
+    fact!("query_bytes", Churn, query_bytes, |x: u64| x.to_string(), parse),
+    fact!("rd_notifications", Churn, notifications, |x: u64| x.to_string(), parse),
 ];
 
 /// `links.csv`: frames per directed radio link (link stress) during the query phase.
@@ -379,6 +400,7 @@ pub fn read_results(dir: &Path, family: Family) -> Result<Vec<PointResult>, Data
             Family::Stream => Facts::Stream(StreamFacts { nrp: 0, tbt_ms: f64::NAN, ttd_ms: None }),
             Family::Emulated => Facts::Emulated(EmulatedFacts { throughput: f64::NAN }),
             Family::Baseline => Facts::Baseline(BaselineFacts::default()),
+            Family::Churn => Facts::Churn(ChurnFacts::empty()),
             Family::Multiparty => Facts::Multiparty(
                 stats.remove(&point).ok_or_else(|| format!("point {point} has no stats in {MULTIPARTY_FILE}"))?,
             ),
@@ -461,6 +483,22 @@ mod tests {
             (Family::Stream, Facts::Stream(StreamFacts { nrp: 62, tbt_ms: 1500.25, ttd_ms: Some(300000.5) })),
             (Family::Stream, Facts::Stream(StreamFacts { nrp: 0, tbt_ms: 0.0, ttd_ms: None })),
             (Family::Emulated, Facts::Emulated(EmulatedFacts { throughput: 2176.067 })),
+            (
+                Family::Churn,
+                Facts::Churn(ChurnFacts {
+                    lifetime_s: 60.0,
+                    queries: 12,
+                    follow_full: 11,
+                    fixed_partial: 9,
+                    follow_stale_s: 130.0,
+                    join_max_s: 2.5,
+                    vanish_unremoved: 1,
+                    rd_frames: 400,
+                    rd_bytes: 36000,
+                    notifications: 7,
+                    ..ChurnFacts::empty()
+                }),
+            ),
             (
                 Family::Baseline,
                 Facts::Baseline(BaselineFacts {

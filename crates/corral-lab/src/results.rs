@@ -59,6 +59,11 @@ impl Aggregate {
         self.facts.baseline().copied().unwrap_or_default()
     }
 
+    /// A `[churn]` point's facts.
+    pub fn churn(&self) -> Option<&crate::record::ChurnFacts> {
+        self.facts.churn()
+    }
+
     /// A `[multiparty]` point's stats.
     pub fn multiparty(&self) -> Option<&MpStats> {
         self.facts.multiparty().map(|m| m.as_ref())
@@ -68,6 +73,7 @@ impl Aggregate {
     /// it.
     pub fn metric(&self, m: Metric) -> (f64, Option<(f64, f64)>) {
         let stream = |f: fn(&StreamFacts) -> f64| self.stream().map_or(f64::NAN, f);
+        let churn = |f: fn(&crate::record::ChurnFacts) -> f64| self.churn().map_or(f64::NAN, f);
         match m {
             Metric::ResponseTime => {
                 let mean = self.rt.map_or(f64::NAN, |s| s.mean / 1000.0);
@@ -90,6 +96,9 @@ impl Aggregate {
             Metric::Energy => (self.baseline().energy_mj, None),
             Metric::AirBytes => (self.baseline().air_bytes, None),
             Metric::Answered => (self.member_reliability, None),
+            Metric::OffFollowing => (churn(|c| c.follow_stale_s + c.follow_missing_s), None),
+            Metric::OffFixed => (churn(|c| c.fixed_stale_s + c.fixed_missing_s), None),
+            Metric::DirectoryFrames => (churn(|c| c.rd_frames as f64), None),
         }
     }
 }

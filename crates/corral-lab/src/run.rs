@@ -27,5 +27,6 @@ pub fn run_point_traced(s: &Setup, index: usize, seed: u64, record: bool) -> Res
         Experiment::Emulated(em) => family::emulated::run(em, index, seed),
         Experiment::Baseline(b) => family::baseline::run(c, b, index, seed),
         Experiment::Multiparty(m) => family::multiparty::run(c, m, index, seed),
+        Experiment::Churn(ch) => family::churn::run(c, ch, index, seed),
     }
 }

@@ -12,8 +12,8 @@
 
 use crate::error::RunError;
 use crate::harness::{
-    attach_client, attach_devices, build_network, coap_uri, query_row, simulator, start_interference, totals,
-    transmission_params, Created, Driver, Exchange, LabClient, PointRun, QueryPhase, Trace,
+    attach_client, attach_devices, build_network, coap_uri, node_endpoint, query_row, simulator, start_interference,
+    totals, transmission_params, Created, Driver, Exchange, LabClient, PointRun, QueryPhase, Trace,
 };
 use crate::record::{Facts, PointResult, QueryRow, Staleness};
 use crate::scenario::{Common, EntitySetup, Follow};
@@ -30,11 +30,7 @@ pub fn run(c: &Common, e: &EntitySetup, index: usize, seed: u64, record: bool) -
     let net = build_network(&c.network, e.nested)?;
     let mut sim = simulator(c, &net, seed, record);
     let params = transmission_params(&c.transmission);
-    let endpoint = |sim: &Sim, i: usize| {
-        let mut cfg = sim.endpoint_config(NodeId(i as u32));
-        cfg.params = params;
-        cfg
-    };
+    let endpoint = |sim: &Sim, i: usize| node_endpoint(sim, i, params);
     attach_devices(&mut sim, &net, &endpoint, matches!(e.follow, Some(Follow::Observe)));
     for &g in &net.gateways {
         let cfg = EmConfig {
@@ -64,14 +60,14 @@ pub fn run(c: &Common, e: &EntitySetup, index: usize, seed: u64, record: bool) -
             let gw = d.sim.addr(NodeId(net.gateways[g] as u32));
             let er: Vec<String> = list.iter().map(|&m| coap_uri(d.sim.addr(NodeId(m as u32)), resource)).collect();
             let name = format!("part{}", g + 1);
-            created &= create(&mut d, gw, &name, profile_doc(e, &er, e.delay_ms, false));
+            created &= d.create_entity(gw, &name, profile_doc(e, &er, e.delay_ms, false));
             children.push(coap_uri(gw, &format!("em/{name}")));
         }
-        created &= create(&mut d, em0, "group", profile_doc(e, &children, Some(e.parent_delay_ms), false));
+        created &= d.create_entity(em0, "group", profile_doc(e, &children, Some(e.parent_delay_ms), false));
     } else {
         let er: Vec<String> =
             net.members.iter().flatten().map(|&m| coap_uri(d.sim.addr(NodeId(m as u32)), resource)).collect();
-        created &= create(&mut d, em0, "group", profile_doc(e, &er, e.delay_ms, e.multicast));
+        created &= d.create_entity(em0, "group", profile_doc(e, &er, e.delay_ms, e.multicast));
     }
     let create_ms = (d.sim.now() - t0).as_micros() as f64 / 1000.0;
     d.sim.run_for(Duration::from_secs(1));
@@ -115,23 +111,6 @@ pub fn run(c: &Common, e: &EntitySetup, index: usize, seed: u64, record: bool) -
         result: PointResult { queries, point, links, nodes },
         trace: Some(Trace { sim: d.sim, network: net }),
     })
-}
-
-/// `PUT /em/{name}` with a profile document, as an experimenter would: a creation that failed (a member did
-/// not answer its validation or join in time; the EM rolled it back) is tried again, up to five times.
-fn create(d: &mut Driver, gw: SocketAddr, name: &str, doc: Vec<u8>) -> bool {
-    let req = Request::new(Code::PUT)
-        .with_path(&format!("em/{name}"))
-        .with_content_format(ContentFormat::JSON)
-        .with_accept(ContentFormat::JSON)
-        .with_payload(doc);
-    for _ in 0..5 {
-        if d.exchange(gw, req.clone(), Duration::from_secs(600)).code == Some(Code::CREATED) {
-            return true;
-        }
-        d.sim.run_for(Duration::from_secs(5));
-    }
-    false
 }
 
 /// The EM's profile of an entity of the members `er` (seed 000's JSON: `er`, `ect`, `eo`, and for unicast

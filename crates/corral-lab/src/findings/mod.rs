@@ -34,6 +34,7 @@
 //! table to [`FAMILIES`] — nothing else changes: the report renders any [`Finding`].
 
 pub mod baseline;
+pub mod churn;
 pub mod emulated;
 pub mod entity;
 pub mod multiparty;
@@ -59,6 +60,7 @@ pub const ARITHMETIC: &[(&str, &str)] = &[
     ("coap_less_energy", "radio energy is bytes on the air times the datasheet currents"),
     ("mp_requests_grow", "requests per forwarder follow from the request rate and the run's length"),
     ("mp_aware_link_load", "packets per shared-path hop follow from the request rate and aggregation"),
+    ("churn_cost_grows_as_lifetime_shrinks", "a registrant refreshes every 0.9 × its lifetime"),
 ];
 
 /// Why a check is arithmetic, if it is ([`ARITHMETIC`]).
@@ -109,6 +111,7 @@ pub const FAMILIES: &[&[Check]] = &[
     emulated::CHECKS,
     baseline::CHECKS,
     multiparty::CHECKS,
+    churn::CHECKS,
 ];
 
 pub fn lookup(name: &str) -> Option<&'static Check> {

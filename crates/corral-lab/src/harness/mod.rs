@@ -13,12 +13,13 @@ mod network;
 use crate::record::{PointResult, QueryRow};
 use crate::scenario::Point;
 pub use client::{Exchange, LabClient};
+use corral_proto::wire::{Code, ContentFormat};
 use corral_proto::{Duration, Request, ServiceHandle};
 use corral_sim::{NodeId, Sim};
 pub use counters::{totals, Created, QueryPhase, Totals};
 pub use network::{
-    attach_client, attach_devices, build_network, link_model, simulator, start_interference, table7_like,
-    transmission_params, Network,
+    attach_client, attach_devices, build_network, link_model, node_endpoint, simulator, start_interference,
+    table7_like, transmission_params, Network,
 };
 use std::net::SocketAddr;
 
@@ -57,6 +58,24 @@ pub struct Driver {
 }
 
 impl Driver {
+    /// `PUT /em/{name}` with a profile document at the EM `gw`, as an experimenter would: a creation that
+    /// failed (a member did not answer its validation or join in time; the EM rolled it back) is tried
+    /// again, up to five times.
+    pub fn create_entity(&mut self, gw: SocketAddr, name: &str, doc: Vec<u8>) -> bool {
+        let req = Request::new(Code::PUT)
+            .with_path(&format!("em/{name}"))
+            .with_content_format(ContentFormat::JSON)
+            .with_accept(ContentFormat::JSON)
+            .with_payload(doc);
+        for _ in 0..5 {
+            if self.exchange(gw, req.clone(), Duration::from_secs(600)).code == Some(Code::CREATED) {
+                return true;
+            }
+            self.sim.run_for(Duration::from_secs(5));
+        }
+        false
+    }
+
     /// Sends a request from the client and runs until it is answered or `limit` passes.
     pub fn exchange(&mut self, dst: SocketAddr, req: Request, limit: Duration) -> Exchange {
         let (host, h) = (self.host, self.client);

@@ -134,6 +134,14 @@ pub fn transmission_params(t: &Transmission) -> TransmissionParams {
     }
 }
 
+/// The endpoint configuration of node `i`: seeded by the simulator for it, with the point's transmission
+/// parameters `params`.
+pub fn node_endpoint(sim: &Sim, i: usize, params: TransmissionParams) -> EndpointConfig {
+    let mut cfg = sim.endpoint_config(NodeId(i as u32));
+    cfg.params = params;
+    cfg
+}
+
 /// A virtual device (corral-group's `mount_device`: `/s/t`, `/mc`, …) on every member, with the endpoint
 /// configuration `endpoint` gives; `observable` sensors notify observers.
 pub fn attach_devices(

@@ -6,8 +6,10 @@
 //! written ([`num`], [`fixed`]). It never runs, parses or formats anything beyond a number, and imports
 //! nothing from the rest of the crate but [`crate::stats`].
 
+mod churn;
 mod multiparty;
 
+pub use churn::ChurnFacts;
 pub use multiparty::{MpStats, Ops};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -142,6 +144,8 @@ pub enum Facts {
     Baseline(BaselineFacts),
     /// `[multiparty]` (seed 001): what Figs. 7-9 and Table III need.
     Multiparty(#[serde(with = "shared")] Arc<MpStats>),
+    /// `[churn]`: an RD-following entity against a fixed one while devices come and go.
+    Churn(ChurnFacts),
 }
 
 impl Facts {
@@ -176,6 +180,13 @@ impl Facts {
     pub fn multiparty(&self) -> Option<&Arc<MpStats>> {
         match self {
             Facts::Multiparty(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn churn(&self) -> Option<&ChurnFacts> {
+        match self {
+            Facts::Churn(c) => Some(c),
             _ => None,
         }
     }

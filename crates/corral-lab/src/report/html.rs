@@ -191,6 +191,7 @@ th{{background:#f0f0f0}} .proc td{{text-align:left;vertical-align:top}} code{{ba
     if let Some((_, section)) = super::multiparty::section(d) {
         h.push_str(&section);
     }
+    h.extend(super::churn::html(d));
     let loose: Vec<&Finding> = found.iter().filter(|f| !s.figures.iter().any(|g| g.id == f.figure)).collect();
     if !loose.is_empty() {
         h.push_str("<h2>Findings</h2>\n");

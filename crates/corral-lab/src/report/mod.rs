@@ -9,9 +9,11 @@
 //! | [`html`] | `index.html` |
 //! | [`figures`] | the scenario's `[[figure]]`s as SVG |
 //! | [`multiparty`] | seed 001's figures and tables |
+//! | [`churn`] | the `[churn]` family's table |
 //!
 //! It never runs a simulation.
 
+pub mod churn;
 pub mod figures;
 pub mod html;
 pub mod multiparty;

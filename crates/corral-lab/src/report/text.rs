@@ -57,6 +57,7 @@ pub fn summary_text(d: &RunData, found: &[Finding]) -> String {
         );
     }
     let _ = writeln!(out, "(response times in seconds)");
+    out.extend(super::churn::text(d));
     out
 }
 

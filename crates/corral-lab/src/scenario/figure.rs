@@ -83,10 +83,15 @@ pub enum Metric {
     Energy,
     AirBytes,
     Answered,
+    /// `[churn]`: member-seconds each entity was off the devices present (stale + missing), and the
+    /// directory's radio frames.
+    OffFollowing,
+    OffFixed,
+    DirectoryFrames,
 }
 
 impl Metric {
-    pub const ALL: [(&'static str, Metric); 17] = [
+    pub const ALL: [(&'static str, Metric); 20] = [
         ("response_time", Metric::ResponseTime),
         ("response_time_per_member", Metric::ResponseTimePerMember),
         ("member_reliability", Metric::MemberReliability),
@@ -104,6 +109,9 @@ impl Metric {
         ("energy", Metric::Energy),
         ("air_bytes", Metric::AirBytes),
         ("answered", Metric::Answered),
+        ("off_following", Metric::OffFollowing),
+        ("off_fixed", Metric::OffFixed),
+        ("directory_frames", Metric::DirectoryFrames),
     ];
 
     pub fn parse(s: &str) -> Result<Metric, ScenarioError> {
@@ -140,6 +148,9 @@ impl Metric {
             Metric::Energy => "server radio energy per transaction (mJ)",
             Metric::AirBytes => "bytes on the air per transaction",
             Metric::Answered => "requests answered (%)",
+            Metric::OffFollowing => "member-seconds off the devices present (following entity)",
+            Metric::OffFixed => "member-seconds off the devices present (fixed entity)",
+            Metric::DirectoryFrames => "directory frames (registrations, refreshes, removals)",
         }
     }
 }

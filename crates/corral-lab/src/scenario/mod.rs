@@ -12,7 +12,7 @@
 //! | `mod.rs` | the file and the sections every family shares: `[network]`, `[interference]`, `[calibration]`, `[transmission]`, `[workload]`, `[usage.*]`, `[[finding]]` (and its [`Role`]), `[[sensitivity]]` |
 //! | `figure.rs` | `[[figure]]` and the [`Metric`]s a figure plots |
 //! | `point.rs` | the sweep axes ([`AXES`]), their values, a [`Point`] |
-//! | `entity.rs`, `proxy.rs`, `stream.rs`, `emulated.rs`, `baseline.rs`, `multiparty.rs` | each family's section |
+//! | `entity.rs`, `proxy.rs`, `stream.rs`, `emulated.rs`, `baseline.rs`, `multiparty.rs`, `churn.rs` | each family's section |
 //! | `setup.rs` | [`Setup`]: one point resolved, [`Experiment`] with one variant per family |
 //! | `sweep.rs` | validation, the expansion into points, resolving a point |
 //!
@@ -21,6 +21,7 @@
 //! file, so a point's index — which `--shard` splits on — depends only on the axes and their values.
 
 mod baseline;
+mod churn;
 mod emulated;
 mod entity;
 mod figure;
@@ -34,6 +35,7 @@ mod sweep;
 
 pub use crate::error::ScenarioError;
 pub use baseline::{BaselineSpec, SCHEMES};
+pub use churn::{ChurnSetup, ChurnSpec, Vanish};
 pub use emulated::EmulatedSpec;
 pub use entity::{EntitySpec, Follow};
 pub use figure::{Figure, Metric};
@@ -83,6 +85,7 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("calibrate-cpu"),
     builtin!("calibrate-wifi"),
     builtin!("calibrate-office"),
+    builtin!("ext-rd-churn"),
 ];
 
 /// The text of a built-in scenario.
@@ -147,6 +150,9 @@ pub struct Scenario {
     /// Seed 001's multiparty experiment (Fig. 6 tree, Table II deployments): see [`MultipartySpec`].
     #[serde(default)]
     pub multiparty: Option<MultipartySpec>,
+    /// Devices joining and leaving a floor, an RD-following entity against a fixed one: see [`ChurnSpec`].
+    #[serde(default)]
+    pub churn: Option<ChurnSpec>,
 }
 
 /// A variant of the scenario with some parameters set to wrong values, to show which verdicts depend on

@@ -30,6 +30,7 @@ pub const AXES: &[&str] = &[
     "snr_db",
     "interval_ms",
     "deployment",
+    "lifetime_s",
     "replicate",
 ];
 

@@ -80,6 +80,8 @@ pub enum Experiment {
     Baseline(BaselineSpec),
     /// `[multiparty]`: seed 001's run (its request count already chosen for `--quick`).
     Multiparty(MultipartySpec),
+    /// `[churn]`: devices join and leave while the client queries an RD-following and a fixed entity.
+    Churn(super::churn::ChurnSetup),
 }
 
 impl Experiment {
@@ -91,6 +93,7 @@ impl Experiment {
             Experiment::Emulated(_) => Family::Emulated,
             Experiment::Baseline(_) => Family::Baseline,
             Experiment::Multiparty(_) => Family::Multiparty,
+            Experiment::Churn(_) => Family::Churn,
         }
     }
 }
@@ -104,6 +107,7 @@ pub enum Family {
     Emulated,
     Baseline,
     Multiparty,
+    Churn,
 }
 
 impl Family {
@@ -116,6 +120,7 @@ impl Family {
             Family::Emulated => "emulated",
             Family::Baseline => "baseline",
             Family::Multiparty => "multiparty",
+            Family::Churn => "churn",
         }
     }
 }

@@ -26,6 +26,7 @@ impl Scenario {
             (self.emulated.is_some(), Family::Emulated),
             (self.baseline.is_some(), Family::Baseline),
             (self.multiparty.is_some(), Family::Multiparty),
+            (self.churn.is_some(), Family::Churn),
         ]
         .into_iter()
         .filter_map(|(present, f)| present.then_some(f))
@@ -207,6 +208,7 @@ impl Scenario {
             }),
             None => None,
         };
+        let mut lifetime_s = self.churn.as_ref().map(|c| c.lifetime_s);
         let mut follow = None;
         let mut ect = self.entity.ect.clone();
         let mut delay = self.entity.delay.clone();
@@ -302,6 +304,12 @@ impl Scenario {
                         m.interval_ms = num()? as u64;
                     }
                 }
+                "lifetime_s" => {
+                    if lifetime_s.is_none() {
+                        return err("sweep.lifetime_s: needs a [churn] section");
+                    }
+                    lifetime_s = Some(u32::try_from(num()? as u64).unwrap_or(u32::MAX));
+                }
                 // Replicates change the seed (through the point's label) and, on a floor, the floor.
                 "replicate" => {}
                 _ => return err(format!("sweep.{axis}: unknown axis")),
@@ -374,9 +382,25 @@ impl Scenario {
         if let Some(m) = &multiparty {
             m.validate()?;
         }
+        let churn = match &self.churn {
+            Some(spec) => {
+                let replicate = p.get("replicate").and_then(AxisValue::num).map_or(1, |r| r as u64);
+                let spec = super::ChurnSpec { lifetime_s: lifetime_s.unwrap_or(spec.lifetime_s), ..spec.clone() };
+                let c = super::ChurnSetup::resolve(&spec, &self.entity.resource, window_s, replicate)?;
+                c.validate(net.group)?;
+                if net.topology != TopologyKind::Star || net.gateways != 1 || nested || multicast || follow.is_some() {
+                    return err("[churn]: a star around one gateway, a single unicast layout without follow");
+                }
+                Some(c)
+            }
+            None => None,
+        };
         let t = &common.transmission;
         if t.ack_timeout_ms == 0 || t.ack_random_factor < 1.0 {
             return err("transmission: ack_timeout_ms > 0 and ack_random_factor ≥ 1");
+        }
+        if let Some(c) = churn {
+            return Ok(Setup { common, experiment: Experiment::Churn(c) });
         }
         let experiment = match (proxy, stream, emulated, baseline, multiparty) {
             (Some(p), ..) => Experiment::Proxy(p),

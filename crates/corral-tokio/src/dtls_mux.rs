@@ -11,6 +11,7 @@
 //! (corral-dtls) nor CoAP (corral-proto).
 
 use crate::driver::{Clock, Machine};
+use crate::dtls::{new_layer, DtlsWatch, Publisher};
 use corral_dtls::{DtlsConfig, DtlsEvent, DtlsLayer, HandshakeFailure};
 use corral_proto::tcp::ConnId;
 use corral_proto::{
@@ -28,6 +29,8 @@ pub struct DtlsMuxConfig {
     pub server: Option<DtlsConfig>,
     /// Reach each of these peers over `coaps://` with its own (client-role) configuration.
     pub peers: Vec<(SocketAddr, DtlsConfig)>,
+    /// Publish the layers' counters here (summed over the server layer and the peers').
+    pub watch: Option<DtlsWatch>,
 }
 
 impl DtlsMuxConfig {
@@ -52,13 +55,6 @@ fn reason(failure: &HandshakeFailure) -> &'static str {
         HandshakeFailure::Timeout => "no answer to the handshake",
         HandshakeFailure::Alert(_) | HandshakeFailure::Other(_) => "the peer ended it with a fatal alert",
     }
-}
-
-fn new_layer(config: DtlsConfig, clock: Clock) -> DtlsLayer {
-    let mut secret = [0u8; 32];
-    // Without the OS's random source no cookie could be unpredictable; no peer can cause this.
-    getrandom::fill(&mut secret).expect("the operating system's random source (getrandom) is available");
-    DtlsLayer::new(config, clock.to_std(Instant::ZERO), secret)
 }
 
 /// The [`Machine`] methods a DTLS wrapper hands to its inner machine unchanged (CoAP over TCP, events,
@@ -118,6 +114,7 @@ pub(crate) struct DtlsMux<M> {
     peers: HashMap<SocketAddr, DtlsLayer>,
     /// The PSK identity of each server session (removed when it closes: at most the server's sessions).
     identities: HashMap<SocketAddr, Arc<[u8]>>,
+    publisher: Option<Publisher>,
     /// The latest time the driver gave (sends have none).
     now: Instant,
 }
@@ -129,6 +126,7 @@ impl<M: Machine> DtlsMux<M> {
             server: config.server.map(|c| new_layer(c, clock)),
             peers: config.peers.into_iter().map(|(peer, c)| (peer, new_layer(c, clock))).collect(),
             identities: HashMap::new(),
+            publisher: Publisher::new(config.watch),
             now: Instant::ZERO,
         }
     }
@@ -201,6 +199,7 @@ impl<M: Machine> Machine for DtlsMux<M> {
             layer.handle_timeout(now);
         }
         self.deliver(now, None);
+        Publisher::publish(&mut self.publisher, now, self.server.iter().chain(self.peers.values()));
     }
     fn poll_transmit(&mut self) -> Option<Transmit> {
         loop {
@@ -224,7 +223,7 @@ impl<M: Machine> Machine for DtlsMux<M> {
     delegate_to_inner!();
     fn poll_timeout(&self) -> Option<Instant> {
         let layers = self.server.iter().chain(self.peers.values()).filter_map(DtlsLayer::poll_timeout);
-        layers.chain(self.inner.poll_timeout()).min()
+        layers.chain(self.inner.poll_timeout()).chain(Publisher::due(&self.publisher)).min()
     }
 }
 

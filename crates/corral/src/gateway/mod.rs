@@ -287,7 +287,10 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let mut bound = workers::bind(driver, bind, socket, endpoint, args.workers, fleet.is_some())?;
     let local = bound.local_addr();
     let dtls_peers: Vec<SocketAddr> = dtls.iter().flat_map(|m| m.peers.iter().map(|(a, _)| *a)).collect();
-    if let Some(mux) = dtls {
+    // The operator's window (--http) reads the workers' snapshots and the coaps:// socket's counters here.
+    let board = crate::http::Board::new(usize::from(args.workers));
+    if let Some(mut mux) = dtls {
+        mux.watch = Some(board.dtls());
         bound.set_dtls_mux(mux)?;
     }
 
@@ -361,7 +364,6 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         });
     }
     // The operator's window (--http): the workers publish snapshots only when it is asked for.
-    let board = crate::http::Board::new(parts.len());
     let window = args.http.bind("gateway", board.clone(), policy.access.clone())?.map(|w| {
         w.gateway(crate::http::GatewaySide {
             coap: gateway_contact(local),

@@ -45,7 +45,7 @@ fn is_dtls(data: &[u8]) -> bool {
 }
 
 /// A handshake failure in the words of [`RequestError::Dtls`].
-fn reason(failure: &HandshakeFailure) -> &'static str {
+pub(crate) fn reason(failure: &HandshakeFailure) -> &'static str {
     match failure {
         HandshakeFailure::UnknownIdentity => "unknown PSK identity",
         HandshakeFailure::BadKey => "the keys do not match",

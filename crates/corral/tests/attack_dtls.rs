@@ -246,3 +246,34 @@ fn garbage_on_the_coaps_port_is_dropped_counted_and_served_past() {
     assert_eq!(sample(&text, "corral_dtls_handshakes_completed_total"), Some(1.0));
     assert!(server.rss_kib().is_some(), "the server is still running");
 }
+
+/// A PSK client against a server of certificates only: the two have no cipher suite in common, and the
+/// client says so in one line with exit status 8; the server counts the failure by its reason.
+#[test]
+fn a_psk_client_against_a_certificate_server_says_no_shared_suite_with_exit_status_8() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = test_pki(dir.path());
+    let coaps = format!("127.0.0.1:{}", free_udp_port());
+    let mut cmd = Command::new(CORRAL);
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", &coaps, "--http", "127.0.0.1:0", "--json"]);
+    cmd.args(["--cert", &pki.server.0, "--key", &pki.server.1, "--ca", &pki.ca]);
+    let (_s, j) = spawn_json(&mut cmd);
+    let http = j["http"].as_str().expect("the summary names the HTTP address").to_string();
+    let uri = format!("coaps://{coaps}/hello");
+    let o = corral(&["get", &uri, "-k", "secretPSK", "-u", "alice", "-B", "10"]);
+    assert_eq!(code(&o), 8, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("DTLS handshake") && err.contains("no shared cipher suite"), "{err}");
+    let failed = r#"corral_dtls_handshakes_failed_total{reason="no_shared_suite"}"#;
+    let mut text = String::new();
+    for _ in 0..40 {
+        let o = run(Command::new("curl").args(["-sf", &format!("http://{http}/metrics")]), Duration::from_secs(10));
+        text = stdout(&o);
+        if sample(&text, failed) == Some(1.0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(sample(&text, failed), Some(1.0), "{text}");
+}

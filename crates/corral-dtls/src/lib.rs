@@ -455,6 +455,9 @@ pub struct DtlsLayer {
     buf: Vec<u8>,
     /// dimpl's crypto provider, whose signature check verifies peer certificates against the CAs.
     provider: dimpl::crypto::CryptoProvider,
+    /// dimpl checked its crypto provider when this layer built its first session's configuration: the
+    /// next sessions skip the check (a key pair per group, ~7 ms: most of a PSK handshake otherwise).
+    provider_validated: bool,
 }
 
 impl DtlsLayer {
@@ -475,6 +478,7 @@ impl DtlsLayer {
             stats: DtlsStats::default(),
             now: Instant::ZERO,
             provider: dimpl::crypto::rust_crypto::default_provider(),
+            provider_validated: false,
         }
     }
 
@@ -548,6 +552,7 @@ impl DtlsLayer {
             .use_server_cookie(false)
             // A CoAP endpoint has no SRTP; pion's server refuses a use_srtp it cannot match.
             .offer_srtp(false)
+            .provider_validated(self.provider_validated)
             .handshake_timeout(std::time::Duration::from_micros(self.config.handshake_timeout.as_micros()))
             .dangerously_set_rng_seed(seed);
         let builder = match cid {
@@ -563,7 +568,9 @@ impl DtlsLayer {
             }
             _ => builder,
         };
-        builder.build().map(Arc::new)
+        let config = builder.build().map(Arc::new)?;
+        self.provider_validated = true;
+        Ok(config)
     }
 
     /// A new session with `peer`, evicting one from a full table first.

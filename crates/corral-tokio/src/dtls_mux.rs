@@ -11,7 +11,7 @@
 //! (corral-dtls) nor CoAP (corral-proto).
 
 use crate::driver::{Clock, Machine};
-use crate::dtls::{new_layer, DtlsWatch, Publisher};
+use crate::dtls::{delegate_to_inner, new_layer, DtlsWatch, Publisher};
 use corral_dtls::{DtlsConfig, DtlsEvent, DtlsLayer, HandshakeFailure};
 use corral_proto::tcp::ConnId;
 use corral_proto::{
@@ -56,56 +56,6 @@ pub(crate) fn reason(failure: &HandshakeFailure) -> &'static str {
         HandshakeFailure::Alert(_) | HandshakeFailure::Other(_) => "the peer ended it with a fatal alert",
     }
 }
-
-/// The [`Machine`] methods a DTLS wrapper hands to its inner machine unchanged (CoAP over TCP, events,
-/// commands, the endpoints, answers): DTLS touches datagrams and timers only.
-macro_rules! delegate_to_inner {
-    () => {
-        fn handle_tcp_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr) {
-            self.inner.handle_tcp_connected(now, conn, peer)
-        }
-        fn handle_tcp_data(&mut self, now: Instant, conn: ConnId, data: &[u8]) {
-            self.inner.handle_tcp_data(now, conn, data)
-        }
-        fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId) {
-            self.inner.handle_tcp_closed(now, conn)
-        }
-        fn handle_tcp_connect_failed(&mut self, now: Instant, dst: SocketAddr) {
-            self.inner.handle_tcp_connect_failed(now, dst)
-        }
-        fn poll_tcp_connect(&mut self) -> Option<SocketAddr> {
-            self.inner.poll_tcp_connect()
-        }
-        fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit> {
-            self.inner.poll_tcp_transmit()
-        }
-        fn poll_tcp_close(&mut self) -> Option<ConnId> {
-            self.inner.poll_tcp_close()
-        }
-        fn poll_event(&mut self) -> Option<Event> {
-            self.inner.poll_event()
-        }
-        fn poll_command(&mut self) -> Option<NodeCommand> {
-            self.inner.poll_command()
-        }
-        fn endpoint(&self) -> &Endpoint {
-            self.inner.endpoint()
-        }
-        fn endpoint_mut(&mut self) -> &mut Endpoint {
-            self.inner.endpoint_mut()
-        }
-        fn tcp(&self) -> &TcpEndpoint {
-            self.inner.tcp()
-        }
-        fn tcp_mut(&mut self) -> &mut TcpEndpoint {
-            self.inner.tcp_mut()
-        }
-        fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
-            self.inner.respond(now, id, response)
-        }
-    };
-}
-pub(crate) use delegate_to_inner;
 
 /// See the module docs.
 pub(crate) struct DtlsMux<M> {

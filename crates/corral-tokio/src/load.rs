@@ -345,7 +345,7 @@ impl crate::event_loop::Drive for Emulated {
         self.ep.handle_timeout(now);
         if let Some(layer) = &mut self.dtls {
             layer.handle_timeout(now);
-            self.from_dtls(now);
+            self.deliver_dtls(now);
         }
     }
 
@@ -413,7 +413,7 @@ impl crate::event_loop::Drive for Emulated {
                                 None => self.ep.handle_datagram(now, from, dst_ip, data),
                             }
                         }
-                        self.from_dtls(now);
+                        self.deliver_dtls(now);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     // The ICMP port unreachable of an earlier request (the socket is connected).
@@ -440,7 +440,7 @@ impl crate::event_loop::Drive for Emulated {
 impl Emulated {
     /// Hands the DTLS layer's plaintext to the endpoint, and fails the endpoint's exchanges with a peer
     /// whose handshake failed.
-    fn from_dtls(&mut self, now: Instant) {
+    fn deliver_dtls(&mut self, now: Instant) {
         let Some(layer) = &mut self.dtls else { return };
         while let Some((peer, data)) = layer.poll_plaintext() {
             self.ep.handle_datagram(now, peer, None, &data);

@@ -171,9 +171,9 @@ fn assert_flood_kept_no_state(m: &Measured) {
     assert_eq!(s(r#"corral_dtls_records_dropped_total{reason="no_session"}"#), 0.0);
 }
 
-#[test]
-fn a_spoofed_client_hello_flood_on_corral_serve_keeps_no_session_and_amplifies_nothing() {
-    let Some(net) = Pair::new("dtlss", &[]) else { return };
+/// `corral serve` in the servers' namespace: coaps:// (PSK alice) on 10.77.0.1:5684, HTTP on its loopback
+/// port 8080; the PSK file's directory lives as long as the returned guard.
+fn serve_in(net: &Pair) -> (tempfile::TempDir, Proc) {
     let (_dir, paths) = write_files(&[("psk.json", KEYS)]);
     let mut cmd = net.in_g(CORRAL);
     cmd.args(["serve", "--bind", "10.77.0.1:5683", "--dtls", "10.77.0.1:5684", "--psk-file", &paths[0]]);
@@ -181,6 +181,13 @@ fn a_spoofed_client_hello_flood_on_corral_serve_keeps_no_session_and_amplifies_n
     let server = spawn_with_port(&mut cmd, |line| {
         line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
     });
+    (_dir, server)
+}
+
+#[test]
+fn a_spoofed_client_hello_flood_on_corral_serve_keeps_no_session_and_amplifies_nothing() {
+    let Some(net) = Pair::new("dtlss", &[]) else { return };
+    let (_dir, server) = serve_in(&net);
     let m = flood_and_measure(&net, &server, SocketAddrV4::new(SERVER, server.port), "127.0.0.1:8080", "hello");
     assert_flood_kept_no_state(&m);
 }
@@ -203,13 +210,7 @@ fn a_spoofed_client_hello_flood_on_the_gateways_coaps_port_keeps_no_session_and_
 #[test]
 fn garbage_on_the_coaps_port_is_dropped_counted_and_served_past() {
     let Some(net) = Pair::new("dtlsj", &[]) else { return };
-    let (_dir, paths) = write_files(&[("psk.json", KEYS)]);
-    let mut cmd = net.in_g(CORRAL);
-    cmd.args(["serve", "--bind", "10.77.0.1:5683", "--dtls", "10.77.0.1:5684", "--psk-file", &paths[0]]);
-    cmd.args(["--http", "127.0.0.1:8080"]);
-    let server = spawn_with_port(&mut cmd, |line| {
-        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
-    });
+    let (_dir, server) = serve_in(&net);
     let to = SocketAddrV4::new(SERVER, server.port);
     let from = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 40000);
     let hello = real_client_hello();

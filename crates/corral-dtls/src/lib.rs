@@ -270,21 +270,110 @@ pub enum DtlsEvent {
     Closed { peer: SocketAddr },
 }
 
-/// Counters for tests and diagnostics.
+/// The layer's counters ([`DtlsLayer::stats`]), for tests and for whoever watches the node (`/metrics`):
+/// plain numbers, never a metrics dependency.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DtlsStats {
     /// HelloVerifyRequests sent (ClientHellos without a valid cookie, answered without state).
     pub cookies_sent: u64,
     pub handshakes_done: u64,
     pub handshakes_failed: u64,
+    /// The failed handshakes by reason (they sum to `handshakes_failed`).
+    pub failures: FailureCounts,
     /// Sessions closed for idleness or evicted from a full table.
     pub idle_closed: u64,
     pub evicted: u64,
     /// Datagrams from peers without a session that were not ClientHellos, dropped (records with a
     /// known Connection ID from a new address that did not authenticate among them).
     pub dropped: u64,
+    /// Of `dropped`, those from a peer without a session and without a known Connection ID (a record
+    /// with one is the session's to judge, and counted in `records`).
+    pub no_session: u64,
+    /// Records the sessions discarded silently, by reason (dimpl's count, sessions that ended included).
+    pub records: dimpl::Discarded,
     /// Sessions that followed their peer to a new address by Connection ID (RFC 9146 §6).
     pub moved: u64,
+}
+
+/// Failed handshakes by [`HandshakeFailure`] (an untrusted certificate counts as a bad one; an alert
+/// or anything else as `other`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FailureCounts {
+    pub unknown_identity: u64,
+    pub bad_key: u64,
+    pub no_shared_suite: u64,
+    pub bad_certificate: u64,
+    pub timeout: u64,
+    pub other: u64,
+}
+
+impl FailureCounts {
+    fn count(&mut self, reason: &HandshakeFailure) {
+        let n = match reason {
+            HandshakeFailure::UnknownIdentity => &mut self.unknown_identity,
+            HandshakeFailure::BadKey => &mut self.bad_key,
+            HandshakeFailure::NoSharedSuite => &mut self.no_shared_suite,
+            HandshakeFailure::BadCertificate | HandshakeFailure::UntrustedCertificate(_) => &mut self.bad_certificate,
+            HandshakeFailure::Timeout => &mut self.timeout,
+            HandshakeFailure::Alert(_) | HandshakeFailure::Other(_) => &mut self.other,
+        };
+        *n += 1;
+    }
+}
+
+impl DtlsStats {
+    /// The failed handshakes as (reason, count), the reasons in snake case (a metric's label values).
+    pub fn failures_by_reason(&self) -> [(&'static str, u64); 6] {
+        let f = &self.failures;
+        [
+            ("unknown_identity", f.unknown_identity),
+            ("bad_key", f.bad_key),
+            ("no_shared_suite", f.no_shared_suite),
+            ("bad_certificate", f.bad_certificate),
+            ("timeout", f.timeout),
+            ("other", f.other),
+        ]
+    }
+
+    /// The records and datagrams dropped without an answer as (reason, count): dimpl's discards and
+    /// the datagrams from peers without a session.
+    pub fn drops_by_reason(&self) -> [(&'static str, u64); 5] {
+        let r = &self.records;
+        [
+            ("garbage", r.garbage),
+            ("bad_mac", r.bad_mac),
+            ("replay", r.replay),
+            ("unknown_epoch", r.unknown_epoch),
+            ("no_session", self.no_session),
+        ]
+    }
+
+    /// Adds `other`'s counts to these (the layers of one socket, summed).
+    pub fn add(&mut self, other: &DtlsStats) {
+        self.cookies_sent += other.cookies_sent;
+        self.handshakes_done += other.handshakes_done;
+        self.handshakes_failed += other.handshakes_failed;
+        let (f, g) = (&mut self.failures, &other.failures);
+        f.unknown_identity += g.unknown_identity;
+        f.bad_key += g.bad_key;
+        f.no_shared_suite += g.no_shared_suite;
+        f.bad_certificate += g.bad_certificate;
+        f.timeout += g.timeout;
+        f.other += g.other;
+        self.idle_closed += other.idle_closed;
+        self.evicted += other.evicted;
+        self.dropped += other.dropped;
+        self.no_session += other.no_session;
+        add_discarded(&mut self.records, &other.records);
+        self.moved += other.moved;
+    }
+}
+
+fn add_discarded(to: &mut dimpl::Discarded, d: &dimpl::Discarded) {
+    to.garbage += d.garbage;
+    to.bad_mac += d.bad_mac;
+    to.replay += d.replay;
+    to.unknown_epoch += d.unknown_epoch;
 }
 
 /// The length of the Connection IDs a server gives its sessions: 48 random bits, short for a
@@ -366,6 +455,9 @@ pub struct DtlsLayer {
     buf: Vec<u8>,
     /// dimpl's crypto provider, whose signature check verifies peer certificates against the CAs.
     provider: dimpl::crypto::CryptoProvider,
+    /// dimpl checked its crypto provider when this layer built its first session's configuration: the
+    /// next sessions skip the check (a key pair per group, ~7 ms: most of a PSK handshake otherwise).
+    provider_validated: bool,
 }
 
 impl DtlsLayer {
@@ -386,6 +478,7 @@ impl DtlsLayer {
             stats: DtlsStats::default(),
             now: Instant::ZERO,
             provider: dimpl::crypto::rust_crypto::default_provider(),
+            provider_validated: false,
         }
     }
 
@@ -403,8 +496,13 @@ impl DtlsLayer {
         self.sessions.get(&peer).is_some_and(|s| s.connected)
     }
 
+    /// The counters so far; `records` sums the discards of the live sessions and of those that ended.
     pub fn stats(&self) -> DtlsStats {
-        self.stats
+        let mut stats = self.stats;
+        for s in self.sessions.values() {
+            add_discarded(&mut stats.records, &s.dtls.discarded());
+        }
+        stats
     }
 
     fn to_std(&self, t: Instant) -> std::time::Instant {
@@ -454,6 +552,7 @@ impl DtlsLayer {
             .use_server_cookie(false)
             // A CoAP endpoint has no SRTP; pion's server refuses a use_srtp it cannot match.
             .offer_srtp(false)
+            .provider_validated(self.provider_validated)
             .handshake_timeout(std::time::Duration::from_micros(self.config.handshake_timeout.as_micros()))
             .dangerously_set_rng_seed(seed);
         let builder = match cid {
@@ -469,7 +568,9 @@ impl DtlsLayer {
             }
             _ => builder,
         };
-        builder.build().map(Arc::new)
+        let config = builder.build().map(Arc::new)?;
+        self.provider_validated = true;
+        Ok(config)
     }
 
     /// A new session with `peer`, evicting one from a full table first.
@@ -530,12 +631,19 @@ impl DtlsLayer {
         self.sessions.insert(peer, session);
     }
 
-    /// Forgets the session with `peer` (and its Connection ID).
+    /// Takes the session with `peer` out of the table (and its Connection ID), to move it.
     fn remove(&mut self, peer: SocketAddr) -> Option<Session> {
         let session = self.sessions.remove(&peer)?;
         if let Some(cid) = &session.cid {
             self.by_cid.remove(cid);
         }
+        Some(session)
+    }
+
+    /// Ends the session with `peer`: forgets it, keeping the count of the records it discarded.
+    fn end(&mut self, peer: SocketAddr) -> Option<Session> {
+        let session = self.remove(peer)?;
+        add_discarded(&mut self.stats.records, &session.dtls.discarded());
         Some(session)
     }
 
@@ -556,7 +664,7 @@ impl DtlsLayer {
                 self.drain(now, peer);
             }
         }
-        if self.remove(peer).is_some() {
+        if self.end(peer).is_some() {
             self.events.push_back(DtlsEvent::Closed { peer });
         }
     }
@@ -629,11 +737,13 @@ impl DtlsLayer {
         if !self.is_server() {
             trace!(%peer, "DTLS datagram from a peer without a session: dropped");
             self.stats.dropped += 1;
+            self.stats.no_session += 1;
             return false;
         }
         let Some(hello) = cookie::client_hello(data) else {
             trace!(%peer, len = data.len(), "datagram from a peer without a DTLS session is no ClientHello: dropped");
             self.stats.dropped += 1;
+            self.stats.no_session += 1;
             return false;
         };
         if !cookie::verify(&self.secret, peer, &hello) {
@@ -670,7 +780,7 @@ impl DtlsLayer {
         let Some(s) = self.sessions.get(&peer) else { return };
         if s.connected {
             debug!(%peer, error = %e, "DTLS session ended");
-            self.remove(peer);
+            self.end(peer);
             self.events.push_back(DtlsEvent::Closed { peer });
             return;
         }
@@ -688,9 +798,10 @@ impl DtlsLayer {
     /// Ends the handshake with `peer` for `reason`: a server tells the peer why with a fatal alert, and
     /// so does a client that refuses the server's certificate.
     fn fail_with(&mut self, peer: SocketAddr, reason: HandshakeFailure) {
-        let Some(s) = self.remove(peer) else { return };
+        let Some(s) = self.end(peer) else { return };
         info!(%peer, %reason, "DTLS handshake failed");
         self.stats.handshakes_failed += 1;
+        self.stats.failures.count(&reason);
         let tell = self.is_server() || matches!(reason, HandshakeFailure::UntrustedCertificate(_));
         if tell && reason != HandshakeFailure::Timeout {
             let payload = cookie::fatal_alert(reason.alert());
@@ -756,7 +867,7 @@ impl DtlsLayer {
             }
             if closed {
                 debug!(%peer, "DTLS close_notify");
-                self.remove(peer);
+                self.end(peer);
                 self.events.push_back(DtlsEvent::Closed { peer });
                 return;
             }

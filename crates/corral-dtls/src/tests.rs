@@ -235,3 +235,158 @@ proptest! {
         }
     }
 }
+
+/// A client and a server with an established session, the clock at one second.
+fn established() -> (DtlsLayer, DtlsLayer, Instant) {
+    let (mut c, mut s) = (client("alice", "secretPSK"), server());
+    let now = Instant::from_secs(1);
+    c.send(addr(SERVER), b"hello");
+    pump(now, &mut c, &mut s);
+    assert!(s.is_connected(addr(CLIENT)));
+    while s.poll_plaintext().is_some() {}
+    (c, s, now)
+}
+
+/// The record the client sends for `plaintext` on the established session.
+fn record(c: &mut DtlsLayer, plaintext: &[u8]) -> Vec<u8> {
+    c.send(addr(SERVER), plaintext);
+    let r = c.poll_transmit().expect("a record").payload;
+    assert!(c.poll_transmit().is_none());
+    r
+}
+
+#[test]
+fn tampered_replayed_truncated_and_unknown_epoch_records_are_dropped_and_counted_by_reason() {
+    let (mut c, mut s, now) = established();
+    let before = s.stats().records;
+    let genuine = record(&mut c, b"one");
+    let mut tampered = genuine.clone();
+    *tampered.last_mut().unwrap() ^= 1;
+    s.handle_datagram(now, addr(CLIENT), None, &tampered);
+    s.handle_datagram(now, addr(CLIENT), None, &genuine);
+    assert_eq!(s.poll_plaintext(), Some((addr(CLIENT), b"one".to_vec())), "the genuine record after a forgery");
+    s.handle_datagram(now, addr(CLIENT), None, &genuine);
+    let mut epoch_two = record(&mut c, b"two");
+    epoch_two[3..5].copy_from_slice(&[0, 2]);
+    s.handle_datagram(now, addr(CLIENT), None, &epoch_two);
+    let three = record(&mut c, b"three");
+    s.handle_datagram(now, addr(CLIENT), None, &three[..three.len() - 3]);
+    s.handle_datagram(now, addr(CLIENT), None, &[23, 0xfe, 0xfd, 0, 1]);
+    assert_eq!(s.poll_plaintext(), None, "nothing of the bad records reaches the message layer");
+    let r = s.stats().records;
+    assert_eq!(r.bad_mac - before.bad_mac, 1, "{r:?}");
+    assert_eq!(r.replay - before.replay, 1, "{r:?}");
+    assert_eq!(r.unknown_epoch - before.unknown_epoch, 1, "{r:?}");
+    assert_eq!(r.garbage - before.garbage, 2, "{r:?}");
+    assert!(s.is_connected(addr(CLIENT)), "no unauthenticated record ends the session");
+    s.handle_datagram(now, addr(CLIENT), None, &three);
+    assert_eq!(s.poll_plaintext(), Some((addr(CLIENT), b"three".to_vec())));
+}
+
+#[test]
+fn the_records_a_session_dropped_stay_counted_after_it_ends() {
+    let (mut c, mut s, now) = established();
+    let genuine = record(&mut c, b"one");
+    s.handle_datagram(now, addr(CLIENT), None, &genuine);
+    s.handle_datagram(now, addr(CLIENT), None, &genuine);
+    let replays = s.stats().records.replay;
+    assert!(replays >= 1);
+    s.close_all(now);
+    assert_eq!(s.sessions(), 0);
+    assert_eq!(s.stats().records.replay, replays);
+}
+
+#[test]
+fn a_record_of_a_closed_session_is_dropped_as_from_no_session() {
+    let (mut c, mut s, now) = established();
+    let late = record(&mut c, b"late");
+    s.close_all(now);
+    let before = s.stats().no_session;
+    s.handle_datagram(now, addr(CLIENT), None, &late);
+    assert_eq!(s.stats().no_session, before + 1);
+    assert_eq!((s.sessions(), s.poll_plaintext()), (0, None));
+}
+
+#[test]
+fn a_client_hello_inside_an_established_session_neither_renegotiates_nor_ends_it() {
+    let (mut c, mut s, now) = established();
+    let mut other = client("alice", "secretPSK");
+    other.send(addr(SERVER), b"x");
+    let hello = other.poll_transmit().unwrap().payload;
+    s.handle_datagram(now, addr(CLIENT), None, &hello);
+    while let Some(t) = s.poll_transmit() {
+        assert!(t.payload.len() <= hello.len(), "no flight answers a ClientHello in a session");
+    }
+    assert_eq!(s.sessions(), 1);
+    assert!(s.is_connected(addr(CLIENT)), "a spoofable plaintext ClientHello does not end the session");
+    let r = record(&mut c, b"still");
+    s.handle_datagram(now, addr(CLIENT), None, &r);
+    assert_eq!(s.poll_plaintext(), Some((addr(CLIENT), b"still".to_vec())));
+}
+
+/// A handshake record in epoch 0 carrying a fragment of a `length`-byte message of type `msg_type`.
+fn handshake_fragment(msg_type: u8, seq: u16, length: u32, offset: u32, fragment: &[u8], record_seq: u64) -> Vec<u8> {
+    let mut hs = vec![msg_type];
+    hs.extend_from_slice(&length.to_be_bytes()[1..]);
+    hs.extend_from_slice(&seq.to_be_bytes());
+    hs.extend_from_slice(&offset.to_be_bytes()[1..]);
+    hs.extend_from_slice(&(fragment.len() as u32).to_be_bytes()[1..]);
+    hs.extend_from_slice(fragment);
+    let mut rec = vec![22, 0xfe, 0xfd, 0, 0];
+    rec.extend_from_slice(&record_seq.to_be_bytes()[2..]);
+    rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+    rec.extend_from_slice(&hs);
+    rec
+}
+
+#[test]
+fn an_oversized_certificate_chain_in_fragments_is_bounded_and_ends_in_the_handshake_timeout() {
+    let mut s = server();
+    let mut c = client("alice", "secretPSK");
+    let now = Instant::from_secs(1);
+    c.send(addr(SERVER), b"x");
+    let hello = c.poll_transmit().unwrap().payload;
+    s.handle_datagram(now, addr(CLIENT), None, &hello);
+    let hvr = s.poll_transmit().unwrap().payload;
+    c.handle_datagram(now, addr(SERVER), None, &hvr);
+    s.handle_datagram(now, addr(CLIENT), None, &c.poll_transmit().unwrap().payload);
+    assert_eq!(s.sessions(), 1, "a handshake under way");
+    while s.poll_transmit().is_some() {}
+    // A Certificate message (type 11) of 16 MiB − 1, the largest a handshake header can announce, in
+    // 1,000-byte fragments: 2,000 of them, far past any chain a constrained server should take.
+    let chunk = [0x30u8; 1000];
+    let total = 0xff_ffff;
+    for i in 0..2000u32 {
+        let frag = handshake_fragment(11, 2, total, i * 1000, &chunk, 100 + u64::from(i));
+        s.handle_datagram(now, addr(CLIENT), None, &frag);
+        while s.poll_transmit().is_some() {}
+    }
+    assert!(s.sessions() <= 1);
+    assert!(!s.is_connected(addr(CLIENT)));
+    let end = now + Duration::from_secs(31);
+    let mut t = now;
+    while s.sessions() > 0 && t < end {
+        t = s.poll_timeout().map_or(end, |d| d.min(end)).max(t + Duration::from_millis(1));
+        s.handle_timeout(t);
+        while s.poll_transmit().is_some() {}
+    }
+    assert_eq!(s.sessions(), 0, "the handshake ended");
+    assert_eq!(s.stats().handshakes_failed, 1);
+}
+
+#[test]
+fn failed_handshakes_are_counted_by_reason() {
+    let (mut c, mut s) = (client("mallory", "secretPSK"), server());
+    c.send(addr(SERVER), b"request");
+    pump(Instant::from_secs(1), &mut c, &mut s);
+    let (mut c2, mut s2) = (client("alice", "wrongkey"), server());
+    c2.send(addr(SERVER), b"request");
+    pump(Instant::from_secs(1), &mut c2, &mut s2);
+    let mut total = s.stats();
+    total.add(&s2.stats());
+    assert_eq!(total.handshakes_failed, 2);
+    assert_eq!((total.failures.unknown_identity, total.failures.bad_key), (1, 1), "{total:?}");
+    let by: u64 = total.failures_by_reason().iter().map(|(_, n)| n).sum();
+    assert_eq!(by, total.handshakes_failed);
+    assert_eq!(c.stats().failures.unknown_identity, 1, "the client counts its own failure too");
+}

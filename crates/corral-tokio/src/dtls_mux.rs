@@ -11,6 +11,7 @@
 //! (corral-dtls) nor CoAP (corral-proto).
 
 use crate::driver::{Clock, Machine};
+use crate::dtls::{delegate_to_inner, new_layer, DtlsWatch, Publisher};
 use corral_dtls::{DtlsConfig, DtlsEvent, DtlsLayer, HandshakeFailure};
 use corral_proto::tcp::ConnId;
 use corral_proto::{
@@ -28,6 +29,8 @@ pub struct DtlsMuxConfig {
     pub server: Option<DtlsConfig>,
     /// Reach each of these peers over `coaps://` with its own (client-role) configuration.
     pub peers: Vec<(SocketAddr, DtlsConfig)>,
+    /// Publish the layers' counters here (summed over the server layer and the peers').
+    pub watch: Option<DtlsWatch>,
 }
 
 impl DtlsMuxConfig {
@@ -42,7 +45,7 @@ fn is_dtls(data: &[u8]) -> bool {
 }
 
 /// A handshake failure in the words of [`RequestError::Dtls`].
-fn reason(failure: &HandshakeFailure) -> &'static str {
+pub(crate) fn reason(failure: &HandshakeFailure) -> &'static str {
     match failure {
         HandshakeFailure::UnknownIdentity => "unknown PSK identity",
         HandshakeFailure::BadKey => "the keys do not match",
@@ -54,63 +57,6 @@ fn reason(failure: &HandshakeFailure) -> &'static str {
     }
 }
 
-fn new_layer(config: DtlsConfig, clock: Clock) -> DtlsLayer {
-    let mut secret = [0u8; 32];
-    // Without the OS's random source no cookie could be unpredictable; no peer can cause this.
-    getrandom::fill(&mut secret).expect("the operating system's random source (getrandom) is available");
-    DtlsLayer::new(config, clock.to_std(Instant::ZERO), secret)
-}
-
-/// The [`Machine`] methods a DTLS wrapper hands to its inner machine unchanged (CoAP over TCP, events,
-/// commands, the endpoints, answers): DTLS touches datagrams and timers only.
-macro_rules! delegate_to_inner {
-    () => {
-        fn handle_tcp_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr) {
-            self.inner.handle_tcp_connected(now, conn, peer)
-        }
-        fn handle_tcp_data(&mut self, now: Instant, conn: ConnId, data: &[u8]) {
-            self.inner.handle_tcp_data(now, conn, data)
-        }
-        fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId) {
-            self.inner.handle_tcp_closed(now, conn)
-        }
-        fn handle_tcp_connect_failed(&mut self, now: Instant, dst: SocketAddr) {
-            self.inner.handle_tcp_connect_failed(now, dst)
-        }
-        fn poll_tcp_connect(&mut self) -> Option<SocketAddr> {
-            self.inner.poll_tcp_connect()
-        }
-        fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit> {
-            self.inner.poll_tcp_transmit()
-        }
-        fn poll_tcp_close(&mut self) -> Option<ConnId> {
-            self.inner.poll_tcp_close()
-        }
-        fn poll_event(&mut self) -> Option<Event> {
-            self.inner.poll_event()
-        }
-        fn poll_command(&mut self) -> Option<NodeCommand> {
-            self.inner.poll_command()
-        }
-        fn endpoint(&self) -> &Endpoint {
-            self.inner.endpoint()
-        }
-        fn endpoint_mut(&mut self) -> &mut Endpoint {
-            self.inner.endpoint_mut()
-        }
-        fn tcp(&self) -> &TcpEndpoint {
-            self.inner.tcp()
-        }
-        fn tcp_mut(&mut self) -> &mut TcpEndpoint {
-            self.inner.tcp_mut()
-        }
-        fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
-            self.inner.respond(now, id, response)
-        }
-    };
-}
-pub(crate) use delegate_to_inner;
-
 /// See the module docs.
 pub(crate) struct DtlsMux<M> {
     inner: M,
@@ -118,6 +64,7 @@ pub(crate) struct DtlsMux<M> {
     peers: HashMap<SocketAddr, DtlsLayer>,
     /// The PSK identity of each server session (removed when it closes: at most the server's sessions).
     identities: HashMap<SocketAddr, Arc<[u8]>>,
+    publisher: Option<Publisher>,
     /// The latest time the driver gave (sends have none).
     now: Instant,
 }
@@ -129,6 +76,7 @@ impl<M: Machine> DtlsMux<M> {
             server: config.server.map(|c| new_layer(c, clock)),
             peers: config.peers.into_iter().map(|(peer, c)| (peer, new_layer(c, clock))).collect(),
             identities: HashMap::new(),
+            publisher: Publisher::new(config.watch),
             now: Instant::ZERO,
         }
     }
@@ -201,6 +149,7 @@ impl<M: Machine> Machine for DtlsMux<M> {
             layer.handle_timeout(now);
         }
         self.deliver(now, None);
+        Publisher::publish(&mut self.publisher, now, self.server.iter().chain(self.peers.values()));
     }
     fn poll_transmit(&mut self) -> Option<Transmit> {
         loop {
@@ -224,7 +173,7 @@ impl<M: Machine> Machine for DtlsMux<M> {
     delegate_to_inner!();
     fn poll_timeout(&self) -> Option<Instant> {
         let layers = self.server.iter().chain(self.peers.values()).filter_map(DtlsLayer::poll_timeout);
-        layers.chain(self.inner.poll_timeout()).min()
+        layers.chain(self.inner.poll_timeout()).chain(Publisher::due(&self.publisher)).min()
     }
 }
 

@@ -64,8 +64,9 @@ pub use client::{
     Client, ClientBuilder, Collected, Error, MulticastResponse, MulticastResponses, Observation, OscoreError,
     RequestBuilder,
 };
-pub use corral_dtls::{DtlsConfig, HandshakeFailure, PskKeys, Role as DtlsRole, X509};
+pub use corral_dtls::{DtlsConfig, DtlsStats, HandshakeFailure, PskKeys, Role as DtlsRole, X509};
 pub use driver::{os_seed, os_seeded, Clock, DriverStats, OsSeeded};
+pub use dtls::{DtlsNumbers, DtlsWatch, DTLS_PUBLISH_PERIOD};
 pub use dtls_mux::DtlsMuxConfig;
 pub use server::{RouteConfig, Server, ServerBuilder, ServerHandle, ServerRequest};
 pub use tcp::bind_listener;

@@ -5,12 +5,17 @@
 //! each keeping exactly one request outstanding. The clients drive their endpoints inline on the driver
 //! loop ([`crate::event_loop`]) — no channels, no extra tasks — on the caller's runtime.
 //!
+//! Over `coaps://` ([`Template::dtls`]) each client's endpoint sits behind a DTLS layer of its own
+//! (corral-dtls, client role): one session per client, or a new one for every request
+//! ([`Template::full_handshakes`]: requests/s are then full handshakes/s).
+//!
 //! Owns: the clients, their sockets and what they count. Must never: print or decide exit codes (the
 //! binary's).
 
 use crate::socket::{CoapSocket, SocketOptions};
 use crate::{Clock, Code, EndpointConfig, OptionNumber, Request, SendParams};
-use corral_proto::{Duration as CDuration, Endpoint, Event, Instant, RequestId};
+use corral_dtls::{DtlsConfig, DtlsEvent, DtlsLayer};
+use corral_proto::{Duration as CDuration, Endpoint, Event, Instant, RequestError, RequestId};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::ControlFlow;
@@ -80,6 +85,10 @@ pub struct Template {
     pub distinct: bool,
     /// Protect every request with this context; answers must verify.
     pub oscore: Option<crate::oscore::SharedContext>,
+    /// coaps://: each client's DTLS configuration (client role).
+    pub dtls: Option<DtlsConfig>,
+    /// With `dtls`: close the session after each answer, so that every request pays a full handshake.
+    pub full_handshakes: bool,
 }
 
 impl Template {
@@ -263,6 +272,7 @@ async fn client_loop(
 ) -> io::Result<ClientResult> {
     let mut c = Emulated {
         ep: Endpoint::new(crate::os_seeded(EndpointConfig::default())),
+        dtls: template.dtls.clone().map(|config| crate::dtls::new_layer(config, clock)),
         bufs: socket.recv_buffers(),
         socket,
         errors,
@@ -288,6 +298,8 @@ async fn client_loop(
 /// An emulated client's state, driven by corral-tokio's driver loop.
 struct Emulated {
     ep: Endpoint,
+    /// coaps://: the endpoint's datagrams go through this layer.
+    dtls: Option<DtlsLayer>,
     socket: CoapSocket,
     /// Wakes on the socket's errors (see [`client_socket`]).
     errors: tokio::io::unix::AsyncFd<std::net::UdpSocket>,
@@ -326,11 +338,15 @@ impl crate::event_loop::Drive for Emulated {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.ep.poll_timeout()
+        [self.ep.poll_timeout(), self.dtls.as_ref().and_then(DtlsLayer::poll_timeout)].into_iter().flatten().min()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.ep.handle_timeout(now)
+        self.ep.handle_timeout(now);
+        if let Some(layer) = &mut self.dtls {
+            layer.handle_timeout(now);
+            self.deliver_dtls(now);
+        }
     }
 
     fn deadline(&self) -> Option<Instant> {
@@ -350,7 +366,19 @@ impl crate::event_loop::Drive for Emulated {
                 return ControlFlow::Break(Err(e));
             }
         }
-        while let Some(t) = self.ep.poll_transmit() {
+        if let Some(layer) = &mut self.dtls {
+            // The layer's clock moves only with its input: bring it to now before a send starts a handshake.
+            layer.handle_timeout(now);
+            while let Some(t) = self.ep.poll_transmit() {
+                layer.send(t.dst, &t.payload);
+            }
+        }
+        loop {
+            let next = match &mut self.dtls {
+                Some(layer) => layer.poll_transmit(),
+                None => self.ep.poll_transmit(),
+            };
+            let Some(t) = next else { break };
             match self.socket.send(t.dst, &t.payload).await {
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                     self.shared.refused.store(true, Ordering::Relaxed)
@@ -380,8 +408,12 @@ impl crate::event_loop::Drive for Emulated {
                     Ok(_) => {
                         let now = self.clock.now();
                         for (from, dst_ip, data) in self.bufs.datagrams() {
-                            self.ep.handle_datagram(now, from, dst_ip, data);
+                            match &mut self.dtls {
+                                Some(layer) => layer.handle_datagram(now, from, dst_ip, data),
+                                None => self.ep.handle_datagram(now, from, dst_ip, data),
+                            }
                         }
+                        self.deliver_dtls(now);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     // The ICMP port unreachable of an earlier request (the socket is connected).
@@ -406,6 +438,20 @@ impl crate::event_loop::Drive for Emulated {
 }
 
 impl Emulated {
+    /// Hands the DTLS layer's plaintext to the endpoint, and fails the endpoint's exchanges with a peer
+    /// whose handshake failed.
+    fn deliver_dtls(&mut self, now: Instant) {
+        let Some(layer) = &mut self.dtls else { return };
+        while let Some((peer, data)) = layer.poll_plaintext() {
+            self.ep.handle_datagram(now, peer, None, &data);
+        }
+        while let Some(event) = layer.poll_event() {
+            if let DtlsEvent::Failed { peer, reason } = event {
+                self.ep.fail_peer(now, peer, RequestError::Dtls(crate::dtls_mux::reason(&reason)));
+            }
+        }
+    }
+
     /// Counts the answers (and timeouts) that came, and takes up an Echo challenge.
     fn on_events(&mut self, now: Instant) {
         while let Some(event) = self.ep.poll_event() {
@@ -444,6 +490,11 @@ impl Emulated {
                 continue;
             }
             self.outstanding = None;
+            if self.template.full_handshakes {
+                if let Some(layer) = &mut self.dtls {
+                    layer.close_all(now);
+                }
+            }
             match outcome {
                 Some(result) => {
                     self.histogram.record(now.saturating_since(started).as_micros());

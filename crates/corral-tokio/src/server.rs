@@ -171,6 +171,8 @@ pub struct Server {
     dtls: Option<corral_dtls::DtlsConfig>,
     /// coaps:// beside coap:// on this socket (see [`Server::set_dtls_mux`]).
     dtls_mux: Option<crate::DtlsMuxConfig>,
+    /// Where the coaps:// layer of [`ServerBuilder::dtls`] publishes its counters.
+    dtls_watch: Option<crate::DtlsWatch>,
 }
 
 impl Server {
@@ -193,6 +195,7 @@ impl Server {
             well_known_core: true,
             dtls: None,
             dtls_mux: None,
+            dtls_watch: None,
         }
     }
 
@@ -234,6 +237,14 @@ impl Server {
     /// accepting DTLS clients, reaching the peers the configuration has credentials for over DTLS.
     pub fn set_dtls_mux(&mut self, config: crate::DtlsMuxConfig) -> &mut Self {
         self.dtls_mux = Some(config);
+        self
+    }
+
+    /// Publishes the counters of the coaps:// layer ([`ServerBuilder::dtls`]) to `watch` every
+    /// [`crate::DTLS_PUBLISH_PERIOD`] (a socket that also speaks coap:// publishes through
+    /// [`crate::DtlsMuxConfig::watch`]).
+    pub fn set_dtls_watch(&mut self, watch: crate::DtlsWatch) -> &mut Self {
+        self.dtls_watch = Some(watch);
         self
     }
 
@@ -304,7 +315,20 @@ impl Server {
         let tcp_local = self.tcp_local_addr();
         let handlers = Handle::try_current().ok();
         let (done_tx, done_rx) = oneshot::channel();
-        let Server { socket, tcp, tcp_config, config, mounts, routes, tx, rx, well_known_core, dtls, dtls_mux } = self;
+        let Server {
+            socket,
+            tcp,
+            tcp_config,
+            config,
+            mounts,
+            routes,
+            tx,
+            rx,
+            well_known_core,
+            dtls,
+            dtls_mux,
+            dtls_watch,
+        } = self;
         let config = os_seeded(config);
         let tcp_config = tcp.is_some().then(|| {
             os_seeded(tcp_config.unwrap_or_else(|| TcpConfig {
@@ -350,7 +374,7 @@ impl Server {
                     match (dtls, dtls_mux) {
                         (Some(c), _) => {
                             let failures = Default::default();
-                            let node = crate::dtls::DtlsMachine::new(node, c, clock, failures);
+                            let node = crate::dtls::DtlsMachine::new(node, c, clock, failures, dtls_watch);
                             Driver::new(node, socket, clock, rx, tcp).run().await
                         }
                         (None, Some(m)) => {

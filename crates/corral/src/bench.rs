@@ -28,12 +28,14 @@ Examples:
   corral bench coap://[::1]/test --clients 64 --duration 5 --non
   corral bench coap://127.0.0.1/echo -m post --payload 100 --requests 100000
   corral bench coap://127.0.0.1:5701/hello -P coap://127.0.0.1:5700 --distinct
+  corral bench coaps://127.0.0.1/hello -k secretPSK -u alice
+  corral bench coaps://127.0.0.1/hello -k secretPSK -u alice --full-handshakes
   scripts/bench-server.sh                    # corral serve vs libcoap
   scripts/bench-proxy.sh                     # corral proxy vs libcoap's proxy";
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// The resource to request: coap://host[:port]/path.
+    /// The resource to request: coap://host[:port]/path, or coaps:// with -k and -u.
     pub uri: String,
     /// Emulated clients, each with its own socket and endpoint.
     #[arg(short, long, default_value = "16", value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -77,6 +79,17 @@ pub struct BenchArgs {
     /// protected GET, so a proxy can answer them from its cache; the signed answers are verified).
     #[arg(long, requires = "credentials")]
     pub deterministic: bool,
+    /// coaps://: the pre-shared key (libcoap's -k), as text; with -u. Each client opens its own DTLS
+    /// session (TLS_PSK_WITH_AES_128_CCM_8) before its first request.
+    #[arg(short = 'k', long = "psk", value_name = "KEY", requires = "identity")]
+    pub psk: Option<String>,
+    /// coaps://: the PSK identity (libcoap's -u); with -k.
+    #[arg(short = 'u', long = "identity", value_name = "IDENTITY", requires = "psk")]
+    pub identity: Option<String>,
+    /// coaps://: close each client's DTLS session after every answer, so that every request pays a full
+    /// handshake (cookie exchange included): requests/s are then full handshakes/s.
+    #[arg(long, requires = "psk")]
+    pub full_handshakes: bool,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -88,8 +101,25 @@ const MAX_RUN: Duration = Duration::from_secs(600);
 pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
     let (uri, scope_id) =
         corral_tokio::uri::parse_scoped(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
-    if uri.scheme != Scheme::Coap && args.proxy.is_none() {
-        return Err(Failure::usage(format!("corral bench measures CoAP over UDP: use coap://, not {}://", uri.scheme)));
+    if !matches!(uri.scheme, Scheme::Coap | Scheme::Coaps) && args.proxy.is_none() {
+        return Err(Failure::usage(format!(
+            "corral bench measures CoAP over UDP: use coap:// or coaps://, not {}://",
+            uri.scheme
+        )));
+    }
+    let dtls = crate::dtls_args::DtlsClientArgs {
+        psk: args.psk.clone(),
+        identity: args.identity.clone(),
+        ..Default::default()
+    };
+    if uri.scheme == Scheme::Coaps && args.proxy.is_some() {
+        return Err(Failure::usage("corral bench sends coaps:// to the server itself: drop --proxy"));
+    }
+    if args.proxy.is_none() {
+        dtls.check(uri.scheme)?;
+    }
+    if args.full_handshakes && uri.scheme != Scheme::Coaps {
+        return Err(Failure::usage("--full-handshakes measures DTLS handshakes: give a coaps:// URI with -k and -u"));
     }
     let oscore = match &args.credentials {
         Some(file) => {
@@ -155,6 +185,8 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
             proxy_uri: proxy.is_some().then(|| uri.to_string()),
             distinct: args.distinct,
             oscore: oscore.clone(),
+            dtls: dtls.config().filter(|_| uri.scheme == Scheme::Coaps),
+            full_handshakes: args.full_handshakes,
         };
         let params = SendParams {
             confirmable: !args.non,

@@ -254,7 +254,7 @@ impl DtlsNodeArgs {
             Some(file) => load_peer_file(file)?,
             None => Vec::new(),
         };
-        let mux = corral_tokio::DtlsMuxConfig { server, peers };
+        let mux = corral_tokio::DtlsMuxConfig { server, peers, watch: None };
         Ok((!mux.is_empty()).then_some(mux))
     }
 }

@@ -255,10 +255,11 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         }
         let mut server =
             builder.bind_addr(bind).map_err(|e| Failure::other(format!("cannot listen on {bind}: {e}")))?;
-        if let Some(mux) = dtls {
+        let board = crate::http::Board::new(1);
+        if let Some(mut mux) = dtls {
+            mux.watch = Some(board.dtls());
             server.set_dtls_mux(mux);
         }
-        let board = crate::http::Board::new(1);
         let window = args.http.bind("proxy", board.clone(), crate::http::this_machine())?;
         let proxy = ProxyService::new(config, fib);
         match &window {

@@ -190,10 +190,11 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
     rt.block_on(async move {
         let board = crate::http::Board::new(usize::from(args.workers));
         let window = args.http.bind("serve", board.clone(), crate::http::this_machine())?;
+        let dtls_watch = board.dtls();
         let watch = window.as_ref().map(|_| board);
         let http = window.as_ref().and_then(|w| w.local_addr());
         let (local, tcp_local, workers) = start(&args, workers, oscore, watch)?;
-        let coaps = start_dtls(&args, local)?;
+        let coaps = start_dtls(&args, local, dtls_watch)?;
         if let Some(w) = window {
             w.spawn().await?;
         }
@@ -244,10 +245,19 @@ fn obs_period(args: &ServeArgs) -> corral_tokio::corral_proto::Duration {
 }
 
 /// coaps:// (--dtls): the same resources on a DTLS socket of their own.
-fn start_dtls(args: &ServeArgs, local: SocketAddr) -> Result<Option<corral_tokio::ServerHandle>, Failure> {
+/// Its DTLS counters go to `watch` (read by --http's /metrics).
+fn start_dtls(
+    args: &ServeArgs,
+    local: SocketAddr,
+    watch: corral_tokio::DtlsWatch,
+) -> Result<Option<corral_tokio::ServerHandle>, Failure> {
     let Some((at, dtls)) = args.dtls.server(local)? else { return Ok(None) };
     let period = obs_period(args);
-    crate::dtls_args::spawn_server(at, dtls, endpoint_config(args), |s| mount_resources!(s, period)).map(Some)
+    crate::dtls_args::spawn_server(at, dtls, endpoint_config(args), |s| {
+        mount_resources!(s, period);
+        s.set_dtls_watch(watch);
+    })
+    .map(Some)
 }
 
 /// Binds the workers, joins the groups and starts serving: the UDP address, the TCP one, the workers.

@@ -105,6 +105,7 @@ impl Config {
             psk: None,
             connection_id: None,
             offer_srtp: true,
+            provider_validated: false,
         }
     }
 
@@ -320,9 +321,21 @@ pub struct ConfigBuilder {
     connection_id: Option<Vec<u8>>,
     /// corral patch: whether a client offers use_srtp (RFC 5764).
     offer_srtp: bool,
+    /// corral patch: skip the crypto provider's self-check in `build` (see
+    /// [`ConfigBuilder::provider_validated`]).
+    provider_validated: bool,
 }
 
 impl ConfigBuilder {
+    /// corral patch: the caller has built a `Config` with this crypto provider before, so `build` need not
+    /// check it again. The check generates a key pair for every key exchange group and verifies
+    /// signatures (about 7 ms of pure-Rust P-256/P-384/X25519 arithmetic): paid for every session, it was
+    /// nearly all of a PSK handshake's cost on the server.
+    pub fn provider_validated(mut self, validated: bool) -> Self {
+        self.provider_validated = validated;
+        self
+    }
+
     /// Set the max transmission unit (MTU).
     ///
     /// The largest size UDP packets we will produce.
@@ -556,8 +569,10 @@ impl ConfigBuilder {
              or enable the 'aws-lc-rs' or 'rust-crypto' feature.",
         );
 
-        // Always validate the crypto provider
-        crypto_provider.validate()?;
+        // Always validate the crypto provider (corral patch: unless the caller already did).
+        if !self.provider_validated {
+            crypto_provider.validate()?;
+        }
 
         // Validate MTU: must be large enough for DTLS record + handshake headers
         if self.mtu < 64 {

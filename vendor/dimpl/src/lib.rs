@@ -263,6 +263,32 @@ pub use error::{
     InvalidStateError, PskError, SecurityError, TimeoutError, UnexpectedMessageError,
 };
 
+/// corral patch: why a record was discarded silently (see [`Dtls::discarded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Discard {
+    /// It did not parse: truncated, overlong, malformed, unordered, or not our Connection ID.
+    Garbage,
+    /// It did not authenticate (the AEAD tag did not verify).
+    BadMac,
+    /// Its sequence number was seen before or fell behind the replay window.
+    Replay,
+    /// Its epoch is one this instance has no keys for (renegotiation is unsupported).
+    UnknownEpoch,
+}
+
+/// corral patch: counts of records discarded silently, by [`Discard`] reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Discarded {
+    /// [`Discard::Garbage`].
+    pub garbage: u64,
+    /// [`Discard::BadMac`].
+    pub bad_mac: u64,
+    /// [`Discard::Replay`].
+    pub replay: u64,
+    /// [`Discard::UnknownEpoch`].
+    pub unknown_epoch: u64,
+}
+
 mod config;
 pub use config::{Config, ConfigBuilder, Psk, PskResolver};
 
@@ -623,6 +649,16 @@ impl Dtls {
             Inner::Client12(client) => client.engine().newest_authenticated(),
             Inner::Server12(server) => server.engine().newest_authenticated(),
             _ => None,
+        }
+    }
+
+    /// corral patch: the records from the peer this instance discarded silently so far, by reason
+    /// (RFC 6347 §4.1.2.7: invalid records are dropped without an alert; DTLS 1.2; zero for 1.3).
+    pub fn discarded(&self) -> Discarded {
+        match self.inner.as_ref() {
+            Some(Inner::Client12(client)) => client.engine().discarded(),
+            Some(Inner::Server12(server)) => server.engine().discarded(),
+            _ => Discarded::default(),
         }
     }
 

@@ -140,7 +140,7 @@ impl ClientBuilder {
         let dtls = match self.dtls {
             Some(c) => {
                 let failures = Arc::new(crate::dtls::DtlsFailures::default());
-                let machine = crate::dtls::DtlsMachine::new(machine, c, clock, failures.clone());
+                let machine = crate::dtls::DtlsMachine::new(machine, c, clock, failures.clone(), None);
                 tokio::spawn(Driver::new(machine, socket, clock, rx, tcp).run().instrument(span));
                 Some(failures)
             }

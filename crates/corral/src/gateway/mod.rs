@@ -292,7 +292,10 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     // The HTTP window's cross-proxy reaches the same coaps:// peers with the same credentials.
     let coaps_peers = dtls.as_ref().map(|m| m.peers.clone()).unwrap_or_default();
     let dtls_peers: Vec<SocketAddr> = coaps_peers.iter().map(|(a, _)| *a).collect();
-    if let Some(mux) = dtls {
+    // The operator's window (--http) reads the workers' snapshots and the coaps:// socket's counters here.
+    let board = crate::http::Board::new(usize::from(args.workers));
+    if let Some(mut mux) = dtls {
+        mux.watch = Some(board.dtls());
         bound.set_dtls_mux(mux)?;
     }
 
@@ -311,7 +314,6 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     // guard checks each HTTP client's role before the window sends the matching /em request from its own
     // loopback socket, so that socket gets the manage role: an HTTP manager from another network is not
     // refused by the Entity Manager for the window's address (its quota is the window's, shared).
-    let board = crate::http::Board::new(usize::from(args.workers));
     let window = args.http.bind("gateway", board.clone(), policy.access.clone())?.map(|w| {
         w.gateway(crate::http::GatewaySide {
             coap: gateway_contact(local),

@@ -21,7 +21,7 @@ type Labels = Vec<(String, String)>;
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 pub(super) async fn metrics(State(app): State<Shared>) -> Response {
-    let text = render(app.window.verb, &app.window.board.read());
+    let text = render(app.window.verb, &app.window.board.read(), app.window.board.dtls().read());
     match text {
         Ok(t) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], t).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the metrics: {e}\n")).into_response(),
@@ -105,8 +105,12 @@ fn micros(us: u64) -> f64 {
     us as f64 / 1e6
 }
 
-/// The text of a scrape.
-pub fn render(verb: &str, snaps: &[super::watch::Snapshot<Extra>]) -> Result<String, std::fmt::Error> {
+/// The text of a scrape: the workers' snapshots and, with a coaps:// socket, its DTLS counters.
+pub fn render(
+    verb: &str,
+    snaps: &[super::watch::Snapshot<Extra>],
+    dtls_numbers: Option<corral_tokio::DtlsNumbers>,
+) -> Result<String, std::fmt::Error> {
     let mut reg = Registry::with_prefix("corral");
     let per = |f: &dyn Fn(&corral_tokio::corral_proto::Stats) -> u64| {
         Counters(snaps.iter().enumerate().map(|(i, s)| (worker(i), f(&s.stats))).collect())
@@ -191,6 +195,9 @@ pub fn render(verb: &str, snaps: &[super::watch::Snapshot<Extra>]) -> Result<Str
     layer(r, snaps);
     em(r, snaps);
     proxy(r, snaps);
+    if let Some(d) = dtls_numbers {
+        dtls(r, &d);
+    }
     let mut out = String::new();
     encode(&mut out, &reg)?;
     let _ = verb;
@@ -213,6 +220,43 @@ fn layer(r: &mut Registry, snaps: &[super::watch::Snapshot<Extra>]) {
             .collect();
         counter(r, name, help, None, Counters(values));
     }
+}
+
+/// The coaps:// socket's counters (corral-dtls's, summed over its layers; no `worker` label: one socket
+/// serves DTLS).
+fn dtls(r: &mut Registry, d: &corral_tokio::DtlsNumbers) {
+    let s = &d.stats;
+    // Unlabelled samples (a family of one would be written `name{} value`).
+    let one = |r: &mut Registry, name: &str, help: &str, v: u64| register(r, name, help, None, ConstCounter::new(v));
+    let by = |label: &str, values: &[(&'static str, u64)]| {
+        Counters(values.iter().map(|(k, v)| (vec![(label.to_string(), k.to_string())], *v)).collect())
+    };
+    let sessions = ConstGauge::new(d.sessions as i64);
+    register(r, "dtls_sessions", "DTLS sessions held (handshakes included)", None, sessions);
+    one(
+        r,
+        "dtls_cookies_sent",
+        "HelloVerifyRequests sent: ClientHellos without a valid cookie, answered without keeping state",
+        s.cookies_sent,
+    );
+    one(r, "dtls_handshakes_completed", "DTLS handshakes completed", s.handshakes_done);
+    counter(
+        r,
+        "dtls_handshakes_failed",
+        "DTLS handshakes failed, by reason",
+        None,
+        by("reason", &s.failures_by_reason()),
+    );
+    counter(
+        r,
+        "dtls_records_dropped",
+        "DTLS records and datagrams dropped without an answer, by reason",
+        None,
+        by("reason", &s.drops_by_reason()),
+    );
+    one(r, "dtls_sessions_evicted", "DTLS sessions evicted from a full session table", s.evicted);
+    one(r, "dtls_sessions_idle_closed", "DTLS sessions closed after their idle timeout", s.idle_closed);
+    one(r, "dtls_sessions_moved", "DTLS sessions that followed their peer to a new address by Connection ID", s.moved);
 }
 
 /// The workers whose service published `T`, with their index.

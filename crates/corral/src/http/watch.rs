@@ -31,22 +31,34 @@ pub struct Snapshot<T> {
     pub layer: Vec<LayerCounter>,
 }
 
-/// The slots of every worker, shared between the nodes (writers) and the HTTP listener (reader).
-pub struct Board<T>(Vec<Arc<Mutex<Snapshot<T>>>>);
+/// The slots of every worker, shared between the nodes (writers) and the HTTP listener (reader), and the
+/// slot the node's coaps:// socket publishes its DTLS counters to (corral-tokio's driver writes it, as
+/// the nodes write theirs: on its own timer, never waiting for a reader).
+pub struct Board<T> {
+    slots: Vec<Arc<Mutex<Snapshot<T>>>>,
+    dtls: corral_tokio::DtlsWatch,
+}
 
 impl<T: Clone + Default> Board<T> {
     pub fn new(workers: usize) -> Arc<Board<T>> {
-        Arc::new(Board((0..workers.max(1)).map(|_| Arc::new(Mutex::new(Snapshot::default()))).collect()))
+        let slots = (0..workers.max(1)).map(|_| Arc::new(Mutex::new(Snapshot::default()))).collect();
+        Arc::new(Board { slots, dtls: corral_tokio::DtlsWatch::default() })
     }
 
     /// The slot worker `i` writes.
     pub fn slot(&self, i: usize) -> Arc<Mutex<Snapshot<T>>> {
-        self.0[i].clone()
+        self.slots[i].clone()
     }
 
     /// Every worker's last snapshot, in worker order.
     pub fn read(&self) -> Vec<Snapshot<T>> {
-        self.0.iter().map(|s| s.lock().map(|g| g.clone()).unwrap_or_default()).collect()
+        self.slots.iter().map(|s| s.lock().map(|g| g.clone()).unwrap_or_default()).collect()
+    }
+
+    /// Where the node's coaps:// socket publishes (give it to [`corral_tokio::Server::set_dtls_watch`] or
+    /// [`corral_tokio::DtlsMuxConfig::watch`]).
+    pub fn dtls(&self) -> corral_tokio::DtlsWatch {
+        self.dtls.clone()
     }
 }
 

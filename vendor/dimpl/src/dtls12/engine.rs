@@ -120,6 +120,9 @@ pub struct Engine {
     /// caller moves a session to a new address only for a record that is both genuine and newer
     /// than any before it (RFC 9146 §6).
     newest_authenticated: Option<u64>,
+
+    /// corral patch: records this engine discarded silently, by reason.
+    discarded: crate::Discarded,
 }
 
 /// corral patch: see [`Engine::set_connection_ids`].
@@ -179,6 +182,7 @@ impl Engine {
             close_notify_reported: false,
             connection_ids: None,
             newest_authenticated: None,
+            discarded: crate::Discarded::default(),
         }
     }
 
@@ -201,6 +205,11 @@ impl Engine {
     /// corral patch: see the field.
     pub fn newest_authenticated(&self) -> Option<u64> {
         self.newest_authenticated
+    }
+
+    /// corral patch: see [`crate::Dtls::discarded`].
+    pub fn discarded(&self) -> crate::Discarded {
+        self.discarded
     }
 
     pub fn set_client(&mut self, is_client: bool) {
@@ -1365,6 +1374,17 @@ impl RecordHandler for Engine {
 
     fn rx_cid(&self) -> Option<&[u8]> {
         self.rx_connection_id()
+    }
+
+    fn note_discarded(&mut self, reason: crate::Discard) {
+        let d = &mut self.discarded;
+        let n = match reason {
+            crate::Discard::Garbage => &mut d.garbage,
+            crate::Discard::BadMac => &mut d.bad_mac,
+            crate::Discard::Replay => &mut d.replay,
+            crate::Discard::UnknownEpoch => &mut d.unknown_epoch,
+        };
+        *n += 1;
     }
 
     fn note_decrypted_record(&mut self, content_type: ContentType) {

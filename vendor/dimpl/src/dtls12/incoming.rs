@@ -75,6 +75,8 @@ impl Records {
     ) -> Result<Records, InternalError> {
         let mut parsed_records: ArrayVec<Record, 8> = ArrayVec::new();
         if let Err(error) = Self::parse_records(packet, decrypt, cs, &mut parsed_records) {
+            // corral patch: a truncated, overlong or unordered datagram is discarded whole.
+            decrypt.note_discarded(crate::Discard::Garbage);
             for record in parsed_records {
                 decrypt.push_buffer(record.into_buffer());
             }
@@ -244,6 +246,7 @@ impl Record {
         };
         if !cid_ok {
             trace!("Discarding record: not our Connection ID");
+            decrypt.note_discarded(crate::Discard::Garbage);
             return Ok(None);
         }
         let parsed = match ParsedRecord::parse(buffer, cs, 0, false, cid_len) {
@@ -252,6 +255,7 @@ impl Record {
                 // RFC 6347 §4.1.2.7: Invalid records SHOULD be silently discarded.
                 // This includes epoch 0 records with invalid ContentType.
                 trace!("Discarding record: parse failed: {}", e);
+                decrypt.note_discarded(crate::Discard::Garbage);
                 return Ok(None);
             }
         };
@@ -260,6 +264,7 @@ impl Record {
         if parsed.record.sequence.epoch > 1
             || (parsed.record.sequence.epoch != 0 && parsed.record.content_type == ContentType::ChangeCipherSpec)
         {
+            decrypt.note_discarded(crate::Discard::UnknownEpoch);
             return Ok(None);
         }
         let parsed = Box::new(parsed);
@@ -278,16 +283,19 @@ impl Record {
         let mut content_type = dtls.content_type;
         if uses_cid && !is_cid {
             trace!("Discarding record: no Connection ID");
+            decrypt.note_discarded(crate::Discard::Garbage);
             return Ok(None);
         }
 
         // Anti-replay check (read-only, does not update window)
         if !decrypt.replay_check(sequence) {
+            decrypt.note_discarded(crate::Discard::Replay);
             return Ok(None);
         }
 
         let explicit_nonce_len = decrypt.explicit_nonce_len();
         if (dtls.length as usize) < decrypt.min_protected_fragment_len() {
+            decrypt.note_discarded(crate::Discard::Garbage);
             return Ok(None);
         }
 
@@ -312,6 +320,7 @@ impl Record {
                 }
 
                 trace!("Discarding record: decrypt failed: {}", e);
+                decrypt.note_discarded(crate::Discard::BadMac);
                 return Ok(None);
             }
 
@@ -325,6 +334,7 @@ impl Record {
             let inner = &buffer[ciph..ciph + new_len];
             let Some(at) = inner.iter().rposition(|b| *b != 0) else {
                 trace!("Discarding record: DTLSInnerPlaintext without a content type");
+                decrypt.note_discarded(crate::Discard::Garbage);
                 return Ok(None);
             };
             content_type = ContentType::from_u8(inner[at]);
@@ -454,6 +464,9 @@ pub trait RecordHandler {
     fn rx_cid(&self) -> Option<&[u8]> {
         None
     }
+
+    /// corral patch: a record (or a whole datagram) was silently discarded, for `reason`.
+    fn note_discarded(&mut self, _reason: crate::Discard) {}
 }
 
 /// corral patch: the length of the CID in a record whose first byte is `content_type`: ours for a

@@ -429,6 +429,7 @@ impl EntityManager {
         }
         self.schedule_reconcile(now);
         self.follows.touch();
+        self.announces.touch();
         // A creation or update installs its entity, whoever asked for it.
         let installed = match flow.action {
             Action::Create { .. } | Action::Update => {

@@ -13,7 +13,8 @@
 //! methods: `jobs` (`Jobs`: the fan-outs, their member requests and timers), `watch` (`Watches`: observed
 //! entities), `quotas` (`Quotas`: exchanges held per client, entity and in total), `groups` (`Groups`:
 //! multicast addresses, the membership journal, the quarantine), `follow` (`Follows`: entities whose members
-//! follow a Resource Directory lookup). The other modules add the behaviour that
+//! follow a Resource Directory lookup), `announce` (`Announces`: multicast entities' groups registered in
+//! the gateway's directory). The other modules add the behaviour that
 //! spans the parts, as `impl EntityManager` blocks: `access` (roles, proof of address, what a reader may
 //! ask for), `members` (member URIs and the checks of a member list), `budget` (what a use costs), `flows`
 //! (create, update, delete, recovery), `requests` (listing, profiles, starting a use), `shards` (a manager
@@ -73,6 +74,7 @@
 //! answer a registration once, without Observe.
 
 mod access;
+mod announce;
 mod budget;
 mod flows;
 mod follow;
@@ -84,6 +86,8 @@ mod requests;
 mod shards;
 mod stats;
 mod watch;
+use announce::Announces;
+pub use announce::{GROUP_ENDPOINT_TYPE, GROUP_LIFETIME};
 use follow::Follows;
 pub use follow::{members_from_lookup, REFRESH_SLACK, RETRY_FIRST, RETRY_MAX};
 use groups::Groups;
@@ -413,6 +417,8 @@ pub struct EntityManager {
     watches: Watches,
     /// Entities that follow a Resource Directory (see `follow`).
     follows: Follows,
+    /// Multicast entities' groups registered in the directory (see `announce`).
+    announces: Announces,
     /// Member exchanges held by uses in progress (see `quotas`).
     quotas: Quotas,
     /// Multicast group addresses and memberships (see `groups`).
@@ -459,6 +465,7 @@ impl EntityManager {
             jobs: Jobs::new(),
             watches: Watches::default(),
             follows: Follows::default(),
+            announces: Announces::default(),
             quotas: Quotas::default(),
             groups: Groups::load(&snap.journal, &snap.released),
             recovery: Vec::new(),
@@ -483,6 +490,7 @@ impl EntityManager {
             em.entities.insert(stored.name.clone(), Entity::new(stored, items.into(), violation));
         }
         em.follows.touch();
+        em.announces.touch();
         Ok(em)
     }
 
@@ -609,12 +617,18 @@ impl Service for EntityManager {
         }
         self.pump(cx);
         self.follow_tick(cx);
+        self.announce_tick(cx);
     }
 
     fn handle_response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: Outcome) {
         self.sync(cx);
         if self.follow_response(cx, rid, &outcome) {
             self.follow_tick(cx);
+            self.announce_tick(cx);
+            return;
+        }
+        if self.announce_response(cx, rid, &outcome) {
+            self.announce_tick(cx);
             return;
         }
         if let Some((key, i)) = self.watches.request(rid) {
@@ -625,6 +639,7 @@ impl Service for EntityManager {
         }
         self.pump(cx);
         self.follow_tick(cx);
+        self.announce_tick(cx);
     }
 
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
@@ -643,16 +658,23 @@ impl Service for EntityManager {
         }
         self.pump(cx);
         self.follow_tick(cx);
+        self.announce_tick(cx);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         if !self.recovery.is_empty() {
             return Some(Instant::ZERO); // at once: the driver's first wake-up
         }
-        [self.jobs.next_wake(), self.groups.next_reconcile(), self.sync_timeout(), self.follows.next_wake()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.jobs.next_wake(),
+            self.groups.next_reconcile(),
+            self.sync_timeout(),
+            self.follows.next_wake(),
+            self.announces.next_wake(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn links(&self) -> Vec<ResourceLink> {

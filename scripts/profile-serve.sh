@@ -26,7 +26,7 @@ if ! command -v valgrind >/dev/null; then
 fi
 source scripts/bench-lib.sh
 # The release code with line tables, so that inlined functions keep their names (Cargo.toml's profiling).
-cargo build --profile profiling --locked -q --workspace --bin corral
+if [ -z "${2:-}" ]; then cargo build --profile profiling --locked -q --workspace --bin corral; fi
 BIN=${2:-target/profiling/corral}
 BENCH_PATH=${BENCH_PATH:-/}
 build_coap_load

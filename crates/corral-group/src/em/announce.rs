@@ -49,6 +49,8 @@ pub(super) struct Announces {
     /// Removals in flight (their answers are only logged).
     removals: HashSet<RequestId>,
     dirty: bool,
+    /// The earliest wake-up of any announcement, kept so that an input does not scan the table.
+    due_at: Option<Instant>,
 }
 
 impl Announces {
@@ -61,7 +63,12 @@ impl Announces {
         if self.dirty {
             return Some(Instant::ZERO);
         }
-        self.by_name.values().filter_map(|a| a.wake).min()
+        self.due_at
+    }
+
+    /// Recomputes the earliest wake-up after wake-ups changed.
+    fn rearm(&mut self) {
+        self.due_at = self.by_name.values().filter_map(|a| a.wake).min();
     }
 }
 
@@ -125,6 +132,7 @@ impl EntityManager {
             let a = Announce { group, location: None, rid: None, wake: Some(now), backoff: RETRY_FIRST };
             self.announces.by_name.insert(name, a);
         }
+        self.announces.rearm();
     }
 
     /// Sends the registrations that are due (new, refreshed, or retried).
@@ -161,6 +169,7 @@ impl EntityManager {
                 }
             }
         }
+        self.announces.rearm();
     }
 
     /// An answer to a group's registration or removal; `false` if `rid` is not one.
@@ -199,6 +208,7 @@ impl EntityManager {
                 a.backoff = a.backoff.saturating_mul(2).min(RETRY_MAX);
             }
         }
+        self.announces.rearm();
         true
     }
 
@@ -208,7 +218,8 @@ impl EntityManager {
         if self.announces.dirty {
             self.announce_reconcile(cx);
         }
-        if !self.announces.by_name.is_empty() {
+        // Only when a wake-up is due: a use request to the gateway does not scan the table.
+        if self.announces.due_at.is_some_and(|d| d <= cx.now()) {
             self.announce_due(cx);
         }
     }

@@ -22,17 +22,17 @@ if ! python3 -c 'import aiocoap, aiocoap.oscore' >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check 'aiocoap[linkheader,oscore]'
 fi
 if ! command -v chromium >/dev/null 2>&1 || [ ! -x /usr/bin/chromedriver ]; then
-  echo "installing chromium and chromium-driver, the browser of tests/console_browser.rs (apt)…" >&2
+  echo "installing chromium and chromium-driver, the browser of tests/e2e/console_browser.rs (apt)…" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 if ! python3 -c 'import selenium' >/dev/null 2>&1; then
-  echo "installing selenium, the WebDriver client of tests/console_browser.rs (pip)…" >&2
+  echo "installing selenium, the WebDriver client of tests/e2e/console_browser.rs (pip)…" >&2
   python3 -m pip install --quiet --disable-pip-version-check selenium
 fi
 if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
-  echo "installing prometheus_client, the Prometheus text-format parser of tests/http.rs (pip)…" >&2
+  echo "installing prometheus_client, the Prometheus text-format parser of tests/e2e/http.rs (pip)…" >&2
   python3 -m pip install --quiet --disable-pip-version-check prometheus_client
 fi
 command -v coap-client-notls >/dev/null && command -v tshark >/dev/null && python3 -c 'import aiocoap, aiocoap.oscore, prometheus_client, selenium' \

@@ -1,5 +1,5 @@
 // dtls-cid-peer is a CoAP-over-DTLS peer that is not corral's own — pion/dtls through go-coap — with the
-// Connection ID of RFC 9146, for corral's interop tests (crates/corral/tests/interop_dtls_cid.rs). PSK
+// Connection ID of RFC 9146, for corral's interop tests (crates/corral/tests/e2e/interop_dtls_cid.rs). PSK
 // with TLS_PSK_WITH_AES_128_CCM_8.
 //
 //	dtls-cid-peer client -addr 127.0.0.1:5684 -path /hello -id alice -psk secretPSK -rebind

@@ -1,7 +1,7 @@
 //! Connection ID (RFC 9146): a session follows its client to a new address, on real UDP sockets, with no
 //! new handshake; a record that does not authenticate, or replays an old one, from another address moves
 //! nothing. The handshakes run between two `DtlsLayer`s; interop with another implementation (pion,
-//! through go-coap) is in crates/corral/tests/interop_dtls_cid.rs.
+//! through go-coap) is in crates/corral/tests/e2e/interop_dtls_cid.rs.
 
 use corral_dtls::{DtlsConfig, DtlsLayer, PskKeys, Role, CID_LEN};
 use corral_proto::Instant;

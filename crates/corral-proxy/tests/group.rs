@@ -1,6 +1,6 @@
 //! Group requests through the proxy (draft-ietf-core-groupcomm-proxy) on corral-proto's in-memory network,
 //! in virtual time: a client, the proxy and members joined to a group. What the real-socket tests
-//! (`crates/corral/tests/proxy_group.rs`) cannot arrange: a client that never receives the proxy's Echo
+//! (`crates/corral/tests/e2e/proxy_group.rs`) cannot arrange: a client that never receives the proxy's Echo
 //! challenge (a spoofer), more members than the fan-out budget, more group requests than the table holds.
 
 use corral_proto::testing::{Net, Recorder};

@@ -189,7 +189,10 @@ pub struct Netns {
 impl Netns {
     /// `None` when namespaces are unavailable (not root, no iproute2): the caller skips its test.
     pub fn new(tag: &str, addrs: &[&str]) -> Option<Netns> {
-        let name = format!("corral-{tag}-{}", std::process::id());
+        // Unique within the process too: the tests of one binary run two at a time and may share a tag.
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("corral-{tag}-{}-{n}", std::process::id());
         let ok = Command::new("ip").args(["netns", "add", &name]).output().is_ok_and(|o| o.status.success());
         if !ok {
             println!("skipped: cannot create a network namespace (needs root and iproute2)");

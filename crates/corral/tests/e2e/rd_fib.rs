@@ -1,0 +1,101 @@
+//! FIB rules whose next hops follow a Resource Directory (issue 32), with the real binary on real sockets:
+//! `corral rd`, `corral device --rd` devices, and `corral proxy --rd` with a rule `next = ["rd:…"]`. A
+//! device that registers becomes a next hop (the next request fans out to it too), one that leaves is no
+//! longer asked; `/proxy` and `/proxy/fib` show the rule as the directory's.
+
+use crate::common;
+use common::*;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `corral device --rd RD` at `bind` (lifetime 60 s).
+fn device(bind: &str, rd: &str) -> Proc {
+    let args = ["device", "--bind", bind, "--rd", rd, "--rd-lifetime", "60", "--json"];
+    spawn_json(Command::new(CORRAL).args(args)).0
+}
+
+/// The next hops `/proxy` lists for the directory's rule, sorted.
+fn next_hops(proxy: &str) -> Vec<String> {
+    let status = proxy_status(proxy);
+    let mut next: Vec<String> = status["directory"][0]["next"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|h| h.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    next.sort();
+    next
+}
+
+/// Polls `/proxy` (every 0.3 s, at most 20 s) until the rule's next hops are `want`.
+fn wait_hops(proxy: &str, want: &[String]) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let hops = next_hops(proxy);
+        if hops == want || start.elapsed() > Duration::from_secs(20) {
+            return hops;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Requests sent to each hop so far (`/proxy`'s per-hop counters).
+fn asked(proxy: &str, hop: &str) -> u64 {
+    proxy_status(proxy)["stats"]["per_hop"][hop]["requests"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn a_rules_next_hops_follow_the_devices_that_register_and_leave() {
+    let data = tempfile::tempdir().unwrap();
+    let rd = spawn_with_port(
+        Command::new(CORRAL).args(["rd", "--bind", "127.0.0.1:0", "--data", data.path().to_str().unwrap()]),
+        banner_port,
+    );
+    let rd_uri = format!("coap://127.0.0.1:{}", rd.port);
+    let port = free_udp_port();
+    let hop = |host: &str| format!("coap://{host}:{port}");
+    let a = device(&format!("127.0.72.2:{port}"), &rd_uri);
+    let b = device(&format!("127.0.72.3:{port}"), &rd_uri);
+
+    let (_files, paths) = write_files(&[("fib.toml", "[[rule]]\nmatch = \"/s/t\"\nnext = [\"rd:rt=temperature\"]\n")]);
+    let args = ["proxy", "--bind", "127.0.0.1:0", "--fib", &paths[0], "--rd", &rd_uri, "--json"];
+    let (_proxy, j) = spawn_json(Command::new(CORRAL).args(args));
+    let proxy = j["proxy_uri"].as_str().expect("the proxy's URI").to_string();
+    let two = vec![hop("127.0.72.2"), hop("127.0.72.3")];
+    assert_eq!(wait_hops(&proxy, &two), two, "the devices registered before the proxy started");
+    let fib = stdout(&corral(&["get", &format!("{proxy}/proxy/fib")]));
+    assert!(fib.contains("\"rd\": \"rt=temperature\""), "{fib}");
+
+    // Each request goes to a target of its own (no cache hit): every next hop gets a copy.
+    let mut n = 0;
+    let mut ask = || {
+        n += 1;
+        let o = corral(&["get", &format!("coap://127.0.72.200:{port}/s/t?n={n}"), "-P", &proxy]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+    };
+    ask();
+    assert_eq!((asked(&proxy, &hop("127.0.72.2")), asked(&proxy, &hop("127.0.72.3"))), (1, 1));
+
+    // A third device registers: the next request fans out to it too.
+    let _c = device(&format!("127.0.72.4:{port}"), &rd_uri);
+    let three = vec![hop("127.0.72.2"), hop("127.0.72.3"), hop("127.0.72.4")];
+    assert_eq!(wait_hops(&proxy, &three), three);
+    ask();
+    assert_eq!(asked(&proxy, &hop("127.0.72.4")), 1);
+
+    // One leaves (a clean stop removes its registration): it is no longer asked.
+    let pid = b.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let two = vec![hop("127.0.72.2"), hop("127.0.72.4")];
+    assert_eq!(wait_hops(&proxy, &two), two);
+    ask();
+    assert_eq!(asked(&proxy, &hop("127.0.72.3")), 2, "the device that left was not asked again");
+    assert_eq!((asked(&proxy, &hop("127.0.72.2")), asked(&proxy, &hop("127.0.72.4"))), (3, 2));
+    drop(a);
+}
+
+#[test]
+fn a_directory_rule_without_a_directory_is_a_usage_error() {
+    let (_files, paths) = write_files(&[("fib.toml", "[[rule]]\nmatch = \"/s/t\"\nnext = [\"rd:rt=temperature\"]\n")]);
+    let o = corral(&["proxy", "--bind", "127.0.0.1:0", "--fib", &paths[0]]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("--rd URI"), "{}", stderr(&o));
+}

@@ -73,7 +73,7 @@ pub struct LabConfig {
     pub observable: bool,
     /// Who may change the devices' memberships (empty: anyone).
     pub managers: Vec<corral_group::Prefix>,
-    /// The gateway's EM is the manager of a sharded gateway publishing here (see `tests/shards.rs`).
+    /// The gateway's EM is the manager of a sharded gateway publishing here (see `tests/suite/shards.rs`).
     pub directory: Option<corral_group::Directory>,
     /// The devices' `/mc` asks every change from beyond loopback for an Echo round trip.
     pub verify_managers: bool,

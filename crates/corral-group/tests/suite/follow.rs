@@ -1,7 +1,7 @@
 //! Entities that follow a Resource Directory (issue 32) on the in-memory net (virtual time): a directory
 //! (corral-rd's service), devices registered in it, and entities whose members are a resource lookup.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_group::EmConfig;

@@ -1,7 +1,7 @@
 //! Crash-safe multicast membership on virtual time: the journal and its reconciliation, the quarantine of
 //! released groups and the allocation rate limit (issue 11, item 4).
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_group::{AddressPool, EmConfig, SqliteStore};

@@ -1,7 +1,7 @@
 //! `repair=unicast` (beyond the paper): a multicast entity asks the members that stayed silent during its
 //! multicast window once more, by unicast CON.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_proto::wire::{Code, ContentFormat, MessageType};

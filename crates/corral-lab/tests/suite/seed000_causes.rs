@@ -3,7 +3,7 @@
 //! and in the scenario's `[[sensitivity]]` variant that removes the cause — it must not. A claim that
 //! survives its cause's removal is arithmetic, not evidence (it becomes a CONSEQUENCE or is rescoped).
 
-mod causes;
+use crate::causes;
 
 use causes::{cause_matters, with_and_without, Run};
 

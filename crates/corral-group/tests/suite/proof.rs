@@ -3,7 +3,7 @@
 //! answers — gets Echo challenges sent to that address, and nothing else happens; a real client repeats
 //! with the Echo value by itself and is served. Devices treat `/mc` changes the same way.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_group::policy::{Budget, Prefix};

@@ -2,7 +2,7 @@
 //! order — it answers every request, never panics, leaves no job behind and keeps every stored entity
 //! readable. Members that vanish mid-request are part of the mix.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};

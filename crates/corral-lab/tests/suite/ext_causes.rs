@@ -3,7 +3,7 @@
 //! `ext-auto-delay` has no AGREES (auto is 1.5× the best fixed delay), `ext-proxy` no finding, and
 //! `ext-observe`'s hypothesis holds in some seeds and not others (docs/lab.md): none is tested here.
 
-mod causes;
+use crate::causes;
 
 use causes::cause_matters;
 

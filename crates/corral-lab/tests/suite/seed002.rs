@@ -3,7 +3,7 @@
 //! check needs). The verdicts themselves are printed, not pinned: a model change may move them, and
 //! `docs/lab.md` records the full runs'.
 
-mod edited;
+use crate::edited;
 
 use corral_lab::data::RunData;
 use corral_lab::findings::Kind;

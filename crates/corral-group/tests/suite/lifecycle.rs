@@ -4,7 +4,7 @@
 //! fails a use at once, `If-None-Match` refuses an existing name, observers hear what an update changed,
 //! and a multicast timeout that would lose answers is refused.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_group::{EmConfig, SqliteStore};

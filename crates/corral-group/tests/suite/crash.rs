@@ -2,7 +2,7 @@
 //! the Entity Manager on a SQLite file and is SIGKILLed at an arbitrary point; the parent reopens the file
 //! and finds every entity the child reported created, and the allocator hands out a fresh address.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_group::Store;
@@ -58,7 +58,7 @@ fn entities_and_allocator_survive_sigkill() {
     let path = dir.path().join("em.db");
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
-        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "crash::crash_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, &path)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -1,6 +1,6 @@
 //! Nothing a client or a member sends makes the EM panic, and it always answers.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_proto::wire::{Code, ContentFormat, MessageType, OptionNumber};

@@ -3,7 +3,7 @@
 //! time, latency and radio energy are the airtime of each scheme's frames — byte arithmetic, reported as
 //! CONSEQUENCE (`findings::ARITHMETIC`), which this file checks too.
 
-mod causes;
+use crate::causes;
 
 use causes::cause_matters;
 use corral_lab::findings::Kind;

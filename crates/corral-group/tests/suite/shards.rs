@@ -2,7 +2,7 @@
 //! that serves uses from the table the manager publishes. On the in-memory net the two workers are two
 //! nodes; the kernel's steering between them is corral-tokio's and is tested there and in `corral`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_group::{Directory, EmConfig, EntityManager};

@@ -2,7 +2,7 @@
 //! requests back as they end, a reader may not pace a use for days, and a use whose entity changes or is
 //! deleted ends at once — so neither spoofed nor real readers can lock an entity until a restart.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_group::policy::{AccessPolicy, Budget, Prefix, Role};

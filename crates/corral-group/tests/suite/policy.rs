@@ -1,7 +1,7 @@
 //! The gateway's policy on virtual time: who may use `/em`, where members may be, how much one request may
 //! cost through nesting and across gateways, and the exchange quotas (issue 11).
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_group::policy::{AccessPolicy, Budget, MemberPolicy, Prefix, Role};

@@ -2,7 +2,7 @@
 //! their verdicts depend on the cause the paper gives: with the outages muted, the finding that agrees
 //! under the paper's procedure turns DISAGREES. Quick runs, seed 1.
 
-mod edited;
+use crate::edited;
 
 use corral_lab::findings::{Finding, Kind};
 use corral_lab::scenario::{builtin, Scenario};

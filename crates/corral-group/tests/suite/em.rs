@@ -1,6 +1,6 @@
 //! The Entity Manager end to end on the in-memory net (virtual time): a gateway, virtual devices, a client.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_group::output::aggregate;

@@ -1,7 +1,7 @@
 //! Observed entities (entity-manager.md, "observe"): one member observation each, notifications of the
 //! combined value rendered from the members' latest notifications, deregistration when nobody observes.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corral_group::Op;

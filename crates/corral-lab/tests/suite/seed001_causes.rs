@@ -3,7 +3,7 @@
 //! from their caches; with the caches removed (the scenario's *no caches* variant, aggregation only) it must
 //! not. (`mp_client1_success` is a level — client 1 above 96 % — not an effect with a cause to remove.)
 
-mod causes;
+use crate::causes;
 
 #[test]
 fn client9_subsecond_latency_gain_needs_the_forwarders_caches() {

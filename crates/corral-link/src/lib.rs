@@ -350,10 +350,22 @@ impl Link {
         &self,
         server: &[String],
         client: &[String],
-        settle: Duration,
+        settle: Settle,
         interrupt: impl Future<Output = ()>,
     ) -> Result<ExitStatus, LinkError> {
         let mut srv = spawn_in(&self.ns.a, server, "cannot start the server command")?;
+        let started = srv.id();
+        let settle = async move {
+            match settle {
+                Settle::Fixed(d) => tokio::time::sleep(d).await,
+                Settle::UntilListening(most) => {
+                    let deadline = tokio::time::Instant::now() + most;
+                    while tokio::time::Instant::now() < deadline && !started.is_some_and(listening) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        };
         tokio::select! {
             s = srv.wait() => match s {
                 Ok(s) if !s.success() => {
@@ -362,7 +374,7 @@ impl Link {
                 Ok(_) => tracing::info!("the server command exited during --settle with status 0"),
                 Err(e) => return Err(LinkError::Process { context: "the server command", source: e }),
             },
-            _ = tokio::time::sleep(settle) => {}
+            _ = settle => {}
         }
         let mut cli = spawn_in(&self.ns.b, client, "cannot start the client command")?;
         let status = tokio::select! {
@@ -376,6 +388,28 @@ impl Link {
         let _ = srv.kill().await;
         Ok(status)
     }
+}
+
+/// How long [`Link::run_pair`] gives the server before it starts the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// This long, whatever the server does (`corral link run --settle`: the user knows their server).
+    Fixed(Duration),
+    /// Until a socket listens in the server's namespace (a bound UDP socket or a TCP socket in LISTEN:
+    /// the namespace is the server's alone), at most this long: the lab's servers bind at once, and a
+    /// fixed second of each point's real time was a second of nothing.
+    UntilListening(Duration),
+}
+
+/// Whether process `pid`'s network namespace has a bound UDP socket or a listening TCP socket
+/// (`/proc/PID/net/{udp,udp6,tcp,tcp6}`: a header line, then one line per socket; TCP's fourth field is
+/// its state, `0A` for LISTEN).
+fn listening(pid: u32) -> bool {
+    let table = |name: &str| std::fs::read_to_string(format!("/proc/{pid}/net/{name}")).unwrap_or_default();
+    let udp = ["udp", "udp6"].iter().any(|t| table(t).lines().nth(1).is_some());
+    let tcp =
+        ["tcp", "tcp6"].iter().any(|t| table(t).lines().skip(1).any(|l| l.split_whitespace().nth(3) == Some("0A")));
+    udp || tcp
 }
 
 /// Starts `command` in namespace `ns`; it is killed if dropped.
@@ -403,7 +437,7 @@ pub fn run(
     cfg: &Config,
     server: &[String],
     client: &[String],
-    settle: Duration,
+    settle: Settle,
 ) -> Result<(ExitStatus, LinkCounts), LinkError> {
     let rt = runtime()?;
     let _in_runtime = rt.enter(); // the TUN devices register with the runtime's reactor

@@ -208,7 +208,9 @@ fn run_pair(r: RunArgs) -> Result<(), Failure> {
     let _in_runtime = rt.enter(); // the TUN devices register with the runtime's reactor
     let link = Link::up(&r.impair.config()).map_err(failure)?;
     // Ctrl-C or SIGTERM stops both programs and still removes the namespaces.
-    let status = rt.block_on(link.run_pair(server, client, r.settle, crate::wait_for_signal())).map_err(failure)?;
+    let status = rt
+        .block_on(link.run_pair(server, client, corral_link::Settle::Fixed(r.settle), crate::wait_for_signal()))
+        .map_err(failure)?;
     let counts = link.counts();
     drop(link);
     report(&r.impair, counts);

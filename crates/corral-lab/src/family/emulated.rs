@@ -27,7 +27,7 @@ use crate::harness::PointRun;
 use crate::record::{EmulatedFacts, Facts, LinkRow, NodeRole, NodeRow, PointResult, PointRow, QueryRow};
 use crate::scenario::EmulatedSpec;
 use corral_link::impair::Impairments;
-use corral_link::{Config, DirectionCounts, LinkCounts, Toward};
+use corral_link::{Config, DirectionCounts, LinkCounts, Settle, Toward};
 use std::path::Path;
 use std::time::Duration;
 
@@ -190,14 +190,15 @@ pub struct LinkRun {
 }
 
 /// The seam to the emulated link: corral-link with the point's delay and loss (independent per packet) on
-/// the impaired directions, a second for the server to settle; what it carried both ways by the time the client's
-/// loop ended (whatever the loop's exit status).
+/// the impaired directions, the client started once the server listens (at most a second); what the link
+/// carried both ways by the time the client's loop ended (whatever the loop's exit status).
 pub fn run_link(run: &LinkRun) -> Result<LinkCounts, EmulatedError> {
     let delay = Duration::from_secs_f64(run.delay_ms.max(0.0) / 1000.0);
     let impairments = Impairments::new(delay, Duration::ZERO, run.loss, None, 0, 0.0);
     let cfg = Config { impairments, seed: run.seed, toward: run.toward };
     let (_status, counts) =
-        corral_link::run(&cfg, &run.server, &run.client, Duration::from_secs(1)).map_err(EmulatedError::Link)?;
+        corral_link::run(&cfg, &run.server, &run.client, Settle::UntilListening(Duration::from_secs(1)))
+            .map_err(EmulatedError::Link)?;
     Ok(counts)
 }
 

@@ -31,7 +31,7 @@ pub const CHECKS: &[Check] = &[
     },
     Check {
         name: "http_unimpaired_highest",
-        title: "HTTP/TCP throughput without impairments is above every impaired row (each at most 0.95×)",
+        title: "HTTP/TCP throughput without impairments is above every impaired row (each at most 0.9×)",
         run: http_unimpaired_highest,
     },
 ];
@@ -113,19 +113,24 @@ fn coap_falls_with_loss(_: &Scenario, aggs: &Aggs) -> Out {
     need(m, "needs coap at l1 and l10")
 }
 
+/// HTTP's: 10 % at most 0.8 × 1 % (the paper: 0.47×), and lower at every step between. Wider than CoAP's
+/// 0.95 because HTTP's throughput moves more between two runs of one condition: a connection per GET makes
+/// it CPU-bound on a busy machine, and with the impairments removed a clean "l10" fell below 0.95 × a clean
+/// "l1" in a quick run beside four compiling builds (the claim agreed without its cause).
 fn http_falls_with_loss(_: &Scenario, aggs: &Aggs) -> Out {
-    let mut m: Vec<Measure> = ratio(aggs, "http", "l1", "l10", Tolerance::AtMost(0.95)).into_iter().collect();
+    let mut m: Vec<Measure> = ratio(aggs, "http", "l1", "l10", Tolerance::AtMost(0.8)).into_iter().collect();
     m.extend(steps("http: throughput (B/s) at loss (%)", &row(aggs, "http", LOSSES), Trend::Falls, " B/s"));
     need(m, "needs http at l1 and l10")
 }
 
-/// Every impaired row at most 0.95 × the unimpaired one. "Above" means by more than run-to-run noise: with
+/// Every impaired row at most 0.9 × the unimpaired one. "Above" means by more than run-to-run noise: with
 /// the impairments removed, eight rows of one condition are each strictly below a ninth one time in nine by
-/// chance alone, so a bare `Below(1.0)` would agree without its cause. The paper's own rows sit at 0.81×
-/// or less.
+/// chance alone, so a bare `Below(1.0)` would agree without its cause, and HTTP's rows move by several per
+/// cent between runs of one condition on a busy machine (see `http_falls_with_loss`). The paper's own rows
+/// sit at 0.81× or less.
 fn http_unimpaired_highest(_: &Scenario, aggs: &Aggs) -> Out {
     let m: Vec<Measure> =
-        DELAYS.iter().chain(LOSSES).filter_map(|i| ratio(aggs, "http", "none", i, Tolerance::AtMost(0.95))).collect();
+        DELAYS.iter().chain(LOSSES).filter_map(|i| ratio(aggs, "http", "none", i, Tolerance::AtMost(0.9))).collect();
     need(m, "needs http without impairments and with one")
 }
 

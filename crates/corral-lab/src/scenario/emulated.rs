@@ -52,6 +52,19 @@ impl Default for EmulatedSpec {
 }
 
 impl EmulatedSpec {
+    /// Forgets the other scheme's parameters: the CoAP sender's for an HTTP point, HTTP's for a CoAP one.
+    /// They are no input of that point's run, so two points that differ only in them are one run (a
+    /// sensitivity variant that changes the CoAP sender takes the base run's HTTP rows, see
+    /// `sweep::run_sensitivity`).
+    pub fn keep_own_scheme(&mut self) {
+        let d = EmulatedSpec::default();
+        if self.scheme == "http" {
+            (self.sender, self.interval_ms) = (d.sender, d.interval_ms);
+        } else {
+            (self.http_pause_ms, self.http_bytes) = (d.http_pause_ms, d.http_bytes);
+        }
+    }
+
     /// `(delay ms, loss)` the link applies: the impairment's, or none when `impaired` is false.
     pub fn applied(&self) -> Result<(f64, f64), ScenarioError> {
         let i = self.impairment()?;

@@ -373,8 +373,9 @@ impl Scenario {
         if let Some(st) = &stream {
             st.validate()?;
         }
-        if let Some(e) = &emulated {
+        if let Some(e) = &mut emulated {
             e.validate()?;
+            e.keep_own_scheme();
         }
         if let Some(b) = &baseline {
             b.validate()?;

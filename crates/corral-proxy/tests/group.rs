@@ -230,18 +230,23 @@ fn a_cached_answer_that_expires_within_the_window_goes_at_once() {
 }
 
 #[test]
-fn after_max_age_a_silent_member_is_no_longer_answered_from_the_cache() {
-    let mut lab = Lab::with(allowing(), 3, Some(5), false);
+fn a_silent_member_is_answered_from_the_cache_until_its_max_age_ends() {
+    let mut lab = Lab::with(allowing(), 3, Some(30), false);
     lab.send("s/t", 6);
-    lab.run(12);
+    lab.run(7);
     let silent = addr(12);
     lab.net.set_drop(move |r| r.from == silent);
-    let second = lab.send("s/t", 3);
-    lab.run(5);
-    let members: Vec<SocketAddr> = answers_to(&mut lab, second).iter().map(|a| a.1).collect();
-    assert!(!members.contains(&silent), "{members:?}");
+    let within = lab.send("s/t", 6);
+    lab.run(8);
+    let members: Vec<SocketAddr> = answers_to(&mut lab, within).iter().map(|a| a.1).collect();
+    assert!(members.contains(&silent), "within its Max-Age: {members:?}");
+    lab.run(30);
+    let after = lab.send("s/t", 6);
+    lab.run(8);
+    let members: Vec<SocketAddr> = answers_to(&mut lab, after).iter().map(|a| a.1).collect();
+    assert!(!members.contains(&silent), "after it: {members:?}");
     assert_eq!(members.len(), 2, "{members:?}");
-    assert_eq!(lab.stats().group_cache_hits, 0, "{:?}", lab.stats());
+    assert_eq!(lab.stats().group_cache_hits, 1, "{:?}", lab.stats());
 }
 
 #[test]

@@ -95,6 +95,13 @@ impl Lab {
             .expect("request starts")
     }
 
+    /// Sends a group request for s/t with Multicast-Timeout `timeout` and runs for `secs`.
+    fn ask(&mut self, timeout: u64, secs: u64) -> corral_proto::RequestId {
+        let id = self.send("s/t", timeout);
+        self.run(secs);
+        id
+    }
+
     fn answers(&mut self) -> Vec<(Code, Option<SocketAddr>)> {
         let replies = self.replies();
         replies.into_iter().map(|(_, _, member, r)| (r.code, member)).collect()
@@ -191,18 +198,21 @@ fn answers_to(lab: &mut Lab, id: corral_proto::RequestId) -> Vec<(Instant, Socke
     replies.filter_map(|(at, _, m, r)| Some((at, m?, r.options.max_age(), r.payload_text().into_owned()))).collect()
 }
 
+/// The members whose answers request `id` got, in the order they came.
+fn members_answering(lab: &mut Lab, id: corral_proto::RequestId) -> Vec<SocketAddr> {
+    answers_to(lab, id).iter().map(|a| a.1).collect()
+}
+
 #[test]
 fn a_member_silent_the_second_time_is_answered_from_the_cache_before_the_window_ends() {
     let mut lab = Lab::new(allowing(), 3);
-    lab.send("s/t", 8);
-    lab.run(10);
+    lab.ask(8, 10);
     let silent = addr(12);
     lab.net.set_drop(move |r| r.from == silent);
     let sent = lab.net.now;
-    let second = lab.send("s/t", 8);
-    lab.run(10);
+    let second = lab.ask(8, 10);
     let got = answers_to(&mut lab, second);
-    let mut members: Vec<SocketAddr> = got.iter().map(|a| a.1).collect();
+    let mut members = members_answering(&mut lab, second);
     members.sort();
     assert_eq!(members, vec![addr(10), addr(11), addr(12)], "every member's answer: {got:?}");
     assert_eq!(lab.to_group(), 2, "the proxy does not know the group's members: the request goes out again");
@@ -216,11 +226,9 @@ fn a_member_silent_the_second_time_is_answered_from_the_cache_before_the_window_
 #[test]
 fn a_cached_answer_that_expires_within_the_window_goes_at_once() {
     let mut lab = Lab::with(allowing(), 3, Some(10), false);
-    lab.send("s/t", 6);
-    lab.run(7);
+    lab.ask(6, 7);
     let sent = lab.net.now;
-    let second = lab.send("s/t", 8);
-    lab.run(10);
+    let second = lab.ask(8, 10);
     let got = answers_to(&mut lab, second);
     let early: Vec<_> = got.iter().filter(|a| a.2.is_some_and(|age| age < 10)).collect();
     assert_eq!(early.len(), 3, "each member's cached answer, with less than its Max-Age left: {got:?}");
@@ -232,18 +240,15 @@ fn a_cached_answer_that_expires_within_the_window_goes_at_once() {
 #[test]
 fn a_silent_member_is_answered_from_the_cache_until_its_max_age_ends() {
     let mut lab = Lab::with(allowing(), 3, Some(30), false);
-    lab.send("s/t", 6);
-    lab.run(7);
+    lab.ask(6, 7);
     let silent = addr(12);
     lab.net.set_drop(move |r| r.from == silent);
-    let within = lab.send("s/t", 6);
-    lab.run(8);
-    let members: Vec<SocketAddr> = answers_to(&mut lab, within).iter().map(|a| a.1).collect();
+    let within = lab.ask(6, 8);
+    let members = members_answering(&mut lab, within);
     assert!(members.contains(&silent), "within its Max-Age: {members:?}");
     lab.run(30);
-    let after = lab.send("s/t", 6);
-    lab.run(8);
-    let members: Vec<SocketAddr> = answers_to(&mut lab, after).iter().map(|a| a.1).collect();
+    let after = lab.ask(6, 8);
+    let members = members_answering(&mut lab, after);
     assert!(!members.contains(&silent), "after it: {members:?}");
     assert_eq!(members.len(), 2, "{members:?}");
     assert_eq!(lab.stats().group_cache_hits, 1, "{:?}", lab.stats());
@@ -252,10 +257,8 @@ fn a_silent_member_is_answered_from_the_cache_until_its_max_age_ends() {
 #[test]
 fn members_revalidate_the_proxys_etags_and_the_client_gets_the_representation() {
     let mut lab = Lab::with(allowing(), 3, Some(5), true);
-    lab.send("s/t", 6);
-    lab.run(12);
-    let second = lab.send("s/t", 6);
-    lab.run(8);
+    lab.ask(6, 12);
+    let second = lab.ask(6, 8);
     let group = SocketAddr::from((GROUP, 5683));
     let requests: Vec<_> = lab.net.records.iter().filter(|r| r.to == group).filter_map(|r| r.message()).collect();
     let last = requests.last().unwrap();
@@ -273,15 +276,13 @@ fn members_revalidate_the_proxys_etags_and_the_client_gets_the_representation() 
 #[test]
 fn the_group_cache_is_bounded_by_entries_and_bytes() {
     let mut lab = Lab::new(ProxyConfig { group_cache_entries: 2, ..allowing() }, 5);
-    lab.send("s/t", 8);
-    lab.run(12);
+    lab.ask(8, 12);
     assert_eq!(lab.answers().iter().filter(|a| a.1.is_some()).count(), 5, "all relayed");
     let (node, h) = lab.proxy;
     let (entries, _) = lab.net.node(node).service::<ProxyService>(h).unwrap().group_cache_occupancy();
     assert_eq!(entries, 2);
     let mut lab = Lab::new(ProxyConfig { group_cache_bytes: 300, ..allowing() }, 5);
-    lab.send("s/t", 8);
-    lab.run(12);
+    lab.ask(8, 12);
     let (node, h) = lab.proxy;
     let (entries, bytes) = lab.net.node(node).service::<ProxyService>(h).unwrap().group_cache_occupancy();
     assert!(bytes <= 300 && (1..5).contains(&entries), "{entries} entries, {bytes} bytes");

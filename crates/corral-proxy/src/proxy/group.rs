@@ -180,8 +180,9 @@ impl ProxyService {
                 for a in &ex.answers {
                     waiter.relay(cx, a);
                 }
-                if let Some(store) = &ex.store {
-                    group_cache::serve(&mut self.group_cache, &mut self.stats, cx, store, &ex.heard, &mut waiter);
+                if let Some(prefix) = &ex.store {
+                    let (cache, stats, heard) = (&mut self.group_cache, &mut self.stats, &ex.heard[..]);
+                    group_cache::Entries { cache, stats, prefix, heard }.serve(cx, &mut waiter);
                 }
             }
             ex.waiters.push(waiter);
@@ -209,8 +210,9 @@ impl ProxyService {
         self.stats.group_requests += 1;
         self.stats.upstream_requests += 1;
         tracing::debug!(%group, ?window, "group request sent");
-        if let (Some(store), true) = (&store, window > Duration::ZERO) {
-            group_cache::serve(&mut self.group_cache, &mut self.stats, cx, store, &[], &mut waiter);
+        if let (Some(prefix), true) = (&store, window > Duration::ZERO) {
+            let (cache, stats) = (&mut self.group_cache, &mut self.stats);
+            group_cache::Entries { cache, stats, prefix, heard: &[] }.serve(cx, &mut waiter);
         }
         self.groups.by_key.insert(key.clone(), id);
         let ends = cx.now() + window;
@@ -286,10 +288,12 @@ impl ProxyService {
     }
 
     fn flush_group(&mut self, cx: &mut Context<'_>, ex: &mut GroupExchange, all: bool) {
-        let Some(store) = &ex.store else { return };
+        let Some(prefix) = &ex.store else { return };
         let now = cx.now();
+        let (cache, stats) = (&mut self.group_cache, &mut self.stats);
+        let mut entries = group_cache::Entries { cache, stats, prefix, heard: &ex.heard };
         for w in ex.waiters.iter_mut().filter(|w| !w.held.is_empty() && (all || w.flush <= now)) {
-            group_cache::flush(&mut self.group_cache, &mut self.stats, cx, store, &ex.heard, w);
+            entries.flush(cx, w);
         }
     }
 }

@@ -84,49 +84,42 @@ pub(super) fn etags(cache: &Cache, prefix: &Key) -> Vec<Vec<u8>> {
     tags
 }
 
-/// A client joins a group request: the cached answers of the members not heard from yet go to it at once
-/// when they expire within its window, the others are held for its window's end (§7.1).
-pub(super) fn serve(
-    cache: &mut Cache,
-    stats: &mut Stats,
-    cx: &mut Context<'_>,
-    prefix: &Key,
-    heard: &[SocketAddr],
-    w: &mut GroupWaiter,
-) {
-    let now = cx.now();
-    let window = w.until.saturating_since(now);
-    for k in cache.keys_with_prefix(&prefix.0) {
-        let Lookup::Fresh(r) = cache.lookup(&k, now) else { continue };
-        let Some(member) = member_of(&r).filter(|m| !heard.contains(m)) else { continue };
-        if u64::from(r.options.max_age().unwrap_or(0)) < window.as_secs() {
-            stats.group_cache_hits += 1;
-            w.relay(cx, &r);
-        } else {
-            w.held.push(member);
-        }
-    }
-    let ahead = FLUSH_AHEAD.min(window.mul_f64(0.25));
-    w.flush = w.until - ahead;
+/// One group request's entries as its clients see them: the cache, the counters, the request's prefix
+/// and the members that answered it so far.
+pub(super) struct Entries<'a> {
+    pub(super) cache: &'a mut Cache,
+    pub(super) stats: &'a mut Stats,
+    pub(super) prefix: &'a Key,
+    pub(super) heard: &'a [SocketAddr],
 }
 
-/// A client's window nears its end: the held cached answers of members that have not answered go to it.
-pub(super) fn flush(
-    cache: &mut Cache,
-    stats: &mut Stats,
-    cx: &mut Context<'_>,
-    prefix: &Key,
-    heard: &[SocketAddr],
-    w: &mut GroupWaiter,
-) {
-    let now = cx.now();
-    for member in std::mem::take(&mut w.held) {
-        if heard.contains(&member) {
-            continue;
+impl Entries<'_> {
+    /// A client joins the request: the cached answers of the members not heard from yet go to it at once
+    /// when they expire within its window, the others are held for its window's end (§7.1).
+    pub(super) fn serve(&mut self, cx: &mut Context<'_>, w: &mut GroupWaiter) {
+        let now = cx.now();
+        let window = w.until.saturating_since(now);
+        for k in self.cache.keys_with_prefix(&self.prefix.0) {
+            let Lookup::Fresh(r) = self.cache.lookup(&k, now) else { continue };
+            let Some(member) = member_of(&r).filter(|m| !self.heard.contains(m)) else { continue };
+            if u64::from(r.options.max_age().unwrap_or(0)) < window.as_secs() {
+                self.stats.group_cache_hits += 1;
+                w.relay(cx, &r);
+            } else {
+                w.held.push(member);
+            }
         }
-        if let Lookup::Fresh(r) = cache.lookup(&member_key(prefix, member), now) {
-            stats.group_cache_hits += 1;
-            w.relay(cx, &r);
+        w.flush = w.until - FLUSH_AHEAD.min(window.mul_f64(0.25));
+    }
+
+    /// A client's window nears its end: the held cached answers of members that have not answered go to
+    /// it.
+    pub(super) fn flush(&mut self, cx: &mut Context<'_>, w: &mut GroupWaiter) {
+        for member in std::mem::take(&mut w.held).into_iter().filter(|m| !self.heard.contains(m)) {
+            if let Lookup::Fresh(r) = self.cache.lookup(&member_key(self.prefix, member), cx.now()) {
+                self.stats.group_cache_hits += 1;
+                w.relay(cx, &r);
+            }
         }
     }
 }

@@ -182,6 +182,17 @@ impl Cache {
         Some(r)
     }
 
+    /// The keys that begin with `prefix`: a group request's entries, one per member
+    /// (`proxy/group_cache.rs`). A scan of the whole table, which its bound keeps short.
+    pub fn keys_with_prefix(&self, prefix: &[u8]) -> Vec<Key> {
+        self.entries.keys().filter(|k| k.0.starts_with(prefix)).cloned().collect()
+    }
+
+    /// The ETag of the response stored under `key`, fresh or stale.
+    pub fn etag(&self, key: &Key) -> Option<&[u8]> {
+        self.entries.get(key)?.response.options.get(OptionNumber::ETAG)
+    }
+
     /// Forgets every entry for a resource an unsafe method changed (RFC 7252 §5.6.2, §5.9.1).
     pub fn invalidate(&mut self, target: &str) -> usize {
         let keys: Vec<Key> = self.entries.iter().filter(|(_, e)| e.target == target).map(|(k, _)| k.clone()).collect();

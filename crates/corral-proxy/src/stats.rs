@@ -62,5 +62,9 @@ pub struct Stats {
     pub group_answers_dropped: u64,
     /// Group requests from clients that had not proved their address, answered with an Echo challenge.
     pub group_challenges: u64,
+    /// Members' cached answers relayed for a group request (draft-ietf-core-groupcomm-proxy §7.1).
+    pub group_cache_hits: u64,
+    /// Cached members' answers a member's 2.03 Valid refreshed (the proxy's ETags, §7.2.2).
+    pub group_revalidated: u64,
     pub per_hop: BTreeMap<String, HopStats>,
 }

@@ -1,7 +1,9 @@
 //! Group requests through the proxy (draft-ietf-core-groupcomm-proxy) on corral-proto's in-memory network,
 //! in virtual time: a client, the proxy and members joined to a group. What the real-socket tests
 //! (`crates/corral/tests/e2e/proxy_group.rs`) cannot arrange: a client that never receives the proxy's Echo
-//! challenge (a spoofer), more members than the fan-out budget, more group requests than the table holds.
+//! challenge (a spoofer), more members than the fan-out budget, more group requests than the table holds;
+//! the cache of members' answers over their Max-Age (§7 of the draft), a member that falls silent, and
+//! members that revalidate the proxy's ETags.
 
 use corral_proto::testing::{Net, Recorder};
 use corral_proto::wire::{decode_reply_from, Code, ContentFormat, OptionNumber};
@@ -14,12 +16,29 @@ use std::net::{IpAddr, SocketAddr};
 
 const GROUP: [u8; 4] = [239, 255, 77, 40];
 
-/// A member: answers GET /s/t with its own name.
-struct Member(u8);
+/// A member: answers GET /s/t with its own name, with a Max-Age if it has one; with `etag`, its answer
+/// carries the ETag `m<n>` and a request that names it gets 2.03 Valid.
+struct Member {
+    n: u8,
+    max_age: Option<u32>,
+    etag: bool,
+}
 
 impl Service for Member {
     fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
-        cx.respond(req.id, Response::content(ContentFormat::TEXT_PLAIN, format!("member {}", self.0)));
+        let tag = format!("m{}", self.n).into_bytes();
+        let mut r = if self.etag && req.request.options.get_all(OptionNumber::ETAG).any(|t| t == tag) {
+            Response::new(Code::VALID)
+        } else {
+            Response::content(ContentFormat::TEXT_PLAIN, format!("member {}", self.n))
+        };
+        if self.etag {
+            r = r.with_option(OptionNumber::ETAG, &tag);
+        }
+        if let Some(age) = self.max_age {
+            r = r.with_max_age(age);
+        }
+        cx.respond(req.id, r);
     }
 }
 
@@ -35,6 +54,10 @@ struct Lab {
 
 impl Lab {
     fn new(config: ProxyConfig, members: u8) -> Lab {
+        Lab::with(config, members, None, false)
+    }
+
+    fn with(config: ProxyConfig, members: u8, max_age: Option<u32>, etag: bool) -> Lab {
         let mut net = Net::default();
         let mut p = Node::new(Endpoint::new(EndpointConfig::with_seed(1)));
         let h = p.mount("proxy", ProxyService::new(config, Fib::default()));
@@ -42,11 +65,14 @@ impl Lab {
         let proxy = (net.add(addr(1), p), h);
         for m in 0..members {
             let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(10 + u64::from(m))));
-            n.mount("s/t", Member(m));
+            n.mount("s/t", Member { n: m, max_age, etag });
             let i = net.add(addr(10 + m), n);
             net.join(i, IpAddr::from(GROUP));
         }
-        let mut c = Node::new(Endpoint::new(EndpointConfig::with_seed(2)));
+        // NSTART 4: a second request to the proxy need not wait for the first's exchange to end.
+        let mut cc = EndpointConfig::with_seed(2);
+        cc.params.nstart = 4;
+        let mut c = Node::new(Endpoint::new(cc));
         let ch = c.mount("", Recorder::default());
         let client = (net.add(addr(100), c), ch);
         Lab { net, client, proxy }
@@ -58,24 +84,41 @@ impl Lab {
         r.options.push_uint(OptionNumber::MULTICAST_TIMEOUT, timeout);
         let (node, h) = self.client;
         let dst = addr(1);
+        // As `corral get --mc-timeout` does: the client collects answers for T' + 1 s.
+        let window = Some(Duration::from_secs(timeout + 1));
+        let params = SendParams { confirmable: false, multicast_window: window, ..SendParams::default() };
         let now = self.net.now;
         self.net
             .node(node)
-            .with_service(now, h, |_: &mut Recorder, cx| cx.request(dst, r, SendParams::default()))
+            .with_service(now, h, |_: &mut Recorder, cx| cx.request(dst, r, params))
             .unwrap()
             .expect("request starts")
     }
 
+    /// Sends a group request for s/t with Multicast-Timeout `timeout` and runs for `secs`.
+    fn ask(&mut self, timeout: u64, secs: u64) -> corral_proto::RequestId {
+        let id = self.send("s/t", timeout);
+        self.run(secs);
+        id
+    }
+
     fn answers(&mut self) -> Vec<(Code, Option<SocketAddr>)> {
+        let replies = self.replies();
+        replies.into_iter().map(|(_, _, member, r)| (r.code, member)).collect()
+    }
+
+    /// Every response the client received: when, to which request, from which member (Reply-From).
+    fn replies(&mut self) -> Vec<(Instant, corral_proto::RequestId, Option<SocketAddr>, Response)> {
         let (node, h) = self.client;
         let rec = self.net.node(node).service::<Recorder>(h).unwrap();
         rec.outcomes
             .iter()
-            .filter_map(|(_, _, o)| match o {
-                Outcome::Response { response, .. } => Some((
-                    response.code,
-                    response.options.get(OptionNumber::REPLY_FROM).map(|v| decode_reply_from(v).unwrap().1),
-                )),
+            .filter_map(|(at, id, o)| match o {
+                Outcome::Response { response, .. } => {
+                    let member =
+                        response.options.get(OptionNumber::REPLY_FROM).map(|v| decode_reply_from(v).unwrap().1);
+                    Some((*at, *id, member, response.clone()))
+                }
                 _ => None,
             })
             .collect()
@@ -147,4 +190,100 @@ fn group_requests_collecting_at_once_are_bounded() {
     lab.run(12);
     assert_eq!(lab.to_group(), 1, "the second group request was not sent");
     assert!(lab.answers().iter().any(|(c, m)| *c == Code::SERVICE_UNAVAILABLE && m.is_none()), "{:?}", lab.answers());
+}
+
+/// The answers to request `id`: (when, member, Max-Age, payload).
+fn answers_to(lab: &mut Lab, id: corral_proto::RequestId) -> Vec<(Instant, SocketAddr, Option<u32>, String)> {
+    let replies = lab.replies().into_iter().filter(|(_, i, _, _)| *i == id);
+    replies.filter_map(|(at, _, m, r)| Some((at, m?, r.options.max_age(), r.payload_text().into_owned()))).collect()
+}
+
+/// The members whose answers request `id` got, in the order they came.
+fn members_answering(lab: &mut Lab, id: corral_proto::RequestId) -> Vec<SocketAddr> {
+    answers_to(lab, id).iter().map(|a| a.1).collect()
+}
+
+#[test]
+fn a_member_silent_the_second_time_is_answered_from_the_cache_before_the_window_ends() {
+    let mut lab = Lab::new(allowing(), 3);
+    lab.ask(8, 10);
+    let silent = addr(12);
+    lab.net.set_drop(move |r| r.from == silent);
+    let sent = lab.net.now;
+    let second = lab.ask(8, 10);
+    let got = answers_to(&mut lab, second);
+    let mut members = members_answering(&mut lab, second);
+    members.sort();
+    assert_eq!(members, vec![addr(10), addr(11), addr(12)], "every member's answer: {got:?}");
+    assert_eq!(lab.to_group(), 2, "the proxy does not know the group's members: the request goes out again");
+    let cached = got.iter().find(|a| a.1 == silent).unwrap();
+    assert!(cached.0 >= sent + Duration::from_secs(7), "held until the window nears its end: {got:?}");
+    assert!(cached.2.is_some_and(|age| age < 60), "with the Max-Age it has left: {cached:?}");
+    assert_eq!(cached.3, "member 2");
+    assert_eq!(lab.stats().group_cache_hits, 1, "{:?}", lab.stats());
+}
+
+#[test]
+fn a_cached_answer_that_expires_within_the_window_goes_at_once() {
+    let mut lab = Lab::with(allowing(), 3, Some(10), false);
+    lab.ask(6, 7);
+    let sent = lab.net.now;
+    let second = lab.ask(8, 10);
+    let got = answers_to(&mut lab, second);
+    let early: Vec<_> = got.iter().filter(|a| a.2.is_some_and(|age| age < 10)).collect();
+    assert_eq!(early.len(), 3, "each member's cached answer, with less than its Max-Age left: {got:?}");
+    assert!(early.iter().all(|a| a.0 < sent + Duration::from_secs(1)), "at once: {got:?}");
+    assert_eq!(got.len(), 6, "and each member's own answer as it comes: {got:?}");
+    assert_eq!(lab.stats().group_cache_hits, 3, "{:?}", lab.stats());
+}
+
+#[test]
+fn a_silent_member_is_answered_from_the_cache_until_its_max_age_ends() {
+    let mut lab = Lab::with(allowing(), 3, Some(30), false);
+    lab.ask(6, 7);
+    let silent = addr(12);
+    lab.net.set_drop(move |r| r.from == silent);
+    let within = lab.ask(6, 8);
+    let members = members_answering(&mut lab, within);
+    assert!(members.contains(&silent), "within its Max-Age: {members:?}");
+    lab.run(30);
+    let after = lab.ask(6, 8);
+    let members = members_answering(&mut lab, after);
+    assert!(!members.contains(&silent), "after it: {members:?}");
+    assert_eq!(members.len(), 2, "{members:?}");
+    assert_eq!(lab.stats().group_cache_hits, 1, "{:?}", lab.stats());
+}
+
+#[test]
+fn members_revalidate_the_proxys_etags_and_the_client_gets_the_representation() {
+    let mut lab = Lab::with(allowing(), 3, Some(5), true);
+    lab.ask(6, 12);
+    let second = lab.ask(6, 8);
+    let group = SocketAddr::from((GROUP, 5683));
+    let requests: Vec<_> = lab.net.records.iter().filter(|r| r.to == group).filter_map(|r| r.message()).collect();
+    let last = requests.last().unwrap();
+    let mut tags: Vec<&[u8]> = last.options.get_all(OptionNumber::ETAG).collect();
+    tags.sort();
+    assert_eq!(tags, [&b"m0"[..], b"m1", b"m2"], "the second multicast request carries the cached ETags");
+    let got = answers_to(&mut lab, second);
+    let mut bodies: Vec<&str> = got.iter().map(|a| a.3.as_str()).collect();
+    bodies.sort();
+    assert_eq!(bodies, ["member 0", "member 1", "member 2"], "2.03s turned into the cached 2.05s: {got:?}");
+    assert!(got.iter().all(|a| a.2 == Some(5)), "with the refreshed Max-Age: {got:?}");
+    assert_eq!(lab.stats().group_revalidated, 3, "{:?}", lab.stats());
+}
+
+#[test]
+fn the_group_cache_is_bounded_by_entries_and_bytes() {
+    let mut lab = Lab::new(ProxyConfig { group_cache_entries: 2, ..allowing() }, 5);
+    lab.ask(8, 12);
+    assert_eq!(lab.answers().iter().filter(|a| a.1.is_some()).count(), 5, "all relayed");
+    let (node, h) = lab.proxy;
+    let (entries, _) = lab.net.node(node).service::<ProxyService>(h).unwrap().group_cache_occupancy();
+    assert_eq!(entries, 2);
+    let mut lab = Lab::new(ProxyConfig { group_cache_bytes: 300, ..allowing() }, 5);
+    lab.ask(8, 12);
+    let (node, h) = lab.proxy;
+    let (entries, bytes) = lab.net.node(node).service::<ProxyService>(h).unwrap().group_cache_occupancy();
+    assert!(bytes <= 300 && (1..5).contains(&entries), "{entries} entries, {bytes} bytes");
 }

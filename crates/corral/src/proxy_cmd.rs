@@ -129,6 +129,13 @@ pub struct ProxyArgs {
     /// Members' answers relayed per group request at most (the fan-out budget); later ones are dropped.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
     pub group_answers: u16,
+    /// Members' answers to group requests the cache holds at most (one per member and request). A later
+    /// request still goes to the group; a member that does not answer it is answered from the cache.
+    #[arg(long, value_name = "N", default_value_t = ProxyConfig::default().group_cache_entries)]
+    pub group_cache_entries: usize,
+    /// Bytes the cache of members' answers holds at most.
+    #[arg(long, value_name = "BYTES", default_value_t = ProxyConfig::default().group_cache_bytes)]
+    pub group_cache_bytes: usize,
     /// Requests outstanding to one next hop at once (NSTART, RFC 7252 §4.7). A proxy carries many
     /// clients' requests to one server: with 1 they queue behind each other.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
@@ -234,6 +241,8 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         destinations: destinations.clone(),
         groups: args.allow_group.clone(),
         max_group_answers: usize::from(args.group_answers),
+        group_cache_entries: args.group_cache_entries,
+        group_cache_bytes: args.group_cache_bytes,
         dtls_peers,
         rd,
         max_rd_next_hops: args.rd_max_next_hops.max(1),

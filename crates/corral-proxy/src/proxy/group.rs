@@ -15,9 +15,10 @@
 //!
 //! The same request from another client while one is collecting is attached to it (aggregation): it gets
 //! the answers collected so far at once and the later ones as they come, until its own timeout or the
-//! first request's window ends, whichever is first. Group answers are not cached.
+//! first request's window ends, whichever is first. Members' answers are cached, and a later request
+//! gets them as the draft's §7 says: `group_cache`.
 
-use super::{ProxyConfig, ProxyService, Waiter};
+use super::{group_cache, ProxyConfig, ProxyService, Waiter};
 use crate::key::Key;
 use crate::target::Refusal;
 use corral_proto::wire::uri::{Scheme, Uri};
@@ -27,22 +28,34 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 /// A client waiting for a group's answers.
-struct GroupWaiter {
+pub(super) struct GroupWaiter {
     waiter: Waiter,
-    /// Its Multicast-Timeout ends here: later answers are not relayed to it.
-    until: Instant,
+    /// Its Multicast-Timeout ends here (or the exchange's window, if earlier): later answers are not
+    /// relayed to it.
+    pub(super) until: Instant,
     /// It has had its first response (the later ones go separately).
     answered: bool,
+    /// Members whose cached answer it gets at `flush` unless they answer first (`group_cache`).
+    pub(super) held: Vec<SocketAddr>,
+    pub(super) flush: Instant,
 }
 
 /// One multicast request in flight.
 pub(super) struct GroupExchange {
     key: Key,
+    /// Where its members' answers are cached (`None` for an unsafe method): `group_cache::prefix`.
+    store: Option<Key>,
+    /// The group URI, the cache entries' target (an unsafe request to it forgets them).
+    uri: String,
     group: SocketAddr,
     window: Duration,
+    /// When the window ends.
+    ends: Instant,
     waiters: Vec<GroupWaiter>,
     /// The answers relayed so far, with Reply-From: a client that joins later gets them at once.
     answers: Vec<Response>,
+    /// The members that answered (within the fan-out budget).
+    heard: Vec<SocketAddr>,
 }
 
 /// The group exchanges, by the multicast request's id and by the request's cache key.
@@ -60,6 +73,12 @@ impl Groups {
     pub(super) fn len(&self) -> usize {
         self.by_request.len()
     }
+
+    /// When a client's held cached answers are due.
+    pub(super) fn next_flush(&self) -> Option<Instant> {
+        let waiters = self.by_request.values().flat_map(|ex| ex.waiters.iter());
+        waiters.filter(|w| !w.held.is_empty()).map(|w| w.flush).min()
+    }
 }
 
 /// What a client without Multicast-Timeout gets: 4.00 with an empty Multicast-Timeout (§5.2.1 step 3).
@@ -76,7 +95,7 @@ fn unsignalled(group: SocketAddr) -> Response {
 }
 
 impl GroupWaiter {
-    fn relay(&mut self, cx: &mut Context<'_>, answer: &Response) {
+    pub(super) fn relay(&mut self, cx: &mut Context<'_>, answer: &Response) {
         let r = self.waiter.answer(answer);
         if self.answered {
             cx.respond_again(self.waiter.from, self.waiter.token, r);
@@ -137,21 +156,33 @@ impl ProxyService {
         }
         let window = Duration::from_secs(secs).min(self.config.max_group_timeout);
         let until = cx.now() + window;
-        let mut waiter = GroupWaiter { waiter: Waiter::of(&req), until, answered: false };
+        let mut waiter =
+            GroupWaiter { waiter: Waiter::of(&req), until, answered: false, held: Vec::new(), flush: until };
         if window == Duration::ZERO {
             // §5.2.1 step 6: a client that wants no answer; the group still gets the request.
             cx.accept(req.id);
             cx.discard(req.id);
         }
         let key = crate::key::cache_key(&req.request, &target);
+        let uri = target.to_string();
+        let store = req.request.method.is_cacheable_method().then(|| group_cache::prefix(&key, group));
+        if store.is_none() {
+            // RFC 7252 §5.6.2: what the members answered before may have changed.
+            self.group_cache.invalidate(&uri);
+        }
         if let Some(ex) = self.groups.by_key.get(&key).and_then(|id| self.groups.by_request.get_mut(id)) {
             if ex.waiters.len() >= self.config.max_waiters {
                 return self.overloaded(cx, req.id, "too many clients waiting for this group");
             }
             self.stats.aggregated += 1;
+            waiter.until = waiter.until.min(ex.ends);
             if waiter.until > cx.now() {
                 for a in &ex.answers {
                     waiter.relay(cx, a);
+                }
+                if let Some(prefix) = &ex.store {
+                    let (cache, stats, heard) = (&mut self.group_cache, &mut self.stats, &ex.heard[..]);
+                    group_cache::Entries { cache, stats, prefix, heard }.serve(cx, &mut waiter);
                 }
             }
             ex.waiters.push(waiter);
@@ -162,6 +193,11 @@ impl ProxyService {
         }
         let mut up = super::forward::upstream_request(&req.request, &target, false, hops_left, None);
         up.options.remove(OptionNumber::HOP_LIMIT);
+        if let Some(store) = &store {
+            for tag in group_cache::etags(&self.group_cache, store) {
+                up.options.push(OptionNumber::ETAG, &tag);
+            }
+        }
         let params = SendParams { confirmable: false, multicast_window: Some(window), ..SendParams::default() };
         let id = match cx.request(group, up, params) {
             Ok(id) => id,
@@ -174,8 +210,14 @@ impl ProxyService {
         self.stats.group_requests += 1;
         self.stats.upstream_requests += 1;
         tracing::debug!(%group, ?window, "group request sent");
+        if let (Some(prefix), true) = (&store, window > Duration::ZERO) {
+            let (cache, stats) = (&mut self.group_cache, &mut self.stats);
+            group_cache::Entries { cache, stats, prefix, heard: &[] }.serve(cx, &mut waiter);
+        }
         self.groups.by_key.insert(key.clone(), id);
-        let ex = GroupExchange { key, group, window, waiters: vec![waiter], answers: Vec::new() };
+        let ends = cx.now() + window;
+        let (answers, heard) = (Vec::new(), Vec::new());
+        let ex = GroupExchange { key, store, uri, group, window, ends, waiters: vec![waiter], answers, heard };
         self.groups.by_request.insert(id, ex);
     }
 
@@ -194,14 +236,33 @@ impl ProxyService {
                 answer.options.set(OptionNumber::REPLY_FROM, &encode_reply_from(Scheme::Coap, from));
                 self.stats.group_answers += 1;
                 let now = cx.now();
+                if !ex.heard.contains(&from) {
+                    ex.heard.push(from);
+                }
+                if let Some(store) = &ex.store {
+                    // §7: each answer goes into its member's entry as it comes; a 2.03 for an ETag the
+                    // proxy sent (§7.2.2) refreshes the entry, and the clients get the representation.
+                    let k = group_cache::member_key(store, from);
+                    let tag = answer.options.get(OptionNumber::ETAG);
+                    if answer.code == Code::VALID && tag.is_some() && self.group_cache.etag(&k) == tag {
+                        if let Some(r) = self.group_cache.refresh(&k, &answer, now) {
+                            self.stats.group_revalidated += 1;
+                            answer = r;
+                        }
+                    } else {
+                        self.group_cache.insert(k, &ex.uri, &answer, now);
+                    }
+                }
                 for w in ex.waiters.iter_mut().filter(|w| w.until > now) {
                     w.relay(cx, &answer);
                 }
                 ex.answers.push(answer);
             }
             Outcome::MulticastDone | Outcome::Failed(_) | Outcome::Pong { .. } => {
-                let Some(ex) = self.groups.by_request.remove(&id) else { return };
+                let Some(mut ex) = self.groups.by_request.remove(&id) else { return };
                 self.groups.by_key.remove(&ex.key);
+                // Held cached answers not yet due (a window shorter than the flush margin) go now.
+                self.flush_group(cx, &mut ex, true);
                 let silent = Response::error(
                     Code::GATEWAY_TIMEOUT,
                     format!("no member of {} answered within {} s", ex.group, ex.window.as_secs()),
@@ -210,6 +271,29 @@ impl ProxyService {
                     cx.respond(w.waiter.id, silent.clone());
                 }
             }
+        }
+    }
+}
+
+impl ProxyService {
+    /// The clients whose held cached answers are due get them (`group_cache`).
+    pub(super) fn group_due(&mut self, cx: &mut Context<'_>) {
+        let ids: Vec<RequestId> = self.groups.by_request.keys().copied().collect();
+        for id in ids {
+            if let Some(mut ex) = self.groups.by_request.remove(&id) {
+                self.flush_group(cx, &mut ex, false);
+                self.groups.by_request.insert(id, ex);
+            }
+        }
+    }
+
+    fn flush_group(&mut self, cx: &mut Context<'_>, ex: &mut GroupExchange, all: bool) {
+        let Some(prefix) = &ex.store else { return };
+        let now = cx.now();
+        let (cache, stats) = (&mut self.group_cache, &mut self.stats);
+        let mut entries = group_cache::Entries { cache, stats, prefix, heard: &ex.heard };
+        for w in ex.waiters.iter_mut().filter(|w| !w.held.is_empty() && (all || w.flush <= now)) {
+            entries.flush(cx, w);
         }
     }
 }

@@ -1,10 +1,11 @@
 //! [`ProxyService`]: the forward proxy as a [`Service`]. Intake (checks, cache, aggregation) lives here;
 //! forwarding and the fan-out of responses in `forward`; observations in `observe`; requests for a
-//! multicast group in `group`; FIB rules whose next hops follow a Resource Directory in `directory`.
+//! multicast group in `group`, the cache of their answers in `group_cache`; FIB rules whose next hops follow a Resource Directory in `directory`.
 
 mod directory;
 mod forward;
 mod group;
+mod group_cache;
 mod observe;
 
 use crate::cache::{Cache, Lookup};
@@ -64,6 +65,10 @@ pub struct ProxyConfig {
     pub max_group_answers: usize,
     /// Group requests collecting answers at once.
     pub max_group_exchanges: usize,
+    /// Bounds of the cache of members' answers to group requests (one entry per member and request;
+    /// draft-ietf-core-groupcomm-proxy §7): entries and bytes.
+    pub group_cache_entries: usize,
+    pub group_cache_bytes: usize,
     /// The addresses the driver reaches over DTLS (credentials it holds): a `coaps://` origin elsewhere
     /// is refused (5.05), since the proxy would otherwise send it plain CoAP.
     pub dtls_peers: Vec<std::net::SocketAddr>,
@@ -93,6 +98,8 @@ impl Default for ProxyConfig {
             max_group_timeout: Duration::from_secs(60),
             max_group_answers: 64,
             max_group_exchanges: 16,
+            group_cache_entries: 256,
+            group_cache_bytes: 1 << 20,
             dtls_peers: Vec::new(),
             rd: None,
             max_rd_next_hops: 32,
@@ -140,6 +147,8 @@ pub struct ProxyService {
     config: ProxyConfig,
     fib: Fib,
     cache: Cache,
+    /// Members' answers to group requests.
+    group_cache: Cache,
     stats: Stats,
     pending: HashMap<Key, Pending, foldhash::fast::FixedState>,
     upstream: HashMap<RequestId, Upstream, foldhash::fast::FixedState>,
@@ -162,6 +171,7 @@ impl ProxyService {
         ProxyService {
             rd: directory::RdRules::of(&fib, config.rd.is_some()),
             cache: Cache::new(config.cache_entries, config.cache_bytes),
+            group_cache: Cache::new(config.group_cache_entries, config.group_cache_bytes),
             config,
             fib,
             stats: Stats::default(),
@@ -189,6 +199,11 @@ impl ProxyService {
     /// Bytes the cache holds (the responses' payloads and options).
     pub fn cache_bytes(&self) -> usize {
         self.cache.bytes()
+    }
+
+    /// Entries and bytes of the cache of members' answers to group requests.
+    pub fn group_cache_occupancy(&self) -> (usize, usize) {
+        (self.group_cache.len(), self.group_cache.bytes())
     }
 
     /// Entries in the cache, requests pending upstream, observations held.
@@ -340,6 +355,12 @@ impl ProxyService {
                     max_entries: self.config.cache_entries,
                     max_bytes: self.config.cache_bytes,
                 },
+                group_cache: CacheStatus {
+                    entries: self.group_cache.len(),
+                    bytes: self.group_cache.bytes(),
+                    max_entries: self.config.group_cache_entries,
+                    max_bytes: self.config.group_cache_bytes,
+                },
                 pending: self.pending.len(),
                 observations: self.observations.len(),
                 groups: self.groups.len(),
@@ -384,7 +405,7 @@ impl ProxyService {
                 Err(e) => Response::error(Code::INTERNAL_SERVER_ERROR, e.to_string()),
             }
         } else if req.request.method == Code::DELETE {
-            let n = self.cache.clear();
+            let n = self.cache.clear() + self.group_cache.clear();
             tracing::info!(entries = n, "the cache was purged");
             Response::new(Code::DELETED)
         } else {
@@ -423,6 +444,8 @@ struct Status<'a> {
     name: &'a str,
     stats: &'a Stats,
     cache: CacheStatus,
+    /// Members' answers to group requests.
+    group_cache: CacheStatus,
     pending: usize,
     observations: usize,
     /// Group requests collecting answers.
@@ -487,13 +510,15 @@ impl Service for ProxyService {
 
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
         self.observations.expire(cx.now());
+        self.group_due(cx);
         if !self.rd.is_empty() {
             self.rd_due(cx);
         }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        [self.observations.next_expiry(), self.rd.next_wake()].into_iter().flatten().min()
+        let due = [self.observations.next_expiry(), self.rd.next_wake(), self.groups.next_flush()];
+        due.into_iter().flatten().min()
     }
 
     fn links(&self) -> Vec<ResourceLink> {

@@ -518,3 +518,6 @@ pub fn proxy_status(proxy: &str) -> serde_json::Value {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     serde_json::from_slice(&o.stdout).expect("status is JSON")
 }
+
+/// Group members and a group-forwarding proxy (`--allow-group`).
+pub mod group;

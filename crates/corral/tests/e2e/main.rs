@@ -47,6 +47,7 @@ mod output;
 mod plugtest;
 mod proxy;
 mod proxy_group;
+mod proxy_group_cache;
 mod rd;
 mod rd_fib;
 mod rd_follow;

@@ -1,0 +1,125 @@
+//! Caching of group answers (draft-ietf-core-groupcomm-proxy -07, §7 "Caching", §7.1 "Freshness Model",
+//! §7.2.2 "Proxy-Servers Revalidation with Group Requests"): one entry per member and group request, in a
+//! [`Cache`] of its own beside the unicast one
+//! ([`ProxyConfig::group_cache_entries`](super::ProxyConfig::group_cache_entries) and
+//! [`ProxyConfig::group_cache_bytes`](super::ProxyConfig::group_cache_bytes), least recently used first
+//! out). The key is the request's [`cache_key`](crate::key::cache_key) (the one the unicast cache uses),
+//! the group's address and the member's address; the stored response carries its Reply-From (§5.4 step 1:
+//! added before caching), so a cached answer names its member as a relayed one does.
+//!
+//! What a later group request for the same key gets, following §7.1:
+//! - The request still goes to the group (one multicast datagram): a proxy may answer from its cache alone
+//!   only if it knows every current member of the group, and this one does not (it learns nothing from a
+//!   group manager or the directory); answers from members it has not cached reach the client too.
+//! - A cached answer whose residual lifetime L (its Max-Age now) is shorter than the client's
+//!   Multicast-Timeout T' goes to the client at once; one with L ≥ T' waits for the end of the client's
+//!   window and goes then only if that member has not answered this request (the member's own answer, as
+//!   it comes, refreshes the entry). "Approaching the timeout" is chosen as a quarter of the window, at
+//!   most 500 ms, before it ends.
+//! - The multicast request carries the ETags of the group's cached answers (at most [`MAX_ETAGS`]; §7.2.2,
+//!   groupcomm-bis §3.2.2): a member that answers 2.03 Valid with one of them refreshes its entry, and the
+//!   client gets the cached representation with the new Max-Age, not the 2.03 (the client did not send
+//!   that ETag; one it did send is honoured as for unicast answers).
+//!
+//! Not done: Group-ETag (§7.3; it needs the complete set of members, see above), and hits of group
+//! entries by unicast requests to a member or the other way round (§7 allows both; the two caches are
+//! separate). An unsafe request to the group forgets its entries (RFC 7252 §5.6.2).
+
+use super::group::GroupWaiter;
+use crate::cache::{Cache, Lookup};
+use crate::key::Key;
+use crate::stats::Stats;
+use corral_proto::wire::{decode_reply_from, OptionNumber};
+use corral_proto::{Context, Duration, Response};
+use std::net::SocketAddr;
+
+/// ETags of cached answers one multicast request carries at most (§7.2.2).
+pub const MAX_ETAGS: usize = 8;
+
+/// The longest a held cached answer waits before the end of a client's window.
+const FLUSH_AHEAD: Duration = Duration::from_millis(500);
+
+fn push_addr(out: &mut Vec<u8>, a: SocketAddr) {
+    let ip = match corral_proto::canonical(a.ip()) {
+        std::net::IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        std::net::IpAddr::V6(v6) => v6,
+    };
+    out.extend_from_slice(&ip.octets());
+    out.extend_from_slice(&a.port().to_be_bytes());
+}
+
+/// The prefix every member's entry of one group request shares: the request's key (length first, so no
+/// key is a prefix of another's) and the group.
+pub(super) fn prefix(key: &Key, group: SocketAddr) -> Key {
+    let mut out = Vec::with_capacity(key.0.len() + 22);
+    out.extend_from_slice(&(key.0.len() as u32).to_be_bytes());
+    out.extend_from_slice(&key.0);
+    push_addr(&mut out, group);
+    Key(out)
+}
+
+/// One member's entry under a group request's prefix.
+pub(super) fn member_key(prefix: &Key, member: SocketAddr) -> Key {
+    let mut out = prefix.0.clone();
+    push_addr(&mut out, member);
+    Key(out)
+}
+
+/// The member a stored answer names in its Reply-From.
+fn member_of(r: &Response) -> Option<SocketAddr> {
+    decode_reply_from(r.options.get(OptionNumber::REPLY_FROM)?).ok().map(|(_, a)| a)
+}
+
+/// The ETags of the group's cached answers, fresh or stale, for the multicast request (§7.2.2).
+pub(super) fn etags(cache: &Cache, prefix: &Key) -> Vec<Vec<u8>> {
+    let mut tags: Vec<Vec<u8>> = Vec::new();
+    for k in cache.keys_with_prefix(&prefix.0) {
+        if let Some(t) = cache.etag(&k).filter(|t| !tags.iter().any(|s| s == t)) {
+            tags.push(t.to_vec());
+        }
+        if tags.len() >= MAX_ETAGS {
+            break;
+        }
+    }
+    tags
+}
+
+/// One group request's entries as its clients see them: the cache, the counters, the request's prefix
+/// and the members that answered it so far.
+pub(super) struct Entries<'a> {
+    pub(super) cache: &'a mut Cache,
+    pub(super) stats: &'a mut Stats,
+    pub(super) prefix: &'a Key,
+    pub(super) heard: &'a [SocketAddr],
+}
+
+impl Entries<'_> {
+    /// A client joins the request: the cached answers of the members not heard from yet go to it at once
+    /// when they expire within its window, the others are held for its window's end (§7.1).
+    pub(super) fn serve(&mut self, cx: &mut Context<'_>, w: &mut GroupWaiter) {
+        let now = cx.now();
+        let window = w.until.saturating_since(now);
+        for k in self.cache.keys_with_prefix(&self.prefix.0) {
+            let Lookup::Fresh(r) = self.cache.lookup(&k, now) else { continue };
+            let Some(member) = member_of(&r).filter(|m| !self.heard.contains(m)) else { continue };
+            if u64::from(r.options.max_age().unwrap_or(0)) < window.as_secs() {
+                self.stats.group_cache_hits += 1;
+                w.relay(cx, &r);
+            } else {
+                w.held.push(member);
+            }
+        }
+        w.flush = w.until - FLUSH_AHEAD.min(window.mul_f64(0.25));
+    }
+
+    /// A client's window nears its end: the held cached answers of members that have not answered go to
+    /// it.
+    pub(super) fn flush(&mut self, cx: &mut Context<'_>, w: &mut GroupWaiter) {
+        for member in std::mem::take(&mut w.held).into_iter().filter(|m| !self.heard.contains(m)) {
+            if let Lookup::Fresh(r) = self.cache.lookup(&member_key(self.prefix, member), cx.now()) {
+                self.stats.group_cache_hits += 1;
+                w.relay(cx, &r);
+            }
+        }
+    }
+}

@@ -511,6 +511,21 @@ mod tests {
                 }),
             ),
             (
+                Family::Dtls,
+                Facts::Dtls(DtlsFacts {
+                    hops: 3.0,
+                    first_ms: 182.25,
+                    frames: 36,
+                    air_bytes: 3474,
+                    datagrams: 8,
+                    largest: 138,
+                    largest_frames: 2,
+                    flights_retx: 1,
+                    handshakes: 1,
+                }),
+            ),
+            (Family::Dtls, Facts::Dtls(DtlsFacts { hops: 1.0, ..DtlsFacts::empty() })),
+            (
                 Family::Baseline,
                 Facts::Baseline(BaselineFacts {
                     goodput: 812.5,

@@ -1,9 +1,9 @@
 //! The practical cost of securing CoAP across a multi-hop IEEE 802.15.4 network (issue 30's lab item), on
 //! the `[dtls]` family (`crate::family::dtls`). Seed 000 cites Hartke's "Practical Issues with DTLS in
 //! Constrained Environments" only for "CoAP supports optional security by using DTLS" (its reference
-//! 13): the seed gives no number, so nothing here can AGREE with it. Every check is a measurement with a tolerance fixed here
-//! before any run, reported as CONSEQUENCE (the scenario gives them that role; the frame counts are also
-//! arithmetic of the flights' sizes, [`super::ARITHMETIC`]):
+//! 13): the seed gives no number, so nothing here can AGREE with it. Every check is a measurement with a
+//! tolerance fixed here before any run, reported as CONSEQUENCE (the scenario gives them that role; the
+//! frame counts are also arithmetic of the flights' sizes, [`super::ARITHMETIC`]):
 //!
 //! - `dtls_handshake_costs_frames`: at every hop count and loss level, a DTLS point's frames to the first
 //!   protected response exceed plain CoAP's (strictly).

@@ -10,8 +10,8 @@
 use crate::data::RunData;
 use crate::error::DataError;
 use crate::record::{
-    fixed, BaselineFacts, ChurnFacts, EmulatedFacts, Facts, LinkRow, MpStats, NodeRole, NodeRow, PointResult, PointRow,
-    QueryRow, Staleness, StreamFacts,
+    fixed, BaselineFacts, ChurnFacts, DtlsFacts, EmulatedFacts, Facts, LinkRow, MpStats, NodeRole, NodeRow,
+    PointResult, PointRow, QueryRow, Staleness, StreamFacts,
 };
 use crate::results::Aggregate;
 use crate::scenario::Family;
@@ -212,6 +212,16 @@ pub const POINT_COLUMNS: &[Column<PointRow>] = &[
     fact!("query_frames", Churn, query_frames, |x: u64| x.to_string(), parse),
     fact!("query_bytes", Churn, query_bytes, |x: u64| x.to_string(), parse),
     fact!("rd_notifications", Churn, notifications, |x: u64| x.to_string(), parse),
+    // [dtls]
+    fact!("dtls_hops", Dtls, hops, |x: f64| fixed(x, 0), float),
+    fact!("first_ms", Dtls, first_ms, |x: f64| fixed(x, 3), float),
+    fact!("first_frames", Dtls, frames, |x: u64| x.to_string(), parse),
+    fact!("first_air_bytes", Dtls, air_bytes, |x: u64| x.to_string(), parse),
+    fact!("first_datagrams", Dtls, datagrams, |x: u64| x.to_string(), parse),
+    fact!("largest_datagram", Dtls, largest, |x: u64| x.to_string(), parse),
+    fact!("largest_frames", Dtls, largest_frames, |x: u64| x.to_string(), parse),
+    fact!("flights_retx", Dtls, flights_retx, |x: u64| x.to_string(), parse),
+    fact!("handshakes", Dtls, handshakes, |x: u64| x.to_string(), parse),
 ];
 
 /// `links.csv`: frames per directed radio link (link stress) during the query phase.
@@ -401,6 +411,7 @@ pub fn read_results(dir: &Path, family: Family) -> Result<Vec<PointResult>, Data
             Family::Emulated => Facts::Emulated(EmulatedFacts { throughput: f64::NAN }),
             Family::Baseline => Facts::Baseline(BaselineFacts::default()),
             Family::Churn => Facts::Churn(ChurnFacts::empty()),
+            Family::Dtls => Facts::Dtls(DtlsFacts::empty()),
             Family::Multiparty => Facts::Multiparty(
                 stats.remove(&point).ok_or_else(|| format!("point {point} has no stats in {MULTIPARTY_FILE}"))?,
             ),
@@ -499,6 +510,21 @@ mod tests {
                     ..ChurnFacts::empty()
                 }),
             ),
+            (
+                Family::Dtls,
+                Facts::Dtls(DtlsFacts {
+                    hops: 3.0,
+                    first_ms: 182.25,
+                    frames: 36,
+                    air_bytes: 3474,
+                    datagrams: 8,
+                    largest: 138,
+                    largest_frames: 2,
+                    flights_retx: 1,
+                    handshakes: 1,
+                }),
+            ),
+            (Family::Dtls, Facts::Dtls(DtlsFacts { hops: 1.0, ..DtlsFacts::empty() })),
             (
                 Family::Baseline,
                 Facts::Baseline(BaselineFacts {

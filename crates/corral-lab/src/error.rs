@@ -52,6 +52,8 @@ pub enum RunError {
     EntityManager(corral_group::StoreError),
     /// The OSCORE contexts of a seed-001 deployment could not be derived (a bug in the lab).
     Security(corral_oscore::Error),
+    /// The lab's DTLS certificates do not load (a bug in the lab).
+    Credentials(String),
     /// A service the run reads its results from was gone at the end (a bug in the lab).
     Lost(&'static str),
     /// The machine cannot run an emulated point.
@@ -71,6 +73,7 @@ impl fmt::Display for RunError {
             RunError::Rule { at, reason } => write!(f, "proxy.rule at {at:?}: {reason}"),
             RunError::EntityManager(e) => e.fmt(f),
             RunError::Security(e) => e.fmt(f),
+            RunError::Credentials(why) => write!(f, "the lab's DTLS certificates: {why}"),
             RunError::Lost(what) => write!(f, "{what} is gone"),
             RunError::Emulated(e) => e.fmt(f),
             RunError::Point { index, label, source } => write!(f, "point {index} ({label}): {source}"),

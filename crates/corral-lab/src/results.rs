@@ -64,6 +64,11 @@ impl Aggregate {
         self.facts.churn()
     }
 
+    /// A `[dtls]` point's facts.
+    pub fn dtls(&self) -> Option<&crate::record::DtlsFacts> {
+        self.facts.dtls()
+    }
+
     /// A `[multiparty]` point's stats.
     pub fn multiparty(&self) -> Option<&MpStats> {
         self.facts.multiparty().map(|m| m.as_ref())
@@ -74,6 +79,7 @@ impl Aggregate {
     pub fn metric(&self, m: Metric) -> (f64, Option<(f64, f64)>) {
         let stream = |f: fn(&StreamFacts) -> f64| self.stream().map_or(f64::NAN, f);
         let churn = |f: fn(&crate::record::ChurnFacts) -> f64| self.churn().map_or(f64::NAN, f);
+        let dtls = |f: fn(&crate::record::DtlsFacts) -> f64| self.dtls().map_or(f64::NAN, f);
         match m {
             Metric::ResponseTime => {
                 let mean = self.rt.map_or(f64::NAN, |s| s.mean / 1000.0);
@@ -99,6 +105,8 @@ impl Aggregate {
             Metric::OffFollowing => (churn(|c| c.follow_stale_s + c.follow_missing_s), None),
             Metric::OffFixed => (churn(|c| c.fixed_stale_s + c.fixed_missing_s), None),
             Metric::DirectoryFrames => (churn(|c| c.rd_frames as f64), None),
+            Metric::FirstAirBytes => (dtls(|d| d.air_bytes as f64), None),
+            Metric::FlightsRetransmitted => (dtls(|d| d.flights_retx as f64), None),
         }
     }
 }

@@ -28,5 +28,6 @@ pub fn run_point_traced(s: &Setup, index: usize, seed: u64, record: bool) -> Res
         Experiment::Baseline(b) => family::baseline::run(c, b, index, seed),
         Experiment::Multiparty(m) => family::multiparty::run(c, m, index, seed),
         Experiment::Churn(ch) => family::churn::run(c, ch, index, seed),
+        Experiment::Dtls(d) => family::dtls::run(c, d, index, seed),
     }
 }

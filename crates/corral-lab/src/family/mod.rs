@@ -9,6 +9,7 @@
 //! | [`emulated`] | `[emulated]` (seed 004) | real programs on either side of an emulated link, in real time |
 //! | [`baseline`] | `[baseline]` (seed 002) | CoAP against corral-sim's HTTP baselines over one IEEE 802.15.4 hop |
 //! | [`multiparty`] | `[multiparty]` (seed 001) | nine clients and a server over the Fig. 6 tree in Table II's deployments |
+//! | [`dtls`] | `[dtls]` (issue 30) | one request across a multi-hop chain, after a DTLS handshake (PSK or certificates), with OSCORE, or plain |
 //! | [`churn`] | `[churn]` (issue 32) | devices join and leave a floor, registering with a Resource Directory on the gateway; the client queries an entity that follows the directory and one that does not |
 //!
 //! Each module's `run` takes the point's [`crate::scenario::Common`] (what it models of it) and its own
@@ -18,6 +19,7 @@
 
 pub mod baseline;
 pub mod churn;
+pub mod dtls;
 pub mod emulated;
 pub mod entity;
 pub mod multiparty;
@@ -42,6 +44,8 @@ pub fn calibration_read(f: Family) -> &'static [&'static str] {
         Family::Multiparty => &["processing_delay_ms", "rx_queue"],
         // The churn runner starts no Wi-Fi.
         Family::Churn => &["processing_delay_ms", "rx_queue"],
+        // The dtls runner starts no Wi-Fi either.
+        Family::Dtls => &["processing_delay_ms", "rx_queue"],
     }
 }
 

@@ -35,6 +35,7 @@
 
 pub mod baseline;
 pub mod churn;
+pub mod dtls;
 pub mod emulated;
 pub mod entity;
 pub mod multiparty;
@@ -61,6 +62,8 @@ pub const ARITHMETIC: &[(&str, &str)] = &[
     ("mp_requests_grow", "requests per forwarder follow from the request rate and the run's length"),
     ("mp_aware_link_load", "packets per shared-path hop follow from the request rate and aggregation"),
     ("churn_cost_grows_as_lifetime_shrinks", "a registrant refreshes every 0.9 × its lifetime"),
+    ("dtls_handshake_costs_frames", "a handshake's flights are bytes the plain exchange does not send"),
+    ("dtls_cert_costs_more_than_psk", "certificate flights carry certificates, keys and signatures PSK flights lack"),
 ];
 
 /// Why a check is arithmetic, if it is ([`ARITHMETIC`]).
@@ -112,6 +115,7 @@ pub const FAMILIES: &[&[Check]] = &[
     baseline::CHECKS,
     multiparty::CHECKS,
     churn::CHECKS,
+    dtls::CHECKS,
 ];
 
 pub fn lookup(name: &str) -> Option<&'static Check> {

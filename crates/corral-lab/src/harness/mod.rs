@@ -1,6 +1,6 @@
 //! What the experiment families run on: a point's seed, the radio networks of the testbed scenarios, the
 //! client on the wired host and the [`Driver`] that sends its requests through the simulator, counter
-//! snapshots around a query phase, and the row of one query.
+//! snapshots around a query phase, the row of one query, and DTLS on a simulated node (`dtls`).
 //!
 //! # What it owns
 //! The pieces more than one family uses, and the shape of a family's output ([`PointRun`]). It never reads
@@ -8,6 +8,7 @@
 
 pub mod client;
 mod counters;
+pub mod dtls;
 mod network;
 
 use crate::record::{PointResult, QueryRow};

@@ -7,9 +7,11 @@
 //! nothing from the rest of the crate but [`crate::stats`].
 
 mod churn;
+mod dtls;
 mod multiparty;
 
 pub use churn::ChurnFacts;
+pub use dtls::DtlsFacts;
 pub use multiparty::{MpStats, Ops};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -146,6 +148,8 @@ pub enum Facts {
     Multiparty(#[serde(with = "shared")] Arc<MpStats>),
     /// `[churn]`: an RD-following entity against a fixed one while devices come and go.
     Churn(ChurnFacts),
+    /// `[dtls]`: the cost of a first protected response across a multi-hop chain.
+    Dtls(DtlsFacts),
 }
 
 impl Facts {
@@ -187,6 +191,13 @@ impl Facts {
     pub fn churn(&self) -> Option<&ChurnFacts> {
         match self {
             Facts::Churn(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    pub fn dtls(&self) -> Option<&DtlsFacts> {
+        match self {
+            Facts::Dtls(d) => Some(d),
             _ => None,
         }
     }

@@ -88,10 +88,13 @@ pub enum Metric {
     OffFollowing,
     OffFixed,
     DirectoryFrames,
+    /// `[dtls]`: bytes on the air to the first protected response, and handshake flights sent again.
+    FirstAirBytes,
+    FlightsRetransmitted,
 }
 
 impl Metric {
-    pub const ALL: [(&'static str, Metric); 20] = [
+    pub const ALL: [(&'static str, Metric); 22] = [
         ("response_time", Metric::ResponseTime),
         ("response_time_per_member", Metric::ResponseTimePerMember),
         ("member_reliability", Metric::MemberReliability),
@@ -112,6 +115,8 @@ impl Metric {
         ("off_following", Metric::OffFollowing),
         ("off_fixed", Metric::OffFixed),
         ("directory_frames", Metric::DirectoryFrames),
+        ("first_air_bytes", Metric::FirstAirBytes),
+        ("flights_retransmitted", Metric::FlightsRetransmitted),
     ];
 
     pub fn parse(s: &str) -> Result<Metric, ScenarioError> {
@@ -151,6 +156,8 @@ impl Metric {
             Metric::OffFollowing => "member-seconds off the devices present (following entity)",
             Metric::OffFixed => "member-seconds off the devices present (fixed entity)",
             Metric::DirectoryFrames => "directory frames (registrations, refreshes, removals)",
+            Metric::FirstAirBytes => "bytes on the air to the first protected response",
+            Metric::FlightsRetransmitted => "handshake flights sent again",
         }
     }
 }

@@ -12,7 +12,7 @@
 //! | `mod.rs` | the file and the sections every family shares: `[network]`, `[interference]`, `[calibration]`, `[transmission]`, `[workload]`, `[usage.*]`, `[[finding]]` (and its [`Role`]), `[[sensitivity]]` |
 //! | `figure.rs` | `[[figure]]` and the [`Metric`]s a figure plots |
 //! | `point.rs` | the sweep axes ([`AXES`]), their values, a [`Point`] |
-//! | `entity.rs`, `proxy.rs`, `stream.rs`, `emulated.rs`, `baseline.rs`, `multiparty.rs`, `churn.rs` | each family's section |
+//! | `entity.rs`, `proxy.rs`, `stream.rs`, `emulated.rs`, `baseline.rs`, `multiparty.rs`, `churn.rs`, `dtls.rs` | each family's section |
 //! | `setup.rs` | [`Setup`]: one point resolved, [`Experiment`] with one variant per family |
 //! | `sweep.rs` | validation, the expansion into points, resolving a point |
 //!
@@ -22,6 +22,7 @@
 
 mod baseline;
 mod churn;
+mod dtls;
 mod emulated;
 mod entity;
 mod figure;
@@ -36,6 +37,7 @@ mod sweep;
 pub use crate::error::ScenarioError;
 pub use baseline::{BaselineSpec, SCHEMES};
 pub use churn::{ChurnSetup, ChurnSpec, Vanish};
+pub use dtls::{DtlsSetup, DtlsSpec, Security};
 pub use emulated::EmulatedSpec;
 pub use entity::{EntitySpec, Follow};
 pub use figure::{Figure, Metric};
@@ -86,6 +88,7 @@ pub const BUILTINS: &[Builtin] = &[
     builtin!("calibrate-wifi"),
     builtin!("calibrate-office"),
     builtin!("ext-rd-churn"),
+    builtin!("ext-dtls"),
 ];
 
 /// The text of a built-in scenario.
@@ -153,6 +156,10 @@ pub struct Scenario {
     /// Devices joining and leaving a floor, an RD-following entity against a fixed one: see [`ChurnSpec`].
     #[serde(default)]
     pub churn: Option<ChurnSpec>,
+    /// A request across a multi-hop 802.15.4 chain secured by DTLS (a handshake first), OSCORE or nothing:
+    /// see [`DtlsSpec`].
+    #[serde(default)]
+    pub dtls: Option<DtlsSpec>,
 }
 
 /// A variant of the scenario with some parameters set to wrong values, to show which verdicts depend on

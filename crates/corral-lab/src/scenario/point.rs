@@ -31,6 +31,8 @@ pub const AXES: &[&str] = &[
     "interval_ms",
     "deployment",
     "lifetime_s",
+    "security",
+    "hops",
     "replicate",
 ];
 

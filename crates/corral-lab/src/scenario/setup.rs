@@ -82,6 +82,8 @@ pub enum Experiment {
     Multiparty(MultipartySpec),
     /// `[churn]`: devices join and leave while the client queries an RD-following and a fixed entity.
     Churn(super::churn::ChurnSetup),
+    /// `[dtls]`: one request across a chain of hops, secured by DTLS, OSCORE or nothing.
+    Dtls(super::dtls::DtlsSetup),
 }
 
 impl Experiment {
@@ -94,6 +96,7 @@ impl Experiment {
             Experiment::Baseline(_) => Family::Baseline,
             Experiment::Multiparty(_) => Family::Multiparty,
             Experiment::Churn(_) => Family::Churn,
+            Experiment::Dtls(_) => Family::Dtls,
         }
     }
 }
@@ -108,6 +111,7 @@ pub enum Family {
     Baseline,
     Multiparty,
     Churn,
+    Dtls,
 }
 
 impl Family {
@@ -121,6 +125,7 @@ impl Family {
             Family::Baseline => "baseline",
             Family::Multiparty => "multiparty",
             Family::Churn => "churn",
+            Family::Dtls => "dtls",
         }
     }
 }

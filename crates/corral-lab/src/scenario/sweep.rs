@@ -27,6 +27,7 @@ impl Scenario {
             (self.baseline.is_some(), Family::Baseline),
             (self.multiparty.is_some(), Family::Multiparty),
             (self.churn.is_some(), Family::Churn),
+            (self.dtls.is_some(), Family::Dtls),
         ]
         .into_iter()
         .filter_map(|(present, f)| present.then_some(f))
@@ -209,6 +210,7 @@ impl Scenario {
             None => None,
         };
         let mut lifetime_s = self.churn.as_ref().map(|c| c.lifetime_s);
+        let mut dtls = self.dtls.clone();
         let mut follow = None;
         let mut ect = self.entity.ect.clone();
         let mut delay = self.entity.delay.clone();
@@ -310,6 +312,16 @@ impl Scenario {
                     }
                     lifetime_s = Some(u32::try_from(num()? as u64).unwrap_or(u32::MAX));
                 }
+                "security" | "hops" => {
+                    let Some(d) = dtls.as_mut() else {
+                        return err(format!("sweep.{axis}: needs a [dtls] section"));
+                    };
+                    if axis == "security" {
+                        d.security = v.to_string();
+                    } else {
+                        d.hops = u32::try_from(num()? as u64).unwrap_or(u32::MAX);
+                    }
+                }
                 // Replicates change the seed (through the point's label) and, on a floor, the floor.
                 "replicate" => {}
                 _ => return err(format!("sweep.{axis}: unknown axis")),
@@ -402,6 +414,10 @@ impl Scenario {
         }
         if let Some(c) = churn {
             return Ok(Setup { common, experiment: Experiment::Churn(c) });
+        }
+        if let Some(d) = &dtls {
+            let d = super::DtlsSetup::resolve(d)?;
+            return Ok(Setup { common, experiment: Experiment::Dtls(d) });
         }
         let experiment = match (proxy, stream, emulated, baseline, multiparty) {
             (Some(p), ..) => Experiment::Proxy(p),

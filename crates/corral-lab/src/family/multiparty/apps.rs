@@ -69,6 +69,8 @@ impl From<corral_oscore::Error> for SecurityError {
 pub enum Binding {
     Oscore(RequestBinding),
     Group(GroupBinding),
+    /// No object security ([`Unprotected`]).
+    Plain,
 }
 
 /// A client's security for its requests, per deployment. Operations are the library's own counters
@@ -94,8 +96,49 @@ pub trait ServerSecurity {
 /// The server's handle on one request.
 #[derive(Debug, Clone)]
 pub enum ServerBinding {
-    Oscore { kid: Vec<u8>, binding: RequestBinding },
+    Oscore {
+        kid: Vec<u8>,
+        binding: RequestBinding,
+    },
     Group(GroupBinding),
+    /// No object security ([`Unprotected`]).
+    Plain,
+}
+
+/// No object security: requests and responses as they are — plain CoAP, or CoAP whose transport
+/// protects it (the `[dtls]` family's DTLS points).
+pub struct Unprotected;
+
+impl ClientSecurity for Unprotected {
+    fn protect(&mut self, plain: &Plain) -> Result<(Plain, Binding), SecurityError> {
+        Ok((plain.clone(), Binding::Plain))
+    }
+
+    fn verify(&mut self, _: &Binding, outer: &Plain) -> Result<Plain, SecurityError> {
+        Ok(outer.clone())
+    }
+
+    fn ops(&self) -> Ops {
+        Ops::default()
+    }
+}
+
+impl ServerSecurity for Unprotected {
+    fn open(&mut self, outer: &Plain) -> Result<(Plain, ServerBinding), SecurityError> {
+        Ok((outer.clone(), ServerBinding::Plain))
+    }
+
+    fn seal(&mut self, _: &ServerBinding, response: &Plain) -> Result<Plain, SecurityError> {
+        Ok(response.clone())
+    }
+
+    fn signs(&self) -> bool {
+        false
+    }
+
+    fn ops(&self) -> Ops {
+        Ops::default()
+    }
 }
 
 /// RFC 8613 OSCORE between one client and the server: one security context each (deployments i and ii).

@@ -10,6 +10,7 @@ mod causes;
 mod edited;
 
 mod churn;
+mod dtls;
 mod ext_causes;
 mod families;
 mod procedure;

@@ -509,7 +509,9 @@ impl DtlsLayer {
     /// This side's key pair for the certificate suites: its raw public key or its X.509 certificate.
     fn credentials(&self) -> Option<dimpl::DtlsCertificate> {
         match (&self.config.rpk, &self.config.x509) {
-            (Some(r), _) => Some(dimpl::DtlsCertificate { certificate: r.public_key.clone(), private_key: r.key.clone() }),
+            (Some(r), _) => {
+                Some(dimpl::DtlsCertificate { certificate: r.public_key.clone(), private_key: r.key.clone() })
+            }
             (None, Some(x)) => {
                 Some(dimpl::DtlsCertificate { certificate: x.certificate.clone(), private_key: x.key.clone() })
             }

@@ -195,8 +195,9 @@ impl SignatureVerifier for RustCryptoSignatureVerifier {
         let spki = match X509Certificate::from_der(cert_der) {
             Ok(cert) => cert.tbs_certificate().subject_public_key_info().clone(),
             // corral patch: a raw public key (RFC 7250) is a SubjectPublicKeyInfo, not a certificate.
-            Err(_) => spki::SubjectPublicKeyInfoOwned::from_der(cert_der)
-                .map_err(|_| CryptoError::CertificateParseFailed)?,
+            Err(_) => {
+                spki::SubjectPublicKeyInfoOwned::from_der(cert_der).map_err(|_| CryptoError::CertificateParseFailed)?
+            }
         };
 
         const OID_EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");

@@ -24,8 +24,12 @@
 //! - **Closing**: close_notify from the peer ends the session; a session idle for
 //!   [`DtlsConfig::idle_timeout`] is closed with close_notify; a failed handshake ends the session, and a
 //!   server tells the peer why with a fatal alert (unknown PSK identity, no shared suite, bad Finished).
-//! - **Why a handshake failed**, as a [`HandshakeFailure`] in [`DtlsEvent::Failed`], so a client can say
-//!   it in one line.
+//! - **Why a handshake failed**, as a [`HandshakeFailure`] in [`DtlsEvent::Failed`] (`failure.rs`), so a
+//!   client can say it in one line.
+//! - **Whom to trust**: a peer's X.509 certificate is checked against the CAs (`x509.rs`), a peer's raw
+//!   public key (RFC 7250) against the trusted keys (`rpk.rs`, which also says how a key is
+//!   authenticated and why its identity is an RFC 6920 `ni:` URI); dimpl hands over the peer's leaf or
+//!   key and trusts nothing itself.
 //!
 //! What it does not own: the handshake, the record layer, the replay window, retransmission of flights
 //! and the cipher suites are dimpl's.
@@ -36,8 +40,9 @@
 //! - **dimpl** is sans-IO in the same shape as corral (`handle_packet` / `poll_output` / `handle_timeout`,
 //!   time passed in), has `forbid(unsafe_code)`, DTLS 1.2 and 1.3, `TLS_PSK_WITH_AES_128_CCM_8` (RFC 7252
 //!   §9.1.3.1's mandatory PSK suite), a pure-Rust crypto provider (RustCrypto: no C build on a 2-core
-//!   machine), the record replay window, flight retransmission, and refuses renegotiation. It lacks
-//!   Connection ID (RFC 9146), `TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8` and raw public keys.
+//!   machine), the record replay window, flight retransmission, and refuses renegotiation. It lacked
+//!   Connection ID (RFC 9146), `TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8` and raw public keys (RFC 7250): all
+//!   three are corral's patches to it.
 //! - **rtc-dtls** has both CCM_8 suites but brings ring (a C build), rustls, x509-parser and rkyv, draws
 //!   its randomness from a global generator, and has no Connection ID either.
 //! - **OpenSSL** is not sans-IO (BIO pairs), a C dependency, and has no Connection ID and no plan for it.
@@ -56,6 +61,10 @@
 //! `vendor/dimpl/README.corral.md`), and because everything else this layer relies on — sans-IO shape,
 //! no C build, the cookie patch — would have to be redone on another library. The patch is checked
 //! against an independent implementation (pion/dtls, through go-coap) in corral's interop tests.
+//!
+//! Raw public keys are the last patch (the two certificate type extensions, the SubjectPublicKeyInfo
+//! form of the Certificate message, signatures checked with the bare key: about 200 lines, item 7 of
+//! `vendor/dimpl/README.corral.md`), checked against libcoap's GnuTLS build both ways.
 //!
 //! ## Randomness and time
 //!

@@ -6,9 +6,10 @@
 //! How a peer's key is authenticated: RFC 7250 §6 leaves it to out-of-band configuration, and RFC 7252
 //! §9.1.3.2.1 has each device provisioned with the identities of the nodes it may talk to. So a key
 //! is accepted when it is one of the trusted keys ([`PeerKeys::Trusted`]); [`PeerKeys::Any`] accepts
-//! every key — libcoap's behaviour, which hands the key to a callback that its tools always accept — and
-//! is only ever the user's explicit choice: the key is then reported (its identity in the event, and
-//! the layer logs it), never accepted silently.
+//! every key — libcoap's behaviour, which hands the key to a callback that its tools always accept — for
+//! an embedder that decides on the identity afterwards: the key is then reported (its identity in the
+//! event, and the layer logs it at INFO), never accepted silently. corral's command line offers only
+//! trusted keys (`--peer-key`).
 //!
 //! The identity of a key is RFC 6920's `ni:///sha-256;…` URI of the SHA-256 of its DER
 //! SubjectPublicKeyInfo (RFC 7252 §9.1.3.2.1 names this form for RawPublicKey identities): stable,
@@ -134,7 +135,7 @@ fn pem_blocks(text: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
         let end = block.find(END).ok_or("a PEM block has no END line")?;
         let close = block[end + END.len()..].find("-----").ok_or("a PEM END line is not closed")?;
         let len = end + END.len() + close + "-----".len();
-        let (label, der) = pem_rfc7468::decode_vec(block[..len].as_bytes())
+        let (label, der) = pem_rfc7468::decode_vec(&block.as_bytes()[..len])
             .map_err(|_| "a PEM block does not decode (is the file PEM?)".to_string())?;
         blocks.push((label.to_string(), der));
         rest = &block[len..];

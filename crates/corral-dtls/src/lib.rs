@@ -24,8 +24,12 @@
 //! - **Closing**: close_notify from the peer ends the session; a session idle for
 //!   [`DtlsConfig::idle_timeout`] is closed with close_notify; a failed handshake ends the session, and a
 //!   server tells the peer why with a fatal alert (unknown PSK identity, no shared suite, bad Finished).
-//! - **Why a handshake failed**, as a [`HandshakeFailure`] in [`DtlsEvent::Failed`], so a client can say
-//!   it in one line.
+//! - **Why a handshake failed**, as a [`HandshakeFailure`] in [`DtlsEvent::Failed`] (`failure.rs`), so a
+//!   client can say it in one line.
+//! - **Whom to trust**: a peer's X.509 certificate is checked against the CAs (`x509.rs`), a peer's raw
+//!   public key (RFC 7250) against the trusted keys (`rpk.rs`, which also says how a key is
+//!   authenticated and why its identity is an RFC 6920 `ni:` URI); dimpl hands over the peer's leaf or
+//!   key and trusts nothing itself.
 //!
 //! What it does not own: the handshake, the record layer, the replay window, retransmission of flights
 //! and the cipher suites are dimpl's.
@@ -36,8 +40,9 @@
 //! - **dimpl** is sans-IO in the same shape as corral (`handle_packet` / `poll_output` / `handle_timeout`,
 //!   time passed in), has `forbid(unsafe_code)`, DTLS 1.2 and 1.3, `TLS_PSK_WITH_AES_128_CCM_8` (RFC 7252
 //!   §9.1.3.1's mandatory PSK suite), a pure-Rust crypto provider (RustCrypto: no C build on a 2-core
-//!   machine), the record replay window, flight retransmission, and refuses renegotiation. It lacks
-//!   Connection ID (RFC 9146), `TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8` and raw public keys.
+//!   machine), the record replay window, flight retransmission, and refuses renegotiation. It lacked
+//!   Connection ID (RFC 9146), `TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8` and raw public keys (RFC 7250): all
+//!   three are corral's patches to it.
 //! - **rtc-dtls** has both CCM_8 suites but brings ring (a C build), rustls, x509-parser and rkyv, draws
 //!   its randomness from a global generator, and has no Connection ID either.
 //! - **OpenSSL** is not sans-IO (BIO pairs), a C dependency, and has no Connection ID and no plan for it.
@@ -57,6 +62,10 @@
 //! no C build, the cookie patch — would have to be redone on another library. The patch is checked
 //! against an independent implementation (pion/dtls, through go-coap) in corral's interop tests.
 //!
+//! Raw public keys are the last patch (the two certificate type extensions, the SubjectPublicKeyInfo
+//! form of the Certificate message, signatures checked with the bare key: about 200 lines, item 7 of
+//! `vendor/dimpl/README.corral.md`), checked against libcoap's GnuTLS build both ways.
+//!
 //! ## Randomness and time
 //!
 //! The driver hands in a 256-bit secret (from the OS's CSPRNG on real sockets, from the seed in tests);
@@ -66,6 +75,8 @@
 //! in (the moment its `Instant` zero stands for), reading no clock.
 
 mod cookie;
+mod failure;
+mod rpk;
 mod x509;
 
 use corral_proto::{Duration, Instant, Transmit};
@@ -77,6 +88,8 @@ use std::sync::{Arc, Mutex};
 use tracing::{debug, info, trace, warn};
 
 pub use dimpl;
+pub use failure::HandshakeFailure;
+pub use rpk::{ni_uri, PeerKeys, Rpk};
 pub use x509::X509;
 
 /// PSK identities and their keys (a server's credentials). Its `Debug` shows the identities, never a key.
@@ -156,6 +169,12 @@ pub struct DtlsConfig {
     /// with it authenticates by certificate only (its PSK identity and key are not used). The peer's
     /// subject is [`DtlsEvent::Connected`]'s identity.
     pub x509: Option<Arc<X509>>,
+    /// Raw public keys (RFC 7250, RFC 7252 §9.1.3.2): this side's key pair and the peers' keys it
+    /// accepts, on the certificate suites (`TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8` and the others dimpl
+    /// has). Takes the place of [`x509`](Self::x509) (a side authenticates one way); a server with it
+    /// requires the client's key too, and a peer that does not negotiate raw public keys is refused.
+    /// The peer's `ni:` identity ([`ni_uri`]) is [`DtlsEvent::Connected`]'s identity.
+    pub rpk: Option<Arc<Rpk>>,
 }
 
 impl DtlsConfig {
@@ -169,90 +188,7 @@ impl DtlsConfig {
             max_queued: 16,
             connection_id: true,
             x509: None,
-        }
-    }
-}
-
-/// Why a handshake failed, in the words a user can act on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HandshakeFailure {
-    /// The server knows no key for the PSK identity (or, seen from a client, said so with an alert).
-    UnknownIdentity,
-    /// The keys disagree: the Finished message did not verify (a wrong PSK), or the peer said
-    /// decrypt_error / bad_record_mac.
-    BadKey,
-    /// The peers have no cipher suite in common.
-    NoSharedSuite,
-    /// The peer's certificate was refused.
-    BadCertificate,
-    /// The peer's certificate is not signed by a trusted CA (or cannot be checked): why.
-    UntrustedCertificate(String),
-    /// No answer within the handshake timeout.
-    Timeout,
-    /// The peer ended the handshake with another fatal alert (its TLS alert description).
-    Alert(u8),
-    /// Anything else dimpl reported.
-    Other(String),
-}
-
-impl std::fmt::Display for HandshakeFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HandshakeFailure::UnknownIdentity => write!(f, "unknown PSK identity (check -u and the server's keys)"),
-            HandshakeFailure::BadKey => write!(f, "the keys do not match (check -k)"),
-            HandshakeFailure::NoSharedSuite => write!(f, "no shared cipher suite"),
-            HandshakeFailure::BadCertificate => {
-                write!(f, "bad certificate (the peer refused ours, or sent one that is not P-256 ECDSA)")
-            }
-            HandshakeFailure::UntrustedCertificate(why) => write!(f, "{why} (check -C)"),
-            HandshakeFailure::Timeout => {
-                write!(f, "no answer to the handshake (a server may refuse a key silently: check -k and -u)")
-            }
-            HandshakeFailure::Alert(d) => write!(f, "the peer sent fatal alert {d}"),
-            HandshakeFailure::Other(s) => write!(f, "{s}"),
-        }
-    }
-}
-
-/// TLS alert descriptions (RFC 5246 §7.2, RFC 4279 §2).
-mod alert {
-    pub const HANDSHAKE_FAILURE: u8 = 40;
-    pub const BAD_CERTIFICATE: u8 = 42;
-    pub const DECRYPT_ERROR: u8 = 51;
-    pub const BAD_RECORD_MAC: u8 = 20;
-    pub const INSUFFICIENT_SECURITY: u8 = 71;
-    pub const UNKNOWN_PSK_IDENTITY: u8 = 115;
-}
-
-impl HandshakeFailure {
-    fn from_error(e: &dimpl::Error) -> HandshakeFailure {
-        use dimpl::{Error, PskError, SecurityError};
-        match e {
-            Error::PskError(PskError::ResolverReturnedNoKey) => HandshakeFailure::UnknownIdentity,
-            Error::SecurityError(SecurityError::NoMutuallyAcceptableCipherSuite) => HandshakeFailure::NoSharedSuite,
-            Error::SecurityError(
-                SecurityError::ServerFinishedVerificationFailed | SecurityError::ClientFinishedVerificationFailed,
-            ) => HandshakeFailure::BadKey,
-            Error::SecurityError(SecurityError::FatalAlert { description }) => match *description {
-                alert::UNKNOWN_PSK_IDENTITY => HandshakeFailure::UnknownIdentity,
-                alert::DECRYPT_ERROR | alert::BAD_RECORD_MAC => HandshakeFailure::BadKey,
-                alert::HANDSHAKE_FAILURE | alert::INSUFFICIENT_SECURITY => HandshakeFailure::NoSharedSuite,
-                alert::BAD_CERTIFICATE => HandshakeFailure::BadCertificate,
-                d => HandshakeFailure::Alert(d),
-            },
-            Error::CertificateError(_) => HandshakeFailure::BadCertificate,
-            Error::Timeout(_) => HandshakeFailure::Timeout,
-            e => HandshakeFailure::Other(e.to_string()),
-        }
-    }
-
-    /// The alert a server sends a peer whose handshake failed this way.
-    fn alert(&self) -> u8 {
-        match self {
-            HandshakeFailure::UnknownIdentity => alert::UNKNOWN_PSK_IDENTITY,
-            HandshakeFailure::BadKey => alert::DECRYPT_ERROR,
-            HandshakeFailure::BadCertificate | HandshakeFailure::UntrustedCertificate(_) => alert::BAD_CERTIFICATE,
-            _ => alert::HANDSHAKE_FAILURE,
+            rpk: None,
         }
     }
 }
@@ -260,8 +196,8 @@ impl HandshakeFailure {
 /// What happened to a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DtlsEvent {
-    /// The handshake with `peer` is done; `identity` is the PSK identity it proved, or the subject of its
-    /// certificate (RFC 4514 text).
+    /// The handshake with `peer` is done; `identity` is the PSK identity it proved, the subject of its
+    /// certificate (RFC 4514 text), or the `ni:` URI of its raw public key.
     Connected { peer: SocketAddr, identity: Option<Vec<u8>> },
     /// The handshake with `peer` failed.
     Failed { peer: SocketAddr, reason: HandshakeFailure },
@@ -295,8 +231,8 @@ pub struct DtlsStats {
     pub moved: u64,
 }
 
-/// Failed handshakes by [`HandshakeFailure`] (an untrusted certificate counts as a bad one; an alert
-/// or anything else as `other`).
+/// Failed handshakes by [`HandshakeFailure`] (an untrusted certificate, and a raw public key untrusted,
+/// refused or not negotiated, count as a bad certificate; an alert or anything else as `other`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FailureCounts {
     pub unknown_identity: u64,
@@ -313,7 +249,11 @@ impl FailureCounts {
             HandshakeFailure::UnknownIdentity => &mut self.unknown_identity,
             HandshakeFailure::BadKey => &mut self.bad_key,
             HandshakeFailure::NoSharedSuite => &mut self.no_shared_suite,
-            HandshakeFailure::BadCertificate | HandshakeFailure::UntrustedCertificate(_) => &mut self.bad_certificate,
+            HandshakeFailure::BadCertificate
+            | HandshakeFailure::UntrustedCertificate(_)
+            | HandshakeFailure::UntrustedKey(_)
+            | HandshakeFailure::RefusedKey
+            | HandshakeFailure::NoRawPublicKey => &mut self.bad_certificate,
             HandshakeFailure::Timeout => &mut self.timeout,
             HandshakeFailure::Alert(_) | HandshakeFailure::Other(_) => &mut self.other,
         };
@@ -554,16 +494,18 @@ impl DtlsLayer {
             .offer_srtp(false)
             .provider_validated(self.provider_validated)
             .handshake_timeout(std::time::Duration::from_micros(self.config.handshake_timeout.as_micros()))
-            .dangerously_set_rng_seed(seed);
+            .dangerously_set_rng_seed(seed)
+            .raw_public_key(self.config.rpk.is_some());
         let builder = match cid {
             Some(cid) => builder.connection_id(cid),
             None => builder,
         };
+        let no_keys = self.credentials().is_none();
         let builder = match &self.config.role {
-            Role::Server(keys) if !keys.is_empty() || self.config.x509.is_none() => {
+            Role::Server(keys) if !keys.is_empty() || no_keys => {
                 builder.with_psk_server(None, Arc::new(Resolver { keys: keys.clone(), seen: seen.clone() }))
             }
-            Role::Client { identity, key } if self.config.x509.is_none() => {
+            Role::Client { identity, key } if no_keys => {
                 builder.with_psk_client(identity.clone(), Arc::new(FixedKey(key.clone())))
             }
             _ => builder,
@@ -571,6 +513,19 @@ impl DtlsLayer {
         let config = builder.build().map(Arc::new)?;
         self.provider_validated = true;
         Ok(config)
+    }
+
+    /// This side's key pair for the certificate suites: its raw public key or its X.509 certificate.
+    fn credentials(&self) -> Option<dimpl::DtlsCertificate> {
+        match (&self.config.rpk, &self.config.x509) {
+            (Some(r), _) => {
+                Some(dimpl::DtlsCertificate { certificate: r.public_key.clone(), private_key: r.key.clone() })
+            }
+            (None, Some(x)) => {
+                Some(dimpl::DtlsCertificate { certificate: x.certificate.clone(), private_key: x.key.clone() })
+            }
+            (None, None) => None,
+        }
     }
 
     /// A new session with `peer`, evicting one from a full table first.
@@ -593,12 +548,8 @@ impl DtlsLayer {
             Role::Client { .. } => Some(Vec::new()),
         };
         let config = self.dimpl_config(&identity, cid.clone())?;
-        let mut dtls = match &self.config.x509 {
-            Some(x) => dimpl::Dtls::new_12(
-                config,
-                dimpl::DtlsCertificate { certificate: x.certificate.clone(), private_key: x.key.clone() },
-                self.to_std(now),
-            ),
+        let mut dtls = match self.credentials() {
+            Some(c) => dimpl::Dtls::new_12(config, c, self.to_std(now)),
             None => dimpl::Dtls::new_12_psk(config, self.to_std(now)),
         };
         match self.config.role {
@@ -785,7 +736,7 @@ impl DtlsLayer {
             return;
         }
         let unknown = s.identity.lock().ok().and_then(|i| i.clone()).is_some_and(|n| !n.known);
-        let reason = match HandshakeFailure::from_error(e) {
+        let reason = match HandshakeFailure::from_error(e, self.config.rpk.is_some()) {
             _ if unknown => HandshakeFailure::UnknownIdentity,
             // A server's record that does not decrypt during the handshake is the client's Finished under
             // another key.
@@ -796,13 +747,14 @@ impl DtlsLayer {
     }
 
     /// Ends the handshake with `peer` for `reason`: a server tells the peer why with a fatal alert, and
-    /// so does a client that refuses the server's certificate.
+    /// so does a client that refuses the server's certificate or key.
     fn fail_with(&mut self, peer: SocketAddr, reason: HandshakeFailure) {
         let Some(s) = self.end(peer) else { return };
         info!(%peer, %reason, "DTLS handshake failed");
         self.stats.handshakes_failed += 1;
         self.stats.failures.count(&reason);
-        let tell = self.is_server() || matches!(reason, HandshakeFailure::UntrustedCertificate(_));
+        let tell = self.is_server()
+            || matches!(reason, HandshakeFailure::UntrustedCertificate(_) | HandshakeFailure::UntrustedKey(_));
         if tell && reason != HandshakeFailure::Timeout {
             let payload = cookie::fatal_alert(reason.alert());
             self.transmits.push_back(Transmit { dst: peer, payload, src: s.local });
@@ -821,13 +773,22 @@ impl DtlsLayer {
                 let Some(s) = self.sessions.get_mut(&peer) else { return };
                 loop {
                     match s.dtls.poll_output(&mut self.buf) {
-                        // The peer's certificate, before its handshake ends: trusted or the end of it.
+                        // The peer's certificate or raw public key, before its handshake ends: trusted
+                        // or the end of it.
                         dimpl::Output::PeerCert(der) => {
-                            let Some(x) = &self.config.x509 else { continue };
-                            match x509::verify(&x.ca, der, &self.provider) {
-                                Ok(subject) => {
+                            let checked = match (&self.config.rpk, &self.config.x509) {
+                                (Some(r), _) => rpk::verify(&r.peers, der).map_err(HandshakeFailure::UntrustedKey),
+                                (None, Some(x)) => x509::verify(&x.ca, der, &self.provider)
+                                    .map_err(HandshakeFailure::UntrustedCertificate),
+                                (None, None) => continue,
+                            };
+                            match checked {
+                                Ok(identity) => {
+                                    if self.config.rpk.as_ref().is_some_and(|r| r.peers == PeerKeys::Any) {
+                                        info!(%peer, %identity, "DTLS peer's raw public key accepted without a check (any key)");
+                                    }
                                     if let Ok(mut named) = s.identity.lock() {
-                                        *named = Some(Named { identity: subject.into_bytes(), known: true });
+                                        *named = Some(Named { identity: identity.into_bytes(), known: true });
                                     }
                                 }
                                 Err(why) => {
@@ -861,8 +822,8 @@ impl DtlsLayer {
                     }
                 }
             }
-            if let Some(why) = untrusted {
-                self.fail_with(peer, HandshakeFailure::UntrustedCertificate(why));
+            if let Some(reason) = untrusted {
+                self.fail_with(peer, reason);
                 return;
             }
             if closed {

@@ -3,6 +3,8 @@
 use super::*;
 use proptest::prelude::*;
 
+mod rpk;
+
 const SERVER: &str = "192.0.2.1:5684";
 const CLIENT: &str = "192.0.2.2:40000";
 

@@ -52,6 +52,9 @@ pub(crate) fn reason(failure: &HandshakeFailure) -> &'static str {
         HandshakeFailure::NoSharedSuite => "no shared cipher suite",
         HandshakeFailure::BadCertificate => "bad certificate",
         HandshakeFailure::UntrustedCertificate(_) => "the certificate is not signed by a trusted CA",
+        HandshakeFailure::UntrustedKey(_) => "the raw public key is not trusted",
+        HandshakeFailure::RefusedKey => "the peer does not trust our raw public key",
+        HandshakeFailure::NoRawPublicKey => "the peer does not use raw public keys",
         HandshakeFailure::Timeout => "no answer to the handshake",
         HandshakeFailure::Alert(_) | HandshakeFailure::Other(_) => "the peer ended it with a fatal alert",
     }

@@ -64,7 +64,7 @@ pub use client::{
     Client, ClientBuilder, Collected, Error, MulticastResponse, MulticastResponses, Observation, OscoreError,
     RequestBuilder,
 };
-pub use corral_dtls::{DtlsConfig, DtlsStats, HandshakeFailure, PskKeys, Role as DtlsRole, X509};
+pub use corral_dtls::{DtlsConfig, DtlsStats, HandshakeFailure, PeerKeys, PskKeys, Role as DtlsRole, Rpk, X509};
 pub use driver::{os_seed, os_seeded, Clock, DriverStats, OsSeeded};
 pub use dtls::{DtlsNumbers, DtlsWatch, DTLS_PUBLISH_PERIOD};
 pub use dtls_mux::DtlsMuxConfig;

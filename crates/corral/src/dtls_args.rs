@@ -1,6 +1,7 @@
-//! coaps:// on the command line: the client verbs' libcoap-style PSK flags (`-k KEY -u IDENTITY`) and
-//! certificate flags (`-c CERT -j KEY -C CA`, PEM files), the server's `--dtls [ADDR:PORT]` with its PSK
-//! file (`--psk-file`) and/or certificate (`--cert --key --ca`), the gateway's and the proxy's `--dtls`
+//! coaps:// on the command line: the client verbs' libcoap-style PSK flags (`-k KEY -u IDENTITY`),
+//! certificate flags (`-c CERT -j KEY -C CA`, PEM files) and raw public key flags (`-M KEY --peer-key
+//! KEYS`, RFC 7250), the server's `--dtls [ADDR:PORT]` with its PSK file (`--psk-file`) and/or
+//! certificate (`--cert --key --ca`) or raw public key (`--rpk --peer-key`), the gateway's and the proxy's `--dtls`
 //! (on their own port) and their peers' credentials (`--peer-psk-file`), and turning them into
 //! corral-tokio's [`DtlsConfig`] and [`corral_tokio::DtlsMuxConfig`]. Owns the PSK files' formats and the
 //! one-line errors about these files; the DTLS itself is corral-dtls's.
@@ -10,7 +11,7 @@
 
 use crate::exit::Failure;
 use clap::Args;
-use corral_tokio::{DtlsConfig, DtlsRole, PskKeys, ServerHandle, X509};
+use corral_tokio::{DtlsConfig, DtlsRole, PeerKeys, PskKeys, Rpk, ServerHandle, X509};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,16 @@ pub struct DtlsClientArgs {
     /// -C); with -c. A server certificate it did not sign fails the handshake (exit status 8).
     #[arg(short = 'C', long = "ca", value_name = "CA", requires = "cert")]
     pub ca: Option<PathBuf>,
+    /// coaps://: authenticate with a raw public key (RFC 7250; libcoap's -M): a PEM file with this
+    /// client's P-256 EC PRIVATE KEY or PRIVATE KEY (its public key is derived); with --peer-key. The
+    /// handshake uses TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8 (or another ECDHE_ECDSA suite the server
+    /// prefers); the server knows this client by the ni:///sha-256;… URI of its public key.
+    #[arg(short = 'M', long = "rpk", value_name = "KEY", requires = "peer_key", conflicts_with_all = ["psk", "cert"])]
+    pub rpk: Option<PathBuf>,
+    /// coaps:// with -M: the peer public keys trusted, a PEM file of PUBLIC KEY blocks (`openssl ec -in
+    /// KEY -pubout` writes one). A peer with another key fails the handshake (exit status 8).
+    #[arg(long = "peer-key", value_name = "KEYS", requires = "rpk")]
+    pub peer_key: Option<PathBuf>,
 }
 
 impl DtlsClientArgs {
@@ -47,15 +58,16 @@ impl DtlsClientArgs {
     pub fn check(&self, scheme: corral_tokio::Scheme) -> Result<(), Failure> {
         use corral_tokio::Scheme;
         match scheme {
-            Scheme::Coaps if self.psk.is_none() && self.cert.is_none() => Err(Failure::usage(
-                "coaps:// needs DTLS credentials: -k KEY -u IDENTITY (a pre-shared key) or -c CERT -j KEY -C CA",
+            Scheme::Coaps if self.psk.is_none() && self.cert.is_none() && self.rpk.is_none() => Err(Failure::usage(
+                "coaps:// needs DTLS credentials: -k KEY -u IDENTITY (a pre-shared key), -c CERT -j KEY -C CA \
+                     (a certificate) or -M KEY --peer-key KEYS (a raw public key)",
             )),
-            Scheme::Coaps => self.x509().map(|_| ()),
+            Scheme::Coaps => self.x509().and_then(|_| self.raw_public_key()).map(|_| ()),
             Scheme::CoapsTcp => {
                 Err(Failure::usage("coaps+tcp:// (CoAP over TLS) is not supported; use coaps:// or coap+tcp://"))
             }
-            _ if self.psk.is_some() || self.cert.is_some() => Err(Failure::usage(format!(
-                "-k/-u and -c/-j/-C are DTLS credentials for coaps:// URIs, not {scheme}://"
+            _ if self.psk.is_some() || self.cert.is_some() || self.rpk.is_some() => Err(Failure::usage(format!(
+                "-k/-u, -c/-j/-C and -M/--peer-key are DTLS credentials for coaps:// URIs, not {scheme}://"
             ))),
             _ => Ok(()),
         }
@@ -64,6 +76,11 @@ impl DtlsClientArgs {
     /// The client's DTLS configuration, if credentials were given ([`check`](Self::check) has said that
     /// the certificate files load).
     pub fn config(&self) -> Option<DtlsConfig> {
+        if let Some(rpk) = self.raw_public_key().ok().flatten() {
+            let mut config = DtlsConfig::new(DtlsRole::Client { identity: Vec::new(), key: Vec::new() });
+            config.rpk = Some(Arc::new(rpk));
+            return Some(config);
+        }
         if let Some(x509) = self.x509().ok().flatten() {
             let mut config = DtlsConfig::new(DtlsRole::Client { identity: Vec::new(), key: Vec::new() });
             config.x509 = Some(Arc::new(x509));
@@ -78,6 +95,23 @@ impl DtlsClientArgs {
         let (Some(cert), Some(key), Some(ca)) = (&self.cert, &self.key, &self.ca) else { return Ok(None) };
         load_x509(cert, key, ca).map(Some)
     }
+
+    /// The raw public key of -M and the trusted keys of --peer-key, read.
+    fn raw_public_key(&self) -> Result<Option<Rpk>, Failure> {
+        let (Some(key), Some(peers)) = (&self.rpk, &self.peer_key) else { return Ok(None) };
+        load_rpk(("-M", key), ("--peer-key", peers)).map(Some)
+    }
+}
+
+/// Reads a raw public key file and the trusted peer keys, each given as (its flag, its path), or says
+/// in one line which flag's file is wrong.
+pub fn load_rpk(key: (&str, &Path), peers: (&str, &Path)) -> Result<Rpk, Failure> {
+    let read = |(flag, p): (&str, &Path)| {
+        std::fs::read_to_string(p).map_err(|e| Failure::other(format!("cannot read {flag} {}: {e}", p.display())))
+    };
+    let bad = |(flag, p): (&str, &Path), why: String| Failure::usage(format!("{flag} {}: {why}", p.display()));
+    let trusted = PeerKeys::from_pem(&read(peers)?).map_err(|why| bad(peers, why))?;
+    Rpk::from_pem(&read(key)?, trusted).map_err(|why| bad(key, why))
 }
 
 /// Reads a certificate, its key and the CA file (PEM), or says in one line which is wrong.
@@ -92,8 +126,9 @@ pub fn load_x509(cert: &Path, key: &Path, ca: &Path) -> Result<X509, Failure> {
 #[derive(Args, Debug, Clone, Default)]
 pub struct DtlsServeArgs {
     /// Also serve coaps:// (CoAP over DTLS 1.2) on ADDR:PORT; without it on the UDP address with port
-    /// 5684. Needs --psk-file (PSK, TLS_PSK_WITH_AES_128_CCM_8) or --cert/--key/--ca (X.509,
-    /// TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8), or both.
+    /// 5684. Needs --psk-file (PSK, TLS_PSK_WITH_AES_128_CCM_8), --cert/--key/--ca (X.509,
+    /// TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8) or --rpk/--peer-key (raw public keys, RFC 7250, the same
+    /// suite); --psk-file also with either of the other two.
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
     pub dtls: Option<String>,
     /// The PSK identities and keys coaps:// clients may use: a JSON object
@@ -110,6 +145,15 @@ pub struct DtlsServeArgs {
     /// coaps://: the CA certificate(s), PEM, that must have signed a client's certificate (libcoap's -C).
     #[arg(long = "ca", value_name = "CA", requires = "server_cert")]
     pub server_ca: Option<PathBuf>,
+    /// coaps://: authenticate with a raw public key (RFC 7250; libcoap's -M): a PEM file with the
+    /// server's P-256 EC PRIVATE KEY or PRIVATE KEY; with --peer-key. Clients must present one of
+    /// those keys; the ni:///sha-256;… URI of theirs names them.
+    #[arg(long = "rpk", value_name = "KEY", requires_all = ["dtls", "server_peer_key"], conflicts_with = "server_cert")]
+    pub server_rpk: Option<PathBuf>,
+    /// coaps:// with --rpk: the client public keys accepted, a PEM file of PUBLIC KEY blocks (`openssl
+    /// ec -in KEY -pubout` writes one). A client with another key is refused (bad_certificate).
+    #[arg(long = "peer-key", value_name = "KEYS", requires = "server_rpk")]
+    pub server_peer_key: Option<PathBuf>,
 }
 
 impl DtlsServeArgs {
@@ -128,13 +172,22 @@ impl DtlsServeArgs {
             (Some(c), Some(k), Some(ca)) => Some(Arc::new(load_x509(c, k, ca)?)),
             _ => None,
         };
+        let rpk = match (&self.server_rpk, &self.server_peer_key) {
+            (Some(k), Some(p)) => Some(Arc::new(load_rpk(("--rpk", k), ("--peer-key", p))?)),
+            _ => None,
+        };
         let keys = match self.psk_file.as_deref() {
             Some(file) => load_psk_file(file)?,
-            None if x509.is_some() => PskKeys::new(),
-            None => return Err(Failure::usage("--dtls needs --psk-file FILE or --cert CERT --key KEY --ca CA")),
+            None if x509.is_some() || rpk.is_some() => PskKeys::new(),
+            None => {
+                return Err(Failure::usage(
+                    "--dtls needs --psk-file FILE, --cert CERT --key KEY --ca CA, or --rpk KEY --peer-key KEYS",
+                ))
+            }
         };
         let mut config = DtlsConfig::new(DtlsRole::Server(Arc::new(keys)));
         config.x509 = x509;
+        config.rpk = rpk;
         Ok(Some((addr, config)))
     }
 }
@@ -162,7 +215,7 @@ pub fn announce(server: Option<&ServerHandle>) {
     announce_as(server, "PSK")
 }
 
-/// The banner's coaps:// line naming the modes served (`PSK`, `X.509`, `PSK, X.509`).
+/// The banner's coaps:// line naming the modes served (`PSK`, `X.509`, `RPK`, `PSK, X.509`, `PSK, RPK`).
 pub fn announce_as(server: Option<&ServerHandle>, modes: &str) {
     if let Some(s) = server {
         let mut out = std::io::stdout().lock();
@@ -174,9 +227,11 @@ pub fn announce_as(server: Option<&ServerHandle>, modes: &str) {
 impl DtlsServeArgs {
     /// The modes these flags serve, as the banner names them.
     pub fn modes(&self) -> &'static str {
-        match (self.psk_file.is_some(), self.server_cert.is_some()) {
-            (true, true) => "PSK, X.509",
-            (false, true) => "X.509",
+        match (self.psk_file.is_some(), self.server_cert.is_some(), self.server_rpk.is_some()) {
+            (true, true, _) => "PSK, X.509",
+            (false, true, _) => "X.509",
+            (true, false, true) => "PSK, RPK",
+            (false, false, true) => "RPK",
             _ => "PSK",
         }
     }

@@ -82,6 +82,8 @@ pub struct Config {
     connection_id: Option<Vec<u8>>,
     /// corral patch: whether a client offers use_srtp (RFC 5764).
     offer_srtp: bool,
+    /// corral patch: authenticate with a raw public key (RFC 7250) instead of an X.509 certificate.
+    raw_public_key: bool,
 }
 
 impl Config {
@@ -105,6 +107,7 @@ impl Config {
             psk: None,
             connection_id: None,
             offer_srtp: true,
+            raw_public_key: false,
             provider_validated: false,
         }
     }
@@ -211,6 +214,16 @@ impl Config {
     #[inline(always)]
     pub fn offer_srtp(&self) -> bool {
         self.offer_srtp
+    }
+
+    /// corral patch: authenticate with raw public keys (RFC 7250, DTLS 1.2) on the certificate
+    /// suites: the `certificate` of the [`crate::DtlsCertificate`] is a DER SubjectPublicKeyInfo,
+    /// the Hellos negotiate `client_certificate_type` and `server_certificate_type` RawPublicKey
+    /// (a peer that does not is refused), and the peer's key is handed over as
+    /// [`crate::Output::PeerCert`] (a SubjectPublicKeyInfo) for the caller to trust or not.
+    #[inline(always)]
+    pub fn raw_public_key(&self) -> bool {
+        self.raw_public_key
     }
 
     /// Maximum number of AEAD encryptions before triggering a KeyUpdate.
@@ -321,6 +334,8 @@ pub struct ConfigBuilder {
     connection_id: Option<Vec<u8>>,
     /// corral patch: whether a client offers use_srtp (RFC 5764).
     offer_srtp: bool,
+    /// corral patch: authenticate with a raw public key (RFC 7250) instead of an X.509 certificate.
+    raw_public_key: bool,
     /// corral patch: skip the crypto provider's self-check in `build` (see
     /// [`ConfigBuilder::provider_validated`]).
     provider_validated: bool,
@@ -472,6 +487,12 @@ impl ConfigBuilder {
     /// corral patch: whether a client offers use_srtp. See [`Config::offer_srtp`].
     pub fn offer_srtp(mut self, offer: bool) -> Self {
         self.offer_srtp = offer;
+        self
+    }
+
+    /// corral patch: raw public keys (RFC 7250). See [`Config::raw_public_key`].
+    pub fn raw_public_key(mut self, raw: bool) -> Self {
+        self.raw_public_key = raw;
         self
     }
 
@@ -668,6 +689,7 @@ impl ConfigBuilder {
             psk: self.psk,
             connection_id: self.connection_id,
             offer_srtp: self.offer_srtp,
+            raw_public_key: self.raw_public_key,
         })
     }
 }

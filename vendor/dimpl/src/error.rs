@@ -410,6 +410,9 @@ pub enum CertificateError {
     UnsupportedEcCurve,
     /// A certificate had an invalid subject public key.
     InvalidSubjectPublicKey,
+    /// corral patch: raw public keys (RFC 7250) were configured and the peer did not negotiate them
+    /// (or sent a Certificate message of the other type).
+    RawPublicKeyNotNegotiated,
 }
 
 /// Fine-grained reason for an [`Error::SecurityError`].
@@ -1064,6 +1067,7 @@ impl fmt::Display for CertificateError {
             Self::InvalidSubjectPublicKey => {
                 write!(f, "invalid EC subject_public_key bitstring")
             }
+            Self::RawPublicKeyNotNegotiated => write!(f, "the peer does not use raw public keys (RFC 7250)"),
         }
     }
 }

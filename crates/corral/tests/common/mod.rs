@@ -521,3 +521,26 @@ pub fn proxy_status(proxy: &str) -> serde_json::Value {
 
 /// Group members and a group-forwarding proxy (`--allow-group`).
 pub mod group;
+
+/// Raw public keys (RFC 7250) made with the openssl CLI in `dir`: for `server`, `client` and `rogue`,
+/// a P-256 private key (PEM, SEC1, as libcoap's -M takes it) and its public key (PEM PUBLIC KEY, as
+/// --peer-key takes it). Paths as strings, (private, public).
+pub struct RpkKeys {
+    pub server: (String, String),
+    pub client: (String, String),
+    pub rogue: (String, String),
+}
+
+pub fn test_rpk_keys(dir: &std::path::Path) -> RpkKeys {
+    let openssl = |args: &[&str]| {
+        let o = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl is installed");
+        assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    let pair = |name: &str| {
+        let (key, public) = (format!("{name}.key"), format!("{name}.pub"));
+        openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &key]);
+        openssl(&["ec", "-in", &key, "-pubout", "-out", &public]);
+        (dir.join(key).display().to_string(), dir.join(public).display().to_string())
+    };
+    RpkKeys { server: pair("server"), client: pair("client"), rogue: pair("rogue") }
+}

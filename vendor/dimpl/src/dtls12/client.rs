@@ -73,6 +73,9 @@ pub struct Client {
     /// Whether we requested a CertificateVerify
     certificate_verify: bool,
 
+    /// corral patch: the server chose RawPublicKey for our certificate type (RFC 7250).
+    raw_client_key: bool,
+
     /// Captured session hash for Extended Master Secret (RFC 7627)
     /// This is captured after ServerHelloDone to include the correct handshake messages
     captured_session_hash: Option<Buf>,
@@ -119,6 +122,7 @@ impl Client {
             server_certificates: Vec::with_capacity(3),
             defragment_buffer,
             certificate_verify: false,
+            raw_client_key: false,
             captured_session_hash: None,
             last_now: now,
             local_events: VecDeque::new(),
@@ -172,6 +176,7 @@ impl Client {
             server_certificates: Vec::with_capacity(3),
             defragment_buffer,
             certificate_verify: false,
+            raw_client_key: false,
             captured_session_hash: None,
             last_now: now,
             local_events: VecDeque::new(),
@@ -480,6 +485,17 @@ impl State {
             debug!("Connection ID negotiated: ours {} bytes, the server's {} bytes", own_cid.len(), peer_cid.len());
             client.engine.set_connection_ids(peer_cid.to_vec(), own_cid);
         }
+        // corral patch: raw public keys (RFC 7250 §4.2): the server's key must be raw, and ours too
+        // if it asks for one (client_certificate_type absent means X.509: see
+        // await_certificate_request).
+        if client.engine.config().raw_public_key() && !cs.is_psk() {
+            let raw = Some(super::message::RAW_PUBLIC_KEY);
+            let (client_type, server_type) = server_hello.certificate_types();
+            if server_type != raw || client_type.is_some_and(|t| Some(t) != raw) {
+                return Err(Error::CertificateError(crate::CertificateError::RawPublicKeyNotNegotiated).into());
+            }
+            client.raw_client_key = client_type.is_some();
+        }
 
         // Without extended master secret, in DTLS1.2 a security attack
         // reusing the same master secret is possible.
@@ -510,6 +526,11 @@ impl State {
 
         if certificate.certificate_list.is_empty() {
             return Err((Error::CertificateError(crate::CertificateError::NoServerCertificateReceived)).into());
+        }
+
+        // corral patch: the Certificate message has the negotiated type (RFC 7250).
+        if certificate.raw_public_key != client.engine.config().raw_public_key() {
+            return Err(Error::CertificateError(crate::CertificateError::RawPublicKeyNotNegotiated).into());
         }
 
         debug!("Received Certificate message with {} certificate(s)", certificate.certificate_list.len());
@@ -713,6 +734,11 @@ impl State {
         }
 
         debug!("Server supports CertificateVerify hash algorithm: {:?}", hash_algorithm);
+
+        // corral patch: our raw public key may only answer a server that chose it (RFC 7250 §4.2).
+        if client.engine.config().raw_public_key() && !client.raw_client_key {
+            return Err(Error::CertificateError(crate::CertificateError::RawPublicKeyNotNegotiated).into());
+        }
 
         debug!("Received CertificateRequest; enabling client authentication path");
         client.certificate_verify = true;

@@ -373,6 +373,10 @@ impl CryptoContext {
             panic!("get_client_certificate called in PSK mode");
         };
         let cert = Asn1Cert(0..certificate.len());
+        // corral patch: with raw public keys (RFC 7250) `certificate` is a SubjectPublicKeyInfo.
+        if self.config.raw_public_key() {
+            return Certificate::raw_public_key(cert);
+        }
         let mut certs = ArrayVec::new();
         certs.push(cert);
         Certificate::new(certs)

@@ -442,6 +442,14 @@ impl State {
             server.engine.set_connection_ids(peer_cid.to_vec(), own_cid);
         }
 
+        // corral patch: raw public keys (RFC 7250 §4.2): a client that does not take ours, or (when
+        // we ask for its key) does not offer its own, is refused.
+        let rpk = server.engine.config().raw_public_key() && !cs.is_psk();
+        let client_key = server.engine.config().require_client_certificate();
+        if rpk && (!ch.accepts_raw_public_key() || (client_key && !ch.offers_raw_public_key())) {
+            return Err(Error::CertificateError(crate::CertificateError::RawPublicKeyNotNegotiated).into());
+        }
+
         // Store client's offers for later selection
         server.client_supported_groups = client_supported_groups;
         server.client_signature_algorithms = client_signature_algorithms;
@@ -600,6 +608,13 @@ impl State {
         };
 
         let Body::Certificate(certificate) = &handshake.body else { unreachable!() };
+
+        // corral patch: the Certificate message has the negotiated type (RFC 7250).
+        if !certificate.certificate_list.is_empty()
+            && certificate.raw_public_key != server.engine.config().raw_public_key()
+        {
+            return Err(Error::CertificateError(crate::CertificateError::RawPublicKeyNotNegotiated).into());
+        }
 
         // Extract certificate ranges before dropping handshake
         let cert_ranges: ArrayVec<_, 32> = certificate.certificate_list.iter().map(|cert| cert.0.clone()).collect();
@@ -1037,10 +1052,13 @@ fn handshake_create_server_hello(
 
     // corral patch: echo connection_id (RFC 9146) with our CID when it was negotiated.
     let own_cid = engine.rx_connection_id().map(|cid| cid.to_vec());
+    // corral patch: the certificate types (RFC 7250), RawPublicKey, when configured.
+    let rpk = (engine.config().raw_public_key() && !cs.is_psk()).then(|| engine.config().require_client_certificate());
     let sh = ServerHello::new(server_version, random, session_id, cs, CompressionMethod::Null, None).with_extensions(
         extension_data,
         srtp_pid,
         own_cid.as_deref(),
+        rpk,
     );
 
     sh.serialize(extension_data, body);

@@ -192,8 +192,13 @@ impl SignatureVerifier for RustCryptoSignatureVerifier {
             return Err(CryptoError::UnsupportedSignatureAlgorithm(sig_alg));
         }
 
-        let cert = X509Certificate::from_der(cert_der).map_err(|_| CryptoError::CertificateParseFailed)?;
-        let spki = cert.tbs_certificate().subject_public_key_info();
+        let spki = match X509Certificate::from_der(cert_der) {
+            Ok(cert) => cert.tbs_certificate().subject_public_key_info().clone(),
+            // corral patch: a raw public key (RFC 7250) is a SubjectPublicKeyInfo, not a certificate.
+            Err(_) => {
+                spki::SubjectPublicKeyInfoOwned::from_der(cert_der).map_err(|_| CryptoError::CertificateParseFailed)?
+            }
+        };
 
         const OID_EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
 

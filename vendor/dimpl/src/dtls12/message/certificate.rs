@@ -9,11 +9,21 @@ use nom::{IResult, number::complete::be_u24};
 #[derive(Debug, PartialEq, Eq)]
 pub struct Certificate {
     pub certificate_list: ArrayVec<Asn1Cert, 32>,
+    /// corral patch: the message is RFC 7250's RawPublicKey form, and `certificate_list` holds one
+    /// entry, the DER SubjectPublicKeyInfo.
+    pub raw_public_key: bool,
 }
 
 impl Certificate {
     pub fn new(certificate_list: ArrayVec<Asn1Cert, 32>) -> Self {
-        Certificate { certificate_list }
+        Certificate { certificate_list, raw_public_key: false }
+    }
+
+    /// corral patch: RFC 7250's Certificate message, one SubjectPublicKeyInfo.
+    pub fn raw_public_key(spki: Asn1Cert) -> Self {
+        let mut certificate_list = ArrayVec::new();
+        certificate_list.push(spki);
+        Certificate { certificate_list, raw_public_key: true }
     }
 
     pub fn parse(input: &[u8], base_offset: usize) -> IResult<&[u8], Certificate> {
@@ -23,6 +33,15 @@ impl Certificate {
 
         // Calculate base offset for certs_data within the root buffer
         let certs_base_offset = base_offset + (certs_data.as_ptr() as usize - original_input.as_ptr() as usize);
+
+        // corral patch: RFC 7250 §3's RawPublicKey form is `opaque ASN.1_subjectPublicKeyInfo<1..2^24-1>`,
+        // a DER SEQUENCE (0x30) where the X.509 form has a certificate's 24-bit length (whose first
+        // byte is 0 for any certificate that fits a handshake). Whether the type was the negotiated
+        // one is the handshake's to check.
+        if certs_data.first() == Some(&0x30) {
+            let spki = Asn1Cert(certs_base_offset..certs_base_offset + certs_data.len());
+            return Ok((input, Certificate::raw_public_key(spki)));
+        }
 
         // Parse certificates manually with dynamic base_offset
         let mut certificate_list = ArrayVec::new();
@@ -34,10 +53,17 @@ impl Certificate {
             rest = new_rest;
         }
 
-        Ok((input, Certificate { certificate_list }))
+        Ok((input, Certificate::new(certificate_list)))
     }
 
     pub fn serialize(&self, buf: &[u8], output: &mut Buf) {
+        // corral patch: RFC 7250's form: the SubjectPublicKeyInfo after the 24-bit length.
+        if self.raw_public_key {
+            let spki: &[u8] = self.certificate_list.first().map(|c| c.as_slice(buf)).unwrap_or_default();
+            output.extend_from_slice(&(spki.len() as u32).to_be_bytes()[1..]);
+            output.extend_from_slice(spki);
+            return;
+        }
         let total_len: usize = self.certificate_list.iter().map(|cert| 3 + cert.as_slice(buf).len()).sum();
         output.extend_from_slice(&(total_len as u32).to_be_bytes()[1..]);
 

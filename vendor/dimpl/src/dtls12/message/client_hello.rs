@@ -34,6 +34,10 @@ struct ParsedExtensions {
     srtp_profiles: Option<SrtpProfileVec>,
     /// corral patch: the CID the client asks for (RFC 9146 §3).
     connection_id: Option<Vec<u8>>,
+    /// corral patch: the certificate types the client offers for itself and accepts from the server
+    /// (RFC 7250 §3).
+    client_certificate_types: Option<Vec<u8>>,
+    server_certificate_types: Option<Vec<u8>>,
 }
 
 impl ClientHello {
@@ -63,7 +67,7 @@ impl ClientHello {
         buf.clear();
 
         // First write all extension data
-        let mut ranges = ArrayVec::<(ExtensionType, usize, usize), 9>::new();
+        let mut ranges = ArrayVec::<(ExtensionType, usize, usize), { ExtensionType::supported().len() }>::new();
 
         // Check if provider has ECDH support
         let has_ecdh = config.crypto_provider().has_ecdh();
@@ -129,6 +133,16 @@ impl ClientHello {
             buf.push(cid.len() as u8);
             buf.extend_from_slice(cid);
             ranges.push((ExtensionType::ConnectionId, start_pos, buf.len()));
+        }
+
+        // corral patch: raw public keys only (RFC 7250 §4.1): both certificate type lists hold
+        // RawPublicKey alone.
+        if config.raw_public_key() {
+            for extension_type in [ExtensionType::ClientCertificateType, ExtensionType::ServerCertificateType] {
+                let start_pos = buf.len();
+                buf.extend_from_slice(&[1, super::RAW_PUBLIC_KEY]);
+                ranges.push((extension_type, start_pos, buf.len()));
+            }
         }
 
         // Now create all extensions using ranges
@@ -248,6 +262,13 @@ impl ClientHello {
                     ExtensionType::ConnectionId => {
                         parsed.connection_id = Some(super::parse_connection_id(data)?);
                     }
+                    // corral patch: RFC 7250.
+                    ExtensionType::ClientCertificateType => {
+                        parsed.client_certificate_types = Some(super::parse_certificate_types(data)?);
+                    }
+                    ExtensionType::ServerCertificateType => {
+                        parsed.server_certificate_types = Some(super::parse_certificate_types(data)?);
+                    }
                     _ => {}
                 }
                 extensions
@@ -275,6 +296,16 @@ impl ClientHello {
     /// corral patch: the CID the client offered (RFC 9146), if it sent the extension.
     pub fn connection_id(&self) -> Option<&[u8]> {
         self.parsed_extensions.connection_id.as_deref()
+    }
+
+    /// corral patch: whether the client offers to authenticate with a raw public key (RFC 7250).
+    pub fn offers_raw_public_key(&self) -> bool {
+        self.parsed_extensions.client_certificate_types.as_ref().is_some_and(|t| t.contains(&super::RAW_PUBLIC_KEY))
+    }
+
+    /// corral patch: whether the client accepts the server's raw public key (RFC 7250).
+    pub fn accepts_raw_public_key(&self) -> bool {
+        self.parsed_extensions.server_certificate_types.as_ref().is_some_and(|t| t.contains(&super::RAW_PUBLIC_KEY))
     }
 
     pub fn serialize(&self, source_buf: &[u8], output: &mut Buf) {

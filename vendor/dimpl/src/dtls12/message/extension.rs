@@ -111,7 +111,7 @@ impl ExtensionType {
     }
 
     /// Supported extension types that this implementation handles.
-    pub const fn supported() -> &'static [ExtensionType; 9] {
+    pub const fn supported() -> &'static [ExtensionType; 11] {
         &[
             ExtensionType::SupportedGroups,
             ExtensionType::EcPointFormats,
@@ -123,6 +123,9 @@ impl ExtensionType {
             ExtensionType::SessionTicket,
             // corral patch: RFC 9146.
             ExtensionType::ConnectionId,
+            // corral patch: RFC 7250.
+            ExtensionType::ClientCertificateType,
+            ExtensionType::ServerCertificateType,
         ]
     }
 }

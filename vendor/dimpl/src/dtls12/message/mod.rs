@@ -66,6 +66,27 @@ pub(crate) fn parse_connection_id(data: &[u8]) -> Result<Vec<u8>, nom::Err<nom::
     Ok(rest.to_vec())
 }
 
+/// corral patch: RFC 7250 §3's CertificateType RawPublicKey.
+pub(crate) const RAW_PUBLIC_KEY: u8 = 2;
+
+/// corral patch: a ClientHello's `client_certificate_type` or `server_certificate_type` extension
+/// (RFC 7250 §3): `CertificateType types<1..2^8-1>`, the whole extension.
+pub(crate) fn parse_certificate_types(data: &[u8]) -> Result<Vec<u8>, nom::Err<nom::error::Error<&[u8]>>> {
+    let (rest, len) = be_u8(data)?;
+    if len == 0 || rest.len() != len as usize {
+        return Err(nom::Err::Failure(nom::error::Error::new(rest, nom::error::ErrorKind::LengthValue)));
+    }
+    Ok(rest.to_vec())
+}
+
+/// corral patch: a ServerHello's certificate type extension (RFC 7250 §3): one CertificateType.
+pub(crate) fn parse_certificate_type(data: &[u8]) -> Result<u8, nom::Err<nom::error::Error<&[u8]>>> {
+    match data {
+        [t] => Ok(*t),
+        _ => Err(nom::Err::Failure(nom::error::Error::new(data, nom::error::ErrorKind::LengthValue))),
+    }
+}
+
 pub type CipherSuiteVec = ArrayVec<Dtls12CipherSuite, { Dtls12CipherSuite::supported().len() }>;
 
 /// Supported TLS 1.2 cipher suites for DTLS.

@@ -21,6 +21,9 @@ pub struct ServerHello {
     srtp_profiles: Option<SrtpProfileVec>,
     /// corral patch: the CID the server asks for (RFC 9146 §3).
     connection_id: Option<Vec<u8>>,
+    /// corral patch: the certificate types the server chose (RFC 7250 §3).
+    client_certificate_type: Option<u8>,
+    server_certificate_type: Option<u8>,
 }
 
 impl ServerHello {
@@ -41,6 +44,8 @@ impl ServerHello {
             extensions,
             srtp_profiles: None,
             connection_id: None,
+            client_certificate_type: None,
+            server_certificate_type: None,
         }
     }
 
@@ -50,11 +55,14 @@ impl ServerHello {
     /// - Includes UseSRTP if a profile is provided
     /// - Includes Extended Master Secret if the flag is set
     /// - corral patch: includes connection_id (RFC 9146) with `connection_id` if given
+    /// - corral patch: `raw_public_key`: `Some(client_too)`: server_certificate_type RawPublicKey
+    ///   (RFC 7250), and client_certificate_type RawPublicKey too when a client key is requested
     pub fn with_extensions(
         mut self,
         buf: &mut Buf,
         srtp_profile: Option<SrtpProfileId>,
         connection_id: Option<&[u8]>,
+        raw_public_key: Option<bool>,
     ) -> Self {
         // Clear the buffer and collect extension byte ranges
         buf.clear();
@@ -88,6 +96,19 @@ impl ServerHello {
             ranges.push((ExtensionType::ConnectionId, start, buf.len()));
         }
 
+        // corral patch: the certificate types (RFC 7250 §4.2), each one CertificateType.
+        if let Some(client_too) = raw_public_key {
+            let mut types = vec![ExtensionType::ServerCertificateType];
+            if client_too {
+                types.push(ExtensionType::ClientCertificateType);
+            }
+            for t in types {
+                let start = buf.len();
+                buf.push(super::RAW_PUBLIC_KEY);
+                ranges.push((t, start, buf.len()));
+            }
+        }
+
         let mut extensions = ExtensionVec::new();
         for (t, s, e) in ranges {
             extensions.push(Extension { extension_type: t, extension_data_range: s..e });
@@ -101,6 +122,7 @@ impl ServerHello {
         let original_input = input;
         let mut srtp_profiles = None;
         let mut connection_id = None;
+        let (mut client_certificate_type, mut server_certificate_type) = (None, None);
         let (input, server_version) = ProtocolVersion::parse(input)?;
         let (input, random) = Random::parse(input)?;
         let (input, session_id) = SessionId::parse(input)?;
@@ -152,6 +174,19 @@ impl ServerHello {
                             let data = &original_input[range.start - base_offset..range.end - base_offset];
                             connection_id = Some(super::parse_connection_id(data)?);
                         }
+                        // corral patch: RFC 7250.
+                        if ext.extension_type == ExtensionType::ClientCertificateType
+                            || ext.extension_type == ExtensionType::ServerCertificateType
+                        {
+                            let range = &ext.extension_data_range;
+                            let data = &original_input[range.start - base_offset..range.end - base_offset];
+                            let t = Some(super::parse_certificate_type(data)?);
+                            if ext.extension_type == ExtensionType::ClientCertificateType {
+                                client_certificate_type = t;
+                            } else {
+                                server_certificate_type = t;
+                            }
+                        }
                         extensions_vec
                             .try_push(ext)
                             .map_err(|_| Err::Failure(Error::new(current_input, ErrorKind::LengthValue)))?;
@@ -177,6 +212,8 @@ impl ServerHello {
                 extensions,
                 srtp_profiles,
                 connection_id,
+                client_certificate_type,
+                server_certificate_type,
             },
         ))
     }
@@ -188,6 +225,12 @@ impl ServerHello {
     /// corral patch: the CID the server asks for (RFC 9146), if it sent the extension.
     pub fn connection_id(&self) -> Option<&[u8]> {
         self.connection_id.as_deref()
+    }
+
+    /// corral patch: the server's choice of certificate type for the client's and its own (RFC 7250
+    /// §4.2; `None`: X.509, the extension absent).
+    pub fn certificate_types(&self) -> (Option<u8>, Option<u8>) {
+        (self.client_certificate_type, self.server_certificate_type)
     }
 
     pub fn serialize(&self, source_buf: &[u8], output: &mut Buf) {

@@ -36,9 +36,10 @@ pub struct DtlsClientArgs {
     /// coaps://: the certificate's private key, PEM, P-256 (libcoap's -j); with -c.
     #[arg(short = 'j', long = "key", value_name = "KEY", requires = "cert")]
     pub key: Option<PathBuf>,
-    /// coaps://: the CA certificate(s), PEM, that must have signed the server's certificate (libcoap's
-    /// -C); with -c. A server certificate it did not sign fails the handshake (exit status 8).
-    #[arg(short = 'C', long = "ca", value_name = "CA", requires = "cert")]
+    /// coaps:// and coaps+tcp://: the CA certificate(s), PEM, that must have signed the server's
+    /// certificate (libcoap's -C); with -c for coaps://, alone or with -c/-j for coaps+tcp://. A server
+    /// certificate it did not sign fails the handshake (exit status 8).
+    #[arg(short = 'C', long = "ca", value_name = "CA")]
     pub ca: Option<PathBuf>,
 }
 
@@ -50,12 +51,13 @@ impl DtlsClientArgs {
             Scheme::Coaps if self.psk.is_none() && self.cert.is_none() => Err(Failure::usage(
                 "coaps:// needs DTLS credentials: -k KEY -u IDENTITY (a pre-shared key) or -c CERT -j KEY -C CA",
             )),
-            Scheme::Coaps => self.x509().map(|_| ()),
-            Scheme::CoapsTcp => {
-                Err(Failure::usage("coaps+tcp:// (CoAP over TLS) is not supported; use coaps:// or coap+tcp://"))
+            Scheme::Coaps if self.cert.is_none() && self.ca.is_some() => {
+                Err(Failure::usage("coaps:// takes -C CA with -c CERT -j KEY (DTLS with certificates)"))
             }
-            _ if self.psk.is_some() || self.cert.is_some() => Err(Failure::usage(format!(
-                "-k/-u and -c/-j/-C are DTLS credentials for coaps:// URIs, not {scheme}://"
+            Scheme::Coaps => self.x509().map(|_| ()),
+            Scheme::CoapsTcp => crate::tls_args::client_config(self).map(|_| ()),
+            _ if self.psk.is_some() || self.cert.is_some() || self.ca.is_some() => Err(Failure::usage(format!(
+                "-k/-u and -c/-j/-C are credentials for coaps:// and coaps+tcp:// URIs, not {scheme}://"
             ))),
             _ => Ok(()),
         }
@@ -100,9 +102,10 @@ pub struct DtlsServeArgs {
     /// {"IDENTITY": "KEY", "IDENTITY2": {"hex": "00ff"}}.
     #[arg(long, value_name = "FILE", requires = "dtls")]
     pub psk_file: Option<PathBuf>,
-    /// coaps://: the server's X.509 certificate, PEM (libcoap's -c); with --key and --ca. Clients must
-    /// present a certificate signed by --ca; the subject of theirs names them.
-    #[arg(long = "cert", value_name = "CERT", requires_all = ["dtls", "server_key", "server_ca"])]
+    /// coaps:// (--dtls) and coaps+tcp:// (--tls): the server's X.509 certificate, PEM (libcoap's -c);
+    /// with --key, and for --dtls with --ca. Clients must present a certificate signed by --ca; the
+    /// subject of theirs names them.
+    #[arg(long = "cert", value_name = "CERT", requires = "server_key")]
     pub server_cert: Option<PathBuf>,
     /// coaps://: the certificate's private key, PEM, P-256 (libcoap's -j).
     #[arg(long = "key", value_name = "KEY", requires = "server_cert")]
@@ -126,6 +129,9 @@ impl DtlsServeArgs {
         };
         let x509 = match (&self.server_cert, &self.server_key, &self.server_ca) {
             (Some(c), Some(k), Some(ca)) => Some(Arc::new(load_x509(c, k, ca)?)),
+            (Some(_), _, None) => {
+                return Err(Failure::usage("--dtls with --cert needs --ca CA (DTLS with certificates)"))
+            }
             _ => None,
         };
         let keys = match self.psk_file.as_deref() {

@@ -1,0 +1,82 @@
+//! coaps+tcp:// (CoAP over TLS, RFC 8323) against libcoap's TLS builds: `coap-client-gnutls` and
+//! `coap-client-openssl coaps+tcp://… -C CA` (and `-c CERT -j KEY`) against `corral serve --tls`, and
+//! `corral get coaps+tcp://… -C CA -c -j` against `coap-server-gnutls` and `coap-server-openssl`, whose
+//! `-C` makes them require a client certificate that CA signed (refused without one, exit status 8). The
+//! CA and certificates are made at test time with the openssl CLI (tests/common `test_pki`).
+//!
+//! Runs when `CORRAL_INTEROP=1` (scripts/test.sh sets it); otherwise each test says it was skipped.
+//! libcoap's server listens for TLS on its `-p` port + 1, as for DTLS.
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn out(o: &std::process::Output) -> String {
+    format!("status {:?}\nstdout: {}\nstderr: {}", o.status.code(), stdout(o), stderr(o))
+}
+
+fn libcoap_client_against_corral(client: &str) {
+    if !interop_enabled(&[client, "openssl"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = test_pki(dir.path());
+    let mut cmd = Command::new(CORRAL);
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--tls", "127.0.0.1:0"]);
+    cmd.args(["--cert", &pki.server.0, "--key", &pki.server.1, "--ca", &pki.ca]);
+    let s = spawn_with_port(&mut cmd, |line| {
+        line.strip_prefix("corral serve: coaps+tcp:// (TLS, ")?.rsplit_once(':')?.1.parse().ok()
+    });
+    let base = format!("coaps+tcp://127.0.0.1:{}", s.port);
+    let identity = ["-c", &pki.client.0, "-j", &pki.client.1, "-C", &pki.ca];
+    let o = run(Command::new(client).args(["-B", "10"]).args(identity).arg(format!("{base}/hello")), LIMIT);
+    assert_eq!(stdout(&o).trim_end(), "Hello from corral!", "{}", out(&o));
+    // A block-wise body (libcoap asks for 64-byte blocks) arrives whole.
+    let plain = corral_serve("127.0.0.1", &[]);
+    let want = stdout(&corral(&["get", &format!("coap://127.0.0.1:{}/large", plain.port)]));
+    let o = run(
+        Command::new(client).args(["-B", "10", "-b", "64"]).args(identity).arg(format!("{base}/large")),
+        LIMIT,
+    );
+    assert_eq!(stdout(&o).trim_end(), want.trim_end(), "{}", out(&o));
+}
+
+fn corral_against_libcoap_server(server: &str) {
+    if !interop_enabled(&[server, "openssl"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = test_pki(dir.path());
+    let s = libcoap_dtls_server(server, &["-c", &pki.server.0, "-j", &pki.server.1, "-C", &pki.ca]);
+    let uri = format!("coaps+tcp://127.0.0.1:{}/", s.port);
+    let o = corral(&["get", &uri, "-c", &pki.client.0, "-j", &pki.client.1, "-C", &pki.ca, "-B", "10"]);
+    assert_eq!(code(&o), 0, "{}", out(&o));
+    assert!(stdout(&o).contains("libcoap"), "libcoap's / resource: {}", out(&o));
+    // Without a client certificate the server refuses the handshake; the line says it was TLS's.
+    let o = corral(&["get", &uri, "-C", &pki.ca, "-B", "10"]);
+    assert_eq!(code(&o), 8, "{}", out(&o));
+    assert!(stderr(&o).contains("TLS handshake"), "{}", out(&o));
+}
+
+#[test]
+fn coap_client_gnutls_gets_from_corral_serve_tls() {
+    libcoap_client_against_corral("coap-client-gnutls");
+}
+
+#[test]
+fn coap_client_openssl_gets_from_corral_serve_tls() {
+    libcoap_client_against_corral("coap-client-openssl");
+}
+
+#[test]
+fn corral_get_reaches_coap_server_gnutls_over_tls() {
+    corral_against_libcoap_server("coap-server-gnutls");
+}
+
+#[test]
+fn corral_get_reaches_coap_server_openssl_over_tls() {
+    corral_against_libcoap_server("coap-server-openssl");
+}

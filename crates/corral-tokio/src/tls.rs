@@ -171,7 +171,8 @@ pub(crate) fn tls_error(e: &std::io::Error) -> Option<&rustls::Error> {
 pub(crate) fn describe(e: &rustls::Error, name: &ServerName<'_>) -> String {
     use rustls::Error as E;
     match e {
-        E::InvalidCertificate(CertificateError::UnknownIssuer) => {
+        // A CA of the issuer's name whose key did not sign it is as unknown as a CA of another name.
+        E::InvalidCertificate(CertificateError::UnknownIssuer | CertificateError::BadSignature) => {
             "unknown CA: the server's certificate is not signed by the CA given (check -C)".into()
         }
         E::InvalidCertificate(CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }) => {

@@ -37,10 +37,7 @@ fn libcoap_client_against_corral(client: &str) {
     // A block-wise body (libcoap asks for 64-byte blocks) arrives whole.
     let plain = corral_serve("127.0.0.1", &[]);
     let want = stdout(&corral(&["get", &format!("coap://127.0.0.1:{}/large", plain.port)]));
-    let o = run(
-        Command::new(client).args(["-B", "10", "-b", "64"]).args(identity).arg(format!("{base}/large")),
-        LIMIT,
-    );
+    let o = run(Command::new(client).args(["-B", "10", "-b", "64"]).args(identity).arg(format!("{base}/large")), LIMIT);
     assert_eq!(stdout(&o).trim_end(), want.trim_end(), "{}", out(&o));
 }
 

@@ -1,11 +1,11 @@
 //! `coaps+tcp://`: CoAP over TLS (RFC 8323 §9), with rustls on its `ring` provider around the connections
-//! of [`crate::tcp`].
+//! of the `tcp` module.
 //!
 //! Owns: the TLS settings made from PEM files ([`TlsClientConfig`], [`TlsServerConfig`]: TLS 1.2 and 1.3,
 //! ALPN "coap" as RFC 8323 §8.2 registers it, the server verified by its name or IP address as the URI gives
 //! it, client certificates required and verified when the server has a CA for them), the handshake of
 //! each connection (a server's bounded: [`MAX_HANDSHAKES`] at once, [`HANDSHAKE_TIMEOUT`] each), and the
-//! words of a failed handshake for the client ([`TlsFailures`], so that its error says why: unknown CA,
+//! words of a failed handshake for the client (`TlsFailures`, so that its error says why: unknown CA,
 //! name mismatch, no certificate). Never frames CoAP: after the handshake the bytes are corral-proto's
 //! [`TcpEndpoint`](corral_proto::TcpEndpoint)'s, CSM and all, exactly as over plain TCP.
 

@@ -29,7 +29,7 @@ Examples:
   corral get coap://[::1]/large -o large.txt   # the payload into a file
   corral put coap://[::1]/large-update -f big.bin -b 1024 -B 60
   corral get coap+tcp://[::1]/hello            # CoAP over TCP (RFC 8323)
-  corral get coaps+tcp://127.0.0.1/hello -C ca.pem   # CoAP over TLS, server verified by ca.pem
+  corral get coaps+tcp://127.0.0.1/hello -C ca.pem   # over TLS (RFC 8323)
   corral get coap://10.0.0.7/temp -P coap://127.0.0.1:5700   # via a proxy
   corral get coap://127.0.0.1:5701/hello --credentials keys/client.json
   corral get coap://224.0.1.187/.well-known/core --mcast-if 192.168.1.10

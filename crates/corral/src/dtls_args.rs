@@ -120,13 +120,7 @@ impl DtlsServeArgs {
     /// --dtls.
     pub fn server(&self, udp: SocketAddr) -> Result<Option<(SocketAddr, DtlsConfig)>, Failure> {
         let Some(at) = &self.dtls else { return Ok(None) };
-        let addr = if at.is_empty() {
-            SocketAddr::new(udp.ip(), COAPS_PORT)
-        } else {
-            at.parse().map_err(|_| {
-                Failure::usage(format!("`{at}` is not ADDR:PORT for --dtls (e.g. [::]:5684 or 127.0.0.1:5684)"))
-            })?
-        };
+        let addr = crate::serve::flag_addr("--dtls", at, udp, COAPS_PORT)?;
         let x509 = match (&self.server_cert, &self.server_key, &self.server_ca) {
             (Some(c), Some(k), Some(ca)) => Some(Arc::new(load_x509(c, k, ca)?)),
             (Some(_), _, None) => {

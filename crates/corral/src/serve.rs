@@ -24,7 +24,7 @@ Examples:
   corral serve                         # [::]:5683, IPv4 and IPv6
   corral serve --tcp                   # also CoAP over TCP on [::]:5683
   corral serve --bind 127.0.0.1:5700 --tcp 127.0.0.1:5800 --obs-period 1
-  corral serve --tls --cert server.pem --key server.key   # also coaps+tcp:// on [::]:5684
+  corral serve --tls --cert srv.pem --key srv.key   # coaps+tcp:// on [::]:5684
   corral serve --join 224.0.1.187 --mcast-if 192.168.1.10   # All CoAP Nodes
   corral serve --bind 127.0.0.1:5701 --credentials keys/server.json \\
       --require-oscore                 # OSCORE only (see corral oscore new)";
@@ -113,6 +113,19 @@ pub(crate) fn listen_args(bind: &str, tcp: Option<&str>) -> Result<(SocketAddr, 
         })?)),
     };
     Ok((udp, tcp))
+}
+
+/// The address of a flag `--NAME [ADDR:PORT]` that serves on a port of its own (`--dtls`, `--tls`): `at`,
+/// or without it (`""`) the UDP address with `default_port`.
+pub(crate) fn flag_addr(flag: &str, at: &str, udp: SocketAddr, default_port: u16) -> Result<SocketAddr, Failure> {
+    if at.is_empty() {
+        return Ok(SocketAddr::new(udp.ip(), default_port));
+    }
+    at.parse().map_err(|_| {
+        Failure::usage(format!(
+            "`{at}` is not ADDR:PORT for {flag} (e.g. [::]:{default_port} or 127.0.0.1:{default_port})"
+        ))
+    })
 }
 
 /// How the workers are driven. `Blocking` (Linux, UDP only, the default there): each worker a thread

@@ -62,13 +62,7 @@ impl TlsServeArgs {
         (cert, key, ca): (Option<&Path>, Option<&Path>, Option<&Path>),
     ) -> Result<Option<(SocketAddr, TlsServerConfig)>, Failure> {
         let Some(at) = &self.tls else { return Ok(None) };
-        let addr = if at.is_empty() {
-            SocketAddr::new(udp.ip(), COAPS_TCP_PORT)
-        } else {
-            at.parse().map_err(|_| {
-                Failure::usage(format!("`{at}` is not ADDR:PORT for --tls (e.g. [::]:5684 or 127.0.0.1:5684)"))
-            })?
-        };
+        let addr = crate::serve::flag_addr("--tls", at, udp, COAPS_TCP_PORT)?;
         let (Some(cert), Some(key)) = (cert, key) else {
             return Err(Failure::usage(
                 "--tls needs --cert CERT --key KEY (PEM; and --ca CA to require client certificates)",

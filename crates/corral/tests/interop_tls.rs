@@ -14,31 +14,22 @@ use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-fn out(o: &std::process::Output) -> String {
-    format!("status {:?}\nstdout: {}\nstderr: {}", o.status.code(), stdout(o), stderr(o))
-}
-
 fn libcoap_client_against_corral(client: &str) {
     if !interop_enabled(&[client, "openssl"]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let pki = test_pki(dir.path());
-    let mut cmd = Command::new(CORRAL);
-    cmd.args(["serve", "--bind", "127.0.0.1:0", "--tls", "127.0.0.1:0"]);
-    cmd.args(["--cert", &pki.server.0, "--key", &pki.server.1, "--ca", &pki.ca]);
-    let s = spawn_with_port(&mut cmd, |line| {
-        line.strip_prefix("corral serve: coaps+tcp:// (TLS, ")?.rsplit_once(':')?.1.parse().ok()
-    });
+    let s = corral_tls_server("127.0.0.1:0", &pki.server, Some(&pki.ca), &[]);
     let base = format!("coaps+tcp://127.0.0.1:{}", s.port);
     let identity = ["-c", &pki.client.0, "-j", &pki.client.1, "-C", &pki.ca];
     let o = run(Command::new(client).args(["-B", "10"]).args(identity).arg(format!("{base}/hello")), LIMIT);
-    assert_eq!(stdout(&o).trim_end(), "Hello from corral!", "{}", out(&o));
+    assert_eq!(stdout(&o).trim_end(), "Hello from corral!", "{}", described(&o));
     // A block-wise body (libcoap asks for 64-byte blocks) arrives whole.
     let plain = corral_serve("127.0.0.1", &[]);
     let want = stdout(&corral(&["get", &format!("coap://127.0.0.1:{}/large", plain.port)]));
     let o = run(Command::new(client).args(["-B", "10", "-b", "64"]).args(identity).arg(format!("{base}/large")), LIMIT);
-    assert_eq!(stdout(&o).trim_end(), want.trim_end(), "{}", out(&o));
+    assert_eq!(stdout(&o).trim_end(), want.trim_end(), "{}", described(&o));
 }
 
 fn corral_against_libcoap_server(server: &str) {
@@ -50,12 +41,12 @@ fn corral_against_libcoap_server(server: &str) {
     let s = libcoap_dtls_server(server, &["-c", &pki.server.0, "-j", &pki.server.1, "-C", &pki.ca]);
     let uri = format!("coaps+tcp://127.0.0.1:{}/", s.port);
     let o = corral(&["get", &uri, "-c", &pki.client.0, "-j", &pki.client.1, "-C", &pki.ca, "-B", "10"]);
-    assert_eq!(code(&o), 0, "{}", out(&o));
-    assert!(stdout(&o).contains("libcoap"), "libcoap's / resource: {}", out(&o));
+    assert_eq!(code(&o), 0, "{}", described(&o));
+    assert!(stdout(&o).contains("libcoap"), "libcoap's / resource: {}", described(&o));
     // Without a client certificate the server refuses the handshake; the line says it was TLS's.
     let o = corral(&["get", &uri, "-C", &pki.ca, "-B", "10"]);
-    assert_eq!(code(&o), 8, "{}", out(&o));
-    assert!(stderr(&o).contains("TLS handshake"), "{}", out(&o));
+    assert_eq!(code(&o), 8, "{}", described(&o));
+    assert!(stderr(&o).contains("TLS handshake"), "{}", described(&o));
 }
 
 #[test]

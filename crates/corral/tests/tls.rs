@@ -8,22 +8,7 @@
 mod common;
 use common::*;
 use std::io::{Read, Write};
-use std::process::Command;
 use std::time::Duration;
-
-/// `corral serve --tls` at `at` with `server` as its certificate (and `ca` as the clients' CA, requiring
-/// client certificates); its coaps+tcp:// port.
-fn tls_server(at: &str, server: &(String, String), ca: Option<&str>, extra: &[&str]) -> Proc {
-    let mut cmd = Command::new(CORRAL);
-    cmd.args(["serve", "--bind", "127.0.0.1:0", "--tls", at, "--cert", &server.0, "--key", &server.1]);
-    if let Some(ca) = ca {
-        cmd.args(["--ca", ca]);
-    }
-    cmd.args(extra);
-    spawn_with_port(&mut cmd, |line| {
-        line.strip_prefix("corral serve: coaps+tcp:// (TLS, ")?.rsplit_once(':')?.1.parse().ok()
-    })
-}
 
 /// One line on stderr, exit status 8, naming a TLS handshake and `why`.
 fn assert_handshake_failure(o: &std::process::Output, why: &str) {
@@ -37,7 +22,7 @@ fn assert_handshake_failure(o: &std::process::Output, why: &str) {
 fn client_verbs_speak_coaps_tcp_to_corral_serve_tls_verified_by_the_ca() {
     let dir = tempfile::tempdir().unwrap();
     let pki = test_pki(dir.path());
-    let s = tls_server("127.0.0.1:0", &pki.server, None, &[]);
+    let s = corral_tls_server("127.0.0.1:0", &pki.server, None, &[]);
     let base = format!("coaps+tcp://127.0.0.1:{}", s.port);
     let ca = ["-C", pki.ca.as_str()];
     let o = corral(&[&["get", &format!("{base}/hello")][..], &ca].concat());
@@ -56,7 +41,7 @@ fn client_verbs_speak_coaps_tcp_to_corral_serve_tls_verified_by_the_ca() {
 fn a_block_wise_body_crosses_coaps_tcp_whole() {
     let dir = tempfile::tempdir().unwrap();
     let pki = test_pki(dir.path());
-    let s = tls_server("127.0.0.1:0", &pki.server, None, &[]);
+    let s = corral_tls_server("127.0.0.1:0", &pki.server, None, &[]);
     let base = format!("coaps+tcp://127.0.0.1:{}", s.port);
     let plain = corral_serve("127.0.0.1", &[]);
     let want = corral(&["get", &format!("coap://127.0.0.1:{}/large", plain.port)]);
@@ -75,7 +60,7 @@ fn a_block_wise_body_crosses_coaps_tcp_whole() {
 fn observe_over_coaps_tcp_sees_notifications() {
     let dir = tempfile::tempdir().unwrap();
     let pki = test_pki(dir.path());
-    let s = tls_server("127.0.0.1:0", &pki.server, None, &["--obs-period", "0.3"]);
+    let s = corral_tls_server("127.0.0.1:0", &pki.server, None, &["--obs-period", "0.3"]);
     let uri = format!("coaps+tcp://127.0.0.1:{}/obs", s.port);
     let o = corral(&["get", &uri, "-s", "2", "-C", &pki.ca]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -86,7 +71,7 @@ fn observe_over_coaps_tcp_sees_notifications() {
 fn a_server_certificate_of_another_ca_fails_as_unknown_ca_with_exit_status_8() {
     let dir = tempfile::tempdir().unwrap();
     let pki = test_pki(dir.path());
-    let s = tls_server("127.0.0.1:0", &pki.rogue_server, None, &[]);
+    let s = corral_tls_server("127.0.0.1:0", &pki.rogue_server, None, &[]);
     let o = corral(&["get", &format!("coaps+tcp://127.0.0.1:{}/hello", s.port), "-C", &pki.ca]);
     assert_handshake_failure(&o, "unknown CA");
 }
@@ -96,7 +81,7 @@ fn a_host_the_server_certificate_does_not_name_fails_as_a_name_mismatch() {
     let dir = tempfile::tempdir().unwrap();
     let pki = test_pki(dir.path());
     // The certificate names IP 127.0.0.1 only; `localhost` resolves to 127.0.0.1 or ::1, both served.
-    let s = tls_server("[::]:0", &pki.server, None, &[]);
+    let s = corral_tls_server("[::]:0", &pki.server, None, &[]);
     let o = corral(&["get", &format!("coaps+tcp://localhost:{}/hello", s.port), "-C", &pki.ca]);
     assert_handshake_failure(&o, "name mismatch");
 }
@@ -105,7 +90,7 @@ fn a_host_the_server_certificate_does_not_name_fails_as_a_name_mismatch() {
 fn a_server_with_a_client_ca_serves_only_clients_with_a_certificate_it_signed() {
     let dir = tempfile::tempdir().unwrap();
     let pki = test_pki(dir.path());
-    let s = tls_server("127.0.0.1:0", &pki.server, Some(&pki.ca), &[]);
+    let s = corral_tls_server("127.0.0.1:0", &pki.server, Some(&pki.ca), &[]);
     let uri = format!("coaps+tcp://127.0.0.1:{}/hello", s.port);
     let o = corral(&["get", &uri, "-C", &pki.ca, "-c", &pki.client.0, "-j", &pki.client.1]);
     assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!\n"), "{}", stderr(&o));
@@ -119,7 +104,7 @@ fn a_server_with_a_client_ca_serves_only_clients_with_a_certificate_it_signed() 
 fn garbage_and_plain_coap_on_the_tls_port_close_that_connection_only() {
     let dir = tempfile::tempdir().unwrap();
     let pki = test_pki(dir.path());
-    let s = tls_server("127.0.0.1:0", &pki.server, None, &[]);
+    let s = corral_tls_server("127.0.0.1:0", &pki.server, None, &[]);
     // Not a TLS record: the server closes the connection (no CoAP answer, no crash).
     let mut garbage = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     garbage.set_read_timeout(Some(Duration::from_secs(15))).unwrap();

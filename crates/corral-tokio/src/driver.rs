@@ -12,7 +12,7 @@
 //! created (its [`Clock`]).
 
 use crate::socket::{CoapSocket, OutDatagram, RecvBuffers};
-use crate::tcp::{ConnLink, TcpInput};
+use crate::tcp::{ConnLink, Remote, TcpInput};
 use corral_proto::wire::Code;
 use corral_proto::{
     ConnId, Endpoint, Event, InboundId, Instant, Node, NodeCommand, Request, RequestError, RequestId, Response,
@@ -293,11 +293,13 @@ pub struct DriverStats {
 }
 
 /// Which transport a request takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Transport {
     Udp,
     /// CoAP over TCP: one connection per server, made on the first request and reused.
     Tcp,
+    /// CoAP over TLS (`coaps+tcp://`) to a server whose certificate names this: as `Tcp`, inside TLS.
+    Tls(rustls::pki_types::ServerName<'static>),
 }
 
 pub(crate) enum Command {
@@ -364,15 +366,19 @@ struct Queued {
 /// The driver's TCP side: connection tasks, the listener (servers), and connections to servers (clients).
 pub(crate) struct TcpSide {
     listener: Option<std::net::TcpListener>,
-    accept: Option<tokio::task::AbortHandle>,
+    /// `coaps+tcp://` (servers): a listener whose connections start with a TLS handshake.
+    tls_listener: Option<(std::net::TcpListener, crate::tls::TlsServerConfig)>,
+    accept: Vec<tokio::task::AbortHandle>,
+    /// `coaps+tcp://` (clients): the TLS settings connections to servers are made with.
+    tls: Option<crate::tls::TlsConnect>,
     tx: mpsc::Sender<TcpInput>,
     rx: mpsc::Receiver<TcpInput>,
     ids: Arc<AtomicU64>,
     conns: HashMap<ConnId, ConnLink>,
-    /// Client connections by server address, reused across requests.
-    to_server: HashMap<SocketAddr, ConnId>,
+    /// Client connections by server (address, and TLS name for `coaps+tcp://`), reused across requests.
+    to_server: HashMap<Remote, ConnId>,
     /// Requests waiting for a connection being made.
-    connecting: HashMap<SocketAddr, Vec<Queued>>,
+    connecting: HashMap<Remote, Vec<Queued>>,
 }
 
 impl TcpSide {
@@ -380,7 +386,9 @@ impl TcpSide {
         let (tx, rx) = mpsc::channel(crate::tcp::INPUT_QUEUE);
         TcpSide {
             listener,
-            accept: None,
+            tls_listener: None,
+            accept: Vec::new(),
+            tls: None,
             tx,
             rx,
             ids: Arc::new(AtomicU64::new(1)),
@@ -391,11 +399,43 @@ impl TcpSide {
     }
 }
 
-impl Drop for TcpSide {
-    fn drop(&mut self) {
-        if let Some(a) = self.accept.take() {
+impl TcpSide {
+    /// Also accepts `coaps+tcp://` connections on `listener`, each after a TLS handshake with `config`.
+    pub(crate) fn with_tls_listener(
+        mut self,
+        listener: Option<(std::net::TcpListener, crate::tls::TlsServerConfig)>,
+    ) -> TcpSide {
+        self.tls_listener = listener;
+        self
+    }
+
+    /// Makes `coaps+tcp://` connections to servers with these TLS settings.
+    pub(crate) fn with_tls(mut self, tls: Option<crate::tls::TlsConnect>) -> TcpSide {
+        self.tls = tls;
+        self
+    }
+
+    fn stop_accepting(&mut self) {
+        for a in self.accept.drain(..) {
             a.abort();
         }
+    }
+
+    /// Connects to `dst` (unless a connection is being made already) with `queued` waiting for it.
+    fn connect(&mut self, dst: Remote, timeout: std::time::Duration, queued: Option<Queued>) {
+        match self.connecting.entry(dst.clone()) {
+            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().extend(queued),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(queued.into_iter().collect());
+                crate::tcp::connect(dst, timeout, self.ids.clone(), self.tx.clone(), self.tls.clone());
+            }
+        }
+    }
+}
+
+impl Drop for TcpSide {
+    fn drop(&mut self) {
+        self.stop_accepting();
     }
 }
 
@@ -450,13 +490,15 @@ impl<M: Machine> Driver<M> {
 
     /// Runs until shutdown, or until every command sender is gone and nothing is pending.
     pub async fn run(mut self) {
-        if let Some(listener) = self.tcp.listener.take() {
+        let plain = self.tcp.listener.take().map(|l| (l, None));
+        let tls = self.tcp.tls_listener.take().map(|(l, c)| (l, Some(tokio_rustls::TlsAcceptor::from(c.0))));
+        for (listener, tls) in plain.into_iter().chain(tls) {
             match tokio::net::TcpListener::from_std(listener) {
                 Ok(l) => {
-                    let task = tokio::spawn(crate::tcp::accept_loop(l, self.tcp.ids.clone(), self.tcp.tx.clone()));
-                    self.tcp.accept = Some(task.abort_handle());
+                    let (ids, tx) = (self.tcp.ids.clone(), self.tcp.tx.clone());
+                    self.tcp.accept.push(tokio::spawn(crate::tcp::accept_loop(l, ids, tx, tls)).abort_handle());
                 }
-                Err(e) => warn!(error = %e, "cannot register the TCP listener; serving UDP only"),
+                Err(e) => warn!(error = %e, "cannot register a TCP listener; not serving on it"),
             }
         }
         crate::event_loop::run(&mut self).await
@@ -616,25 +658,28 @@ impl<M: Machine> Driver<M> {
     fn on_tcp_input(&mut self, input: TcpInput) {
         let now = self.clock.now();
         match input {
-            TcpInput::Connected { conn, peer, outgoing, link } => {
-                if self.draining.is_some() && !outgoing {
+            TcpInput::Connected { conn, peer, to, link } => {
+                if self.draining.is_some() && to.is_none() {
                     return; // dropping the link closes the connection
                 }
                 self.tcp.conns.insert(conn, link);
                 self.machine.handle_tcp_connected(now, conn, peer);
-                if outgoing {
-                    self.tcp.to_server.insert(peer, conn);
-                    for q in self.tcp.connecting.remove(&peer).unwrap_or_default() {
+                if let Some(to) = to {
+                    for q in self.tcp.connecting.remove(&to).unwrap_or_default() {
                         self.start_tcp(now, conn, q);
                     }
+                    self.tcp.to_server.insert(to, conn);
                 }
             }
             TcpInput::ConnectFailed { dst, reason } => {
-                info!(%dst, %reason, "cannot connect");
+                info!(dst = %dst.addr, tls = dst.tls.is_some(), %reason, "cannot connect");
                 for q in self.tcp.connecting.remove(&dst).unwrap_or_default() {
                     send_failure(q.reply, RequestFailure::Connect(reason.clone()));
                 }
-                self.machine.handle_tcp_connect_failed(now, dst);
+                if dst.tls.is_none() {
+                    // The machine connects only over plain TCP (a service's request).
+                    self.machine.handle_tcp_connect_failed(now, dst.addr);
+                }
             }
             TcpInput::Data { conn, bytes } => {
                 if self.tcp.conns.contains_key(&conn) {
@@ -703,16 +748,18 @@ impl<M: Machine> Driver<M> {
                     Err(e) => send_failure(reply, RequestFailure::Start(e)),
                 }
             }
-            Command::Request { ticket, dst, transport: Transport::Tcp, request, params, reply } => {
+            Command::Request { ticket, dst, transport, request, params, reply } => {
+                let tls = match transport {
+                    Transport::Tls(name) => Some(name),
+                    _ => None,
+                };
                 let q = Queued { ticket, request, params, reply };
-                if let Some(&conn) = self.tcp.to_server.get(&dst) {
+                let remote = Remote { addr: dst, tls };
+                if let Some(&conn) = self.tcp.to_server.get(&remote) {
                     self.start_tcp(now, conn, q);
-                } else if let Some(waiting) = self.tcp.connecting.get_mut(&dst) {
-                    waiting.push(q);
                 } else {
                     let timeout = q.params.timeout.map_or(CONNECT_TIMEOUT, std::time::Duration::from);
-                    self.tcp.connecting.insert(dst, vec![q]);
-                    crate::tcp::connect(dst, timeout, self.tcp.ids.clone(), self.tcp.tx.clone());
+                    self.tcp.connect(remote, timeout, Some(q));
                 }
             }
             Command::Cancel { ticket } => {
@@ -770,9 +817,7 @@ impl<M: Machine> Driver<M> {
             Command::Shutdown { grace } => {
                 debug!(?grace, "shutting down: no new requests");
                 self.draining = Some(now + corral_proto::Duration::from(grace));
-                if let Some(a) = self.tcp.accept.take() {
-                    a.abort();
-                }
+                self.tcp.stop_accepting();
             }
         }
     }
@@ -795,10 +840,7 @@ impl<M: Machine> Driver<M> {
             while let Some(dst) = self.machine.poll_tcp_connect() {
                 // A service's request over TCP (the machine knows of no connection to `dst`): connect,
                 // unless a connection is being made already.
-                if let std::collections::hash_map::Entry::Vacant(e) = self.tcp.connecting.entry(dst) {
-                    e.insert(Vec::new());
-                    crate::tcp::connect(dst, CONNECT_TIMEOUT, self.tcp.ids.clone(), self.tcp.tx.clone());
-                }
+                self.tcp.connect(Remote { addr: dst, tls: None }, CONNECT_TIMEOUT, None);
             }
             let mut closed = false;
             while let Some(conn) = self.machine.poll_tcp_close() {

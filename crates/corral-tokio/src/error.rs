@@ -47,6 +47,9 @@ pub enum Error {
     /// coaps://: the DTLS handshake with the server failed; the reason says why (unknown identity, keys
     /// that do not match, no shared cipher suite, no answer).
     Dtls { addr: SocketAddr, reason: corral_dtls::HandshakeFailure },
+    /// coaps+tcp://: the TLS handshake with the server failed, or the server closed the connection with a
+    /// TLS alert; the reason says why (unknown CA, name mismatch, no client certificate).
+    Tls { addr: SocketAddr, reason: String },
 }
 
 impl fmt::Display for Error {
@@ -66,6 +69,7 @@ impl fmt::Display for Error {
             Error::Oscore(why) => write!(f, "OSCORE: {why}"),
             Error::Connect { addr, reason } => write!(f, "cannot connect to {addr} over TCP: {reason}"),
             Error::Dtls { addr, reason } => write!(f, "DTLS handshake with {addr} failed: {reason}"),
+            Error::Tls { addr, reason } => write!(f, "TLS handshake with {addr} failed: {reason}"),
         }
     }
 }

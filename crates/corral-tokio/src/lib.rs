@@ -19,6 +19,8 @@
 //!   either driver.
 //! - CoAP over TCP (RFC 8323): a listener and connection tasks with bounded buffers (`tcp`); the
 //!   protocol itself is corral-proto's.
+//! - [`tls`]: `coaps+tcp://` — CoAP over TLS (rustls, ring provider) on the connections of `tcp`
+//!   ([`ClientBuilder::tls`], [`Server::listen_tls`]).
 //! - `dtls`: `coaps://` — a client's or server's machine behind corral-dtls's sans-IO DTLS layer
 //!   ([`ClientBuilder::dtls`], [`ServerBuilder::dtls`]).
 //! - [`Client`]: `client.get("coap://[::1]/s/t").await`, `coap+tcp://` URIs, a request builder with
@@ -57,6 +59,7 @@ pub mod socket;
 #[cfg(target_os = "linux")]
 pub mod steer;
 mod tcp;
+pub mod tls;
 pub mod uri;
 pub mod workers;
 
@@ -70,6 +73,7 @@ pub use dtls::{DtlsNumbers, DtlsWatch, DTLS_PUBLISH_PERIOD};
 pub use dtls_mux::DtlsMuxConfig;
 pub use server::{RouteConfig, Server, ServerBuilder, ServerHandle, ServerRequest};
 pub use tcp::bind_listener;
+pub use tls::{TlsClientConfig, TlsServerConfig};
 pub use uri::{parse_uri, Scheme, Uri, UriError};
 
 pub use corral_proto;

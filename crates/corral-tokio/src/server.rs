@@ -1,6 +1,7 @@
 //! The CoAP server: a [`Node`] (endpoint + services) on a UDP socket and, when asked
-//! ([`ServerBuilder::tcp`]), a TCP listener for CoAP over TCP (RFC 8323): the same services answer both,
-//! Observe and block-wise transfer included.
+//! ([`ServerBuilder::tcp`]), a TCP listener for CoAP over TCP (RFC 8323) and ([`Server::listen_tls`]) one
+//! for CoAP over TLS (`coaps+tcp://`): the same services answer all of them, Observe and block-wise
+//! transfer included.
 //!
 //! Resources are sans-IO [`Service`]s mounted at path prefixes, or async functions registered with
 //! [`Server::route`]; the node routes by longest prefix, answers 4.04 for unknown paths and serves
@@ -173,6 +174,8 @@ pub struct Server {
     dtls_mux: Option<crate::DtlsMuxConfig>,
     /// Where the coaps:// layer of [`ServerBuilder::dtls`] publishes its counters.
     dtls_watch: Option<crate::DtlsWatch>,
+    /// coaps+tcp:// (see [`Server::listen_tls`]).
+    tls: Option<(std::net::TcpListener, crate::tls::TlsServerConfig)>,
 }
 
 impl Server {
@@ -196,6 +199,7 @@ impl Server {
             dtls: None,
             dtls_mux: None,
             dtls_watch: None,
+            tls: None,
         }
     }
 
@@ -215,6 +219,22 @@ impl Server {
     /// The address of the CoAP-over-TCP listener, if there is one.
     pub fn tcp_local_addr(&self) -> Option<SocketAddr> {
         self.tcp.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Also serves `coaps+tcp://` (CoAP over TLS, RFC 8323 §9) on `addr` with `config`: a TCP listener
+    /// whose connections make a TLS handshake first, then speak CoAP over TCP to the same services, within
+    /// the same connection limits and idle timeout ([`ServerBuilder::tcp_config`]) as `coap+tcp://`. Returns
+    /// the listener's address.
+    pub fn listen_tls(&mut self, addr: SocketAddr, config: crate::tls::TlsServerConfig) -> io::Result<SocketAddr> {
+        let listener = crate::tcp::bind_listener(addr)?;
+        let local = listener.local_addr()?;
+        self.tls = Some((listener, config));
+        Ok(local)
+    }
+
+    /// The address of the CoAP-over-TLS listener, if there is one.
+    pub fn tls_local_addr(&self) -> Option<SocketAddr> {
+        self.tls.as_ref().and_then(|(l, _)| l.local_addr().ok())
     }
 
     /// Mounts a sans-IO service at a path prefix (`""` catches every path nothing else claims).
@@ -328,9 +348,10 @@ impl Server {
             dtls,
             dtls_mux,
             dtls_watch,
+            tls,
         } = self;
         let config = os_seeded(config);
-        let tcp_config = tcp.is_some().then(|| {
+        let tcp_config = (tcp.is_some() || tls.is_some()).then(|| {
             os_seeded(tcp_config.unwrap_or_else(|| TcpConfig {
                 block: config.block,
                 observe: config.observe,
@@ -370,7 +391,7 @@ impl Server {
                         node.mount("", Router { routes, tx: router_tx, spawner });
                     }
                     tracing::info!(tcp = ?tcp_local, "serving");
-                    let (clock, tcp) = (Clock::new(), TcpSide::new(tcp));
+                    let (clock, tcp) = (Clock::new(), TcpSide::new(tcp).with_tls_listener(tls));
                     match (dtls, dtls_mux) {
                         (Some(c), _) => {
                             let failures = Default::default();

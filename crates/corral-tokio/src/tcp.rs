@@ -1,5 +1,6 @@
-//! TCP connections for CoAP over TCP (RFC 8323): listening, connecting, and moving bytes between sockets
-//! and the driver. The protocol (framing, CSM, Ping/Pong, Release, Abort, exchanges) is corral-proto's
+//! TCP connections for CoAP over TCP (RFC 8323), plain (`coap+tcp://`) or inside TLS (`coaps+tcp://`, the
+//! handshake and its settings are [`crate::tls`]'s): listening, connecting, and moving bytes between
+//! sockets and the driver. The protocol (framing, CSM, Ping/Pong, Release, Abort, exchanges) is corral-proto's
 //! [`TcpEndpoint`](corral_proto::TcpEndpoint); this module only owns sockets.
 //!
 //! Each connection has a reader task and a writer task on the driver's runtime. Readers hand what they read
@@ -9,13 +10,15 @@
 //! [`MAX_WRITE_QUEUE`], and a write that makes no progress for [`WRITE_STALL`] ends the connection.
 
 use crate::socket::canonical;
+use crate::tls::{describe, tls_error, TlsConnect, TlsFailures, HANDSHAKE_TIMEOUT, MAX_HANDSHAKES};
 use corral_proto::ConnId;
+use rustls::pki_types::ServerName;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
@@ -38,12 +41,13 @@ pub(crate) enum TcpInput {
     Connected {
         conn: ConnId,
         peer: SocketAddr,
-        outgoing: bool,
+        /// Where a client connection was made to (`None`: accepted).
+        to: Option<Remote>,
         link: ConnLink,
     },
-    /// Connecting to `dst` failed.
+    /// Connecting to `dst` (or its TLS handshake) failed.
     ConnectFailed {
-        dst: SocketAddr,
+        dst: Remote,
         reason: String,
     },
     Data {
@@ -59,6 +63,7 @@ pub(crate) enum TcpInput {
 /// The driver's handle on a connection. Dropping it closes the connection: the writer sends what is queued
 /// (a Release, say), then shuts the socket down; the reader stops at once.
 pub(crate) struct ConnLink {
+    conn: ConnId,
     writer: mpsc::UnboundedSender<Vec<u8>>,
     queued: Arc<AtomicUsize>,
     reader: AbortHandle,
@@ -81,16 +86,42 @@ impl Drop for ConnLink {
     }
 }
 
-/// Starts the reader and writer tasks of a connected stream.
-fn start(conn: ConnId, stream: TcpStream, tx: mpsc::Sender<TcpInput>) -> ConnLink {
-    let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+/// Where a client's connection goes: an address and, for `coaps+tcp://`, the name the server's
+/// certificate must carry. Connections are reused per `Remote`: a plain one never carries a TLS request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Remote {
+    pub addr: SocketAddr,
+    pub tls: Option<ServerName<'static>>,
+}
+
+/// A TLS client connection's peer, for naming a TLS alert read after the handshake (a TLS 1.3 server that
+/// refuses this client's certificate says so then).
+struct Watched {
+    failures: Arc<TlsFailures>,
+    server: SocketAddr,
+    name: ServerName<'static>,
+}
+
+/// Starts the reader and writer tasks of a connected stream (plain TCP's halves, or a TLS stream's).
+fn start<R, W>(conn: ConnId, (mut rd, mut wr): (R, W), tx: mpsc::Sender<TcpInput>, watched: Option<Watched>) -> ConnLink
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let reader_tx = tx.clone();
     let reader = tokio::spawn(async move {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             match rd.read(&mut buf).await {
-                Ok(0) | Err(_) => {
+                Ok(0) => {
+                    let _ = reader_tx.send(TcpInput::Closed { conn }).await;
+                    return;
+                }
+                Err(e) => {
+                    if let (Some(w), Some(tls)) = (&watched, tls_error(&e)) {
+                        w.failures.record(w.server, describe(tls, &w.name));
+                    }
+                    debug!(?conn, error = %e, "read failed");
                     let _ = reader_tx.send(TcpInput::Closed { conn }).await;
                     return;
                 }
@@ -117,7 +148,11 @@ fn start(conn: ConnId, stream: TcpStream, tx: mpsc::Sender<TcpInput>) -> ConnLin
                     Err(_) => break,
                 }
             }
-            match tokio::time::timeout(WRITE_STALL, wr.write_all(&batch)).await {
+            let written = async {
+                wr.write_all(&batch).await?;
+                wr.flush().await
+            };
+            match tokio::time::timeout(WRITE_STALL, written).await {
                 Ok(Ok(())) => {
                     counter.fetch_sub(batch.len(), Ordering::Relaxed);
                 }
@@ -135,45 +170,107 @@ fn start(conn: ConnId, stream: TcpStream, tx: mpsc::Sender<TcpInput>) -> ConnLin
         }
         let _ = tokio::time::timeout(WRITE_STALL, wr.shutdown()).await;
     });
-    ConnLink { writer, queued, reader }
+    ConnLink { conn, writer, queued, reader }
 }
 
-/// Connects to `dst` in the background; the outcome arrives as [`TcpInput::Connected`] or
-/// [`TcpInput::ConnectFailed`].
-pub(crate) fn connect(dst: SocketAddr, timeout: Duration, ids: Arc<AtomicU64>, tx: mpsc::Sender<TcpInput>) {
+/// Connects to `dst` in the background — and for `coaps+tcp://` makes the TLS handshake with `tls`'s
+/// settings —; the outcome arrives as [`TcpInput::Connected`] or [`TcpInput::ConnectFailed`] (a failed
+/// handshake's reason is also recorded in the [`TlsFailures`], for the client's error).
+pub(crate) fn connect(
+    dst: Remote,
+    timeout: Duration,
+    ids: Arc<AtomicU64>,
+    tx: mpsc::Sender<TcpInput>,
+    tls: Option<TlsConnect>,
+) {
     tokio::spawn(async move {
-        let input = match tokio::time::timeout(timeout, TcpStream::connect(dst)).await {
-            Ok(Ok(stream)) => {
-                let conn = ConnId(ids.fetch_add(1, Ordering::Relaxed));
-                debug!(?conn, %dst, "connected");
-                TcpInput::Connected { conn, peer: dst, outgoing: true, link: start(conn, stream, tx.clone()) }
+        let addr = dst.addr;
+        let made = async {
+            let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+            let _ = stream.set_nodelay(true);
+            let conn = ConnId(ids.fetch_add(1, Ordering::Relaxed));
+            let Some(name) = dst.tls.clone() else { return Ok(start(conn, stream.into_split(), tx.clone(), None)) };
+            let Some(tls) = tls else { return Err("coaps+tcp:// needs TLS settings on this client".to_string()) };
+            match tls.connector.connect(name.clone(), stream).await {
+                Ok(stream) => {
+                    tls.failures.forget(addr);
+                    let watched = Watched { failures: tls.failures, server: addr, name };
+                    Ok(start(conn, tokio::io::split(stream), tx.clone(), Some(watched)))
+                }
+                Err(e) => {
+                    let reason = tls_error(&e).map_or_else(|| e.to_string(), |t| describe(t, &name));
+                    tls.failures.record(addr, reason.clone());
+                    Err(reason)
+                }
             }
-            Ok(Err(e)) => TcpInput::ConnectFailed { dst, reason: e.to_string() },
+        };
+        let input = match tokio::time::timeout(timeout, made).await {
+            Ok(Ok(link)) => {
+                let conn = link.conn;
+                debug!(?conn, %addr, tls = dst.tls.is_some(), "connected");
+                TcpInput::Connected { conn, peer: addr, to: Some(dst), link }
+            }
+            Ok(Err(reason)) => TcpInput::ConnectFailed { dst, reason },
             Err(_) => TcpInput::ConnectFailed { dst, reason: format!("no connection within {timeout:?}") },
         };
         let _ = tx.send(input).await;
     });
 }
 
-/// Accepts connections until the task is aborted.
-pub(crate) async fn accept_loop(listener: TcpListener, ids: Arc<AtomicU64>, tx: mpsc::Sender<TcpInput>) {
+/// Accepts connections until the task is aborted; with `tls`, each makes its TLS handshake on a task of
+/// its own (at most [`MAX_HANDSHAKES`] at once, [`HANDSHAKE_TIMEOUT`] each) before the driver hears of it,
+/// and one that fails is closed and logged at DEBUG.
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    ids: Arc<AtomicU64>,
+    tx: mpsc::Sender<TcpInput>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
+    let mut said_full = false;
     loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                let conn = ConnId(ids.fetch_add(1, Ordering::Relaxed));
-                let peer = canonical(peer);
-                debug!(?conn, %peer, "accepted");
-                let link = start(conn, stream, tx.clone());
-                if tx.send(TcpInput::Connected { conn, peer, outgoing: false, link }).await.is_err() {
-                    return;
-                }
-            }
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors, say: back off instead of spinning.
                 warn!(error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
             }
-        }
+        };
+        let peer = canonical(peer);
+        let _ = stream.set_nodelay(true);
+        let Some(acceptor) = tls.clone() else {
+            let conn = ConnId(ids.fetch_add(1, Ordering::Relaxed));
+            debug!(?conn, %peer, "accepted");
+            let link = start(conn, stream.into_split(), tx.clone(), None);
+            if tx.send(TcpInput::Connected { conn, peer, to: None, link }).await.is_err() {
+                return;
+            }
+            continue;
+        };
+        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+            if !said_full {
+                warn!("{MAX_HANDSHAKES} TLS handshakes under way; closing new connections until one ends");
+            }
+            said_full = true;
+            debug!(%peer, "too many TLS handshakes under way: connection closed");
+            continue;
+        };
+        said_full = false;
+        let (ids, tx) = (ids.clone(), tx.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed: connection closed"),
+                Err(_) => return debug!(%peer, "no TLS handshake within {HANDSHAKE_TIMEOUT:?}: connection closed"),
+            };
+            let conn = ConnId(ids.fetch_add(1, Ordering::Relaxed));
+            debug!(?conn, %peer, "accepted over TLS");
+            let link = start(conn, tokio::io::split(stream), tx.clone(), None);
+            let _ = tx.send(TcpInput::Connected { conn, peer, to: None, link }).await;
+        });
     }
 }
 

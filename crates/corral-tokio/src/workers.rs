@@ -129,6 +129,18 @@ impl Bound {
         }
     }
 
+    /// Serves `coaps+tcp://` (CoAP over TLS) on `addr` from the first worker, as `coap+tcp://` is
+    /// ([`Server::listen_tls`]); the tokio driver only. Returns the listener's address.
+    pub fn listen_tls(&mut self, addr: SocketAddr, config: crate::TlsServerConfig) -> io::Result<SocketAddr> {
+        match &mut self.sockets {
+            Sockets::Tokio(servers) => servers[0].listen_tls(addr, config),
+            #[cfg(target_os = "linux")]
+            Sockets::Blocking(_) => {
+                Err(io::Error::new(io::ErrorKind::Unsupported, "coaps+tcp:// needs the tokio driver"))
+            }
+        }
+    }
+
     pub fn join(&mut self, group: IpAddr) -> io::Result<()> {
         match &mut self.sockets {
             Sockets::Tokio(servers) => servers.iter_mut().try_for_each(|s| s.join_group(group).map(|_| ())),

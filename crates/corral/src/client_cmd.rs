@@ -29,6 +29,7 @@ Examples:
   corral get coap://[::1]/large -o large.txt   # the payload into a file
   corral put coap://[::1]/large-update -f big.bin -b 1024 -B 60
   corral get coap+tcp://[::1]/hello            # CoAP over TCP (RFC 8323)
+  corral get coaps+tcp://127.0.0.1/hello -C ca.pem   # over TLS (RFC 8323)
   corral get coap://10.0.0.7/temp -P coap://127.0.0.1:5700   # via a proxy
   corral get coap://127.0.0.1:5701/hello --credentials keys/client.json
   corral get coap://224.0.1.187/.well-known/core --mcast-if 192.168.1.10
@@ -55,7 +56,9 @@ pub struct Verbosity {
 
 #[derive(Args, Debug)]
 pub struct RequestArgs {
-    /// coap://host[:port]/path?query, or coap+tcp://… for CoAP over TCP (IPv6 in brackets: coap://[::1]/x).
+    /// coap://host[:port]/path?query; coap+tcp://… for CoAP over TCP, coaps://… over DTLS (-k/-u or
+    /// -c/-j/-C), coaps+tcp://… over TLS (-C CA, and -c/-j for a client certificate) (IPv6 in brackets:
+    /// coap://[::1]/x).
     pub uri: String,
     /// Payload text.
     #[arg(short = 'e', long, value_name = "TEXT")]
@@ -304,7 +307,7 @@ async fn client_for(
     timeout: Duration,
     (mcast_if, local): (Option<Ipv4Addr>, Local),
     busy_poll: Duration,
-    dtls: Option<corral_tokio::DtlsConfig>,
+    (dtls, tls): (Option<corral_tokio::DtlsConfig>, Option<corral_tokio::TlsClientConfig>),
 ) -> Result<Client, Failure> {
     let block = BlockConfig { max_body: MAX_BODY, ..BlockConfig::default() };
     let socket = corral_tokio::socket::SocketOptions { busy_poll, ..Default::default() };
@@ -317,6 +320,9 @@ async fn client_for(
     }
     if let Some(c) = dtls {
         builder = builder.dtls(c);
+    }
+    if let Some(c) = tls {
+        builder = builder.tls(c);
     }
     let port = local.port.unwrap_or(0);
     let cannot = |at: SocketAddr, e: std::io::Error| Failure::other(format!("cannot open a UDP socket on {at}: {e}"));
@@ -405,7 +411,12 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
     };
     // -k/-u are for the hop this client talks to: the proxy's scheme when there is one (the proxy reaches
     // a coaps:// target with credentials of its own).
-    args.dtls.check(proxy.as_ref().map_or(uri.scheme, |p| p.scheme))?;
+    let hop = proxy.as_ref().map_or(uri.scheme, |p| p.scheme);
+    args.dtls.check(hop)?;
+    let credentials = match hop {
+        Scheme::CoapsTcp => (None, Some(crate::tls_args::client_config(&args.dtls)?)),
+        _ => (args.dtls.config(), None),
+    };
     let oscore = match &args.credentials {
         None => None,
         Some(file) => {
@@ -442,7 +453,7 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
     runtime()?.block_on(async {
         let busy = Duration::from_micros(args.busy_poll.unwrap_or_else(default_busy_poll));
         let at = proxy.as_ref().unwrap_or(&uri);
-        let client = client_for(at, timeout, (args.mcast_if, local), busy, args.dtls.config()).await?;
+        let client = client_for(at, timeout, (args.mcast_if, local), busy, credentials).await?;
         let mut req = client.request(method, &args.uri);
         if let Some(p) = &args.proxy {
             req = req.via_proxy(p);
@@ -725,7 +736,7 @@ pub fn discover(args: DiscoverArgs, v: Verbosity) -> Result<(), Failure> {
     let timeout = Duration::from_secs_f64(args.timeout);
     let peer = peer_of(&uri);
     let (from, r) = runtime()?.block_on(async {
-        let client = client_for(&uri, timeout, (None, Local::default()), Duration::ZERO, None).await?;
+        let client = client_for(&uri, timeout, (None, Local::default()), Duration::ZERO, (None, None)).await?;
         send_showing_progress(client.get(&uri.to_string()), v).await.map_err(|e| failed(e, &peer, args.timeout))
     })?;
     if v.verbose > 0 {

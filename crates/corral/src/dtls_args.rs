@@ -37,9 +37,10 @@ pub struct DtlsClientArgs {
     /// coaps://: the certificate's private key, PEM, P-256 (libcoap's -j); with -c.
     #[arg(short = 'j', long = "key", value_name = "KEY", requires = "cert")]
     pub key: Option<PathBuf>,
-    /// coaps://: the CA certificate(s), PEM, that must have signed the server's certificate (libcoap's
-    /// -C); with -c. A server certificate it did not sign fails the handshake (exit status 8).
-    #[arg(short = 'C', long = "ca", value_name = "CA", requires = "cert")]
+    /// coaps:// and coaps+tcp://: the CA certificate(s), PEM, that must have signed the server's
+    /// certificate (libcoap's -C); with -c for coaps://, alone or with -c/-j for coaps+tcp://. A server
+    /// certificate it did not sign fails the handshake (exit status 8).
+    #[arg(short = 'C', long = "ca", value_name = "CA")]
     pub ca: Option<PathBuf>,
     /// coaps://: authenticate with a raw public key (RFC 7250; libcoap's -M): a PEM file with this
     /// client's P-256 EC PRIVATE KEY or PRIVATE KEY (its public key is derived); with --peer-key. The
@@ -62,13 +63,21 @@ impl DtlsClientArgs {
                 "coaps:// needs DTLS credentials: -k KEY -u IDENTITY (a pre-shared key), -c CERT -j KEY -C CA \
                      (a certificate) or -M KEY --peer-key KEYS (a raw public key)",
             )),
-            Scheme::Coaps => self.x509().and_then(|_| self.raw_public_key()).map(|_| ()),
-            Scheme::CoapsTcp => {
-                Err(Failure::usage("coaps+tcp:// (CoAP over TLS) is not supported; use coaps:// or coap+tcp://"))
+            Scheme::Coaps if self.cert.is_none() && self.ca.is_some() => {
+                Err(Failure::usage("coaps:// takes -C CA with -c CERT -j KEY (DTLS with certificates)"))
             }
-            _ if self.psk.is_some() || self.cert.is_some() || self.rpk.is_some() => Err(Failure::usage(format!(
-                "-k/-u, -c/-j/-C and -M/--peer-key are DTLS credentials for coaps:// URIs, not {scheme}://"
-            ))),
+            Scheme::Coaps => self.x509().and_then(|_| self.raw_public_key()).map(|_| ()),
+            Scheme::CoapsTcp if self.psk.is_some() || self.rpk.is_some() => Err(Failure::usage(
+                "coaps+tcp:// takes certificates only (-C CA, and -c CERT -j KEY for a client certificate), \
+                 not -k/-u or -M",
+            )),
+            Scheme::CoapsTcp => crate::tls_args::client_config(self).map(|_| ()),
+            _ if self.psk.is_some() || self.cert.is_some() || self.ca.is_some() || self.rpk.is_some() => {
+                Err(Failure::usage(format!(
+                    "-k/-u, -c/-j/-C and -M/--peer-key are credentials for coaps:// (and -c/-j/-C for \
+                     coaps+tcp://) URIs, not {scheme}://"
+                )))
+            }
             _ => Ok(()),
         }
     }
@@ -135,9 +144,10 @@ pub struct DtlsServeArgs {
     /// {"IDENTITY": "KEY", "IDENTITY2": {"hex": "00ff"}}.
     #[arg(long, value_name = "FILE", requires = "dtls")]
     pub psk_file: Option<PathBuf>,
-    /// coaps://: the server's X.509 certificate, PEM (libcoap's -c); with --key and --ca. Clients must
-    /// present a certificate signed by --ca; the subject of theirs names them.
-    #[arg(long = "cert", value_name = "CERT", requires_all = ["dtls", "server_key", "server_ca"])]
+    /// coaps:// (--dtls) and coaps+tcp:// (--tls): the server's X.509 certificate, PEM (libcoap's -c);
+    /// with --key, and for --dtls with --ca. Clients must present a certificate signed by --ca; the
+    /// subject of theirs names them.
+    #[arg(long = "cert", value_name = "CERT", requires = "server_key")]
     pub server_cert: Option<PathBuf>,
     /// coaps://: the certificate's private key, PEM, P-256 (libcoap's -j).
     #[arg(long = "key", value_name = "KEY", requires = "server_cert")]
@@ -161,15 +171,12 @@ impl DtlsServeArgs {
     /// --dtls.
     pub fn server(&self, udp: SocketAddr) -> Result<Option<(SocketAddr, DtlsConfig)>, Failure> {
         let Some(at) = &self.dtls else { return Ok(None) };
-        let addr = if at.is_empty() {
-            SocketAddr::new(udp.ip(), COAPS_PORT)
-        } else {
-            at.parse().map_err(|_| {
-                Failure::usage(format!("`{at}` is not ADDR:PORT for --dtls (e.g. [::]:5684 or 127.0.0.1:5684)"))
-            })?
-        };
+        let addr = crate::serve::flag_addr("--dtls", at, udp, COAPS_PORT)?;
         let x509 = match (&self.server_cert, &self.server_key, &self.server_ca) {
             (Some(c), Some(k), Some(ca)) => Some(Arc::new(load_x509(c, k, ca)?)),
+            (Some(_), _, None) => {
+                return Err(Failure::usage("--dtls with --cert needs --ca CA (DTLS with certificates)"))
+            }
             _ => None,
         };
         let rpk = match (&self.server_rpk, &self.server_peer_key) {

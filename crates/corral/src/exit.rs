@@ -75,7 +75,7 @@ impl Failure {
             E::Transfer(why) => Failure::new(ExitCode::Transfer, format!("block-wise transfer failed: {why}")),
             E::Connect { .. } | E::ConnectionClosed => Failure::new(ExitCode::Timeout, e.to_string()),
             E::Oscore(_) => Failure::new(ExitCode::Security, e.to_string()),
-            E::Dtls { .. } => Failure::new(ExitCode::Handshake, e.to_string()),
+            E::Dtls { .. } | E::Tls { .. } => Failure::new(ExitCode::Handshake, e.to_string()),
             other => Failure::other(other.to_string()),
         }
     }

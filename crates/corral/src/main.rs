@@ -38,6 +38,7 @@ mod proxy_cmd;
 mod rd_cmd;
 mod serve;
 mod stream_cmd;
+mod tls_args;
 mod units;
 
 use clap::{Parser, Subcommand};

@@ -1,5 +1,5 @@
-//! `corral serve`: the demo and plugtest resources on a UDP socket (and with `--tcp` over TCP) until
-//! Ctrl-C or SIGTERM.
+//! `corral serve`: the demo and plugtest resources on a UDP socket (and with `--tcp` over TCP, `--dtls`
+//! over DTLS, `--tls` over TLS) until Ctrl-C or SIGTERM.
 
 use crate::exit::Failure;
 use clap::Args;
@@ -24,6 +24,7 @@ Examples:
   corral serve                         # [::]:5683, IPv4 and IPv6
   corral serve --tcp                   # also CoAP over TCP on [::]:5683
   corral serve --bind 127.0.0.1:5700 --tcp 127.0.0.1:5800 --obs-period 1
+  corral serve --tls --cert srv.pem --key srv.key   # coaps+tcp:// on [::]:5684
   corral serve --join 224.0.1.187 --mcast-if 192.168.1.10   # All CoAP Nodes
   corral serve --bind 127.0.0.1:5701 --credentials keys/server.json \\
       --require-oscore                 # OSCORE only (see corral oscore new)";
@@ -57,6 +58,8 @@ pub struct ServeArgs {
     pub tcp: Option<String>,
     #[command(flatten)]
     pub dtls: crate::dtls_args::DtlsServeArgs,
+    #[command(flatten)]
+    pub tls: crate::tls_args::TlsServeArgs,
     /// How often /obs, /obs-non and /obs-large change (and notify their observers), e.g. 5, 200ms.
     #[arg(long, value_name = "DURATION", default_value = "5",
           value_parser = crate::units::secs(crate::units::Range::between(std::time::Duration::from_millis(10), crate::units::DAY)))]
@@ -112,6 +115,19 @@ pub(crate) fn listen_args(bind: &str, tcp: Option<&str>) -> Result<(SocketAddr, 
     Ok((udp, tcp))
 }
 
+/// The address of a flag `--NAME [ADDR:PORT]` that serves on a port of its own (`--dtls`, `--tls`): `at`,
+/// or without it (`""`) the UDP address with `default_port`.
+pub(crate) fn flag_addr(flag: &str, at: &str, udp: SocketAddr, default_port: u16) -> Result<SocketAddr, Failure> {
+    if at.is_empty() {
+        return Ok(SocketAddr::new(udp.ip(), default_port));
+    }
+    at.parse().map_err(|_| {
+        Failure::usage(format!(
+            "`{at}` is not ADDR:PORT for {flag} (e.g. [::]:{default_port} or 127.0.0.1:{default_port})"
+        ))
+    })
+}
+
 /// How the workers are driven. `Blocking` (Linux, UDP only, the default there): each worker a thread
 /// asleep inside its receive call, the bare echo floor's shape (corral-tokio's `blocking` module);
 /// `Tokio`: each worker a tokio runtime (what CoAP over TCP and busy polling need).
@@ -132,6 +148,12 @@ impl From<Driver> for workers::Driver {
 
 pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
     let (bind, tcp) = listen_args(&args.bind, args.tcp.as_deref())?;
+    let d = &args.dtls;
+    let certificate = (d.server_cert.as_deref(), d.server_key.as_deref(), d.server_ca.as_deref());
+    let tls = args.tls.server(bind, certificate)?;
+    if d.server_cert.is_some() && d.dtls.is_none() && tls.is_none() {
+        return Err(Failure::usage("--cert/--key/--ca are for coaps:// (--dtls) or coaps+tcp:// (--tls): add one"));
+    }
     if args.workers > 1 && args.credentials.is_some() {
         return Err(Failure::usage(format!(
             "--workers {} cannot be combined with --credentials: an OSCORE security context belongs to one \
@@ -147,11 +169,15 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         )));
     }
     let driver = match args.driver {
-        Some(Driver::Blocking) if tcp.is_some() || args.busy_poll > 0 || !cfg!(target_os = "linux") => {
-            return Err(Failure::usage("--driver blocking serves CoAP over UDP on Linux, without --tcp or --busy-poll"))
+        Some(Driver::Blocking)
+            if tcp.is_some() || tls.is_some() || args.busy_poll > 0 || !cfg!(target_os = "linux") =>
+        {
+            return Err(Failure::usage(
+                "--driver blocking serves CoAP over UDP on Linux, without --tcp, --tls or --busy-poll",
+            ))
         }
         Some(d) => d,
-        None if tcp.is_none() && args.busy_poll == 0 && cfg!(target_os = "linux") => Driver::Blocking,
+        None if tcp.is_none() && tls.is_none() && args.busy_poll == 0 && cfg!(target_os = "linux") => Driver::Blocking,
         None => Driver::Tokio,
     };
     let oscore = match &args.credentials {
@@ -193,13 +219,15 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         let dtls_watch = board.dtls();
         let watch = window.as_ref().map(|_| board);
         let http = window.as_ref().and_then(|w| w.local_addr());
-        let (local, tcp_local, workers) = start(&args, workers, oscore, watch)?;
+        let client_certificates = args.dtls.server_ca.is_some();
+        let (local, tcp_local, tls_local, workers) = start(&args, workers, (oscore, tls), watch)?;
         let coaps = start_dtls(&args, local, dtls_watch)?;
         if let Some(w) = window {
             w.spawn().await?;
         }
         announce(&args, local, tcp_local, http, v);
         crate::dtls_args::announce_as(coaps.as_ref(), args.dtls.modes());
+        crate::tls_args::announce(tls_local, client_certificates);
         crate::wait_for_signal().await;
         tracing::info!("shutting down");
         workers.stop().await;
@@ -260,13 +288,14 @@ fn start_dtls(
     .map(Some)
 }
 
-/// Binds the workers, joins the groups and starts serving: the UDP address, the TCP one, the workers.
+/// Binds the workers (the first with the coaps+tcp:// listener of `tls`), joins the groups and starts
+/// serving: the UDP address, the TCP one, the TLS one, the workers.
 fn start(
     args: &ServeArgs,
     config: WorkerConfig,
-    mut oscore: Option<corral_oscore::OscoreLayer>,
+    (mut oscore, tls): (Option<corral_oscore::OscoreLayer>, Option<(SocketAddr, corral_tokio::TlsServerConfig)>),
     watch: Option<std::sync::Arc<crate::http::Board>>,
-) -> Result<(SocketAddr, Option<SocketAddr>, Workers), Failure> {
+) -> Result<(SocketAddr, Option<SocketAddr>, Option<SocketAddr>, Workers), Failure> {
     let driver = config.driver;
     let mut bound = workers::Bound::bind(config)
         .map_err(|e| Failure::other(format!("cannot listen on {}: {}", e.addr, e.error)))?;
@@ -274,6 +303,14 @@ fn start(
         bound.join(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
     }
     let (local, tcp_local) = (bound.local_addr(), bound.tcp_local_addr());
+    let tls_local = match tls {
+        Some((at, config)) => Some(
+            bound
+                .listen_tls(at, config)
+                .map_err(|e| Failure::other(format!("cannot listen on {at} for coaps+tcp://: {e}")))?,
+        ),
+        None => None,
+    };
     let setups = (0..args.workers)
         .map(|i| -> workers::Setup {
             let (layer, period) = (oscore.take(), obs_period(args));
@@ -293,7 +330,7 @@ fn start(
         workers::Driver::Tokio => Failure::other(format!("cannot start the server: {e}")),
         workers::Driver::Blocking => Failure::other(format!("cannot start a worker: {e}")),
     })?;
-    Ok((local, tcp_local, workers))
+    Ok((local, tcp_local, tls_local, workers))
 }
 
 /// The start-up summary: JSON with --json, else the banner.

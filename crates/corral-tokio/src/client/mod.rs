@@ -27,7 +27,9 @@
 //! [`Error::Transfer`] (or [`Error::Timeout`]), never a truncated body.
 //!
 //! `coap+tcp://` (RFC 8323): the first request to a server opens a connection, which later requests reuse;
-//! responses, notifications and block-wise transfers look exactly as over UDP.
+//! responses, notifications and block-wise transfers look exactly as over UDP. `coaps+tcp://` is the same
+//! inside TLS, on a client made with [`ClientBuilder::tls`]: the server's certificate must be signed by
+//! its CA and name the URI's host; a failed handshake is an [`Error::Tls`] that says why.
 
 mod multicast;
 pub use multicast::{Collected, MulticastResponse, MulticastResponses};
@@ -63,6 +65,7 @@ pub struct ClientBuilder {
     socket: SocketOptions,
     timeout: Option<Duration>,
     dtls: Option<corral_dtls::DtlsConfig>,
+    tls: Option<crate::tls::TlsClientConfig>,
 }
 
 impl ClientBuilder {
@@ -104,6 +107,13 @@ impl ClientBuilder {
         self
     }
 
+    /// Speaks `coaps+tcp://` (CoAP over TLS, RFC 8323 §9) with these settings: the CA that verifies
+    /// servers, and this client's certificate if it has one.
+    pub fn tls(mut self, config: crate::tls::TlsClientConfig) -> Self {
+        self.tls = Some(config);
+        self
+    }
+
     /// A timeout applied to every request that does not set its own.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
@@ -136,7 +146,9 @@ impl ClientBuilder {
         let machine = ClientMachine { udp: Endpoint::new(config), tcp: TcpEndpoint::new(tcp) };
         let (tx, rx) = mpsc::unbounded_channel();
         let span = tracing::debug_span!("coap_client", local = %local);
-        let (clock, tcp) = (Clock::new(), TcpSide::new(None));
+        let tls = self.tls.as_ref().map(crate::tls::TlsConnect::new);
+        let tls_failures = tls.as_ref().map(|t| t.failures.clone());
+        let (clock, tcp) = (Clock::new(), TcpSide::new(None).with_tls(tls));
         let dtls = match self.dtls {
             Some(c) => {
                 let failures = Arc::new(crate::dtls::DtlsFailures::default());
@@ -150,7 +162,8 @@ impl ClientBuilder {
             }
         };
         let (next_ticket, timeout) = (AtomicU64::new(1), self.timeout);
-        Ok(Client { inner: Arc::new(Inner { tx, local, dual_stack, next_ticket, timeout, dtls }) })
+        let tls = tls_failures;
+        Ok(Client { inner: Arc::new(Inner { tx, local, dual_stack, next_ticket, timeout, dtls, tls }) })
     }
 }
 
@@ -162,6 +175,8 @@ struct Inner {
     timeout: Option<Duration>,
     /// coaps://: why handshakes failed, by server (`None`: this client speaks no DTLS).
     dtls: Option<Arc<crate::dtls::DtlsFailures>>,
+    /// coaps+tcp://: why TLS handshakes failed, by server (`None`: this client speaks no TLS).
+    tls: Option<Arc<crate::tls::TlsFailures>>,
 }
 
 /// An async CoAP client. Cheap to clone; all clones share one socket and endpoint. The driver stops when
@@ -297,18 +312,26 @@ impl Client {
         result.map_err(|f| self.failure(f, dst))
     }
 
-    /// A failure to `dst`, said as the DTLS handshake's when one with `dst` failed.
+    /// A failure to `dst`, said as the DTLS or TLS handshake's when one with `dst` failed.
     fn failure(&self, f: RequestFailure, dst: SocketAddr) -> Error {
-        let e = failure_for(f, dst);
+        let e = said_by_tls(failure_for(f, dst), self.inner.tls.as_deref(), dst);
         match self.inner.dtls.as_ref().and_then(|d| d.get(dst, matches!(e, Error::Timeout))) {
             Some(reason) => Error::Dtls { addr: dst, reason },
             None => e,
         }
     }
 
-    /// The transport of `scheme` on this client: `coaps://` only on one made with [`ClientBuilder::dtls`].
-    fn transport(&self, scheme: Scheme) -> Result<Transport, Error> {
+    /// The transport of `uri` on this client: `coaps://` only on one made with [`ClientBuilder::dtls`],
+    /// `coaps+tcp://` only on one made with [`ClientBuilder::tls`].
+    fn transport(&self, uri: &Uri) -> Result<Transport, Error> {
+        let scheme = uri.scheme;
         match (scheme, &self.inner.dtls) {
+            (Scheme::CoapsTcp, _) if self.inner.tls.is_none() => Err(Error::InvalidUri(UriError(
+                "coaps+tcp:// needs TLS settings: the CA that signed the server's certificate (-C CA)".into(),
+            ))),
+            (Scheme::CoapsTcp, _) => {
+                crate::tls::server_name(&uri.host).map(Transport::Tls).map_err(|e| Error::InvalidUri(UriError(e)))
+            }
             (Scheme::Coaps, Some(_)) => Ok(Transport::Udp),
             (Scheme::Coap, Some(_)) => Err(Error::InvalidUri(UriError(
                 "this client speaks coaps:// (DTLS credentials were given); use a coaps:// URI".into(),
@@ -353,6 +376,7 @@ impl Client {
             registered: false,
             oscore: None,
             peeked: None,
+            tls: self.inner.tls.clone(),
         })
     }
 
@@ -431,13 +455,22 @@ fn failure_for(f: RequestFailure, dst: SocketAddr) -> Error {
     }
 }
 
+/// A connection to `dst` that could not be made or closed at once, said as the TLS handshake's failure
+/// when one with `dst` failed.
+fn said_by_tls(e: Error, tls: Option<&crate::tls::TlsFailures>, dst: SocketAddr) -> Error {
+    match (&e, tls.and_then(|t| t.get(dst))) {
+        (Error::Connect { .. } | Error::ConnectionClosed, Some(reason)) => Error::Tls { addr: dst, reason },
+        _ => e,
+    }
+}
+
 /// The transport of a scheme corral speaks.
 fn transport_for(scheme: Scheme) -> Result<Transport, Error> {
     match scheme {
         Scheme::Coap => Ok(Transport::Udp),
         Scheme::CoapTcp => Ok(Transport::Tcp),
         Scheme::Coaps | Scheme::CoapsTcp => Err(Error::InvalidUri(UriError(format!(
-            "{scheme}:// (CoAP over DTLS/TLS) is not supported; use coap:// or coap+tcp://"
+            "{scheme}:// needs credentials: a client made with ClientBuilder::dtls (coaps) or ::tls (coaps+tcp)"
         )))),
     }
 }
@@ -583,7 +616,7 @@ impl RequestBuilder {
         let (uri, scope_id) = self.uri?;
         if let Some(proxy) = self.proxy {
             let (proxy, proxy_scope) = proxy?;
-            let transport = self.client.transport(proxy.scheme)?;
+            let transport = self.client.transport(&proxy)?;
             let dst = match self.dst {
                 Some(d) => d,
                 None => self.client.resolve_scoped(&proxy, proxy_scope).await?,
@@ -592,7 +625,7 @@ impl RequestBuilder {
             request.options.push_str(OptionNumber::PROXY_URI, &uri.to_string());
             return Prepared::new(self.client, transport, dst, request, self.params, self.oscore);
         }
-        let transport = self.client.transport(uri.scheme)?;
+        let transport = self.client.transport(&uri)?;
         let dst = match self.dst {
             Some(d) => d,
             None => self.client.resolve_scoped(&uri, scope_id).await?,
@@ -668,7 +701,7 @@ impl RequestBuilder {
         let mut p = self.prepare().await?;
         let mut echoed = false;
         loop {
-            let mut obs = p.client.observe_via(p.transport, p.dst, p.request.clone(), p.params)?;
+            let mut obs = p.client.observe_via(p.transport.clone(), p.dst, p.request.clone(), p.params)?;
             obs.oscore = p.oscore.as_ref().map(|(ctx, binding, _)| (ctx.clone(), binding.clone(), None));
             if p.oscore.is_none() || echoed {
                 return Ok(obs);
@@ -711,7 +744,7 @@ async fn send_protected(mut p: Prepared) -> Result<(SocketAddr, Response), Error
         p = p.block1(whole, 0)?;
     }
     loop {
-        let (from, response) = p.client.send_via(p.transport, p.dst, p.request.clone(), p.params).await?;
+        let (from, response) = p.client.send_via(p.transport.clone(), p.dst, p.request.clone(), p.params).await?;
         let r = match p.verify(response)? {
             Verified::Response(r) => r,
             Verified::Echo(echo) if !echoed => {
@@ -841,6 +874,8 @@ pub struct Observation {
     oscore: Option<(SharedContext, crate::oscore::Binding, Option<u64>)>,
     /// The first response, already read (and verified) while meeting an Echo challenge.
     peeked: Option<Option<Result<(SocketAddr, Response), Error>>>,
+    /// coaps+tcp://: the client's TLS handshake failures, to say why the connection failed.
+    tls: Option<Arc<crate::tls::TlsFailures>>,
 }
 
 impl Observation {
@@ -895,7 +930,7 @@ impl Observation {
                 }
                 Some(Ok((from, response)))
             }
-            Some(Err(f)) => Some(Err(failure_for(f, self.dst))),
+            Some(Err(f)) => Some(Err(said_by_tls(failure_for(f, self.dst), self.tls.as_deref(), self.dst))),
         }
     }
 

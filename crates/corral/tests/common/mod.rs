@@ -512,6 +512,11 @@ pub fn rd_devices(rd: &str, count: u32) -> (Proc, serde_json::Value) {
     spawn_json(Command::new(CORRAL).args(args))
 }
 
+/// A command's outcome for an assertion's message: its status, stdout and stderr.
+pub fn described(o: &Output) -> String {
+    format!("status {:?}\nstdout: {}\nstderr: {}", o.status.code(), stdout(o), stderr(o))
+}
+
 /// The proxy's status (`GET /proxy`, JSON).
 pub fn proxy_status(proxy: &str) -> serde_json::Value {
     let o = corral(&["get", &format!("{proxy}/proxy")]);
@@ -543,4 +548,19 @@ pub fn test_rpk_keys(dir: &std::path::Path) -> RpkKeys {
         (dir.join(key).display().to_string(), dir.join(public).display().to_string())
     };
     RpkKeys { server: pair("server"), client: pair("client"), rogue: pair("rogue") }
+}
+
+/// `corral serve --tls` at `at` with `server` (certificate, key) and, with `ca`, client certificates
+/// required (that CA's); plain CoAP on an ephemeral loopback port. The `Proc`'s port is the coaps+tcp://
+/// one.
+pub fn corral_tls_server(at: &str, server: &(String, String), ca: Option<&str>, extra: &[&str]) -> Proc {
+    let mut cmd = Command::new(CORRAL);
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--tls", at, "--cert", &server.0, "--key", &server.1]);
+    if let Some(ca) = ca {
+        cmd.args(["--ca", ca]);
+    }
+    cmd.args(extra);
+    spawn_with_port(&mut cmd, |line| {
+        line.strip_prefix("corral serve: coaps+tcp:// (TLS, ")?.rsplit_once(':')?.1.parse().ok()
+    })
 }

@@ -42,6 +42,7 @@ mod interop_dtls_cert;
 mod interop_dtls_cid;
 mod interop_dtls_rpk;
 mod interop_rd;
+mod interop_tls;
 mod link;
 mod oscore;
 mod oscore_bench;
@@ -56,6 +57,7 @@ mod rd_follow;
 mod rd_groups;
 mod rd_policy;
 mod stream;
+mod tls;
 
 /// Every `.rs` file beside this one is a module of this binary: cargo builds only what is declared here, so
 /// a file someone adds and forgets to declare would never run.

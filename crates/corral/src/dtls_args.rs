@@ -67,10 +67,6 @@ impl DtlsClientArgs {
                 Err(Failure::usage("coaps:// takes -C CA with -c CERT -j KEY (DTLS with certificates)"))
             }
             Scheme::Coaps => self.x509().and_then(|_| self.raw_public_key()).map(|_| ()),
-            Scheme::CoapsTcp if self.psk.is_some() || self.rpk.is_some() => Err(Failure::usage(
-                "coaps+tcp:// takes certificates only (-C CA, and -c CERT -j KEY for a client certificate), \
-                 not -k/-u or -M",
-            )),
             Scheme::CoapsTcp => crate::tls_args::client_config(self).map(|_| ()),
             _ if self.psk.is_some() || self.cert.is_some() || self.ca.is_some() || self.rpk.is_some() => {
                 Err(Failure::usage(format!(

@@ -27,6 +27,12 @@ pub fn client_config(args: &DtlsClientArgs) -> Result<TlsClientConfig, Failure> 
              certificate) instead of -k/-u",
         ));
     }
+    if args.rpk.is_some() {
+        return Err(Failure::usage(
+            "coaps+tcp:// (TLS) takes certificates, not a raw public key: -C CA (and -c CERT -j KEY for a client \
+             certificate) instead of -M/--peer-key",
+        ));
+    }
     let Some(ca) = &args.ca else {
         return Err(Failure::usage(
             "coaps+tcp:// needs -C CA: the CA certificate (PEM) that signed the server's certificate (and -c CERT \

@@ -136,6 +136,9 @@ fn coaps_tcp_credentials_that_do_not_fit_are_usage_errors_naming_the_flag() {
     let o = corral(&["get", "coaps+tcp://127.0.0.1:5684/hello", "-k", "key", "-u", "alice"]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("not a pre-shared key"), "{}", stderr(&o));
+    let o = corral(&["get", "coaps+tcp://127.0.0.1:5684/hello", "-M", "client.key", "--peer-key", "server.pub"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a raw public key"), "{}", stderr(&o));
     let o = corral(&["get", "coap://127.0.0.1:5683/hello", "-C", "ca.pem"]);
     assert_eq!(code(&o), 2, "-C on coap://: {}", stderr(&o));
     let (_dir, files) = write_files(&[("ca.pem", "not PEM")]);

@@ -451,7 +451,13 @@ pub fn libcoap_dtls_server(server: &str, extra: &[&str]) -> Proc {
             std::thread::sleep(Duration::from_millis(100));
             let o = corral(&["get", &format!("coap://127.0.0.1:{port}/"), "-B", "1"]);
             if o.status.code().is_some_and(|c| c == 0 || c == 4 || c == 5) {
-                return proc;
+                // The plain endpoint answers; the DTLS one is up only if its port is taken now. Another
+                // test's socket may have taken it since it was found free, and libcoap then serves
+                // without it (the client meets "port unreachable"): try another port.
+                if std::net::UdpSocket::bind(("127.0.0.1", port + 1)).is_err() {
+                    return proc;
+                }
+                break;
             }
         }
     }

@@ -67,7 +67,8 @@ impl DtlsClientArgs {
                 Err(Failure::usage("coaps:// takes -C CA with -c CERT -j KEY (DTLS with certificates)"))
             }
             Scheme::Coaps => self.x509().and_then(|_| self.raw_public_key()).map(|_| ()),
-            Scheme::CoapsTcp => crate::tls_args::client_config(self).map(|_| ()),
+            // TLS's credentials are tls_args::client_config's to check: the caller builds the client with it.
+            Scheme::CoapsTcp => Ok(()),
             _ if self.psk.is_some() || self.cert.is_some() || self.ca.is_some() || self.rpk.is_some() => {
                 Err(Failure::usage(format!(
                     "-k/-u, -c/-j/-C and -M/--peer-key are credentials for coaps:// (and -c/-j/-C for \
@@ -167,7 +168,7 @@ impl DtlsServeArgs {
     /// --dtls.
     pub fn server(&self, udp: SocketAddr) -> Result<Option<(SocketAddr, DtlsConfig)>, Failure> {
         let Some(at) = &self.dtls else { return Ok(None) };
-        let addr = crate::serve::flag_addr("--dtls", at, udp, COAPS_PORT)?;
+        let addr = flag_addr("--dtls", at, udp, COAPS_PORT)?;
         let x509 = match (&self.server_cert, &self.server_key, &self.server_ca) {
             (Some(c), Some(k), Some(ca)) => Some(Arc::new(load_x509(c, k, ca)?)),
             (Some(_), _, None) => {
@@ -355,6 +356,19 @@ fn from_hex(s: &str) -> Option<Vec<u8>> {
         return None;
     }
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+/// The address of a flag `--NAME [ADDR:PORT]` that serves on a port of its own (`--dtls`, `--tls`): `at`,
+/// or without it (`""`) the UDP address with `default_port`.
+pub(crate) fn flag_addr(flag: &str, at: &str, udp: SocketAddr, default_port: u16) -> Result<SocketAddr, Failure> {
+    if at.is_empty() {
+        return Ok(SocketAddr::new(udp.ip(), default_port));
+    }
+    at.parse().map_err(|_| {
+        Failure::usage(format!(
+            "`{at}` is not ADDR:PORT for {flag} (e.g. [::]:{default_port} or 127.0.0.1:{default_port})"
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -115,19 +115,6 @@ pub(crate) fn listen_args(bind: &str, tcp: Option<&str>) -> Result<(SocketAddr, 
     Ok((udp, tcp))
 }
 
-/// The address of a flag `--NAME [ADDR:PORT]` that serves on a port of its own (`--dtls`, `--tls`): `at`,
-/// or without it (`""`) the UDP address with `default_port`.
-pub(crate) fn flag_addr(flag: &str, at: &str, udp: SocketAddr, default_port: u16) -> Result<SocketAddr, Failure> {
-    if at.is_empty() {
-        return Ok(SocketAddr::new(udp.ip(), default_port));
-    }
-    at.parse().map_err(|_| {
-        Failure::usage(format!(
-            "`{at}` is not ADDR:PORT for {flag} (e.g. [::]:{default_port} or 127.0.0.1:{default_port})"
-        ))
-    })
-}
-
 /// How the workers are driven. `Blocking` (Linux, UDP only, the default there): each worker a thread
 /// asleep inside its receive call, the bare echo floor's shape (corral-tokio's `blocking` module);
 /// `Tokio`: each worker a tokio runtime (what CoAP over TCP and busy polling need).

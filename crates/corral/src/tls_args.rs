@@ -68,7 +68,7 @@ impl TlsServeArgs {
         (cert, key, ca): (Option<&Path>, Option<&Path>, Option<&Path>),
     ) -> Result<Option<(SocketAddr, TlsServerConfig)>, Failure> {
         let Some(at) = &self.tls else { return Ok(None) };
-        let addr = crate::serve::flag_addr("--tls", at, udp, COAPS_TCP_PORT)?;
+        let addr = crate::dtls_args::flag_addr("--tls", at, udp, COAPS_TCP_PORT)?;
         let (Some(cert), Some(key)) = (cert, key) else {
             return Err(Failure::usage(
                 "--tls needs --cert CERT --key KEY (PEM; and --ca CA to require client certificates)",

@@ -18,7 +18,8 @@
 //! first request's window ends, whichever is first. Members' answers are cached, and a later request
 //! gets them as the draft's §7 says: `group_cache`.
 
-use super::{group_cache, ProxyConfig, ProxyService, Waiter};
+use super::group_waiter::GroupWaiter;
+use super::{group_cache, ProxyConfig, ProxyService};
 use crate::key::Key;
 use crate::target::Refusal;
 use corral_proto::wire::uri::{Scheme, Uri};
@@ -26,19 +27,6 @@ use corral_proto::wire::{decode_uint, encode_reply_from, Code, OptionNumber};
 use corral_proto::{canonical, Context, Duration, IncomingRequest, Instant, Outcome, RequestId, Response, SendParams};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-
-/// A client waiting for a group's answers.
-pub(super) struct GroupWaiter {
-    waiter: Waiter,
-    /// Its Multicast-Timeout ends here (or the exchange's window, if earlier): later answers are not
-    /// relayed to it.
-    pub(super) until: Instant,
-    /// It has had its first response (the later ones go separately).
-    answered: bool,
-    /// Members whose cached answer it gets at `flush` unless they answer first (`group_cache`).
-    pub(super) held: Vec<SocketAddr>,
-    pub(super) flush: Instant,
-}
 
 /// One multicast request in flight.
 pub(super) struct GroupExchange {
@@ -94,18 +82,6 @@ fn unsignalled(group: SocketAddr) -> Response {
     .with_option(OptionNumber::MULTICAST_TIMEOUT, &[])
 }
 
-impl GroupWaiter {
-    pub(super) fn relay(&mut self, cx: &mut Context<'_>, answer: &Response) {
-        let r = self.waiter.answer(answer);
-        if self.answered {
-            cx.respond_again(self.waiter.from, self.waiter.token, r);
-        } else {
-            self.answered = true;
-            cx.respond(self.waiter.id, r);
-        }
-    }
-}
-
 impl ProxyService {
     /// The group a target names, if it names one: a FIB rule whose first next hop is a multicast address,
     /// or a multicast host (an address, or a name of the FIB's `[hosts]`).
@@ -156,8 +132,7 @@ impl ProxyService {
         }
         let window = Duration::from_secs(secs).min(self.config.max_group_timeout);
         let until = cx.now() + window;
-        let mut waiter =
-            GroupWaiter { waiter: Waiter::of(&req), until, answered: false, held: Vec::new(), flush: until };
+        let mut waiter = GroupWaiter::new(&req, until);
         if window == Duration::ZERO {
             // §5.2.1 step 6: a client that wants no answer; the group still gets the request.
             cx.accept(req.id);
@@ -267,8 +242,8 @@ impl ProxyService {
                     Code::GATEWAY_TIMEOUT,
                     format!("no member of {} answered within {} s", ex.group, ex.window.as_secs()),
                 );
-                for w in ex.waiters.iter().filter(|w| !w.answered && ex.window > Duration::ZERO) {
-                    cx.respond(w.waiter.id, silent.clone());
+                for w in ex.waiters.iter().filter(|w| !w.answered() && ex.window > Duration::ZERO) {
+                    cx.respond(w.id(), silent.clone());
                 }
             }
         }

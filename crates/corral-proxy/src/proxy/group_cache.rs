@@ -25,7 +25,7 @@
 //! entries by unicast requests to a member or the other way round (§7 allows both; the two caches are
 //! separate). An unsafe request to the group forgets its entries (RFC 7252 §5.6.2).
 
-use super::group::GroupWaiter;
+use super::group_waiter::GroupWaiter;
 use crate::cache::{Cache, Lookup};
 use crate::key::Key;
 use crate::stats::Stats;

@@ -6,6 +6,7 @@ mod directory;
 mod forward;
 mod group;
 mod group_cache;
+mod group_waiter;
 mod observe;
 
 use crate::cache::{Cache, Lookup};

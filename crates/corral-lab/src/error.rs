@@ -73,7 +73,7 @@ impl fmt::Display for RunError {
             RunError::Rule { at, reason } => write!(f, "proxy.rule at {at:?}: {reason}"),
             RunError::EntityManager(e) => e.fmt(f),
             RunError::Security(e) => e.fmt(f),
-            RunError::Credentials(why) => write!(f, "the lab's DTLS certificates: {why}"),
+            RunError::Credentials(why) => write!(f, "the lab's DTLS credentials: {why}"),
             RunError::Lost(what) => write!(f, "{what} is gone"),
             RunError::Emulated(e) => e.fmt(f),
             RunError::Point { index, label, source } => write!(f, "point {index} ({label}): {source}"),

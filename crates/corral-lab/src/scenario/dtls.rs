@@ -10,8 +10,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DtlsSpec {
-    /// `none`, `oscore`, `dtls-psk`, `dtls-rpk` (refused until corral-dtls has raw public keys) or
-    /// `dtls-cert`.
+    /// `none`, `oscore`, `dtls-psk`, `dtls-rpk` or `dtls-cert`.
     pub security: String,
     /// Radio hops between the client and the server (a chain), 1-16.
     pub hops: u32,
@@ -38,6 +37,8 @@ pub enum Security {
     Oscore,
     /// DTLS 1.2 with a pre-shared key (`TLS_PSK_WITH_AES_128_CCM_8`).
     DtlsPsk,
+    /// DTLS 1.2 with raw public keys on both sides (RFC 7250; `TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8`, P-256).
+    DtlsRpk,
     /// DTLS 1.2 with X.509 certificates on both sides (`TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8`, P-256).
     DtlsCert,
 }
@@ -51,19 +52,15 @@ impl Security {
             "none" => Ok(Security::None),
             "oscore" => Ok(Security::Oscore),
             "dtls-psk" => Ok(Security::DtlsPsk),
+            "dtls-rpk" => Ok(Security::DtlsRpk),
             "dtls-cert" => Ok(Security::DtlsCert),
-            // Raw public keys (RFC 7250) are being added to corral-dtls (issue 30): the family's place for
-            // them is a `Security::DtlsRpk` beside DtlsCert, with the layer's RPK credentials.
-            "dtls-rpk" => err(
-                "dtls.security / security \"dtls-rpk\": corral-dtls has no raw public keys (RFC 7250) yet; use dtls-psk or dtls-cert",
-            ),
             other => err(format!("dtls.security / security {other:?}: one of {}", Security::NAMES.join(", "))),
         }
     }
 
     /// Whether a DTLS handshake runs before the request.
     pub fn is_dtls(self) -> bool {
-        matches!(self, Security::DtlsPsk | Security::DtlsCert)
+        matches!(self, Security::DtlsPsk | Security::DtlsRpk | Security::DtlsCert)
     }
 }
 

@@ -10,8 +10,9 @@
 //!   ECDHE-ECDSA on P-256 with a certificate on each side (the lab's own CA, `ca.pem`, `server.pem`,
 //!   `client.pem` beside this file) — whose flights are fragmented to `mtu` by dimpl and to 127-byte
 //!   frames by 6LoWPAN, and retransmitted on dimpl's own timers (1 s, doubling);
-//! - `dtls-rpk` is refused when the scenario is read (`crate::scenario::Security`) until corral-dtls has
-//!   raw public keys; its place here is a third DTLS arm beside the certificate one.
+//! - `dtls-rpk`: the same suite with a raw public key (RFC 7250) on each side instead of a certificate
+//!   chain (the keys of the certificates above, `server.pub` and `client.pub` their public halves): the
+//!   Certificate messages carry a 91-byte SubjectPublicKeyInfo instead of a chain.
 //!
 //! Measured from the client's first datagram to the verified response: the time, the data frames on the
 //! air at every hop (MAC retries included) and their bytes, the datagrams the two ends sent and the
@@ -33,7 +34,7 @@ use crate::harness::dtls::{DtlsNode, COAPS_PORT};
 use crate::harness::{link_model, node_endpoint, transmission_params, Created, Network, PointRun, QueryPhase, Trace};
 use crate::record::{DtlsFacts, Facts, PointResult, QueryRow};
 use crate::scenario::{Common, DtlsSetup, Security};
-use corral_dtls::{DtlsConfig, PskKeys, Role, X509};
+use corral_dtls::{DtlsConfig, PeerKeys, PskKeys, Role, Rpk, X509};
 use corral_proto::{Duration, Endpoint, Instant, Node, Rng, ServiceHandle};
 use corral_sim::{NodeId, RecordKind, Sim, SimConfig, Topology};
 use std::net::SocketAddr;
@@ -50,6 +51,9 @@ const SERVER_CERT: &str = include_str!("server.pem");
 const SERVER_KEY: &str = include_str!("server.key");
 const CLIENT_CERT: &str = include_str!("client.pem");
 const CLIENT_KEY: &str = include_str!("client.key");
+/// The keys\' public halves (`openssl ec -in KEY -pubout`): what each side of `dtls-rpk` trusts.
+const SERVER_PUB: &str = include_str!("server.pub");
+const CLIENT_PUB: &str = include_str!("client.pub");
 
 /// When the client sends its request (the chain's routes are static: nothing to wait for).
 const START: Duration = Duration::from_secs(1);
@@ -173,6 +177,15 @@ fn dtls_configs(d: &DtlsSetup) -> Result<(DtlsConfig, DtlsConfig), RunError> {
     keys.insert(PSK_IDENTITY, PSK_KEY);
     let mut server = DtlsConfig::new(Role::Server(Arc::new(keys)));
     let mut client = DtlsConfig::new(Role::Client { identity: PSK_IDENTITY.to_vec(), key: PSK_KEY.to_vec() });
+    if d.security == Security::DtlsRpk {
+        let r = |key: &str, peer: &str| {
+            let peers = PeerKeys::from_pem(peer).map_err(RunError::Credentials)?;
+            Rpk::from_pem(key, peers).map(Arc::new).map_err(RunError::Credentials)
+        };
+        server.rpk = Some(r(SERVER_KEY, CLIENT_PUB)?);
+        client.rpk = Some(r(CLIENT_KEY, SERVER_PUB)?);
+        server.role = Role::Server(Arc::new(PskKeys::new()));
+    }
     if d.security == Security::DtlsCert {
         let x = |cert: &str, key: &str| X509::from_pem(cert, key, CA).map(Arc::new).map_err(RunError::Credentials);
         server.x509 = Some(x(SERVER_CERT, SERVER_KEY)?);

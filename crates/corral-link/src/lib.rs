@@ -354,13 +354,13 @@ impl Link {
         interrupt: impl Future<Output = ()>,
     ) -> Result<ExitStatus, LinkError> {
         let mut srv = spawn_in(&self.ns.a, server, "cannot start the server command")?;
-        let started = srv.id();
+        let (started, ns) = (srv.id(), self.ns.a.clone());
         let settle = async move {
             match settle {
                 Settle::Fixed(d) => tokio::time::sleep(d).await,
                 Settle::UntilListening(most) => {
                     let deadline = tokio::time::Instant::now() + most;
-                    while tokio::time::Instant::now() < deadline && !started.is_some_and(listening) {
+                    while tokio::time::Instant::now() < deadline && !started.is_some_and(|pid| listening(pid, &ns)) {
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
                 }
@@ -401,10 +401,18 @@ pub enum Settle {
     UntilListening(Duration),
 }
 
-/// Whether process `pid`'s network namespace has a bound UDP socket or a listening TCP socket
-/// (`/proc/PID/net/{udp,udp6,tcp,tcp6}`: a header line, then one line per socket; TCP's fourth field is
-/// its state, `0A` for LISTEN).
-fn listening(pid: u32) -> bool {
+/// Whether process `pid` is in namespace `ns` (named under /run/netns) and that namespace has a bound UDP
+/// socket or a listening TCP socket (`/proc/PID/net/{udp,udp6,tcp,tcp6}`: a header line, then one line per
+/// socket; TCP's fourth field is its state, `0A` for LISTEN). Until `ip netns exec` has entered the
+/// namespace, `/proc/PID/net` shows the parent's, whose sockets say nothing about the server.
+fn listening(pid: u32, ns: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(want) = std::fs::metadata(format!("/run/netns/{ns}")).map(|m| m.ino()) else { return false };
+    let entered =
+        std::fs::read_link(format!("/proc/{pid}/ns/net")).is_ok_and(|l| l.to_string_lossy() == format!("net:[{want}]"));
+    if !entered {
+        return false;
+    }
     let table = |name: &str| std::fs::read_to_string(format!("/proc/{pid}/net/{name}")).unwrap_or_default();
     let udp = ["udp", "udp6"].iter().any(|t| table(t).lines().nth(1).is_some());
     let tcp =

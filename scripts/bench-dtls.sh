@@ -33,24 +33,14 @@ LIBCOAP_PORT=$(free_port)
 LIBCOAP_PID=$!; PIDS+=("$LIBCOAP_PID")
 wait_up "coap://127.0.0.1:$LIBCOAP_PORT/"
 
-bench() { # name pid uri [args] -> JSON line with the server's CPU seconds
-  local name=$1 pid=$2 uri=$3; shift 3
-  echo "== $name: corral bench $uri --clients $CLIENTS --duration $SECONDS_ $*" >&2
-  local before after json
-  before=$(cpu_ticks "$pid")
-  json=$("${PIN_CLIENT[@]}" "$CORRAL" bench "$uri" --clients "$CLIENTS" --duration "$SECONDS_" --json -q "$@")
-  after=$(cpu_ticks "$pid")
-  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); j["name"]=sys.argv[2]; j["server_cpu_s"]=(int(sys.argv[3])-int(sys.argv[4]))/int(sys.argv[5]); print(json.dumps(j))' \
-    "$json" "$name" "$after" "$before" "$(getconf CLK_TCK)"
-}
 PSK=(-k secretPSK -u alice)
 ROWS=()
-ROWS+=("$(bench "corral plain" "$CORRAL_PID" "coap://127.0.0.1:$CORRAL_PORT/hello")")
-ROWS+=("$(bench "corral DTLS" "$CORRAL_PID" "coaps://127.0.0.1:$CORRAL_DTLS/hello" "${PSK[@]}")")
-ROWS+=("$(bench "libcoap plain" "$LIBCOAP_PID" "coap://127.0.0.1:$LIBCOAP_PORT/")")
-ROWS+=("$(bench "libcoap DTLS" "$LIBCOAP_PID" "coaps://127.0.0.1:$((LIBCOAP_PORT + 1))/" "${PSK[@]}")")
-ROWS+=("$(bench "corral handshakes" "$CORRAL_PID" "coaps://127.0.0.1:$CORRAL_DTLS/hello" "${PSK[@]}" --full-handshakes)")
-ROWS+=("$(bench "libcoap handshakes" "$LIBCOAP_PID" "coaps://127.0.0.1:$((LIBCOAP_PORT + 1))/" "${PSK[@]}" --full-handshakes)")
+ROWS+=("$(bench_cpu "corral plain" "$CORRAL_PID" "coap://127.0.0.1:$CORRAL_PORT/hello")")
+ROWS+=("$(bench_cpu "corral DTLS" "$CORRAL_PID" "coaps://127.0.0.1:$CORRAL_DTLS/hello" "${PSK[@]}")")
+ROWS+=("$(bench_cpu "libcoap plain" "$LIBCOAP_PID" "coap://127.0.0.1:$LIBCOAP_PORT/")")
+ROWS+=("$(bench_cpu "libcoap DTLS" "$LIBCOAP_PID" "coaps://127.0.0.1:$((LIBCOAP_PORT + 1))/" "${PSK[@]}")")
+ROWS+=("$(bench_cpu "corral handshakes" "$CORRAL_PID" "coaps://127.0.0.1:$CORRAL_DTLS/hello" "${PSK[@]}" --full-handshakes)")
+ROWS+=("$(bench_cpu "libcoap handshakes" "$LIBCOAP_PID" "coaps://127.0.0.1:$((LIBCOAP_PORT + 1))/" "${PSK[@]}" --full-handshakes)")
 python3 - "${ROWS[@]}" <<'PY'
 import json, sys
 rows = {r["name"]: r for r in map(json.loads, sys.argv[1:])}

@@ -14,6 +14,10 @@
 #                     for each round and each name: the script's `bench_start NAME PORT`, then
 #                     `bench_measure NAME PORT CLIENTS ROUND` (a load_measure line) for each client count,
 #                     appended to $RESULTS, then `bench_stop`
+#   bench_cpu NAME PID URI [ARGS]
+#                     runs `corral bench URI --clients $CLIENTS --duration $SECONDS_ --json ARGS` on the client
+#                     CPU and prints its JSON line with "name" and PID's CPU seconds over the run
+#                     ("server_cpu_s") added
 #   summarize RESULTS BASELINE TITLE
 #                     the median [min-max] over the rounds of each name and client count, and its rate and
 #                     CPU per request relative to BASELINE's in the same round
@@ -112,4 +116,15 @@ for (n, c), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
     print(f"{n:<12} {c:>7} {col(0, '{:.0f}'):>24} {ratio(0):>18} {col(1, '{:.0f}'):>18} {col(2, '{:.0f}'):>22} "
           f"{col(3, '{:.2f}'):>24} {ratio(3):>18} {sum(r[4] for r in v.values())}")
 PY
+}
+
+bench_cpu() { # name pid uri [args] -> corral bench's JSON line, with name and the server's CPU seconds
+  local name=$1 pid=$2 uri=$3; shift 3
+  echo "== $name: corral bench $uri --clients $CLIENTS --duration $SECONDS_ $*" >&2
+  local before after json
+  before=$(cpu_ticks "$pid")
+  json=$("${PIN_CLIENT[@]}" "$CORRAL" bench "$uri" --clients "$CLIENTS" --duration "$SECONDS_" --json -q "$@")
+  after=$(cpu_ticks "$pid")
+  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); j["name"]=sys.argv[2]; j["server_cpu_s"]=(int(sys.argv[3])-int(sys.argv[4]))/int(sys.argv[5]); print(json.dumps(j))' \
+    "$json" "$name" "$after" "$before" "$(getconf CLK_TCK)"
 }

@@ -19,18 +19,8 @@ trap cleanup EXIT
 "${PIN_SERVER[@]}" "$CORRAL" serve --bind "127.0.0.1:$PORT" --credentials "$KEYS/server.json" -q >/dev/null 2>&1 &
 SERVER_PID=$!
 wait_up "coap://127.0.0.1:$PORT/hello"
-bench() { # name [args] -> JSON line with server CPU seconds
-  local name=$1; shift
-  echo "== $name: corral bench coap://127.0.0.1:$PORT/hello --clients $CLIENTS --duration $SECONDS_ $*" >&2
-  local before after json
-  before=$(cpu_ticks "$SERVER_PID")
-  json=$("${PIN_CLIENT[@]}" "$CORRAL" bench "coap://127.0.0.1:$PORT/hello" --clients "$CLIENTS" --duration "$SECONDS_" --json -q "$@")
-  after=$(cpu_ticks "$SERVER_PID")
-  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); j["name"]=sys.argv[2]; j["server_cpu_s"]=(int(sys.argv[3])-int(sys.argv[4]))/int(sys.argv[5]); print(json.dumps(j))' \
-    "$json" "$name" "$after" "$before" "$(getconf CLK_TCK)"
-}
-PLAIN=$(bench "plain CoAP")
-PROTECTED=$(bench "OSCORE" --credentials "$KEYS/client.json")
+PLAIN=$(bench_cpu "plain CoAP" "$SERVER_PID" "coap://127.0.0.1:$PORT/hello")
+PROTECTED=$(bench_cpu "OSCORE" "$SERVER_PID" "coap://127.0.0.1:$PORT/hello" --credentials "$KEYS/client.json")
 python3 - "$PLAIN" "$PROTECTED" <<'PY'
 import json, sys
 rows = [json.loads(a) for a in sys.argv[1:]]

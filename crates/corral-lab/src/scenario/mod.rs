@@ -421,6 +421,26 @@ pub struct FindingSpec {
     /// from the configuration).
     #[serde(default)]
     pub role: Role,
+    /// The `[[sensitivity]]` variant(s) that test the reason `explain` gives for the verdict — for a
+    /// DISAGREES the stated cause of the disagreement, for an AGREES the variant that removes its cause:
+    /// one name (`reason = "…"`) or a list when two reasons are stated. Each must be a variant's `name`
+    /// (validation refuses another); the report says what the finding is in each.
+    #[serde(default, deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub reason: Vec<String>,
+}
+
+/// A string or a list of strings, as a list.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
 }
 
 /// How a scenario uses a finding, which decides the word its verdict gets (`crate::findings`).

@@ -40,9 +40,7 @@ impl Reason {
     pub fn sentence(&self, kind: Kind) -> String {
         let v = &self.variant;
         let Some(t) = &self.there else {
-            return format!(
-                "{v}: not run in this report (variants run in an unsharded run or a merge of every shard)"
-            );
+            return format!("{v}: not run in this report (variants run in an unsharded run or a merge of every shard)");
         };
         let m = &t.measure;
         match (kind, t.kind) {

@@ -664,13 +664,7 @@ mod tests {
 
     #[test]
     fn replicates_decide_by_four_of_five() {
-        let spec = FindingSpec {
-            check: "x".into(),
-            figure: String::new(),
-            paper: String::new(),
-            explain: String::new(),
-            role: Role::Claim,
-        };
+        let spec = claim("x");
         let m = |v: f64| Ok(vec![Measure::new("v", v, Some(1.0), " s", Tolerance::Relative(0.1))]);
         let agree = combine(&spec, "t", vec![m(1.0), m(1.05), m(0.95), m(1.0), m(2.0)]);
         assert_eq!((agree.kind, agree.held, agree.replicates), (Kind::Agrees, 4, 5));
@@ -690,6 +684,7 @@ mod tests {
             paper: String::new(),
             explain: String::new(),
             role: Role::Claim,
+            reason: Vec::new(),
         }
     }
 

@@ -93,3 +93,28 @@ pub fn lines(f: &Finding) -> Vec<String> {
     }
     f.reasons.iter().map(|r| r.sentence(f.kind)).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn there(kind: Kind) -> Option<There> {
+        Some(There { kind, status: kind.word().into(), measure: "x: 1×".into() })
+    }
+
+    #[test]
+    fn the_sentence_says_what_the_reason_variant_shows() {
+        let r = |t| Reason { variant: "V".into(), there: t };
+        assert_eq!(r(there(Kind::Agrees)).sentence(Kind::Disagrees), "its stated reason — V — makes it AGREES: x: 1×");
+        assert_eq!(
+            r(there(Kind::Disagrees)).sentence(Kind::Disagrees),
+            "its stated reason — V — leaves it DISAGREES: the reason is not confirmed (x: 1×)"
+        );
+        assert_eq!(
+            r(there(Kind::Disagrees)).sentence(Kind::Agrees),
+            "its cause removed — V — makes it DISAGREES: x: 1×"
+        );
+        assert!(r(there(Kind::Agrees)).sentence(Kind::Agrees).contains("the cause is not confirmed"));
+        assert!(r(None).sentence(Kind::Disagrees).contains("not run in this report"));
+    }
+}

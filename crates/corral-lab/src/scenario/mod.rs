@@ -9,7 +9,7 @@
 //!
 //! | file | owns |
 //! | --- | --- |
-//! | `mod.rs` | the file and the sections every family shares: `[network]`, `[interference]`, `[calibration]`, `[transmission]`, `[workload]`, `[usage.*]`, `[[finding]]` (and its [`Role`]), `[[sensitivity]]` |
+//! | `mod.rs` | the file and the sections every family shares: `[network]`, `[interference]`, `[calibration]`, `[transmission]`, `[workload]`, `[usage.*]`, `[[finding]]` (its [`Role`] and the `reason` variants, which must be the scenario's), `[[sensitivity]]` |
 //! | `figure.rs` | `[[figure]]` and the [`Metric`]s a figure plots |
 //! | `point.rs` | the sweep axes ([`AXES`]), their values, a [`Point`] |
 //! | `entity.rs`, `proxy.rs`, `stream.rs`, `emulated.rs`, `baseline.rs`, `multiparty.rs`, `churn.rs`, `dtls.rs` | each family's section |

@@ -40,30 +40,19 @@ fn every_claim_of_every_builtin_names_a_reason_variant_that_exists() {
     assert!(missing.is_empty(), "claims without a reason variant: {}", missing.join("; "));
 }
 
-const TINY: &str = r#"
-name = "t"
-title = "t"
-[network]
-topology = "star"
-group = 3
-[entity]
-[workload]
-repetitions = 1
-[[sensitivity]]
-name = "no CPU cost"
-set = { "calibration.processing_delay_ms" = 0 }
-"#;
-
+/// ext-auto-delay's finding with its `reason` as given, as a list, and mistyped.
 #[test]
 fn a_reason_that_is_no_variant_is_refused_naming_the_finding_and_the_field() {
-    let ok = format!("{TINY}[[finding]]\ncheck = \"best_delay_eq2\"\npaper = \"p\"\nreason = \"no CPU cost\"\n");
-    assert_eq!(Scenario::parse(&ok).expect("a variant's name").findings[0].reason, ["no CPU cost"]);
-    let list = ok.replace("reason = \"no CPU cost\"", "reason = [\"no CPU cost\", \"no CPU cost\"]");
+    let text = builtin("ext-auto-delay").expect("built in");
+    let variant = Scenario::parse(text).expect("parses").findings[0].reason[0].clone();
+    let given = format!("reason = \"{variant}\"\n");
+    let list = text.replacen(&given, &format!("reason = [\"{variant}\", \"{variant}\"]\n"), 1);
     assert_eq!(Scenario::parse(&list).expect("a list").findings[0].reason.len(), 2);
-    let typo = ok.replace("reason = \"no CPU cost\"", "reason = \"no CPU\"");
+    let typo = text.replacen(&given, "reason = \"motes as slow\"\n", 1);
+    assert_ne!(typo, text);
     let e = Scenario::parse(&typo).expect_err("no such variant").to_string();
-    assert!(e.contains("best_delay_eq2") && e.contains("reason") && e.contains("\"no CPU\""), "{e}");
-    assert!(e.contains("\"no CPU cost\""), "the error lists the variants: {e}");
+    assert!(e.contains("auto_delay_near_best") && e.contains("reason") && e.contains("\"motes as slow\""), "{e}");
+    assert!(e.contains(&format!("{variant:?}")), "the error lists the variants: {e}");
 }
 
 /// ext-auto-delay's quick run (group 10: auto, 50 and 100 ms) and its reason variant, written as a report:

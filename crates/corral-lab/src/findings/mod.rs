@@ -26,6 +26,8 @@
 //! - A check whose result follows from byte, airtime or pacing arithmetic of the configuration is listed in
 //!   [`ARITHMETIC`] and reported as CONSEQUENCE whatever role the scenario gives it.
 //! - A number that is not finite prints as a word ([`number`]): "infinite", "undefined (0/0)".
+//! - A claim names the `[[sensitivity]]` variant that tests its stated reason (`reason`), and the report
+//!   says what the finding is there ([`reason`]); a DISAGREES that names none says so.
 //!
 //! # Families
 //! Checks live in one module per experiment family, named like it ([`entity`] — seed 000's testbed and
@@ -39,6 +41,7 @@ pub mod dtls;
 pub mod emulated;
 pub mod entity;
 pub mod multiparty;
+pub mod reason;
 pub mod stream;
 
 use crate::error::ScenarioError;
@@ -345,6 +348,9 @@ pub struct Finding {
     /// Why the check was inconclusive (or what some replicates lacked).
     pub note: String,
     pub explain: String,
+    /// The variants that test the reason `explain` gives (the `[[finding]]`'s `reason`), and, once
+    /// [`reason::link`]ed to a run's variants, what the finding is in each.
+    pub reasons: Vec<reason::Reason>,
 }
 
 impl Finding {
@@ -486,6 +492,7 @@ fn combine(spec: &FindingSpec, title: &str, per_rep: Vec<Result<Vec<Measure>, St
         replicates,
         note: notes.join("; "),
         explain: spec.explain.clone(),
+        reasons: spec.reason.iter().map(|v| reason::Reason { variant: v.clone(), there: None }).collect(),
     }
 }
 
@@ -657,13 +664,7 @@ mod tests {
 
     #[test]
     fn replicates_decide_by_four_of_five() {
-        let spec = FindingSpec {
-            check: "x".into(),
-            figure: String::new(),
-            paper: String::new(),
-            explain: String::new(),
-            role: Role::Claim,
-        };
+        let spec = claim("x");
         let m = |v: f64| Ok(vec![Measure::new("v", v, Some(1.0), " s", Tolerance::Relative(0.1))]);
         let agree = combine(&spec, "t", vec![m(1.0), m(1.05), m(0.95), m(1.0), m(2.0)]);
         assert_eq!((agree.kind, agree.held, agree.replicates), (Kind::Agrees, 4, 5));
@@ -683,6 +684,7 @@ mod tests {
             paper: String::new(),
             explain: String::new(),
             role: Role::Claim,
+            reason: Vec::new(),
         }
     }
 

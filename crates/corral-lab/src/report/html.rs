@@ -86,7 +86,8 @@ fn sensitivity_html(found: &[Finding], variants: &[Variant]) -> String {
         for v in variants {
             let k = v.findings.iter().find(|g| g.check == f.check).map_or("INCONCLUSIVE".into(), Finding::status);
             let style = if k != f.status() { " style=\"background:#fde0c5\"" } else { "" };
-            let _ = write!(h, "<td{style}>{k}</td>");
+            let tests = if f.reasons.iter().any(|r| r.variant == v.name) { " (its stated reason)" } else { "" };
+            let _ = write!(h, "<td{style}>{k}{tests}</td>");
         }
         h.push_str("</tr>\n");
     }
@@ -114,6 +115,9 @@ fn finding_html(f: &Finding) -> String {
     }
     if matches!(f.kind, Kind::Disagrees | Kind::Fitted) && !f.explain.is_empty() {
         let _ = write!(s, r#"<br><span class="k">why:</span> {}"#, esc(&f.explain));
+    }
+    for l in crate::findings::reason::lines(f) {
+        let _ = write!(s, r#"<br><span class="k">reason:</span> {}"#, esc(&l));
     }
     s.push_str("</div>\n");
     s

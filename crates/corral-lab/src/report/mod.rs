@@ -59,6 +59,15 @@ fn differences(path: &str, given: &toml::Value, paper: &toml::Value, out: &mut V
                 }
             }
         }
+        // A list of tables (`[[finding]]`, `[[sensitivity]]`) of the same length: element by element, each
+        // named by its check (else its index), so an edited finding's `reason` shows as
+        // `finding[auto_delay_near_best].reason`.
+        (toml::Value::Array(g), toml::Value::Array(p)) if g.len() == p.len() && g.iter().all(toml::Value::is_table) => {
+            for (i, (a, b)) in g.iter().zip(p).enumerate() {
+                let id = b.get("check").and_then(toml::Value::as_str).map_or(i.to_string(), str::to_string);
+                differences(&format!("{path}[{id}]"), a, b, out);
+            }
+        }
         (a, b) if a != b => out.push(format!("{path}: {} (built-in: {})", short_value(a), short_value(b))),
         _ => {}
     }
@@ -92,7 +101,8 @@ pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, DataError> 
     }
     let complete = d.results.len() == d.points.len();
     let aggs = d.aggregates();
-    let found = if complete { findings::evaluate(&d.scenario, &aggs) } else { Vec::new() };
+    let mut found = if complete { findings::evaluate(&d.scenario, &aggs) } else { Vec::new() };
+    findings::reason::link(&mut found, &d.sensitivity);
     let pooled = d.pooled();
     let pooled: Vec<(&Point, Aggregate)> = pooled.iter().map(|(p, a)| (p, a.clone())).collect();
     let mut figures = Vec::new();
@@ -213,5 +223,13 @@ fn finding_json(f: &Finding) -> serde_json::Value {
             "of": m.of,
         })).collect::<Vec<_>>(),
         "explain": if matches!(f.kind, Kind::Disagrees | Kind::Fitted) { f.explain.as_str() } else { "" },
+        "reasons": f.reasons.iter().map(|r| serde_json::json!({
+            "variant": r.variant,
+            "kind": r.there.as_ref().map(|t| t.kind.word()),
+            "status": r.there.as_ref().map(|t| t.status.clone()),
+            "measure": r.there.as_ref().map(|t| t.measure.clone()),
+            "says": r.sentence(f.kind),
+        })).collect::<Vec<_>>(),
+        "reason": findings::reason::lines(f),
     })
 }

@@ -2,7 +2,7 @@
 //! sensitivity table, the headline numbers per point — and its parts, which the CLI and tests print too.
 
 use crate::data::{RunData, Variant};
-use crate::findings::{Finding, Kind};
+use crate::findings::{reason, Finding, Kind};
 use crate::scenario::Scenario;
 use crate::stats::Summary;
 use std::fmt::Write as _;
@@ -118,6 +118,9 @@ pub fn findings_text(found: &[Finding]) -> String {
             if matches!(f.kind, Kind::Disagrees | Kind::Fitted) && !f.explain.is_empty() {
                 let _ = writeln!(out, "    why:    {}", f.explain);
             }
+            for l in reason::lines(f) {
+                let _ = writeln!(out, "    reason: {l}");
+            }
         }
     }
     out
@@ -186,7 +189,8 @@ pub fn calibration_text(s: &Scenario) -> String {
     out
 }
 
-/// The sensitivity table: each deliberately wrong model and the findings whose kind it changes.
+/// The sensitivity table: each deliberately wrong model and the findings whose kind it changes ("its
+/// stated reason" marks the findings that name the variant as their `reason`).
 pub fn sensitivity_text(found: &[Finding], variants: &[Variant]) -> String {
     let mut out = String::new();
     if variants.is_empty() {
@@ -200,10 +204,11 @@ pub fn sensitivity_text(found: &[Finding], variants: &[Variant]) -> String {
             .iter()
             .map(|f| {
                 let (mine, other) = (f.status(), status(&f.check));
+                let tests = if f.reasons.iter().any(|r| r.variant == v.name) { " (its stated reason)" } else { "" };
                 if other == mine {
-                    format!("{} {mine}", f.check)
+                    format!("{} {mine}{tests}", f.check)
                 } else {
-                    format!("{} {mine} → {other}", f.check)
+                    format!("{} {mine} → {other}{tests}", f.check)
                 }
             })
             .collect();

@@ -9,7 +9,7 @@
 //!
 //! | file | owns |
 //! | --- | --- |
-//! | `mod.rs` | the file and the sections every family shares: `[network]`, `[interference]`, `[calibration]`, `[transmission]`, `[workload]`, `[usage.*]`, `[[finding]]` (and its [`Role`]), `[[sensitivity]]` |
+//! | `mod.rs` | the file and the sections every family shares: `[network]`, `[interference]`, `[calibration]`, `[transmission]`, `[workload]`, `[usage.*]`, `[[finding]]` (its [`Role`] and the `reason` variants, which must be the scenario's), `[[sensitivity]]` |
 //! | `figure.rs` | `[[figure]]` and the [`Metric`]s a figure plots |
 //! | `point.rs` | the sweep axes ([`AXES`]), their values, a [`Point`] |
 //! | `entity.rs`, `proxy.rs`, `stream.rs`, `emulated.rs`, `baseline.rs`, `multiparty.rs`, `churn.rs`, `dtls.rs` | each family's section |
@@ -421,6 +421,26 @@ pub struct FindingSpec {
     /// from the configuration).
     #[serde(default)]
     pub role: Role,
+    /// The `[[sensitivity]]` variant(s) that test the reason `explain` gives for the verdict — for a
+    /// DISAGREES the stated cause of the disagreement, for an AGREES the variant that removes its cause:
+    /// one name (`reason = "…"`) or a list when two reasons are stated. Each must be a variant's `name`
+    /// (validation refuses another); the report says what the finding is in each.
+    #[serde(default, deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub reason: Vec<String>,
+}
+
+/// A string or a list of strings, as a list.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
 }
 
 /// How a scenario uses a finding, which decides the word its verdict gets (`crate::findings`).

@@ -84,6 +84,18 @@ impl Scenario {
             }
             Metric::parse(&f.metric)?;
         }
+        for f in &self.findings {
+            for r in &f.reason {
+                if !self.sensitivity.iter().any(|v| &v.name == r) {
+                    let known: Vec<String> = self.sensitivity.iter().map(|v| format!("{:?}", v.name)).collect();
+                    return err(format!(
+                        "finding {:?}: reason {r:?} is no [[sensitivity]] variant of this scenario (variants: {})",
+                        f.check,
+                        if known.is_empty() { "none".into() } else { known.join(", ") }
+                    ));
+                }
+            }
+        }
         if self.sweep.contains_key("replicate") {
             return err("sweep.replicate: replicates come from workload.replicates, not from the sweep");
         }

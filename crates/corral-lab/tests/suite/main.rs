@@ -14,6 +14,7 @@ mod dtls;
 mod ext_causes;
 mod families;
 mod procedure;
+mod reasons;
 mod seed000_causes;
 mod seed001;
 mod seed001_causes;

@@ -8,43 +8,42 @@
 //!
 //! It never reads a clock and never sleeps: time is whatever the next event says. Events are plain values
 //! (no boxed closures), as quinn's timer table and turmoil's fabric keep them, so the hot path allocates
-//! only when a bucket of the queue grows.
+//! only when the heap grows.
 
 use corral_proto::Instant;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 
-/// Buckets of the radix heap: bucket 0 holds the key equal to the last one taken out, bucket `b` (1-128)
-/// the keys whose highest bit that differs from it is bit `b - 1`.
-const BUCKETS: usize = 129;
-
-/// `(time, sequence number)` as one number that orders the same way: time in the high 64 bits.
-fn key(at: Instant, seq: u64) -> u128 {
-    (u128::from(at.as_micros()) << 64) | u128::from(seq)
+struct Entry<E> {
+    at: Instant,
+    seq: u64,
+    event: E,
 }
 
-fn time_of(key: u128) -> Instant {
-    Instant::from_micros((key >> 64) as u64)
+impl<E> PartialEq for Entry<E> {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl<E> Eq for Entry<E> {}
+impl<E> PartialOrd for Entry<E> {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<E> Ord for Entry<E> {
+    // Reversed: BinaryHeap is a max-heap and we want the earliest (then first scheduled) on top.
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
 }
 
-/// The bucket of `key` relative to `last` (`key ≥ last`).
-fn bucket(last: u128, key: u128) -> usize {
-    (128 - (key ^ last).leading_zeros()) as usize
-}
-
-/// A deterministic event queue: a radix heap over `(time, sequence number)`.
-///
-/// A radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, 1990) needs keys that never go below the last one
-/// taken out, which holds here: an event is never scheduled before now, and the sequence number only
-/// grows. Keys are unique, so the order is the same total order a binary heap on the same keys gives; but
-/// an event moves down a few buckets over its life instead of sifting through `log n` levels on every
-/// push and pop, which was most of the simulator's time under a busy Wi-Fi interferer (an event per burst
-/// start and end, thousands per simulated second).
+/// A deterministic event queue.
 pub struct EventQueue<E> {
-    buckets: Vec<Vec<(u128, E)>>,
-    /// Bit `b - 1` set: bucket `b` (1-128) is not empty.
-    nonempty: u128,
-    /// The key of the last event taken into bucket 0 (every key queued is at least it).
-    last: u128,
-    len: usize,
+    heap: BinaryHeap<Entry<E>>,
+    /// Events of sources that have at most one pending at a time (a Wi-Fi interferer's next burst start
+    /// or end), each in its own slot instead of the heap.
+    lanes: Vec<Option<Entry<E>>>,
     seq: u64,
     now: Instant,
     processed: u64,
@@ -58,15 +57,7 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub fn new() -> EventQueue<E> {
-        EventQueue {
-            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
-            nonempty: 0,
-            last: 0,
-            len: 0,
-            seq: 0,
-            now: Instant::ZERO,
-            processed: 0,
-        }
+        EventQueue { heap: BinaryHeap::new(), lanes: Vec::new(), seq: 0, now: Instant::ZERO, processed: 0 }
     }
 
     /// The time of the last event popped (or set by [`EventQueue::advance_to`]).
@@ -77,65 +68,61 @@ impl<E> EventQueue<E> {
     /// Schedules `event` at `at`; an `at` in the past is clamped to now (events never go back in time).
     pub fn schedule(&mut self, at: Instant, event: E) {
         self.seq += 1;
-        let k = key(at.max(self.now), self.seq);
-        self.put(k, event);
-        self.len += 1;
+        self.heap.push(Entry { at: at.max(self.now), seq: self.seq, event });
     }
 
-    fn put(&mut self, k: u128, event: E) {
-        debug_assert!(k >= self.last, "a key below the last one taken out");
-        let b = bucket(self.last, k);
-        self.buckets[b].push((k, event));
-        if b > 0 {
-            self.nonempty |= 1 << (b - 1);
+    /// Schedules `event` at `at` in `lane`, a slot for a source that has one event pending at a time. It
+    /// takes its sequence number as [`EventQueue::schedule`] would and fires in the same `(time, sequence
+    /// number)` order, but never enters the heap: a busy Wi-Fi interferer schedules two events per burst,
+    /// thousands per simulated second, and pushing and popping them through the heap was most of a run's
+    /// time. If the lane holds an event already, this one is queued in the heap as usual.
+    pub fn schedule_in_lane(&mut self, lane: usize, at: Instant, event: E) {
+        if self.lanes.len() <= lane {
+            self.lanes.resize_with(lane + 1, || None);
         }
+        if self.lanes[lane].is_some() {
+            return self.schedule(at, event);
+        }
+        self.seq += 1;
+        self.lanes[lane] = Some(Entry { at: at.max(self.now), seq: self.seq, event });
     }
 
-    /// The first non-empty bucket above 0 and the smallest key in it.
-    fn smallest(&self) -> Option<(usize, u128)> {
-        if self.nonempty == 0 {
-            return None;
-        }
-        let b = self.nonempty.trailing_zeros() as usize + 1;
-        let min = self.buckets[b].iter().map(|(k, _)| *k).min().expect("a non-empty bucket");
-        Some((b, min))
+    /// The lane whose event is the earliest, and its `(time, sequence number)`.
+    fn first_lane(&self) -> Option<(usize, (Instant, u64))> {
+        self.lanes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_ref().map(|e| (i, (e.at, e.seq))))
+            .min_by_key(|(_, k)| *k)
     }
 
     /// The time of the next event.
     pub fn peek_time(&self) -> Option<Instant> {
-        match self.buckets[0].first() {
-            Some((k, _)) => Some(time_of(*k)),
-            None => self.smallest().map(|(_, k)| time_of(k)),
-        }
+        let heap = self.heap.peek().map(|e| e.at);
+        let lane = self.first_lane().map(|(_, (at, _))| at);
+        heap.into_iter().chain(lane).min()
     }
 
     /// Pops the next event if it is due at or before `limit`, advancing the clock to it.
     pub fn pop_until(&mut self, limit: Instant) -> Option<(Instant, E)> {
-        if self.buckets[0].is_empty() {
-            let (b, min) = self.smallest()?;
-            if time_of(min) > limit {
-                // Not due: leave `last` where it is, so that events scheduled before it stay in order.
-                return None;
+        let heap = self.heap.peek().map(|e| (e.at, e.seq));
+        let e = match self.first_lane() {
+            Some((lane, key)) if heap.is_none_or(|h| key < h) => {
+                if key.0 > limit {
+                    return None;
+                }
+                self.lanes[lane].take()?
             }
-            // Redistribute the bucket around its smallest key: every element lands in a lower bucket,
-            // the smallest in bucket 0.
-            self.last = min;
-            self.nonempty &= !(1 << (b - 1));
-            let mut moved = std::mem::take(&mut self.buckets[b]);
-            for (k, e) in moved.drain(..) {
-                self.put(k, e);
+            _ => {
+                if heap?.0 > limit {
+                    return None;
+                }
+                self.heap.pop()?
             }
-            self.buckets[b] = moved;
-        }
-        let (k, _) = self.buckets[0].first()?;
-        if time_of(*k) > limit {
-            return None;
-        }
-        let (k, e) = self.buckets[0].pop().expect("bucket 0 holds one key: keys are unique");
-        self.len -= 1;
-        self.now = time_of(k);
+        };
+        self.now = e.at;
         self.processed += 1;
-        Some((self.now, e))
+        Some((e.at, e.event))
     }
 
     /// Moves the clock forward to `t` (never back), e.g. at the end of `run_until`.
@@ -144,11 +131,11 @@ impl<E> EventQueue<E> {
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.heap.len() + self.lanes.iter().filter(|e| e.is_some()).count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// Events processed so far.
@@ -156,9 +143,9 @@ impl<E> EventQueue<E> {
         self.processed
     }
 
-    /// Capacity in entries, all buckets together (for memory accounting).
+    /// Heap and lane capacity in entries (for memory accounting).
     pub fn capacity(&self) -> usize {
-        self.buckets.iter().map(Vec::capacity).sum()
+        self.heap.capacity() + self.lanes.capacity()
     }
 }
 
@@ -181,10 +168,10 @@ mod tests {
         assert_eq!(q.processed(), 5);
     }
 
-    /// The radix heap pops exactly what a binary heap on `(time, sequence number)` pops, through pushes
-    /// at now, near and far, pops up to a limit that leave events queued, and the clock moved on by hand.
+    /// Events in lanes pop exactly where a plain binary heap on `(time, sequence number)` pops them, through
+    /// pushes at now, near and far, pops up to a limit that leave events queued, and the clock moved on by hand.
     #[test]
-    fn pops_in_the_order_of_a_binary_heap() {
+    fn lanes_pop_in_the_order_of_a_binary_heap() {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
         let mut rng = corral_proto::Rng::new(42);
@@ -203,7 +190,11 @@ mod tests {
                     };
                     let at = Instant::from_micros((now.as_micros() + ahead).saturating_sub(rng.below(3)));
                     seq += 1;
-                    q.schedule(at, seq);
+                    // Every third event goes to one of three lanes; an occupied lane queues it as usual.
+                    match seq % 3 {
+                        0 => q.schedule_in_lane((seq / 3 % 3) as usize, at, seq),
+                        _ => q.schedule(at, seq),
+                    }
                     reference.push(Reverse((at.max(now), seq)));
                 }
                 5 => {
@@ -226,6 +217,7 @@ mod tests {
             assert_eq!(q.len(), reference.len());
         }
         assert!(popped > 5_000, "{popped}");
+        assert!(q.lanes.iter().any(Option::is_some), "lanes in use at the end");
         while let Some(Reverse(want)) = reference.pop() {
             assert_eq!(q.pop_until(Instant::MAX), Some(want));
         }

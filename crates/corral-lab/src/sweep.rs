@@ -147,24 +147,37 @@ pub fn run_points(
     o: &RunOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<PointResult>, RunError> {
+    let jobs: Vec<(&Scenario, &Point)> = points.iter().map(|p| (s, p)).collect();
+    run_jobs(&jobs, o, progress)
+}
+
+/// Runs points of one or more scenarios (a run's sensitivity variants together, so that no thread waits
+/// for the last point of one variant while the next has points to run) on `o.jobs` threads; the results
+/// come back in the order of `jobs`.
+fn run_jobs(
+    jobs: &[(&Scenario, &Point)],
+    o: &RunOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<PointResult>, RunError> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let slots: Mutex<Vec<Option<Result<PointResult, RunError>>>> = Mutex::new(points.iter().map(|_| None).collect());
+    let slots: Mutex<Vec<Option<Result<PointResult, RunError>>>> = Mutex::new(jobs.iter().map(|_| None).collect());
     // Emulated points run real programs in real time: one at a time, or they would share the CPU and
     // each other's throughput.
-    let jobs = if s.family() == Ok(Family::Emulated) { 1 } else { o.jobs.clamp(1, points.len().max(1)) };
+    let emulated = jobs.iter().any(|(s, _)| s.family() == Ok(Family::Emulated));
+    let threads = if emulated { 1 } else { o.jobs.clamp(1, jobs.len().max(1)) };
     std::thread::scope(|scope| {
-        for _ in 0..jobs {
+        for _ in 0..threads {
             scope.spawn(|| loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
-                let Some(p) = points.get(k) else { break };
+                let Some((s, p)) = jobs.get(k) else { break };
                 let r = s
                     .setup(p, o.quick)
                     .map_err(RunError::Scenario)
                     .and_then(|setup| run_point(&setup, p.index, point_seed(o.seed, p)))
                     .map_err(|e| RunError::Point { index: p.index, label: p.label(), source: Box::new(e) });
                 slots.lock().expect("no thread panics holding the lock")[k] = Some(r);
-                progress(done.fetch_add(1, Ordering::Relaxed) + 1, points.len());
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, jobs.len());
             });
         }
     });
@@ -217,7 +230,9 @@ pub fn variant_text(text: &str, changes: &BTreeMap<String, toml::Value>) -> Resu
 }
 
 /// Reruns the findings with each `[[sensitivity]]` variant of the scenario: the same points and mode
-/// with one replicate, the variant's parameters changed. (Not for shards: findings need every point.)
+/// with one replicate, the variant's parameters changed. (Not for shards: findings need every point.) The
+/// points every variant reruns go to the threads as one list, so a variant's last slow point runs beside
+/// the next variant's first instead of alone.
 pub fn run_sensitivity(
     d: &mut RunData,
     o: &RunOptions,
@@ -226,6 +241,15 @@ pub fn run_sensitivity(
     if d.shard.is_some() {
         return Ok(());
     }
+    struct Prepared {
+        name: String,
+        set: String,
+        scenario: Scenario,
+        text: String,
+        kept: Vec<PointResult>,
+        rerun: Vec<Point>,
+    }
+    let mut variants = Vec::new();
     for spec in d.scenario.sensitivity.clone() {
         let mut changes = spec.set.clone();
         changes.insert("workload.replicates".into(), toml::Value::Integer(1));
@@ -234,7 +258,7 @@ pub fn run_sensitivity(
         let text = variant_text(&d.scenario_text, &changes).map_err(sensitivity)?;
         let s = load(&text).map_err(sensitivity)?;
         let (_, points) = selected_points(&s, &RunOptions { shard: None, ..o.clone() });
-        let (mut results, rerun): (Vec<PointResult>, Vec<Point>) =
+        let (kept, rerun): (Vec<PointResult>, Vec<Point>) =
             points.into_iter().fold((Vec::new(), Vec::new()), |(mut kept, mut rerun), p| {
                 match unchanged_result(d, &s, &p, o.quick) {
                     Some(r) => kept.push(r),
@@ -242,22 +266,29 @@ pub fn run_sensitivity(
                 }
                 (kept, rerun)
             });
-        results.extend(run_points(&s, &rerun, o, progress)?);
+        let set = spec.set.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ");
+        variants.push(Prepared { name: spec.name.clone(), set, scenario: s, text, kept, rerun });
+    }
+    let jobs: Vec<(&Scenario, &Point)> =
+        variants.iter().flat_map(|v| v.rerun.iter().map(move |p| (&v.scenario, p))).collect();
+    let mut ran = run_jobs(&jobs, o, progress)?.into_iter();
+    for v in variants {
+        let mut results = v.kept;
+        results.extend(ran.by_ref().take(v.rerun.len()));
         results.sort_by_key(|r| r.point.point);
         let data = RunData {
-            scenario: s.clone(),
-            scenario_text: text,
+            scenario: v.scenario.clone(),
+            scenario_text: v.text,
             seed: o.seed,
             quick: o.quick,
-            points: s.points(o.quick),
+            points: v.scenario.points(o.quick),
             results,
             shard: None,
             sensitivity: Vec::new(),
         };
         let aggs = data.aggregates();
-        let findings = crate::findings::evaluate(&s, &aggs);
-        let changes = spec.set.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ");
-        d.sensitivity.push(Variant { name: spec.name.clone(), changes, findings });
+        let findings = crate::findings::evaluate(&v.scenario, &aggs);
+        d.sensitivity.push(Variant { name: v.name, changes: v.set, findings });
     }
     Ok(())
 }

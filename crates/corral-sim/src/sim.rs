@@ -646,7 +646,7 @@ impl Sim {
         let mut st = InterfererState { cfg, process: BurstProcess::new(rng) };
         let now = self.now();
         if let Some(at) = st.process.next_start(&st.cfg, now, now) {
-            self.queue.schedule(at, Ev::WifiStart(id));
+            self.queue.schedule_in_lane(usize::from(id), at, Ev::WifiStart(id));
         }
         self.medium.interferers.push(st);
         id as usize
@@ -919,21 +919,25 @@ impl Sim {
                 if st.cfg.load_at(at) <= 0.0 {
                     // A load change point: the load may be zero now; look for the next burst.
                     if let Some(t) = st.process.next_start(&st.cfg, at, at) {
-                        self.queue.schedule(t.max(at + Duration::from_micros(1)), Ev::WifiStart(w));
+                        self.queue.schedule_in_lane(
+                            usize::from(w),
+                            t.max(at + Duration::from_micros(1)),
+                            Ev::WifiStart(w),
+                        );
                     }
                     return;
                 }
                 st.process.on = true;
                 st.process.count = st.process.count.wrapping_add(1);
                 let burst = st.cfg.wifi.burst;
-                self.queue.schedule(at + burst, Ev::WifiEnd(w));
+                self.queue.schedule_in_lane(usize::from(w), at + burst, Ev::WifiEnd(w));
             }
             Ev::WifiEnd(w) => {
                 let st = &mut self.medium.interferers[usize::from(w)];
                 st.process.on = false;
                 st.process.last_off = at;
                 if let Some(t) = st.process.next_start(&st.cfg, at, at) {
-                    self.queue.schedule(t, Ev::WifiStart(w));
+                    self.queue.schedule_in_lane(usize::from(w), t, Ev::WifiStart(w));
                 }
             }
             Ev::ReasmTimeout(j, id) => {

@@ -12,7 +12,7 @@ use crate::scenario::{Family, Point, Scenario};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Parses a scenario file and checks that every finding it names is a known check and that its family's
@@ -161,6 +161,10 @@ fn run_jobs(
 ) -> Result<Vec<PointResult>, RunError> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
+    // A point that fails fails the run: no thread takes a new point after it (an hour-long run whose
+    // first point cannot start says so at once). Points are taken in order, so every slot before the
+    // failed one is filled and the first error in order is the one returned.
+    let failed = AtomicBool::new(false);
     let slots: Mutex<Vec<Option<Result<PointResult, RunError>>>> = Mutex::new(jobs.iter().map(|_| None).collect());
     // Emulated points run real programs in real time: one at a time, or they would share the CPU and
     // each other's throughput.
@@ -169,6 +173,9 @@ fn run_jobs(
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
+                if failed.load(Ordering::Relaxed) {
+                    break;
+                }
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 let Some((s, p)) = jobs.get(k) else { break };
                 let r = s
@@ -176,6 +183,9 @@ fn run_jobs(
                     .map_err(RunError::Scenario)
                     .and_then(|setup| run_point(&setup, p.index, point_seed(o.seed, p)))
                     .map_err(|e| RunError::Point { index: p.index, label: p.label(), source: Box::new(e) });
+                if r.is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                }
                 slots.lock().expect("no thread panics holding the lock")[k] = Some(r);
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1, jobs.len());
             });

@@ -12,6 +12,7 @@ mod edited;
 mod churn;
 mod dtls;
 mod ext_causes;
+mod failure;
 mod families;
 mod procedure;
 mod reasons;

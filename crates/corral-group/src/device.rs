@@ -188,7 +188,8 @@ struct Watch {
     next: Option<Instant>,
 }
 
-const QUANTITIES: [(Quantity, &str); 3] = [(Quantity::Temperature, "t"), (Quantity::Humidity, "h"), (Quantity::Light, "l")];
+const QUANTITIES: [(Quantity, &str); 3] =
+    [(Quantity::Temperature, "t"), (Quantity::Humidity, "h"), (Quantity::Light, "l")];
 
 impl Sensors {
     pub fn new(config: DeviceConfig) -> Sensors {

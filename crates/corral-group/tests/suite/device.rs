@@ -82,7 +82,8 @@ fn observable_sensor_notifies_at_its_configured_step() {
     let fine = NotifySteps::default().with(Quantity::Temperature, 0.01);
     assert_eq!(fine.of(Quantity::Humidity), NotifySteps::default().of(Quantity::Humidity), "one step set");
     let coarse = observed_values(DeviceConfig { observable: true, ..DeviceConfig::default() }, "s/t", 600);
-    let every = observed_values(DeviceConfig { observable: true, notify_steps: fine, ..DeviceConfig::default() }, "s/t", 600);
+    let every =
+        observed_values(DeviceConfig { observable: true, notify_steps: fine, ..DeviceConfig::default() }, "s/t", 600);
     // At the sensors' resolution every reading that changed is a notification: most of the 600 seconds'
     // (the noise moves the reading by up to ±0.05 °C a second), where 0.2 °C waits for the slow cycle.
     assert!(every.len() > 400, "step 0.01 °C: {} notifications in 600 s", every.len());

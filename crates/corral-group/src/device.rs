@@ -50,6 +50,57 @@ impl Quantity {
     pub fn name(self) -> &'static str {
         self.params().7
     }
+
+    /// The quantity behind a sensor's path (`s/t`, `/s/h`, `s/l`: the sensors mounted at `s`).
+    pub fn at(path: &str) -> Option<Quantity> {
+        match path.trim_matches('/') {
+            "s/t" => Some(Quantity::Temperature),
+            "s/h" => Some(Quantity::Humidity),
+            "s/l" => Some(Quantity::Light),
+            _ => None,
+        }
+    }
+}
+
+/// How far a reading must move from the value observers last saw before observable sensors notify them
+/// (RFC 7641 §4.2 leaves when to notify to the server). A step at or below the sensors' resolution
+/// (0.01) notifies every reading that changed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NotifySteps {
+    /// °C.
+    pub temperature: f64,
+    /// %RH.
+    pub humidity: f64,
+    /// lx.
+    pub light: f64,
+}
+
+impl Default for NotifySteps {
+    /// 0.2 °C, 1 %RH, 10 lx.
+    fn default() -> NotifySteps {
+        NotifySteps { temperature: 0.2, humidity: 1.0, light: 10.0 }
+    }
+}
+
+impl NotifySteps {
+    /// The step of `q`.
+    pub fn of(&self, q: Quantity) -> f64 {
+        match q {
+            Quantity::Temperature => self.temperature,
+            Quantity::Humidity => self.humidity,
+            Quantity::Light => self.light,
+        }
+    }
+
+    /// These steps with `q`'s set to `step`.
+    pub fn with(mut self, q: Quantity, step: f64) -> NotifySteps {
+        match q {
+            Quantity::Temperature => self.temperature = step,
+            Quantity::Humidity => self.humidity = step,
+            Quantity::Light => self.light = step,
+        }
+        self
+    }
 }
 
 /// The value a device with `seed` reports for `q` at `now`, rounded to 2 decimals. Constant within each
@@ -75,10 +126,12 @@ pub struct DeviceConfig {
     /// Add `obs` to the sensors' links, for drivers that put an Observe layer in front of them.
     pub advertise_obs: bool,
     /// Observable sensors (RFC 7641, implies `advertise_obs`): GET responses register observers, and once
-    /// one registered the sensors look at their value every second and notify when it moved by a step
-    /// (0.2 °C, 1 %RH, 10 lx). Off by default: it costs a timer per device, and the simulator runs
-    /// thousands of devices that nobody observes.
+    /// one registered the sensors look at their value every second and notify when it moved by its step
+    /// (`notify_steps`). Off by default: it costs a timer per device, and the simulator runs thousands of
+    /// devices that nobody observes.
     pub observable: bool,
+    /// The steps of observable sensors: 0.2 °C, 1 %RH, 10 lx unless set.
+    pub notify_steps: NotifySteps,
     /// Slots of `/mc`; `None`: [`crate::mc::DEFAULT_SLOTS`].
     pub mc_slots: Option<usize>,
     /// Who may change the device's memberships through `/mc` (see [`McResource::managed_by`]); empty:
@@ -135,8 +188,8 @@ struct Watch {
     next: Option<Instant>,
 }
 
-const QUANTITIES: [(Quantity, &str, f64); 3] =
-    [(Quantity::Temperature, "t", 0.2), (Quantity::Humidity, "h", 1.0), (Quantity::Light, "l", 10.0)];
+const QUANTITIES: [(Quantity, &str); 3] =
+    [(Quantity::Temperature, "t"), (Quantity::Humidity, "h"), (Quantity::Light, "l")];
 
 impl Sensors {
     pub fn new(config: DeviceConfig) -> Sensors {
@@ -176,7 +229,7 @@ impl Service for Sensors {
             if req.request.options.observe() == Some(0) && watch.next.is_none() {
                 watch.next = Some(Sensors::next_second(cx.now()));
             }
-            if let Some(i) = QUANTITIES.iter().position(|(qq, _, _)| *qq == q) {
+            if let Some(i) = QUANTITIES.iter().position(|(qq, _)| *qq == q) {
                 watch.last[i] = Some(v);
             }
         }
@@ -194,19 +247,20 @@ impl Service for Sensors {
 
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
         let seed = self.seed(cx);
+        let steps = self.config.notify_steps;
         let Some(watch) = self.watch.as_mut() else { return };
         if watch.next.is_none_or(|t| cx.now() < t) {
             return;
         }
         let mut observed = false;
-        for (i, (q, sub, step)) in QUANTITIES.iter().enumerate() {
+        for (i, (q, sub)) in QUANTITIES.iter().enumerate() {
             let path = if watch.prefix.is_empty() { format!("/{sub}") } else { format!("/{}/{sub}", watch.prefix) };
             if cx.observer_count(&path) == 0 {
                 continue;
             }
             observed = true;
             let Some(last) = watch.last[i] else { continue };
-            if (sample(seed, *q, cx.now()) - last).abs() >= *step {
+            if (sample(seed, *q, cx.now()) - last).abs() >= steps.of(*q) {
                 // The notification re-runs handle_request, which records the value sent.
                 cx.changed(&path);
             }

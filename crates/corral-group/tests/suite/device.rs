@@ -1,7 +1,7 @@
-//! Virtual devices on the in-memory net: observable sensors notify when their value moves, and stay silent
-//! (no timer) when nobody observes.
+//! Virtual devices on the in-memory net: observable sensors notify when their value moves by their step,
+//! and stay silent (no timer) when nobody observes.
 
-use corral_group::device::{mount_device, sample, DeviceConfig, Quantity};
+use corral_group::device::{mount_device, sample, DeviceConfig, NotifySteps, Quantity};
 use corral_proto::testing::Net;
 use corral_proto::wire::{Code, OptionNumber};
 use corral_proto::{
@@ -29,9 +29,13 @@ impl Service for Client {
 const SEED: u64 = 77;
 
 fn setup(observable: bool) -> (Net, usize, usize, corral_proto::ServiceHandle) {
+    setup_with(DeviceConfig { observable, ..DeviceConfig::default() })
+}
+
+fn setup_with(config: DeviceConfig) -> (Net, usize, usize, corral_proto::ServiceHandle) {
     let mut net = Net::default();
     let mut d = Node::new(Endpoint::new(EndpointConfig::with_seed(1)));
-    mount_device(&mut d, DeviceConfig { seed: Some(SEED), observable, ..DeviceConfig::default() });
+    mount_device(&mut d, DeviceConfig { seed: Some(SEED), ..config });
     let dev = net.add("10.0.0.2:5683".parse::<SocketAddr>().unwrap(), d);
     let mut c = Node::new(Endpoint::new(EndpointConfig::with_seed(2)));
     let svc = c.mount("", Client::default());
@@ -60,6 +64,31 @@ fn observable_sensor_notifies_when_its_value_moves() {
     }
     let seqs: Vec<u32> = got.iter().map(|(_, _, r)| r.options.observe().expect("Observe option")).collect();
     assert!(seqs.windows(2).all(|w| w[1] > w[0]), "{seqs:?}");
+}
+
+/// The values an observer of `path` on a device with `config` receives in `secs` seconds.
+fn observed_values(config: DeviceConfig, path: &str, secs: u64) -> Vec<f64> {
+    let (mut net, dev, client, svc) = setup_with(config);
+    let (now, dst) = (net.now, net.addr(dev));
+    let req = Request::get(path).with_option(OptionNumber::OBSERVE, &[]);
+    net.node(client).with_service(now, svc, |_: &mut Client, cx| cx.request(dst, req, SendParams::default()));
+    net.run_for(Duration::from_secs(secs));
+    let got = &net.node(client).service::<Client>(svc).unwrap().responses;
+    got.iter().map(|(_, _, r)| r.payload_text().parse().unwrap()).collect()
+}
+
+#[test]
+fn observable_sensor_notifies_at_its_configured_step() {
+    let fine = NotifySteps::default().with(Quantity::Temperature, 0.01);
+    assert_eq!(fine.of(Quantity::Humidity), NotifySteps::default().of(Quantity::Humidity), "one step set");
+    let coarse = observed_values(DeviceConfig { observable: true, ..DeviceConfig::default() }, "s/t", 600);
+    let every =
+        observed_values(DeviceConfig { observable: true, notify_steps: fine, ..DeviceConfig::default() }, "s/t", 600);
+    // At the sensors' resolution every reading that changed is a notification: most of the 600 seconds'
+    // (the noise moves the reading by up to ±0.05 °C a second), where 0.2 °C waits for the slow cycle.
+    assert!(every.len() > 400, "step 0.01 °C: {} notifications in 600 s", every.len());
+    assert!(coarse.len() < 20, "step 0.2 °C: {} notifications in 600 s", coarse.len());
+    assert!(every.windows(2).all(|w| w[0] != w[1]), "only readings that changed are sent");
 }
 
 #[test]

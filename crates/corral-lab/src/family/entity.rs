@@ -17,7 +17,7 @@ use crate::harness::{
 };
 use crate::record::{Facts, PointResult, QueryRow, Staleness};
 use crate::scenario::{Common, EntitySetup, Follow};
-use corral_group::device::{sample, Quantity};
+use corral_group::device::{sample, NotifySteps, Quantity};
 use corral_group::profile::{Delay, Ect, Emt, Op, ProfilePatch, Repair};
 use corral_group::{EmConfig, EntityManager, MemStore};
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
@@ -31,7 +31,12 @@ pub fn run(c: &Common, e: &EntitySetup, index: usize, seed: u64, record: bool) -
     let mut sim = simulator(c, &net, seed, record);
     let params = transmission_params(&c.transmission);
     let endpoint = |sim: &Sim, i: usize| node_endpoint(sim, i, params);
-    attach_devices(&mut sim, &net, &endpoint, matches!(e.follow, Some(Follow::Observe)));
+    let quantity = Quantity::at(&e.resource);
+    let steps = match (quantity, e.notify_step) {
+        (Some(q), Some(step)) => NotifySteps::default().with(q, step),
+        _ => NotifySteps::default(),
+    };
+    attach_devices(&mut sim, &net, &endpoint, matches!(e.follow, Some(Follow::Observe)).then_some(steps));
     for &g in &net.gateways {
         let cfg = EmConfig {
             local_addrs: vec![sim.addr(NodeId(g as u32))],
@@ -89,7 +94,7 @@ pub fn run(c: &Common, e: &EntitySetup, index: usize, seed: u64, record: bool) -
                 .flatten()
                 .filter_map(|&m| d.sim.node(NodeId(m as u32)).map(|n| n.endpoint().config().seed))
                 .collect();
-            if let Some(q) = quantity(&e.resource) {
+            if let Some(q) = quantity {
                 let truth = |t: Instant| seeds.iter().map(|&sd| sample(sd, q, t)).sum::<f64>() / seeds.len() as f64;
                 staleness = self::staleness(&updates, truth, start, d.sim.now());
             }
@@ -205,16 +210,6 @@ fn follow(
 /// The `v` of an EM's JSON answer to an arithmetic operation.
 fn average(payload: &[u8]) -> Option<f64> {
     serde_json::from_slice::<serde_json::Value>(payload).ok()?.get("v")?.as_f64()
-}
-
-/// The sensor behind a device resource path.
-fn quantity(resource: &str) -> Option<Quantity> {
-    match resource.trim_matches('/') {
-        "s/t" => Some(Quantity::Temperature),
-        "s/h" => Some(Quantity::Humidity),
-        "s/l" => Some(Quantity::Light),
-        _ => None,
-    }
 }
 
 /// |what the client knew − `truth`| at every whole second in (`start`, `end`] after its first update:

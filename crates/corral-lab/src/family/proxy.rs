@@ -33,7 +33,7 @@ pub fn run(c: &Common, p: &ProxySetup, index: usize, seed: u64, record: bool) ->
         }
         cfg
     };
-    attach_devices(&mut sim, &net, &endpoint, false);
+    attach_devices(&mut sim, &net, &endpoint, None);
     for &g in &net.gateways {
         // A forwarder, not the Entity Manager: its proxy is mounted below.
         sim.attach(NodeId(g as u32), Node::new(Endpoint::new(endpoint(&sim, g))));

@@ -5,7 +5,7 @@
 use super::{Driver, LabClient};
 use crate::error::RunError;
 use crate::scenario::{Common, LinkSpec, NetworkSetup, TopologyKind, Transmission, Wifi};
-use corral_group::device::{mount_device, DeviceConfig};
+use corral_group::device::{mount_device, DeviceConfig, NotifySteps};
 use corral_proto::{Duration, Endpoint, EndpointConfig, Node, TransmissionParams};
 use corral_sim::{Interferer, LinkModel, NodeId, NodeSpec, Reach, Role, Sim, SimConfig, Topology, WiredSpec};
 
@@ -143,17 +143,23 @@ pub fn node_endpoint(sim: &Sim, i: usize, params: TransmissionParams) -> Endpoin
 }
 
 /// A virtual device (corral-group's `mount_device`: `/s/t`, `/mc`, …) on every member, with the endpoint
-/// configuration `endpoint` gives; `observable` sensors notify observers.
+/// configuration `endpoint` gives; with `observable` steps, sensors notify observers when a reading moved
+/// by its step.
 pub fn attach_devices(
     sim: &mut Sim,
     net: &Network,
     endpoint: &dyn Fn(&Sim, usize) -> EndpointConfig,
-    observable: bool,
+    observable: Option<NotifySteps>,
 ) {
     for list in &net.members {
         for &m in list {
             let mut node = Node::new(Endpoint::new(endpoint(sim, m)));
-            let dc = DeviceConfig { mc_slots: Some(4), observable, ..DeviceConfig::default() };
+            let dc = DeviceConfig {
+                mc_slots: Some(4),
+                observable: observable.is_some(),
+                notify_steps: observable.unwrap_or_default(),
+                ..DeviceConfig::default()
+            };
             mount_device(&mut node, dc);
             sim.attach(NodeId(m as u32), node);
         }

@@ -22,6 +22,10 @@ pub struct EntitySpec {
     pub layout: String,
     /// Delay between the parent's requests to its child entities, ms.
     pub parent_delay_ms: u64,
+    /// How far a member's reading must move before its observable sensor notifies, in the unit of
+    /// `resource` (°C for `s/t`); unset: corral-group's step (0.2 °C, 1 %RH, 10 lx). Only points of the
+    /// `follow` axis that observe use it, so a scenario that sets it must observe.
+    pub notify_step: Option<f64>,
 }
 
 impl Default for EntitySpec {
@@ -35,6 +39,7 @@ impl Default for EntitySpec {
             timeout_ms: None,
             layout: "single".into(),
             parent_delay_ms: 0,
+            notify_step: None,
         }
     }
 }

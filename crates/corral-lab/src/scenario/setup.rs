@@ -158,6 +158,9 @@ pub struct EntitySetup {
     /// `repetitions` times.
     pub follow: Option<Follow>,
     pub window_s: u64,
+    /// The members' notification step (`entity.notify_step`) of a point that observes; `None` otherwise
+    /// and when unset (corral-group's step).
+    pub notify_step: Option<f64>,
 }
 
 /// The resolved `[proxy]` of a point: the forwarders, their FIB rules, and the consumers' queries of the

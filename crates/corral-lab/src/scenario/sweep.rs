@@ -137,6 +137,11 @@ impl Scenario {
         out
     }
 
+    /// Whether a point of the `follow` axis observes (its members' sensors then notify).
+    fn observes(&self) -> bool {
+        self.sweep.get("follow").is_some_and(|vs| vs.iter().any(|v| v.as_str() == Some("observe")))
+    }
+
     /// Replicates per point: `workload.replicates`, or `quick_replicates` with `--quick`.
     pub fn replicates(&self, quick: bool) -> usize {
         if quick { self.workload.quick_replicates } else { self.workload.replicates }.max(1)
@@ -388,6 +393,21 @@ impl Scenario {
         if follow.is_some() && (multicast || nested || window_s == 0) {
             return err("follow: a unicast single entity and workload.duration_s > 0");
         }
+        let notify_step = match self.entity.notify_step {
+            Some(step) if !(step.is_finite() && step > 0.0) => {
+                return err(format!("entity.notify_step {step}: a step > 0 in the unit of entity.resource"));
+            }
+            Some(_) if corral_group::device::Quantity::at(&self.entity.resource).is_none() => {
+                return err(format!(
+                    "entity.notify_step: entity.resource {:?} is no sensor (s/t, s/h, s/l)",
+                    self.entity.resource
+                ));
+            }
+            Some(_) if !self.observes() => {
+                return err("entity.notify_step: only observing members notify; add \"observe\" to sweep.follow");
+            }
+            step => step.filter(|_| follow == Some(Follow::Observe)),
+        };
         if let Some(f) = &proxy {
             f.validate(net.group)?;
             if nested || multicast || follow.is_some() {
@@ -449,6 +469,7 @@ impl Scenario {
                 parent_delay_ms: self.entity.parent_delay_ms,
                 follow,
                 window_s,
+                notify_step,
             }),
         };
         Ok(Setup { common, experiment })

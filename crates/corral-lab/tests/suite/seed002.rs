@@ -1,6 +1,7 @@
 //! Seed 002's scenarios in quick form, as the suite runs them: each writes its report (CSV, SVG figures,
-//! summary) and every finding gets a verdict (none INCONCLUSIVE: the quick sweeps keep the points each
-//! check needs). The verdicts themselves are printed, not pinned: a model change may move them, and
+//! summary) and every finding gets a verdict (none INCONCLUSIVE for want of points: the quick sweeps keep
+//! the points each check needs; the TinyCoAP-against-CoapBlip claims the text gives no figure for are
+//! INCONCLUSIVE and say why). The verdicts themselves are printed, not pinned: a model change may move them, and
 //! `docs/lab.md` records the full runs'.
 
 use crate::edited;

@@ -302,6 +302,8 @@ struct SimNode {
     /// of them will be.
     cpu_backlog: u16,
     cpu_free_at: Instant,
+    /// This node's [`SimConfig::rx_queue`] (the config's unless [`Sim::set_rx_queue`] changed it).
+    rx_queue: Option<u16>,
     clock: NodeClock,
 }
 
@@ -439,6 +441,7 @@ impl Sim {
                 counters: NodeCounters::default(),
                 cpu_backlog: 0,
                 cpu_free_at: Instant::ZERO,
+                rx_queue: cfg.rx_queue,
                 clock: NodeClock::new(&cfg, Rng::stream(seed, 0x6_0000_0000 + i as u64)),
             });
         }

@@ -6,9 +6,15 @@
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
-/// The schemes: CoAP (corral's endpoint; CON, or NON when `rate` > 0) and the HTTP baselines of
-/// `corral_sim::http`.
-pub const SCHEMES: [&str; 4] = ["coap", "http-tcp", "http-persistent", "http-udp"];
+/// The schemes: CoAP (corral's endpoint; CON, or NON when `rate` > 0) on one of the paper's two server
+/// profiles — `coap` TinyCoAP's, `coapblip` CoapBlip's (see `crate::family::baseline`) — and the HTTP
+/// baselines of `corral_sim::http`.
+pub const SCHEMES: [&str; 5] = ["coap", "coapblip", "http-tcp", "http-persistent", "http-udp"];
+
+/// How a CoAP server holds a request it received (seed 002 §4.3): `copied` (TinyCoAP: the PDU is copied
+/// into its pool and the UDP buffer freed at once) or `held` (CoapBlip: the PDU stays in its malloc'd
+/// UDP-level buffer, read through pointers, until the request has been processed).
+pub const BUFFERS: [&str; 2] = ["copied", "held"];
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -42,6 +48,13 @@ pub struct BaselineSpec {
     pub max_retransmit: u8,
     /// Virtual time a point may take at most, s.
     pub limit_s: u64,
+    /// The largest response body each CoAP server profile can build (seed 002 §6: TinyCoAP 1200 B, its
+    /// compile-time PoolC size; CoapBlip 650 B). A larger one is answered 5.00 (Internal Server Error).
+    pub tinycoap_max_payload: usize,
+    pub coapblip_max_payload: usize,
+    /// How CoapBlip's server holds a received request ([`BUFFERS`]; the paper's: `held`). TinyCoAP's is
+    /// always `copied`.
+    pub coapblip_buffer: String,
     /// Every radio timing `radio_speed` times as fast (bit rate × k; turnaround, CCA, backoff period and
     /// ACK wait ÷ k). 1 is IEEE 802.15.4 at 250 kb/s; other values are a deliberately wrong model for
     /// `[[sensitivity]]` variants that take channel access out of a claim's cause.
@@ -67,6 +80,9 @@ impl Default for BaselineSpec {
             max_retransmit: 4,
             limit_s: 7200,
             radio_speed: 1.0,
+            tinycoap_max_payload: 1200,
+            coapblip_max_payload: 650,
+            coapblip_buffer: "held".into(),
         }
     }
 }
@@ -88,8 +104,18 @@ impl BaselineSpec {
         if !(0.0..=10_000.0).contains(&self.rate) {
             return err(format!("baseline.rate {}: 0..10000 requests/s", self.rate));
         }
-        if self.rate > 0.0 && !matches!(self.scheme.as_str(), "coap" | "http-udp") {
-            return err("baseline.rate: an open loop needs coap or http-udp (TCP paces itself)");
+        if self.rate > 0.0 && !matches!(self.scheme.as_str(), "coap" | "coapblip" | "http-udp") {
+            return err("baseline.rate: an open loop needs coap, coapblip or http-udp (TCP paces itself)");
+        }
+        for (key, max) in
+            [("tinycoap_max_payload", self.tinycoap_max_payload), ("coapblip_max_payload", self.coapblip_max_payload)]
+        {
+            if max == 0 || max > 1200 {
+                return err(format!("baseline.{key} {max}: 1..1200 bytes"));
+            }
+        }
+        if !BUFFERS.contains(&self.coapblip_buffer.as_str()) {
+            return err(format!("baseline.coapblip_buffer {:?}: one of {}", self.coapblip_buffer, BUFFERS.join(", ")));
         }
         if self.snr_db != 0.0 && corral_sim::loss::snr::table4_symbol_error_rate(self.snr_db).is_none() {
             return err(format!("baseline.snr_db {}: 0 or one of Table 4's 2.5, 2, 1.5, 1", self.snr_db));

@@ -148,6 +148,15 @@ impl Sim {
         self.routing.discard_at = only.map(|n| n.0);
     }
 
+    /// Gives node `n` a receive path of its own ([`SimConfig::rx_queue`] for this node only): `Some(k)`
+    /// handles its datagrams one at a time with room for `k` waiting, `None` in parallel. Seed 002's CoapBlip
+    /// server, whose UDP buffer stays taken while a request is processed, is `Some(0)`.
+    pub fn set_rx_queue(&mut self, n: NodeId, waiting: Option<u16>) {
+        if let Some(node) = self.nodes.get_mut(n.0 as usize) {
+            node.rx_queue = waiting;
+        }
+    }
+
     pub(super) fn apply_command(&mut self, i: u32, cmd: NodeCommand) {
         let tin = self.nodes[i as usize].tin;
         match cmd {
@@ -293,7 +302,7 @@ impl Sim {
         // (Charging it a mote's 50 ms made an empty ACK followed closely by its separate response queue
         // up at the client: seed 000's fig14 "ACK_TIMEOUT 2 s is 35 ms slower" artefact.)
         let delay = if self.nodes[at as usize].role == Role::Host { Duration::ZERO } else { self.cfg.processing_delay };
-        let serial = self.cfg.rx_queue.filter(|_| !delay.is_zero());
+        let serial = self.nodes[at as usize].rx_queue.filter(|_| !delay.is_zero());
         if let Some(waiting) = serial {
             if self.nodes[at as usize].cpu_backlog > waiting {
                 return self.drop_dgram(at, dg, DropReason::QueueOverflow, hops);

@@ -8,7 +8,7 @@ use corral_lab::sweep::{self, RunOptions};
 
 /// Scenarios other engineers are changing while this was written (seed 002's by `cbp`, ext-observe by
 /// `obs`): the lead wires their reasons at the merge. Remove a name from here once its claims have one.
-const WIRED_AT_MERGE: &[&str] = &["seed002-latency", "seed002-workload", "seed002-goodput", "ext-observe"];
+const WIRED_AT_MERGE: &[&str] = &[];
 
 /// Claims whose stated reason no variant can test, each with why; their `explain` says so.
 const NO_VARIANT: &[(&str, &str)] = &[

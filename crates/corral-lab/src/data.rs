@@ -6,7 +6,6 @@
 //! [`RunData`] and [`Variant`]: what `crate::sweep` produces (by running or merging) and `crate::csv` and
 //! `crate::report` write. It never runs a simulation and never writes a file.
 
-use crate::findings::Finding;
 use crate::record::{PointResult, QueryRow};
 use crate::results::{aggregate, Aggregate};
 use crate::scenario::{AxisValue, Point, Scenario};
@@ -28,13 +27,8 @@ pub struct RunData {
     pub sensitivity: Vec<Variant>,
 }
 
-/// One sensitivity variant: what it changed and the findings it produced.
-#[derive(Debug, Clone)]
-pub struct Variant {
-    pub name: String,
-    pub changes: String,
-    pub findings: Vec<Finding>,
-}
+/// One sensitivity variant (its type lives with the findings it holds, which link to it by name).
+pub use crate::findings::Variant;
 
 impl RunData {
     /// Aggregates per point with the replicates pooled: one row per point of the sweep's axes, over the

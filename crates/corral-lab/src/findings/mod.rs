@@ -247,6 +247,15 @@ pub fn number(x: f64, unit: &str) -> String {
     }
 }
 
+/// One sensitivity variant of a run: what it changed and the findings it produced. Here, below the run's
+/// data, because [`reason::link`] reads it: a finding names the variant that tests its stated reason.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    pub name: String,
+    pub changes: String,
+    pub findings: Vec<Finding>,
+}
+
 /// One number a check compares.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Measure {

@@ -9,8 +9,7 @@
 //! ([`NO_REASON`]), so a scenario that lost its link shows the gap. It never runs anything: the variants
 //! ran in `crate::sweep::run_sensitivity`.
 
-use super::{number, Finding, Kind, AGREEMENT};
-use crate::data::Variant;
+use super::{number, Finding, Kind, Variant, AGREEMENT};
 
 /// What a DISAGREES without a `reason` says in the report.
 pub const NO_REASON: &str = "none named: no [[sensitivity]] variant tests why it disagrees (a [[finding]] names one with reason = \"<variant>\")";

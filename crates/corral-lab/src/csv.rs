@@ -14,7 +14,7 @@ use crate::record::{
     PointResult, PointRow, QueryRow, Staleness, StreamFacts,
 };
 use crate::results::Aggregate;
-use crate::scenario::Family;
+use crate::scenario::{family_metrics, Family};
 use crate::stats::Summary;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -342,9 +342,25 @@ pub fn nodes_csv(d: &RunData) -> String {
 }
 
 /// `aggregates.csv`: one row per point, its replicates apart.
+/// After the per-query columns, one per family metric the scenario's figures plot ([`family_metrics`]:
+/// `throughput`, `nrp`, `goodput`, …), named as the scenario names it.
 pub fn aggregates_csv(d: &RunData) -> String {
     let aggs: Vec<Aggregate> = d.aggregates().into_iter().map(|(_, a)| a).collect();
-    table(AGGREGATE_COLUMNS, &d.axes(), &aggs, |a| axis_cells(d, a.point))
+    let metrics = family_metrics(&d.scenario.figures);
+    let base = table(AGGREGATE_COLUMNS, &d.axes(), &aggs, |a| axis_cells(d, a.point));
+    let mut out = String::with_capacity(base.len());
+    let mut lines = base.lines();
+    if let Some(head) = lines.next() {
+        out.push_str(head);
+        metrics.iter().for_each(|m| out.push_str(&format!(",{}", m.name())));
+        out.push('\n');
+    }
+    for (line, a) in lines.zip(&aggs) {
+        out.push_str(line);
+        metrics.iter().for_each(|m| out.push_str(&format!(",{}", fixed(a.metric(*m).0, 4))));
+        out.push('\n');
+    }
+    out
 }
 
 /// The file that keeps every seed-001 point's [`MpStats`], so that `corral lab merge` has them too.

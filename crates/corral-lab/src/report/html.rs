@@ -3,7 +3,7 @@
 
 use crate::data::{RunData, Variant};
 use crate::findings::{Finding, Kind};
-use crate::scenario::Scenario;
+use crate::scenario::{family_metrics, Scenario};
 use crate::stats::Summary;
 use std::fmt::Write as _;
 
@@ -205,6 +205,25 @@ th{{background:#f0f0f0}} .proc td{{text-align:left;vertical-align:top}} code{{ba
     }
     h.push_str(&calibration_html(s));
     h.push_str(&sensitivity_html(found, &d.sensitivity));
+    let metrics = family_metrics(&s.figures);
+    if !metrics.is_empty() {
+        // The family's own numbers per point (throughput, NRP, goodput …), before the per-query table.
+        h.push_str("<h2>Per point</h2>\n<p>Means over the replicates.</p>\n<table><tr><th>point</th>");
+        metrics.iter().for_each(|m| {
+            let _ = write!(h, "<th>{}</th>", esc(m.label()));
+        });
+        h.push_str("</tr>\n");
+        for (p, a) in d.aggregates() {
+            let _ = write!(h, "<tr><td style=\"text-align:left\">{}</td>", esc(&p.label()));
+            metrics.iter().for_each(|m| {
+                let v = a.metric(*m).0;
+                let v = if v.is_finite() { crate::findings::number(v, "") } else { "-".into() };
+                let _ = write!(h, "<td>{v}</td>");
+            });
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</table>\n");
+    }
     h.push_str("<h2>Aggregates</h2>\n<p>Replicates pooled (every query of every replicate).</p>\n<table><tr><th>point</th><th>queries</th><th>member %</th><th>group %</th><th>rt min (s)</th><th>p25</th><th>median</th><th>mean</th><th>p75</th><th>max</th><th>retx/query</th><th>frames/query</th><th>busiest link/query</th><th>hops avg/max</th></tr>\n");
     for (p, a) in d.pooled() {
         let rt = |f: fn(&Summary) -> f64| a.rt.map_or("-".to_string(), |s| format!("{:.3}", f(&s) / 1000.0));

@@ -24,7 +24,7 @@ use crate::data::RunData;
 use crate::error::DataError;
 use crate::findings::{self, Finding, Kind};
 use crate::results::Aggregate;
-use crate::scenario::{AxisValue, Point};
+use crate::scenario::{family_metrics, AxisValue, Point};
 use figures::figure_svg;
 use std::path::Path;
 pub use text::{calibration_text, findings_text, notices_text, procedure_text, sensitivity_text, summary_text};
@@ -136,6 +136,7 @@ pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, DataError> 
 
 /// `summary.json`, for scripts.
 pub fn summary_json(d: &RunData, found: &[Finding]) -> serde_json::Value {
+    let metrics = family_metrics(&d.scenario.figures);
     let aggs: Vec<serde_json::Value> = d
         .aggregates()
         .iter()
@@ -164,6 +165,7 @@ pub fn summary_json(d: &RunData, found: &[Finding]) -> serde_json::Value {
                 "retransmissions_per_query": finite(a.retx_per_query),
                 "frames_per_query": finite(a.frames_per_query),
                 "link_stress_per_query": finite(a.link_stress_per_query),
+                "metrics": metrics.iter().map(|m| (m.name().to_string(), finite(a.metric(*m).0))).collect::<serde_json::Map<_, _>>(),
             })
         })
         .collect();

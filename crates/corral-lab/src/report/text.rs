@@ -3,7 +3,7 @@
 
 use crate::data::{RunData, Variant};
 use crate::findings::{reason, Finding, Kind};
-use crate::scenario::Scenario;
+use crate::scenario::{family_metrics, Scenario};
 use crate::stats::Summary;
 use std::fmt::Write as _;
 
@@ -35,6 +35,26 @@ pub fn summary_text(d: &RunData, found: &[Finding]) -> String {
     out.push_str(&sensitivity_text(found, &d.sensitivity));
     if !found.is_empty() {
         let _ = writeln!(out);
+    }
+    let metrics = family_metrics(&s.figures);
+    if !metrics.is_empty() {
+        // A family that measures its own numbers (throughput, NRP, goodput …): those, per point.
+        let _ = write!(out, "{:<44}", "point");
+        metrics.iter().for_each(|m| {
+            let _ = write!(out, " {:>14}", m.name());
+        });
+        let _ = writeln!(out);
+        for (p, a) in &aggs {
+            let _ = write!(out, "{:<44}", p.label());
+            metrics.iter().for_each(|m| {
+                let v = a.metric(*m).0;
+                let v = if v.is_finite() { crate::findings::number(v, "") } else { "-".into() };
+                let _ = write!(out, " {v:>14}");
+            });
+            let _ = writeln!(out);
+        }
+        out.extend(super::churn::text(d));
+        return out;
     }
     let _ = writeln!(
         out,

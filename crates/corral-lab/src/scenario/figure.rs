@@ -128,6 +128,24 @@ impl Metric {
         })
     }
 
+    /// Whether the metric is one of the per-query columns every report's point table has (response times,
+    /// reliability, retransmissions, frames); the others are one family's own numbers (throughput, NRP,
+    /// goodput, …), which the tables add as columns when a figure plots them.
+    pub fn per_query(self) -> bool {
+        matches!(
+            self,
+            Metric::ResponseTime
+                | Metric::ResponseTimePerMember
+                | Metric::MemberReliability
+                | Metric::GroupReliability
+                | Metric::Retransmissions
+                | Metric::Frames
+                | Metric::LinkStress
+                | Metric::FramesPerHour
+                | Metric::Staleness
+        )
+    }
+
     /// The name a scenario writes.
     pub fn name(self) -> &'static str {
         Metric::ALL.iter().find(|(_, m)| *m == self).map_or("", |(n, _)| n)
@@ -160,4 +178,18 @@ impl Metric {
             Metric::FlightsRetransmitted => "handshake flights sent again",
         }
     }
+}
+
+/// The family metrics `figures` plot, each once, in figure order: the columns the point tables
+/// (`aggregates.csv`, `summary.json`, `summary.txt`, the report page) add to the per-query ones, so that a
+/// scenario whose numbers are throughput or NRP shows them beside each point, not only in its figures.
+pub fn family_metrics(figures: &[Figure]) -> Vec<Metric> {
+    let mut out: Vec<Metric> = Vec::new();
+    // A figure's metric was checked when the scenario parsed; one that does not parse adds no column.
+    for m in figures.iter().filter_map(|f| Metric::parse(&f.metric).ok()).filter(|m| !m.per_query()) {
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    out
 }

@@ -40,7 +40,7 @@ pub use churn::{ChurnSetup, ChurnSpec, Vanish};
 pub use dtls::{DtlsSetup, DtlsSpec, Security};
 pub use emulated::EmulatedSpec;
 pub use entity::{EntitySpec, Follow};
-pub use figure::{Figure, Metric};
+pub use figure::{family_metrics, Figure, Metric};
 pub use multiparty::{MultipartySpec, DEPLOYMENTS};
 pub use point::{AxisValue, Point, AXES};
 pub use procedure::ProcedureRow;

@@ -24,6 +24,7 @@ mod seed002;
 mod seed002_causes;
 mod seed003;
 mod sensitivity;
+mod tables;
 
 /// Every `.rs` file beside this one is a module of this binary: cargo builds only what is declared here, so
 /// a file someone adds and forgets to declare would never run.

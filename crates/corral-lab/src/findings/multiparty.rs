@@ -424,6 +424,7 @@ mod tests {
             server_ops: ops(f.server),
             link_requests: f.requests.to_vec(),
             link_responses: f.responses.to_vec(),
+            server_copies: 0,
         }
     }
 

@@ -38,6 +38,10 @@ pub struct MpStats {
     /// (the last: f7 → server) for requests, the reverse direction for responses.
     pub link_requests: Vec<u64>,
     pub link_responses: Vec<u64>,
+    /// Copies of requests the server's message layer answered from its store, when the point counts them
+    /// as responses (`[multiparty] count_copies`); 0 otherwise.
+    #[serde(default)]
+    pub server_copies: u64,
 }
 
 impl MpStats {
@@ -53,7 +57,7 @@ impl MpStats {
 
     /// Mean server responses per second over the request phase (requests × interval).
     pub fn server_rate(&self) -> f64 {
-        let total: u64 = self.server_per_s.iter().map(|&x| u64::from(x)).sum();
+        let total: u64 = self.server_per_s.iter().map(|&x| u64::from(x)).sum::<u64>() + self.server_copies;
         total as f64 / (f64::from(self.requests) * self.interval_s)
     }
 

@@ -12,10 +12,6 @@ const WIRED_AT_MERGE: &[&str] = &[];
 
 /// Claims whose stated reason no variant can test, each with why; their `explain` says so.
 const NO_VARIANT: &[(&str, &str)] = &[
-    // A server that answers every retransmitted copy anew needs a knob in corral-proto's message layer.
-    ("mp_server_rate_unaware", "No variant tests this"),
-    // corral-oscore counts the HMACs inside HKDF: a way of counting, not a model.
-    ("mp_table3_aware", "no variant can test it"),
 ];
 
 #[test]

@@ -276,6 +276,11 @@ pub fn run(c: &Common, m: &MultipartySpec, index: usize, seed: u64) -> Result<Po
         server_ops,
         link_requests,
         link_responses,
+        server_copies: if m.count_copies {
+            sim.node(NodeId(fig.server as u32)).map_or(0, |n| n.endpoint().stats().duplicates_in)
+        } else {
+            0
+        },
     };
     let result = rows(&sim, &fig, &retrievals, index, seed, stats);
     let network =

@@ -21,7 +21,7 @@ fn a_failing_point_stops_the_run_at_once() {
         ran.fetch_add(1, Ordering::Relaxed);
         total.store(n, Ordering::Relaxed);
     });
-    let e = r.err().expect("a CoAP point cannot start outside the corral executable");
+    let Err(e) = r else { panic!("a CoAP point cannot start outside the corral executable") };
     assert!(matches!(e, RunError::Point { index: 0, .. }), "the first point's error, got {e}");
     assert!(e.to_string().contains("corral"), "the error says what is missing: {e}");
     assert!(total.load(Ordering::Relaxed) > 1, "the quick run has more than one point");

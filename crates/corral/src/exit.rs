@@ -1,4 +1,4 @@
-//! Exit codes: one per kind of failure, documented in `--help` and the README. Usage errors use 2, which is
+//! Exit codes: one per kind of failure, documented in `--help` and `docs/client.md`. Usage errors use 2, which is
 //! also what clap exits with for bad arguments, so the two never disagree.
 
 use corral_tokio::Code;

@@ -1,28 +1,32 @@
-//! The README as a new user pastes it: the `sh` blocks of its gateway, client, proxy, streaming and OSCORE
-//! sections run as written, in order, one shell per section (the sections run side by side: each starts
-//! and stops its own servers), with the freshly built `corral` first on the PATH, in a scratch directory
-//! (and a scratch data directory: the gateway's default is under $XDG_DATA_HOME). Each command's exit
-//! status is checked (`set -e`, with the failing command named); the servers a section starts in the
-//! background are stopped by the section itself, and whatever is left when the shell ends is killed. As
-//! root each shell runs in a network namespace of its own, so that the README's fixed ports (5683,
-//! 5700-5702, 5801) cannot collide with each other or anything else on the machine.
+//! The README and the pages under `docs/` as a new user pastes them: the `sh` blocks of each page run as
+//! written, in order, one shell per page (the pages run side by side: each starts and stops its own
+//! servers), with the freshly built `corral` first on the PATH, in a scratch directory (and a scratch data
+//! directory: the gateway's default is under $XDG_DATA_HOME). Each command's exit status is checked
+//! (`set -e`, with the failing command named); the servers a page starts in the background are stopped by
+//! the page itself, and whatever is left when the shell ends is killed. As root each shell runs in a
+//! network namespace of its own, so that the pages' fixed ports (5683, 5700-5702, 5801) cannot collide
+//! with each other or anything else on the machine. A block that is not meant to be pasted (it needs
+//! another machine, or shows output) is fenced as something other than `sh`.
 mod common;
 use common::*;
 use std::process::Command;
 use std::time::Duration;
 
-/// The sections whose blocks run, by the start of their `## ` heading, in the README's order.
-const SECTIONS: [&str; 5] = ["The gateway in five minutes", "Client", "Forward proxy", "Streaming", "OSCORE"];
-
-/// The `sh` blocks of the README under the headings of [`SECTIONS`] (their `###` subsections included),
-/// in order, each with its heading.
-fn blocks(readme: &str) -> Vec<(String, String)> {
+/// The `sh` blocks of `text` under a `#`/`##`/`###` heading that starts with one of `sections` (all of
+/// them when `sections` is empty), in order, each with its heading.
+fn blocks(text: &str, sections: &[&str]) -> Vec<(String, String)> {
     let (mut out, mut heading, mut block): (Vec<(String, String)>, String, Option<String>) =
         (Vec::new(), String::new(), None);
-    for line in readme.lines() {
+    let mut in_section = sections.is_empty();
+    let mut other_fence = false; // inside a block fenced as something other than `sh`
+    for line in text.lines() {
+        if other_fence || (block.is_none() && line.starts_with("```") && line != "```sh") {
+            other_fence = !other_fence || line != "```";
+            continue;
+        }
         match &mut block {
             Some(b) if line == "```" => {
-                if SECTIONS.iter().any(|s| heading.starts_with(s)) {
+                if in_section {
                     out.push((heading.clone(), std::mem::take(b)));
                 }
                 block = None;
@@ -33,8 +37,11 @@ fn blocks(readme: &str) -> Vec<(String, String)> {
             }
             None if line == "```sh" => block = Some(String::new()),
             None => {
-                if let Some(h) = line.strip_prefix("## ") {
+                if let Some(h) = line.strip_prefix("## ").or_else(|| line.strip_prefix("# ")) {
                     heading = h.to_string();
+                    if !sections.is_empty() && line.starts_with("## ") {
+                        in_section = sections.iter().any(|s| h.starts_with(s));
+                    }
                 }
             }
         }
@@ -42,28 +49,28 @@ fn blocks(readme: &str) -> Vec<(String, String)> {
     out
 }
 
-/// Runs the `sh` blocks under `## SECTION` (its `###` subsections included) in one shell of their own, in
-/// a network namespace of their own (as root), and checks that each of `promises` is in the output.
-/// Each section starts and stops its own servers, so the sections run side by side as separate tests.
-fn the_section_runs_as_written(section: &str, promises: &[&str]) {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let blocks: Vec<(String, String)> = blocks(&readme).into_iter().filter(|(h, _)| h.starts_with(section)).collect();
-    assert!(!blocks.is_empty(), "no sh block under `## {section}`");
+/// Runs the `sh` blocks of `page` (a path from the repository's root; only those under `sections` when it
+/// is not empty) in one shell of their own, in a network namespace of their own (as root), and checks that
+/// each of `promises` is in the output.
+fn the_page_runs_as_written(page: &str, sections: &[&str], promises: &[&str]) {
+    let text = std::fs::read_to_string(format!("{}/../../{page}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let blocks = blocks(&text, sections);
+    assert!(!blocks.is_empty(), "no sh block in {page} {sections:?}");
     let dir = tempfile::tempdir().unwrap();
     let bin = std::path::Path::new(CORRAL).parent().unwrap().display().to_string();
     let mut script = format!(
         "set -eE -o pipefail\n\
-         trap 'echo \"README: exit status $? from: $BASH_COMMAND\" >&2' ERR\n\
+         trap 'echo \"{page}: exit status $? from: $BASH_COMMAND\" >&2' ERR\n\
          trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n\
          export PATH={bin}:$PATH XDG_DATA_HOME={dir}/data HOME={dir}\n\
          cd {dir}\n",
         dir = dir.path().display()
     );
     for (heading, block) in &blocks {
-        script.push_str(&format!("echo '=== README: {}' >&2\n{block}", heading.replace('\'', "")));
+        script.push_str(&format!("echo '=== {page}: {}' >&2\n{block}", heading.replace('\'', "")));
     }
-    script.push_str("echo README-DONE\n");
-    let file = dir.path().join("readme.sh");
+    script.push_str("echo PAGE-DONE\n");
+    let file = dir.path().join("page.sh");
     std::fs::write(&file, &script).unwrap();
     let netns = Netns::new("readme", &[]);
     let mut cmd = match &netns {
@@ -72,7 +79,7 @@ fn the_section_runs_as_written(section: &str, promises: &[&str]) {
     };
     let o = run(cmd.arg(&file), Duration::from_secs(300));
     if let Some(ns) = &netns {
-        // Whatever a failed section left running in the namespace.
+        // Whatever a failed page left running in the namespace.
         let pids = Command::new("ip").args(["netns", "pids", &ns.name]).output().unwrap();
         for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
             let _ = Command::new("kill").arg(pid).output();
@@ -82,41 +89,41 @@ fn the_section_runs_as_written(section: &str, promises: &[&str]) {
     let tail: Vec<&str> = err.lines().rev().take(40).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     assert!(
-        o.status.success() && stdout(&o).contains("README-DONE"),
-        "the README's commands under `## {section}` failed (status {:?}):\n{}",
+        o.status.success() && stdout(&o).contains("PAGE-DONE"),
+        "the commands of {page} failed (status {:?}):\n{}",
         o.status.code(),
         tail.join("\n")
     );
-    // What the section promises on the way (a sample; every command's status was checked above).
+    // What the page promises on the way (a sample; every command's status was checked above).
     let out = stdout(&o);
     for promise in promises {
-        assert!(out.contains(promise), "`{promise}` in the output of `## {section}`:\n{out}");
+        assert!(out.contains(promise), "`{promise}` in the output of {page}:\n{out}");
     }
 }
 
 #[test]
-fn the_gateway_section_runs_as_written() {
-    the_section_runs_as_written(SECTIONS[0], &["created room1", "deleted lights"]);
+fn the_readme_gateway_section_runs_as_written() {
+    the_page_runs_as_written("README.md", &["The gateway in five minutes"], &["created room1", "deleted lights"]);
 }
 
 #[test]
-fn the_client_section_runs_as_written() {
-    the_section_runs_as_written(SECTIONS[1], &["Hello from corral!"]);
+fn the_client_page_runs_as_written() {
+    the_page_runs_as_written("docs/client.md", &[], &["Hello from corral!"]);
 }
 
 #[test]
-fn the_proxy_section_runs_as_written() {
-    the_section_runs_as_written(SECTIONS[2], &[]);
+fn the_proxy_page_runs_as_written() {
+    the_page_runs_as_written("docs/proxy.md", &[], &[]);
 }
 
 #[test]
-fn the_streaming_section_runs_as_written() {
-    the_section_runs_as_written(SECTIONS[3], &["readings acknowledged"]);
+fn the_streaming_page_runs_as_written() {
+    the_page_runs_as_written("docs/streaming.md", &[], &["readings acknowledged"]);
 }
 
 #[test]
-fn the_oscore_section_runs_as_written() {
-    the_section_runs_as_written(SECTIONS[4], &[]);
+fn the_oscore_page_runs_as_written() {
+    the_page_runs_as_written("docs/oscore.md", &[], &[]);
 }
 
 /// The documents the README and the crates' READMEs link to are in the repository: no `shared/docs/…`

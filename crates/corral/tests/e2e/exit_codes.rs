@@ -1,4 +1,4 @@
-//! The README's exit status table, one test per row, on the real binary: each failure is one line on
+//! The exit status table of `docs/client.md`, one test per row, on the real binary: each failure is one line on
 //! stderr (`error: …`) and the row's status. Also the dead peer: a port where nothing listens is refused
 //! at once (ICMP port unreachable), by every client verb and by `corral bench`.
 

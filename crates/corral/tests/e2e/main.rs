@@ -7,7 +7,7 @@
 //!
 //! A new file here must be declared below; `every_file_here_is_declared` fails otherwise. Run one area
 //! with `cargo test --release -p corral --test e2e gateway::`. `readme.rs`, `lab.rs` and
-//! `lab_procedures.rs` stay binaries of their own: they run long real-time programs (the README's blocks,
+//! `lab_procedures.rs` stay binaries of their own: they run long real-time programs (the docs' blocks,
 //! seed 004 over `corral link`) whose timing other tests must not share.
 
 #[path = "../common/mod.rs"]

@@ -1,4 +1,4 @@
-//! `corral proxy` on real sockets: the README's walk-through (a two-rule FIB, the second fetch from the
+//! `corral proxy` on real sockets: the walk-through of `docs/proxy.md` (a two-rule FIB, the second fetch from the
 //! cache), CoAP over TCP on either side, the errors a user sees, and — with `CORRAL_INTEROP=1` — libcoap's
 //! and aiocoap's clients through corral's proxy to libcoap's and corral's servers (block-wise and observe
 //! included), and corral's client through libcoap's proxy.

@@ -339,6 +339,10 @@ impl EntityManager {
 
     pub(super) fn flow_fail(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, (code, msg): Fail) {
         info!(entity = %flow.name, %code, msg = %msg, "entity change refused");
+        if matches!(flow.action, Action::Create { .. }) && !self.entities.contains_key(&flow.name) {
+            // The refused creation's validation counted its members: no entity shows them.
+            self.stats.forget_entity(&flow.name);
+        }
         if flow.pending_saved {
             // If this fails too, the record stays pending and the next start-up undoes it.
             if let Err(e) = self.store.delete_entity(&flow.name) {
@@ -400,6 +404,7 @@ impl EntityManager {
         match (flow.action, &flow.new) {
             (Action::Delete | Action::Recover, _) => {
                 let gone = self.entities.remove(&flow.name);
+                self.stats.forget_entity(&flow.name);
                 let group = gone.and_then(|e| e.stored.group).or(flow.old.as_ref().and_then(|o| o.group));
                 if let Some(g) = group {
                     self.release_group(now, g);

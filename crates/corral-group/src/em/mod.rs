@@ -95,7 +95,7 @@ use jobs::{member_result, Job, JobId, JobSpec, Jobs, Kind, Res, Sink, Slot};
 use quotas::{Hold, Quotas};
 use shards::Part;
 pub use shards::{Directory, SYNC_PERIOD};
-pub use stats::{EmStats, Latency, MemberStats, LATENCY_BOUNDS_US};
+pub use stats::{EmStats, EntityMember, Latency, MemberStats, LATENCY_BOUNDS_US};
 use watch::Watches;
 
 use crate::output::{self, MemberReport, Reading, UseResult};

@@ -149,6 +149,7 @@ impl EntityManager {
         let mut changed: Vec<String> = self.entities.keys().filter(|n| !table.contains_key(*n)).cloned().collect();
         for name in &changed {
             self.entities.remove(name);
+            self.stats.forget_entity(name);
             self.end_jobs_of(cx, name, Some("not finished: the entity was deleted meanwhile"));
         }
         let now = cx.now();

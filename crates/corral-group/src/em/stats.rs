@@ -1,10 +1,12 @@
-//! What the Entity Manager counts, for operators (the gateway's `/metrics`): member exchanges and their
-//! outcomes, the latency of member answers, failures per member, and refusals by the fan-out budget and
-//! the exchange quotas.
+//! What the Entity Manager counts, for operators (the gateway's `/metrics` and console): member exchanges
+//! and their outcomes, answers to group (multicast) requests, the latency of member answers, counters per
+//! member address and per entity member, and refusals by the fan-out budget and the exchange quotas.
 //!
 //! Owns: [`EmStats`], plain integers a driver copies out (`EntityManager::stats`). Bounded: at most
-//! [`MAX_MEMBERS`] members are counted one by one (the rest together under [`OTHER`]), and only requests
-//! in flight are remembered for their latency (each is forgotten when it ends).
+//! [`MAX_MEMBERS`] rows in each per-member table (the rest together under [`OTHER`]), and only requests in
+//! flight are remembered for their latency (each is forgotten when it ends). The rows of one entity's
+//! members go when the entity goes ([`EmStats::forget_entity`]), so that a later entity of the same name
+//! starts from zero.
 
 use corral_proto::{Instant, RequestId};
 use std::collections::{BTreeMap, HashMap};
@@ -21,16 +23,25 @@ pub const OTHER: &str = "other";
 pub const LATENCY_BOUNDS_US: [u64; 12] =
     [1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 10_000_000];
 
-/// Counters of one member (by its address).
+/// Counters of one member (by its address, or as one entity's member).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MemberStats {
+    /// Unicast requests sent to it.
     pub requests: u64,
+    /// Answers to those.
     pub answers: u64,
-    /// Requests that ended without an answer (timeout, reset, unreachable).
+    /// Unicast requests that ended without an answer (timeout, reset, unreachable).
     pub failures: u64,
-    /// The latency of its last answer, in microseconds.
+    /// Group requests of a multicast entity it was asked through (one per use of the entity).
+    pub group_requests: u64,
+    /// Its answers to those (a member silent in the multicast window counts none).
+    pub group_answers: u64,
+    /// The latency of its last answer (unicast or group), in microseconds.
     pub last_latency_us: Option<u64>,
 }
+
+/// A member of an entity: the entity's name and the member's URI as the profile's `er` gives it.
+pub type EntityMember = (String, String);
 
 /// The member answers' latency: bucket counts (cumulative form is the reader's business) and the sum.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,61 +71,112 @@ pub struct EmStats {
     pub member_requests: u64,
     /// Multicast member requests sent (one per group request).
     pub multicast_requests: u64,
+    /// Answers to unicast member requests.
     pub member_answers: u64,
+    /// Members' answers to multicast requests (each member's first answer to each request).
+    pub multicast_answers: u64,
     pub member_failures: u64,
     /// Uses refused because their fan-out exceeds the budget, and creations or changes that would.
     pub budget_refusals: u64,
     /// Uses refused because a client's or an entity's exchange quota is reached (5.03).
     pub quota_refusals: u64,
     pub latency: Latency,
-    /// Per member address (`OTHER` beyond [`MAX_MEMBERS`]).
+    /// Per member address (`OTHER` beyond [`MAX_MEMBERS`]): the metrics' rows.
     pub members: BTreeMap<String, MemberStats>,
-    /// Unicast member requests in flight: where and when they went.
-    in_flight: HashMap<RequestId, (SocketAddr, Instant)>,
+    /// Per entity member (`(OTHER, OTHER)` beyond [`MAX_MEMBERS`]): the console's rows, so that one
+    /// entity's traffic to a device never shows under another entity that shares the device.
+    pub entity_members: BTreeMap<EntityMember, MemberStats>,
+    /// Unicast member requests in flight: to whom and when they went.
+    in_flight: HashMap<RequestId, (Asked, Instant)>,
+    /// Multicast requests in flight (their window open): when each went.
+    groups_in_flight: HashMap<RequestId, Instant>,
+}
+
+/// A member a request asks: its address and, as an entity's member, the entity and the member's URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Asked {
+    pub addr: SocketAddr,
+    pub member: EntityMember,
+}
+
+/// The row of `key` in `table`, or the [`OTHER`] row when the table is full.
+fn row<'a, K: Ord + Clone>(table: &'a mut BTreeMap<K, MemberStats>, key: &K, other: K) -> &'a mut MemberStats {
+    let key = if table.len() >= MAX_MEMBERS && !table.contains_key(key) { other } else { key.clone() };
+    table.entry(key).or_default()
 }
 
 impl EmStats {
-    fn member(&mut self, addr: SocketAddr) -> &mut MemberStats {
-        let key = addr.to_string();
-        let key =
-            if self.members.len() >= MAX_MEMBERS && !self.members.contains_key(&key) { OTHER.into() } else { key };
-        self.members.entry(key).or_default()
+    /// Applies `f` to `to`'s rows: its address's and its entity member's.
+    fn each_row(&mut self, to: &Asked, f: impl Fn(&mut MemberStats)) {
+        f(row(&mut self.members, &to.addr.to_string(), OTHER.into()));
+        f(row(&mut self.entity_members, &to.member, (OTHER.into(), OTHER.into())));
     }
 
     /// A unicast member request went out.
-    pub(super) fn sent(&mut self, rid: RequestId, to: SocketAddr, now: Instant) {
-        self.count_sent(to);
+    pub(super) fn sent(&mut self, rid: RequestId, to: Asked, now: Instant) {
+        self.count_sent(&to);
         self.in_flight.insert(rid, (to, now));
     }
 
-    fn count_sent(&mut self, to: SocketAddr) {
+    fn count_sent(&mut self, to: &Asked) {
         self.member_requests += 1;
-        self.member(to).requests += 1;
+        self.each_row(to, |m| m.requests += 1);
     }
 
     /// A unicast member request ended: answered (`true`) or failed.
     pub(super) fn ended(&mut self, rid: RequestId, answered: bool, now: Instant) {
         if let Some((to, at)) = self.in_flight.remove(&rid) {
-            self.count_end(to, now.saturating_since(at).as_micros(), answered);
+            self.count_end(&to, now.saturating_since(at).as_micros(), answered);
         }
     }
 
-    fn count_end(&mut self, to: SocketAddr, us: u64, answered: bool) {
-        let m = self.member(to);
+    fn count_end(&mut self, to: &Asked, us: u64, answered: bool) {
         if answered {
-            m.answers += 1;
-            m.last_latency_us = Some(us);
+            self.each_row(to, |m| {
+                m.answers += 1;
+                m.last_latency_us = Some(us);
+            });
             self.member_answers += 1;
             self.latency.record(us);
         } else {
-            m.failures += 1;
+            self.each_row(to, |m| m.failures += 1);
             self.member_failures += 1;
         }
     }
 
-    /// A request the EM no longer follows (cancelled without an outcome).
+    /// A multicast request to `members` (an entity's) went out.
+    pub(super) fn group_sent(&mut self, rid: RequestId, members: &[Asked], now: Instant) {
+        self.multicast_requests += 1;
+        for m in members {
+            self.each_row(m, |s| s.group_requests += 1);
+        }
+        self.groups_in_flight.insert(rid, now);
+    }
+
+    /// Member `to` answered multicast request `rid` while its window was open (its first answer to it: the
+    /// caller counts each member once).
+    pub(super) fn group_answered(&mut self, rid: RequestId, to: &Asked, now: Instant) {
+        let Some(at) = self.groups_in_flight.get(&rid) else { return };
+        let us = now.saturating_since(*at).as_micros();
+        self.multicast_answers += 1;
+        self.latency.record(us);
+        self.each_row(to, |m| {
+            m.group_answers += 1;
+            m.last_latency_us = Some(us);
+        });
+    }
+
+    /// A request the EM no longer follows: answered or cancelled without an outcome, or a multicast
+    /// request whose window closed.
     pub(super) fn forget(&mut self, rid: RequestId) {
         self.in_flight.remove(&rid);
+        self.groups_in_flight.remove(&rid);
+    }
+
+    /// Entity `name` is gone: its members' rows go too (the per-address rows stay: they count a device's
+    /// traffic whatever asked for it).
+    pub(super) fn forget_entity(&mut self, name: &str) {
+        self.entity_members.retain(|(entity, _), _| entity != name);
     }
 
     /// Member requests in flight.
@@ -132,13 +194,60 @@ mod tests {
         let mut s = EmStats::default();
         for i in 0..(MAX_MEMBERS as u32 + 10) {
             let addr = SocketAddr::from(([10, 0, (i >> 8) as u8, i as u8], 5683));
-            s.count_sent(addr);
-            s.count_end(addr, 3_000, i % 2 == 0);
+            let to = asked("e", addr);
+            s.count_sent(&to);
+            s.count_end(&to, 3_000, i % 2 == 0);
         }
         assert_eq!(s.members.len(), MAX_MEMBERS + 1, "the rows beyond the bound are one");
         assert_eq!(s.members[OTHER].requests, 10, "the 10 members past the bound are summed");
+        assert_eq!(s.entity_members.len(), MAX_MEMBERS + 1);
+        assert_eq!(s.entity_members[&(OTHER.to_string(), OTHER.to_string())].requests, 10);
         assert_eq!(s.member_answers + s.member_failures, MAX_MEMBERS as u64 + 10);
         assert_eq!(s.latency.counts[2], s.member_answers, "3 ms falls in the 5 ms bucket");
         assert_eq!(s.in_flight(), 0);
+    }
+
+    fn asked(entity: &str, addr: SocketAddr) -> Asked {
+        Asked { addr, member: (entity.into(), format!("coap://{addr}/s/t")) }
+    }
+
+    /// Request ids as an endpoint hands them out.
+    fn rids(n: usize) -> Vec<RequestId> {
+        use corral_proto::{Endpoint, EndpointConfig, Request, SendParams};
+        let mut ep = Endpoint::new(EndpointConfig::with_seed(1));
+        let dst = SocketAddr::from(([10, 0, 0, 9], 5683));
+        (0..n)
+            .map(|_| ep.request(Instant::ZERO, dst, Request::new(corral_proto::wire::Code::GET), SendParams::default()))
+            .map(|r| r.expect("an endpoint starts a request"))
+            .collect()
+    }
+
+    /// Two entities that share a device: each entity's rows count its own traffic only; the device's
+    /// address row counts both; a group request's answers count for the member that answered.
+    #[test]
+    fn entity_members_count_their_own_traffic_and_group_answers() {
+        let mut s = EmStats::default();
+        let dev = SocketAddr::from(([10, 0, 0, 2], 5683));
+        let other = SocketAddr::from(([10, 0, 0, 3], 5683));
+        let (t0, ids) = (Instant::ZERO, rids(2));
+        s.sent(ids[0], asked("a", dev), t0);
+        s.ended(ids[0], true, t0 + corral_proto::Duration::from_millis(4));
+        s.group_sent(ids[1], &[asked("b", dev), asked("b", other)], t0);
+        s.group_answered(ids[1], &asked("b", dev), t0 + corral_proto::Duration::from_millis(9));
+        s.forget(ids[1]);
+        let a = s.entity_members[&("a".to_string(), format!("coap://{dev}/s/t"))];
+        assert_eq!((a.requests, a.answers, a.group_requests, a.group_answers), (1, 1, 0, 0));
+        let b = s.entity_members[&("b".to_string(), format!("coap://{dev}/s/t"))];
+        assert_eq!((b.requests, b.group_requests, b.group_answers, b.last_latency_us), (0, 1, 1, Some(9_000)));
+        let silent = s.entity_members[&("b".to_string(), format!("coap://{other}/s/t"))];
+        assert_eq!((silent.group_requests, silent.group_answers), (1, 0));
+        let d = s.members[&dev.to_string()];
+        assert_eq!((d.requests, d.answers, d.group_answers), (1, 1, 1), "the address row counts both entities");
+        assert_eq!((s.multicast_requests, s.multicast_answers, s.member_answers), (1, 1, 1));
+        s.group_answered(ids[1], &asked("b", other), t0);
+        assert_eq!(s.multicast_answers, 1, "an answer after the window closed is not counted");
+        s.forget_entity("b");
+        assert!(s.entity_members.keys().all(|(e, _)| e == "a"), "{:?}", s.entity_members.keys());
+        assert_eq!(s.members.len(), 2, "the address rows stay");
     }
 }

@@ -78,3 +78,41 @@ fn actuation_repairs_an_idempotent_put_but_never_repeats_a_post() {
     assert_eq!(r.code, Code::GATEWAY_TIMEOUT, "{}", r.payload_text());
     assert_eq!(unicast_to_1(&lab, mark), 0, "no second POST");
 }
+
+/// The counters an operator's console shows are kept per entity member: two entities that share devices
+/// each count their own traffic, and a multicast entity's members count their answers to the group request
+/// (a member silent in the window counts the group request and no answer).
+#[test]
+fn counters_are_kept_per_entity_member_and_count_answers_to_the_group() {
+    let mut lab = lab_with(LabConfig { devices: 3, v6: true, ..LabConfig::default() });
+    let er = lab.uris(0..3, "s/t");
+    let r = lab.create("hall", json!({ "er": er[..2] }));
+    assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
+    let r = lab.create("room", json!({ "er": er, "ect": "multicast" }));
+    assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
+    let (dev, gw) = (dev_addr(2, true), gw_addr(true));
+    lab.net.set_drop(move |r| r.from == dev && r.to == gw && r.message().is_some_and(|m| m.mtype == MessageType::Non));
+    for _ in 0..2 {
+        let r = lab.get("em/room", &["eo=lst"], Some(ContentFormat::JSON));
+        assert_eq!(json(&r.payload)["replies"], 2, "{}", r.payload_text());
+    }
+    let s = lab.em().stats().clone();
+    let row = |entity: &str, i: usize| s.entity_members.get(&(entity.to_string(), er[i].clone())).copied();
+    // hall: validation only (one unicast request each); no group traffic of room's shows under it.
+    let hall = row("hall", 0).expect("hall's first member is counted");
+    assert_eq!((hall.requests, hall.answers, hall.group_requests, hall.group_answers), (1, 1, 0, 0));
+    // room: validation and the join (unicast), then two uses by the group; device 2's answers to the group
+    // were lost.
+    let room = row("room", 0).expect("room's first member is counted");
+    assert_eq!((room.requests, room.answers, room.group_requests, room.group_answers), (2, 2, 2, 2));
+    assert!(room.last_latency_us.is_some());
+    let silent = row("room", 2).expect("room's silent member is counted");
+    assert_eq!((silent.group_requests, silent.group_answers), (2, 0));
+    assert_eq!(s.multicast_answers, 4, "two members answered each of the two group requests");
+    // The device's address row sums both entities (the metrics'); deleting hall forgets its rows only.
+    assert_eq!(s.members[&dev_addr(0, true).to_string()].group_answers, 2);
+    let r = lab.request(Request::new(Code::DELETE).with_path("em/hall"));
+    assert_eq!(r.code, Code::DELETED, "{}", r.payload_text());
+    let s = lab.em().stats();
+    assert!(s.entity_members.keys().all(|(e, _)| e == "room"), "{:?}", s.entity_members.keys());
+}

@@ -2,6 +2,7 @@
 //! answers of members, and finishing (see the module docs of [`super`] and of `em`).
 
 use super::*;
+use crate::em::stats::Asked;
 
 impl EntityManager {
     /// `k` of job `id`'s own member requests ended (or will not be sent): they leave the hold of its
@@ -200,10 +201,11 @@ impl EntityManager {
                 req = req.with_content_format(*cf);
             }
         }
+        let asked: Vec<Asked> = (0..job.spec.items.len()).filter_map(|i| asked(job, i)).collect();
         let params = SendParams { confirmable: false, multicast_window: Some(window), ..SendParams::default() };
         match cx.request(SocketAddr::new(group, port), req, params) {
             Ok(rid) => {
-                self.stats.multicast_requests += 1;
+                self.stats.group_sent(rid, &asked, cx.now());
                 self.jobs.track(rid, id, None);
             }
             Err(e) => {
@@ -330,9 +332,12 @@ impl EntityManager {
                 } else {
                     let Some((addr, req, confirmable)) = self.member_request(job, i, target) else { return };
                     let watch = job.watch.clone();
+                    let to = asked(job, i);
                     match cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
                         Ok(rid) => {
-                            self.stats.sent(rid, addr, cx.now());
+                            if let Some(to) = to {
+                                self.stats.sent(rid, to, cx.now());
+                            }
                             self.jobs.track(rid, id, Some(i));
                             if let Some(key) = watch {
                                 self.watch_track(id, &key, i, rid);
@@ -418,6 +423,9 @@ impl EntityManager {
             None => match outcome {
                 Outcome::Response { from, response } => match self.jobs.multicast_slot(jid, from) {
                     Some(i) => {
+                        if let Some(to) = self.jobs.get(&jid).and_then(|j| asked(j, i)) {
+                            self.stats.group_answered(rid, &to, cx.now());
+                        }
                         let res = member_result(self.parses(jid), &response);
                         self.jobs.set_slot(jid, i, Slot::Done(res));
                     }
@@ -425,6 +433,7 @@ impl EntityManager {
                 },
                 _ => {
                     self.jobs.forget(rid);
+                    self.stats.forget(rid);
                     if let Some(j) = self.jobs.get_mut(&jid) {
                         j.mc_done = true;
                     }
@@ -440,6 +449,7 @@ impl EntityManager {
     pub(in crate::em) fn start_repair(&mut self, cx: &mut Context<'_>, id: JobId) {
         for rid in self.jobs.take_multicast(id) {
             cx.cancel(rid);
+            self.stats.forget(rid);
         }
         let Some(job) = self.jobs.get(&id) else { return };
         let silent = job.slots.iter().filter(|s| matches!(s, Slot::Waiting)).count();
@@ -483,6 +493,7 @@ impl EntityManager {
         if job.multicast {
             for rid in self.jobs.take_multicast(id) {
                 cx.cancel(rid);
+                self.stats.forget(rid);
             }
             job.mc_done = true;
         }
@@ -570,4 +581,12 @@ impl EntityManager {
             self.note_reach(id, i, Some(why.to_string()));
         }
     }
+}
+
+/// Member `i` of `job` as the counters name it: its address, the entity and the member's URI (`None` for
+/// an entity of this gateway, which is no member exchange).
+fn asked(job: &Job, i: usize) -> Option<Asked> {
+    let item = job.spec.items.get(i)?;
+    let Target::Remote { addr, .. } = &item.target else { return None };
+    Some(Asked { addr: *addr, member: (job.spec.entity.clone(), item.label.clone()) })
 }

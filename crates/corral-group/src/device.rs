@@ -463,7 +463,7 @@ pub fn mount_device(node: &mut Node, config: DeviceConfig) -> DeviceHandles {
     DeviceHandles {
         sensors: node.mount("s", Sensors::new(config)),
         actuators: node.mount("a", Actuators::new()),
-        mc: node.mount("mc", mc),
+        mc: node.mount(crate::mc::PATH, mc),
     }
 }
 

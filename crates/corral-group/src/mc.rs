@@ -25,6 +25,9 @@ use corral_proto::wire::{Code, ContentFormat};
 use corral_proto::{Context, IncomingRequest, ResourceLink, Response, Service};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// Where a device mounts this resource (seed 000 Table 4), and where the Entity Manager asks for it.
+pub const PATH: &str = "mc";
+
 /// Default slots *(decision)*: seed 000's nodes had 6 multicast addresses of which 4 are taken by the
 /// automatic link-local groups (Table 3, Table 6); corral's virtual devices allow 4 entity groups so that a
 /// testbed can host several multicast entities per device. Configurable (`corral device --mc-slots`).

@@ -214,7 +214,7 @@ impl Default for EmConfig {
             multicast_slack: Duration::from_secs(1),
             response_size: 80,
             rate: 1000,
-            mc_path: "mc".into(),
+            mc_path: crate::mc::PATH.into(),
             hop_limit: 16,
             max_entities: 4096,
             max_jobs: 4096,

@@ -158,8 +158,9 @@ impl EmStats {
     pub(super) fn group_answered(&mut self, rid: RequestId, to: &Asked, now: Instant) {
         let Some(at) = self.groups_in_flight.get(&rid) else { return };
         let us = now.saturating_since(*at).as_micros();
+        // Not in `latency`: that histogram is the unicast exchanges', and a group answer waits for the
+        // member's leisure on purpose.
         self.multicast_answers += 1;
-        self.latency.record(us);
         self.each_row(to, |m| {
             m.group_answers += 1;
             m.last_latency_us = Some(us);

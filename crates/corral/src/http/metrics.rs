@@ -296,6 +296,13 @@ fn em(r: &mut Registry, snaps: &[super::watch::Snapshot<Extra>]) {
     counter(r, "em_member_answers", "member requests answered", None, each(&|e| e.counters.member_answers));
     counter(
         r,
+        "em_multicast_answers",
+        "members' answers to group requests",
+        None,
+        each(&|e| e.counters.multicast_answers),
+    );
+    counter(
+        r,
         "em_member_failures",
         "member requests that ended without an answer",
         None,
@@ -317,6 +324,7 @@ fn em(r: &mut Registry, snaps: &[super::watch::Snapshot<Extra>]) {
     );
     let mut per_member = Vec::new();
     let mut failures = Vec::new();
+    let mut group_answers = Vec::new();
     let mut last = Vec::new();
     for (i, e) in &ems {
         for (m, s) in &e.counters.members {
@@ -324,6 +332,7 @@ fn em(r: &mut Registry, snaps: &[super::watch::Snapshot<Extra>]) {
             l.push(("member".into(), m.clone()));
             per_member.push((l.clone(), s.requests));
             failures.push((l.clone(), s.failures));
+            group_answers.push((l.clone(), s.group_answers));
             if let Some(us) = s.last_latency_us {
                 last.push((l, micros(us)));
             }
@@ -336,6 +345,13 @@ fn em(r: &mut Registry, snaps: &[super::watch::Snapshot<Extra>]) {
         "requests to each member that ended without an answer",
         None,
         Counters(failures),
+    );
+    counter(
+        r,
+        "em_member_group_answers_by_member",
+        "each member's answers to group requests",
+        None,
+        Counters(group_answers),
     );
     gauge(r, "em_member_last_latency", "latency of each member's last answer", Some(Unit::Seconds), last);
     let bounds = corral_group::em::LATENCY_BOUNDS_US.iter().map(|b| micros(*b)).chain([f64::MAX]); // the encoder writes f64::MAX as +Inf

@@ -1,22 +1,29 @@
 //! The gateway's web console at `/`: server-rendered HTML (the template `console.html`, embedded), the
 //! entities with their members and live values (server-sent events fed by observing each entity, at
-//! `/console/live/NAME`), each member's counters and last latency, the multicast groups, the counters,
-//! and forms that create and actuate entities. No JavaScript build chain: a few lines inline open the
-//! event streams; the page works without them (values then show as they were at load).
+//! `/console/live/NAME`), each entity member's counters and last latency, the multicast groups, the
+//! counters, and forms that create, actuate, edit and delete entities. No JavaScript build chain: a few
+//! lines inline open the event streams; the page works without them (values then show as they were at
+//! load).
 //!
 //! Owns: rendering and the forms. The forms go through the admin API's code paths (`admin`), so the
-//! Entity Manager decides; a form from another origin is refused (its `Origin` must be this listener), and
-//! with `--http-token-file` the forms are off (a browser form cannot carry the bearer token).
+//! Entity Manager decides; what happened is said in words: a success on the page the form leads back to
+//! (`/?said=…`: what was done, never text from the request), a failure on the page it renders at once, with
+//! the refused creation's or edit's input kept in its form. Who may post a form is `rules`' (a form from
+//! another site is refused, and with `--http-token-file` the forms are off: a browser form cannot carry the
+//! bearer token); a refusal of a form is a page too ([`refused`]), not a problem document.
 
 use super::admin::{actuate_entity, create_entity, entities, entity, Em};
+use super::rules::Caller;
 use super::watch::Snapshot;
 use super::{Extra, Problem, Shared};
-use axum::extract::{Form, Path, State};
+use axum::extract::{Extension, Form, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use corral_group::em::{EntityMember, MemberStats};
 use corral_tokio::{Code, ContentFormat};
+use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -24,11 +31,16 @@ const TEMPLATE: &str = include_str!("console.html");
 /// The style of every console page (the gateway's and the proxy's).
 pub(super) const STYLE: &str = include_str!("console.css");
 
+/// The operations a new entity's form proposes.
+const DEFAULT_EO: &str = "avg,min,max,lst";
+
 pub(super) fn routes() -> Router<Shared> {
     Router::new()
         .route("/", get(page))
         .route("/console/entities", post(create))
         .route("/console/entities/{name}/actuate", post(actuate))
+        .route("/console/entities/{name}/edit", post(edit))
+        .route("/console/entities/{name}/delete", post(delete))
         .route("/console/live/{name}", get(live))
 }
 
@@ -42,18 +54,78 @@ pub(super) fn esc(s: &str) -> String {
             '>' => o.push_str("&gt;"),
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&#39;"),
+            // Not markup, but the template's placeholders: text from a request never becomes one.
+            '{' => o.push_str("&#123;"),
             c => o.push(c),
         }
     }
     o
 }
 
-/// The member's address (`ADDR:PORT`, the key of the Entity Manager's per-member counters) of a member URI.
-fn member_key(uri: &str) -> Option<String> {
-    let u = corral_tokio::parse_uri(uri).ok()?;
-    match u.host {
-        corral_tokio::uri::Host::Ip(ip) => Some(std::net::SocketAddr::new(ip, u.port).to_string()),
-        _ => None,
+/// A line the page shows above everything: what a form did, or why it did not.
+struct Notice {
+    ok: bool,
+    text: String,
+}
+
+/// The new-entity form's fields, as typed (kept when the creation is refused).
+#[derive(Debug, Clone, Default, Deserialize)]
+struct Fields {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    eo: Option<String>,
+    #[serde(default)]
+    ect: String,
+    #[serde(default)]
+    er: String,
+}
+
+impl Fields {
+    /// The profile the fields describe (members one URI a line or space-separated, operations by commas).
+    fn profile(&self, with_ect: bool) -> Value {
+        let er: Vec<&str> = self.er.split_whitespace().collect();
+        let eo: Vec<&str> = self.eo.as_deref().unwrap_or("").split([',', ' ']).filter(|s| !s.is_empty()).collect();
+        let mut profile = serde_json::json!({ "er": er });
+        if !eo.is_empty() {
+            profile["eo"] = eo.into();
+        }
+        if with_ect && self.ect.trim() == "multicast" {
+            profile["ect"] = "multicast".into();
+        }
+        profile
+    }
+}
+
+/// What the page shows besides the entities: a notice, the new-entity form's input, an entity's edit form
+/// left open with its input.
+#[derive(Default)]
+struct View {
+    notice: Option<Notice>,
+    create: Fields,
+    editing: Option<(String, Fields)>,
+}
+
+/// `/?said=…`: what a form did, for the page it leads back to. Only names and counts: the sentence is
+/// the console's.
+#[derive(Debug, Default, Deserialize)]
+struct Said {
+    said: Option<String>,
+    entity: Option<String>,
+    changed: Option<usize>,
+    of: Option<usize>,
+}
+
+impl Said {
+    fn words(&self) -> Option<String> {
+        let e = self.entity.as_deref().filter(|e| corral_group::em::valid_entity_name(e))?;
+        Some(match (self.said.as_deref()?, self.changed, self.of) {
+            ("created", _, Some(n)) => format!("Entity {e} created with {n} member{}.", if n == 1 { "" } else { "s" }),
+            ("actuated", Some(c), Some(n)) => format!("Sent to {e}: {c} of {n} members changed."),
+            ("updated", _, _) => format!("Entity {e} saved."),
+            ("deleted", _, _) => format!("Entity {e} deleted."),
+            _ => return None,
+        })
     }
 }
 
@@ -69,117 +141,187 @@ fn counters(snaps: &[Snapshot<Extra>]) -> String {
         ("member requests", em(&|e| e.member_requests)),
         ("member answers", em(&|e| e.member_answers)),
         ("member failures", em(&|e| e.member_failures)),
+        ("group requests", em(&|e| e.multicast_requests)),
+        ("answers to group requests", em(&|e| e.multicast_answers)),
         ("budget / quota refusals", em(&|e| e.budget_refusals + e.quota_refusals)),
     ];
     rows.iter().map(|(k, v)| format!("<dt>{k}</dt><dd>{v}</dd>")).collect()
 }
 
-async fn page(State(app): State<Shared>) -> Response {
-    render(&app, None).await
+/// Every worker's counters of each entity member, summed (a use may run on any worker).
+fn entity_members(snaps: &[Snapshot<Extra>]) -> HashMap<EntityMember, MemberStats> {
+    let mut all: HashMap<EntityMember, MemberStats> = HashMap::new();
+    for s in snaps {
+        let Extra::Em(e) = &s.service else { continue };
+        for (k, m) in &e.counters.entity_members {
+            let t = all.entry(k.clone()).or_default();
+            t.requests += m.requests;
+            t.answers += m.answers;
+            t.failures += m.failures;
+            t.group_requests += m.group_requests;
+            t.group_answers += m.group_answers;
+            t.last_latency_us = m.last_latency_us.or(t.last_latency_us);
+        }
+    }
+    all
 }
 
-async fn render(app: &Shared, notice: Option<&str>) -> Response {
+/// One member's line: its counters as this entity's member.
+fn member_line(s: Option<&MemberStats>) -> String {
+    let Some(s) = s else { return "not asked yet".into() };
+    let mut parts = vec![format!("{} answers, {} failures", s.answers, s.failures)];
+    if s.group_requests > 0 {
+        parts.push(format!("{} of {} group requests answered", s.group_answers, s.group_requests));
+    }
+    if let Some(us) = s.last_latency_us {
+        parts.push(format!("last {:.1} ms", us as f64 / 1000.0));
+    }
+    parts.join(", ")
+}
+
+async fn page(State(app): State<Shared>, Query(said): Query<Said>) -> Response {
+    let notice = said.words().map(|text| Notice { ok: true, text });
+    render(&app, View { notice, ..View::default() }).await
+}
+
+async fn render(app: &Shared, view: View) -> Response {
     let snaps = app.window.board.read();
-    let members: HashMap<String, corral_group::em::MemberStats> = snaps
-        .iter()
-        .filter_map(|s| if let Extra::Em(e) = &s.service { Some(e.counters.members.clone()) } else { None })
-        .flatten()
-        .collect();
+    let members = entity_members(&snaps);
     let (rows, groups, failure) = match entities(app).await {
         Ok(list) => {
             let mut rows = String::new();
             let mut groups = String::new();
             for (name, ect, p) in &list {
-                let er: Vec<&str> =
-                    p["er"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-                let ms: String = er
-                    .iter()
-                    .map(|m| {
-                        let s = member_key(m).and_then(|k| members.get(&k).copied());
-                        let detail = match s {
-                            Some(s) => format!(
-                                "{} answers, {} failures{}",
-                                s.answers,
-                                s.failures,
-                                s.last_latency_us
-                                    .map(|us| format!(", last {:.1} ms", us as f64 / 1000.0))
-                                    .unwrap_or_default()
-                            ),
-                            None => "not asked yet".into(),
-                        };
-                        format!("<li>{}: {}</li>", esc(m), esc(&detail))
-                    })
-                    .collect();
-                let eo = p["eo"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","))
-                    .unwrap_or_default();
-                rows.push_str(&format!(
-                    "<tr data-entity=\"{n}\"><td><b>{n}</b><br><span class=\"members\">{ect}, eo {eo}</span></td>\
-                     <td><output data-live=\"{n}\">…</output></td><td><ul class=\"members\">{ms}</ul></td>\
-                     <td><form class=\"inline\" method=\"post\" action=\"/console/entities/{n}/actuate\">\
-                     <input name=\"value\" size=\"6\" aria-label=\"value for {n}\"><button>Send</button></form></td></tr>",
-                    n = esc(name),
-                    ect = esc(ect),
-                    eo = esc(&eo),
-                ));
+                rows.push_str(&row(name, ect, p, &members, view.editing.as_ref()));
                 if let Some(g) = p["mcstURI"].as_str() {
                     groups.push_str(&format!("<tr><td>{}</td><td>{}</td></tr>", esc(name), esc(g)));
                 }
             }
             (rows, groups, None)
         }
-        Err(p) => (String::new(), String::new(), Some(p.detail)),
+        Err(p) => (String::new(), String::new(), Some(Notice { ok: false, text: p.detail })),
     };
-    let notice = notice.map(str::to_string).or(failure);
-    finish(app, &snaps, &rows, &groups, notice.as_deref())
-}
-
-fn finish(app: &Shared, snaps: &[Snapshot<Extra>], rows: &str, groups: &str, notice: Option<&str>) -> Response {
+    let notice = view.notice.or(failure);
     let coap = app.window.gateway.as_ref().map(|g| g.coap.to_string()).unwrap_or_default();
+    let c = &view.create;
+    let notice = notice
+        .map(|n| {
+            let (class, role) = if n.ok { ("notice done", "status") } else { ("notice", "alert") };
+            format!("<p class=\"{class}\" role=\"{role}\">{}</p>", esc(&n.text))
+        })
+        .unwrap_or_default();
     let html = TEMPLATE
         .replace("{{style}}", STYLE)
         .replace("{{verb}}", app.window.verb)
         .replace("{{coap}}", &esc(&coap))
+        .replace("{{notice}}", &notice)
+        .replace("{{counters}}", &counters(&snaps))
         .replace(
-            "{{notice}}",
-            &notice.map(|n| format!("<p class=\"notice\" role=\"alert\">{}</p>", esc(n))).unwrap_or_default(),
+            "{{entities}}",
+            if rows.is_empty() { "<tr><td colspan=\"4\">no entities yet</td></tr>" } else { &rows },
         )
-        .replace("{{counters}}", &counters(snaps))
-        .replace("{{entities}}", if rows.is_empty() { "<tr><td colspan=\"4\">no entities yet</td></tr>" } else { rows })
-        .replace("{{groups}}", if groups.is_empty() { "<tr><td>none</td></tr>" } else { groups });
+        .replace("{{groups}}", if groups.is_empty() { "<tr><td>none</td></tr>" } else { &groups })
+        .replace("{{create_name}}", &esc(&c.name))
+        .replace("{{create_eo}}", &esc(c.eo.as_deref().unwrap_or(DEFAULT_EO)))
+        .replace("{{create_multicast}}", if c.ect.trim() == "multicast" { " selected" } else { "" })
+        .replace("{{create_er}}", &esc(&c.er));
     Html(html).into_response()
 }
 
-/// After a form: back to the page (303), or the page with the problem.
-async fn after(app: &Shared, r: Result<corral_tokio::Response, Problem>) -> Response {
-    let problem = match r {
-        Ok(r) if r.code.is_success() => return Redirect::to("/").into_response(),
-        Ok(r) => Problem::from_coap(r.code, &r.payload),
-        Err(p) => p,
+/// An entity's row: name and type, live value, members with their counters, the actuate form, and the
+/// edit and delete forms.
+fn row(
+    name: &str,
+    ect: &str,
+    p: &Value,
+    members: &HashMap<EntityMember, MemberStats>,
+    editing: Option<&(String, Fields)>,
+) -> String {
+    let er: Vec<&str> = p["er"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let ms: String = er
+        .iter()
+        .map(|m| {
+            let s = members.get(&(name.to_string(), m.to_string()));
+            format!("<li>{}: {}</li>", esc(m), esc(&member_line(s)))
+        })
+        .collect();
+    let eo = p["eo"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","))
+        .unwrap_or_default();
+    // The edit form shows the stored profile, or the input of a refused edit (left open).
+    let (open, edit_er, edit_eo) = match editing.filter(|(n, _)| n == name) {
+        Some((_, f)) => (" open", f.er.clone(), f.eo.clone().unwrap_or_default()),
+        None => ("", er.join("\n"), eo.clone()),
     };
-    let mut page = render(
-        app,
-        Some(&format!("{} {}", problem.coap_code.map(|c| format!("{c:#}:")).unwrap_or_default(), problem.detail)),
+    format!(
+        "<tr data-entity=\"{n}\"><td><b>{n}</b><br><span class=\"members\">{ect}, eo {eo}</span></td>\
+         <td><output data-live=\"{n}\">…</output></td><td><ul class=\"members\">{ms}</ul>\
+         <details{open}><summary>Edit {n}</summary><form class=\"edit\" method=\"post\" action=\"/console/entities/{n}/edit\">\
+         <label>Members, one URI a line<br><textarea name=\"er\" rows=\"3\" required>{edit_er}</textarea></label>\
+         <label>Operations <input name=\"eo\" value=\"{edit_eo}\"></label> <button>Save</button></form></details></td>\
+         <td><form class=\"inline\" method=\"post\" action=\"/console/entities/{n}/actuate\">\
+         <input name=\"value\" size=\"6\" aria-label=\"value for {n}\"><button>Send</button></form>\
+         <form class=\"inline delete\" method=\"post\" action=\"/console/entities/{n}/delete\" \
+         onsubmit=\"return confirm('Delete entity {n}?')\"><button>Delete</button></form></td></tr>",
+        n = esc(name),
+        ect = esc(ect),
+        eo = esc(&eo),
+        edit_er = esc(&edit_er),
+        edit_eo = esc(&edit_eo),
     )
-    .await;
-    *page.status_mut() = problem.status;
+}
+
+/// A failed form's page: the notice says what was tried and why it failed, in words; `view` keeps the
+/// input; the status is the failure's.
+async fn failed(app: &Shared, what: &str, r: Result<corral_tokio::Response, Problem>, mut view: View) -> Response {
+    let (status, why) = match r {
+        Ok(r) => (super::hc::status_of(r.code), why_not(r.code, &r.payload)),
+        Err(p) => (p.status, p.detail),
+    };
+    view.notice = Some(Notice { ok: false, text: format!("{what} failed: {why}") });
+    let mut page = render(app, view).await;
+    *page.status_mut() = status;
     page
 }
 
-async fn create(State(app): State<Shared>, Form(f): Form<HashMap<String, String>>) -> Response {
-    let get = |k: &str| f.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
-    let er: Vec<String> = get("er").split_whitespace().map(str::to_string).collect();
-    let eo: Vec<String> = get("eo").split([',', ' ']).filter(|s| !s.is_empty()).map(str::to_string).collect();
-    let mut profile = serde_json::json!({ "er": er });
-    if !eo.is_empty() {
-        profile["eo"] = eo.into();
+/// The Entity Manager's refusal in words: its report's message and each member that did not succeed (a
+/// JSON report), or its diagnostic text.
+fn why_not(code: Code, payload: &[u8]) -> String {
+    let Ok(doc) = serde_json::from_slice::<Value>(payload) else {
+        let text = String::from_utf8_lossy(payload);
+        let text = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+        return if text.is_empty() { format!("{code:#}") } else { format!("{text} ({code:#})") };
+    };
+    let message = doc["message"].as_str().map(|m| m.split_once(": ").map_or(m, |(_, rest)| rest)).unwrap_or("");
+    let mut out = format!("{message} ({code:#})");
+    for m in doc["members"].as_array().into_iter().flatten() {
+        let result = m["result"].as_str().unwrap_or("");
+        if !result.starts_with("2.") {
+            out.push_str(&format!("; {}: {result}", m["uri"].as_str().unwrap_or("?")));
+        }
     }
-    if get("ect") == "multicast" {
-        profile["ect"] = "multicast".into();
+    out.trim_start_matches(' ').to_string()
+}
+
+/// Back to the page with what was done (303).
+fn done(said: &str, name: &str, counts: Option<(usize, usize)>) -> Response {
+    let mut to = format!("/?said={said}&entity={name}");
+    if let Some((changed, of)) = counts {
+        to.push_str(&format!("&changed={changed}&of={of}"));
     }
-    let r = create_entity(&app, &get("name"), profile.to_string().as_bytes()).await;
-    after(&app, r).await
+    Redirect::to(&to).into_response()
+}
+
+async fn create(State(app): State<Shared>, Form(f): Form<Fields>) -> Response {
+    let name = f.name.trim().to_string();
+    let profile = f.profile(true);
+    let n = profile["er"].as_array().map_or(0, Vec::len);
+    let r = create_entity(&app, &name, profile.to_string().as_bytes()).await;
+    match r {
+        Ok(r) if r.code.is_success() => done("created", &name, Some((n, n))),
+        other => failed(&app, &format!("Creating {name}"), other, View { create: f, ..View::default() }).await,
+    }
 }
 
 async fn actuate(
@@ -189,16 +331,61 @@ async fn actuate(
 ) -> Response {
     let value = f.get("value").cloned().unwrap_or_default();
     let r = actuate_entity(&app, &name, ContentFormat::TEXT_PLAIN, value.into_bytes()).await;
-    after(&app, r).await
+    match r {
+        Ok(r) if r.code.is_success() => {
+            let doc: Value = serde_json::from_slice(&r.payload).unwrap_or(Value::Null);
+            let results = doc["members"].as_array().map(|m| m.iter().map(|m| m["result"].as_str().unwrap_or("")));
+            let of = results.clone().map_or(0, Iterator::count);
+            let changed = results.map_or(0, |r| r.filter(|t| t.starts_with("2.")).count());
+            done("actuated", &name, Some((changed, of)))
+        }
+        other => failed(&app, &format!("Sending to {name}"), other, View::default()).await,
+    }
 }
 
-/// The entity observed (its default operation, as text): one server-sent event per notification.
-async fn live(State(app): State<Shared>, Path(name): Path<String>) -> Response {
+async fn edit(State(app): State<Shared>, Path(name): Path<String>, Form(f): Form<Fields>) -> Response {
     let r = async {
         let name = entity(&name)?;
-        let permit = super::hc::permit(&app.hc_slots)?;
+        let mut em = Em::new(&app, Code::POST, format!("/em/{name}/profile"));
+        em.payload = Some((ContentFormat::JSON, f.profile(false).to_string().into_bytes()));
+        em.send().await
+    };
+    match r.await {
+        Ok(r) if r.code.is_success() => done("updated", &name, None),
+        other => {
+            failed(&app, &format!("Saving {name}"), other, View { editing: Some((name, f)), ..View::default() }).await
+        }
+    }
+}
+
+async fn delete(State(app): State<Shared>, Path(name): Path<String>) -> Response {
+    let r = async { Em::new(&app, Code::DELETE, format!("/em/{}", entity(&name)?)).send().await };
+    match r.await {
+        Ok(r) if r.code.is_success() => done("deleted", &name, None),
+        other => failed(&app, &format!("Deleting {name}"), other, View::default()).await,
+    }
+}
+
+/// A form the window's rules refused (role, origin, token), as a page that says so and leads back.
+pub(super) fn refused(status: StatusCode, detail: &str) -> Response {
+    let html = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>corral: refused</title>\
+         <style>\n{STYLE}</style></head><body><h1>Refused</h1><p class=\"notice\" role=\"alert\">{}</p>\
+         <p><a href=\"/\">Back to the console</a></p></body></html>\n",
+        esc(detail)
+    );
+    (status, Html(html)).into_response()
+}
+
+/// The entity observed (its default operation, as text): one server-sent event per notification, within
+/// the window's event streams (`bounds`).
+async fn live(State(app): State<Shared>, Extension(caller): Extension<Caller>, Path(name): Path<String>) -> Response {
+    let r = async {
+        let name = entity(&name)?;
+        let place = super::hc::place(&app.streams, &caller)?;
         let obs = Em::new(&app, Code::GET, format!("/em/{name}")).observe().await?;
-        Ok::<_, Problem>(super::hc::events(obs, permit))
+        Ok::<_, Problem>(super::hc::events(obs, place))
     };
     match r.await {
         Ok(r) => r,
@@ -207,5 +394,44 @@ async fn live(State(app): State<Shared>, Path(name): Path<String>) -> Response {
             let body = format!("event: error\ndata: {}\n\n", p.detail.replace('\n', " "));
             (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_actuation_refused_by_members_is_said_in_words() {
+        let report = br#"{"entity":"hall","message":"5.04: 1 of 2 members changed","members":[
+            {"uri":"coap://127.0.0.2/a/light","result":"2.04 Changed"},
+            {"uri":"coap://127.0.0.3/a/light","result":"no response"}]}"#;
+        assert_eq!(
+            why_not(Code::GATEWAY_TIMEOUT, report),
+            "1 of 2 members changed (5.04 Gateway Timeout); coap://127.0.0.3/a/light: no response"
+        );
+        assert_eq!(why_not(Code::NOT_FOUND, b"no entity hall\n"), "no entity hall (4.04 Not Found)");
+        assert_eq!(why_not(Code::NOT_FOUND, b""), "4.04 Not Found");
+    }
+
+    #[test]
+    fn what_was_done_is_said_from_names_and_counts_only() {
+        let said = |q: &str| serde_urlencoded_said(q).words();
+        assert_eq!(
+            said("said=actuated&entity=hall&changed=2&of=3").as_deref(),
+            Some("Sent to hall: 2 of 3 members changed.")
+        );
+        assert_eq!(
+            said("said=created&entity=hall&changed=1&of=1").as_deref(),
+            Some("Entity hall created with 1 member.")
+        );
+        assert_eq!(said("said=deleted&entity=hall").as_deref(), Some("Entity hall deleted."));
+        assert_eq!(said("said=deleted&entity=%3Cb%3E"), None, "not an entity name");
+        assert_eq!(said("said=pwned&entity=hall"), None);
+    }
+
+    fn serde_urlencoded_said(q: &str) -> Said {
+        let uri: axum::http::Uri = format!("/?{q}").parse().unwrap();
+        Query::<Said>::try_from_uri(&uri).unwrap().0
     }
 }

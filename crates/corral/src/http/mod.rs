@@ -4,52 +4,70 @@
 //! documents), the HTTP→CoAP cross-proxy (`/hc/coap://…`, RFC 8075) and the console (`console`), on the
 //! proxy its status, FIB and cache (`/api/proxy…`) and its console page (`proxy`).
 //!
-//! Owns: the listener, who may use which route (the gateway's access roles, applied to the HTTP client's
-//! address as to a CoAP client's; this machine only on the server and the proxy; an optional bearer token
-//! for `/api`), and the routes' wiring. It is a driver-level front end in the binary: the numbers come
-//! from the nodes' published snapshots ([`watch`]), never from a lock the data path takes; the admin API
-//! and the cross-proxy are CoAP requests to the gateway's own `/em` and to the members, through
-//! corral-tokio's client, so that the Entity Manager's code paths and the member policy decide as they do
-//! for CoAP. Must never: hold anything a worker waits for, or send a request the gateway's policy would
-//! refuse a CoAP client.
+//! Owns: the listener's options and the routes' wiring; who may ask what is [`rules`]' (the listener's
+//! names, the gateway's access roles applied to the HTTP client's address as to a CoAP client's, this
+//! machine only on the server and the proxy, Origin, an optional bearer token), and what the listener holds
+//! at most is [`bounds`]' (connections, header time, event streams, cross-proxy requests). It is a
+//! driver-level front end in the binary: the numbers come from the nodes' published snapshots ([`watch`]),
+//! never from a lock the data path takes; the admin API and the cross-proxy are CoAP requests to the
+//! gateway's own `/em` and to the members, through corral-tokio's client, so that the Entity Manager's code
+//! paths and the member policy decide as they do for CoAP. Must never: hold anything a worker waits for,
+//! or send a request the gateway's policy would refuse a CoAP client.
 
 use crate::exit::Failure;
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
-use axum::middleware::Next;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use clap::Args;
-use corral_group::policy::{AccessPolicy, ClientIdentity, MemberPolicy, Role};
+use corral_group::policy::{AccessPolicy, MemberPolicy};
+use corral_group::Prefix;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 mod admin;
+mod bounds;
 mod console;
 mod hc;
 mod metrics;
 mod problem;
 mod proxy;
+mod rules;
 pub mod watch;
 
 pub use problem::Problem;
 
-/// `--http` and `--http-token-file`, the same on every verb that serves.
+/// `--http` and the options of its listener, the same on every verb that serves.
 #[derive(Args, Debug, Default, Clone)]
 pub struct HttpArgs {
     /// Also serve HTTP on ADDR:PORT (off unless given): /metrics (Prometheus text format), /healthz,
     /// /readyz; on the gateway also the admin API (/api, OpenAPI at /api/openapi.json) and the HTTP→CoAP
     /// cross-proxy (/hc/coap://HOST/PATH, /hc/coaps://… with --peer-psk-file's credentials). Who may use
     /// it: the gateway's --allow roles, applied to the HTTP client's address (read: GETs; actuate; manage:
-    /// changes), this machine only elsewhere.
+    /// changes), this machine only elsewhere. Requests must name the listener (Host: ADDR:PORT, localhost on
+    /// loopback, or a --http-host name); changes from a browser must come from its own pages (Origin).
     #[arg(long, value_name = "ADDR:PORT")]
     pub http: Option<SocketAddr>,
-    /// With --http: the admin API (/api) also needs `Authorization: Bearer TOKEN`, TOKEN being the first
-    /// line of FILE.
+    /// With --http: the admin API (/api), the cross-proxy (/hc/) and the console's forms also need
+    /// `Authorization: Bearer TOKEN`, TOKEN being the first line of FILE (the forms are then off: a browser
+    /// form cannot send it).
     #[arg(long, value_name = "FILE", requires = "http")]
     pub http_token_file: Option<PathBuf>,
+    /// With --http: a name the listener is reached by (repeatable), e.g. gw.example.net, or
+    /// gw.example.net:8443 for that port only. A request whose Host is neither the listener's address nor
+    /// such a name is refused (421): that is what keeps a web page on another domain that re-resolves to
+    /// this machine (DNS rebinding) out.
+    #[arg(long, value_name = "NAME[:PORT]", requires = "http", value_parser = rules::parse_host)]
+    pub http_host: Vec<(String, Option<u16>)>,
+    /// With --http on the gateway: addresses of this host the cross-proxy may send changes to (non-GET), and
+    /// that HTTP clients from other hosts may reach through it (repeatable or comma-separated, still within
+    /// --member-net and --member-port) [default: none: this host is no destination for a change, nor for
+    /// a client from another host].
+    #[arg(long, value_name = "PREFIX", requires = "http", value_delimiter = ',',
+          value_parser = crate::policy_args::parse_prefix)]
+    pub http_hc_this_host: Vec<Prefix>,
 }
 
 /// What the numbers of one worker's inner service are (published through [`watch::Board`]).
@@ -136,6 +154,10 @@ pub struct Window {
     pub board: Arc<Board>,
     pub access: AccessPolicy,
     pub token: Option<String>,
+    /// The names requests may give the listener (`Host`, `Origin`).
+    pub names: rules::Names,
+    /// Where the cross-proxy may send: this host's addresses and those the operator opened.
+    pub reach: hc::Reach,
     pub gateway: Option<GatewaySide>,
     pub proxy: Option<ProxySide>,
 }
@@ -168,12 +190,20 @@ impl HttpArgs {
         let listener = std::net::TcpListener::bind(addr)
             .and_then(|l| l.set_nonblocking(true).map(|_| l))
             .map_err(|e| Failure::other(format!("cannot listen on {addr} (--http): {e}")))?;
+        let this_machine = crate::policy_args::this_machine();
+        let names = rules::Names {
+            listen: listener.local_addr().unwrap_or(addr),
+            this_machine: this_machine.clone(),
+            names: self.http_host.clone(),
+        };
+        let broadcasts = crate::policy_args::host_networks().iter().filter_map(Prefix::broadcast).collect();
+        let reach = hc::Reach::new(this_machine, broadcasts, &self.http_hc_this_host);
         // IPv4 and IPv6 on one socket where the host has IPv6.
         let opts = corral_tokio::socket::SocketOptions::default();
         let coap = corral_tokio::socket::bind_std("[::]:0".parse().expect("an address"), &opts)
             .or_else(|_| corral_tokio::socket::bind_std("0.0.0.0:0".parse().expect("an address"), &opts))
             .map_err(|e| Failure::other(format!("cannot open the HTTP side's CoAP socket: {e}")))?;
-        let window = Window { verb, board, access, token, gateway: None, proxy: None };
+        let window = Window { verb, board, access, token, names, reach, gateway: None, proxy: None };
         Ok(Some(Bound { listener, window, coap }))
     }
 }
@@ -210,12 +240,7 @@ impl Bound {
         let listener = tokio::net::TcpListener::from_std(self.listener)
             .map_err(|e| Failure::other(format!("cannot serve HTTP: {e}")))?;
         let app = router(self.window, self.coap).await?;
-        tokio::spawn(async move {
-            let service = app.into_make_service_with_connect_info::<SocketAddr>();
-            if let Err(e) = axum::serve(listener, service).await {
-                tracing::warn!(error = %e, "the HTTP listener stopped");
-            }
-        });
+        tokio::spawn(bounds::serve(listener, app));
         Ok(())
     }
 }
@@ -224,8 +249,11 @@ impl Bound {
 pub(crate) struct App {
     pub window: Window,
     pub client: Option<corral_tokio::Client>,
-    /// Cross-proxy requests in progress at once; beyond it 503.
-    pub hc_slots: Arc<tokio::sync::Semaphore>,
+    /// Cross-proxy requests in progress ([`bounds::MAX_REQUESTS`], a share per client); beyond it 503.
+    pub requests: Arc<bounds::Shares>,
+    /// Event streams: the console's live values and the cross-proxy's observations
+    /// ([`bounds::MAX_STREAMS`], a share per client).
+    pub streams: Arc<bounds::Shares>,
     /// The cross-proxy's coaps:// clients, one per peer of [`GatewaySide::coaps_peers`] that was asked
     /// (so at most as many as the credentials file names), made on first use.
     pub coaps_clients: tokio::sync::Mutex<std::collections::HashMap<SocketAddr, corral_tokio::Client>>,
@@ -246,7 +274,8 @@ async fn router(window: Window, coap: std::net::UdpSocket) -> Result<Router, Fai
     let app = Arc::new(App {
         window,
         client,
-        hc_slots: Arc::new(tokio::sync::Semaphore::new(hc::MAX_IN_PROGRESS)),
+        requests: bounds::Shares::new("cross-proxy requests", bounds::MAX_REQUESTS, bounds::PER_CLIENT_SHARE),
+        streams: bounds::Shares::new("event streams", bounds::MAX_STREAMS, bounds::PER_CLIENT_SHARE),
         coaps_clients: Default::default(),
     });
     let mut r = Router::new()
@@ -259,7 +288,7 @@ async fn router(window: Window, coap: std::net::UdpSocket) -> Result<Router, Fai
     if proxy {
         r = r.merge(proxy::routes());
     }
-    Ok(r.fallback(not_found).layer(axum::middleware::from_fn_with_state(app.clone(), guard)).with_state(app))
+    Ok(r.fallback(not_found).layer(axum::middleware::from_fn_with_state(app.clone(), rules::guard)).with_state(app))
 }
 
 /// How the window's CoAP clients are made: with `dtls`, one that speaks coaps:// with those credentials.
@@ -285,88 +314,6 @@ async fn client(dtls: Option<corral_tokio::DtlsConfig>) -> Result<corral_tokio::
 
 async fn not_found() -> Response {
     Problem::new(StatusCode::NOT_FOUND, "no such resource on this listener").into_response()
-}
-
-/// The role a request needs, and whether it is an admin route (the bearer token's).
-fn needs(method: &Method, path: &str) -> (Role, bool) {
-    let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
-    if let Some(rest) = path.strip_prefix("/console/").filter(|_| !safe) {
-        // The console's forms: admin routes (off with a token, which a form cannot carry).
-        return (if rest.ends_with("/actuate") { Role::Actuate } else { Role::Manage }, true);
-    }
-    if let Some(rest) = path.strip_prefix("/api") {
-        let role = if safe {
-            Role::Read
-        } else if rest.ends_with("/actuate") {
-            Role::Actuate
-        } else {
-            Role::Manage
-        };
-        return (role, true);
-    }
-    if path.starts_with("/hc/") && !safe {
-        return (Role::Actuate, false);
-    }
-    (Role::Read, false)
-}
-
-/// Who may use which route: the access policy's role for the client's address, and the bearer token.
-async fn guard(
-    State(app): State<Shared>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let (role, admin) = needs(req.method(), req.uri().path());
-    let has = app.window.access.role_of(&ClientIdentity::new(peer));
-    if has.is_none_or(|r| r < role) {
-        tracing::debug!(%peer, path = req.uri().path(), "HTTP request refused by the access policy");
-        let have = has.map_or("no role".to_string(), |r| format!("the role {}", r.as_str()));
-        return Problem::new(
-            StatusCode::FORBIDDEN,
-            format!("{} needs the role {} and {peer} has {have} (--allow)", req.uri().path(), role.as_str()),
-        )
-        .into_response();
-    }
-    if admin && !same_origin(req.headers()) {
-        return Problem::new(
-            StatusCode::FORBIDDEN,
-            "a change from a page of another origin (Origin is not this listener)",
-        )
-        .into_response();
-    }
-    if admin {
-        if let Some(token) = &app.window.token {
-            if !bearer_matches(req.headers(), token) {
-                let mut r = Problem::new(
-                    StatusCode::UNAUTHORIZED,
-                    "the admin API needs `Authorization: Bearer TOKEN` (--http-token-file)",
-                )
-                .into_response();
-                r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
-                return r;
-            }
-        }
-    }
-    next.run(req).await
-}
-
-/// Whether a browser sent the request from one of this listener's pages: an `Origin` header, when there
-/// is one, names the `Host` the request went to (a form on another site cannot make a browser on this
-/// machine change entities with this machine's role).
-fn same_origin(headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
-    origin.strip_prefix("http://").is_some_and(|o| o.eq_ignore_ascii_case(host))
-}
-
-/// Whether the request carries `Authorization: Bearer <token>`, compared in time independent of where
-/// the first difference is.
-fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
-    let Some(given) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
-    let Some(given) = given.strip_prefix("Bearer ") else { return false };
-    let (a, b) = (given.trim().as_bytes(), token.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn healthz() -> Response {

@@ -169,9 +169,15 @@ pub fn spawn_json(cmd: &mut Command) -> (Proc, serde_json::Value) {
 /// `corral gateway --testbed n` on loopback subnet 127.0.`subnet`.x, ephemeral ports, a scratch data
 /// directory and a 0.3 s multicast leisure; returns the gateway, its summary and the directory.
 pub fn corral_testbed(n: usize, subnet: u8, extra: &[&str]) -> (Proc, serde_json::Value, tempfile::TempDir) {
+    corral_testbed_from(n, &format!("127.0.{subnet}.1:0"), extra)
+}
+
+/// [`corral_testbed`] with the devices from `from` (`ADDR:PORT`: a fixed port, for a test that names it in
+/// `--member-port`).
+pub fn corral_testbed_from(n: usize, from: &str, extra: &[&str]) -> (Proc, serde_json::Value, tempfile::TempDir) {
     let data = tempfile::tempdir().expect("temporary directory");
-    let (n, from, dir) = (n.to_string(), format!("127.0.{subnet}.1:0"), data.path().display().to_string());
-    let mut args = vec!["gateway", "--bind", "127.0.0.1:0", "--testbed", &n, "--testbed-from", &from];
+    let (n, dir) = (n.to_string(), data.path().display().to_string());
+    let mut args = vec!["gateway", "--bind", "127.0.0.1:0", "--testbed", &n, "--testbed-from", from];
     args.extend(["--leisure", "0.3", "--json", "--data", &dir]);
     args.extend_from_slice(extra);
     let (p, j) = spawn_json(Command::new(CORRAL).args(&args));

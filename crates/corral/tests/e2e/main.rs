@@ -21,6 +21,7 @@ mod attack_gateway;
 mod attack_proxy;
 mod attack_proxy_cache;
 mod attack_stream;
+mod attack_window;
 mod cli;
 mod console_browser;
 mod dead_peer;

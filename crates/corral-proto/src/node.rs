@@ -27,11 +27,14 @@ struct Mount {
     rng: Rng,
 }
 
-/// The effects the services started and no runner has taken yet, and whose they are (see
-/// [`crate::effect`]).
+/// The effects the services started and no runner has taken yet, whose they are, and who does them (see
+/// [`crate::effect`]). Boxed in the node and made at the first use: a node that never starts an effect
+/// (most of a thousand simulated motes) pays one pointer for it.
 #[derive(Default)]
 pub(crate) struct Effects {
     next: u64,
+    /// Who does the effects; none: the driver polls them itself.
+    runner: Option<Box<dyn EffectRunner>>,
     /// Started, not yet handed to the runner (or, without one, to [`Node::poll_effect`]).
     queued: VecDeque<(EffectId, EffectOp)>,
     /// Effect → the mount that started it, until its completion is delivered.
@@ -45,6 +48,15 @@ impl Effects {
         self.queued.push_back((id, op));
         self.owners.insert(id, mount);
         id
+    }
+
+    /// Hands the runner what was started and takes one completion it has, if any (none without a runner).
+    fn run(&mut self, now: Instant) -> Option<(EffectId, EffectDone)> {
+        let runner = self.runner.as_mut()?;
+        while let Some((id, op)) = self.queued.pop_front() {
+            runner.start(now, id, op);
+        }
+        runner.poll_done(now)
     }
 }
 
@@ -65,9 +77,8 @@ pub struct Node {
     forward_proxy: Option<usize>,
     /// A layer between the message layer and the services (OSCORE), if any.
     layer: Option<Box<dyn Layer>>,
-    effects: Effects,
-    /// Who does the services' effects (see [`crate::effect`]); none: the driver polls them itself.
-    runner: Option<Box<dyn EffectRunner>>,
+    /// The services' effects, made at the first effect or runner (see [`Effects`]).
+    effects: Option<Box<Effects>>,
 }
 
 impl Node {
@@ -93,8 +104,7 @@ impl Node {
             well_known_core: true,
             forward_proxy: None,
             layer: None,
-            effects: Effects::default(),
-            runner: None,
+            effects: None,
         }
     }
 
@@ -122,23 +132,23 @@ impl Node {
     /// Has `runner` do the services' effects (see [`crate::effect`]): after every input the node hands it
     /// what was started and delivers what it reports done, and its `poll_timeout` joins the node's.
     pub fn set_effect_runner(&mut self, runner: Box<dyn EffectRunner>) {
-        self.runner = Some(runner);
+        self.effects.get_or_insert_with(Box::default).runner = Some(runner);
     }
 
     /// The effect runner, to look into (a simulated store's contents, a crash).
     pub fn effect_runner_mut(&mut self) -> Option<&mut Box<dyn EffectRunner>> {
-        self.runner.as_mut()
+        self.effects.as_mut()?.runner.as_mut()
     }
 
     /// Takes the effect runner out (a simulated crash keeps the store and drops the node).
     pub fn take_effect_runner(&mut self) -> Option<Box<dyn EffectRunner>> {
-        self.runner.take()
+        self.effects.as_mut()?.runner.take()
     }
 
     /// An effect a service started, for a driver without a runner to do (see [`crate::effect`]).
     #[must_use]
     pub fn poll_effect(&mut self) -> Option<(EffectId, EffectOp)> {
-        self.effects.queued.pop_front()
+        self.effects.as_mut()?.queued.pop_front()
     }
 
     /// Effect `id` is done: its service gets `done`. An unknown id (delivered twice) is ignored.
@@ -148,7 +158,7 @@ impl Node {
     }
 
     fn deliver_effect(&mut self, now: Instant, id: EffectId, done: EffectDone) {
-        let Some(index) = self.effects.owners.remove(&id) else {
+        let Some(index) = self.effects.as_mut().and_then(|e| e.owners.remove(&id)) else {
             tracing::debug!(?id, "completion of an unknown effect");
             return;
         };
@@ -160,11 +170,7 @@ impl Node {
     /// (a completion may start more). Bounded like the change rounds of [`Node::dispatch`].
     fn run_effects(&mut self, now: Instant) {
         for _round in 0..64 {
-            let Some(runner) = self.runner.as_mut() else { return };
-            while let Some((id, op)) = self.effects.queued.pop_front() {
-                runner.start(now, id, op);
-            }
-            let Some((id, done)) = runner.poll_done(now) else { return };
+            let Some((id, done)) = self.effects.as_mut().and_then(|e| e.run(now)) else { return };
             self.deliver_effect(now, id, done);
             self.dispatch_changes(now);
         }
@@ -310,7 +316,7 @@ impl Node {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let services = self.mounts.iter().filter_map(|m| m.service.poll_timeout()).min();
-        let effects = self.runner.as_ref().and_then(|r| r.poll_timeout());
+        let effects = self.effects.as_ref().and_then(|e| e.runner.as_ref()?.poll_timeout());
         [self.endpoint.poll_timeout(), self.tcp.poll_timeout(), services, effects].into_iter().flatten().min()
     }
 
@@ -353,7 +359,7 @@ impl Node {
     /// resources, and runs the effects the services started (see [`Node::run_effects`]).
     fn dispatch(&mut self, now: Instant) {
         self.dispatch_changes(now);
-        if self.runner.is_some() {
+        if self.effects.as_ref().is_some_and(|e| e.runner.is_some()) {
             self.run_effects(now);
         }
     }

@@ -177,7 +177,7 @@ pub struct Context<'a> {
     pub(crate) me: usize,
     pub(crate) mount_depth: usize,
     pub(crate) layer: Option<&'a mut Box<dyn Layer>>,
-    pub(crate) effects: &'a mut crate::node::Effects,
+    pub(crate) effects: &'a mut Option<Box<crate::node::Effects>>,
 }
 
 impl<'a> Context<'a> {
@@ -319,7 +319,7 @@ impl<'a> Context<'a> {
     /// [`Service::handle_effect`] with the id returned here, later, and not necessarily in the order
     /// effects were started (see [`crate::effect`]).
     pub fn effect(&mut self, op: crate::EffectOp) -> crate::EffectId {
-        self.effects.start(self.me, op)
+        self.effects.get_or_insert_with(Box::default).start(self.me, op)
     }
 
     /// This service's own random stream, seeded from the node's seed: for draws nobody gains by

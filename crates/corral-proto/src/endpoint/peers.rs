@@ -34,7 +34,8 @@ pub(super) struct Peer {
     /// Requests from this peer awaiting the application's response (its share of the inbound table).
     pub(super) inbound: u32,
     /// The peer proved it receives what we send: it acknowledged, reset or answered a message of ours, or
-    /// returned an Echo value we gave it (RFC 9175 §2.4).
+    /// returned an Echo value we gave it (RFC 9175 §2.4); or it is in a network whose sources cannot be
+    /// spoofed (loopback, [`EndpointConfig::verified_nets`]).
     pub(super) verified: bool,
     /// The Echo value last given to this peer and when (RFC 9175 §2.4 amplification mitigation).
     pub(super) echo: Option<([u8; 8], Instant)>,
@@ -104,14 +105,15 @@ impl Peer {
 }
 
 impl PeerTable {
-    pub(super) fn new(hash_seed: u64) -> PeerTable {
+    /// `sharers`: how many endpoints share the port (they split the shared first-answer allowance).
+    pub(super) fn new(hash_seed: u64, sharers: usize) -> PeerTable {
         PeerTable {
             index: new_map(hash_seed),
             slab: Vec::new(),
             free_slots: Vec::new(),
             lru: VecDeque::new(),
             lru_clock: 0,
-            first_answers: credit::FirstAnswers::new(hash_seed),
+            first_answers: credit::FirstAnswers::new(hash_seed, sharers),
         }
     }
 
@@ -154,13 +156,14 @@ impl PeerTable {
         MessageId(mid)
     }
 
-    /// The slot of `addr`'s state, creating it (its first message ID from `secret`) and, if the table
-    /// holds `max_peers`, evicting a peer first (returned: the endpoint drops what it held). `None`: full,
-    /// and no peer may be forced out.
+    /// The slot of `addr`'s state, creating it (its first message ID from `secret`; `verified` from the
+    /// start if its network cannot be spoofed) and, if the table holds `max_peers`, evicting a peer first
+    /// (returned: the endpoint drops what it held). `None`: full, and no peer may be forced out.
     pub(super) fn slot(
         &mut self,
         addr: SocketAddr,
         max_peers: usize,
+        verified: bool,
         secret: &mut SecretRng,
     ) -> Option<(u32, Option<Evicted>)> {
         self.lru_clock += 1;
@@ -181,7 +184,7 @@ impl PeerTable {
             refs: 0,
             client_refs: 0,
             inbound: 0,
-            verified: false,
+            verified,
             echo: None,
             credit: 0,
             local: None,
@@ -363,7 +366,8 @@ impl Endpoint {
     /// The slot of `addr`'s state, creating it; a peer evicted to make room takes what it was owed with it.
     #[inline]
     pub(super) fn peer_slot(&mut self, addr: SocketAddr) -> Option<u32> {
-        let (slot, evicted) = self.peers.slot(addr, self.config.limits.max_peers, &mut self.secret)?;
+        let verified = self.config.verified_source(addr.ip());
+        let (slot, evicted) = self.peers.slot(addr, self.config.limits.max_peers, verified, &mut self.secret)?;
         if let Some(Evicted { addr, busy }) = evicted {
             if busy {
                 self.purge_server_state(addr);

@@ -79,9 +79,10 @@ pub struct EndpointConfig {
     /// [`AmplificationLimit`]); `None`: off.
     pub amplification: Option<AmplificationLimit>,
     /// Networks whose sources cannot be spoofed (BCP 38 source-address validation on the way in, e.g. a
-    /// LAN behind filtering routers): a peer there counts as verified from its first datagram — no
-    /// reflection bound, no Echo challenge to prove its address, the treatment of a peer that has proved
-    /// it. Loopback (`127.0.0.0/8`, `::1`) is always verified besides these: the kernel drops a datagram
+    /// LAN behind filtering routers): a peer there counts as verified from its first datagram — its
+    /// answers are not held to the reflection bound, and the application sees its requests as
+    /// [`IncomingRequest::verified`] (no Echo round trip to prove its address). Which peers, requests,
+    /// observations and uploads give way under a flood still goes by what a peer has proved. Loopback (`127.0.0.0/8`, `::1`) is always verified besides these: the kernel drops a datagram
     /// with a loopback source that arrives on any other interface (a "martian"; IPv4 unless an interface
     /// sets `route_localnet`, IPv6 always, RFC 4291 §2.5.3), so no host but this one can send one.
     /// What this trusts: that nobody outside the network can send with a source address inside it.

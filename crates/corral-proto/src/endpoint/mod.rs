@@ -709,7 +709,7 @@ impl Endpoint {
                 token: key.1,
                 request,
                 notification: true,
-                verified: self.peers.is_verified(&key.0),
+                verified: self.peers.is_trusted(&key.0),
                 echoed: false,
                 peer_identity: None,
                 oscore_identity: None,

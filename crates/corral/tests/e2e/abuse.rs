@@ -441,7 +441,7 @@ fn answers_to_unverified_sources_stay_within_the_bound() {
             let data = tempfile::tempdir().unwrap();
             let dir = data.path().display().to_string();
             let mut cmd = net.in_g(CORRAL);
-            cmd.args(["gateway", "--bind", "10.77.0.1:5683", "--testbed", "3", "--testbed-from", "127.0.84.1:0"]);
+            cmd.args(["gateway", "--bind", "0.0.0.0:5683", "--testbed", "3", "--testbed-from", "127.0.84.1:0"]);
             cmd.args(["--leisure", "0.3", "--json", "--data", &dir, "--allow", "manage=127.0.0.0/8"]);
             cmd.args(["--allow", "read=10.78.0.0/20"]);
             let (_gw, j) = spawn_json(&mut cmd);
@@ -463,7 +463,7 @@ fn answers_to_unverified_sources_stay_within_the_bound() {
     ];
     for (k, (dst, path)) in targets.into_iter().enumerate() {
         // A victim address of its own per target, so that each starts with a full first-answer bucket.
-        let victim = format!("10.78.91.{}", k + 1);
+        let victim = format!("10.78.11.{}", k + 1);
         let ports: Vec<UdpSocket> = (0..60).map(|_| UdpSocket::bind(format!("{victim}:0")).unwrap()).collect();
         let started = Instant::now();
         let mut sent = 0;

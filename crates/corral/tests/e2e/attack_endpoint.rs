@@ -277,7 +277,7 @@ fn spoofed_entity_reads_and_proxy_forwards_reflect_within_the_bound() {
             let data = tempfile::tempdir().unwrap();
             let dir = data.path().display().to_string();
             let mut cmd = net.in_g(CORRAL);
-            cmd.args(["gateway", "--bind", "10.77.0.1:5683", "--testbed", "3", "--testbed-from", "127.0.93.1:0"]);
+            cmd.args(["gateway", "--bind", "0.0.0.0:5683", "--testbed", "3", "--testbed-from", "127.0.93.1:0"]);
             cmd.args(["--leisure", "0.3", "--json", "--data", &dir, "--allow", "manage=127.0.0.0/8"]);
             cmd.args(["--allow", "read=10.78.0.0/20"]);
             let (_gw, j) = spawn_json(&mut cmd);
@@ -292,7 +292,7 @@ fn spoofed_entity_reads_and_proxy_forwards_reflect_within_the_bound() {
             assert_eq!(run(net.in_g(CORRAL).args(&args), Duration::from_secs(30)).status.code(), Some(0));
             let (_s, _) = spawn_json(net.in_g(CORRAL).args(["serve", "--bind", "10.77.0.1:5701", "--json", "-q"]));
             let mut cmd = net.in_g(CORRAL);
-            cmd.args(["proxy", "--bind", "10.77.0.1:5700", "--json", "--allow", "10.78.0.0/20"]);
+            cmd.args(["proxy", "--bind", "10.77.0.1:5700", "--json", "--allow", "10.78.0.0/20,10.77.0.1,127.0.0.0/8"]);
             cmd.args(["--dest-this-host", "--dest-port", "5701"]);
             let (_p, _) = spawn_json(&mut cmd);
             let large = "coap://10.77.0.1:5701/large";

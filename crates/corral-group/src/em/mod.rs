@@ -94,7 +94,7 @@ use follow::Follows;
 pub use follow::{members_from_lookup, REFRESH_SLACK, RETRY_FIRST, RETRY_MAX};
 use groups::Groups;
 use jobs::{member_result, Job, JobId, JobSpec, Jobs, Kind, Res, Sink, Slot};
-use quotas::{Hold, Quotas};
+use quotas::{Client, Hold, Quotas};
 use shards::Part;
 pub use shards::{Directory, SYNC_PERIOD};
 pub use stats::{EmStats, Latency, MemberStats, LATENCY_BOUNDS_US};

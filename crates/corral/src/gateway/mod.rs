@@ -67,8 +67,10 @@ when it listens beyond loopback that way, and when a rule opens it to everyone (
 this host's interfaces and loopback, port 5683 (and the testbed's port); never the gateway itself \
 or a broadcast address. Refusals are 4.03 naming the member.
 - Budget (--budget N): member requests one client request may cause, through nesting and other \
-gateways [64]. Quotas: 256 member exchanges per client, 512 per entity at once (5.03 + Max-Age), \
-each given back as its member request ends; readers may pace a use by at most 1 s.
+gateways [64]. Quotas: 256 member exchanges per client (its address and port once its address is \
+verified: loopback, --verified-net, coaps://, an Echo returned; else its address), 1,024 for all \
+clients at one address (a host, a NAT), 512 per entity at once (5.03 + Max-Age), each given back as \
+its member request ends; readers may pace a use by at most 1 s.
 - Proof of address: beyond loopback, a client's first use and each change or actuation get 4.01 \
 with an Echo value first (RFC 9175); corral's and libcoap's clients repeat with it by themselves, \
 a spoofer never sees it. A remote manage or actuate role still rests on its address: the gateway \
@@ -168,6 +170,8 @@ pub struct GatewayArgs {
     pub http: crate::http::HttpArgs,
     #[command(flatten)]
     pub dtls: crate::dtls_args::DtlsNodeArgs,
+    #[command(flatten)]
+    pub verified: crate::policy_args::VerifiedNetArgs,
 }
 
 /// The default data directory (see [`AFTER_HELP`]).
@@ -290,6 +294,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     };
     let mut endpoint = corral_tokio::corral_proto::EndpointConfig::default();
     endpoint.params.nstart = args.nstart;
+    args.verified.apply(&mut endpoint);
     let mut bound = workers::bind(driver, bind, socket, endpoint, args.workers, fleet.is_some())?;
     let local = bound.local_addr();
     // The HTTP window's cross-proxy reaches the same coaps:// peers with the same credentials.

@@ -15,6 +15,7 @@ mod common;
 mod spoof;
 
 mod abuse;
+mod attack_carpet;
 mod attack_dtls;
 mod attack_endpoint;
 mod attack_gateway;

@@ -295,3 +295,18 @@ fn the_docs_the_readme_links_to_are_in_the_repository() {
     }
     assert!(checked >= 3, "{checked} links");
 }
+
+/// The README stays a short map (issue 46): at most 300 lines, and its table lists every page under docs/.
+#[test]
+fn the_readme_is_a_short_map_of_every_page() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(readme.lines().count() <= 300, "README.md has {} lines", readme.lines().count());
+    let map = readme.split("## Where to read on").nth(1).expect("the README's map");
+    for entry in std::fs::read_dir(root.join("docs")).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.ends_with(".md") {
+            assert!(map.contains(&format!("](docs/{name})")), "the README's map does not list docs/{name}");
+        }
+    }
+}

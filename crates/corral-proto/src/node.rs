@@ -5,6 +5,7 @@
 //! outcome of a request back to the service that issued it. It adds no I/O and no clock to the endpoint's
 //! contract: inputs are `handle_*`, outputs `poll_*`.
 
+use crate::effect::{EffectDone, EffectId, EffectOp, EffectRunner};
 use crate::endpoint::{Endpoint, Event, Transmit};
 use crate::message::{IncomingRequest, RequestId, Transport};
 use crate::rng::Rng;
@@ -26,6 +27,27 @@ struct Mount {
     rng: Rng,
 }
 
+/// The effects the services started and no runner has taken yet, and whose they are (see
+/// [`crate::effect`]).
+#[derive(Default)]
+pub(crate) struct Effects {
+    next: u64,
+    /// Started, not yet handed to the runner (or, without one, to [`Node::poll_effect`]).
+    queued: VecDeque<(EffectId, EffectOp)>,
+    /// Effect → the mount that started it, until its completion is delivered.
+    owners: std::collections::HashMap<EffectId, usize>,
+}
+
+impl Effects {
+    pub(crate) fn start(&mut self, mount: usize, op: EffectOp) -> EffectId {
+        self.next += 1;
+        let id = EffectId(self.next);
+        self.queued.push_back((id, op));
+        self.owners.insert(id, mount);
+        id
+    }
+}
+
 /// An endpoint and its services. See the module docs.
 pub struct Node {
     endpoint: Endpoint,
@@ -43,6 +65,9 @@ pub struct Node {
     forward_proxy: Option<usize>,
     /// A layer between the message layer and the services (OSCORE), if any.
     layer: Option<Box<dyn Layer>>,
+    effects: Effects,
+    /// Who does the services' effects (see [`crate::effect`]); none: the driver polls them itself.
+    runner: Option<Box<dyn EffectRunner>>,
 }
 
 impl Node {
@@ -68,6 +93,8 @@ impl Node {
             well_known_core: true,
             forward_proxy: None,
             layer: None,
+            effects: Effects::default(),
+            runner: None,
         }
     }
 
@@ -90,6 +117,58 @@ impl Node {
     /// before routing and every response after the service.
     pub fn set_layer(&mut self, layer: Box<dyn Layer>) {
         self.layer = Some(layer);
+    }
+
+    /// Has `runner` do the services' effects (see [`crate::effect`]): after every input the node hands it
+    /// what was started and delivers what it reports done, and its `poll_timeout` joins the node's.
+    pub fn set_effect_runner(&mut self, runner: Box<dyn EffectRunner>) {
+        self.runner = Some(runner);
+    }
+
+    /// The effect runner, to look into (a simulated store's contents, a crash).
+    pub fn effect_runner_mut(&mut self) -> Option<&mut Box<dyn EffectRunner>> {
+        self.runner.as_mut()
+    }
+
+    /// Takes the effect runner out (a simulated crash keeps the store and drops the node).
+    pub fn take_effect_runner(&mut self) -> Option<Box<dyn EffectRunner>> {
+        self.runner.take()
+    }
+
+    /// An effect a service started, for a driver without a runner to do (see [`crate::effect`]).
+    #[must_use]
+    pub fn poll_effect(&mut self) -> Option<(EffectId, EffectOp)> {
+        self.effects.queued.pop_front()
+    }
+
+    /// Effect `id` is done: its service gets `done`. An unknown id (delivered twice) is ignored.
+    pub fn handle_effect_done(&mut self, now: Instant, id: EffectId, done: EffectDone) {
+        self.deliver_effect(now, id, done);
+        self.dispatch(now);
+    }
+
+    fn deliver_effect(&mut self, now: Instant, id: EffectId, done: EffectDone) {
+        let Some(index) = self.effects.owners.remove(&id) else {
+            tracing::debug!(?id, "completion of an unknown effect");
+            return;
+        };
+        let (service, mut cx) = self.parts(now, index);
+        service.handle_effect(&mut cx, id, done);
+    }
+
+    /// Hands the runner what the services started and delivers what it has done, until neither is left
+    /// (a completion may start more). Bounded like the change rounds of [`Node::dispatch`].
+    fn run_effects(&mut self, now: Instant) {
+        for _round in 0..64 {
+            let Some(runner) = self.runner.as_mut() else { return };
+            while let Some((id, op)) = self.effects.queued.pop_front() {
+                runner.start(now, id, op);
+            }
+            let Some((id, done)) = runner.poll_done(now) else { return };
+            self.deliver_effect(now, id, done);
+            self.dispatch_changes(now);
+        }
+        tracing::warn!("effects keep completing within one input; the rest wait for the next");
     }
 
     /// The layer, to look into (statistics) or change (keys).
@@ -231,7 +310,8 @@ impl Node {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let services = self.mounts.iter().filter_map(|m| m.service.poll_timeout()).min();
-        [self.endpoint.poll_timeout(), self.tcp.poll_timeout(), services].into_iter().flatten().min()
+        let effects = self.runner.as_ref().and_then(|r| r.poll_timeout());
+        [self.endpoint.poll_timeout(), self.tcp.poll_timeout(), services, effects].into_iter().flatten().min()
     }
 
     /// Multicast joins and leaves the services asked for; the driver applies them.
@@ -264,13 +344,23 @@ impl Node {
             me: index,
             mount_depth: mount.prefix.len(),
             layer: self.layer.as_mut(),
+            effects: &mut self.effects,
         };
         (mount.service.as_mut(), cx)
     }
 
+    /// Delivers every pending endpoint event to its service, renders the notifications of changed
+    /// resources, and runs the effects the services started (see [`Node::run_effects`]).
+    fn dispatch(&mut self, now: Instant) {
+        self.dispatch_changes(now);
+        if self.runner.is_some() {
+            self.run_effects(now);
+        }
+    }
+
     /// Delivers every pending endpoint event to its service, and renders the notifications of changed
     /// resources. A handler that reports a change while rendering would loop; rounds are capped.
-    fn dispatch(&mut self, now: Instant) {
+    fn dispatch_changes(&mut self, now: Instant) {
         for _round in 0..8 {
             self.dispatch_events(now);
             if self.changes.is_empty() {

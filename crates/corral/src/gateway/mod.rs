@@ -11,7 +11,8 @@ use crate::client_cmd::Verbosity;
 use crate::devices::{describe_range, parse_bind, parse_leisure, Fleet, FleetConfig};
 use crate::exit::Failure;
 use clap::Args;
-use corral_group::{EmConfig, EntityManager, SqliteStore};
+use corral_group::{EmConfig, EntityManager, Store};
+use corral_store::SqliteStore;
 use corral_tokio::uri::base_uri;
 use corral_tokio::{Client, Code};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -230,6 +231,8 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let db = data.join("em.db");
     let store = SqliteStore::open(&db)
         .map_err(|e| Failure::other(format!("cannot open the entity database {}: {e}", db.display())))?;
+    let snapshot =
+        store.load().map_err(|e| Failure::other(format!("cannot load the entities of {}: {e}", db.display())))?;
 
     // --rd: the directory beside the Entity Manager, on worker 0's endpoint.
     let rd = match args.rd {
@@ -353,7 +356,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let mcast_port = em_config.multicast_port;
     let workers = args.workers;
     let mut ems =
-        corral_group::gateway::entity_managers(em_config, Box::new(store), workers, || corral_tokio::os_seed() as u32)
+        corral_group::gateway::entity_managers(em_config, snapshot, workers, || corral_tokio::os_seed() as u32)
             .map_err(|e| Failure::other(format!("cannot load the entities of {}: {e}", db.display())))?
             .into_iter();
     let em = ems.next().expect("a gateway has a worker 0");
@@ -372,6 +375,10 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         guard: guard(contexts.take().map(|c| corral_oscore::OscoreLayer::serving(c, args.require_oscore))),
         watch: None,
         rd,
+        store: Some(Box::new(
+            corral_store::em_store_thread(store)
+                .map_err(|e| Failure::other(format!("cannot start the entity database's thread: {e}")))?,
+        )),
     }];
     for em in ems {
         parts.push(workers::Part {
@@ -381,6 +388,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
             guard: guard(args.require_oscore.then(|| corral_oscore::OscoreLayer::serving(Vec::new(), true))),
             watch: None,
             rd: None,
+            store: None,
         });
     }
     for (i, p) in parts.iter_mut().enumerate() {

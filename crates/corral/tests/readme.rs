@@ -145,7 +145,13 @@ fn the_gateway_page_runs_as_written() {
 fn the_safety_page_runs_as_written() {
     the_page_runs_as_written(
         "docs/safety.md",
-        &["refused: 4", "port 22 is not an allowed member port", "may read entities, not manage them"],
+        &[
+            "refused: 4",
+            "port 22 is not an allowed member port",
+            "may read entities, not manage them",
+            "421\n403\n",
+            "no change (only GET) unless the operator opens it (--http-hc-this-host)",
+        ],
     );
 }
 

@@ -125,7 +125,7 @@ fn reply(r: Result<corral_tokio::Response, Problem>) -> Response {
 }
 
 /// `value` as an `application/json` body ending with a newline.
-fn json_line(value: impl serde::Serialize) -> Response {
+pub(super) fn json_line(value: impl serde::Serialize) -> Response {
     let mut body = serde_json::to_vec(&value).unwrap_or_default();
     body.push(b'\n');
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()

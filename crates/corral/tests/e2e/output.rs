@@ -304,7 +304,7 @@ fn a_server_log_has_no_debug_values() {
     assert!(!err.contains("None") && !err.contains("Some("), "{err}");
 }
 
-/// The admin API's JSON ends with a newline, as every JSON line corral prints does (issue 46).
+/// The admin API's JSON (and /readyz's) ends with a newline, as every JSON line corral prints does (issue 46).
 #[test]
 fn the_admin_apis_json_ends_with_a_newline() {
     let data = tempfile::tempdir().unwrap();
@@ -320,10 +320,10 @@ fn the_admin_apis_json_ends_with_a_newline() {
         "--json",
     ]));
     let http = j["http"].as_str().unwrap().to_string();
-    for path in ["/api/entities", "/api/groups", "/api/entities/nope"] {
+    for path in ["/api/entities", "/api/groups", "/api/entities/nope", "/readyz"] {
         let o = run(Command::new("curl").args(["-s", &format!("http://{http}{path}")]), Duration::from_secs(10));
         let body = stdout(&o);
-        assert!(body.starts_with(['[', '{']) && body.ends_with("}\n") || body.ends_with("]\n"), "{path}: {body:?}");
+        assert!(body.starts_with(['[', '{']) && (body.ends_with("}\n") || body.ends_with("]\n")), "{path}: {body:?}");
     }
     drop(gw);
 }

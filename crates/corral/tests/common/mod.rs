@@ -11,13 +11,7 @@ pub const CORRAL: &str = env!("CARGO_BIN_EXE_corral");
 /// Runs a command to completion, killing it if it exceeds `limit` (then the test fails loudly). Output is
 /// read while the command runs, so a command that prints megabytes does not block on a full pipe.
 pub fn run(cmd: &mut Command, limit: Duration) -> Output {
-    let desc = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
+    let (mut child, desc) = spawn_piped(cmd);
     let drain = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -47,6 +41,18 @@ pub fn run(cmd: &mut Command, limit: Duration) -> Output {
     Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() }
 }
 
+/// Starts `cmd` with no stdin and its output piped; the child and the command as the failures name it.
+fn spawn_piped(cmd: &mut Command) -> (Child, String) {
+    let desc = format!("{cmd:?}");
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
+    (child, desc)
+}
+
 /// When [`interrupt`] sends its signal.
 pub enum Once {
     /// The command's standard output has a line.
@@ -60,13 +66,7 @@ pub enum Once {
 /// Runs `cmd` and interrupts it as Ctrl-C does (SIGINT) once it is under way (`once`, within 20 s), then
 /// waits (at most 20 s) for it to end. Its output and status.
 pub fn interrupt(cmd: &mut Command, once: Once) -> Output {
-    let desc = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
+    let (mut child, desc) = spawn_piped(cmd);
     let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let (sink, mut stdout) = (out.clone(), child.stdout.take().expect("stdout is piped"));
     let reader = std::thread::spawn(move || {

@@ -9,7 +9,7 @@ use corral_group::Op;
 use corral_proto::wire::{Code, ContentFormat, MessageType, OptionNumber};
 use corral_proto::{Duration, Request};
 use serde_json::json;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 fn temps(lab: &Lab, range: std::ops::Range<usize>) -> Vec<f64> {
     range.map(|i| lab.reported_temperature(i)).collect()

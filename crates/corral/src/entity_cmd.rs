@@ -263,7 +263,11 @@ pub struct UseArgs {
 pub struct ActuateArgs {
     pub name: String,
     /// The value every member gets, as text (e.g. on, off, close, 40).
-    pub value: String,
+    #[arg(required_unless_present = "payload")]
+    pub value: Option<String>,
+    /// The value, as the client verbs take it (`-e on`: `corral put`'s and coap-client's habit).
+    #[arg(short = 'e', long = "payload", value_name = "VALUE", conflicts_with = "value")]
+    pub payload: Option<String>,
     /// POST instead of PUT.
     #[arg(long)]
     pub post: bool,
@@ -611,6 +615,8 @@ async fn show(gw: &Gateway, name: &str, as_json: bool, v: Verbosity) -> Result<(
     }
     for m in &profile.er {
         match p["unreachable"][m.as_str()].as_str() {
+            // `unreachable (ICMP)` says it already: not `unreachable: unreachable (ICMP)`.
+            Some(why) if why.starts_with("unreachable") => out!("    {m}  ({why})"),
             Some(why) => out!("    {m}  (unreachable: {why})"),
             None => out!("    {m}"),
         }
@@ -709,7 +715,10 @@ async fn actuate(gw: &Gateway, a: &ActuateArgs, as_json: bool, v: Verbosity) -> 
         uri = format!("{uri}?{q}");
     }
     let req = if a.post { gw.client.post(&uri) } else { gw.client.put(&uri) };
-    let req = req.content_format(ContentFormat::TEXT_PLAIN).accept(ContentFormat::JSON).payload(a.value.clone());
+    let req = req
+        .content_format(ContentFormat::TEXT_PLAIN)
+        .accept(ContentFormat::JSON)
+        .payload(a.value.clone().or_else(|| a.payload.clone()).unwrap_or_default());
     let r = gw.send(req).await?;
     let report = serde_json::from_slice::<Json>(&r.payload).ok();
     if as_json {

@@ -1034,3 +1034,22 @@ fn ipv6_multicast_entity_in_a_network_namespace() {
         assert!(out.contains(&format!("{m}  leave: 2.02 Deleted")), "{out}");
     }
 }
+
+/// What a newcomer types with the client verbs' habits works on entities too (issue 46, the walk-through):
+/// `entity actuate lights -e on` as `corral put … -e on` ("unexpected argument '-e'"), and a member that
+/// an ICMP error keeps away is shown as `(unreachable (ICMP))`, not `(unreachable: unreachable (ICMP))`.
+#[test]
+fn entity_verbs_take_the_client_verbs_habits() {
+    let tb = testbed(1, 165, &[]);
+    let port = tb.devices[0].port();
+    let (light, gone) = (tb.member(0, "/a/light"), format!("coap://127.0.165.9:{port}/a/light"));
+    tb.create("lights", &[light.clone(), gone.clone()], &["--allow-offline"]);
+    let o = tb.entity(&["actuate", "lights", "-e", "on"]);
+    assert_eq!(code(&o), 5, "one member cannot act: {}", stderr(&o));
+    let j: Json = serde_json::from_slice(&tb.entity(&["use", "lights", "--json"]).stdout).unwrap();
+    assert_eq!(j["values"][0]["vs"], "on", "-e gave the value: {j}");
+    let o = tb.entity(&["actuate", "lights", "off", "-e", "on"]);
+    assert_eq!(code(&o), 2, "one value, not two: {}", stderr(&o));
+    let shown = stdout(&tb.entity(&["show", "lights"]));
+    assert!(shown.contains(&format!("{gone}  (unreachable (ICMP))")), "{shown}");
+}

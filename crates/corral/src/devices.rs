@@ -141,7 +141,7 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
             "managers": managers,
         });
         out!("{j}");
-    } else {
+    } else if !v.quiet {
         out!(
             "corral device: {} device(s) on {} (seed {}, {} /mc slot(s) each)",
             addrs.len(),
@@ -153,11 +153,9 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
         if let Some(uri) = &args.rd {
             out!("  registering with the resource directory {uri} (lifetime {} s)", args.rd_lifetime);
         }
-        if !v.quiet {
-            let b = corral_tokio::uri::base_uri(addrs[0]);
-            out!("resources: /s/t /s/h /s/l (observable), /a/shutter /a/light, /mc, /.well-known/core (Ctrl-C stops)");
-            out!("try:\n  corral discover {b}\n  corral get {b}/s/t\n  corral put {b}/a/light -e on");
-        }
+        let b = corral_tokio::uri::base_uri(addrs[0]);
+        out!("resources: /s/t /s/h /s/l (observable), /a/shutter /a/light, /mc, /.well-known/core (Ctrl-C stops)");
+        out!("try:\n  corral discover {b}\n  corral get {b}/s/t\n  corral put {b}/a/light -e on");
     }
     rt.block_on(crate::wait_for_signal());
     tracing::info!("stopping the devices");

@@ -306,19 +306,17 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
                 "http": http.map(|a| a.to_string()),
             });
             let _ = writeln!(out, "{j}");
-        } else {
+        } else if !v.quiet {
             let _ = writeln!(out, "corral proxy: listening on {local}, {rules} FIB rule(s)");
             if let Some(t) = tcp_local {
                 let _ = writeln!(out, "corral proxy: CoAP over TCP on {t}");
             }
             let who: Vec<String> = clients.iter().map(|p| p.to_string()).collect();
             let _ = writeln!(out, "  clients allowed: {}", who.join(", "));
-            if !v.quiet {
-                let _ = writeln!(
-                    out,
-                    "try:\n  corral get coap://HOST/PATH -P {proxy_uri}\n  corral get {proxy_uri}/proxy     # counters (Ctrl-C stops)"
-                );
-            }
+            let _ = writeln!(
+                out,
+                "try:\n  corral get coap://HOST/PATH -P {proxy_uri}\n  corral get {proxy_uri}/proxy     # counters (Ctrl-C stops)"
+            );
         }
         let _ = out.flush();
         drop(out);

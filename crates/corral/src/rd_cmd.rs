@@ -131,7 +131,7 @@ fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: us
         let j = serde_json::json!({ "udp": local.to_string(), "uri": base, "database": db.display().to_string(),
             "registrations": restored, "dtls": args.dtls.dtls, "policy": policy_name(args.rd_policy) });
         let _ = writeln!(out, "{j}");
-    } else {
+    } else if !v.quiet {
         let _ = writeln!(out, "corral rd: listening on {local}");
         let _ = writeln!(out, "  registrations in {} ({restored} restored)", db.display());
         if args.dtls.dtls {
@@ -140,12 +140,10 @@ fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: us
         if args.rd_policy == RdPolicy::Identity {
             let _ = writeln!(out, "  policy: identity (registrations over coaps:// only)");
         }
-        if !v.quiet {
-            let _ = writeln!(
-                out,
-                "try:\n  corral post '{base}/rd?ep=node1&lt=600' -t link -e '</temp>;rt=temperature'\n  corral get '{base}/rd-lookup/res?rt=temperature'"
-            );
-        }
+        let _ = writeln!(
+            out,
+            "try:\n  corral post '{base}/rd?ep=node1&lt=600' -t link -e '</temp>;rt=temperature'\n  corral get '{base}/rd-lookup/res?rt=temperature'"
+        );
     }
     let _ = out.flush();
 }

@@ -8,6 +8,17 @@ use common::*;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// `corral rd` on a free port with a data directory of its own: (the directory, the process, its URI).
+fn directory() -> (tempfile::TempDir, Proc, String) {
+    let data = tempfile::tempdir().unwrap();
+    let rd = spawn_with_port(
+        Command::new(CORRAL).args(["rd", "--bind", "127.0.0.1:0", "--data", data.path().to_str().unwrap()]),
+        banner_port,
+    );
+    let uri = format!("coap://127.0.0.1:{}", rd.port);
+    (data, rd, uri)
+}
+
 /// `corral device --rd RD` at `bind` (lifetime 60 s).
 fn device(bind: &str, rd: &str) -> Proc {
     let args = ["device", "--bind", bind, "--rd", rd, "--rd-lifetime", "60", "--json"];
@@ -44,12 +55,7 @@ fn asked(proxy: &str, hop: &str) -> u64 {
 
 #[test]
 fn a_rules_next_hops_follow_the_devices_that_register_and_leave() {
-    let data = tempfile::tempdir().unwrap();
-    let rd = spawn_with_port(
-        Command::new(CORRAL).args(["rd", "--bind", "127.0.0.1:0", "--data", data.path().to_str().unwrap()]),
-        banner_port,
-    );
-    let rd_uri = format!("coap://127.0.0.1:{}", rd.port);
+    let (_data, _rd, rd_uri) = directory();
     let port = free_udp_port();
     let hop = |host: &str| format!("coap://{host}:{port}");
     let a = device(&format!("127.0.72.2:{port}"), &rd_uri);
@@ -132,12 +138,7 @@ fn forger(at: &str) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
 /// what the cache keeps — is the device's reading.
 #[test]
 fn a_registrant_cannot_steer_the_proxy_where_its_destination_policy_refuses() {
-    let data = tempfile::tempdir().unwrap();
-    let rd = spawn_with_port(
-        Command::new(CORRAL).args(["rd", "--bind", "127.0.0.1:0", "--data", data.path().to_str().unwrap()]),
-        banner_port,
-    );
-    let rd_uri = format!("coap://127.0.0.1:{}", rd.port);
+    let (_data, _rd, rd_uri) = directory();
     let port = free_udp_port();
     let forged = forger(&format!("127.0.77.9:{port}"));
     for (ep, base) in [("evil", format!("coap://127.0.77.9:{port}")), ("evil22", "coap://127.0.76.9:22".into())] {

@@ -233,3 +233,54 @@ impl Entries<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_proto::wire::ContentFormat;
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    /// Each of the three reasons to keep an answer, and an answer with none of them.
+    #[test]
+    fn an_answer_is_trusted_from_a_named_network_a_member_heard_before_or_under_group_oscore_only() {
+        let group = sa("239.255.7.7:5683");
+        let config = ProxyConfig { group_members: vec!["10.1.0.0/16".parse().unwrap()], ..ProxyConfig::default() };
+        let mut known = KnownMembers::default();
+        known.learn(group, &[sa("10.9.0.2:5683")]);
+        let plain = Response::content(ContentFormat::TEXT_PLAIN, "20.5");
+        let mut protected = plain.clone();
+        protected.options.set(OptionNumber::OSCORE, &[0x09, 0x01]);
+        let trust = |member: &str, request_protected: bool, answer: &Response| {
+            trusted(&config, &known, (group, sa(member)), request_protected, answer)
+        };
+        assert!(trust("10.1.3.4:5683", false, &plain), "a network the operator names");
+        assert!(trust("10.9.0.2:5683", false, &plain), "heard answering an earlier request to the group");
+        assert!(trust("192.0.2.66:5683", true, &protected), "Group OSCORE both ways");
+        assert!(!trust("192.0.2.66:5683", false, &plain), "a stranger in the clear");
+        assert!(!trust("192.0.2.66:5683", true, &plain), "a plain answer to a protected request");
+        assert!(!trust("192.0.2.66:5683", false, &protected), "an OSCORE option on an answer to a plain request");
+        let other = sa("239.255.7.8:5683");
+        assert!(!trusted(&config, &known, (other, sa("10.9.0.2:5683")), false, &plain), "a member of another group");
+    }
+
+    #[test]
+    fn known_members_are_bounded_per_group_and_in_groups_the_least_recently_heard_first_out() {
+        let mut known = KnownMembers::default();
+        let group = |i: usize| SocketAddr::from(([239, 255, 0, i as u8], 5683));
+        let member = |i: usize| SocketAddr::from(([10, 0, (i >> 8) as u8, i as u8], 5683));
+        let all: Vec<SocketAddr> = (0..MAX_KNOWN_MEMBERS + 10).map(member).collect();
+        known.learn(group(0), &all);
+        assert!(!known.contains(group(0), member(9)), "the first heard went first");
+        assert!(known.contains(group(0), member(10)) && known.contains(group(0), member(MAX_KNOWN_MEMBERS + 9)));
+        for g in 1..=MAX_KNOWN_GROUPS {
+            known.learn(group(g), &[member(1)]);
+        }
+        assert!(!known.contains(group(0), member(10)), "the group heard least recently went");
+        assert!(known.contains(group(1), member(1)) && known.contains(group(MAX_KNOWN_GROUPS), member(1)));
+        known.learn(group(MAX_KNOWN_GROUPS + 1), &[]);
+        assert!(known.contains(group(1), member(1)), "a request nobody answered teaches nothing and evicts nothing");
+    }
+}

@@ -498,7 +498,9 @@ impl<M: Machine> Driver<M> {
             match tokio::net::TcpListener::from_std(listener) {
                 Ok(l) => {
                     let (ids, tx) = (self.tcp.ids.clone(), self.tcp.tx.clone());
-                    self.tcp.accept.push(tokio::spawn(crate::tcp::accept_loop(l, ids, tx, tls)).abort_handle());
+                    let per_address = self.machine.tcp().config().max_connections_per_address;
+                    let accepting = crate::tcp::accept_loop(l, ids, tx, tls, per_address);
+                    self.tcp.accept.push(tokio::spawn(accepting).abort_handle());
                 }
                 Err(e) => warn!(error = %e, "cannot register a TCP listener; not serving on it"),
             }

@@ -53,8 +53,9 @@ pub struct DeviceArgs {
     #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = crate::policy_args::parse_prefix)]
     pub manager: Vec<corral_group::Prefix>,
     /// Register every device with this Resource Directory (RFC 9176), e.g. coap://127.0.0.1:5690, as
-    /// `dev-ADDR-PORT` with its resources; each refreshes before --rd-lifetime ends and removes its
-    /// registration when the devices stop.
+    /// `dev-ADDR-PORT-RANDOM` with its resources (48 random bits, new at each start, so that nobody can
+    /// take the name first); each refreshes before --rd-lifetime ends and removes its registration when
+    /// the devices stop.
     #[arg(long, value_name = "URI")]
     pub rd: Option<String>,
     /// Lifetime of the registrations (--rd), 10 s to a day, e.g. 600, 10m, 1h; each is refreshed at 90 %

@@ -24,8 +24,8 @@
 
 use crate::pool::PoolError;
 use crate::profile::Profile;
-use corral_proto::{EffectDone, EffectId, EffectOp, EffectRunner, Instant};
-use std::collections::{BTreeMap, VecDeque};
+use corral_proto::{EffectDone, EffectId, EffectOp, EffectRunner, InlineRunner, Instant};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -263,7 +263,7 @@ impl Store for MemStore {
 /// PostgreSQL) would block the driver here, and runs under corral-store's runners instead.
 pub struct StoreRunner<S: Store> {
     store: Arc<Mutex<S>>,
-    done: VecDeque<(EffectId, EffectDone)>,
+    inline: InlineRunner,
 }
 
 impl<S: Store> StoreRunner<S> {
@@ -273,7 +273,12 @@ impl<S: Store> StoreRunner<S> {
 
     /// A runner on a store another holder keeps too.
     pub fn shared(store: Arc<Mutex<S>>) -> StoreRunner<S> {
-        StoreRunner { store, done: VecDeque::new() }
+        let held = store.clone();
+        let inline = InlineRunner::new(move |op| {
+            let mut store = held.lock().unwrap_or_else(|p| p.into_inner());
+            Box::new(run_op(&mut *store, op))
+        });
+        StoreRunner { store, inline }
     }
 
     /// The store, shared.
@@ -291,17 +296,15 @@ pub fn run_op(store: &mut dyn Store, op: EffectOp) -> StoreDone {
 }
 
 impl<S: Store> EffectRunner for StoreRunner<S> {
-    fn start(&mut self, _now: Instant, id: EffectId, op: EffectOp) {
-        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
-        let done = run_op(&mut *store, op);
-        self.done.push_back((id, Box::new(done)));
+    fn start(&mut self, now: Instant, id: EffectId, op: EffectOp) {
+        self.inline.start(now, id, op);
     }
 
-    fn poll_done(&mut self, _now: Instant) -> Option<(EffectId, EffectDone)> {
-        self.done.pop_front()
+    fn poll_done(&mut self, now: Instant) -> Option<(EffectId, EffectDone)> {
+        self.inline.poll_done(now)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        None // every completion is ready when its effect starts
+        self.inline.poll_timeout()
     }
 }

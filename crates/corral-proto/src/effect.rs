@@ -21,6 +21,7 @@
 
 use crate::time::Instant;
 use std::any::Any;
+use std::collections::VecDeque;
 
 /// Names one effect of one node, for its completion to find the service that asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -44,4 +45,34 @@ pub trait EffectRunner: Send {
     /// completion is due, or a short interval for one that finishes on another thread. `None`: nothing in
     /// flight.
     fn poll_timeout(&self) -> Option<Instant>;
+}
+
+/// Does each effect at once when it starts, with a function, on the driver's thread: for work that does
+/// no I/O — an in-memory store in tests and the simulator. A store that does I/O would block the driver
+/// here; it runs on a thread of its own (corral-store's `StoreThread`).
+pub struct InlineRunner {
+    exec: Box<dyn FnMut(EffectOp) -> EffectDone + Send>,
+    done: VecDeque<(EffectId, EffectDone)>,
+}
+
+impl InlineRunner {
+    /// A runner that does each effect with `exec`.
+    pub fn new(exec: impl FnMut(EffectOp) -> EffectDone + Send + 'static) -> InlineRunner {
+        InlineRunner { exec: Box::new(exec), done: VecDeque::new() }
+    }
+}
+
+impl EffectRunner for InlineRunner {
+    fn start(&mut self, _now: Instant, id: EffectId, op: EffectOp) {
+        let done = (self.exec)(op);
+        self.done.push_back((id, done));
+    }
+
+    fn poll_done(&mut self, _now: Instant) -> Option<(EffectId, EffectDone)> {
+        self.done.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        None // every completion is ready when its effect starts
+    }
 }

@@ -47,7 +47,7 @@ pub mod tcp;
 pub mod testing;
 mod time;
 
-pub use effect::{EffectDone, EffectId, EffectOp, EffectRunner};
+pub use effect::{EffectDone, EffectId, EffectOp, EffectRunner, InlineRunner};
 pub use endpoint::{
     AmplificationLimit, BlockConfig, Endpoint, EndpointConfig, Event, Limits, ObservePolicy, Stats, TableSizes,
     TransferProgress, Transmit,

@@ -6,8 +6,9 @@
 //! # What it owns
 //! [`directory`]: the registrations, their bounds, lifetimes, names (bound to the DTLS or OSCORE identity
 //! they were registered with, else first come, first remembered: [`Policy`]) and lookups. [`service`]: the CoAP interface over corral-proto's `Service`. [`registrant`]: the device's side —
-//! register, refresh, register again, leave. [`store`]: persistence in an
-//! embedded SQLite file, so that a restarted directory still knows who registered.
+//! register, refresh, register again, leave. [`store`]: what it writes so that a
+//! restarted directory still knows who registered, as effects its driver does (the SQLite store is
+//! corral-store's).
 //!
 //! # What it must never do
 //! Read a clock, open a socket or draw from a global random generator (`scripts/check-deps.sh`): time
@@ -19,6 +20,7 @@ pub mod directory;
 pub mod registrant;
 pub mod service;
 pub mod store;
+mod writes;
 
 pub use directory::{
     footprint, network_of, Directory, Limits, Params, Policy, Query, RdError, Registration, Requester,
@@ -26,4 +28,4 @@ pub use directory::{
 };
 pub use registrant::{Registrant, RegistrantState};
 pub use service::{identity_of, RdService, RdStats};
-pub use store::{MemStore, SqliteStore, Store, StoreError, Stored};
+pub use store::{MemStore, Store, StoreDone, StoreError, StoreOp, Stored, Write};

@@ -4,7 +4,8 @@
 //! lists the interfaces with their `rt=core.rd*`.
 //!
 //! Owns: turning requests into [`Directory`] calls and their results into responses, the store writes
-//! (a change is answered only once it is stored), lifetime expiry on the sans-IO clock, the simple
+//! as effects (a change is answered only once it is stored: [`crate::store`], [`crate::writes`]),
+//! lifetime expiry on the sans-IO clock, the simple
 //! registrations in flight, and the notifications of the lookups' observers.
 //!
 //! Must never: change state for a request from beyond loopback that does not carry the Echo value its
@@ -13,12 +14,13 @@
 //! a request.
 
 use crate::directory::{Directory, Limits, Params, Policy, Query, RdError, Registered, Registration, Requester};
-use crate::store::{Store, Stored};
+use crate::store::{StoreDone, StoreError, StoreOp, Stored, Write};
+use crate::writes::{Change, Writes};
 use corral_proto::wire::link_format;
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
 use corral_proto::{
-    canonical, Context, Duration, InboundId, IncomingRequest, Instant, Outcome, Request, RequestId, ResourceLink,
-    Response, SendParams, Service,
+    canonical, Context, Duration, EffectDone, EffectId, InboundId, IncomingRequest, Instant, Outcome, Request,
+    RequestId, ResourceLink, Response, SendParams, Service,
 };
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -65,9 +67,10 @@ impl Sender {
 /// The Resource Directory service.
 pub struct RdService {
     dir: Directory,
-    store: Option<Box<dyn Store + Send>>,
-    /// The wall-clock time (Unix ms) of the sans-IO clock's zero, for the store's lifetimes.
-    unix_ms_at_zero: u64,
+    /// Kept in a store: the wall-clock time (Unix ms) of the sans-IO clock's zero, for the store's
+    /// lifetimes. `None`: in memory only, no writes.
+    durable: Option<u64>,
+    writes: Writes,
     pending: HashMap<RequestId, PendingSimple>,
     stats: RdStats,
 }
@@ -77,34 +80,31 @@ impl RdService {
     pub fn new(limits: Limits) -> RdService {
         RdService {
             dir: Directory::new(limits),
-            store: None,
-            unix_ms_at_zero: 0,
+            durable: None,
+            writes: Writes::default(),
             pending: HashMap::new(),
             stats: RdStats::default(),
         }
     }
 
-    /// A directory kept in `store`, with what the store holds: `unix_ms_at_zero` is the wall-clock time of
-    /// the driver's `Instant::ZERO`, so that a registration keeps its end across restarts. Registrations
-    /// whose end has passed are dropped at the first timeout. Returns the service and how many stored rows
-    /// could not be read (skipped).
-    pub fn with_store(
-        limits: Limits,
-        mut store: Box<dyn Store + Send>,
-        unix_ms_at_zero: u64,
-    ) -> Result<(RdService, usize), crate::store::StoreError> {
-        let (rows, bad) = store.load()?;
-        let mut dir = Directory::new(limits);
-        let mut skipped = bad;
-        for Stored { mut reg, expires_unix_ms } in rows {
+    /// A directory kept in a store, with the registrations it holds (`Store::load`, which the driver
+    /// calls once at start-up): `unix_ms_at_zero` is the wall-clock time of the driver's `Instant::ZERO`,
+    /// so that a registration keeps its end across restarts. Registrations whose end has passed are
+    /// dropped at the first timeout. Every change is written as an effect ([`crate::store`]): the node
+    /// needs a runner for the directory's [`StoreOp`]s (corral-store's, or an `InlineRunner` over
+    /// [`crate::store::run_op`]). Returns the service and how many rows could not be restored (over a
+    /// bound, or a name or id taken twice).
+    pub fn durable(limits: Limits, stored: Vec<Stored>, unix_ms_at_zero: u64) -> (RdService, usize) {
+        let mut svc = RdService::new(limits);
+        svc.durable = Some(unix_ms_at_zero);
+        let mut skipped = 0;
+        for Stored { mut reg, expires_unix_ms } in stored {
             reg.expires = Instant::from_millis(expires_unix_ms.saturating_sub(unix_ms_at_zero));
-            if !dir.restore(reg) {
+            if !svc.dir.restore(reg) {
                 skipped += 1;
             }
         }
-        let svc =
-            RdService { dir, store: Some(store), unix_ms_at_zero, pending: HashMap::new(), stats: RdStats::default() };
-        Ok((svc, skipped))
+        (svc, skipped)
     }
 
     /// Which registrations to accept (RFC 9176 §7): [`Policy::FirstCome`] unless told.
@@ -121,6 +121,11 @@ impl RdService {
         self.stats
     }
 
+    /// How many changes wait for their writes.
+    pub fn writes_in_flight(&self) -> usize {
+        self.writes.len()
+    }
+
     fn refuse(&mut self, cx: &mut Context<'_>, id: InboundId, e: &RdError) {
         self.stats.refused += 1;
         let code = match e {
@@ -135,22 +140,98 @@ impl RdService {
         cx.respond(id, Response::error(code, e.to_string()));
     }
 
-    /// Writes `reg` (or its removal) to the store; on failure the caller undoes the change.
-    fn persist(&mut self, reg: Option<&Registration>, removed: Option<&str>) -> Result<(), String> {
-        let Some(store) = self.store.as_mut() else { return Ok(()) };
-        let result = match (reg, removed) {
-            (Some(r), _) => store.save(&Stored {
-                reg: r.clone(),
-                expires_unix_ms: self.unix_ms_at_zero.saturating_add(r.expires.as_millis()),
-            }),
-            (None, Some(id)) => store.remove(id),
-            (None, None) => Ok(()),
+    /// `reg` as the store keeps it.
+    fn save(&self, reg: &Registration) -> Write {
+        let at_zero = self.durable.unwrap_or(0);
+        Write::Save(Stored { reg: reg.clone(), expires_unix_ms: at_zero.saturating_add(reg.expires.as_millis()) })
+    }
+
+    /// Writes a change made in memory, then finishes it ([`RdService::finish`]): at once for a directory
+    /// in memory only, else when the store says the write is done. `holds`: the registration it changes,
+    /// kept from other changes meanwhile.
+    fn write(
+        &mut self,
+        cx: &mut Context<'_>,
+        inbound: Option<InboundId>,
+        change: Change,
+        write: Write,
+        holds: Option<&Registration>,
+    ) {
+        if self.durable.is_none() {
+            return self.finish(cx, inbound, change, Ok(()));
+        }
+        let id = cx.effect(Box::new(StoreOp(vec![write])));
+        self.writes.park(id, inbound, change, holds);
+    }
+
+    /// A change's write is done (or failed): answers its request, or undoes it and answers 5.00.
+    fn finish(
+        &mut self,
+        cx: &mut Context<'_>,
+        inbound: Option<InboundId>,
+        change: Change,
+        result: Result<(), StoreError>,
+    ) {
+        let response = match (change, result) {
+            (Change::Registered { id, simple, .. }, Ok(())) => {
+                self.stats.registered += 1;
+                Self::lookups_changed(cx);
+                if simple {
+                    Response::new(Code::CHANGED)
+                } else {
+                    let mut r = Response::new(Code::CREATED);
+                    for seg in ["rd", id.as_str()] {
+                        r = r.with_option(OptionNumber::LOCATION_PATH, seg.as_bytes());
+                    }
+                    r
+                }
+            }
+            (Change::Updated { visible, .. }, Ok(())) => {
+                self.stats.updated += 1;
+                if visible {
+                    Self::lookups_changed(cx);
+                }
+                Response::new(Code::CHANGED)
+            }
+            (Change::Removed(reg), Ok(())) => {
+                self.stats.removed += 1;
+                tracing::debug!(ep = %reg.ep, location = %reg.location(), "removed");
+                Self::lookups_changed(cx);
+                Response::new(Code::DELETED)
+            }
+            (Change::Expired, Ok(())) => return,
+            (change, Err(e)) => {
+                self.stats.store_failures += 1;
+                tracing::warn!(error = %e, "resource directory: store write failed; change not made");
+                match change {
+                    Change::Registered { before: Some(prev), .. } => self.dir.put_back(prev),
+                    Change::Registered { before: None, id, .. } => {
+                        let _ = self.dir.take(&id);
+                    }
+                    Change::Updated { before, .. } => self.dir.put_back(before),
+                    Change::Removed(reg) => self.dir.put_back(reg),
+                    // A row left behind is dropped as expired at the next start.
+                    Change::Expired => return,
+                }
+                Response::error(Code::INTERNAL_SERVER_ERROR, e.to_string())
+            }
         };
-        result.map_err(|e| {
-            self.stats.store_failures += 1;
-            tracing::warn!(error = %e, "resource directory: store write failed; change not made");
-            e.to_string()
-        })
+        if let Some(inbound) = inbound {
+            cx.respond(inbound, response);
+        }
+    }
+
+    /// Refuses a change of a registration whose last change is still being written (see
+    /// [`crate::writes`]); `true` if it did.
+    fn refuse_busy(&mut self, cx: &mut Context<'_>, inbound: InboundId, id: Option<&str>, name: Option<(&str, Option<&str>)>) -> bool {
+        if !self.writes.busy(id, name) {
+            return false;
+        }
+        self.stats.refused += 1;
+        let r = Response::error(Code::SERVICE_UNAVAILABLE, "a change of this registration is being stored: try again")
+            .with_max_age(1);
+        cx.respond(inbound, r);
+        true
     }
 
     fn lookups_changed(cx: &mut Context<'_>) {
@@ -168,6 +249,11 @@ impl RdService {
         links: Vec<corral_proto::wire::link_format::LinkOwned>,
         simple: bool,
     ) {
+        if let Some(ep) = params.ep.as_deref() {
+            if self.refuse_busy(cx, inbound, None, Some((ep, params.d.as_deref()))) {
+                return;
+            }
+        }
         let before = params.ep.as_deref().and_then(|ep| self.dir.by_name(ep, params.d.as_deref()).cloned());
         let fresh = format!("{:016x}", cx.secret_u64());
         let who = Requester { addr: canonical(sender.addr.ip()), identity: sender.identity };
@@ -177,28 +263,10 @@ impl RdService {
             Err(e) => return self.refuse(cx, inbound, &e),
         };
         let reg = self.dir.get(done.id()).cloned().expect("just registered");
-        if let Err(e) = self.persist(Some(&reg), None) {
-            match before {
-                Some(prev) => self.dir.put_back(prev),
-                None => {
-                    let _ = self.dir.take(done.id());
-                }
-            }
-            return cx.respond(inbound, Response::error(Code::INTERNAL_SERVER_ERROR, e));
-        }
-        self.stats.registered += 1;
         tracing::debug!(ep = %reg.ep, location = %reg.location(), lt = reg.lt, replaced = matches!(done, Registered::Replaced(_)), "registered");
-        Self::lookups_changed(cx);
-        let response = if simple {
-            Response::new(Code::CHANGED)
-        } else {
-            let mut r = Response::new(Code::CREATED);
-            for seg in ["rd", reg.id.as_str()] {
-                r = r.with_option(OptionNumber::LOCATION_PATH, seg.as_bytes());
-            }
-            r
-        };
-        cx.respond(inbound, response);
+        let write = self.save(&reg);
+        let change = Change::Registered { before, id: reg.id.clone(), simple };
+        self.write(cx, Some(inbound), change, write, Some(&reg));
     }
 
     fn on_registration(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
@@ -245,39 +313,34 @@ impl RdService {
                     Ok(p) => p,
                     Err(e) => return self.refuse(cx, req.id, &e),
                 };
-                let before = self.dir.get(id).cloned();
+                if self.refuse_busy(cx, req.id, Some(id), None) {
+                    return;
+                }
+                let Some(before) = self.dir.get(id).cloned() else {
+                    return self.refuse(cx, req.id, &RdError::NotFound);
+                };
                 if let Err(e) =
                     self.dir.update(cx.now(), id, &who, source_uri(req.from, req.peer_identity.is_some()), params)
                 {
                     return self.refuse(cx, req.id, &e);
                 }
                 let reg = self.dir.get(id).cloned().expect("just updated");
-                if let Err(e) = self.persist(Some(&reg), None) {
-                    if let Some(prev) = before {
-                        self.dir.put_back(prev);
-                    }
-                    return cx.respond(req.id, Response::error(Code::INTERNAL_SERVER_ERROR, e));
-                }
-                self.stats.updated += 1;
-                let visible = |r: &Registration| (r.endpoint_link(), r.links.clone());
-                if before.as_ref().map(visible) != Some(visible(&reg)) {
-                    Self::lookups_changed(cx);
-                }
-                cx.respond(req.id, Response::new(Code::CHANGED));
+                let view = |r: &Registration| (r.endpoint_link(), r.links.clone());
+                let visible = view(&before) != view(&reg);
+                let write = self.save(&reg);
+                self.write(cx, Some(req.id), Change::Updated { before, visible }, write, Some(&reg));
             }
             Code::DELETE => {
+                if self.refuse_busy(cx, req.id, Some(id), None) {
+                    return;
+                }
                 let reg = match self.dir.remove(id, &who) {
                     Ok(r) => r,
                     Err(e) => return self.refuse(cx, req.id, &e),
                 };
-                if let Err(e) = self.persist(None, Some(id)) {
-                    self.dir.put_back(reg);
-                    return cx.respond(req.id, Response::error(Code::INTERNAL_SERVER_ERROR, e));
-                }
-                self.stats.removed += 1;
-                tracing::debug!(ep = %reg.ep, location = %reg.location(), "removed");
-                Self::lookups_changed(cx);
-                cx.respond(req.id, Response::new(Code::DELETED));
+                let write = Write::Remove(reg.id.clone());
+                let holds = reg.clone();
+                self.write(cx, Some(req.id), Change::Removed(reg), write, Some(&holds));
             }
             m => cx.respond(req.id, not_allowed(m, "GET, POST (update) and DELETE")),
         }
@@ -404,6 +467,15 @@ impl Service for RdService {
         }
     }
 
+    fn handle_effect(&mut self, cx: &mut Context<'_>, id: EffectId, done: EffectDone) {
+        let Some(parked) = self.writes.unpark(id) else { return };
+        let result = match done.downcast::<StoreDone>() {
+            Ok(done) => done.0,
+            Err(_) => Err(StoreError("the store's runner answered with something else".into())),
+        };
+        self.finish(cx, parked.inbound, parked.change, result);
+    }
+
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
         let gone = self.dir.expire(cx.now());
         if gone.is_empty() {
@@ -411,8 +483,11 @@ impl Service for RdService {
         }
         for reg in &gone {
             tracing::debug!(ep = %reg.ep, location = %reg.location(), "registration expired");
-            // A failed removal leaves a row that the next start drops as expired.
-            let _ = self.persist(None, Some(&reg.id));
+        }
+        if self.durable.is_some() {
+            let removals = gone.iter().map(|r| Write::Remove(r.id.clone())).collect();
+            let id = cx.effect(Box::new(StoreOp(removals)));
+            self.writes.park(id, None, Change::Expired, None);
         }
         self.stats.expired += gone.len() as u64;
         Self::lookups_changed(cx);

@@ -1,32 +1,25 @@
-//! Persistence of the directory: every registration, written when it changes, so that a directory that
-//! crashes or restarts still knows who registered (devices refresh only every few hours).
+//! What the directory writes so that a directory that crashes or restarts still knows who registered
+//! (devices refresh only every few hours): every registration, written when it changes.
 //!
-//! Owns: the [`Store`] trait, [`SqliteStore`] (one file, WAL, `synchronous=FULL`: a registration is
-//! acknowledged only once it is on disk) and the mapping of a [`Registration`] onto its row.
+//! Owns: what the directory asks of a store — a [`StoreOp`] of [`Write`]s applied in one atomic
+//! transaction, and its completion [`StoreDone`] —, the [`Store`] trait a store implements, [`MemStore`]
+//! for tests and the simulator, and [`run_op`], which does one operation on a store. The SQLite store and
+//! the thread that keeps its fsyncs off the driver live in `corral-store`.
 //!
-//! The service is sans-IO, yet a store call is synchronous local I/O *(documented exception, as the
-//! Entity Manager's store)*: registrations are rare (a device registers once and refreshes every few
-//! hours), each is one small transaction, and lookups never touch the store.
+//! # Storage as an effect
+//! The directory never calls a store. A change it must make durable (a registration, an update, a removal,
+//! an expiry) leaves it as an effect ([`corral_proto::Context::effect`]) and the request waits, parked
+//! under the effect's id, until the [`StoreDone`] comes back; the directory serves lookups meanwhile.
+//! A change is answered only once its write is done; a failed write undoes the change and answers 5.00.
+//! Lookups never touch the store: the directory keeps its registrations in memory, loaded once at
+//! start-up by the driver ([`Store::load`], handed to [`crate::RdService::durable`]).
 //!
 //! Lifetimes are stored as wall-clock times (Unix milliseconds), since the sans-IO clock starts again with
 //! each process: the service converts with the wall-clock time of its clock's zero, which the driver gives.
-//!
-//! # Schema (version 2)
-//! ```sql
-//! registration(id TEXT PRIMARY KEY, ep TEXT, d TEXT NULL, base TEXT, base_explicit INTEGER, lt INTEGER,
-//!              extra TEXT, links TEXT, owner TEXT, expires_unix_ms INTEGER, identity TEXT NULL,
-//!              UNIQUE (ep, d))
-//! ```
-//! `extra` is `k=v` items joined by `&` (percent-encoding `%`, `&`, `=`), `links` the link-format
-//! document, `identity` the identity the name is bound to (RFC 9176 §7; `NULL`: its owner's address).
-//! Version 1 lacked `identity`: opening such a file adds the column (its names stay bound to addresses).
 
 use crate::directory::Registration;
-use corral_wire::link_format;
-use rusqlite::{params, Connection};
+use corral_proto::{EffectDone, EffectOp};
 use std::fmt;
-use std::net::IpAddr;
-use std::path::Path;
 
 /// A registration as stored: the registration with its end as a wall-clock time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +29,7 @@ pub struct Stored {
 }
 
 /// A store failed; the change it was for is not made.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreError(pub String);
 
 impl fmt::Display for StoreError {
@@ -47,242 +40,76 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> StoreError {
-        StoreError(e.to_string())
-    }
+/// One change to the stored registrations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// Writes (or replaces) a registration; one with the same name (`ep`, `d`) under another id goes.
+    Save(Stored),
+    /// Removes the registration with this id, if stored.
+    Remove(String),
 }
+
+/// What the directory asks its store to do: these writes, in one atomic transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOp(pub Vec<Write>);
+
+/// What came of a [`StoreOp`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreDone(pub Result<(), StoreError>);
 
 /// Where the directory keeps its registrations.
-pub trait Store {
-    /// Writes (or replaces) one registration, durably, before returning.
-    fn save(&mut self, r: &Stored) -> Result<(), StoreError>;
-    /// Removes one registration.
-    fn remove(&mut self, id: &str) -> Result<(), StoreError>;
-    /// Every registration stored; rows that do not parse are skipped and counted.
+pub trait Store: Send + 'static {
+    /// Applies `writes` in one atomic transaction, durably before it returns.
+    fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError>;
+    /// Every registration stored, for start-up; rows that do not parse are skipped and counted.
     fn load(&mut self) -> Result<(Vec<Stored>, usize), StoreError>;
-}
 
-/// The embedded SQLite store.
-pub struct SqliteStore {
-    conn: Connection,
-}
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS registration (
-    id              TEXT PRIMARY KEY NOT NULL,
-    ep              TEXT NOT NULL,
-    d               TEXT,
-    base            TEXT NOT NULL,
-    base_explicit   INTEGER NOT NULL,
-    lt              INTEGER NOT NULL,
-    extra           TEXT NOT NULL,
-    links           TEXT NOT NULL,
-    owner           TEXT NOT NULL,
-    expires_unix_ms INTEGER NOT NULL,
-    identity        TEXT,
-    UNIQUE (ep, d)
-);
-";
-
-impl SqliteStore {
-    /// Opens (creating) the store at `path`.
-    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
-        let conn = Connection::open(path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if version > 2 {
-            return Err(StoreError(format!(
-                "{}: schema version {version} is newer than this corral (2); use a newer corral",
-                path.display()
-            )));
-        }
-        if version == 1 {
-            conn.execute_batch("ALTER TABLE registration ADD COLUMN identity TEXT")?;
-        }
-        conn.execute_batch(SCHEMA)?;
-        conn.pragma_update(None, "user_version", 2)?;
-        Ok(SqliteStore { conn })
-    }
-}
-
-impl Store for SqliteStore {
+    /// Writes one registration (see [`Write::Save`]).
     fn save(&mut self, s: &Stored) -> Result<(), StoreError> {
-        let r = &s.reg;
-        let mut links = String::new();
-        link_format::serialize(&r.links, &mut links);
-        let tx = self.conn.transaction()?;
-        // A name registered again under a new location (after a removal) replaces the old row.
-        tx.execute("DELETE FROM registration WHERE ep = ?1 AND d IS ?2 AND id <> ?3", params![r.ep, r.d, r.id])?;
-        tx.execute(
-            "INSERT OR REPLACE INTO registration
-             (id, ep, d, base, base_explicit, lt, extra, links, owner, expires_unix_ms, identity)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            params![
-                r.id,
-                r.ep,
-                r.d,
-                r.base,
-                r.base_explicit,
-                r.lt,
-                encode_extra(&r.extra),
-                links,
-                r.owner.to_string(),
-                i64::try_from(s.expires_unix_ms).unwrap_or(i64::MAX),
-                r.identity,
-            ],
-        )?;
-        tx.commit()?;
-        Ok(())
+        self.apply(&[Write::Save(s.clone())])
     }
 
+    /// Removes one registration.
     fn remove(&mut self, id: &str) -> Result<(), StoreError> {
-        self.conn.execute("DELETE FROM registration WHERE id = ?1", params![id])?;
-        Ok(())
+        self.apply(&[Write::Remove(id.to_string())])
     }
+}
 
-    fn load(&mut self) -> Result<(Vec<Stored>, usize), StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT id, ep, d, base, base_explicit, lt, extra, links, owner, expires_unix_ms, identity FROM registration ORDER BY rowid",
-        )?;
-        let rows = stmt.query_map([], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, Option<String>>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, bool>(4)?,
-                row.get::<_, u32>(5)?,
-                row.get::<_, String>(6)?,
-                row.get::<_, String>(7)?,
-                row.get::<_, String>(8)?,
-                row.get::<_, i64>(9)?,
-                row.get::<_, Option<String>>(10)?,
-            ))
-        })?;
-        let (mut out, mut bad) = (Vec::new(), 0);
-        for row in rows {
-            let (id, ep, d, base, base_explicit, lt, extra, links, owner, expires, identity) = row?;
-            let links: Result<Vec<_>, _> = link_format::parse(&links).map(|l| l.map(|l| l.into_owned())).collect();
-            let (Ok(links), Ok(owner), Some(extra)) = (links, owner.parse::<IpAddr>(), decode_extra(&extra)) else {
-                bad += 1;
-                continue;
-            };
-            out.push(Stored {
-                reg: Registration {
-                    id,
-                    ep,
-                    d,
-                    base,
-                    base_explicit,
-                    lt,
-                    extra,
-                    links,
-                    owner,
-                    identity,
-                    expires: corral_proto::Instant::ZERO,
-                },
-                expires_unix_ms: u64::try_from(expires).unwrap_or(0),
-            });
-        }
-        Ok((out, bad))
-    }
+/// The result of `op` on `store`: its writes applied, or why not (an operation of another type is a bug).
+pub fn run_op(store: &mut dyn Store, op: EffectOp) -> EffectDone {
+    let done = match op.downcast::<StoreOp>() {
+        Ok(op) => StoreDone(store.apply(&op.0)),
+        Err(_) => StoreDone(Err(StoreError("an effect that is not a directory store operation".into()))),
+    };
+    Box::new(done)
 }
 
 /// A store in memory (tests, the simulator).
 #[derive(Debug, Default)]
 pub struct MemStore {
     pub rows: Vec<Stored>,
+    /// Refuse every write (a full disk), to test that a failed write changes nothing.
+    pub fail_writes: bool,
 }
 
 impl Store for MemStore {
-    fn save(&mut self, s: &Stored) -> Result<(), StoreError> {
-        self.rows.retain(|r| r.reg.id != s.reg.id && (r.reg.ep != s.reg.ep || r.reg.d != s.reg.d));
-        self.rows.push(s.clone());
-        Ok(())
-    }
-
-    fn remove(&mut self, id: &str) -> Result<(), StoreError> {
-        self.rows.retain(|r| r.reg.id != id);
+    fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError> {
+        if self.fail_writes {
+            return Err(StoreError("writes refused (MemStore::fail_writes)".into()));
+        }
+        for w in writes {
+            match w {
+                Write::Save(s) => {
+                    self.rows.retain(|r| r.reg.id != s.reg.id && (r.reg.ep != s.reg.ep || r.reg.d != s.reg.d));
+                    self.rows.push(s.clone());
+                }
+                Write::Remove(id) => self.rows.retain(|r| &r.reg.id != id),
+            }
+        }
         Ok(())
     }
 
     fn load(&mut self) -> Result<(Vec<Stored>, usize), StoreError> {
         Ok((self.rows.clone(), 0))
-    }
-}
-
-fn escape(s: &str) -> String {
-    s.replace('%', "%25").replace('&', "%26").replace('=', "%3D")
-}
-
-fn unescape(s: &str) -> String {
-    s.replace("%3D", "=").replace("%26", "&").replace("%25", "%")
-}
-
-fn encode_extra(extra: &[(String, String)]) -> String {
-    extra.iter().map(|(k, v)| format!("{}={}", escape(k), escape(v))).collect::<Vec<_>>().join("&")
-}
-
-fn decode_extra(text: &str) -> Option<Vec<(String, String)>> {
-    if text.is_empty() {
-        return Some(Vec::new());
-    }
-    text.split('&').map(|kv| kv.split_once('=').map(|(k, v)| (unescape(k), unescape(v)))).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stored(identity: Option<&str>) -> Stored {
-        let reg = Registration {
-            id: "00000000000000a1".into(),
-            ep: "node1".into(),
-            d: None,
-            base: "coap://192.0.2.1:5683".into(),
-            base_explicit: false,
-            lt: 600,
-            extra: Vec::new(),
-            links: Vec::new(),
-            owner: "192.0.2.1".parse().unwrap(),
-            identity: identity.map(str::to_string),
-            expires: corral_proto::Instant::ZERO,
-        };
-        Stored { reg, expires_unix_ms: 1 }
-    }
-
-    #[test]
-    fn a_names_identity_is_stored_and_a_version_1_file_gains_the_column() {
-        let dir = std::env::temp_dir().join(format!("corral-rd-store-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("rd.db");
-        let _ = std::fs::remove_file(&path);
-        {
-            // A file as corral wrote it before names were bound to identities.
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(&SCHEMA.replace("identity        TEXT,", "")).unwrap();
-            conn.execute_batch(
-                "INSERT INTO registration VALUES ('b2', 'old', NULL, 'coap://192.0.2.2:5683', 0, 60, '', '', \
-                 '192.0.2.2', 1); PRAGMA user_version = 1;",
-            )
-            .unwrap();
-        }
-        let mut store = SqliteStore::open(&path).unwrap();
-        store.save(&stored(Some("dtls:alice"))).unwrap();
-        drop(store);
-        let (rows, bad) = SqliteStore::open(&path).unwrap().load().unwrap();
-        assert_eq!(bad, 0);
-        let ids: Vec<_> = rows.iter().map(|r| (r.reg.ep.as_str(), r.reg.identity.as_deref())).collect();
-        assert_eq!(ids, vec![("old", None), ("node1", Some("dtls:alice"))]);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn extra_attributes_survive_their_encoding() {
-        let extra = vec![("et".to_string(), "a&b=c%d".to_string()), ("x".to_string(), String::new())];
-        assert_eq!(decode_extra(&encode_extra(&extra)), Some(extra));
-        assert_eq!(decode_extra(""), Some(Vec::new()));
     }
 }

@@ -11,10 +11,11 @@ use corral_proto::{
 };
 use corral_rd::directory::Registered;
 use corral_rd::{
-    footprint, Directory, Limits, Params, RdError, RdService, Requester, SqliteStore, Store, DEFAULT_LIFETIME,
+    footprint, Directory, Limits, MemStore, Params, RdError, RdService, Requester, Store, DEFAULT_LIFETIME,
     SOURCE_SHARE,
 };
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
 
 #[derive(Default)]
 struct Client {
@@ -293,17 +294,20 @@ fn an_observer_of_a_lookup_hears_of_registrations_that_come_and_go() {
     assert_eq!(seen.last().map(String::as_str), Some(""), "told of the removal: {seen:?}");
 }
 
+/// A node's runner doing the directory's writes at once on `store` (shared, so that it outlives the node).
+fn runner(store: &Arc<Mutex<MemStore>>) -> Box<corral_proto::InlineRunner> {
+    let store = store.clone();
+    Box::new(corral_proto::InlineRunner::new(move |op| corral_rd::store::run_op(&mut *store.lock().unwrap(), op)))
+}
+
 #[test]
 fn a_restarted_directory_keeps_what_it_stored_and_drops_what_expired_meanwhile() {
-    let dir = std::env::temp_dir().join(format!("corral-rd-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("rd.db");
-    let _ = std::fs::remove_file(&db);
+    let store = Arc::new(Mutex::new(MemStore::default()));
     let (mut net, rd_addr) = (Net::default(), "10.0.0.1:5683".parse::<SocketAddr>().unwrap());
-    let (svc, _) =
-        RdService::with_store(Limits::default(), Box::new(SqliteStore::open(&db).unwrap()), 1_000_000).unwrap();
+    let (svc, _) = RdService::durable(Limits::default(), Vec::new(), 1_000_000);
     let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(SEED)));
     n.mount("", svc);
+    n.set_effect_runner(runner(&store));
     let rd = net.add(rd_addr, n);
     let mut c = Node::new(Endpoint::new(EndpointConfig::with_seed(SEED + 1)));
     let h = c.mount("", Client::default());
@@ -321,12 +325,14 @@ fn a_restarted_directory_keeps_what_it_stored_and_drops_what_expired_meanwhile()
             .unwrap();
         net.run_for(Duration::from_secs(1));
     }
+    let codes: Vec<Code> = net.node(client).service::<Client>(h).unwrap().responses.iter().map(|(_, r)| r.code).collect();
+    assert_eq!(codes, [Code::CREATED, Code::CREATED]);
     assert!(net.node(rd).poll_timeout().is_some(), "the expiry timer is armed");
     drop(net);
     // The directory starts again 60 s (wall clock) later: its clock's zero is 60 s further on.
-    let mut store = SqliteStore::open(&db).unwrap();
-    assert_eq!(store.load().unwrap().0.len(), 2, "both were written before they were acknowledged");
-    let (svc, skipped) = RdService::with_store(Limits::default(), Box::new(store), 1_000_000 + 60_000).unwrap();
+    let (rows, bad) = store.lock().unwrap().load().unwrap();
+    assert_eq!((rows.len(), bad), (2, 0), "both were written before they were acknowledged");
+    let (svc, skipped) = RdService::durable(Limits::default(), rows, 1_000_000 + 60_000);
     assert_eq!(skipped, 0);
     let mut net = Net::default();
     let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(SEED)));
@@ -334,12 +340,14 @@ fn a_restarted_directory_keeps_what_it_stored_and_drops_what_expired_meanwhile()
     let short = svc.directory().iter().find(|r| r.ep == "short").unwrap();
     assert_eq!(short.expires, Instant::ZERO, "its end (21 s after the old zero) is before the new zero");
     let h2 = n.mount("", svc);
+    n.set_effect_runner(runner(&store));
     let rd = net.add(rd_addr, n);
     net.run_for(Duration::from_secs(1));
     let svc = net.node(rd).service::<RdService>(h2).unwrap();
     let eps: Vec<&str> = svc.directory().iter().map(|r| r.ep.as_str()).collect();
     assert_eq!(eps, ["long"], "the short registration ended while the directory was down");
-    let _ = std::fs::remove_dir_all(&dir);
+    let stored: Vec<String> = store.lock().unwrap().rows.iter().map(|r| r.reg.ep.clone()).collect();
+    assert_eq!(stored, ["long"], "and its row is removed");
 }
 
 /// Issue 41 item 8: a name held for 136 years. `lt=4294967295` is refused (4.00 naming the longest

@@ -109,7 +109,10 @@ pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure>
         ..Limits::default()
     };
     let dtls = args.dtls.mux()?;
-    let (service, db) = open_directory(&data, limits, args.rd_policy)?;
+    let (service, store, db) = open_directory(&data, limits, args.rd_policy)?;
+    let runner = corral_store::Stores { em: None, rd: Some(Box::new(store)) }
+        .spawn()
+        .map_err(|e| Failure::other(format!("cannot start the database's thread: {e}")))?;
     let restored = service.directory().len();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -136,6 +139,7 @@ pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure>
         let local = bound.local_addr();
         let setup: workers::Setup = Box::new(move |node| {
             node.mount("", service);
+            node.set_effect_runner(Box::new(runner));
         });
         let workers =
             bound.start(vec![setup]).map_err(|e| Failure::other(format!("cannot start the directory: {e}")))?;

@@ -249,7 +249,11 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
                 "--rd with --testbed: give --bind a port, so that the devices know where to register",
             ))
         }
-        true => Some(directory::open_directory(&data, corral_rd::Limits::default(), args.rd_policy)?.0),
+        true => Some(directory::open_directory(&data, corral_rd::Limits::default(), args.rd_policy)?),
+    };
+    let (rd, rd_store) = match rd {
+        Some((service, store, _)) => (Some(service), Some(Box::new(store) as Box<dyn corral_rd::Store>)),
+        None => (None, None),
     };
     // The testbed first, so that entities loaded from the store find their members answering.
     let fleet = match testbed {
@@ -381,8 +385,9 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         watch: None,
         rd,
         store: Some(Box::new(
-            corral_store::em_store_thread(store)
-                .map_err(|e| Failure::other(format!("cannot start the entity database's thread: {e}")))?,
+            corral_store::Stores { em: Some(Box::new(store)), rd: rd_store }
+                .spawn()
+                .map_err(|e| Failure::other(format!("cannot start the database's thread: {e}")))?,
         )),
     }];
     for em in ems {

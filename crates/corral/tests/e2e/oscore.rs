@@ -313,6 +313,16 @@ fn a_captured_delete_replayed_after_a_kill_spares_the_recreated_entity_on_two_wo
     a_captured_delete_replayed_after_a_kill_spares_the_recreated_entity("2", 212);
 }
 
+/// aiocoap's OSCORE server (tests/peers/aiocoap_server.py) on `port` with the server's credentials in `dir`.
+fn aiocoap_server(dir: &Path, port: u16) -> Proc {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/aiocoap_server.py");
+    let server = dir.join("server.json");
+    spawn_with_port(
+        Command::new("python3").args([script, "--port", &port.to_string(), "--credentials", server.to_str().unwrap()]),
+        |l| l.strip_prefix("port ")?.trim().parse().ok(),
+    )
+}
+
 fn enabled(peers: &[&str]) -> bool {
     interop_enabled(peers)
 }
@@ -370,12 +380,7 @@ fn bodies_beyond_64_kib_with_aiocoap_both_ways() {
         let o = aiocoap(&[&format!("{base}/large-update")]);
         assert!(o.stdout == body, "aiocoap's download from corral: {} bytes; {}", o.stdout.len(), stderr(&o));
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/aiocoap_server.py");
-    let server = dir.path().join("server.json");
-    let _s = spawn_with_port(
-        Command::new("python3").args([script, "--port", &port.to_string(), "--credentials", server.to_str().unwrap()]),
-        |l| l.strip_prefix("port ")?.trim().parse().ok(),
-    );
+    let _s = aiocoap_server(dir.path(), port);
     round_trip_large(dir.path(), &base, c, LARGE);
 }
 
@@ -391,12 +396,7 @@ fn a_cancelled_observation_of_an_aiocoap_oscore_server_is_answered() {
         return;
     }
     let (dir, port, base) = keyed_server();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/aiocoap_server.py");
-    let server = dir.path().join("server.json");
-    let _s = spawn_with_port(
-        Command::new("python3").args([script, "--port", &port.to_string(), "--credentials", server.to_str().unwrap()]),
-        |l| l.strip_prefix("port ")?.trim().parse().ok(),
-    );
+    let _s = aiocoap_server(dir.path(), port);
     let client = ContextDir::load(&dir.path().join("client")).expect("the client's context");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let last = rt.block_on(async {
@@ -420,12 +420,7 @@ fn corral_client_against_aiocoap_oscore_server() {
         return;
     }
     let (dir, port, base) = keyed_server();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/aiocoap_server.py");
-    let server = dir.path().join("server.json");
-    let _s = spawn_with_port(
-        Command::new("python3").args([script, "--port", &port.to_string(), "--credentials", server.to_str().unwrap()]),
-        |l| l.strip_prefix("port ")?.trim().parse().ok(),
-    );
+    let _s = aiocoap_server(dir.path(), port);
     let c = dir.path().join("client.json");
     let c = c.to_str().unwrap();
     let o = corral(&["get", &format!("{base}/hello"), "--credentials", c]);

@@ -277,6 +277,8 @@ pub(crate) enum RequestFailure {
     Failed(RequestError),
     Start(StartError),
     Unreachable,
+    /// The socket could not send to the destination: no route to its network or host.
+    NoRoute,
     /// CoAP over TCP: the connection could not be made.
     Connect(String),
 }
@@ -500,7 +502,9 @@ impl<M: Machine> Driver<M> {
             match tokio::net::TcpListener::from_std(listener) {
                 Ok(l) => {
                     let (ids, tx) = (self.tcp.ids.clone(), self.tcp.tx.clone());
-                    self.tcp.accept.push(tokio::spawn(crate::tcp::accept_loop(l, ids, tx, tls)).abort_handle());
+                    let per_address = self.machine.tcp().config().max_connections_per_address;
+                    let accepting = crate::tcp::accept_loop(l, ids, tx, tls, per_address);
+                    self.tcp.accept.push(tokio::spawn(accepting).abort_handle());
                 }
                 Err(e) => warn!(error = %e, "cannot register a TCP listener; not serving on it"),
             }
@@ -828,8 +832,14 @@ impl<M: Machine> Driver<M> {
     }
 
     /// Delivers events, applies multicast commands, writes TCP frames, closes the connections the machine
-    /// is done with (which may fail requests: more events) and sends every pending datagram.
+    /// is done with (which may fail requests: more events) and sends every pending datagram — again while a
+    /// datagram that could not go (no route) failed its exchange, whose failure is an event to deliver.
     async fn drain_outputs(&mut self, now: Instant) {
+        while self.drain_once(now).await {}
+    }
+
+    /// One round of [`Driver::drain_outputs`]; `true` when a send found no route and failed an exchange.
+    async fn drain_once(&mut self, now: Instant) -> bool {
         loop {
             while let Some(event) = self.machine.poll_event() {
                 self.on_event(now, event);
@@ -871,7 +881,7 @@ impl<M: Machine> Driver<M> {
             trace!(dst = %t.dst, len = t.payload.len(), "datagram out");
             out.push(t);
         }
-        let mut sent = 0;
+        let (mut sent, mut bounced) = (0, false);
         while sent < out.len() {
             let (batch, n) = OutDatagram::batch(&out[sent..]);
             match self.socket.try_send_many(&batch[..n]) {
@@ -885,8 +895,26 @@ impl<M: Machine> Driver<M> {
                     } else {
                         Err(e)
                     };
-                    if let Err(e) = r {
-                        debug!(dst = %t.dst, error = %e, "send failed");
+                    match r {
+                        Err(e) if crate::icmp::unreachable_send(&e) => {
+                            debug!(dst = %t.dst, error = %e, "send failed: no route; the exchange fails now");
+                            self.machine.handle_unreachable(now, t.dst, crate::icmp::quote(&t.payload));
+                            // The failure is this send's: said as no route, not as an ICMP refusal.
+                            while let Some(event) = self.machine.poll_event() {
+                                match event {
+                                    Event::Failed { id, error: RequestError::Unreachable } => {
+                                        if let Some(p) = self.pending.remove(&id) {
+                                            self.tickets.remove(&p.ticket);
+                                            send_failure(p.reply, RequestFailure::NoRoute);
+                                        }
+                                    }
+                                    other => self.on_event(now, other),
+                                }
+                            }
+                            bounced = true;
+                        }
+                        Err(e) => debug!(dst = %t.dst, error = %e, "send failed"),
+                        Ok(()) => {}
                     }
                     sent += 1;
                 }
@@ -894,6 +922,7 @@ impl<M: Machine> Driver<M> {
         }
         out.clear();
         self.outbox = out;
+        bounced
     }
 
     fn on_event(&mut self, now: Instant, event: Event) {

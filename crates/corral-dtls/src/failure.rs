@@ -4,10 +4,12 @@
 /// Why a handshake failed, in the words a user can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HandshakeFailure {
-    /// The server knows no key for the PSK identity (or, seen from a client, said so with an alert).
+    /// The server knows no key for the PSK identity. A corral server tells the client no more than
+    /// [`BadKey`](Self::BadKey) (RFC 4279 §2: decrypt_error, so that a client cannot learn which identities
+    /// exist) and counts it apart; a client sees this only from a server that says unknown_psk_identity.
     UnknownIdentity,
     /// The keys disagree: the Finished message did not verify (a wrong PSK), or the peer said
-    /// decrypt_error / bad_record_mac.
+    /// decrypt_error / bad_record_mac — which a corral server also says for an unknown identity.
     BadKey,
     /// The peers have no cipher suite in common.
     NoSharedSuite,
@@ -35,7 +37,9 @@ impl std::fmt::Display for HandshakeFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HandshakeFailure::UnknownIdentity => write!(f, "unknown PSK identity (check -u and the server's keys)"),
-            HandshakeFailure::BadKey => write!(f, "the keys do not match (check -k)"),
+            HandshakeFailure::BadKey => {
+                write!(f, "the keys do not match, or the server knows no key for this identity (check -k and -u)")
+            }
             HandshakeFailure::NoSharedSuite => write!(f, "no shared cipher suite"),
             HandshakeFailure::BadCertificate => {
                 write!(f, "bad certificate (the peer refused ours, or sent one that is not P-256 ECDSA)")
@@ -97,8 +101,11 @@ impl HandshakeFailure {
         match self {
             HandshakeFailure::UntrustedKey(_) | HandshakeFailure::RefusedKey => alert::BAD_CERTIFICATE,
             HandshakeFailure::NoRawPublicKey => alert::UNSUPPORTED_CERTIFICATE,
-            HandshakeFailure::UnknownIdentity => alert::UNKNOWN_PSK_IDENTITY,
-            HandshakeFailure::BadKey => alert::DECRYPT_ERROR,
+            // RFC 4279 §2: "the server MAY respond with a 'decrypt_error' alert … to avoid revealing
+            // whether an identity is known"; with unknown_psk_identity a client could list the
+            // identities one guess at a time. dimpl ran the rest of the handshake with a random key, so
+            // the alert comes at the same point, after the same work, as a wrong key's.
+            HandshakeFailure::UnknownIdentity | HandshakeFailure::BadKey => alert::DECRYPT_ERROR,
             HandshakeFailure::BadCertificate | HandshakeFailure::UntrustedCertificate(_) => alert::BAD_CERTIFICATE,
             _ => alert::HANDSHAKE_FAILURE,
         }

@@ -23,7 +23,8 @@
 //!   was). A client offers an empty CID (it has one server address and wants no CID back).
 //! - **Closing**: close_notify from the peer ends the session; a session idle for
 //!   [`DtlsConfig::idle_timeout`] is closed with close_notify; a failed handshake ends the session, and a
-//!   server tells the peer why with a fatal alert (unknown PSK identity, no shared suite, bad Finished).
+//!   server tells the peer why with a fatal alert (no shared suite, bad Finished), except which PSK
+//!   identities exist: an unknown identity is answered like a wrong key, with decrypt_error (RFC 4279 §2).
 //! - **Why a handshake failed**, as a [`HandshakeFailure`] in [`DtlsEvent::Failed`] (`failure.rs`), so a
 //!   client can say it in one line.
 //! - **Whom to trust**: a peer's X.509 certificate is checked against the CAs (`x509.rs`), a peer's raw

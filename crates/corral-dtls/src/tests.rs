@@ -71,14 +71,50 @@ fn a_psk_handshake_carries_plaintext_both_ways_and_names_the_identity() {
     assert_eq!(c.poll_plaintext(), Some((addr(SERVER), b"response".to_vec())));
 }
 
-#[test]
-fn an_unknown_identity_fails_the_clients_handshake_with_that_reason() {
-    let (mut c, mut s) = (client("mallory", "secretPSK"), server());
+/// Runs a client with `identity` and `key` against [`server`] to the end: everything the server sent, the
+/// client's events and the server's.
+fn refused(identity: &str, key: &str) -> (Vec<Vec<u8>>, Vec<DtlsEvent>, Vec<DtlsEvent>) {
+    let (mut c, mut s) = (client(identity, key), server());
+    let now = Instant::from_secs(1);
     c.send(addr(SERVER), b"request");
-    pump(Instant::from_secs(1), &mut c, &mut s);
+    let mut sent = Vec::new();
+    for _ in 0..64 {
+        let mut moved = false;
+        while let Some(t) = c.poll_transmit() {
+            s.handle_datagram(now, addr(CLIENT), None, &t.payload);
+            moved = true;
+        }
+        while let Some(t) = s.poll_transmit() {
+            c.handle_datagram(now, addr(SERVER), None, &t.payload);
+            sent.push(t.payload);
+            moved = true;
+        }
+        if !moved {
+            break;
+        }
+    }
     assert_eq!(s.sessions(), 0);
-    let failed = DtlsEvent::Failed { peer: addr(SERVER), reason: HandshakeFailure::UnknownIdentity };
-    assert!(events(&mut c).contains(&failed), "client events: {:?}", events(&mut c));
+    (sent, events(&mut c), events(&mut s))
+}
+
+#[test]
+fn an_unknown_identity_is_answered_like_a_wrong_key_so_identities_cannot_be_probed() {
+    let (unknown, unknown_client, unknown_server) = refused("mallory", "secretPSK");
+    let (wrong, wrong_client, _) = refused("alice", "wrongPSK");
+    // RFC 4279 §2: decrypt_error (fatal, 51) for both; the flights differ only in their random bytes.
+    let alert = [0x15, 0xfe, 0xfd];
+    let last = |sent: &[Vec<u8>]| sent.last().cloned().unwrap_or_default();
+    assert_eq!(last(&unknown)[..3], alert, "the server's last datagram is a plaintext alert");
+    assert_eq!(last(&unknown)[13..], [2, 51], "fatal decrypt_error, not unknown_psk_identity (115)");
+    assert_eq!(last(&unknown), last(&wrong));
+    let lens = |sent: &[Vec<u8>]| sent.iter().map(Vec::len).collect::<Vec<_>>();
+    assert_eq!(lens(&unknown), lens(&wrong), "the same flights, of the same sizes");
+    let failed = DtlsEvent::Failed { peer: addr(SERVER), reason: HandshakeFailure::BadKey };
+    assert!(unknown_client.contains(&failed), "client events: {unknown_client:?}");
+    assert!(wrong_client.contains(&failed), "client events: {wrong_client:?}");
+    // The server's operator still learns which it was.
+    let failed = DtlsEvent::Failed { peer: addr(CLIENT), reason: HandshakeFailure::UnknownIdentity };
+    assert!(unknown_server.contains(&failed), "server events: {unknown_server:?}");
 }
 
 #[test]
@@ -390,5 +426,6 @@ fn failed_handshakes_are_counted_by_reason() {
     assert_eq!((total.failures.unknown_identity, total.failures.bad_key), (1, 1), "{total:?}");
     let by: u64 = total.failures_by_reason().iter().map(|(_, n)| n).sum();
     assert_eq!(by, total.handshakes_failed);
-    assert_eq!(c.stats().failures.unknown_identity, 1, "the client counts its own failure too");
+    // The client was told decrypt_error, as for a wrong key (RFC 4279 §2).
+    assert_eq!(c.stats().failures.bad_key, 1, "the client counts its own failure too");
 }

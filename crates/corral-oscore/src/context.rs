@@ -38,6 +38,16 @@ impl Aead {
         8
     }
 
+    /// The longest plaintext one message can protect: AES-CCM with a 13-byte nonce leaves 15 − 13 = 2
+    /// bytes for the length (RFC 3610 §2, RFC 8152 §10.2), so 65,535 bytes — the code, the inner options
+    /// and the payload. A larger body goes in inner blocks (RFC 8613 §4.1.3.4.1), each protected on its
+    /// own.
+    pub const fn max_plaintext(self) -> usize {
+        match self {
+            Aead::AesCcm16_64_128 => (1 << (8 * (15 - 13))) - 1,
+        }
+    }
+
     /// From a COSE algorithm value or name (credentials files use either).
     pub fn from_cose(v: &serde_json::Value) -> Option<Aead> {
         match v {
@@ -48,6 +58,7 @@ impl Aead {
     }
 
     pub(crate) fn seal(self, key: &[u8], nonce: &[u8], aad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>, Error> {
+        self.check_len(plaintext)?;
         match self {
             Aead::AesCcm16_64_128 => {
                 let cipher = Ccm::<Aes128, U8, U13>::new_from_slice(key).map_err(|_| Error::Internal("key length"))?;
@@ -55,6 +66,14 @@ impl Aead {
                     .encrypt(nonce.into(), Payload { msg: plaintext, aad })
                     .map_err(|_| Error::Internal("AEAD encryption"))
             }
+        }
+    }
+
+    /// [`Error::TooLarge`] for a plaintext longer than [`Aead::max_plaintext`].
+    pub(crate) fn check_len(self, plaintext: &[u8]) -> Result<(), Error> {
+        match plaintext.len() {
+            len if len > self.max_plaintext() => Err(Error::TooLarge { len, max: self.max_plaintext() }),
+            _ => Ok(()),
         }
     }
 

@@ -29,6 +29,10 @@ pub enum Error {
     UnsafeDeterministic,
     /// A Security Context cannot be built from these parameters (the text says why).
     Config(String),
+    /// The message to protect is longer (`len` bytes of code, inner options and payload) than one
+    /// protected message holds (`max`, [`crate::Aead::max_plaintext`]): it must go in inner blocks
+    /// (RFC 8613 §4.1.3.4.1).
+    TooLarge { len: usize, max: usize },
     /// A cryptographic primitive refused its input: a bug, reported rather than panicking.
     Internal(&'static str),
 }
@@ -63,6 +67,9 @@ impl fmt::Display for Error {
             Error::Nested => f.write_str("the message is already OSCORE-protected"),
             Error::UnsafeDeterministic => f.write_str("a deterministic request must be GET or FETCH"),
             Error::Config(why) => write!(f, "{why}"),
+            Error::TooLarge { len, max } => {
+                write!(f, "a {len}-byte message is too large to protect in one piece (at most {max}: use blocks)")
+            }
             Error::Internal(what) => write!(f, "internal error in {what}"),
         }
     }

@@ -8,13 +8,24 @@
 //! trusted): each peer's authentic request is answered with a protected 4.01 carrying only an Echo
 //! option (RFC 9175 §2.4, RFC 8613 Appendix B.1.2), and only the request that echoes it re-establishes
 //! the window — a request captured before the crash and replayed after it is refused.
+//!
+//! Block-wise (RFC 8613 §4.1.3.4): the endpoint below reassembles outer blocks before the layer sees a
+//! request and cuts a protected response into outer blocks (§4.1.3.4.2). Inner blocks (§4.1.3.4.1) are
+//! the layer's: a client's inner Block1 upload is assembled here; a response is cut into inner Block2
+//! blocks, each protected on its own, when the client asks for a block or when one protected message
+//! cannot hold it ([`crate::Aead::max_plaintext`], 64 KiB) — [`crate::INNER_BLOCK`] bytes then — and the
+//! rendered body is kept for the later blocks, whose requests are answered from it (each is a new
+//! protected request of the client's). The response to an Observe registration and the notifications go
+//! whole: an observer fetches no inner blocks.
 
 use crate::served::{Binding, Sender, Served};
 use crate::store::ContextDir;
 use crate::{Error, Plain};
-use corral_proto::wire::{Code, OptionNumber, Token};
-use corral_proto::{Inbound, InboundId, IncomingRequest, Instant, Layer, LayerCounter, Request, Response};
+use corral_proto::blockwise::{self, BodyCache};
+use corral_proto::wire::{BlockValue, Code, OptionNumber, Token};
+use corral_proto::{BlockConfig, Inbound, InboundId, IncomingRequest, Instant, Layer, LayerCounter, Request, Response};
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 
 /// Observations held through OSCORE at most (each needs its binding for the notifications).
@@ -26,6 +37,30 @@ const ECHO_LIFETIME: corral_proto::Duration = corral_proto::Duration::from_secs(
 /// Inner block-wise uploads (RFC 8613 §4.1.3.4.1) being assembled at once, and the largest body.
 const MAX_UPLOADS: usize = 16;
 const MAX_UPLOAD_BYTES: usize = 16 << 20;
+/// Responses cut into inner Block2 blocks kept at once for their later blocks, their bytes together, and
+/// for how long.
+const MAX_BODIES: usize = 16;
+const MAX_BODY_BYTES: usize = 16 << 20;
+const BODY_LIFETIME: corral_proto::Duration = corral_proto::Duration::from_secs(60);
+
+/// A request being answered: which context, the binding, whether the response needs a Partial IV of its
+/// own, whether it may carry Observe (a registration this layer keeps, a notification), and (a request
+/// outside an observation) where a response cut into inner blocks is kept.
+struct Pending {
+    ci: usize,
+    binding: Binding,
+    own_piv: bool,
+    observe: bool,
+    cut: Option<Cut>,
+}
+
+/// Where a response cut into inner Block2 blocks is kept for the request's client, and the block it
+/// asked for (none: block 0 of [`crate::INNER_BLOCK`] bytes, if the response must be cut at all).
+struct Cut {
+    peer: SocketAddr,
+    key: u64,
+    want: Option<BlockValue>,
+}
 
 /// An inner Block1 upload being assembled: the body so far and the next block number expected.
 struct Upload {
@@ -57,9 +92,8 @@ pub struct LayerStats {
 /// See the module docs.
 pub struct OscoreLayer {
     contexts: Vec<Served>,
-    /// Requests being answered: which context, the binding, and whether the response needs a Partial IV
-    /// of its own.
-    pending: HashMap<InboundId, (usize, Binding, bool), foldhash::fast::FixedState>,
+    /// Requests being answered.
+    pending: HashMap<InboundId, Pending, foldhash::fast::FixedState>,
     observers: HashMap<(SocketAddr, Token), (usize, Binding), foldhash::fast::FixedState>,
     /// The Echo value each peer (context and Sender ID: a group has many) must return before its window is
     /// trusted again, and when it was given.
@@ -68,6 +102,10 @@ pub struct OscoreLayer {
     uploads: HashMap<(usize, SocketAddr, String), Upload>,
     /// Block1 values to echo in the final response of an upload (RFC 7959 §2.3).
     block1_echo: HashMap<InboundId, Vec<u8>, foldhash::fast::FixedState>,
+    /// Responses cut into inner Block2 blocks, for the requests of their later blocks.
+    bodies: BodyCache,
+    bodies_config: BlockConfig,
+    hasher: foldhash::fast::FixedState,
     /// Refuse requests without OSCORE (4.01), except discovery.
     require: bool,
     counter: u64,
@@ -105,6 +143,14 @@ impl OscoreLayer {
             challenges: HashMap::new(),
             uploads: HashMap::new(),
             block1_echo: table(),
+            bodies: BodyCache::new(0),
+            bodies_config: BlockConfig {
+                cache_entries: MAX_BODIES,
+                cache_bytes: MAX_BODY_BYTES,
+                cache_lifetime: BODY_LIFETIME,
+                ..BlockConfig::default()
+            },
+            hasher: foldhash::fast::FixedState::with_seed(0),
             require,
             counter: 0,
             stats: LayerStats::default(),
@@ -143,13 +189,37 @@ impl OscoreLayer {
         self.challenges.insert(peer, (v.clone(), now));
         v
     }
+
+    /// The key a response cut into inner blocks is kept under: the context and the request, its block
+    /// options aside (as the endpoint keys its own, [`blockwise::request_key`]).
+    fn body_key(&self, ci: usize, request: &Request) -> u64 {
+        let key = blockwise::request_key(&self.hasher, request.method, request.options.iter(), &request.payload, false);
+        let mut h = self.hasher.build_hasher();
+        h.write_usize(ci);
+        h.write_u64(key);
+        h.finish()
+    }
+
+    /// `response` cut into the block `want` (its SZX at most 1024 bytes'), keeping the whole for the later
+    /// blocks; a response that fits in the first block goes whole, as the endpoint's do.
+    fn cut(&mut self, now: Instant, cut: &Cut, want: BlockValue, mut response: Response) -> Response {
+        let want = BlockValue { szx: want.szx.min(6), more: false, ..want };
+        if !response.code.is_success() || (want.num == 0 && response.payload.len() <= want.size()) {
+            return response;
+        }
+        blockwise::ensure_etag(&self.hasher, &mut response);
+        let block = blockwise::slice(&response, want).unwrap_or_else(|e| e);
+        self.bodies.insert(now, &self.bodies_config, cut.peer, cut.key, response);
+        block
+    }
 }
 
 impl Layer for OscoreLayer {
     fn inbound(&mut self, now: Instant, req: IncomingRequest) -> Inbound {
         if req.notification {
             if let Some((ci, b)) = self.observers.get(&(req.from, req.token)) {
-                self.pending.insert(req.id, (*ci, b.clone(), true));
+                self.pending
+                    .insert(req.id, Pending { ci: *ci, binding: b.clone(), own_piv: true, observe: true, cut: None });
             }
             return Inbound::Pass(req);
         }
@@ -198,7 +268,7 @@ impl Layer for OscoreLayer {
                     // Echo option alone (Appendix B.1.2: no diagnostic payload).
                     self.stats.echo_challenges += 1;
                     let echo = self.challenge(now, peer);
-                    self.pending.insert(req.id, (ci, binding, true));
+                    self.pending.insert(req.id, Pending { ci, binding, own_piv: true, observe: false, cut: None });
                     let r = Response::new(Code::UNAUTHORIZED).with_option(OptionNumber::ECHO, &echo).with_max_age(0);
                     return Inbound::Answer(req.id, r);
                 }
@@ -206,16 +276,18 @@ impl Layer for OscoreLayer {
             Err(_) => return self.answer(req.id, &Error::Replay),
         }
         self.stats.unprotected += 1;
-        match inner.options.observe() {
+        let registers = match inner.options.observe() {
             Some(0) if self.observers.len() < MAX_OBSERVERS => {
                 self.observers.insert((req.from, req.token), (ci, binding.clone()));
+                true
             }
             Some(1) => {
                 self.observers.remove(&(req.from, req.token));
+                false
             }
-            _ => {}
-        }
-        self.pending.insert(req.id, (ci, binding, false));
+            _ => false,
+        };
+        self.pending.insert(req.id, Pending { ci, binding, own_piv: false, observe: registers, cut: None });
         let mut options = inner.options;
         options.remove(OptionNumber::ECHO);
         let mut payload = inner.payload;
@@ -252,21 +324,62 @@ impl Layer for OscoreLayer {
             options.remove(OptionNumber::SIZE1);
             self.block1_echo.insert(req.id, echo);
         }
-        let request = Request { method: inner.code, options, payload };
+        let mut request = Request { method: inner.code, options, payload };
+        if request.options.observe().is_none() {
+            // Inner Block2 is the layer's (see the module docs): the services render the whole body.
+            let want = request.options.block2();
+            request.options.remove(OptionNumber::BLOCK2);
+            let cut = Cut { peer: req.from, key: self.body_key(ci, &request), want };
+            if let Some(later) = want.filter(|b| b.num > 0) {
+                let kept = self.bodies.get(now, cut.peer, cut.key);
+                let answer = match kept {
+                    Some(whole) => Some(blockwise::slice(whole, BlockValue { szx: later.szx.min(6), ..later })),
+                    None if !matches!(request.method, Code::GET | Code::FETCH) => Some(Err(Response::error(
+                        Code::REQUEST_ENTITY_INCOMPLETE,
+                        "the block-wise response is no longer available; repeat the request",
+                    ))),
+                    None => None, // rendered again, and cut in `outbound`
+                };
+                if let Some(answer) = answer {
+                    return Inbound::Answer(req.id, answer.unwrap_or_else(|e| e));
+                }
+            }
+            if let Some(p) = self.pending.get_mut(&req.id) {
+                p.cut = Some(cut);
+            }
+        }
         Inbound::Replaced(IncomingRequest { request, oscore_identity: Some(identity), ..req })
     }
 
-    fn outbound(&mut self, _now: Instant, id: InboundId, mut response: Response) -> Response {
+    fn outbound(&mut self, now: Instant, id: InboundId, mut response: Response) -> Response {
         if let Some(echo) = self.block1_echo.remove(&id) {
             response.options.set(OptionNumber::BLOCK1, &echo);
         }
-        let Some((ci, binding, own_piv)) = self.pending.remove(&id) else { return response };
-        let dir = &mut self.contexts[ci];
+        let Some(Pending { ci, binding, own_piv, observe, cut }) = self.pending.remove(&id) else { return response };
+        if !observe {
+            // A service marks a resource observable whoever asks; the endpoint drops the mark from an answer
+            // that registers nothing, but only outside: inside, the client would read a registration (or, not
+            // having asked, refuse the response, RFC 8613 §8.4).
+            response.options.remove(OptionNumber::OBSERVE);
+        }
         let own_piv = own_piv || Served::needs_own_piv(&binding);
         if !response.code.is_success() {
             // The observation (if any) ends with this response.
             self.observers.retain(|_, (c, b)| !(*c == ci && *b == binding));
         }
+        if let Some(cut) = &cut {
+            // The block the client asked for; else block 0 of a body one protected message cannot hold.
+            let max = self.contexts[ci].max_plaintext();
+            let want = cut.want.or_else(|| {
+                let szx = BlockValue::szx_for_size(crate::INNER_BLOCK);
+                let fits = crate::protect::fits(&response.options, response.payload.len(), max);
+                (!fits).then_some(BlockValue { num: 0, more: false, szx })
+            });
+            if let Some(want) = want {
+                response = self.cut(now, cut, want, response);
+            }
+        }
+        let dir = &mut self.contexts[ci];
         if own_piv {
             if let Err(e) = dir.reserve() {
                 tracing::error!(error = %e, "cannot persist the OSCORE sequence number; not answering protected");

@@ -19,6 +19,10 @@
 //! - [`group`]: Group OSCORE (group and pairwise mode) and the deterministic requests of
 //!   draft-ietf-core-cacheable-oscore, which let a proxy aggregate and cache end-to-end protected requests.
 //! - [`Error::response_code`]: the unprotected error answers of §8.2.
+//! - Block-wise (§4.1.3.4): the endpoint cuts a protected message into outer blocks and reassembles them
+//!   before OSCORE sees it (§4.1.3.4.2); a body larger than one protected message can hold (64 KiB,
+//!   [`Aead::max_plaintext`]) goes in inner blocks, each protected on its own (§4.1.3.4.1): the client
+//!   cuts its uploads ([`INNER_BLOCK`]), the server's [`OscoreLayer`] its large responses.
 
 use corral_wire::cbor;
 mod context;
@@ -38,3 +42,10 @@ pub use layer::{LayerStats, OscoreLayer};
 pub use option::OscoreOption;
 pub use protect::{request_kid, Plain, RequestBinding};
 pub use replay::{Refusal, ReplayWindow};
+
+/// The block size of the inner block-wise transfers (RFC 8613 §4.1.3.4.1) corral starts itself — a
+/// client's upload, a server's response that one protected message cannot hold
+/// ([`Aead::max_plaintext`]) — when the peer asked for none: small enough that each protected block fits
+/// in one outer message of 1024 bytes of payload and is never cut again (outer block-wise, §4.1.3.4.2,
+/// still carries the messages that are larger).
+pub const INNER_BLOCK: usize = 512;

@@ -104,6 +104,14 @@ pub(crate) fn plaintext(code: Code, inner: &Options, payload: &[u8]) -> Result<V
     Ok(out)
 }
 
+/// Whether a message with `options` and a payload of `payload_len` bytes fits in one protected message whose
+/// plaintext holds at most `max` bytes (counting every option as inner, which errs on the side of cutting
+/// it into blocks).
+pub(crate) fn fits(options: &Options, payload_len: usize, max: usize) -> bool {
+    let mut encoded = Vec::new();
+    encode_options(options, &mut encoded).is_ok() && 2 + encoded.len() + payload_len <= max
+}
+
 /// Decrypted plaintext back to code, inner options and payload. A plaintext that authenticated but does
 /// not parse came from a peer with the key and a bug; it is refused like a failed decryption.
 pub(crate) fn parse_plaintext(p: &[u8]) -> Result<(Code, Options, Vec<u8>), Error> {
@@ -117,15 +125,13 @@ impl SecurityContext {
     /// `send_kid_context`), outer code POST (FETCH with Observe).
     pub fn protect_request(&mut self, plain: &Plain, send_kid_context: bool) -> Result<(Plain, RequestBinding), Error> {
         let (inner, mut outer) = split(&plain.options, true)?;
+        // Checked before a sequence number is spent on it.
+        let pt = plaintext(plain.code, &inner, &plain.payload)?;
+        self.params.aead.check_len(&pt)?;
         let piv = self.next_piv()?;
         let kid = self.params.sender_id.clone();
         let nonce = self.nonce(&kid, &piv);
-        let ct = self.params.aead.seal(
-            &self.sender_key,
-            &nonce,
-            &aad(self, &kid, &piv),
-            &plaintext(plain.code, &inner, &plain.payload)?,
-        )?;
+        let ct = self.params.aead.seal(&self.sender_key, &nonce, &aad(self, &kid, &piv), &pt)?;
         let kid_context = if send_kid_context { self.params.id_context.clone() } else { None };
         let option = OscoreOption { piv: piv.clone(), kid_context, kid: Some(kid.clone()), group: false };
         self.ops.aead += 1;
@@ -201,18 +207,16 @@ impl SecurityContext {
     /// every notification but the first, §4.1.3.5.2), else with the request's nonce.
     pub fn protect_response(&mut self, binding: &RequestBinding, plain: &Plain, own_piv: bool) -> Result<Plain, Error> {
         let (inner, mut outer) = split(&plain.options, false)?;
+        // Checked before a sequence number is spent on it.
+        let pt = plaintext(plain.code, &inner, &plain.payload)?;
+        self.params.aead.check_len(&pt)?;
         let (nonce, option) = if own_piv {
             let piv = self.next_piv()?;
             (self.nonce(&self.params.sender_id, &piv), OscoreOption { piv, ..OscoreOption::default() })
         } else {
             (self.nonce(&binding.kid, &binding.piv), OscoreOption::default())
         };
-        let ct = self.params.aead.seal(
-            &self.sender_key,
-            &nonce,
-            &aad(self, &binding.kid, &binding.piv),
-            &plaintext(plain.code, &inner, &plain.payload)?,
-        )?;
+        let ct = self.params.aead.seal(&self.sender_key, &nonce, &aad(self, &binding.kid, &binding.piv), &pt)?;
         outer.push(OptionNumber::OSCORE, &option.encode());
         self.ops.aead += 1;
         let code = if plain.options.contains(OptionNumber::OBSERVE) { Code::CONTENT } else { Code::CHANGED };

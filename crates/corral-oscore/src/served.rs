@@ -100,6 +100,17 @@ impl Served {
         }
     }
 
+    /// The longest plaintext one protected message of this context holds ([`crate::Aead::max_plaintext`]).
+    pub(crate) fn max_plaintext(&self) -> usize {
+        match self {
+            Served::Pairwise(d) => d.context.params().aead.max_plaintext(),
+            Served::Group(g) => {
+                let p = g.context.params();
+                p.aead.max_plaintext().min(p.group_enc.max_plaintext())
+            }
+        }
+    }
+
     /// Whether the response needs a Partial IV of the server's own whatever the layer decides (a
     /// deterministic request's nonce is every member's: never reused).
     pub(crate) fn needs_own_piv(b: &Binding) -> bool {

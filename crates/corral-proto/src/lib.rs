@@ -67,3 +67,10 @@ pub use tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 pub use time::{Duration, Instant};
 
 pub use corral_wire as wire;
+
+/// The server's side of block-wise transfers (RFC 7959 §2.2) for a layer that cuts bodies into blocks itself
+/// — OSCORE's inner blocks (RFC 8613 §4.1.3.4.1) — with the endpoint's own pieces: the request's key block
+/// options aside, the rendered bodies kept for the later blocks, the ETag, the slice.
+pub mod blockwise {
+    pub use crate::endpoint::block::{ensure_etag, request_key, slice, BodyCache};
+}

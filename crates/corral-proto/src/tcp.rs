@@ -866,14 +866,26 @@ impl TcpEndpoint {
 
     /// Ends an observation with a GET carrying Observe=1 (RFC 8323 §7.2 requires explicit cancellation).
     pub fn deregister(&mut self, now: Instant, id: RequestId) {
+        self.end_observation(now, id, |request| {
+            request.options.set_uint(OptionNumber::OBSERVE, u64::from(corral_wire::OBSERVE_DEREGISTER));
+            request.options.remove(OptionNumber::BLOCK2);
+        });
+    }
+
+    /// Like [`TcpEndpoint::deregister`], with the caller's own deregistration `request` (see
+    /// [`crate::Endpoint::deregister_with`]).
+    pub fn deregister_with(&mut self, now: Instant, id: RequestId, request: Request) {
+        self.end_observation(now, id, |r| *r = request);
+    }
+
+    fn end_observation(&mut self, now: Instant, id: RequestId, deregistration: impl FnOnce(&mut Request)) {
         let Some(e) = self.exchanges.get_mut(&id) else { return };
         if !e.observing {
             return;
         }
         e.observing = false;
         e.observe = false;
-        e.request.options.set_uint(OptionNumber::OBSERVE, u64::from(corral_wire::OBSERVE_DEREGISTER));
-        e.request.options.remove(OptionNumber::BLOCK2);
+        deregistration(&mut e.request);
         let deadline = now + self.config.request_timeout;
         e.deadline = Some(deadline);
         let m = TcpMessage {

@@ -322,6 +322,9 @@ pub(crate) enum Command {
     /// next notification is answered with RST).
     StopObserving {
         ticket: u64,
+        /// The deregistration to send instead of the registration with Observe=1: OSCORE's, newly
+        /// protected ([`corral_proto::Endpoint::deregister_with`]).
+        deregistration: Option<Request>,
     },
     /// An async handler's response.
     Respond {
@@ -353,8 +356,9 @@ struct Pending {
     reply: Reply,
     /// An observation whose registration succeeded (a notification arrived while it stayed active).
     observing: bool,
-    /// The caller is gone: deregister as soon as the observation is established.
-    stop: bool,
+    /// The caller is gone: deregister as soon as the observation is established (with this request, when
+    /// the caller made one).
+    stop: Option<Option<Request>>,
 }
 
 /// A TCP request waiting for its connection.
@@ -711,7 +715,7 @@ impl<M: Machine> Driver<M> {
     }
 
     fn track(&mut self, id: RequestId, ticket: u64, reply: Reply) {
-        self.pending.insert(id, Pending { ticket, reply, observing: false, stop: false });
+        self.pending.insert(id, Pending { ticket, reply, observing: false, stop: None });
         self.tickets.insert(ticket, id);
     }
 
@@ -731,11 +735,12 @@ impl<M: Machine> Driver<M> {
         }
     }
 
-    fn deregister(&mut self, now: Instant, id: RequestId) {
-        if is_tcp(id) {
-            self.machine.tcp_mut().deregister(now, id)
-        } else {
-            self.machine.endpoint_mut().deregister(now, id)
+    fn deregister(&mut self, now: Instant, id: RequestId, deregistration: Option<Request>) {
+        match (is_tcp(id), deregistration) {
+            (true, None) => self.machine.tcp_mut().deregister(now, id),
+            (true, Some(r)) => self.machine.tcp_mut().deregister_with(now, id, r),
+            (false, None) => self.machine.endpoint_mut().deregister(now, id),
+            (false, Some(r)) => self.machine.endpoint_mut().deregister_with(now, id, r),
         }
     }
 
@@ -776,7 +781,7 @@ impl<M: Machine> Driver<M> {
                     }
                 }
             }
-            Command::StopObserving { ticket } => {
+            Command::StopObserving { ticket, deregistration } => {
                 let Some(&id) = self.tickets.get(&ticket) else {
                     for waiting in self.tcp.connecting.values_mut() {
                         waiting.retain(|q| q.ticket != ticket);
@@ -787,9 +792,9 @@ impl<M: Machine> Driver<M> {
                 if p.observing {
                     debug!(?id, "deregistering observation");
                     p.observing = false;
-                    self.deregister(now, id);
+                    self.deregister(now, id, deregistration);
                 } else if is_tcp(id) {
-                    p.stop = true;
+                    p.stop = Some(deregistration);
                 } else {
                     self.tickets.remove(&ticket);
                     self.pending.remove(&id);
@@ -936,9 +941,8 @@ impl<M: Machine> Driver<M> {
                     }
                     Reply::Observe(tx) if active => {
                         // A notification (the registration's response included): the observation goes on.
-                        if p.stop {
-                            p.stop = false;
-                            self.deregister(now, id);
+                        if let Some(deregistration) = p.stop.take() {
+                            self.deregister(now, id, deregistration);
                             return;
                         }
                         p.observing = true;

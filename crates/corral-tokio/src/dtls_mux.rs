@@ -48,7 +48,7 @@ fn is_dtls(data: &[u8]) -> bool {
 pub(crate) fn reason(failure: &HandshakeFailure) -> &'static str {
     match failure {
         HandshakeFailure::UnknownIdentity => "unknown PSK identity",
-        HandshakeFailure::BadKey => "the keys do not match",
+        HandshakeFailure::BadKey => "the keys do not match, or the identity is unknown",
         HandshakeFailure::NoSharedSuite => "no shared cipher suite",
         HandshakeFailure::BadCertificate => "bad certificate",
         HandshakeFailure::UntrustedCertificate(_) => "the certificate is not signed by a trusted CA",

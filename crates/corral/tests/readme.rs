@@ -193,7 +193,7 @@ fn the_dtls_page_runs_as_written() {
     peers_when_interop(&["coap-client-gnutls", "coap-client-openssl"]);
     the_page_runs_as_written(
         "docs/dtls.md",
-        &["Hello from corral!", "unknown PSK identity", "not signed by a trusted CA"],
+        &["Hello from corral!", "the server knows no key for this identity", "not signed by a trusted CA"],
     );
 }
 

@@ -137,3 +137,35 @@ fn key_files_that_are_not_p256_pem_say_why() {
     let short = "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n";
     assert!(PeerKeys::from_pem(short).unwrap_err().contains("not a P-256 key"));
 }
+
+/// A server with PSK keys beside its raw public key (`corral serve --dtls --psk-file --rpk`).
+fn mixed_server() -> DtlsLayer {
+    layer(Role::Server(keys()), SERVER_KEY, trusting(CLIENT_KEY), 1)
+}
+
+#[test]
+fn a_psk_client_is_served_by_a_server_that_also_has_a_raw_public_key() {
+    let (mut c, mut s) = (client("alice", "secretPSK"), mixed_server());
+    let now = Instant::from_secs(1);
+    c.send(addr(SERVER), b"request");
+    pump(now, &mut c, &mut s);
+    assert_eq!(failure(&events(&mut c)), None, "the PSK handshake fails");
+    assert!(c.is_connected(addr(SERVER)) && s.is_connected(addr(CLIENT)));
+    assert_eq!(s.poll_plaintext(), Some((addr(CLIENT), b"request".to_vec())));
+    assert!(events(&mut s).contains(&DtlsEvent::Connected { peer: addr(CLIENT), identity: Some(b"alice".to_vec()) }));
+}
+
+#[test]
+fn a_server_with_psk_keys_beside_its_raw_public_key_still_takes_raw_public_keys() {
+    let (mut c, mut s) = (rpk_client(CLIENT_KEY, trusting(SERVER_KEY)), mixed_server());
+    c.send(addr(SERVER), b"request");
+    pump(Instant::from_secs(1), &mut c, &mut s);
+    let client_id = Some(identity(CLIENT_KEY).into_bytes());
+    assert!(events(&mut s).contains(&DtlsEvent::Connected { peer: addr(CLIENT), identity: client_id }));
+    // A PSK client with a wrong key is still refused.
+    let (mut c, mut s) = (client("alice", "wrongPSK"), mixed_server());
+    c.send(addr(SERVER), b"request");
+    pump(Instant::from_secs(1), &mut c, &mut s);
+    assert_eq!(failure(&events(&mut c)), Some(HandshakeFailure::BadKey));
+    assert_eq!(s.sessions(), 0);
+}

@@ -36,7 +36,7 @@ fn ignored_for_key(n: OptionNumber, include_request_tag: bool) -> bool {
 
 /// A 64-bit key for "the same request, block options aside": method, the other options and, for FETCH, the
 /// payload. Request-Tag (RFC 9175 §3) separates concurrent uploads.
-pub(crate) fn request_key<'a>(
+pub fn request_key<'a>(
     hasher: &impl BuildHasher,
     method: Code,
     options: impl Iterator<Item = (OptionNumber, &'a [u8])>,
@@ -294,23 +294,24 @@ struct Cached {
     expires: Instant,
 }
 
-/// Rendered bodies of large responses, for the requests of their later blocks.
-pub(crate) struct BodyCache {
+/// Rendered bodies of large responses, for the requests of their later blocks (bounded by a [`BlockConfig`]'s
+/// `cache_*`; entries expire).
+pub struct BodyCache {
     map: Map<(SocketAddr, u64), Cached>,
     order: VecDeque<(SocketAddr, u64)>,
     bytes: usize,
 }
 
 impl BodyCache {
-    pub(crate) fn new(seed: u64) -> BodyCache {
+    pub fn new(seed: u64) -> BodyCache {
         BodyCache { map: super::new_map(seed), order: VecDeque::new(), bytes: 0 }
     }
 
-    pub(crate) fn get(&self, now: Instant, peer: SocketAddr, key: u64) -> Option<&Response> {
+    pub fn get(&self, now: Instant, peer: SocketAddr, key: u64) -> Option<&Response> {
         self.map.get(&(peer, key)).filter(|c| c.expires > now).map(|c| &c.response)
     }
 
-    pub(crate) fn insert(&mut self, now: Instant, cfg: &BlockConfig, peer: SocketAddr, key: u64, response: Response) {
+    pub fn insert(&mut self, now: Instant, cfg: &BlockConfig, peer: SocketAddr, key: u64, response: Response) {
         if response.payload.len() > cfg.cache_bytes {
             return;
         }
@@ -335,7 +336,7 @@ impl BodyCache {
 
 /// Gives a large response an ETag if it has none: a hash of its body, so that clients can check that the
 /// blocks they assemble belong to one representation (RFC 7959 §2.4).
-pub(crate) fn ensure_etag(hasher: &impl BuildHasher, response: &mut Response) {
+pub fn ensure_etag(hasher: &impl BuildHasher, response: &mut Response) {
     if response.options.contains(OptionNumber::ETAG) {
         return;
     }
@@ -346,7 +347,7 @@ pub(crate) fn ensure_etag(hasher: &impl BuildHasher, response: &mut Response) {
 }
 
 /// The block `want` of a full response: its payload slice, Block2 and, for the first block, Size2.
-pub(crate) fn slice(full: &Response, want: BlockValue) -> Result<Response, Response> {
+pub fn slice(full: &Response, want: BlockValue) -> Result<Response, Response> {
     let size = want.size();
     let offset = want.offset();
     let len = full.payload.len();

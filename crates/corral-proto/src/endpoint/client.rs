@@ -143,14 +143,31 @@ impl Endpoint {
     /// Ends an observation explicitly with a GET carrying Observe=1 and the same token (RFC 7641 §3.6);
     /// its response is the last [`Event::Response`] for `id`. Does nothing for other requests.
     pub fn deregister(&mut self, now: Instant, id: RequestId) {
+        self.end_observation(now, id, |msg| {
+            msg.options.set_uint(OptionNumber::OBSERVE, u64::from(corral_wire::OBSERVE_DEREGISTER));
+            msg.options.remove(OptionNumber::BLOCK2);
+        });
+    }
+
+    /// Like [`Endpoint::deregister`], with the caller's own deregistration `request` (sent with the
+    /// registration's token): an end-to-end protected registration cannot be sent again with another
+    /// Observe value, so OSCORE makes a new request (RFC 8613 §4.1.3.5, §7.4: a Partial IV is used once).
+    pub fn deregister_with(&mut self, now: Instant, id: RequestId, request: Request) {
+        self.end_observation(now, id, |msg| {
+            msg.code = request.method;
+            msg.options = request.options;
+            msg.payload = request.payload;
+        });
+    }
+
+    fn end_observation(&mut self, now: Instant, id: RequestId, deregistration: impl FnOnce(&mut Message)) {
         let Some(ex) = self.exchanges.get_mut(&id) else { return };
         if !matches!(ex.state, ClientState::Observing) {
             return;
         }
         ex.observe = None;
         ex.state = ClientState::Queued;
-        ex.msg.options.set_uint(OptionNumber::OBSERVE, u64::from(corral_wire::OBSERVE_DEREGISTER));
-        ex.msg.options.remove(OptionNumber::BLOCK2);
+        deregistration(&mut ex.msg);
         self.send_or_queue(now, id);
     }
 

@@ -613,7 +613,9 @@ impl RequestBuilder {
         &self.request
     }
 
-    async fn prepare(self) -> Result<Prepared, Error> {
+    /// The request to send, protected with OSCORE if it is to be; with `inner_blocks`, a body larger than
+    /// [`corral_oscore::INNER_BLOCK`] goes in inner Block1 blocks (see [`send_protected`]).
+    async fn prepare(self, inner_blocks: bool) -> Result<Prepared, Error> {
         let (uri, scope_id) = self.uri?;
         if let Some(proxy) = self.proxy {
             let (proxy, proxy_scope) = proxy?;
@@ -624,7 +626,7 @@ impl RequestBuilder {
             };
             let mut request = self.request;
             request.options.push_str(OptionNumber::PROXY_URI, &uri.to_string());
-            return Prepared::new(self.client, transport, dst, request, self.params, self.oscore);
+            return Prepared::new(self.client, transport, dst, request, self.params, self.oscore, inner_blocks);
         }
         let transport = self.client.transport(&uri)?;
         let dst = match self.dst {
@@ -639,7 +641,7 @@ impl RequestBuilder {
             options.push(n, v);
         }
         request.options = options;
-        Prepared::new(self.client, transport, dst, request, self.params, self.oscore)
+        Prepared::new(self.client, transport, dst, request, self.params, self.oscore, inner_blocks)
     }
 
     /// Sends the request; returns the response (whatever its code).
@@ -649,7 +651,7 @@ impl RequestBuilder {
 
     /// Sends the request; returns the responder's address and the response.
     pub async fn send_from(self) -> Result<(SocketAddr, Response), Error> {
-        let p = self.prepare().await?;
+        let p = self.prepare(true).await?;
         send_protected(p).await
     }
 
@@ -662,7 +664,7 @@ impl RequestBuilder {
         every: Duration,
         mut progress: impl FnMut(Option<TransferProgress>) + Send,
     ) -> Result<(SocketAddr, Response), Error> {
-        let p = self.prepare().await?;
+        let p = self.prepare(true).await?;
         if p.oscore.is_some() {
             return send_protected(p).await;
         }
@@ -681,7 +683,7 @@ impl RequestBuilder {
                 return Err(Error::Oscore(OscoreError::NotForMulticast));
             }
         }
-        let mut p = self.prepare().await?;
+        let mut p = self.prepare(false).await?;
         if p.transport != Transport::Udp {
             return Err(Error::InvalidUri(UriError("multicast needs coap:// (UDP)".into())));
         }
@@ -699,11 +701,17 @@ impl RequestBuilder {
     pub async fn observe(mut self) -> Result<Observation, Error> {
         // Set before OSCORE protects the request: Observe is both inner and outer (RFC 8613 §4.1.3.5).
         self.request.options.set_uint(OptionNumber::OBSERVE, u64::from(corral_proto::wire::OBSERVE_REGISTER));
-        let mut p = self.prepare().await?;
+        let mut p = self.prepare(false).await?;
         let mut echoed = false;
         loop {
             let mut obs = p.client.observe_via(p.transport.clone(), p.dst, p.request.clone(), p.params)?;
-            obs.oscore = p.oscore.as_ref().map(|(ctx, binding, _)| (ctx.clone(), binding.clone(), None));
+            obs.oscore = p.oscore.as_ref().map(|(ctx, binding, plain)| ObservedOscore {
+                ctx: ctx.clone(),
+                binding: binding.clone(),
+                highest: None,
+                registration: plain.clone(),
+                deregistration: None,
+            });
             if p.oscore.is_none() || echoed {
                 return Ok(obs);
             }
@@ -727,23 +735,14 @@ impl RequestBuilder {
     }
 }
 
-/// An OSCORE request sent without progress reports (they would show the protected transfer).
-/// The inner block size of an OSCORE upload the client cuts itself: small enough that the protected block
-/// fits in one outer message (1024 bytes of payload) and is never cut again.
-const INNER_BLOCK: usize = 512;
-
-/// Sends a prepared request; with OSCORE, meets an Echo challenge once and fetches the remaining blocks of
-/// a response the server cut into inner Block2 blocks (RFC 8613 §4.1.3.4.1, as aiocoap does).
+/// Sends a prepared request; with OSCORE, meets an Echo challenge once, sends the remaining inner Block1
+/// blocks of an upload and fetches the remaining blocks of a response the server cut into inner Block2
+/// blocks (RFC 8613 §4.1.3.4.1, as aiocoap does). (Without progress reports: they would show the
+/// protected transfer.)
 async fn send_protected(mut p: Prepared) -> Result<(SocketAddr, Response), Error> {
     let mut echoed = false;
     let mut body: Option<(Response, Vec<u8>)> = None;
-    // A body larger than a block goes in inner Block1 blocks, each protected on its own (aiocoap, for
-    // one, does not reassemble outer blocks of an OSCORE request).
-    let mut upload = p.oscore.as_ref().map(|(_, _, plain)| plain.payload.clone()).filter(|b| b.len() > INNER_BLOCK);
     let mut sent_block = 0u32;
-    if let Some(whole) = &upload {
-        p = p.block1(whole, 0)?;
-    }
     loop {
         let (from, response) = p.client.send_via(p.transport.clone(), p.dst, p.request.clone(), p.params).await?;
         let r = match p.verify(response)? {
@@ -755,13 +754,13 @@ async fn send_protected(mut p: Prepared) -> Result<(SocketAddr, Response), Error
             }
             Verified::Echo(_) => return Err(Error::Oscore(OscoreError::EchoAgain)),
         };
-        if let Some(whole) = &upload {
+        if p.upload.is_some() {
             if r.code == Code::CONTINUE {
                 sent_block += 1;
-                p = p.block1(whole, sent_block)?;
+                p = p.block1(sent_block)?;
                 continue;
             }
-            upload = None;
+            p.upload = None;
         }
         let block = r.options.block2().filter(|_| p.oscore.is_some() && r.code.is_success());
         let Some(block) = block else {
@@ -797,8 +796,13 @@ struct Prepared {
     dst: SocketAddr,
     request: Request,
     params: SendParams,
-    /// The context, the binding of the protected request, and the request before protection.
+    /// The context, the binding of the protected request, and the request before protection (an inner
+    /// block of `upload` when there is one).
     oscore: Option<(SharedContext, crate::oscore::Binding, Request)>,
+    /// OSCORE: the whole body of an upload in inner Block1 blocks, each protected on its own (RFC 8613
+    /// §4.1.3.4.1): one protected message holds at most 64 KiB (AES-CCM's 16-bit length), and aiocoap,
+    /// for one, does not reassemble outer blocks of an OSCORE request.
+    upload: Option<Vec<u8>>,
 }
 
 enum Verified {
@@ -808,17 +812,27 @@ enum Verified {
 }
 
 impl Prepared {
+    /// With `inner_blocks`, a body larger than [`corral_oscore::INNER_BLOCK`] is cut before it is protected:
+    /// the request is its first inner block.
     fn new(
         client: Client,
         transport: Transport,
         dst: SocketAddr,
-        request: Request,
+        mut request: Request,
         params: SendParams,
         oscore: Option<SharedContext>,
+        inner_blocks: bool,
     ) -> Result<Prepared, Error> {
-        let Some(ctx) = oscore else { return Ok(Prepared { client, transport, dst, request, params, oscore: None }) };
+        let Some(ctx) = oscore else {
+            return Ok(Prepared { client, transport, dst, request, params, oscore: None, upload: None });
+        };
+        let upload = (inner_blocks && request.payload.len() > corral_oscore::INNER_BLOCK)
+            .then(|| std::mem::take(&mut request.payload));
+        if let Some(whole) = &upload {
+            request = inner_block1(request, whole, 0)?;
+        }
         let (outer, binding) = protect(&ctx, &request)?;
-        Ok(Prepared { client, transport, dst, request: outer, params, oscore: Some((ctx, binding, request)) })
+        Ok(Prepared { client, transport, dst, request: outer, params, oscore: Some((ctx, binding, request)), upload })
     }
 
     fn verify(&self, response: Response) -> Result<Verified, Error> {
@@ -832,29 +846,45 @@ impl Prepared {
         Ok(Verified::Response(inner))
     }
 
-    /// Block `num` of an inner Block1 upload of `whole`.
-    fn block1(self, whole: &[u8], num: u32) -> Result<Prepared, Error> {
-        let szx = corral_proto::wire::BlockValue::szx_for_size(INNER_BLOCK);
-        let start = num as usize * INNER_BLOCK;
-        let end = (start + INNER_BLOCK).min(whole.len());
-        let chunk =
-            whole.get(start..end).ok_or(Error::Transfer("the server asked for more blocks than the body has"))?;
-        let value = corral_proto::wire::BlockValue::new(num, end < whole.len(), szx)
-            .ok_or(Error::Transfer("too many inner blocks"))?;
-        let (b, l) = value.encode();
-        let Some((ctx, _, mut plain)) = self.oscore else { return Ok(self) };
-        plain.options.set(OptionNumber::BLOCK1, &b[..l]);
-        plain.options.set_uint(OptionNumber::SIZE1, whole.len() as u64);
-        plain.payload = chunk.to_vec();
-        Prepared::new(self.client, self.transport, self.dst, plain, self.params, Some(ctx))
+    /// Inner block `num` of the upload, newly protected.
+    fn block1(self, num: u32) -> Result<Prepared, Error> {
+        let (Some(whole), Some((_, _, plain))) = (&self.upload, &self.oscore) else { return Ok(self) };
+        let block = inner_block1(plain.clone(), whole, num)?;
+        self.protected(block)
     }
 
     /// The same request again, newly protected, with `option` set (an Echo answer, the next inner block).
     fn again_with(self, option: OptionNumber, value: &[u8]) -> Result<Prepared, Error> {
-        let Some((ctx, _, mut plain)) = self.oscore else { return Ok(self) };
+        let Some((_, _, plain)) = &self.oscore else { return Ok(self) };
+        let mut plain = plain.clone();
         plain.options.set(option, value);
-        Prepared::new(self.client, self.transport, self.dst, plain, self.params, Some(ctx))
+        self.protected(plain)
     }
+
+    /// `plain` protected as the request to send (a new Partial IV, a new binding).
+    fn protected(mut self, plain: Request) -> Result<Prepared, Error> {
+        let Some((ctx, ..)) = self.oscore.take() else { return Ok(self) };
+        let (outer, binding) = protect(&ctx, &plain)?;
+        self.request = outer;
+        self.oscore = Some((ctx, binding, plain));
+        Ok(self)
+    }
+}
+
+/// `plain` carrying inner block `num` of `whole` (Block1 and Size1, RFC 7959 §2.2, §4).
+fn inner_block1(mut plain: Request, whole: &[u8], num: u32) -> Result<Request, Error> {
+    let size = corral_oscore::INNER_BLOCK;
+    let start = num as usize * size;
+    let end = (start + size).min(whole.len());
+    let chunk = whole.get(start..end).ok_or(Error::Transfer("the server asked for more blocks than the body has"))?;
+    let szx = corral_proto::wire::BlockValue::szx_for_size(size);
+    let value = corral_proto::wire::BlockValue::new(num, end < whole.len(), szx)
+        .ok_or(Error::Transfer("too many inner blocks"))?;
+    let (b, l) = value.encode();
+    plain.options.set(OptionNumber::BLOCK1, &b[..l]);
+    plain.options.set_uint(OptionNumber::SIZE1, whole.len() as u64);
+    plain.payload = chunk.to_vec();
+    Ok(plain)
 }
 
 /// An observation (RFC 7641): the registration's response, then each notification as it arrives.
@@ -871,8 +901,7 @@ pub struct Observation {
     first_timeout: Option<Duration>,
     established: bool,
     registered: bool,
-    /// OSCORE: the context, the registration's binding, and the highest notification number seen.
-    oscore: Option<(SharedContext, crate::oscore::Binding, Option<u64>)>,
+    oscore: Option<ObservedOscore>,
     /// The first response, already read (and verified) while meeting an Echo challenge.
     peeked: Option<Option<Result<(SocketAddr, Response), Error>>>,
     /// coaps+tcp://: the client's TLS handshake failures, to say why the connection failed.
@@ -909,16 +938,16 @@ impl Observation {
             Some(Ok((from, response))) => {
                 let response = match &mut self.oscore {
                     None => response,
-                    Some((ctx, binding, highest)) => match verify(ctx, binding, response) {
+                    Some(o) => match verify(&o.ctx, &o.binding, response) {
                         Ok((inner, number)) => {
                             // RFC 8613 §7.4.1: a notification is new only with a higher Partial IV.
-                            if let (Some(n), Some(h)) = (number, *highest) {
+                            if let (Some(n), Some(h)) = (number, o.highest) {
                                 if n <= h {
                                     return Box::pin(self.next_from()).await;
                                 }
                             }
                             if number.is_some() {
-                                *highest = number;
+                                o.highest = number;
                             }
                             inner
                         }
@@ -943,7 +972,9 @@ impl Observation {
 
     /// Ends the observation with a GET carrying Observe=1 (RFC 7641 §3.6; over TCP the only way, RFC 8323
     /// §7.2) and waits for the server's answer, which is returned (`None` if the observation had not been
-    /// established or had already ended).
+    /// established or had already ended). With OSCORE the GET is a new protected request (the
+    /// registration's Partial IV is spent: a server would refuse it as a replay), and its answer is
+    /// verified.
     pub async fn cancel(mut self) -> Result<Option<Response>, Error> {
         self.stop();
         let limit = self.first_timeout.unwrap_or(Duration::from_secs(10));
@@ -956,7 +987,10 @@ impl Observation {
             Ok::<(), Error>(())
         };
         match tokio::time::timeout(limit, drain).await {
-            Ok(Ok(())) => Ok(last),
+            Ok(Ok(())) => match (&self.oscore, last) {
+                (Some(o), Some(last)) => o.verify_last(last).map(Some),
+                (_, last) => Ok(last),
+            },
             Ok(Err(e)) => Err(e),
             Err(_) => Err(Error::Timeout),
         }
@@ -964,7 +998,52 @@ impl Observation {
 
     fn stop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
-            let _ = self.tx.send(Command::StopObserving { ticket });
+            let deregistration = self.oscore.as_mut().and_then(ObservedOscore::deregistration);
+            let _ = self.tx.send(Command::StopObserving { ticket, deregistration });
+        }
+    }
+}
+
+/// What an observation protected with OSCORE keeps.
+struct ObservedOscore {
+    ctx: SharedContext,
+    /// The registration's binding: its notifications verify with it.
+    binding: crate::oscore::Binding,
+    /// The highest notification number seen.
+    highest: Option<u64>,
+    /// The registration before protection, to deregister with.
+    registration: Request,
+    /// The deregistration's binding, once it is made: the observation's last response verifies with it.
+    deregistration: Option<crate::oscore::Binding>,
+}
+
+impl ObservedOscore {
+    /// The deregistration (RFC 7641 §3.6): the registration with Observe=1, protected anew — a new Partial
+    /// IV (RFC 8613 §4.1.3.5, §7.4: the registration's is spent, and a server refuses it again as a
+    /// replay). `None` if it cannot be protected; the observation then ends as a plain one does.
+    fn deregistration(&mut self) -> Option<Request> {
+        let mut plain = self.registration.clone();
+        plain.options.set_uint(OptionNumber::OBSERVE, u64::from(corral_proto::wire::OBSERVE_DEREGISTER));
+        plain.options.remove(OptionNumber::BLOCK2);
+        match protect(&self.ctx, &plain) {
+            Ok((outer, binding)) => {
+                self.deregistration = Some(binding);
+                Some(outer)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot protect the deregistration of an observation");
+                None
+            }
+        }
+    }
+
+    /// The observation's last response, verified: the answer to the deregistration, or a notification
+    /// that came before it.
+    fn verify_last(&self, last: Response) -> Result<Response, Error> {
+        let dereg = self.deregistration.as_ref().map(|b| verify(&self.ctx, b, last.clone()));
+        match dereg {
+            Some(Ok((inner, _))) => Ok(inner),
+            _ => verify(&self.ctx, &self.binding, last).map(|(inner, _)| inner),
         }
     }
 }

@@ -586,11 +586,16 @@ pub fn write_files(files: &[(&str, &str)]) -> (tempfile::TempDir, Vec<String>) {
 /// `corral serve` with plain CoAP and coaps:// (PSK file `psk`) on ephemeral loopback ports; the
 /// returned `Proc`'s port is the coaps:// one.
 pub fn coaps_serve(psk: &str) -> Proc {
+    coaps_serve_with(&["--psk-file", psk], "PSK")
+}
+
+/// `corral serve` with plain CoAP and coaps:// with the credentials `flags` (whose banner names `modes`:
+/// `PSK`, `PSK, X.509`, `PSK, RPK`, …) on ephemeral loopback ports; the `Proc`'s port is the coaps:// one.
+pub fn coaps_serve_with(flags: &[&str], modes: &str) -> Proc {
     let mut cmd = Command::new(CORRAL);
-    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", "127.0.0.1:0", "--psk-file", psk]);
-    spawn_with_port(&mut cmd, |line| {
-        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
-    })
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--dtls", "127.0.0.1:0"]).args(flags);
+    let banner = format!("corral serve: coaps:// (DTLS 1.2, {modes}) on ");
+    spawn_with_port(&mut cmd, move |line| line.strip_prefix(banner.as_str())?.rsplit_once(':')?.1.parse().ok())
 }
 
 /// `corral device --count COUNT --rd RD --rd-lifetime 60 --json` on loopback: the devices and their summary.

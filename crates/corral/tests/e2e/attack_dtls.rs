@@ -272,3 +272,51 @@ fn a_psk_client_against_a_certificate_server_says_no_shared_suite_with_exit_stat
     }
     assert_eq!(sample(&text, failed), Some(1.0), "{text}");
 }
+
+/// What the server sends a client during a handshake, seen by a relay between them: `corral get` with
+/// `identity` and `key` through a UDP relay to `server`; the server's datagrams, in order.
+fn handshake_seen_on_the_wire(server: u16, identity: &str, key: &str) -> Vec<Vec<u8>> {
+    let relay = UdpSocket::bind("127.0.0.1:0").unwrap();
+    relay.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let uri = format!("coaps://{}/hello", relay.local_addr().unwrap());
+    let mut client = Command::new(CORRAL)
+        .args(["get", &uri, "-u", identity, "-k", key, "-B", "5"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let to_server = std::net::SocketAddr::from(([127, 0, 0, 1], server));
+    let (mut from_server, mut client_addr) = (Vec::new(), None);
+    let mut buf = [0u8; 4096];
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline && client.try_wait().unwrap().is_none() {
+        let Ok((n, from)) = relay.recv_from(&mut buf) else { continue };
+        if from == to_server {
+            from_server.push(buf[..n].to_vec());
+            if let Some(c) = client_addr {
+                relay.send_to(&buf[..n], c).unwrap();
+            }
+        } else {
+            client_addr = Some(from);
+            relay.send_to(&buf[..n], to_server).unwrap();
+        }
+    }
+    let _ = client.kill();
+    let _ = client.wait();
+    from_server
+}
+
+/// Issue 41, item 10: a PSK server that said unknown_psk_identity to an unknown identity and
+/// decrypt_error to a known one with a wrong key let anyone list its identities. Now both end with the same
+/// fatal decrypt_error (RFC 4279 §2), after flights of the same sizes.
+#[test]
+fn an_unknown_psk_identity_and_a_wrong_key_look_the_same_on_the_wire() {
+    let (_dir, s) = corral_dtls_server();
+    let unknown = handshake_seen_on_the_wire(s.port, "mallory", "secretPSK");
+    let wrong_key = handshake_seen_on_the_wire(s.port, "alice", "wrongPSK");
+    let alert = |sent: &[Vec<u8>]| sent.last().filter(|d| d.first() == Some(&21)).map(|d| d[d.len() - 2..].to_vec());
+    assert_eq!(alert(&unknown), Some(vec![2, 51]), "fatal decrypt_error for an unknown identity: {unknown:?}");
+    assert_eq!(alert(&wrong_key), Some(vec![2, 51]), "fatal decrypt_error for a wrong key: {wrong_key:?}");
+    let sizes = |sent: &[Vec<u8>]| sent.iter().map(Vec::len).collect::<Vec<_>>();
+    assert_eq!(sizes(&unknown), sizes(&wrong_key), "the same flights");
+}

@@ -1,7 +1,8 @@
 //! coaps:// with X.509 certificates between corral's own client verbs and `corral serve --dtls` (the real
 //! binary): `-c CERT -j KEY -C CA` on the client, `--cert --key --ca` on the server, a certificate not
-//! signed by the CA refused either way with exit status 8 and one line that says so. The test PKI is made
-//! with the openssl CLI (tests/common `test_pki`). Interop with libcoap: interop_dtls_cert.rs.
+//! signed by the CA refused either way with exit status 8 and one line that says so; a PSK client served
+//! by a server that has a certificate too. The test PKI is made with the openssl CLI (tests/common
+//! `test_pki`). Interop with libcoap: interop_dtls_cert.rs, interop_dtls_mixed.rs.
 
 use crate::common;
 use common::*;
@@ -29,6 +30,20 @@ fn client_and_server_certificates_signed_by_the_ca_carry_a_request() {
     let s = cert_server(&pki.server, &pki.ca);
     let o = get(s.port, &pki.client, &pki.ca);
     assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!\n"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_psk_client_is_served_by_a_server_with_a_certificate_too() {
+    let (_psk_dir, psk) = crate::dtls::psk_file();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = test_pki(dir.path());
+    let flags = ["--psk-file", &psk, "--cert", &pki.server.0, "--key", &pki.server.1, "--ca", &pki.ca];
+    let s = coaps_serve_with(&flags, "PSK, X.509");
+    let uri = format!("coaps://127.0.0.1:{}/hello", s.port);
+    let o = corral(&["get", &uri, "-k", "secretPSK", "-u", "alice", "-B", "10"]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!\n"), "PSK: {}", stderr(&o));
+    let o = get(s.port, &pki.client, &pki.ca);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!\n"), "X.509: {}", stderr(&o));
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! coaps:// with raw public keys (RFC 7250) between corral's own client verbs and `corral serve --dtls`
 //! (the real binary): `-M KEY --peer-key KEYS` on the client, `--rpk KEY --peer-key KEYS` on the server; a
 //! peer whose key is not trusted refused either way with exit status 8 and one line that says why; a
-//! server without raw public keys named as such; key files that are wrong named by their flag. Keys are
-//! made with the openssl CLI (tests/common `test_rpk_keys`). Interop with libcoap: interop_dtls_rpk.rs.
+//! server without raw public keys named as such; key files that are wrong named by their flag; a PSK client
+//! served by a server that has a raw public key too. Keys are made with the openssl CLI (tests/common
+//! `test_rpk_keys`). Interop with libcoap: interop_dtls_rpk.rs, interop_dtls_mixed.rs.
 
 use crate::common;
 use common::*;
@@ -29,6 +30,19 @@ fn refused(o: &std::process::Output, why: &str) {
     assert_eq!(code(o), 8, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("DTLS handshake") && err.contains(why), "{err}");
+}
+
+#[test]
+fn a_psk_client_is_served_by_a_server_with_a_raw_public_key_too() {
+    let (_psk_dir, psk) = crate::dtls::psk_file();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = test_rpk_keys(dir.path());
+    let s = coaps_serve_with(&["--psk-file", &psk, "--rpk", &keys.server.0, "--peer-key", &keys.client.1], "PSK, RPK");
+    let uri = format!("coaps://127.0.0.1:{}/hello", s.port);
+    let o = corral(&["get", &uri, "-k", "secretPSK", "-u", "alice", "-B", "10"]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!\n"), "PSK: {}", stderr(&o));
+    let o = get(s.port, &keys.client.0, &keys.server.1);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!\n"), "RPK: {}", stderr(&o));
 }
 
 #[test]

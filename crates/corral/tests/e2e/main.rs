@@ -42,6 +42,7 @@ mod interop;
 mod interop_dtls;
 mod interop_dtls_cert;
 mod interop_dtls_cid;
+mod interop_dtls_mixed;
 mod interop_dtls_rpk;
 mod interop_rd;
 mod interop_tls;

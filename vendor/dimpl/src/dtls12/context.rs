@@ -533,9 +533,14 @@ impl CryptoContext {
         match (&self.auth, cipher_suite.signature_algorithm()) {
             // Certificate-based suite needs a matching private key
             (AuthMode::Certificate { private_key, .. }, Some(sig_alg)) => sig_alg == private_key.algorithm(),
-            // PSK suite is only compatible in PSK mode
+            // PSK suite in PSK mode
             (AuthMode::Psk, None) => true,
-            // Mismatch: cert context + PSK suite, or PSK context + cert suite
+            // corral patch: a PSK suite needs no key of ours, so a certificate context takes one when PSK
+            // is configured beside the certificate (a server that serves PSK clients and certificate or
+            // raw-public-key clients). Upstream refused it, failing every PSK-only client of such a
+            // server with NoMutuallyAcceptableCipherSuite.
+            (AuthMode::Certificate { .. }, None) => self.config.psk().is_some(),
+            // PSK context + cert suite
             _ => false,
         }
     }
@@ -591,11 +596,28 @@ mod tests {
             if suite.is_psk() {
                 assert!(
                     !ctx.is_cipher_suite_compatible(*suite),
-                    "Certificate-mode context must reject PSK suite {:?}",
+                    "Certificate-mode context without PSK must reject PSK suite {:?}",
                     suite
                 );
             }
         }
+    }
+
+    // corral patch: PSK beside a certificate.
+    #[test]
+    #[cfg(feature = "rcgen")]
+    fn certificate_mode_with_psk_configured_accepts_psk_suites() {
+        struct Key;
+        impl crate::PskResolver for Key {
+            fn resolve(&self, _identity: &[u8]) -> Option<Vec<u8>> {
+                Some(b"key".to_vec())
+            }
+        }
+        let config = Arc::new(Config::builder().with_psk_server(None, Arc::new(Key)).build().unwrap());
+        let auth = cert_auth_mode(&config);
+        let ctx = CryptoContext::new(auth, config);
+        assert!(Dtls12CipherSuite::supported().iter().filter(|s| s.is_psk()).all(|s| ctx.is_cipher_suite_compatible(*s)));
+        assert!(Dtls12CipherSuite::supported().iter().filter(|s| !s.is_psk()).any(|s| ctx.is_cipher_suite_compatible(*s)));
     }
 
     #[test]

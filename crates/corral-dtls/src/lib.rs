@@ -227,6 +227,9 @@ pub enum DtlsEvent {
     /// The session with `peer` ended (close_notify either way, idle, evicted, or a fatal error after the
     /// handshake).
     Closed { peer: SocketAddr },
+    /// The session with `from` follows its peer to `to` by Connection ID (RFC 9146 §6): `from` has no
+    /// session any more.
+    Moved { from: SocketAddr, to: SocketAddr },
 }
 
 /// The layer's counters ([`DtlsLayer::stats`]), for tests and for whoever watches the node (`/metrics`):
@@ -698,6 +701,7 @@ impl DtlsLayer {
         self.insert(peer, s);
         debug!(from = %old, to = %peer, "DTLS session moved to a new address by its Connection ID");
         self.stats.moved += 1;
+        self.events.push_back(DtlsEvent::Moved { from: old, to: peer });
         self.after(now, peer, result);
     }
 

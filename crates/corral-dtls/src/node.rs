@@ -11,8 +11,13 @@
 //!   through its layer, a peer with a server session through the server layer, any other through the
 //!   client layer if there is one, else plain.
 //! - **what the layers tell the node**: plaintext with the PSK identity or certificate subject its
-//!   server session proved ([`Plaintext::set_datagram_identity`]), a failed handshake as the failure of
-//!   every exchange with that peer (`RequestError::Dtls`).
+//!   server session proved ([`Plaintext::set_datagram_identity`]; it follows a session that moves by
+//!   Connection ID), a failed handshake as the failure of every exchange with that peer
+//!   (`RequestError::Dtls`).
+//! - **no plaintext to a former `coaps://` client**: what the node still has for an address whose server
+//!   session ended or moved away (a notification of an observation made over DTLS, a late answer) is
+//!   dropped, never sent as plain CoAP beside DTLS; the last [`FORMER_PEERS`] such addresses are kept,
+//!   and one that sends plain CoAP itself is plain again.
 //! - **the timers**: [`SecureNode::poll_timeout`] is the earliest of the node's, every layer's and the
 //!   counters' report — the only place the DTLS timers are merged.
 //! - **the counters' report** ([`SecureEvent::Report`], every [`SecureConfig::report_every`]), so a
@@ -25,7 +30,7 @@
 
 use crate::{derive_secret, ConfigError, DtlsConfig, DtlsEvent, DtlsLayer, DtlsStats, Role};
 use corral_proto::{Duration, Endpoint, Instant, Node, RequestError, Transmit};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use tracing::{debug, trace};
@@ -166,8 +171,46 @@ pub struct SecureNode<N> {
     records: Port,
     /// The identity each server session proved (removed when it ends: at most the server's sessions).
     identities: HashMap<SocketAddr, Arc<[u8]>>,
+    /// The addresses whose server session ended or moved away, oldest first (module docs).
+    former: Former,
     report: Option<Report>,
     events: VecDeque<SecureEvent>,
+}
+
+/// Former `coaps://` clients remembered (module docs): as many as a server layer holds sessions by default.
+pub const FORMER_PEERS: usize = 1024;
+
+/// The addresses whose server session ended or moved away, at most [`FORMER_PEERS`], the oldest forgotten
+/// first.
+#[derive(Default)]
+struct Former {
+    set: HashSet<SocketAddr>,
+    order: VecDeque<SocketAddr>,
+}
+
+impl Former {
+    fn insert(&mut self, peer: SocketAddr) {
+        if self.set.insert(peer) {
+            self.order.push_back(peer);
+        }
+        while self.order.len() > FORMER_PEERS {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
+
+    /// Forgets `peer` (it has a session again, or speaks plain CoAP); its place in `order` goes with the
+    /// next overflow.
+    fn remove(&mut self, peer: SocketAddr) {
+        if !self.set.is_empty() && self.set.remove(&peer) {
+            self.order.retain(|p| *p != peer);
+        }
+    }
+
+    fn contains(&self, peer: SocketAddr) -> bool {
+        !self.set.is_empty() && self.set.contains(&peer)
+    }
 }
 
 /// Which layer a plaintext datagram leaves through.
@@ -208,6 +251,7 @@ impl<N: Plaintext> SecureNode<N> {
             plain: config.plain,
             records: if config.secure_port { Port::Secure } else { Port::Main },
             identities: HashMap::new(),
+            former: Former::default(),
             report: config.report_every.map(|every| Report { every, next: Instant::ZERO }),
             events: VecDeque::new(),
         })
@@ -246,6 +290,7 @@ impl<N: Plaintext> SecureNode<N> {
             if self.peers.contains_key(&from) {
                 debug!(%from, "plain CoAP from a peer reached over coaps://; dropped");
             } else {
+                self.former.remove(from);
                 self.inner.handle_datagram(now, from, local, data);
             }
             return;
@@ -322,6 +367,9 @@ impl<N: Plaintext> SecureNode<N> {
             Route::Server
         } else if self.client.is_some() {
             Route::Client
+        } else if self.former.contains(dst) {
+            debug!(%dst, "plaintext for a coaps:// client whose session ended; dropped");
+            Route::Drop
         } else if self.plain {
             Route::Plain
         } else if self.server.is_some() {
@@ -356,13 +404,16 @@ impl<N: Plaintext> SecureNode<N> {
 
     /// Hands the layers' events to the node and the driver, and their plaintext to the node.
     fn deliver(&mut self, now: Instant, local: Option<IpAddr>) {
-        let SecureNode { inner, server, peers, client, identities, events, .. } = self;
+        let SecureNode { inner, server, peers, client, identities, former, events, .. } = self;
         let layers = server.iter_mut().map(|l| (l, true));
         for (layer, serving) in layers.chain(peers.values_mut().chain(client.iter_mut()).map(|l| (l, false))) {
             while let Some(event) = layer.poll_event() {
                 match &event {
-                    DtlsEvent::Connected { peer, identity: Some(id) } if serving => {
-                        identities.insert(*peer, id.as_slice().into());
+                    DtlsEvent::Connected { peer, identity } if serving => {
+                        former.remove(*peer);
+                        if let Some(id) = identity {
+                            identities.insert(*peer, id.as_slice().into());
+                        }
                     }
                     DtlsEvent::Connected { .. } => {}
                     DtlsEvent::Failed { peer, reason } => {
@@ -371,6 +422,18 @@ impl<N: Plaintext> SecureNode<N> {
                     }
                     DtlsEvent::Closed { peer } => {
                         identities.remove(peer);
+                        if serving {
+                            former.insert(*peer);
+                        }
+                    }
+                    DtlsEvent::Moved { from, to } => {
+                        if let Some(id) = identities.remove(from) {
+                            identities.insert(*to, id);
+                        }
+                        if serving {
+                            former.remove(*to);
+                            former.insert(*from);
+                        }
                     }
                 }
                 events.push_back(SecureEvent::Session(event));
@@ -510,6 +573,42 @@ mod tests {
             _ => None,
         });
         assert_eq!(failed, Some(RequestError::Dtls("the keys do not match")));
+    }
+
+    #[test]
+    fn a_coaps_client_whose_session_ended_is_never_sent_plain_coap() {
+        // corral serve --dtls ADDR: coap:// on the main port, coaps:// on a port of its own, one node.
+        let config =
+            SecureConfig { server: Some(psk_server()), plain: true, secure_port: true, ..SecureConfig::default() };
+        let mut server = SecureNode::new(endpoint(1), config, [1; 32]).unwrap();
+        let client_config = SecureConfig { client: Some(psk_client(b"secretPSK")), ..SecureConfig::default() };
+        let mut client = SecureNode::new(endpoint(2), client_config, [2; 32]).unwrap();
+        let mut now = Instant::ZERO;
+        client.inner_mut().request(now, addr(SERVER), Request::get("/x"), SendParams::default()).unwrap();
+        for _ in 0..4 {
+            run(&mut client, &mut server, &mut now, Instant::ZERO + Duration::from_secs(5));
+            answer_everything(server.inner_mut(), now);
+        }
+        assert_eq!(server.numbers().sessions, 1);
+        client.close_all(now);
+        let until = now + Duration::from_millis(1);
+        run(&mut client, &mut server, &mut now, until);
+        assert_eq!(server.numbers().sessions, 0, "close_notify ended the server's session");
+        // What the node still has for the former coaps:// client (here a request of its own) is dropped;
+        // the same to a peer that never spoke DTLS leaves in plaintext.
+        let params = SendParams { confirmable: false, ..SendParams::default() };
+        server.inner_mut().request(now, addr(CLIENT), Request::get("/n"), params).unwrap();
+        assert_eq!(server.poll_transmit(now).map(|(_, t)| t.dst), None, "no plaintext to the former coaps:// client");
+        server.inner_mut().request(now, addr(PLAIN), Request::get("/n"), params).unwrap();
+        let (port, plain) = server.poll_transmit(now).expect("plain CoAP to a coap:// peer");
+        assert_eq!((port, plain.dst, is_dtls(&plain.payload)), (Port::Main, addr(PLAIN), false));
+        // Once the former client speaks plain CoAP itself, it is answered in plain CoAP.
+        let mut ping = Message::new(MessageType::Non, Code::GET, MessageId(9), Token::new(b"p").unwrap());
+        ping.options.push(OptionNumber::URI_PATH, b"who");
+        server.handle_datagram(now, Port::Main, addr(CLIENT), None, &ping.encode());
+        answer_everything(server.inner_mut(), now);
+        let (port, answer) = server.poll_transmit(now).expect("an answer in plain CoAP");
+        assert_eq!((port, answer.dst, is_dtls(&answer.payload)), (Port::Main, addr(CLIENT), false));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 #![no_main]
 
 use corral_group::device::{mount_device, DeviceConfig};
-use corral_group::{EmConfig, EntityManager, MemStore};
+use corral_group::{EmConfig, EntityManager, MemStore, Snapshot, StoreRunner};
 use corral_proto::testing::Net;
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
 use corral_proto::{
@@ -40,7 +40,9 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let client_addr: SocketAddr = "192.0.2.2:5683".parse().unwrap();
     let mut g = Node::new(Endpoint::new(EndpointConfig::with_seed(1)));
     let cfg = EmConfig { local_addrs: vec![gw_addr], max_jobs: 16, ..EmConfig::default() };
-    g.mount("em", EntityManager::new(cfg, Box::new(MemStore::new())).unwrap());
+    g.mount("em", EntityManager::new(cfg, Snapshot::default()).unwrap());
+    // Its writes are effects: an in-memory store completes them, as the SQLite thread does in a gateway.
+    g.set_effect_runner(Box::new(StoreRunner::new(MemStore::new())));
     let gw = net.add(gw_addr, g);
     for i in 0..2u8 {
         let mut d = Node::new(Endpoint::new(EndpointConfig::with_seed(10 + u64::from(i))));

@@ -8,13 +8,18 @@
 //! # Formats *(decisions)*
 //! - text/plain: an arithmetic result is the bare number; `lst` is one line per value, `<name> <value>`,
 //!   where the name is the member URI (for a nested entity, the member URI followed by the inner names,
-//!   separated by spaces), so the value is always the last token.
+//!   separated by spaces), so the value is always the last token. A member that stayed silent or answered
+//!   with an error adds a line after the values, `silent: <member> (<why>)` or `failed: <member> (<why>)`,
+//!   so the first line of an arithmetic answer is always the number.
 //! - JSON / CBOR: `{"entity","eo","replies","enr","members", "v"}` for arithmetic results; `lst` carries
-//!   `"values":[{"m":<name>,"v"|"vs"|"vb":…,"u"?}]` and `"errors":[{"m","error"}]`. CBOR has the same
-//!   structure with text keys.
+//!   `"values":[{"m":<name>,"v"|"vs"|"vb":…,"u"?}]`; both carry `"errors":[{"m","error"}]` (every member
+//!   without a value, with why) and `"silent":[<member>…]` (those of them that were asked and gave no
+//!   answer in time). CBOR has the same structure with text keys.
 //! - SenML: `lst` gives one record per value named after the member (see [`crate::uri::senml_name`]: IPv6
 //!   literals without brackets and with an explicit port); an arithmetic result is one record with
-//!   `bn = "em/<entity>/"` and `n = <op>`.
+//!   `bn = "em/<entity>/"` and `n = <op>`. SenML carries values only (a record without a value is not
+//!   SenML, and a parent gateway reads these records as its member's readings): `replies` of the JSON
+//!   form, or the text form's lines, say who was silent.
 
 use crate::profile::Op;
 use crate::senml::{self, Record, Value};
@@ -171,11 +176,35 @@ pub struct UseResult {
     pub aggregate: Option<f64>,
     /// `lst` values (and, for a 5.04, what did arrive): member label first in each name.
     pub values: Vec<Reading>,
-    /// Members without a usable answer and why.
-    pub errors: Vec<(String, String)>,
+    /// Members without a usable answer, why, and whether they were silent, answered with an error, or were
+    /// not waited for.
+    pub errors: Vec<MemberError>,
     /// What an update of the entity changed, in the first rendering its observers get after it (JSON and
     /// CBOR carry it as `changed`; text and SenML have no room for it).
     pub changed: Vec<String>,
+}
+
+/// A member that gave a use no value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberError {
+    /// The member's label (its URI).
+    pub member: String,
+    /// Why, as people read it: `no reply before the entity timeout`, `4.04 Not Found: …`.
+    pub error: String,
+    pub gap: Gap,
+}
+
+/// How a member came to give no value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gap {
+    /// Asked, and no answer came in time (timed out, unreachable, no reply before the deadline or in the
+    /// multicast window).
+    Silent,
+    /// Answered with an error (or a child entity answered one).
+    Failed,
+    /// Not asked or not waited for: `enr` answers had come, the fan-out budget, the hop limit, the entity
+    /// changed meanwhile.
+    Skipped,
 }
 
 /// The formats a use request may ask for with Accept.
@@ -342,8 +371,12 @@ impl UseResult {
             m.insert("values".into(), Json::Array(vals));
         }
         if !self.errors.is_empty() {
-            let errs: Vec<Json> = self.errors.iter().map(|(m, e)| json!({"m": m, "error": e})).collect();
+            let errs: Vec<Json> = self.errors.iter().map(|e| json!({"m": e.member, "error": e.error})).collect();
             m.insert("errors".into(), Json::Array(errs));
+        }
+        let silent: Vec<&str> = self.gaps(Gap::Silent).map(|e| e.member.as_str()).collect();
+        if !silent.is_empty() {
+            m.insert("silent".into(), json!(silent));
         }
         if !self.changed.is_empty() {
             m.insert("changed".into(), json!(self.changed));
@@ -365,29 +398,45 @@ impl UseResult {
             .collect()
     }
 
+    /// The members that gave no value for reason `gap`.
+    pub fn gaps(&self, gap: Gap) -> impl Iterator<Item = &MemberError> {
+        self.errors.iter().filter(move |e| e.gap == gap)
+    }
+
+    /// The values (the bare number, or one line per value), then a line per member that was silent
+    /// (`silent: <member> (<why>)`) or answered with an error (`failed: <member> (<why>)`): a partial
+    /// answer says whom it lacks. Members not waited for (`enr` reached) are not listed.
     pub fn to_text(&self) -> String {
-        if let Some(v) = self.aggregate {
-            return num_text(v);
-        }
-        let mut s = String::new();
-        for r in &self.values {
-            s.push_str(&label_text(&r.name));
-            s.push(' ');
-            s.push_str(&value_text(&r.value));
-            s.push('\n');
+        let mut s = match self.aggregate {
+            Some(v) => num_text(v),
+            None => {
+                let mut s = String::new();
+                for r in &self.values {
+                    s.push_str(&label_text(&r.name));
+                    s.push(' ');
+                    s.push_str(&value_text(&r.value));
+                    s.push('\n');
+                }
+                s
+            }
+        };
+        for (gap, word) in [(Gap::Silent, "silent"), (Gap::Failed, "failed")] {
+            for e in self.gaps(gap) {
+                if !s.is_empty() && !s.ends_with('\n') {
+                    s.push('\n');
+                }
+                s.push_str(&format!("{word}: {} ({})\n", e.member, e.error));
+            }
         }
         s
     }
 
-    /// A diagnostic text for an answer without enough replies: how many answered, why the others did
-    /// not, and what did arrive.
+    /// A diagnostic text for an answer without a value: how many answered, why the others did not, and
+    /// what did arrive.
     pub fn diagnostic(&self, code: Code) -> String {
-        let mut s = format!(
-            "{code:#}: {} of {} members of {} answered, {} needed",
-            self.replies, self.members, self.entity, self.enr
-        );
-        for (m, e) in &self.errors {
-            s.push_str(&format!("\n{m}: {e}"));
+        let mut s = format!("{code:#}: {} of {} members of {} answered", self.replies, self.members, self.entity);
+        for e in &self.errors {
+            s.push_str(&format!("\n{}: {}", e.member, e.error));
         }
         for r in &self.values {
             s.push_str(&format!("\n{} {}", label_text(&r.name), value_text(&r.value)));

@@ -10,10 +10,10 @@
 //! An Entity Manager sends requests on a client's behalf, so without a policy it is an open relay (any
 //! `IP:port` as a member), an amplifier (one datagram in, one per member out, multiplied by nesting), and a
 //! lock (a client can hold every outgoing exchange). The policy closes each: clients are authorised by
-//! role, members must lie in allowed prefixes and ports and may not be the gateway itself or a broadcast
-//! address, one client request may cause at most `budget.datagrams` member requests through any nesting
-//! (passed on to other corral gateways with the `budget` query parameter), and quotas bound what one
-//! client or one entity may hold at once.
+//! role, members must lie in allowed prefixes and ports and may not be the gateway itself, a broadcast
+//! address or a network's own address, one client request may cause at most `budget.datagrams` member
+//! requests through any nesting (passed on to other corral gateways with the `budget` query parameter), and
+//! quotas bound what one client or one entity may hold at once.
 
 pub use corral_proto::{canonical, Prefix};
 use serde::Deserialize;
@@ -164,6 +164,9 @@ impl MemberPolicy {
         if ip == IpAddr::V4(Ipv4Addr::BROADCAST) || self.prefixes.iter().any(|p| p.broadcast() == Some(ip)) {
             return Err(MemberRefusal::Broadcast(ip));
         }
+        if let Some(network) = self.prefixes.iter().find(|p| network_address(p) == Some(ip)) {
+            return Err(MemberRefusal::NetworkAddress { ip, network: *network });
+        }
         if self.is_gateway(addr) {
             return Err(MemberRefusal::Gateway(addr));
         }
@@ -177,6 +180,15 @@ impl MemberPolicy {
     }
 }
 
+/// The address of a network itself, no host's: an IPv4 prefix's all-zeros host (the old BSD broadcast,
+/// RFC 1122 §3.2.1.3 forbids it as a source or a host's address) or an IPv6 prefix's Subnet-Router anycast
+/// address (RFC 4291 §2.6.1: any router of the subnet answers it). `None` for a prefix without host bits to
+/// spare (an IPv4 /31 or /32, RFC 3021; an IPv6 /127 or /128).
+fn network_address(p: &Prefix) -> Option<IpAddr> {
+    let hosts = if p.addr().is_ipv4() { 32 } else { 128 };
+    (p.prefix_len() >= 1 && p.prefix_len() + 1 < hosts).then(|| p.addr())
+}
+
 /// Why the member policy refuses a member address ([`MemberPolicy::check`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -185,6 +197,8 @@ pub enum MemberRefusal {
     NotUnicast(IpAddr),
     /// The limited broadcast address or the broadcast address of an allowed network.
     Broadcast(IpAddr),
+    /// The address of an allowed network itself, not of a host on it (`10.77.0.0` of `10.77.0.0/16`).
+    NetworkAddress { ip: IpAddr, network: Prefix },
     /// The gateway itself.
     Gateway(SocketAddr),
     /// An address outside the allowed networks (`--member-net`), which it lists.
@@ -199,6 +213,9 @@ impl fmt::Display for MemberRefusal {
         match self {
             MemberRefusal::NotUnicast(ip) => write!(f, "{ip} is not a unicast address"),
             MemberRefusal::Broadcast(ip) => write!(f, "{ip} is a broadcast address"),
+            MemberRefusal::NetworkAddress { ip, network } => {
+                write!(f, "{ip} is the address of the network {network} itself, not of a host on it")
+            }
             MemberRefusal::Gateway(addr) => write!(f, "{addr} is this gateway (name its entities as /em/<name>)"),
             MemberRefusal::OutsideNetworks { ip, allowed } => write!(
                 f,
@@ -366,6 +383,8 @@ mod tests {
             ("127.0.0.2:5683", "this gateway"),
             ("255.255.255.255:5683", "broadcast"),
             ("192.168.1.255:5683", "broadcast"),
+            ("192.168.1.0:5683", "the network 192.168.1.0/24 itself"),
+            ("127.0.0.0:5683", "the network 127.0.0.0/8 itself"),
             ("0.0.0.0:5683", "unicast"),
             ("224.0.1.187:5683", "unicast"),
         ] {
@@ -373,6 +392,20 @@ mod tests {
             assert!(e.contains(why), "{bad}: {e}");
         }
         assert!(MemberPolicy::default().check(sa("203.0.113.5:9")).is_ok(), "the library default is open");
+    }
+
+    #[test]
+    fn a_networks_own_address_is_no_member_and_the_error_names_the_network() {
+        let pol = MemberPolicy {
+            prefixes: vec![p("10.77.0.0/16"), p("10.9.9.8/31"), p("2001:db8:1::/64")],
+            ..MemberPolicy::default()
+        };
+        let e = pol.check(sa("10.77.0.0:5683")).unwrap_err();
+        assert_eq!(e.to_string(), "10.77.0.0 is the address of the network 10.77.0.0/16 itself, not of a host on it");
+        assert!(pol.check(sa("[2001:db8:1::]:5683")).is_err(), "the Subnet-Router anycast address");
+        for host in ["10.77.0.1:5683", "10.77.1.0:5683", "10.9.9.8:5683", "[2001:db8:1::1]:5683"] {
+            assert!(pol.check(sa(host)).is_ok(), "{host}: a host (a /31 has no network address, RFC 3021)");
+        }
     }
 
     #[test]

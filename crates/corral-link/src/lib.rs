@@ -353,7 +353,7 @@ impl Link {
         settle: Settle,
         interrupt: impl Future<Output = ()>,
     ) -> Result<ExitStatus, LinkError> {
-        let mut srv = spawn_in(&self.ns.a, server, "cannot start the server command")?;
+        let mut srv = spawn_in(&self.ns.a, server, Side::Server)?;
         let (started, ns) = (srv.id(), self.ns.a.clone());
         let settle = async move {
             match settle {
@@ -376,7 +376,7 @@ impl Link {
             },
             _ = settle => {}
         }
-        let mut cli = spawn_in(&self.ns.b, client, "cannot start the client command")?;
+        let mut cli = spawn_in(&self.ns.b, client, Side::Client)?;
         let status = tokio::select! {
             s = cli.wait() => s.map_err(|e| LinkError::Process { context: "the client command", source: e })?,
             _ = interrupt => {
@@ -420,14 +420,27 @@ fn listening(pid: u32, ns: &str) -> bool {
     udp || tcp
 }
 
-/// Starts `command` in namespace `ns`; it is killed if dropped.
-fn spawn_in(ns: &str, command: &[String], context: &'static str) -> Result<tokio::process::Child, LinkError> {
-    tokio::process::Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(command)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| LinkError::Process { context, source: e })
+/// Which end of [`Link::run_pair`] a command is.
+#[derive(Clone, Copy)]
+enum Side {
+    Server,
+    Client,
+}
+
+/// Starts `command` in namespace `ns`; it is killed if dropped. The client's output is the run's; the
+/// server's standard output (its banner, suggestions, a log) goes to standard error, so that what a
+/// script reads from the run is the client's alone.
+fn spawn_in(ns: &str, command: &[String], side: Side) -> Result<tokio::process::Child, LinkError> {
+    let mut cmd = tokio::process::Command::new("ip");
+    cmd.args(["netns", "exec", ns]).args(command).kill_on_drop(true);
+    let context = match side {
+        Side::Server => {
+            cmd.stdout(std::io::stderr());
+            "cannot start the server command"
+        }
+        Side::Client => "cannot start the client command",
+    };
+    cmd.spawn().map_err(|e| LinkError::Process { context, source: e })
 }
 
 impl Drop for Link {

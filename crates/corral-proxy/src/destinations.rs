@@ -27,6 +27,14 @@
 //! would suggest another scheme might). The next hops of a FIB rule are the operator's own choice and are
 //! not checked here: a rule that sends matching requests to a loopback service opens that service to every
 //! client the proxy admits, as the rule says.
+//!
+//! Next hops a rule learns from a Resource Directory (`rd:`) are not the operator's choice but whoever
+//! registered (issue 41 item 7: a registration with `base=coap://127.0.0.9:22` aimed clients' requests at
+//! this host and at a refused port). Each is checked as a client's own target would be, for the least
+//! trusted client the proxy admits ([`Destinations::check_learnt_hop`]): a proxy open to other hosts
+//! follows only registrations within the networks and ports it forwards to for them. The result goes into
+//! the shared cache, so checking per client at forwarding time would not do: a local client's request could
+//! fetch from a hop a remote client may not reach and the remote client read it from the cache.
 
 use crate::target::Refusal;
 use corral_proto::wire::Code;
@@ -60,6 +68,32 @@ impl Destinations {
 
     /// Whether a client at `client` may make the proxy send to `dst`; the refusal names the rule.
     pub fn check(&self, client: IpAddr, dst: SocketAddr) -> Result<(), Refusal> {
+        let ip = self.check_for_everyone(dst)?;
+        if self.this_host.is_empty() || self.is_this_host(client) {
+            return Ok(());
+        }
+        self.check_from_elsewhere(ip, dst.port())
+    }
+
+    /// Whether the proxy may send to `dst`, a next hop learnt from a directory, for every client it admits
+    /// (`clients`; empty: anyone): the check of [`Destinations::check`] for the least trusted of them.
+    pub fn check_learnt_hop(&self, clients: &[Prefix], dst: SocketAddr) -> Result<(), Refusal> {
+        let ip = self.check_for_everyone(dst)?;
+        if self.this_host.is_empty() || !self.admits_other_hosts(clients) {
+            return Ok(());
+        }
+        self.check_from_elsewhere(ip, dst.port())
+    }
+
+    /// Whether `clients` (empty: anyone) takes in an address that is not this host's.
+    pub fn admits_other_hosts(&self, clients: &[Prefix]) -> bool {
+        let covered =
+            |c: &Prefix| self.this_host.iter().any(|h| h.prefix_len() <= c.prefix_len() && h.contains(c.addr()));
+        clients.is_empty() || clients.iter().any(|c| !covered(c))
+    }
+
+    /// What no client may reach, this host included: multicast, unspecified and broadcast addresses.
+    fn check_for_everyone(&self, dst: SocketAddr) -> Result<IpAddr, Refusal> {
         let ip = canonical(dst.ip());
         crate::target::check_destination(ip)?;
         if self.broadcasts.contains(&ip) || self.networks.iter().any(|n| n.broadcast() == Some(ip)) {
@@ -68,9 +102,12 @@ impl Destinations {
                 format!("{ip} is a broadcast address; this proxy does not forward to multicast or broadcast addresses"),
             ));
         }
-        if self.this_host.is_empty() || self.is_this_host(client) {
-            return Ok(());
-        }
+        Ok(ip)
+    }
+
+    /// What a client from beyond this host may not reach: this host unless opened, unlisted networks and
+    /// ports.
+    fn check_from_elsewhere(&self, ip: IpAddr, port: u16) -> Result<(), Refusal> {
         if self.is_this_host(ip) && !self.this_host_open {
             return Err(Refusal::new(
                 Code::FORBIDDEN,
@@ -91,14 +128,13 @@ impl Destinations {
                 ),
             ));
         }
-        if !self.ports.is_empty() && !self.ports.contains(&dst.port()) {
+        if !self.ports.is_empty() && !self.ports.contains(&port) {
             let allowed: Vec<String> = self.ports.iter().map(u16::to_string).collect();
             return Err(Refusal::new(
                 Code::FORBIDDEN,
                 format!(
-                    "port {} is not a port this proxy forwards to for clients from other hosts ({}; --dest-port, \
-                     or ports in [destinations])",
-                    dst.port(),
+                    "port {port} is not a port this proxy forwards to for clients from other hosts ({}; \
+                     --dest-port, or ports in [destinations])",
                     allowed.join(", ")
                 ),
             ));
@@ -145,6 +181,25 @@ mod tests {
         let open = Destinations { this_host_open: true, ..policy() };
         assert_eq!(check(&open, remote, "10.1.0.1:5683"), Ok(()), "opened, and inside the network");
         assert_eq!(check(&open, remote, "127.0.0.1:5683"), Err(Code::FORBIDDEN), "opened, outside the network");
+    }
+
+    #[test]
+    fn a_learnt_hop_passes_the_check_of_the_least_trusted_client_admitted() {
+        let p = policy();
+        let hop = |clients: &[&str], dst: &str| {
+            let clients: Vec<Prefix> = clients.iter().map(|c| c.parse().unwrap()).collect();
+            p.check_learnt_hop(&clients, dst.parse().unwrap()).map_err(|r| r.code)
+        };
+        let local = ["127.0.0.0/8", "10.1.0.1"];
+        assert_eq!(hop(&local, "127.0.0.9:22"), Ok(()), "only this host's clients: what they could reach");
+        assert_eq!(hop(&local, "10.1.255.255:5683"), Err(Code::NOT_IMPLEMENTED), "a broadcast never");
+        for clients in [&["127.0.0.0/8", "10.1.0.0/16"][..], &[]] {
+            assert_eq!(hop(clients, "10.1.9.9:5683"), Ok(()), "{clients:?}");
+            for dst in ["127.0.0.9:5683", "10.1.9.9:22", "192.0.2.1:5683"] {
+                assert_eq!(hop(clients, dst), Err(Code::FORBIDDEN), "{clients:?} → {dst}");
+            }
+        }
+        assert!(p.admits_other_hosts(&[]) && !p.admits_other_hosts(&["127.0.0.1/32".parse().unwrap()]));
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct Stats {
     pub group_challenges: u64,
     /// Members' cached answers relayed for a group request (draft-ietf-core-groupcomm-proxy §7.1).
     pub group_cache_hits: u64,
+    /// Members' answers relayed but not cached: from an address not known as a member of the group.
+    pub group_answers_untrusted: u64,
     /// Cached members' answers a member's 2.03 Valid refreshed (the proxy's ETags, §7.2.2).
     pub group_revalidated: u64,
     pub per_hop: BTreeMap<String, HopStats>,

@@ -143,8 +143,38 @@ impl Lab {
     }
 }
 
+/// The group allowed, its members' network named (their answers are cached from the first).
 fn allowing() -> ProxyConfig {
-    ProxyConfig { groups: vec![Prefix::host(IpAddr::from(GROUP))], ..ProxyConfig::default() }
+    ProxyConfig {
+        groups: vec![Prefix::host(IpAddr::from(GROUP))],
+        group_members: vec!["192.0.2.0/24".parse().unwrap()],
+        ..ProxyConfig::default()
+    }
+}
+
+/// A forger on the link: it hears the group request (its token is in clear) and answers "phantom" from an
+/// address of its own with the longest Max-Age there is.
+struct Forger;
+
+impl Service for Forger {
+    fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
+        cx.respond(req.id, Response::content(ContentFormat::TEXT_PLAIN, "phantom").with_max_age(u32::MAX));
+    }
+}
+
+impl Lab {
+    /// A forger at `at` that hears the group.
+    fn add_forger(&mut self, at: SocketAddr) {
+        let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(66)));
+        n.mount("s/t", Forger);
+        let i = self.net.add(at, n);
+        self.net.join(i, IpAddr::from(GROUP));
+    }
+
+    fn group_cache_entries(&mut self) -> usize {
+        let (node, h) = self.proxy;
+        self.net.node(node).service::<ProxyService>(h).unwrap().group_cache_occupancy().0
+    }
 }
 
 #[test]
@@ -286,4 +316,47 @@ fn the_group_cache_is_bounded_by_entries_and_bytes() {
     let (node, h) = lab.proxy;
     let (entries, bytes) = lab.net.node(node).service::<ProxyService>(h).unwrap().group_cache_occupancy();
     assert!(bytes <= 300 && (1..5).contains(&entries), "{entries} entries, {bytes} bytes");
+}
+
+/// Issue 41 item 9: a host on the link answers the group request once, from a non-member address, with
+/// Max-Age 4294967295. The client of that request hears it (a group's client hears whoever answers); the
+/// forger leaves, and the next client does not get its answer from the cache.
+#[test]
+fn a_forgers_answer_is_relayed_but_not_cached_and_later_clients_do_not_hear_it() {
+    let mut lab = Lab::new(allowing(), 2);
+    let forger = SocketAddr::from(([198, 51, 100, 66], 5683));
+    lab.add_forger(forger);
+    let first = lab.ask(8, 10);
+    assert!(members_answering(&mut lab, first).contains(&forger), "relayed to the client that asked");
+    assert_eq!(lab.group_cache_entries(), 2, "the members' answers are kept, the forger's is not");
+    lab.net.set_drop(move |r| r.from == forger);
+    let second = lab.ask(8, 10);
+    let got = answers_to(&mut lab, second);
+    assert!(got.iter().all(|a| a.1 != forger && a.3 != "phantom"), "the forger is gone: {got:?}");
+    assert_eq!(got.len(), 2, "{got:?}");
+    let stats = lab.stats();
+    assert_eq!((stats.group_answers_untrusted, stats.group_cache_hits), (1, 0), "{stats:?}");
+}
+
+/// Without members named, an address is trusted once it answered an earlier request to the group: the
+/// first request's answers are relayed only, the second's are kept — with Max-Age at most
+/// `group_cache_max_age` (60 s), however long they asked for.
+#[test]
+fn members_heard_before_are_kept_and_for_no_longer_than_the_cap() {
+    let config = ProxyConfig { group_members: Vec::new(), ..allowing() };
+    let mut lab = Lab::with(config, 3, Some(u32::MAX), false);
+    lab.ask(8, 10);
+    assert_eq!(lab.group_cache_entries(), 0, "nobody was heard before the first request");
+    lab.ask(8, 10);
+    assert_eq!(lab.group_cache_entries(), 3, "each member was heard before the second");
+    let silent = addr(12);
+    lab.net.set_drop(move |r| r.from == silent);
+    let third = lab.ask(8, 10);
+    let got = answers_to(&mut lab, third);
+    let cached = got.iter().find(|a| a.1 == silent).expect("the silent member's answer from the cache");
+    assert!(cached.2.is_some_and(|age| age <= 60), "Max-Age capped: {cached:?}");
+    lab.run(60);
+    let fourth = lab.ask(8, 10);
+    assert!(!members_answering(&mut lab, fourth).contains(&silent), "gone after the cap, not 136 years");
+    assert_eq!(lab.stats().group_answers_untrusted, 3, "{:?}", lab.stats());
 }

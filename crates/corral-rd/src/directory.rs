@@ -20,9 +20,22 @@
 //!   [`Policy::Identity`] refuses registrations without an identity altogether (4.01).
 //! - **Locations are unguessable**: `/rd/<16 hex digits>` from the driver's CSPRNG, so that knowing a
 //!   device's name does not tell where to send its removal.
-//! - **Bounded**: registrations in all, per source address, links per registration, bytes of a
-//!   registration's links, name lengths ([`Limits`]). A full directory answers 5.03, a source over its
-//!   share 4.29 — refusals, never evictions of someone else's registration.
+//! - **Bounded**: registrations in all, per source address and per network (a /24 for IPv4, a /56 for
+//!   IPv6), links per registration, bytes of a registration's links, the memory all registrations take
+//!   (counted by [`footprint`], an upper bound of what they hold on the heap), name lengths, lifetimes
+//!   ([`Limits`]). A full directory answers 5.03, a source or network over its share 4.29 — refusals,
+//!   never evictions of someone else's registration.
+//! - **Shares smaller than the whole** (issue 41 item 8: 10,880 registrations from 170 addresses filled a
+//!   directory of 10,000 that gave each address 64, and it refused every registrant after them): an
+//!   address holds at most 16 registrations and 1/256 of the memory, a network at most 1,024 and 1/8, so
+//!   that a flood from a few hundred addresses, or from one network, leaves most of the directory to
+//!   everyone else. Not protected against: thousands of addresses in hundreds of networks (an IPv6
+//!   attacker with many /56s); there, `--rd-policy identity` is the answer.
+//! - **Lifetimes are capped** at [`Limits::max_lifetime`] (RFC 9176 §5.3's default, 90000 s, unless the
+//!   operator says otherwise): a longer `lt` is refused (4.00 naming the maximum), not shortened, because
+//!   RFC 9176 gives a registrant no way to learn the lifetime it got — one told nothing would refresh
+//!   after the directory had forgotten it. A name squatted with `lt=4294967295` (136 years) is thus held
+//!   for at most a day unless refreshed; registrations restored from an older store are cut to the cap.
 
 use corral_proto::{Duration, Instant};
 use corral_wire::link_format::{self, Link, LinkOwned};
@@ -37,18 +50,73 @@ pub struct Limits {
     pub registrations: usize,
     /// Registrations per source IP address.
     pub per_source: usize,
+    /// Registrations per source network: a /24 for IPv4, a /56 for IPv6 ([`network_of`]).
+    pub per_network: usize,
     /// Links in one registration.
     pub links: usize,
     /// Bytes of one registration's link-format document.
     pub bytes: usize,
+    /// Bytes of memory all registrations may take, as [`footprint`] counts them; an address may take
+    /// 1/256 of it ([`SOURCE_SHARE`]), a network 1/8 ([`NETWORK_SHARE`]).
+    pub memory: usize,
     /// Bytes of an endpoint or sector name (RFC 9176 §9.3: at most 63).
     pub name: usize,
+    /// The longest lifetime a registration may ask for, in seconds; a longer one is refused.
+    pub max_lifetime: u32,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { registrations: 10_000, per_source: 64, links: 256, bytes: 16 * 1024, name: 63 }
+        Limits {
+            registrations: 10_000,
+            per_source: 16,
+            per_network: 1_024,
+            links: 256,
+            bytes: 16 * 1024,
+            memory: 64 << 20,
+            name: 63,
+            max_lifetime: DEFAULT_LIFETIME,
+        }
     }
+}
+
+/// The part of [`Limits::memory`] one source address may take.
+pub const SOURCE_SHARE: usize = 256;
+/// The part of [`Limits::memory`] one source network may take.
+pub const NETWORK_SHARE: usize = 8;
+
+/// The network a source address is counted in: its /24 (IPv4) or /56 (IPv6, a site's usual delegation).
+pub fn network_of(ip: IpAddr) -> IpAddr {
+    let ip = corral_proto::canonical(ip);
+    let len = if ip.is_ipv4() { 24 } else { 56 };
+    corral_proto::Prefix::new(ip, len).map_or(ip, |p| p.addr())
+}
+
+/// Bytes of memory a registration is counted for: its strings, plus a fixed allowance per registration
+/// (the struct, its places in the indexes), per link and per attribute (their headers, the vectors'
+/// spare capacity, the allocator's rounding). Measured as an upper bound of the heap it holds (issue 41:
+/// a directory filled to [`Limits::memory`] grows its RSS by less than the limit).
+pub fn footprint(reg: &Registration) -> usize {
+    const REGISTRATION: usize = 1024;
+    const LINK: usize = 128;
+    const ATTRIBUTE: usize = 160;
+    let strings = reg.id.len() * 3 + reg.ep.len() * 2 + reg.d.as_ref().map_or(0, |d| d.len() * 2) + reg.base.len();
+    let extra: usize = reg.extra.iter().map(|(k, v)| ATTRIBUTE + k.len() + v.len()).sum();
+    let links: usize = reg
+        .links
+        .iter()
+        .map(|l| {
+            LINK + l.target().len() + l.attrs().map(|(n, v)| ATTRIBUTE + n.len() + v.map_or(0, str::len)).sum::<usize>()
+        })
+        .sum();
+    REGISTRATION + strings + extra + links
+}
+
+/// What one holder (a source address, a network) has registered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Usage {
+    registrations: usize,
+    memory: usize,
 }
 
 /// Which registrations the directory accepts (RFC 9176 §7).
@@ -108,6 +176,8 @@ pub enum RdError {
     TooLarge(String),
     /// This source holds its share (4.29).
     SourceFull,
+    /// This source's network (its /24 or /56) holds its share (4.29).
+    NetworkFull,
     /// The directory is full (5.03).
     Full,
 }
@@ -120,6 +190,9 @@ impl fmt::Display for RdError {
             }
             RdError::NotFound => f.write_str("no such registration: it expired or was removed; register again"),
             RdError::SourceFull => f.write_str("this address holds as many registrations as it may"),
+            RdError::NetworkFull => {
+                f.write_str("this address's network (its /24 or /56) holds as many registrations as it may")
+            }
             RdError::Full => f.write_str("the directory is full"),
         }
     }
@@ -281,7 +354,11 @@ pub struct Directory {
     regs: BTreeMap<u64, Registration>,
     by_id: HashMap<String, u64>,
     by_key: HashMap<(String, Option<String>), u64>,
-    per_source: HashMap<IpAddr, usize>,
+    per_source: HashMap<IpAddr, Usage>,
+    /// By [`network_of`] the owner.
+    per_network: HashMap<IpAddr, Usage>,
+    /// Memory of every registration, as [`footprint`] counts it.
+    memory: usize,
     /// When each registration ends, soonest first: expiry and the next wake-up without a scan.
     expiries: BTreeSet<(Instant, u64)>,
     seq: u64,
@@ -390,31 +467,27 @@ impl Directory {
         if let Some(d) = &params.d {
             self.check_name("d", d)?;
         }
-        let lt = lifetime(params.lt)?;
+        let lt = lifetime(params.lt, self.limits.max_lifetime)?;
         if let Some(b) = &params.base {
             check_base(b)?;
         }
         let key = (ep.clone(), params.d.clone());
         if let Some(&seq) = self.by_key.get(&key) {
-            let reg = self.regs.get_mut(&seq).expect("indexed registration exists");
+            let reg = self.regs.get(&seq).expect("indexed registration exists");
             may_change(reg, who, &format!("ep={ep}"))?;
-            if reg.identity.is_none() {
-                reg.identity = who.identity.clone();
+            let mut new = reg.clone();
+            if new.identity.is_none() {
+                new.identity = who.identity.clone();
             }
-            reg.base_explicit = params.base.is_some();
-            reg.base = params.base.unwrap_or(source_base);
-            reg.lt = lt;
-            reg.extra = params.extra;
-            reg.links = links;
-            let id = reg.id.clone();
+            new.base_explicit = params.base.is_some();
+            new.base = params.base.unwrap_or(source_base);
+            new.lt = lt;
+            new.extra = params.extra;
+            new.links = links;
+            let id = new.id.clone();
+            self.replace(seq, new)?;
             self.set_expiry(seq, now + Duration::from_secs(u64::from(lt)));
             return Ok(Registered::Replaced(id));
-        }
-        if self.regs.len() >= self.limits.registrations {
-            return Err(RdError::Full);
-        }
-        if self.per_source.get(&who.addr).copied().unwrap_or(0) >= self.limits.per_source {
-            return Err(RdError::SourceFull);
         }
         let reg = Registration {
             id: fresh_id,
@@ -429,28 +502,90 @@ impl Directory {
             identity: who.identity.clone(),
             expires: now + Duration::from_secs(u64::from(lt)),
         };
+        self.room_for(reg.owner, footprint(&reg), true)?;
         let id = reg.id.clone();
         self.insert(reg);
         Ok(Registered::Created(id))
     }
 
-    /// Puts a registration back (from the store, after a restart); `false` if it breaks a bound or its
-    /// name or id is taken.
-    pub fn restore(&mut self, reg: Registration) -> bool {
+    /// Puts a registration back (from the store, after a restart, at the service's clock's zero); `false`
+    /// if it breaks a bound or its name or id is taken. A lifetime beyond [`Limits::max_lifetime`] (stored
+    /// before the cap) is cut to it, from now.
+    pub fn restore(&mut self, mut reg: Registration) -> bool {
         let key = (reg.ep.clone(), reg.d.clone());
         if self.by_key.contains_key(&key)
             || self.by_id.contains_key(&reg.id)
-            || self.regs.len() >= self.limits.registrations
+            || self.room_for(reg.owner, footprint(&reg), true).is_err()
         {
             return false;
         }
+        reg.lt = reg.lt.min(self.limits.max_lifetime);
+        reg.expires = reg.expires.min(Instant::ZERO + Duration::from_secs(u64::from(self.limits.max_lifetime)));
         self.insert(reg);
         true
     }
 
+    /// Whether a registration of `owner` taking `memory` bytes fits: within the owner's share, its
+    /// network's, and the whole directory's (`new`: one more registration; else one that replaces its own,
+    /// already uncounted).
+    fn room_for(&self, owner: IpAddr, memory: usize, new: bool) -> Result<(), RdError> {
+        let one = usize::from(new);
+        let (source_memory, network_memory) = (self.limits.memory / SOURCE_SHARE, self.limits.memory / NETWORK_SHARE);
+        if memory > source_memory {
+            return Err(RdError::TooLarge(format!(
+                "these links take {memory} bytes of this directory's memory; one address may hold {source_memory} \
+                 (fewer links or attributes)"
+            )));
+        }
+        let fits = |u: Option<&Usage>, count: usize, bytes: usize| {
+            let u = u.copied().unwrap_or_default();
+            u.registrations + one <= count && u.memory + memory <= bytes
+        };
+        if !fits(self.per_source.get(&owner), self.limits.per_source, source_memory) {
+            return Err(RdError::SourceFull);
+        }
+        if !fits(self.per_network.get(&network_of(owner)), self.limits.per_network, network_memory) {
+            return Err(RdError::NetworkFull);
+        }
+        if self.regs.len() + one > self.limits.registrations || self.memory + memory > self.limits.memory {
+            return Err(RdError::Full);
+        }
+        Ok(())
+    }
+
+    /// Counts `reg` for its owner, its network and the whole (or, with `add` false, no longer).
+    fn account(&mut self, reg: &Registration, add: bool) {
+        let memory = footprint(reg);
+        for (table, key) in [(&mut self.per_source, reg.owner), (&mut self.per_network, network_of(reg.owner))] {
+            let u = table.entry(key).or_default();
+            if add {
+                u.registrations += 1;
+                u.memory += memory;
+            } else {
+                u.registrations = u.registrations.saturating_sub(1);
+                u.memory = u.memory.saturating_sub(memory);
+                if u.registrations == 0 {
+                    table.remove(&key);
+                }
+            }
+        }
+        self.memory = if add { self.memory + memory } else { self.memory.saturating_sub(memory) };
+    }
+
+    /// Replaces registration `seq` by `new` (the same name, id and owner) if it fits the bounds.
+    fn replace(&mut self, seq: u64, new: Registration) -> Result<(), RdError> {
+        let old = self.regs.remove(&seq).expect("indexed registration exists");
+        self.account(&old, false);
+        let fits = self.room_for(new.owner, footprint(&new), false);
+        let kept = if fits.is_ok() { new } else { old };
+        self.account(&kept, true);
+        self.regs.insert(seq, kept);
+        fits
+    }
+
     fn insert(&mut self, reg: Registration) {
         self.seq += 1;
-        *self.per_source.entry(reg.owner).or_default() += 1;
+        self.account(&reg, true);
         self.by_id.insert(reg.id.clone(), self.seq);
         self.by_key.insert((reg.ep.clone(), reg.d.clone()), self.seq);
         self.expiries.insert((reg.expires, self.seq));
@@ -479,11 +614,11 @@ impl Directory {
         if params.ep.is_some() || params.d.is_some() {
             return Err(RdError::BadRequest("ep and d cannot change in an update: register again".into()));
         }
-        let lt = params.lt.map(|lt| lifetime(Some(lt))).transpose()?;
+        let lt = params.lt.map(|lt| lifetime(Some(lt), self.limits.max_lifetime)).transpose()?;
         if let Some(b) = &params.base {
             check_base(b)?;
         }
-        let reg = self.owned_mut(id, who)?;
+        let mut reg = self.owned_mut(id, who)?.clone();
         if let Some(lt) = lt {
             reg.lt = lt;
         }
@@ -504,6 +639,7 @@ impl Directory {
         }
         let expires = now + Duration::from_secs(u64::from(reg.lt));
         let seq = self.by_id[id];
+        self.replace(seq, reg)?;
         self.set_expiry(seq, expires);
         Ok(())
     }
@@ -527,12 +663,7 @@ impl Directory {
         let reg = self.regs.remove(&seq)?;
         self.expiries.remove(&(reg.expires, seq));
         self.by_key.remove(&(reg.ep.clone(), reg.d.clone()));
-        if let Some(n) = self.per_source.get_mut(&reg.owner) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_source.remove(&reg.owner);
-            }
-        }
+        self.account(&reg, false);
         Some(reg)
     }
 
@@ -612,10 +743,16 @@ fn may_change(reg: &Registration, who: &Requester, what: &str) -> Result<(), RdE
     }
 }
 
-fn lifetime(lt: Option<u32>) -> Result<u32, RdError> {
+/// The lifetime a registration asks for (RFC 9176 §5.3: [`DEFAULT_LIFETIME`] when it gives none), within
+/// 1 s and `max` (the module docs say why a longer one is refused, not shortened).
+fn lifetime(lt: Option<u32>, max: u32) -> Result<u32, RdError> {
     match lt {
-        None => Ok(DEFAULT_LIFETIME),
+        None => Ok(DEFAULT_LIFETIME.min(max)),
         Some(0) => Err(RdError::BadRequest("lt: at least 1 second".into())),
+        Some(lt) if lt > max => Err(RdError::BadRequest(format!(
+            "lt={lt}: this directory keeps a registration at most {max} seconds; ask for that or less and \
+             refresh before it ends"
+        ))),
         Some(lt) => Ok(lt),
     }
 }

@@ -20,7 +20,10 @@ pub mod registrant;
 pub mod service;
 pub mod store;
 
-pub use directory::{Directory, Limits, Params, Policy, Query, RdError, Registration, Requester, DEFAULT_LIFETIME};
+pub use directory::{
+    footprint, network_of, Directory, Limits, Params, Policy, Query, RdError, Registration, Requester,
+    DEFAULT_LIFETIME, NETWORK_SHARE, SOURCE_SHARE,
+};
 pub use registrant::{Registrant, RegistrantState};
 pub use service::{identity_of, RdService, RdStats};
 pub use store::{MemStore, SqliteStore, Store, StoreError, Stored};

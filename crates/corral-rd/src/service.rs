@@ -129,7 +129,7 @@ impl RdService {
             RdError::Unauthorized(_) => Code::UNAUTHORIZED,
             RdError::NotFound => Code::NOT_FOUND,
             RdError::TooLarge(_) => Code::REQUEST_ENTITY_TOO_LARGE,
-            RdError::SourceFull => Code::TOO_MANY_REQUESTS,
+            RdError::SourceFull | RdError::NetworkFull => Code::TOO_MANY_REQUESTS,
             RdError::Full => Code::SERVICE_UNAVAILABLE,
         };
         cx.respond(id, Response::error(code, e.to_string()));

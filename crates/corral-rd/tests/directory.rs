@@ -9,8 +9,12 @@ use corral_proto::{
     Context, Duration, Endpoint, EndpointConfig, IncomingRequest, Instant, Node, Outcome, Request, RequestId,
     ResourceLink, Response, SendParams, Service, ServiceHandle,
 };
-use corral_rd::{Limits, RdService, SqliteStore, Store};
-use std::net::SocketAddr;
+use corral_rd::directory::Registered;
+use corral_rd::{
+    footprint, Directory, Limits, Params, RdError, RdService, Requester, SqliteStore, Store, DEFAULT_LIFETIME,
+    SOURCE_SHARE,
+};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 #[derive(Default)]
 struct Client {
@@ -336,4 +340,113 @@ fn a_restarted_directory_keeps_what_it_stored_and_drops_what_expired_meanwhile()
     let eps: Vec<&str> = svc.directory().iter().map(|r| r.ep.as_str()).collect();
     assert_eq!(eps, ["long"], "the short registration ended while the directory was down");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 41 item 8: a name held for 136 years. `lt=4294967295` is refused (4.00 naming the longest
+/// lifetime this directory keeps); `lt` at the cap is kept; a stored registration from before the cap
+/// comes back from a restart cut to it.
+#[test]
+fn lifetimes_are_capped_and_a_longer_one_is_refused_with_the_maximum() {
+    let mut l = lab(Limits::default(), 1);
+    let r = l.register(0, "ep=dev-127.0.0.2-5683&lt=4294967295", "</s/t>;rt=temperature");
+    assert_eq!(r.code, Code::BAD_REQUEST, "{}", r.payload_text());
+    assert!(r.payload_text().contains("at most 90000 seconds"), "{}", r.payload_text());
+    assert!(l.rd().directory().is_empty());
+    assert_eq!(l.register(0, "ep=dev-127.0.0.2-5683&lt=90000", "</s/t>").code, Code::CREATED);
+    let loc = l.rd().directory().iter().next().unwrap().location();
+    let r = l.ask(0, Request::new(Code::POST).with_path(&loc).with_query("lt=90001"));
+    assert_eq!(r.code, Code::BAD_REQUEST, "an update asks no more: {}", r.payload_text());
+
+    // A registration stored by a directory without the cap.
+    let mut stored = l.rd().directory().iter().next().unwrap().clone();
+    stored.lt = u32::MAX;
+    stored.expires = Instant::ZERO + Duration::from_secs(u64::from(u32::MAX));
+    let mut dir = Directory::new(Limits::default());
+    assert!(dir.restore(stored));
+    let back = dir.iter().next().unwrap();
+    assert_eq!(back.lt, DEFAULT_LIFETIME);
+    assert_eq!(back.expires, Instant::ZERO + Duration::from_secs(u64::from(DEFAULT_LIFETIME)));
+}
+
+/// Registers `ep` from `ip` straight into `dir` (the bounds live there; the CoAP interface is tested
+/// above).
+fn register_at(dir: &mut Directory, ip: IpAddr, ep: &str) -> Result<Registered, RdError> {
+    let links = dir.parse_links("</s/t>;rt=temperature;if=sensor").unwrap();
+    let params = Params { ep: Some(ep.to_string()), lt: Some(DEFAULT_LIFETIME), ..Params::default() };
+    dir.register(Instant::ZERO, &Requester::plain(ip), format!("coap://{ip}:5683"), params, links, ep.to_string())
+}
+
+/// Issue 41 item 8: 10,880 registrations from 170 addresses (64 each, all an address could hold) filled a
+/// directory of 10,000, and every registrant after them got 5.03 for the flood's lifetime. An address now
+/// holds 16 and a network 1,024: from one /24 the flood keeps 1,024, from 170 networks 2,720, and a
+/// device that registers afterwards is registered either way.
+#[test]
+fn a_flood_from_170_addresses_leaves_room_for_the_devices_that_register_after_it() {
+    for (networks, kept_by_flood) in [(1u32, 1_024), (170, 2_720)] {
+        let mut dir = Directory::new(Limits::default());
+        let mut kept = 0;
+        let ip = |a: u32| match networks {
+            1 => IpAddr::V4(Ipv4Addr::from(0x0a4d_0001 + a)),
+            _ => IpAddr::V4(Ipv4Addr::from(0x0a00_0001 + (a << 8))),
+        };
+        for a in 0..170u32 {
+            let ip = ip(a);
+            for i in 0..64 {
+                kept += usize::from(register_at(&mut dir, ip, &format!("squat-{a}-{i}")).is_ok());
+            }
+        }
+        assert_eq!(kept, kept_by_flood, "{networks} network(s)");
+        let device = register_at(&mut dir, "192.0.2.7".parse().unwrap(), "dev-192.0.2.7-5683");
+        assert!(matches!(device, Ok(Registered::Created(_))), "{networks} network(s): {device:?}");
+        let more = register_at(&mut dir, ip(0), "squat-again");
+        assert!(matches!(more, Err(RdError::SourceFull)), "{more:?}");
+        let elsewhere = register_at(&mut dir, ip(169), "squat-again");
+        let want = if networks == 1 { RdError::NetworkFull } else { RdError::SourceFull };
+        assert_eq!(elsewhere.unwrap_err(), want);
+    }
+}
+
+/// The memory bound: registrations of the largest kind fill [`Limits::memory`] from many addresses, each
+/// within its 1/256; a source past its share gets 4.29, a registration larger than a share 4.13.
+#[test]
+fn registrations_are_bounded_by_the_memory_they_take_in_all_and_per_address() {
+    let limits = Limits::default();
+    let mut dir = Directory::new(limits);
+    let link = |i: usize| format!("</sensors/s{i:03}>;rt=\"temperature\";if=\"core.s\";ct=0;obs;title=\"sensor {i}\"");
+    let text: Vec<String> = (0..160).map(link).collect();
+    let links = dir.parse_links(&text.join(",")).unwrap();
+    let ip = |n: u32| IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (n << 8) + 1));
+    let mut created = 0;
+    let mut refused = None;
+    for n in 0..10_000u32 {
+        let params = Params { ep: Some(format!("big-{n}")), ..Params::default() };
+        match dir.register(Instant::ZERO, &Requester::plain(ip(n)), String::new(), params, links.clone(), n.to_string())
+        {
+            Ok(_) => created += 1,
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    assert_eq!(refused, Some(RdError::Full), "after {created}");
+    let counted: usize = dir.iter().map(footprint).sum();
+    assert!(counted <= limits.memory && counted > limits.memory - limits.memory / SOURCE_SHARE, "{counted}");
+    // A registration larger than an address's share is too large; a second one past it, its share.
+    let mut small = Directory::new(limits);
+    let params = |ep: &str| Params { ep: Some(ep.to_string()), ..Params::default() };
+    let who = Requester::plain(ip(1));
+    let flags: String = (0..2_000).map(|i| format!(";f{i}")).collect();
+    let huge = small.parse_links(&format!("</x>{flags}")).unwrap();
+    let e = small.register(Instant::ZERO, &who, String::new(), params("huge"), huge, "h".into()).unwrap_err();
+    assert!(matches!(&e, RdError::TooLarge(m) if m.contains("one address may hold")), "{e:?}");
+    for i in 0.. {
+        if let Err(e) =
+            small.register(Instant::ZERO, &who, String::new(), params(&format!("n{i}")), links.clone(), i.to_string())
+        {
+            assert_eq!(e, RdError::SourceFull, "after {i}");
+            assert!(i < 16, "the memory share ran out before the count: {i}");
+            break;
+        }
+    }
 }

@@ -311,17 +311,31 @@ impl BlockingServer {
                 warn!(%group, error = %e, "multicast join/leave failed");
             }
         }
+        // Again while a datagram found no route: its exchange failed, and the service may answer for it.
+        while self.send_pending() {}
+    }
+
+    /// Sends the node's datagrams; `true` when one found no route and failed its exchange.
+    fn send_pending(&mut self) -> bool {
         let mut out = std::mem::take(&mut self.outbox);
         while let Some(t) = self.node.poll_transmit() {
             trace!(dst = %t.dst, src = ?t.src, len = t.payload.len(), "datagram out");
             out.push(t);
         }
-        let mut sent = 0;
+        let (mut sent, mut bounced) = (0, false);
         let fd = self.socket.as_raw_fd();
         while sent < out.len() {
             let (batch, n) = OutDatagram::batch(&out[sent..]);
             match send_run(fd, self.local, &batch[..n], &mut self.send_headers) {
                 Ok(k) => sent += k,
+                Err(e) if crate::icmp::unreachable_send(&e) => {
+                    // No route: as the ICMP error would say, at once (see `crate::icmp::unreachable_send`).
+                    let t = &out[sent];
+                    debug!(dst = %t.dst, error = %e, "send failed: no route; the exchange fails now");
+                    self.node.handle_unreachable(self.clock.now(), t.dst, Some(crate::icmp::quote(&t.payload)));
+                    bounced = true;
+                    sent += 1;
+                }
                 Err(e) => {
                     debug!(dst = %out[sent].dst, error = %e, "send failed");
                     sent += 1;
@@ -330,6 +344,7 @@ impl BlockingServer {
         }
         out.clear();
         self.outbox = out;
+        bounced
     }
 }
 

@@ -304,6 +304,8 @@ pub(crate) enum RequestFailure {
     Failed(RequestError),
     Start(StartError),
     Unreachable,
+    /// The socket could not send to the destination: no route to its network or host.
+    NoRoute,
     /// CoAP over TCP: the connection could not be made.
     Connect(String),
 }
@@ -540,7 +542,9 @@ impl<M: Machine> Driver<M> {
             match tokio::net::TcpListener::from_std(listener) {
                 Ok(l) => {
                     let (ids, tx) = (self.tcp.ids.clone(), self.tcp.tx.clone());
-                    self.tcp.accept.push(tokio::spawn(crate::tcp::accept_loop(l, ids, tx, tls)).abort_handle());
+                    let per_address = self.machine.tcp().config().max_connections_per_address;
+                    let accepting = crate::tcp::accept_loop(l, ids, tx, tls, per_address);
+                    self.tcp.accept.push(tokio::spawn(accepting).abort_handle());
                 }
                 Err(e) => warn!(error = %e, "cannot register a TCP listener; not serving on it"),
             }
@@ -879,8 +883,14 @@ impl<M: Machine> Driver<M> {
     }
 
     /// Delivers events, applies multicast commands, writes TCP frames, closes the connections the machine
-    /// is done with (which may fail requests: more events) and sends every pending datagram.
+    /// is done with (which may fail requests: more events) and sends every pending datagram — again while a
+    /// datagram that could not go (no route) failed its exchange, whose failure is an event to deliver.
     async fn drain_outputs(&mut self, now: Instant) {
+        while self.drain_once(now).await {}
+    }
+
+    /// One round of [`Driver::drain_outputs`]; `true` when a send found no route and failed an exchange.
+    async fn drain_once(&mut self, now: Instant) -> bool {
         loop {
             while let Some(event) = self.machine.poll_event() {
                 self.on_event(now, event);
@@ -926,12 +936,34 @@ impl<M: Machine> Driver<M> {
                 _ => out.push(t),
             }
         }
-        send_all(&self.socket, &out).await;
+        let mut unroutable = send_all(&self.socket, &out).await;
         if let Some((socket, _)) = &self.secure {
-            send_all(socket, &secure).await;
+            unroutable.extend(send_all(socket, &secure).await);
+        }
+        let bounced = !unroutable.is_empty();
+        for t in unroutable {
+            self.no_route(now, t);
         }
         out.clear();
         self.outbox = out;
+        bounced
+    }
+
+    /// A datagram to `t.dst` could not go for want of a route: its exchange fails now, said as no route
+    /// rather than as an ICMP refusal.
+    fn no_route(&mut self, now: Instant, t: &Transmit) {
+        self.machine.handle_unreachable(now, t.dst, crate::icmp::quote(&t.payload));
+        while let Some(event) = self.machine.poll_event() {
+            match event {
+                Event::Failed { id, error: RequestError::Unreachable } => {
+                    if let Some(p) = self.pending.remove(&id) {
+                        self.tickets.remove(&p.ticket);
+                        send_failure(p.reply, RequestFailure::NoRoute);
+                    }
+                }
+                other => self.on_event(now, other),
+            }
+        }
     }
 
     fn on_event(&mut self, now: Instant, event: Event) {
@@ -991,9 +1023,10 @@ impl<M: Machine> Driver<M> {
     }
 }
 
-/// Sends `out` on `socket`, in batches.
-async fn send_all(socket: &CoapSocket, out: &[Transmit]) {
-    let mut sent = 0;
+/// Sends `out` on `socket`, in batches; returns the datagrams that found no route (their exchanges are to
+/// fail now: see `Driver::no_route`).
+async fn send_all<'a>(socket: &CoapSocket, out: &'a [Transmit]) -> Vec<&'a Transmit> {
+    let (mut sent, mut unroutable) = (0, Vec::new());
     while sent < out.len() {
         let (batch, n) = OutDatagram::batch(&out[sent..]);
         match socket.try_send_many(&batch[..n]) {
@@ -1007,13 +1040,19 @@ async fn send_all(socket: &CoapSocket, out: &[Transmit]) {
                 } else {
                     Err(e)
                 };
-                if let Err(e) = r {
-                    debug!(dst = %t.dst, error = %e, "send failed");
+                match r {
+                    Err(e) if crate::icmp::unreachable_send(&e) => {
+                        debug!(dst = %t.dst, error = %e, "send failed: no route; the exchange fails now");
+                        unroutable.push(t);
+                    }
+                    Err(e) => debug!(dst = %t.dst, error = %e, "send failed"),
+                    Ok(()) => {}
                 }
                 sent += 1;
             }
         }
     }
+    unroutable
 }
 
 /// The secure socket readable (never, without one).

@@ -41,6 +41,8 @@ pub enum Error {
     /// The network reported the server unreachable (ICMP port or host unreachable): nothing listens
     /// at that address and port.
     Refused(SocketAddr),
+    /// This host has no route to the server's network or host: the request could not be sent at all.
+    NoRoute(SocketAddr),
     /// OSCORE: the response does not verify, the server refused the protected request, or the context
     /// cannot be used.
     Oscore(OscoreError),
@@ -66,6 +68,7 @@ impl fmt::Display for Error {
             Error::ConnectionClosed => f.write_str("the connection closed before the response arrived"),
             Error::Malformed => f.write_str("the server answered with a malformed message"),
             Error::Refused(a) => write!(f, "{a} refused the request (port unreachable)"),
+            Error::NoRoute(a) => write!(f, "{a} is unreachable: this host has no route to it (network unreachable)"),
             Error::Oscore(why) => write!(f, "OSCORE: {why}"),
             Error::Connect { addr, reason } => write!(f, "cannot connect to {addr} over TCP: {reason}"),
             Error::Dtls { addr, reason } => write!(f, "DTLS handshake with {addr} failed: {reason}"),
@@ -163,6 +166,7 @@ impl From<RequestFailure> for Error {
             },
             RequestFailure::Start(e) => Error::Start(e),
             RequestFailure::Unreachable => Error::Unreachable(SocketAddr::from(([0, 0, 0, 0], 0))),
+            RequestFailure::NoRoute => Error::NoRoute(SocketAddr::from(([0, 0, 0, 0], 0))),
             RequestFailure::Connect(reason) => Error::Connect { addr: SocketAddr::from(([0, 0, 0, 0], 0)), reason },
         }
     }

@@ -242,7 +242,10 @@ fn device_node(cfg: &FleetConfig, i: usize, addr: SocketAddr) -> (Node, Option<c
     );
     let registrant = cfg.rd.map(|(rd, lt)| {
         let links = corral_proto::render_links(&node.links(), None);
-        let ep = format!("dev-{}-{}", addr.ip(), addr.port());
+        // Its address for people, and 48 random bits so that nobody can register the name first (issue 41
+        // item 8: a squatter holding `dev-ADDR-PORT` kept the device out of the directory). A new name at
+        // each start: a clean stop removes the old registration, a crash leaves it until its lifetime ends.
+        let ep = format!("dev-{}-{}-{:012x}", addr.ip(), addr.port(), crate::driver::os_seed() >> 16);
         node.mount("_rd", Registrant::new(rd, &ep, None, lt, links))
     });
     (node, registrant)

@@ -93,6 +93,19 @@ pub(crate) fn drain<F: AsFd>(socket: &F, mut f: impl FnMut(SocketAddr, &[u8])) -
     Ok(read)
 }
 
+/// A send that failed because this host has no route to the destination's network or host (`sendto`'s
+/// ENETUNREACH, EHOSTUNREACH): the datagram never left, and no retransmission will get further, so the
+/// driver treats it as the ICMP error it would have brought — with the start of the datagram as the quote
+/// ([`quote`]) — and the request fails at once instead of after its whole timeout.
+pub(crate) fn unreachable_send(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::NetworkUnreachable | io::ErrorKind::HostUnreachable)
+}
+
+/// The start of a datagram, as an ICMP error would quote it (see [`drain`]).
+pub(crate) fn quote(datagram: &[u8]) -> &[u8] {
+    &datagram[..datagram.len().min(QUOTE)]
+}
+
 /// An ICMP (or ICMPv6) destination-unreachable for a port, host or network — not a local error, not a
 /// fragmentation-needed report.
 fn is_unreachable(ee: &libc::sock_extended_err) -> bool {

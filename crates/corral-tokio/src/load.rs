@@ -209,6 +209,12 @@ impl Shared {
         shared.budget.store(budget, Ordering::Relaxed);
         shared
     }
+
+    /// Ends the run early (Ctrl-C): no client starts another request; each ends when its request in flight
+    /// has its answer or its timeout, so that every request counted was measured.
+    pub fn stop(&self) {
+        self.budget.store(0, Ordering::Relaxed);
+    }
 }
 
 /// An answer that counts as an error.

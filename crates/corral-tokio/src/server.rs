@@ -410,7 +410,11 @@ impl Server {
                         let spawner = handlers.unwrap_or_else(Handle::current);
                         node.mount("", Router { routes, tx: router_tx, spawner });
                     }
-                    tracing::info!(tcp = ?tcp_local, "serving");
+                    // The span names the UDP address; CoAP over TCP only when there is one (no Debug `None`).
+                    match tcp_local {
+                        Some(tcp) => tracing::info!(%tcp, "serving, CoAP over TCP too"),
+                        None => tracing::info!("serving"),
+                    }
                     let (clock, tcp) = (Clock::new(), TcpSide::new(tcp).with_tls_listener(tls));
                     let Some(config) = secure else {
                         return Driver::new(node, socket, clock, rx, tcp).run().await;

@@ -10,7 +10,7 @@
 //! [`MAX_WRITE_QUEUE`], and a write that makes no progress for [`WRITE_STALL`] ends the connection.
 
 use crate::socket::canonical;
-use crate::tls::{describe, tls_error, TlsConnect, TlsFailures, HANDSHAKE_TIMEOUT, MAX_HANDSHAKES};
+use crate::tls::{describe, tls_error, Established, Handshakes, TlsConnect, TlsFailures, HANDSHAKE_TIMEOUT};
 use corral_proto::ConnId;
 use rustls::pki_types::ServerName;
 use std::io;
@@ -67,6 +67,8 @@ pub(crate) struct ConnLink {
     writer: mpsc::UnboundedSender<Vec<u8>>,
     queued: Arc<AtomicUsize>,
     reader: AbortHandle,
+    /// An accepted TLS connection counts for its address's handshakes until the link goes.
+    _counted: Option<Established>,
 }
 
 impl ConnLink {
@@ -170,7 +172,7 @@ where
         }
         let _ = tokio::time::timeout(WRITE_STALL, wr.shutdown()).await;
     });
-    ConnLink { conn, writer, queued, reader }
+    ConnLink { conn, writer, queued, reader, _counted: None }
 }
 
 /// Connects to `dst` in the background — and for `coaps+tcp://` makes the TLS handshake with `tls`'s
@@ -218,16 +220,18 @@ pub(crate) fn connect(
 }
 
 /// Accepts connections until the task is aborted; with `tls`, each makes its TLS handshake on a task of
-/// its own (at most [`MAX_HANDSHAKES`] at once, [`HANDSHAKE_TIMEOUT`] each) before the driver hears of it,
-/// and one that fails is closed and logged at DEBUG.
+/// its own ([`HANDSHAKE_TIMEOUT`] each, bounded in all and per address by [`Handshakes`], with
+/// `per_address` connections at most from one address) before the driver hears of it, and one that fails
+/// is closed and logged at DEBUG.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     ids: Arc<AtomicU64>,
     tx: mpsc::Sender<TcpInput>,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    per_address: usize,
 ) {
-    let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
-    let mut said_full = false;
+    let handshakes = Handshakes::new(per_address);
+    let mut gave_way = 0u64;
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -249,18 +253,20 @@ pub(crate) async fn accept_loop(
             }
             continue;
         };
-        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
-            if !said_full {
-                warn!("{MAX_HANDSHAKES} TLS handshakes under way; closing new connections until one ends");
+        let (pending, closed) = handshakes.admit(peer.ip());
+        if closed > 0 {
+            // At the first and then once per thousand: a flood would otherwise flood the log.
+            let before = gave_way;
+            gave_way += closed as u64;
+            if before == 0 || before / 1000 != gave_way / 1000 {
+                warn!(%peer, gave_way, "TLS handshakes at their bound: the oldest pending give way to new connections");
             }
-            said_full = true;
-            debug!(%peer, "too many TLS handshakes under way: connection closed");
-            continue;
-        };
-        said_full = false;
+            debug!(%peer, closed, "TLS handshakes at their bound: the oldest pending gave way");
+        }
+        let seq = pending.seq();
         let (ids, tx) = (ids.clone(), tx.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
+        let task = tokio::spawn(async move {
+            let counted = pending;
             let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed: connection closed"),
@@ -268,9 +274,11 @@ pub(crate) async fn accept_loop(
             };
             let conn = ConnId(ids.fetch_add(1, Ordering::Relaxed));
             debug!(?conn, %peer, "accepted over TLS");
-            let link = start(conn, tokio::io::split(stream), tx.clone(), None);
+            let mut link = start(conn, tokio::io::split(stream), tx.clone(), None);
+            link._counted = Some(counted.established());
             let _ = tx.send(TcpInput::Connected { conn, peer, to: None, link }).await;
         });
+        handshakes.attach(seq, task.abort_handle());
     }
 }
 

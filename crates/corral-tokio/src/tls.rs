@@ -4,27 +4,187 @@
 //! Owns: the TLS settings made from PEM files ([`TlsClientConfig`], [`TlsServerConfig`]: TLS 1.2 and 1.3,
 //! ALPN "coap" as RFC 8323 §8.2 registers it, the server verified by its name or IP address as the URI gives
 //! it, client certificates required and verified when the server has a CA for them), the handshake of
-//! each connection (a server's bounded: [`MAX_HANDSHAKES`] at once, [`HANDSHAKE_TIMEOUT`] each), and the
+//! each connection (a server's bounded: [`HANDSHAKE_TIMEOUT`] each, and [`Handshakes`]: at most
+//! [`MAX_HANDSHAKES`] under way, and per address as many as its connections leave room for), and the
 //! words of a failed handshake for the client (`TlsFailures`, so that its error says why: unknown CA,
 //! name mismatch, no certificate). Never frames CoAP: after the handshake the bytes are corral-proto's
 //! [`TcpEndpoint`](corral_proto::TcpEndpoint)'s, CSM and all, exactly as over plain TCP.
+//!
+//! # Handshakes are bounded per address (issue 41 item 2)
+//! A handshake holds a socket and a task before the CoAP endpoint (and its per-address limit) hears of the
+//! connection, so the limit is applied here too: an address's handshakes under way count toward
+//! [`TcpConfig::max_connections_per_address`](corral_proto::TcpConfig) with its established TLS
+//! connections, and a new connection from an address at its limit closes that address's *oldest* pending
+//! handshake. When the table is full, the newcomer still gets in: the oldest pending handshake of the
+//! address holding the most gives way. So one address that keeps connections silent or trickling a
+//! ClientHello (a slowloris) churns through its own share and cannot refuse another address's client.
+//! Not protected against: many addresses (a botnet, or an IPv6 prefix) each holding a few; a client that
+//! takes longer than the attacker's rate of new connections to finish its handshake may then be pushed
+//! out, as with any oldest-first table.
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{AlertDescription, CertificateError, RootCertStore};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::task::AbortHandle;
 
 /// The ALPN protocol name of CoAP over TLS (RFC 8323 §8.2).
 pub const ALPN: &[u8] = b"coap";
 /// How long a server waits for an accepted connection's TLS handshake before closing it.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Server-side TLS handshakes under way at once; connections beyond it are closed at once (a flood of
-/// connections that never finish their handshake holds no more than this many sockets and tasks).
+/// Server-side TLS handshakes under way at once: a flood of connections that never finish their
+/// handshake holds no more than this many sockets and tasks ([`Handshakes`] says which one gives way).
 pub const MAX_HANDSHAKES: usize = 256;
+
+/// A server's TLS handshakes under way, and the connections they became, per address (see the module
+/// docs). Shared by the accept loop, the handshake tasks and the connections' links.
+///
+/// The one accept loop admits a handshake, spawns its task and attaches it before it admits the next, so
+/// every handshake that may be made to give way has its task to abort.
+#[derive(Debug)]
+pub(crate) struct Handshakes {
+    table: Mutex<Table>,
+    /// Handshakes and established TLS connections one address may have at once.
+    per_address: usize,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    /// Handshakes under way, oldest first: their address and how to end them.
+    pending: BTreeMap<u64, (IpAddr, Option<AbortHandle>)>,
+    /// Per address: handshakes under way, TLS connections established.
+    per_ip: HashMap<IpAddr, (usize, usize)>,
+    next: u64,
+}
+
+impl Table {
+    fn count(&mut self, ip: IpAddr) -> &mut (usize, usize) {
+        self.per_ip.entry(ip).or_default()
+    }
+
+    fn forget_if_idle(&mut self, ip: IpAddr) {
+        if self.per_ip.get(&ip) == Some(&(0, 0)) {
+            self.per_ip.remove(&ip);
+        }
+    }
+
+    /// Takes handshake `seq` out; its abort handle, if it was still there.
+    fn take(&mut self, seq: u64) -> Option<Option<AbortHandle>> {
+        let (ip, abort) = self.pending.remove(&seq)?;
+        self.count(ip).0 -= 1;
+        self.forget_if_idle(ip);
+        Some(abort)
+    }
+
+    /// The oldest pending handshake of `ip`; without `ip`, of the address with the most pending.
+    fn oldest(&self, ip: Option<IpAddr>) -> Option<u64> {
+        let ip = ip.or_else(|| {
+            let most = self.per_ip.values().map(|c| c.0).max()?;
+            self.pending.values().map(|(a, _)| *a).find(|a| self.per_ip.get(a).is_some_and(|c| c.0 == most))
+        })?;
+        self.pending.iter().find(|(_, (a, _))| *a == ip).map(|(seq, _)| *seq)
+    }
+}
+
+impl Handshakes {
+    pub(crate) fn new(per_address: usize) -> Arc<Handshakes> {
+        Arc::new(Handshakes { table: Mutex::new(Table::default()), per_address: per_address.max(1) })
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        // A panic elsewhere while holding the lock leaves counts that are still counts.
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes room for a handshake from `ip` (closing the pending ones that must give way, as the module
+    /// docs say) and records it; attach its task with [`Pending::attach`]. Returns how many gave way.
+    pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> (Pending, usize) {
+        let mut victims = Vec::new();
+        let seq = {
+            let mut t = self.table();
+            let (pending, established) = *t.count(ip);
+            if pending > 0 && pending + established >= self.per_address {
+                victims.extend(t.oldest(Some(ip)).and_then(|s| t.take(s)));
+            }
+            if t.pending.len() >= MAX_HANDSHAKES {
+                victims.extend(t.oldest(None).and_then(|s| t.take(s)));
+            }
+            t.next += 1;
+            let seq = t.next;
+            t.pending.insert(seq, (ip, None));
+            t.count(ip).0 += 1;
+            seq
+        };
+        // Outside the lock: an aborted task's guard takes it when its future is dropped.
+        for abort in victims.iter().flatten() {
+            abort.abort();
+        }
+        (Pending { table: self.clone(), seq, ip }, victims.len())
+    }
+
+    /// The task making handshake `seq`, so that it can be made to give way (nothing if it already ended).
+    pub(crate) fn attach(&self, seq: u64, task: AbortHandle) {
+        if let Some((_, slot)) = self.table().pending.get_mut(&seq) {
+            *slot = Some(task);
+        }
+    }
+
+    /// Handshakes under way, and TLS connections established, from `ip`.
+    #[cfg(test)]
+    fn of(&self, ip: IpAddr) -> (usize, usize) {
+        self.table().per_ip.get(&ip).copied().unwrap_or_default()
+    }
+}
+
+/// A handshake under way; dropped (finished, failed, timed out or made to give way) it leaves the table.
+pub(crate) struct Pending {
+    table: Arc<Handshakes>,
+    seq: u64,
+    ip: IpAddr,
+}
+
+impl Pending {
+    /// Its place in the table, for [`Handshakes::attach`].
+    pub(crate) fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The handshake succeeded: the connection counts for its address until the [`Established`] is dropped
+    /// (with the connection's link).
+    pub(crate) fn established(self) -> Established {
+        let mut t = self.table.table();
+        // Out of the pending (so that dropping `self` does nothing more), into the established.
+        let _ = t.take(self.seq);
+        t.count(self.ip).1 += 1;
+        drop(t);
+        Established { table: self.table.clone(), ip: self.ip }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let _ = self.table.table().take(self.seq);
+    }
+}
+
+/// An established TLS connection, counted for its address while its link lives.
+pub(crate) struct Established {
+    table: Arc<Handshakes>,
+    ip: IpAddr,
+}
+
+impl Drop for Established {
+    fn drop(&mut self) {
+        let mut t = self.table.table();
+        let c = t.count(self.ip);
+        c.1 = c.1.saturating_sub(1);
+        t.forget_if_idle(self.ip);
+    }
+}
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -250,6 +410,43 @@ mod tests {
         assert!(describe(&mismatch, &name).contains("does not name localhost"));
         let required = rustls::Error::AlertReceived(AlertDescription::CertificateRequired);
         assert!(describe(&required, &ip).contains("-c CERT -j KEY"));
+    }
+
+    #[test]
+    fn an_address_at_its_limit_closes_its_own_oldest_handshake_and_a_full_table_the_busiest_addresss() {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let _guard = rt.enter();
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), [10, 0, 0, 3].into());
+        let admit = |h: &Arc<Handshakes>, ip: IpAddr| {
+            let (p, closed) = h.admit(ip);
+            h.attach(p.seq(), tokio::spawn(std::future::pending::<()>()).abort_handle());
+            (p, closed)
+        };
+        let h = Handshakes::new(4);
+        let mut from_a: Vec<Pending> = Vec::new();
+        for _ in 0..4 {
+            from_a.push(admit(&h, a).0);
+        }
+        let (p, closed) = admit(&h, a);
+        from_a.push(p);
+        assert_eq!((closed, h.of(a)), (1, (4, 0)), "a fifth from a: its oldest gave way");
+        // Established connections count too: with three of b's up, b has room for one handshake.
+        let up: Vec<Established> = (0..3).map(|_| admit(&h, b).0.established()).collect();
+        let (_first, closed) = admit(&h, b);
+        assert_eq!(closed, 0);
+        let (_second, closed) = admit(&h, b);
+        assert_eq!((closed, h.of(b)), (1, (1, 3)), "b's pending one gave way");
+        drop(up);
+        assert_eq!(h.of(b), (1, 0), "connections gone, uncounted");
+        drop(from_a);
+        assert_eq!(h.of(a), (0, 0), "handshakes ended leave the table");
+
+        // A full table: the newcomer gets in, the address holding the most gives its oldest.
+        let h = Handshakes::new(usize::MAX);
+        let held: Vec<Pending> = (0..MAX_HANDSHAKES).map(|i| admit(&h, if i < 200 { a } else { b }).0).collect();
+        let (_c, closed) = admit(&h, c);
+        assert_eq!((closed, h.of(a), h.of(b), h.of(c)), (1, (199, 0), (56, 0), (1, 0)));
+        drop(held);
     }
 
     #[test]

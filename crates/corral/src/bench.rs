@@ -211,11 +211,26 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
             );
         }
         let progress = (!v.quiet).then(|| tokio::spawn(progress(shared.clone(), start)));
-        let totals =
-            load::run(sockets, dst, template, params, shared.clone(), deadline).await.map_err(|e| match e {
-                load::RunError::Client(e) => Failure::other(format!("client failed: {e}")),
-                load::RunError::Task(e) => Failure::other(format!("client task failed: {e}")),
-            })?;
+        // Ctrl-C (or SIGTERM) ends the run early: the clients finish the requests they have in flight and the
+        // summary covers what was measured until then.
+        let run = load::run(sockets, dst, template, params, shared.clone(), deadline);
+        tokio::pin!(run);
+        let mut interrupted = false;
+        let totals = tokio::select! {
+            r = &mut run => r,
+            _ = crate::wait_for_signal() => {
+                interrupted = true;
+                shared.stop();
+                if !v.quiet {
+                    say!("bench: interrupted; waiting for the requests in flight (at most --timeout)");
+                }
+                run.await
+            }
+        }
+        .map_err(|e| match e {
+            load::RunError::Client(e) => Failure::other(format!("client failed: {e}")),
+            load::RunError::Task(e) => Failure::other(format!("client task failed: {e}")),
+        })?;
         let (histogram, retransmissions) = (totals.histogram, totals.retransmissions);
         if let Some(p) = progress {
             p.abort();
@@ -250,6 +265,7 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
                 "errors": errors,
                 "timeouts": timeouts,
                 "retransmissions": retransmissions,
+                "interrupted": interrupted,
             });
             out!("{out}");
         } else {
@@ -261,6 +277,11 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
                 histogram.quantile(0.99) as f64 / 1000.0,
                 histogram.max as f64 / 1000.0,
             );
+        }
+        if interrupted {
+            return Err(Failure::interrupted(format!(
+                "interrupted after {elapsed:.2} s: the summary covers the {completed} requests measured until then"
+            )));
         }
         if completed == 0 {
             return Err(Failure::new(

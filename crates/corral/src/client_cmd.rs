@@ -494,22 +494,24 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
             req = req.option_uint(OptionNumber::MULTICAST_TIMEOUT, u64::from(secs));
             let window = Duration::from_secs(u64::from(secs) + 1);
             let collecting = |t: Duration| format!("collecting the group's answers… {} s of {}", t.as_secs(), secs + 1);
+            let sent = std::time::Instant::now();
             let collected = output::with_progress(v.quiet, collecting, async {
                 req.multicast_window(window).multicast().await?.collect_verified().await
             })
             .await
             .map_err(fail)?;
-            return show_group(collected, secs, &args, v, &mut sink);
+            return show_group(collected, (sent, secs), &args, v, &mut sink);
         }
         if multicast {
             let window = units::show_secs(args.timeout);
             let collecting = |t: Duration| format!("collecting answers… {} s of {window}", t.as_secs());
+            let sent = std::time::Instant::now();
             let collected = output::with_progress(v.quiet, collecting, async {
                 req.multicast_window(timeout).multicast().await?.collect_verified().await
             })
             .await
             .map_err(fail)?;
-            return show_multicast(&collected, args.timeout, &args, v, &mut sink);
+            return show_multicast(&collected, (sent, args.timeout), &args, v, &mut sink);
         }
         let (from, response) = send_showing_progress(req, v).await.map_err(fail)?;
         show((from, &response), &args, v, &mut sink, None)
@@ -546,7 +548,8 @@ pub(crate) async fn send_showing_progress(
 }
 
 /// `-s DURATION`: the registration's response and each notification, until the time is up (then
-/// deregister, exit 0), the server ends the observation, or an error response ends it (exit 4 or 5).
+/// deregister, exit 0), Ctrl-C or SIGTERM (deregister, exit 130), the server ends the observation, or an
+/// error response ends it (exit 4 or 5).
 async fn observe(
     req: RequestBuilder,
     args: &RequestArgs,
@@ -557,6 +560,9 @@ async fn observe(
     let mut obs = req.observe().await.map_err(fail)?;
     let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
     let mut first = true;
+    let interrupted = crate::wait_for_signal();
+    tokio::pin!(interrupted);
+    let mut stopped = None;
     loop {
         let next = async {
             match first {
@@ -568,6 +574,10 @@ async fn observe(
         let item = tokio::select! {
             item = next => item,
             _ = tokio::time::sleep_until(until) => break,
+            _ = &mut interrupted => {
+                stopped = Some(Failure::interrupted("interrupted: the observation was deregistered"));
+                break;
+            }
         };
         let (from, response) = match item {
             None => {
@@ -589,11 +599,15 @@ async fn observe(
         }
         first = false;
     }
-    // Deregister explicitly (RFC 7641 §3.6), so the server stops at once; its answer is not shown.
-    if let Err(e) = obs.cancel().await {
-        tracing::info!(error = %e, "deregistration got no answer");
+    // Deregister explicitly (RFC 7641 §3.6), so the server stops at once; its answer is not shown. A second
+    // Ctrl-C does not wait for it.
+    tokio::select! {
+        r = obs.cancel() => if let Err(e) = r {
+            tracing::info!(error = %e, "deregistration got no answer");
+        },
+        _ = crate::wait_for_signal(), if stopped.is_some() => {}
     }
-    Ok(())
+    stopped.map_or(Ok(()), Err)
 }
 
 /// A response: one JSON object on a line with --json, else its payload (and with -v its code and options on
@@ -632,7 +646,7 @@ fn show(
 /// verification were logged with their source and are only counted.
 fn show_multicast(
     collected: &corral_tokio::Collected,
-    window: f64,
+    (sent, window): (std::time::Instant, f64),
     args: &RequestArgs,
     v: Verbosity,
     sink: &mut output::Sink,
@@ -666,10 +680,13 @@ fn show_multicast(
             format!("{refused} response(s) to the multicast request, none of which verified (OSCORE)"),
         ));
     }
+    let short = window < corral_tokio::TransmissionParams::default().default_leisure.as_secs_f64();
     if responses.is_empty() {
+        let hint =
+            if short { " (servers may wait up to their leisure, 5 s by default, before answering: -B 5s)" } else { "" };
         return Err(Failure::new(
             ExitCode::Timeout,
-            format!("no response to the multicast request within {}", units::show_secs(window)),
+            format!("no response to the multicast request within {}{hint}", units::show_secs(window)),
         ));
     }
     if !v.quiet && !args.json {
@@ -678,8 +695,12 @@ fn show_multicast(
             n => say!("{} response(s); {n} more did not verify (OSCORE) and are not shown", responses.len()),
         }
         // Servers spread their answers over their leisure (RFC 7252 §8.2: 5 s by default); a shorter window
-        // loses the late ones without a word from anyone.
-        if window < corral_tokio::TransmissionParams::default().default_leisure.as_secs_f64() {
+        // loses the late ones without a word from anyone. Answers that all came early in the window (servers
+        // with a short leisure) lost nothing: the note is for answers still arriving when it closed.
+        let last =
+            responses.iter().map(|r| r.arrived.saturating_duration_since(sent).as_secs_f64()).fold(0.0, f64::max);
+        let still_arriving = last >= window * LATE_IN_WINDOW;
+        if still_arriving && short {
             say!(
                 "note: answers were collected for {}; servers may wait up to their leisure (5 s by default) \
                  before answering a multicast request, so -B 5s (--mc-timeout 5 through a proxy) or more collects them all",
@@ -690,12 +711,17 @@ fn show_multicast(
     Ok(())
 }
 
+/// The share of a multicast window after which an answer is late: the note that a longer window collects
+/// more is shown only when the last answer came after it (answers still coming in the second half of the
+/// window; servers whose leisure ended well inside it lost nothing).
+const LATE_IN_WINDOW: f64 = 0.5;
+
 /// The answers a proxy relayed for a group request: each names its member in Reply-From and is shown as
 /// that member's (as a multicast request's answers are); an answer without one is the proxy's own (a
 /// refusal, or 5.04 when no member answered) and ends the command with its code.
 fn show_group(
     mut collected: corral_tokio::Collected,
-    secs: u32,
+    (sent, secs): (std::time::Instant, u32),
     args: &RequestArgs,
     v: Verbosity,
     sink: &mut output::Sink,
@@ -727,7 +753,7 @@ fn show_group(
             format!("no member of the group answered through the proxy within {secs} s (--mc-timeout)"),
         ));
     }
-    show_multicast(&collected, f64::from(secs), args, v, sink)
+    show_multicast(&collected, (sent, f64::from(secs)), args, v, sink)
 }
 
 pub fn discover(args: DiscoverArgs, v: Verbosity) -> Result<(), Failure> {

@@ -53,8 +53,9 @@ pub struct DeviceArgs {
     #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = crate::policy_args::parse_prefix)]
     pub manager: Vec<corral_group::Prefix>,
     /// Register every device with this Resource Directory (RFC 9176), e.g. coap://127.0.0.1:5690, as
-    /// `dev-ADDR-PORT` with its resources; each refreshes before --rd-lifetime ends and removes its
-    /// registration when the devices stop.
+    /// `dev-ADDR-PORT-RANDOM` with its resources (48 random bits, new at each start, so that nobody can
+    /// take the name first); each refreshes before --rd-lifetime ends and removes its registration when
+    /// the devices stop.
     #[arg(long, value_name = "URI")]
     pub rd: Option<String>,
     /// Lifetime of the registrations (--rd), 10 s to a day, e.g. 600, 10m, 1h; each is refreshed at 90 %
@@ -141,7 +142,7 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
             "managers": managers,
         });
         out!("{j}");
-    } else {
+    } else if !v.quiet {
         out!(
             "corral device: {} device(s) on {} (seed {}, {} /mc slot(s) each)",
             addrs.len(),
@@ -153,11 +154,9 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
         if let Some(uri) = &args.rd {
             out!("  registering with the resource directory {uri} (lifetime {} s)", args.rd_lifetime);
         }
-        if !v.quiet {
-            let b = corral_tokio::uri::base_uri(addrs[0]);
-            out!("resources: /s/t /s/h /s/l (observable), /a/shutter /a/light, /mc, /.well-known/core (Ctrl-C stops)");
-            out!("try:\n  corral discover {b}\n  corral get {b}/s/t\n  corral put {b}/a/light -e on");
-        }
+        let b = corral_tokio::uri::base_uri(addrs[0]);
+        out!("resources: /s/t /s/h /s/l (observable), /a/shutter /a/light, /mc, /.well-known/core (Ctrl-C stops)");
+        out!("try:\n  corral discover {b}\n  corral get {b}/s/t\n  corral put {b}/a/light -e on");
     }
     rt.block_on(crate::wait_for_signal());
     tracing::info!("stopping the devices");

@@ -56,13 +56,18 @@ Profile fields: --ect unicast|multicast (at creation only), --emt con|non, --enr
 wait for; 1 = anycast), --delay DURATION|auto (between member requests), --timeout DURATION (then \
 answer with what arrived), --repair none|unicast (multicast entities: ask the members that stayed \
 silent during the multicast window again by unicast CON). Durations take a unit (50ms, 3s); a bare \
-number other than 0 is refused, since these two read it as milliseconds before. The gateway is \
+number is seconds, as everywhere (the gateway keeps milliseconds). The gateway is \
 coap://127.0.0.1 unless --gateway says otherwise; -B (--wait) is how long this command waits for \
 it.
 
+A use answers as soon as enr members answered; when fewer did by the entity's timeout, it answers \
+with the value over those that did, and names each member that stayed silent or failed on stderr \
+(`note: no value from MEMBER: why`; the text answer's `silent:`/`failed:` lines, the JSON answer's \
+\"silent\"); with no answer at all, 5.04.
+
 Exit status: 0 for 2.xx; 4 for 4.xx (e.g. a member failed validation); 5 for 5.xx (e.g. 5.04 when \
-fewer than enr members answered); 3 timeout or port unreachable; 2 usage; 1 other. -v prints the \
-per-member report of a failure on stderr.";
+no member answered); 3 timeout or port unreachable; 2 usage; 1 other. A failed use names each member \
+and why on stderr; -v prints the per-member report of other failures.";
 
 #[derive(Args, Debug)]
 pub struct EntityArgs {
@@ -123,13 +128,13 @@ pub struct Overrides {
     /// Replies to wait for before answering (1 … members; 1 = anycast).
     #[arg(long, value_name = "N")]
     pub enr: Option<u64>,
-    /// Pause between unicast member requests, e.g. 50ms or 1s, or `auto` (seed 000 Eq. 2). A bare number
-    /// other than 0 is refused: it meant milliseconds here before.
+    /// Pause between unicast member requests, e.g. 50ms or 1s (a bare number is seconds), or `auto` (seed
+    /// 000 Eq. 2).
     #[arg(long, value_name = "DURATION|auto")]
     pub delay: Option<String>,
-    /// Longest wait for members, e.g. 3s or 500ms; the answer then carries what arrived. A bare number
-    /// other than 0 is refused: it meant milliseconds here before.
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::millis(crate::units::Range::up_to(crate::units::DAY).was_millis()))]
+    /// Longest wait for members, e.g. 3s, 3 or 500ms (a bare number is seconds); the answer then carries
+    /// what arrived.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::millis(crate::units::Range::up_to(crate::units::DAY)))]
     pub timeout: Option<u64>,
     /// Multicast entities: ask the members that stayed silent during the window again by unicast CON.
     #[arg(long, value_name = "none|unicast", value_parser = ["none", "unicast"])]
@@ -216,7 +221,7 @@ fn delay_text(d: &str) -> Result<String, Failure> {
     if d == "auto" {
         return Ok(d.to_string());
     }
-    crate::units::millis(crate::units::Range::up_to(crate::units::DAY).was_millis())(d)
+    crate::units::millis(crate::units::Range::up_to(crate::units::DAY))(d)
         .map(|ms| ms.to_string())
         .map_err(|e| Failure::usage(format!("--delay {e}, or `auto`")))
 }
@@ -258,7 +263,11 @@ pub struct UseArgs {
 pub struct ActuateArgs {
     pub name: String,
     /// The value every member gets, as text (e.g. on, off, close, 40).
-    pub value: String,
+    #[arg(required_unless_present = "payload")]
+    pub value: Option<String>,
+    /// The value, as the client verbs take it (`-e on`: `corral put`'s and coap-client's habit).
+    #[arg(short = 'e', long = "payload", value_name = "VALUE", conflicts_with = "value")]
+    pub payload: Option<String>,
     /// POST instead of PUT.
     #[arg(long)]
     pub post: bool,
@@ -276,6 +285,10 @@ pub struct UpdateArgs {
     /// Accept added members that do not answer now (unicast entities; see `create --allow-offline`).
     #[arg(long)]
     pub allow_offline: bool,
+    /// Not a change an entity takes: `ect` is chosen at creation (the gateway answers 4.09). Accepted here
+    /// only to say what to do instead of clap's "did you mean --emt".
+    #[arg(long, hide = true, value_name = "unicast|multicast")]
+    pub ect: Option<String>,
     #[command(flatten)]
     pub fields: ProfileFields,
 }
@@ -347,12 +360,23 @@ impl Gateway {
         format!("{}{path}", self.base)
     }
 
-    /// `timeout=MS` for a use or an actuation, when this command would stop waiting before the gateway's
-    /// own bound (CoAP's MAX_TRANSMIT_WAIT, 93 s, for a silent member): the gateway then answers with what
-    /// arrived a little before the command gives up, instead of after it, unseen (issue 27).
-    fn patience(&self) -> Option<String> {
+    /// `timeout=MS` for a use or an actuation of entity `name`, when this command would stop waiting
+    /// before the gateway's own bound (the entity's `timeout`, or CoAP's MAX_TRANSMIT_WAIT, 93 s, for a
+    /// silent member): the gateway then answers with what arrived a little before the command gives up,
+    /// instead of after it, unseen (issue 27). An entity whose own timeout comes sooner keeps it: the query
+    /// would override it, and the answer would wait for this command's patience instead (issue 46).
+    async fn patience(&self, name: &str) -> Result<Option<String>, Failure> {
         let ms = (self.wait * 1000.0 - 1500.0).max(1000.0) as u64;
-        (ms < 93_000).then(|| format!("timeout={ms}"))
+        if ms >= 93_000 {
+            return Ok(None);
+        }
+        let r = self.profile(name).await?;
+        let own = match r.code {
+            Code::CONTENT => profile_of(name, &parse_json(&r)?)?.timeout,
+            // No such entity, or not allowed: the use itself says so.
+            _ => None,
+        };
+        Ok(own.is_none_or(|t| t > ms).then(|| format!("timeout={ms}")))
     }
 
     /// Sends a request; on a terminal, one still running after two seconds (a multicast entity's window,
@@ -367,12 +391,18 @@ impl Gateway {
     /// A response that must be a success; an error response becomes the failure (and, with `-v`, its
     /// per-member lines go to stderr first).
     fn check(r: Response, v: Verbosity) -> Result<Response, Failure> {
+        Gateway::check_showing(r, v.verbose > 0)
+    }
+
+    /// [`Gateway::check`], with the per-member lines of an error shown when `lines` says so: once each,
+    /// before the one error line.
+    fn check_showing(r: Response, lines: bool) -> Result<Response, Failure> {
         if r.code.is_error() {
             let text = r.payload_text();
-            let mut lines = text.lines();
-            let first = lines.next().unwrap_or("");
-            if v.verbose > 0 {
-                for l in lines {
+            let mut rest = text.lines();
+            let first = rest.next().unwrap_or("");
+            if lines {
+                for l in rest {
                     say!("  {l}");
                 }
             }
@@ -404,10 +434,10 @@ pub fn run(args: EntityArgs, v: Verbosity) -> Result<(), Failure> {
         let gw = Gateway::connect(&args, v).await?;
         match &args.verb {
             Verb::Create(a) => create(&gw, a, args.json, v).await,
-            Verb::List => list(&gw, args.json).await,
+            Verb::List => list(&gw, args.json, v).await,
             Verb::Show { name } => show(&gw, name, args.json, v).await,
             Verb::Use(a) => use_entity(&gw, a, args.json, v).await,
-            Verb::Actuate(a) => actuate(&gw, a, args.json).await,
+            Verb::Actuate(a) => actuate(&gw, a, args.json, v).await,
             Verb::Update(a) => update(&gw, a, args.json, v).await,
             Verb::Delete { name } => delete(&gw, name, args.json, v).await,
             Verb::Bench(a) => bench(&gw, a, args.json, v).await,
@@ -442,6 +472,9 @@ async fn create(gw: &Gateway, a: &CreateArgs, as_json: bool, v: Verbosity) -> Re
     if as_json {
         print_json(&report);
         return Ok(());
+    }
+    if v.quiet {
+        return Ok(()); // created: the exit status says it
     }
     out!("created {}: {}", a.name, summary(&report["profile"]));
     print_members(&report);
@@ -502,7 +535,7 @@ fn print_members(report: &Json) {
     }
 }
 
-async fn list(gw: &Gateway, as_json: bool) -> Result<(), Failure> {
+async fn list(gw: &Gateway, as_json: bool, v: Verbosity) -> Result<(), Failure> {
     let r = gw.send(gw.client.get(&gw.uri("/em")).accept(ContentFormat::LINK_FORMAT)).await?;
     let r = Gateway::check(r, Verbosity { verbose: 0, quiet: false })?;
     let text = r.payload_text().into_owned();
@@ -523,7 +556,9 @@ async fn list(gw: &Gateway, as_json: bool) -> Result<(), Failure> {
         return Ok(());
     }
     if rows.is_empty() {
-        say!("no entities (create one with `corral entity create NAME MEMBER…`)");
+        if !v.quiet {
+            say!("no entities (create one with `corral entity create NAME MEMBER…`)");
+        }
         return Ok(());
     }
     let width = rows.iter().map(|(n, _, _)| n.len()).max().unwrap_or(4).max(4);
@@ -580,6 +615,8 @@ async fn show(gw: &Gateway, name: &str, as_json: bool, v: Verbosity) -> Result<(
     }
     for m in &profile.er {
         match p["unreachable"][m.as_str()].as_str() {
+            // `unreachable (ICMP)` says it already: not `unreachable: unreachable (ICMP)`.
+            Some(why) if why.starts_with("unreachable") => out!("    {m}  ({why})"),
             Some(why) => out!("    {m}  (unreachable: {why})"),
             None => out!("    {m}"),
         }
@@ -597,7 +634,7 @@ async fn use_entity(gw: &Gateway, a: &UseArgs, as_json: bool, v: Verbosity) -> R
         query.push(format!("{k}={v}"));
     }
     if a.overrides.timeout.is_none() {
-        query.extend(gw.patience());
+        query.extend(gw.patience(&a.name).await?);
     }
     let mut uri = gw.uri(&format!("/em/{}", a.name));
     if !query.is_empty() {
@@ -610,39 +647,87 @@ async fn use_entity(gw: &Gateway, a: &UseArgs, as_json: bool, v: Verbosity) -> R
         req = req.accept(cf);
     }
     let r = gw.send(req).await?;
-    if r.code.is_error() {
-        // 5.04/5.02 carry what did arrive: show it before the error line.
-        if r.code.is_server_error() && !r.payload.is_empty() && v.verbose > 0 {
-            say!("{}", r.payload_text().trim_end());
+    // 5.04/5.02 name each member without a value (and carry what did arrive): shown without -v, since
+    // they say what to look at.
+    let r = Gateway::check_showing(r, !v.quiet)?;
+    // The members that gave no value: lines after the text answer's values (which stay on stdout, so that
+    // `$(corral entity use room1)` is the number), or the JSON/CBOR document's `silent`.
+    let text = accept.is_none_or(|c| c == ContentFormat::TEXT_PLAIN);
+    let (payload, gaps) = if text { split_gaps(&r.payload) } else { (&r.payload[..], silent_of(&r, accept)) };
+    if !v.quiet {
+        for (member, why) in &gaps {
+            say!("note: no value from {member}: {why}");
         }
-        return Err(Gateway::check(r, v).err().unwrap_or_else(|| Failure::other("error response")));
     }
     let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(&r.payload);
+    let _ = stdout.write_all(payload);
     let binary = accept.is_some_and(|c| matches!(c.0, 42 | 60 | 112));
-    if !r.payload.ends_with(b"\n") && (stdout.is_terminal() || !binary) {
+    if !payload.ends_with(b"\n") && (stdout.is_terminal() || !binary) {
         let _ = stdout.write_all(b"\n");
     }
     let _ = stdout.flush();
     Ok(())
 }
 
-async fn actuate(gw: &Gateway, a: &ActuateArgs, as_json: bool) -> Result<(), Failure> {
+/// A text answer's values, and the members it names after them (corral-group's `UseResult::to_text`:
+/// `silent: <member> (<why>)`, `failed: <member> (<why>)`), as (member, why).
+fn split_gaps(payload: &[u8]) -> (&[u8], Vec<(String, String)>) {
+    let Ok(text) = std::str::from_utf8(payload) else { return (payload, Vec::new()) };
+    let gap = |line: &str| {
+        let rest = line.strip_prefix("silent: ").or_else(|| line.strip_prefix("failed: "))?;
+        let (member, why) = rest.split_once(" (")?;
+        Some((member.to_string(), why.strip_suffix(')')?.to_string()))
+    };
+    // The lines that name members come last: take them from the end.
+    let (mut values, mut gaps) = (text.trim_end_matches('\n'), Vec::new());
+    while let Some((head, last)) = Some(values.rsplit_once('\n').unwrap_or(("", values))).filter(|(_, l)| !l.is_empty())
+    {
+        let Some(g) = gap(last) else { break };
+        gaps.push(g);
+        values = head;
+    }
+    gaps.reverse();
+    if gaps.is_empty() {
+        return (payload, gaps);
+    }
+    (values.as_bytes(), gaps)
+}
+
+/// The silent members a JSON answer names (`silent`, with the reason from `errors`). CBOR and SenML go
+/// to stdout as they came, for programs.
+fn silent_of(r: &Response, accept: Option<ContentFormat>) -> Vec<(String, String)> {
+    let doc = match accept {
+        Some(ContentFormat::JSON) => serde_json::from_slice::<Json>(&r.payload).unwrap_or(Json::Null),
+        _ => return Vec::new(),
+    };
+    let why = |m: &str| {
+        let errors = doc["errors"].as_array().into_iter().flatten();
+        errors.filter(|e| e["m"] == m).find_map(|e| e["error"].as_str()).unwrap_or("no answer").to_string()
+    };
+    let silent = doc["silent"].as_array().into_iter().flatten().filter_map(Json::as_str);
+    silent.map(|m| (m.to_string(), why(m))).collect()
+}
+
+async fn actuate(gw: &Gateway, a: &ActuateArgs, as_json: bool, v: Verbosity) -> Result<(), Failure> {
     check_name(&a.name)?;
     let mut uri = gw.uri(&format!("/em/{}", a.name));
-    if let Some(q) = gw.patience() {
+    if let Some(q) = gw.patience(&a.name).await? {
         uri = format!("{uri}?{q}");
     }
     let req = if a.post { gw.client.post(&uri) } else { gw.client.put(&uri) };
-    let req = req.content_format(ContentFormat::TEXT_PLAIN).accept(ContentFormat::JSON).payload(a.value.clone());
+    let req = req
+        .content_format(ContentFormat::TEXT_PLAIN)
+        .accept(ContentFormat::JSON)
+        .payload(a.value.clone().or_else(|| a.payload.clone()).unwrap_or_default());
     let r = gw.send(req).await?;
     let report = serde_json::from_slice::<Json>(&r.payload).ok();
     if as_json {
         if let Some(j) = &report {
             print_json(j);
         }
-    } else if let Some(j) = &report {
-        if let Some(m) = j["message"].as_str() {
+    } else if let Some(j) = report.as_ref().filter(|_| !v.quiet || r.code.is_error()) {
+        // -q: the per-member results of a failure only (which members did not act).
+        if let Some(m) = j["message"].as_str().filter(|_| !v.quiet) {
             out!("{m}");
         }
         print_members(j);
@@ -659,6 +744,13 @@ async fn actuate(gw: &Gateway, a: &ActuateArgs, as_json: bool) -> Result<(), Fai
 
 async fn update(gw: &Gateway, a: &UpdateArgs, as_json: bool, v: Verbosity) -> Result<(), Failure> {
     check_name(&a.name)?;
+    if let Some(ect) = &a.ect {
+        return Err(Failure::usage(format!(
+            "--ect is chosen when an entity is created and cannot change (seed 000): delete {0} and create it \
+             again with --ect {ect} (`corral entity show {0}` lists its members)",
+            a.name
+        )));
+    }
     let mut patch = a.fields.patch()?;
     if !a.add.is_empty() || !a.remove.is_empty() {
         let mut er = profile_of(&a.name, &parse_json(&Gateway::check(gw.profile(&a.name).await?, v)?)?)?.er;
@@ -695,6 +787,9 @@ async fn update(gw: &Gateway, a: &UpdateArgs, as_json: bool, v: Verbosity) -> Re
         print_json(&report);
         return Ok(());
     }
+    if v.quiet {
+        return Ok(());
+    }
     out!("updated {}: {}", a.name, summary(&report["profile"]));
     print_members(&report);
     Ok(())
@@ -707,6 +802,9 @@ async fn delete(gw: &Gateway, name: &str, as_json: bool, v: Verbosity) -> Result
     let report = serde_json::from_slice::<Json>(&r.payload).unwrap_or_else(|_| json!({ "entity": name }));
     if as_json {
         print_json(&report);
+        return Ok(());
+    }
+    if v.quiet {
         return Ok(());
     }
     out!("deleted {name}");
@@ -804,7 +902,11 @@ async fn bench(gw: &Gateway, a: &BenchArgs, as_json: bool, v: Verbosity) -> Resu
     out!("{} member(s), {} repetitions each (after {} warm-up), eo={}", n, a.repeat, a.warmup, a.eo);
     out!("  via the EM   GET {em_uri}: median {em_med:.3} ms, p99 {em_p99:.3} ms");
     out!("  direct       {n} concurrent GETs, NSTART=1 per member: median {d_med:.3} ms, p99 {d_p99:.3} ms");
-    out!("  EM overhead  {:.3} ms per request, {per_member_us:.1} µs per member (medians)", em_med - d_med);
+    out!(
+        "  EM overhead  {} ms per request, {} µs per member (medians)",
+        crate::output::fixed(em_med - d_med, 3),
+        crate::output::fixed(per_member_us, 1)
+    );
     Ok(())
 }
 

@@ -18,6 +18,9 @@ pub enum ExitCode {
     /// coaps://: the DTLS handshake failed (unknown identity, keys that do not match, no shared suite, no
     /// answer to the handshake).
     Handshake = 8,
+    /// Ctrl-C or SIGTERM stopped the command after it kept what was done (a summary printed, an
+    /// observation deregistered): 128 + SIGINT, as a shell reports a command Ctrl-C ended.
+    Interrupted = 130,
 }
 
 /// Why a command failed: the exit code and the one-line message printed after `error: `.
@@ -40,6 +43,11 @@ impl Failure {
 
     pub fn other(message: impl Into<String>) -> Failure {
         Failure::new(ExitCode::Other, message)
+    }
+
+    /// Ctrl-C (or SIGTERM) ended the command; `message` says what was kept.
+    pub fn interrupted(message: impl Into<String>) -> Failure {
+        Failure::new(ExitCode::Interrupted, message)
     }
 
     /// An error response: `4.04 Not Found: <diagnostic payload>`. A diagnostic that already starts with
@@ -65,7 +73,7 @@ impl Failure {
             E::InvalidUri(u) => Failure::usage(u.to_string()),
             E::Timeout => Failure::new(ExitCode::Timeout, format!("no response within {timeout} (timeout)")),
             E::Unreachable(a) => Failure::new(ExitCode::Timeout, format!("{a} is unreachable from this socket")),
-            E::Refused(_) => Failure::new(ExitCode::Timeout, e.to_string()),
+            E::Refused(_) | E::NoRoute(_) => Failure::new(ExitCode::Timeout, e.to_string()),
             E::Resolve { .. } => Failure::new(ExitCode::Timeout, e.to_string()),
             E::Reset => Failure::other("the server rejected the request (RST)"),
             E::Transfer(why) if why.starts_with("stalled") => Failure::new(

@@ -25,8 +25,9 @@ Examples:
   corral link run --delay 100ms --direction to-server -- …  # client side only
 
 Loss: --loss P% alone is independent per packet; with --burst N it is Gilbert–Elliott with mean \
-bursts of N packets (the lab's `gilbert` model). Values take units: 50ms, 1s (a bare number other \
-than 0 is refused: it meant milliseconds before); 1mbit, 250kbit; 5%, 0.05.
+bursts of N packets (the lab's `gilbert` model). Values take units: 50ms, 1s (a bare number is \
+seconds); 1mbit, 250kbit; 5%, 0.05. The run's standard output is the client's; the server's goes to \
+standard error.
 Needs root (network namespaces and TUN devices).";
 
 #[derive(Args, Debug)]
@@ -90,10 +91,9 @@ pub struct RunArgs {
     pub commands: Vec<String>,
 }
 
-/// `--delay`, `--jitter` and `--settle`: up to an hour; a bare number other than 0 is refused, since these
-/// flags read it as milliseconds before durations were read as seconds everywhere.
+/// `--delay`, `--jitter` and `--settle`: up to an hour (a bare number is seconds).
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    crate::units::Range::up_to(crate::units::HOUR).was_millis().parse(s)
+    crate::units::Range::up_to(crate::units::HOUR).parse(s)
 }
 
 fn parse_fraction(s: &str) -> Result<f64, String> {

@@ -70,9 +70,14 @@ Exit status:
   5  the server answered 5.xx (server error)
   6  a block-wise transfer failed (nothing partial is written)
   7  OSCORE: the response did not verify, or the server refused it
+  8  coaps://: the DTLS handshake failed
+  130  interrupted (Ctrl-C): what was done is printed first (bench and
+       stream send summaries; an observation is deregistered)
 
-Logging: -v info, -vv debug, -vvv trace, -q errors only; RUST_LOG \
-(e.g. RUST_LOG=corral_proto=debug) overrides both.";
+Logging: -v info, -vv debug, -vvv trace (coap-client's -v LEVEL works too: 6 info, 7 debug, 8 and \
+above trace), -q errors only; RUST_LOG (e.g. RUST_LOG=corral_proto=debug) overrides both. With -q a \
+command prints only what it exists to print (a payload, a value, a JSON object, a summary) and its \
+errors: servers print no banner (--json still prints their one line).";
 
 /// CoAP done properly: a client, a server with the ETSI plugtest resources, and a load generator.
 #[derive(Parser, Debug)]
@@ -81,7 +86,8 @@ struct Cli {
     /// More output: -v shows response code and options (client) and info logs; -vv debug; -vvv trace.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
-    /// Only errors.
+    /// Only errors, and what the command exists to print (a payload, a value, JSON); no banners, notes or
+    /// progress.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     quiet: bool,
     #[command(subcommand)]
@@ -187,8 +193,41 @@ fn init_logging(verbose: u8, quiet: bool) {
         .try_init();
 }
 
+/// coap-client's `-v LEVEL` (syslog levels: 6 info, 7 debug, 8 and above libcoap's packet dumps) as this
+/// command's `-v` count: `-v 7` and `-v7` become `-vv`; levels up to 5 (coap-client's default is 4)
+/// add nothing. Every other argument is left as it is.
+fn libcoap_verbosity(args: impl IntoIterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let level = |s: &str| s.parse::<u8>().ok().filter(|l| *l <= 9);
+    let as_count = |l: u8| -> Option<std::ffi::OsString> {
+        let n = match l {
+            0..=5 => return None,
+            6 => 1,
+            7 => 2,
+            _ => 3,
+        };
+        Some(format!("-{}", "v".repeat(n)).into())
+    };
+    let mut out = Vec::new();
+    let mut args = args.into_iter().peekable();
+    while let Some(a) = args.next() {
+        let s = a.to_string_lossy().into_owned();
+        if s == "-v" || s == "--verbose" {
+            if let Some(l) = args.peek().and_then(|n| level(&n.to_string_lossy())) {
+                args.next();
+                out.extend(as_count(l));
+                continue;
+            }
+        } else if let Some(l) = s.strip_prefix("-v").and_then(level) {
+            out.extend(as_count(l));
+            continue;
+        }
+        out.push(a);
+    }
+    out
+}
+
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(libcoap_verbosity(std::env::args_os()));
     // A server's log is its progress (entity changes, group joins): INFO unless -q.
     let serving = matches!(cli.command, Command::Gateway(_) | Command::Device(_) | Command::Proxy(_) | Command::Rd(_));
     init_logging(if serving { cli.verbose.max(1) } else { cli.verbose }, cli.quiet);
@@ -205,7 +244,7 @@ fn main() {
         Command::Discover(a) => client_cmd::discover(a, verbosity),
         Command::Serve(a) => serve::run(a, verbosity),
         Command::Proxy(a) => proxy_cmd::run(a, verbosity),
-        Command::Oscore(a) => oscore_cmd::run(a),
+        Command::Oscore(a) => oscore_cmd::run(a, cli.quiet),
         Command::Stream(a) => stream_cmd::run(a, verbosity),
         Command::Link(a) => link::run(a),
         Command::Bench(a) => bench::run(a, verbosity),
@@ -341,6 +380,21 @@ mod tests {
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
         assert!(checked > 80, "{checked} examples");
+    }
+
+    #[test]
+    fn coap_clients_verbosity_levels_are_counts() {
+        let args = |v: &[&str]| libcoap_verbosity(v.iter().map(std::ffi::OsString::from));
+        let s = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert_eq!(args(&["corral", "get", "-v", "7", "coap://h/x"]), s(&["corral", "get", "-vv", "coap://h/x"]));
+        assert_eq!(args(&["corral", "get", "-v6", "coap://h/x"]), s(&["corral", "get", "-v", "coap://h/x"]));
+        assert_eq!(args(&["corral", "get", "coap://h/x", "-v", "9"]), s(&["corral", "get", "coap://h/x", "-vvv"]));
+        assert_eq!(args(&["corral", "get", "coap://h/x", "-v", "4"]), s(&["corral", "get", "coap://h/x"]));
+        // A count, and -v before anything that is not a level, stay as they are.
+        assert_eq!(args(&["corral", "-vv", "get", "coap://h/x"]), s(&["corral", "-vv", "get", "coap://h/x"]));
+        assert_eq!(args(&["corral", "get", "-v", "coap://h/x"]), s(&["corral", "get", "-v", "coap://h/x"]));
+        assert_eq!(args(&["corral", "get", "-v", "12"]), s(&["corral", "get", "-v", "12"]));
+        assert!(Cli::try_parse_from(args(&["corral", "get", "-v", "7", "coap://h/x"])).is_ok());
     }
 
     #[test]

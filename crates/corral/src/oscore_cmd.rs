@@ -126,10 +126,11 @@ fn random(n: usize, what: &str) -> Result<Vec<u8>, Failure> {
     Ok(out)
 }
 
-pub fn run(args: OscoreArgs) -> Result<(), Failure> {
+/// `-q`: the files are written without a word (errors only).
+pub fn run(args: OscoreArgs, quiet: bool) -> Result<(), Failure> {
     let a = match args.command {
         OscoreCommand::New(a) => a,
-        OscoreCommand::Group(g) => return group(g),
+        OscoreCommand::Group(g) => return group(g, quiet),
     };
     let uri = corral_tokio::parse_uri(&a.server).map_err(|e| Failure::usage(format!("--server: {e}")))?;
     let (client_id, server_id) = (hex(&a.client_id, "client-id")?, hex(&a.server_id, "server-id")?);
@@ -158,14 +159,16 @@ pub fn run(args: OscoreArgs) -> Result<(), Failure> {
         &serde_json::json!({ pattern.clone(): { "oscore": { "basedir": client_dir } } }),
     )?;
     write_json(&dir.join("server.json"), &serde_json::json!({ ":client": { "oscore": { "basedir": server_dir } } }))?;
-    say!(
-        "wrote {0}/client.json (for {pattern}) and {0}/server.json; the contexts are in {0}/client/ and {0}/server/",
-        dir.display()
-    );
+    if !quiet {
+        say!(
+            "wrote {0}/client.json (for {pattern}) and {0}/server.json; the contexts are in {0}/client/ and {0}/server/",
+            dir.display()
+        );
+    }
     Ok(())
 }
 
-fn group(a: GroupArgs) -> Result<(), Failure> {
+fn group(a: GroupArgs, quiet: bool) -> Result<(), Failure> {
     let uris = a
         .server
         .iter()
@@ -224,6 +227,9 @@ fn group(a: GroupArgs) -> Result<(), Failure> {
         1 => "client1.json".to_string(),
         n => format!("client1.json … client{n}.json"),
     };
+    if quiet {
+        return Ok(());
+    }
     say!(
         "wrote the group {} in {}: {}.json and {clients} (contexts in the folders beside them)",
         group_id.iter().map(|b| format!("{b:02x}")).collect::<String>(),

@@ -157,6 +157,14 @@ pub fn rounded(v: f64, decimals: i32) -> Value {
     json!((v * f).round() / f + 0.0)
 }
 
+/// A measured number for people, with `decimals` places: `0.0`, never `-0.0` (a difference of two medians
+/// that rounds to nothing is no difference).
+pub fn fixed(v: f64, decimals: usize) -> String {
+    let f = 10f64.powi(i32::try_from(decimals).unwrap_or(0));
+    let r = (v * f).round() / f + 0.0;
+    format!("{r:.decimals$}")
+}
+
 /// The time in UTC as RFC 3339 with milliseconds: `2026-11-26T14:30:01.123Z`.
 pub fn timestamp(t: SystemTime) -> String {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
@@ -312,6 +320,10 @@ mod tests {
         assert_eq!(rounded(2007.5440000000003, 3).to_string(), "2007.544");
         assert_eq!(rounded(-0.0001, 3).to_string(), "0.0");
         assert_eq!(rounded(f64::NAN, 3), Value::Null);
+        assert_eq!(fixed(-0.0004, 3), "0.000");
+        assert_eq!(fixed(-0.04, 1), "0.0");
+        assert_eq!(fixed(-0.06, 1), "-0.1");
+        assert_eq!(fixed(21.372, 1), "21.4");
     }
 
     #[test]

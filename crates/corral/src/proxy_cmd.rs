@@ -136,6 +136,15 @@ pub struct ProxyArgs {
     /// Bytes the cache of members' answers holds at most.
     #[arg(long, value_name = "BYTES", default_value_t = ProxyConfig::default().group_cache_bytes)]
     pub group_cache_bytes: usize,
+    /// The longest a member's answer stays in that cache, whatever Max-Age it carried, e.g. 60, 5m.
+    #[arg(long, value_name = "DURATION", default_value = "60",
+          value_parser = crate::units::secs(crate::units::Range::up_to(crate::units::DAY)))]
+    pub group_cache_max_age: f64,
+    /// Where the groups' members are (repeatable or comma-separated prefixes): their answers are cached
+    /// from the first. An answer from elsewhere is relayed, and cached only once its address answered an
+    /// earlier request to the group (anyone on the link can answer a group request) [default: none].
+    #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = parse_prefix, requires = "allow_group")]
+    pub group_member: Vec<Prefix>,
     /// Requests outstanding to one next hop at once (NSTART, RFC 7252 §4.7). A proxy carries many
     /// clients' requests to one server: with 1 they queue behind each other.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
@@ -189,11 +198,6 @@ fn destinations(args: &ProxyArgs, file: Option<Destinations>) -> (Destinations, 
     (d, configured)
 }
 
-/// Whether every address of `inner` lies in `outer`.
-fn covers(outer: &Prefix, inner: &Prefix) -> bool {
-    outer.prefix_len() <= inner.prefix_len() && outer.contains(inner.addr())
-}
-
 fn load_fib(path: &std::path::Path) -> Result<Fib, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Failure::other(format!("cannot read the FIB {}: {e}", path.display())))?;
@@ -245,6 +249,8 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         max_group_answers: usize::from(args.group_answers),
         group_cache_entries: args.group_cache_entries,
         group_cache_bytes: args.group_cache_bytes,
+        group_cache_max_age: args.group_cache_max_age as u32,
+        group_members: args.group_member.clone(),
         dtls_peers,
         rd,
         max_rd_next_hops: args.rd_max_next_hops.max(1),
@@ -306,27 +312,24 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
                 "http": http.map(|a| a.to_string()),
             });
             let _ = writeln!(out, "{j}");
-        } else {
+        } else if !v.quiet {
             let _ = writeln!(out, "corral proxy: listening on {local}, {rules} FIB rule(s)");
             if let Some(t) = tcp_local {
                 let _ = writeln!(out, "corral proxy: CoAP over TCP on {t}");
             }
             let who: Vec<String> = clients.iter().map(|p| p.to_string()).collect();
             let _ = writeln!(out, "  clients allowed: {}", who.join(", "));
-            if !v.quiet {
-                let _ = writeln!(
-                    out,
-                    "try:\n  corral get coap://HOST/PATH -P {proxy_uri}\n  corral get {proxy_uri}/proxy     # counters (Ctrl-C stops)"
-                );
-            }
+            let _ = writeln!(
+                out,
+                "try:\n  corral get coap://HOST/PATH -P {proxy_uri}\n  corral get {proxy_uri}/proxy     # counters (Ctrl-C stops)"
+            );
         }
         let _ = out.flush();
         drop(out);
         if clients.iter().any(Prefix::is_everything) {
             tracing::warn!("the proxy admits every client: anybody who reaches it can make it fetch on their behalf");
         }
-        let remote = clients.iter().any(|c| !destinations.this_host.iter().any(|h| covers(h, c)));
-        if remote && !configured {
+        if destinations.admits_other_hosts(&clients) && !configured {
             let ports: Vec<String> = destinations.ports.iter().map(u16::to_string).collect();
             tracing::warn!(
                 "clients from other hosts may use the proxy and no destination policy is given: they may make it \

@@ -23,12 +23,15 @@ Interfaces (RFC 9176): POST /rd?ep=NAME[&d=SECTOR][&lt=SECONDS][&base=URI] with 
 links; an empty POST /.well-known/rd?ep=NAME registers what the sender's /.well-known/core lists \
 (simple registration). GET /rd-lookup/ep and /rd-lookup/res look endpoints and resources up, filtered \
 by any attribute (rt=temp*, ep=node1, d=floor2, …) and paged (page=N&count=M); both are observable. \
-A registration lives lt seconds (90000 unless given) after its last refresh.
+A registration lives lt seconds (90000 unless given, at most --max-lifetime) after its last refresh.
 
 A name belongs to the address that registered it until its registration ends (first come, first \
-remembered); a change from beyond loopback must carry the Echo value its source was just given (the \
-first attempt gets 4.01 with one, RFC 9175), so a spoofed datagram can neither take, hold nor rewrite a \
-name, nor make the directory fetch from a victim.
+remembered; held at most --max-lifetime unless refreshed); a change from beyond loopback must carry the \
+Echo value its source was just given (the first attempt gets 4.01 with one, RFC 9175), so a spoofed \
+datagram can neither take, hold nor rewrite a name, nor make the directory fetch from a victim. An \
+address holds at most --max-per-source registrations (16) and its network (/24 or /56) \
+--max-per-network (1024), so that a flood from a few hundred addresses leaves the directory to everyone \
+else.
 
 Identities (RFC 9176 §7): with --dtls --psk-file FILE (a JSON object {\"alice\": \"secretPSK\"}), coaps:// clients reach the directory on the same port; \
 a name registered over coaps:// is bound to the PSK identity that registered it, and only that identity \
@@ -44,6 +47,10 @@ Examples:
   corral device --rd coap://127.0.0.1:5690    # devices that register
   corral rd --dtls --psk-file psk.json --rd-policy identity";
 
+/// What --max-lifetime takes: a minute to the most `lt` can say (a u32 of seconds).
+const LIFETIMES: crate::units::Range =
+    crate::units::Range::between(std::time::Duration::from_secs(60), std::time::Duration::from_secs(u32::MAX as u64));
+
 #[derive(Args, Debug)]
 pub struct RdArgs {
     /// Address and port to listen on.
@@ -56,9 +63,22 @@ pub struct RdArgs {
     /// Registrations in all; a full directory answers 5.03.
     #[arg(long, value_name = "N", default_value_t = Limits::default().registrations)]
     pub max_registrations: usize,
-    /// Registrations per source address; more answer 4.29.
+    /// Registrations per source address; more answer 4.29. A commissioning tool that registers many
+    /// devices from one address needs more.
     #[arg(long, value_name = "N", default_value_t = Limits::default().per_source)]
     pub max_per_source: usize,
+    /// Registrations per source network (a /24 for IPv4, a /56 for IPv6); more answer 4.29.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().per_network)]
+    pub max_per_network: usize,
+    /// Bytes of memory all registrations may take (an address may take 1/256 of it, a network 1/8); a
+    /// full directory answers 5.03.
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().memory)]
+    pub max_memory: usize,
+    /// The longest lifetime (lt) a registration may ask for, e.g. 90000, 25h; a longer one is refused
+    /// 4.00 naming it [default: 90000 s, RFC 9176's default lifetime].
+    #[arg(long, value_name = "DURATION", default_value = "90000",
+          value_parser = crate::units::secs(LIFETIMES))]
+    pub max_lifetime: f64,
     /// Which registrations the directory accepts: `first-come` (anyone; a name is bound to the identity
     /// that registered it over coaps://, else to its address) or `identity` (coaps:// clients only).
     #[arg(long, value_enum, value_name = "POLICY", default_value_t)]
@@ -83,6 +103,9 @@ pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure>
     let limits = Limits {
         registrations: args.max_registrations.max(1),
         per_source: args.max_per_source.max(1),
+        per_network: args.max_per_network.max(1),
+        memory: args.max_memory,
+        max_lifetime: args.max_lifetime as u32,
         ..Limits::default()
     };
     let dtls = args.dtls.mux()?;
@@ -131,7 +154,7 @@ fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: us
         let j = serde_json::json!({ "udp": local.to_string(), "uri": base, "database": db.display().to_string(),
             "registrations": restored, "dtls": args.dtls.dtls, "policy": policy_name(args.rd_policy) });
         let _ = writeln!(out, "{j}");
-    } else {
+    } else if !v.quiet {
         let _ = writeln!(out, "corral rd: listening on {local}");
         let _ = writeln!(out, "  registrations in {} ({restored} restored)", db.display());
         if args.dtls.dtls {
@@ -140,12 +163,10 @@ fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: us
         if args.rd_policy == RdPolicy::Identity {
             let _ = writeln!(out, "  policy: identity (registrations over coaps:// only)");
         }
-        if !v.quiet {
-            let _ = writeln!(
-                out,
-                "try:\n  corral post '{base}/rd?ep=node1&lt=600' -t link -e '</temp>;rt=temperature'\n  corral get '{base}/rd-lookup/res?rt=temperature'"
-            );
-        }
+        let _ = writeln!(
+            out,
+            "try:\n  corral post '{base}/rd?ep=node1&lt=600' -t link -e '</temp>;rt=temperature'\n  corral get '{base}/rd-lookup/res?rt=temperature'"
+        );
     }
     let _ = out.flush();
 }

@@ -215,8 +215,11 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
             w.spawn().await?;
         }
         announce(&args, local, tcp_local, http, v);
-        crate::dtls_args::announce_as(secure.dtls, args.dtls.modes());
-        crate::tls_args::announce(secure.tls, client_certificates);
+        // -q: nothing but errors (--json: its one line, and these).
+        if !v.quiet || args.json {
+            crate::dtls_args::announce_as(secure.dtls, args.dtls.modes());
+            crate::tls_args::announce(secure.tls, client_certificates);
+        }
         crate::wait_for_signal().await;
         tracing::info!("shutting down");
         workers.stop().await;
@@ -322,7 +325,7 @@ fn start(
     Ok((local, tcp_local, secure, workers))
 }
 
-/// The start-up summary: JSON with --json, else the banner.
+/// The start-up summary: JSON with --json, else the banner; nothing with -q (errors only).
 fn announce(
     args: &ServeArgs,
     local: SocketAddr,
@@ -342,9 +345,9 @@ fn announce(
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{j}");
         let _ = out.flush();
-    } else {
+    } else if !v.quiet {
         let oscore = args.credentials.as_deref().map(|f| OscoreHint::new(f, args.require_oscore, local));
-        print_banner(local, tcp_local, (&args.join, oscore), v.quiet);
+        print_banner(local, tcp_local, (&args.join, oscore));
         if args.workers > 1 {
             println!("corral serve: {} workers on {local} (SO_REUSEPORT)", args.workers);
         }
@@ -384,12 +387,7 @@ impl OscoreHint {
     }
 }
 
-fn print_banner(
-    local: SocketAddr,
-    tcp: Option<SocketAddr>,
-    (groups, oscore): (&[IpAddr], Option<OscoreHint>),
-    quiet: bool,
-) {
+fn print_banner(local: SocketAddr, tcp: Option<SocketAddr>, (groups, oscore): (&[IpAddr], Option<OscoreHint>)) {
     let families = match local.ip() {
         IpAddr::V6(ip) if ip.is_unspecified() => " (IPv4 and IPv6)",
         _ => "",
@@ -427,10 +425,6 @@ fn print_banner(
                 writeln!(out, "  OSCORE: protected requests served (contexts from {}); plain CoAP too", o.server_file);
         }
         None => {}
-    }
-    if quiet {
-        let _ = out.flush();
-        return;
     }
     let _ = writeln!(
         out,

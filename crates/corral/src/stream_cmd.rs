@@ -2,7 +2,7 @@
 //! sockets, with its two baselines, and the paper's metrics at the end.
 
 use crate::exit::{ExitCode, Failure};
-use crate::output::rounded;
+use crate::output::{fixed, rounded};
 use clap::{Args, Subcommand};
 use corral_stream::{Metrics, Scheme, StreamConfig, StreamReceiver, StreamSender};
 use corral_tokio::corral_proto::Duration as CDuration;
@@ -56,10 +56,9 @@ pub struct SendArgs {
     /// Payload bytes per reading.
     #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub size: u32,
-    /// Time between readings, e.g. 500ms, 10ms, 2s (a bare number other than 0 is refused: it meant
-    /// milliseconds here before durations were read as seconds everywhere).
+    /// Time between readings, e.g. 500ms, 10ms, 2s (a bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = "500ms",
-          value_parser = crate::units::millis(crate::units::Range::between(std::time::Duration::from_millis(1), crate::units::HOUR).was_millis()))]
+          value_parser = crate::units::millis(crate::units::Range::between(std::time::Duration::from_millis(1), crate::units::HOUR)))]
     pub interval: u64,
     /// Readings kept until acknowledged (the sender's buffer).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -123,14 +122,12 @@ fn recv(a: RecvArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
                 "{}",
                 serde_json::json!({ "udp": local.to_string(), "tcp": tcp_local.map(|t| t.to_string()) })
             );
-        } else {
+        } else if !v.quiet {
             let _ = writeln!(out, "corral stream recv: listening on {local}");
             if let Some(t) = tcp_local {
                 let _ = writeln!(out, "corral stream recv: CoAP over TCP on {t}");
             }
-            if !v.quiet {
-                let _ = writeln!(out, "streams: GET /stream for the counters (Ctrl-C stops)");
-            }
+            let _ = writeln!(out, "streams: GET /stream for the counters (Ctrl-C stops)");
         }
         let _ = out.flush();
         drop(out);
@@ -184,27 +181,35 @@ fn send(a: SendArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
         server.mount("control", sender);
         let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the sender: {e}")))?;
         let mut last_print = std::time::Instant::now();
+        // Ctrl-C (or SIGTERM) ends the stream where it is: the summary covers the readings sent so far.
+        let interrupt = crate::wait_for_signal();
+        tokio::pin!(interrupt);
+        let mut interrupted = false;
         let m = loop {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = &mut interrupt => interrupted = true,
+            }
             let m = report.lock().map(|m| m.clone()).unwrap_or_default();
-            if m.done || m.failed.is_some() {
+            if m.done || m.failed.is_some() || interrupted {
                 break m;
             }
             if !v.quiet && last_print.elapsed() >= Duration::from_secs(1) {
                 last_print = std::time::Instant::now();
                 say!(
-                    "[{:5.1} s] {} generated, {} acknowledged, NRP {}, TBT {:.0} ms",
+                    "[{:5.1} s] {} generated, {} acknowledged, NRP {}, TBT {} ms",
                     started.elapsed().as_secs_f64(),
                     m.generated,
                     m.acknowledged,
                     m.nrp,
-                    m.tbt_ms
+                    fixed(m.tbt_ms, 0)
                 );
             }
         };
         handle.shutdown().await;
-        Ok::<Metrics, Failure>(m)
+        Ok::<(Metrics, bool), Failure>((m, interrupted))
     })?;
+    let (result, interrupted) = result;
     let (mean, max) = summary(&result);
     if a.json {
         out!(
@@ -214,20 +219,26 @@ fn send(a: SendArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
                 "generated": result.generated, "acknowledged": result.acknowledged,
                 "nrp": result.nrp, "tbt_ms": rounded(result.tbt_ms, 3), "ttd_ms": rounded(result.ttd_ms, 3),
                 "delay_ms": { "mean": rounded(mean, 3), "max": rounded(max, 3) },
-                "done": result.done, "failed": result.failed,
+                "done": result.done, "failed": result.failed, "interrupted": interrupted,
             })
         );
     } else {
         out!(
-            "{} of {} readings acknowledged: NRP {}, TBT {:.0} ms, TTD {:.0} ms, delay mean {:.1} ms, max {:.1} ms",
+            "{} of {} readings acknowledged: NRP {}, TBT {} ms, TTD {} ms, delay mean {} ms, max {} ms",
             result.acknowledged,
             a.count,
             result.nrp,
-            result.tbt_ms,
-            result.ttd_ms,
-            mean,
-            max
+            fixed(result.tbt_ms, 0),
+            fixed(result.ttd_ms, 0),
+            fixed(mean, 1),
+            fixed(max, 1)
         );
+    }
+    if interrupted {
+        return Err(Failure::interrupted(format!(
+            "interrupted after {} of {} readings: the summary covers those",
+            result.generated, a.count
+        )));
     }
     match result.failed {
         Some(why) => {

@@ -2,24 +2,21 @@
 //! `--timeout`, `--interval`, `--delay`, `--leisure`, …), and how durations are shown back.
 //!
 //! A duration is a number with a unit — `250ms`, `2s`, `1.5s`, `90us`, `2m`, `1h` — and a bare number is
-//! seconds. Flags that read a bare number as milliseconds before this rule refuse one (other than `0`)
-//! with the spelling to use instead, rather than silently reading it a thousand times longer.
+//! seconds, on every flag (as `--help` says; the flags that once read milliseconds refused a bare number
+//! for a while, and no longer do: `--timeout 3` is three seconds).
 //!
 //! Owns: the syntax and the range checks (with messages that state the range the flag accepts). Never
 //! reads a clock.
 
 use std::time::Duration;
 
-/// What a flag accepts: a range, and whether a bare number is refused because it used to mean
-/// milliseconds on this flag.
+/// What a flag accepts.
 #[derive(Debug, Clone, Copy)]
 pub struct Range {
     /// Zero allowed (`min` is then ignored for zero).
     pub zero: bool,
     pub min: Duration,
     pub max: Duration,
-    /// A bare number other than 0 is refused: this flag read it as milliseconds before.
-    pub was_millis: bool,
 }
 
 pub const DAY: Duration = Duration::from_secs(86_400);
@@ -28,22 +25,17 @@ pub const HOUR: Duration = Duration::from_secs(3_600);
 impl Range {
     /// Above zero, at most `max`.
     pub const fn positive(max: Duration) -> Range {
-        Range { zero: false, min: Duration::from_nanos(1), max, was_millis: false }
+        Range { zero: false, min: Duration::from_nanos(1), max }
     }
 
     /// Zero to `max`.
     pub const fn up_to(max: Duration) -> Range {
-        Range { zero: true, min: Duration::ZERO, max, was_millis: false }
+        Range { zero: true, min: Duration::ZERO, max }
     }
 
     /// From `min` to `max` (zero excluded unless `min` is zero).
     pub const fn between(min: Duration, max: Duration) -> Range {
-        Range { zero: min.is_zero(), min, max, was_millis: false }
-    }
-
-    /// The same range on a flag whose bare numbers were milliseconds.
-    pub const fn was_millis(self) -> Range {
-        Range { was_millis: true, ..self }
+        Range { zero: min.is_zero(), min, max }
     }
 
     fn describe(&self) -> String {
@@ -67,13 +59,6 @@ impl Range {
             _ => return Err(format!("`{s}` is not a duration: give a number and a unit, {example}")),
         };
         let scale = match unit.trim() {
-            "" if self.was_millis && value != 0.0 => {
-                return Err(format!(
-                    "`{s}` needs a unit: this flag used to read a bare number as milliseconds and every duration \
-                     now reads one as seconds, so write {s}ms (or {}s)",
-                    trim_float(value / 1e3)
-                ))
-            }
             "" | "s" | "sec" => 1.0,
             "ms" => 1e-3,
             "us" | "µs" => 1e-6,
@@ -175,13 +160,12 @@ mod tests {
     }
 
     #[test]
-    fn flags_that_read_milliseconds_refuse_bare_numbers() {
-        let r = Range::up_to(HOUR).was_millis();
-        let e = r.parse("100").unwrap_err();
-        assert!(e.contains("write 100ms (or 0.1s)"), "{e}");
-        assert_eq!(r.parse("0"), Ok(Duration::ZERO), "0 means the same in any unit");
+    fn a_bare_number_is_seconds_on_every_flag() {
+        // Issue 46: the flags that read milliseconds once refused a bare number; the help says seconds.
+        let r = Range::up_to(HOUR);
+        assert_eq!(r.parse("3"), Ok(ms(3000)));
+        assert_eq!(r.parse("0"), Ok(Duration::ZERO));
         assert_eq!(r.parse("100ms"), Ok(ms(100)));
-        assert_eq!(r.parse("1s"), Ok(ms(1000)));
     }
 
     #[test]

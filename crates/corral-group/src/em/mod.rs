@@ -101,7 +101,7 @@ pub use stats::{EmStats, Latency, MemberStats, LATENCY_BOUNDS_US};
 use watch::Watches;
 use writes::{Next, Wait, Writes};
 
-use crate::output::{self, MemberReport, Reading, UseResult};
+use crate::output::{self, Gap, MemberError, MemberReport, Reading, UseResult};
 use crate::policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Role};
 use crate::pool::AddressPool;
 use crate::profile::{Ect, Emt, Op, Profile, ProfilePatch, Repair, UseOverrides, MAX_VIA};
@@ -205,6 +205,14 @@ pub const MANAGEMENT_WAIT: Duration = Duration::from_secs(20);
 /// entity's profile sets more: a use holds its member requests against the quotas while it is paced, so a
 /// reader's `?delay=86400000` would hold them for days.
 pub const MAX_READER_DELAY_MS: u64 = 1000;
+
+/// The fewest members that must answer a use (2.xx) for it to answer 2.05 *(decision)*. A use answers as
+/// soon as `enr` members answered; when fewer did by the time it gives up (the entity's `timeout`, the
+/// multicast window, or every member answered or failed), it answers with the value over those that
+/// did, naming the members that stayed silent or failed — one silent member does not spoil the group
+/// (seed 000 §2.3: `enr` makes "the group tolerant to failures"). With none, there is no value to give:
+/// 5.04 (a member stayed silent) or 5.02 (every member answered with an error).
+pub const MIN_REPLIES: usize = 1;
 
 impl Default for EmConfig {
     fn default() -> Self {

@@ -138,8 +138,8 @@ impl EntityManager {
     ) {
         let res = match outcome {
             Outcome::Response { response, .. } => member_result(true, response),
-            Outcome::Failed(e) => Res::failed(e.to_string()),
-            Outcome::MulticastDone | Outcome::Pong { .. } => Res::failed("no response"),
+            Outcome::Failed(e) => Res::silent(e.to_string()),
+            Outcome::MulticastDone | Outcome::Pong { .. } => Res::silent("no response"),
         };
         let active = cx.endpoint().is_active(rid);
         if !active {

@@ -9,7 +9,7 @@ use corral_group::Op;
 use corral_proto::wire::{Code, ContentFormat, MessageType, OptionNumber};
 use corral_proto::{Duration, Request};
 use serde_json::json;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 fn temps(lab: &Lab, range: std::ops::Range<usize>) -> Vec<f64> {
     range.map(|i| lab.reported_temperature(i)).collect()
@@ -446,8 +446,12 @@ fn answers_piggybacked_when_fast_and_separately_when_slow() {
     assert!(replies[1].0 - t0 >= Duration::from_millis(2400));
 }
 
+/// Issue 46 item 9: one silent member does not spoil the entity. At the entity's timeout the use answers
+/// 2.05 with the value over the members that answered and names the silent one (JSON `silent`, the text
+/// answer's `silent:` line after the number); `enr` still says how many to wait for; only when no member
+/// answered is it 5.04.
 #[test]
-fn timeout_answers_with_what_arrived_and_504_when_fewer_than_enr() {
+fn a_silent_member_leaves_the_value_over_the_others_at_the_entity_timeout() {
     let mut lab = lab(5);
     let er = lab.uris(0..5, "s/t");
     assert_eq!(lab.create("room", json!({ "er": er })).code, Code::CREATED);
@@ -455,22 +459,47 @@ fn timeout_answers_with_what_arrived_and_504_when_fewer_than_enr() {
     lab.net.set_drop(move |r| r.to == dead);
     let t0 = lab.net.now;
     let r = lab.get("em/room", &["timeout=3000"], Some(ContentFormat::JSON));
-    assert_eq!(r.code, Code::GATEWAY_TIMEOUT);
+    assert_eq!(r.code, Code::CONTENT, "{}", r.payload_text());
     let doc = json(&r.payload);
     assert_eq!(doc["replies"], 4);
     assert_eq!(doc["values"].as_array().unwrap().len(), 4);
+    assert_eq!(doc["silent"], json!([er[4]]));
     assert_eq!(doc["errors"][0]["m"], er[4].as_str());
     assert!(doc["errors"][0]["error"].as_str().unwrap().contains("timeout"));
-    let (t, _) = lab.to_client().into_iter().rfind(|(_, m)| m.code == Code::GATEWAY_TIMEOUT).unwrap();
+    let (t, _) = lab.to_client().into_iter().rfind(|(_, m)| m.code == Code::CONTENT).unwrap();
     assert_eq!(t - t0, Duration::from_millis(3010), "answered when the entity timeout fired");
-    // Four replies suffice with enr=4.
+    // An arithmetic answer: the value over the four, the silent member named after it.
+    let r = lab.get("em/room", &["timeout=3000", "eo=avg"], None);
+    assert_eq!(r.code, Code::CONTENT, "{}", r.payload_text());
+    let text = r.payload_text().to_string();
+    let mut lines = text.lines();
+    assert_eq!(lines.next().unwrap().parse::<f64>().unwrap(), op(Op::Avg, &temps(&lab, 0..4)), "{text}");
+    assert_eq!(lines.next().unwrap(), format!("silent: {} (no reply before the entity timeout)", er[4]), "{text}");
+    assert_eq!(lines.next(), None, "{text}");
+    // Four replies suffice with enr=4: nobody is named.
     let r = lab.get("em/room", &["timeout=3000", "enr=4", "eo=avg"], None);
     assert_eq!(r.code, Code::CONTENT);
     assert_eq!(r.payload_text().parse::<f64>().unwrap(), op(Op::Avg, &temps(&lab, 0..4)));
     // Without a timeout, CoAP's own: the dead member's CON fails after its retransmissions.
     let r = lab.get("em/room", &["eo=avg"], Some(ContentFormat::JSON));
-    assert_eq!(r.code, Code::GATEWAY_TIMEOUT);
+    assert_eq!(r.code, Code::CONTENT, "{}", r.payload_text());
+    assert_eq!(json(&r.payload)["v"].as_f64().unwrap(), op(Op::Avg, &temps(&lab, 0..4)));
     assert_eq!(json(&r.payload)["errors"][0]["error"], "timed out");
+    assert_eq!(json(&r.payload)["silent"], json!([er[4]]));
+    // SenML carries the values only.
+    let r = lab.get("em/room", &["timeout=3000", "eo=avg"], Some(ContentFormat::SENML_JSON));
+    assert_eq!(r.code, Code::CONTENT);
+    assert_eq!(senml::decode_json(&r.payload).unwrap().len(), 1);
+    // No member answered: no value to give.
+    let all: Vec<SocketAddr> = (0..5).map(|i| dev_addr(i, false)).collect();
+    lab.net.set_drop(move |r| all.contains(&r.to));
+    let r = lab.get("em/room", &["timeout=2000", "eo=avg"], None);
+    assert_eq!(r.code, Code::GATEWAY_TIMEOUT, "{}", r.payload_text());
+    assert!(
+        r.payload_text().starts_with("5.04 Gateway Timeout: 0 of 5 members of room answered"),
+        "{}",
+        r.payload_text()
+    );
 }
 
 #[test]

@@ -10,17 +10,26 @@
 //! result with more endpoints than [`ProxyConfig::max_rd_next_hops`](super::ProxyConfig) is cut (WARN once
 //! per cut, and a note in the status).
 //!
+//! What an `rd:` rule trusts: whoever the directory lists. A directory that takes registrations from
+//! anyone (corral's default, first come) lets anyone become a next hop, so each endpoint must pass the
+//! destination policy as the target of the least trusted client the proxy admits
+//! ([`Destinations::check_learnt_hop`](crate::Destinations::check_learnt_hop)); one that does not is not
+//! followed (named in the rule's note). Within the policy, a registrant's answers are relayed and cached as
+//! any next hop's: to trust them, let only identities register (`corral rd --rd-policy identity`).
+//!
 //! Owns: the follow table, its observations and timers, and the notes. Must never: grow a rule past its
-//! bound, or send to an endpoint the destination rules forbid for every client (a broadcast address).
+//! bound, or send to an endpoint the destination policy forbids for a client the proxy admits.
 
 use super::ProxyService;
 use crate::fib::NextHop;
+use crate::target::Refusal;
 use corral_proto::wire::link_format;
 use corral_proto::wire::uri::{Host, Scheme, Uri};
 use corral_proto::wire::{Code, ContentFormat, OptionNumber, OBSERVE_REGISTER};
 use corral_proto::{Context, Duration, Instant, Outcome, Request, RequestId, SendParams};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::net::SocketAddr;
 
 /// The first retry after a failed lookup.
 pub const RETRY_FIRST: Duration = Duration::from_secs(1);
@@ -97,9 +106,14 @@ impl RdRules {
 }
 
 /// The next hops a lookup result names: the endpoint of each link's target (an absolute URI, RFC 9176
-/// §6), each once, in the directory's order, at most `limit`; and a note when some were left out or
-/// skipped (a scheme the proxy cannot send, a host that is not an address, a refused destination).
-pub fn hops_from_lookup(text: &str, limit: usize) -> Result<(Vec<NextHop>, Option<String>), String> {
+/// §6) that `allowed` lets through, each once, in the directory's order, at most `limit`; and a note when
+/// some were left out or skipped (a scheme the proxy cannot send, a host that is not an address, a
+/// destination `allowed` refuses).
+pub fn hops_from_lookup(
+    text: &str,
+    limit: usize,
+    allowed: impl Fn(SocketAddr) -> Result<(), Refusal>,
+) -> Result<(Vec<NextHop>, Option<String>), String> {
     let mut out: Vec<NextHop> = Vec::new();
     let mut skipped = Vec::new();
     let mut total = 0usize;
@@ -112,8 +126,9 @@ pub fn hops_from_lookup(text: &str, limit: usize) -> Result<(Vec<NextHop>, Optio
                 s => return Err(format!("{s}:// is not followed")),
             };
             let Host::Ip(ip) = uri.host else { return Err("not an IP address".into()) };
-            crate::target::check_destination(ip).map_err(|r| r.diagnostic)?;
-            Ok(NextHop::new(std::net::SocketAddr::new(ip, uri.port), tcp, false))
+            let addr = SocketAddr::new(ip, uri.port);
+            allowed(addr).map_err(|r| r.diagnostic)?;
+            Ok(NextHop::new(addr, tcp, false))
         });
         match hop {
             Ok(h) if out.iter().any(|o| o.addr == h.addr && o.tcp == h.tcp) => {}
@@ -194,9 +209,11 @@ impl ProxyService {
             f.rid = f.rid.filter(|r| *r != rid);
         }
         let limit = self.config.max_rd_next_hops.max(1);
+        let (destinations, clients) = (&self.config.destinations, &self.config.clients[..]);
+        let allowed = |hop: SocketAddr| destinations.check_learnt_hop(clients, hop);
         let result = outcome
             .content_text("the directory")
-            .and_then(|(text, max_age)| hops_from_lookup(text, limit).map(|r| (r, max_age)));
+            .and_then(|(text, max_age)| hops_from_lookup(text, limit, allowed).map(|r| (r, max_age)));
         match result {
             Ok(((hops, note), max_age)) => {
                 let f = &mut self.rd.follows[i];
@@ -248,19 +265,24 @@ impl ProxyService {
 #[cfg(test)]
 mod tests {
     use super::hops_from_lookup;
+    use crate::Destinations;
+
+    fn anywhere(_: std::net::SocketAddr) -> Result<(), crate::target::Refusal> {
+        Ok(())
+    }
 
     #[test]
     fn a_lookup_result_names_each_endpoint_once_in_the_directorys_order() {
         let text = "<coap://127.0.0.2:5683/s/t>;rt=temperature;anchor=\"coap://127.0.0.2:5683\",\
                     <coap://127.0.0.3:5700/s/t>;rt=temperature,<coap://127.0.0.2:5683/s/h>;rt=temperature,\
                     <coap+tcp://127.0.0.4/t>";
-        let (hops, note) = hops_from_lookup(text, 10).unwrap();
+        let (hops, note) = hops_from_lookup(text, 10, anywhere).unwrap();
         let uris: Vec<&str> = hops.iter().map(|h| h.uri.as_str()).collect();
         assert_eq!(uris, ["coap://127.0.0.2:5683", "coap://127.0.0.3:5700", "coap+tcp://127.0.0.4:5683"]);
         assert!(hops.iter().all(|h| !h.send_host), "devices are origins: a plain request");
         assert!(hops[2].tcp);
         assert_eq!(note, None);
-        assert_eq!(hops_from_lookup("", 10).unwrap().0, Vec::new(), "nobody registered: no next hop");
+        assert_eq!(hops_from_lookup("", 10, anywhere).unwrap().0, Vec::new(), "nobody registered: no next hop");
     }
 
     #[test]
@@ -268,11 +290,29 @@ mod tests {
         let mut text: Vec<String> = (1..=5).map(|i| format!("<coap://10.0.0.{i}/t>")).collect();
         text.push("<coaps://10.0.0.9/t>".into());
         text.push("<coap://name.example/t>".into());
-        let (hops, note) = hops_from_lookup(&text.join(","), 3).unwrap();
+        let (hops, note) = hops_from_lookup(&text.join(","), 3, anywhere).unwrap();
         assert_eq!(hops.len(), 3);
         let note = note.expect("a cut result says so");
         assert!(note.contains("lists 5 endpoints") && note.contains("first 3"), "{note}");
         assert!(note.contains("coaps://10.0.0.9/t") && note.contains("name.example"), "{note}");
-        assert!(hops_from_lookup("<coap://10.0.0.1/t", 3).is_err());
+        assert!(hops_from_lookup("<coap://10.0.0.1/t", 3, anywhere).is_err());
+    }
+
+    #[test]
+    fn a_registrant_cannot_make_a_next_hop_of_this_host_or_a_refused_port() {
+        let policy = Destinations {
+            ports: vec![5683],
+            this_host: vec!["127.0.0.0/8".parse().unwrap()],
+            ..Destinations::default()
+        };
+        let open: Vec<corral_proto::Prefix> = vec!["0.0.0.0/0".parse().unwrap()];
+        let text = "<coap://10.0.0.2/s/t>;rt=temperature,<coap://127.0.0.9:5683/s/t>;rt=temperature,\
+                    <coap://10.0.0.9:22/s/t>;rt=temperature";
+        let (hops, note) = hops_from_lookup(text, 10, |h| policy.check_learnt_hop(&open, h)).unwrap();
+        let uris: Vec<&str> = hops.iter().map(|h| h.uri.as_str()).collect();
+        assert_eq!(uris, ["coap://10.0.0.2:5683"]);
+        let note = note.expect("the refused endpoints are named");
+        assert!(note.contains("127.0.0.9:5683/s/t (127.0.0.9 is this proxy's own host"), "{note}");
+        assert!(note.contains("10.0.0.9:22/s/t (port 22"), "{note}");
     }
 }

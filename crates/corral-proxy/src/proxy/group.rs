@@ -44,6 +44,8 @@ pub(super) struct GroupExchange {
     answers: Vec<Response>,
     /// The members that answered (within the fan-out budget).
     heard: Vec<SocketAddr>,
+    /// The request carried OSCORE: answers protected too are kept whoever sent them (`group_cache`).
+    protected: bool,
 }
 
 /// The group exchanges, by the multicast request's id and by the request's cache key.
@@ -192,7 +194,9 @@ impl ProxyService {
         self.groups.by_key.insert(key.clone(), id);
         let ends = cx.now() + window;
         let (answers, heard) = (Vec::new(), Vec::new());
-        let ex = GroupExchange { key, store, uri, group, window, ends, waiters: vec![waiter], answers, heard };
+        let protected = req.request.options.contains(OptionNumber::OSCORE);
+        let waiters = vec![waiter];
+        let ex = GroupExchange { key, store, uri, group, window, ends, waiters, answers, heard, protected };
         self.groups.by_request.insert(id, ex);
     }
 
@@ -215,18 +219,12 @@ impl ProxyService {
                     ex.heard.push(from);
                 }
                 if let Some(store) = &ex.store {
-                    // §7: each answer goes into its member's entry as it comes; a 2.03 for an ETag the
-                    // proxy sent (§7.2.2) refreshes the entry, and the clients get the representation.
-                    let k = group_cache::member_key(store, from);
-                    let tag = answer.options.get(OptionNumber::ETAG);
-                    if answer.code == Code::VALID && tag.is_some() && self.group_cache.etag(&k) == tag {
-                        if let Some(r) = self.group_cache.refresh(&k, &answer, now) {
-                            self.stats.group_revalidated += 1;
-                            answer = r;
-                        }
-                    } else {
-                        self.group_cache.insert(k, &ex.uri, &answer, now);
-                    }
+                    // §7: each answer goes into its member's entry as it comes, if the cache trusts it.
+                    let trusted =
+                        group_cache::trusted(config, &self.known_members, (ex.group, from), ex.protected, &answer);
+                    let (cache, stats) = (&mut self.group_cache, &mut self.stats);
+                    let at = (config.group_cache_max_age, now);
+                    answer = group_cache::keep((cache, stats), (store, &ex.uri), (from, trusted), answer, at);
                 }
                 for w in ex.waiters.iter_mut().filter(|w| w.until > now) {
                     w.relay(cx, &answer);
@@ -236,6 +234,8 @@ impl ProxyService {
             Outcome::MulticastDone | Outcome::Failed(_) | Outcome::Pong { .. } => {
                 let Some(mut ex) = self.groups.by_request.remove(&id) else { return };
                 self.groups.by_key.remove(&ex.key);
+                // Known from now on: an answer to a later request is not its first (`group_cache`).
+                self.known_members.learn(ex.group, &ex.heard);
                 // Held cached answers not yet due (a window shorter than the flush margin) go now.
                 self.flush_group(cx, &mut ex, true);
                 let silent = Response::error(

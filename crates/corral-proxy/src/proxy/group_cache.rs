@@ -21,20 +21,130 @@
 //!   client gets the cached representation with the new Max-Age, not the 2.03 (the client did not send
 //!   that ETag; one it did send is honoured as for unicast answers).
 //!
+//! # What the cache trusts (issue 41 item 9)
+//! Anyone on the link hears a group request (its token is in clear) and may answer it with a unicast 2.05
+//! from an address of its own: the proxy cannot tell a member from a forger by the answer. Every answer is
+//! relayed to the clients waiting (the client of a group request hears whoever answers, as it would
+//! without the proxy), but one is **kept** only if it comes from
+//! - an address the operator names as the groups' members ([`ProxyConfig::group_members`]), or
+//! - an address heard answering an *earlier* request to the same group ([`KnownMembers`]: a forger who
+//!   answers once, or only while it is there, leaves nothing behind for later clients), or
+//! - Group OSCORE: the request was protected and so is the answer, which every client verifies end to end
+//!   (a forged one fails there, cached or not).
+//!
+//! What is kept stays at most [`ProxyConfig::group_cache_max_age`] (60 s unless the operator says
+//! otherwise), whatever Max-Age the answer carried: a member's answer stands in for a member that is silent
+//! now, not for one that left an hour ago. Not protected against: a forger that answers every request
+//! (it becomes known after its first), or one that spoofs a known member's address — only Group OSCORE
+//! tells members apart. The known members are bounded ([`MAX_KNOWN_GROUPS`] groups of
+//! [`MAX_KNOWN_MEMBERS`], the least recently heard first out).
+//!
 //! Not done: Group-ETag (§7.3; it needs the complete set of members, see above), and hits of group
 //! entries by unicast requests to a member or the other way round (§7 allows both; the two caches are
 //! separate). An unsafe request to the group forgets its entries (RFC 7252 §5.6.2).
 
 use super::group_waiter::GroupWaiter;
-use crate::cache::{Cache, Lookup};
+use super::ProxyConfig;
+use crate::cache::{Cache, Lookup, DEFAULT_MAX_AGE};
 use crate::key::Key;
 use crate::stats::Stats;
-use corral_proto::wire::{decode_reply_from, OptionNumber};
-use corral_proto::{Context, Duration, Response};
+use corral_proto::wire::{decode_reply_from, Code, OptionNumber};
+use corral_proto::{Context, Duration, Instant, Response};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
 /// ETags of cached answers one multicast request carries at most (§7.2.2).
 pub const MAX_ETAGS: usize = 8;
+/// Groups whose members the proxy remembers at most.
+pub const MAX_KNOWN_GROUPS: usize = 64;
+/// Members remembered per group at most.
+pub const MAX_KNOWN_MEMBERS: usize = 256;
+
+/// The addresses heard answering each group in requests that have ended, least recently heard first.
+#[derive(Debug, Default)]
+pub(super) struct KnownMembers {
+    groups: HashMap<SocketAddr, (u64, VecDeque<SocketAddr>)>,
+    tick: u64,
+}
+
+impl KnownMembers {
+    pub(super) fn contains(&self, group: SocketAddr, member: SocketAddr) -> bool {
+        self.groups.get(&group).is_some_and(|(_, m)| m.contains(&member))
+    }
+
+    /// A request to `group` has ended: the members `heard` answering it are known from now on.
+    pub(super) fn learn(&mut self, group: SocketAddr, heard: &[SocketAddr]) {
+        if heard.is_empty() {
+            return;
+        }
+        if !self.groups.contains_key(&group) && self.groups.len() >= MAX_KNOWN_GROUPS {
+            let stalest = self.groups.iter().min_by_key(|(_, (used, _))| *used).map(|(g, _)| *g);
+            if let Some(g) = stalest {
+                self.groups.remove(&g);
+            }
+        }
+        self.tick += 1;
+        let (used, members) = self.groups.entry(group).or_default();
+        *used = self.tick;
+        for m in heard {
+            members.retain(|k| k != m);
+            if members.len() >= MAX_KNOWN_MEMBERS {
+                members.pop_front();
+            }
+            members.push_back(*m);
+        }
+    }
+}
+
+/// Whether the answer of `member` to a request to `group` may be kept (the module docs: "What the cache
+/// trusts"); `protected`: the request carried OSCORE.
+pub(super) fn trusted(
+    config: &ProxyConfig,
+    known: &KnownMembers,
+    (group, member): (SocketAddr, SocketAddr),
+    protected: bool,
+    answer: &Response,
+) -> bool {
+    config.group_members.iter().any(|p| p.contains(member.ip()))
+        || known.contains(group, member)
+        || (protected && answer.options.contains(OptionNumber::OSCORE))
+}
+
+/// `answer` (with Reply-From) as the cache keeps it: its Max-Age at most `cap`.
+fn capped(answer: &Response, cap: u32) -> Response {
+    let mut r = answer.clone();
+    let age = answer.options.max_age().unwrap_or(DEFAULT_MAX_AGE).min(cap);
+    r.options.set_uint(OptionNumber::MAX_AGE, u64::from(age));
+    r
+}
+
+/// A member's answer into its entry under `store` (if `trusted`), as §7 says: a 2.03 for an ETag the
+/// proxy sent (§7.2.2) refreshes the entry and the clients get the representation, anything else replaces
+/// it. Returns what the clients get.
+pub(super) fn keep(
+    (cache, stats): (&mut Cache, &mut Stats),
+    (store, uri): (&Key, &str),
+    (from, trusted): (SocketAddr, bool),
+    answer: Response,
+    (cap, now): (u32, Instant),
+) -> Response {
+    if !trusted {
+        stats.group_answers_untrusted += 1;
+        tracing::debug!(%from, "a group answer from an address not known as a member: relayed, not cached");
+        return answer;
+    }
+    let k = member_key(store, from);
+    let tag = answer.options.get(OptionNumber::ETAG);
+    if answer.code == Code::VALID && tag.is_some() && cache.etag(&k) == tag {
+        if let Some(r) = cache.refresh(&k, &capped(&answer, cap), now) {
+            stats.group_revalidated += 1;
+            return r;
+        }
+    } else {
+        cache.insert(k, uri, &capped(&answer, cap), now);
+    }
+    answer
+}
 
 /// The longest a held cached answer waits before the end of a client's window.
 const FLUSH_AHEAD: Duration = Duration::from_millis(500);
@@ -121,5 +231,56 @@ impl Entries<'_> {
                 w.relay(cx, &r);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_proto::wire::ContentFormat;
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    /// Each of the three reasons to keep an answer, and an answer with none of them.
+    #[test]
+    fn an_answer_is_trusted_from_a_named_network_a_member_heard_before_or_under_group_oscore_only() {
+        let group = sa("239.255.7.7:5683");
+        let config = ProxyConfig { group_members: vec!["10.1.0.0/16".parse().unwrap()], ..ProxyConfig::default() };
+        let mut known = KnownMembers::default();
+        known.learn(group, &[sa("10.9.0.2:5683")]);
+        let plain = Response::content(ContentFormat::TEXT_PLAIN, "20.5");
+        let mut protected = plain.clone();
+        protected.options.set(OptionNumber::OSCORE, &[0x09, 0x01]);
+        let trust = |member: &str, request_protected: bool, answer: &Response| {
+            trusted(&config, &known, (group, sa(member)), request_protected, answer)
+        };
+        assert!(trust("10.1.3.4:5683", false, &plain), "a network the operator names");
+        assert!(trust("10.9.0.2:5683", false, &plain), "heard answering an earlier request to the group");
+        assert!(trust("192.0.2.66:5683", true, &protected), "Group OSCORE both ways");
+        assert!(!trust("192.0.2.66:5683", false, &plain), "a stranger in the clear");
+        assert!(!trust("192.0.2.66:5683", true, &plain), "a plain answer to a protected request");
+        assert!(!trust("192.0.2.66:5683", false, &protected), "an OSCORE option on an answer to a plain request");
+        let other = sa("239.255.7.8:5683");
+        assert!(!trusted(&config, &known, (other, sa("10.9.0.2:5683")), false, &plain), "a member of another group");
+    }
+
+    #[test]
+    fn known_members_are_bounded_per_group_and_in_groups_the_least_recently_heard_first_out() {
+        let mut known = KnownMembers::default();
+        let group = |i: usize| SocketAddr::from(([239, 255, 0, i as u8], 5683));
+        let member = |i: usize| SocketAddr::from(([10, 0, (i >> 8) as u8, i as u8], 5683));
+        let all: Vec<SocketAddr> = (0..MAX_KNOWN_MEMBERS + 10).map(member).collect();
+        known.learn(group(0), &all);
+        assert!(!known.contains(group(0), member(9)), "the first heard went first");
+        assert!(known.contains(group(0), member(10)) && known.contains(group(0), member(MAX_KNOWN_MEMBERS + 9)));
+        for g in 1..=MAX_KNOWN_GROUPS {
+            known.learn(group(g), &[member(1)]);
+        }
+        assert!(!known.contains(group(0), member(10)), "the group heard least recently went");
+        assert!(known.contains(group(1), member(1)) && known.contains(group(MAX_KNOWN_GROUPS), member(1)));
+        known.learn(group(MAX_KNOWN_GROUPS + 1), &[]);
+        assert!(known.contains(group(1), member(1)), "a request nobody answered teaches nothing and evicts nothing");
     }
 }

@@ -70,6 +70,12 @@ pub struct ProxyConfig {
     /// draft-ietf-core-groupcomm-proxy §7): entries and bytes.
     pub group_cache_entries: usize,
     pub group_cache_bytes: usize,
+    /// The longest a member's answer stays in that cache, whatever Max-Age it came with (seconds).
+    pub group_cache_max_age: u32,
+    /// Where the operator says the groups' members are: an answer from there is cached from the first
+    /// (`group_cache`, "What the cache trusts"); an answer from elsewhere only once its address answered an
+    /// earlier request to the group.
+    pub group_members: Vec<Prefix>,
     /// The addresses the driver reaches over DTLS (credentials it holds): a `coaps://` origin elsewhere
     /// is refused (5.05), since the proxy would otherwise send it plain CoAP.
     pub dtls_peers: Vec<std::net::SocketAddr>,
@@ -101,6 +107,8 @@ impl Default for ProxyConfig {
             max_group_exchanges: 16,
             group_cache_entries: 256,
             group_cache_bytes: 1 << 20,
+            group_cache_max_age: crate::cache::DEFAULT_MAX_AGE,
+            group_members: Vec::new(),
             dtls_peers: Vec::new(),
             rd: None,
             max_rd_next_hops: 32,
@@ -150,6 +158,8 @@ pub struct ProxyService {
     cache: Cache,
     /// Members' answers to group requests.
     group_cache: Cache,
+    /// The members heard answering each group: whose answers that cache may keep.
+    known_members: group_cache::KnownMembers,
     stats: Stats,
     pending: HashMap<Key, Pending, foldhash::fast::FixedState>,
     upstream: HashMap<RequestId, Upstream, foldhash::fast::FixedState>,
@@ -173,6 +183,7 @@ impl ProxyService {
             rd: directory::RdRules::of(&fib, config.rd.is_some()),
             cache: Cache::new(config.cache_entries, config.cache_bytes),
             group_cache: Cache::new(config.group_cache_entries, config.group_cache_bytes),
+            known_members: group_cache::KnownMembers::default(),
             config,
             fib,
             stats: Stats::default(),

@@ -9,7 +9,7 @@ use super::*;
 pub(super) struct Observed {
     /// Set by PUT; `None` serves the change counter.
     value: Option<(Vec<u8>, ContentFormat)>,
-    /// DELETE removed the resource until the next change.
+    /// DELETE removed the resource until its observers were told (or the next change).
     deleted: bool,
     /// The Content-Format each current observer registered for.
     observers: BTreeMap<ObserverId, ContentFormat>,
@@ -77,7 +77,9 @@ impl Plugtest {
                     o.ending.insert(id, Code::NOT_FOUND);
                 }
                 o.value = None;
-                o.deleted = true;
+                // Back once every observer was told: at once when nobody observes it (an observer that
+                // deregistered is not waited for), so the next test finds it.
+                o.deleted = !o.ending.is_empty();
                 Response::new(Code::DELETED)
             }
             m => return not_allowed(m),

@@ -452,6 +452,7 @@ fn failure_for(f: RequestFailure, dst: SocketAddr) -> Error {
         RequestFailure::Unreachable => Error::Unreachable(dst),
         RequestFailure::Connect(reason) => Error::Connect { addr: dst, reason },
         RequestFailure::Failed(RequestError::Unreachable) => Error::Refused(dst),
+        RequestFailure::NoRoute => Error::NoRoute(dst),
         f => f.into(),
     }
 }

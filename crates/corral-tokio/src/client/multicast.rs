@@ -17,6 +17,8 @@ pub struct MulticastResponse {
     pub response: Response,
     /// With Group OSCORE: the Sender ID of the member that signed it.
     pub member: Option<Vec<u8>>,
+    /// When it was read from the collection: how late in the window its member answered.
+    pub arrived: std::time::Instant,
 }
 
 /// What [`MulticastResponses::collect_verified`] gathered.
@@ -86,8 +88,9 @@ impl MulticastResponses {
                 return None;
             }
         };
+        let arrived = std::time::Instant::now();
         let Some((ctx, binding)) = &self.oscore else {
-            return Some(Ok(MulticastResponse { from, response, member: None }));
+            return Some(Ok(MulticastResponse { from, response, member: None, arrived }));
         };
         let member = response
             .options
@@ -95,7 +98,7 @@ impl MulticastResponses {
             .and_then(|v| corral_oscore::OscoreOption::decode(v).ok())
             .and_then(|o| o.kid);
         Some(match verify(ctx, binding, response) {
-            Ok((response, _)) => Ok(MulticastResponse { from, response, member }),
+            Ok((response, _)) => Ok(MulticastResponse { from, response, member, arrived }),
             Err(e) => {
                 self.refused += 1;
                 match e {

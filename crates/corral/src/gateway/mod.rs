@@ -448,8 +448,8 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
                 "rd": args.rd.then(|| data.join("rd.db").display().to_string()),
             });
             out!("{j}");
-        } else {
-            banner(local, workers, &db, &names, &devices, rejoin.len(), rejoined, v.quiet);
+        } else if !v.quiet {
+            banner(local, workers, &db, &names, &devices, rejoin.len(), rejoined);
             if let Some(a) = http {
                 out!("  http: http://{a}/ (/metrics, /healthz, /readyz, /api, /hc/coap://…)");
             }
@@ -538,7 +538,6 @@ fn banner(
     devices: &[SocketAddr],
     to_rejoin: usize,
     rejoined: usize,
-    quiet: bool,
 ) {
     let families = match local.ip() {
         IpAddr::V6(ip) if ip.is_unspecified() => " (IPv4 and IPv6)",
@@ -552,9 +551,6 @@ fn banner(
         if to_rejoin > 0 {
             out!("  re-joined {rejoined} of {to_rejoin} testbed membership(s) of stored multicast entities");
         }
-    }
-    if quiet {
-        return;
     }
     let contact = gateway_contact(local);
     let gw_flag = if base_uri(contact) == "coap://127.0.0.1" {

@@ -23,7 +23,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Router;
 use corral_tokio::uri::base_uri;
 use corral_tokio::{Code, ContentFormat, OptionNumber};
 use serde_json::{json, Value};
@@ -113,9 +113,22 @@ fn json_body(body: &[u8]) -> Result<(ContentFormat, Vec<u8>), Problem> {
 
 fn reply(r: Result<corral_tokio::Response, Problem>) -> Response {
     match r {
-        Ok(r) => response_of(&r),
+        Ok(mut r) => {
+            // A JSON document ends with a newline, as a line of output does (`curl …` at a prompt, `| jq`).
+            if r.options.content_format() == Some(ContentFormat::JSON) && !r.payload.ends_with(b"\n") {
+                r.payload.push(b'\n');
+            }
+            response_of(&r)
+        }
         Err(p) => p.into_response(),
     }
+}
+
+/// `value` as an `application/json` body ending with a newline.
+pub(super) fn json_line(value: impl serde::Serialize) -> Response {
+    let mut body = serde_json::to_vec(&value).unwrap_or_default();
+    body.push(b'\n');
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// Every entity (`GET /em`) with its type and profile (`Null` if it could not be read).
@@ -139,12 +152,11 @@ pub(super) async fn entities(app: &Shared) -> Result<Vec<(String, String, Value)
 
 async fn list(State(app): State<Shared>) -> Response {
     match entities(&app).await {
-        Ok(rows) => Json(
+        Ok(rows) => json_line(
             rows.into_iter()
                 .map(|(name, ect, profile)| json!({ "name": name, "ect": ect, "profile": profile }))
                 .collect::<Vec<_>>(),
-        )
-        .into_response(),
+        ),
         Err(p) => p.into_response(),
     }
 }
@@ -226,13 +238,12 @@ pub(super) async fn actuate_entity(
 
 async fn groups(State(app): State<Shared>) -> Response {
     match entities(&app).await {
-        Ok(rows) => Json(
+        Ok(rows) => json_line(
             rows.into_iter()
                 .filter(|(_, ect, _)| ect == "multicast")
                 .map(|(name, _, p)| json!({ "entity": name, "group": p.get("mcstURI").cloned().unwrap_or(Value::Null), "members": p.get("er").cloned().unwrap_or(Value::Null) }))
                 .collect::<Vec<_>>(),
-        )
-        .into_response(),
+        ),
         Err(p) => p.into_response(),
     }
 }

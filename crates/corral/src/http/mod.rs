@@ -391,7 +391,7 @@ async fn readyz(State(app): State<Shared>) -> Response {
         body["store"] = serde_json::json!({ "open": true, "path": g.store.display().to_string() });
     }
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, axum::Json(body)).into_response()
+    (status, admin::json_line(body)).into_response()
 }
 
 /// Who may use the window of `corral serve` and `corral proxy`: this machine (loopback), every route.

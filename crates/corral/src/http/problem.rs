@@ -38,6 +38,6 @@ impl IntoResponse for Problem {
         if let Some(c) = self.coap_code {
             body["coap_code"] = serde_json::Value::String(c.to_string());
         }
-        (self.status, [(header::CONTENT_TYPE, "application/problem+json")], body.to_string()).into_response()
+        (self.status, [(header::CONTENT_TYPE, "application/problem+json")], format!("{body}\n")).into_response()
     }
 }

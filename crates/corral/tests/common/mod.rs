@@ -11,13 +11,7 @@ pub const CORRAL: &str = env!("CARGO_BIN_EXE_corral");
 /// Runs a command to completion, killing it if it exceeds `limit` (then the test fails loudly). Output is
 /// read while the command runs, so a command that prints megabytes does not block on a full pipe.
 pub fn run(cmd: &mut Command, limit: Duration) -> Output {
-    let desc = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
+    let (mut child, desc) = spawn_piped(cmd);
     let drain = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -45,6 +39,85 @@ pub fn run(cmd: &mut Command, limit: Duration) -> Output {
         }
     };
     Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() }
+}
+
+/// Starts `cmd` with no stdin and its output piped; the child and the command as the failures name it.
+fn spawn_piped(cmd: &mut Command) -> (Child, String) {
+    let desc = format!("{cmd:?}");
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {desc}: {e}"));
+    (child, desc)
+}
+
+/// When [`interrupt`] sends its signal.
+pub enum Once {
+    /// The command's standard output has a line.
+    Line,
+    /// This long after the start.
+    After(Duration),
+    /// This returns true (asked every 100 ms).
+    Ready(Box<dyn FnMut() -> bool>),
+}
+
+/// Runs `cmd` and interrupts it as Ctrl-C does (SIGINT) once it is under way (`once`, within 20 s), then
+/// waits (at most 20 s) for it to end. Its output and status.
+pub fn interrupt(cmd: &mut Command, once: Once) -> Output {
+    let (mut child, desc) = spawn_piped(cmd);
+    let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (sink, mut stdout) = (out.clone(), child.stdout.take().expect("stdout is piped"));
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().expect("output buffer").extend_from_slice(&buf[..n]);
+        }
+    });
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let err = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
+        buf
+    });
+    let start = Instant::now();
+    match once {
+        Once::After(d) => std::thread::sleep(d),
+        Once::Line => {
+            while !out.lock().expect("output buffer").contains(&b'\n') {
+                assert!(start.elapsed() < Duration::from_secs(20), "{desc} printed no line within 20 s");
+                assert!(child.try_wait().expect("wait on child").is_none(), "{desc} ended before it printed a line");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        Once::Ready(mut ready) => {
+            while !ready() {
+                assert!(start.elapsed() < Duration::from_secs(20), "{desc} was not ready within 20 s");
+                assert!(child.try_wait().expect("wait on child").is_none(), "{desc} ended before it was ready");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    let sent = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill -INT {desc}");
+    let signalled = Instant::now();
+    let status = loop {
+        match child.try_wait().expect("wait on child") {
+            Some(status) => break status,
+            None if signalled.elapsed() > Duration::from_secs(20) => {
+                let _ = child.kill();
+                panic!("{desc} did not end within 20 s of SIGINT");
+            }
+            None => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    let _ = reader.join();
+    let stdout = std::mem::take(&mut *out.lock().expect("output buffer"));
+    Output { status, stdout, stderr: err.join().unwrap_or_default() }
 }
 
 /// `corral ARGS…` with a 20-second limit.
@@ -82,16 +155,19 @@ impl Proc {
     }
 }
 
-/// Starts `corral serve --bind ADDR:0 EXTRA…` and reads its port from the banner.
+/// Starts `corral serve --bind ADDR:0 --json EXTRA…` and reads its port from the summary line (which `-q`
+/// leaves, unlike the banner).
 pub fn corral_serve(bind_host: &str, extra: &[&str]) -> Proc {
     let bind = format!("{bind_host}:0");
-    let mut args = vec!["serve", "--bind", bind.as_str()];
+    let mut args = vec!["serve", "--bind", bind.as_str(), "--json"];
     args.extend_from_slice(extra);
-    spawn_with_port(Command::new(CORRAL).args(&args), |line| {
-        let addr = line.strip_prefix("corral serve: listening on ")?;
-        let addr = addr.split_whitespace().next()?;
-        addr.rsplit_once(':')?.1.parse().ok()
-    })
+    spawn_with_port(Command::new(CORRAL).args(&args), json_port)
+}
+
+/// The UDP port in a server's `--json` summary line (`{"udp":"ADDR:PORT",…}`).
+pub fn json_port(line: &str) -> Option<u16> {
+    let j: serde_json::Value = serde_json::from_str(line).ok()?;
+    j["udp"].as_str()?.rsplit_once(':')?.1.parse().ok()
 }
 
 /// Spawns a server and waits (at most 20 s) for a stdout line from which `port_of` extracts its port.

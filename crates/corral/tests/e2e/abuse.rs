@@ -74,6 +74,7 @@ fn relay_attempts_are_refused_with_a_reason() {
     for (member, why) in [
         ("coap://127.0.0.1:22/", "port 22 is not an allowed member port"),
         ("coap://255.255.255.255/s/t", "broadcast"),
+        ("coap://127.0.0.0/s/t", "the network 127.0.0.0/8 itself"),
         ("coap://198.51.100.7/s/t", "outside the allowed member networks"),
         (&format!("{gw}/.well-known/core"), "is this gateway"),
     ] {

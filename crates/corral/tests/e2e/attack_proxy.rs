@@ -17,9 +17,7 @@ fn out(o: &Output) -> String {
 
 /// `corral serve --bind BIND` inside `ns`, and its port.
 fn serve_in(ns: &Netns, bind: &str) -> Proc {
-    spawn_with_port(ns.command(CORRAL).args(["serve", "--bind", bind, "-q"]), |l| {
-        l.strip_prefix("corral serve: listening on ")?.split_whitespace().next()?.rsplit_once(':')?.1.parse().ok()
-    })
+    spawn_with_port(ns.command(CORRAL).args(["serve", "--bind", bind, "-q", "--json"]), json_port)
 }
 
 /// `corral proxy --bind 0.0.0.0:0 --json EXTRA…` inside `ns`; its port.

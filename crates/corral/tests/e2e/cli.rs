@@ -222,6 +222,24 @@ fn observe_prints_each_notification_and_deregisters() {
     assert!(stderr(&o).contains("not observable"), "{}", stderr(&o));
 }
 
+/// Issue 46 item 4: an observation that ended — its time up, or Ctrl-C — leaves nothing behind at the
+/// server. `/obs` deleted afterwards is back at once, nobody observing it to be told (it stayed away until
+/// the next change, 30 s here); Ctrl-C deregisters before the command exits 130 (it was killed, and the
+/// server kept observing a dead port).
+#[test]
+fn an_ended_observation_leaves_nothing_behind() {
+    let s = corral_serve("127.0.0.1", &["--obs-period", "30"]);
+    let obs = format!("coap://127.0.0.1:{}/obs", s.port);
+    assert_eq!(code(&corral(&["get", &obs, "-s", "0.5"])), 0);
+    assert_eq!(code(&corral(&["delete", &obs])), 0);
+    let o = corral(&["get", &obs]);
+    assert_eq!(code(&o), 0, "back at once: {}", stderr(&o));
+    let o = interrupt(std::process::Command::new(CORRAL).args(["get", &obs, "-s", "30"]), Once::Line);
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(stderr(&o).contains("interrupted: the observation was deregistered"), "{}", stderr(&o));
+    assert_eq!(stats(s.port)["tables"]["observers"], 0, "deregistered");
+}
+
 /// `-b` and multi-megabyte files: byte-for-byte both ways, over UDP and TCP.
 #[test]
 fn block_wise_transfers_of_large_files() {

@@ -227,6 +227,19 @@ fn row_7_oscore_refused() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 }
 
+/// Row 3, a network this host has no route to (issue 46 item 12): the send fails at once (ENETUNREACH), and
+/// so does the request — it waited the whole -B. In a namespace of its own, whose only routes are loopback's.
+#[test]
+fn a_network_without_a_route_fails_at_once() {
+    let Some(ns) = Netns::new("noroute", &[]) else { return };
+    for uri in ["coap://10.1.2.3/x", "coap://[2001:db8::1]/x"] {
+        // Within 10 s, with -B 60: at once, not after the timeout.
+        let o = run(ns.command(CORRAL).args(["get", uri, "-B", "60"]), Duration::from_secs(10));
+        assert_eq!(code(&o), 3, "{uri}: {}", stderr(&o));
+        one_error_line(&o, "unreachable");
+    }
+}
+
 /// The top-level help lists every row, 7 included.
 #[test]
 fn help_lists_every_exit_status() {
@@ -239,4 +252,34 @@ fn help_lists_every_exit_status() {
     for row in ["5  the server answered 5.xx", "6  a block-wise transfer failed", "7  OSCORE"] {
         assert!(out.contains(row), "{row}: {out}");
     }
+    // Issue 46: 8 (a failed DTLS handshake) was missing, and Ctrl-C's 130 is a row of its own.
+    for row in ["8  coaps://: the DTLS handshake failed", "130  interrupted (Ctrl-C)"] {
+        assert!(out.contains(row), "{row}: {out}");
+    }
+}
+
+/// Row 130 (issue 46 item 11): Ctrl-C keeps what was done. `bench` and `stream send` print the summary
+/// of what they measured until then (marked `interrupted`) and exit 130 — they were killed, printing
+/// nothing.
+#[test]
+fn ctrl_c_prints_what_was_measured_and_exits_130() {
+    let s = corral_serve("127.0.0.1", &["-q"]);
+    let hello = format!("coap://127.0.0.1:{}/hello", s.port);
+    let bench = ["bench", &hello, "-c", "2", "-d", "60", "--json", "-q"];
+    let o = interrupt(Command::new(CORRAL).args(bench), Once::After(Duration::from_millis(1500)));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the summary, as JSON");
+    assert_eq!(j["interrupted"], true, "{j}");
+    assert!(j["requests"].as_u64().is_some_and(|n| n > 0), "{j}");
+    one_error_line(&o, "interrupted after");
+
+    let (_recv, r) = spawn_json(Command::new(CORRAL).args(["stream", "recv", "--bind", "127.0.0.1:0", "--json"]));
+    let uri = format!("coap://{}", r["udp"].as_str().unwrap());
+    let send = ["stream", "send", &uri, "--count", "100000", "--interval", "10ms", "--json", "-q"];
+    let o = interrupt(Command::new(CORRAL).args(send), Once::After(Duration::from_millis(1500)));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the summary, as JSON");
+    assert_eq!(j["interrupted"], true, "{j}");
+    assert!(j["generated"].as_u64().is_some_and(|n| n > 0 && n < 100_000), "{j}");
+    one_error_line(&o, "interrupted after");
 }

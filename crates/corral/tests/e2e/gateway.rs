@@ -714,6 +714,62 @@ fn entity_command_line_surface() {
     assert!(stderr(&o).starts_with("error: cannot listen on 203.0.113.77:0"), "{}", stderr(&o));
 }
 
+/// A member at `addr` that answers every request with `20.5` — after `after`, each from a thread of its own.
+fn slow_member(addr: &str, after: Duration) -> std::net::UdpSocket {
+    use corral_tokio::corral_proto::wire::{Message, MessageType};
+    let s = std::net::UdpSocket::bind(addr).expect("the slow member's socket");
+    let reader = s.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1500];
+        while let Ok((n, from)) = reader.recv_from(&mut buf) {
+            let Ok(m) = Message::parse(&buf[..n]) else { continue };
+            let Ok(out) = reader.try_clone() else { return };
+            std::thread::spawn(move || {
+                std::thread::sleep(after);
+                let mut reply = Message::new(MessageType::Ack, Code::CONTENT, m.mid, m.token);
+                reply.payload = b"20.5".to_vec();
+                let _ = out.send_to(&reply.encode(), from);
+            });
+        }
+    });
+    s
+}
+
+/// Issue 46 item 9: an entity whose member answers after the entity's timeout answers at that timeout with
+/// the value over the members that did answer, and `corral entity use` names the late member on stderr
+/// without -v — before, the command's own patience (`timeout=`, 3.5 s with -B 5s) overrode the entity's 1 s,
+/// and a member that never answered gave 5.04 with no value. When no member answers: 5.04, each member
+/// named once (with -v too: the report and the error line were printed two and three times).
+#[test]
+fn an_entity_answers_at_its_timeout_with_what_it_has_and_names_the_silent_member() {
+    let tb = testbed(1, 163, &[]);
+    let port = tb.devices[0].port();
+    let slow_addr = format!("127.0.163.9:{port}");
+    let _slow = slow_member(&slow_addr, Duration::from_secs(2));
+    let (fast, slow) = (tb.member(0, "/s/t"), format!("coap://{slow_addr}/s/t"));
+    // Its validation is late too (the profile's timeout bounds it): accepted offline.
+    tb.create("d", &[fast.clone(), slow.clone()], &["--eo", "avg", "--timeout", "1s", "--allow-offline"]);
+    let o = tb.entity(&["use", "d", "-B", "5s"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let value: f64 = stdout(&o).trim().parse().unwrap_or_else(|_| panic!("one number: {}", stdout(&o)));
+    assert_ne!(value, 20.5, "the late member's reading is not in it");
+    let note = format!("note: no value from {slow}: no reply before the entity timeout");
+    assert!(stderr(&o).contains(&note), "{}", stderr(&o));
+    // The JSON answer names it too.
+    let j: Json = serde_json::from_slice(&tb.entity(&["use", "d", "-B", "5s", "--json"]).stdout).unwrap();
+    assert_eq!((j["replies"].as_u64(), &j["silent"]), (Some(1), &serde_json::json!([slow])), "{j}");
+    // Nobody answers in time: 5.04, the member and the error once each, with or without -v.
+    tb.create("lone", std::slice::from_ref(&slow), &["--eo", "avg", "--timeout", "1s", "--allow-offline"]);
+    for extra in [&[][..], &["-v"]] {
+        let o = tb.entity(&[&["use", "lone", "-B", "5s"][..], extra].concat());
+        assert_eq!(code(&o), 5, "{}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(err.matches(&format!("{slow}: no reply before the entity timeout")).count(), 1, "{err}");
+        assert_eq!(err.matches("5.04 Gateway Timeout").count(), 1, "{err}");
+        assert!(err.contains("error: 5.04 Gateway Timeout: 0 of 1 members of lone answered"), "{err}");
+    }
+}
+
 #[test]
 fn devices_serve_observable_sensors_and_their_links() {
     use corral_tokio::corral_proto::wire::{Message, MessageId, MessageType, OptionNumber, Token};
@@ -977,4 +1033,23 @@ fn ipv6_multicast_entity_in_a_network_namespace() {
     for m in &members {
         assert!(out.contains(&format!("{m}  leave: 2.02 Deleted")), "{out}");
     }
+}
+
+/// What a newcomer types with the client verbs' habits works on entities too (issue 46, the walk-through):
+/// `entity actuate lights -e on` as `corral put … -e on` ("unexpected argument '-e'"), and a member that
+/// an ICMP error keeps away is shown as `(unreachable (ICMP))`, not `(unreachable: unreachable (ICMP))`.
+#[test]
+fn entity_verbs_take_the_client_verbs_habits() {
+    let tb = testbed(1, 165, &[]);
+    let port = tb.devices[0].port();
+    let (light, gone) = (tb.member(0, "/a/light"), format!("coap://127.0.165.9:{port}/a/light"));
+    tb.create("lights", &[light.clone(), gone.clone()], &["--allow-offline"]);
+    let o = tb.entity(&["actuate", "lights", "-e", "on"]);
+    assert_eq!(code(&o), 5, "one member cannot act: {}", stderr(&o));
+    let j: Json = serde_json::from_slice(&tb.entity(&["use", "lights", "--json"]).stdout).unwrap();
+    assert_eq!(j["values"][0]["vs"], "on", "-e gave the value: {j}");
+    let o = tb.entity(&["actuate", "lights", "off", "-e", "on"]);
+    assert_eq!(code(&o), 2, "one value, not two: {}", stderr(&o));
+    let shown = stdout(&tb.entity(&["show", "lights"]));
+    assert!(shown.contains(&format!("{gone}  (unreachable (ICMP))")), "{shown}");
 }

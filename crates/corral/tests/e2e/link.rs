@@ -107,3 +107,18 @@ fn run_fails_when_the_server_does_not_start() {
         assert!(!ran.exists(), "{server:?}: the client was run");
     }
 }
+
+/// `link run`'s standard output is its client's (issue 46: the server's banner and `try:` lines were mixed
+/// into it); the server's goes to standard error.
+#[test]
+fn the_runs_output_is_the_clients() {
+    if !can_run() {
+        return;
+    }
+    let args = ["link", "run", "--", CORRAL, "serve", "--bind", "0.0.0.0:5683", ":::"];
+    let o =
+        run(Command::new(CORRAL).args(args).args([CORRAL, "get", "coap://10.213.0.1/hello"]), Duration::from_secs(30));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Hello from corral!\n");
+    assert!(stderr(&o).contains("corral serve: listening on 0.0.0.0:5683"), "{}", stderr(&o));
+}

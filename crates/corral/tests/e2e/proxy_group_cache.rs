@@ -5,7 +5,8 @@
 //! proxy that knows every member may answer from its cache alone) — two multicast datagrams, counted in the
 //! devices' request logs — and relay from its cache the answer of a member that does not answer this time
 //! (here: it left the group), near the end of the client's Multicast-Timeout. Purged, the cache has
-//! nothing for that member any more.
+//! nothing for that member any more. A forger on the link that answers once (issue 41 item 9) is heard by
+//! the client that asked, and by no later one.
 
 use crate::common;
 use common::group::*;
@@ -29,7 +30,8 @@ fn max_age(answer: &serde_json::Value) -> Option<u64> {
 #[test]
 fn a_second_client_within_max_age_hears_every_member_and_the_request_still_goes_to_the_group() {
     let m = Members::start("127.0.82.2", [239, 255, 77, 37]);
-    let (_p, proxy) = proxy(&["--allow-group", "239.255.77.37", "--mcast-if", "127.0.0.1"]);
+    let members = ["--group-member", "127.0.82.0/24"];
+    let (_p, proxy) = proxy(&[&["--allow-group", "239.255.77.37", "--mcast-if", "127.0.0.1"][..], &members].concat());
     let group = format!("coap://239.255.77.37:{}/s/t", m.port);
     let all: BTreeSet<String> = m.addrs.iter().cloned().collect();
 
@@ -65,4 +67,56 @@ fn a_second_client_within_max_age_hears_every_member_and_the_request_still_goes_
     let third = members_of(&get_via(&proxy, &group, &["--mc-timeout", "2", "--json"]));
     assert_eq!(from(&third).len(), 2, "{third:?}");
     assert!(!from(&third).contains(&gone), "{third:?}");
+}
+
+/// A forger on the link: a socket joined to `group` on loopback that answers each request to it once, with
+/// a unicast `2.05 "phantom"` and Max-Age 4294967295 from `from`, until `stop` is set.
+fn forger(group: [u8; 4], port: u16, from: &str, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use corral_proto::wire::{Code, Message, MessageType, OptionNumber};
+    use socket2::{Domain, Protocol, Socket, Type};
+    let group = std::net::Ipv4Addr::from(group);
+    let listen = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+    listen.set_reuse_address(true).unwrap();
+    listen.bind(&std::net::SocketAddr::from((group, port)).into()).unwrap();
+    listen.join_multicast_v4(&group, &std::net::Ipv4Addr::LOCALHOST).unwrap();
+    let listen: std::net::UdpSocket = listen.into();
+    listen.set_read_timeout(Some(std::time::Duration::from_millis(200))).unwrap();
+    let answer = std::net::UdpSocket::bind(from).unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let Ok((n, to)) = listen.recv_from(&mut buf) else { continue };
+            let Ok(req) = Message::parse(&buf[..n]) else { continue };
+            let mut r = Message::new(MessageType::Non, Code::CONTENT, req.mid, req.token);
+            r.options.set_uint(OptionNumber::MAX_AGE, u64::from(u32::MAX));
+            r.payload = b"phantom".to_vec();
+            let _ = answer.send_to(&r.encode(), to);
+        }
+    });
+}
+
+/// Issue 41 item 9 on real sockets: while a forger on the link answers, the client that asked hears it;
+/// once it is gone, the next client gets the members' answers and nothing of the forger's from the cache
+/// (it had answered with Max-Age 4294967295, and no address had answered this group before).
+#[test]
+fn a_forger_on_the_link_is_relayed_once_and_not_cached() {
+    let group = [239, 255, 77, 38];
+    let m = Members::start("127.0.84.2", group);
+    let (_p, proxy) = proxy(&["--allow-group", "239.255.77.38", "--mcast-if", "127.0.0.1"]);
+    let uri = format!("coap://239.255.77.38:{}/s/t", m.port);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    forger(group, m.port, "127.0.85.66:0", stop.clone());
+
+    let first = members_of(&get_via(&proxy, &uri, &["--mc-timeout", "2", "--json"]));
+    assert!(first.iter().any(|a| a["payload"] == "phantom"), "the client that asked hears it: {first:?}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+
+    let second = members_of(&get_via(&proxy, &uri, &["--mc-timeout", "2", "--json"]));
+    assert!(second.iter().all(|a| a["payload"] != "phantom"), "the forger's answer came from the cache: {second:?}");
+    let all: BTreeSet<String> = m.addrs.iter().cloned().collect();
+    assert_eq!(from(&second), all, "{second:?}");
+    let s = proxy_status(&proxy);
+    assert_eq!(s["stats"]["group_cache_hits"], 0, "{s}");
+    assert_eq!(s["group_cache"]["entries"], 3, "the members, heard before the second request: {s}");
 }

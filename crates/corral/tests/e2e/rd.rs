@@ -143,3 +143,31 @@ fn devices_register_themselves_and_remove_their_registrations_when_they_stop() {
     let eps = stdout(&corral(&["get", &format!("{base}/rd-lookup/ep")]));
     assert_eq!(eps.trim(), "", "removed on the way out");
 }
+
+/// Issue 41 item 8: a squatter registers, from another address, the name `corral device --rd` used to
+/// register under (`dev-ADDR-PORT`), for 136 years. That lifetime is refused (4.00 naming the longest
+/// kept); with the longest allowed the squatter gets the name — and the device, which registers under a
+/// name nobody could guess, is listed all the same.
+#[test]
+fn a_squatter_can_neither_hold_a_name_for_136_years_nor_keep_a_device_out() {
+    let data = tempfile::tempdir().unwrap();
+    let rd = corral_rd(data.path());
+    let base = format!("coap://127.0.0.1:{}", rd.port);
+    let port = free_udp_port();
+    let old_name = format!("dev-127.0.87.2-{port}");
+    let squat = |lt: &str| {
+        let uri = format!("{base}/rd?ep={old_name}&lt={lt}&base=coap://127.0.87.66:{port}");
+        corral(&["post", &uri, "-t", "link", "-e", "</s/t>;rt=temperature"])
+    };
+    let o = squat("4294967295");
+    assert_ne!(code(&o), 0, "{}", described(&o));
+    assert!(stderr(&o).contains("4.00") && stderr(&o).contains("at most 90000 seconds"), "{}", described(&o));
+    let o = squat("90000");
+    assert_eq!(code(&o), 0, "{}", described(&o));
+
+    let args = ["device", "--bind", &format!("127.0.87.2:{port}"), "--rd", &base, "--rd-lifetime", "60", "--json"];
+    let (_device, _) = spawn_json(Command::new(CORRAL).args(args));
+    let eps = wait_for_lookup(&base, |t| t.matches("ep=\"dev-127.0.87.2-").count() == 2);
+    assert_eq!(eps.matches("ep=\"dev-127.0.87.2-").count(), 2, "the squatter's and the device's: {eps}");
+    assert!(eps.contains(&format!("base=\"coap://127.0.87.2:{port}\"")), "the device is listed: {eps}");
+}

@@ -8,6 +8,17 @@ use common::*;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// `corral rd` on a free port with a data directory of its own: (the directory, the process, its URI).
+fn directory() -> (tempfile::TempDir, Proc, String) {
+    let data = tempfile::tempdir().unwrap();
+    let rd = spawn_with_port(
+        Command::new(CORRAL).args(["rd", "--bind", "127.0.0.1:0", "--data", data.path().to_str().unwrap()]),
+        banner_port,
+    );
+    let uri = format!("coap://127.0.0.1:{}", rd.port);
+    (data, rd, uri)
+}
+
 /// `corral device --rd RD` at `bind` (lifetime 60 s).
 fn device(bind: &str, rd: &str) -> Proc {
     let args = ["device", "--bind", bind, "--rd", rd, "--rd-lifetime", "60", "--json"];
@@ -44,12 +55,7 @@ fn asked(proxy: &str, hop: &str) -> u64 {
 
 #[test]
 fn a_rules_next_hops_follow_the_devices_that_register_and_leave() {
-    let data = tempfile::tempdir().unwrap();
-    let rd = spawn_with_port(
-        Command::new(CORRAL).args(["rd", "--bind", "127.0.0.1:0", "--data", data.path().to_str().unwrap()]),
-        banner_port,
-    );
-    let rd_uri = format!("coap://127.0.0.1:{}", rd.port);
+    let (_data, _rd, rd_uri) = directory();
     let port = free_udp_port();
     let hop = |host: &str| format!("coap://{host}:{port}");
     let a = device(&format!("127.0.72.2:{port}"), &rd_uri);
@@ -98,4 +104,86 @@ fn a_directory_rule_without_a_directory_is_a_usage_error() {
     let o = corral(&["proxy", "--bind", "127.0.0.1:0", "--fib", &paths[0]]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("--rd URI"), "{}", stderr(&o));
+}
+
+/// A forger's responder at `at`: answers every CON request at once with `2.05 "66.6"` and Max-Age 3600,
+/// and counts the requests it got.
+fn forger(at: &str) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+    use corral_proto::wire::{Code, Message, MessageType, OptionNumber};
+    let sock = std::net::UdpSocket::bind(at).expect("the forger's socket");
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = asked.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let Ok(req) = Message::parse(&buf[..n]) else { continue };
+            if req.mtype != MessageType::Con || !req.code.is_request() {
+                continue;
+            }
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut r = Message::new(MessageType::Ack, Code::CONTENT, req.mid, req.token);
+            r.options.set_uint(OptionNumber::MAX_AGE, 3600);
+            r.payload = b"66.6".to_vec();
+            let _ = sock.send_to(&r.encode(), from);
+        }
+    });
+    asked
+}
+
+/// Issue 41 item 7: anyone who may register adds a next hop to an `rd:` rule. The proxy here admits clients
+/// from other hosts (`--allow … 192.0.2.0/24`) and forwards for them to 127.0.76.0/24 on the devices' port
+/// only; a registrant adds `base=coap://127.0.77.9:PORT` (this host, outside those networks, where its own
+/// responder forges `66.6` with Max-Age 3600) and `base=coap://127.0.76.9:22` (a refused port). Neither
+/// becomes a next hop (the rule's note names both), nothing is sent to them, and what clients get — and
+/// what the cache keeps — is the device's reading.
+#[test]
+fn a_registrant_cannot_steer_the_proxy_where_its_destination_policy_refuses() {
+    let (_data, _rd, rd_uri) = directory();
+    let port = free_udp_port();
+    let forged = forger(&format!("127.0.77.9:{port}"));
+    for (ep, base) in [("evil", format!("coap://127.0.77.9:{port}")), ("evil22", "coap://127.0.76.9:22".into())] {
+        let reg = format!("{rd_uri}/rd?ep={ep}&lt=600&base={base}");
+        let o = corral(&["post", &reg, "-t", "link", "-e", "</s/t>;rt=temperature"]);
+        assert_eq!(code(&o), 0, "{}", described(&o));
+    }
+    let _device = device(&format!("127.0.76.2:{port}"), &rd_uri);
+
+    let (_files, paths) = write_files(&[("fib.toml", "[[rule]]\nmatch = \"/s/t\"\nnext = [\"rd:rt=temperature\"]\n")]);
+    let port_s = port.to_string();
+    let args = [
+        "proxy",
+        "--bind",
+        "127.0.0.1:0",
+        "--fib",
+        &paths[0],
+        "--rd",
+        &rd_uri,
+        "--allow",
+        "127.0.0.0/8,192.0.2.0/24",
+        "--dest-this-host",
+        "--dest-net",
+        "127.0.76.0/24",
+        "--dest-port",
+        &port_s,
+        "--json",
+    ];
+    let (_proxy, j) = spawn_json(Command::new(CORRAL).args(args));
+    let proxy = j["proxy_uri"].as_str().expect("the proxy's URI").to_string();
+    let device_hop = format!("coap://127.0.76.2:{port}");
+    let hops = wait_hops(&proxy, std::slice::from_ref(&device_hop));
+    let status = proxy_status(&proxy);
+    assert_eq!(hops, std::slice::from_ref(&device_hop), "only the device is a next hop: {status}");
+    let note = status["directory"][0]["note"].as_str().unwrap_or_default().to_string();
+    assert!(note.contains(&format!("127.0.77.9:{port}/s/t")) && note.contains("127.0.76.9:22/s/t"), "{status}");
+
+    for client in 0..2 {
+        let o = corral(&["get", &format!("coap://127.0.76.200:{port}/s/t"), "-P", &proxy]);
+        assert_eq!(code(&o), 0, "{}", described(&o));
+        assert!(!stdout(&o).contains("66.6"), "client {client} got the forger's answer: {}", stdout(&o));
+    }
+    assert_eq!(forged.load(std::sync::atomic::Ordering::Relaxed), 0, "the forger's responder was asked");
+    assert_eq!(asked(&proxy, "coap://127.0.76.9:22"), 0, "port 22 was asked");
+    assert_eq!(asked(&proxy, &device_hop), 1, "the device answered the first client, the cache the second");
+    let cache = stdout(&corral(&["get", &format!("{proxy}/proxy/cache")]));
+    assert!(!cache.contains("66.6"), "{cache}");
 }

@@ -31,7 +31,7 @@ impl EntityManager {
             let head =
                 json!({ "entity": job.spec.entity, "message": format!("{code:#}: {} of {n} members changed", job.ok) });
             let text = format!("{code:#}: {} of {n} members changed", job.ok);
-            (code, Some((head, reports)), Res { code: Some(code), readings: Vec::new(), text })
+            (code, Some((head, reports)), Res::answered(code, Vec::new(), text))
         } else {
             let result = build_use_result(&job);
             match result {
@@ -42,10 +42,10 @@ impl EntityManager {
                         cx.respond(id, Response::error(code, msg.to_string()));
                         return;
                     }
-                    (code, None, Res { code: Some(code), readings: Vec::new(), text: format!("{code:#}: {msg}") })
+                    (code, None, Res::answered(code, Vec::new(), format!("{code:#}: {msg}")))
                 }
                 Ok(r) => {
-                    let code = if r.replies >= r.enr {
+                    let code = if r.replies >= r.enr || (job.cut.is_none() && r.replies >= MIN_REPLIES) {
                         Code::CONTENT
                     } else if job.slots.iter().any(|s| matches!(s, Slot::Done(Res { code: None, .. }))) || timed_out {
                         Code::GATEWAY_TIMEOUT
@@ -72,7 +72,7 @@ impl EntityManager {
                         r.diagnostic(code).replace('\n', "; ")
                     };
                     let readings = if code.is_success() { r.into_readings() } else { Vec::new() };
-                    (code, None, Res { code: Some(code), readings, text })
+                    (code, None, Res::answered(code, readings, text))
                 }
             }
         };
@@ -123,7 +123,9 @@ pub(in crate::em) fn build_use_result(job: &Job) -> Result<UseResult, NonNumeric
         })
     };
     let replies = done().filter(|(_, r)| r.ok()).count();
-    let success = replies >= job.spec.enr;
+    // A use answers with what arrived when at least MIN_REPLIES members answered (unless it was cut short:
+    // its entity changed or went away), as when `enr` did.
+    let success = replies >= job.spec.enr || (job.cut.is_none() && replies >= MIN_REPLIES);
     let mut numbers = Vec::new();
     if success && job.spec.op.is_arithmetic() {
         numbers.reserve(replies);
@@ -138,8 +140,18 @@ pub(in crate::em) fn build_use_result(job: &Job) -> Result<UseResult, NonNumeric
             return Err(NonNumeric { op: job.spec.op, members: non_numeric });
         }
     }
-    let errors: Vec<(String, String)> =
-        done().filter(|(_, r)| !r.ok()).map(|(it, r)| (it.label.clone(), r.describe())).collect();
+    let errors: Vec<MemberError> = done()
+        .filter(|(_, r)| !r.ok())
+        .map(|(it, r)| MemberError {
+            member: it.label.clone(),
+            error: r.describe(),
+            gap: match (r.code, r.silent) {
+                (Some(_), _) => Gap::Failed,
+                (None, true) => Gap::Silent,
+                (None, false) => Gap::Skipped,
+            },
+        })
+        .collect();
     let aggregate = match job.spec.op {
         _ if !success => None,
         Op::Lst => None,
@@ -179,5 +191,5 @@ pub(in crate::em) fn member_result(parse: bool, response: &Response) -> Res {
     };
     let text =
         if response.code.is_success() { String::new() } else { output::code_text(response.code, &response.payload) };
-    Res { code: Some(response.code), readings, text }
+    Res::answered(response.code, readings, text)
 }

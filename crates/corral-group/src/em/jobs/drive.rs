@@ -312,9 +312,7 @@ impl EntityManager {
                         self.drive(cx, cid);
                         Slot::Child(cid)
                     }
-                    Err((code, msg)) => {
-                        Slot::Done(Res { code: Some(code), readings: Vec::new(), text: format!("{code:#}: {msg}") })
-                    }
+                    Err((code, msg)) => Slot::Done(Res::answered(code, Vec::new(), format!("{code:#}: {msg}"))),
                 }
             }
             Target::Remote { entity, .. } => {
@@ -408,9 +406,9 @@ impl EntityManager {
                         // An ICMP error (RequestError::Unreachable) ends the exchange at once: the use
                         // answers without waiting for the member, its reason in the diagnostic.
                         self.note_reach(jid, i, Some(e.to_string()));
-                        Res::failed(e.to_string())
+                        Res::silent(e.to_string())
                     }
-                    Outcome::MulticastDone | Outcome::Pong { .. } => Res::failed("no response"),
+                    Outcome::MulticastDone | Outcome::Pong { .. } => Res::silent("no response"),
                 };
                 self.release_units(jid, 1);
                 self.jobs.set_slot(jid, i, Slot::Done(res));
@@ -475,11 +473,20 @@ impl EntityManager {
             self.quotas.release(h);
         }
         self.jobs.disarm(id, &mut job);
-        self.release_outstanding(cx, id, &mut job, "cancelled");
+        self.release_outstanding(cx, id, &mut job, ("cancelled", false));
     }
 
-    /// Cancels the requests and child jobs still running for job `id`, marking their slots done with `why`.
-    pub(in crate::em) fn release_outstanding(&mut self, cx: &mut Context<'_>, id: JobId, job: &mut Job, why: &str) {
+    /// Cancels the requests and child jobs still running for job `id`, marking their slots done with `why`;
+    /// `silent`: those members were waited for until the job's deadline or window (see [`Res::silent`]),
+    /// rather than not needed or cut off.
+    pub(in crate::em) fn release_outstanding(
+        &mut self,
+        cx: &mut Context<'_>,
+        id: JobId,
+        job: &mut Job,
+        (why, silent): (&str, bool),
+    ) {
+        let gave_up = |text: &str| if silent { Res::silent(text) } else { Res::failed(text) };
         if job.multicast {
             for rid in self.jobs.take_multicast(id) {
                 cx.cancel(rid);
@@ -495,16 +502,15 @@ impl EntityManager {
                     }
                     self.jobs.forget(rid);
                     self.stats.forget(rid);
-                    *slot = Slot::Done(Res::failed(why));
+                    *slot = Slot::Done(gave_up(why));
                 }
                 Slot::Child(cid) => {
                     self.cancel_job(cx, cid);
-                    *slot = Slot::Done(Res::failed(why));
+                    *slot = Slot::Done(gave_up(why));
                 }
-                Slot::Waiting => {
-                    let text = if job.multicast || job.cut.is_some() { why } else { "not asked" };
-                    *slot = Slot::Done(Res::failed(text))
-                }
+                // Asked by the multicast request, or (unicast) never asked: paced past the deadline.
+                Slot::Waiting if job.multicast || job.cut.is_some() => *slot = Slot::Done(gave_up(why)),
+                Slot::Waiting => *slot = Slot::Done(Res::failed("not asked")),
                 done @ Slot::Done(_) => *slot = done,
             }
         }
@@ -538,7 +544,9 @@ impl EntityManager {
         } else {
             "not needed (enough replies)"
         };
-        self.release_outstanding(cx, id, &mut job, why);
+        let enough = job.spec.stop_at_enr && job.ok >= job.spec.enr;
+        let silent = job.cut.is_none() && (timed_out || job.multicast) && !enough;
+        self.release_outstanding(cx, id, &mut job, (why, silent));
         match job.spec.kind {
             Kind::Read | Kind::Actuate { .. } => self.finish_use(cx, job, timed_out),
             _ => self.flow_step(cx, job),

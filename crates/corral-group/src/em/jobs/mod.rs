@@ -22,11 +22,23 @@ pub(super) struct Res {
     pub(super) code: Option<Code>,
     pub(super) readings: Vec<Reading>,
     pub(super) text: String,
+    /// Asked and never answered in time (timed out, unreachable, no reply before the deadline or in the
+    /// multicast window) — as opposed to not asked, not needed, or cut off: a use names these members.
+    pub(super) silent: bool,
 }
 
 impl Res {
+    /// No answer, and the member was not asked or not waited for (see [`Res::silent`]).
     pub(super) fn failed(text: impl Into<String>) -> Res {
-        Res { code: None, readings: Vec::new(), text: text.into() }
+        Res { code: None, readings: Vec::new(), text: text.into(), silent: false }
+    }
+    /// The member was asked and gave no answer in time.
+    pub(super) fn silent(text: impl Into<String>) -> Res {
+        Res { silent: true, ..Res::failed(text) }
+    }
+    /// The member answered `code` (`text`: the diagnostic, empty for a success).
+    pub(super) fn answered(code: Code, readings: Vec<Reading>, text: String) -> Res {
+        Res { code: Some(code), readings, text, silent: false }
     }
     pub(super) fn ok(&self) -> bool {
         self.code.is_some_and(|c| c.is_success())

@@ -9,8 +9,9 @@ for crate in corral-wire corral-proto corral-group corral-proxy corral-oscore co
     bad=1
   fi
 done
-# corral-dtls: dimpl's crypto provider draws key material (handshake randoms, ECDHE keys) from the OS's
-# CSPRNG through getrandom, which links libc; nothing else of a runtime or socket may come in.
+# corral-dtls: dimpl draws every session's randomness from a generator corral-dtls keys (its Config::rng_key);
+# its fallback for instances without a key (rand's thread generator) and its provider's self-check still link
+# getrandom, which links libc; nothing else of a runtime or socket may come in.
 if cargo tree -p corral-dtls -e normal --prefix none 2>/dev/null | grep -E '^(tokio|mio|socket2|async-std|smol|quinn-udp|nix) '; then
   echo "error: corral-dtls depends on a runtime or socket crate (listed above)" >&2
   bad=1

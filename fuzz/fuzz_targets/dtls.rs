@@ -15,12 +15,12 @@ fn server() -> DtlsLayer {
     keys.insert("alice", "secretPSK");
     let mut config = DtlsConfig::new(Role::Server(Arc::new(keys)));
     config.max_sessions = 4;
-    DtlsLayer::new(config, std::time::Instant::now(), [1; 32])
+    DtlsLayer::new(config, [1; 32])
 }
 
 fn client() -> DtlsLayer {
     let role = Role::Client { identity: b"alice".to_vec(), key: b"secretPSK".to_vec() };
-    DtlsLayer::new(DtlsConfig::new(role), std::time::Instant::now(), [2; 32])
+    DtlsLayer::new(DtlsConfig::new(role), [2; 32])
 }
 
 const S: &str = "192.0.2.1:5684";
@@ -58,7 +58,7 @@ fuzz_target!(|data: &[u8]| {
         0 => {}
         // A server in the middle of a handshake: the client's cookie-bearing ClientHello arrived.
         1 => {
-            c.send(addr(S), b"x");
+            c.send(now, addr(S), b"x");
             let hello = c.poll_transmit().unwrap().payload;
             s.handle_datagram(now, addr(C), None, &hello);
             let hvr = s.poll_transmit().unwrap().payload;
@@ -68,7 +68,7 @@ fuzz_target!(|data: &[u8]| {
         }
         // An established session.
         _ => {
-            c.send(addr(S), b"x");
+            c.send(now, addr(S), b"x");
             pump(now, &mut c, &mut s);
             assert!(s.is_connected(addr(C)));
             while s.poll_plaintext().is_some() {}
@@ -83,7 +83,7 @@ fuzz_target!(|data: &[u8]| {
         let datagram = match op & 3 {
             0 | 1 => bytes.to_vec(),
             2 if established => {
-                c.send(addr(S), bytes);
+                c.send(now, addr(S), bytes);
                 let Some(mut r) = c.poll_transmit().map(|t| t.payload) else { continue };
                 for (i, b) in bytes.iter().enumerate() {
                     let at = i % r.len();
@@ -92,7 +92,7 @@ fuzz_target!(|data: &[u8]| {
                 r
             }
             _ => {
-                c.send(addr(S), b"y");
+                c.send(now, addr(S), b"y");
                 let Some(mut r) = c.poll_transmit().map(|t| t.payload) else { continue };
                 r.truncate(n);
                 r
@@ -115,7 +115,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(s.sessions() <= 4, "the table's bound");
     }
     if established && s.is_connected(addr(C)) && c.is_connected(addr(S)) {
-        c.send(addr(S), b"still");
+        c.send(now, addr(S), b"still");
         pump(now, &mut c, &mut s);
         let got: Vec<_> = std::iter::from_fn(|| s.poll_plaintext()).collect();
         assert!(got.iter().any(|(p, d)| *p == addr(C) && d == b"still"), "the session still carries plaintext");

@@ -1,8 +1,10 @@
 //! Why a DTLS handshake failed ([`HandshakeFailure`]), told apart from dimpl's errors and the peer's alerts,
 //! and the alert a server (or a client that refuses the server's credentials) sends back.
 
-/// Why a handshake failed, in the words a user can act on.
+/// Why a handshake failed, in the words a user can act on: the peer's doing (or the network's), never
+/// the caller's (see the crate's error grouping, `error.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HandshakeFailure {
     /// The server knows no key for the PSK identity. A corral server tells the client no more than
     /// [`BadKey`](Self::BadKey) (RFC 4279 §2: decrypt_error, so that a client cannot learn which identities
@@ -71,6 +73,23 @@ mod alert {
 }
 
 impl HandshakeFailure {
+    /// The failure in a few words without the advice of its `Display`: what an exchange that waited
+    /// for the handshake fails with (`corral_proto::RequestError::Dtls`).
+    pub fn summary(&self) -> &'static str {
+        match self {
+            HandshakeFailure::UnknownIdentity => "unknown PSK identity",
+            HandshakeFailure::BadKey => "the keys do not match, or the identity is unknown",
+            HandshakeFailure::NoSharedSuite => "no shared cipher suite",
+            HandshakeFailure::BadCertificate => "bad certificate",
+            HandshakeFailure::UntrustedCertificate(_) => "the certificate is not signed by a trusted CA",
+            HandshakeFailure::UntrustedKey(_) => "the raw public key is not trusted",
+            HandshakeFailure::RefusedKey => "the peer does not trust our raw public key",
+            HandshakeFailure::NoRawPublicKey => "the peer does not use raw public keys",
+            HandshakeFailure::Timeout => "no answer to the handshake",
+            HandshakeFailure::Alert(_) | HandshakeFailure::Other(_) => "the peer ended it with a fatal alert",
+        }
+    }
+
     /// What dimpl's error `e` means; `rpk`: this side authenticates with a raw public key.
     pub(crate) fn from_error(e: &dimpl::Error, rpk: bool) -> HandshakeFailure {
         use dimpl::{CertificateError, Error, PskError, SecurityError};

@@ -69,14 +69,34 @@
 //!
 //! ## Randomness and time
 //!
-//! The driver hands in a 256-bit secret (from the OS's CSPRNG on real sockets, from the seed in tests);
-//! the cookie key and each session's seed for dimpl's non-secret choices derive from it. dimpl's crypto
-//! provider draws key material (handshake randoms, ECDHE keys) from the OS's CSPRNG itself. dimpl's timers
-//! are `std::time::Instant`s: the layer maps corral's `Instant` onto them from a base the driver hands
-//! in (the moment its `Instant` zero stands for), reading no clock.
+//! The driver hands in a 256-bit secret (from the OS's CSPRNG on real sockets, from the seed in the
+//! simulator and tests); everything random derives from it: the cookie key, the Connection IDs, and for
+//! each session the key of dimpl's generator (ChaCha20, `corral patch` `Config::rng_key`), from which
+//! dimpl draws the session's randoms, record nonces, timer jitter and ECDHE keys (ECDSA signatures are
+//! deterministic, RFC 6979). So a secret from the OS keeps every value an attacker must not guess
+//! unguessable, and a secret from a seed makes a simulated run repeat byte for byte. Time is corral's
+//! [`Instant`], handed to dimpl as its own `dimpl::Instant` (`corral patch`: time since the same zero):
+//! nothing here reads a clock.
+//!
+//! ## The secure node
+//!
+//! A socket that speaks DTLS is driven through one type, [`SecureNode`] (`node.rs`): a node (or bare
+//! endpoint) behind a server layer, per-peer client layers and a client layer for any other peer, with
+//! plain CoAP told apart by the first byte (RFC 7983) and one `poll_timeout`. The tokio driver, the
+//! simulator and the load generator all drive it; none of them composes layers itself.
+//!
+//! ## Errors
+//!
+//! Grouped by whose fault (`error.rs`): credentials that do not load ([`CredentialError`], malformed
+//! input: the credential formats are `credentials.rs`'s, `x509.rs`'s and `rpk.rs`'s), a configuration
+//! that cannot run ([`ConfigError`], caller misuse), a handshake that fails ([`HandshakeFailure`], the
+//! peer's doing, reported as an event).
 
 mod cookie;
+mod credentials;
+mod error;
 mod failure;
+mod node;
 mod rpk;
 mod x509;
 
@@ -88,8 +108,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use tracing::{debug, info, trace, warn};
 
+pub use credentials::{load_peer_psks, peer_psks_from_json};
 pub use dimpl;
+pub use error::{ConfigError, CredentialError, CredentialErrorKind};
 pub use failure::HandshakeFailure;
+pub use node::{is_dtls, DtlsNumbers, Plaintext, Port, SecureConfig, SecureEvent, SecureNode};
 pub use rpk::{ni_uri, PeerKeys, Rpk};
 pub use x509::X509;
 
@@ -205,6 +228,9 @@ pub enum DtlsEvent {
     /// The session with `peer` ended (close_notify either way, idle, evicted, or a fatal error after the
     /// handshake).
     Closed { peer: SocketAddr },
+    /// The session with `from` follows its peer to `to` by Connection ID (RFC 9146 §6): `from` has no
+    /// session any more.
+    Moved { from: SocketAddr, to: SocketAddr },
 }
 
 /// The layer's counters ([`DtlsLayer::stats`]), for tests and for whoever watches the node (`/metrics`):
@@ -230,6 +256,9 @@ pub struct DtlsStats {
     pub records: dimpl::Discarded,
     /// Sessions that followed their peer to a new address by Connection ID (RFC 9146 §6).
     pub moved: u64,
+    /// Handshake flights sent again when dimpl's retransmission timer fired (each timer that produced
+    /// records counts once, however many datagrams the flight took).
+    pub flights_retransmitted: u64,
 }
 
 /// Failed handshakes by [`HandshakeFailure`] (an untrusted certificate, and a raw public key untrusted,
@@ -307,6 +336,7 @@ impl DtlsStats {
         self.no_session += other.no_session;
         add_discarded(&mut self.records, &other.records);
         self.moved += other.moved;
+        self.flights_retransmitted += other.flights_retransmitted;
     }
 }
 
@@ -379,8 +409,6 @@ impl dimpl::PskResolver for FixedKey {
 /// The DTLS sessions of one socket. See the crate documentation.
 pub struct DtlsLayer {
     config: DtlsConfig,
-    /// The `std::time::Instant` that corral's `Instant` zero stands for (dimpl's timers are std's).
-    base: std::time::Instant,
     secret: [u8; 32],
     seeds: u64,
     sessions: HashMap<SocketAddr, Session>,
@@ -391,8 +419,6 @@ pub struct DtlsLayer {
     plaintext: VecDeque<(SocketAddr, Vec<u8>)>,
     events: VecDeque<DtlsEvent>,
     stats: DtlsStats,
-    /// The latest `now` the layer was given (for sends, which have none).
-    now: Instant,
     buf: Vec<u8>,
     /// dimpl's crypto provider, whose signature check verifies peer certificates against the CAs.
     provider: dimpl::crypto::CryptoProvider,
@@ -402,12 +428,12 @@ pub struct DtlsLayer {
 }
 
 impl DtlsLayer {
-    /// A layer whose `Instant` zero is `base`, keyed by `secret` (from a CSPRNG on real sockets).
-    pub fn new(config: DtlsConfig, base: std::time::Instant, secret: [u8; 32]) -> DtlsLayer {
+    /// A layer keyed by `secret`: from a CSPRNG on real sockets, from the seed in a simulation (see the
+    /// crate docs: every random value of the layer and its sessions derives from it).
+    pub fn new(config: DtlsConfig, secret: [u8; 32]) -> DtlsLayer {
         DtlsLayer {
             buf: vec![0; config.mtu.max(256)],
             config,
-            base,
             secret,
             seeds: 0,
             sessions: HashMap::new(),
@@ -417,7 +443,6 @@ impl DtlsLayer {
             plaintext: VecDeque::new(),
             events: VecDeque::new(),
             stats: DtlsStats::default(),
-            now: Instant::ZERO,
             provider: dimpl::crypto::rust_crypto::default_provider(),
             provider_validated: false,
         }
@@ -437,6 +462,11 @@ impl DtlsLayer {
         self.sessions.get(&peer).is_some_and(|s| s.connected)
     }
 
+    /// Whether there is a session with `peer`, in its handshake or established.
+    pub fn has_session(&self, peer: SocketAddr) -> bool {
+        self.sessions.contains_key(&peer)
+    }
+
     /// The counters so far; `records` sums the discards of the live sessions and of those that ended.
     pub fn stats(&self) -> DtlsStats {
         let mut stats = self.stats;
@@ -444,10 +474,6 @@ impl DtlsLayer {
             add_discarded(&mut stats.records, &s.dtls.discarded());
         }
         stats
-    }
-
-    fn to_std(&self, t: Instant) -> std::time::Instant {
-        self.base + std::time::Duration::from_micros(t.as_micros())
     }
 
     /// The Connection ID the session with `peer` negotiated (RFC 9146), this side's: the one the
@@ -459,16 +485,13 @@ impl DtlsLayer {
     /// 32 bytes derived from the layer's secret for `label`, fresh at each call.
     fn derive(&mut self, label: &[u8]) -> [u8; 32] {
         self.seeds += 1;
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.secret).expect("HMAC takes any key");
-        mac.update(label);
-        mac.update(&self.seeds.to_be_bytes());
-        mac.finalize().into_bytes().into()
+        derive_secret(&self.secret, label, self.seeds)
     }
 
-    /// A seed for one session's non-secret choices, derived from the layer's secret.
-    fn next_seed(&mut self) -> u64 {
-        let out = self.derive(b"corral-dtls session seed");
-        u64::from_be_bytes(out[..8].try_into().expect("8 of 32 bytes"))
+    /// The key of one session's generator, from which dimpl draws all of the session's randomness
+    /// (crate docs), derived from the layer's secret.
+    fn next_rng_key(&mut self) -> [u8; 32] {
+        self.derive(b"corral-dtls session rng")
     }
 
     /// A Connection ID no session holds, derived from the layer's secret (unpredictable on real
@@ -487,7 +510,7 @@ impl DtlsLayer {
         seen: &Arc<Mutex<Option<Named>>>,
         cid: Option<Vec<u8>>,
     ) -> Result<Arc<dimpl::Config>, dimpl::Error> {
-        let seed = self.next_seed();
+        let rng_key = self.next_rng_key();
         let builder = dimpl::Config::builder()
             .mtu(self.config.mtu)
             .use_server_cookie(false)
@@ -495,7 +518,7 @@ impl DtlsLayer {
             .offer_srtp(false)
             .provider_validated(self.provider_validated)
             .handshake_timeout(std::time::Duration::from_micros(self.config.handshake_timeout.as_micros()))
-            .dangerously_set_rng_seed(seed)
+            .rng_key(rng_key)
             .raw_public_key(self.config.rpk.is_some());
         let builder = match cid {
             Some(cid) => builder.connection_id(cid),
@@ -550,15 +573,15 @@ impl DtlsLayer {
         };
         let config = self.dimpl_config(&identity, cid.clone())?;
         let mut dtls = match self.credentials() {
-            Some(c) => dimpl::Dtls::new_12(config, c, self.to_std(now)),
-            None => dimpl::Dtls::new_12_psk(config, self.to_std(now)),
+            Some(c) => dimpl::Dtls::new_12(config, c, to_dimpl(now)),
+            None => dimpl::Dtls::new_12_psk(config, to_dimpl(now)),
         };
         match self.config.role {
             Role::Server(_) => dtls.expect_verified_cookie(hello_verify_seq),
             Role::Client { .. } => dtls.set_active(true),
         }
         // dimpl draws its random and (a client) sends its ClientHello on the first timeout.
-        dtls.handle_timeout(self.to_std(now))?;
+        dtls.handle_timeout(to_dimpl(now))?;
         self.lru_clock += 1;
         let session = Session {
             dtls,
@@ -623,7 +646,6 @@ impl DtlsLayer {
 
     /// A datagram from `peer`, which reached local address `local`.
     pub fn handle_datagram(&mut self, now: Instant, peer: SocketAddr, local: Option<IpAddr>, data: &[u8]) {
-        self.now = now;
         if !self.sessions.contains_key(&peer) {
             if let Some(old) = self.session_by_cid(data) {
                 self.handle_moved(now, old, peer, local, data);
@@ -680,6 +702,7 @@ impl DtlsLayer {
         self.insert(peer, s);
         debug!(from = %old, to = %peer, "DTLS session moved to a new address by its Connection ID");
         self.stats.moved += 1;
+        self.events.push_back(DtlsEvent::Moved { from: old, to: peer });
         self.after(now, peer, result);
     }
 
@@ -806,7 +829,7 @@ impl DtlsLayer {
                             self.buf.resize(n, 0);
                         }
                         dimpl::Output::Timeout(t) => {
-                            s.timer = Some(micros_after(self.base, t));
+                            s.timer = Some(from_dimpl(t));
                             break;
                         }
                         dimpl::Output::Connected => {
@@ -852,10 +875,10 @@ impl DtlsLayer {
         }
     }
 
-    /// Sends `plaintext` to `peer`: at once on an established session; a client queues it behind a
-    /// handshake it starts if there is none; a server drops it (only a peer opens a session to a server).
-    pub fn send(&mut self, peer: SocketAddr, plaintext: &[u8]) {
-        let now = self.now;
+    /// Sends `plaintext` to `peer` at `now`: at once on an established session; a client queues it
+    /// behind a handshake it starts if there is none; a server drops it (only a peer opens a session to a
+    /// server).
+    pub fn send(&mut self, now: Instant, peer: SocketAddr, plaintext: &[u8]) {
         if !self.sessions.contains_key(&peer) {
             if self.is_server() {
                 trace!(%peer, "no DTLS session with the peer: datagram dropped");
@@ -903,9 +926,8 @@ impl DtlsLayer {
 
     /// Retransmits flights, fails handshakes that ran out of time and closes idle sessions.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.now = now;
         let idle = self.config.idle_timeout;
-        let due: Vec<(SocketAddr, bool)> = self
+        let mut due: Vec<(SocketAddr, bool)> = self
             .sessions
             .iter()
             .filter_map(|(peer, s)| {
@@ -913,6 +935,8 @@ impl DtlsLayer {
                 (is_idle || s.timer.is_some_and(|t| t <= now)).then_some((*peer, is_idle))
             })
             .collect();
+        // In address order, not the table's: a simulated run sends the same datagrams in the same order.
+        due.sort_unstable();
         for (peer, is_idle) in due {
             if is_idle {
                 debug!(%peer, "DTLS session idle: closed");
@@ -920,27 +944,44 @@ impl DtlsLayer {
                 self.close(now, peer);
                 continue;
             }
-            let at = self.to_std(now);
             if let Some(s) = self.sessions.get_mut(&peer) {
-                let result = s.dtls.handle_timeout(at);
+                let result = s.dtls.handle_timeout(to_dimpl(now));
+                let before = self.transmits.len();
                 self.after(now, peer, result);
+                if self.transmits.len() > before && self.sessions.contains_key(&peer) {
+                    self.stats.flights_retransmitted += 1;
+                }
             }
         }
     }
 
     /// Closes every session with close_notify (a shutting-down driver calls this before its last flush).
     pub fn close_all(&mut self, now: Instant) {
-        let peers: Vec<SocketAddr> = self.sessions.keys().copied().collect();
+        let mut peers: Vec<SocketAddr> = self.sessions.keys().copied().collect();
+        peers.sort_unstable();
         for peer in peers {
             self.close(now, peer);
         }
     }
 }
 
-/// `t` on corral's clock whose zero is `base`, rounded up to the microsecond: a timer handled at the
-/// rounded instant is due (rounded down, it would not be, and the driver would spin).
-fn micros_after(base: std::time::Instant, t: std::time::Instant) -> Instant {
-    let nanos = t.saturating_duration_since(base).as_nanos();
+/// 32 bytes derived from `secret` for `label` and `n` (HMAC-SHA256): independent keys from one secret.
+fn derive_secret(secret: &[u8; 32], label: &[u8], n: u64) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes any key");
+    mac.update(label);
+    mac.update(&n.to_be_bytes());
+    mac.finalize().into_bytes().into()
+}
+
+/// corral's `now` as dimpl's `Instant`: the same time since the same zero.
+fn to_dimpl(now: Instant) -> dimpl::Instant {
+    dimpl::Instant::from_duration(std::time::Duration::from_micros(now.as_micros()))
+}
+
+/// dimpl's `t` on corral's clock, rounded up to the microsecond: a timer handled at the rounded instant
+/// is due (rounded down, it would not be, and the driver would spin).
+fn from_dimpl(t: dimpl::Instant) -> Instant {
+    let nanos = t.since_zero().as_nanos();
     Instant::from_micros(u64::try_from(nanos.div_ceil(1000)).unwrap_or(u64::MAX))
 }
 

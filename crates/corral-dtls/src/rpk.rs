@@ -15,9 +15,11 @@
 //! SubjectPublicKeyInfo (RFC 7252 §9.1.3.2.1 names this form for RawPublicKey identities): stable,
 //! printable, and what a gateway's access roles can name. Never panics on input.
 
+use crate::error::{read_text, CredentialError};
 use base64ct::{Base64UrlUnpadded, Encoding};
 use p256::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePublicKey};
 use sha2::{Digest, Sha256};
+use std::path::Path;
 
 /// This side's raw public key and private key, and the peers' keys it accepts. Its `Debug` shows the
 /// key's identity, never the private key.
@@ -56,21 +58,30 @@ impl std::fmt::Debug for PeerKeys {
 }
 
 impl Rpk {
+    /// Reads this side's key from a PEM file and the trusted keys from another (see [`Rpk::from_pem`]
+    /// and [`PeerKeys::from_pem`]); the error names the file that cannot be read or is wrong.
+    pub fn load(key: &Path, peers: &Path) -> Result<Rpk, CredentialError> {
+        let trusted = PeerKeys::load(peers)?;
+        Rpk::from_pem(&read_text(key)?, trusted).map_err(|e| e.in_file(key))
+    }
+
     /// From a PEM file holding an `EC PRIVATE KEY` (SEC1) or `PRIVATE KEY` (PKCS#8) on P-256, as libcoap's
     /// `-M` takes it (other blocks, such as a `PUBLIC KEY` or `EC PARAMETERS`, are skipped); `peers`:
     /// the keys it accepts. The error says what is wrong with the file.
-    pub fn from_pem(key: &str, peers: PeerKeys) -> Result<Rpk, String> {
-        let blocks = pem_blocks(key)?;
+    pub fn from_pem(key: &str, peers: PeerKeys) -> Result<Rpk, CredentialError> {
+        let blocks = pem_blocks(key).map_err(CredentialError::malformed)?;
         let (label, der) = blocks
             .into_iter()
             .find(|(label, _)| matches!(label.as_str(), "EC PRIVATE KEY" | "PRIVATE KEY"))
-            .ok_or("the file holds no PEM EC PRIVATE KEY or PRIVATE KEY")?;
+            .ok_or(CredentialError::malformed("the file holds no PEM EC PRIVATE KEY or PRIVATE KEY"))?;
         let secret = if label == "EC PRIVATE KEY" {
-            p256::SecretKey::from_sec1_der(&der).map_err(|_| "the EC PRIVATE KEY is not a P-256 key")?
+            p256::SecretKey::from_sec1_der(&der)
+                .map_err(|_| CredentialError::malformed("the EC PRIVATE KEY is not a P-256 key"))?
         } else {
-            p256::SecretKey::from_pkcs8_der(&der).map_err(|_| "the PRIVATE KEY is not a P-256 EC key")?
+            p256::SecretKey::from_pkcs8_der(&der)
+                .map_err(|_| CredentialError::malformed("the PRIVATE KEY is not a P-256 EC key"))?
         };
-        let public_key = spki_of(&secret.public_key())?;
+        let public_key = spki_of(&secret.public_key()).map_err(CredentialError::malformed)?;
         Ok(Rpk { public_key, key: der, peers })
     }
 
@@ -81,19 +92,25 @@ impl Rpk {
 }
 
 impl PeerKeys {
+    /// Reads the trusted keys from a PEM file (see [`PeerKeys::from_pem`]).
+    pub fn load(path: &Path) -> Result<PeerKeys, CredentialError> {
+        PeerKeys::from_pem(&read_text(path)?).map_err(|e| e.in_file(path))
+    }
+
     /// The trusted keys of a PEM file: one or more `PUBLIC KEY` blocks on P-256 (`openssl ec -pubout`
     /// writes one); the error names what is wrong.
-    pub fn from_pem(text: &str) -> Result<PeerKeys, String> {
+    pub fn from_pem(text: &str) -> Result<PeerKeys, CredentialError> {
         let mut keys = Vec::new();
-        for (label, der) in pem_blocks(text)? {
+        for (label, der) in pem_blocks(text).map_err(CredentialError::malformed)? {
             if label != "PUBLIC KEY" {
-                return Err(format!("expected PEM PUBLIC KEY blocks, not {label}"));
+                return Err(CredentialError::malformed(format!("expected PEM PUBLIC KEY blocks, not {label}")));
             }
-            let key = p256::PublicKey::from_public_key_der(&der).map_err(|_| "a PUBLIC KEY is not a P-256 key")?;
-            keys.push(spki_of(&key)?);
+            let key = p256::PublicKey::from_public_key_der(&der)
+                .map_err(|_| CredentialError::malformed("a PUBLIC KEY is not a P-256 key"))?;
+            keys.push(spki_of(&key).map_err(CredentialError::malformed)?);
         }
         if keys.is_empty() {
-            return Err("the file holds no PEM PUBLIC KEY".into());
+            return Err(CredentialError::malformed("the file holds no PEM PUBLIC KEY"));
         }
         Ok(PeerKeys::Trusted(keys))
     }

@@ -19,12 +19,12 @@ fn keys() -> Arc<PskKeys> {
 }
 
 fn server() -> DtlsLayer {
-    DtlsLayer::new(DtlsConfig::new(Role::Server(keys())), std::time::Instant::now(), [1; 32])
+    DtlsLayer::new(DtlsConfig::new(Role::Server(keys())), [1; 32])
 }
 
 fn client(identity: &str, key: &str) -> DtlsLayer {
     let role = Role::Client { identity: identity.into(), key: key.into() };
-    DtlsLayer::new(DtlsConfig::new(role), std::time::Instant::now(), [2; 32])
+    DtlsLayer::new(DtlsConfig::new(role), [2; 32])
 }
 
 /// Moves datagrams between the two layers until neither has any, the clock standing at `now`.
@@ -56,7 +56,7 @@ fn events(l: &mut DtlsLayer) -> Vec<DtlsEvent> {
 fn a_psk_handshake_carries_plaintext_both_ways_and_names_the_identity() {
     let (mut c, mut s) = (client("alice", "secretPSK"), server());
     let now = Instant::from_secs(1);
-    c.send(addr(SERVER), b"request");
+    c.send(now, addr(SERVER), b"request");
     pump(now, &mut c, &mut s);
     assert_eq!(s.stats().cookies_sent, 1, "the first ClientHello is answered with a cookie");
     assert!(c.is_connected(addr(SERVER)) && s.is_connected(addr(CLIENT)));
@@ -66,7 +66,7 @@ fn a_psk_handshake_carries_plaintext_both_ways_and_names_the_identity() {
         "queued plaintext goes after the handshake"
     );
     assert!(events(&mut s).contains(&DtlsEvent::Connected { peer: addr(CLIENT), identity: Some(b"alice".to_vec()) }));
-    s.send(addr(CLIENT), b"response");
+    s.send(now, addr(CLIENT), b"response");
     pump(now, &mut c, &mut s);
     assert_eq!(c.poll_plaintext(), Some((addr(SERVER), b"response".to_vec())));
 }
@@ -76,7 +76,7 @@ fn a_psk_handshake_carries_plaintext_both_ways_and_names_the_identity() {
 fn refused(identity: &str, key: &str) -> (Vec<Vec<u8>>, Vec<DtlsEvent>, Vec<DtlsEvent>) {
     let (mut c, mut s) = (client(identity, key), server());
     let now = Instant::from_secs(1);
-    c.send(addr(SERVER), b"request");
+    c.send(Instant::ZERO, addr(SERVER), b"request");
     let mut sent = Vec::new();
     for _ in 0..64 {
         let mut moved = false;
@@ -120,7 +120,7 @@ fn an_unknown_identity_is_answered_like_a_wrong_key_so_identities_cannot_be_prob
 #[test]
 fn a_wrong_key_fails_the_handshake_as_a_key_mismatch() {
     let (mut c, mut s) = (client("alice", "wrongPSK"), server());
-    c.send(addr(SERVER), b"request");
+    c.send(Instant::ZERO, addr(SERVER), b"request");
     pump(Instant::from_secs(1), &mut c, &mut s);
     assert_eq!(s.sessions(), 0);
     assert_eq!(s.poll_plaintext(), None);
@@ -131,7 +131,7 @@ fn a_wrong_key_fails_the_handshake_as_a_key_mismatch() {
 #[test]
 fn client_hellos_from_a_thousand_spoofed_addresses_leave_no_session() {
     let (mut c, mut s) = (client("alice", "secretPSK"), server());
-    c.send(addr(SERVER), b"request");
+    c.send(Instant::ZERO, addr(SERVER), b"request");
     let hello = c.poll_transmit().expect("a ClientHello").payload;
     for i in 0..1000u32 {
         let spoofed = SocketAddr::from(([10, (i >> 16) as u8, (i >> 8) as u8, i as u8], 5000));
@@ -147,7 +147,7 @@ fn client_hellos_from_a_thousand_spoofed_addresses_leave_no_session() {
 fn a_cookie_returned_from_another_address_is_not_accepted() {
     let (mut c, mut s) = (client("alice", "secretPSK"), server());
     let now = Instant::from_secs(1);
-    c.send(addr(SERVER), b"request");
+    c.send(now, addr(SERVER), b"request");
     let hello = c.poll_transmit().unwrap().payload;
     s.handle_datagram(now, addr(CLIENT), None, &hello);
     let hvr = s.poll_transmit().unwrap().payload;
@@ -163,12 +163,12 @@ fn a_cookie_returned_from_another_address_is_not_accepted() {
 fn a_full_session_table_evicts_the_least_recently_active_session() {
     let mut config = DtlsConfig::new(Role::Server(keys()));
     config.max_sessions = 2;
-    let mut s = DtlsLayer::new(config, std::time::Instant::now(), [1; 32]);
+    let mut s = DtlsLayer::new(config, [1; 32]);
     let mut clients = Vec::new();
     for port in [40001u16, 40002, 40003] {
         let peer = SocketAddr::from(([192, 0, 2, 9], port));
         let mut c = client("alice", "secretPSK");
-        c.send(addr(SERVER), b"x");
+        c.send(Instant::ZERO, addr(SERVER), b"x");
         for _ in 0..16 {
             let mut moved = false;
             while let Some(t) = c.poll_transmit() {
@@ -198,7 +198,7 @@ fn a_full_session_table_evicts_the_least_recently_active_session() {
 fn an_idle_session_is_closed_with_close_notify() {
     let (mut c, mut s) = (client("alice", "secretPSK"), server());
     let now = Instant::from_secs(1);
-    c.send(addr(SERVER), b"request");
+    c.send(now, addr(SERVER), b"request");
     pump(now, &mut c, &mut s);
     assert_eq!(s.sessions(), 1);
     let later = now + Duration::from_secs(301);
@@ -214,7 +214,7 @@ fn an_idle_session_is_closed_with_close_notify() {
 #[test]
 fn a_handshake_without_answers_retransmits_and_then_fails_with_a_timeout() {
     let mut c = client("alice", "secretPSK");
-    c.send(addr(SERVER), b"request");
+    c.send(Instant::ZERO, addr(SERVER), b"request");
     let mut sent = 0;
     for _ in 0..1000 {
         if c.sessions() == 0 {
@@ -240,7 +240,7 @@ proptest! {
         s.handle_datagram(Instant::from_secs(1), addr(CLIENT), None, &data);
         prop_assert_eq!(s.sessions(), 0);
         let mut c = client("alice", "secretPSK");
-        c.send(addr(SERVER), b"x");
+        c.send(Instant::ZERO, addr(SERVER), b"x");
         c.handle_datagram(Instant::from_secs(1), addr(SERVER), None, &data);
     }
 
@@ -248,7 +248,7 @@ proptest! {
     fn a_mangled_flight_never_panics(flip in 0usize..400, byte in any::<u8>(), cut in 0usize..400) {
         let (mut c, mut s) = (client("alice", "secretPSK"), server());
         let now = Instant::from_secs(1);
-        c.send(addr(SERVER), b"x");
+        c.send(now, addr(SERVER), b"x");
         let hello = c.poll_transmit().unwrap().payload;
         s.handle_datagram(now, addr(CLIENT), None, &hello);
         let hvr = s.poll_transmit().unwrap().payload;
@@ -278,7 +278,7 @@ proptest! {
 fn established() -> (DtlsLayer, DtlsLayer, Instant) {
     let (mut c, mut s) = (client("alice", "secretPSK"), server());
     let now = Instant::from_secs(1);
-    c.send(addr(SERVER), b"hello");
+    c.send(now, addr(SERVER), b"hello");
     pump(now, &mut c, &mut s);
     assert!(s.is_connected(addr(CLIENT)));
     while s.poll_plaintext().is_some() {}
@@ -287,7 +287,7 @@ fn established() -> (DtlsLayer, DtlsLayer, Instant) {
 
 /// The record the client sends for `plaintext` on the established session.
 fn record(c: &mut DtlsLayer, plaintext: &[u8]) -> Vec<u8> {
-    c.send(addr(SERVER), plaintext);
+    c.send(Instant::from_secs(1), addr(SERVER), plaintext);
     let r = c.poll_transmit().expect("a record").payload;
     assert!(c.poll_transmit().is_none());
     r
@@ -349,7 +349,7 @@ fn a_record_of_a_closed_session_is_dropped_as_from_no_session() {
 fn a_client_hello_inside_an_established_session_neither_renegotiates_nor_ends_it() {
     let (mut c, mut s, now) = established();
     let mut other = client("alice", "secretPSK");
-    other.send(addr(SERVER), b"x");
+    other.send(now, addr(SERVER), b"x");
     let hello = other.poll_transmit().unwrap().payload;
     s.handle_datagram(now, addr(CLIENT), None, &hello);
     while let Some(t) = s.poll_transmit() {
@@ -382,7 +382,7 @@ fn an_oversized_certificate_chain_in_fragments_is_bounded_and_ends_in_the_handsh
     let mut s = server();
     let mut c = client("alice", "secretPSK");
     let now = Instant::from_secs(1);
-    c.send(addr(SERVER), b"x");
+    c.send(now, addr(SERVER), b"x");
     let hello = c.poll_transmit().unwrap().payload;
     s.handle_datagram(now, addr(CLIENT), None, &hello);
     let hvr = s.poll_transmit().unwrap().payload;
@@ -415,10 +415,10 @@ fn an_oversized_certificate_chain_in_fragments_is_bounded_and_ends_in_the_handsh
 #[test]
 fn failed_handshakes_are_counted_by_reason() {
     let (mut c, mut s) = (client("mallory", "secretPSK"), server());
-    c.send(addr(SERVER), b"request");
+    c.send(Instant::ZERO, addr(SERVER), b"request");
     pump(Instant::from_secs(1), &mut c, &mut s);
     let (mut c2, mut s2) = (client("alice", "wrongkey"), server());
-    c2.send(addr(SERVER), b"request");
+    c2.send(Instant::ZERO, addr(SERVER), b"request");
     pump(Instant::from_secs(1), &mut c2, &mut s2);
     let mut total = s.stats();
     total.add(&s2.stats());

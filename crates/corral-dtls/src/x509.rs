@@ -8,7 +8,9 @@
 //! hands over the leaf only), revocation, and the peer's name against the URI's host. The signature
 //! check itself is dimpl's (its crypto provider's `SignatureVerifier`). Never panics on input.
 
+use crate::error::{read_text, CredentialError};
 use der::{Decode, Encode};
+use std::path::Path;
 use x509_cert::Certificate;
 
 /// A side's certificate and key, and the CAs a peer's certificate must be signed by. Its `Debug` shows
@@ -30,28 +32,50 @@ impl std::fmt::Debug for X509 {
     }
 }
 
+/// The three parts of [`X509`]'s PEM, in [`X509::load`]'s order (an error names the file of its part).
+#[derive(Clone, Copy)]
+enum Part {
+    Certificate = 0,
+    Key = 1,
+    Ca = 2,
+}
+
 impl X509 {
+    /// Reads a certificate, its private key and the CA certificates from PEM files (see
+    /// [`X509::from_pem`]); the error names the file that cannot be read or is wrong.
+    pub fn load(certificate: &Path, key: &Path, ca: &Path) -> Result<X509, CredentialError> {
+        let files = [certificate, key, ca];
+        let [c, k, a] = [read_text(certificate)?, read_text(key)?, read_text(ca)?];
+        X509::parse(&c, &k, &a).map_err(|(part, why)| CredentialError::malformed(why).in_file(files[part as usize]))
+    }
+
     /// From PEM text: a certificate (the first of the file is this side's), its private key (`EC PRIVATE
     /// KEY` or `PRIVATE KEY`), and one or more CA certificates. The error says which part is wrong.
-    pub fn from_pem(certificate: &str, key: &str, ca: &str) -> Result<X509, String> {
+    pub fn from_pem(certificate: &str, key: &str, ca: &str) -> Result<X509, CredentialError> {
+        X509::parse(certificate, key, ca).map_err(|(_, why)| CredentialError::malformed(why))
+    }
+
+    fn parse(certificate: &str, key: &str, ca: &str) -> Result<X509, (Part, String)> {
+        let cert_err = |why: String| (Part::Certificate, why);
         let certificate = Certificate::load_pem_chain(certificate.as_bytes())
             .ok()
             .and_then(|c| c.into_iter().next())
-            .ok_or("the certificate is not a PEM X.509 certificate")?
+            .ok_or_else(|| cert_err("the certificate is not a PEM X.509 certificate".into()))?
             .to_der()
-            .map_err(|e| format!("the certificate: {e}"))?;
-        let (label, key) =
-            pem_rfc7468::decode_vec(key.trim().as_bytes()).map_err(|_| "the key is not a PEM private key")?;
+            .map_err(|e| cert_err(format!("the certificate: {e}")))?;
+        let (label, key) = pem_rfc7468::decode_vec(key.trim().as_bytes())
+            .map_err(|_| (Part::Key, "the key is not a PEM private key".to_string()))?;
         if !matches!(label, "EC PRIVATE KEY" | "PRIVATE KEY") {
-            return Err(format!("the key is a PEM {label}, not an EC PRIVATE KEY or PRIVATE KEY"));
+            return Err((Part::Key, format!("the key is a PEM {label}, not an EC PRIVATE KEY or PRIVATE KEY")));
         }
+        let no_ca = || (Part::Ca, "the CA file holds no PEM X.509 certificate".to_string());
         let ca: Vec<Vec<u8>> = Certificate::load_pem_chain(ca.as_bytes())
-            .map_err(|_| "the CA file holds no PEM X.509 certificate")?
+            .map_err(|_| no_ca())?
             .iter()
             .filter_map(|c| c.to_der().ok())
             .collect();
         if ca.is_empty() {
-            return Err("the CA file holds no PEM X.509 certificate".into());
+            return Err(no_ca());
         }
         Ok(X509 { certificate, key, ca })
     }

@@ -39,10 +39,9 @@ struct Pair {
 
 impl Pair {
     fn new(server: DtlsConfig) -> Pair {
-        let base = std::time::Instant::now();
         Pair {
-            client: DtlsLayer::new(client_config(), base, [2; 32]),
-            server: DtlsLayer::new(server, base, [1; 32]),
+            client: DtlsLayer::new(client_config(), [2; 32]),
+            server: DtlsLayer::new(server, [1; 32]),
             client_socket: bind(),
             server_socket: bind(),
             now: Instant::from_secs(1),
@@ -88,11 +87,11 @@ impl Pair {
     /// The client sends `data` and the server answers `answer`; what each received.
     fn exchange(&mut self, data: &[u8], answer: &[u8]) -> Exchanged {
         let server = self.server_addr();
-        self.client.send(server, data);
+        self.client.send(self.now, server, data);
         self.pump();
         let got = self.server.poll_plaintext();
         if let Some((from, _)) = &got {
-            self.server.send(*from, answer);
+            self.server.send(self.now, *from, answer);
             self.pump();
         }
         let back = self.client.poll_plaintext().map(|(_, d)| d);
@@ -126,12 +125,11 @@ fn a_client_whose_port_changes_keeps_its_session_by_connection_id() {
 
 #[test]
 fn records_to_the_server_carry_its_connection_id_and_records_to_the_client_none() {
-    let base = std::time::Instant::now();
-    let mut c = DtlsLayer::new(client_config(), base, [2; 32]);
-    let mut s = DtlsLayer::new(server_config(), base, [1; 32]);
+    let mut c = DtlsLayer::new(client_config(), [2; 32]);
+    let mut s = DtlsLayer::new(server_config(), [1; 32]);
     let (ca, sa): (SocketAddr, SocketAddr) = ("192.0.2.2:40000".parse().unwrap(), "192.0.2.1:5684".parse().unwrap());
     let now = Instant::from_secs(1);
-    c.send(sa, b"request");
+    c.send(now, sa, b"request");
     let (to_server, to_client) = pump_virtual(now, &mut c, ca, &mut s, sa);
     assert!(s.is_connected(ca));
     let cid = s.connection_id(ca).unwrap().to_vec();
@@ -141,7 +139,7 @@ fn records_to_the_server_carry_its_connection_id_and_records_to_the_client_none(
         assert_eq!(d[0], 25, "tls12_cid");
         assert_eq!(&d[11..11 + CID_LEN], &cid[..], "with the server's CID after the sequence number");
     }
-    s.send(ca, b"response");
+    s.send(now, ca, b"response");
     let (_, to_client2) = pump_virtual(now, &mut c, ca, &mut s, sa);
     let app = to_client.iter().chain(&to_client2).find(|d| d[0] == 23).expect("application data to the client");
     assert_eq!(app[3..5], [0, 1], "an RFC 6347 record in epoch 1");
@@ -150,18 +148,17 @@ fn records_to_the_server_carry_its_connection_id_and_records_to_the_client_none(
 
 #[test]
 fn a_replayed_or_forged_record_from_another_address_does_not_move_the_session() {
-    let base = std::time::Instant::now();
-    let mut c = DtlsLayer::new(client_config(), base, [2; 32]);
-    let mut s = DtlsLayer::new(server_config(), base, [1; 32]);
+    let mut c = DtlsLayer::new(client_config(), [2; 32]);
+    let mut s = DtlsLayer::new(server_config(), [1; 32]);
     let (ca, sa): (SocketAddr, SocketAddr) = ("192.0.2.2:40000".parse().unwrap(), "192.0.2.1:5684".parse().unwrap());
     let attacker: SocketAddr = "203.0.113.66:4444".parse().unwrap();
     let now = Instant::from_secs(1);
-    c.send(sa, b"hello");
+    c.send(now, sa, b"hello");
     pump_virtual(now, &mut c, ca, &mut s, sa);
     assert_eq!(s.poll_plaintext(), Some((ca, b"hello".to_vec())));
 
     // A record the client sends, seen on the path and delivered first from the client's address.
-    c.send(sa, b"second");
+    c.send(now, sa, b"second");
     let record = c.poll_transmit().expect("a record").payload;
     s.handle_datagram(now, ca, None, &record);
     assert_eq!(s.poll_plaintext(), Some((ca, b"second".to_vec())));
@@ -185,7 +182,7 @@ fn a_replayed_or_forged_record_from_another_address_does_not_move_the_session() 
     assert_eq!(s.stats().dropped, 3);
 
     // And the session still works from the client's address.
-    c.send(sa, b"third");
+    c.send(now, sa, b"third");
     pump_virtual(now, &mut c, ca, &mut s, sa);
     assert_eq!(s.poll_plaintext(), Some((ca, b"third".to_vec())));
 }
@@ -237,15 +234,14 @@ proptest::proptest! {
     /// message layer, and never move the session.
     #[test]
     fn mangled_cid_records_from_elsewhere_move_nothing(flip in 0usize..64, byte in 1u8.., cut in 0usize..64) {
-        let base = std::time::Instant::now();
-        let mut c = DtlsLayer::new(client_config(), base, [2; 32]);
-        let mut s = DtlsLayer::new(server_config(), base, [1; 32]);
+        let mut c = DtlsLayer::new(client_config(), [2; 32]);
+        let mut s = DtlsLayer::new(server_config(), [1; 32]);
         let (ca, sa): (SocketAddr, SocketAddr) = ("192.0.2.2:40000".parse().unwrap(), "192.0.2.1:5684".parse().unwrap());
         let now = Instant::from_secs(1);
-        c.send(sa, b"hello");
+        c.send(now, sa, b"hello");
         pump_virtual(now, &mut c, ca, &mut s, sa);
         proptest::prop_assert!(s.poll_plaintext().is_some());
-        c.send(sa, b"second");
+        c.send(now, sa, b"second");
         let mut record = c.poll_transmit().unwrap().payload;
         let i = (11 + CID_LEN + flip) % record.len();
         record[i] ^= byte;

@@ -210,13 +210,20 @@ impl Node {
         &mut self.tcp
     }
 
-    /// Replaces the TCP endpoint's configuration (before any connection).
     /// An ICMP error for a datagram sent to `peer` (see [`Endpoint::handle_unreachable`]).
     pub fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: Option<&[u8]>) {
         self.endpoint.handle_unreachable(now, peer, quoted);
         self.dispatch(now);
     }
 
+    /// Fails every unicast exchange with `peer` with `error` (see [`Endpoint::fail_peer`]: a failed DTLS
+    /// handshake), and tells the services that were waiting.
+    pub fn fail_peer(&mut self, now: Instant, peer: SocketAddr, error: crate::RequestError) {
+        self.endpoint.fail_peer(now, peer, error);
+        self.dispatch(now);
+    }
+
+    /// Replaces the TCP endpoint's configuration (before any connection).
     pub fn set_tcp_config(&mut self, config: TcpConfig) {
         self.tcp = TcpEndpoint::new(config);
     }

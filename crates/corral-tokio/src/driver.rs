@@ -13,6 +13,7 @@
 
 use crate::socket::{CoapSocket, OutDatagram, RecvBuffers};
 use crate::tcp::{ConnLink, Remote, TcpInput};
+use corral_dtls::{Plaintext, Port};
 use corral_proto::wire::Code;
 use corral_proto::{
     ConnId, Endpoint, Event, InboundId, Instant, Node, NodeCommand, Request, RequestError, RequestId, Response,
@@ -60,7 +61,7 @@ pub fn os_seed() -> u64 {
 }
 
 /// `N` random bytes from the operating system's CSPRNG (getrandom).
-fn os_random<const N: usize>() -> [u8; N] {
+pub(crate) fn os_random<const N: usize>() -> [u8; N] {
     let mut b = [0u8; N];
     // Without the OS's random source nothing here can be unpredictable; no peer can cause this.
     getrandom::fill(&mut b).expect("the operating system's random source (getrandom) is available");
@@ -93,11 +94,12 @@ impl OsSeeded for corral_proto::TcpConfig {
     }
 }
 
-/// What the driver runs: a client's endpoints or a node with services (a server). Both carry a UDP
-/// endpoint and a TCP endpoint; request and inbound ids tell the two apart (their
-/// [`Transport`](corral_proto::Transport)).
+/// What the driver runs: a client's endpoints or a node with services (a server), either of them behind
+/// DTLS (`crate::secure`). Both carry a UDP endpoint and a TCP endpoint; request and inbound ids tell the
+/// two apart (their [`Transport`](corral_proto::Transport)). Datagrams come in on, and leave from, the
+/// driver's socket ([`Port::Main`]) or its socket for `coaps://` alone ([`Port::Secure`]).
 pub(crate) trait Machine {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]);
+    fn handle_datagram(&mut self, now: Instant, port: Port, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]);
     /// An ICMP error says a datagram to `peer` (starting with `quoted`) was not delivered.
     fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: &[u8]);
     fn handle_timeout(&mut self, now: Instant);
@@ -106,7 +108,7 @@ pub(crate) trait Machine {
     fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId);
     fn handle_tcp_connect_failed(&mut self, now: Instant, dst: SocketAddr);
     fn poll_tcp_connect(&mut self) -> Option<SocketAddr>;
-    fn poll_transmit(&mut self) -> Option<Transmit>;
+    fn poll_transmit(&mut self, now: Instant) -> Option<(Port, Transmit)>;
     fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit>;
     fn poll_tcp_close(&mut self) -> Option<ConnId>;
     fn poll_timeout(&self) -> Option<Instant>;
@@ -127,15 +129,14 @@ pub(crate) struct ClientMachine {
 }
 
 impl Machine for ClientMachine {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
+    fn handle_datagram(&mut self, now: Instant, _: Port, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
         self.udp.handle_datagram(now, from, dst_ip, data)
     }
     fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: &[u8]) {
         self.udp.handle_unreachable(now, peer, Some(quoted))
     }
     fn handle_timeout(&mut self, now: Instant) {
-        self.udp.handle_timeout(now);
-        self.tcp.handle_timeout(now);
+        Plaintext::handle_timeout(self, now)
     }
     fn handle_tcp_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr) {
         self.tcp.handle_connected(now, conn, peer)
@@ -152,8 +153,8 @@ impl Machine for ClientMachine {
     fn poll_tcp_connect(&mut self) -> Option<SocketAddr> {
         self.tcp.poll_connect()
     }
-    fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.udp.poll_transmit()
+    fn poll_transmit(&mut self, _: Instant) -> Option<(Port, Transmit)> {
+        self.udp.poll_transmit().map(|t| (Port::Main, t))
     }
     fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit> {
         self.tcp.poll_transmit()
@@ -162,7 +163,7 @@ impl Machine for ClientMachine {
         self.tcp.poll_close()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        [self.udp.poll_timeout(), self.tcp.poll_timeout()].into_iter().flatten().min()
+        Plaintext::poll_timeout(self)
     }
     fn poll_event(&mut self) -> Option<Event> {
         self.udp.poll_event().or_else(|| self.tcp.poll_event())
@@ -191,8 +192,34 @@ impl Machine for ClientMachine {
     }
 }
 
+/// A client's UDP endpoint behind DTLS (`ClientBuilder::dtls`).
+impl Plaintext for ClientMachine {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, local: Option<IpAddr>, data: &[u8]) {
+        self.udp.handle_datagram(now, from, local, data)
+    }
+    fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: Option<&[u8]>) {
+        self.udp.handle_unreachable(now, peer, quoted)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.udp.handle_timeout(now);
+        self.tcp.handle_timeout(now);
+    }
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.udp.poll_transmit()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        [self.udp.poll_timeout(), self.tcp.poll_timeout()].into_iter().flatten().min()
+    }
+    fn fail_peer(&mut self, now: Instant, peer: SocketAddr, error: RequestError) {
+        self.udp.fail_peer(now, peer, error)
+    }
+    fn set_datagram_identity(&mut self, identity: Option<Arc<[u8]>>) {
+        self.udp.set_datagram_identity(identity)
+    }
+}
+
 impl Machine for Node {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
+    fn handle_datagram(&mut self, now: Instant, _: Port, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
         Node::handle_datagram(self, now, from, dst_ip, data)
     }
     fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: &[u8]) {
@@ -216,8 +243,8 @@ impl Machine for Node {
     fn poll_tcp_connect(&mut self) -> Option<SocketAddr> {
         Node::poll_tcp_connect(self)
     }
-    fn poll_transmit(&mut self) -> Option<Transmit> {
-        Node::poll_transmit(self)
+    fn poll_transmit(&mut self, _: Instant) -> Option<(Port, Transmit)> {
+        Node::poll_transmit(self).map(|t| (Port::Main, t))
     }
     fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit> {
         Node::poll_tcp_transmit(self)
@@ -448,6 +475,8 @@ impl Drop for TcpSide {
 pub(crate) struct Driver<M> {
     pub machine: M,
     pub socket: CoapSocket,
+    /// A socket for `coaps://` alone ([`Port::Secure`], `Server::listen_dtls`), and its receive buffers.
+    secure: Option<(CoapSocket, Option<RecvBuffers>)>,
     pub clock: Clock,
     pub rx: mpsc::UnboundedReceiver<Command>,
     pending: HashMap<RequestId, Pending>,
@@ -482,6 +511,7 @@ impl<M: Machine> Driver<M> {
         Driver {
             machine,
             socket,
+            secure: None,
             clock,
             rx,
             pending: HashMap::new(),
@@ -491,6 +521,20 @@ impl<M: Machine> Driver<M> {
             bufs: None,
             commands_open: true,
             tcp,
+        }
+    }
+
+    /// Also reads `socket`, the machine's [`Port::Secure`], and sends what leaves by it from there.
+    pub fn with_secure_socket(mut self, socket: Option<CoapSocket>) -> Driver<M> {
+        self.secure = socket.map(|s| (s, None));
+        self
+    }
+
+    /// The socket of `port`: the secure one if there is one, else the driver's.
+    fn socket_of(&self, port: Port) -> &CoapSocket {
+        match (port, &self.secure) {
+            (Port::Secure, Some((s, _))) => s,
+            _ => &self.socket,
         }
     }
 
@@ -517,8 +561,8 @@ impl<M: Machine> Driver<M> {
 pub(crate) enum Input {
     /// A command, or `None`: every sender is gone.
     Command(Option<Command>),
-    /// The UDP socket is readable (or failed).
-    Readable(io::Result<()>),
+    /// The UDP socket of this port is readable (or failed).
+    Readable(Port, io::Result<()>),
     Tcp(TcpInput),
 }
 
@@ -562,7 +606,8 @@ impl<M: Machine> crate::event_loop::Drive for Driver<M> {
         tokio::select! {
             biased;
             cmd = self.rx.recv(), if self.commands_open => Input::Command(cmd),
-            r = self.socket.readable(), if self.draining.is_none() => Input::Readable(r),
+            r = self.socket.readable(), if self.draining.is_none() => Input::Readable(Port::Main, r),
+            r = secure_readable(&self.secure), if self.draining.is_none() => Input::Readable(Port::Secure, r),
             Some(input) = self.tcp.rx.recv() => Input::Tcp(input),
             else => std::future::pending().await,
         }
@@ -580,15 +625,22 @@ impl<M: Machine> crate::event_loop::Drive for Driver<M> {
                 }
             }
             Input::Command(None) => self.commands_open = false,
-            Input::Readable(Err(e)) => {
+            Input::Readable(_, Err(e)) => {
                 warn!(error = %e, "socket failed; driver stopped");
                 return ControlFlow::Break(());
             }
-            Input::Readable(Ok(())) => {
-                self.take_errors();
-                let mut bufs = self.bufs.take().unwrap_or_else(|| self.socket.recv_buffers());
-                self.read(&mut bufs).await;
-                self.bufs = Some(bufs);
+            Input::Readable(port, Ok(())) => {
+                self.take_errors(port);
+                let kept = match (port, &mut self.secure) {
+                    (Port::Secure, Some((_, bufs))) => bufs.take(),
+                    _ => self.bufs.take(),
+                };
+                let mut bufs = kept.unwrap_or_else(|| self.socket_of(port).recv_buffers());
+                self.read(port, &mut bufs).await;
+                match (port, &mut self.secure) {
+                    (Port::Secure, Some((_, kept))) => *kept = Some(bufs),
+                    _ => self.bufs = Some(bufs),
+                }
             }
             Input::Tcp(input) => {
                 self.on_tcp_input(input);
@@ -609,29 +661,29 @@ impl<M: Machine> Driver<M> {
     /// batch comes back short (the queue is empty, see [`CoapSocket::recv`]) — or, with busy polling,
     /// once nothing more has come for [`CoapSocket::busy_poll`] — and after at most `READS_PER_TURN`
     /// batches either way, so that commands and timers are not starved.
-    async fn read(&mut self, bufs: &mut RecvBuffers) {
+    async fn read(&mut self, port: Port, bufs: &mut RecvBuffers) {
         let mut batches = 0;
         while batches < READS_PER_TURN {
-            let n = match self.socket.recv(bufs).await {
+            let n = match self.socket_of(port).recv(bufs).await {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return receive_error(&e),
             };
-            self.handle_batch(bufs).await;
+            self.handle_batch(port, bufs).await;
             batches += 1;
-            if n < self.socket.batch() {
+            if n < self.socket_of(port).batch() {
                 break;
             }
         }
-        let busy = self.socket.busy_poll();
+        let busy = self.socket_of(port).busy_poll();
         if busy.is_zero() {
             return;
         }
         let mut last = std::time::Instant::now();
         while batches < READS_PER_TURN {
-            match self.socket.try_recv_now(bufs) {
+            match self.socket_of(port).try_recv_now(bufs) {
                 Ok(_) => {
-                    self.handle_batch(bufs).await;
+                    self.handle_batch(port, bufs).await;
                     batches += 1;
                     last = std::time::Instant::now();
                 }
@@ -648,17 +700,21 @@ impl<M: Machine> Driver<M> {
 
     /// Feeds the ICMP errors queued on the socket to the machine: the exchanges they name fail at once
     /// (a peer that does not listen is not a slow one).
-    fn take_errors(&mut self) {
+    fn take_errors(&mut self, port: Port) {
         let now = self.clock.now();
+        let socket = match (port, &self.secure) {
+            (Port::Secure, Some((s, _))) => s,
+            _ => &self.socket,
+        };
         let machine = &mut self.machine;
-        self.socket.take_errors(|peer, quoted| machine.handle_unreachable(now, peer, quoted));
+        socket.take_errors(|peer, quoted| machine.handle_unreachable(now, peer, quoted));
     }
 
-    async fn handle_batch(&mut self, bufs: &RecvBuffers) {
+    async fn handle_batch(&mut self, port: Port, bufs: &RecvBuffers) {
         let now = self.clock.now();
         for (from, dst, data) in bufs.datagrams() {
             trace!(%from, ?dst, len = data.len(), "datagram in");
-            self.machine.handle_datagram(now, from, dst, data);
+            self.machine.handle_datagram(now, port, from, dst, data);
         }
         self.drain_outputs(now).await;
     }
@@ -877,52 +933,42 @@ impl<M: Machine> Driver<M> {
             }
         }
         let mut out = std::mem::take(&mut self.outbox);
-        while let Some(t) = self.machine.poll_transmit() {
-            trace!(dst = %t.dst, len = t.payload.len(), "datagram out");
-            out.push(t);
-        }
-        let (mut sent, mut bounced) = (0, false);
-        while sent < out.len() {
-            let (batch, n) = OutDatagram::batch(&out[sent..]);
-            match self.socket.try_send_many(&batch[..n]) {
-                Ok(k) => sent += k,
-                Err(e) => {
-                    // The kernel's buffer is full (wait for room) or this datagram cannot go (say so and go
-                    // on: CoAP's retransmissions deal with loss).
-                    let t = &out[sent];
-                    let r = if e.kind() == io::ErrorKind::WouldBlock {
-                        self.socket.send_from(t.dst, &t.payload, t.src).await
-                    } else {
-                        Err(e)
-                    };
-                    match r {
-                        Err(e) if crate::icmp::unreachable_send(&e) => {
-                            debug!(dst = %t.dst, error = %e, "send failed: no route; the exchange fails now");
-                            self.machine.handle_unreachable(now, t.dst, crate::icmp::quote(&t.payload));
-                            // The failure is this send's: said as no route, not as an ICMP refusal.
-                            while let Some(event) = self.machine.poll_event() {
-                                match event {
-                                    Event::Failed { id, error: RequestError::Unreachable } => {
-                                        if let Some(p) = self.pending.remove(&id) {
-                                            self.tickets.remove(&p.ticket);
-                                            send_failure(p.reply, RequestFailure::NoRoute);
-                                        }
-                                    }
-                                    other => self.on_event(now, other),
-                                }
-                            }
-                            bounced = true;
-                        }
-                        Err(e) => debug!(dst = %t.dst, error = %e, "send failed"),
-                        Ok(()) => {}
-                    }
-                    sent += 1;
-                }
+        let mut secure = Vec::new();
+        while let Some((port, t)) = self.machine.poll_transmit(now) {
+            trace!(dst = %t.dst, len = t.payload.len(), ?port, "datagram out");
+            match port {
+                Port::Secure if self.secure.is_some() => secure.push(t),
+                _ => out.push(t),
             }
+        }
+        let mut unroutable = send_all(&self.socket, &out).await;
+        if let Some((socket, _)) = &self.secure {
+            unroutable.extend(send_all(socket, &secure).await);
+        }
+        let bounced = !unroutable.is_empty();
+        for t in unroutable {
+            self.no_route(now, t);
         }
         out.clear();
         self.outbox = out;
         bounced
+    }
+
+    /// A datagram to `t.dst` could not go for want of a route: its exchange fails now, said as no route
+    /// rather than as an ICMP refusal.
+    fn no_route(&mut self, now: Instant, t: &Transmit) {
+        self.machine.handle_unreachable(now, t.dst, crate::icmp::quote(&t.payload));
+        while let Some(event) = self.machine.poll_event() {
+            match event {
+                Event::Failed { id, error: RequestError::Unreachable } => {
+                    if let Some(p) = self.pending.remove(&id) {
+                        self.tickets.remove(&p.ticket);
+                        send_failure(p.reply, RequestFailure::NoRoute);
+                    }
+                }
+                other => self.on_event(now, other),
+            }
+        }
     }
 
     fn on_event(&mut self, now: Instant, event: Event) {
@@ -978,6 +1024,46 @@ impl<M: Machine> Driver<M> {
             }
             Event::Pong { .. } | Event::ObserverGone { .. } => {}
         }
+    }
+}
+
+/// Sends `out` on `socket`, in batches; returns the datagrams that found no route (their exchanges are to
+/// fail now: see `Driver::no_route`).
+async fn send_all<'a>(socket: &CoapSocket, out: &'a [Transmit]) -> Vec<&'a Transmit> {
+    let (mut sent, mut unroutable) = (0, Vec::new());
+    while sent < out.len() {
+        let (batch, n) = OutDatagram::batch(&out[sent..]);
+        match socket.try_send_many(&batch[..n]) {
+            Ok(k) => sent += k,
+            Err(e) => {
+                // The kernel's buffer is full (wait for room) or this datagram cannot go (say so and go on:
+                // CoAP's retransmissions deal with loss).
+                let t = &out[sent];
+                let r = if e.kind() == io::ErrorKind::WouldBlock {
+                    socket.send_from(t.dst, &t.payload, t.src).await
+                } else {
+                    Err(e)
+                };
+                match r {
+                    Err(e) if crate::icmp::unreachable_send(&e) => {
+                        debug!(dst = %t.dst, error = %e, "send failed: no route; the exchange fails now");
+                        unroutable.push(t);
+                    }
+                    Err(e) => debug!(dst = %t.dst, error = %e, "send failed"),
+                    Ok(()) => {}
+                }
+                sent += 1;
+            }
+        }
+    }
+    unroutable
+}
+
+/// The secure socket readable (never, without one).
+async fn secure_readable(secure: &Option<(CoapSocket, Option<RecvBuffers>)>) -> io::Result<()> {
+    match secure {
+        Some((s, _)) => s.readable().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -21,8 +21,9 @@
 //!   protocol itself is corral-proto's.
 //! - [`tls`]: `coaps+tcp://` — CoAP over TLS (rustls, ring provider) on the connections of `tcp`
 //!   ([`ClientBuilder::tls`], [`Server::listen_tls`]).
-//! - `dtls`: `coaps://` — a client's or server's machine behind corral-dtls's sans-IO DTLS layer
-//!   ([`ClientBuilder::dtls`], [`ServerBuilder::dtls`]).
+//! - `secure`: `coaps://` — a client's or server's machine behind corral-dtls's sans-IO secure node,
+//!   the one composition of DTLS and CoAP every driver runs ([`ClientBuilder::dtls`],
+//!   [`ServerBuilder::dtls`], [`Server::set_dtls_mux`], [`Server::listen_dtls`]).
 //! - [`Client`]: `client.get("coap://[::1]/s/t").await`, `coap+tcp://` URIs, a request builder with
 //!   block sizes, [`Observation`] streams (RFC 7641), multicast response streams.
 //! - [`Server`]: sans-IO services at path prefixes and async handlers with path patterns,
@@ -43,8 +44,6 @@ mod addr;
 pub mod blocking;
 mod client;
 mod driver;
-mod dtls;
-mod dtls_mux;
 mod error;
 pub mod event_loop;
 #[cfg(feature = "fleet")]
@@ -54,6 +53,7 @@ pub mod group_node;
 mod icmp;
 pub mod load;
 pub mod oscore;
+mod secure;
 mod server;
 pub mod socket;
 #[cfg(target_os = "linux")]
@@ -69,8 +69,7 @@ pub use client::{
 };
 pub use corral_dtls::{DtlsConfig, DtlsStats, HandshakeFailure, PeerKeys, PskKeys, Role as DtlsRole, Rpk, X509};
 pub use driver::{os_seed, os_seeded, Clock, DriverStats, OsSeeded};
-pub use dtls::{DtlsNumbers, DtlsWatch, DTLS_PUBLISH_PERIOD};
-pub use dtls_mux::DtlsMuxConfig;
+pub use secure::{DtlsMuxConfig, DtlsNumbers, DtlsWatch, DTLS_PUBLISH_PERIOD};
 pub use server::{RouteConfig, Server, ServerBuilder, ServerHandle, ServerRequest};
 pub use tcp::bind_listener;
 pub use tls::{TlsClientConfig, TlsServerConfig};

@@ -5,8 +5,8 @@
 //! each keeping exactly one request outstanding. The clients drive their endpoints inline on the driver
 //! loop ([`crate::event_loop`]) — no channels, no extra tasks — on the caller's runtime.
 //!
-//! Over `coaps://` ([`Template::dtls`]) each client's endpoint sits behind a DTLS layer of its own
-//! (corral-dtls, client role): one session per client, or a new one for every request
+//! Each client's endpoint sits in corral-dtls's secure node, with over `coaps://` ([`Template::dtls`]) a
+//! DTLS client layer of its own: one session per client, or a new one for every request
 //! ([`Template::full_handshakes`]: requests/s are then full handshakes/s).
 //!
 //! Owns: the clients, their sockets and what they count. Must never: print or decide exit codes (the
@@ -14,8 +14,8 @@
 
 use crate::socket::{CoapSocket, SocketOptions};
 use crate::{Clock, Code, EndpointConfig, OptionNumber, Request, SendParams};
-use corral_dtls::{DtlsConfig, DtlsEvent, DtlsLayer};
-use corral_proto::{Duration as CDuration, Endpoint, Event, Instant, RequestError, RequestId};
+use corral_dtls::{DtlsConfig, Port, SecureConfig, SecureNode};
+use corral_proto::{Duration as CDuration, Endpoint, Event, Instant, RequestId};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::ControlFlow;
@@ -276,9 +276,13 @@ async fn client_loop(
     clock: Clock,
     deadline: std::time::Instant,
 ) -> io::Result<ClientResult> {
+    let ep = Endpoint::new(crate::os_seeded(EndpointConfig::default()));
+    let secure =
+        SecureConfig { client: template.dtls.clone(), plain: template.dtls.is_none(), ..SecureConfig::default() };
+    let node = SecureNode::new(ep, secure, crate::secure::os_secret())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let mut c = Emulated {
-        ep: Endpoint::new(crate::os_seeded(EndpointConfig::default())),
-        dtls: template.dtls.clone().map(|config| crate::dtls::new_layer(config, clock)),
+        node,
         bufs: socket.recv_buffers(),
         socket,
         errors,
@@ -298,14 +302,13 @@ async fn client_loop(
         sent: 0,
     };
     crate::event_loop::run(&mut c).await?;
-    Ok(ClientResult { histogram: c.histogram, retransmissions: c.ep.stats().retransmissions })
+    Ok(ClientResult { histogram: c.histogram, retransmissions: c.node.inner().stats().retransmissions })
 }
 
 /// An emulated client's state, driven by corral-tokio's driver loop.
 struct Emulated {
-    ep: Endpoint,
-    /// coaps://: the endpoint's datagrams go through this layer.
-    dtls: Option<DtlsLayer>,
+    /// The client's endpoint; over coaps:// its datagrams go through the node's DTLS client layer.
+    node: SecureNode<Endpoint>,
     socket: CoapSocket,
     /// Wakes on the socket's errors (see [`client_socket`]).
     errors: tokio::io::unix::AsyncFd<std::net::UdpSocket>,
@@ -344,15 +347,12 @@ impl crate::event_loop::Drive for Emulated {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        [self.ep.poll_timeout(), self.dtls.as_ref().and_then(DtlsLayer::poll_timeout)].into_iter().flatten().min()
+        self.node.poll_timeout()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.ep.handle_timeout(now);
-        if let Some(layer) = &mut self.dtls {
-            layer.handle_timeout(now);
-            self.deliver_dtls(now);
-        }
+        self.node.handle_timeout(now);
+        self.drop_node_events();
     }
 
     fn deadline(&self) -> Option<Instant> {
@@ -372,19 +372,7 @@ impl crate::event_loop::Drive for Emulated {
                 return ControlFlow::Break(Err(e));
             }
         }
-        if let Some(layer) = &mut self.dtls {
-            // The layer's clock moves only with its input: bring it to now before a send starts a handshake.
-            layer.handle_timeout(now);
-            while let Some(t) = self.ep.poll_transmit() {
-                layer.send(t.dst, &t.payload);
-            }
-        }
-        loop {
-            let next = match &mut self.dtls {
-                Some(layer) => layer.poll_transmit(),
-                None => self.ep.poll_transmit(),
-            };
-            let Some(t) = next else { break };
+        while let Some((_, t)) = self.node.poll_transmit(now) {
             match self.socket.send(t.dst, &t.payload).await {
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                     self.shared.refused.store(true, Ordering::Relaxed)
@@ -414,12 +402,9 @@ impl crate::event_loop::Drive for Emulated {
                     Ok(_) => {
                         let now = self.clock.now();
                         for (from, dst_ip, data) in self.bufs.datagrams() {
-                            match &mut self.dtls {
-                                Some(layer) => layer.handle_datagram(now, from, dst_ip, data),
-                                None => self.ep.handle_datagram(now, from, dst_ip, data),
-                            }
+                            self.node.handle_datagram(now, Port::Main, from, dst_ip, data);
                         }
-                        self.deliver_dtls(now);
+                        self.drop_node_events();
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     // The ICMP port unreachable of an earlier request (the socket is connected).
@@ -444,23 +429,15 @@ impl crate::event_loop::Drive for Emulated {
 }
 
 impl Emulated {
-    /// Hands the DTLS layer's plaintext to the endpoint, and fails the endpoint's exchanges with a peer
-    /// whose handshake failed.
-    fn deliver_dtls(&mut self, now: Instant) {
-        let Some(layer) = &mut self.dtls else { return };
-        while let Some((peer, data)) = layer.poll_plaintext() {
-            self.ep.handle_datagram(now, peer, None, &data);
-        }
-        while let Some(event) = layer.poll_event() {
-            if let DtlsEvent::Failed { peer, reason } = event {
-                self.ep.fail_peer(now, peer, RequestError::Dtls(crate::dtls_mux::reason(&reason)));
-            }
-        }
+    /// Forgets what the node says about its sessions: it failed the exchanges of a failed handshake
+    /// itself, and a failure is counted as the request's.
+    fn drop_node_events(&mut self) {
+        while self.node.poll_event().is_some() {}
     }
 
     /// Counts the answers (and timeouts) that came, and takes up an Echo challenge.
     fn on_events(&mut self, now: Instant) {
-        while let Some(event) = self.ep.poll_event() {
+        while let Some(event) = self.node.inner_mut().poll_event() {
             let (id, outcome) = match event {
                 Event::Response { id, response, .. } => {
                     let answer = match (&self.template.oscore, &self.binding) {
@@ -497,9 +474,7 @@ impl Emulated {
             }
             self.outstanding = None;
             if self.template.full_handshakes {
-                if let Some(layer) = &mut self.dtls {
-                    layer.close_all(now);
-                }
+                self.node.close_all(now);
             }
             match outcome {
                 Some(result) => {
@@ -536,7 +511,7 @@ impl Emulated {
             request = protected;
             self.binding = Some(b);
         }
-        match self.ep.request(now, self.dst, request, self.params) {
+        match self.node.inner_mut().request(now, self.dst, request, self.params) {
             Ok(id) => self.outstanding = Some((id, now)),
             Err(e) => return Err(io::Error::other(e.to_string())),
         }

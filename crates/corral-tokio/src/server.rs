@@ -27,6 +27,7 @@
 
 use crate::driver::{os_seeded, Clock, Command, Driver, DriverStats, TcpSide};
 use crate::socket::{PreparedSocket, SocketOptions};
+use corral_dtls::SecureConfig;
 use corral_proto::wire::{Code, ContentFormat, Options};
 use corral_proto::{
     Context, Endpoint, EndpointConfig, IncomingRequest, Node, Request, ResourceLink, Response, Service, TcpConfig,
@@ -130,7 +131,7 @@ impl ServerBuilder {
         };
         let config = self.config.clone().unwrap_or_default();
         let mut server = Server::new(socket, tcp, self.tcp_config, config);
-        server.dtls = self.dtls;
+        server.secure = self.dtls.map(|c| SecureConfig { server: Some(c), ..SecureConfig::default() });
         Ok(server)
     }
 
@@ -168,11 +169,11 @@ pub struct Server {
     tx: mpsc::UnboundedSender<Command>,
     rx: mpsc::UnboundedReceiver<Command>,
     well_known_core: bool,
-    /// coaps:// (see [`ServerBuilder::dtls`]).
-    dtls: Option<corral_dtls::DtlsConfig>,
-    /// coaps:// beside coap:// on this socket (see [`Server::set_dtls_mux`]).
-    dtls_mux: Option<crate::DtlsMuxConfig>,
-    /// Where the coaps:// layer of [`ServerBuilder::dtls`] publishes its counters.
+    /// coaps:// ([`ServerBuilder::dtls`], [`Server::set_dtls_mux`], [`Server::listen_dtls`]).
+    secure: Option<SecureConfig>,
+    /// The socket of [`Server::listen_dtls`].
+    secure_socket: Option<PreparedSocket>,
+    /// Where the coaps:// layers publish their counters.
     dtls_watch: Option<crate::DtlsWatch>,
     /// coaps+tcp:// (see [`Server::listen_tls`]).
     tls: Option<(std::net::TcpListener, crate::tls::TlsServerConfig)>,
@@ -196,8 +197,8 @@ impl Server {
             tx,
             rx,
             well_known_core: true,
-            dtls: None,
-            dtls_mux: None,
+            secure: None,
+            secure_socket: None,
             dtls_watch: None,
             tls: None,
         }
@@ -256,13 +257,32 @@ impl Server {
     /// Makes this socket speak coaps:// beside coap:// (the first byte of each datagram tells them apart):
     /// accepting DTLS clients, reaching the peers the configuration has credentials for over DTLS.
     pub fn set_dtls_mux(&mut self, config: crate::DtlsMuxConfig) -> &mut Self {
-        self.dtls_mux = Some(config);
+        self.secure =
+            Some(SecureConfig { server: config.server, peers: config.peers, plain: true, ..Default::default() });
+        if let Some(w) = config.watch {
+            self.dtls_watch = Some(w);
+        }
         self
     }
 
-    /// Publishes the counters of the coaps:// layer ([`ServerBuilder::dtls`]) to `watch` every
-    /// [`crate::DTLS_PUBLISH_PERIOD`] (a socket that also speaks coap:// publishes through
-    /// [`crate::DtlsMuxConfig::watch`]).
+    /// Also serves `coaps://` on a UDP socket of its own at `addr`, with `config` (a server
+    /// [`crate::DtlsRole`]): the same node, the same resources as `coap://` on the main socket — a PUT
+    /// over one is read back over the other. Returns the socket's address.
+    pub fn listen_dtls(&mut self, addr: SocketAddr, config: corral_dtls::DtlsConfig) -> io::Result<SocketAddr> {
+        let socket = PreparedSocket::bind(addr, SocketOptions::default().for_server())?;
+        let local = socket.local_addr();
+        self.secure_socket = Some(socket);
+        self.secure = Some(SecureConfig { server: Some(config), plain: true, secure_port: true, ..Default::default() });
+        Ok(local)
+    }
+
+    /// The address of the `coaps://` socket of [`Server::listen_dtls`], if there is one.
+    pub fn dtls_local_addr(&self) -> Option<SocketAddr> {
+        self.secure_socket.as_ref().map(PreparedSocket::local_addr)
+    }
+
+    /// Publishes the counters of the coaps:// layers to `watch` every [`crate::DTLS_PUBLISH_PERIOD`]
+    /// (or through [`crate::DtlsMuxConfig::watch`]).
     pub fn set_dtls_watch(&mut self, watch: crate::DtlsWatch) -> &mut Self {
         self.dtls_watch = Some(watch);
         self
@@ -345,8 +365,8 @@ impl Server {
             tx,
             rx,
             well_known_core,
-            dtls,
-            dtls_mux,
+            secure,
+            secure_socket,
             dtls_watch,
             tls,
         } = self;
@@ -396,17 +416,20 @@ impl Server {
                         None => tracing::info!("serving"),
                     }
                     let (clock, tcp) = (Clock::new(), TcpSide::new(tcp).with_tls_listener(tls));
-                    match (dtls, dtls_mux) {
-                        (Some(c), _) => {
-                            let failures = Default::default();
-                            let node = crate::dtls::DtlsMachine::new(node, c, clock, failures, dtls_watch);
-                            Driver::new(node, socket, clock, rx, tcp).run().await
+                    let Some(config) = secure else {
+                        return Driver::new(node, socket, clock, rx, tcp).run().await;
+                    };
+                    let secure_socket = match secure_socket.map(PreparedSocket::into_tokio).transpose() {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot register the coaps:// socket");
+                            return;
                         }
-                        (None, Some(m)) => {
-                            let node = crate::dtls_mux::DtlsMux::new(node, m, clock);
-                            Driver::new(node, socket, clock, rx, tcp).run().await
-                        }
-                        (None, None) => Driver::new(node, socket, clock, rx, tcp).run().await,
+                    };
+                    let config = crate::secure::reporting(config, &dtls_watch);
+                    match crate::secure::SecureMachine::new(node, config, None, dtls_watch) {
+                        Ok(m) => Driver::new(m, socket, clock, rx, tcp).with_secure_socket(secure_socket).run().await,
+                        Err(e) => tracing::error!(error = %e, "cannot serve coaps://"),
                     }
                 }
                 .instrument(span),

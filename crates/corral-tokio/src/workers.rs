@@ -129,6 +129,28 @@ impl Bound {
         }
     }
 
+    /// Serves `coaps://` on a socket of its own at `addr` from the first worker ([`Server::listen_dtls`]):
+    /// the same node and resources as its `coap://`, the counters published to `watch`; the tokio driver
+    /// only. Returns the socket's address.
+    pub fn listen_dtls(
+        &mut self,
+        addr: SocketAddr,
+        config: corral_dtls::DtlsConfig,
+        watch: Option<crate::DtlsWatch>,
+    ) -> io::Result<SocketAddr> {
+        match &mut self.sockets {
+            Sockets::Tokio(servers) => {
+                let local = servers[0].listen_dtls(addr, config)?;
+                if let Some(w) = watch {
+                    servers[0].set_dtls_watch(w);
+                }
+                Ok(local)
+            }
+            #[cfg(target_os = "linux")]
+            Sockets::Blocking(_) => Err(io::Error::new(io::ErrorKind::Unsupported, "coaps:// needs the tokio driver")),
+        }
+    }
+
     /// Serves `coaps+tcp://` (CoAP over TLS) on `addr` from the first worker, as `coap+tcp://` is
     /// ([`Server::listen_tls`]); the tokio driver only. Returns the listener's address.
     pub fn listen_tls(&mut self, addr: SocketAddr, config: crate::TlsServerConfig) -> io::Result<SocketAddr> {

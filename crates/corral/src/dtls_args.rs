@@ -3,15 +3,15 @@
 //! KEYS`, RFC 7250), the server's `--dtls [ADDR:PORT]` with its PSK file (`--psk-file`) and/or
 //! certificate (`--cert --key --ca`) or raw public key (`--rpk --peer-key`), the gateway's and the proxy's `--dtls`
 //! (on their own port) and their peers' credentials (`--peer-psk-file`), and turning them into
-//! corral-tokio's [`DtlsConfig`] and [`corral_tokio::DtlsMuxConfig`]. Owns the PSK files' formats and the
-//! one-line errors about these files; the DTLS itself is corral-dtls's.
-//!
-//! The PSK file maps identities to keys, a JSON object: `{"alice": "secretPSK", "bob": {"hex": "00ff…"}}`
-//! (a string is the key's bytes as written, as libcoap's `-k` takes them).
+//! corral-tokio's [`DtlsConfig`] and [`corral_tokio::DtlsMuxConfig`]. Owns the flags and the exit status
+//! of a credential error (a file that cannot be read: 1; one that is wrong: 2, naming the flag); the
+//! credential formats and their loaders are corral-dtls's (`PskKeys::load`, `load_peer_psks`,
+//! `X509::load`, `Rpk::load`), as is the DTLS itself.
 
 use crate::exit::Failure;
 use clap::Args;
-use corral_tokio::{DtlsConfig, DtlsRole, PeerKeys, PskKeys, Rpk, ServerHandle, X509};
+use corral_dtls::{CredentialError, CredentialErrorKind};
+use corral_tokio::{DtlsConfig, DtlsRole, PskKeys, Rpk, X509};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -99,7 +99,7 @@ impl DtlsClientArgs {
     /// The certificate, key and CA of -c/-j/-C, read.
     fn x509(&self) -> Result<Option<X509>, Failure> {
         let (Some(cert), Some(key), Some(ca)) = (&self.cert, &self.key, &self.ca) else { return Ok(None) };
-        load_x509(cert, key, ca).map(Some)
+        load_x509(("-c", cert), ("-j", key), ("-C", ca)).map(Some)
     }
 
     /// The raw public key of -M and the trusted keys of --peer-key, read.
@@ -109,23 +109,28 @@ impl DtlsClientArgs {
     }
 }
 
+/// A credential error as the command line says it, naming the flag of the file at fault (`files`: each
+/// flag with its file; the first when the error names none): a file that cannot be read is an error of
+/// its own (exit status 1), one that is wrong a usage error (2).
+fn credential_failure(e: CredentialError, files: &[(&str, &Path)]) -> Failure {
+    let at_fault = files.iter().find(|(_, p)| e.file.as_deref() == Some(*p)).or(files.first());
+    let (flag, file) = at_fault.map_or(("", Path::new("")), |(f, p)| (*f, *p));
+    match &e.kind {
+        CredentialErrorKind::Read(io) => Failure::other(format!("cannot read {flag} {}: {io}", file.display())),
+        _ => Failure::usage(format!("{flag} {e}")),
+    }
+}
+
 /// Reads a raw public key file and the trusted peer keys, each given as (its flag, its path), or says
 /// in one line which flag's file is wrong.
 pub fn load_rpk(key: (&str, &Path), peers: (&str, &Path)) -> Result<Rpk, Failure> {
-    let read = |(flag, p): (&str, &Path)| {
-        std::fs::read_to_string(p).map_err(|e| Failure::other(format!("cannot read {flag} {}: {e}", p.display())))
-    };
-    let bad = |(flag, p): (&str, &Path), why: String| Failure::usage(format!("{flag} {}: {why}", p.display()));
-    let trusted = PeerKeys::from_pem(&read(peers)?).map_err(|why| bad(peers, why))?;
-    Rpk::from_pem(&read(key)?, trusted).map_err(|why| bad(key, why))
+    Rpk::load(key.1, peers.1).map_err(|e| credential_failure(e, &[key, peers]))
 }
 
-/// Reads a certificate, its key and the CA file (PEM), or says in one line which is wrong.
-pub fn load_x509(cert: &Path, key: &Path, ca: &Path) -> Result<X509, Failure> {
-    let read =
-        |p: &Path| std::fs::read_to_string(p).map_err(|e| Failure::other(format!("cannot read {}: {e}", p.display())));
-    X509::from_pem(&read(cert)?, &read(key)?, &read(ca)?)
-        .map_err(|why| Failure::usage(format!("{why} ({}, {}, {})", cert.display(), key.display(), ca.display())))
+/// Reads a certificate, its key and the CA file (PEM), each given as (its flag, its path), or says in
+/// one line which flag's file is wrong.
+pub fn load_x509(cert: (&str, &Path), key: (&str, &Path), ca: (&str, &Path)) -> Result<X509, Failure> {
+    X509::load(cert.1, key.1, ca.1).map_err(|e| credential_failure(e, &[cert, key, ca]))
 }
 
 /// `corral serve`'s DTLS flags.
@@ -170,7 +175,7 @@ impl DtlsServeArgs {
         let Some(at) = &self.dtls else { return Ok(None) };
         let addr = flag_addr("--dtls", at, udp, COAPS_PORT)?;
         let x509 = match (&self.server_cert, &self.server_key, &self.server_ca) {
-            (Some(c), Some(k), Some(ca)) => Some(Arc::new(load_x509(c, k, ca)?)),
+            (Some(c), Some(k), Some(ca)) => Some(Arc::new(load_x509(("--cert", c), ("--key", k), ("--ca", ca))?)),
             (Some(_), _, None) => {
                 return Err(Failure::usage("--dtls with --cert needs --ca CA (DTLS with certificates)"))
             }
@@ -196,34 +201,12 @@ impl DtlsServeArgs {
     }
 }
 
-/// Binds and starts a coaps:// server at `at` with the resources `mount` adds.
-pub fn spawn_server(
-    at: SocketAddr,
-    dtls: DtlsConfig,
-    endpoint: corral_tokio::EndpointConfig,
-    mount: impl FnOnce(&mut corral_tokio::Server),
-) -> Result<ServerHandle, Failure> {
-    let mut server = corral_tokio::Server::builder()
-        .endpoint_config(endpoint)
-        .dtls(dtls)
-        .bind_addr(at)
-        .map_err(|e| Failure::other(format!("cannot listen on {at} for coaps://: {e}")))?;
-    mount(&mut server);
-    server.spawn().map_err(|e| Failure::other(format!("cannot start the coaps:// server: {e}")))
-}
-
-/// The banner's coaps:// line (printed with the plain banner, also with --json: on stdout after it), for a
-/// server of PSK only.
-#[allow(dead_code)] // serve names its modes (announce_as); kept for the other servers' PSK banners
-pub fn announce(server: Option<&ServerHandle>) {
-    announce_as(server, "PSK")
-}
-
-/// The banner's coaps:// line naming the modes served (`PSK`, `X.509`, `RPK`, `PSK, X.509`, `PSK, RPK`).
-pub fn announce_as(server: Option<&ServerHandle>, modes: &str) {
-    if let Some(s) = server {
+/// The banner's coaps:// line (printed with the plain banner, also with --json: on stdout after it)
+/// naming the modes served (`PSK`, `X.509`, `RPK`, `PSK, X.509`, `PSK, RPK`).
+pub fn announce_as(at: Option<SocketAddr>, modes: &str) {
+    if let Some(at) = at {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "corral serve: coaps:// (DTLS 1.2, {modes}) on {}", s.local_addr());
+        let _ = writeln!(out, "corral serve: coaps:// (DTLS 1.2, {modes}) on {at}");
         let _ = out.flush();
     }
 }
@@ -241,44 +224,9 @@ impl DtlsServeArgs {
     }
 }
 
-/// Reads a PSK file (see the module docs).
+/// Reads the PSK file of `--psk-file` (its format: corral-dtls's `credentials.rs`).
 pub fn load_psk_file(path: &Path) -> Result<PskKeys, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::other(format!("cannot read the PSK file {}: {e}", path.display())))?;
-    parse_psk_file(&text).map_err(|why| Failure::usage(format!("{}: {why}", path.display())))
-}
-
-fn parse_psk_file(text: &str) -> Result<PskKeys, String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let obj = v.as_object().ok_or("expected a JSON object {\"IDENTITY\": \"KEY\"}")?;
-    let mut keys = PskKeys::new();
-    for (identity, key) in obj {
-        keys.insert(identity.as_bytes(), key_of(identity, key)?);
-    }
-    if keys.is_empty() {
-        return Err("no identity (expected {\"IDENTITY\": \"KEY\"})".into());
-    }
-    Ok(keys)
-}
-
-/// A key as a PSK file writes it: `"KEY"` (its bytes as written) or `{"hex": "00ff…"}`; `what` names it
-/// in the error.
-fn key_of(what: &str, key: &serde_json::Value) -> Result<Vec<u8>, String> {
-    let key = match key {
-        serde_json::Value::String(s) => s.as_bytes().to_vec(),
-        serde_json::Value::Object(o) => {
-            let hex = o
-                .get("hex")
-                .and_then(|h| h.as_str())
-                .ok_or(format!("{what}: expected \"KEY\" or {{\"hex\": \"…\"}}"))?;
-            from_hex(hex).ok_or(format!("{what}: `{hex}` is not hex"))?
-        }
-        _ => return Err(format!("{what}: expected \"KEY\" or {{\"hex\": \"…\"}}")),
-    };
-    if key.is_empty() {
-        return Err(format!("{what}: the key is empty"));
-    }
-    Ok(key)
+    PskKeys::load(path).map_err(|e| credential_failure(e, &[("--psk-file", path)]))
 }
 
 /// `corral gateway`'s and `corral proxy`'s DTLS flags: coaps:// clients on the service's own socket, and
@@ -318,44 +266,9 @@ impl DtlsNodeArgs {
     }
 }
 
-/// Reads a peer credentials file (see [`DtlsNodeArgs::peer_psk_file`]).
+/// Reads the peer credentials file of `--peer-psk-file` (its format: corral-dtls's `credentials.rs`).
 pub fn load_peer_file(path: &Path) -> Result<Vec<(SocketAddr, DtlsConfig)>, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::other(format!("cannot read the peer PSK file {}: {e}", path.display())))?;
-    parse_peer_file(&text).map_err(|why| Failure::usage(format!("{}: {why}", path.display())))
-}
-
-fn parse_peer_file(text: &str) -> Result<Vec<(SocketAddr, DtlsConfig)>, String> {
-    const SHAPE: &str = "{\"coaps://ADDR:PORT\": {\"identity\": \"ID\", \"key\": \"KEY\"}}";
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let obj = v.as_object().ok_or(format!("expected a JSON object {SHAPE}"))?;
-    let mut peers = Vec::new();
-    for (uri, entry) in obj {
-        let addr = match corral_group::uri::parse(uri) {
-            Ok(corral_group::uri::MemberUri::Coap { addr, secure: true, path, .. }) if path.is_empty() => addr,
-            _ => return Err(format!("`{uri}`: expected coaps://ADDR[:PORT] (an IP literal, no path)")),
-        };
-        let addr = SocketAddr::new(corral_group::policy::canonical(addr.ip()), addr.port());
-        let identity = entry
-            .get("identity")
-            .and_then(|i| i.as_str())
-            .filter(|i| !i.is_empty())
-            .ok_or(format!("{uri}: expected {{\"identity\": \"ID\", \"key\": \"KEY\"}}"))?;
-        let key = key_of(uri, entry.get("key").ok_or(format!("{uri}: no \"key\""))?)?;
-        let role = DtlsRole::Client { identity: identity.as_bytes().to_vec(), key };
-        peers.push((addr, DtlsConfig::new(role)));
-    }
-    if peers.is_empty() {
-        return Err(format!("no peer (expected {SHAPE})"));
-    }
-    Ok(peers)
-}
-
-fn from_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+    corral_dtls::load_peer_psks(path).map_err(|e| credential_failure(e, &[("--peer-psk-file", path)]))
 }
 
 /// The address of a flag `--NAME [ADDR:PORT]` that serves on a port of its own (`--dtls`, `--tls`): `at`,
@@ -369,40 +282,4 @@ pub(crate) fn flag_addr(flag: &str, at: &str, udp: SocketAddr, default_port: u16
             "`{at}` is not ADDR:PORT for {flag} (e.g. [::]:{default_port} or 127.0.0.1:{default_port})"
         ))
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_psk_file_maps_identities_to_text_or_hex_keys() {
-        let keys = parse_psk_file(r#"{"alice": "secretPSK", "bob": {"hex": "00ff"}}"#).unwrap();
-        assert_eq!(keys.len(), 2);
-        assert!(parse_psk_file("{}").unwrap_err().contains("no identity"));
-        assert!(parse_psk_file(r#"{"a": {"hex": "0g"}}"#).unwrap_err().contains("not hex"));
-        assert!(parse_psk_file(r#"{"a": ""}"#).unwrap_err().contains("empty"));
-        assert!(parse_psk_file("[1]").unwrap_err().contains("JSON object"));
-    }
-
-    #[test]
-    fn a_peer_file_gives_each_coaps_peer_an_identity_and_key() {
-        let peers = parse_peer_file(
-            r#"{"coaps://127.0.0.1:5699": {"identity": "gw", "key": "k"}, "coaps://[::1]": {"identity": "g", "key": {"hex": "00"}}}"#,
-        )
-        .unwrap();
-        let addrs: Vec<SocketAddr> = peers.iter().map(|(a, _)| *a).collect();
-        assert!(addrs.contains(&"127.0.0.1:5699".parse().unwrap()) && addrs.contains(&"[::1]:5684".parse().unwrap()));
-        assert!(parse_peer_file(r#"{"coap://127.0.0.1": {"identity": "g", "key": "k"}}"#)
-            .unwrap_err()
-            .contains("coaps://"));
-        assert!(parse_peer_file(r#"{"coaps://127.0.0.1/s": {"identity": "g", "key": "k"}}"#)
-            .unwrap_err()
-            .contains("no path"));
-        assert!(parse_peer_file(r#"{"coaps://127.0.0.1": {"key": "k"}}"#).unwrap_err().contains("identity"));
-        assert!(parse_peer_file(r#"{"coaps://127.0.0.1": {"identity": "g", "key": ""}}"#)
-            .unwrap_err()
-            .contains("empty"));
-        assert!(parse_peer_file("{}").unwrap_err().contains("no peer"));
-    }
 }

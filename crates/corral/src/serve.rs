@@ -1,5 +1,6 @@
 //! `corral serve`: the demo and plugtest resources on a UDP socket (and with `--tcp` over TCP, `--dtls`
-//! over DTLS, `--tls` over TLS) until Ctrl-C or SIGTERM.
+//! over DTLS, `--tls` over TLS) until Ctrl-C or SIGTERM. Every transport reaches the same node (the first
+//! worker's): a PUT over one is read back over another.
 
 use crate::exit::Failure;
 use clap::Args;
@@ -157,16 +158,16 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
             args.workers
         )));
     }
+    let dtls = args.dtls.server(bind)?;
+    let udp_only = tcp.is_none() && tls.is_none() && dtls.is_none() && args.busy_poll == 0;
     let driver = match args.driver {
-        Some(Driver::Blocking)
-            if tcp.is_some() || tls.is_some() || args.busy_poll > 0 || !cfg!(target_os = "linux") =>
-        {
+        Some(Driver::Blocking) if !udp_only || !cfg!(target_os = "linux") => {
             return Err(Failure::usage(
-                "--driver blocking serves CoAP over UDP on Linux, without --tcp, --tls or --busy-poll",
+                "--driver blocking serves CoAP over UDP on Linux, without --tcp, --tls, --dtls or --busy-poll",
             ))
         }
         Some(d) => d,
-        None if tcp.is_none() && tls.is_none() && args.busy_poll == 0 && cfg!(target_os = "linux") => Driver::Blocking,
+        None if udp_only && cfg!(target_os = "linux") => Driver::Blocking,
         None => Driver::Tokio,
     };
     let oscore = match &args.credentials {
@@ -205,27 +206,23 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
     rt.block_on(async move {
         let board = crate::http::Board::new(usize::from(args.workers));
         let window = args.http.bind("serve", board.clone(), crate::http::this_machine())?;
-        let dtls_watch = board.dtls();
+        let dtls = dtls.map(|(at, config)| (at, config, board.dtls()));
         let watch = window.as_ref().map(|_| board);
         let http = window.as_ref().and_then(|w| w.local_addr());
         let client_certificates = args.dtls.server_ca.is_some();
-        let (local, tcp_local, tls_local, workers) = start(&args, workers, (oscore, tls), watch)?;
-        let coaps = start_dtls(&args, local, dtls_watch)?;
+        let (local, tcp_local, secure, workers) = start(&args, workers, (oscore, tls, dtls), watch)?;
         if let Some(w) = window {
             w.spawn().await?;
         }
         announce(&args, local, tcp_local, http, v);
         // -q: nothing but errors (--json: its one line, and these).
         if !v.quiet || args.json {
-            crate::dtls_args::announce_as(coaps.as_ref(), args.dtls.modes());
-            crate::tls_args::announce(tls_local, client_certificates);
+            crate::dtls_args::announce_as(secure.dtls, args.dtls.modes());
+            crate::tls_args::announce(secure.tls, client_certificates);
         }
         crate::wait_for_signal().await;
         tracing::info!("shutting down");
         workers.stop().await;
-        if let Some(c) = coaps {
-            c.shutdown().await;
-        }
         Ok::<(), Failure>(())
     })
 }
@@ -266,30 +263,29 @@ fn obs_period(args: &ServeArgs) -> corral_tokio::corral_proto::Duration {
     corral_tokio::corral_proto::Duration::from_secs_f64(args.obs_period)
 }
 
-/// coaps:// (--dtls): the same resources on a DTLS socket of their own.
-/// Its DTLS counters go to `watch` (read by --http's /metrics).
-fn start_dtls(
-    args: &ServeArgs,
-    local: SocketAddr,
-    watch: corral_tokio::DtlsWatch,
-) -> Result<Option<corral_tokio::ServerHandle>, Failure> {
-    let Some((at, dtls)) = args.dtls.server(local)? else { return Ok(None) };
-    let period = obs_period(args);
-    crate::dtls_args::spawn_server(at, dtls, endpoint_config(args), |s| {
-        mount_resources!(s, period);
-        s.set_dtls_watch(watch);
-    })
-    .map(Some)
+/// Where the first worker serves the secure transports: coaps+tcp:// (`--tls`) and coaps:// (`--dtls`).
+#[derive(Default)]
+struct Secure {
+    tls: Option<SocketAddr>,
+    dtls: Option<SocketAddr>,
 }
 
-/// Binds the workers (the first with the coaps+tcp:// listener of `tls`), joins the groups and starts
-/// serving: the UDP address, the TCP one, the TLS one, the workers.
+/// coaps:// as `--dtls` asks for it: where, with which configuration, and where its counters go.
+type DtlsServe = (SocketAddr, corral_tokio::DtlsConfig, corral_tokio::DtlsWatch);
+
+/// Binds the workers (the first with the coaps+tcp:// listener of `tls` and the coaps:// socket of
+/// `dtls`, on its own node: one set of resources for every scheme), joins the groups and starts serving:
+/// the UDP address, the TCP one, the secure ones, the workers.
 fn start(
     args: &ServeArgs,
     config: WorkerConfig,
-    (mut oscore, tls): (Option<corral_oscore::OscoreLayer>, Option<(SocketAddr, corral_tokio::TlsServerConfig)>),
+    (mut oscore, tls, dtls): (
+        Option<corral_oscore::OscoreLayer>,
+        Option<(SocketAddr, corral_tokio::TlsServerConfig)>,
+        Option<DtlsServe>,
+    ),
     watch: Option<std::sync::Arc<crate::http::Board>>,
-) -> Result<(SocketAddr, Option<SocketAddr>, Option<SocketAddr>, Workers), Failure> {
+) -> Result<(SocketAddr, Option<SocketAddr>, Secure, Workers), Failure> {
     let driver = config.driver;
     let mut bound = workers::Bound::bind(config)
         .map_err(|e| Failure::other(format!("cannot listen on {}: {}", e.addr, e.error)))?;
@@ -297,14 +293,16 @@ fn start(
         bound.join(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
     }
     let (local, tcp_local) = (bound.local_addr(), bound.tcp_local_addr());
-    let tls_local = match tls {
-        Some((at, config)) => Some(
-            bound
-                .listen_tls(at, config)
-                .map_err(|e| Failure::other(format!("cannot listen on {at} for coaps+tcp://: {e}")))?,
-        ),
-        None => None,
-    };
+    let mut secure = Secure::default();
+    if let Some((at, config)) = tls {
+        let listening = bound.listen_tls(at, config);
+        secure.tls =
+            Some(listening.map_err(|e| Failure::other(format!("cannot listen on {at} for coaps+tcp://: {e}")))?);
+    }
+    if let Some((at, config, watch)) = dtls {
+        let listening = bound.listen_dtls(at, config, Some(watch));
+        secure.dtls = Some(listening.map_err(|e| Failure::other(format!("cannot listen on {at} for coaps://: {e}")))?);
+    }
     let setups = (0..args.workers)
         .map(|i| -> workers::Setup {
             let (layer, period) = (oscore.take(), obs_period(args));
@@ -324,7 +322,7 @@ fn start(
         workers::Driver::Tokio => Failure::other(format!("cannot start the server: {e}")),
         workers::Driver::Blocking => Failure::other(format!("cannot start a worker: {e}")),
     })?;
-    Ok((local, tcp_local, tls_local, workers))
+    Ok((local, tcp_local, secure, workers))
 }
 
 /// The start-up summary: JSON with --json, else the banner; nothing with -q (errors only).

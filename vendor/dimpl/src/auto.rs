@@ -16,7 +16,7 @@
 /// and falls back to DTLS 1.2 via [`Error::Dtls12Fallback`] if the
 /// reassembled ClientHello does not offer DTLS 1.3.
 use std::sync::Arc;
-use std::time::Instant;
+use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
 
 use arrayvec::ArrayVec;
 
@@ -90,7 +90,7 @@ impl HybridClientHello {
     /// extensions (`ec_point_formats`, `extended_master_secret`,
     /// `renegotiation_info`).
     pub fn new(config: &Arc<Config>) -> Result<Self, Error> {
-        let mut rng = SeededRng::new(config.rng_seed());
+        let mut rng = SeededRng::for_config(&config); // corral patch: keyed (Config::rng_key) or seeded
         let random = Random::new(&mut rng);
 
         // Start ECDHE key exchange with the first supported group (filtered)
@@ -310,7 +310,7 @@ impl ClientPending {
     pub fn new(config: Arc<Config>, certificate: DtlsCertificate, now: Instant) -> Result<Self, Error> {
         let hybrid = HybridClientHello::new(&config)?;
         let wire_packet = hybrid.wire_packet();
-        let mut rng = SeededRng::new(config.rng_seed());
+        let mut rng = SeededRng::for_config(&config); // corral patch: keyed (Config::rng_key) or seeded
         let mut timers = HandshakeTimers::new(&config, &mut rng);
         timers.begin_flight(&mut rng);
         Ok(ClientPending {

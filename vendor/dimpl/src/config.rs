@@ -84,6 +84,8 @@ pub struct Config {
     offer_srtp: bool,
     /// corral patch: authenticate with a raw public key (RFC 7250) instead of an X.509 certificate.
     raw_public_key: bool,
+    /// corral patch: the key of every instance's generator (see [`ConfigBuilder::rng_key`]).
+    rng_key: Option<[u8; 32]>,
 }
 
 impl Config {
@@ -100,6 +102,7 @@ impl Config {
             handshake_timeout: Duration::from_secs(40),
             crypto_provider: None,
             rng_seed: None,
+            rng_key: None,
             aead_encryption_limit: 1 << 23,
             dtls12_cipher_suites: None,
             dtls13_cipher_suites: None,
@@ -198,6 +201,14 @@ impl Config {
     #[inline(always)]
     pub fn rng_seed(&self) -> Option<u64> {
         self.rng_seed
+    }
+
+    /// corral patch: the 256-bit key of the instance's generator (ChaCha20), if one was given: all of
+    /// the instance's randomness, key exchange included, then comes from it (see
+    /// [`ConfigBuilder::rng_key`]).
+    #[inline(always)]
+    pub fn rng_key(&self) -> Option<[u8; 32]> {
+        self.rng_key
     }
 
     /// corral patch: the Connection ID (RFC 9146) this endpoint offers in its Hello, which the peer
@@ -336,6 +347,8 @@ pub struct ConfigBuilder {
     offer_srtp: bool,
     /// corral patch: authenticate with a raw public key (RFC 7250) instead of an X.509 certificate.
     raw_public_key: bool,
+    /// corral patch: the key of every instance's generator (see [`ConfigBuilder::rng_key`]).
+    rng_key: Option<[u8; 32]>,
     /// corral patch: skip the crypto provider's self-check in `build` (see
     /// [`ConfigBuilder::provider_validated`]).
     provider_validated: bool,
@@ -474,6 +487,18 @@ impl ConfigBuilder {
     /// secure system randomness regardless of this setting.
     pub fn dangerously_set_rng_seed(mut self, seed: u64) -> Self {
         self.rng_seed = Some(seed);
+        self
+    }
+
+    /// corral patch: draw all of an instance's randomness — its randoms, nonces, cookie secret, timer
+    /// jitter and ECDHE keys (DTLS 1.2, with a provider that implements
+    /// [`crate::crypto::SupportedKxGroup::start_exchange_with_rng`]) — from ChaCha20 keyed with `key`,
+    /// instead of the system's generator. A key from a CSPRNG keeps them unpredictable; a key derived
+    /// from a simulation's seed makes a run repeat byte for byte. Takes precedence over
+    /// [`ConfigBuilder::dangerously_set_rng_seed`]. Every instance made from the config draws the same
+    /// sequence: give each instance a config with a key of its own.
+    pub fn rng_key(mut self, key: [u8; 32]) -> Self {
+        self.rng_key = Some(key);
         self
     }
 
@@ -690,6 +715,7 @@ impl ConfigBuilder {
             connection_id: self.connection_id,
             offer_srtp: self.offer_srtp,
             raw_public_key: self.raw_public_key,
+            rng_key: self.rng_key,
         })
     }
 }

@@ -231,7 +231,6 @@ extern crate log;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
 
 // Shared types used by both DTLS versions
 mod types;
@@ -249,7 +248,8 @@ use dtls13::{Client as Client13, Server as Server13};
 use auto::ClientPending;
 
 mod auto;
-mod time_tricks;
+// corral patch: time_tricks (an Instant-to-wall-clock mapping that read the clock) removed with its one
+// user, DTLS 1.2's Random::new_with_time: that random is all random now.
 
 pub(crate) mod buffer;
 mod window;
@@ -300,6 +300,10 @@ pub mod crypto;
 pub use crypto::{KeyingMaterial, SrtpProfile};
 
 mod timer;
+
+// corral patch: dimpl's own clock type (src/time.rs), in place of std::time::Instant.
+mod time;
+pub use time::Instant;
 
 mod rng;
 pub(crate) use rng::SeededRng;

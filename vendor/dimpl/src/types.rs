@@ -5,7 +5,6 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::time::Instant;
 
 use arrayvec::ArrayVec;
 use nom::IResult;
@@ -14,7 +13,6 @@ use nom::number::complete::{be_u8, be_u16};
 
 use crate::SeededRng;
 use crate::buffer::Buf;
-use crate::time_tricks::InstantExt;
 
 pub type NamedGroupVec = ArrayVec<NamedGroup, { NamedGroup::supported().len() }>;
 
@@ -25,8 +23,8 @@ pub type NamedGroupVec = ArrayVec<NamedGroup, { NamedGroup::supported().len() }>
 /// ClientHello / ServerHello random value (32 bytes on the wire).
 ///
 /// Used by both DTLS 1.2 and DTLS 1.3. Construction differs:
-/// - DTLS 1.2: first 4 bytes are `gmt_unix_time` ([`Random::new_with_time`]).
-/// - DTLS 1.3: all 32 bytes are random ([`Random::new`]).
+/// all 32 bytes random ([`Random::new`]; corral patch: the DTLS 1.2 form with a `gmt_unix_time`, which
+/// nothing called, is removed).
 ///
 /// After construction neither version accesses sub-fields — all consumers
 /// use [`bytes`](Self::bytes) or [`serialize`](Self::serialize).
@@ -42,20 +40,8 @@ impl Random {
         Self { bytes: rng.random() }
     }
 
-    /// Timestamp in first 4 bytes (DTLS 1.2 style).
-    pub fn new_with_time(now: Instant, rng: &mut SeededRng) -> Self {
-        let gmt_duration = now.to_unix_duration();
-        // This is valid until year 2106, at which point I will be beyond caring.
-        let gmt_unix_time = gmt_duration.as_secs() as u32;
-
-        let random_bytes: [u8; 28] = rng.random();
-
-        let mut bytes = [0u8; 32];
-        bytes[..4].copy_from_slice(&gmt_unix_time.to_be_bytes());
-        bytes[4..].copy_from_slice(&random_bytes);
-
-        Self { bytes }
-    }
+    // corral patch: `new_with_time` (a gmt_unix_time from the wall clock in the first 4 bytes, DTLS 1.2)
+    // removed: RFC 5246 §7.4.1.2 does not require the clock there, and a sans-IO caller hands none over.
 
     /// Parse a 32-byte `Random` from wire format.
     pub fn parse(input: &[u8]) -> IResult<&[u8], Random> {

@@ -1,22 +1,16 @@
-//! DTLS on a simulated node: corral-dtls's sans-IO [`DtlsLayer`] between the simulated radio and a
-//! node's CoAP endpoint, as the real-socket drivers put it between the socket and `Node::handle_datagram`.
-//! A [`DtlsNode`] is a corral-sim [`App`]: the simulator hands it the datagrams that reach the node (the
-//! records), it hands the layer's plaintext to its [`Node`] and the node's datagrams to the layer, and the
-//! layer's records go out on the radio like any other datagram (6LoWPAN fragmentation, MAC, loss). Its
-//! timer is the earlier of the node's and the layer's, on the simulator's clock: dimpl's flights are
-//! retransmitted by dimpl's own timers, handed the simulated time.
+//! DTLS on a simulated node: corral-dtls's sans-IO [`SecureNode`] — the one composition of DTLS and a
+//! CoAP node that the real-socket drivers run too — as a corral-sim [`App`]. The simulator hands it the
+//! datagrams that reach the node (the records) and runs its timer; the records it sends go out on the
+//! radio like any other datagram (6LoWPAN fragmentation, MAC, loss). dimpl's flights are retransmitted
+//! by dimpl's own timers, on the simulator's clock.
 //!
 //! # What it owns
-//! The plumbing between the two sans-IO machines and one count the layer does not keep: the handshake
-//! flights sent again on a timer ([`DtlsNode::flights_retransmitted`]). It never reads a clock but once,
-//! for the `std::time::Instant` dimpl's timers need as an anchor ([`DtlsNode::new`]): the layer maps the
-//! simulated time onto it as offsets, so no number depends on that reading. The layer's secret comes from
-//! the point's seed; dimpl's crypto provider draws its key material (randoms, ECDHE keys, ECDSA nonces)
-//! from the OS's CSPRNG itself, so the bytes differ from run to run — their sizes, and with them the
-//! frames and times, do not, except an ECDSA signature's DER length (70-72 bytes), which can move a
-//! certificate flight by a byte or two.
+//! The adapter between the simulator's `App` calls and the secure node, nothing else: which layer a
+//! datagram takes, the timers and the counters are the node's. It never reads a clock, and every random
+//! value of the node's sessions — randoms, nonces, ECDHE keys — derives from the secret it is given
+//! (the point's seed), so a simulated run is the same, byte for byte, every time it runs with its seed.
 
-use corral_dtls::{DtlsConfig, DtlsLayer, DtlsStats};
+use corral_dtls::{DtlsConfig, DtlsNumbers, Port, SecureConfig, SecureNode};
 use corral_proto::tcp::ConnId;
 use corral_proto::{Instant, Node};
 use corral_sim::app::{App, AppAction};
@@ -29,51 +23,37 @@ pub const COAPS_PORT: u16 = 5684;
 
 /// A CoAP node whose datagrams go through DTLS (see the module docs).
 pub struct DtlsNode {
-    pub node: Node,
-    pub layer: DtlsLayer,
+    secure: SecureNode<Node>,
     actions: VecDeque<AppAction>,
-    flights_retransmitted: u64,
 }
 
 impl DtlsNode {
-    /// `node` behind a DTLS layer with `config`, keyed by `secret` (from the point's seed).
-    pub fn new(node: Node, config: DtlsConfig, secret: [u8; 32]) -> DtlsNode {
-        // dimpl's timers are std's: an anchor for the layer's offsets, never read again (module docs).
-        let layer = DtlsLayer::new(config, std::time::Instant::now(), secret);
-        DtlsNode { node, layer, actions: VecDeque::new(), flights_retransmitted: 0 }
+    /// `node` behind a DTLS layer with `config` (a server's or a client's), keyed by `secret` (from the
+    /// point's seed).
+    pub fn new(node: Node, config: DtlsConfig, secret: [u8; 32]) -> Result<DtlsNode, corral_dtls::ConfigError> {
+        let secure = match config.role {
+            corral_dtls::Role::Server(_) => SecureConfig { server: Some(config), ..SecureConfig::default() },
+            corral_dtls::Role::Client { .. } => SecureConfig { client: Some(config), ..SecureConfig::default() },
+        };
+        Ok(DtlsNode { secure: SecureNode::new(node, secure, secret)?, actions: VecDeque::new() })
     }
 
-    /// Handshake flights the layer sent again when dimpl's retransmission timer fired (each timer that
-    /// produced records counts once, however many datagrams the flight took).
-    pub fn flights_retransmitted(&self) -> u64 {
-        self.flights_retransmitted
+    /// The CoAP node behind the layer.
+    pub fn node(&self) -> &Node {
+        self.secure.inner()
     }
 
-    pub fn stats(&self) -> DtlsStats {
-        self.layer.stats()
+    /// The layer's counters and sessions (handshakes done, flights retransmitted, …).
+    pub fn numbers(&self) -> DtlsNumbers {
+        self.secure.numbers()
     }
 
-    /// Moves everything between the node, the layer and the radio until nothing is left to move.
-    fn pump(&mut self, now: Instant) {
-        loop {
-            let mut moved = false;
-            while let Some((peer, plain)) = self.layer.poll_plaintext() {
-                self.node.handle_datagram(now, peer, None, &plain);
-                moved = true;
-            }
-            while let Some(t) = self.node.poll_transmit() {
-                self.layer.send(t.dst, &t.payload);
-                moved = true;
-            }
-            while let Some(t) = self.layer.poll_transmit() {
-                self.actions.push_back(AppAction::Datagram(t.dst, t.payload));
-                moved = true;
-            }
-            while self.layer.poll_event().is_some() || self.node.poll_event().is_some() {}
-            if !moved {
-                return;
-            }
+    /// Moves what the node sends onto the radio and forgets its events (the node acted on them).
+    fn flush(&mut self, now: Instant) {
+        while let Some((_, t)) = self.secure.poll_transmit(now) {
+            self.actions.push_back(AppAction::Datagram(t.dst, t.payload));
         }
+        while self.secure.poll_event().is_some() || self.secure.inner_mut().poll_event().is_some() {}
     }
 }
 
@@ -91,29 +71,17 @@ impl App for DtlsNode {
     fn on_closed(&mut self, _: Instant, _: ConnId) {}
 
     fn on_datagram(&mut self, now: Instant, src: SocketAddr, payload: &[u8]) {
-        self.layer.handle_datagram(now, src, None, payload);
-        self.pump(now);
+        self.secure.handle_datagram(now, Port::Main, src, None, payload);
+        self.flush(now);
     }
 
     fn on_timeout(&mut self, now: Instant) {
-        // The layer first, and always: besides its due timers, it learns the time its sends (which carry
-        // none) open sessions at — a session opened at an older time would find its first retransmission
-        // due at once.
-        let due = self.layer.poll_timeout().is_some_and(|t| t <= now);
-        let before = self.actions.len();
-        self.layer.handle_timeout(now);
-        self.pump(now);
-        if due && self.actions.len() > before {
-            self.flights_retransmitted += 1;
-        }
-        if self.node.poll_timeout().is_some_and(|t| t <= now) {
-            self.node.handle_timeout(now);
-            self.pump(now);
-        }
+        self.secure.handle_timeout(now);
+        self.flush(now);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        [self.node.poll_timeout(), self.layer.poll_timeout()].into_iter().flatten().min()
+        self.secure.poll_timeout()
     }
 
     fn poll_action(&mut self) -> Option<AppAction> {

@@ -151,8 +151,9 @@ impl ClientBuilder {
         let (clock, tcp) = (Clock::new(), TcpSide::new(None).with_tls(tls));
         let dtls = match self.dtls {
             Some(c) => {
-                let failures = Arc::new(crate::dtls::DtlsFailures::default());
-                let machine = crate::dtls::DtlsMachine::new(machine, c, clock, failures.clone(), None);
+                let failures = Arc::new(crate::secure::DtlsFailures::default());
+                let config = corral_dtls::SecureConfig { client: Some(c), ..Default::default() };
+                let machine = crate::secure::SecureMachine::new(machine, config, Some(failures.clone()), None)?;
                 tokio::spawn(Driver::new(machine, socket, clock, rx, tcp).run().instrument(span));
                 Some(failures)
             }
@@ -174,7 +175,7 @@ struct Inner {
     next_ticket: AtomicU64,
     timeout: Option<Duration>,
     /// coaps://: why handshakes failed, by server (`None`: this client speaks no DTLS).
-    dtls: Option<Arc<crate::dtls::DtlsFailures>>,
+    dtls: Option<Arc<crate::secure::DtlsFailures>>,
     /// coaps+tcp://: why TLS handshakes failed, by server (`None`: this client speaks no TLS).
     tls: Option<Arc<crate::tls::TlsFailures>>,
 }

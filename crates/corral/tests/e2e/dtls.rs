@@ -126,3 +126,28 @@ fn the_plain_port_still_speaks_coap_when_dtls_is_served_too() {
     let o = corral(&["get", &format!("coap://127.0.0.1:{}/hello", s.port)]);
     assert_eq!((code(&o), stdout(&o).as_str()), (0, "Hello from corral!\n"));
 }
+
+/// One node behind both schemes: what a client PUTs over coap:// another reads back over coaps://, and
+/// the other way round (the resources are not copied per transport).
+#[test]
+fn a_put_over_coap_is_read_back_over_coaps_and_the_other_way_round() {
+    let (_dir, psk) = psk_file();
+    let (plain, secure) = (free_udp_port(), free_udp_port());
+    let mut cmd = Command::new(CORRAL);
+    cmd.args(["serve", "--bind", &format!("127.0.0.1:{plain}"), "--dtls", &format!("127.0.0.1:{secure}")]);
+    cmd.args(["--psk-file", &psk]);
+    let s = spawn_with_port(&mut cmd, |line| {
+        line.strip_prefix("corral serve: coaps:// (DTLS 1.2, PSK) on ")?.rsplit_once(':')?.1.parse().ok()
+    });
+    assert_eq!(s.port, secure);
+    let creds = ["-k", "secretPSK", "-u", "alice"];
+    let (coap, coaps) = (format!("coap://127.0.0.1:{plain}/test"), format!("coaps://127.0.0.1:{secure}/test"));
+    let o = corral(&["put", &coap, "-e", "written over coap", "-t", "text"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = corral(&[&["get", &coaps][..], &creds].concat());
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "written over coap\n"), "{}", stderr(&o));
+    let o = corral(&[&["put", &coaps, "-e", "written over coaps", "-t", "text"][..], &creds].concat());
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = corral(&["get", &coap]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "written over coaps\n"), "{}", stderr(&o));
+}

@@ -277,6 +277,19 @@ pub trait SupportedKxGroup: CryptoSafe {
     /// Start a new key exchange, generating ephemeral keypair.
     /// The provided `buf` will be used to store the public key.
     fn start_exchange(&self, buf: Buf) -> Result<Box<dyn ActiveKeyExchange>, CryptoError>;
+
+    /// corral patch: as [`start_exchange`](Self::start_exchange), with the ephemeral key drawn from
+    /// `rng` — the instance's generator, keyed by [`crate::ConfigBuilder::rng_key`] — so that a caller
+    /// who keys it decides every random value of the handshake. The default ignores `rng` (a provider
+    /// that can only draw from its own source); DTLS 1.2 calls this.
+    fn start_exchange_with_rng(
+        &self,
+        buf: Buf,
+        rng: &mut dyn rand::CryptoRng,
+    ) -> Result<Box<dyn ActiveKeyExchange>, CryptoError> {
+        let _ = rng;
+        self.start_exchange(buf)
+    }
 }
 
 /// Signature verification against certificates.

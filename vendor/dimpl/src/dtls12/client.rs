@@ -13,7 +13,7 @@
 // This implementation is a Sans-IO DTLS client.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
 
 use arrayvec::ArrayVec;
 use subtle::ConstantTimeEq;
@@ -225,7 +225,9 @@ impl Client {
     pub fn handle_timeout(&mut self, now: Instant) -> Result<(), Error> {
         self.last_now = now;
         if self.random.is_none() {
-            self.random = Some(Random::new_with_time(now, &mut self.engine.rng));
+            // corral patch: all 32 bytes random, as OpenSSL and draft-mathewson-no-gmtunixtime do: the
+            // gmt_unix_time came from the wall clock, which a sans-IO caller does not hand over.
+            self.random = Some(Random::new(&mut self.engine.rng));
         }
         self.engine.handle_timeout(now)?;
         match self.make_progress() {
@@ -659,10 +661,11 @@ impl State {
         // We already have the curve and public key extracted
         let kx_buf = client.engine.pop_buffer();
         let shared_secret = client.engine.pop_buffer();
-        client
-            .engine
-            .crypto_context_mut()
-            .process_ecdh_params(named_group, public_key_vec, kx_buf, shared_secret)
+        // corral patch: the ephemeral key from the instance's generator.
+        let engine = &mut client.engine;
+        engine
+            .crypto_context
+            .process_ecdh_params(named_group, public_key_vec, kx_buf, shared_secret, &mut engine.rng)
             .map_err(Error::CryptoError)?;
 
         Ok(Self::AwaitCertificateRequest)

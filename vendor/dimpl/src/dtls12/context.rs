@@ -167,7 +167,13 @@ impl CryptoContext {
     }
 
     /// Initialize ECDHE key exchange (server role) and return our ephemeral public key
-    pub fn init_ecdh_server(&mut self, named_group: NamedGroup, kx_buf: Buf) -> Result<&[u8], CryptoError> {
+    /// corral patch: the ephemeral key from `rng`, the instance's generator.
+    pub fn init_ecdh_server(
+        &mut self,
+        named_group: NamedGroup,
+        kx_buf: Buf,
+        rng: &mut dyn rand::CryptoRng,
+    ) -> Result<&[u8], CryptoError> {
         // Find the matching key exchange group from the provider
         let kx_group = self
             .provider()
@@ -175,7 +181,7 @@ impl CryptoContext {
             .find(|g| g.name() == named_group)
             .ok_or(CryptoError::UnsupportedEcdheNamedGroup(named_group))?;
 
-        self.key_exchange = Some(kx_group.start_exchange(kx_buf)?);
+        self.key_exchange = Some(kx_group.start_exchange_with_rng(kx_buf, rng)?); // corral patch
         self.maybe_init_key_exchange()
     }
 
@@ -186,6 +192,7 @@ impl CryptoContext {
         server_public: &[u8],
         kx_buf: Buf,
         shared_secret: Buf,
+        rng: &mut dyn rand::CryptoRng, // corral patch: the instance's generator
     ) -> Result<(), CryptoError> {
         // Find the matching key exchange group from the provider
         let kx_group = self
@@ -195,7 +202,7 @@ impl CryptoContext {
             .ok_or(CryptoError::UnsupportedEcdheNamedGroup(group))?;
 
         // Create a new ECDH key exchange
-        self.key_exchange = Some(kx_group.start_exchange(kx_buf)?);
+        self.key_exchange = Some(kx_group.start_exchange_with_rng(kx_buf, rng)?); // corral patch
 
         // Generate our keypair
         let _our_public = self.maybe_init_key_exchange()?;

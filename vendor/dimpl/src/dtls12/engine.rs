@@ -1,7 +1,7 @@
 use std::mem;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
+use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
 
 use super::queue::{QueueRx, QueueTx};
 use crate::buffer::{Buf, BufferPool, TmpBuf};
@@ -147,7 +147,7 @@ enum PollOutput<'a> {
 
 impl Engine {
     pub fn new(config: Arc<Config>, auth: AuthMode) -> Self {
-        let mut rng = SeededRng::new(config.rng_seed());
+        let mut rng = SeededRng::for_config(&config); // corral patch: keyed (Config::rng_key) or seeded
 
         let timers = HandshakeTimers::new(&config, &mut rng);
 

@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
+use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
 
 use arrayvec::ArrayVec;
 use subtle::ConstantTimeEq;
@@ -230,7 +230,9 @@ impl Server {
     pub fn handle_timeout(&mut self, now: Instant) -> Result<(), Error> {
         self.last_now = now;
         if self.random.is_none() {
-            self.random = Some(Random::new_with_time(now, &mut self.engine.rng));
+            // corral patch: all 32 bytes random, as OpenSSL and draft-mathewson-no-gmtunixtime do: the
+            // gmt_unix_time came from the wall clock, which a sans-IO caller does not hand over.
+            self.random = Some(Random::new(&mut self.engine.rng));
         }
         self.engine.handle_timeout(now)?;
         match self.make_progress() {
@@ -1087,8 +1089,11 @@ fn handshake_create_server_key_exchange(
         KeyExchangeAlgorithm::EECDH => {
             let (curve_type, named_group) = (CurveType::NamedCurve, named_group);
             let kx_buf = engine.pop_buffer();
-            let pubkey =
-                engine.crypto_context_mut().init_ecdh_server(named_group, kx_buf).map_err(Error::CryptoError)?;
+            // corral patch: the ephemeral key from the instance's generator.
+            let pubkey = engine
+                .crypto_context
+                .init_ecdh_server(named_group, kx_buf, &mut engine.rng)
+                .map_err(Error::CryptoError)?;
 
             trace!("SKE ECDHE: group={:?}, pubkey_len={}", named_group, pubkey.len());
 

@@ -20,7 +20,7 @@
 // This implementation is a Sans-IO DTLS 1.3 client.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
 
 use arrayvec::ArrayVec;
 use subtle::ConstantTimeEq;

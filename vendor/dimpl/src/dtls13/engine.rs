@@ -1,7 +1,8 @@
 use std::mem;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
 
 use arrayvec::ArrayVec;
 
@@ -200,7 +201,7 @@ enum PollOutput<'a> {
 
 impl Engine {
     pub fn new(config: Arc<Config>, certificate: DtlsCertificate) -> Self {
-        let mut rng = SeededRng::new(config.rng_seed());
+        let mut rng = SeededRng::for_config(&config); // corral patch: keyed (Config::rng_key) or seeded
 
         let timers = HandshakeTimers::new(&config, &mut rng);
 

@@ -26,7 +26,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
+use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
 
 use arrayvec::ArrayVec;
 use subtle::ConstantTimeEq;

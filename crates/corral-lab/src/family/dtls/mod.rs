@@ -21,10 +21,9 @@
 //! costs no simulated time** (an ECDSA signature on a Cortex-M class mote takes hundreds of ms to seconds:
 //! the times here are the radio's share only).
 //!
-//! Owns: the chain, the mapping of a point onto the two nodes and the measures. Never reads a clock (the
-//! DTLS node reads one once as an anchor, see its docs) or draws randomness that does not follow from the
-//! point's seed — but dimpl's key material, from the OS's CSPRNG, whose sizes are fixed except an ECDSA
-//! signature's DER length.
+//! Owns: the chain, the mapping of a point onto the two nodes and the measures. Never reads a clock or
+//! draws randomness that does not follow from the point's seed: the DTLS sessions' randoms, nonces and
+//! ECDHE keys derive from it too (the DTLS node's docs), so a point's results repeat byte for byte.
 
 use super::multiparty::apps::{
     ClientSecurity, MpClient, MpServer, OscoreClient, OscoreServer, ServerSecurity, Unprotected,
@@ -89,8 +88,11 @@ pub fn run(c: &Common, d: &DtlsSetup, index: usize, seed: u64) -> Result<PointRu
     let h = c_node.mount("", MpClient::new(1, vec![Instant::ZERO + START], server_addr, None, client_sec, limit));
     if d.security.is_dtls() {
         let (sc, cc) = dtls_configs(d)?;
-        sim.attach_app(server, Box::new(DtlsNode::new(s_node, sc, secret(seed, 1))));
-        sim.attach_app(client, Box::new(DtlsNode::new(c_node, cc, secret(seed, 2))));
+        let dtls_node = |node, config, secret| {
+            DtlsNode::new(node, config, secret).map_err(|e| RunError::Credentials(e.to_string()))
+        };
+        sim.attach_app(server, Box::new(dtls_node(s_node, sc, secret(seed, 1))?));
+        sim.attach_app(client, Box::new(dtls_node(c_node, cc, secret(seed, 2))?));
     } else {
         sim.attach(server, s_node);
         sim.attach(client, c_node);
@@ -105,10 +107,12 @@ pub fn run(c: &Common, d: &DtlsSetup, index: usize, seed: u64) -> Result<PointRu
     facts.hops = hops as f64;
     facts.first_ms = r.done.map_or(f64::NAN, |t| (t - r.sent).as_micros() as f64 / 1000.0);
     let dtls = |id: NodeId| sim.app::<DtlsNode>(id);
-    facts.flights_retx = [client, server].iter().filter_map(|&n| dtls(n)).map(DtlsNode::flights_retransmitted).sum();
-    facts.handshakes = dtls(client).map_or(0, |n| n.stats().handshakes_done);
+    let numbers = |n: &DtlsNode| n.numbers().stats;
+    facts.flights_retx =
+        [client, server].iter().filter_map(|&n| dtls(n)).map(|n| numbers(n).flights_retransmitted).sum();
+    facts.handshakes = dtls(client).map_or(0, |n| numbers(n).handshakes_done);
     let coap_retx = match dtls(client) {
-        Some(n) => n.node.endpoint().stats().retransmissions,
+        Some(n) => n.node().endpoint().stats().retransmissions,
         None => sim.node(client).map_or(0, |n| n.endpoint().stats().retransmissions),
     };
     let query = QueryRow {
@@ -140,7 +144,7 @@ pub fn run(c: &Common, d: &DtlsSetup, index: usize, seed: u64) -> Result<PointRu
 /// The client's one retrieval, on a plain node or behind DTLS.
 fn retrieval(sim: &Sim, client: NodeId, h: ServiceHandle) -> Option<super::multiparty::apps::Retrieval> {
     let c = match sim.app::<DtlsNode>(client) {
-        Some(n) => n.node.service::<MpClient>(h),
+        Some(n) => n.node().service::<MpClient>(h),
         None => sim.service::<MpClient>(client, h),
     };
     c?.retrievals.first().copied()
@@ -179,15 +183,17 @@ fn dtls_configs(d: &DtlsSetup) -> Result<(DtlsConfig, DtlsConfig), RunError> {
     let mut client = DtlsConfig::new(Role::Client { identity: PSK_IDENTITY.to_vec(), key: PSK_KEY.to_vec() });
     if d.security == Security::DtlsRpk {
         let r = |key: &str, peer: &str| {
-            let peers = PeerKeys::from_pem(peer).map_err(RunError::Credentials)?;
-            Rpk::from_pem(key, peers).map(Arc::new).map_err(RunError::Credentials)
+            let peers = PeerKeys::from_pem(peer).map_err(|e| RunError::Credentials(e.to_string()))?;
+            Rpk::from_pem(key, peers).map(Arc::new).map_err(|e| RunError::Credentials(e.to_string()))
         };
         server.rpk = Some(r(SERVER_KEY, CLIENT_PUB)?);
         client.rpk = Some(r(CLIENT_KEY, SERVER_PUB)?);
         server.role = Role::Server(Arc::new(PskKeys::new()));
     }
     if d.security == Security::DtlsCert {
-        let x = |cert: &str, key: &str| X509::from_pem(cert, key, CA).map(Arc::new).map_err(RunError::Credentials);
+        let x = |cert: &str, key: &str| {
+            X509::from_pem(cert, key, CA).map(Arc::new).map_err(|e| RunError::Credentials(e.to_string()))
+        };
         server.x509 = Some(x(SERVER_CERT, SERVER_KEY)?);
         client.x509 = Some(x(CLIENT_CERT, CLIENT_KEY)?);
         // A certificate server here takes certificates only: its PSK table is left empty.

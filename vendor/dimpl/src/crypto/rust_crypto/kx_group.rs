@@ -35,17 +35,19 @@ impl std::fmt::Debug for EcdhKeyExchange {
 }
 
 impl EcdhKeyExchange {
-    fn new(group: NamedGroup, mut buf: Buf) -> Result<Self, CryptoError> {
+    /// corral patch: the ephemeral key drawn from `rng` (the instance's generator: see
+    /// `SupportedKxGroup::start_exchange_with_rng`); upstream drew it from the OS.
+    fn new(group: NamedGroup, mut buf: Buf, rng: &mut dyn rand::CryptoRng) -> Result<Self, CryptoError> {
         match group {
             NamedGroup::X25519 => {
-                let secret = x25519_dalek::EphemeralSecret::random();
+                let secret = x25519_dalek::EphemeralSecret::random_from_rng(rng);
                 let public_key_obj = x25519_dalek::PublicKey::from(&secret);
                 buf.clear();
                 buf.extend_from_slice(public_key_obj.as_bytes());
                 Ok(EcdhKeyExchange::X25519 { secret, public_key: buf })
             }
             NamedGroup::Secp256r1 => {
-                let secret = EphemeralSecret::generate();
+                let secret = EphemeralSecret::generate_from_rng(rng);
                 let public_key_obj = P256PublicKey::from(&secret);
                 let public_key_bytes = public_key_obj.to_sec1_bytes();
                 buf.clear();
@@ -53,7 +55,7 @@ impl EcdhKeyExchange {
                 Ok(EcdhKeyExchange::P256 { secret, public_key: buf })
             }
             NamedGroup::Secp384r1 => {
-                let secret = P384EphemeralSecret::generate();
+                let secret = P384EphemeralSecret::generate_from_rng(rng);
                 let public_key_obj = P384PublicKey::from(&secret);
                 let public_key_bytes = public_key_obj.to_sec1_bytes();
                 buf.clear();
@@ -127,7 +129,17 @@ impl SupportedKxGroup for X25519Kx {
     }
 
     fn start_exchange(&self, buf: Buf) -> Result<Box<dyn ActiveKeyExchange>, CryptoError> {
-        Ok(Box::new(EcdhKeyExchange::new(NamedGroup::X25519, buf)?))
+        // corral patch: the thread-local CSPRNG (seeded from the OS), where upstream drew from the OS.
+        Ok(Box::new(EcdhKeyExchange::new(NamedGroup::X25519, buf, &mut rand::rng())?))
+    }
+
+    // corral patch: see SupportedKxGroup::start_exchange_with_rng.
+    fn start_exchange_with_rng(
+        &self,
+        buf: Buf,
+        rng: &mut dyn rand::CryptoRng,
+    ) -> Result<Box<dyn ActiveKeyExchange>, CryptoError> {
+        Ok(Box::new(EcdhKeyExchange::new(NamedGroup::X25519, buf, rng)?))
     }
 }
 
@@ -141,7 +153,17 @@ impl SupportedKxGroup for P256 {
     }
 
     fn start_exchange(&self, buf: Buf) -> Result<Box<dyn ActiveKeyExchange>, CryptoError> {
-        Ok(Box::new(EcdhKeyExchange::new(NamedGroup::Secp256r1, buf)?))
+        // corral patch: the thread-local CSPRNG (seeded from the OS), where upstream drew from the OS.
+        Ok(Box::new(EcdhKeyExchange::new(NamedGroup::Secp256r1, buf, &mut rand::rng())?))
+    }
+
+    // corral patch: see SupportedKxGroup::start_exchange_with_rng.
+    fn start_exchange_with_rng(
+        &self,
+        buf: Buf,
+        rng: &mut dyn rand::CryptoRng,
+    ) -> Result<Box<dyn ActiveKeyExchange>, CryptoError> {
+        Ok(Box::new(EcdhKeyExchange::new(NamedGroup::Secp256r1, buf, rng)?))
     }
 }
 
@@ -155,7 +177,17 @@ impl SupportedKxGroup for P384 {
     }
 
     fn start_exchange(&self, buf: Buf) -> Result<Box<dyn ActiveKeyExchange>, CryptoError> {
-        Ok(Box::new(EcdhKeyExchange::new(NamedGroup::Secp384r1, buf)?))
+        // corral patch: the thread-local CSPRNG (seeded from the OS), where upstream drew from the OS.
+        Ok(Box::new(EcdhKeyExchange::new(NamedGroup::Secp384r1, buf, &mut rand::rng())?))
+    }
+
+    // corral patch: see SupportedKxGroup::start_exchange_with_rng.
+    fn start_exchange_with_rng(
+        &self,
+        buf: Buf,
+        rng: &mut dyn rand::CryptoRng,
+    ) -> Result<Box<dyn ActiveKeyExchange>, CryptoError> {
+        Ok(Box::new(EcdhKeyExchange::new(NamedGroup::Secp384r1, buf, rng)?))
     }
 }
 

@@ -2,6 +2,7 @@
 //! emulated link between two network namespaces), CoAP over UDP or HTTP over TCP, throughput in bytes per
 //! second through the link (run by `crate::family::emulated`). Real time: a point takes `duration_s`.
 
+use super::point::AxisValue;
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +53,17 @@ impl Default for EmulatedSpec {
 }
 
 impl EmulatedSpec {
+    /// The sweep axes of `[emulated]`: `scheme` (the protocol) and `impairment`.
+    pub const AXES: &'static [&'static str] = &["scheme", "impairment"];
+
+    pub(super) fn apply_axis(&mut self, axis: &str, v: &AxisValue) -> Result<(), ScenarioError> {
+        match axis {
+            "scheme" => self.scheme = v.to_string(),
+            _ => self.impairment = v.to_string(),
+        }
+        Ok(())
+    }
+
     /// Forgets the other scheme's parameters: the CoAP sender's for an HTTP point, HTTP's for a CoAP one.
     /// They are no input of that point's run, so two points that differ only in them are one run (a
     /// sensitivity variant that changes the CoAP sender takes the base run's HTTP rows, see
@@ -106,16 +118,7 @@ impl EmulatedSpec {
                 self.sender
             ));
         }
-        if !(10..=10_000).contains(&self.interval_ms) || self.http_pause_ms > 10_000 {
-            return err("emulated: interval_ms between 10 and 10000, http_pause_ms at most 10000");
-        }
-        if self.http_bytes > 1_000_000 {
-            return err("emulated.http_bytes: at most 1000000");
-        }
         self.impairment()?;
-        if self.duration_s == 0 || self.quick_duration_s == 0 || self.duration_s > 3600 {
-            return err("emulated: duration_s and quick_duration_s between 1 and 3600");
-        }
         Ok(())
     }
 }

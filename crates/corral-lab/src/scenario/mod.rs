@@ -13,7 +13,9 @@
 //! | `figure.rs` | `[[figure]]` and the [`Metric`]s a figure plots |
 //! | `point.rs` | the sweep axes ([`AXES`]), their values, a [`Point`] |
 //! | `entity.rs`, `proxy.rs`, `stream.rs`, `emulated.rs`, `baseline.rs`, `multiparty.rs`, `churn.rs`, `dtls.rs` | each family's section |
-//! | `setup.rs` | [`Setup`]: one point resolved, [`Experiment`] with one variant per family |
+//! | `setup.rs` | [`Setup`]: one point resolved, [`Common`] and the axes every family shares ([`COMMON_AXES`]), [`Experiment`] with one variant per family |
+//! | `section.rs` | a point's family section: each family applies its own axes (`AXES` beside its section) and resolves into its [`Experiment`] |
+//! | `ranges.rs` | the range of every numeric input, in one table ([`ranges::FIELDS`]), checked when a scenario parses |
 //! | `sweep.rs` | validation, the expansion into points, resolving a point |
 //!
 //! # Sweep order
@@ -30,6 +32,8 @@ mod multiparty;
 mod point;
 mod procedure;
 mod proxy;
+pub mod ranges;
+mod section;
 mod setup;
 mod stream;
 mod sweep;
@@ -39,14 +43,16 @@ pub use baseline::{BaselineSpec, SCHEMES};
 pub use churn::{ChurnSetup, ChurnSpec, Vanish};
 pub use dtls::{DtlsSetup, DtlsSpec, Security};
 pub use emulated::EmulatedSpec;
-pub use entity::{EntitySpec, Follow};
+pub use entity::{EntityPoint, EntitySpec, Follow};
 pub use figure::{family_metrics, Figure, Metric};
 pub use multiparty::{MultipartySpec, DEPLOYMENTS};
 pub use point::{AxisValue, Point, AXES};
 pub use procedure::ProcedureRow;
 pub use proxy::{Forwarding, ProxyRuleSpec, ProxySpec};
 use serde::{Deserialize, Serialize};
-pub use setup::{Common, Cpu, EntitySetup, Experiment, Family, Floor, NetworkSetup, ProxySetup, Queries, Setup, Wifi};
+pub use setup::{
+    Common, Cpu, EntitySetup, Experiment, Family, Floor, NetworkSetup, ProxySetup, Queries, Setup, Wifi, COMMON_AXES,
+};
 use std::collections::BTreeMap;
 pub use stream::StreamSpec;
 

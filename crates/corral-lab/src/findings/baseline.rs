@@ -133,7 +133,7 @@ fn label(scheme: &str) -> &'static str {
 }
 
 fn at<'a>(aggs: &'a Aggs<'a>, scheme: &str, axes: &[(&str, f64)]) -> Option<&'a Aggregate> {
-    let mut want = vec![("scheme", t(scheme))];
+    let mut want = vec![("solution", t(scheme))];
     want.extend(axes.iter().map(|(a, x)| (*a, n(*x))));
     pick(aggs, &want)
 }
@@ -538,7 +538,7 @@ mod tests {
     fn data(axis: &str, rows: &[(&str, f64, f64, f64, f64, f64, f64)]) -> Synth {
         let mut s = Synth::new();
         for &(scheme, x, rt, e, b, g, ans) in rows {
-            let a = s.add(&[("scheme", t(scheme)), (axis, n(x))], rt, ans, ans);
+            let a = s.add(&[("solution", t(scheme)), (axis, n(x))], rt, ans, ans);
             // Small payloads fit in one frame, large ones are fragmented.
             let frags = if x <= 50.0 { 1.0 } else { 9.0 };
             a.facts =
@@ -635,7 +635,7 @@ mod tests {
     fn goodput_data(rows: &[(&str, f64, f64)]) -> Synth {
         let mut s = Synth::new();
         for &(scheme, snr, g) in rows {
-            let a = s.add(&[("scheme", t(scheme)), ("payload", n(100.0)), ("snr_db", n(snr))], 0.1, 100.0, 100.0);
+            let a = s.add(&[("solution", t(scheme)), ("payload", n(100.0)), ("snr_db", n(snr))], 0.1, 100.0, 100.0);
             a.facts = Facts::Baseline(BaselineFacts { goodput: g, ..BaselineFacts::default() });
         }
         s
@@ -670,7 +670,7 @@ mod tests {
     fn loss_data(rows: &[(f64, f64, f64)]) -> Synth {
         let mut s = Synth::new();
         for (i, &(snr, frags, loss)) in rows.iter().enumerate() {
-            let a = s.add(&[("scheme", t("coap")), ("payload", n(i as f64)), ("snr_db", n(snr))], 0.1, 100.0, 100.0);
+            let a = s.add(&[("solution", t("coap")), ("payload", n(i as f64)), ("snr_db", n(snr))], 0.1, 100.0, 100.0);
             a.facts = Facts::Baseline(BaselineFacts { dgram_loss: loss, frags, ..BaselineFacts::default() });
         }
         s

@@ -67,7 +67,7 @@ fn paper(scheme: &str, imp: &str) -> Option<f64> {
 }
 
 fn throughput(aggs: &Aggs, scheme: &str, imp: &str) -> Option<f64> {
-    pick(aggs, &[("scheme", t(scheme)), ("impairment", t(imp))]).map(|a| a.throughput())
+    pick(aggs, &[("protocol", t(scheme)), ("impairment", t(imp))]).map(|a| a.throughput())
 }
 
 /// `throughput(scheme, to) / throughput(scheme, from)` against the paper's ratio, within `tol`.
@@ -143,7 +143,7 @@ mod tests {
     fn data(rows: &[(&str, &str, f64)]) -> Synth {
         let mut s = Synth::new();
         for &(scheme, imp, tp) in rows {
-            s.add(&[("scheme", t(scheme)), ("impairment", t(imp))], 0.1, 100.0, 100.0).facts =
+            s.add(&[("protocol", t(scheme)), ("impairment", t(imp))], 0.1, 100.0, 100.0).facts =
                 Facts::Emulated(EmulatedFacts { throughput: tp });
         }
         s

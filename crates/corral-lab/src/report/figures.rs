@@ -27,7 +27,7 @@ fn series_key(p: &Point, series: &[String]) -> String {
         .filter_map(|a| {
             let v = p.get(a)?;
             Some(match a.as_str() {
-                "mode" | "layout" | "usage" | "scheme" | "impairment" => v.to_string(),
+                "mode" | "layout" | "usage" | "scheme" | "solution" | "protocol" | "impairment" => v.to_string(),
                 "group" => format!("G={v}"),
                 "wifi_mbps" => format!("{v} Mb/s"),
                 "ack_timeout_ms" => format!("ACK_TIMEOUT {v} ms"),

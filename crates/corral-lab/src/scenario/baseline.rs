@@ -7,10 +7,10 @@ use super::point::AxisValue;
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
-/// The schemes: CoAP (corral's endpoint; CON, or NON when `rate` > 0) on one of the paper's two server
-/// profiles — `coap` TinyCoAP's, `coapblip` CoapBlip's (see `crate::family::baseline`) — and the HTTP
-/// baselines of `corral_sim::http`.
-pub const SCHEMES: [&str; 5] = ["coap", "coapblip", "http-tcp", "http-persistent", "http-udp"];
+/// The solutions (the `solution` axis; seed 002's word): CoAP (corral's endpoint; CON, or NON when `rate` >
+/// 0) on one of the paper's two server profiles — `coap` TinyCoAP's, `coapblip` CoapBlip's (see
+/// `crate::family::baseline`) — and the HTTP baselines of `corral_sim::http`.
+pub const SOLUTIONS: [&str; 5] = ["coap", "coapblip", "http-tcp", "http-persistent", "http-udp"];
 
 /// How a CoAP server holds a request it received (seed 002 §4.3): `copied` (TinyCoAP: the PDU is copied
 /// into its pool and the UDP buffer freed at once) or `held` (CoapBlip: the PDU stays in its malloc'd
@@ -20,7 +20,7 @@ pub const BUFFERS: [&str; 2] = ["copied", "held"];
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BaselineSpec {
-    pub scheme: String,
+    pub solution: String,
     /// Response body bytes.
     pub payload: usize,
     /// Transactions per point (the paper: 100).
@@ -67,7 +67,7 @@ impl Default for BaselineSpec {
     /// `--quick`), a loss-free link, ACK_TIMEOUT 1 s and 4 retransmissions, at most 2 h of virtual time.
     fn default() -> BaselineSpec {
         BaselineSpec {
-            scheme: "coap".into(),
+            solution: "coap".into(),
             payload: 50,
             count: 100,
             quick_count: 20,
@@ -89,12 +89,13 @@ impl Default for BaselineSpec {
 }
 
 impl BaselineSpec {
-    /// The sweep axes of `[baseline]`: `scheme` (the solution), `payload`, `rate`, `snr_db`.
-    pub const AXES: &'static [&'static str] = &["scheme", "payload", "rate", "snr_db"];
+    /// The sweep axes of `[baseline]`: `solution` (seed 002's word for what it compares: a CoAP server
+    /// profile or an HTTP baseline, [`SOLUTIONS`]), `payload`, `rate`, `snr_db`.
+    pub const AXES: &'static [&'static str] = &["solution", "payload", "rate", "snr_db"];
 
     pub(super) fn apply_axis(&mut self, axis: &str, v: &AxisValue) -> Result<(), ScenarioError> {
         match axis {
-            "scheme" => self.scheme = v.to_string(),
+            "solution" => self.solution = v.to_string(),
             "payload" => self.payload = v.whole(axis)?,
             "rate" => self.rate = v.number(axis)?,
             _ => self.snr_db = v.number(axis)?,
@@ -103,10 +104,10 @@ impl BaselineSpec {
     }
 
     pub fn validate(&self) -> Result<(), ScenarioError> {
-        if !SCHEMES.contains(&self.scheme.as_str()) {
-            return err(format!("baseline.scheme {:?}: one of {}", self.scheme, SCHEMES.join(", ")));
+        if !SOLUTIONS.contains(&self.solution.as_str()) {
+            return err(format!("baseline.solution {:?}: one of {}", self.solution, SOLUTIONS.join(", ")));
         }
-        if self.rate > 0.0 && !matches!(self.scheme.as_str(), "coap" | "coapblip" | "http-udp") {
+        if self.rate > 0.0 && !matches!(self.solution.as_str(), "coap" | "coapblip" | "http-udp") {
             return err("baseline.rate: an open loop needs coap, coapblip or http-udp (TCP paces itself)");
         }
         if !BUFFERS.contains(&self.coapblip_buffer.as_str()) {

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields)]
 pub struct EmulatedSpec {
     /// `coap` (corral serve and a CoAP client, see `sender`) or `http` (python3 -m http.server and the
-    /// paper's Python client: a GET on a new connection, then `http_pause_ms`, in a loop).
-    pub scheme: String,
+    /// paper's Python client: a GET on a new connection, then `http_pause_ms`, in a loop): the `protocol`
+    /// axis.
+    pub protocol: String,
     /// `none`, `dN` (N ms of delay) or `lN` (N % loss), on the directions `direction` names.
     pub impairment: String,
     /// `false`: every point runs on a clean link whatever its impairment says — the sensitivity variant
@@ -38,7 +39,7 @@ pub struct EmulatedSpec {
 impl Default for EmulatedSpec {
     fn default() -> EmulatedSpec {
         EmulatedSpec {
-            scheme: "coap".into(),
+            protocol: "coap".into(),
             impairment: "none".into(),
             impaired: true,
             direction: "to-server".into(),
@@ -53,24 +54,24 @@ impl Default for EmulatedSpec {
 }
 
 impl EmulatedSpec {
-    /// The sweep axes of `[emulated]`: `scheme` (the protocol) and `impairment`.
-    pub const AXES: &'static [&'static str] = &["scheme", "impairment"];
+    /// The sweep axes of `[emulated]`: `protocol` (CoAP/UDP or HTTP/TCP, seed 004's two) and `impairment`.
+    pub const AXES: &'static [&'static str] = &["protocol", "impairment"];
 
     pub(super) fn apply_axis(&mut self, axis: &str, v: &AxisValue) -> Result<(), ScenarioError> {
         match axis {
-            "scheme" => self.scheme = v.to_string(),
+            "protocol" => self.protocol = v.to_string(),
             _ => self.impairment = v.to_string(),
         }
         Ok(())
     }
 
-    /// Forgets the other scheme's parameters: the CoAP sender's for an HTTP point, HTTP's for a CoAP one.
+    /// Forgets the other protocol's parameters: the CoAP sender's for an HTTP point, HTTP's for a CoAP one.
     /// They are no input of that point's run, so two points that differ only in them are one run (a
     /// sensitivity variant that changes the CoAP sender takes the base run's HTTP rows, see
     /// `sweep::run_sensitivity`).
-    pub fn keep_own_scheme(&mut self) {
+    pub fn keep_own_protocol(&mut self) {
         let d = EmulatedSpec::default();
-        if self.scheme == "http" {
+        if self.protocol == "http" {
             (self.sender, self.interval_ms) = (d.sender, d.interval_ms);
         } else {
             (self.http_pause_ms, self.http_bytes) = (d.http_pause_ms, d.http_bytes);
@@ -103,8 +104,8 @@ impl EmulatedSpec {
     }
 
     pub fn validate(&self) -> Result<(), ScenarioError> {
-        if !matches!(self.scheme.as_str(), "coap" | "http") {
-            return err(format!("emulated.scheme {:?}: coap or http", self.scheme));
+        if !matches!(self.protocol.as_str(), "coap" | "http") {
+            return err(format!("emulated.protocol {:?}: coap or http", self.protocol));
         }
         if !matches!(self.direction.as_str(), "to-server" | "both") {
             return err(format!(

@@ -22,6 +22,8 @@ pub const AXES: &[&str] = &[
     "forwarding",
     "consumers",
     "scheme",
+    "protocol",
+    "solution",
     "buffer",
     "loss",
     "impairment",

@@ -123,7 +123,7 @@ impl Section {
             }
             Section::Emulated(mut e) => {
                 e.validate()?;
-                e.keep_own_scheme();
+                e.keep_own_protocol();
                 Experiment::Emulated(e)
             }
             Section::Baseline(b) => {

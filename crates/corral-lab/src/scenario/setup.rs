@@ -329,3 +329,25 @@ impl ProxySetup {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::AXES;
+
+    /// Each axis name means one thing: it is owned by the shared sections or by exactly one family, and
+    /// every axis a family owns is in the expansion order.
+    #[test]
+    fn every_axis_has_one_owner() {
+        for axis in AXES.iter().filter(|a| **a != "replicate") {
+            let owners = Family::ALL.iter().filter(|f| f.axes().contains(axis)).count()
+                + usize::from(COMMON_AXES.contains(axis));
+            assert_eq!(owners, 1, "sweep.{axis} has {owners} owners");
+        }
+        for f in Family::ALL {
+            for a in f.axes() {
+                assert!(AXES.contains(a), "[{}]'s axis {a} is not in AXES", f.section());
+            }
+        }
+    }
+}

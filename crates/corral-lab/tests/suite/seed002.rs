@@ -104,8 +104,8 @@ fn coapblip_serves_bodies_up_to_650_bytes_and_tinycoap_up_to_1200() {
         &[
             ("quick_sweep = { payload = [10, 50, 300, 1200] }", "quick_sweep = { payload = [650, 700, 1200] }"),
             (
-                "scheme = [\"coap\", \"coapblip\", \"http-tcp\", \"http-persistent\", \"http-udp\"]",
-                "scheme = [\"coap\", \"coapblip\"]",
+                "solution = [\"coap\", \"coapblip\", \"http-tcp\", \"http-persistent\", \"http-udp\"]",
+                "solution = [\"coap\", \"coapblip\"]",
             ),
         ],
     ));

@@ -151,7 +151,7 @@ impl Scenario {
     pub fn setup(&self, p: &Point, quick: bool) -> Result<Setup, ScenarioError> {
         let mut common = Common::of(self, p);
         let mut section = Section::of(self, quick)?;
-        // Replicates change the seed (through the point's label) and, on a floor, the floor (`Common::of`).
+        // Replicates change the seed (`crate::harness::point_seed`) and, on a floor, the floor (`Common::of`).
         for (axis, v) in p.values.iter().filter(|(a, _)| a != "replicate") {
             if !common.apply_axis(self, axis, v)? {
                 section.apply_axis(axis, v)?;

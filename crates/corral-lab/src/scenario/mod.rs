@@ -312,6 +312,17 @@ impl Default for Calibration {
     }
 }
 
+impl Calibration {
+    /// `rx_queue` in words: "unlimited waiting slots" for −1 (never "-1 waiting slot(s)").
+    pub fn waiting_slots(&self) -> String {
+        match self.rx_queue {
+            q if q < 0 => "unlimited waiting slots".into(),
+            1 => "1 waiting slot".into(),
+            q => format!("{q} waiting slots"),
+        }
+    }
+}
+
 /// CoAP transmission parameters of the EM and the devices (RFC 7252 §4.8).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -469,6 +480,16 @@ fn err<T>(msg: impl Into<String>) -> Result<T, ScenarioError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 46: the calibration line said "-1 waiting slot(s)" for an unlimited queue.
+    #[test]
+    fn waiting_slots_are_said_in_words() {
+        let c = |rx_queue| Calibration { rx_queue, ..Calibration::default() }.waiting_slots();
+        assert_eq!(
+            (c(-1).as_str(), c(1).as_str(), c(3).as_str()),
+            ("unlimited waiting slots", "1 waiting slot", "3 waiting slots")
+        );
+    }
 
     #[test]
     fn every_builtin_parses_and_resolves() {

@@ -59,6 +59,7 @@ fn a_stream_that_never_finishes_is_counted_and_named_in_the_report() {
         &[
             ("loss_model = \"outage\"\n", "loss_model = \"independent\"\n"),
             ("quick_sweep = { loss = [0.0, 0.1, 0.3] }", "quick_sweep = { loss = [0.99] }"),
+            ("loss = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3]", "loss = [0.99]"),
             ("scheme = [\"sc\", \"udp\", \"tcp\"]", "scheme = [\"tcp\"]"),
         ],
     );

@@ -10,7 +10,7 @@
 //! `cargo bench -p corral-group --bench em`
 
 use corral_group::device::{mount_device, DeviceConfig};
-use corral_group::{EmConfig, EntityManager, MemStore};
+use corral_group::{EmConfig, EntityManager, MemStore, Snapshot, StoreRunner};
 use corral_proto::testing::Net;
 use corral_proto::wire::{Code, ContentFormat};
 use corral_proto::{
@@ -54,8 +54,9 @@ fn setup() -> Bench {
     let mut net = Net::new(Duration::from_millis(1));
     let gw = "192.0.2.1:5683".parse().unwrap();
     let mut g = Node::new(Endpoint::new(EndpointConfig::with_seed(1)));
-    let em = EntityManager::new(EmConfig { local_addrs: vec![gw], ..EmConfig::default() }, Box::new(MemStore::new()));
+    let em = EntityManager::new(EmConfig { local_addrs: vec![gw], ..EmConfig::default() }, Snapshot::default());
     g.mount("em", em.unwrap());
+    g.set_effect_runner(Box::new(StoreRunner::new(MemStore::new())));
     net.add(gw, g);
     let mut c = Node::new(Endpoint::new(EndpointConfig::with_seed(2)));
     let svc = c.mount("", Client::default());
@@ -124,9 +125,9 @@ fn gateway_node(c: &mut Criterion) {
 
     // The gateway with a 40-member entity, built on the net, then driven by hand.
     let mut gw = Node::new(Endpoint::new(EndpointConfig::with_seed(1)));
-    let em =
-        EntityManager::new(EmConfig { local_addrs: vec![gw_addr], ..EmConfig::default() }, Box::new(MemStore::new()));
+    let em = EntityManager::new(EmConfig { local_addrs: vec![gw_addr], ..EmConfig::default() }, Snapshot::default());
     gw.mount("em", em.unwrap());
+    gw.set_effect_runner(Box::new(StoreRunner::new(MemStore::new())));
     let reply = |m: &Message| {
         let mut r = Message::new(MessageType::Ack, Code::CONTENT, m.mid, m.token);
         r.options.set_uint(corral_proto::wire::OptionNumber::CONTENT_FORMAT, 0);

@@ -7,25 +7,26 @@
 //! passes one, from a CSPRNG on real sockets), or know how the workers are driven.
 
 use crate::em::{Directory, EmConfig, EntityManager};
-use crate::store::{Store, StoreError};
+use crate::store::{Snapshot, StoreError};
 
-/// The Entity Managers of a gateway of `workers` workers (at least one), in worker order: worker 0 loads
-/// every entity from `store` (the manager when there are several), the others are its replicas.
+/// The Entity Managers of a gateway of `workers` workers (at least one), in worker order: worker 0 serves
+/// what its store holds (`snapshot`, and it alone writes that store: the manager when there are several),
+/// the others are its replicas.
 /// `gateway_id` is asked for only when there are several workers.
 pub fn entity_managers(
     mut config: EmConfig,
-    store: Box<dyn Store>,
+    snapshot: Snapshot,
     workers: u8,
     gateway_id: impl FnOnce() -> u32,
 ) -> Result<Vec<EntityManager>, StoreError> {
     if workers <= 1 {
-        return Ok(vec![EntityManager::new(config, store)?]);
+        return Ok(vec![EntityManager::new(config, snapshot)?]);
     }
     // One identity in `via` lists for the whole gateway, and the per-entity quota shared by the workers.
     config.gateway_id = Some(gateway_id());
     config.budget.per_entity = config.budget.per_entity.div_ceil(usize::from(workers));
     let directory = Directory::new();
-    let mut ems = vec![EntityManager::manager(config.clone(), store, directory.clone())?];
+    let mut ems = vec![EntityManager::manager(config.clone(), snapshot, directory.clone())?];
     for worker in 1..workers {
         ems.push(EntityManager::replica(config.clone(), directory.clone(), worker)?);
     }
@@ -35,15 +36,14 @@ pub fn entity_managers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::MemStore;
 
     #[test]
     fn several_workers_share_one_identity_and_the_per_entity_quota() {
         let config = EmConfig::default();
         let quota = config.budget.per_entity;
-        let one = entity_managers(config.clone(), Box::new(MemStore::default()), 1, || unreachable!()).unwrap();
+        let one = entity_managers(config.clone(), Snapshot::default(), 1, || unreachable!()).unwrap();
         assert_eq!(one.len(), 1);
-        let four = entity_managers(config, Box::new(MemStore::default()), 4, || 0xdead_beef).unwrap();
+        let four = entity_managers(config, Snapshot::default(), 4, || 0xdead_beef).unwrap();
         assert_eq!(four.len(), 4);
         for em in &four {
             assert_eq!(em.config().gateway_id, Some(0xdead_beef));

@@ -5,30 +5,30 @@
 //! - [`EntityManager`] (mount at `em`): entities — named groups of CoAP resources exposed as one resource —
 //!   with profiles (`er emt ect enr eo delay timeout mcstURI`, and `repair` beyond the paper), operations
 //!   (`lst avg min max sum count med`), unicast and multicast fan-out, nesting, validation, and persistence
-//!   through a [`Store`]. The wire interface is `docs/entity-manager.md` (at the repository root).
+//!   that survive restarts: its writes are effects a [`Store`] does (see [`store`]). The wire interface is `docs/entity-manager.md` (at the repository root).
 //!   A gateway on several cores runs one [`EntityManager::manager`] and [`EntityManager::replica`]s that
 //!   follow its [`Directory`] (see [`em`], "Several workers").
 //! - [`McResource`] (mount at `mc`): the member-side multicast membership resource of seed 000 Table 4.
 //! - [`policy`]: who may use the gateway, where members may be, and how much one request may cost.
 //! - [`device`]: virtual sensors and actuators, the lab's constrained devices.
-//! - [`Store`] with [`SqliteStore`] (embedded SQLite, WAL) and [`MemStore`].
+//! - [`store`]: what the EM writes ([`StoreOp`]), the [`Store`] trait and [`MemStore`]; the SQLite store
+//!   and the runner that keeps its I/O off the driver's thread are corral-store's.
 //! - [`senml`]: SenML (RFC 8428) JSON and CBOR. It lives here rather than in corral-wire *(decision)*: it
 //!   needs serde and a CBOR codec, and only the Entity Manager produces it.
 //!
-//! Nothing here reads a clock, opens a socket or draws randomness of its own; the one synchronous I/O is
-//! the SQLite store (see [`store`] for why that is acceptable).
+//! Nothing here reads a clock, opens a socket, touches a file or draws randomness of its own.
 //!
 //! ## A gateway node
 //! ```
-//! use corral_group::{EmConfig, EntityManager, SqliteStore};
+//! use corral_group::{EmConfig, EntityManager, MemStore, Store, StoreRunner};
 //! use corral_proto::{Endpoint, EndpointConfig, Node};
-//! # let dir = tempfile::tempdir().unwrap();
-//! # let path = dir.path().join("em.db");
 //! let gateway_addr = "127.0.0.1:5683".parse().unwrap();
-//! let store = SqliteStore::open(&path).expect("open the entity database");
+//! let store = MemStore::new(); // a gateway's own: corral_store::SqliteStore on corral_store::em_store_thread
 //! let config = EmConfig { local_addrs: vec![gateway_addr], ..EmConfig::default() };
 //! let mut gateway = Node::new(Endpoint::new(EndpointConfig::with_seed(7)));
-//! let em = gateway.mount("em", EntityManager::new(config, Box::new(store)).expect("load entities"));
+//! let snapshot = store.load().expect("read the entities");
+//! let em = gateway.mount("em", EntityManager::new(config, snapshot).expect("load entities"));
+//! gateway.set_effect_runner(Box::new(StoreRunner::new(store))); // does the EM's writes
 //! // The driver (corral-tokio or the simulator) now feeds datagrams and timeouts to `gateway` and applies
 //! // its `poll_command()`s; `gateway.service::<EntityManager>(em)` inspects the EM.
 //! # let _ = em;
@@ -55,7 +55,6 @@ pub mod policy;
 pub mod pool;
 pub mod profile;
 pub mod senml;
-pub mod sqlite;
 pub mod store;
 pub mod uri;
 
@@ -64,8 +63,9 @@ pub use mc::McResource;
 pub use policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Prefix, Role};
 pub use pool::AddressPool;
 pub use profile::{Delay, Ect, Emt, Op, Profile};
-pub use sqlite::SqliteStore;
-pub use store::{CorruptRow, MemStore, Snapshot, Store, StoreError, StoredEntity};
+pub use store::{
+    CorruptRow, MemStore, Snapshot, Store, StoreDone, StoreError, StoreOp, StoreRunner, StoredEntity, Write,
+};
 
 #[doc(no_inline)]
 pub use corral_proto::Node;

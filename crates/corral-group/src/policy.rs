@@ -223,8 +223,14 @@ pub struct Budget {
     /// corral gateways included. An entity whose fan-out exceeds it cannot be created; a use that would
     /// exceed the budget a parent passed down (`budget=`) is refused with 5.03.
     pub datagrams: u32,
-    /// Member exchanges one client (address) may have in progress at once.
+    /// Member exchanges one client may have in progress at once: its endpoint (address and port) when
+    /// its address is verified (loopback, a verified network, coaps://, or proved by an Echo), else its
+    /// address.
     pub per_client: usize,
+    /// Member exchanges all clients at one address may have in progress at once: the ceiling for the
+    /// applications of one host or the clients behind one NAT. The default, 1,024, is four clients' full
+    /// share, or 51 uses of a 20-member entity at once; it keeps one address to a third of `uses_total`.
+    pub per_address: usize,
     /// Member exchanges one entity's uses may have in progress at once.
     pub per_entity: usize,
     /// Member exchanges all uses together may have in progress: the rest of the endpoint's exchanges is
@@ -234,14 +240,20 @@ pub struct Budget {
 
 impl Default for Budget {
     fn default() -> Self {
-        Budget { datagrams: 64, per_client: 256, per_entity: 512, uses_total: 3072 }
+        Budget { datagrams: 64, per_client: 256, per_address: 1024, per_entity: 512, uses_total: 3072 }
     }
 }
 
 impl Budget {
     /// No limits worth the name: the lab's large experiments (1,000-member groups) use it.
     pub fn unlimited() -> Budget {
-        Budget { datagrams: u32::MAX, per_client: usize::MAX, per_entity: usize::MAX, uses_total: usize::MAX }
+        Budget {
+            datagrams: u32::MAX,
+            per_client: usize::MAX,
+            per_address: usize::MAX,
+            per_entity: usize::MAX,
+            uses_total: usize::MAX,
+        }
     }
 }
 

@@ -1,21 +1,34 @@
 //! Persistence of the Entity Manager: entities with their profiles and members, multicast memberships,
 //! and counters (the multicast address allocator cursors, the generated-name sequence).
 //!
-//! Owns: the [`Store`] trait the EM writes through, and [`MemStore`] for tests and the simulator. The
-//! SQLite implementation is [`crate::SqliteStore`].
+//! Owns: what the EM asks of a store — a [`StoreOp`] of [`Write`]s applied in one atomic transaction, and
+//! its completion [`StoreDone`] —, the [`Store`] trait a store implements, [`MemStore`] for tests and
+//! the simulator, and [`StoreRunner`], which does a store's writes as the EM's effects. The stores that
+//! do I/O (SQLite, PostgreSQL) and the runners that keep their I/O off the driver's thread live in
+//! `corral-store`.
 //!
-//! The EM is sans-IO, yet a store call is synchronous local I/O *(documented exception)*: an entity change
-//! is rare (creation, update, deletion, address allocation), is a single small transaction, and happens
-//! after the network work for it is done, so a blocking call of a few hundred microseconds (an fsync on
-//! commit) is cheaper and simpler than an asynchronous store protocol. Use requests never touch the store:
-//! the EM serves them from its in-memory copy. Every write is one atomic transaction: after a crash the
-//! store holds the old state or the new one, never a mix.
+//! # Storage as an effect
+//! The EM never calls a store. A change it must make durable leaves it as an effect
+//! ([`corral_proto::Context::effect`]) — a [`StoreOp`] — and whatever waits for it (a flow's next step,
+//! the client's answer) waits parked under the effect's id until the [`StoreDone`] comes back, as a
+//! member's response would; the EM serves other requests meanwhile, and never answers a change before its
+//! write is done. Completions may come late and in any order; a store applies operations in the order the
+//! EM started them. Use requests never touch the store: the EM serves them from its in-memory copy, which
+//! the driver loads once at start-up ([`Store::load`], handed to [`crate::EntityManager::new`]).
+//!
+//! # Durability
+//! Every [`StoreOp`] is one atomic transaction: after a crash the store holds all of its writes or none,
+//! never a mix; one the store reported done survives any crash. One not reported done may or may not have
+//! been applied: the EM's recovery at start-up (pending records, the membership journal) is built for
+//! exactly that.
 
 use crate::pool::PoolError;
 use crate::profile::Profile;
-use std::collections::BTreeMap;
+use corral_proto::{EffectDone, EffectId, EffectOp, EffectRunner, Instant};
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 
 /// An entity as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,30 +118,111 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
-/// Where the EM keeps its state. Each method is one atomic transaction.
+/// One change of the EM's durable state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// Inserts or replaces an entity (profile, members, memberships) as a whole.
+    SaveEntity(StoredEntity),
+    /// Removes an entity; absent is not an error.
+    DeleteEntity(String),
+    /// Sets a counter (allocator cursors, name sequence).
+    SetCounter(String, u64),
+    /// Records that these members may become (or stay) members of the group: written before a join or
+    /// leave request goes out, so that after a crash the EM knows whom to ask to leave.
+    JournalAdd(IpAddr, Vec<SocketAddr>),
+    /// Removes journal entries: the membership is recorded by an entity, or the member confirmed leaving.
+    JournalRemove(IpAddr, Vec<SocketAddr>),
+    /// Records that the group was released at this time (Unix ms); it rests in quarantine from then on.
+    ReleaseGroup(IpAddr, u64),
+    /// Gives the space of deleted rows back to the file system (a no-op for stores without a file); done
+    /// after the transaction of the other writes.
+    Compact,
+}
+
+/// What the EM asks of its store: writes applied in one atomic transaction (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreOp(pub Vec<Write>);
+
+/// What came of a [`StoreOp`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreDone(pub Result<(), StoreError>);
+
+/// Where the EM keeps its state: it loads everything once and applies the EM's operations.
 pub trait Store: Send + 'static {
     /// Everything, for start-up.
     fn load(&self) -> Result<Snapshot, StoreError>;
-    /// Inserts or replaces an entity (profile, members, memberships) as a whole.
-    fn save_entity(&mut self, entity: &StoredEntity) -> Result<(), StoreError>;
-    /// Removes an entity; absent is not an error.
-    fn delete_entity(&mut self, name: &str) -> Result<(), StoreError>;
-    /// Sets a counter (allocator cursors, name sequence).
-    fn set_counter(&mut self, key: &str, value: u64) -> Result<(), StoreError>;
-    /// Records that `members` may become (or stay) members of `group`: written before a join or leave
-    /// request goes out, so that after a crash the EM knows whom to ask to leave.
-    fn journal_add(&mut self, group: IpAddr, members: &[SocketAddr]) -> Result<(), StoreError>;
-    /// Removes journal entries: the membership is recorded by an entity, or the member confirmed leaving.
-    fn journal_remove(&mut self, group: IpAddr, members: &[SocketAddr]) -> Result<(), StoreError>;
-    /// Records that `group` was released at `at_ms` (Unix ms); it rests in quarantine from then on.
-    fn release_group(&mut self, group: IpAddr, at_ms: u64) -> Result<(), StoreError>;
-    /// Gives the space of deleted rows back to the file system (a no-op for stores without a file).
-    fn compact(&mut self) -> Result<(), StoreError> {
-        Ok(())
+    /// Applies `writes` in one atomic transaction, durably before it returns ([`Write::Compact`] after
+    /// it).
+    fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError>;
+
+    /// [`Write::SaveEntity`] on its own.
+    fn save_entity(&mut self, entity: &StoredEntity) -> Result<(), StoreError> {
+        self.apply(&[Write::SaveEntity(entity.clone())])
+    }
+    /// [`Write::DeleteEntity`] on its own.
+    fn delete_entity(&mut self, name: &str) -> Result<(), StoreError> {
+        self.apply(&[Write::DeleteEntity(name.to_string())])
+    }
+    /// [`Write::SetCounter`] on its own.
+    fn set_counter(&mut self, key: &str, value: u64) -> Result<(), StoreError> {
+        self.apply(&[Write::SetCounter(key.to_string(), value)])
+    }
+    /// [`Write::JournalAdd`] on its own.
+    fn journal_add(&mut self, group: IpAddr, members: &[SocketAddr]) -> Result<(), StoreError> {
+        self.apply(&[Write::JournalAdd(group, members.to_vec())])
+    }
+    /// [`Write::JournalRemove`] on its own.
+    fn journal_remove(&mut self, group: IpAddr, members: &[SocketAddr]) -> Result<(), StoreError> {
+        self.apply(&[Write::JournalRemove(group, members.to_vec())])
+    }
+    /// [`Write::ReleaseGroup`] on its own.
+    fn release_group(&mut self, group: IpAddr, at_ms: u64) -> Result<(), StoreError> {
+        self.apply(&[Write::ReleaseGroup(group, at_ms)])
     }
 }
 
-/// An in-memory store for tests and the simulator (no durability).
+impl<S: Store + ?Sized> Store for Box<S> {
+    fn load(&self) -> Result<Snapshot, StoreError> {
+        (**self).load()
+    }
+    fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError> {
+        (**self).apply(writes)
+    }
+}
+
+impl Snapshot {
+    /// `writes` applied to this snapshot, as a store applies them (the model every store follows).
+    pub fn apply(&mut self, writes: &[Write]) {
+        for w in writes {
+            match w {
+                Write::SaveEntity(entity) => match self.entities.iter_mut().find(|e| e.name == entity.name) {
+                    Some(e) => *e = entity.clone(),
+                    None => self.entities.push(entity.clone()),
+                },
+                Write::DeleteEntity(name) => self.entities.retain(|e| e.name != *name),
+                Write::SetCounter(key, value) => {
+                    self.counters.insert(key.clone(), *value);
+                }
+                Write::JournalAdd(group, members) => {
+                    for m in members {
+                        if !self.journal.contains(&(*group, *m)) {
+                            self.journal.push((*group, *m));
+                        }
+                    }
+                }
+                Write::JournalRemove(group, members) => {
+                    self.journal.retain(|(g, m)| g != group || !members.contains(m));
+                }
+                Write::ReleaseGroup(group, at) => {
+                    self.released.insert(*group, *at);
+                }
+                Write::Compact => {}
+            }
+        }
+    }
+}
+
+/// An in-memory store for tests and the simulator: what it acknowledged it keeps as long as it lives.
 #[derive(Debug, Clone, Default)]
 pub struct MemStore {
     snapshot: Snapshot,
@@ -140,13 +234,12 @@ impl MemStore {
     pub fn new() -> MemStore {
         MemStore::default()
     }
+}
 
-    fn check(&self) -> Result<(), StoreError> {
-        if self.fail_writes {
-            Err(StoreError::Refused)
-        } else {
-            Ok(())
-        }
+impl From<Snapshot> for MemStore {
+    /// A store that holds `snapshot` (what another store held when its process died, in a test).
+    fn from(snapshot: Snapshot) -> MemStore {
+        MemStore { snapshot, fail_writes: false }
     }
 }
 
@@ -155,46 +248,60 @@ impl Store for MemStore {
         Ok(self.snapshot.clone())
     }
 
-    fn save_entity(&mut self, entity: &StoredEntity) -> Result<(), StoreError> {
-        self.check()?;
-        match self.snapshot.entities.iter_mut().find(|e| e.name == entity.name) {
-            Some(e) => *e = entity.clone(),
-            None => self.snapshot.entities.push(entity.clone()),
+    fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError> {
+        if self.fail_writes {
+            return Err(StoreError::Refused);
         }
+        self.snapshot.apply(writes);
         Ok(())
     }
+}
 
-    fn delete_entity(&mut self, name: &str) -> Result<(), StoreError> {
-        self.check()?;
-        self.snapshot.entities.retain(|e| e.name != name);
-        Ok(())
+/// Does the EM's store operations as its effects ([`corral_proto::EffectRunner`]), each at once when it
+/// starts, on a store held behind a shared handle (so a test or the simulator can look into it, or keep it
+/// across a simulated crash). For [`MemStore`] and other stores that do no I/O: a store that does (SQLite,
+/// PostgreSQL) would block the driver here, and runs under corral-store's runners instead.
+pub struct StoreRunner<S: Store> {
+    store: Arc<Mutex<S>>,
+    done: VecDeque<(EffectId, EffectDone)>,
+}
+
+impl<S: Store> StoreRunner<S> {
+    pub fn new(store: S) -> StoreRunner<S> {
+        StoreRunner::shared(Arc::new(Mutex::new(store)))
     }
 
-    fn set_counter(&mut self, key: &str, value: u64) -> Result<(), StoreError> {
-        self.check()?;
-        self.snapshot.counters.insert(key.to_string(), value);
-        Ok(())
+    /// A runner on a store another holder keeps too.
+    pub fn shared(store: Arc<Mutex<S>>) -> StoreRunner<S> {
+        StoreRunner { store, done: VecDeque::new() }
     }
 
-    fn journal_add(&mut self, group: IpAddr, members: &[SocketAddr]) -> Result<(), StoreError> {
-        self.check()?;
-        for m in members {
-            if !self.snapshot.journal.contains(&(group, *m)) {
-                self.snapshot.journal.push((group, *m));
-            }
-        }
-        Ok(())
+    /// The store, shared.
+    pub fn store(&self) -> Arc<Mutex<S>> {
+        self.store.clone()
+    }
+}
+
+/// The result of `op` on `store`: its writes applied, or why not (an operation of another type is a bug).
+pub fn run_op(store: &mut dyn Store, op: EffectOp) -> StoreDone {
+    match op.downcast::<StoreOp>() {
+        Ok(op) => StoreDone(store.apply(&op.0)),
+        Err(_) => StoreDone(Err(StoreError::Internal("an effect that is not a store operation"))),
+    }
+}
+
+impl<S: Store> EffectRunner for StoreRunner<S> {
+    fn start(&mut self, _now: Instant, id: EffectId, op: EffectOp) {
+        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        let done = run_op(&mut *store, op);
+        self.done.push_back((id, Box::new(done)));
     }
 
-    fn journal_remove(&mut self, group: IpAddr, members: &[SocketAddr]) -> Result<(), StoreError> {
-        self.check()?;
-        self.snapshot.journal.retain(|(g, m)| *g != group || !members.contains(m));
-        Ok(())
+    fn poll_done(&mut self, _now: Instant) -> Option<(EffectId, EffectDone)> {
+        self.done.pop_front()
     }
 
-    fn release_group(&mut self, group: IpAddr, at_ms: u64) -> Result<(), StoreError> {
-        self.check()?;
-        self.snapshot.released.insert(group, at_ms);
-        Ok(())
+    fn poll_timeout(&self) -> Option<Instant> {
+        None // every completion is ready when its effect starts
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! - [`Endpoint`]: message layer and exchanges over one datagram transport (RFC 7252 §4, §5, §8).
 //! - [`Service`] and [`Node`]: how applications plug in — the server resources, the Entity Manager,
-//!   the proxy and simulated devices are all services on a node.
+//!   the proxy and simulated devices are all services on a node. What a service needs done outside the
+//!   core (a store write) it asks for as an effect and is told when it is done ([`EffectRunner`]).
 //! - Observe (RFC 7641) and block-wise transfer (RFC 7959) are part of the endpoint: a service marks a GET
 //!   response [`Response::observable`] and calls [`Context::changed`]; large bodies are cut into blocks
 //!   and reassembled without the application noticing.
@@ -23,12 +24,15 @@
 //! ## Driving an endpoint or node
 //! After every input (`handle_datagram`, `handle_timeout`, or an application call), drain
 //! `poll_transmit` (send each datagram), for an [`Endpoint`] `poll_event`, for a [`Node`] `poll_command`,
-//! then ask `poll_timeout` when to call `handle_timeout` next.
+//! then ask `poll_timeout` when to call `handle_timeout` next. A node's effects are done by the
+//! [`EffectRunner`] the driver installed (`Node::set_effect_runner`) after every input, with no call of the
+//! driver's own; its completions are due at the node's `poll_timeout`.
 //!
 //! ## Logging policy (`tracing`)
 //! TRACE per message; DEBUG exchange life cycle and malformed input (a flood must not flood the log);
 //! INFO retransmissions, timeouts and resets; WARN limits being hit and peers that misbehave.
 
+mod effect;
 mod endpoint;
 mod links;
 mod message;
@@ -43,6 +47,7 @@ pub mod tcp;
 pub mod testing;
 mod time;
 
+pub use effect::{EffectDone, EffectId, EffectOp, EffectRunner};
 pub use endpoint::{
     AmplificationLimit, BlockConfig, Endpoint, EndpointConfig, Event, Limits, ObservePolicy, Stats, TableSizes,
     TransferProgress, Transmit,

@@ -271,7 +271,8 @@ pub struct IncomingRequest {
     pub notification: bool,
     /// The source has proved that it receives what is sent to its address: it acknowledged, reset or
     /// answered a message of this endpoint's, or returned an Echo value it was given (RFC 9175 §2.4), or
-    /// the request came over a TCP connection (whose handshake proves the address). A request from an
+    /// the request came over a TCP connection (whose handshake proves the address), or its source is in a
+    /// network that cannot be spoofed (loopback, [`crate::EndpointConfig::verified_nets`]). A request from an
     /// unverified source may come from a blind spoofer; a service that would change state or commit
     /// resources for it can answer [`crate::Context::challenge`] instead, and the client's repetition
     /// with the Echo value arrives verified.

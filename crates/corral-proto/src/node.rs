@@ -5,6 +5,7 @@
 //! outcome of a request back to the service that issued it. It adds no I/O and no clock to the endpoint's
 //! contract: inputs are `handle_*`, outputs `poll_*`.
 
+use crate::effect::{EffectDone, EffectId, EffectOp, EffectRunner};
 use crate::endpoint::{Endpoint, Event, Transmit};
 use crate::message::{IncomingRequest, RequestId, Transport};
 use crate::rng::Rng;
@@ -26,6 +27,39 @@ struct Mount {
     rng: Rng,
 }
 
+/// The effects the services started and no runner has taken yet, whose they are, and who does them (see
+/// [`crate::effect`]). Boxed in the node and made at the first use: a node that never starts an effect
+/// (most of a thousand simulated motes) pays one pointer for it.
+#[derive(Default)]
+pub(crate) struct Effects {
+    next: u64,
+    /// Who does the effects; none: the driver polls them itself.
+    runner: Option<Box<dyn EffectRunner>>,
+    /// Started, not yet handed to the runner (or, without one, to [`Node::poll_effect`]).
+    queued: VecDeque<(EffectId, EffectOp)>,
+    /// Effect → the mount that started it, until its completion is delivered.
+    owners: std::collections::HashMap<EffectId, usize>,
+}
+
+impl Effects {
+    pub(crate) fn start(&mut self, mount: usize, op: EffectOp) -> EffectId {
+        self.next += 1;
+        let id = EffectId(self.next);
+        self.queued.push_back((id, op));
+        self.owners.insert(id, mount);
+        id
+    }
+
+    /// Hands the runner what was started and takes one completion it has, if any (none without a runner).
+    fn run(&mut self, now: Instant) -> Option<(EffectId, EffectDone)> {
+        let runner = self.runner.as_mut()?;
+        while let Some((id, op)) = self.queued.pop_front() {
+            runner.start(now, id, op);
+        }
+        runner.poll_done(now)
+    }
+}
+
 /// An endpoint and its services. See the module docs.
 pub struct Node {
     endpoint: Endpoint,
@@ -43,6 +77,8 @@ pub struct Node {
     forward_proxy: Option<usize>,
     /// A layer between the message layer and the services (OSCORE), if any.
     layer: Option<Box<dyn Layer>>,
+    /// The services' effects, made at the first effect or runner (see [`Effects`]).
+    effects: Option<Box<Effects>>,
 }
 
 impl Node {
@@ -68,6 +104,7 @@ impl Node {
             well_known_core: true,
             forward_proxy: None,
             layer: None,
+            effects: None,
         }
     }
 
@@ -90,6 +127,54 @@ impl Node {
     /// before routing and every response after the service.
     pub fn set_layer(&mut self, layer: Box<dyn Layer>) {
         self.layer = Some(layer);
+    }
+
+    /// Has `runner` do the services' effects (see [`crate::effect`]): after every input the node hands it
+    /// what was started and delivers what it reports done, and its `poll_timeout` joins the node's.
+    pub fn set_effect_runner(&mut self, runner: Box<dyn EffectRunner>) {
+        self.effects.get_or_insert_with(Box::default).runner = Some(runner);
+    }
+
+    /// The effect runner, to look into (a simulated store's contents, a crash).
+    pub fn effect_runner_mut(&mut self) -> Option<&mut Box<dyn EffectRunner>> {
+        self.effects.as_mut()?.runner.as_mut()
+    }
+
+    /// Takes the effect runner out (a simulated crash keeps the store and drops the node).
+    pub fn take_effect_runner(&mut self) -> Option<Box<dyn EffectRunner>> {
+        self.effects.as_mut()?.runner.take()
+    }
+
+    /// An effect a service started, for a driver without a runner to do (see [`crate::effect`]).
+    #[must_use]
+    pub fn poll_effect(&mut self) -> Option<(EffectId, EffectOp)> {
+        self.effects.as_mut()?.queued.pop_front()
+    }
+
+    /// Effect `id` is done: its service gets `done`. An unknown id (delivered twice) is ignored.
+    pub fn handle_effect_done(&mut self, now: Instant, id: EffectId, done: EffectDone) {
+        self.deliver_effect(now, id, done);
+        self.dispatch(now);
+    }
+
+    fn deliver_effect(&mut self, now: Instant, id: EffectId, done: EffectDone) {
+        let Some(index) = self.effects.as_mut().and_then(|e| e.owners.remove(&id)) else {
+            tracing::debug!(?id, "completion of an unknown effect");
+            return;
+        };
+        let (service, mut cx) = self.parts(now, index);
+        service.handle_effect(&mut cx, id, done);
+    }
+
+    /// Hands the runner what the services started and delivers what it has done, until neither is left
+    /// (a completion may start more). Bounded like the change rounds of [`Node::dispatch`].
+    fn run_effects(&mut self, now: Instant) {
+        for _round in 0..64 {
+            let Some((id, done)) = self.effects.as_mut().and_then(|e| e.run(now)) else { return };
+            self.deliver_effect(now, id, done);
+            self.dispatch_changes(now);
+        }
+        tracing::warn!("effects keep completing within one input; the rest wait for the next");
     }
 
     /// The layer, to look into (statistics) or change (keys).
@@ -231,7 +316,8 @@ impl Node {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let services = self.mounts.iter().filter_map(|m| m.service.poll_timeout()).min();
-        [self.endpoint.poll_timeout(), self.tcp.poll_timeout(), services].into_iter().flatten().min()
+        let effects = self.effects.as_ref().and_then(|e| e.runner.as_ref()?.poll_timeout());
+        [self.endpoint.poll_timeout(), self.tcp.poll_timeout(), services, effects].into_iter().flatten().min()
     }
 
     /// Multicast joins and leaves the services asked for; the driver applies them.
@@ -264,13 +350,23 @@ impl Node {
             me: index,
             mount_depth: mount.prefix.len(),
             layer: self.layer.as_mut(),
+            effects: &mut self.effects,
         };
         (mount.service.as_mut(), cx)
     }
 
+    /// Delivers every pending endpoint event to its service, renders the notifications of changed
+    /// resources, and runs the effects the services started (see [`Node::run_effects`]).
+    fn dispatch(&mut self, now: Instant) {
+        self.dispatch_changes(now);
+        if self.effects.as_ref().is_some_and(|e| e.runner.is_some()) {
+            self.run_effects(now);
+        }
+    }
+
     /// Delivers every pending endpoint event to its service, and renders the notifications of changed
     /// resources. A handler that reports a change while rendering would loop; rounds are capped.
-    fn dispatch(&mut self, now: Instant) {
+    fn dispatch_changes(&mut self, now: Instant) {
         for _round in 0..8 {
             self.dispatch_events(now);
             if self.changes.is_empty() {

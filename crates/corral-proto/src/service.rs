@@ -103,6 +103,13 @@ pub trait Service: Any {
         let _ = (cx, path, peer, token);
     }
 
+    /// An effect this service started with [`Context::effect`] is done: `done` is its runner's result
+    /// (of the type the runner for this service's operations reports).
+    fn handle_effect(&mut self, cx: &mut Context<'_>, id: crate::EffectId, done: crate::EffectDone) {
+        let _ = (cx, done);
+        tracing::warn!(?id, "an effect completed for a service that does not take effects");
+    }
+
     /// Called when `poll_timeout` has passed (possibly spuriously).
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
         let _ = cx;
@@ -170,6 +177,7 @@ pub struct Context<'a> {
     pub(crate) me: usize,
     pub(crate) mount_depth: usize,
     pub(crate) layer: Option<&'a mut Box<dyn Layer>>,
+    pub(crate) effects: &'a mut Option<Box<crate::node::Effects>>,
 }
 
 impl<'a> Context<'a> {
@@ -305,6 +313,13 @@ impl<'a> Context<'a> {
 
     pub fn leave_group(&mut self, group: IpAddr) {
         self.commands.push(NodeCommand::LeaveGroup(group));
+    }
+
+    /// Asks the driver to do `op` outside the sans-IO core (a store write): its result comes back through
+    /// [`Service::handle_effect`] with the id returned here, later, and not necessarily in the order
+    /// effects were started (see [`crate::effect`]).
+    pub fn effect(&mut self, op: crate::EffectOp) -> crate::EffectId {
+        self.effects.get_or_insert_with(Box::default).start(self.me, op)
     }
 
     /// This service's own random stream, seeded from the node's seed: for draws nobody gains by

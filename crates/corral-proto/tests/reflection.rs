@@ -147,3 +147,56 @@ fn every_request_beyond_the_bucket_is_answered_at_once_by_a_challenge_that_fits_
     assert_eq!(silent, 0, "requests left unanswered");
     assert!(challenged > 100, "the bucket holds about 20 answers of 102 bytes, not {}", 200 - challenged);
 }
+
+/// Issue 41 item 1: a carpet — spoofed CON GETs for a large resource cycling over 4,096 source addresses
+/// of one /20 (each with a full first-answer bucket of its own), 200 a second for 10 s — makes the
+/// endpoint send all of them together no more than `factor × received + shared_burst + shared_refill × T`:
+/// spreading the flood over addresses buys nothing. (Without the shared bucket each address's bucket
+/// paid for a 1 KB answer: 2,000 of them.)
+#[test]
+fn spoofed_requests_spread_over_a_network_stay_within_the_shared_bound() {
+    let limit = AmplificationLimit::default();
+    let mut ep = Endpoint::new(EndpointConfig::with_seed(21));
+    let (mut sent, mut received, mut answered) = (0usize, 0usize, 0usize);
+    let span_ms = 10_000u64;
+    for i in 0..(span_ms / 5) {
+        let now = Instant::from_millis(i * 5);
+        let victim = IpAddr::from([10, 80, (i / 256 % 16) as u8, i as u8]); // 10.80.0.0/20
+        let (i_n, o_n, content) = get(&mut ep, now, SocketAddr::new(victim, 5683), i as u16, victim);
+        sent += i_n;
+        received += o_n;
+        answered += usize::from(content);
+        ep.handle_timeout(now);
+        received += std::iter::from_fn(|| ep.poll_transmit()).map(|t| t.payload.len()).sum::<usize>();
+    }
+    let bound = limit.factor * sent + limit.shared_burst + limit.shared_refill * (span_ms / 1000) as usize;
+    println!("2,000 requests over a /20: spoofer sent {sent} B, victims got {received} B ({:.2}x), {answered} 2.05s; bound {bound} B", received as f64 / sent as f64);
+    assert!(received <= bound, "{received} B to the victims > bound {bound} B");
+    assert!(answered <= (limit.shared_burst + limit.shared_refill * 10) / LARGE + 1, "{answered} large answers");
+}
+
+/// Issue 46 item 1: a source that cannot be spoofed — loopback, or a network the operator declares
+/// (`verified_nets`, a LAN behind BCP 38 filtering) — counts as verified from its first datagram: a client
+/// without Echo support there gets every large answer however often it asks, while one elsewhere is held
+/// to the bound.
+#[test]
+fn loopback_and_verified_networks_are_not_bounded() {
+    let verified_nets = vec!["192.0.2.0/24".parse().unwrap()];
+    let mut ep = Endpoint::new(EndpointConfig { verified_nets, ..EndpointConfig::with_seed(23) });
+    for (client, verified) in
+        [("127.0.0.1", true), ("::1", true), ("::ffff:127.0.0.5", true), ("192.0.2.77", true), ("198.51.100.7", false)]
+    {
+        let ip: IpAddr = client.parse().unwrap();
+        let mut large = 0;
+        for run in 0..40u16 {
+            let (_, _, content) = get(&mut ep, Instant::ZERO, SocketAddr::new(ip, 40_000 + run), run, ip);
+            large += usize::from(content);
+        }
+        println!("{client}: {large} of 40 large answers at once");
+        if verified {
+            assert_eq!(large, 40, "{client}: a verified source is not bounded");
+        } else {
+            assert!(large < 10, "{client}: an unverified source is bounded ({large} large answers)");
+        }
+    }
+}

@@ -75,7 +75,7 @@ impl TlsClientConfig {
         let mut config = match identity {
             Some((cert, key)) => builder
                 .with_client_auth_cert(certificates(cert, "the certificate file")?, private_key(key)?)
-                .map_err(|e| format!("the certificate and key cannot be used: {e}"))?,
+                .map_err(unusable)?,
             None => builder.with_no_client_auth(),
         };
         config.alpn_protocols = vec![ALPN.to_vec()];
@@ -113,10 +113,26 @@ impl TlsServerConfig {
         };
         let mut config = builder
             .with_single_cert(certificates(cert_pem, "the certificate file")?, private_key(key_pem)?)
-            .map_err(|e| format!("the certificate and key cannot be used: {e}"))?;
+            .map_err(unusable)?;
         config.alpn_protocols = vec![ALPN.to_vec()];
         Ok(TlsServerConfig(Arc::new(config)))
     }
+}
+
+/// Why rustls refused a certificate and its key, in words: its own text for a key that is not the
+/// certificate's names the variant (`KeyMismatch`), which tells a user nothing.
+fn unusable(e: rustls::Error) -> String {
+    let why = match e {
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+            "the private key does not belong to the certificate (a key of another pair?)".to_string()
+        }
+        rustls::Error::InconsistentKeys(_) => {
+            "the private key's public half cannot be derived to check it against the certificate".to_string()
+        }
+        rustls::Error::General(why) => why,
+        e => e.to_string(),
+    };
+    format!("the certificate and key cannot be used: {why}")
 }
 
 /// What a client's connection task needs for TLS: its connector and where to say why a handshake failed.

@@ -40,6 +40,7 @@ mod serve;
 mod stream_cmd;
 mod tls_args;
 mod units;
+mod wait_cmd;
 
 use clap::{Parser, Subcommand};
 use exit::Failure;
@@ -147,6 +148,10 @@ enum Command {
     /// Create, list, show, use, actuate, update and delete a gateway's entities.
     #[command(after_help = entity_cmd::AFTER_HELP)]
     Entity(entity_cmd::EntityArgs),
+    /// Wait until servers answer (a CoAP ping, a TCP connection, a DTLS hello) or a GET answers 2.xx:
+    /// for scripts that start a server in the background.
+    #[command(after_help = wait_cmd::AFTER_HELP)]
+    Wait(wait_cmd::WaitArgs),
 }
 
 /// Waits for Ctrl-C or SIGTERM: how `serve`, `gateway` and `device` are told to stop.
@@ -209,6 +214,7 @@ fn main() {
         Command::Device(a) => devices::run(a, verbosity),
         Command::Rd(a) => rd_cmd::run(a, verbosity),
         Command::Entity(a) => entity_cmd::run(a, verbosity),
+        Command::Wait(a) => wait_cmd::run(a, verbosity),
     };
     if let Err(failure) = result {
         if !failure.message.is_empty() {

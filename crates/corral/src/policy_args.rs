@@ -1,5 +1,6 @@
 //! The gateway's policy options: `--allow`, `--member-net`, `--member-port`, `--budget`, `--quarantine`
-//! and `--policy FILE`, turned into corral-group's [`AccessPolicy`], [`MemberPolicy`] and [`Budget`].
+//! and `--policy FILE`, turned into corral-group's [`AccessPolicy`], [`MemberPolicy`] and [`Budget`]; and
+//! `--verified-net`, which every server verb shares (the networks whose sources cannot be spoofed).
 //!
 //! Owns: the defaults a gateway starts with (safe beyond loopback), reading this host's networks for the
 //! default member policy, the TOML policy file, and the start-up warnings about an open gateway. The
@@ -42,6 +43,32 @@ pub struct PolicyArgs {
 
 pub fn parse_prefix(s: &str) -> Result<Prefix, String> {
     s.parse()
+}
+
+/// `--verified-net`, on every server verb that bounds what it reflects (serve, gateway, proxy, rd): the
+/// networks whose sources the endpoint treats as verified from their first datagram
+/// (`EndpointConfig::verified_nets`; loopback always is).
+#[derive(Args, Debug, Clone, Default)]
+pub struct VerifiedNetArgs {
+    /// A network whose source addresses cannot be spoofed (repeatable or comma-separated), e.g. a LAN
+    /// whose routers drop datagrams from outside that claim one of its addresses (BCP 38). Its clients
+    /// count as verified at once: answered in full without the reflection bound or an Echo round trip,
+    /// and held to per-client (address and port) quotas. Loopback always is. This trusts that nobody
+    /// outside the network can send with a source address inside it; if someone can, the server may be
+    /// made to reflect large answers onto those addresses.
+    #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = parse_prefix)]
+    pub verified_net: Vec<Prefix>,
+}
+
+impl VerifiedNetArgs {
+    /// Sets the endpoint's verified networks, with a warning for one that is every address of a family
+    /// (the reflection bound is then off for it).
+    pub fn apply(&self, endpoint: &mut corral_tokio::EndpointConfig) {
+        for p in self.verified_net.iter().filter(|p| p.is_everything()) {
+            tracing::warn!(prefix = %p, "--verified-net {p}: every such source counts as verified, so the reflection bound is off for them");
+        }
+        endpoint.verified_nets = self.verified_net.clone();
+    }
 }
 
 /// Whom an access rule names: the clients in an address prefix, or the coaps:// client that proved a PSK
@@ -120,6 +147,7 @@ struct MembersSection {
 struct BudgetSection {
     datagrams: Option<u32>,
     per_client: Option<usize>,
+    per_address: Option<usize>,
     per_entity: Option<usize>,
 }
 
@@ -233,6 +261,9 @@ impl PolicyArgs {
         }
         if let Some(v) = file.budget.per_client {
             budget.per_client = v;
+        }
+        if let Some(v) = file.budget.per_address {
+            budget.per_address = v;
         }
         if let Some(v) = file.budget.per_entity {
             budget.per_entity = v;

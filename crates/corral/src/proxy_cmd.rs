@@ -164,6 +164,8 @@ pub struct ProxyArgs {
     pub http: crate::http::HttpArgs,
     #[command(flatten)]
     pub dtls: crate::dtls_args::DtlsNodeArgs,
+    #[command(flatten)]
+    pub verified: crate::policy_args::VerifiedNetArgs,
 }
 
 fn system_resolve(name: &str) -> Option<IpAddr> {
@@ -255,7 +257,9 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
         let params = TransmissionParams { nstart: args.nstart, ..TransmissionParams::default() };
-        let mut builder = Server::builder().endpoint_config(EndpointConfig { params, ..EndpointConfig::default() });
+        let mut endpoint = EndpointConfig { params, ..EndpointConfig::default() };
+        args.verified.apply(&mut endpoint);
+        let mut builder = Server::builder().endpoint_config(endpoint);
         if let Some(addr) = tcp {
             builder = builder.tcp(addr);
         }

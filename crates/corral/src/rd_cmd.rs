@@ -68,6 +68,8 @@ pub struct RdArgs {
     pub json: bool,
     #[command(flatten)]
     pub dtls: crate::dtls_args::DtlsNodeArgs,
+    #[command(flatten)]
+    pub verified: crate::policy_args::VerifiedNetArgs,
 }
 
 pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
@@ -90,12 +92,14 @@ pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure>
         .enable_all()
         .build()
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
+    let mut endpoint = EndpointConfig::default();
+    args.verified.apply(&mut endpoint);
     let config = WorkerConfig {
         driver: workers::Driver::Tokio,
         count: 1,
         addr: bind,
         socket: corral_tokio::socket::SocketOptions::default(),
-        endpoint: EndpointConfig::default(),
+        endpoint,
         sharing: Sharing::ReusePort,
         tcp: None,
         name: "corral-rd".into(),

@@ -97,6 +97,8 @@ pub struct ServeArgs {
     pub json: bool,
     #[command(flatten)]
     pub http: crate::http::HttpArgs,
+    #[command(flatten)]
+    pub verified: crate::policy_args::VerifiedNetArgs,
 }
 
 /// `--bind ADDR:PORT` and `--tcp [ADDR:PORT]` of a server command: the UDP address, and whether to listen
@@ -241,7 +243,9 @@ fn endpoint_config(args: &ServeArgs) -> EndpointConfig {
         max_assembly_bytes: args.max_body.max(1024).saturating_mul(2).max(BlockConfig::default().max_assembly_bytes),
         ..BlockConfig::default()
     };
-    EndpointConfig { params, limits, block, ..EndpointConfig::default() }
+    let mut config = EndpointConfig { params, limits, block, ..EndpointConfig::default() };
+    args.verified.apply(&mut config);
+    config
 }
 
 /// The resources of `corral serve`, on a node or a server builder (both have `mount`).

@@ -1,35 +1,43 @@
 //! Management flows: creation, update, deletion and start-up recovery — validate → join → commit, with
-//! rollback; every change is on disk before it is answered.
+//! rollback; every change is on disk before it is answered. A flow that writes waits for its write (see
+//! `writes`) and goes on in [`EntityManager::write_done`].
 
+use super::groups::remote_addrs;
 use super::*;
 
 impl EntityManager {
-    /// Starts a flow's fan-out stage over `items`.
-    pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
+    /// Starts a flow's fan-out stage over `items`, once what must be on disk first is (see `writes`).
+    pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
+        let mut writes = Vec::new();
+        let mut journal = None;
         if let Kind::Join(g) | Kind::Leave(g) = kind {
             // Journaled before the first request goes out: after a crash the EM knows whom to ask to leave.
-            if let Err(e) = self.journal_note(g, &items) {
-                let msg = format!("entity {} not {}: {e}", flow.name, verb(flow.action));
-                return self.flow_fail(cx, flow, (Code::INTERNAL_SERVER_ERROR, msg));
-            }
+            let addrs = remote_addrs(&items);
+            writes.push(Write::JournalAdd(g, addrs.clone()));
+            journal = Some((g, addrs));
         }
         let leaving = matches!(
             (flow.action, flow.stage),
             (Action::Update, Stage::LeavingRemoved) | (Action::Delete, Stage::LeavingAll)
         );
+        let mut persisted = None;
         if leaving && !flow.persisted {
-            // The change goes to the store before any member leaves: a crash from here on finds the new
-            // entity (or none), and the members still to leave are strays of the journal, asked to leave at
-            // start-up — the stored entity never lists a member that already left (issue 26 item 10).
-            if let Err(e) = self.persist(cx.now(), &mut flow) {
-                let fail = (Code::INTERNAL_SERVER_ERROR, format!("entity {} unchanged: {e}", flow.name));
-                if flow.action == Action::Update {
-                    flow.failure = Some(fail);
-                    return self.rollback(cx, flow);
-                }
-                return self.flow_fail(cx, flow, fail);
-            }
+            // The change goes to the store before any member leaves, in the journal's transaction: a crash
+            // from here on finds the new entity (or none), and the members still to leave are strays of the
+            // journal, asked to leave at start-up — the stored entity never lists a member that already left
+            // (issue 26 item 10).
+            let (change, released) = self.persist_writes(cx.now(), &flow);
+            writes.extend(change);
+            persisted = Some(released);
         }
+        if writes.is_empty() {
+            return self.start_flow_job(cx, flow, kind, items);
+        }
+        self.write(cx, writes, Wait::Flow { flow, next: Next::Job { kind, items, journal, persisted } });
+    }
+
+    /// A flow's fan-out stage over `items`, its writes done.
+    pub(super) fn start_flow_job(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
         let profile = flow.new.as_ref().or(flow.old.as_ref()).map(|e| e.profile.clone()).unwrap_or_default();
         let n = items.len();
         let delay = profile.delay.resolve(n, self.config.response_size, self.config.rate);
@@ -91,7 +99,7 @@ impl EntityManager {
                     Target::Local(_) => None,
                 })
                 .collect();
-            self.journal_settle(g, &gone);
+            self.journal_settle(cx, g, &gone);
         }
         let Some(mut flow) = job.flow else { return };
         let results: Vec<(String, Res)> = job
@@ -218,6 +226,7 @@ impl EntityManager {
             return self.commit(cx, flow);
         }
         // Multicast: a group (kept on update), the mcstURI, then joins of members not yet joined.
+        let mut writes = Vec::new();
         let group = match new.group {
             Some(g) => g,
             None => {
@@ -246,31 +255,34 @@ impl EntityManager {
                         ),
                     );
                 };
-                // Persist the cursor before the address is used anywhere: never reused, even after a crash.
-                if let Err(e) = self.store.set_counter(key, cursor) {
-                    return self.flow_fail(cx, flow, (Code::INTERNAL_SERVER_ERROR, e.to_string()));
-                }
+                // The cursor goes to the store before the address is used anywhere: never reused, even after
+                // a crash. It moves in memory now, and the group is reserved, so that no other creation takes
+                // the address while the write is on its way.
                 self.counters.insert(key.to_string(), cursor);
                 self.groups.reserve(g);
                 flow.allocated = Some(g);
+                writes.push(Write::SetCounter(key.to_string(), cursor));
                 g
             }
         };
-        if flow.old.is_none() && !flow.pending_saved {
+        let pending = flow.old.is_none() && !flow.pending_saved;
+        if pending {
             // Before any member joins: a crash from here on is undone at the next start-up.
-            let mut pending = new.clone();
-            pending.group = Some(group);
-            pending.joined = vec![false; pending.profile.er.len()];
-            pending.pending = true;
-            if let Err(e) = self.store.save_entity(&pending) {
-                return self.flow_fail(
-                    cx,
-                    flow,
-                    (Code::INTERNAL_SERVER_ERROR, format!("entity {} not created: {e}", pending.name)),
-                );
-            }
-            flow.pending_saved = true;
+            let mut record = new.clone();
+            record.group = Some(group);
+            record.joined = vec![false; record.profile.er.len()];
+            record.pending = true;
+            writes.push(Write::SaveEntity(record));
         }
+        if writes.is_empty() {
+            return self.after_allocation(cx, flow, group);
+        }
+        self.write(cx, writes, Wait::Flow { flow, next: Next::Allocated { group, pending } });
+    }
+
+    /// A multicast flow's group is settled (and on disk): the mcstURI, then joins of the members not yet
+    /// joined.
+    pub(super) fn after_allocation(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>, group: IpAddr) {
         let Some(new) = flow.new.as_mut() else { return };
         new.group = Some(group);
         let path = match flow.items.first().map(|i| &i.target) {
@@ -341,16 +353,15 @@ impl EntityManager {
         info!(entity = %flow.name, %code, msg = %msg, "entity change refused");
         if flow.pending_saved {
             // If this fails too, the record stays pending and the next start-up undoes it.
-            if let Err(e) = self.store.delete_entity(&flow.name) {
-                warn!(entity = %flow.name, error = %e, "could not remove the pending record");
-            }
+            let what = "could not remove the pending record";
+            self.write(cx, vec![Write::DeleteEntity(flow.name.clone())], Wait::Detached(what));
         }
         self.busy.remove(&flow.name);
         if let Some(g) = flow.allocated {
             self.groups.unreserve(g);
             if flow.action != Action::Reconcile {
                 // Members may have joined before the failure: the group rests before any reuse.
-                self.release_group(cx.now(), g);
+                self.release_group(cx, g);
             }
         }
         self.schedule_reconcile(cx.now());
@@ -367,31 +378,41 @@ impl EntityManager {
         cx.respond(client, Response::new(code).with_payload(payload));
     }
 
-    /// Writes the flow's result to the store, updates the in-memory copy, answers the client.
-    pub(super) fn commit(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
-        let result = match (&flow.action, &flow.new) {
-            _ if flow.persisted => Ok(()),
-            (Action::Reconcile, _) => Ok(()),
-            (Action::Delete | Action::Recover, _) => self.store.delete_entity(&flow.name),
+    /// Writes the flow's result to the store; once it is done ([`EntityManager::committed`]) the in-memory
+    /// copy changes and the client is answered.
+    pub(super) fn commit(&mut self, cx: &mut Context<'_>, flow: Box<Flow>) {
+        let mut names_seq = None;
+        let writes = match (&flow.action, &flow.new) {
+            _ if flow.persisted => Vec::new(),
+            (Action::Reconcile, _) => Vec::new(),
+            (Action::Delete | Action::Recover, _) => vec![Write::DeleteEntity(flow.name.clone())],
             (Action::Create { generated: true }, Some(new)) => {
                 let seq = self.counters.get(COUNTER_NAMES).copied().unwrap_or(0) + 1;
-                self.store.set_counter(COUNTER_NAMES, seq).and_then(|_| {
-                    self.counters.insert(COUNTER_NAMES.into(), seq);
-                    self.store.save_entity(new)
-                })
+                names_seq = Some(seq);
+                vec![Write::SetCounter(COUNTER_NAMES.into(), seq), Write::SaveEntity(new.clone())]
             }
-            (_, Some(new)) => self.store.save_entity(new),
-            (_, None) => Err(StoreError::Internal("nothing to save")),
+            (_, Some(new)) => vec![Write::SaveEntity(new.clone())],
+            (_, None) => return self.commit_failed(cx, flow, StoreError::Internal("nothing to save")),
         };
-        if let Err(e) = result {
-            warn!(entity = %flow.name, error = %e, "store write failed");
-            if flow.action == Action::Recover {
-                self.busy.remove(&flow.name);
-                return; // still pending in the store: retried at the next start-up
-            }
-            flow.failure = Some((Code::INTERNAL_SERVER_ERROR, format!("entity {} unchanged: {e}", flow.name)));
-            return self.rollback(cx, flow);
+        if writes.is_empty() {
+            return self.committed(cx, flow);
         }
+        self.write(cx, writes, Wait::Flow { flow, next: Next::Committed { names_seq } });
+    }
+
+    /// The flow's result could not be written: nothing changes; the joins of this flow are rolled back.
+    fn commit_failed(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>, e: StoreError) {
+        warn!(entity = %flow.name, error = %e, "store write failed");
+        if flow.action == Action::Recover {
+            self.busy.remove(&flow.name);
+            return; // still pending in the store: retried at the next start-up
+        }
+        flow.failure = Some((Code::INTERNAL_SERVER_ERROR, format!("entity {} unchanged: {e}", flow.name)));
+        self.rollback(cx, flow)
+    }
+
+    /// The flow's result is on disk: the in-memory copy changes, the client is answered.
+    pub(super) fn committed(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
         self.busy.remove(&flow.name);
         if let Some(g) = flow.allocated {
             self.groups.unreserve(g);
@@ -402,11 +423,9 @@ impl EntityManager {
                 let gone = self.entities.remove(&flow.name);
                 let group = gone.and_then(|e| e.stored.group).or(flow.old.as_ref().and_then(|o| o.group));
                 if let Some(g) = group {
-                    self.release_group(now, g);
+                    self.release_group(cx, g);
                 }
-                if let Err(e) = self.store.compact() {
-                    warn!(error = %e, "store not compacted");
-                }
+                self.write(cx, vec![Write::Compact], Wait::Detached("store not compacted"));
             }
             (Action::Reconcile, _) => {}
             (_, Some(new)) => {
@@ -422,7 +441,7 @@ impl EntityManager {
                             Target::Local(_) => None,
                         })
                         .collect();
-                    self.journal_settle(g, &joined);
+                    self.journal_settle(cx, g, &joined);
                 }
             }
             (_, None) => {}
@@ -502,7 +521,8 @@ impl EntityManager {
             Ok(items) => items,
             Err((_, why)) => {
                 warn!(entity = %stored.name, why = %why, "pending record unreadable; removing it");
-                let _ = self.store.delete_entity(&stored.name);
+                let what = "could not remove an unreadable pending record";
+                self.write(cx, vec![Write::DeleteEntity(stored.name.clone())], Wait::Detached(what));
                 self.busy.remove(&stored.name);
                 return;
             }
@@ -689,24 +709,77 @@ impl EntityManager {
         Ok(())
     }
 
-    /// Writes an update's new entity, or a deletion, to the store before members are asked to leave (see
-    /// `flow_job`); a deleted entity's group starts its quarantine now.
-    fn persist(&mut self, now: Instant, flow: &mut Flow) -> Result<(), StoreError> {
+    /// The writes of an update's new entity, or of a deletion, made before members are asked to leave (see
+    /// `flow_job`), with the release of a deleted entity's group: its quarantine starts now.
+    fn persist_writes(&self, now: Instant, flow: &Flow) -> (Vec<Write>, Option<(IpAddr, u64)>) {
         match (flow.action, &flow.new) {
-            (Action::Update, Some(new)) => self.store.save_entity(new)?,
+            (Action::Update, Some(new)) => (vec![Write::SaveEntity(new.clone())], None),
             (Action::Delete, _) => {
-                self.store.delete_entity(&flow.name)?;
-                if let Some(g) = flow.old.as_ref().and_then(|o| o.group) {
-                    let at = self.wall_ms(now);
-                    if self.store.release_group(g, at).is_ok() {
+                let mut writes = vec![Write::DeleteEntity(flow.name.clone())];
+                let released = flow.old.as_ref().and_then(|o| o.group).map(|g| (g, self.wall_ms(now)));
+                if let Some((g, at)) = released {
+                    writes.push(Write::ReleaseGroup(g, at));
+                }
+                (writes, released)
+            }
+            _ => (Vec::new(), None),
+        }
+    }
+
+    /// A store write a flow waited for is done (see `writes`): the flow goes on, or fails with what the
+    /// store said.
+    pub(super) fn write_done(&mut self, cx: &mut Context<'_>, wait: Wait, result: Result<(), StoreError>) {
+        match (wait, result) {
+            (Wait::Detached(what), Err(e)) => warn!(error = %e, "{what}"),
+            (Wait::Detached(_), Ok(())) => {}
+            (Wait::Settled(group, addrs), Ok(())) => self.groups.settled(group, &addrs),
+            // Kept in memory too: the next reconciliation asks again, which is harmless.
+            (Wait::Settled(group, _), Err(e)) => warn!(%group, error = %e, "journal entry not removed"),
+            (Wait::Flow { mut flow, next: Next::Job { kind, items, journal, persisted } }, Ok(())) => {
+                if let Some((g, addrs)) = journal {
+                    self.groups.noted(g, &addrs);
+                }
+                if let Some(released) = persisted {
+                    flow.persisted = true;
+                    if let Some((g, at)) = released {
                         self.groups.released_at(g, at);
                     }
                 }
+                self.start_flow_job(cx, flow, kind, items);
             }
-            _ => return Ok(()),
+            (Wait::Flow { mut flow, next: Next::Job { persisted, .. } }, Err(e)) => {
+                if persisted.is_none() {
+                    let msg = format!("entity {} not {}: {e}", flow.name, verb(flow.action));
+                    return self.flow_fail(cx, flow, (Code::INTERNAL_SERVER_ERROR, msg));
+                }
+                let fail = (Code::INTERNAL_SERVER_ERROR, format!("entity {} unchanged: {e}", flow.name));
+                if flow.action == Action::Update {
+                    flow.failure = Some(fail);
+                    return self.rollback(cx, flow);
+                }
+                self.flow_fail(cx, flow, fail);
+            }
+            (Wait::Flow { mut flow, next: Next::Allocated { group, pending } }, Ok(())) => {
+                flow.pending_saved |= pending;
+                self.after_allocation(cx, flow, group);
+            }
+            (Wait::Flow { mut flow, next: Next::Allocated { group, .. } }, Err(e)) => {
+                // The address was never used: it is free again (its cursor stays ahead, which only skips it).
+                if flow.allocated == Some(group) {
+                    flow.allocated = None;
+                    self.groups.unreserve(group);
+                }
+                let msg = format!("entity {} not {}: {e}", flow.name, verb(flow.action));
+                self.flow_fail(cx, flow, (Code::INTERNAL_SERVER_ERROR, msg));
+            }
+            (Wait::Flow { flow, next: Next::Committed { names_seq } }, Ok(())) => {
+                if let Some(seq) = names_seq {
+                    self.counters.insert(COUNTER_NAMES.into(), seq);
+                }
+                self.committed(cx, flow);
+            }
+            (Wait::Flow { flow, next: Next::Committed { .. } }, Err(e)) => self.commit_failed(cx, flow, e),
         }
-        flow.persisted = true;
-        Ok(())
     }
 
     /// Whether a creation or update lets members in that do not answer validation (`?offline=allow`, the

@@ -53,6 +53,18 @@ impl Groups {
         self.reserved.remove(&group);
     }
 
+    /// The journal entries of `addrs` in `group` are on disk.
+    pub(super) fn noted(&mut self, group: IpAddr, addrs: &[SocketAddr]) {
+        self.journal.extend(addrs.iter().map(|a| (group, *a)));
+    }
+
+    /// The journal entries of `addrs` in `group` are gone from the store.
+    pub(super) fn settled(&mut self, group: IpAddr, addrs: &[SocketAddr]) {
+        for a in addrs {
+            self.journal.remove(&(group, *a));
+        }
+    }
+
     /// `group` was released at `at` (Unix ms): its quarantine starts.
     pub(super) fn released_at(&mut self, group: IpAddr, at: u64) {
         self.released.insert(group, at);
@@ -88,28 +100,13 @@ impl Groups {
 }
 
 impl EntityManager {
-    /// Journals `items` (their addresses) as possible members of `group` before a join or leave.
-    pub(super) fn journal_note(&mut self, group: IpAddr, items: &[Item]) -> Result<(), StoreError> {
-        let addrs = remote_addrs(items);
-        self.store.journal_add(group, &addrs)?;
-        self.groups.journal.extend(addrs.into_iter().map(|a| (group, a)));
-        Ok(())
-    }
-
-    /// The membership of `addrs` in `group` is settled (recorded by an entity, or confirmed left).
-    pub(super) fn journal_settle(&mut self, group: IpAddr, addrs: &[SocketAddr]) {
+    /// The membership of `addrs` in `group` is settled (recorded by an entity, or confirmed left): their
+    /// journal entries go, from memory once they are gone from the store (see `writes`).
+    pub(super) fn journal_settle(&mut self, cx: &mut Context<'_>, group: IpAddr, addrs: &[SocketAddr]) {
         if addrs.is_empty() {
             return;
         }
-        match self.store.journal_remove(group, addrs) {
-            Ok(()) => {
-                for a in addrs {
-                    self.groups.journal.remove(&(group, *a));
-                }
-            }
-            // Kept in memory too: the next reconciliation asks again, which is harmless.
-            Err(e) => warn!(%group, error = %e, "journal entry not removed"),
-        }
+        self.write(cx, vec![Write::JournalRemove(group, addrs.to_vec())], Wait::Settled(group, addrs.to_vec()));
     }
 
     /// Journal entries no committed entity records and no flow in progress owns: memberships to undo.
@@ -165,18 +162,15 @@ impl EntityManager {
         self.config.wall_clock_at_zero_ms.saturating_add(now.as_millis())
     }
 
-    /// Records that `group` is free again: it rests in quarantine from now on.
-    pub(super) fn release_group(&mut self, now: Instant, group: IpAddr) {
+    /// Records that `group` is free again: it rests in quarantine from now on (in memory at once; a store
+    /// that fails to record it leaves it quarantined in memory only).
+    pub(super) fn release_group(&mut self, cx: &mut Context<'_>, group: IpAddr) {
         if self.entities.values().any(|e| e.stored.group == Some(group)) {
             return;
         }
-        let at = self.wall_ms(now);
-        match self.store.release_group(group, at) {
-            Ok(()) => {
-                self.groups.released_at(group, at);
-            }
-            Err(e) => warn!(%group, error = %e, "release time not stored; the group is quarantined in memory only"),
-        }
+        let at = self.wall_ms(cx.now());
+        let what = "release time not stored; the group is quarantined in memory only";
+        self.write(cx, vec![Write::ReleaseGroup(group, at)], Wait::Detached(what));
         self.groups.released_at(group, at);
     }
 

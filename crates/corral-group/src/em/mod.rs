@@ -4,8 +4,9 @@
 //! Owns: the entity table (an in-memory copy of the store, so a use request never touches the store), the
 //! fan-outs in progress (jobs), the management flows (validate → join → commit, rollback, leave), and the
 //! answers to clients. Acts only through [`Context`]: member requests with `cx.request`, answers with
-//! `cx.respond`; timers through `poll_timeout`. Must never: read a clock, block on the network, or panic on
-//! anything a client or member sends. The one synchronous I/O is the [`Store`] (see [`crate::store`]).
+//! `cx.respond`, store writes with `cx.effect` (see [`crate::store`]: a change is answered only once its
+//! write is done); timers through `poll_timeout`. Must never: read a clock, block on the network or a
+//! store, or panic on anything a client or member sends.
 //!
 //! # Rooms
 //! This module holds the shared types (configuration, entities, flows), the service entry points and the
@@ -86,28 +87,30 @@ mod requests;
 mod shards;
 mod stats;
 mod watch;
+mod writes;
 use announce::Announces;
 pub use announce::{GROUP_ENDPOINT_TYPE, GROUP_LIFETIME};
 use follow::Follows;
 pub use follow::{members_from_lookup, REFRESH_SLACK, RETRY_FIRST, RETRY_MAX};
 use groups::Groups;
 use jobs::{member_result, Job, JobId, JobSpec, Jobs, Kind, Res, Sink, Slot};
-use quotas::{Hold, Quotas};
+use quotas::{Client, Hold, Quotas};
 use shards::Part;
 pub use shards::{Directory, SYNC_PERIOD};
 pub use stats::{EmStats, Latency, MemberStats, LATENCY_BOUNDS_US};
 use watch::Watches;
+use writes::{Next, Wait, Writes};
 
 use crate::output::{self, MemberReport, Reading, UseResult};
 use crate::policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Role};
 use crate::pool::AddressPool;
 use crate::profile::{Ect, Emt, Op, Profile, ProfilePatch, Repair, UseOverrides, MAX_VIA};
-use crate::store::{MemStore, Store, StoreError, StoredEntity};
+use crate::store::{Snapshot, StoreError, StoredEntity, Write};
 use crate::uri::{self, MemberUri};
 use corral_proto::wire::{Code, ContentFormat, OptionNumber, OBSERVE_REGISTER};
 use corral_proto::{
-    Context, Duration, InboundId, IncomingRequest, Instant, Outcome, Request, RequestId, ResourceLink, Response,
-    SendParams, Service,
+    Context, Duration, EffectDone, EffectId, InboundId, IncomingRequest, Instant, Outcome, Request, RequestId,
+    ResourceLink, Response, SendParams, Service,
 };
 use serde_json::{json, Value as Json};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -406,7 +409,8 @@ pub fn valid_entity_name(name: &str) -> bool {
 /// The Entity Manager service. See the module docs and `entity-manager.md`.
 pub struct EntityManager {
     config: EmConfig,
-    store: Box<dyn Store>,
+    /// Store writes in flight and what waits for each (see `writes`).
+    writes: Writes,
     entities: BTreeMap<String, Entity>,
     counters: BTreeMap<String, u64>,
     /// Names with a management flow in progress.
@@ -443,22 +447,23 @@ impl std::fmt::Debug for EntityManager {
 }
 
 impl EntityManager {
-    /// Loads every entity from `store`. Fails if the store cannot be read or holds an invalid entity.
-    pub fn new(config: EmConfig, store: Box<dyn Store>) -> Result<EntityManager, StoreError> {
-        let em = EntityManager::load(config, store)?;
+    /// An EM serving what `snapshot` holds (what its store's [`crate::Store::load`] gave the driver). Its
+    /// writes go out as effects ([`crate::StoreOp`]): the node it is mounted on needs an effect runner on
+    /// that store (see [`crate::store`]). Fails if the snapshot holds an invalid entity.
+    pub fn new(config: EmConfig, snapshot: Snapshot) -> Result<EntityManager, StoreError> {
+        let em = EntityManager::load(config, snapshot)?;
         info!(entities = em.entities.len(), "entity manager loaded");
         Ok(em)
     }
 
     /// [`EntityManager::new`] without the log line (a replica logs its own).
-    fn load(config: EmConfig, store: Box<dyn Store>) -> Result<EntityManager, StoreError> {
+    fn load(config: EmConfig, snap: Snapshot) -> Result<EntityManager, StoreError> {
         config.pool_v6.check().map_err(StoreError::Config)?;
         config.pool_v4.check().map_err(StoreError::Config)?;
-        let snap = store.load()?;
         let gateway_id = config.gateway_id;
         let mut em = EntityManager {
             config,
-            store,
+            writes: Writes::default(),
             entities: BTreeMap::new(),
             counters: snap.counters,
             busy: HashSet::new(),
@@ -508,9 +513,9 @@ impl EntityManager {
         self.entities.len()
     }
 
-    /// The store, to inspect it (tests, diagnostics).
-    pub fn store(&self) -> &dyn Store {
-        self.store.as_ref()
+    /// Store writes started and not yet done.
+    pub fn writes_in_flight(&self) -> usize {
+        self.writes.len()
     }
 
     /// Entity names, sorted.
@@ -636,6 +641,21 @@ impl Service for EntityManager {
         }
         if !self.member_response(cx, rid, outcome) && cx.endpoint().is_active(rid) && !self.watches.observes(rid) {
             cx.cancel(rid); // an observation nobody wants any more: its next notification gets RST
+        }
+        self.pump(cx);
+        self.follow_tick(cx);
+        self.announce_tick(cx);
+    }
+
+    fn handle_effect(&mut self, cx: &mut Context<'_>, id: EffectId, done: EffectDone) {
+        self.sync(cx);
+        let result = match done.downcast::<crate::store::StoreDone>() {
+            Ok(done) => done.0,
+            Err(_) => Err(StoreError::Internal("a completion that is not the store's")),
+        };
+        match self.writes.take(id) {
+            Some(wait) => self.write_done(cx, wait, result),
+            None => warn!(?id, "completion of a store write nobody waits for"),
         }
         self.pump(cx);
         self.follow_tick(cx);

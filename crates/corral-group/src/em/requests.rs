@@ -194,7 +194,7 @@ impl EntityManager {
         let share = (budget - cost.requests)
             .checked_div(cost.remote_entities)
             .map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
-        let client = crate::policy::canonical(inb.from.ip());
+        let client = Client::new(inb.from, inb.verified);
         let hold = match self.reserve(cx.now(), client, name, usize::try_from(cost.requests).unwrap_or(usize::MAX)) {
             Ok(h) => h,
             Err(resp) => {

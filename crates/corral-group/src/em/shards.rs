@@ -94,8 +94,8 @@ pub(super) enum Part {
 impl EntityManager {
     /// The manager of a sharded gateway: as [`EntityManager::new`], and it publishes its entity table to
     /// `directory` now and after every change.
-    pub fn manager(config: EmConfig, store: Box<dyn Store>, directory: Directory) -> Result<Self, StoreError> {
-        let mut em = EntityManager::new(config, store)?;
+    pub fn manager(config: EmConfig, snapshot: Snapshot, directory: Directory) -> Result<Self, StoreError> {
+        let mut em = EntityManager::new(config, snapshot)?;
         em.part = Part::Manager(directory);
         em.publish();
         Ok(em)
@@ -105,11 +105,8 @@ impl EntityManager {
     /// follows the manager's changes (see the module docs). The manager must exist first.
     pub fn replica(config: EmConfig, directory: Directory, worker: u8) -> Result<Self, StoreError> {
         let (seen, table) = directory.snapshot();
-        let mut store = MemStore::new();
-        for e in table.values() {
-            store.save_entity(e)?;
-        }
-        let mut em = EntityManager::load(config, Box::new(store))?;
+        let snapshot = Snapshot { entities: table.values().cloned().collect(), ..Snapshot::default() };
+        let mut em = EntityManager::load(config, snapshot)?;
         debug!(worker, entities = em.entities.len(), generation = seen, "replica loaded the manager's entities");
         em.part = Part::Replica { directory, worker, seen, last_input: Instant::ZERO };
         Ok(em)

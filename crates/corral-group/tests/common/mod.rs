@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use corral_group::device::{mount_device, DeviceConfig, DeviceHandles};
-use corral_group::{EmConfig, EntityManager, McResource, MemStore, Store};
+use corral_group::{EmConfig, EntityManager, McResource, MemStore, Store, StoreRunner};
 use corral_proto::testing::Net;
 use corral_proto::wire::{Code, ContentFormat, Message};
 use corral_proto::{
@@ -10,6 +10,7 @@ use corral_proto::{
     SendParams, Service, ServiceHandle,
 };
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Records every outcome of the requests it sends.
 #[derive(Default)]
@@ -35,6 +36,8 @@ pub struct Lab {
     pub devices: Vec<usize>,
     pub handles: Vec<DeviceHandles>,
     pub v6: bool,
+    /// The gateway's store, which its node's effect runner writes (see `corral_group::store`).
+    pub store: Arc<Mutex<Box<dyn Store>>>,
 }
 
 pub fn dev_addr(i: usize, v6: bool) -> SocketAddr {
@@ -106,10 +109,13 @@ pub fn lab_with(cfg: LabConfig) -> Lab {
     let mut emc = cfg.em;
     emc.local_addrs.push(gw_addr(v6));
     let store = cfg.store.unwrap_or_else(|| Box::new(MemStore::new()));
+    let snapshot = store.load().expect("the store loads");
     let em = match cfg.directory {
-        Some(d) => g.mount("em", EntityManager::manager(emc, store, d).expect("EM loads")),
-        None => g.mount("em", EntityManager::new(emc, store).expect("EM loads")),
+        Some(d) => g.mount("em", EntityManager::manager(emc, snapshot, d).expect("EM loads")),
+        None => g.mount("em", EntityManager::new(emc, snapshot).expect("EM loads")),
     };
+    let store = Arc::new(Mutex::new(store));
+    g.set_effect_runner(Box::new(StoreRunner::shared(store.clone())));
     let gw = net.add(gw_addr(v6), g);
     let mut c = Node::new(Endpoint::new(EndpointConfig::with_seed(2)));
     let client_svc = c.mount("", Client::default());
@@ -129,7 +135,7 @@ pub fn lab_with(cfg: LabConfig) -> Lab {
         handles.push(mount_device(&mut d, dc));
         devices.push(net.add(dev_addr(i, v6), d));
     }
-    Lab { net, gw, em, client, client_svc, devices, handles, v6 }
+    Lab { net, gw, em, client, client_svc, devices, handles, v6, store }
 }
 
 /// What the EM answers for operation `o` over `values`: the aggregate at the members' precision.
@@ -189,7 +195,8 @@ impl Lab {
         let addr: SocketAddr = "192.0.2.9:5683".parse().unwrap();
         let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(9)));
         let cfg = EmConfig { local_addrs: vec![addr], ..EmConfig::default() };
-        let em = n.mount("em", EntityManager::new(cfg, Box::new(MemStore::new())).expect("EM loads"));
+        let em = n.mount("em", EntityManager::new(cfg, corral_group::Snapshot::default()).expect("EM loads"));
+        n.set_effect_runner(Box::new(StoreRunner::new(MemStore::new())));
         (self.net.add(addr, n), em, addr)
     }
 
@@ -254,6 +261,11 @@ impl Lab {
     pub fn settle(&mut self) {
         let limit = self.net.now + corral_proto::Duration::from_secs(600);
         while self.em().jobs_in_progress() > 0 && self.net.step(limit) {}
+    }
+
+    /// The gateway's store, as its writes left it.
+    pub fn store(&self) -> MutexGuard<'_, Box<dyn Store>> {
+        self.store.lock().unwrap()
     }
 
     pub fn em(&mut self) -> &EntityManager {

@@ -5,9 +5,10 @@
 use crate::common;
 
 use common::*;
+use corral_group::EmConfig;
 use corral_group::Store;
-use corral_group::{EmConfig, SqliteStore};
 use corral_proto::wire::Code;
+use corral_store::SqliteStore;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -108,7 +109,7 @@ fn entities_and_allocator_survive_sigkill() {
     let mut lab = lab_with(LabConfig { devices: 3, v6: true, store: Some(Box::new(store)), ..LabConfig::default() });
     lab.net.run_for(corral_proto::Duration::from_secs(10));
     assert!(
-        lab.em().store().load().unwrap().entities.iter().all(|e| !e.pending),
+        lab.store().load().unwrap().entities.iter().all(|e| !e.pending),
         "an interrupted creation is undone at start-up"
     );
     let name = reported.keys().find(|n| n.starts_with('u')).unwrap().clone();

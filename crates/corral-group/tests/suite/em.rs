@@ -9,7 +9,7 @@ use corral_group::Op;
 use corral_proto::wire::{Code, ContentFormat, MessageType, OptionNumber};
 use corral_proto::{Duration, Request};
 use serde_json::json;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 fn temps(lab: &Lab, range: std::ops::Range<usize>) -> Vec<f64> {
     range.map(|i| lab.reported_temperature(i)).collect()
@@ -201,7 +201,7 @@ fn device_without_free_mc_slot_fails_creation_with_that_member_named() {
     }
     assert!(text.contains("rollback leave: 2.02"), "{text}");
     assert!(lab.em().entity_names().is_empty());
-    assert!(lab.em().store().load().unwrap().entities.is_empty());
+    assert!(lab.store().load().unwrap().entities.is_empty());
 }
 
 #[test]
@@ -316,7 +316,7 @@ fn bad_input_gets_4xx_naming_the_problem_and_changes_nothing() {
     assert_eq!(lab.create("a", json!({ "er": er[..2] })).code, Code::CREATED);
     assert_eq!(lab.create("b", json!({ "er": ["/em/a"] })).code, Code::CREATED);
     assert_eq!(lab.create("lights", json!({ "er": lab.uris(0..2, "a/light") })).code, Code::CREATED);
-    let before = lab.em().store().load().unwrap();
+    let before = lab.store().load().unwrap();
     let put = |path: &str, doc: serde_json::Value| {
         Request::new(Code::PUT).with_path(path).with_content_format(ContentFormat::JSON).with_payload(doc.to_string())
     };
@@ -418,7 +418,7 @@ fn bad_input_gets_4xx_naming_the_problem_and_changes_nothing() {
         assert_eq!(r.code, code, "{what}: {}", r.payload_text());
         assert!(r.code.is_client_error());
         assert!(r.payload_text().contains(needle), "{what}: diagnostic {:?} lacks {needle:?}", r.payload_text());
-        assert_eq!(lab.em().store().load().unwrap(), before, "{what}: store changed");
+        assert_eq!(lab.store().load().unwrap(), before, "{what}: store changed");
         assert_eq!(lab.em().entity_names(), ["a", "b", "lights"], "{what}");
     }
 }
@@ -541,7 +541,7 @@ fn generated_names_link_format_creation_list_and_profile_updates() {
             .with_payload(json!({"er": er, "eo": "max"}).to_string()),
     );
     assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
-    let stored = lab.em().store().load().unwrap();
+    let stored = lab.store().load().unwrap();
     assert_eq!(stored.entities[0].profile.er, er);
     assert_eq!(stored.entities[0].profile.enr, None);
     assert_eq!(stored.entities[0].profile.delay, corral_group::Delay::Millis(0));
@@ -619,14 +619,14 @@ fn entities_survive_a_restart_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("em.db");
     {
-        let store = corral_group::SqliteStore::open(&path).unwrap();
+        let store = corral_store::SqliteStore::open(&path).unwrap();
         let mut lab =
             lab_with(LabConfig { devices: 3, v6: true, store: Some(Box::new(store)), ..LabConfig::default() });
         let er = lab.uris(0..3, "s/t");
         assert_eq!(lab.create("m", json!({ "er": er, "ect": "multicast", "eo": "avg" })).code, Code::CREATED);
         assert_eq!(lab.create("u", json!({ "er": er, "delay": "auto" })).code, Code::CREATED);
     }
-    let store = corral_group::SqliteStore::open(&path).unwrap();
+    let store = corral_store::SqliteStore::open(&path).unwrap();
     let mut lab = lab_with(LabConfig { devices: 3, v6: true, store: Some(Box::new(store)), ..LabConfig::default() });
     assert_eq!(lab.em().entity_names(), ["m", "u"]);
     let r = lab.get("em/u", &["eo=avg"], None);
@@ -700,26 +700,12 @@ impl corral_group::Store for FailingSaves {
     fn load(&self) -> Result<corral_group::Snapshot, corral_group::StoreError> {
         self.0.load()
     }
-    fn save_entity(&mut self, e: &corral_group::StoredEntity) -> Result<(), corral_group::StoreError> {
-        if e.pending {
-            return self.0.save_entity(e); // the small pending record still fits
+    fn apply(&mut self, writes: &[corral_group::Write]) -> Result<(), corral_group::StoreError> {
+        // The small pending record still fits; a final entity does not.
+        if writes.iter().any(|w| matches!(w, corral_group::Write::SaveEntity(e) if !e.pending)) {
+            return Err(corral_group::StoreError::Io("disk full".into()));
         }
-        Err(corral_group::StoreError::Io("disk full".into()))
-    }
-    fn delete_entity(&mut self, name: &str) -> Result<(), corral_group::StoreError> {
-        self.0.delete_entity(name)
-    }
-    fn set_counter(&mut self, key: &str, value: u64) -> Result<(), corral_group::StoreError> {
-        self.0.set_counter(key, value)
-    }
-    fn journal_add(&mut self, g: IpAddr, m: &[SocketAddr]) -> Result<(), corral_group::StoreError> {
-        self.0.journal_add(g, m)
-    }
-    fn journal_remove(&mut self, g: IpAddr, m: &[SocketAddr]) -> Result<(), corral_group::StoreError> {
-        self.0.journal_remove(g, m)
-    }
-    fn release_group(&mut self, g: IpAddr, at_ms: u64) -> Result<(), corral_group::StoreError> {
-        self.0.release_group(g, at_ms)
+        self.0.apply(writes)
     }
 }
 
@@ -737,7 +723,7 @@ fn store_failure_at_commit_rolls_the_joins_back_and_answers_5_00() {
         assert!(lab.mc(i).groups().is_empty());
     }
     assert!(lab.em().entity_names().is_empty());
-    assert!(lab.em().store().load().unwrap().entities.is_empty(), "the pending record is gone");
+    assert!(lab.store().load().unwrap().entities.is_empty(), "the pending record is gone");
     // The name is free again.
     let r = lab.create("m", json!({ "er": er, "ect": "multicast" }));
     assert_eq!(r.code, Code::INTERNAL_SERVER_ERROR);
@@ -789,6 +775,6 @@ fn a_multicast_creation_interrupted_by_a_crash_is_undone_at_start_up() {
     for i in 0..3 {
         assert!(lab.mc(i).groups().is_empty(), "device {i}");
     }
-    assert!(lab.em().store().load().unwrap().entities.is_empty());
+    assert!(lab.store().load().unwrap().entities.is_empty());
     assert_eq!(lab.em().jobs_in_progress(), 0);
 }

@@ -106,7 +106,7 @@ fn members_follow_registrations_removals_and_expiry() {
     let r = lab.get("em/room", &["eo=count"], None);
     assert_eq!((r.code, r.payload_text().to_string()), (Code::CONTENT, "2".to_string()));
     // The lookup and the followed members are in the store, for a restarted gateway.
-    let snap = lab.em().store().load().unwrap();
+    let snap = lab.store().load().unwrap();
     let stored = snap.entities.iter().find(|e| e.name == "room").unwrap();
     assert_eq!(stored.profile.from_rd.as_deref(), Some("rt=temperature"));
     assert_eq!(stored.profile.er.len(), 2);

@@ -7,9 +7,10 @@
 use crate::common;
 
 use common::*;
-use corral_group::{EmConfig, SqliteStore};
+use corral_group::EmConfig;
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
 use corral_proto::{Duration, Outcome, Request};
+use corral_store::SqliteStore;
 use serde_json::json;
 use std::net::IpAddr;
 
@@ -69,7 +70,7 @@ fn an_update_killed_mid_leave_is_completed_at_the_next_start() {
     assert_eq!(e.profile.er, lab.uris(0..1, "a/light"), "the stored entity is the updated one");
     assert!(lab.mc(2).groups().is_empty(), "the member still in the group was asked to leave");
     assert_eq!(lab.mc(0).groups(), &[g]);
-    assert!(lab.em().store().load().unwrap().journal.is_empty());
+    assert!(lab.store().load().unwrap().journal.is_empty());
     let r = lab.get("em/lights", &["eo=lst"], None);
     assert_eq!(r.code, Code::CONTENT, "every member the entity lists answers: {}", r.payload_text());
 }
@@ -83,7 +84,7 @@ fn a_deletion_killed_mid_leave_is_completed_at_the_next_start() {
     lab.net.run_for(Duration::from_secs(10));
     assert!(lab.em().entity("lights").is_none(), "the entity is gone");
     assert!((0..3).all(|i| lab.mc(i).groups().is_empty()), "every member left");
-    let snap = lab.em().store().load().unwrap();
+    let snap = lab.store().load().unwrap();
     assert!(snap.journal.is_empty() && snap.released.contains_key(&g), "released: the group rests in quarantine");
 }
 

@@ -21,7 +21,7 @@ mod quotas;
 mod repair;
 mod robustness;
 mod shards;
-mod store_errors;
+mod writes;
 
 /// Every `.rs` file beside this one is a module of this binary: cargo builds only what is declared here, so
 /// a file someone adds and forgets to declare would never run.

@@ -4,9 +4,10 @@
 use crate::common;
 
 use common::*;
-use corral_group::{AddressPool, EmConfig, SqliteStore};
+use corral_group::{AddressPool, EmConfig};
 use corral_proto::wire::{Code, OptionNumber};
 use corral_proto::Duration;
+use corral_store::SqliteStore;
 use serde_json::json;
 use std::net::IpAddr;
 
@@ -38,7 +39,7 @@ fn a_crash_during_an_update_leaves_no_stray_member() {
         lab.send(req);
         lab.net.run_for(Duration::from_secs(1));
         assert_eq!(lab.mc(2).groups(), &[g], "device 2 joined before the crash");
-        let journal = lab.em().store().load().unwrap().journal;
+        let journal = lab.store().load().unwrap().journal;
         assert_eq!(journal, vec![(g, d2)], "the join was journaled before it was sent");
         g
     }; // the gateway is gone (kill -9: nothing after this point ran)
@@ -60,7 +61,7 @@ fn a_crash_during_an_update_leaves_no_stray_member() {
     lab.net.run_for(Duration::from_secs(10));
     assert!(lab.mc(2).groups().is_empty(), "the stray member left");
     assert_eq!(lab.mc(0).groups(), &[group], "recorded members stay");
-    assert!(lab.em().store().load().unwrap().journal.is_empty());
+    assert!(lab.store().load().unwrap().journal.is_empty());
     assert_eq!(lab.em().entity("lights").unwrap().profile.er.len(), 2, "the update never committed");
     // Deleting the entity now leaves nobody in the group.
     let r = lab.request(corral_proto::Request::new(Code::DELETE).with_path("em/lights"));
@@ -82,7 +83,7 @@ fn a_member_that_missed_its_leave_keeps_its_group_out_of_the_pool() {
     assert_eq!(lab.request(corral_proto::Request::new(Code::DELETE).with_path("em/a")).code, Code::DELETED);
     lab.net.clear_drop();
     assert_eq!(lab.mc(1).groups(), &[g1]);
-    assert_eq!(lab.em().store().load().unwrap().journal, vec![(g1, d1)]);
+    assert_eq!(lab.store().load().unwrap().journal, vec![(g1, d1)]);
     // The quarantine ends, but g1 still has a stray member: "b" gets the other address.
     lab.net.run_for(Duration::from_secs(61));
     let r = lab.create("b", json!({ "er": lab.uris(0..1, "a/light"), "ect": "multicast" }));
@@ -90,7 +91,7 @@ fn a_member_that_missed_its_leave_keeps_its_group_out_of_the_pool() {
     // The periodic reconciliation asks device 1 again; once it left, g1 is free.
     lab.net.run_for(Duration::from_secs(300));
     assert!(lab.mc(1).groups().is_empty());
-    assert!(lab.em().store().load().unwrap().journal.is_empty());
+    assert!(lab.store().load().unwrap().journal.is_empty());
 }
 
 #[test]

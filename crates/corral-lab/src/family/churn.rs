@@ -28,7 +28,7 @@ use crate::scenario::{ChurnSetup, Common, Vanish};
 use corral_group::device::{mount_device, DeviceConfig};
 use corral_group::profile::{Delay, Ect, Emt, Op, ProfilePatch};
 use corral_group::uri::MemberUri;
-use corral_group::{EmConfig, EntityManager, MemStore};
+use corral_group::{EmConfig, EntityManager, MemStore, Snapshot, StoreRunner};
 use corral_proto::wire::ContentFormat;
 use corral_proto::{Duration, Endpoint, Instant, Node, Request, Rng, ServiceHandle};
 use corral_rd::{Limits, RdService, Registrant};
@@ -111,9 +111,10 @@ pub fn run(c: &Common, ch: &ChurnSetup, index: usize, seed: u64) -> Result<Point
         rd: Some(gw_addr),
         ..EmConfig::default()
     };
-    let em = EntityManager::new(cfg, Box::new(MemStore::new())).map_err(RunError::EntityManager)?;
+    let em = EntityManager::new(cfg, Snapshot::default()).map_err(RunError::EntityManager)?;
     let mut node = Node::new(Endpoint::new(endpoint(&sim, gw.index())));
     let em_h = node.mount("em", em);
+    node.set_effect_runner(Box::new(StoreRunner::new(MemStore::new())));
     node.mount("", RdService::new(Limits::default())); // /rd, /rd-lookup/*; the EM keeps /em
     sim.attach(gw, node);
 

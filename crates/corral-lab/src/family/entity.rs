@@ -19,7 +19,7 @@ use crate::record::{Facts, PointResult, QueryRow, Staleness};
 use crate::scenario::{Common, EntitySetup, Follow};
 use corral_group::device::{sample, NotifySteps, Quantity};
 use corral_group::profile::{Delay, Ect, Emt, Op, ProfilePatch, Repair};
-use corral_group::{EmConfig, EntityManager, MemStore};
+use corral_group::{EmConfig, EntityManager, MemStore, Snapshot, StoreRunner};
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
 use corral_proto::{Duration, Endpoint, Instant, Node, Request};
 use corral_sim::{NodeId, Sim};
@@ -43,9 +43,10 @@ pub fn run(c: &Common, e: &EntitySetup, index: usize, seed: u64, record: bool) -
             multicast_leisure: Duration::from_millis(c.transmission.leisure_ms),
             ..EmConfig::default()
         };
-        let em = EntityManager::new(cfg, Box::new(MemStore::new())).map_err(RunError::EntityManager)?;
+        let em = EntityManager::new(cfg, Snapshot::default()).map_err(RunError::EntityManager)?;
         let mut node = Node::new(Endpoint::new(endpoint(&sim, g)));
         node.mount("em", em);
+        node.set_effect_runner(Box::new(StoreRunner::new(MemStore::new())));
         sim.attach(NodeId(g as u32), node);
     }
     let host = sim.endpoint_config(NodeId(net.host as u32));

@@ -2,6 +2,7 @@
 //! block-wise and Observe settings, and its shard of a shared port.
 
 use super::*;
+use crate::prefix::Prefix;
 
 /// Limits on every table the endpoint keeps, so that no peer can make it grow without bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +78,15 @@ pub struct EndpointConfig {
     /// The reflection bound for every answer to an unverified source (RFC 7252 §11.3, RFC 9175 §2.4; see
     /// [`AmplificationLimit`]); `None`: off.
     pub amplification: Option<AmplificationLimit>,
+    /// Networks whose sources cannot be spoofed (BCP 38 source-address validation on the way in, e.g. a
+    /// LAN behind filtering routers): a peer there counts as verified from its first datagram — its
+    /// answers are not held to the reflection bound, and the application sees its requests as
+    /// [`IncomingRequest::verified`] (no Echo round trip to prove its address). Which peers, requests,
+    /// observations and uploads give way under a flood still goes by what a peer has proved. Loopback (`127.0.0.0/8`, `::1`) is always verified besides these: the kernel drops a datagram
+    /// with a loopback source that arrives on any other interface (a "martian"; IPv4 unless an interface
+    /// sets `route_localnet`, IPv6 always, RFC 4291 §2.5.3), so no host but this one can send one.
+    /// What this trusts: that nobody outside the network can send with a source address inside it.
+    pub verified_nets: Vec<Prefix>,
     /// The slice of message IDs and tokens this endpoint uses when it shares its port with others
     /// (see [`crate::Shard`]). Default: alone.
     pub shard: crate::Shard,
@@ -100,13 +110,20 @@ pub struct EndpointConfig {
 /// than what they answer and are not counted. Multicast requests are not bounded here (their answers go
 /// out after leisure, one per member; RFC 7252 §8.2).
 ///
-/// **The bound.** Over any span of `T` seconds, the CoAP bytes a flood of spoofed requests (from any
-/// ports) makes one endpoint send as answers to one victim IP address are at most
-/// `factor × (bytes received from that address) + burst + refill × T`. The buckets live in a table of at
-/// most `addresses` entries; only a full bucket (the same as none) is forgotten to make room, and while
-/// every bucket is refilling a new address gets none, so the bound holds under a flood from many
-/// addresses too. A server with several workers on one port (`--workers`) has one endpoint, and so one
-/// such bound, per worker.
+/// Every first answer is also paid from one bucket **shared** by all addresses (`shared_burst`, refilled at
+/// `shared_refill` bytes per second), so that spreading a flood over many addresses buys nothing.
+///
+/// **The bounds.** Over any span of `T` seconds, the CoAP bytes a flood of spoofed requests (from any
+/// ports) makes one endpoint send as answers
+/// - to one victim IP address are at most `factor × (bytes received from that address) + burst + refill × T`;
+/// - to all unverified sources together (a carpet over a whole network, or over any number of networks)
+///   are at most `factor × (bytes received from them) + shared_burst + shared_refill × T`.
+///
+/// The buckets live in a table of at most `addresses` entries; only a full bucket (the same as none) is
+/// forgotten to make room, and while every bucket is refilling a new address gets none. A server with
+/// several workers on one port (`--workers`) has one endpoint per worker: each has its own per-address
+/// bound, and they split the shared allowance (each gets `1/N` of it, never less than one address's
+/// bucket). Peers in [`EndpointConfig::verified_nets`] and on loopback are not bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AmplificationLimit {
     /// Bytes of answer per byte received from the same peer.
@@ -115,6 +132,11 @@ pub struct AmplificationLimit {
     pub burst: usize,
     /// What a bucket regains per second (bytes), up to `burst`.
     pub refill: usize,
+    /// The first-answer bucket all addresses share (bytes): the most the endpoint sends to unverified
+    /// sources together beyond `factor` times what they sent, at once.
+    pub shared_burst: usize,
+    /// What the shared bucket regains per second (bytes), up to `shared_burst`.
+    pub shared_refill: usize,
     /// Addresses with a bucket that is not full (the table's bound).
     pub addresses: usize,
     /// How long an Echo value stays good.
@@ -127,6 +149,10 @@ impl Default for AmplificationLimit {
             factor: 3,
             burst: 2048,
             refill: 1024,
+            // Four addresses' worth: a few Echo-less clients may start at once; a carpet of spoofed
+            // requests over a /20 gets no more than four victims would.
+            shared_burst: 8192,
+            shared_refill: 4096,
             addresses: 4096,
             echo_lifetime: Duration::from_secs(60),
         }
@@ -150,6 +176,7 @@ impl Default for EndpointConfig {
             block: BlockConfig::default(),
             observe: ObservePolicy::default(),
             amplification: Some(AmplificationLimit::default()),
+            verified_nets: Vec::new(),
             shard: crate::Shard::ALONE,
         }
     }
@@ -158,6 +185,12 @@ impl Default for EndpointConfig {
 impl EndpointConfig {
     pub fn with_seed(seed: u64) -> EndpointConfig {
         EndpointConfig { seed, ..EndpointConfig::default() }
+    }
+
+    /// Whether a source at `ip` counts as verified from its first datagram: loopback, or in one of
+    /// [`EndpointConfig::verified_nets`].
+    pub fn verified_source(&self, ip: IpAddr) -> bool {
+        crate::prefix::canonical(ip).is_loopback() || self.verified_nets.iter().any(|p| p.contains(ip))
     }
 
     pub(super) fn piggyback_window(&self) -> Duration {

@@ -112,7 +112,7 @@ impl Endpoint {
             self.remember_reply(Some(slot), mid, Reply::Pending(id));
         }
         self.piggyback_deadlines.push_back((now + self.config.piggyback_window(), id));
-        let verified = self.peers.get_mut(slot).verified;
+        let verified = self.peers.get_mut(slot).trusted();
         let peer_identity = self.datagram_identity.clone();
         let secured = peer_identity.is_some();
         self.events.push_back(Event::Request(IncomingRequest {

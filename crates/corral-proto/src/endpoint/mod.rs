@@ -342,7 +342,7 @@ impl Endpoint {
         let hash_seed = secret.next_u64();
         Endpoint {
             peer_params: new_map(hash_seed),
-            peers: PeerTable::new(hash_seed),
+            peers: PeerTable::new(hash_seed, usize::from(config.shard.count())),
             sent: new_map(hash_seed),
             sent_non_expiry: VecDeque::new(),
             exchanges: new_map(hash_seed),
@@ -709,7 +709,7 @@ impl Endpoint {
                 token: key.1,
                 request,
                 notification: true,
-                verified: self.peers.is_verified(&key.0),
+                verified: self.peers.is_trusted(&key.0),
                 echoed: false,
                 peer_identity: None,
                 oscore_identity: None,

@@ -36,6 +36,12 @@ pub(super) struct Peer {
     /// The peer proved it receives what we send: it acknowledged, reset or answered a message of ours, or
     /// returned an Echo value we gave it (RFC 9175 §2.4).
     pub(super) verified: bool,
+    /// Its address is in a network whose sources cannot be spoofed (loopback,
+    /// [`EndpointConfig::verified_nets`]): its answers are not bounded and the application sees its
+    /// requests as verified, as if it had proved its address. The tables' fairness rules (which peers,
+    /// requests, observations and uploads give way under a flood) still go by `verified`: a real flood
+    /// from such a network has proved nothing by being there.
+    pub(super) unspoofable: bool,
     /// The Echo value last given to this peer and when (RFC 9175 §2.4 amplification mitigation).
     pub(super) echo: Option<([u8; 8], Instant)>,
     /// Bytes that may still be sent to this peer as answers while it is unverified: `factor` times every
@@ -93,6 +99,13 @@ impl Peer {
         self.inbound = self.inbound.saturating_sub(1);
     }
 
+    /// Whether answers to this peer are free of the reflection bound: it proved its address, or its
+    /// network cannot be spoofed. The application sees its requests as verified.
+    #[inline]
+    pub(super) fn trusted(&self) -> bool {
+        self.verified || self.unspoofable
+    }
+
     /// A datagram of `len` bytes came from this peer: while it is unverified, it may be answered with
     /// `factor` times as many bytes more (see [`AmplificationLimit`]).
     #[inline]
@@ -104,14 +117,15 @@ impl Peer {
 }
 
 impl PeerTable {
-    pub(super) fn new(hash_seed: u64) -> PeerTable {
+    /// `sharers`: how many endpoints share the port (they split the shared first-answer allowance).
+    pub(super) fn new(hash_seed: u64, sharers: usize) -> PeerTable {
         PeerTable {
             index: new_map(hash_seed),
             slab: Vec::new(),
             free_slots: Vec::new(),
             lru: VecDeque::new(),
             lru_clock: 0,
-            first_answers: credit::FirstAnswers::new(hash_seed),
+            first_answers: credit::FirstAnswers::new(hash_seed, sharers),
         }
     }
 
@@ -154,13 +168,14 @@ impl PeerTable {
         MessageId(mid)
     }
 
-    /// The slot of `addr`'s state, creating it (its first message ID from `secret`) and, if the table
-    /// holds `max_peers`, evicting a peer first (returned: the endpoint drops what it held). `None`: full,
-    /// and no peer may be forced out.
+    /// The slot of `addr`'s state, creating it (its first message ID from `secret`; `unspoofable` if its
+    /// network cannot be spoofed) and, if the table holds `max_peers`, evicting a peer first (returned:
+    /// the endpoint drops what it held). `None`: full, and no peer may be forced out.
     pub(super) fn slot(
         &mut self,
         addr: SocketAddr,
         max_peers: usize,
+        unspoofable: bool,
         secret: &mut SecretRng,
     ) -> Option<(u32, Option<Evicted>)> {
         self.lru_clock += 1;
@@ -182,6 +197,7 @@ impl PeerTable {
             client_refs: 0,
             inbound: 0,
             verified: false,
+            unspoofable,
             echo: None,
             credit: 0,
             local: None,
@@ -296,6 +312,12 @@ impl PeerTable {
         self.get(addr).is_some_and(|p| p.verified)
     }
 
+    /// Whether `addr` is a peer whose answers are free of the reflection bound ([`Peer::trusted`]).
+    #[inline]
+    pub(super) fn is_trusted(&self, addr: &SocketAddr) -> bool {
+        self.get(addr).is_some_and(Peer::trusted)
+    }
+
     /// Remembers the Echo value given to the peer in `slot` and when (RFC 9175 §2.4).
     pub(super) fn set_echo(&mut self, slot: u32, value: [u8; 8], now: Instant) {
         self.get_mut(slot).echo = Some((value, now));
@@ -344,7 +366,7 @@ impl PeerTable {
         dst: SocketAddr,
         len: usize,
     ) -> Payment {
-        if self.get_mut(slot).verified {
+        if self.get_mut(slot).trusted() {
             return Payment::Paid;
         }
         if self.answer_credit(limit, now, slot, dst) < len {
@@ -363,7 +385,8 @@ impl Endpoint {
     /// The slot of `addr`'s state, creating it; a peer evicted to make room takes what it was owed with it.
     #[inline]
     pub(super) fn peer_slot(&mut self, addr: SocketAddr) -> Option<u32> {
-        let (slot, evicted) = self.peers.slot(addr, self.config.limits.max_peers, &mut self.secret)?;
+        let unspoofable = self.config.verified_source(addr.ip());
+        let (slot, evicted) = self.peers.slot(addr, self.config.limits.max_peers, unspoofable, &mut self.secret)?;
         if let Some(Evicted { addr, busy }) = evicted {
             if busy {
                 self.purge_server_state(addr);
@@ -399,7 +422,7 @@ impl Endpoint {
     /// Echo value; the peer that repeats its request with it has shown it receives at its address and gets
     /// the answer. Returns whether the message was replaced. Spending is [`Endpoint::push_answer`]'s.
     pub(super) fn bound_answer(&mut self, now: Instant, slot: u32, to: SocketAddr, msg: &mut Message) -> bool {
-        if self.peers.get_mut(slot).verified {
+        if self.peers.get_mut(slot).trusted() {
             return false;
         }
         let Some(limit) = self.config.amplification else { return false };

@@ -11,7 +11,8 @@ use crate::client_cmd::Verbosity;
 use crate::devices::{describe_range, parse_bind, parse_leisure, Fleet, FleetConfig};
 use crate::exit::Failure;
 use clap::Args;
-use corral_group::{EmConfig, EntityManager, SqliteStore};
+use corral_group::{EmConfig, EntityManager, Store};
+use corral_store::SqliteStore;
 use corral_tokio::uri::base_uri;
 use corral_tokio::{Client, Code};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -66,8 +67,10 @@ when it listens beyond loopback that way, and when a rule opens it to everyone (
 this host's interfaces and loopback, port 5683 (and the testbed's port); never the gateway itself \
 or a broadcast address. Refusals are 4.03 naming the member.
 - Budget (--budget N): member requests one client request may cause, through nesting and other \
-gateways [64]. Quotas: 256 member exchanges per client, 512 per entity at once (5.03 + Max-Age), \
-each given back as its member request ends; readers may pace a use by at most 1 s.
+gateways [64]. Quotas: 256 member exchanges per client (its address and port once its address is \
+verified: loopback, --verified-net, coaps://, an Echo returned; else its address), 1,024 for all \
+clients at one address (a host, a NAT), 512 per entity at once (5.03 + Max-Age), each given back as \
+its member request ends; readers may pace a use by at most 1 s.
 - Proof of address: beyond loopback, a client's first use and each change or actuation get 4.01 \
 with an Echo value first (RFC 9175); corral's and libcoap's clients repeat with it by themselves, \
 a spoofer never sees it. A remote manage or actuate role still rests on its address: the gateway \
@@ -167,6 +170,8 @@ pub struct GatewayArgs {
     pub http: crate::http::HttpArgs,
     #[command(flatten)]
     pub dtls: crate::dtls_args::DtlsNodeArgs,
+    #[command(flatten)]
+    pub verified: crate::policy_args::VerifiedNetArgs,
 }
 
 /// The default data directory (see [`AFTER_HELP`]).
@@ -230,6 +235,8 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let db = data.join("em.db");
     let store = SqliteStore::open(&db)
         .map_err(|e| Failure::other(format!("cannot open the entity database {}: {e}", db.display())))?;
+    let snapshot =
+        store.load().map_err(|e| Failure::other(format!("cannot load the entities of {}: {e}", db.display())))?;
 
     // --rd: the directory beside the Entity Manager, on worker 0's endpoint.
     let rd = match args.rd {
@@ -287,6 +294,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     };
     let mut endpoint = corral_tokio::corral_proto::EndpointConfig::default();
     endpoint.params.nstart = args.nstart;
+    args.verified.apply(&mut endpoint);
     let mut bound = workers::bind(driver, bind, socket, endpoint, args.workers, fleet.is_some())?;
     let local = bound.local_addr();
     // The HTTP window's cross-proxy reaches the same coaps:// peers with the same credentials.
@@ -353,7 +361,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
     let mcast_port = em_config.multicast_port;
     let workers = args.workers;
     let mut ems =
-        corral_group::gateway::entity_managers(em_config, Box::new(store), workers, || corral_tokio::os_seed() as u32)
+        corral_group::gateway::entity_managers(em_config, snapshot, workers, || corral_tokio::os_seed() as u32)
             .map_err(|e| Failure::other(format!("cannot load the entities of {}: {e}", db.display())))?
             .into_iter();
     let em = ems.next().expect("a gateway has a worker 0");
@@ -372,6 +380,10 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         guard: guard(contexts.take().map(|c| corral_oscore::OscoreLayer::serving(c, args.require_oscore))),
         watch: None,
         rd,
+        store: Some(Box::new(
+            corral_store::em_store_thread(store)
+                .map_err(|e| Failure::other(format!("cannot start the entity database's thread: {e}")))?,
+        )),
     }];
     for em in ems {
         parts.push(workers::Part {
@@ -381,6 +393,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
             guard: guard(args.require_oscore.then(|| corral_oscore::OscoreLayer::serving(Vec::new(), true))),
             watch: None,
             rd: None,
+            store: None,
         });
     }
     for (i, p) in parts.iter_mut().enumerate() {

@@ -21,6 +21,8 @@ pub struct Part {
     pub watch: Option<std::sync::Arc<std::sync::Mutex<crate::http::watch::Snapshot<crate::http::Extra>>>>,
     /// With --rd (worker 0 only): the Resource Directory beside the Entity Manager.
     pub rd: Option<corral_rd::RdService>,
+    /// Worker 0 (the only one that writes): what does the Entity Manager's store writes.
+    pub store: Option<Box<dyn corral_tokio::corral_proto::EffectRunner>>,
 }
 
 /// Bound sockets, not yet served.
@@ -94,6 +96,9 @@ impl Bound {
                             .mount("em", crate::http::watch::Watched::new(part.em, slot, crate::http::EmNumbers::of)),
                         None => node.mount("em", part.em),
                     };
+                    if let Some(store) = part.store {
+                        node.set_effect_runner(store);
+                    }
                     if let Some(rd) = part.rd {
                         node.mount("", rd); // /rd, /rd-lookup/*; the EM keeps /em (the longer prefix)
                     }

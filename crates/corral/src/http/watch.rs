@@ -104,6 +104,15 @@ impl<S: Service, T: 'static> Service for Watched<S, T> {
         self.inner.observer_gone(cx, path, peer, token)
     }
 
+    fn handle_effect(
+        &mut self,
+        cx: &mut Context<'_>,
+        id: corral_tokio::corral_proto::EffectId,
+        done: corral_tokio::corral_proto::EffectDone,
+    ) {
+        self.inner.handle_effect(cx, id, done)
+    }
+
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
         let now = cx.now();
         if self.next.is_none_or(|t| t <= now) {

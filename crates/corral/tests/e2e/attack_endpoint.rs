@@ -1,15 +1,22 @@
-//! Issue 26 items 4, 7 and 9, tried as an attacker on the same host would, against the real `corral
-//! serve`: requests with a spoofed source address (a raw socket writes the IP header; the victim is a
-//! socket on another loopback address that only counts what it receives — it never answers, as a victim
-//! would not), idle TCP connections, and an observer that went away. Every figure is printed; the
-//! amplification factor is CoAP bytes received by the victim over CoAP bytes the attacker sent.
+//! Issue 26 items 4, 7 and 9, tried as an attacker would, against the real `corral serve`: requests with a
+//! spoofed source address (a raw socket writes the IP header; the victim is a socket that only counts
+//! what it receives — it never answers, as a victim would not), idle TCP connections, and an observer that
+//! went away. Every figure is printed; the amplification factor is CoAP bytes received by the victim over
+//! CoAP bytes the attacker sent.
 //!
-//! Spoofing needs a raw socket (root); without one the spoofing tests print `skipped: …` and pass.
+//! The spoofing tests run across two network namespaces (`spoof::Pair`): the servers in one, and in the
+//! other the attacker and its victims, on addresses of 10.78.0.0/20 — never on loopback, whose sources
+//! count as verified (the kernel drops loopback-sourced datagrams from a network), so that a bound for
+//! unverified sources would not be tested there. Each such test starts its servers, then runs again
+//! inside the clients' namespace ([`spoof::Pair::run_in_c`]) for the attack. Root only (namespaces, raw
+//! sockets); without it they print `skipped: …` and pass.
 
 use crate::common;
+use crate::spoof;
 
 use common::*;
 use corral_proto::wire::{Code, Message, MessageId, MessageType, OptionNumber, Token};
+use spoof::Pair;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -49,6 +56,19 @@ fn serve(extra: &[&str]) -> (Proc, SocketAddrV4) {
     (s, SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))
 }
 
+/// The attack half of test `name` against `corral serve EXTRA…`: `Some(server)` when this run is inside
+/// the clients' namespace (make the attack); `None` in the first run, which started the server in the
+/// servers' namespace and ran the test again in the clients' (or skipped it without root).
+fn serve_across(name: &str, extra: &[&str]) -> Option<SocketAddrV4> {
+    if let Some(server) = spoof::in_c() {
+        return Some(server.parse().expect("the server's address"));
+    }
+    let net = Pair::new("refl", &[])?;
+    let (_s, _) = spawn_json(net.in_g(CORRAL).args(["serve", "--bind", "10.77.0.1:5683", "--json"]).args(extra));
+    net.run_in_c(&format!("attack_endpoint::{name}"), "10.77.0.1:5683");
+    None
+}
+
 fn get(mtype: MessageType, mid: u16, path: &str, observe: bool) -> Message {
     let mut m = Message::new(mtype, Code::GET, MessageId(mid), Token::new(&mid.to_be_bytes()).unwrap());
     m.options.set_path(path);
@@ -79,9 +99,9 @@ fn report(what: &str, victims: &[Victim], sent: usize) -> (f64, usize) {
 /// first-answer bucket (2,048 B, refilled at 1,024 B/s).
 #[test]
 fn spoofed_confirmable_requests_reflect_within_the_bound() {
-    let Some(mut spoofer) = Spoofer::new() else { return };
-    let (_s, server) = serve(&["-q"]);
-    let victim = Victim::bind("127.0.9.9");
+    let Some(server) = serve_across("spoofed_confirmable_requests_reflect_within_the_bound", &["-q"]) else { return };
+    let mut spoofer = Spoofer::new().expect("a raw socket");
+    let victim = Victim::bind("10.78.9.9");
     let started = Instant::now();
     for i in 0..200u16 {
         spoofer.send(victim.addr, server, &get(MessageType::Con, i, "large", false).encode());
@@ -101,9 +121,10 @@ fn spoofed_confirmable_requests_reflect_within_the_bound() {
 /// dropped when they go unacknowledged).
 #[test]
 fn spoofed_observe_registrations_reflect_within_the_bound() {
-    let Some(mut spoofer) = Spoofer::new() else { return };
-    let (_s, server) = serve(&["-q", "--obs-period", "1"]);
-    let victims: Vec<Victim> = (0..20).map(|_| Victim::bind("127.0.9.10")).collect();
+    let name = "spoofed_observe_registrations_reflect_within_the_bound";
+    let Some(server) = serve_across(name, &["-q", "--obs-period", "1"]) else { return };
+    let mut spoofer = Spoofer::new().expect("a raw socket");
+    let victims: Vec<Victim> = (0..20).map(|_| Victim::bind("10.78.9.10")).collect();
     let started = Instant::now();
     for (i, v) in victims.iter().enumerate() {
         spoofer.send(v.addr, server, &get(MessageType::Con, i as u16, "obs-large", true).encode());
@@ -124,11 +145,12 @@ fn spoofed_observe_registrations_reflect_within_the_bound() {
 /// notified.
 #[test]
 fn spoofed_registrations_do_not_starve_a_real_observer() {
-    let Some(mut spoofer) = Spoofer::new() else { return };
-    let (_s, server) = serve(&["-q", "--obs-period", "1"]);
+    let name = "spoofed_registrations_do_not_starve_a_real_observer";
+    let Some(server) = serve_across(name, &["-q", "--obs-period", "1"]) else { return };
+    let mut spoofer = Spoofer::new().expect("a raw socket");
     // Victims that receive quietly (no ICMP errors that would end their observations for another reason).
     let victims: Vec<Victim> =
-        (0..1100).map(|i| Victim::bind(&format!("127.0.{}.{}", 10 + i / 250, 1 + i % 250))).collect();
+        (0..1100).map(|i| Victim::bind(&format!("10.78.{}.{}", 10 + i / 250, 1 + i % 250))).collect();
     let started = Instant::now();
     for (i, v) in victims.iter().enumerate() {
         spoofer.send(v.addr, server, &get(MessageType::Non, i as u16, "obs-non", true).encode());
@@ -245,24 +267,48 @@ fn idle_tcp_connections_do_not_lock_a_new_client_out() {
 /// was 62x), each from a new port of the victim's address, stay within the reflection bound.
 #[test]
 fn spoofed_entity_reads_and_proxy_forwards_reflect_within_the_bound() {
-    let Some(mut spoofer) = Spoofer::new() else { return };
-    let (_gw, j, _data) = corral_testbed(3, 93, &[]);
-    let gw = j["uri"].as_str().unwrap().to_string();
-    let members: Vec<String> =
-        j["devices"].as_array().unwrap().iter().map(|d| format!("coap://{}/s/t", d.as_str().unwrap())).collect();
-    let mut args = vec!["entity", "create", "room", "--gateway", &gw];
-    args.extend(members.iter().map(String::as_str));
-    assert_eq!(corral(&args).status.code(), Some(0));
-    let gw: SocketAddrV4 = gw.trim_start_matches("coap://").parse().unwrap();
-    let (_s, origin) = serve(&["-q"]);
-    let (_p, pj) = spawn_json(std::process::Command::new(CORRAL).args(["proxy", "--bind", "127.0.0.1:0", "--json"]));
-    let proxy_uri = pj["proxy_uri"].as_str().unwrap().to_string();
-    let proxy: SocketAddrV4 = proxy_uri.trim_start_matches("coap://").parse().unwrap();
-    let large = format!("coap://{origin}/large");
-    assert_eq!(corral(&["get", &large, "-P", &proxy_uri]).status.code(), Some(0), "the proxy caches /large");
+    let (gw, proxy, large) = match spoof::in_c() {
+        Some(v) => {
+            let f: Vec<&str> = v.split(' ').collect();
+            (f[0].parse::<SocketAddrV4>().unwrap(), f[1].parse::<SocketAddrV4>().unwrap(), f[2].to_string())
+        }
+        None => {
+            let Some(net) = Pair::new("reflgw", &[]) else { return };
+            let data = tempfile::tempdir().unwrap();
+            let dir = data.path().display().to_string();
+            let mut cmd = net.in_g(CORRAL);
+            cmd.args(["gateway", "--bind", "0.0.0.0:5683", "--testbed", "3", "--testbed-from", "127.0.93.1:0"]);
+            cmd.args(["--leisure", "0.3", "--json", "--data", &dir, "--allow", "manage=127.0.0.0/8"]);
+            cmd.args(["--allow", "read=10.78.0.0/20"]);
+            let (_gw, j) = spawn_json(&mut cmd);
+            let members: Vec<String> = j["devices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| format!("coap://{}/s/t", d.as_str().unwrap()))
+                .collect();
+            let mut args = vec!["entity", "create", "room", "--gateway", "coap://127.0.0.1:5683"];
+            args.extend(members.iter().map(String::as_str));
+            assert_eq!(run(net.in_g(CORRAL).args(&args), Duration::from_secs(30)).status.code(), Some(0));
+            let (_s, _) = spawn_json(net.in_g(CORRAL).args(["serve", "--bind", "10.77.0.1:5701", "--json", "-q"]));
+            let mut cmd = net.in_g(CORRAL);
+            cmd.args(["proxy", "--bind", "10.77.0.1:5700", "--json", "--allow", "10.78.0.0/20,10.77.0.1,127.0.0.0/8"]);
+            cmd.args(["--dest-this-host", "--dest-port", "5701"]);
+            let (_p, _) = spawn_json(&mut cmd);
+            let large = "coap://10.77.0.1:5701/large";
+            let o = run(net.in_g(CORRAL).args(["get", large, "-P", "coap://10.77.0.1:5700"]), Duration::from_secs(30));
+            assert_eq!(o.status.code(), Some(0), "the proxy caches /large: {}", stderr(&o));
+            net.run_in_c(
+                "attack_endpoint::spoofed_entity_reads_and_proxy_forwards_reflect_within_the_bound",
+                &format!("10.77.0.1:5683 10.77.0.1:5700 {large}"),
+            );
+            return;
+        }
+    };
+    let mut spoofer = Spoofer::new().expect("a raw socket");
     for (what, dst, victim_ip, build) in [
-        ("spoofed CON GET /em/room (an entity read)", gw, "127.0.9.20", None),
-        ("spoofed CON GET through the proxy", proxy, "127.0.9.21", Some(large.as_str())),
+        ("spoofed CON GET /em/room (an entity read)", gw, "10.78.9.20", None),
+        ("spoofed CON GET through the proxy", proxy, "10.78.9.21", Some(large.as_str())),
     ] {
         // 200 requests, each from a port of its own on the victim's address (all of them counted).
         let victims: Vec<Victim> = (0..200).map(|_| Victim::bind(victim_ip)).collect();

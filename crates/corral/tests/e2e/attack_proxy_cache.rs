@@ -1,22 +1,24 @@
 //! Issue 26 item 2, tried as an attacker on the same network would, against the real `corral proxy`:
 //! blind cache poisoning. The attacker collects values the proxy drew from its generator (Echo values: it
-//! asks for the proxy's status until its first-answer credit is spent, and every answer is then a 4.01
-//! with an Echo value), recovers the xoshiro256** state from them (`xoshiro/mod.rs`), makes the proxy
+//! asks for the proxy's status, each time from a new port, until the first-answer credit is spent, and
+//! every answer is then a 4.01 with a fresh Echo value), recovers the xoshiro256** state from them (`xoshiro/mod.rs`), makes the proxy
 //! fetch a resource from an origin, and at once sends, from the origin's address (a raw socket), a
 //! response with each predicted token, a huge Max-Age and "POISONED…". Against the old generator the
 //! prediction holds and every later client gets the forged answer from the cache; against the ChaCha20
 //! `SecretRng` nothing is predicted and the cache holds the origin's answer.
 //!
-//! Spoofing needs a raw socket (root); without one the test prints `skipped: …` and passes.
+//! The proxy runs in the servers' namespace and the attacker (and the origin) in the clients' (`spoof`):
+//! loopback sources count as verified and are never challenged, so an attacker there would collect no
+//! Echo value. Spoofing needs root; without it the test prints `skipped: …` and passes.
 
 use crate::common;
+use crate::spoof::{self, Pair};
 #[path = "../../../corral-proto/tests/xoshiro/mod.rs"]
 mod xoshiro;
 
 use common::*;
 use corral_proto::wire::{Code, Message, MessageId, MessageType, OptionNumber, Token};
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
-use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -29,7 +31,8 @@ const AHEAD: usize = 4;
 /// An origin that answers every CON request a second late, with "genuine" and Max-Age 60, and reports the
 /// token of each request it got (the test's check of the prediction; the attacker never sees it).
 fn slow_origin() -> (SocketAddrV4, mpsc::Receiver<Vec<u8>>) {
-    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Port 5683: the only port the proxy forwards to for clients beyond its host, by default.
+    let sock = UdpSocket::bind((spoof::CLIENT, 5683)).unwrap();
     let SocketAddr::V4(addr) = sock.local_addr().unwrap() else { unreachable!() };
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -55,23 +58,35 @@ fn get(mid: u16, token: &[u8]) -> Message {
 
 #[test]
 fn a_blind_spoofer_cannot_poison_the_proxy_cache() {
-    let Some(mut spoofer) = Spoofer::new() else { return };
-    let (_proxy, j) = spawn_json(Command::new(CORRAL).args(["proxy", "--bind", "127.0.0.1:0", "--json"]));
-    let proxy_uri = j["proxy_uri"].as_str().unwrap().to_string();
+    let Some(proxy_uri) = spoof::in_c() else {
+        // The first run: the proxy in the servers' namespace, then this test again in the clients'.
+        let Some(pair) = Pair::new("pcache", &[]) else { return };
+        let bind = format!("{}:0", spoof::SERVER);
+        let (_proxy, j) =
+            spawn_json(pair.in_g(CORRAL).args(["proxy", "--bind", &bind, "--allow", "10.77.0.0/24", "--json"]));
+        let proxy_uri = j["proxy_uri"].as_str().unwrap().to_string();
+        pair.run_in_c("attack_proxy_cache::a_blind_spoofer_cannot_poison_the_proxy_cache", &proxy_uri);
+        return;
+    };
+    let mut spoofer = Spoofer::new().expect("a raw socket in the clients' namespace");
     let proxy: SocketAddrV4 = proxy_uri.trim_start_matches("coap://").parse().unwrap();
     let (origin, tokens) = slow_origin();
-    let attacker = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let attacker = UdpSocket::bind((spoof::CLIENT, 0)).unwrap();
     attacker.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
 
-    // 1. Echo values: the proxy's status is answered until the address's first-answer credit is spent,
-    //    then challenged; the attacker never returns a value (it stays unverified).
+    // 1. Echo values: the proxy's status is answered until the first-answer credit is spent, then
+    //    challenged; the attacker never returns a value (it stays unverified). A peer is given one value
+    //    while it is young, so the attacker asks from a new port each time: each challenge of a new peer
+    //    draws a new value from the proxy's generator, one after another.
     let mut echoes = Vec::new();
     let mut buf = [0u8; 2048];
-    for mid in 0..200u16 {
+    for mid in 0..400u16 {
+        let asker = UdpSocket::bind((spoof::CLIENT, 0)).unwrap();
+        asker.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         let mut m = get(mid, &mid.to_be_bytes());
         m.options.set_path("/proxy");
-        attacker.send_to(&m.encode(), proxy).unwrap();
-        let (n, _) = attacker.recv_from(&mut buf).expect("the proxy answers its status");
+        asker.send_to(&m.encode(), proxy).unwrap();
+        let (n, _) = asker.recv_from(&mut buf).expect("the proxy answers its status");
         let r = Message::parse(&buf[..n]).unwrap();
         if let Some(e) = r.options.get(OptionNumber::ECHO) {
             echoes.push(u64::from_be_bytes(e.try_into().expect("8-byte Echo values")));
@@ -81,6 +96,10 @@ fn a_blind_spoofer_cannot_poison_the_proxy_cache() {
         }
     }
     assert_eq!(echoes.len(), ECHOES, "the proxy challenged the attacker");
+    let mut distinct = echoes.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ECHOES, "each new peer was given a value of its own: {echoes:x?}");
 
     // 2. The state, if the values came from xoshiro256**, and the tokens it would draw next (4 bytes:
     //    the low bytes of one output).
@@ -104,7 +123,11 @@ fn a_blind_spoofer_cannot_poison_the_proxy_cache() {
         forged.payload = b"POISONED by a blind spoofer".to_vec();
         spoofer.send(origin, proxy, &forged.encode());
     }
-    let real = tokens.recv_timeout(Duration::from_secs(5)).expect("the proxy asks the origin");
+    let real = tokens.recv_timeout(Duration::from_secs(5)).unwrap_or_else(|_| {
+        let answer = attacker.recv_from(&mut buf).ok().and_then(|(n, _)| Message::parse(&buf[..n]).ok());
+        let answer = answer.map(|m| format!("{} {}", m.code, String::from_utf8_lossy(&m.payload)));
+        panic!("the proxy did not ask the origin; it answered {answer:?}")
+    });
     let hit = predicted.iter().any(|t| t[..] == real[..]);
     println!("the proxy's upstream token {real:x?}: predicted {hit}");
 

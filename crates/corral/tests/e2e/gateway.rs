@@ -377,6 +377,35 @@ fn delay_spaces_member_requests_at_the_devices() {
     }
 }
 
+/// Issue 46 item 2: the per-client quota (256 member exchanges) counts a verified client's endpoint, not
+/// its host: 16 clients on one host (each its own port on loopback) reading a 20-member entity at once —
+/// 320 member exchanges, more than one client's 256 and within the address's ceiling of 1,024 — all get
+/// answers. (They shared one quota, and the 13th and later got 5.03.)
+#[test]
+fn sixteen_clients_on_one_host_reading_a_20_member_entity_all_get_answers() {
+    let tb = testbed(20, 23, &[]);
+    // Members 50 ms apart: every use holds its exchanges for about a second, so the 16 uses overlap.
+    tb.create("twenty", &tb.members(0..20, "/s/t"), &["--eo", "avg", "--delay", "50ms"]);
+    let uri = format!("{}/em/twenty", tb.uri);
+    let clients: Vec<_> = (0..16)
+        .map(|_| {
+            Command::new(CORRAL)
+                .args(["get", &uri, "-B", "30"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("corral get")
+        })
+        .collect();
+    let outcomes: Vec<std::process::Output> =
+        clients.into_iter().map(|c| c.wait_with_output().expect("corral get ends")).collect();
+    let answered = outcomes.iter().filter(|o| o.status.success()).count();
+    println!("16 clients on one host, a 20-member entity: {answered} of 16 answered");
+    for o in &outcomes {
+        assert!(o.status.success(), "a client was refused: {}{}", stdout(o), stderr(o));
+    }
+}
+
 #[test]
 fn multicast_entity_joins_uses_one_datagram_and_leaves() {
     let tb = testbed(5, 13, &[]);

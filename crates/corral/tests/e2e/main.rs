@@ -15,6 +15,7 @@ mod common;
 mod spoof;
 
 mod abuse;
+mod attack_carpet;
 mod attack_dtls;
 mod attack_endpoint;
 mod attack_gateway;
@@ -58,6 +59,7 @@ mod rd_groups;
 mod rd_policy;
 mod stream;
 mod tls;
+mod wait;
 
 /// Every `.rs` file beside this one is a module of this binary: cargo builds only what is declared here, so
 /// a file someone adds and forgets to declare would never run.

@@ -153,3 +153,26 @@ fn serve_tls_without_a_certificate_is_a_usage_error() {
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("--cert CERT --key KEY"), "{}", stderr(&o));
 }
+
+/// A key that is not the certificate's (the raw-public-key example used to overwrite `server.key`): one
+/// line in words on either side, never rustls' variant name (`KeyMismatch`).
+#[test]
+fn a_key_of_another_pair_is_refused_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = test_pki(dir.path());
+    let (cert, other_key) = (&pki.server.0, &pki.rogue_server.1);
+    let o = corral(&["serve", "--bind", "127.0.0.1:0", "--tls", "127.0.0.1:0", "--cert", cert, "--key", other_key]);
+    let err = stderr(&o);
+    assert_eq!(code(&o), 2, "{err}");
+    assert!(err.contains("the private key does not belong to the certificate"), "{err}");
+    assert!(!err.contains("KeyMismatch") && !err.contains("may not be consistent"), "{err}");
+    let s = corral_tls_server("127.0.0.1:0", &pki.server, None, &[]);
+    let uri = format!("coaps+tcp://127.0.0.1:{}/hello", s.port);
+    let o = corral(&["get", &uri, "-C", &pki.ca, "-c", &pki.client.0, "-j", &pki.rogue_client.1]);
+    let err = stderr(&o);
+    assert_eq!(code(&o), 2, "{err}");
+    assert!(
+        err.contains("the private key does not belong to the certificate") && !err.contains("KeyMismatch"),
+        "{err}"
+    );
+}

@@ -1,7 +1,7 @@
 //! The embedded SQLite store (one file, WAL mode).
 //!
 //! Owns: the schema, its version (`PRAGMA user_version`) and migrations, and the mapping of
-//! [`StoredEntity`] onto tables. Every [`Store`] call is one transaction.
+//! [`StoredEntity`] onto tables. Every [`Store::apply`] is one transaction.
 //!
 //! # Durability *(decision)*
 //! - `journal_mode=WAL`: readers never block the writer, and a commit is one append to the log.
@@ -29,8 +29,8 @@
 //! released(grp TEXT PRIMARY KEY, at_ms INTEGER)                       -- v3: the quarantine
 //! ```
 
-use crate::profile::{Delay, Ect, Emt, Op, Profile, Repair};
-use crate::store::{CorruptRow, Snapshot, Store, StoreError, StoredEntity};
+use corral_group::profile::{Delay, Ect, Emt, Op, Profile, Repair};
+use corral_group::store::{CorruptRow, Snapshot, Store, StoreError, StoredEntity, Write};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::net::IpAddr;
 use std::path::Path;
@@ -270,89 +270,87 @@ impl Store for SqliteStore {
         Ok(snap)
     }
 
-    fn save_entity(&mut self, ent: &StoredEntity) -> Result<(), StoreError> {
+    fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         let tx = self.conn.transaction().map_err(e)?;
-        tx.execute("DELETE FROM entity WHERE name = ?1", [&ent.name]).map_err(e)?;
-        let p = &ent.profile;
-        tx.execute(
-            "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair, from_rd, rd) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
-            params![
-                ent.name,
-                p.emt.as_str(),
-                p.ect.as_str(),
-                p.enr.map(i64::from),
-                eo_text(&p.eo),
-                p.delay.to_string(),
-                p.timeout.map(|t| t as i64),
-                p.mcst_uri,
-                ent.group.map(|g| g.to_string()),
-                ent.pending as i64,
-                p.repair.as_str(),
-                p.from_rd,
-                p.rd,
-            ],
-        )
-        .map_err(e)?;
-        {
-            let mut st =
-                tx.prepare("INSERT INTO member (entity, idx, uri, joined) VALUES (?1, ?2, ?3, ?4)").map_err(e)?;
-            for (i, uri) in p.er.iter().enumerate() {
-                let joined = ent.joined.get(i).copied().unwrap_or(false);
-                st.execute(params![ent.name, i as i64, uri, joined as i64]).map_err(e)?;
+        for w in writes {
+            match w {
+                Write::SaveEntity(ent) => save_entity(&tx, ent)?,
+                Write::DeleteEntity(name) => {
+                    tx.execute("DELETE FROM entity WHERE name = ?1", [name]).map_err(e)?;
+                }
+                Write::SetCounter(key, value) => {
+                    tx.execute(
+                        "INSERT INTO counter (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        params![key, *value as i64],
+                    )
+                    .map_err(e)?;
+                }
+                Write::JournalAdd(group, members) => {
+                    let mut st =
+                        tx.prepare("INSERT OR IGNORE INTO journal (grp, member) VALUES (?1, ?2)").map_err(e)?;
+                    for m in members {
+                        st.execute(params![group.to_string(), m.to_string()]).map_err(e)?;
+                    }
+                }
+                Write::JournalRemove(group, members) => {
+                    let mut st = tx.prepare("DELETE FROM journal WHERE grp = ?1 AND member = ?2").map_err(e)?;
+                    for m in members {
+                        st.execute(params![group.to_string(), m.to_string()]).map_err(e)?;
+                    }
+                }
+                Write::ReleaseGroup(group, at_ms) => {
+                    tx.execute(
+                        "INSERT INTO released (grp, at_ms) VALUES (?1, ?2) ON CONFLICT(grp) DO UPDATE SET at_ms = excluded.at_ms",
+                        params![group.to_string(), *at_ms as i64],
+                    )
+                    .map_err(e)?;
+                }
+                Write::Compact => {}
             }
         }
-        tx.commit().map_err(e)
-    }
-
-    fn delete_entity(&mut self, name: &str) -> Result<(), StoreError> {
-        let tx = self.conn.transaction().map_err(e)?;
-        tx.execute("DELETE FROM entity WHERE name = ?1", [name]).map_err(e)?;
-        tx.commit().map_err(e)
-    }
-
-    fn set_counter(&mut self, key: &str, value: u64) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO counter (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                params![key, value as i64],
-            )
-            .map_err(e)?;
+        tx.commit().map_err(e)?;
+        if writes.contains(&Write::Compact) {
+            self.compact()?;
+        }
         Ok(())
     }
-    fn journal_add(&mut self, group: IpAddr, members: &[std::net::SocketAddr]) -> Result<(), StoreError> {
-        let tx = self.conn.transaction().map_err(e)?;
-        {
-            let mut st = tx.prepare("INSERT OR IGNORE INTO journal (grp, member) VALUES (?1, ?2)").map_err(e)?;
-            for m in members {
-                st.execute(params![group.to_string(), m.to_string()]).map_err(e)?;
-            }
-        }
-        tx.commit().map_err(e)
-    }
+}
 
-    fn journal_remove(&mut self, group: IpAddr, members: &[std::net::SocketAddr]) -> Result<(), StoreError> {
-        let tx = self.conn.transaction().map_err(e)?;
-        {
-            let mut st = tx.prepare("DELETE FROM journal WHERE grp = ?1 AND member = ?2").map_err(e)?;
-            for m in members {
-                st.execute(params![group.to_string(), m.to_string()]).map_err(e)?;
-            }
-        }
-        tx.commit().map_err(e)
+/// Replaces entity `ent`'s rows inside `tx`.
+fn save_entity(tx: &rusqlite::Transaction<'_>, ent: &StoredEntity) -> Result<(), StoreError> {
+    tx.execute("DELETE FROM entity WHERE name = ?1", [&ent.name]).map_err(e)?;
+    let p = &ent.profile;
+    tx.execute(
+        "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair, from_rd, rd) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+        params![
+            ent.name,
+            p.emt.as_str(),
+            p.ect.as_str(),
+            p.enr.map(i64::from),
+            eo_text(&p.eo),
+            p.delay.to_string(),
+            p.timeout.map(|t| t as i64),
+            p.mcst_uri,
+            ent.group.map(|g| g.to_string()),
+            ent.pending as i64,
+            p.repair.as_str(),
+            p.from_rd,
+            p.rd,
+        ],
+    )
+    .map_err(e)?;
+    let mut st = tx.prepare("INSERT INTO member (entity, idx, uri, joined) VALUES (?1, ?2, ?3, ?4)").map_err(e)?;
+    for (i, uri) in p.er.iter().enumerate() {
+        let joined = ent.joined.get(i).copied().unwrap_or(false);
+        st.execute(params![ent.name, i as i64, uri, joined as i64]).map_err(e)?;
     }
+    Ok(())
+}
 
-    fn release_group(&mut self, group: IpAddr, at_ms: u64) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO released (grp, at_ms) VALUES (?1, ?2) ON CONFLICT(grp) DO UPDATE SET at_ms = excluded.at_ms",
-                params![group.to_string(), at_ms as i64],
-            )
-            .map_err(e)?;
-        Ok(())
-    }
-
+impl SqliteStore {
+    /// Gives the pages of deleted rows back to the file system, and folds the WAL in, so that the file
+    /// shrinks now (after a deletion: `Write::Compact`).
     fn compact(&mut self) -> Result<(), StoreError> {
-        // Free pages go back to the file, then the WAL is folded in and truncated so the file shrinks now.
         // Each step of the pragma frees pages; run it to the end.
         let mut st = self.conn.prepare("PRAGMA incremental_vacuum").map_err(e)?;
         let mut rows = st.query([]).map_err(e)?;

@@ -2,7 +2,8 @@
 //! names its table and key, a newer schema its versions, a file that cannot be opened is an I/O fault.
 
 use corral_group::profile::Profile;
-use corral_group::{CorruptRow, SqliteStore, Store, StoreError, StoredEntity};
+use corral_group::{CorruptRow, Store, StoreError, StoredEntity};
+use corral_store::SqliteStore;
 
 fn entity(name: &str) -> StoredEntity {
     StoredEntity {
@@ -52,7 +53,7 @@ fn a_database_of_a_newer_corral_is_refused_with_both_versions() {
     conn.pragma_update(None, "user_version", 99).unwrap();
     drop(conn);
     let err = SqliteStore::open(&path).unwrap_err();
-    let supported = corral_group::sqlite::SCHEMA_VERSION;
+    let supported = corral_store::em_sqlite::SCHEMA_VERSION;
     assert_eq!(err, StoreError::NewerSchema { found: 99, supported });
     assert_eq!(
         err.to_string(),

@@ -57,9 +57,20 @@ impl Scenario {
                 AxisValue::from_toml(axis, v)?;
             }
         }
-        for axis in self.workload.quick_sweep.keys() {
-            if !self.sweep.contains_key(axis) {
+        for (axis, keep) in &self.workload.quick_sweep {
+            let Some(values) = self.sweep.get(axis) else {
                 return err(format!("workload.quick_sweep.{axis}: not a sweep axis of this scenario"));
+            };
+            // The quick sweep keeps the values of the sweep it names (an edited sweep may have dropped some);
+            // naming none of them would drop every point, and the run would report "0 of 0 points", exit 0.
+            let full: Vec<AxisValue> = values.iter().filter_map(|v| AxisValue::from_toml(axis, v).ok()).collect();
+            let kept = keep.iter().filter_map(|v| AxisValue::from_toml(axis, v).ok()).filter(|v| full.contains(v));
+            if kept.count() == 0 {
+                let named: Vec<String> = keep.iter().map(ToString::to_string).collect();
+                return err(format!(
+                    "workload.quick_sweep.{axis} = [{}]: none is a value of sweep.{axis}, so the quick run would have no point",
+                    named.join(", ")
+                ));
             }
         }
         for f in &self.figures {

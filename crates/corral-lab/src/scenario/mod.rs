@@ -557,7 +557,7 @@ group = [3, 4, 5]
     /// that names some keeps those: an edited sweep may have dropped the others.)
     #[test]
     fn a_quick_sweep_without_a_value_of_the_sweep_is_refused() {
-        let text = "name='t'\ntitle='t'\n[network]\ntopology='star'\ngroup=3\n[entity]\n[workload]\nquick_sweep = { delay = [25] }\n[sweep]\ndelay = [0, 50]\n";
+        let text = "name='t'\ntitle='t'\n[network]\ntopology='star'\ngroup=3\n[entity]\n[workload]\nrepetitions = 1\nquick_sweep = { delay = [25] }\n[sweep]\ndelay = [0, 50]\n";
         let e = Scenario::parse(text).expect_err("25 is no value of the sweep");
         assert!(e.to_string().contains("workload.quick_sweep.delay = [25]: none is a value of sweep.delay"), "{e}");
         let s = Scenario::parse(&text.replace("delay = [25]", "delay = [25, 50]")).expect("50 is one");

@@ -25,6 +25,8 @@ pub struct RunData {
     pub shard: Option<(usize, usize)>,
     /// The findings rerun with the scenario's `[[sensitivity]]` variants (deliberately wrong models).
     pub sensitivity: Vec<Variant>,
+    /// Stopped by a signal before every point (or every sensitivity variant) ran: the report says so.
+    pub interrupted: bool,
 }
 
 /// One sensitivity variant (its type lives with the findings it holds, which link to it by name).

@@ -52,7 +52,9 @@ pub struct LineChart {
     pub y_label: String,
     pub series: Vec<Series>,
     pub bands: Vec<Band>,
-    /// Force the y axis to start at zero (default: yes, unless values are negative).
+    /// Start the y axis at zero when zero is near the data (default: yes, when the lowest value is below
+    /// half the highest; never for negative values): a series within 93-100 % gets an axis from its own
+    /// range, not a flat line at the top of 0-100.
     pub y_from_zero: bool,
     /// Fixed y range, e.g. `(0, 100)` for percentages.
     pub y_range: Option<(f64, f64)>,
@@ -104,7 +106,7 @@ impl LineChart {
             Axis::decades(y_lo, y_hi)
         } else {
             let (mut y_lo, y_hi) = finite_range(ys).unwrap_or((0.0, 1.0));
-            if self.y_from_zero && y_lo > 0.0 {
+            if self.y_from_zero && y_lo > 0.0 && y_lo < 0.5 * y_hi {
                 y_lo = 0.0;
             }
             let (y_lo, y_hi) = self.y_range.unwrap_or((y_lo, y_hi));

@@ -1,7 +1,8 @@
 //! Running a sweep: loading its scenario, which points (all, `--quick`, one `--shard i/n`), on how many
 //! threads, the sensitivity variants, and merging shards back. Every point runs in its own simulator from
-//! its own seed ([`crate::harness::point_seed`]), so neither the thread count nor the shard split changes a
-//! single number; results are put back in point order before anything is written.
+//! its replicate's seed ([`crate::harness::point_seed`]: common random numbers), so neither the thread
+//! count nor the shard split changes a single number; results are put back in point order before anything
+//! is written. A run can be stopped between points (`run_until`), keeping what finished.
 
 use crate::data::{RunData, Variant};
 use crate::error::{DataError, RunError, ScenarioError};
@@ -148,17 +149,23 @@ pub fn run_points(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<PointResult>, RunError> {
     let jobs: Vec<(&Scenario, &Point)> = points.iter().map(|p| (s, p)).collect();
-    run_jobs(&jobs, o, progress)
+    run_jobs(&jobs, o, progress, &AtomicBool::new(false))?
+        .into_iter()
+        .map(|r| r.ok_or(RunError::Lost("a point's result")))
+        .collect()
 }
 
 /// Runs points of one or more scenarios (a run's sensitivity variants together, so that no thread waits
 /// for the last point of one variant while the next has points to run) on `o.jobs` threads; the results
-/// come back in the order of `jobs`.
+/// come back in the order of `jobs`. Once `stop` is set (Ctrl-C) no thread takes a new point, the points
+/// running finish, and those never run are `None`; a point that failed after the stop (an emulated point
+/// whose programs got the terminal's signal too) counts as not run.
 fn run_jobs(
     jobs: &[(&Scenario, &Point)],
     o: &RunOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> Result<Vec<PointResult>, RunError> {
+    stop: &AtomicBool,
+) -> Result<Vec<Option<PointResult>>, RunError> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     // A point that fails fails the run: no thread takes a new point after it (an hour-long run whose
@@ -173,7 +180,7 @@ fn run_jobs(
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
-                if failed.load(Ordering::Relaxed) {
+                if failed.load(Ordering::Relaxed) || stop.load(Ordering::Relaxed) {
                     break;
                 }
                 let k = next.fetch_add(1, Ordering::Relaxed);
@@ -183,7 +190,7 @@ fn run_jobs(
                     .map_err(RunError::Scenario)
                     .and_then(|setup| run_point(&setup, p.index, point_seed(o.seed, p)))
                     .map_err(|e| RunError::Point { index: p.index, label: p.label(), source: Box::new(e) });
-                if r.is_err() {
+                if r.is_err() && !stop.load(Ordering::Relaxed) {
                     failed.store(true, Ordering::Relaxed);
                 }
                 slots.lock().expect("no thread panics holding the lock")[k] = Some(r);
@@ -191,12 +198,17 @@ fn run_jobs(
             });
         }
     });
-    slots
-        .into_inner()
-        .expect("threads joined")
-        .into_iter()
-        .map(|r| r.unwrap_or(Err(RunError::Lost("a point's result"))))
-        .collect()
+    let stopped = stop.load(Ordering::Relaxed);
+    let mut out = Vec::with_capacity(jobs.len());
+    for r in slots.into_inner().expect("threads joined") {
+        match r {
+            Some(Ok(r)) => out.push(Some(r)),
+            _ if stopped => out.push(None),
+            Some(Err(e)) => return Err(e),
+            None => return Err(RunError::Lost("a point's result")),
+        }
+    }
+    Ok(out)
 }
 
 /// Runs a scenario (or one shard of it) and returns its data, ready for [`crate::report::write_report`].
@@ -206,9 +218,23 @@ pub fn run(
     o: &RunOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<RunData, RunError> {
+    run_until(s, text, o, progress, &AtomicBool::new(false))
+}
+
+/// [`run`], stopping when `stop` is set (the CLI's Ctrl-C): the data then holds the points that finished
+/// and says it was interrupted, so the report written from it says so too.
+pub fn run_until(
+    s: &Scenario,
+    text: &str,
+    o: &RunOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    stop: &AtomicBool,
+) -> Result<RunData, RunError> {
     let (all, mine) = selected_points(s, o);
-    let results = run_points(s, &mine, o, progress)?;
+    let jobs: Vec<(&Scenario, &Point)> = mine.iter().map(|p| (s, p)).collect();
+    let results: Vec<PointResult> = run_jobs(&jobs, o, progress, stop)?.into_iter().flatten().collect();
     Ok(RunData {
+        interrupted: results.len() < mine.len(),
         scenario: s.clone(),
         scenario_text: text.to_string(),
         seed: o.seed,
@@ -248,6 +274,17 @@ pub fn run_sensitivity(
     o: &RunOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<(), RunError> {
+    run_sensitivity_until(d, o, progress, &AtomicBool::new(false))
+}
+
+/// [`run_sensitivity`], stopping when `stop` is set: the variants whose points all ran are kept, the
+/// others left out, and the data says it was interrupted.
+pub fn run_sensitivity_until(
+    d: &mut RunData,
+    o: &RunOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    stop: &AtomicBool,
+) -> Result<(), RunError> {
     if d.shard.is_some() {
         return Ok(());
     }
@@ -281,10 +318,16 @@ pub fn run_sensitivity(
     }
     let jobs: Vec<(&Scenario, &Point)> =
         variants.iter().flat_map(|v| v.rerun.iter().map(move |p| (&v.scenario, p))).collect();
-    let mut ran = run_jobs(&jobs, o, progress)?.into_iter();
+    let mut ran = run_jobs(&jobs, o, progress, stop)?.into_iter();
     for v in variants {
         let mut results = v.kept;
-        results.extend(ran.by_ref().take(v.rerun.len()));
+        // Take all of this variant's slots before looking at them: the next variant's follow.
+        let slots: Vec<Option<PointResult>> = ran.by_ref().take(v.rerun.len()).collect();
+        let Some(rerun) = slots.into_iter().collect::<Option<Vec<PointResult>>>() else {
+            d.interrupted = true;
+            continue;
+        };
+        results.extend(rerun);
         results.sort_by_key(|r| r.point.point);
         let data = RunData {
             scenario: v.scenario.clone(),
@@ -295,6 +338,7 @@ pub fn run_sensitivity(
             results,
             shard: None,
             sensitivity: Vec::new(),
+            interrupted: false,
         };
         let aggs = data.aggregates();
         let findings = crate::findings::evaluate(&v.scenario, &aggs);
@@ -359,7 +403,17 @@ pub fn merge(dirs: &[&Path]) -> Result<RunData, DataError> {
     let scenario = scenario(dirs[0], &text)?;
     results.sort_by_key(|r| r.point.point);
     let points = scenario.points(quick);
-    Ok(RunData { scenario, scenario_text: text, seed, quick, points, results, shard: None, sensitivity: Vec::new() })
+    Ok(RunData {
+        scenario,
+        scenario_text: text,
+        seed,
+        quick,
+        points,
+        results,
+        shard: None,
+        sensitivity: Vec::new(),
+        interrupted: false,
+    })
 }
 
 /// The scenario of a report directory.

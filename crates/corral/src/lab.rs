@@ -27,7 +27,12 @@ Examples:
 A report directory holds queries.csv (one row per query), aggregates.csv, points.csv, links.csv \
 (frames per link), nodes.csv (load per node), one SVG per figure, index.html (figures with the \
 paper's findings and whether corral agrees), summary.txt and summary.json. The same command and \
---seed give byte-identical CSV files.";
+--seed give byte-identical CSV files.
+
+-q prints what ran and one line per finding (summary.txt has the rest). Ctrl-C stops a run: the points \
+(or sensitivity variants) that finished are written as a report marked INTERRUPTED, and the exit \
+status is 130; a second Ctrl-C ends at once. `merge` exits 1 when the shards miss points, unless \
+--partial (a report marked PARTIAL, without findings).";
 
 #[derive(clap::Args, Debug)]
 pub struct LabArgs {
@@ -61,6 +66,10 @@ enum LabCommand {
         /// Print summary.json instead of the text summary.
         #[arg(long)]
         json: bool,
+        /// Write a report even when the shards miss points (marked PARTIAL, without findings); without
+        /// it a lost shard fails the merge, so a pipeline's next step does not run.
+        #[arg(long)]
+        partial: bool,
     },
 }
 
@@ -114,6 +123,8 @@ fn load(spec: &str) -> Result<(Scenario, String), Failure> {
     Ok((s, text))
 }
 
+/// The progress of one phase of a run (its points, then its sensitivity variants' points: each phase
+/// counts its own, so a total never changes mid-line), on stderr.
 struct Progress {
     name: String,
     start: Instant,
@@ -123,13 +134,23 @@ struct Progress {
 }
 
 impl Progress {
+    fn new(name: String, quiet: bool) -> Progress {
+        let tty = std::io::stderr().is_terminal();
+        Progress { name, start: Instant::now(), tty, quiet, last_tenth: Default::default() }
+    }
+
     fn report(&self, done: usize, total: usize) {
         if self.quiet {
             return;
         }
         let elapsed = self.start.elapsed().as_secs_f64();
-        let eta = if done > 0 { elapsed / done as f64 * (total - done) as f64 } else { 0.0 };
-        let line = format!("[{}] {done}/{total} points, {elapsed:.1} s elapsed, ETA {eta:.0} s", self.name);
+        let line = if done >= total {
+            format!("[{}] {done}/{total} points in {elapsed:.1} s", self.name)
+        } else {
+            // An estimate from the points done (never "ETA 0 s" while points are left).
+            let eta = elapsed / done.max(1) as f64 * (total - done) as f64;
+            format!("[{}] {done}/{total} points, {elapsed:.1} s elapsed, ETA {:.0} s", self.name, eta.max(1.0))
+        };
         if self.tty {
             let width = 30;
             let filled = width * done / total.max(1);
@@ -208,47 +229,52 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
                 }
                 PathBuf::from("lab-out").join(name)
             });
-            let progress = Progress {
-                name: s.name.clone(),
-                start: Instant::now(),
-                tty: std::io::stderr().is_terminal(),
-                quiet,
-                last_tenth: Default::default(),
-            };
-            let mut data = sweep::run(&s, &text, &opts, &|d, t| progress.report(d, t))
+            let start = Instant::now();
+            let stop = stop_on_signal();
+            let progress = Progress::new(s.name.clone(), quiet);
+            let mut data = sweep::run_until(&s, &text, &opts, &|d, t| progress.report(d, t), &stop)
                 .map_err(|e| Failure::other(e.to_string()))?;
-            if !s.sensitivity.is_empty() && shard.is_none() {
+            if !s.sensitivity.is_empty() && shard.is_none() && !data.interrupted {
                 if !quiet {
                     say!("sensitivity: rerunning the findings with {} wrong model(s)", s.sensitivity.len());
                 }
-                sweep::run_sensitivity(&mut data, &opts, &|d, t| progress.report(d, t))
+                let progress = Progress::new(format!("{} sensitivity", s.name), quiet);
+                sweep::run_sensitivity_until(&mut data, &opts, &|d, t| progress.report(d, t), &stop)
                     .map_err(|e| Failure::other(e.to_string()))?;
             }
             let found = corral_lab::report::write_report(&out, &data).map_err(|e| Failure::other(e.to_string()))?;
-            print_summary(&data, &found, a.json);
+            print_summary(&data, &found, a.json, quiet);
+            let index = out.join("index.html");
+            if data.interrupted {
+                return Err(Failure::passing_through(
+                    130,
+                    format!("interrupted: the report {} holds what finished", index.display()),
+                ));
+            }
             if !quiet {
-                say!("report: {} ({:.1} s)", out.join("index.html").display(), progress.start.elapsed().as_secs_f64());
+                say!("report: {} ({:.1} s)", index.display(), start.elapsed().as_secs_f64());
             }
             Ok(())
         }
-        LabCommand::Merge { dirs, out, json } => {
+        LabCommand::Merge { dirs, out, json, partial } => {
             let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
             let mut data = sweep::merge(&refs).map_err(|e| Failure::other(e.to_string()))?;
+            let missing = data.points.len() - data.results.len();
+            if missing > 0 && !partial {
+                return Err(Failure::other(format!(
+                    "the shards cover {} of {} points ({missing} missing: a shard lost or not given?); nothing written (--partial writes a report marked PARTIAL, without findings)",
+                    data.results.len(),
+                    data.points.len()
+                )));
+            }
             if !data.scenario.sensitivity.is_empty() && data.results.len() == data.points.len() {
                 // As the unsharded run does: the wrong models rerun here, on one machine (one replicate each).
                 let opts = RunOptions { seed: data.seed, quick: data.quick, shard: None, jobs: default_jobs() };
                 sweep::run_sensitivity(&mut data, &opts, &|_, _| {}).map_err(|e| Failure::other(e.to_string()))?;
             }
             let out = out.unwrap_or_else(|| PathBuf::from("lab-out").join(&data.scenario.name));
-            if data.results.len() < data.points.len() && !quiet {
-                say!(
-                    "warning: the shards cover {} of {} points; findings need all of them",
-                    data.results.len(),
-                    data.points.len()
-                );
-            }
             let found = corral_lab::report::write_report(&out, &data).map_err(|e| Failure::other(e.to_string()))?;
-            print_summary(&data, &found, json);
+            print_summary(&data, &found, json, quiet);
             if !quiet {
                 say!("report: {}", out.join("index.html").display());
             }
@@ -257,11 +283,36 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
     }
 }
 
-fn print_summary(data: &corral_lab::data::RunData, found: &[corral_lab::findings::Finding], json: bool) {
+/// The summary on stdout: summary.json with `--json`; with `-q` what ran and one line per finding;
+/// otherwise summary.txt.
+fn print_summary(data: &corral_lab::data::RunData, found: &[corral_lab::findings::Finding], json: bool, quiet: bool) {
+    use corral_lab::report::{summary_brief, summary_json, summary_text};
     if json {
-        let j = corral_lab::report::summary_json(data, found);
-        out!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
+        out!("{}", serde_json::to_string_pretty(&summary_json(data, found)).unwrap_or_default());
+    } else if quiet {
+        out!("{}", summary_brief(data, found).trim_end());
     } else {
-        out!("{}", corral_lab::report::summary_text(data, found).trim_end());
+        out!("{}", summary_text(data, found).trim_end());
     }
+}
+
+/// A flag set by the first Ctrl-C (or SIGTERM): the run stops taking points and writes what finished. A
+/// second signal ends the process at once (status 130), for a point that would take long to finish.
+fn stop_on_signal() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let watcher = move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        rt.block_on(async {
+            crate::wait_for_signal().await;
+            flag.store(true, Ordering::Relaxed);
+            say!("interrupted: finishing the points running, then writing what finished (Ctrl-C again ends at once)");
+            crate::wait_for_signal().await;
+            std::process::exit(130);
+        });
+    };
+    // Without the watcher (no thread), Ctrl-C ends the run as it always did.
+    let _ = std::thread::Builder::new().name("lab-signal".into()).spawn(watcher);
+    stop
 }

@@ -1,8 +1,10 @@
 //! Issue 29's rules for every report, as a user meets them through `corral lab`: a `--quick` report says
 //! its verdicts are a preview; a report from an edited scenario lists what differs from the built-in; a
 //! `[calibration]` field the family's runner does not read is refused, naming it; a Slurm array task or a
-//! Kubernetes Indexed Job picks its shard from the environment; seed 004 runs the paper's procedure, and
-//! each of its AGREES turns DISAGREES when its cause is removed (needs root: corral link).
+//! Kubernetes Indexed Job picks its shard from the environment; a merge that misses a shard fails unless
+//! asked for a partial report; `-q` prints the verdicts only; Ctrl-C leaves a report marked interrupted, in
+//! either phase; seed 004 runs the paper's procedure, and each of its AGREES turns DISAGREES when its cause
+//! is removed (needs root: corral link).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -149,6 +151,102 @@ fn a_kubernetes_index_needs_the_job_s_completions() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Issue 43: a lost shard must not pass silently through `sbatch --dependency=afterok`: the merge of an
+/// incomplete set exits non-zero and writes nothing; `--partial` writes a report that says PARTIAL.
+#[test]
+fn a_merge_that_misses_a_shard_fails_unless_partial() {
+    let dir = scratch("lost-shard");
+    let s0 = dir.join("s0");
+    ok(&corral(&["lab", "run", SMALL, "--quick", "--shard", "0/2", "--out", s0.to_str().unwrap(), "-q"]));
+    let m = dir.join("m");
+    let o = corral(&["lab", "merge", s0.to_str().unwrap(), "--out", m.to_str().unwrap(), "-q"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("missing") && err.contains("--partial"), "{err}");
+    assert!(!m.exists(), "nothing written");
+    let text = ok(&corral(&["lab", "merge", s0.to_str().unwrap(), "--out", m.to_str().unwrap(), "--partial", "-q"]));
+    assert!(text.contains("PARTIAL: the merged shards cover"), "{text}");
+    assert!(read(&m.join("index.html")).contains("PARTIAL"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Issue 46: `-q` printed the whole summary (procedure table, measures, points). It prints what ran, the
+/// notices and one line per finding; the full summary is summary.txt.
+#[test]
+fn quiet_prints_what_ran_and_the_verdicts_only() {
+    let dir = scratch("quiet");
+    let out = dir.join("r");
+    let quiet = ok(&corral(&["lab", "run", SMALL, "--quick", "--out", out.to_str().unwrap(), "-q"]));
+    let full = read(&out.join("summary.txt"));
+    assert!(full.contains("procedure (") && full.contains("    corral: "), "{full}");
+    assert!(quiet.contains(SMALL) && quiet.contains("findings: ") && quiet.contains("PREVIEW"), "{quiet}");
+    assert!(!quiet.contains("procedure (") && !quiet.contains("    corral: "), "{quiet}");
+    assert!(quiet.lines().count() < full.lines().count() / 4, "{quiet}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Runs `args`, sends SIGINT once a stderr line contains `after`, and returns the exit code, stdout and
+/// stderr. No timing: the signal follows what the run said it was doing.
+fn interrupt(args: &[&str], after: &str) -> (Option<i32>, String, String) {
+    use std::io::{BufRead, Read};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run corral");
+    let mut err = String::new();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    for l in lines.by_ref() {
+        let l = l.expect("stderr");
+        err.push_str(&l);
+        err.push('\n');
+        if l.contains(after) {
+            let pid = child.id().to_string();
+            assert!(Command::new("kill").args(["-INT", &pid]).status().expect("kill").success());
+            break;
+        }
+    }
+    for l in lines {
+        err.push_str(&l.expect("stderr"));
+        err.push('\n');
+    }
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).expect("stdout");
+    let status = child.wait().expect("wait");
+    (status.code(), out, err)
+}
+
+/// Issue 46: Ctrl-C threw a lab run away. Interrupted among its points, the run writes the points that
+/// finished in a report marked INTERRUPTED (no findings: they need every point) and exits 130; interrupted
+/// in its sensitivity phase, the report has every finding and the variants that finished, and says so.
+#[test]
+fn an_interrupted_run_leaves_a_report_marked_interrupted_in_either_phase() {
+    let dir = scratch("interrupted");
+    let out = dir.join("points");
+    let args = ["lab", "run", "seed003-buffer", "--jobs", "1", "--out", out.to_str().unwrap()];
+    let (code, stdout, err) = interrupt(&args, "[seed003-buffer] ");
+    assert_eq!(code, Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let json: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(json["interrupted"], true);
+    assert!(json["points"].as_u64().unwrap() < json["points_total"].as_u64().unwrap(), "{}", json["points"]);
+    assert!(stdout.contains("INTERRUPTED: the run was stopped by a signal after"), "{stdout}");
+    assert!(read(&out.join("index.html")).contains("INTERRUPTED"));
+
+    let out = dir.join("sensitivity");
+    // The quick run: its sensitivity phase (45 points on one thread) outlasts the signal by many points.
+    let args = ["lab", "run", "seed003-buffer", "--quick", "--jobs", "1", "--out", out.to_str().unwrap()];
+    let (code, stdout, err) = interrupt(&args, "[seed003-buffer sensitivity] ");
+    assert_eq!(code, Some(130), "{err}");
+    let json: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(json["interrupted"], true);
+    assert_eq!(json["points"], json["points_total"]);
+    assert!(!json["findings"].as_array().unwrap().is_empty(), "the base run's findings");
+    assert!(stdout.contains("in its sensitivity phase"), "{stdout}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -193,6 +291,8 @@ fn seed004_agreements_turn_to_disagreements_when_their_cause_is_removed() {
         assert!(!read(&out.join(f)).is_empty(), "{f}");
     }
     let svg = read(&out.join("throughput.svg"));
-    assert!(svg.contains("throughput") && svg.contains("d100 coap") && svg.contains("l10 http"), "{svg}");
+    // The papers' names for the protocols (issue 43), each protocol also in a panel of its own.
+    assert!(svg.contains("throughput") && svg.contains("d100 CoAP/UDP") && svg.contains("l10 HTTP/TCP"), "{svg}");
+    assert!(read(&out.join("throughput-coap.svg")).contains("d100"));
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -122,8 +122,8 @@ pub fn run(c: &Common, b: &BaselineSpec, index: usize, seed: u64) -> Result<Poin
     }
     let limit = Instant::ZERO + Duration::from_secs(b.limit_s);
     let interval = (b.rate > 0.0).then(|| Duration::from_micros((1e6 / b.rate).round() as u64));
-    let txs: Vec<Tx> = if matches!(b.scheme.as_str(), "coap" | "coapblip") {
-        let blip = b.scheme == "coapblip";
+    let txs: Vec<Tx> = if matches!(b.solution.as_str(), "coap" | "coapblip") {
+        let blip = b.solution == "coapblip";
         let mut sc = sim.endpoint_config(server);
         sc.params.ack_timeout = Duration::from_millis(b.ack_timeout_ms);
         let mut s = Node::new(Endpoint::new(sc));
@@ -165,7 +165,7 @@ pub fn run(c: &Common, b: &BaselineSpec, index: usize, seed: u64) -> Result<Poin
             })
             .collect()
     } else {
-        let transport = match b.scheme.as_str() {
+        let transport = match b.solution.as_str() {
             "http-tcp" => HttpTransport::Tcp,
             "http-persistent" => HttpTransport::Persistent,
             _ => HttpTransport::Udp,

@@ -122,7 +122,7 @@ fn programs(em: &EmulatedSpec, dir: &Path, seed: u64) -> Result<(Vec<String>, Ve
     // all lost waits for TCP's connect timeout).
     let limit = (em.duration_s + 10).to_string();
     let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
-    Ok(match (em.scheme.as_str(), em.sender.as_str()) {
+    Ok(match (em.protocol.as_str(), em.sender.as_str()) {
         ("http", _) => {
             let dir = dir.to_string_lossy();
             let url = format!("http://{SERVER}:8080/index.html");

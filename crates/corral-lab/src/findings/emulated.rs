@@ -42,6 +42,9 @@ type Out = Result<Vec<Measure>, Inconclusive>;
 /// the delay table's (6.171 kB/s) and the loss table's (7.746): a loss row is compared with the latter.
 const PAPER: &[(&str, &str, f64)] = &[
     ("coap", "none", 2302.876),
+    // The paper's rows at 10 ms of delay and at 2 % loss are one byte count to within 4 bytes (2,176.07 and
+    // 2,176.01 B/s): most likely a row copied into the other. Both are cited as printed, with that caveat
+    // (docs/seed004.md).
     ("coap", "d10", 2176.067),
     ("coap", "d20", 2223.1575),
     ("coap", "d50", 2239.077),
@@ -67,7 +70,7 @@ fn paper(scheme: &str, imp: &str) -> Option<f64> {
 }
 
 fn throughput(aggs: &Aggs, scheme: &str, imp: &str) -> Option<f64> {
-    pick(aggs, &[("scheme", t(scheme)), ("impairment", t(imp))]).map(|a| a.throughput())
+    pick(aggs, &[("protocol", t(scheme)), ("impairment", t(imp))]).map(|a| a.throughput())
 }
 
 /// `throughput(scheme, to) / throughput(scheme, from)` against the paper's ratio, within `tol`.
@@ -143,7 +146,7 @@ mod tests {
     fn data(rows: &[(&str, &str, f64)]) -> Synth {
         let mut s = Synth::new();
         for &(scheme, imp, tp) in rows {
-            s.add(&[("scheme", t(scheme)), ("impairment", t(imp))], 0.1, 100.0, 100.0).facts =
+            s.add(&[("protocol", t(scheme)), ("impairment", t(imp))], 0.1, 100.0, 100.0).facts =
                 Facts::Emulated(EmulatedFacts { throughput: tp });
         }
         s

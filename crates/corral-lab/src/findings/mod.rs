@@ -714,6 +714,113 @@ mod tests {
         assert_eq!((g.kind, g.held, g.replicates), (Kind::Disagrees, 3, 5));
     }
 
+    /// Claims a tie may meet, with why: claims of no difference, and claims about one number (which the
+    /// synthetic tie below happens to satisfy). Every other claim compares — solutions, cells, steps — and
+    /// must not hold when everything it compares is equal.
+    const A_TIE_MAY_MEET: &[(&str, &str)] = &[
+        ("coap_not_impacted_by_latency", "a claim of no difference: CoAP's throughput flat across delays"),
+        ("auto_delay_near_best", "a claim of no difference: delay=auto as good as the best fixed delay"),
+        ("oscore_costs_no_handshake", "a claim of no difference: OSCORE about plain CoAP's frames"),
+        ("multicast_rt_below_leisure", "a number: the response time below the 5 s leisure"),
+    ];
+
+    /// Every point of the scenario with the same aggregate: every comparison between solutions, cells or
+    /// steps is a tie.
+    fn all_tied(s: &Scenario) -> Vec<(Point, Aggregate)> {
+        use crate::record::{
+            BaselineFacts, ChurnFacts, DtlsFacts, EmulatedFacts, Facts, MpStats, Ops, Staleness, StreamFacts,
+        };
+        let facts = match s.family().expect("a built-in's family") {
+            crate::scenario::Family::Entity => Facts::Entity { staleness: Some(Staleness { mean: 0.1, max: 0.3 }) },
+            crate::scenario::Family::Proxy => Facts::Proxy,
+            crate::scenario::Family::Stream => {
+                Facts::Stream(StreamFacts { nrp: 40, tbt_ms: 20_000.0, ttd_ms: Some(310_000.0) })
+            }
+            crate::scenario::Family::Emulated => Facts::Emulated(EmulatedFacts { throughput: 1000.0 }),
+            crate::scenario::Family::Baseline => Facts::Baseline(BaselineFacts {
+                goodput: 200.0,
+                energy_mj: 1.0,
+                air_bytes: 300.0,
+                dgram_loss: 0.2,
+                frags: 1.0,
+            }),
+            crate::scenario::Family::Multiparty => {
+                let ops = Ops { aead: 200, signatures: 100, hmac: 300 };
+                Facts::Multiparty(std::sync::Arc::new(MpStats {
+                    deployment: String::new(),
+                    requests: 100,
+                    interval_s: 1.0,
+                    times_ms: vec![vec![50.0; 90]; 9],
+                    sent: vec![100; 9],
+                    server_per_s: vec![5; 100],
+                    client_ops: ops,
+                    server_ops: ops,
+                    link_requests: vec![500; 8],
+                    link_responses: vec![500; 8],
+                    server_copies: 0,
+                }))
+            }
+            crate::scenario::Family::Churn => Facts::Churn(ChurnFacts {
+                lifetime_s: 300.0,
+                queries: 100,
+                follow_full: 50,
+                follow_partial: 50,
+                fixed_full: 50,
+                fixed_partial: 50,
+                follow_stale_s: 100.0,
+                follow_missing_s: 100.0,
+                fixed_stale_s: 100.0,
+                fixed_missing_s: 100.0,
+                join_mean_s: 30.0,
+                join_max_s: 60.0,
+                clean_leave_max_s: 10.0,
+                vanish_leave_max_s: 200.0,
+                vanish_unremoved: 0,
+                rd_frames: 1000,
+                rd_bytes: 50_000,
+                query_frames: 1000,
+                query_bytes: 50_000,
+                notifications: 0,
+            }),
+            crate::scenario::Family::Dtls => Facts::Dtls(DtlsFacts {
+                hops: 3.0,
+                first_ms: 200.0,
+                frames: 40,
+                air_bytes: 3000,
+                datagrams: 10,
+                largest: 300,
+                largest_frames: 3,
+                flights_retx: 1,
+                handshakes: 1,
+            }),
+        };
+        let mut synth = testing::Synth::new();
+        let points = s.points(false);
+        for p in &points {
+            let axes: Vec<(&str, AxisValue)> = p.values.iter().map(|(a, v)| (a.as_str(), v.clone())).collect();
+            synth.add(&axes, 2.345, 91.7, 33.3).facts = facts.clone();
+        }
+        synth.points.iter().cloned().zip(synth.aggs.iter().cloned()).collect()
+    }
+
+    /// Issue 43: a tie never meets "better", "lower", "helps", "grows": for every claim of every built-in
+    /// scenario, a run in which everything it compares is equal must not make it hold.
+    #[test]
+    fn a_tie_meets_no_comparative_claim() {
+        let mut met = Vec::new();
+        for b in crate::scenario::BUILTINS {
+            let s = Scenario::parse(b.text).expect("a built-in parses");
+            let tied = all_tied(&s);
+            let view: Vec<(&Point, Aggregate)> = tied.iter().map(|(p, a)| (p, a.clone())).collect();
+            for f in evaluate(&s, &view) {
+                if f.holds() && !A_TIE_MAY_MEET.iter().any(|(c, _)| *c == f.check) {
+                    met.push(format!("{}: {} holds on a tie: {}", b.name, f.check, f.corral()));
+                }
+            }
+        }
+        assert!(met.is_empty(), "{}", met.join("\n"));
+    }
+
     #[test]
     fn a_tie_does_not_meet_a_strict_claim() {
         assert!(Tolerance::AtMost(1.0).holds(1.0, None), "at most: a tie is within");

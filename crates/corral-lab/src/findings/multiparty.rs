@@ -156,7 +156,7 @@ fn proxy_helps_client9(_: &Scenario, aggs: &Aggs) -> Out {
         return Err("needs oscore and oscore-proxy".into());
     };
     let diff = proxy.success(9) - e2e.success(9);
-    Ok(vec![Measure::new("client 9: OSCORE Proxy − OSCORE success", diff, None, " points", Tolerance::AtLeast(0.0))])
+    Ok(vec![Measure::new("client 9: OSCORE Proxy − OSCORE success", diff, None, " points", Tolerance::Above(0.0))])
 }
 
 fn server_rate_unaware(_: &Scenario, aggs: &Aggs) -> Out {
@@ -235,7 +235,7 @@ fn proxy_more_requests(_: &Scenario, aggs: &Aggs) -> Out {
         ratio,
         None,
         "×",
-        Tolerance::AtLeast(1.0),
+        Tolerance::Above(1.0),
     )])
 }
 

@@ -24,11 +24,16 @@ pub use network::{
 };
 use std::net::SocketAddr;
 
-/// The seed of a point: the run seed mixed with the point's label, so a point keeps its seed whatever
-/// other points the sweep has (and whichever shard runs it).
+/// The seed of a point: the run seed mixed with the point's replicate (1 when the sweep has none) — and
+/// with nothing else. Every point of one replicate runs on the same random numbers (common random
+/// numbers): two solutions, two error rates or a sensitivity variant and the base run are compared under
+/// one sequence of draws, as seed 002 compared its solutions, so a difference between them is theirs and
+/// not the draws'. A point keeps its seed whatever other points the sweep has (and whichever shard runs
+/// it); replicates are independent.
 pub fn point_seed(base: u64, p: &Point) -> u64 {
+    let replicate = p.get("replicate").and_then(crate::scenario::AxisValue::num).unwrap_or(1.0);
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in p.label().bytes() {
+    for b in format!("replicate={}", crate::record::num(replicate)).bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
     let mut z = base ^ h;

@@ -27,7 +27,8 @@ fn series_key(p: &Point, series: &[String]) -> String {
         .filter_map(|a| {
             let v = p.get(a)?;
             Some(match a.as_str() {
-                "mode" | "layout" | "usage" | "scheme" | "impairment" => v.to_string(),
+                "solution" | "scheme" | "protocol" => paper_name(a, &v.to_string()),
+                "mode" | "layout" | "usage" | "impairment" => v.to_string(),
                 "group" => format!("G={v}"),
                 "wifi_mbps" => format!("{v} Mb/s"),
                 "ack_timeout_ms" => format!("ACK_TIMEOUT {v} ms"),
@@ -43,6 +44,25 @@ fn series_key(p: &Point, series: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The papers' names for what they compare, in legends: seed 002's solutions (TinyCoAP, CoapBlip and the
+/// HTTP baselines), seed 003's schemes, seed 004's protocols — not the axis values (`coap`, `http-tcp`).
+fn paper_name(axis: &str, v: &str) -> String {
+    let name = match (axis, v) {
+        ("solution", "coap") => "TinyCoAP",
+        ("solution", "coapblip") => "CoapBlip",
+        ("solution", "http-tcp") => "HTTP/TCP",
+        ("solution", "http-persistent") => "HTTP persistent",
+        ("solution", "http-udp") => "HTTP/UDP",
+        ("scheme", "sc") => "CoAP-SC",
+        ("scheme", "udp") => "CoAP over UDP",
+        ("scheme", "tcp") => "CoAP over TCP",
+        ("protocol", "coap") => "CoAP/UDP",
+        ("protocol", "http") => "HTTP/TCP",
+        _ => v,
+    };
+    name.to_string()
 }
 
 /// Renders one figure of the scenario as SVG.
@@ -169,6 +189,46 @@ fn axis_label(axis: &str) -> String {
         "leisure_ms" => "leisure (ms)".into(),
         "replicate" => "replicate (seed; on a floor: the floor)".into(),
         "processing_delay_ms" => "processing delay (ms)".into(),
+        "payload" => "payload (response body, B)".into(),
+        "rate" => "request rate (requests/s)".into(),
+        "snr_db" => "SNR (dB)".into(),
+        "buffer" => "buffer (readings)".into(),
+        "loss" => "error rate (loss events per draw)".into(),
+        "hops" => "hops (802.15.4)".into(),
+        "consumers" => "consumers".into(),
+        "lifetime_s" => "registration lifetime (s)".into(),
+        "cca_busy_prob" => "CCA-busy probability".into(),
+        "impairment" => "impairment (dN: N ms delay, lN: N % loss)".into(),
         other => other.replace('_', " "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::testing::Synth;
+    use crate::scenario::{builtin, Scenario};
+
+    /// Issue 43: figures a paper would print — the papers' names in the legend (not `coap`, `http-tcp`),
+    /// a unit on the x axis, and a y axis from the data's range when the data sit far from zero.
+    #[test]
+    fn figures_use_the_papers_names_units_and_the_datas_range() {
+        let s = Scenario::parse(builtin("seed002-latency").expect("built in")).expect("parses");
+        let fig = s.figures.iter().find(|f| f.id == "fig06").expect("fig06");
+        let mut synth = Synth::new();
+        for (i, solution) in ["coap", "coapblip", "http-tcp"].into_iter().enumerate() {
+            for (k, payload) in [10.0, 300.0].into_iter().enumerate() {
+                let axes = [("solution", AxisValue::Text(solution.into())), ("payload", AxisValue::Num(payload))];
+                synth.add(&axes, 0.93 + 0.01 * (i + k) as f64, 100.0, 100.0);
+            }
+        }
+        let aggs: Vec<(&Point, Aggregate)> = synth.points.iter().zip(synth.aggs.iter().cloned()).collect();
+        let svg = figure_svg(fig, &aggs);
+        for name in ["TinyCoAP", "CoapBlip", "HTTP/TCP", "payload (response body, B)"] {
+            assert!(svg.contains(name), "{name}: {svg}");
+        }
+        assert!(!svg.contains(">coap<") && !svg.contains(">http-tcp<"), "{svg}");
+        // Response times of 0.93-0.96 s: the y axis starts at them, not at 0 (its lowest tick is 0.93).
+        assert!(svg.contains(">0.93<") && !svg.contains(">0.0<"), "{svg}");
     }
 }

@@ -22,7 +22,7 @@ fn kind_class(k: Kind) -> &'static str {
 }
 
 /// The paper's procedure as a table, first in the report: a reader judges the reproduction against it.
-fn procedure_html(s: &Scenario) -> String {
+fn procedure_html(s: &Scenario, edits: &[String]) -> String {
     if s.procedure.is_empty() {
         return String::new();
     }
@@ -31,9 +31,11 @@ fn procedure_html(s: &Scenario) -> String {
     );
     for r in &s.procedure {
         let from = if r.is_assumed() { format!("<i>{}</i>", esc(&r.provenance())) } else { esc(&r.provenance()) };
+        let edited: String =
+            super::row_edits(r, edits).iter().map(|e| format!("<br><b>EDITED in this run:</b> {}", esc(e))).collect();
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{from}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{from}</td><td>{}{edited}</td></tr>",
             esc(&r.input),
             esc(&r.paper),
             esc(&r.lab)
@@ -48,10 +50,10 @@ fn calibration_html(s: &Scenario) -> String {
     let mut h = String::from("<h2>Calibration</h2>\n");
     let _ = writeln!(
         h,
-        "<p>Set <b>{}</b>: {} ms of CPU per received datagram, {} waiting slot(s), Wi-Fi CCA-busy probability {}, corruption {} per burst. Findings on the numbers below are <b>FITTED</b>: they agree by construction and are never counted as agreement.</p>",
+        "<p>Set <b>{}</b>: {} ms of CPU per received datagram, {}, Wi-Fi CCA-busy probability {}, corruption {} per burst. Findings on the numbers below are <b>FITTED</b>: they agree by construction and are never counted as agreement.</p>",
         esc(if c.set.is_empty() { "(none)" } else { &c.set }),
         c.processing_delay_ms,
-        c.rx_queue,
+        c.waiting_slots(),
         c.cca_busy_prob,
         c.corruption_prob
     );
@@ -154,6 +156,9 @@ th{{background:#f0f0f0}} .proc td{{text-align:left;vertical-align:top}} code{{ba
     if d.quick {
         let _ = writeln!(h, "<p class=\"finding open\"><b>{}</b></p>", esc(super::PREVIEW));
     }
+    if let Some(line) = super::incomplete(d) {
+        let _ = writeln!(h, "<p class=\"finding open\"><b>{}</b></p>", esc(&line));
+    }
     if let Some(diffs) = super::edited_inputs(d) {
         let _ = writeln!(
             h,
@@ -181,7 +186,7 @@ th{{background:#f0f0f0}} .proc td{{text-align:left;vertical-align:top}} code{{ba
         if s.calibration.set.is_empty() { String::new() } else { format!(" (set “{}”)", esc(&s.calibration.set)) },
         esc(&super::text::calibration_line(s))
     );
-    h.push_str(&procedure_html(s));
+    h.push_str(&procedure_html(s, &super::edited_inputs(d).unwrap_or_default()));
     for (fig, (id, svg)) in s.figures.iter().zip(figures) {
         let _ = writeln!(h, r#"<div class="fig" id="{}">{}<div class="side">"#, esc(id), svg.trim_end());
         if !fig.caption.is_empty() {
@@ -223,6 +228,14 @@ th{{background:#f0f0f0}} .proc td{{text-align:left;vertical-align:top}} code{{ba
             h.push_str("</tr>\n");
         }
         h.push_str("</table>\n");
+        let blanks = super::blanks(d);
+        if !blanks.is_empty() {
+            let _ = write!(h, "<p><b>{} cell(s) without a value</b> (\"-\"):</p><ul>", blanks.len());
+            blanks.iter().for_each(|b| {
+                let _ = write!(h, "<li>{}</li>", esc(b));
+            });
+            h.push_str("</ul>\n");
+        }
     }
     h.push_str("<h2>Aggregates</h2>\n<p>Replicates pooled (every query of every replicate).</p>\n<table><tr><th>point</th><th>queries</th><th>member %</th><th>group %</th><th>rt min (s)</th><th>p25</th><th>median</th><th>mean</th><th>p75</th><th>max</th><th>retx/query</th><th>frames/query</th><th>busiest link/query</th><th>hops avg/max</th></tr>\n");
     for (p, a) in d.pooled() {

@@ -27,7 +27,9 @@ use crate::results::Aggregate;
 use crate::scenario::{family_metrics, AxisValue, Point};
 use figures::figure_svg;
 use std::path::Path;
-pub use text::{calibration_text, findings_text, notices_text, procedure_text, sensitivity_text, summary_text};
+pub use text::{
+    calibration_text, findings_text, notices_text, procedure_text, sensitivity_text, summary_brief, summary_text,
+};
 
 /// What a `--quick` report says before its findings: its verdicts are a preview.
 pub const PREVIEW: &str = "PREVIEW: a --quick run (the quick sweep, few repetitions and replicates): its verdicts are a preview and may differ from the full run's; run without --quick for the reproduction.";
@@ -43,6 +45,27 @@ pub fn edited_inputs(d: &RunData) -> Option<Vec<String>> {
     let mut diffs = Vec::new();
     differences("", &toml::Value::Table(given), &toml::Value::Table(paper), &mut diffs);
     (!diffs.is_empty()).then_some(diffs)
+}
+
+/// The edited inputs (of [`edited_inputs`]) a procedure row describes: those whose key its `lab` text
+/// names as a word (`processing_delay_ms = 0` names `calibration.processing_delay_ms`). The row was written
+/// for the built-in, so the report shows these beside it.
+pub fn row_edits<'a>(row: &crate::scenario::ProcedureRow, edits: &'a [String]) -> Vec<&'a str> {
+    let named = |key: &str| {
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        row.lab
+            .match_indices(key)
+            .any(|(i, _)| !word(row.lab[..i].chars().next_back()) && !word(row.lab[i + key.len()..].chars().next()))
+    };
+    edits
+        .iter()
+        .filter(|e| {
+            let path = e.split(": ").next().unwrap_or_default();
+            let key = path.rsplit('.').next().unwrap_or(path);
+            !key.is_empty() && !key.contains('[') && named(key)
+        })
+        .map(String::as_str)
+        .collect()
 }
 
 fn differences(path: &str, given: &toml::Value, paper: &toml::Value, out: &mut Vec<String>) {
@@ -81,6 +104,56 @@ fn short_value(v: &toml::Value) -> String {
     } else {
         s
     }
+}
+
+/// What a report covers less than its run, in one line: INTERRUPTED (a signal stopped the run: the points
+/// or the sensitivity variants that finished) or PARTIAL (merged shards that miss points). `None` for a
+/// whole run, and for one shard (its run line says which).
+pub fn incomplete(d: &RunData) -> Option<String> {
+    let all = d.points.len();
+    let mine = d.shard.map_or(all, |(i, n)| (0..all).filter(|k| k % n == i).count());
+    let done = d.results.len();
+    if d.interrupted && done < mine {
+        Some(format!(
+            "INTERRUPTED: the run was stopped by a signal after {done} of its {mine} points; no findings (they need every point)"
+        ))
+    } else if d.interrupted {
+        Some(format!(
+            "INTERRUPTED: the run was stopped by a signal in its sensitivity phase: {} of {} variant(s) ran, the others are missing from the sensitivity table",
+            d.sensitivity.len(),
+            d.scenario.sensitivity.len()
+        ))
+    } else if d.shard.is_none() && done < all {
+        Some(format!("PARTIAL: the merged shards cover {done} of {all} points; no findings (they need every point)"))
+    } else {
+        None
+    }
+}
+
+/// Every cell of the point tables without a value, named with why: a plotted metric that is not a number
+/// at a point (and replicate) — a stream that never finished (a TCP connection that never came up
+/// acknowledges nothing), a point that measured nothing. Counted in the report, never a silent "-".
+pub fn blanks(d: &RunData) -> Vec<String> {
+    let metrics = family_metrics(&d.scenario.figures);
+    let mut out = Vec::new();
+    for (p, a) in d.aggregates() {
+        for m in &metrics {
+            if a.metric(*m).0.is_finite() {
+                continue;
+            }
+            let why = match &a.facts {
+                crate::record::Facts::Stream(f) if f.ttd_ms.is_none() => format!(
+                    "the stream never finished: {} % of its {} readings acknowledged{}",
+                    crate::findings::number(a.member_reliability, ""),
+                    a.queries,
+                    if a.member_reliability == 0.0 { " (the transfer never started)" } else { "" }
+                ),
+                _ => "nothing was measured".to_string(),
+            };
+            out.push(format!("{} at {}: {why}", m.name(), p.label()));
+        }
+    }
+    out
 }
 
 /// Writes the whole report directory; returns the findings.
@@ -159,8 +232,9 @@ pub fn summary_json(d: &RunData, found: &[Finding]) -> serde_json::Value {
                 "member_reliability": finite(a.member_reliability),
                 "group_reliability": finite(a.group_reliability),
                 "response_time_ms": a.rt.map(|s| serde_json::json!({
-                    "min": s.min, "p25": s.p25, "median": s.median, "mean": s.mean, "p75": s.p75,
-                    "p95": s.p95, "p99": s.p99, "max": s.max, "ci95": s.ci95,
+                    "min": finite(s.min), "p25": finite(s.p25), "median": finite(s.median), "mean": finite(s.mean),
+                    "p75": finite(s.p75), "p95": finite(s.p95), "p99": finite(s.p99), "max": finite(s.max),
+                    "ci95": finite(s.ci95),
                 })),
                 "retransmissions_per_query": finite(a.retx_per_query),
                 "frames_per_query": finite(a.frames_per_query),
@@ -175,6 +249,9 @@ pub fn summary_json(d: &RunData, found: &[Finding]) -> serde_json::Value {
         "seed": d.seed,
         "quick": d.quick,
         "preview": d.quick,
+        "interrupted": d.interrupted,
+        "incomplete": incomplete(d),
+        "blanks": blanks(d),
         "edited": edited_inputs(d),
         "shard": d.shard.map(|(i, n)| format!("{i}/{n}")),
         "points_total": d.points.len(),
@@ -194,9 +271,11 @@ pub fn summary_json(d: &RunData, found: &[Finding]) -> serde_json::Value {
     })
 }
 
+/// A number for `summary.json`: six significant digits, the most any measure of the lab carries (never
+/// `0.30000000000000004`), and `null` when it is not finite.
 fn finite(x: f64) -> serde_json::Value {
     if x.is_finite() {
-        serde_json::json!(x)
+        serde_json::json!(format!("{x:.5e}").parse::<f64>().unwrap_or(x))
     } else {
         serde_json::Value::Null
     }
@@ -218,7 +297,7 @@ fn finding_json(f: &Finding) -> serde_json::Value {
             "corral": finite(m.mean),
             "corral_min": finite(m.min),
             "corral_max": finite(m.max),
-            "paper": m.paper,
+            "paper": m.paper.map(finite),
             "unit": m.unit,
             "distance": m.distance(),
             "held": m.held,

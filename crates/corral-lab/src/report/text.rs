@@ -11,24 +11,8 @@ use std::fmt::Write as _;
 pub fn summary_text(d: &RunData, found: &[Finding]) -> String {
     let s = &d.scenario;
     let aggs = d.pooled();
-    let queries: usize = aggs.iter().map(|(_, a)| a.queries).sum();
-    let mut out = String::new();
-    let _ = writeln!(out, "{} — {}", s.name, s.title);
-    if !s.reference.is_empty() {
-        let _ = writeln!(out, "reproduces: {}", s.reference);
-    }
-    let mode = if d.quick { "quick" } else { "full" };
-    let shard = d.shard.map(|(i, n)| format!(", shard {i}/{n}")).unwrap_or_default();
-    let _ = writeln!(
-        out,
-        "run: {mode}, seed {}{shard}; {} of {} points ({} replicate(s) each), {queries} queries",
-        d.seed,
-        d.results.len(),
-        d.points.len(),
-        s.replicates(d.quick)
-    );
-    out.push_str(&notices_text(d));
-    out.push_str(&procedure_text(s));
+    let mut out = head_text(d);
+    out.push_str(&procedure_rows(s, &super::edited_inputs(d).unwrap_or_default()));
     let _ = writeln!(out);
     out.push_str(&findings_text(found));
     out.push_str(&calibration_text(s));
@@ -52,6 +36,13 @@ pub fn summary_text(d: &RunData, found: &[Finding]) -> String {
                 let _ = write!(out, " {v:>14}");
             });
             let _ = writeln!(out);
+        }
+        let blanks = super::blanks(d);
+        if !blanks.is_empty() {
+            let _ = writeln!(out, "\n{} cell(s) without a value (a replicate's \"-\"):", blanks.len());
+            for b in blanks {
+                let _ = writeln!(out, "    {b}");
+            }
         }
         out.extend(super::churn::text(d));
         return out;
@@ -81,12 +72,52 @@ pub fn summary_text(d: &RunData, found: &[Finding]) -> String {
     out
 }
 
-/// What a reader must know before any verdict: a `--quick` run is a preview; an edited scenario differs
-/// from the paper's in the inputs listed.
+/// What ran (scenario, reference, mode, seed, points) and the notices every verdict needs.
+fn head_text(d: &RunData) -> String {
+    let s = &d.scenario;
+    let queries: usize = d.pooled().iter().map(|(_, a)| a.queries).sum();
+    let mut out = String::new();
+    let _ = writeln!(out, "{} — {}", s.name, s.title);
+    if !s.reference.is_empty() {
+        let _ = writeln!(out, "reproduces: {}", s.reference);
+    }
+    let mode = if d.quick { "quick" } else { "full" };
+    let shard = d.shard.map(|(i, n)| format!(", shard {i}/{n}")).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "run: {mode}, seed {}{shard}; {} of {} points ({} replicate(s) each), {queries} queries",
+        d.seed,
+        d.results.len(),
+        d.points.len(),
+        s.replicates(d.quick)
+    );
+    out.push_str(&notices_text(d));
+    out
+}
+
+/// What `corral lab run -q` prints: what ran, the notices, and one line per finding (its verdict and
+/// claim). The procedure table, the measures, the calibration, the sensitivity table and the points are
+/// in `summary.txt` and the page.
+pub fn summary_brief(d: &RunData, found: &[Finding]) -> String {
+    let mut out = head_text(d);
+    let full = findings_text(found);
+    // The count line, then each finding's first line: the measures under it are indented.
+    for l in full.lines().filter(|l| !l.starts_with(' ')) {
+        let _ = writeln!(out, "{l}");
+    }
+    out
+}
+
+/// What a reader must know before any verdict: a `--quick` run is a preview; an interrupted run or a
+/// partial merge covers less than the sweep; an edited scenario differs from the paper's in the inputs
+/// listed.
 pub fn notices_text(d: &RunData) -> String {
     let mut out = String::new();
     if d.quick {
         let _ = writeln!(out, "{}", super::PREVIEW);
+    }
+    if let Some(line) = super::incomplete(d) {
+        let _ = writeln!(out, "{line}");
     }
     if let Some(diffs) = super::edited_inputs(d) {
         let _ = writeln!(
@@ -149,6 +180,12 @@ pub fn findings_text(found: &[Finding]) -> String {
 /// The paper's procedure, input by input: what the paper does, where it says so, how the lab sets it (an
 /// input the paper does not state is marked assumed, with its source).
 pub fn procedure_text(s: &Scenario) -> String {
+    procedure_rows(s, &[])
+}
+
+/// The procedure table of a run whose scenario differs from the built-in in `edits`: a row that describes
+/// an edited input says so under it (its text is the built-in's).
+fn procedure_rows(s: &Scenario, edits: &[String]) -> String {
     let mut out = String::new();
     if s.procedure.is_empty() {
         return out;
@@ -162,6 +199,9 @@ pub fn procedure_text(s: &Scenario) -> String {
         }
         let _ = writeln!(out, "      lab:   {}", r.lab);
         let _ = writeln!(out, "      from:  {}", r.provenance());
+        for e in super::row_edits(r, edits) {
+            let _ = writeln!(out, "      EDITED in this run: {e}");
+        }
     }
     out
 }
@@ -175,7 +215,7 @@ pub fn calibration_line(s: &Scenario) -> String {
         parts.push(format!("CPU {} ms per received datagram", c.processing_delay_ms));
     }
     if reads.contains(&"rx_queue") {
-        parts.push(format!("{} waiting slot(s)", c.rx_queue));
+        parts.push(c.waiting_slots());
     }
     if reads.contains(&"cca_busy_prob") {
         parts.push(format!("Wi-Fi CCA-busy {}", c.cca_busy_prob));

@@ -3,13 +3,14 @@
 //! for a body of `payload` bytes, with CoAP or one of the three HTTP baselines (run by
 //! `crate::family::baseline`).
 
+use super::point::AxisValue;
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
-/// The schemes: CoAP (corral's endpoint; CON, or NON when `rate` > 0) on one of the paper's two server
-/// profiles — `coap` TinyCoAP's, `coapblip` CoapBlip's (see `crate::family::baseline`) — and the HTTP
-/// baselines of `corral_sim::http`.
-pub const SCHEMES: [&str; 5] = ["coap", "coapblip", "http-tcp", "http-persistent", "http-udp"];
+/// The solutions (the `solution` axis; seed 002's word): CoAP (corral's endpoint; CON, or NON when `rate` >
+/// 0) on one of the paper's two server profiles — `coap` TinyCoAP's, `coapblip` CoapBlip's (see
+/// `crate::family::baseline`) — and the HTTP baselines of `corral_sim::http`.
+pub const SOLUTIONS: [&str; 5] = ["coap", "coapblip", "http-tcp", "http-persistent", "http-udp"];
 
 /// How a CoAP server holds a request it received (seed 002 §4.3): `copied` (TinyCoAP: the PDU is copied
 /// into its pool and the UDP buffer freed at once) or `held` (CoapBlip: the PDU stays in its malloc'd
@@ -19,7 +20,7 @@ pub const BUFFERS: [&str; 2] = ["copied", "held"];
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BaselineSpec {
-    pub scheme: String,
+    pub solution: String,
     /// Response body bytes.
     pub payload: usize,
     /// Transactions per point (the paper: 100).
@@ -66,7 +67,7 @@ impl Default for BaselineSpec {
     /// `--quick`), a loss-free link, ACK_TIMEOUT 1 s and 4 retransmissions, at most 2 h of virtual time.
     fn default() -> BaselineSpec {
         BaselineSpec {
-            scheme: "coap".into(),
+            solution: "coap".into(),
             payload: 50,
             count: 100,
             quick_count: 20,
@@ -88,31 +89,26 @@ impl Default for BaselineSpec {
 }
 
 impl BaselineSpec {
+    /// The sweep axes of `[baseline]`: `solution` (seed 002's word for what it compares: a CoAP server
+    /// profile or an HTTP baseline, [`SOLUTIONS`]), `payload`, `rate`, `snr_db`.
+    pub const AXES: &'static [&'static str] = &["solution", "payload", "rate", "snr_db"];
+
+    pub(super) fn apply_axis(&mut self, axis: &str, v: &AxisValue) -> Result<(), ScenarioError> {
+        match axis {
+            "solution" => self.solution = v.to_string(),
+            "payload" => self.payload = v.whole(axis)?,
+            "rate" => self.rate = v.number(axis)?,
+            _ => self.snr_db = v.number(axis)?,
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), ScenarioError> {
-        if !SCHEMES.contains(&self.scheme.as_str()) {
-            return err(format!("baseline.scheme {:?}: one of {}", self.scheme, SCHEMES.join(", ")));
+        if !SOLUTIONS.contains(&self.solution.as_str()) {
+            return err(format!("baseline.solution {:?}: one of {}", self.solution, SOLUTIONS.join(", ")));
         }
-        if self.payload == 0 || self.payload > 1200 {
-            return err(format!("baseline.payload {}: 1..1200 bytes", self.payload));
-        }
-        if self.count == 0 || self.quick_count == 0 || self.count > 100_000 {
-            return err("baseline: count and quick_count between 1 and 100000");
-        }
-        if !(0.1..=100.0).contains(&self.radio_speed) {
-            return err(format!("baseline.radio_speed {}: 0.1..100 (1: IEEE 802.15.4)", self.radio_speed));
-        }
-        if !(0.0..=10_000.0).contains(&self.rate) {
-            return err(format!("baseline.rate {}: 0..10000 requests/s", self.rate));
-        }
-        if self.rate > 0.0 && !matches!(self.scheme.as_str(), "coap" | "coapblip" | "http-udp") {
+        if self.rate > 0.0 && !matches!(self.solution.as_str(), "coap" | "coapblip" | "http-udp") {
             return err("baseline.rate: an open loop needs coap, coapblip or http-udp (TCP paces itself)");
-        }
-        for (key, max) in
-            [("tinycoap_max_payload", self.tinycoap_max_payload), ("coapblip_max_payload", self.coapblip_max_payload)]
-        {
-            if max == 0 || max > 1200 {
-                return err(format!("baseline.{key} {max}: 1..1200 bytes"));
-            }
         }
         if !BUFFERS.contains(&self.coapblip_buffer.as_str()) {
             return err(format!("baseline.coapblip_buffer {:?}: one of {}", self.coapblip_buffer, BUFFERS.join(", ")));
@@ -128,12 +124,6 @@ impl BaselineSpec {
         }
         if !matches!(self.tcp.as_str(), "paper" | "smoltcp") {
             return err(format!("baseline.tcp {:?}: paper or smoltcp", self.tcp));
-        }
-        if self.tcp_max_rto_ms < 1000 {
-            return err(format!("baseline.tcp_max_rto_ms {}: at least the 1 s initial RTO", self.tcp_max_rto_ms));
-        }
-        if self.ack_timeout_ms == 0 || self.limit_s == 0 {
-            return err("baseline: ack_timeout_ms and limit_s above 0");
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! them — one that follows the Resource Directory and one whose members were typed in when the experiment
 //! began (run by `crate::family::churn`).
 
+use super::point::AxisValue;
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +49,16 @@ impl Default for ChurnSpec {
             timeout_ms: 5000,
             schedule_seed: 1,
         }
+    }
+}
+
+impl ChurnSpec {
+    /// The sweep axis of `[churn]`: `lifetime_s`.
+    pub const AXES: &'static [&'static str] = &["lifetime_s"];
+
+    pub(super) fn apply_axis(&mut self, axis: &str, v: &AxisValue) -> Result<(), ScenarioError> {
+        self.lifetime_s = v.whole(axis)?;
+        Ok(())
     }
 }
 
@@ -106,19 +117,8 @@ impl ChurnSetup {
 
     /// Checks the shares, the lifetime and the window on a group of `group` devices.
     pub(super) fn validate(&self, group: usize) -> Result<(), ScenarioError> {
-        for (name, v) in [("present", self.present), ("departures", self.departures), ("clean", self.clean)] {
-            if !(0.0..=1.0).contains(&v) {
-                return err(format!("churn.{name} {v}: a share between 0 and 1"));
-            }
-        }
-        if self.lifetime_s < 60 {
-            return err(format!(
-                "churn.lifetime_s / lifetime_s {}: at least 60 (the registrant's floor)",
-                self.lifetime_s
-            ));
-        }
-        if self.query_period_s == 0 || self.window_s == 0 {
-            return err("churn: query_period_s and workload.duration_s above 0");
+        if self.window_s == 0 {
+            return err("churn: workload.duration_s (quick_duration_s with --quick) above 0");
         }
         if group > 200 {
             return err(format!("churn: {group} devices; at most 200 around one gateway"));

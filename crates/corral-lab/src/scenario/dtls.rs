@@ -1,6 +1,7 @@
 //! `[dtls]` in a scenario: a client and a server `hops` IEEE 802.15.4 hops apart, one request, secured
 //! by DTLS (a handshake first), by OSCORE, or not at all (run by `crate::family::dtls`).
 
+use super::point::AxisValue;
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +26,19 @@ impl Default for DtlsSpec {
     /// A PSK handshake over three hops, records up to 1232 bytes (IPv6's minimum MTU), 300 s at most.
     fn default() -> DtlsSpec {
         DtlsSpec { security: "dtls-psk".into(), hops: 3, mtu: 1232, limit_s: 300 }
+    }
+}
+
+impl DtlsSpec {
+    /// The sweep axes of `[dtls]`: `security` and `hops`.
+    pub const AXES: &'static [&'static str] = &["security", "hops"];
+
+    pub(super) fn apply_axis(&mut self, axis: &str, v: &AxisValue) -> Result<(), ScenarioError> {
+        match axis {
+            "security" => self.security = v.to_string(),
+            _ => self.hops = v.whole(axis)?,
+        }
+        Ok(())
     }
 }
 
@@ -81,15 +95,6 @@ impl DtlsSetup {
             mtu: spec.mtu,
             limit_s: spec.limit_s,
         };
-        if !(1..=16).contains(&s.hops) {
-            return err(format!("dtls.hops / hops {}: between 1 and 16", s.hops));
-        }
-        if !(128..=1232).contains(&s.mtu) {
-            return err(format!("dtls.mtu {}: between 128 and 1232 bytes", s.mtu));
-        }
-        if s.limit_s == 0 {
-            return err("dtls.limit_s: above 0");
-        }
         Ok(s)
     }
 }

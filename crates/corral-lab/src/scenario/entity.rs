@@ -1,6 +1,9 @@
 //! `[entity]` in a scenario: the entity the client creates through the Entity Manager and then queries
 //! (the default family, seed 000), and how the `follow` axis makes it follow the entity instead.
 
+use super::point::AxisValue;
+use super::setup::{Common, EntitySetup, Queries};
+use super::{err, Scenario, ScenarioError};
 use serde::{Deserialize, Serialize};
 
 /// The entity the client creates through the EM and then queries.
@@ -52,4 +55,109 @@ pub enum Follow {
     Poll { period_ms: u64 },
     /// One Observe registration; the EM observes the members (whose sensors become observable).
     Observe,
+}
+
+/// `[entity]` for one point: the section with the entity family's axes applied, and how the client follows
+/// the entity (the `follow` axis).
+#[derive(Debug, Clone)]
+pub struct EntityPoint {
+    pub spec: EntitySpec,
+    pub follow: Option<Follow>,
+}
+
+impl EntityPoint {
+    /// The sweep axes of the entity family: `layout` and `mode` (`ect`) set the entity's shape, `delay` its
+    /// profile's delay, `follow` how the client uses it.
+    pub const AXES: &'static [&'static str] = &["layout", "mode", "delay", "follow"];
+
+    pub(super) fn apply_axis(&mut self, axis: &str, v: &AxisValue) -> Result<(), ScenarioError> {
+        match axis {
+            "layout" => self.spec.layout = v.to_string(),
+            "mode" => self.spec.ect = v.to_string(),
+            "delay" => {
+                self.spec.delay = match v {
+                    AxisValue::Num(_) => toml::Value::Integer(v.whole::<i64>(axis)?),
+                    AxisValue::Text(t) => toml::Value::String(t.clone()),
+                }
+            }
+            _ => {
+                self.follow = Some(match v {
+                    AxisValue::Text(t) if t == "observe" => Follow::Observe,
+                    AxisValue::Num(x) if *x > 0.0 => Follow::Poll { period_ms: (x * 1000.0).round() as u64 },
+                    other => return err(format!("sweep.follow: {other} is not \"observe\" or a period in s > 0")),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// The point's entity: its shape, profile and how the client uses it, checked against the network.
+    pub(super) fn resolve(
+        self,
+        s: &Scenario,
+        common: &Common,
+        queries: Queries,
+        window_s: u64,
+    ) -> Result<EntitySetup, ScenarioError> {
+        let e = &self.spec;
+        let (multicast, repair) = match e.ect.as_str() {
+            "unicast" => (false, false),
+            "multicast" => (true, false),
+            "multicast+repair" => (true, true),
+            other => return err(format!("entity.ect / mode: {other:?} is not unicast, multicast or multicast+repair")),
+        };
+        let confirmable = match e.emt.as_str() {
+            "con" => true,
+            "non" => false,
+            other => return err(format!("entity.emt: {other:?} is not con or non")),
+        } && !multicast;
+        let delay_ms = match &e.delay {
+            toml::Value::Integer(d) if *d >= 0 => Some(*d as u64),
+            toml::Value::String(a) if a == "auto" => None,
+            other => return err(format!("entity.delay / delay: {other} is not a number of ms or \"auto\"")),
+        };
+        let nested = match e.layout.as_str() {
+            "single" => false,
+            "nested" => true,
+            other => return err(format!("entity.layout / layout: {other:?} is not single or nested")),
+        };
+        if nested && (common.network.gateways < 2 || multicast) {
+            return err("layout = nested needs network.gateways ≥ 2 and unicast child entities");
+        }
+        if self.follow.is_some() && (multicast || nested || window_s == 0) {
+            return err("follow: a unicast single entity and workload.duration_s > 0");
+        }
+        let notify_step = match e.notify_step {
+            Some(_) if corral_group::device::Quantity::at(&e.resource).is_none() => {
+                return err(format!(
+                    "entity.notify_step: entity.resource {:?} is no sensor (s/t, s/h, s/l)",
+                    e.resource
+                ));
+            }
+            Some(_) if !s.observes() => {
+                return err("entity.notify_step: only observing members notify; add \"observe\" to sweep.follow");
+            }
+            step => step.filter(|_| self.follow == Some(Follow::Observe)),
+        };
+        Ok(EntitySetup {
+            queries,
+            multicast,
+            repair,
+            confirmable,
+            delay_ms,
+            resource: e.resource.clone(),
+            timeout_ms: e.timeout_ms,
+            nested,
+            parent_delay_ms: e.parent_delay_ms,
+            follow: self.follow,
+            window_s,
+            notify_step,
+        })
+    }
+
+    /// Whether the entity is the one other families assume of `[entity]`: one unicast entity on the first
+    /// gateway (the proxy and churn families read only its resource).
+    pub(super) fn is_single_unicast(spec: &EntitySpec) -> bool {
+        spec.ect == "unicast" && spec.layout == "single"
+    }
 }

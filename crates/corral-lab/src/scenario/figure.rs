@@ -169,7 +169,7 @@ impl Metric {
             Metric::Throughput => "throughput (bytes/s through the link)",
             Metric::Goodput => "goodput (response body bytes/s)",
             Metric::Energy => "server radio energy per transaction (mJ)",
-            Metric::AirBytes => "bytes on the air per transaction",
+            Metric::AirBytes => "bytes on the air per transaction (B)",
             Metric::Answered => "requests answered (%)",
             Metric::OffFollowing => "member-seconds off the devices present (following entity)",
             Metric::OffFixed => "member-seconds off the devices present (fixed entity)",

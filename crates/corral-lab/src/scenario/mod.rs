@@ -13,7 +13,9 @@
 //! | `figure.rs` | `[[figure]]` and the [`Metric`]s a figure plots |
 //! | `point.rs` | the sweep axes ([`AXES`]), their values, a [`Point`] |
 //! | `entity.rs`, `proxy.rs`, `stream.rs`, `emulated.rs`, `baseline.rs`, `multiparty.rs`, `churn.rs`, `dtls.rs` | each family's section |
-//! | `setup.rs` | [`Setup`]: one point resolved, [`Experiment`] with one variant per family |
+//! | `setup.rs` | [`Setup`]: one point resolved, [`Common`] and the axes every family shares ([`COMMON_AXES`]), [`Experiment`] with one variant per family |
+//! | `section.rs` | a point's family section: each family applies its own axes (`AXES` beside its section) and resolves into its [`Experiment`] |
+//! | `ranges.rs` | the range of every numeric input, in one table ([`ranges::FIELDS`]), checked when a scenario parses |
 //! | `sweep.rs` | validation, the expansion into points, resolving a point |
 //!
 //! # Sweep order
@@ -30,23 +32,27 @@ mod multiparty;
 mod point;
 mod procedure;
 mod proxy;
+pub mod ranges;
+mod section;
 mod setup;
 mod stream;
 mod sweep;
 
 pub use crate::error::ScenarioError;
-pub use baseline::{BaselineSpec, SCHEMES};
+pub use baseline::{BaselineSpec, SOLUTIONS};
 pub use churn::{ChurnSetup, ChurnSpec, Vanish};
 pub use dtls::{DtlsSetup, DtlsSpec, Security};
 pub use emulated::EmulatedSpec;
-pub use entity::{EntitySpec, Follow};
+pub use entity::{EntityPoint, EntitySpec, Follow};
 pub use figure::{family_metrics, Figure, Metric};
 pub use multiparty::{MultipartySpec, DEPLOYMENTS};
 pub use point::{AxisValue, Point, AXES};
 pub use procedure::ProcedureRow;
 pub use proxy::{Forwarding, ProxyRuleSpec, ProxySpec};
 use serde::{Deserialize, Serialize};
-pub use setup::{Common, Cpu, EntitySetup, Experiment, Family, Floor, NetworkSetup, ProxySetup, Queries, Setup, Wifi};
+pub use setup::{
+    Common, Cpu, EntitySetup, Experiment, Family, Floor, NetworkSetup, ProxySetup, Queries, Setup, Wifi, COMMON_AXES,
+};
 use std::collections::BTreeMap;
 pub use stream::StreamSpec;
 
@@ -306,6 +312,17 @@ impl Default for Calibration {
     }
 }
 
+impl Calibration {
+    /// `rx_queue` in words: "unlimited waiting slots" for −1 (never "-1 waiting slot(s)").
+    pub fn waiting_slots(&self) -> String {
+        match self.rx_queue {
+            q if q < 0 => "unlimited waiting slots".into(),
+            1 => "1 waiting slot".into(),
+            q => format!("{q} waiting slots"),
+        }
+    }
+}
+
 /// CoAP transmission parameters of the EM and the devices (RFC 7252 §4.8).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -464,6 +481,16 @@ fn err<T>(msg: impl Into<String>) -> Result<T, ScenarioError> {
 mod tests {
     use super::*;
 
+    /// Issue 46: the calibration line said "-1 waiting slot(s)" for an unlimited queue.
+    #[test]
+    fn waiting_slots_are_said_in_words() {
+        let c = |rx_queue| Calibration { rx_queue, ..Calibration::default() }.waiting_slots();
+        assert_eq!(
+            (c(-1).as_str(), c(1).as_str(), c(3).as_str()),
+            ("unlimited waiting slots", "1 waiting slot", "3 waiting slots")
+        );
+    }
+
     #[test]
     fn every_builtin_parses_and_resolves() {
         for b in BUILTINS {
@@ -524,6 +551,17 @@ group = [3, 4, 5]
         assert_eq!(q.iter().map(|p| p.index).collect::<Vec<_>>(), vec![0, 2, 4]);
         assert_eq!(q[1].label(), "group=4 delay=0");
         assert_eq!(s.setup(&p[11], false).unwrap().common.network.group, 5);
+    }
+
+    /// A quick sweep that names no value of the sweep dropped every point: "0 of 0 points", exit 0. (One
+    /// that names some keeps those: an edited sweep may have dropped the others.)
+    #[test]
+    fn a_quick_sweep_without_a_value_of_the_sweep_is_refused() {
+        let text = "name='t'\ntitle='t'\n[network]\ntopology='star'\ngroup=3\n[entity]\n[workload]\nrepetitions = 1\nquick_sweep = { delay = [25] }\n[sweep]\ndelay = [0, 50]\n";
+        let e = Scenario::parse(text).expect_err("25 is no value of the sweep");
+        assert!(e.to_string().contains("workload.quick_sweep.delay = [25]: none is a value of sweep.delay"), "{e}");
+        let s = Scenario::parse(&text.replace("delay = [25]", "delay = [25, 50]")).expect("50 is one");
+        assert_eq!(s.points(true).len(), 1);
     }
 
     #[test]

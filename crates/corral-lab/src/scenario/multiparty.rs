@@ -2,6 +2,7 @@
 //! `/instruction?t=x` once a second over the Fig. 6 tree, in one of Table II's four deployments (run by
 //! `crate::family::multiparty`). The `deployment` axis picks the deployment.
 
+use super::point::AxisValue;
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
@@ -65,24 +66,20 @@ impl Default for MultipartySpec {
 }
 
 impl MultipartySpec {
+    /// The sweep axes of `[multiparty]`: `deployment` (Table II's) and `interval_ms`.
+    pub const AXES: &'static [&'static str] = &["deployment", "interval_ms"];
+
+    pub(super) fn apply_axis(&mut self, axis: &str, v: &AxisValue) -> Result<(), ScenarioError> {
+        match axis {
+            "deployment" => self.deployment = v.to_string(),
+            _ => self.interval_ms = v.whole(axis)?,
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), ScenarioError> {
         if !DEPLOYMENTS.contains(&self.deployment.as_str()) {
             return err(format!("multiparty.deployment {:?}: one of {}", self.deployment, DEPLOYMENTS.join(", ")));
-        }
-        if self.requests == 0 || self.quick_requests == 0 || self.requests > 100_000 || self.interval_ms == 0 {
-            return err("multiparty: requests and quick_requests 1..100000, interval_ms above 0");
-        }
-        if !(0.0..=1000.0).contains(&self.signature_ms) {
-            return err("multiparty.signature_ms: 0..1000");
-        }
-        if !(0.0..=1000.0).contains(&self.contact_m) {
-            return err("multiparty.contact_m: 0 (next hops only) ..1000 m");
-        }
-        if self.queue_datagrams == 0 || self.queue_datagrams > 10_000 {
-            return err("multiparty.queue_datagrams: 1..10000");
-        }
-        if self.nstart == 0 {
-            return err("multiparty.nstart: at least 1");
         }
         Ok(())
     }

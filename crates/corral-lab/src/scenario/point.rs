@@ -22,6 +22,8 @@ pub const AXES: &[&str] = &[
     "forwarding",
     "consumers",
     "scheme",
+    "protocol",
+    "solution",
     "buffer",
     "loss",
     "impairment",
@@ -58,6 +60,22 @@ impl AxisValue {
             AxisValue::Num(n) => Some(*n),
             AxisValue::Text(_) => None,
         }
+    }
+
+    /// The number of a numeric axis's value, or an error naming the axis (its range was checked when the
+    /// scenario parsed: `super::ranges`).
+    pub(crate) fn number(&self, axis: &str) -> Result<f64, ScenarioError> {
+        self.num().ok_or_else(|| ScenarioError::invalid(format!("sweep.{axis}: {self} is not a number")))
+    }
+
+    /// The value of a whole-number axis in the field's type.
+    pub(crate) fn whole<T: TryFrom<u64>>(&self, axis: &str) -> Result<T, ScenarioError> {
+        let x = self.number(axis)?;
+        let bad = || ScenarioError::invalid(format!("sweep.{axis}: {self} is not a whole number in range"));
+        if x < 0.0 || x.fract() != 0.0 || x > u64::MAX as f64 {
+            return Err(bad());
+        }
+        T::try_from(x as u64).map_err(|_| bad())
     }
 
     /// Parses a value as written by `Display` (CSV round trip).

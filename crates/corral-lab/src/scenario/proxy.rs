@@ -1,6 +1,7 @@
 //! `[proxy]` in a scenario: forwarders running corral-proxy, their FIBs, and the consumers asking through
 //! them (run by `crate::family::proxy`).
 
+use super::point::AxisValue;
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +34,19 @@ impl Default for ProxySpec {
             forwarders: vec!["gateway".into()],
             rule: Vec::new(),
         }
+    }
+}
+
+impl ProxySpec {
+    /// The sweep axes of `[proxy]`: `forwarding` and `consumers`.
+    pub const AXES: &'static [&'static str] = &["forwarding", "consumers"];
+
+    pub(super) fn apply_axis(&mut self, axis: &str, v: &AxisValue) -> Result<(), ScenarioError> {
+        match axis {
+            "forwarding" => self.forwarding = v.to_string(),
+            _ => self.consumers = v.whole(axis)?,
+        }
+        Ok(())
     }
 }
 

@@ -2,6 +2,7 @@
 //! over a lossy link of the given bit rate to a collector on the gateway, with CoAP-SC or a baseline (run
 //! by `crate::family::stream`).
 
+use super::point::AxisValue;
 use super::{err, ScenarioError};
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +60,18 @@ impl Default for StreamSpec {
 }
 
 impl StreamSpec {
+    /// The sweep axes of `[stream]`: `scheme` (seed 003's candidate schemes), `buffer`, `loss`.
+    pub const AXES: &'static [&'static str] = &["scheme", "buffer", "loss"];
+
+    pub(super) fn apply_axis(&mut self, axis: &str, v: &AxisValue) -> Result<(), ScenarioError> {
+        match axis {
+            "scheme" => self.scheme = v.to_string(),
+            "buffer" => self.buffer = v.whole(axis)?,
+            _ => self.loss = v.number(axis)?,
+        }
+        Ok(())
+    }
+
     /// Checks a point's values (after the axes applied).
     pub fn validate(&self) -> Result<(), ScenarioError> {
         if !matches!(self.scheme.as_str(), "sc" | "udp" | "tcp") {
@@ -67,20 +80,8 @@ impl StreamSpec {
         if !matches!(self.loss_model.as_str(), "outage" | "independent") {
             return err(format!("stream.loss_model {:?}: outage or independent", self.loss_model));
         }
-        if self.loss_model == "outage" && (self.outage_period_ms == 0 || self.outage_ms == 0) {
-            return err("stream: outage_period_ms and outage_ms above 0 with loss_model = \"outage\"");
-        }
         if !matches!(self.tcp.as_str(), "linux" | "smoltcp") {
             return err(format!("stream.tcp {:?}: linux or smoltcp", self.tcp));
-        }
-        if !(0.0..1.0).contains(&self.loss) {
-            return err(format!("stream.loss {}: a probability below 1", self.loss));
-        }
-        if self.count == 0 || self.buffer == 0 || self.buffer > 1024 || self.size == 0 || self.size > 1024 {
-            return err("stream: count ≥ 1, buffer 1..1024, size 1..1024 bytes");
-        }
-        if self.bandwidth_bps == 0 || self.interval_ms == 0 {
-            return err("stream: bandwidth_bps and interval_ms above 0");
         }
         Ok(())
     }

@@ -69,8 +69,10 @@ fn a_seed_gives_the_same_run_and_another_seed_another() {
     }
 }
 
-/// The quick run with the scenario's deliberately different models: some finding that holds must move,
-/// or the findings could not tell a good channel model from a bad one.
+/// The quick run with the scenario's deliberately different models: some claim must move, or the findings
+/// could not tell a good channel model from a bad one. (Until issue 43 the claim that moved was one that
+/// held: `mp_proxy_helps_client9`, on a tie of 0 points, which no longer meets "helps"; it is now the one
+/// the lossy links turn from DISAGREES to AGREES.)
 #[test]
 fn a_wrong_model_moves_a_finding() {
     let text = builtin("seed001-multiparty").expect("built in");
@@ -83,8 +85,9 @@ fn a_wrong_model_moves_a_finding() {
     let holding: Vec<_> =
         found.iter().filter(|f| f.role != corral_lab::scenario::Role::Consequence && f.holds()).collect();
     assert!(!holding.is_empty(), "seed 1, quick: no claim holds");
+    let claims: Vec<_> = found.iter().filter(|f| f.role != corral_lab::scenario::Role::Consequence).collect();
     let moved = data.sensitivity.iter().any(|v| {
-        holding.iter().any(|f| v.findings.iter().find(|g| g.check == f.check).map(|g| g.status()) != Some(f.status()))
+        claims.iter().any(|f| v.findings.iter().find(|g| g.check == f.check).map(|g| g.status()) != Some(f.status()))
     });
-    assert!(moved, "seed 1, quick: no wrong model changes any claim that holds");
+    assert!(moved, "seed 1, quick: no wrong model changes any claim");
 }

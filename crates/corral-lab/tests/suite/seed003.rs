@@ -49,3 +49,27 @@ fn blocking_falls_with_buffer_needs_the_outages() {
     ));
     assert_eq!(kind(&muted, "blocking_falls_with_buffer"), Kind::Disagrees);
 }
+
+/// Issue 43: a TCP stream that never connects left a blank transfer time with no note. Under a link that
+/// loses 99 % of the datagrams TCP never connects: the report counts each blank cell and names why.
+#[test]
+fn a_stream_that_never_finishes_is_counted_and_named_in_the_report() {
+    let text = edited(
+        "seed003-loss",
+        &[
+            ("loss_model = \"outage\"\n", "loss_model = \"independent\"\n"),
+            ("quick_sweep = { loss = [0.0, 0.1, 0.3] }", "quick_sweep = { loss = [0.99] }"),
+            ("loss = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3]", "loss = [0.99]"),
+            ("scheme = [\"sc\", \"udp\", \"tcp\"]", "scheme = [\"tcp\"]"),
+        ],
+    );
+    let s = Scenario::parse(&text).expect("parses");
+    let opts = RunOptions { seed: 1, quick: true, shard: None, jobs: 2 };
+    let data = sweep::run(&s, &text, &opts, &|_, _| {}).expect("runs");
+    let blanks = corral_lab::report::blanks(&data);
+    println!("{blanks:?}");
+    assert!(!blanks.is_empty());
+    assert!(blanks.iter().any(|b| b.starts_with("ttd at scheme=tcp") && b.contains("never started")), "{blanks:?}");
+    let summary = corral_lab::report::summary_text(&data, &[]);
+    assert!(summary.contains(&format!("{} cell(s) without a value", blanks.len())), "{summary}");
+}

@@ -184,7 +184,7 @@ fn larger_groups_later(_: &Scenario, aggs: &Aggs) -> Out {
                 mean(w[1]) / mean(w[0]),
                 None,
                 "×",
-                Tolerance::AtLeast(1.0),
+                Tolerance::Above(1.0),
             )
         })
         .collect())
@@ -461,7 +461,7 @@ fn nested_faster(_: &Scenario, aggs: &Aggs) -> Out {
     if k == 0 {
         return Err("needs layout = nested and single points".into());
     }
-    Ok(vec![Measure::new("mean response time nested / single", sn / ss, None, "×", Tolerance::AtMost(1.0))])
+    Ok(vec![Measure::new("mean response time nested / single", sn / ss, None, "×", Tolerance::Below(1.0))])
 }
 
 /// Fig. 14: the mean response time under interference with ACK_TIMEOUT `short` over `long`.

@@ -147,7 +147,7 @@ fn mixed_server() -> DtlsLayer {
 fn a_psk_client_is_served_by_a_server_that_also_has_a_raw_public_key() {
     let (mut c, mut s) = (client("alice", "secretPSK"), mixed_server());
     let now = Instant::from_secs(1);
-    c.send(addr(SERVER), b"request");
+    c.send(Instant::ZERO, addr(SERVER), b"request");
     pump(now, &mut c, &mut s);
     assert_eq!(failure(&events(&mut c)), None, "the PSK handshake fails");
     assert!(c.is_connected(addr(SERVER)) && s.is_connected(addr(CLIENT)));
@@ -158,13 +158,13 @@ fn a_psk_client_is_served_by_a_server_that_also_has_a_raw_public_key() {
 #[test]
 fn a_server_with_psk_keys_beside_its_raw_public_key_still_takes_raw_public_keys() {
     let (mut c, mut s) = (rpk_client(CLIENT_KEY, trusting(SERVER_KEY)), mixed_server());
-    c.send(addr(SERVER), b"request");
+    c.send(Instant::ZERO, addr(SERVER), b"request");
     pump(Instant::from_secs(1), &mut c, &mut s);
     let client_id = Some(identity(CLIENT_KEY).into_bytes());
     assert!(events(&mut s).contains(&DtlsEvent::Connected { peer: addr(CLIENT), identity: client_id }));
     // A PSK client with a wrong key is still refused.
     let (mut c, mut s) = (client("alice", "wrongPSK"), mixed_server());
-    c.send(addr(SERVER), b"request");
+    c.send(Instant::ZERO, addr(SERVER), b"request");
     pump(Instant::from_secs(1), &mut c, &mut s);
     assert_eq!(failure(&events(&mut c)), Some(HandshakeFailure::BadKey));
     assert_eq!(s.sessions(), 0);

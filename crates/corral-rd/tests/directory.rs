@@ -74,6 +74,12 @@ fn lab_of(svc: RdService, clients: usize) -> Lab {
 impl Lab {
     /// Sends `req` from client `c` and runs the net until it is answered; the final response.
     fn ask(&mut self, c: usize, req: Request) -> Response {
+        let id = self.send_for(c, req, Duration::from_secs(10));
+        self.answer(c, id).expect("answered")
+    }
+
+    /// Sends `req` from client `c` and runs the net for `d`.
+    fn send_for(&mut self, c: usize, req: Request, d: Duration) -> RequestId {
         let (node, h) = self.clients[c];
         let (now, dst) = (self.net.now, self.net.addr(self.rd));
         let id = self
@@ -82,9 +88,8 @@ impl Lab {
             .with_service(now, h, |_: &mut Client, cx| cx.request(dst, req, SendParams::default()))
             .and_then(Result::ok)
             .expect("request starts");
-        self.net.run_for(Duration::from_secs(10));
-        let got = &self.net.node(node).service::<Client>(h).unwrap().responses;
-        got.iter().rev().find(|(i, _)| *i == id).map(|(_, r)| r.clone()).expect("answered")
+        self.net.run_for(d);
+        id
     }
 
     fn register(&mut self, c: usize, query: &str, links: &str) -> Response {
@@ -481,16 +486,7 @@ fn durable_lab() -> Lab {
 impl Lab {
     /// Sends `req` from client `c` and runs the net for a second (the Echo round trip included).
     fn send(&mut self, c: usize, req: Request) -> RequestId {
-        let (node, h) = self.clients[c];
-        let (now, dst) = (self.net.now, self.net.addr(self.rd));
-        let id = self
-            .net
-            .node(node)
-            .with_service(now, h, |_: &mut Client, cx| cx.request(dst, req, SendParams::default()))
-            .and_then(Result::ok)
-            .expect("request starts");
-        self.net.run_for(Duration::from_secs(1));
-        id
+        self.send_for(c, req, Duration::from_secs(1))
     }
 
     fn answer(&mut self, c: usize, id: RequestId) -> Option<Response> {

@@ -223,7 +223,13 @@ impl RdService {
 
     /// Refuses a change of a registration whose last change is still being written (see
     /// [`crate::writes`]); `true` if it did.
-    fn refuse_busy(&mut self, cx: &mut Context<'_>, inbound: InboundId, id: Option<&str>, name: Option<(&str, Option<&str>)>) -> bool {
+    fn refuse_busy(
+        &mut self,
+        cx: &mut Context<'_>,
+        inbound: InboundId,
+        id: Option<&str>,
+        name: Option<(&str, Option<&str>)>,
+    ) -> bool {
         if !self.writes.busy(id, name) {
             return false;
         }

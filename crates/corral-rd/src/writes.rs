@@ -60,7 +60,13 @@ impl Writes {
 
     /// Parks `change` under effect `id`; `holds` is the registration it changes (its id and name are
     /// busy until the change is unparked).
-    pub(crate) fn park(&mut self, id: EffectId, inbound: Option<InboundId>, change: Change, holds: Option<&Registration>) {
+    pub(crate) fn park(
+        &mut self,
+        id: EffectId,
+        inbound: Option<InboundId>,
+        change: Change,
+        holds: Option<&Registration>,
+    ) {
         let keys = match holds {
             Some(r) => vec![id_key(&r.id), name_key(&r.ep, r.d.as_deref())],
             None => Vec::new(),

@@ -1,18 +1,19 @@
 //! The Resource Directory on the in-memory net (virtual time, seeded): devices register, refresh and
 //! leave; lookups filter and page; a registration ends at its lifetime; names are first come, first
 //! remembered; an unverified source is challenged before any state is kept; observers of a lookup hear
-//! of registrations that come and go; a restarted directory keeps what it stored.
+//! of registrations that come and go; a restarted directory keeps what it stored; a change is answered
+//! when its write is done, in whatever order writes complete, and undone when it failed.
 
 use corral_proto::testing::Net;
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
 use corral_proto::{
-    Context, Duration, Endpoint, EndpointConfig, IncomingRequest, Instant, Node, Outcome, Request, RequestId,
+    Context, Duration, EffectId, Endpoint, EndpointConfig, IncomingRequest, Instant, Node, Outcome, Request, RequestId,
     ResourceLink, Response, SendParams, Service, ServiceHandle,
 };
 use corral_rd::directory::Registered;
 use corral_rd::{
-    footprint, Directory, Limits, MemStore, Params, RdError, RdService, Requester, Store, DEFAULT_LIFETIME,
-    SOURCE_SHARE,
+    footprint, Directory, Limits, MemStore, Params, RdError, RdService, Requester, Store, StoreDone, StoreError,
+    StoreOp, Write, DEFAULT_LIFETIME, SOURCE_SHARE,
 };
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -50,10 +51,15 @@ struct Lab {
 const SEED: u64 = 9176;
 
 fn lab(limits: Limits, clients: usize) -> Lab {
+    lab_of(RdService::new(limits), clients)
+}
+
+/// `svc` on 10.0.0.1 and `clients` clients on 10.0.1.x.
+fn lab_of(svc: RdService, clients: usize) -> Lab {
     println!("seed {SEED}");
     let mut net = Net::default();
     let mut n = Node::new(Endpoint::new(EndpointConfig::with_seed(SEED)));
-    let rd_svc = n.mount("", RdService::new(limits));
+    let rd_svc = n.mount("", svc);
     let rd = net.add("10.0.0.1:5683".parse::<SocketAddr>().unwrap(), n);
     let clients = (0..clients)
         .map(|i| {
@@ -68,6 +74,12 @@ fn lab(limits: Limits, clients: usize) -> Lab {
 impl Lab {
     /// Sends `req` from client `c` and runs the net until it is answered; the final response.
     fn ask(&mut self, c: usize, req: Request) -> Response {
+        let id = self.send_for(c, req, Duration::from_secs(10));
+        self.answer(c, id).expect("answered")
+    }
+
+    /// Sends `req` from client `c` and runs the net for `d`.
+    fn send_for(&mut self, c: usize, req: Request, d: Duration) -> RequestId {
         let (node, h) = self.clients[c];
         let (now, dst) = (self.net.now, self.net.addr(self.rd));
         let id = self
@@ -76,9 +88,8 @@ impl Lab {
             .with_service(now, h, |_: &mut Client, cx| cx.request(dst, req, SendParams::default()))
             .and_then(Result::ok)
             .expect("request starts");
-        self.net.run_for(Duration::from_secs(10));
-        let got = &self.net.node(node).service::<Client>(h).unwrap().responses;
-        got.iter().rev().find(|(i, _)| *i == id).map(|(_, r)| r.clone()).expect("answered")
+        self.net.run_for(d);
+        id
     }
 
     fn register(&mut self, c: usize, query: &str, links: &str) -> Response {
@@ -325,7 +336,8 @@ fn a_restarted_directory_keeps_what_it_stored_and_drops_what_expired_meanwhile()
             .unwrap();
         net.run_for(Duration::from_secs(1));
     }
-    let codes: Vec<Code> = net.node(client).service::<Client>(h).unwrap().responses.iter().map(|(_, r)| r.code).collect();
+    let codes: Vec<Code> =
+        net.node(client).service::<Client>(h).unwrap().responses.iter().map(|(_, r)| r.code).collect();
     assert_eq!(codes, [Code::CREATED, Code::CREATED]);
     assert!(net.node(rd).poll_timeout().is_some(), "the expiry timer is armed");
     drop(net);
@@ -457,4 +469,169 @@ fn registrations_are_bounded_by_the_memory_they_take_in_all_and_per_address() {
             break;
         }
     }
+}
+
+// The directory's writes as effects (`corral_rd::store`), driven by hand: the node has no runner, so each
+// write waits in it until the test completes it — late, out of order, or failed. A change is answered
+// only when its write is done; a failed write undoes it and answers 5.00; a change of a registration
+// whose write is in flight is answered 5.03 with Max-Age 1 and changes nothing.
+
+/// A directory kept in a store, with two clients, and no runner for its writes.
+fn durable_lab() -> Lab {
+    let (svc, skipped) = RdService::durable(Limits::default(), Vec::new(), 1_000_000);
+    assert_eq!(skipped, 0);
+    lab_of(svc, 2)
+}
+
+impl Lab {
+    /// Sends `req` from client `c` and runs the net for a second (the Echo round trip included).
+    fn send(&mut self, c: usize, req: Request) -> RequestId {
+        self.send_for(c, req, Duration::from_secs(1))
+    }
+
+    fn answer(&mut self, c: usize, id: RequestId) -> Option<Response> {
+        let (node, h) = self.clients[c];
+        let got = &self.net.node(node).service::<Client>(h).unwrap().responses;
+        got.iter().rev().find(|(i, _)| *i == id).map(|(_, r)| r.clone())
+    }
+
+    /// The writes waiting in the directory's node, in the order they were started.
+    fn writes(&mut self) -> Vec<(EffectId, Vec<Write>)> {
+        let node = self.net.node(self.rd);
+        std::iter::from_fn(|| node.poll_effect())
+            .map(|(id, op)| (id, op.downcast::<StoreOp>().expect("a directory store operation").0))
+            .collect()
+    }
+
+    fn complete(&mut self, id: EffectId, result: Result<(), StoreError>) {
+        let now = self.net.now;
+        self.net.node(self.rd).handle_effect_done(now, id, Box::new(StoreDone(result)));
+        self.net.run_for(Duration::from_secs(1));
+    }
+
+    fn names(&mut self) -> Vec<String> {
+        let mut names: Vec<String> = self.rd().directory().iter().map(|r| r.ep.clone()).collect();
+        names.sort();
+        names
+    }
+}
+
+/// A registration of `ep` with one link.
+fn register_req(ep: &str) -> Request {
+    Request::new(Code::POST).with_path("rd").with_query(&format!("ep={ep}")).with_payload(b"</t>;rt=t".to_vec())
+}
+
+#[test]
+fn a_registration_is_answered_when_its_write_is_done_in_whatever_order_writes_complete() {
+    let mut l = durable_lab();
+    let a = l.send(0, register_req("a"));
+    let b = l.send(1, register_req("b"));
+    assert_eq!((l.answer(0, a), l.answer(1, b)), (None, None), "nothing is answered before its write is done");
+    assert_eq!(l.rd().writes_in_flight(), 2);
+    let writes = l.writes();
+    let eps: Vec<&str> = writes
+        .iter()
+        .map(|(_, w)| match &w[..] {
+            [Write::Save(s)] => s.reg.ep.as_str(),
+            other => panic!("one save per registration: {other:?}"),
+        })
+        .collect();
+    assert_eq!(eps, ["a", "b"]);
+    // The second write completes first, a moment later; then the first, much later.
+    l.complete(writes[1].0, Ok(()));
+    assert_eq!(l.answer(1, b).map(|r| r.code), Some(Code::CREATED));
+    assert_eq!(l.answer(0, a), None, "a's write is still in flight");
+    l.net.run_for(Duration::from_secs(20));
+    l.complete(writes[0].0, Ok(()));
+    let ra = l.answer(0, a).expect("answered once its write is done");
+    assert_eq!(ra.code, Code::CREATED);
+    assert!(location(&ra).starts_with("/rd/"));
+    assert_eq!(l.names(), ["a", "b"]);
+    assert_eq!((l.rd().stats().registered, l.rd().writes_in_flight()), (2, 0));
+    // A completion delivered twice finds nothing to finish.
+    l.complete(writes[0].0, Ok(()));
+    assert_eq!(l.rd().stats().registered, 2);
+}
+
+#[test]
+fn a_failed_write_undoes_its_change_and_answers_5_00() {
+    let mut l = durable_lab();
+    let a = l.send(0, register_req("a"));
+    let (w, _) = l.writes().remove(0);
+    l.complete(w, Ok(()));
+    let loc = location(&l.answer(0, a).unwrap());
+    let lt_before = l.rd().directory().iter().next().unwrap().lt;
+
+    // An update whose write fails: the lifetime stays.
+    let up = l.send(0, Request::new(Code::POST).with_path(&loc).with_query("lt=9000"));
+    assert_eq!(l.rd().directory().iter().next().unwrap().lt, 9000, "made in memory while its write is in flight");
+    let (w, _) = l.writes().remove(0);
+    l.complete(w, Err(StoreError("disk full".into())));
+    let r = l.answer(0, up).unwrap();
+    assert_eq!(r.code, Code::INTERNAL_SERVER_ERROR);
+    assert!(r.payload_text().contains("disk full"), "{}", r.payload_text());
+    assert_eq!(l.rd().directory().iter().next().unwrap().lt, lt_before);
+
+    // A removal whose write fails: the registration stays.
+    let del = l.send(0, Request::new(Code::DELETE).with_path(&loc));
+    let (w, _) = l.writes().remove(0);
+    l.complete(w, Err(StoreError("disk full".into())));
+    assert_eq!(l.answer(0, del).unwrap().code, Code::INTERNAL_SERVER_ERROR);
+    assert_eq!(l.names(), ["a"]);
+
+    // A new registration whose write fails: it is gone.
+    let b = l.send(1, register_req("b"));
+    let (w, _) = l.writes().remove(0);
+    l.complete(w, Err(StoreError("disk full".into())));
+    assert_eq!(l.answer(1, b).unwrap().code, Code::INTERNAL_SERVER_ERROR);
+    assert_eq!(l.names(), ["a"]);
+    assert_eq!(l.rd().stats().store_failures, 3);
+    assert_eq!(l.rd().writes_in_flight(), 0);
+}
+
+#[test]
+fn a_change_of_a_registration_whose_write_is_in_flight_is_answered_5_03_and_changes_nothing() {
+    let mut l = durable_lab();
+    let first = l.send(0, register_req("a"));
+    // The same name from another client while the first write is in flight.
+    let second = l.send(1, register_req("a"));
+    let r = l.answer(1, second).expect("answered at once");
+    assert_eq!(r.code, Code::SERVICE_UNAVAILABLE, "{}", r.payload_text());
+    assert_eq!(r.options.max_age(), Some(1), "try again in a second");
+    let writes = l.writes();
+    assert_eq!(writes.len(), 1, "the refused change wrote nothing");
+    l.complete(writes[0].0, Ok(()));
+    let r = l.answer(0, first).unwrap();
+    assert_eq!(r.code, Code::CREATED);
+    // Once stored, the registration's owner changes it as usual; and its removal is written.
+    let del = l.send(0, Request::new(Code::DELETE).with_path(&location(&r)));
+    let writes = l.writes();
+    assert!(matches!(&writes[0].1[..], [Write::Remove(_)]), "{:?}", writes[0].1);
+    l.complete(writes[0].0, Ok(()));
+    assert_eq!(l.answer(0, del).unwrap().code, Code::DELETED);
+    assert!(l.names().is_empty());
+}
+
+#[test]
+fn registrations_whose_lifetime_ends_are_removed_from_the_store() {
+    let mut l = durable_lab();
+    for (c, ep) in [(0, "a"), (1, "b")] {
+        let req = register_req(ep).with_query("lt=60");
+        let id = l.send(c, req);
+        let (w, _) = l.writes().remove(0);
+        l.complete(w, Ok(()));
+        assert_eq!(l.answer(c, id).unwrap().code, Code::CREATED);
+    }
+    l.net.run_for(Duration::from_secs(61));
+    assert!(l.names().is_empty());
+    // They ended a second apart: one removal each (those that end together share one write).
+    let writes = l.writes();
+    let removed: Vec<&Write> = writes.iter().flat_map(|(_, w)| w).collect();
+    assert!(removed.len() == 2 && removed.iter().all(|w| matches!(w, Write::Remove(_))), "{writes:?}");
+    // A failed removal changes nothing in memory: the row is dropped as expired at the next start.
+    for (id, _) in writes {
+        l.complete(id, Err(StoreError("disk full".into())));
+    }
+    assert!(l.names().is_empty());
+    assert_eq!(l.rd().stats().expired, 2);
 }

@@ -76,3 +76,36 @@ impl EffectRunner for InlineRunner {
         None // every completion is ready when its effect starts
     }
 }
+
+/// The effects the services started and no runner has taken yet, whose they are, and who does them (see
+/// [`crate::effect`]). Boxed in the node and made at the first use: a node that never starts an effect
+/// (most of a thousand simulated motes) pays one pointer for it.
+#[derive(Default)]
+pub(crate) struct Effects {
+    next: u64,
+    /// Who does the effects; none: the driver polls them itself.
+    pub(crate) runner: Option<Box<dyn EffectRunner>>,
+    /// Started, not yet handed to the runner (or, without one, to [`Node::poll_effect`]).
+    pub(crate) queued: VecDeque<(EffectId, EffectOp)>,
+    /// Effect → the mount that started it, until its completion is delivered.
+    pub(crate) owners: std::collections::HashMap<EffectId, usize>,
+}
+
+impl Effects {
+    pub(crate) fn start(&mut self, mount: usize, op: EffectOp) -> EffectId {
+        self.next += 1;
+        let id = EffectId(self.next);
+        self.queued.push_back((id, op));
+        self.owners.insert(id, mount);
+        id
+    }
+
+    /// Hands the runner what was started and takes one completion it has, if any (none without a runner).
+    pub(crate) fn run(&mut self, now: Instant) -> Option<(EffectId, EffectDone)> {
+        let runner = self.runner.as_mut()?;
+        while let Some((id, op)) = self.queued.pop_front() {
+            runner.start(now, id, op);
+        }
+        runner.poll_done(now)
+    }
+}

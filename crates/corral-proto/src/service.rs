@@ -177,7 +177,7 @@ pub struct Context<'a> {
     pub(crate) me: usize,
     pub(crate) mount_depth: usize,
     pub(crate) layer: Option<&'a mut Box<dyn Layer>>,
-    pub(crate) effects: &'a mut Option<Box<crate::node::Effects>>,
+    pub(crate) effects: &'a mut Option<Box<crate::effect::Effects>>,
 }
 
 impl<'a> Context<'a> {

@@ -367,7 +367,9 @@ fn thousand_node_network_runs() {
         let c = run_round(&mut sim, 0, h, Instant::from_secs(300));
         assert_eq!(c.successes(), targets.len());
         assert!(targets.iter().any(|&t| hops[t as usize].unwrap() >= 5), "a real multi-hop network");
-        assert!(sim.footprint() / 1000 < 4160, "simulator state per node: {} B", sim.footprint() / 1000);
+        // 4,160 B until the reflection bound's verified networks (a Vec in each endpoint's config) and its
+        // shared first-answer bucket came in: 4,189 B, a bound of 4,200.
+        assert!(sim.footprint() / 1000 < 4200, "simulator state per node: {} B", sim.footprint() / 1000);
         let _ = sim.service::<GroupClient>(NodeId(0), h).unwrap();
         let _ = Responder::new("x");
     });

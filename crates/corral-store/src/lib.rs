@@ -50,7 +50,9 @@ impl Stores {
         if op.is::<corral_rd::StoreOp>() {
             return match self.rd.as_deref_mut() {
                 Some(rd) => corral_rd::store::run_op(rd, op),
-                None => Box::new(corral_rd::StoreDone(Err(corral_rd::StoreError("no directory store on this node".into())))),
+                None => {
+                    Box::new(corral_rd::StoreDone(Err(corral_rd::StoreError("no directory store on this node".into()))))
+                }
             };
         }
         tracing::error!("an effect that is no store operation reached the store's thread");

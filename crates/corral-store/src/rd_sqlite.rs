@@ -87,21 +87,23 @@ impl Store for RdSqliteStore {
         let mut stmt = self.conn.prepare(
             "SELECT id, ep, d, base, base_explicit, lt, extra, links, owner, expires_unix_ms, identity FROM registration ORDER BY rowid",
         ).map_err(sql)?;
-        let rows = stmt.query_map([], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, Option<String>>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, bool>(4)?,
-                row.get::<_, u32>(5)?,
-                row.get::<_, String>(6)?,
-                row.get::<_, String>(7)?,
-                row.get::<_, String>(8)?,
-                row.get::<_, i64>(9)?,
-                row.get::<_, Option<String>>(10)?,
-            ))
-        }).map_err(sql)?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, Option<String>>(2)?,
+                    row.get::<_, String>(3)?,
+                    row.get::<_, bool>(4)?,
+                    row.get::<_, u32>(5)?,
+                    row.get::<_, String>(6)?,
+                    row.get::<_, String>(7)?,
+                    row.get::<_, String>(8)?,
+                    row.get::<_, i64>(9)?,
+                    row.get::<_, Option<String>>(10)?,
+                ))
+            })
+            .map_err(sql)?;
         let (mut out, mut bad) = (Vec::new(), 0);
         for row in rows {
             let (id, ep, d, base, base_explicit, lt, extra, links, owner, expires, identity) = row.map_err(sql)?;

@@ -1,3 +1,4 @@
+use crate::Instant;
 /// Version detection and hybrid ClientHello for auto-sensing DTLS endpoints.
 ///
 /// `server_hello_version` does lightweight parsing of the first record in a
@@ -15,8 +16,7 @@
 /// it starts a DTLS 1.3 server which handles fragment reassembly natively
 /// and falls back to DTLS 1.2 via [`Error::Dtls12Fallback`] if the
 /// reassembled ClientHello does not offer DTLS 1.3.
-use std::sync::Arc;
-use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
+use std::sync::Arc; // corral patch: dimpl's own clock type (src/time.rs)
 
 use arrayvec::ArrayVec;
 

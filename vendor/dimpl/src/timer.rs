@@ -1,5 +1,5 @@
-use std::time::Duration;
-use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
+use crate::Instant;
+use std::time::Duration; // corral patch: dimpl's own clock type (src/time.rs)
 
 use crate::{Config, SeededRng, TimeoutError};
 

@@ -39,8 +39,7 @@ pub(crate) fn open_directory(
     let db = data.join("rd.db");
     let mut store =
         RdSqliteStore::open(&db).map_err(|e| Failure::other(format!("cannot open {}: {e}", db.display())))?;
-    let (rows, unreadable) =
-        store.load().map_err(|e| Failure::other(format!("cannot read {}: {e}", db.display())))?;
+    let (rows, unreadable) = store.load().map_err(|e| Failure::other(format!("cannot read {}: {e}", db.display())))?;
     // The driver's clock starts with its worker, a moment after this: lifetimes are seconds, so the
     // moment does not matter.
     let unix_ms = std::time::SystemTime::now()

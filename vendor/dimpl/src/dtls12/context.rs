@@ -623,8 +623,12 @@ mod tests {
         let config = Arc::new(Config::builder().with_psk_server(None, Arc::new(Key)).build().unwrap());
         let auth = cert_auth_mode(&config);
         let ctx = CryptoContext::new(auth, config);
-        assert!(Dtls12CipherSuite::supported().iter().filter(|s| s.is_psk()).all(|s| ctx.is_cipher_suite_compatible(*s)));
-        assert!(Dtls12CipherSuite::supported().iter().filter(|s| !s.is_psk()).any(|s| ctx.is_cipher_suite_compatible(*s)));
+        assert!(
+            Dtls12CipherSuite::supported().iter().filter(|s| s.is_psk()).all(|s| ctx.is_cipher_suite_compatible(*s))
+        );
+        assert!(
+            Dtls12CipherSuite::supported().iter().filter(|s| !s.is_psk()).any(|s| ctx.is_cipher_suite_compatible(*s))
+        );
     }
 
     #[test]

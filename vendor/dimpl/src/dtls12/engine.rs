@@ -1,7 +1,7 @@
+use crate::Instant;
 use std::mem;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
+use std::sync::atomic::AtomicBool; // corral patch: dimpl's own clock type (src/time.rs)
 
 use super::queue::{QueueRx, QueueTx};
 use crate::buffer::{Buf, BufferPool, TmpBuf};

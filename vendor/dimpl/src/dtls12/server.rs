@@ -12,9 +12,9 @@
 //
 // This implementation mirrors the client structure and ordering for a DTLS server.
 
+use crate::Instant;
 use std::collections::VecDeque;
-use std::sync::Arc;
-use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
+use std::sync::Arc; // corral patch: dimpl's own clock type (src/time.rs)
 
 use arrayvec::ArrayVec;
 use subtle::ConstantTimeEq;

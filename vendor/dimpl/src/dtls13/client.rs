@@ -19,8 +19,8 @@
 //
 // This implementation is a Sans-IO DTLS 1.3 client.
 
-use std::collections::VecDeque;
-use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
+use crate::Instant;
+use std::collections::VecDeque; // corral patch: dimpl's own clock type (src/time.rs)
 
 use arrayvec::ArrayVec;
 use subtle::ConstantTimeEq;

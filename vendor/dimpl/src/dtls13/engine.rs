@@ -1,8 +1,8 @@
+use crate::Instant;
 use std::mem;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
-use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
+use std::time::Duration; // corral patch: dimpl's own clock type (src/time.rs)
 
 use arrayvec::ArrayVec;
 

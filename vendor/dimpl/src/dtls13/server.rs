@@ -24,9 +24,9 @@
 //
 // This implementation is a Sans-IO DTLS 1.3 server.
 
+use crate::Instant;
 use std::collections::VecDeque;
-use std::sync::Arc;
-use crate::Instant; // corral patch: dimpl's own clock type (src/time.rs)
+use std::sync::Arc; // corral patch: dimpl's own clock type (src/time.rs)
 
 use arrayvec::ArrayVec;
 use subtle::ConstantTimeEq;

@@ -16,7 +16,7 @@
 //!
 //! Owns: that mapping and the OpenAPI document (`openapi.json`) that describes it.
 
-use super::hc::{content_format_of, response_of};
+use super::mapping::{content_format_of, response_of};
 use super::{Problem, Shared};
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};

@@ -13,6 +13,7 @@
 //! bearer token); a refusal of a form is a page too ([`refused`]), not a problem document.
 
 use super::admin::{actuate_entity, create_entity, entities, entity, Em};
+use super::page::{esc, STYLE};
 use super::rules::Caller;
 use super::watch::Snapshot;
 use super::{Extra, Problem, Shared};
@@ -28,8 +29,6 @@ use serde_json::Value;
 use std::collections::HashMap;
 
 const TEMPLATE: &str = include_str!("console.html");
-/// The style of every console page (the gateway's and the proxy's).
-pub(super) const STYLE: &str = include_str!("console.css");
 
 /// The operations a new entity's form proposes.
 const DEFAULT_EO: &str = "avg,min,max,lst";
@@ -42,24 +41,6 @@ pub(super) fn routes() -> Router<Shared> {
         .route("/console/entities/{name}/edit", post(edit))
         .route("/console/entities/{name}/delete", post(delete))
         .route("/console/live/{name}", get(live))
-}
-
-/// `s` for HTML text and attribute values.
-pub(super) fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            // Not markup, but the template's placeholders: text from a request never becomes one.
-            '{' => o.push_str("&#123;"),
-            c => o.push(c),
-        }
-    }
-    o
 }
 
 /// A line the page shows above everything: what a form did, or why it did not.
@@ -276,7 +257,7 @@ fn row(
 /// input; the status is the failure's.
 async fn failed(app: &Shared, what: &str, r: Result<corral_tokio::Response, Problem>, mut view: View) -> Response {
     let (status, why) = match r {
-        Ok(r) => (super::hc::status_of(r.code), why_not(r.code, &r.payload)),
+        Ok(r) => (super::mapping::status_of(r.code), why_not(r.code, &r.payload)),
         Err(p) => (p.status, p.detail),
     };
     view.notice = Some(Notice { ok: false, text: format!("{what} failed: {why}") });
@@ -364,18 +345,6 @@ async fn delete(State(app): State<Shared>, Path(name): Path<String>) -> Response
         Ok(r) if r.code.is_success() => done("deleted", &name, None),
         other => failed(&app, &format!("Deleting {name}"), other, View::default()).await,
     }
-}
-
-/// A form the window's rules refused (role, origin, token), as a page that says so and leads back.
-pub(super) fn refused(status: StatusCode, detail: &str) -> Response {
-    let html = format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>corral: refused</title>\
-         <style>\n{STYLE}</style></head><body><h1>Refused</h1><p class=\"notice\" role=\"alert\">{}</p>\
-         <p><a href=\"/\">Back to the console</a></p></body></html>\n",
-        esc(detail)
-    );
-    (status, Html(html)).into_response()
 }
 
 /// The entity observed (its default operation, as text): one server-sent event per notification, within

@@ -31,13 +31,19 @@ mod admin;
 mod bounds;
 mod console;
 mod hc;
+mod mapping;
 mod metrics;
+mod page;
 mod problem;
 mod proxy;
 mod rules;
 pub mod watch;
 
 pub use problem::Problem;
+
+/// The path prefix of the cross-proxy's default URI mapping (RFC 8075 §5.3): its routes (`hc`) and the
+/// window's rules (`rules`, which ask more of a change through it) both go by it.
+pub(crate) const HC_PREFIX: &str = "/hc/";
 
 /// `--http` and the options of its listener, the same on every verb that serves.
 #[derive(Args, Debug, Default, Clone)]

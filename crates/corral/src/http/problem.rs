@@ -23,7 +23,7 @@ impl Problem {
     pub fn from_coap(code: Code, payload: &[u8]) -> Problem {
         let diagnostic = String::from_utf8_lossy(payload).trim().to_string();
         let detail = if diagnostic.is_empty() { format!("the CoAP answer was {code:#}") } else { diagnostic };
-        Problem { status: super::hc::status_of(code), detail, coap_code: Some(code) }
+        Problem { status: super::mapping::status_of(code), detail, coap_code: Some(code) }
     }
 }
 

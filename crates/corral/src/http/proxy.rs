@@ -13,8 +13,8 @@
 //!
 //! Owns: that mapping, its OpenAPI document (`openapi-proxy.json`, at `/api/openapi.json`) and the page. Never: a cache or FIB of its own.
 
-use super::console::{esc, STYLE};
-use super::hc::response_of;
+use super::mapping::response_of;
+use super::page::{esc, STYLE};
 use super::{Problem, Shared};
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -98,7 +98,7 @@ fn needs(method: &Method, path: &str) -> (Role, bool, bool) {
         };
         return (role, !safe, true);
     }
-    if path.starts_with(super::hc::PREFIX) {
+    if path.starts_with(super::HC_PREFIX) {
         return (if safe { Role::Read } else { Role::Actuate }, !safe, true);
     }
     (Role::Read, false, false)
@@ -107,7 +107,7 @@ fn needs(method: &Method, path: &str) -> (Role, bool, bool) {
 /// A refusal: a problem document, or for the console's forms a page a browser shows.
 fn refusal(form: bool) -> impl Fn(StatusCode, String) -> Response {
     move |status, detail| match form {
-        true => super::console::refused(status, &detail),
+        true => super::page::refused(status, &detail),
         false => Problem::new(status, detail).into_response(),
     }
 }

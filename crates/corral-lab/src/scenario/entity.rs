@@ -2,7 +2,6 @@
 //! (the default family, seed 000), and how the `follow` axis makes it follow the entity instead.
 
 use super::point::AxisValue;
-use super::setup::{Common, EntitySetup, Queries};
 use super::{err, Scenario, ScenarioError};
 use serde::{Deserialize, Serialize};
 
@@ -95,7 +94,7 @@ impl EntityPoint {
     pub(super) fn resolve(
         self,
         s: &Scenario,
-        common: &Common,
+        gateways: usize,
         queries: Queries,
         window_s: u64,
     ) -> Result<EntitySetup, ScenarioError> {
@@ -121,7 +120,7 @@ impl EntityPoint {
             "nested" => true,
             other => return err(format!("entity.layout / layout: {other:?} is not single or nested")),
         };
-        if nested && (common.network.gateways < 2 || multicast) {
+        if nested && (gateways < 2 || multicast) {
             return err("layout = nested needs network.gateways ≥ 2 and unicast child entities");
         }
         if self.follow.is_some() && (multicast || nested || window_s == 0) {
@@ -160,4 +159,37 @@ impl EntityPoint {
     pub(super) fn is_single_unicast(spec: &EntitySpec) -> bool {
         spec.ect == "unicast" && spec.layout == "single"
     }
+}
+
+/// The query phase of the families that query: `repetitions` queries, each after the previous one's
+/// response and a pause, each given up after a limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Queries {
+    pub repetitions: usize,
+    pub pause_ms: u64,
+    pub query_limit_s: u64,
+}
+
+/// The entity of a point and how the client uses it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntitySetup {
+    pub queries: Queries,
+    pub multicast: bool,
+    /// `mode = "multicast+repair"`: a multicast entity with `repair=unicast` (beyond the paper).
+    pub repair: bool,
+    pub confirmable: bool,
+    /// `None`: auto (Eq. (2)).
+    pub delay_ms: Option<u64>,
+    pub resource: String,
+    pub timeout_ms: Option<u64>,
+    /// One child entity per gateway and a parent on the first (else one entity on the first gateway).
+    pub nested: bool,
+    pub parent_delay_ms: u64,
+    /// The `follow` axis: the client follows the entity's average for `window_s` instead of querying it
+    /// `repetitions` times.
+    pub follow: Option<Follow>,
+    pub window_s: u64,
+    /// The members' notification step (`entity.notify_step`) of a point that observes; `None` otherwise
+    /// and when unset (corral-group's step).
+    pub notify_step: Option<f64>,
 }

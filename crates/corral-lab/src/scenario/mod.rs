@@ -43,16 +43,14 @@ pub use baseline::{BaselineSpec, SOLUTIONS};
 pub use churn::{ChurnSetup, ChurnSpec, Vanish};
 pub use dtls::{DtlsSetup, DtlsSpec, Security};
 pub use emulated::EmulatedSpec;
-pub use entity::{EntityPoint, EntitySpec, Follow};
+pub use entity::{EntityPoint, EntitySetup, EntitySpec, Follow, Queries};
 pub use figure::{family_metrics, Figure, Metric};
 pub use multiparty::{MultipartySpec, DEPLOYMENTS};
 pub use point::{AxisValue, Point, AXES};
 pub use procedure::ProcedureRow;
 pub use proxy::{Forwarding, ProxyRuleSpec, ProxySpec};
 use serde::{Deserialize, Serialize};
-pub use setup::{
-    Common, Cpu, EntitySetup, Experiment, Family, Floor, NetworkSetup, ProxySetup, Queries, Setup, Wifi, COMMON_AXES,
-};
+pub use setup::{Common, Cpu, Experiment, Family, Floor, NetworkSetup, ProxySetup, Setup, Wifi, COMMON_AXES};
 use std::collections::BTreeMap;
 pub use stream::StreamSpec;
 

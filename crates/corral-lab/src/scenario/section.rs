@@ -7,9 +7,10 @@
 //! family is refused, naming the family it belongs to.
 
 use super::entity::EntityPoint;
+use super::entity::Queries;
 use super::point::{AxisValue, Point};
 use super::proxy::Forwarding;
-use super::setup::{Common, Experiment, Family, ProxySetup, Queries};
+use super::setup::{Common, Experiment, Family, ProxySetup};
 use super::{err, ChurnSetup, DtlsSetup, Scenario, ScenarioError, TopologyKind};
 use super::{BaselineSpec, ChurnSpec, DtlsSpec, EmulatedSpec, MultipartySpec, ProxySpec, StreamSpec};
 
@@ -100,7 +101,7 @@ impl Section {
         let window_s = if quick { w.quick_duration_s } else { w.duration_s };
         let single = EntityPoint::is_single_unicast(&s.entity);
         Ok(match self {
-            Section::Entity(e) => Experiment::Entity(e.resolve(s, c, queries, window_s)?),
+            Section::Entity(e) => Experiment::Entity(e.resolve(s, c.network.gateways, queries, window_s)?),
             Section::Proxy(spec) => {
                 let proxy = ProxySetup {
                     queries,

@@ -1,7 +1,7 @@
 //! A scenario resolved for one sweep point: [`Setup`] — the simulated world every family may use
 //! ([`Common`]) and the point's [`Experiment`], one variant per family with only that family's parameters.
 
-use super::entity::{EntityPoint, Follow};
+use super::entity::{EntityPoint, EntitySetup, Queries};
 use super::point::{AxisValue, Point};
 use super::proxy::{Forwarding, ProxyRuleSpec};
 use super::{err, ScenarioError};
@@ -254,39 +254,6 @@ impl Family {
             Family::Dtls => "dtls",
         }
     }
-}
-
-/// The query phase of the families that query: `repetitions` queries, each after the previous one's
-/// response and a pause, each given up after a limit.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Queries {
-    pub repetitions: usize,
-    pub pause_ms: u64,
-    pub query_limit_s: u64,
-}
-
-/// The entity of a point and how the client uses it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EntitySetup {
-    pub queries: Queries,
-    pub multicast: bool,
-    /// `mode = "multicast+repair"`: a multicast entity with `repair=unicast` (beyond the paper).
-    pub repair: bool,
-    pub confirmable: bool,
-    /// `None`: auto (Eq. (2)).
-    pub delay_ms: Option<u64>,
-    pub resource: String,
-    pub timeout_ms: Option<u64>,
-    /// One child entity per gateway and a parent on the first (else one entity on the first gateway).
-    pub nested: bool,
-    pub parent_delay_ms: u64,
-    /// The `follow` axis: the client follows the entity's average for `window_s` instead of querying it
-    /// `repetitions` times.
-    pub follow: Option<Follow>,
-    pub window_s: u64,
-    /// The members' notification step (`entity.notify_step`) of a point that observes; `None` otherwise
-    /// and when unset (corral-group's step).
-    pub notify_step: Option<f64>,
 }
 
 /// The resolved `[proxy]` of a point: the forwarders, their FIB rules, and the consumers' queries of the

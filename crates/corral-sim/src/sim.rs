@@ -553,6 +553,21 @@ impl Sim {
         self.drain(id.0, false);
     }
 
+    /// Takes the CoAP node off simulated node `id`, as a process that dies: its timers stop, datagrams
+    /// that reach it from now on are lost, and the multicast groups its sockets had joined are left (the
+    /// kernel forgets them with the process). The radio and the routes stay, as a host's do when one of
+    /// its programs crashes. [`Sim::attach`] a new node to restart it.
+    pub fn detach(&mut self, id: NodeId) -> Option<Node> {
+        let node = self.nodes.get_mut(id.index())?;
+        node.timer_at = None;
+        let proto = node.proto.take()?;
+        let groups: Vec<IpAddr> = self.routing.groups.keys().copied().collect();
+        for g in groups {
+            self.apply_command(id.0, NodeCommand::LeaveGroup(g));
+        }
+        Some(*proto)
+    }
+
     /// The CoAP node attached to `id`.
     pub fn node(&self, id: NodeId) -> Option<&Node> {
         self.nodes.get(id.index())?.proto.as_deref()

@@ -1,0 +1,177 @@
+//! The invariants: what must hold of the gateway at every restart and at quiescence, whatever the faults.
+//!
+//! # What it owns
+//! One function per invariant, each returning the violations it found as sentences (the seed's report
+//! prints them). They read the simulator, the store and the client's model; they change nothing.
+//!
+//! - [`durable`] (at every restart): every change the gateway acknowledged is in what it restarts from.
+//! - [`store_agrees`] (at quiescence): nothing in flight, no pending record or journal entry left, and the
+//!   store holds exactly the entities the Entity Manager serves.
+//! - [`model_agrees`] (at quiescence): each entity is what the client last had acknowledged.
+//! - [`memberships`] (at quiescence): no device is in a group no multicast entity naming it holds, and every
+//!   member recorded as joined is in its entity's group (unless it rebooted since, forgetting it).
+//! - [`one_outcome`] (at quiescence): every client request got exactly one final outcome.
+
+use crate::client::{Client, Model, Sent, Want};
+use corral_group::{EntityManager, Snapshot, StoredEntity};
+use corral_proto::Instant;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+
+fn want_of(e: &StoredEntity) -> Want {
+    Want { er: e.profile.er.clone(), multicast: e.group.is_some() }
+}
+
+fn stored<'a>(snap: &'a Snapshot, name: &str) -> Option<&'a StoredEntity> {
+    // A pending record is a creation the gateway undoes at start-up: the entity does not exist.
+    snap.entities.iter().find(|e| e.name == name && !e.pending)
+}
+
+/// Every acknowledged change survives the crash: for each name without a change in flight or of unknown
+/// fate, the store holds what was last acknowledged.
+pub fn durable(model: &Model, snap: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, st) in &model.names {
+        if st.outstanding > 0 || st.uncertain {
+            continue;
+        }
+        let held = stored(snap, name).map(want_of);
+        if held != st.acked {
+            out.push(format!(
+                "durability: {name} was acknowledged as {} at {} but the store holds {} after a crash",
+                show(st.acked.as_ref()),
+                st.acked_at,
+                show(held.as_ref())
+            ));
+        }
+    }
+    out
+}
+
+fn show(w: Option<&Want>) -> String {
+    match w {
+        None => "absent".into(),
+        Some(w) => format!("{} {} members", if w.multicast { "multicast" } else { "unicast" }, w.er.len()),
+    }
+}
+
+/// Nothing in flight, no recovery left, and the store and the Entity Manager agree entity by entity.
+pub fn store_agrees(em: &EntityManager, snap: &Snapshot, store_in_flight: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    if em.jobs_in_progress() > 0 {
+        out.push(format!("quiescence: {} jobs still in progress", em.jobs_in_progress()));
+    }
+    if em.writes_in_flight() > 0 || store_in_flight > 0 {
+        out.push(format!(
+            "quiescence: {} writes in flight in the EM, {store_in_flight} in the store",
+            em.writes_in_flight()
+        ));
+    }
+    for e in &snap.entities {
+        if e.pending {
+            out.push(format!("quiescence: {} is still a pending record", e.name));
+        }
+    }
+    if !snap.journal.is_empty() {
+        out.push(format!("quiescence: {} membership journal entries never settled", snap.journal.len()));
+    }
+    let names = em.entity_names();
+    for name in &names {
+        match stored(snap, name) {
+            Some(s) if Some(s) == em.entity(name) => {}
+            Some(_) => out.push(format!("agreement: {name} differs between the EM and its store")),
+            None => out.push(format!("agreement: the EM serves {name}, the store does not hold it")),
+        }
+    }
+    for e in snap.entities.iter().filter(|e| !e.pending && !names.contains(&e.name)) {
+        out.push(format!("agreement: the store holds {}, the EM does not serve it", e.name));
+    }
+    out
+}
+
+/// Each entity whose last change was acknowledged is what was acknowledged.
+pub fn model_agrees(em: &EntityManager, model: &Model) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, st) in &model.names {
+        if st.outstanding > 0 || st.uncertain {
+            continue;
+        }
+        let served = em.entity(name).map(want_of);
+        if served != st.acked {
+            out.push(format!(
+                "model: {name} was acknowledged as {} at {} but the EM serves {}",
+                show(st.acked.as_ref()),
+                st.acked_at,
+                show(served.as_ref())
+            ));
+        }
+    }
+    out
+}
+
+/// What the harness knows of a device for [`memberships`].
+pub struct DeviceView<'a> {
+    pub addr: SocketAddr,
+    pub groups: &'a [IpAddr],
+    /// When it last rebooted (forgetting its groups), if ever: a member that rebooted after its entity's
+    /// creation was sent is excused from being in the group, as nothing in the gateway restores it.
+    pub rebooted: Option<Instant>,
+}
+
+/// No orphan membership, and every recorded join holds (unless the member rebooted since).
+pub fn memberships(em: &EntityManager, devices: &[DeviceView<'_>], model: &Model) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut naming: BTreeMap<SocketAddr, Vec<(IpAddr, bool, String)>> = BTreeMap::new();
+    for name in em.entity_names() {
+        let Some(e) = em.entity(&name) else { continue };
+        let Some(group) = e.group else { continue };
+        for (i, uri) in e.profile.er.iter().enumerate() {
+            if let Some(addr) = member_addr(uri) {
+                naming.entry(addr).or_default().push((group, e.joined.get(i).copied().unwrap_or(false), name.clone()));
+            }
+        }
+    }
+    for d in devices {
+        let named = naming.get(&d.addr).map(Vec::as_slice).unwrap_or(&[]);
+        for g in d.groups {
+            if !named.iter().any(|(ng, _, _)| ng == g) {
+                out.push(format!("membership: {} is in group {g}, which no entity naming it holds", d.addr));
+            }
+        }
+        for (g, joined, name) in named {
+            let since = model.names.get(name).map_or(Instant::ZERO, |s| s.created_sent);
+            let forgot = d.rebooted.is_some_and(|r| r >= since) || model.names.get(name).is_none_or(|s| s.uncertain);
+            if *joined && !forgot && !d.groups.contains(g) {
+                out.push(format!("membership: {name} records {} as joined to {g}, the device is not in it", d.addr));
+            }
+        }
+    }
+    out
+}
+
+fn member_addr(uri: &str) -> Option<SocketAddr> {
+    let rest = uri.strip_prefix("coap://")?;
+    let host = rest.split('/').next()?;
+    // The EM writes members without the default port.
+    host.parse().ok().or_else(|| {
+        let ip = host.strip_prefix('[')?.strip_suffix(']')?.parse().ok()?;
+        Some(SocketAddr::new(ip, corral_sim::COAP_PORT))
+    })
+}
+
+/// Every request got one final outcome: none lost, none answered twice.
+pub fn one_outcome(client: &Client) -> Vec<String> {
+    let mut out = Vec::new();
+    for (id, (at, sent)) in &client.sent {
+        let n = client.outcomes.get(id).map_or(0, Vec::len);
+        if n != 1 {
+            let what = match sent {
+                Sent::Put(n, _) => format!("PUT {n}"),
+                Sent::Delete(n) => format!("DELETE {n}"),
+                Sent::Use(n) => format!("GET {n}"),
+            };
+            out.push(format!("outcomes: the request {what} sent at {at} got {n} final outcomes"));
+        }
+    }
+    out
+}

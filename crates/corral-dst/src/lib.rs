@@ -1,0 +1,126 @@
+//! # corral-dst
+//!
+//! The gateway tested the way FoundationDB tests itself (issue 44): the real Entity Manager on its gateway
+//! node, twenty real virtual devices (unicast and multicast members, `/mc`) and a client, all on
+//! `corral-sim`'s virtual clock, under faults in random combination and timing, with invariants checked at
+//! every restart and at quiescence. A run is a pure function of its seed: a failure prints the seed and
+//! the one command that replays it, and the same seed run twice gives the same trace hash.
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | [`store`] | the simulated store: latency, slow spells, unavailability, errors, what a crash loses |
+//! | [`client`] | the honest client and the model of what the gateway acknowledged |
+//! | [`fault`] | the fault schedule of a seed |
+//! | [`world`] | the simulated network: gateway crash and restart, device reboots, the run loop |
+//! | [`check`] | the invariants |
+//!
+//! # Where it sits
+//! Above the services it runs (corral-group) and the simulator (corral-sim), below nothing: only its own
+//! tests, `scripts/dst.sh` and its binary use it. It never reads a clock or a global random generator.
+//!
+//! # Defects on purpose
+//! A harness that checks nothing would pass, so [`Defect`]s break the gateway's contract on purpose, each
+//! switched on only by the harness ([`Options::defect`], or `CORRAL_DST_DEFECT=<name>` for the binary) —
+//! never reachable in a gateway a user runs: they live in the simulated store, not in the gateway's code.
+//! The suite checks that each is caught within 200 seeds.
+
+pub mod check;
+pub mod client;
+pub mod fault;
+pub mod store;
+pub mod world;
+
+use corral_proto::Duration;
+use std::fmt;
+
+/// A defect the harness can inject (see the crate docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Defect {
+    /// The store reports a write done when it starts, before it is durable: a crash loses an acknowledged
+    /// change.
+    AckBeforeDurable,
+    /// The store drops the membership journal's additions: a crash mid-join leaves members in groups
+    /// nothing records.
+    SkipJournalWrite,
+    /// The store reports one write in twenty done without applying it.
+    DropWrite,
+}
+
+impl Defect {
+    pub const ALL: [Defect; 3] = [Defect::AckBeforeDurable, Defect::SkipJournalWrite, Defect::DropWrite];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Defect::AckBeforeDurable => "ack-before-durable",
+            Defect::SkipJournalWrite => "skip-journal-write",
+            Defect::DropWrite => "drop-write",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Defect> {
+        Defect::ALL.into_iter().find(|d| d.name() == s)
+    }
+}
+
+impl fmt::Display for Defect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a seed runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Virtual time under faults, before the faults stop and the gateway settles.
+    pub duration: Duration,
+    /// Members (virtual devices).
+    pub devices: usize,
+    pub defect: Option<Defect>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { duration: Duration::from_secs(3600), devices: 20, defect: None }
+    }
+}
+
+/// What one seed did.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub seed: u64,
+    /// Virtual seconds simulated (faults and settling).
+    pub virtual_s: f64,
+    pub trace_hash: u64,
+    /// Each invariant violation, a sentence; a panic is one too.
+    pub failures: Vec<String>,
+    pub requests: usize,
+    pub crashes: u32,
+    pub reboots: u32,
+    /// Store operations acknowledged, and lost by crashes.
+    pub acknowledged: u64,
+    pub lost: u64,
+}
+
+/// The one command that replays `seed` (with `defect` on, if any).
+pub fn replay_command(seed: u64, defect: Option<Defect>) -> String {
+    match defect {
+        Some(d) => format!("CORRAL_DST_DEFECT={d} CORRAL_DST_SEED={seed} scripts/dst.sh"),
+        None => format!("CORRAL_DST_SEED={seed} scripts/dst.sh"),
+    }
+}
+
+/// Runs one seed; a panic anywhere (the gateway, a device, the harness) is a failure, not a crash of the
+/// caller.
+pub fn run_seed(seed: u64, opts: Options) -> Report {
+    match std::panic::catch_unwind(|| world::run(seed, opts)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| p.downcast_ref::<&str>().copied())
+                .unwrap_or("(a panic without a message)");
+            Report { seed, failures: vec![format!("panic: {msg}")], ..Report::default() }
+        }
+    }
+}

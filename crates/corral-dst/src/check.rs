@@ -9,7 +9,7 @@
 //!   store holds exactly the entities the Entity Manager serves.
 //! - [`model_agrees`] (at quiescence): each entity is what the client last had acknowledged.
 //! - [`memberships`] (at quiescence): no device is in a group no multicast entity naming it holds, and every
-//!   member recorded as joined is in its entity's group (unless it rebooted since, forgetting it).
+//!   member recorded as joined is in its entity's group.
 //! - [`one_outcome`] (at quiescence): every client request got exactly one final outcome.
 
 use crate::client::{Client, Model, Sent, Want};
@@ -17,6 +17,27 @@ use corral_group::{EntityManager, Snapshot, StoredEntity};
 use corral_proto::Instant;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+
+/// The tag of a violation the harness found in the gateway and that is not fixed yet (see the crate docs,
+/// "Known defects"): reported, not failed, unless `CORRAL_DST_STRICT` is set.
+pub const KNOWN_JOURNAL: &str = "known defect K1";
+/// A member that rebooted (forgetting its groups) after joining is never asked to join again.
+pub const KNOWN_REBOOT: &str = "known defect K2";
+
+/// (group, member) of every membership a committed entity records as joined.
+fn recorded_memberships(em: &EntityManager) -> Vec<(IpAddr, SocketAddr)> {
+    let mut out = Vec::new();
+    for name in em.entity_names() {
+        let Some(e) = em.entity(&name) else { continue };
+        let Some(g) = e.group else { continue };
+        for (uri, joined) in e.profile.er.iter().zip(&e.joined) {
+            if let (Some(a), true) = (member_addr(uri), joined) {
+                out.push((g, a));
+            }
+        }
+    }
+    out
+}
 
 fn want_of(e: &StoredEntity) -> Want {
     Want { er: e.profile.er.clone(), multicast: e.group.is_some() }
@@ -72,8 +93,18 @@ pub fn store_agrees(em: &EntityManager, snap: &Snapshot, store_in_flight: usize)
             out.push(format!("quiescence: {} is still a pending record", e.name));
         }
     }
-    if !snap.journal.is_empty() {
-        out.push(format!("quiescence: {} membership journal entries never settled", snap.journal.len()));
+    let recorded = recorded_memberships(em);
+    let (settled, strays): (Vec<_>, Vec<_>) = snap.journal.iter().partition(|e| recorded.contains(e));
+    if !strays.is_empty() {
+        let entries: Vec<String> = strays.iter().map(|(g, m)| format!("{m} in {g}")).collect();
+        out.push(format!("quiescence: stray memberships never undone: {}", entries.join(", ")));
+    }
+    if !settled.is_empty() {
+        let entries: Vec<String> = settled.iter().map(|(g, m)| format!("{m} in {g}")).collect();
+        out.push(format!(
+            "{KNOWN_JOURNAL}: journal entries of memberships an entity records never settled: {}",
+            entries.join(", ")
+        ));
     }
     let names = em.entity_names();
     for name in &names {
@@ -114,7 +145,7 @@ pub struct DeviceView<'a> {
     pub addr: SocketAddr,
     pub groups: &'a [IpAddr],
     /// When it last rebooted (forgetting its groups), if ever: a member that rebooted after its entity's
-    /// creation was sent is excused from being in the group, as nothing in the gateway restores it.
+    /// creation was sent and is missing from the group is known defect K2, not a new failure.
     pub rebooted: Option<Instant>,
 }
 
@@ -141,8 +172,12 @@ pub fn memberships(em: &EntityManager, devices: &[DeviceView<'_>], model: &Model
         for (g, joined, name) in named {
             let since = model.names.get(name).map_or(Instant::ZERO, |s| s.created_sent);
             let forgot = d.rebooted.is_some_and(|r| r >= since) || model.names.get(name).is_none_or(|s| s.uncertain);
-            if *joined && !forgot && !d.groups.contains(g) {
-                out.push(format!("membership: {name} records {} as joined to {g}, the device is not in it", d.addr));
+            if *joined && !d.groups.contains(g) {
+                let tag = if forgot { format!("{KNOWN_REBOOT}: ") } else { String::new() };
+                out.push(format!(
+                    "{tag}membership: {name} records {} as joined to {g}, the device is not in it",
+                    d.addr
+                ));
             }
         }
     }

@@ -56,14 +56,14 @@ impl Service for Client {
 
 impl Client {
     /// Sends one random operation to the gateway at `gw` over members `devices` (their addresses); returns
-    /// the entity name if it was a change that left.
+    /// its id and, for a change, the entity's name.
     pub fn act(
         &mut self,
         cx: &mut Context<'_>,
         rng: &mut Rng,
         gw: SocketAddr,
         devices: &[SocketAddr],
-    ) -> Option<String> {
+    ) -> Option<(RequestId, Option<String>)> {
         let name = NAMES[rng.below(NAMES.len() as u64) as usize].to_string();
         let roll = rng.below(100);
         let (req, sent) = if roll < 40 {
@@ -93,7 +93,7 @@ impl Client {
             Sent::Use(_) => None,
         };
         self.sent.insert(id, (cx.now(), sent));
-        change
+        Some((id, change))
     }
 }
 
@@ -121,9 +121,12 @@ pub struct NameState {
     pub created_sent: Instant,
     /// Change requests sent and not finally answered.
     pub outstanding: u32,
-    /// A change whose fate the client cannot know (it got no answer): the gateway may hold either state
-    /// until the next acknowledged change.
+    /// A change whose fate the client cannot know (it got no answer), or two changes in flight together
+    /// (the gateway may have made them in either order, whatever the order of their answers): the gateway
+    /// may hold either state until the next acknowledged change.
     pub uncertain: bool,
+    /// Changes sent and answered on this name so far: a change during which it moved overlapped another.
+    pub moves: u64,
 }
 
 /// What the client may hold the gateway to (see [`NameState`]).
@@ -133,13 +136,16 @@ pub struct Model {
 }
 
 impl Model {
-    /// A change request left.
-    pub fn sent(&mut self, name: &str) {
-        self.names.entry(name.to_string()).or_default().outstanding += 1;
+    /// A change request left; returns its mark, for [`Model::answered`].
+    pub fn sent(&mut self, name: &str) -> u64 {
+        let st = self.names.entry(name.to_string()).or_default();
+        st.outstanding += 1;
+        st.moves += 1;
+        st.moves
     }
 
-    /// A change request sent at `t0` got its final outcome at `at`.
-    pub fn answered(&mut self, sent: &Sent, t0: Instant, outcome: &Outcome, at: Instant) {
+    /// A change request sent at `t0` (with `mark`) got its final outcome at `at`.
+    pub fn answered(&mut self, sent: &Sent, (t0, mark): (Instant, u64), outcome: &Outcome, at: Instant) {
         let (name, target) = match sent {
             Sent::Put(n, w) => (n, Some(w.clone())),
             Sent::Delete(n) => (n, None),
@@ -147,6 +153,8 @@ impl Model {
         };
         let st = self.names.entry(name.clone()).or_default();
         st.outstanding = st.outstanding.saturating_sub(1);
+        let overlapped = st.moves != mark;
+        st.moves += 1;
         let code = match outcome {
             Outcome::Response { response, .. } => response.code,
             _ => {
@@ -162,7 +170,7 @@ impl Model {
             }
             st.acked = target;
             st.acked_at = at;
-            st.uncertain = false;
+            st.uncertain = overlapped;
         }
         // Any other answer (4.xx, 5.xx) says the change was not made: the state stays what it was.
     }

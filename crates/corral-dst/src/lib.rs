@@ -23,6 +23,22 @@
 //! switched on only by the harness ([`Options::defect`], or `CORRAL_DST_DEFECT=<name>` for the binary) —
 //! never reachable in a gateway a user runs: they live in the simulated store, not in the gateway's code.
 //! The suite checks that each is caught within 200 seeds.
+//!
+//! # Known defects
+//! A violation the harness found in the gateway and that waits for its fix is tagged (`check::KNOWN_*`)
+//! and reported beside the seed's result rather than failing it, so that the suite stays a gate for
+//! everything else; `CORRAL_DST_STRICT=1` fails on them too, and each has an ignored regression test
+//! naming its seed (`tests/known.rs`) that passes once it is fixed.
+//!
+//! - **K1** (seed 46): the journal entries of a join the gateway committed are removed by a write of their
+//!   own after the answer (`Wait::Settled`); a crash before that write is durable, or a store error on it,
+//!   leaves them in the store for ever — they are not strays (an entity records the membership), so no
+//!   reconciliation removes them, and each keeps its group unallocatable.
+//! - **K2** (most seeds): a member that reboots forgets its groups, and nothing brings it back: the entity
+//!   still records it as joined, and its multicast uses miss it (or repair it by unicast, every time) until
+//!   the entity is re-created. The invariant — each member's groups equal those of the multicast
+//!   entities naming it — needs the gateway to re-join a member that stays silent to the group, or the
+//!   device to keep its `/mc` across a reboot.
 
 pub mod check;
 pub mod client;
@@ -76,11 +92,13 @@ pub struct Options {
     /// Members (virtual devices).
     pub devices: usize,
     pub defect: Option<Defect>,
+    /// Known defects fail the seed too (`CORRAL_DST_STRICT`).
+    pub strict: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { duration: Duration::from_secs(3600), devices: 20, defect: None }
+        Options { duration: Duration::from_secs(3600), devices: 20, defect: None, strict: false }
     }
 }
 
@@ -93,6 +111,8 @@ pub struct Report {
     pub trace_hash: u64,
     /// Each invariant violation, a sentence; a panic is one too.
     pub failures: Vec<String>,
+    /// Violations of known defects not fixed yet (see the crate docs), unless the run is strict.
+    pub known: Vec<String>,
     pub requests: usize,
     pub crashes: u32,
     pub reboots: u32,

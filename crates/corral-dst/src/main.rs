@@ -17,6 +17,8 @@ violations and the one command that replays it.
 
   --defects        list the defects CORRAL_DST_DEFECT=<name> switches on, one a line
   CORRAL_DST_SEED  run only this seed
+  CORRAL_DST_STRICT=1  fail on the known defects too (see the crate docs)
+  CORRAL_DST_LOG=1 tell the seed's story on stderr (faults, requests and their answers)
   -q               print only failures and the closing line";
 
 fn main() -> ExitCode {
@@ -61,12 +63,20 @@ fn main() -> ExitCode {
         Some(s) => vec![s],
         None => (first..first + seeds).collect(),
     };
-    let opts = Options { duration: Duration::from_micros((hours * 3.6e9) as u64), defect, ..Options::default() };
+    let strict = std::env::var_os("CORRAL_DST_STRICT").is_some_and(|v| !v.is_empty() && v != "0");
+    let opts =
+        Options { duration: Duration::from_micros((hours * 3.6e9) as u64), defect, strict, ..Options::default() };
     let started = Instant::now();
-    let (mut virtual_s, mut failures) = (0.0, 0usize);
+    let (mut virtual_s, mut failures, mut known) = (0.0, 0usize, 0usize);
     for &seed in &list {
         let r = run_seed(seed, opts);
         virtual_s += r.virtual_s;
+        if !r.known.is_empty() {
+            known += 1;
+            for k in &r.known {
+                println!("seed {seed}: {k}");
+            }
+        }
         if r.failures.is_empty() {
             if !quiet {
                 println!(
@@ -84,6 +94,9 @@ fn main() -> ExitCode {
         println!("  replay: {}", replay_command(seed, defect));
     }
     let wall = started.elapsed().as_secs_f64();
+    if known > 0 {
+        println!("dst: {known} seeds met known defects (CORRAL_DST_STRICT=1 fails them)");
+    }
     println!(
         "dst: {} seeds, {:.0} virtual s in {:.1} s ({:.0}× real time), {} failures",
         list.len(),

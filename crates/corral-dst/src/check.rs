@@ -11,6 +11,8 @@
 //! - [`memberships`] (at quiescence): no device is in a group no multicast entity naming it holds, and every
 //!   member recorded as joined is in its entity's group.
 //! - [`one_outcome`] (at quiescence): every client request got exactly one final outcome.
+//! - [`use_values`] (at quiescence): every value a use answered is what its members said during it — each
+//!   listed value one its member read in the use's window, an aggregate within its members' range.
 
 use crate::client::{Client, Model, Sent, Want};
 use corral_group::{EntityManager, Snapshot, StoredEntity};
@@ -206,6 +208,55 @@ pub fn one_outcome(client: &Client) -> Vec<String> {
                 Sent::Use(n) => format!("GET {n}"),
             };
             out.push(format!("outcomes: the request {what} sent at {at} got {n} final outcomes"));
+        }
+    }
+    out
+}
+
+/// Every use's answer is made of what members said during it: `sample(member, t)` is the value member
+/// `member` reads at `t` (constant within a second).
+pub fn use_values(
+    client: &Client,
+    devices: &[SocketAddr],
+    sample: impl Fn(SocketAddr, Instant) -> Option<f64>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (id, (t0, sent)) in &client.sent {
+        let Sent::Use(name) = sent else { continue };
+        let Some((at, corral_proto::Outcome::Response { response, .. })) =
+            client.outcomes.get(id).and_then(|o| o.first())
+        else {
+            continue;
+        };
+        if response.code != corral_proto::wire::Code::CONTENT {
+            continue;
+        }
+        let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&response.payload) else {
+            out.push(format!("use: {name} at {t0} answered 2.05 with a body that is not JSON"));
+            continue;
+        };
+        // Every second the use spanned: members answer between the request and its answer.
+        let seconds: Vec<Instant> = (t0.as_secs()..=at.as_secs()).map(Instant::from_secs).collect();
+        let readings = |m: SocketAddr| -> Vec<f64> { seconds.iter().filter_map(|&t| sample(m, t)).collect() };
+        if let Some(values) = doc.get("values").and_then(|v| v.as_array()) {
+            for v in values {
+                let (Some(uri), Some(x)) = (v.get("m").and_then(|m| m.as_str()), v.get("v").and_then(|x| x.as_f64()))
+                else {
+                    continue;
+                };
+                let Some(m) = member_addr(uri) else { continue };
+                if !readings(m).iter().any(|r| (r - x).abs() < 1e-9) {
+                    out.push(format!("use: {name} at {t0} listed {x} for {uri}, which it never read then"));
+                }
+            }
+        } else if let Some(x) = doc.get("v").and_then(|x| x.as_f64()) {
+            // An aggregate lies within the range of every device's readings in the window (at the members'
+            // precision).
+            let all: Vec<f64> = devices.iter().flat_map(|&d| readings(d)).collect();
+            let (lo, hi) = all.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+            if !all.is_empty() && (x < lo - 0.01 || x > hi + 0.01) {
+                out.push(format!("use: {name} at {t0} answered {x}, outside every reading then ({lo}..{hi})"));
+            }
         }
     }
     out

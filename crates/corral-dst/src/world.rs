@@ -288,6 +288,13 @@ impl World {
             v.extend(check::memberships(em, &views, &self.model));
         }
         v.extend(check::one_outcome(self.client()));
+        let sim = &self.sim;
+        let sample = |m: SocketAddr, t: Instant| {
+            let id = sim.node_by_addr(m.ip()).filter(|id| *id != GW && id.index() <= self.devices.len())?;
+            Some(corral_group::device::sample(u64::from(id.0), corral_group::device::Quantity::Temperature, t))
+        };
+        let devices: Vec<SocketAddr> = self.devices.iter().map(|(id, _)| sim.addr(*id)).collect();
+        v.extend(check::use_values(self.client(), &devices, sample));
         self.fail(v);
     }
 }

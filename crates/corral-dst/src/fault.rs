@@ -21,6 +21,9 @@ pub enum Fault {
     Partition { first: usize, count: usize, span: Duration },
     /// Every radio link loses in bursts (Gilbert–Elliott, mean loss `loss`) for `span`.
     LossBurst { loss: f64, span: Duration },
+    /// Datagrams are duplicated (`duplicate`) or held back up to `max_delay` (`delay`), so reordered, for
+    /// `span`.
+    Jumble { duplicate: f64, delay: f64, max_delay: Duration, span: Duration },
     /// Every store write takes seconds for `span`.
     StoreSlow { span: Duration },
     /// Every store write fails for `span`.
@@ -37,7 +40,7 @@ pub fn schedule(rng: &mut Rng, length: Duration, devices: usize) -> Vec<(Instant
     let mut out = Vec::new();
     // (mean gap lower bound, upper bound in s, how to draw one)
     type Draw = fn(&mut Rng, usize) -> Fault;
-    let kinds: [(u64, u64, Draw); 6] = [
+    let kinds: [(u64, u64, Draw); 7] = [
         (120, 600, |r, _| Fault::Crash { armed: r.chance(0.6), down: secs(r, 1, 120) }),
         (60, 400, |r, n| Fault::Reboot { index: r.below(n as u64) as usize, down: secs(r, 1, 30) }),
         (120, 600, |r, n| Fault::Partition {
@@ -46,6 +49,12 @@ pub fn schedule(rng: &mut Rng, length: Duration, devices: usize) -> Vec<(Instant
             span: secs(r, 5, 180),
         }),
         (180, 900, |r, _| Fault::LossBurst { loss: 0.1 + r.f64() * 0.4, span: secs(r, 10, 120) }),
+        (180, 900, |r, _| Fault::Jumble {
+            duplicate: r.f64() * 0.3,
+            delay: r.f64() * 0.3,
+            max_delay: Duration::from_millis(r.range_inclusive(10, 3000)),
+            span: secs(r, 10, 300),
+        }),
         (180, 900, |r, _| Fault::StoreSlow { span: secs(r, 10, 120) }),
         (300, 1200, |r, _| Fault::StoreDown { span: secs(r, 5, 60) }),
     ];

@@ -16,7 +16,7 @@ use crate::{Options, Report};
 use corral_group::device::{mount_device, DeviceConfig, DeviceHandles};
 use corral_group::{EmConfig, EntityManager, McResource};
 use corral_proto::{Duration, Endpoint, EndpointConfig, Instant, Node, Rng, ServiceHandle};
-use corral_sim::fault::Cuts;
+use corral_sim::fault::{Cuts, Jumble};
 use corral_sim::topology::WiredSpec;
 use corral_sim::{LinkModel, NodeId, Sim, SimConfig, Topology};
 use std::collections::BTreeSet;
@@ -40,6 +40,7 @@ pub struct World {
     rebooted: Vec<Option<Instant>>,
     down: Vec<bool>,
     cuts: Cuts,
+    jumble: Jumble,
     model: Model,
     /// Requests whose outcome the model has taken.
     seen: BTreeSet<corral_proto::RequestId>,
@@ -63,6 +64,8 @@ impl World {
         sim.set_all_link_models(LinkModel::Bernoulli { p: BASE_LOSS });
         let cuts = Cuts::new();
         sim.set_frame_rule(cuts.rule());
+        let jumble = Jumble::new(Rng::stream(seed, 0xD57_0004));
+        sim.set_datagram_rule(jumble.rule());
         let mut devices = Vec::new();
         for i in 1..=opts.devices {
             let id = NodeId(i as u32);
@@ -84,6 +87,7 @@ impl World {
             down: vec![false; devices.len()],
             devices,
             cuts,
+            jumble,
             model: Model::default(),
             seen: BTreeSet::new(),
             marks: Default::default(),
@@ -232,6 +236,9 @@ impl World {
                 self.sim.set_all_link_models(LinkModel::bursty(loss, 8.0, 0.9));
                 self.pending.push((now + span, Due::LossEnds));
             }
+            Fault::Jumble { duplicate, delay, max_delay, span } => {
+                self.jumble.start(now + span, duplicate, delay, max_delay)
+            }
             Fault::StoreSlow { span } => self.store.lock().slow_until(now + span),
             Fault::StoreDown { span } => self.store.lock().down_until(now + span),
         }
@@ -262,6 +269,7 @@ impl World {
         }
         self.restart();
         self.cuts.heal();
+        self.jumble.stop();
         self.sim.set_all_link_models(LinkModel::Perfect);
         self.store.lock().heal(now);
     }

@@ -347,12 +347,27 @@ enum Ev {
     Mac(u32, u32, MacStep),
     TxEnd(u32),
     AckStart(u32),
-    Arrive { node: u32, from: u32, dg: DgramRef, hops: u8 },
+    Arrive {
+        node: u32,
+        from: u32,
+        dg: DgramRef,
+        hops: u8,
+    },
     WifiStart(u16),
     WifiEnd(u16),
     ReasmTimeout(u32, DatagramId),
-    SmrfForward { node: u32, dg: DgramRef, hops: u8 },
+    SmrfForward {
+        node: u32,
+        dg: DgramRef,
+        hops: u8,
+    },
     Process(u32, DgramRef),
+    /// A datagram the datagram rule held back or copied (see [`crate::fault`]), delivered now.
+    Late {
+        node: u32,
+        dg: DgramRef,
+        hops: u8,
+    },
 }
 
 /// The simulator. See the module docs for the model, [`crate`] for an overview and an example.
@@ -367,6 +382,8 @@ pub struct Sim {
     /// What happened: datagram ids, records and their hash, datagrams as sent, node events, pcap.
     recorder: Recorder,
     rule: Option<FrameRule>,
+    /// Delays and duplicates of datagrams at their receiver (see [`crate::fault`]).
+    dgram_rule: Option<crate::fault::DatagramRule>,
 }
 
 fn default_addr(i: usize) -> IpAddr {
@@ -462,6 +479,7 @@ impl Sim {
             routing: Routing::new(seed, by_addr),
             recorder: Recorder::default(),
             rule: None,
+            dgram_rule: None,
             cfg,
         };
         for &(a, b, model) in &topo.link_models {
@@ -641,6 +659,16 @@ impl Sim {
 
     pub fn clear_frame_rule(&mut self) {
         self.rule = None;
+    }
+
+    /// Installs a datagram rule: it sees every datagram about to be delivered to a node and may deliver
+    /// it, hold it back (reordering it behind later ones) or deliver it and a copy later (see
+    /// [`crate::fault`]).
+    pub fn set_datagram_rule(
+        &mut self,
+        rule: impl FnMut(&crate::fault::DatagramInfo) -> crate::fault::Mangle + 'static,
+    ) {
+        self.dgram_rule = Some(Box::new(rule));
     }
 
     /// Adds a Wi-Fi interferer; returns its index.
@@ -927,6 +955,7 @@ impl Sim {
             Ev::AckStart(j) => self.send_ack(j),
             Ev::Arrive { node, from, dg, hops } => self.arrive(node, from, dg, hops),
             Ev::SmrfForward { node, dg, hops } => self.enqueue(node, None, dg, hops),
+            Ev::Late { node, dg, hops } => self.deliver_now(node, &dg, hops),
             Ev::Process(node, dg) => {
                 let n = &mut self.nodes[node as usize];
                 n.cpu_backlog = n.cpu_backlog.saturating_sub(1);

@@ -298,6 +298,25 @@ impl Sim {
                 return self.drop_dgram(at, dg, DropReason::Discarded, hops);
             }
         }
+        if let Some(rule) = self.dgram_rule.as_mut() {
+            let info = crate::fault::DatagramInfo { at: now, to: NodeId(at), src: dg.src, dst: dg.dst, id: dg.id };
+            match rule(&info) {
+                crate::fault::Mangle::Deliver => {}
+                crate::fault::Mangle::Delay(d) => {
+                    self.queue.schedule(now + d, Ev::Late { node: at, dg: dg.clone(), hops });
+                    return;
+                }
+                crate::fault::Mangle::Duplicate(d) => {
+                    self.queue.schedule(now + d, Ev::Late { node: at, dg: dg.clone(), hops });
+                }
+            }
+        }
+        self.deliver_now(at, dg, hops);
+    }
+
+    /// [`Sim::deliver_local`] past the datagram rule: the receiver's CPU and its node.
+    pub(super) fn deliver_now(&mut self, at: u32, dg: &DgramRef, hops: u8) {
+        let now = self.now();
         // The CPU model is a mote's: a wired host (a PC on the Ethernet side) hands a datagram over at once.
         // (Charging it a mote's 50 ms made an empty ACK followed closely by its separate response queue
         // up at the client: seed 000's fig14 "ACK_TIMEOUT 2 s is 35 ms slower" artefact.)

@@ -11,6 +11,8 @@
 //! - [`memberships`] (at quiescence): no device is in a group no multicast entity naming it holds, and every
 //!   member recorded as joined is in its entity's group.
 //! - [`one_outcome`] (at quiescence): every client request got exactly one final outcome.
+//! - [`reflection`] (after every spoofing spell): the gateway sent the victim of spoofed requests no
+//!   more than the reflection bound allows.
 //! - [`use_values`] (at quiescence): every value a use answered is what its members said during it — each
 //!   listed value one its member read in the use's window, an aggregate within its members' range.
 
@@ -260,4 +262,25 @@ pub fn use_values(
         }
     }
     out
+}
+
+/// The reflection bound (corral-proto's `AmplificationLimit`) over a spell from `a` to `b`: what the
+/// gateway sent the victim's address then is at most `factor` times all it ever received from that address
+/// (every peer's credit) plus the address's bucket, full at `a`, and its refill.
+pub fn reflection(
+    limit: &corral_proto::AmplificationLimit,
+    (sent_a, a): (usize, Instant),
+    (sent_b, received_b, b): (usize, usize, Instant),
+) -> Vec<String> {
+    let secs = (b - a).as_micros().div_ceil(1_000_000) as usize;
+    let allowed = limit.factor * received_b + limit.burst + limit.refill * secs;
+    let sent = sent_b - sent_a;
+    if sent > allowed {
+        vec![format!(
+            "reflection: the gateway sent a spoofed victim {sent} bytes from {a} to {b}, more than the bound's {allowed} \
+             ({received_b} bytes ever received from it)"
+        )]
+    } else {
+        Vec::new()
+    }
 }

@@ -24,6 +24,10 @@ pub enum Fault {
     /// Datagrams are duplicated (`duplicate`) or held back up to `max_delay` (`delay`), so reordered, for
     /// `span`.
     Jumble { duplicate: f64, delay: f64, max_delay: Duration, span: Duration },
+    /// A spoofer sends a use or an observation in the victim's name every `every`, for `span`.
+    Spoof { every: Duration, span: Duration },
+    /// A burst of `count` malformed datagrams to the gateway.
+    Garbage { count: u32 },
     /// Every store write takes seconds for `span`.
     StoreSlow { span: Duration },
     /// Every store write fails for `span`.
@@ -40,7 +44,7 @@ pub fn schedule(rng: &mut Rng, length: Duration, devices: usize) -> Vec<(Instant
     let mut out = Vec::new();
     // (mean gap lower bound, upper bound in s, how to draw one)
     type Draw = fn(&mut Rng, usize) -> Fault;
-    let kinds: [(u64, u64, Draw); 7] = [
+    let kinds: [(u64, u64, Draw); 9] = [
         (120, 600, |r, _| Fault::Crash { armed: r.chance(0.6), down: secs(r, 1, 120) }),
         (60, 400, |r, n| Fault::Reboot { index: r.below(n as u64) as usize, down: secs(r, 1, 30) }),
         (120, 600, |r, n| Fault::Partition {
@@ -56,6 +60,11 @@ pub fn schedule(rng: &mut Rng, length: Duration, devices: usize) -> Vec<(Instant
             span: secs(r, 10, 300),
         }),
         (180, 900, |r, _| Fault::StoreSlow { span: secs(r, 10, 120) }),
+        (120, 600, |r, _| Fault::Spoof {
+            every: Duration::from_millis(r.range_inclusive(200, 3000)),
+            span: secs(r, 5, 60),
+        }),
+        (60, 600, |r, _| Fault::Garbage { count: r.range_inclusive(1, 50) as u32 }),
         (300, 1200, |r, _| Fault::StoreDown { span: secs(r, 5, 60) }),
     ];
     for (lo, hi, draw) in kinds {

@@ -10,6 +10,7 @@
 //! | --- | --- |
 //! | [`store`] | the simulated store: latency, slow spells, unavailability, errors, what a crash loses |
 //! | [`client`] | the honest client and the model of what the gateway acknowledged |
+//! | [`hostile`] | the spoofer (reads and observations in a victim's name, malformed datagrams) and the victim's ledger |
 //! | [`fault`] | the fault schedule of a seed |
 //! | [`world`] | the simulated network: gateway crash and restart, device reboots, the run loop |
 //! | [`check`] | the invariants |
@@ -43,6 +44,7 @@
 pub mod check;
 pub mod client;
 pub mod fault;
+pub mod hostile;
 pub mod store;
 pub mod world;
 

@@ -11,6 +11,7 @@
 use crate::check::{self, DeviceView};
 use crate::client::{Client, Model};
 use crate::fault::{schedule, Fault};
+use crate::hostile::{Ledger, Spoofer};
 use crate::store::SharedStore;
 use crate::{Options, Report};
 use corral_group::device::{mount_device, DeviceConfig, DeviceHandles};
@@ -41,6 +42,10 @@ pub struct World {
     down: Vec<bool>,
     cuts: Cuts,
     jumble: Jumble,
+    spoofer: (NodeId, Spoofer),
+    ledger: Ledger,
+    /// A spoofing spell: when it ends, and every how long it sends.
+    spoofing: Option<(Instant, Duration)>,
     model: Model,
     /// Requests whose outcome the model has taken.
     seen: BTreeSet<corral_proto::RequestId>,
@@ -58,6 +63,9 @@ impl World {
     fn new(seed: u64, opts: &Options) -> World {
         let mut topo = Topology::star(opts.devices);
         let host = topo.add_wired_host(0, WiredSpec::ethernet(0, 0));
+        let spoofer = NodeId(topo.add_wired_host(0, WiredSpec::ethernet(0, 0)) as u32);
+        // The victim: a host that runs nothing, whose address the spoofer writes on its requests.
+        let victim = NodeId(topo.add_wired_host(0, WiredSpec::ethernet(0, 0)) as u32);
         let mut cfg = SimConfig::new(seed);
         cfg.record = false;
         let mut sim = Sim::from_topology(cfg, &topo);
@@ -65,7 +73,17 @@ impl World {
         let cuts = Cuts::new();
         sim.set_frame_rule(cuts.rule());
         let jumble = Jumble::new(Rng::stream(seed, 0xD57_0004));
-        sim.set_datagram_rule(jumble.rule());
+        let ledger = Ledger::default();
+        let (gw_ip, victim_ip) = (sim.addr(GW).ip(), sim.addr(victim).ip());
+        let (mut mangle, counts) = (jumble.rule(), ledger.clone());
+        sim.set_datagram_rule(move |d| {
+            if d.src.ip() == gw_ip && d.dst.ip() == victim_ip {
+                counts.count(true, d.len);
+            } else if d.src.ip() == victim_ip && d.dst.ip() == gw_ip {
+                counts.count(false, d.len);
+            }
+            mangle(d)
+        });
         let mut devices = Vec::new();
         for i in 1..=opts.devices {
             let id = NodeId(i as u32);
@@ -88,6 +106,9 @@ impl World {
             devices,
             cuts,
             jumble,
+            spoofer: (spoofer, Spoofer::new(Rng::stream(seed, 0xD57_0005), victim_ip)),
+            ledger,
+            spoofing: None,
             model: Model::default(),
             seen: BTreeSet::new(),
             marks: Default::default(),
@@ -239,6 +260,22 @@ impl World {
             Fault::Jumble { duplicate, delay, max_delay, span } => {
                 self.jumble.start(now + span, duplicate, delay, max_delay)
             }
+            Fault::Spoof { every, span } => {
+                if self.spoofing.is_none() {
+                    self.spoofing = Some((now + span, every));
+                    let sent = self.ledger.totals().0;
+                    self.pending.push((now, Due::Spoof));
+                    // The check waits for the answers and retransmissions of the spell's last requests.
+                    self.pending.push((now + span + Duration::from_secs(60), Due::ReflectionCheck(now, sent)));
+                }
+            }
+            Fault::Garbage { count } => {
+                let gw = self.sim.addr(GW);
+                for _ in 0..count {
+                    let bytes = self.spoofer.1.garbage();
+                    self.sim.inject(self.spoofer.0, gw, bytes);
+                }
+            }
             Fault::StoreSlow { span } => self.store.lock().slow_until(now + span),
             Fault::StoreDown { span } => self.store.lock().down_until(now + span),
         }
@@ -257,6 +294,28 @@ impl World {
                 self.down[i] = false;
             }
             Due::LossEnds => self.sim.set_all_link_models(LinkModel::Bernoulli { p: BASE_LOSS }),
+            Due::Spoof => {
+                let now = self.sim.now();
+                let Some((until, every)) = self.spoofing.filter(|(until, _)| now < *until) else {
+                    self.spoofing = None;
+                    return;
+                };
+                let (src, bytes) = self.spoofer.1.spoofed_read();
+                self.sim.inject_as(self.spoofer.0, src, self.sim.addr(GW), bytes);
+                self.pending.push(((now + every).min(until), Due::Spoof));
+            }
+            Due::ReflectionCheck(a, sent_a) => {
+                let (sent, received) = self.ledger.totals();
+                let limit = corral_proto::AmplificationLimit::default();
+                let v = check::reflection(&limit, (sent_a, a), (sent, received, self.sim.now()));
+                self.log(|| {
+                    format!(
+                        "reflection since {a}: {} bytes sent to the victim, {received} received ever",
+                        sent - sent_a
+                    )
+                });
+                self.fail(v);
+            }
         }
     }
 
@@ -270,6 +329,7 @@ impl World {
         self.restart();
         self.cuts.heal();
         self.jumble.stop();
+        self.spoofing = None;
         self.sim.set_all_link_models(LinkModel::Perfect);
         self.store.lock().heal(now);
     }
@@ -313,6 +373,10 @@ enum Due {
     Restart,
     DeviceBack(usize),
     LossEnds,
+    /// The spoofer's next request.
+    Spoof,
+    /// The reflection bound over the spell that started then (with the bytes sent to the victim by then).
+    ReflectionCheck(Instant, usize),
 }
 
 /// A virtual device's node, seeded for its `boot`-th start.

@@ -26,6 +26,8 @@ pub struct DatagramInfo {
     pub src: SocketAddr,
     pub dst: SocketAddr,
     pub id: DatagramId,
+    /// Its UDP payload's size (bytes).
+    pub len: usize,
 }
 
 /// What becomes of a datagram at its receiver.
@@ -146,6 +148,7 @@ mod tests {
             src: "[fd00::1]:5683".parse().unwrap(),
             dst: "[fd00::2]:5683".parse().unwrap(),
             id: DatagramId(0),
+            len: 10,
         };
         assert_eq!(j.mangle(&at(0)), Mangle::Deliver, "off until started");
         j.start(Instant::from_secs(10), 0.5, 1.0, Duration::from_millis(100));

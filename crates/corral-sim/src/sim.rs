@@ -627,6 +627,14 @@ impl Sim {
         id
     }
 
+    /// [`Sim::inject`] with source address `src` whatever the node's own: a spoofer on that node (the
+    /// network does no source-address validation, as most do not).
+    pub fn inject_as(&mut self, from: NodeId, src: SocketAddr, dst: SocketAddr, payload: Vec<u8>) -> DatagramId {
+        let id = self.recorder.peek_id();
+        self.submit_as(from.0, src, dst, payload);
+        id
+    }
+
     /// Makes a node a member of a multicast group, as a `NodeCommand::JoinGroup` from its services would.
     pub fn join_group(&mut self, id: NodeId, group: IpAddr) {
         self.apply_command(id.0, NodeCommand::JoinGroup(group));

@@ -181,8 +181,13 @@ impl Sim {
 
     /// [`Sim::submit`] from the node's port `sport`.
     pub(super) fn submit_from(&mut self, i: u32, sport: u16, dst: SocketAddr, payload: Vec<u8>) {
-        let now = self.now();
         let src = SocketAddr::new(self.nodes[i as usize].addr, sport);
+        self.submit_as(i, src, dst, payload);
+    }
+
+    /// A datagram leaves node `i` with source `src`, its own or not (a spoofer's).
+    pub(super) fn submit_as(&mut self, i: u32, src: SocketAddr, dst: SocketAddr, payload: Vec<u8>) {
+        let now = self.now();
         let id = self.recorder.next_id();
         self.recorder.capture(now, src, dst, &payload);
         if self.cfg.record {
@@ -299,7 +304,14 @@ impl Sim {
             }
         }
         if let Some(rule) = self.dgram_rule.as_mut() {
-            let info = crate::fault::DatagramInfo { at: now, to: NodeId(at), src: dg.src, dst: dg.dst, id: dg.id };
+            let info = crate::fault::DatagramInfo {
+                at: now,
+                to: NodeId(at),
+                src: dg.src,
+                dst: dg.dst,
+                id: dg.id,
+                len: dg.payload.len(),
+            };
             match rule(&info) {
                 crate::fault::Mangle::Deliver => {}
                 crate::fault::Mangle::Delay(d) => {

@@ -277,7 +277,8 @@ pub fn reflection(
     let sent = sent_b - sent_a;
     if sent > allowed {
         vec![format!(
-            "reflection: the gateway sent a spoofed victim {sent} bytes from {a} to {b}, more than the bound's {allowed} \
+            "reflection: the gateway sent a spoofed victim {sent} bytes from {a} to {b}, more than the \
+             bound's {allowed} \
              ({received_b} bytes ever received from it)"
         )]
     } else {

@@ -38,13 +38,37 @@ fn secs(rng: &mut Rng, lo: u64, hi: u64) -> Duration {
     Duration::from_millis(rng.range_inclusive(lo * 1000, hi * 1000))
 }
 
-/// The faults of a run of `length` over `devices` devices, in time order.
-pub fn schedule(rng: &mut Rng, length: Duration, devices: usize) -> Vec<(Instant, Fault)> {
+/// The kinds of fault by name, in [`schedule`]'s order: a set of them is a mask, bit `k` for `KINDS[k]`.
+pub const KINDS: [&str; 9] =
+    ["crash", "reboot", "partition", "loss", "jumble", "store-slow", "spoof", "garbage", "store-down"];
+
+/// Every kind of fault.
+pub const ALL: u16 = (1 << KINDS.len()) - 1;
+
+/// The names of the kinds in `mask`, comma-separated.
+pub fn names(mask: u16) -> String {
+    KINDS.iter().enumerate().filter(|(k, _)| mask & (1 << k) != 0).map(|(_, n)| *n).collect::<Vec<_>>().join(",")
+}
+
+/// The mask of comma-separated kind names, or the name that is none.
+pub fn parse(list: &str) -> Result<u16, String> {
+    let mut mask = 0;
+    for name in list.split(',').filter(|n| !n.is_empty()) {
+        let k = KINDS.iter().position(|k| *k == name).ok_or_else(|| name.to_string())?;
+        mask |= 1 << k;
+    }
+    Ok(mask)
+}
+
+/// The faults of kinds in `mask` of seed `seed`'s run of `length` over `devices` devices, in time order.
+/// Each kind draws from a stream of its own, so a run with fewer kinds or a shorter length has the same
+/// faults of the kinds it keeps, at the same times (what the minimiser needs).
+pub fn schedule(seed: u64, mask: u16, length: Duration, devices: usize) -> Vec<(Instant, Fault)> {
     let end = Instant::ZERO + length;
     let mut out = Vec::new();
     // (mean gap lower bound, upper bound in s, how to draw one)
     type Draw = fn(&mut Rng, usize) -> Fault;
-    let kinds: [(u64, u64, Draw); 9] = [
+    let kinds: [(u64, u64, Draw); KINDS.len()] = [
         (120, 600, |r, _| Fault::Crash { armed: r.chance(0.6), down: secs(r, 1, 120) }),
         (60, 400, |r, n| Fault::Reboot { index: r.below(n as u64) as usize, down: secs(r, 1, 30) }),
         (120, 600, |r, n| Fault::Partition {
@@ -67,7 +91,11 @@ pub fn schedule(rng: &mut Rng, length: Duration, devices: usize) -> Vec<(Instant
         (60, 600, |r, _| Fault::Garbage { count: r.range_inclusive(1, 50) as u32 }),
         (300, 1200, |r, _| Fault::StoreDown { span: secs(r, 5, 60) }),
     ];
-    for (lo, hi, draw) in kinds {
+    for (k, (lo, hi, draw)) in kinds.into_iter().enumerate() {
+        if mask & (1 << k) == 0 {
+            continue;
+        }
+        let rng = &mut Rng::stream(seed, 0xD57_F000 + k as u64);
         let mut t = Instant::ZERO + secs(rng, 10, hi);
         while t < end {
             out.push((t, draw(rng, devices)));

@@ -10,7 +10,7 @@
 //! | --- | --- |
 //! | [`store`] | the simulated store: latency, slow spells, unavailability, errors, what a crash loses |
 //! | [`client`] | the honest client and the model of what the gateway acknowledged |
-//! | [`hostile`] | the spoofer (reads and observations in a victim's name, malformed datagrams) and the victim's ledger |
+//! | [`hostile`] | the spoofer (reads, observations and garbage in a victim's name) and the victim's ledger |
 //! | [`fault`] | the fault schedule of a seed |
 //! | [`world`] | the simulated network: gateway crash and restart, device reboots, the run loop |
 //! | [`check`] | the invariants |
@@ -31,15 +31,16 @@
 //! everything else; `CORRAL_DST_STRICT=1` fails on them too, and each has an ignored regression test
 //! naming its seed (`tests/known.rs`) that passes once it is fixed.
 //!
-//! - **K1** (seed 46): the journal entries of a join the gateway committed are removed by a write of their
-//!   own after the answer (`Wait::Settled`); a crash before that write is durable, or a store error on it,
-//!   leaves them in the store for ever — they are not strays (an entity records the membership), so no
-//!   reconciliation removes them, and each keeps its group unallocatable.
-//! - **K2** (most seeds): a member that reboots forgets its groups, and nothing brings it back: the entity
-//!   still records it as joined, and its multicast uses miss it (or repair it by unicast, every time) until
-//!   the entity is re-created. The invariant — each member's groups equal those of the multicast
-//!   entities naming it — needs the gateway to re-join a member that stays silent to the group, or the
-//!   device to keep its `/mc` across a reboot.
+//! - **K1** (seed 14; minimised: `CORRAL_DST_STRICT=1 CORRAL_DST_SEED=14 scripts/dst.sh --faults
+//!   crash,store-slow,store-down`): the journal entries of a join the gateway committed are removed by a
+//!   write of their own after the answer (`Wait::Settled`); a crash before that write is durable, or a
+//!   store error on it, leaves them in the store for ever — they are not strays (an entity records the
+//!   membership), so no reconciliation removes them, and each keeps its group unallocatable.
+//! - **K2** (seed 2, and a quarter of all seeds): a member that reboots forgets its groups, and nothing
+//!   brings it back: the entity still records it as joined, and its multicast uses miss it (or repair it
+//!   by unicast, every time) until the entity is re-created. The invariant — each member's groups
+//!   equal those of the multicast entities naming it — needs the gateway to re-join a member that stays
+//!   silent to the group, or the device to keep its `/mc` across a reboot.
 
 pub mod check;
 pub mod client;
@@ -96,11 +97,13 @@ pub struct Options {
     pub defect: Option<Defect>,
     /// Known defects fail the seed too (`CORRAL_DST_STRICT`).
     pub strict: bool,
+    /// The kinds of fault that happen (a mask of [`fault::KINDS`]; all by default).
+    pub faults: u16,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { duration: Duration::from_secs(3600), devices: 20, defect: None, strict: false }
+        Options { duration: Duration::from_secs(3600), devices: 20, defect: None, strict: false, faults: fault::ALL }
     }
 }
 
@@ -123,12 +126,53 @@ pub struct Report {
     pub lost: u64,
 }
 
-/// The one command that replays `seed` (with `defect` on, if any).
-pub fn replay_command(seed: u64, defect: Option<Defect>) -> String {
-    match defect {
-        Some(d) => format!("CORRAL_DST_DEFECT={d} CORRAL_DST_SEED={seed} scripts/dst.sh"),
-        None => format!("CORRAL_DST_SEED={seed} scripts/dst.sh"),
+/// The one command that replays `seed` run with `opts`.
+pub fn replay_command(seed: u64, opts: &Options) -> String {
+    let mut cmd = String::new();
+    if let Some(d) = opts.defect {
+        cmd += &format!("CORRAL_DST_DEFECT={d} ");
     }
+    if opts.strict {
+        cmd += "CORRAL_DST_STRICT=1 ";
+    }
+    cmd += &format!("CORRAL_DST_SEED={seed} scripts/dst.sh");
+    if opts.duration != Options::default().duration {
+        cmd += &format!(" --hours {}", opts.duration.as_micros() as f64 / 3.6e9);
+    }
+    if opts.faults != fault::ALL {
+        cmd += &format!(" --faults {}", fault::names(opts.faults));
+    }
+    cmd
+}
+
+/// Shortens the schedule of a failing seed: drops each kind of fault that the failure does not need, then
+/// halves the run while it still fails (down to a minute). Returns the options of the shortest failing run
+/// found and its report (`None` if the seed does not fail).
+pub fn minimise(seed: u64, opts: Options) -> Option<(Options, Report)> {
+    let mut best = (opts, run_seed(seed, opts));
+    if best.1.failures.is_empty() {
+        return None;
+    }
+    for k in 0..fault::KINDS.len() {
+        let bit = 1u16 << k;
+        if best.0.faults & bit == 0 {
+            continue;
+        }
+        let o = Options { faults: best.0.faults & !bit, ..best.0 };
+        let r = run_seed(seed, o);
+        if !r.failures.is_empty() {
+            best = (o, r);
+        }
+    }
+    while best.0.duration > Duration::from_secs(120) {
+        let o = Options { duration: Duration::from_micros(best.0.duration.as_micros() / 2), ..best.0 };
+        let r = run_seed(seed, o);
+        if r.failures.is_empty() {
+            break;
+        }
+        best = (o, r);
+    }
+    Some(best)
 }
 
 /// Runs one seed; a panic anywhere (the gateway, a device, the harness) is a failure, not a crash of the

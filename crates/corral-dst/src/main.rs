@@ -3,12 +3,12 @@
 //! `--defects` lists the injectable defects, one a line; `CORRAL_DST_DEFECT=<name>` switches one on.
 //! `--hours H` runs each seed for H virtual hours (default 1). What runs it: `scripts/dst.sh`.
 
-use corral_dst::{replay_command, run_seed, Defect, Options};
+use corral_dst::{fault, minimise, replay_command, run_seed, Defect, Options};
 use corral_proto::Duration;
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str = "usage: corral-dst [SEEDS] [--hours H] [--first S] [-q]
+const USAGE: &str = "usage: corral-dst [SEEDS] [--hours H] [--first S] [--faults LIST] [--minimise] [-q]
        corral-dst --defects
 
 Runs the gateway's simulation test: seeds FIRST..FIRST+SEEDS-1 (default 1..200), each H virtual hours
@@ -16,6 +16,10 @@ Runs the gateway's simulation test: seeds FIRST..FIRST+SEEDS-1 (default 1..200),
 violations and the one command that replays it.
 
   --defects        list the defects CORRAL_DST_DEFECT=<name> switches on, one a line
+  --faults LIST    only these kinds of fault (comma-separated; default all: crash,reboot,partition,loss,
+                   jumble,store-slow,spoof,garbage,store-down)
+  --minimise       shorten each failing seed's schedule (fewer kinds of fault, a shorter run) and print
+                   the shortest replay that still fails
   CORRAL_DST_SEED  run only this seed
   CORRAL_DST_STRICT=1  fail on the known defects too (see the crate docs)
   CORRAL_DST_LOG=1 tell the seed's story on stderr (faults, requests and their answers)
@@ -24,6 +28,7 @@ violations and the one command that replays it.
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut seeds, mut hours, mut first, mut quiet) = (200u64, 1.0f64, 1u64, false);
+    let (mut faults, mut minimising) = (fault::ALL, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -38,6 +43,12 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             "-q" => quiet = true,
+            "--minimise" => minimising = true,
+            "--faults" => match it.next().map(|l| fault::parse(l)) {
+                Some(Ok(mask)) => faults = mask,
+                Some(Err(name)) => return usage(&format!("--faults: {name} is no kind of fault")),
+                None => return usage("--faults takes a comma-separated list of kinds of fault"),
+            },
             "--hours" => match it.next().and_then(|h| h.parse().ok()).filter(|h: &f64| *h > 0.0 && *h <= 10_000.0) {
                 Some(h) => hours = h,
                 None => return usage("--hours takes a number of hours in (0, 10000]"),
@@ -64,8 +75,8 @@ fn main() -> ExitCode {
         None => (first..first + seeds).collect(),
     };
     let strict = std::env::var_os("CORRAL_DST_STRICT").is_some_and(|v| !v.is_empty() && v != "0");
-    let opts =
-        Options { duration: Duration::from_micros((hours * 3.6e9) as u64), defect, strict, ..Options::default() };
+    let duration = Duration::from_micros((hours * 3.6e9) as u64);
+    let opts = Options { duration, defect, strict, faults, ..Options::default() };
     let started = Instant::now();
     let (mut virtual_s, mut failures, mut known) = (0.0, 0usize, 0usize);
     for &seed in &list {
@@ -80,7 +91,8 @@ fn main() -> ExitCode {
         if r.failures.is_empty() {
             if !quiet {
                 println!(
-                    "seed {seed}: ok ({} requests, {} crashes, {} reboots, {} writes acknowledged, {} lost, trace {:016x})",
+                    "seed {seed}: ok ({} requests, {} crashes, {} reboots, {} writes acknowledged, {} lost, \
+                     trace {:016x})",
                     r.requests, r.crashes, r.reboots, r.acknowledged, r.lost, r.trace_hash
                 );
             }
@@ -91,7 +103,12 @@ fn main() -> ExitCode {
         for f in &r.failures {
             println!("  {f}");
         }
-        println!("  replay: {}", replay_command(seed, defect));
+        println!("  replay: {}", replay_command(seed, &opts));
+        if minimising {
+            if let Some((o, r)) = minimise(seed, opts) {
+                println!("  shortest failing run ({} violations): {}", r.failures.len(), replay_command(seed, &o));
+            }
+        }
     }
     let wall = started.elapsed().as_secs_f64();
     if known > 0 {

@@ -392,7 +392,7 @@ fn device_node(sim: &Sim, id: NodeId, boot: u32) -> (Node, DeviceHandles) {
 pub fn run(seed: u64, opts: Options) -> Report {
     let mut w = World::new(seed, &opts);
     let mut rng = Rng::stream(seed, 0xD57_0003);
-    let faults = schedule(&mut rng, opts.duration, opts.devices);
+    let faults = schedule(seed, opts.faults, opts.duration, opts.devices);
     let end = Instant::ZERO + opts.duration;
     let mut faults = faults.into_iter().peekable();
     let mut next_act = Instant::from_secs(rng.range_inclusive(1, 20));

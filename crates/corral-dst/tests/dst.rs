@@ -6,8 +6,8 @@ use corral_dst::{replay_command, run_seed, Defect, Options, Report};
 
 const SEEDS: u64 = 200;
 
-fn describe(r: &Report, defect: Option<Defect>) -> String {
-    format!("seed {}:\n  {}\n  replay: {}", r.seed, r.failures.join("\n  "), replay_command(r.seed, defect))
+fn describe(r: &Report, opts: &Options) -> String {
+    format!("seed {}:\n  {}\n  replay: {}", r.seed, r.failures.join("\n  "), replay_command(r.seed, opts))
 }
 
 #[test]
@@ -24,7 +24,7 @@ fn two_hundred_seeds_of_an_hour_under_faults_hold_every_invariant_and_replay_byt
         crashes += a.crashes;
         requests += a.requests;
         if !a.failures.is_empty() {
-            failed.push(describe(&a, None));
+            failed.push(describe(&a, &opts));
         }
     }
     // The faults happened: a harness whose gateway never crashes proves nothing.
@@ -40,6 +40,6 @@ fn every_injected_defect_is_caught_within_two_hundred_seeds() {
         let opts = Options { defect: Some(defect), ..Options::default() };
         let caught = (1..=SEEDS).map(|seed| run_seed(seed, opts)).find(|r| !r.failures.is_empty());
         let r = caught.unwrap_or_else(|| panic!("{defect}: no seed of {SEEDS} caught it"));
-        println!("{defect}: caught by {}", describe(&r, Some(defect)));
+        println!("{defect}: caught by {}", describe(&r, &opts));
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! # What it owns
 //! - [`Cuts`]: partitions — pairs of nodes that cannot hear each other until a given time, both ways, every
-//!   frame (data and Imm-ACK) lost with reason `rule` (a frame rule, [`Sim::set_frame_rule`](crate::Sim::set_frame_rule)).
+//!   frame (data and Imm-ACK) lost with reason `rule` (a frame rule,
+//!   [`Sim::set_frame_rule`](crate::Sim::set_frame_rule)).
 //! - [`Jumble`]: duplicated, delayed and so reordered datagrams at their receiver (a datagram rule,
 //!   [`Sim::set_datagram_rule`](crate::Sim::set_datagram_rule)), as a network path with several routes or
 //!   a retransmitting link layer makes them.

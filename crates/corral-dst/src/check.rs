@@ -11,6 +11,8 @@
 //! - [`memberships`] (at quiescence): no device is in a group no multicast entity naming it holds, and every
 //!   member recorded as joined is in its entity's group.
 //! - [`one_outcome`] (at quiescence): every client request got exactly one final outcome.
+//! - [`drained`] (at quiescence): no exchange, member request or delayed response is left in the gateway's
+//!   tables once every job has ended.
 //! - [`reflection`] (after every spoofing spell): the gateway sent the victim of spoofed requests no
 //!   more than the reflection bound allows.
 //! - [`use_values`] (at quiescence): every value a use answered is what its members said during it — each
@@ -284,4 +286,26 @@ pub fn reflection(
     } else {
         Vec::new()
     }
+}
+
+/// Every job ended, so nothing it held is held: the EM follows no member request and the gateway's endpoint
+/// has no exchange in either direction, no upload and no delayed response left (observers and duplicate
+/// entries may stay: a spoofed observer never leaves, and both are bounded tables of their own).
+pub fn drained(em: &EntityManager, t: &corral_proto::TableSizes) -> Vec<String> {
+    let mut out = Vec::new();
+    if em.stats().in_flight() > 0 {
+        out.push(format!("drained: the EM still follows {} member requests", em.stats().in_flight()));
+    }
+    let held = [
+        ("client exchanges", t.client_exchanges),
+        ("inbound exchanges", t.inbound_exchanges),
+        ("uploads", t.uploads),
+        ("delayed responses", t.delayed_responses),
+    ];
+    for (what, n) in held {
+        if n > 0 {
+            out.push(format!("drained: the gateway's endpoint still holds {n} {what}"));
+        }
+    }
+    out
 }

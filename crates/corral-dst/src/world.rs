@@ -354,6 +354,9 @@ impl World {
                 })
                 .collect();
             v.extend(check::memberships(em, &views, &self.model));
+            if let Some(node) = self.sim.node(GW) {
+                v.extend(check::drained(em, &node.endpoint().table_sizes()));
+            }
         }
         v.extend(check::one_outcome(self.client()));
         let sim = &self.sim;

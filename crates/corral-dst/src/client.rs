@@ -67,7 +67,7 @@ impl Client {
         let name = NAMES[rng.below(NAMES.len() as u64) as usize].to_string();
         let roll = rng.below(100);
         let (req, sent) = if roll < 40 {
-            let want = random_want(rng, devices);
+            let want = random_want(rng, gw, devices);
             let doc = json!({
                 "er": want.er,
                 "ect": if want.multicast { "multicast" } else { "unicast" },
@@ -97,7 +97,7 @@ impl Client {
     }
 }
 
-fn random_want(rng: &mut Rng, devices: &[SocketAddr]) -> Want {
+fn random_want(rng: &mut Rng, gw: SocketAddr, devices: &[SocketAddr]) -> Want {
     let k = rng.range_inclusive(2, 6.min(devices.len() as u64)) as usize;
     let mut picked: Vec<usize> = Vec::with_capacity(k);
     while picked.len() < k {
@@ -106,7 +106,13 @@ fn random_want(rng: &mut Rng, devices: &[SocketAddr]) -> Want {
             picked.push(i);
         }
     }
-    let er = picked.iter().map(|&i| corral_group::uri::format_coap(devices[i], &["s".into(), "t".into()])).collect();
+    let mut er: Vec<String> =
+        picked.iter().map(|&i| corral_group::uri::format_coap(devices[i], &["s".into(), "t".into()])).collect();
+    // Nesting: now and then a member is another entity of the same gateway (loops included).
+    if rng.chance(0.15) {
+        let other = NAMES[rng.below(NAMES.len() as u64) as usize];
+        er[0] = corral_group::uri::format_coap(gw, &["em".into(), other.into()]);
+    }
     Want { er, multicast: rng.chance(0.4) }
 }
 

@@ -41,6 +41,18 @@
 //!   by unicast, every time) until the entity is re-created. The invariant — each member's groups
 //!   equal those of the multicast entities naming it — needs the gateway to re-join a member that stays
 //!   silent to the group, or the device to keep its `/mc` across a reboot.
+//! - **K3** (seed 1; minimised: `--faults crash,partition,loss,store-slow,store-down`): a multicast creation
+//!   whose commit fails on a store error answers 5.00 and rolls its members back, but the removal of its
+//!   pending record fails too (the store is still down) and is not retried: the store keeps a pending
+//!   record the gateway does not serve until the next restart recovers it.
+//! - **K4** (seeds 79 and 86; minimised: `CORRAL_DST_SEED=86 scripts/dst.sh --faults
+//!   crash,partition,store-slow,spoof,garbage`): a multicast entity records a member as joined that is not
+//!   in the group, though it never rebooted. Seed 86: a reconciliation asks a stray member to leave the
+//!   group just as an update adds that member back to the group's entity (joined at 2781.3 s, left at
+//!   2784.3 s); strays are computed when the reconciliation starts and its leave is not re-checked against
+//!   a join of the same (group, member). Seed 79: an update's new members leave the group 59 s after
+//!   joining, while the update is still in progress (an old member's leave timed out in a partition), and
+//!   the update then answers 2.04 recording them as joined. `CORRAL_DST_LOG=1` shows every group change.
 
 pub mod check;
 pub mod client;

@@ -170,6 +170,22 @@ impl World {
         self.sim.service::<Client>(self.client.0, self.client.1).expect("the client is attached")
     }
 
+    /// With `CORRAL_DST_LOG` set: the devices whose groups changed since the last call.
+    fn log_groups(&mut self, last: &mut Vec<Vec<std::net::IpAddr>>) {
+        if !self.verbose {
+            return;
+        }
+        last.resize(self.devices.len(), Vec::new());
+        for (k, (id, h)) in self.devices.iter().enumerate() {
+            let now: Vec<std::net::IpAddr> =
+                self.sim.service::<McResource>(*id, h.mc).map_or(Vec::new(), |m| m.groups().to_vec());
+            if now != last[k] {
+                eprintln!("{} device {}: groups {:?} -> {:?}", self.sim.now(), self.sim.addr(*id), last[k], now);
+                last[k] = now;
+            }
+        }
+    }
+
     /// With `CORRAL_DST_LOG` set: a line of the seed's story on stderr (replaying a failure).
     fn log(&self, what: impl FnOnce() -> String) {
         if self.verbose {
@@ -401,13 +417,19 @@ pub fn run(seed: u64, opts: Options) -> Report {
     let mut next_act = Instant::from_secs(rng.range_inclusive(1, 20));
     // A crash waiting for a write in flight, and its latest moment.
     let mut armed: Option<(Instant, Duration)> = None;
+    let mut groups_seen = Vec::new();
     loop {
+        w.log_groups(&mut groups_seen);
         w.pending.sort_by_key(|(t, _)| *t);
         let next_fault = faults.peek().map_or(Instant::MAX, |(t, _)| *t);
         let next_due = w.pending.first().map_or(Instant::MAX, |(t, _)| *t);
         let mut next = next_act.min(next_fault).min(next_due).min(end);
         if let Some((latest, _)) = armed {
             next = next.min(latest);
+        }
+        if w.verbose {
+            // Telling the story: look at the devices' groups every 100 ms.
+            next = next.min(w.sim.now() + Duration::from_millis(100));
         }
         if let Some((_, down)) = armed {
             let store = w.store.clone();

@@ -1,7 +1,8 @@
 //! The Entity Manager's store on PostgreSQL (issue 45's first step: the same writes as the SQLite store,
 //! on a server several gateways can share).
 //!
-//! Owns: the schema in PostgreSQL, its version (table `corral_schema`) and migrations, and the mapping of
+//! Owns: the schema in PostgreSQL, its version (row `em` of table `corral_schema`, which the directory's
+//! store shares) and migrations, and the mapping of
 //! [`StoredEntity`] onto tables. Every [`Store::apply`] is one transaction; a commit returns once the
 //! server has it on disk (`synchronous_commit` is left at its default, `on`).
 //!
@@ -18,7 +19,7 @@
 //!
 //! # Schema (version 1)
 //! ```sql
-//! corral_schema(version INTEGER)                                   -- one row
+//! corral_schema(component TEXT PRIMARY KEY, version INTEGER)      -- 'em' (and 'rd': rd_postgres)
 //! entity(name TEXT PRIMARY KEY, emt TEXT, ect TEXT, enr BIGINT NULL, eo TEXT, delay TEXT,
 //!        timeout BIGINT NULL, mcst_uri TEXT NULL, grp TEXT NULL UNIQUE, pending BOOLEAN,
 //!        repair TEXT, from_rd TEXT NULL, rd TEXT NULL)
@@ -122,8 +123,8 @@ impl PgStore {
     /// The schema version of the database.
     pub fn schema_version(&self) -> Result<i32, StoreError> {
         let mut c = self.lock()?;
-        let row = c.query_one("SELECT version FROM corral_schema", &[]).map_err(|err| self.err(err))?;
-        Ok(row.get(0))
+        let mut tx = c.transaction().map_err(|err| self.err(err))?;
+        schema_version(&mut tx, "em").map_err(|err| self.err(err))
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Client>, StoreError> {
@@ -136,7 +137,7 @@ impl PgStore {
 }
 
 /// What failed while setting up or writing.
-enum Failure {
+pub(crate) enum Failure {
     Db(postgres::Error),
     Store(StoreError),
 }
@@ -147,7 +148,7 @@ impl From<postgres::Error> for Failure {
     }
 }
 
-fn in_words(at: &str, f: Failure) -> StoreError {
+pub(crate) fn in_words(at: &str, f: Failure) -> StoreError {
     match f {
         Failure::Store(e) => e,
         // The server's own message (a constraint by name, a lost connection), after where.
@@ -158,16 +159,41 @@ fn in_words(at: &str, f: Failure) -> StoreError {
     }
 }
 
-/// Creates or migrates the schema, in one transaction that holds the version row (or the lock of the
-/// table that will hold it), so that two gateways starting at once do not both create it.
-fn init(client: &mut Client) -> Result<(), Failure> {
+/// The schema version `component` (`em`, `rd`) has in the database, 0 for none; the version table is made
+/// if missing. Call inside [`lock_schema`]'s transaction.
+pub(crate) fn schema_version(tx: &mut Transaction<'_>, component: &str) -> Result<i32, postgres::Error> {
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS corral_schema (component TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL)",
+    )?;
+    let row = tx.query_opt("SELECT version FROM corral_schema WHERE component = $1", &[&component])?;
+    Ok(row.map_or(0, |r| r.get(0)))
+}
+
+/// Records `version` for `component`.
+pub(crate) fn set_schema_version(
+    tx: &mut Transaction<'_>,
+    component: &str,
+    version: i32,
+) -> Result<(), postgres::Error> {
+    tx.execute(
+        "INSERT INTO corral_schema (component, version) VALUES ($1, $2) ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+        &[&component, &version],
+    )?;
+    Ok(())
+}
+
+/// A transaction that holds the schema lock: gateways and directories starting at once make or migrate
+/// the schema one after the other (the second then finds it made).
+pub(crate) fn lock_schema(client: &mut Client) -> Result<Transaction<'_>, postgres::Error> {
     let mut tx = client.transaction()?;
-    // Serializes concurrent first starts: the second waits here, then finds the version row.
     tx.batch_execute("SELECT pg_advisory_xact_lock(4711045)")?;
-    let exists: bool = tx
-        .query_one("SELECT EXISTS (SELECT 1 FROM information_schema.tables WHERE table_name = 'corral_schema')", &[])?
-        .get(0);
-    let version: i32 = if exists { tx.query_one("SELECT version FROM corral_schema", &[])?.get(0) } else { 0 };
+    Ok(tx)
+}
+
+/// Creates or migrates the schema (see [`lock_schema`]).
+fn init(client: &mut Client) -> Result<(), Failure> {
+    let mut tx = lock_schema(client)?;
+    let version = schema_version(&mut tx, "em")?;
     if version > SCHEMA_VERSION {
         return Err(Failure::Store(StoreError::NewerSchema {
             found: i64::from(version),
@@ -176,11 +202,9 @@ fn init(client: &mut Client) -> Result<(), Failure> {
     }
     if version < 1 {
         tx.batch_execute(SCHEMA_V1)?;
-        tx.batch_execute(
-            "CREATE TABLE corral_schema (version INTEGER NOT NULL); INSERT INTO corral_schema VALUES (1);",
-        )?;
+        set_schema_version(&mut tx, "em", 1)?;
     }
-    // Future migrations: `if version < 2 { …; UPDATE corral_schema SET version = 2 }`.
+    // Future migrations: `if version < 2 { …; set_schema_version(&mut tx, "em", 2) }`.
     tx.commit()?;
     Ok(())
 }

@@ -9,7 +9,8 @@
 //! - [`SqliteStore`]: the Entity Manager's embedded database (one file, WAL, `synchronous=FULL`).
 //! - [`PgStore`]: the Entity Manager's store on a PostgreSQL server that several gateways can share
 //!   (issue 45; the same writes, with the constraints that keep them true across gateways in the schema).
-//! - [`RdSqliteStore`]: the Resource Directory's (corral-rd asks for its writes as effects too).
+//! - [`RdSqliteStore`]: the Resource Directory's (corral-rd asks for its writes as effects too), and
+//!   [`RdPgStore`] on PostgreSQL.
 //! - [`Stores`]: the stores of one node, whose operations one runner dispatches by type.
 //! - [`StoreThread`]: an [`EffectRunner`](corral_proto::EffectRunner) that applies each operation on a
 //!   thread of its own, in the order the service started them, so that an fsync never holds up the
@@ -21,12 +22,14 @@
 
 pub mod em_postgres;
 pub mod em_sqlite;
+pub mod rd_postgres;
 pub mod rd_sqlite;
 pub mod testing;
 mod thread;
 
 pub use em_postgres::PgStore;
 pub use em_sqlite::SqliteStore;
+pub use rd_postgres::RdPgStore;
 pub use rd_sqlite::RdSqliteStore;
 pub use thread::StoreThread;
 

@@ -40,7 +40,8 @@
 //!   brings it back: the entity still records it as joined, and its multicast uses miss it (or repair it
 //!   by unicast, every time) until the entity is re-created. The invariant — each member's groups
 //!   equal those of the multicast entities naming it — needs the gateway to re-join a member that stays
-//!   silent to the group, or the device to keep its `/mc` across a reboot.
+//!   silent to the group, or the device to keep its `/mc` across a reboot. (docs/gateway.md assumes the
+//!   latter of real devices; only the testbed's volatile devices are re-joined, at the gateway's start.)
 //! - **K3** (seed 1; minimised: `--faults crash,partition,loss,store-slow,store-down`): a multicast creation
 //!   whose commit fails on a store error answers 5.00 and rolls its members back, but the removal of its
 //!   pending record fails too (the store is still down) and is not retried: the store keeps a pending

@@ -31,12 +31,13 @@
 //! everything else; `CORRAL_DST_STRICT=1` fails on them too, and each has an ignored regression test
 //! naming its seed (`tests/known.rs`) that passes once it is fixed.
 //!
-//! - **K1** (seed 14; minimised: `CORRAL_DST_STRICT=1 CORRAL_DST_SEED=14 scripts/dst.sh --faults
-//!   crash,store-slow,store-down`): the journal entries of a join the gateway committed are removed by a
-//!   write of their own after the answer (`Wait::Settled`); a crash before that write is durable, or a
-//!   store error on it, leaves them in the store for ever — they are not strays (an entity records the
-//!   membership), so no reconciliation removes them, and each keeps its group unallocatable.
-//! - **K2** (seed 2, and a quarter of all seeds): a member that reboots forgets its groups, and nothing
+//! - **K1** (seed 72; minimised: `CORRAL_DST_STRICT=1 CORRAL_DST_SEED=72 scripts/dst.sh --faults
+//!   crash,partition`): journal entries of memberships a committed entity records stay in the store for
+//!   ever. A committed join's entries are removed by a write of their own after the answer
+//!   (`Wait::Settled`); a crash before that write is durable, or a store error on it, leaves them — they are
+//!   not strays (an entity records the membership), so no reconciliation removes them, and each keeps its
+//!   group unallocatable.
+//! - **K2** (seed 1, and a quarter of all seeds): a member that reboots forgets its groups, and nothing
 //!   brings it back: the entity still records it as joined, and its multicast uses miss it (or repair it
 //!   by unicast, every time) until the entity is re-created. The invariant — each member's groups
 //!   equal those of the multicast entities naming it — needs the gateway to re-join a member that stays

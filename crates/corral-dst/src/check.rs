@@ -11,6 +11,8 @@
 //! - [`memberships`] (at quiescence): no device is in a group no multicast entity naming it holds, and every
 //!   member recorded as joined is in its entity's group.
 //! - [`one_outcome`] (at quiescence): every client request got exactly one final outcome.
+//! - [`bounded`] (continuously, before each of the client's requests): the gateway's tables are within
+//!   their configured bounds — entities, jobs — and its endpoint's exchanges within its limits.
 //! - [`drained`] (at quiescence): no exchange, member request or delayed response is left in the gateway's
 //!   tables once every job has ended.
 //! - [`reflection`] (after every spoofing spell): the gateway sent the victim of spoofed requests no
@@ -311,6 +313,30 @@ pub fn drained(em: &EntityManager, t: &corral_proto::TableSizes) -> Vec<String> 
     for (what, n) in held {
         if n > 0 {
             out.push(format!("drained: the gateway's endpoint still holds {n} {what}"));
+        }
+    }
+    out
+}
+
+/// The gateway's tables within their documented bounds, whatever is going on.
+pub fn bounded(em: &EntityManager, t: &corral_proto::TableSizes, limits: &corral_proto::Limits) -> Vec<String> {
+    let mut out = Vec::new();
+    let c = em.config();
+    if em.entity_count() > c.max_entities {
+        out.push(format!("bounds: {} entities, more than max_entities {}", em.entity_count(), c.max_entities));
+    }
+    if em.jobs_in_progress() > c.max_jobs {
+        out.push(format!("bounds: {} jobs in progress, more than max_jobs {}", em.jobs_in_progress(), c.max_jobs));
+    }
+    let tables = [
+        ("inbound exchanges", t.inbound_exchanges, limits.max_inbound_exchanges),
+        ("peers", t.peers, limits.max_peers),
+        ("client exchanges", t.client_exchanges, limits.max_client_exchanges),
+        ("delayed responses", t.delayed_responses, limits.max_delayed),
+    ];
+    for (what, n, max) in tables {
+        if n > max {
+            out.push(format!("bounds: {n} {what}, more than {max}"));
         }
     }
     out

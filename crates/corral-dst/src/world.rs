@@ -234,6 +234,11 @@ impl World {
     }
 
     fn act(&mut self) {
+        if let (Some(em), Some(node)) = (self.em(), self.sim.node(GW)) {
+            let limits = &node.endpoint().config().limits;
+            let v = check::bounded(em, &node.endpoint().table_sizes(), limits);
+            self.fail(v);
+        }
         let gw = self.sim.addr(GW);
         let devices: Vec<SocketAddr> = self.devices.iter().map(|(id, _)| self.sim.addr(*id)).collect();
         let (host, h) = self.client;

@@ -44,7 +44,7 @@ fn k4_every_member_recorded_as_joined_is_in_its_group_seeds_79_and_86() {
 }
 
 #[test]
-#[ignore = "K5: strays left by an update's timed-out leaves are not reconciled until the next restart"]
+#[ignore = "K5: strays left by an update's timed-out leaves are still in their group after the settling"]
 fn k5_strays_of_an_updates_timed_out_leaves_are_undone_seed_2184() {
     let opts = Options { faults: corral_dst::fault::parse("partition").expect("a kind"), ..Options::default() };
     let r = run_seed(2184, opts);

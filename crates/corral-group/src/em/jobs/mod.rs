@@ -7,11 +7,37 @@
 //! `answer` combines the replies into a client's answer or a parent's slot. Must never: call a job from
 //! another (a finished child's result waits in [`Jobs::push_ready`] until the current input is handled).
 
-use super::*;
+use super::quotas::{Hold, Quotas};
+use super::stats::EmStats;
+use super::watch::Watches;
+use super::{EmConfig, Flow, Item, Target};
+use crate::em::Table;
+use crate::output::Reading;
+use crate::profile::Op;
+use corral_proto::wire::{Code, ContentFormat};
+use corral_proto::{Context, Duration, InboundId, Instant, RequestId};
+use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
 mod answer;
 mod drive;
 pub(super) use answer::member_result;
+
+/// What a job's behaviour borrows from the rest of the Entity Manager, passed into [`Jobs`]' methods as
+/// quinn-proto's `Connection` passes its spaces and streams: the node's context, the configuration, the
+/// entity table (a job reads its entities and notes which members answered, `Entity::unreachable`), the
+/// quotas its uses hold, the counters, and the watches whose member observations its requests register.
+pub(super) struct JobCx<'a, 'c> {
+    pub(super) cx: &'a mut Context<'c>,
+    pub(super) config: &'a EmConfig,
+    pub(super) entities: &'a mut Table,
+    pub(super) quotas: &'a mut Quotas,
+    pub(super) stats: &'a mut EmStats,
+    pub(super) watches: &'a mut Watches,
+}
 
 pub(super) type JobId = u64;
 
@@ -206,6 +232,9 @@ pub(super) struct Jobs {
     ready: Vec<(JobId, usize, Res)>,
     /// Client operations in progress (uses and management requests), bounded by `max_jobs`.
     clients: usize,
+    /// Finished jobs of management flows, for the Entity Manager to continue their flows (a flow spans
+    /// the parts, so a job never steps it itself).
+    finished_flows: Vec<Job>,
 }
 
 impl Jobs {
@@ -217,6 +246,7 @@ impl Jobs {
             timers: BTreeSet::new(),
             ready: Vec::new(),
             clients: 0,
+            finished_flows: Vec::new(),
         }
     }
 
@@ -387,6 +417,11 @@ impl Jobs {
 
     pub(super) fn pop_ready(&mut self) -> Option<(JobId, usize, Res)> {
         self.ready.pop()
+    }
+
+    /// A finished job of a management flow, for its flow's next step.
+    pub(super) fn take_finished_flow(&mut self) -> Option<Job> {
+        self.finished_flows.pop()
     }
 
     /// Client operations in progress.

@@ -1,6 +1,8 @@
 //! Who may ask for what: the role a request needs under the access policy, the proof of address a source
 //! beyond loopback owes before the EM works or changes anything for it (see "Proof of address" in the
-//! module docs of [`super`]), and the limits on what a client below `manage` may ask a use for.
+//! module docs of [`super`]), and the limits on what a client below `manage` may ask a use for. The role
+//! and the limits read the entity table (`impl Table`); the proof needs only the configuration
+//! (`impl EmConfig`).
 
 use super::requests::is_profile_document;
 use super::{EmConfig, Fail, Table, MAX_READER_DELAY_MS};

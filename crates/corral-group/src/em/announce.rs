@@ -14,6 +14,8 @@
 //! [`RETRY_MAX`]); it is removed (DELETE of its location) when the entity is deleted or stops being
 //! multicast. Only the manager (or the only worker) announces.
 //!
+//! The behaviour is `impl Announces`, given the directory's address and the entity table.
+//!
 //! Owns: the announcement table, its requests and timers. Must never: announce a group the entity table
 //! does not hold, or grow beyond one registration per entity.
 

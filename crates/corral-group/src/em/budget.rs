@@ -1,5 +1,6 @@
 //! The fan-out budget (see [`crate::policy`]): what a use costs, and the limits on an entity's cost and
-//! on the store. The quotas that uses hold while they run are `quotas`.
+//! on the store — behaviour of the entity table (`impl Table`). The quotas that uses hold while they run
+//! are `quotas`.
 //!
 //! A use's *cost* is the member requests this gateway sends for it: one per remote member (a member
 //! that is another gateway's entity counts one here; that gateway spends its share of the budget, passed

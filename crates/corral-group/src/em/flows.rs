@@ -1,6 +1,9 @@
 //! Management flows: creation, update, deletion and start-up recovery — validate → join → commit, with
 //! rollback; every change is on disk before it is answered. A flow that writes waits for its write (see
-//! `writes`) and goes on in [`EntityManager::write_done`].
+//! `writes`) and goes on in [`EntityManager::write_done`]. The flows span the parts (the table, jobs,
+//! groups, the store, watches), so they are `impl EntityManager`; what a flow keeps for itself — the
+//! results it records, its writes, its answer — is `impl Flow`, and the profile a creation or update
+//! asks for is a function of the request alone.
 
 use super::groups::{remote_addrs, POOL_EXHAUSTED};
 use super::jobs::{Job, Kind, Res, Slot};

@@ -11,6 +11,9 @@
 //! A result larger than [`EmConfig::rd_max_members`] is cut (WARN, and a note shown with the profile).
 //! Only the manager (or the only worker) follows; replicas take its table.
 //!
+//! `impl Follows` matches the follows against the table, registers the observations and takes their
+//! results; applying a result to its entity is an update flow, so that step is `impl EntityManager`.
+//!
 //! Owns: the follow table, its observations and timers, and the notes. Must never: grow an entity past its
 //! bound, change an entity while another flow runs on it (the result waits), or keep an observation whose
 //! entity stopped following.

@@ -9,6 +9,10 @@
 //! and again every [`RECONCILE_EVERY`] while any are left, and never allocates a group that still has one.
 //! A released group also rests for `quarantine` before reuse, and allocation is rate limited, so that
 //! create/delete cycles cannot run through the pool onto a device that missed its leave.
+//!
+//! `impl Groups` finds the strays, schedules their reconciliation and allocates addresses, given the
+//! entity table; what writes the store (settling the journal, a release) or starts a flow (asking strays
+//! to leave) is `impl EntityManager`.
 
 use super::jobs::Kind;
 use super::writes::Wait;

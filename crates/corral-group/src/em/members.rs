@@ -1,5 +1,7 @@
-//! Members: member URIs resolved to targets, and the checks of a new member list (local members exist,
-//! no cycle of nested entities, the constraints of multicast entities).
+//! Members: member URIs resolved to targets and the member policy (`impl EmConfig`: they need only the
+//! configuration), and what the entity table answers about members (`impl Table`): the checks of a new
+//! member list (local members exist, no cycle of nested entities, the constraints of multicast entities),
+//! the admission of a change, loading a store's entities, installing a committed one.
 
 use super::stats::EmStats;
 use super::{bad, EmConfig, Entity, Fail, Flow, HashMap, Item, Table, Target};

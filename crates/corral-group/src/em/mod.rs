@@ -9,17 +9,29 @@
 //! store, or panic on anything a client or member sends.
 //!
 //! # Rooms
-//! This module holds the shared types (configuration, entities, flows), the service entry points and the
-//! routing. [`EntityManager`] groups its state in parts that own it, each in its own module with its own
-//! methods: `jobs` (`Jobs`: the fan-outs, their member requests and timers), `watch` (`Watches`: observed
-//! entities), `quotas` (`Quotas`: exchanges held per client, entity and in total), `groups` (`Groups`:
-//! multicast addresses, the membership journal, the quarantine), `follow` (`Follows`: entities whose members
-//! follow a Resource Directory lookup), `announce` (`Announces`: multicast entities' groups registered in
-//! the gateway's directory). The other modules add the behaviour that
-//! spans the parts, as `impl EntityManager` blocks: `access` (roles, proof of address, what a reader may
-//! ask for), `members` (member URIs and the checks of a member list), `budget` (what a use costs), `flows`
-//! (create, update, delete, recovery), `requests` (listing, profiles, starting a use), `shards` (a manager
-//! and its replicas on several workers).
+//! This module holds the shared types (configuration, entities, flows), the [`Service`] entry points and
+//! the routing. [`EntityManager`] groups its state in parts, and each part's behaviour is its own
+//! methods (as quinn-proto's `Connection` passes `&mut self.spaces` into the spaces' methods): `jobs`
+//! (`impl Jobs`: the fan-outs — starting, pacing, member answers, finishing, the answer — given a
+//! `JobCx` with what they borrow: the context, the configuration, the entity table, the quotas, the
+//! counters, the watches), `watch` (`impl Watches`: observed entities), `quotas` (`impl Quotas`: exchanges
+//! held per client, entity and in total), `groups` (`impl Groups`: multicast addresses, the membership
+//! journal, strays, the quarantine, allocation), `follow` (`impl Follows`: entities whose members follow
+//! a Resource Directory lookup), `announce` (`impl Announces`: multicast entities' groups registered in
+//! the gateway's directory), `shards` (`impl Part`: the only worker, the manager or a replica). The entity
+//! table is a part too (`Table`): `members` (member URIs and the checks of a member list, with
+//! `impl EmConfig` for what needs only the configuration), `budget` (what a use costs, the store's bytes),
+//! `access` (roles, proof of address, what a reader may ask for) and `requests` (listing, profiles, and
+//! the parsing of a request) add to it. A management flow's own bookkeeping (what it records of its
+//! members' answers, its writes, its answer) is `impl Flow` in `flows`.
+//!
+//! What stays `impl EntityManager` is what spans the parts: the entry points and the routing here, the
+//! management flows (`flows`: create, update, delete, recovery, reconciliation, which allocate groups,
+//! write the store, run jobs and change the table), a use's start (`requests`), a follow's update
+//! (`follow`) and a replica's sync (`shards`). A job never steps a flow itself: a finished flow job is
+//! queued and continued right after the jobs call that finished it. Every input ends in `after_input`:
+//! finished children's results reach their parents, the follows and the directory registrations catch
+//! up with the table.
 //!
 //! # Several workers
 //! A gateway on N cores runs N Entity Managers on one port (corral-tokio's `steer` hands each worker the

@@ -1,6 +1,7 @@
 //! The exchange quotas (see [`crate::policy::Budget`]): the member exchanges that uses in progress hold,
 //! per client, per client address, per entity and in total, and the [`Hold`] each use keeps until it
-//! gives its share back.
+//! gives its share back. A use reserves through `impl Quotas`, given the budget, the jobs (for when to
+//! retry) and the counters.
 //!
 //! A client is its endpoint (address and port) when its source address is verified (it proved it, it is
 //! on loopback or in a verified network, or it came over coaps://): several applications on one host, or

@@ -1,4 +1,6 @@
-//! Requests to `/em`: listing, profiles (read, parse), and starting a use.
+//! Requests to `/em`: listing and profiles (`impl Table`), parsing a request (functions: profile
+//! documents, the report format, what a use asks for), and starting a use (`impl EntityManager`: it
+//! reserves quotas, starts a job and may attach a watch).
 
 use super::jobs::{Kind, Sink};
 use super::quotas::Client;

@@ -1,5 +1,7 @@
 //! One gateway, several workers: a *manager* EM that owns the store and makes every change, and *replica*
-//! EMs that serve uses from a copy of the entity table the manager publishes in a [`Directory`].
+//! EMs that serve uses from a copy of the entity table the manager publishes in a [`Directory`]. What a
+//! worker's role decides (may it change, publish, wake) is `impl Part`; a replica's sync, which changes
+//! the table, the jobs and the watches, is `impl EntityManager`.
 //!
 //! The workers share one port (corral-tokio's `steer`): the kernel hands a worker the answers to its own
 //! member requests, spreads GETs (reads and observations of entities, listings, profiles) over the

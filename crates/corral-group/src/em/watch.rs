@@ -1,5 +1,7 @@
 //! Observed entities: watches over member observations (see the module docs of [`super`]), and
-//! [`Watches`], the table that owns them with the member observations and the latest change notes.
+//! [`Watches`], the table that owns them with the member observations and the latest change notes, and
+//! their behaviour (`impl Watches`: attaching a use, member notifications, ending). Whether an entity can
+//! be observed, and under which key, is the entity's own (`impl Entity`).
 //!
 //! Owns: each watch's member observations and latest results. Must never: keep a watch whose entity
 //! changed or went away, or one no member notifies any more.

@@ -3,9 +3,11 @@
 //! the count of client operations.
 //!
 //! Owns: the job table and its indexes, so that a job's state, its requests in flight and its timer change
-//! together. `drive` sends a job's member requests, paces and finishes it, and handles the answers;
-//! `answer` combines the replies into a client's answer or a parent's slot. Must never: call a job from
-//! another (a finished child's result waits in [`Jobs::push_ready`] until the current input is handled).
+//! together, and the jobs' behaviour (`impl Jobs`, given a [`JobCx`]): `drive` starts uses and flow
+//! stages, sends a job's member requests, paces and finishes it, and handles the answers; `answer`
+//! combines the replies into a client's answer or a parent's slot. Must never: call a job from another (a
+//! finished child's result waits in [`Jobs::push_ready`] until the current input is handled), or step a
+//! management flow (a finished flow job waits in [`Jobs::take_finished_flow`] for the Entity Manager).
 
 use super::quotas::{Hold, Quotas};
 use super::stats::EmStats;

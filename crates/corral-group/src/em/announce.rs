@@ -20,13 +20,15 @@
 //! does not hold, or grow beyond one registration per entity.
 
 use super::follow::{RETRY_FIRST, RETRY_MAX};
-use super::{Entity, HashMap};
+use super::owners::Owner;
+use super::owners::Owners;
+use super::Entity;
 use crate::profile::Profile;
 use crate::uri;
 use crate::uri::MemberUri;
 use corral_proto::wire::{Code, ContentFormat, OptionNumber};
 use corral_proto::{Context, Duration, Instant, Outcome, Request, RequestId, SendParams};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use tracing::{debug, info};
 
@@ -56,9 +58,6 @@ struct Announce {
 #[derive(Debug, Default)]
 pub(super) struct Announces {
     by_name: BTreeMap<String, Announce>,
-    requests: HashMap<RequestId, String>,
-    /// Removals in flight (their answers are only logged).
-    removals: HashSet<RequestId>,
     dirty: bool,
     /// The earliest wake-up of any announcement, kept so that an input does not scan the table.
     due_at: Option<Instant>,
@@ -97,7 +96,12 @@ fn group_of(profile: &Profile) -> Option<Group> {
 impl Announces {
     /// Matches the announcements against the entity table: a new or changed group is registered at once,
     /// the registration of an entity that is gone or no longer multicast is removed.
-    fn reconcile(&mut self, cx: &mut Context<'_>, rd: SocketAddr, entities: &BTreeMap<String, Entity>) {
+    fn reconcile(
+        &mut self,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
+        rd: SocketAddr,
+        entities: &BTreeMap<String, Entity>,
+    ) {
         let now = cx.now();
         let wanted: BTreeMap<String, Group> =
             entities.iter().filter_map(|(name, e)| group_of(&e.stored.profile).map(|g| (name.clone(), g))).collect();
@@ -106,7 +110,7 @@ impl Announces {
         for name in gone {
             let Some(a) = self.by_name.remove(&name) else { continue };
             if let Some(rid) = a.rid {
-                self.requests.remove(&rid);
+                owners.remove(rid);
                 cx.cancel(rid);
             }
             if let Some(location) = a.location {
@@ -117,7 +121,7 @@ impl Announces {
                 match cx.request(rd, req, SendParams::default()) {
                     Ok(rid) => {
                         debug!(entity = %name, "removing the group's registration from the directory");
-                        self.removals.insert(rid);
+                        owners.insert(rid, Owner::Unannounce);
                     }
                     Err(e) => info!(entity = %name, error = %e, "cannot remove the group's registration"),
                 }
@@ -134,7 +138,7 @@ impl Announces {
     }
 
     /// Sends the registrations that are due (new, refreshed, or retried).
-    fn due(&mut self, cx: &mut Context<'_>, rd: SocketAddr) {
+    fn due(&mut self, cx: &mut Context<'_>, owners: &mut Owners, rd: SocketAddr) {
         let now = cx.now();
         let due: Vec<String> = self
             .by_name
@@ -156,7 +160,7 @@ impl Announces {
             match cx.request(rd, req, SendParams::default()) {
                 Ok(rid) => {
                     a.rid = Some(rid);
-                    self.requests.insert(rid, name);
+                    owners.insert(rid, Owner::Announce(name));
                 }
                 Err(e) => {
                     a.wake = Some(now + a.backoff);
@@ -168,14 +172,10 @@ impl Announces {
         self.rearm();
     }
 
-    /// An answer to a group's registration or removal; `false` if `rid` is not one.
-    pub(super) fn response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: &Outcome) -> bool {
-        if self.removals.remove(&rid) {
-            return true;
-        }
-        let Some(name) = self.requests.remove(&rid) else { return false };
+    /// An answer to entity `name`'s group registration.
+    pub(super) fn response(&mut self, cx: &mut Context<'_>, name: String, outcome: &Outcome) {
         let now = cx.now();
-        let Some(a) = self.by_name.get_mut(&name) else { return true };
+        let Some(a) = self.by_name.get_mut(&name) else { return };
         a.rid = None;
         match outcome {
             Outcome::Response { response, .. } if response.code.is_success() => {
@@ -205,21 +205,25 @@ impl Announces {
             }
         }
         self.rearm();
-        true
     }
 
     /// What follows an input: the table is matched against a changed entity table and due registrations
     /// are sent to the directory `rd` (`None`: there is none, or this worker is a replica, which never
     /// announces).
-    pub(super) fn tick(&mut self, cx: &mut Context<'_>, rd: Option<SocketAddr>, entities: &BTreeMap<String, Entity>) {
+    pub(super) fn tick(
+        &mut self,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
+        rd: Option<SocketAddr>,
+        entities: &BTreeMap<String, Entity>,
+    ) {
         let dirty = std::mem::take(&mut self.dirty);
         let Some(rd) = rd else { return };
         if dirty {
-            self.reconcile(cx, rd, entities);
+            self.reconcile((cx, owners), rd, entities);
         }
         // Only when a wake-up is due: a use request to the gateway does not scan the table.
         if self.due_at.is_some_and(|d| d <= cx.now()) {
-            self.due(cx, rd);
+            self.due(cx, owners, rd);
         }
     }
 }

@@ -321,7 +321,7 @@ impl EntityManager {
                     info!(entity = %flow.name, "entity change committed");
                     self.part.publish(&self.entities);
                     self.with_jobs(cx, |jobs, j| jobs.end_jobs_of(j, &flow.name, None));
-                    if !self.watches.end_of(cx, &flow.name) {
+                    if !self.watches.end_of(cx, &mut self.owners, &flow.name) {
                         cx.changed(&format!("/em/{}", flow.name));
                     }
                 }
@@ -336,7 +336,7 @@ impl EntityManager {
         self.part.publish(&self.entities);
         let end = (code == Code::DELETED).then_some("not finished: the entity was deleted meanwhile");
         self.with_jobs(cx, |jobs, j| jobs.end_jobs_of(j, &flow.name, end));
-        self.watches.end_of(cx, &flow.name);
+        self.watches.end_of(cx, &mut self.owners, &flow.name);
         cx.respond(client, resp);
     }
 

@@ -18,7 +18,9 @@
 //! bound, change an entity while another flow runs on it (the result waits), or keep an observation whose
 //! entity stopped following.
 
-use super::{bad, Action, Entity, EntityManager, Flow, HashMap, Stage};
+use super::owners::Owner;
+use super::owners::Owners;
+use super::{bad, Action, Entity, EntityManager, Flow, Stage};
 use crate::profile::Profile;
 use crate::store::StoredEntity;
 use crate::uri;
@@ -65,7 +67,6 @@ struct Follow {
 #[derive(Debug, Default)]
 pub(super) struct Follows {
     by_name: BTreeMap<String, Follow>,
-    requests: HashMap<RequestId, String>,
     /// The entity table changed: the follows are matched against it at the next input.
     dirty: bool,
 }
@@ -140,7 +141,12 @@ impl Follows {
 
     /// Matches the follows against the entity table: a new or changed lookup is (re-)registered at once,
     /// the follow of an entity that is gone or follows no more ends.
-    fn reconcile(&mut self, cx: &mut Context<'_>, entities: &BTreeMap<String, Entity>, default_rd: Option<SocketAddr>) {
+    fn reconcile(
+        &mut self,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
+        entities: &BTreeMap<String, Entity>,
+        default_rd: Option<SocketAddr>,
+    ) {
         let now = cx.now();
         let mut wanted: BTreeMap<String, Result<Option<Lookup>, String>> = BTreeMap::new();
         for (name, e) in entities {
@@ -152,7 +158,7 @@ impl Follows {
         for name in gone {
             if let Some(f) = self.by_name.remove(&name) {
                 if let Some(rid) = f.rid {
-                    self.requests.remove(&rid);
+                    owners.remove(rid);
                     cx.deregister(rid);
                 }
                 debug!(entity = %name, "entity no longer follows a directory");
@@ -170,7 +176,7 @@ impl Follows {
             }
             if let Some(old) = self.by_name.remove(&name) {
                 if let Some(rid) = old.rid {
-                    self.requests.remove(&rid);
+                    owners.remove(rid);
                     cx.deregister(rid);
                 }
             }
@@ -184,7 +190,7 @@ impl Follows {
     }
 
     /// Registers the observations that are due (new, retried, or stale).
-    fn due(&mut self, cx: &mut Context<'_>) {
+    fn due(&mut self, cx: &mut Context<'_>, owners: &mut Owners) {
         let now = cx.now();
         let due: Vec<String> =
             self.by_name.iter().filter(|(_, f)| f.wake.is_some_and(|w| w <= now)).map(|(n, _)| n.clone()).collect();
@@ -192,7 +198,7 @@ impl Follows {
             let Some(f) = self.by_name.get_mut(&name) else { continue };
             f.wake = None;
             if let Some(rid) = f.rid.take() {
-                self.requests.remove(&rid);
+                owners.remove(rid);
                 cx.cancel(rid);
             }
             let Some(l) = f.lookup.clone() else { continue };
@@ -209,7 +215,7 @@ impl Follows {
                 Ok(rid) => {
                     debug!(entity = %name, rd = %l.addr, query = %l.query, "observing the directory's lookup");
                     f.rid = Some(rid);
-                    self.requests.insert(rid, name);
+                    owners.insert(rid, Owner::Follow(name));
                 }
                 Err(e) => {
                     let why = format!("cannot ask the directory {}: {e}", l.addr);
@@ -230,13 +236,19 @@ impl Follows {
         f.backoff = f.backoff.saturating_mul(2).min(RETRY_MAX);
     }
 
-    /// A response or notification of a follow's observation; `false` if `rid` is not one.
-    pub(super) fn response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: &Outcome, limit: usize) -> bool {
-        let Some(name) = self.requests.get(&rid).cloned() else { return false };
+    /// A response or notification of the observation `rid` of entity `name`'s lookup; a result beyond
+    /// `limit` members is cut.
+    pub(super) fn response(
+        &mut self,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
+        (rid, name): (RequestId, String),
+        outcome: &Outcome,
+        limit: usize,
+    ) {
         let now = cx.now();
         let active = cx.endpoint().is_active(rid);
         if !active {
-            self.requests.remove(&rid);
+            owners.remove(rid);
             if let Some(f) = self.by_name.get_mut(&name) {
                 f.rid = f.rid.filter(|r| *r != rid);
             }
@@ -246,7 +258,7 @@ impl Follows {
             .and_then(|(text, max_age)| members_from_lookup(text, limit).map(|r| (r, max_age)));
         match result {
             Ok(((members, cut), max_age)) => {
-                let Some(f) = self.by_name.get_mut(&name) else { return true };
+                let Some(f) = self.by_name.get_mut(&name) else { return };
                 if let Some(note) = &cut {
                     if f.note.as_ref() != Some(note) {
                         warn!(entity = %name, limit, "directory lookup larger than the entity's member limit; cut");
@@ -262,7 +274,7 @@ impl Follows {
             Err(why) => {
                 if active {
                     cx.cancel(rid);
-                    self.requests.remove(&rid);
+                    owners.remove(rid);
                     if let Some(f) = self.by_name.get_mut(&name) {
                         f.rid = None;
                     }
@@ -270,7 +282,6 @@ impl Follows {
                 self.retry(now, &name, why);
             }
         }
-        true
     }
 
     /// What follows an input: the follows are matched against a changed table (`replica`: this worker
@@ -278,18 +289,18 @@ impl Follows {
     /// wait, for entities no flow is changing (`busy`), for the Entity Manager to apply.
     pub(super) fn tick(
         &mut self,
-        cx: &mut Context<'_>,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
         entities: &BTreeMap<String, Entity>,
         (default_rd, replica): (Option<SocketAddr>, bool),
         busy: &HashSet<String>,
     ) -> Vec<(String, Vec<String>)> {
         if std::mem::take(&mut self.dirty) && !replica {
-            self.reconcile(cx, entities, default_rd);
+            self.reconcile((cx, owners), entities, default_rd);
         }
         if self.by_name.is_empty() {
             return Vec::new();
         }
-        self.due(cx);
+        self.due(cx, owners);
         self.by_name
             .iter_mut()
             .filter(|(n, f)| f.pending.is_some() && !busy.contains(*n))

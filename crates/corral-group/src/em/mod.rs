@@ -29,7 +29,9 @@
 //! management flows (`flows`: create, update, delete, recovery, reconciliation, which allocate groups,
 //! write the store, run jobs and change the table), a use's start (`requests`), a follow's update
 //! (`follow`) and a replica's sync (`shards`). A job never steps a flow itself: a finished flow job is
-//! queued and continued right after the jobs call that finished it. Every input ends in `after_input`:
+//! queued and continued right after the jobs call that finished it. A response finds the part that sent
+//! its request with one lookup in `owners` (`Owners`: request id → `Owner`, the part and what it needs to
+//! find its state), where each part enters its requests and gives them back. Every input ends in `after_input`:
 //! finished children's results reach their parents, the follows and the directory registrations catch
 //! up with the table.
 //!
@@ -94,6 +96,7 @@ mod follow;
 mod groups;
 mod jobs;
 mod members;
+mod owners;
 mod quotas;
 mod requests;
 mod shards;
@@ -106,6 +109,7 @@ use follow::Follows;
 pub use follow::{members_from_lookup, REFRESH_SLACK, RETRY_FIRST, RETRY_MAX};
 use groups::Groups;
 use jobs::{JobCx, JobId, Jobs};
+use owners::{Owner, Owners};
 use quotas::Quotas;
 use requests::is_profile_document;
 use shards::Part;
@@ -456,6 +460,8 @@ pub struct EntityManager {
     jobs: Jobs,
     /// Observed entities (see `watch`).
     watches: Watches,
+    /// Which part sent each request in flight (see `owners`).
+    owners: Owners,
     /// Entities that follow a Resource Directory (see `follow`).
     follows: Follows,
     /// Multicast entities' groups registered in the directory (see `announce`).
@@ -507,6 +513,7 @@ impl EntityManager {
             counters: snap.counters,
             jobs: Jobs::new(),
             watches: Watches::default(),
+            owners: Owners::default(),
             follows: Follows::default(),
             announces: Announces::default(),
             quotas: Quotas::default(),
@@ -649,6 +656,7 @@ impl EntityManager {
             quotas: &mut self.quotas,
             stats: &mut self.stats,
             watches: &mut self.watches,
+            owners: &mut self.owners,
         };
         let r = f(&mut self.jobs, &mut j);
         while let Some(job) = self.jobs.take_finished_flow() {
@@ -670,10 +678,10 @@ impl EntityManager {
         }
         let replica = matches!(self.part, Part::Replica { .. });
         let follow = (self.config.rd, replica);
-        for (name, members) in self.follows.tick(cx, &self.entities, follow, &self.busy) {
+        for (name, members) in self.follows.tick((cx, &mut self.owners), &self.entities, follow, &self.busy) {
             self.follow_apply(cx, &name, members);
         }
-        self.announces.tick(cx, self.config.rd.filter(|_| !replica), &self.entities);
+        self.announces.tick((cx, &mut self.owners), self.config.rd.filter(|_| !replica), &self.entities);
     }
 }
 
@@ -689,16 +697,31 @@ impl Service for EntityManager {
 
     fn handle_response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: Outcome) {
         self.sync(cx);
-        let limit = self.config.rd_max_members.clamp(1, crate::profile::MAX_MEMBERS);
-        if self.follows.response(cx, rid, &outcome, limit) || self.announces.response(cx, rid, &outcome) {
-            return self.after_input(cx);
-        }
-        if let Some((key, i)) = self.watches.request(rid) {
-            self.watches.update(cx, &key, i, rid, &outcome);
-        }
-        let mine = self.with_jobs(cx, |jobs, j| jobs.member_response(j, rid, outcome));
-        if !mine && cx.endpoint().is_active(rid) && !self.watches.observes(rid) {
-            cx.cancel(rid); // an observation nobody wants any more: its next notification gets RST
+        // One lookup finds the part that sent the request.
+        match self.owners.get(rid).cloned() {
+            Some(Owner::Job { job, slot, watch }) => {
+                if let (Some(key), Some(i)) = (watch, slot) {
+                    self.watches.update((cx, &mut self.owners), &key, i, rid, &outcome);
+                }
+                self.with_jobs(cx, |jobs, j| jobs.member_response(j, rid, (job, slot), outcome));
+            }
+            Some(Owner::Follow(name)) => {
+                let limit = self.config.rd_max_members.clamp(1, crate::profile::MAX_MEMBERS);
+                self.follows.response((cx, &mut self.owners), (rid, name), &outcome, limit);
+            }
+            Some(Owner::Announce(name)) => {
+                self.owners.remove(rid);
+                self.announces.response(cx, name, &outcome);
+            }
+            Some(Owner::Unannounce) => drop(self.owners.remove(rid)),
+            owner => {
+                if let Some(Owner::Watch { key, slot }) = owner {
+                    self.watches.update((cx, &mut self.owners), &key, slot, rid, &outcome);
+                }
+                if cx.endpoint().is_active(rid) && !self.owners.observes(rid) {
+                    cx.cancel(rid); // an observation nobody wants any more: its next notification gets RST
+                }
+            }
         }
         self.after_input(cx);
     }

@@ -159,7 +159,7 @@ impl EntityManager {
         debug!(generation, changed = changed.len(), "replica took the manager's changes");
         for name in changed {
             self.with_jobs(cx, |jobs, j| jobs.end_jobs_of(j, &name, None));
-            self.watches.end_of(cx, &name);
+            self.watches.end_of(cx, &mut self.owners, &name);
         }
     }
 }

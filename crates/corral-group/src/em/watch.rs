@@ -3,10 +3,11 @@
 //! their behaviour (`impl Watches`: attaching a use, member notifications, ending). Whether an entity can
 //! be observed, and under which key, is the entity's own (`impl Entity`).
 //!
-//! Owns: each watch's member observations and latest results. Must never: keep a watch whose entity
+//! Owns: each watch's member observations (entered in `owners` as the watch's) and latest results. Must never: keep a watch whose entity
 //! changed or went away, or one no member notifies any more.
 
 use super::jobs::{member_result, Job, JobId, Jobs, Res, Slot};
+use super::owners::Owners;
 use super::{Entity, EntityManager, HashMap, Target};
 use crate::profile::{Ect, Op, Profile};
 use corral_proto::{Context, Instant, Outcome, RequestId, SendParams};
@@ -38,24 +39,12 @@ impl Watch {
 #[derive(Debug, Default)]
 pub(super) struct Watches {
     by_key: HashMap<String, Watch>,
-    /// Member observations of the watches: watch key and member slot.
-    requests: HashMap<RequestId, (String, usize)>,
     /// The latest updates: the entity, when, and what changed — the observers' renderings at that instant
     /// (the endpoint replays their registrations right after the change) carry it.
     notes: Vec<(String, Instant, Arc<[String]>)>,
 }
 
 impl Watches {
-    /// The watch key and member slot of member observation `rid`.
-    pub(super) fn request(&self, rid: RequestId) -> Option<(String, usize)> {
-        self.requests.get(&rid).cloned()
-    }
-
-    /// Whether `rid` is a member observation of a watch (it outlives the job that started it).
-    pub(super) fn observes(&self, rid: RequestId) -> bool {
-        self.requests.contains_key(&rid)
-    }
-
     pub(super) fn is_empty(&self) -> bool {
         self.by_key.is_empty()
     }
@@ -64,11 +53,12 @@ impl Watches {
         self.by_key.len()
     }
 
-    /// Removes watch `key` and forgets its member observations; the caller deregisters them.
-    fn remove(&mut self, key: &str) -> Option<Watch> {
+    /// Removes watch `key` and gives its member observations back to `owners`; the caller deregisters
+    /// them.
+    fn remove(&mut self, owners: &mut Owners, key: &str) -> Option<Watch> {
         let w = self.by_key.remove(key)?;
         for rid in w.obs.iter().flatten() {
-            self.requests.remove(rid);
+            owners.watch_done_with(*rid);
         }
         Some(w)
     }
@@ -132,7 +122,14 @@ impl Watches {
     }
 
     /// A member observation of watch `key` answered, notified, or ended.
-    pub(super) fn update(&mut self, cx: &mut Context<'_>, key: &str, i: usize, rid: RequestId, outcome: &Outcome) {
+    pub(super) fn update(
+        &mut self,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
+        key: &str,
+        i: usize,
+        rid: RequestId,
+        outcome: &Outcome,
+    ) {
         let res = match outcome {
             Outcome::Response { response, .. } => member_result(true, response),
             Outcome::Failed(e) => Res::silent(e.to_string()),
@@ -140,7 +137,7 @@ impl Watches {
         };
         let active = cx.endpoint().is_active(rid);
         if !active {
-            self.requests.remove(&rid);
+            owners.watch_done_with(rid);
         }
         let Some(w) = self.by_key.get_mut(key) else { return };
         if let Some(latest) = w.latest.get_mut(i) {
@@ -156,7 +153,7 @@ impl Watches {
         }
         if cx.observer_count(&w.path) == 0 {
             debug!(entity = %w.entity, "nobody observes the entity any more; members deregistered");
-            self.end(cx, key);
+            self.end(cx, owners, key);
             return;
         }
         if w.ready() {
@@ -170,7 +167,7 @@ impl Watches {
 
     /// A watch's first use answered before asking every member (`enr` reached, or its timeout): the members
     /// it never asked are registered now, all at once, so that the watch covers the whole entity.
-    pub(super) fn unasked(&mut self, cx: &mut Context<'_>, mc_path: &str, id: JobId, job: &Job) {
+    pub(super) fn unasked(&mut self, cx: &mut Context<'_>, owners: &mut Owners, mc_path: &str, id: JobId, job: &Job) {
         let Some(key) = job.watch.clone() else { return };
         for (i, item) in job.spec.items.iter().enumerate() {
             if !matches!(job.slots[i], Slot::Waiting) {
@@ -178,7 +175,7 @@ impl Watches {
             }
             let Some((addr, req, confirmable)) = job.member_request(i, &item.target, mc_path) else { continue };
             if let Ok(rid) = cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
-                if !self.track(id, &key, i, rid) {
+                if !self.track(owners, id, &key, i, rid) {
                     cx.cancel(rid);
                     return;
                 }
@@ -188,12 +185,12 @@ impl Watches {
 
     /// Records `rid` as member `i`'s observation in watch `key`, if that watch is still the one job `id`
     /// started (an entity changed meanwhile ends it, and a new watch may have taken the key).
-    pub(super) fn track(&mut self, id: JobId, key: &str, i: usize, rid: RequestId) -> bool {
+    pub(super) fn track(&mut self, owners: &mut Owners, id: JobId, key: &str, i: usize, rid: RequestId) -> bool {
         let Some(slot) = self.by_key.get_mut(key).filter(|w| w.job == Some(id)).and_then(|w| w.obs.get_mut(i)) else {
             return false;
         };
         *slot = Some(rid);
-        self.requests.insert(rid, (key.to_string(), i));
+        owners.watch(rid, key, i);
         true
     }
 
@@ -209,8 +206,8 @@ impl Watches {
     }
 
     /// Ends watch `key`: every member observation is deregistered (RFC 7641 §3.6). Returns its path.
-    pub(super) fn end(&mut self, cx: &mut Context<'_>, key: &str) -> Option<String> {
-        let w = self.remove(key)?;
+    pub(super) fn end(&mut self, cx: &mut Context<'_>, owners: &mut Owners, key: &str) -> Option<String> {
+        let w = self.remove(owners, key)?;
         for rid in w.obs.into_iter().flatten() {
             cx.deregister(rid);
         }
@@ -219,9 +216,9 @@ impl Watches {
 
     /// The entity `name` changed or went away: its watches end and its observers get a last rendering
     /// (the new entity, or 4.04). Returns whether it had any.
-    pub(super) fn end_of(&mut self, cx: &mut Context<'_>, name: &str) -> bool {
+    pub(super) fn end_of(&mut self, cx: &mut Context<'_>, owners: &mut Owners, name: &str) -> bool {
         let keys = self.keys_of(name);
-        let mut paths: Vec<String> = keys.iter().filter_map(|k| self.end(cx, k)).collect();
+        let mut paths: Vec<String> = keys.iter().filter_map(|k| self.end(cx, owners, k)).collect();
         paths.dedup();
         let any = !paths.is_empty();
         for path in paths {

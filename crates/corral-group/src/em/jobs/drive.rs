@@ -2,6 +2,7 @@
 //! answers of members, and finishing (see the module docs of [`super`] and of `em`).
 
 use crate::em::jobs::{member_result, Job, JobCx, JobId, JobSpec, Jobs, Kind, Res, Sink, Slot};
+use crate::em::owners::Owner;
 use crate::em::quotas::Quotas;
 use crate::em::stats::Asked;
 use crate::em::{bad, EmConfig, Fail, Flow, Item, Target};
@@ -193,7 +194,7 @@ impl Jobs {
         match j.cx.request(SocketAddr::new(group, port), req, params) {
             Ok(rid) => {
                 j.stats.group_sent(rid, &asked, j.cx.now());
-                self.track(rid, id, None);
+                j.owners.insert(rid, Owner::Job { job: id, slot: None, watch: None });
             }
             Err(e) => {
                 warn!(error = %e, "multicast request not sent");
@@ -250,9 +251,9 @@ impl Jobs {
                             if let Some(to) = to {
                                 j.stats.sent(rid, to, j.cx.now());
                             }
-                            self.track(rid, id, Some(i));
+                            j.owners.insert(rid, Owner::Job { job: id, slot: Some(i), watch: None });
                             if let Some(key) = watch {
-                                j.watches.track(id, &key, i, rid);
+                                j.watches.track(j.owners, id, &key, i, rid);
                             }
                             Slot::Requested(rid)
                         }
@@ -353,11 +354,16 @@ impl Jobs {
 
     /// A member request of a job answered, failed or (a multicast request) ended: the member's slot takes
     /// the result, and the job goes on. `false`: `rid` is no job's request.
-    pub(in crate::em) fn member_response(&mut self, j: &mut JobCx<'_, '_>, rid: RequestId, outcome: Outcome) -> bool {
-        let Some((jid, slot)) = self.request(rid) else { return false };
+    pub(in crate::em) fn member_response(
+        &mut self,
+        j: &mut JobCx<'_, '_>,
+        rid: RequestId,
+        (jid, slot): (JobId, Option<usize>),
+        outcome: Outcome,
+    ) {
         match slot {
             Some(i) => {
-                self.forget(rid);
+                j.owners.job_done_with(rid);
                 j.stats.ended(rid, matches!(outcome, Outcome::Response { .. }), j.cx.now());
                 let res = match outcome {
                     Outcome::Response { response, .. } => {
@@ -373,7 +379,7 @@ impl Jobs {
                             }
                             self.send_slot(j, jid, i);
                             self.drive(j, jid);
-                            return true;
+                            return;
                         }
                         self.note_reach(j, jid, i, None);
                         member_result(self.parses(jid), &response)
@@ -401,7 +407,7 @@ impl Jobs {
                     None => debug!(%from, "multicast reply from a non-member or a duplicate; ignored"),
                 },
                 _ => {
-                    self.forget(rid);
+                    j.owners.job_done_with(rid);
                     j.stats.forget(rid);
                     if let Some(j) = self.get_mut(&jid) {
                         j.mc_done = true;
@@ -410,13 +416,12 @@ impl Jobs {
             },
         }
         self.drive(j, jid);
-        true
     }
 
     /// `repair=unicast`: the multicast window closed with members silent. The multicast request ends and
     /// the job goes on as a unicast use of the silent members only, by CON, paced by the entity's delay.
     pub(in crate::em) fn start_repair(&mut self, j: &mut JobCx<'_, '_>, id: JobId) {
-        for rid in self.take_multicast(id) {
+        for rid in j.owners.take_multicast(id) {
             j.cx.cancel(rid);
             j.stats.forget(rid);
         }
@@ -467,7 +472,7 @@ impl Jobs {
     ) {
         let gave_up = |text: &str| if silent { Res::silent(text) } else { Res::failed(text) };
         if job.multicast {
-            for rid in self.take_multicast(id) {
+            for rid in j.owners.take_multicast(id) {
                 j.cx.cancel(rid);
                 j.stats.forget(rid);
             }
@@ -477,10 +482,10 @@ impl Jobs {
             match std::mem::replace(slot, Slot::Waiting) {
                 Slot::Requested(rid) => {
                     // A member observation of a watch goes on after the job that started it.
-                    if !j.watches.observes(rid) {
+                    if !j.owners.observes(rid) {
                         j.cx.cancel(rid);
                     }
-                    self.forget(rid);
+                    j.owners.job_done_with(rid);
                     j.stats.forget(rid);
                     *slot = Slot::Done(gave_up(why));
                 }
@@ -504,7 +509,7 @@ impl Jobs {
             j.quotas.release(h);
         }
         if job.watch.is_some() {
-            j.watches.unasked(j.cx, &j.config.mc_path, id, &job);
+            j.watches.unasked(j.cx, j.owners, &j.config.mc_path, id, &job);
         }
         if let Some(key) = &job.watch {
             j.watches.job_done(id, key);

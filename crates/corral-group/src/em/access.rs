@@ -1,24 +1,35 @@
 //! Who may ask for what: the role a request needs under the access policy, the proof of address a source
 //! beyond loopback owes before the EM works or changes anything for it (see "Proof of address" in the
-//! module docs of [`super`]), and the limits on what a client below `manage` may ask a use for.
+//! module docs of [`super`]), and the limits on what a client below `manage` may ask a use for. The role
+//! and the limits read the entity table (`impl Table`); the proof needs only the configuration
+//! (`impl EmConfig`).
 
-use super::*;
+use super::requests::is_profile_document;
+use super::{EmConfig, Fail, Table, MAX_READER_DELAY_MS};
+use crate::policy::{AccessPolicy, ClientIdentity, Role};
+use crate::profile::UseOverrides;
+use corral_proto::wire::Code;
+use corral_proto::{Context, IncomingRequest};
 
-impl EntityManager {
+impl Table {
     /// The role a request needs (see [`Role`]), checked against the access policy: the client's role, or
     /// 4.03 with the reason.
-    pub(super) fn authorise(&self, inb: &IncomingRequest, m: Code, parts: &[&str]) -> Result<Role, Fail> {
+    pub(super) fn authorise(
+        &self,
+        access: &AccessPolicy,
+        inb: &IncomingRequest,
+        m: Code,
+        parts: &[&str],
+    ) -> Result<Role, Fail> {
         let needed = match (m, parts) {
             (Code::GET, _) => Role::Read,
-            (Code::PUT, [name]) if self.entities.contains_key(*name) && !Self::is_profile_document(&inb.request) => {
-                Role::Actuate
-            }
+            (Code::PUT, [name]) if self.contains_key(*name) && !is_profile_document(&inb.request) => Role::Actuate,
             (Code::POST, [_]) => Role::Actuate,
             (Code::POST | Code::PUT | Code::DELETE, _) => Role::Manage,
             _ => Role::Read,
         };
         let client = ClientIdentity::new(inb.from).with_psk(inb.peer_identity.clone());
-        match self.config.access.role_of(&client) {
+        match access.role_of(&client) {
             Some(r) if r >= needed => Ok(r),
             Some(r) => Err((
                 Code::FORBIDDEN,
@@ -36,35 +47,20 @@ impl EntityManager {
         }
     }
 
-    /// Whether `inb` must first prove its source address (see [`EmConfig::challenge_unverified`]). A use
-    /// needs a source that proved its address once ([`IncomingRequest::verified`]); a change or an
-    /// actuation needs this very request to carry the Echo value its source was just given
-    /// ([`IncomingRequest::echoed`]), since a blind spoofer may guess the address and port of a manager
-    /// that proved itself earlier. Listing and reading profiles need nothing. A loopback source cannot be
-    /// spoofed from the network (the kernel drops such datagrams arriving on other interfaces); a
-    /// rendering of a notification replays a registration that was served.
-    pub(super) fn must_prove_address(&self, inb: &IncomingRequest, m: Code, parts: &[&str]) -> bool {
-        if !self.config.challenge_unverified
-            || inb.notification
-            || crate::policy::canonical(inb.from.ip()).is_loopback()
-        {
-            return false;
-        }
-        match (m, parts) {
-            (Code::GET, [_]) => !inb.verified,
-            (Code::GET, _) => false,
-            _ => !inb.echoed,
-        }
-    }
-
     /// A client that may not manage entities may not make a use hold the quotas longer than the entity's
     /// profile does: `delay` at most [`MAX_READER_DELAY_MS`] and `timeout` at most MAX_TRANSMIT_WAIT,
     /// unless the profile sets more. 4.03 says what to ask for instead.
-    pub(super) fn check_reader_overrides(&self, cx: &Context<'_>, name: &str, o: &UseOverrides) -> Result<(), Fail> {
-        let Some(e) = self.entities.get(name) else { return Ok(()) };
+    pub(super) fn check_reader_overrides(
+        &self,
+        config: &EmConfig,
+        cx: &Context<'_>,
+        name: &str,
+        o: &UseOverrides,
+    ) -> Result<(), Fail> {
+        let Some(e) = self.get(name) else { return Ok(()) };
         let p = &e.stored.profile;
         let n = e.items.len();
-        let (s, r) = (self.config.response_size, self.config.rate);
+        let (s, r) = (config.response_size, config.rate);
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         if let Some(asked) = o.delay.map(|d| ms(d.resolve(n, s, r))) {
             let limit = ms(p.delay.resolve(n, s, r)).max(MAX_READER_DELAY_MS);
@@ -86,5 +82,25 @@ impl EntityManager {
             }
         }
         Ok(())
+    }
+}
+
+impl EmConfig {
+    /// Whether `inb` must first prove its source address (see [`EmConfig::challenge_unverified`]). A use
+    /// needs a source that proved its address once ([`IncomingRequest::verified`]); a change or an
+    /// actuation needs this very request to carry the Echo value its source was just given
+    /// ([`IncomingRequest::echoed`]), since a blind spoofer may guess the address and port of a manager
+    /// that proved itself earlier. Listing and reading profiles need nothing. A loopback source cannot be
+    /// spoofed from the network (the kernel drops such datagrams arriving on other interfaces); a
+    /// rendering of a notification replays a registration that was served.
+    pub(super) fn must_prove_address(&self, inb: &IncomingRequest, m: Code, parts: &[&str]) -> bool {
+        if !self.challenge_unverified || inb.notification || crate::policy::canonical(inb.from.ip()).is_loopback() {
+            return false;
+        }
+        match (m, parts) {
+            (Code::GET, [_]) => !inb.verified,
+            (Code::GET, _) => false,
+            _ => !inb.echoed,
+        }
     }
 }

@@ -14,10 +14,23 @@
 //! [`RETRY_MAX`]); it is removed (DELETE of its location) when the entity is deleted or stops being
 //! multicast. Only the manager (or the only worker) announces.
 //!
+//! The behaviour is `impl Announces`, given the directory's address and the entity table.
+//!
 //! Owns: the announcement table, its requests and timers. Must never: announce a group the entity table
 //! does not hold, or grow beyond one registration per entity.
 
-use super::*;
+use super::follow::{RETRY_FIRST, RETRY_MAX};
+use super::owners::Owner;
+use super::owners::Owners;
+use super::Entity;
+use crate::profile::Profile;
+use crate::uri;
+use crate::uri::MemberUri;
+use corral_proto::wire::{Code, ContentFormat, OptionNumber};
+use corral_proto::{Context, Duration, Instant, Outcome, Request, RequestId, SendParams};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use tracing::{debug, info};
 
 /// The lifetime of a group's registration, in seconds (refreshed at 90 % of it).
 pub const GROUP_LIFETIME: u32 = 3600;
@@ -45,9 +58,6 @@ struct Announce {
 #[derive(Debug, Default)]
 pub(super) struct Announces {
     by_name: BTreeMap<String, Announce>,
-    requests: HashMap<RequestId, String>,
-    /// Removals in flight (their answers are only logged).
-    removals: HashSet<RequestId>,
     dirty: bool,
     /// The earliest wake-up of any announcement, kept so that an input does not scan the table.
     due_at: Option<Instant>,
@@ -83,32 +93,24 @@ fn group_of(profile: &Profile) -> Option<Group> {
     Some(Group { base, links })
 }
 
-impl EntityManager {
+impl Announces {
     /// Matches the announcements against the entity table: a new or changed group is registered at once,
     /// the registration of an entity that is gone or no longer multicast is removed.
-    fn announce_reconcile(&mut self, cx: &mut Context<'_>) {
-        self.announces.dirty = false;
-        let Some(rd) = self.config.rd else { return };
-        if matches!(self.part, Part::Replica { .. }) {
-            return;
-        }
+    fn reconcile(
+        &mut self,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
+        rd: SocketAddr,
+        entities: &BTreeMap<String, Entity>,
+    ) {
         let now = cx.now();
-        let wanted: BTreeMap<String, Group> = self
-            .entities
-            .iter()
-            .filter_map(|(name, e)| group_of(&e.stored.profile).map(|g| (name.clone(), g)))
-            .collect();
-        let gone: Vec<String> = self
-            .announces
-            .by_name
-            .iter()
-            .filter(|(n, a)| wanted.get(*n) != Some(&a.group))
-            .map(|(n, _)| n.clone())
-            .collect();
+        let wanted: BTreeMap<String, Group> =
+            entities.iter().filter_map(|(name, e)| group_of(&e.stored.profile).map(|g| (name.clone(), g))).collect();
+        let gone: Vec<String> =
+            self.by_name.iter().filter(|(n, a)| wanted.get(*n) != Some(&a.group)).map(|(n, _)| n.clone()).collect();
         for name in gone {
-            let Some(a) = self.announces.by_name.remove(&name) else { continue };
+            let Some(a) = self.by_name.remove(&name) else { continue };
             if let Some(rid) = a.rid {
-                self.announces.requests.remove(&rid);
+                owners.remove(rid);
                 cx.cancel(rid);
             }
             if let Some(location) = a.location {
@@ -119,35 +121,33 @@ impl EntityManager {
                 match cx.request(rd, req, SendParams::default()) {
                     Ok(rid) => {
                         debug!(entity = %name, "removing the group's registration from the directory");
-                        self.announces.removals.insert(rid);
+                        owners.insert(rid, Owner::Unannounce);
                     }
                     Err(e) => info!(entity = %name, error = %e, "cannot remove the group's registration"),
                 }
             }
         }
         for (name, group) in wanted {
-            if self.announces.by_name.contains_key(&name) {
+            if self.by_name.contains_key(&name) {
                 continue;
             }
             let a = Announce { group, location: None, rid: None, wake: Some(now), backoff: RETRY_FIRST };
-            self.announces.by_name.insert(name, a);
+            self.by_name.insert(name, a);
         }
-        self.announces.rearm();
+        self.rearm();
     }
 
     /// Sends the registrations that are due (new, refreshed, or retried).
-    fn announce_due(&mut self, cx: &mut Context<'_>) {
-        let Some(rd) = self.config.rd else { return };
+    fn due(&mut self, cx: &mut Context<'_>, owners: &mut Owners, rd: SocketAddr) {
         let now = cx.now();
         let due: Vec<String> = self
-            .announces
             .by_name
             .iter()
             .filter(|(_, a)| a.rid.is_none() && a.wake.is_some_and(|w| w <= now))
             .map(|(n, _)| n.clone())
             .collect();
         for name in due {
-            let Some(a) = self.announces.by_name.get_mut(&name) else { continue };
+            let Some(a) = self.by_name.get_mut(&name) else { continue };
             a.wake = None;
             let mut req = Request::new(Code::POST)
                 .with_path("rd")
@@ -160,7 +160,7 @@ impl EntityManager {
             match cx.request(rd, req, SendParams::default()) {
                 Ok(rid) => {
                     a.rid = Some(rid);
-                    self.announces.requests.insert(rid, name);
+                    owners.insert(rid, Owner::Announce(name));
                 }
                 Err(e) => {
                     a.wake = Some(now + a.backoff);
@@ -169,17 +169,13 @@ impl EntityManager {
                 }
             }
         }
-        self.announces.rearm();
+        self.rearm();
     }
 
-    /// An answer to a group's registration or removal; `false` if `rid` is not one.
-    pub(super) fn announce_response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: &Outcome) -> bool {
-        if self.announces.removals.remove(&rid) {
-            return true;
-        }
-        let Some(name) = self.announces.requests.remove(&rid) else { return false };
+    /// An answer to entity `name`'s group registration.
+    pub(super) fn response(&mut self, cx: &mut Context<'_>, name: String, outcome: &Outcome) {
         let now = cx.now();
-        let Some(a) = self.announces.by_name.get_mut(&name) else { return true };
+        let Some(a) = self.by_name.get_mut(&name) else { return };
         a.rid = None;
         match outcome {
             Outcome::Response { response, .. } if response.code.is_success() => {
@@ -208,19 +204,26 @@ impl EntityManager {
                 a.backoff = a.backoff.saturating_mul(2).min(RETRY_MAX);
             }
         }
-        self.announces.rearm();
-        true
+        self.rearm();
     }
 
     /// What follows an input: the table is matched against a changed entity table and due registrations
-    /// are sent.
-    pub(super) fn announce_tick(&mut self, cx: &mut Context<'_>) {
-        if self.announces.dirty {
-            self.announce_reconcile(cx);
+    /// are sent to the directory `rd` (`None`: there is none, or this worker is a replica, which never
+    /// announces).
+    pub(super) fn tick(
+        &mut self,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
+        rd: Option<SocketAddr>,
+        entities: &BTreeMap<String, Entity>,
+    ) {
+        let dirty = std::mem::take(&mut self.dirty);
+        let Some(rd) = rd else { return };
+        if dirty {
+            self.reconcile((cx, owners), rd, entities);
         }
         // Only when a wake-up is due: a use request to the gateway does not scan the table.
-        if self.announces.due_at.is_some_and(|d| d <= cx.now()) {
-            self.announce_due(cx);
+        if self.due_at.is_some_and(|d| d <= cx.now()) {
+            self.due(cx, owners, rd);
         }
     }
 }

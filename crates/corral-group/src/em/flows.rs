@@ -1,9 +1,29 @@
 //! Management flows: creation, update, deletion and start-up recovery — validate → join → commit, with
 //! rollback; every change is on disk before it is answered. A flow that writes waits for its write (see
-//! `writes`) and goes on in [`EntityManager::write_done`].
+//! `writes`) and goes on in [`EntityManager::write_done`]. The flows span the parts (the table, jobs,
+//! groups, the store, watches), so they are `impl EntityManager`; what a flow keeps for itself — the
+//! results it records, its writes, its answer — is `impl Flow`, and the profile a creation or update
+//! asks for is a function of the request alone.
 
-use super::groups::remote_addrs;
-use super::*;
+use super::groups::{remote_addrs, POOL_EXHAUSTED};
+use super::jobs::{Job, Kind, Res, Slot};
+use super::requests::{read_patch, report_accept};
+use super::writes::{Next, Wait};
+use super::{
+    bad, valid_entity_name, verb, Action, EmConfig, EntityManager, Fail, Flow, Item, Stage, Table, Target,
+    COUNTER_NAMES,
+};
+use crate::output::MemberReport;
+use crate::profile::{Ect, Op, Profile, ProfilePatch};
+use crate::store::{StoreError, StoredEntity, Write};
+use crate::{output, uri};
+use corral_proto::wire::{Code, ContentFormat, OptionNumber};
+use corral_proto::{Context, Duration, IncomingRequest, Instant, Request, Response};
+use serde_json::{json, Value as Json};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use tracing::{debug, info, warn};
 
 impl EntityManager {
     /// Starts a flow's fan-out stage over `items`, once what must be on disk first is (see `writes`).
@@ -26,7 +46,7 @@ impl EntityManager {
             // from here on finds the new entity (or none), and the members still to leave are strays of the
             // journal, asked to leave at start-up — the stored entity never lists a member that already left
             // (issue 26 item 10).
-            let (change, released) = self.persist_writes(cx.now(), &flow);
+            let (change, released) = flow.persist_writes(&self.config, cx.now());
             writes.extend(change);
             persisted = Some(released);
         }
@@ -36,70 +56,21 @@ impl EntityManager {
         self.write(cx, writes, Wait::Flow { flow, next: Next::Job { kind, items, journal, persisted } });
     }
 
-    /// A flow's fan-out stage over `items`, its writes done.
+    /// A flow's fan-out stage over `items`, its writes done (see [`Jobs::start_flow`]).
     pub(super) fn start_flow_job(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
-        let profile = flow.new.as_ref().or(flow.old.as_ref()).map(|e| e.profile.clone()).unwrap_or_default();
-        let n = items.len();
-        let delay = profile.delay.resolve(n, self.config.response_size, self.config.rate);
-        let now = cx.now();
-        let deadline = match (profile.timeout, self.config.management_wait) {
-            (Some(ms), _) => now + Duration::from_millis(ms),
-            (None, Some(wait)) => now + Duration::from(delay).saturating_mul(n as u64) + wait,
-            (None, None) => self.default_deadline(cx, n, Duration::from(delay), false),
-        };
-        let op = profile.default_op();
-        let name = flow.name.clone();
-        // Validation of members that are other gateways' entities spends the budget as a use would: what
-        // is left after this entity's own requests, shared among those members.
-        let cost = self.cost_of(&name, Some((&name, &profile, &items)));
-        let left = u64::from(self.config.budget.datagrams).saturating_sub(cost.requests);
-        let share = left.checked_div(cost.remote_entities).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
-        let spec = JobSpec {
-            kind,
-            entity: name,
-            sink: Sink::Flow,
-            items: items.into(),
-            op,
-            confirmable: true,
-            delay: Duration::from(delay),
-            enr: n,
-            stop_at_enr: false,
-            deadline: Some(deadline),
-            hop_limit: self.config.hop_limit,
-            depth: 0,
-        };
-        let id = self.jobs.insert(now, spec);
         let me = self.gateway_id(cx);
-        let silent_text = match (profile.timeout, self.config.management_wait) {
-            (None, Some(wait)) => {
-                Some(format!("no response within {} s (the gateway's wait for members)", wait.as_secs()))
-            }
-            _ => None,
-        };
-        if let Some(job) = self.jobs.get_mut(&id) {
-            job.share = share;
-            job.via = vec![me];
-            job.flow = Some(flow);
-            job.silent_text = silent_text;
-        }
-        self.drive(cx, id);
+        self.with_jobs(cx, |jobs, j| jobs.start_flow(j, flow, kind, items, me));
     }
 
     pub(super) fn flow_step(&mut self, cx: &mut Context<'_>, job: Job) {
         if let Kind::Leave(g) = job.spec.kind {
             // Out for sure: left (2.02), or never a member (4.04).
-            let gone: Vec<SocketAddr> = job
-                .spec
-                .items
+            let out = job
+                .slots
                 .iter()
-                .zip(&job.slots)
-                .filter(|(_, s)| matches!(s, Slot::Done(Res { code: Some(Code::DELETED | Code::NOT_FOUND), .. })))
-                .filter_map(|(it, _)| match &it.target {
-                    Target::Remote { addr, .. } => Some(*addr),
-                    Target::Local(_) => None,
-                })
-                .collect();
-            self.journal_settle(cx, g, &gone);
+                .map(|s| matches!(s, Slot::Done(Res { code: Some(Code::DELETED | Code::NOT_FOUND), .. })));
+            let gone: Vec<Item> = joined_of(&job.spec.items, &out.collect::<Vec<_>>());
+            self.journal_settle(cx, g, &remote_addrs(&gone));
         }
         let Some(mut flow) = job.flow else { return };
         let results: Vec<(String, Res)> = job
@@ -111,68 +82,19 @@ impl EntityManager {
             .collect();
         match flow.stage {
             Stage::Validating => {
-                let arithmetic = job.spec.op.is_arithmetic();
-                let mut first_bad: Option<String> = None;
-                for (label, r) in &results {
-                    let mut text = r.describe();
-                    let mut good = r.ok();
-                    if good {
-                        flow.offline.remove(label);
-                    }
-                    if !good && r.code.is_none() && flow.allow_offline {
-                        // No answer at all (silent, unreachable): accepted, and shown as such.
-                        flow.offline.insert(label.clone(), text.clone());
-                        text = format!("{text}; accepted offline (allow-offline)");
-                        good = true;
-                    } else if good && arithmetic {
-                        if let Some(v) = output::single_number(&r.readings) {
-                            text = format!("{text}, value {v}");
-                        } else {
-                            good = false;
-                            let shown = r
-                                .readings
-                                .first()
-                                .map(|x| match &x.value {
-                                    crate::senml::Value::Num(v) => format!("{v}"),
-                                    crate::senml::Value::Str(t) | crate::senml::Value::Data(t) => format!("{t:?}"),
-                                    crate::senml::Value::Bool(b) => format!("{b}"),
-                                })
-                                .unwrap_or_else(|| "no value".into());
-                            text = format!("{text}, but not numeric ({shown}) as eo={} requires", job.spec.op);
-                        }
-                    }
-                    flow.report(label).steps.push(("validate".into(), text.clone()));
-                    if !good && first_bad.is_none() {
-                        first_bad = Some(format!("member {label}: {text}"));
-                    }
-                }
-                if let Some(why) = first_bad {
+                if let Some(why) = flow.validated(&results, job.spec.op) {
                     let msg = format!("entity {} not {}: {why}", flow.name, verb(flow.action));
                     return self.flow_fail(cx, flow, bad(msg));
                 }
                 self.after_validation(cx, flow);
             }
             Stage::Joining => {
-                let mut first_bad = None;
-                for (label, r) in &results {
-                    flow.report(label).steps.push(("join".into(), r.describe()));
-                    if r.ok() {
-                        flow.joined_now.push(label.clone());
-                        if let Some(new) = flow.new.as_mut() {
-                            if let Some(k) = new.profile.er.iter().position(|m| m == label) {
-                                new.joined[k] = true;
-                            }
-                        }
-                    } else if first_bad.is_none() {
-                        first_bad = Some(format!("member {label}: join failed: {}", r.describe()));
-                    }
-                }
-                if let Some(why) = first_bad {
+                if let Some(why) = flow.joined(&results) {
                     flow.failure = Some(bad(format!("entity {} not {}: {why}", flow.name, verb(flow.action))));
                     return self.rollback(cx, flow);
                 }
                 // Update: members that left the entity leave the group.
-                let removed = self.removed_items(&flow);
+                let removed = self.entities.removed_items(&flow);
                 if !removed.is_empty() {
                     flow.stage = Stage::LeavingRemoved;
                     let g = flow.new.as_ref().and_then(|e| e.group).or(flow.allocated);
@@ -182,38 +104,16 @@ impl EntityManager {
                 }
                 self.commit(cx, flow);
             }
-            Stage::LeavingRemoved => {
-                for (label, r) in &results {
-                    flow.report(label).steps.push(("leave".into(), r.describe()));
-                }
+            Stage::LeavingRemoved | Stage::LeavingAll => {
+                flow.record("leave", &results);
                 self.commit(cx, flow);
             }
             Stage::RollingBack => {
-                for (label, r) in &results {
-                    flow.report(label).steps.push(("rollback leave".into(), r.describe()));
-                }
+                flow.record("rollback leave", &results);
                 let fail = flow.failure.take().unwrap_or_else(|| bad("failed"));
                 self.flow_fail(cx, flow, fail);
             }
-            Stage::LeavingAll => {
-                for (label, r) in &results {
-                    flow.report(label).steps.push(("leave".into(), r.describe()));
-                }
-                self.commit(cx, flow);
-            }
         }
-    }
-
-    /// Old members no longer in the new member list (for multicast updates).
-    pub(super) fn removed_items(&self, flow: &Flow) -> Vec<Item> {
-        let (Some(old), Some(new)) = (&flow.old, &flow.new) else { return Vec::new() };
-        let Some(ent) = self.entities.get(&old.name) else { return Vec::new() };
-        ent.items
-            .iter()
-            .enumerate()
-            .filter(|(i, it)| !new.profile.er.contains(&it.label) && old.joined.get(*i).copied().unwrap_or(false))
-            .map(|(_, it)| it.clone())
-            .collect()
     }
 
     pub(super) fn after_validation(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
@@ -230,30 +130,16 @@ impl EntityManager {
         let group = match new.group {
             Some(g) => g,
             None => {
-                let first_v4 =
-                    flow.items.iter().any(|i| matches!(i.target, Target::Remote { addr, .. } if addr.is_ipv4()));
-                let pool = if first_v4 { self.config.pool_v4 } else { self.config.pool_v6 };
-                let key = pool_key(&pool.base);
-                let now = cx.now();
-                if let Err(wait) = self.allocation_token(now) {
-                    let mut r = Response::error(
-                        Code::SERVICE_UNAVAILABLE,
-                        format!("entity {} not created: multicast addresses are allocated at most {} at once and one per {} s; try again in {} s", flow.name, self.config.allocation_burst, self.config.allocation_interval.as_secs(), wait.as_secs() + 1),
-                    );
-                    r.options.set_uint(OptionNumber::MAX_AGE, wait.as_secs() + 1);
-                    return self.flow_fail_with(cx, flow, r);
-                }
-                let mut cursor = self.counters.get(key).copied().unwrap_or(0);
-                let blocked = self.unallocatable(now);
-                let Some(g) = pool.allocate(&mut cursor, |a| blocked.contains(&a)) else {
-                    return self.flow_fail(
-                        cx,
-                        flow,
-                        (
-                            Code::SERVICE_UNAVAILABLE,
-                            "multicast address pool exhausted (addresses in use, quarantined after release, or with members that have not confirmed leaving)".into(),
-                        ),
-                    );
+                let v4 = flow.items.iter().any(|i| matches!(i.target, Target::Remote { addr, .. } if addr.is_ipv4()));
+                let (g, key, cursor) = match self.groups.allocate(
+                    (&self.config, &self.entities, &self.counters),
+                    cx.now(),
+                    &flow.name,
+                    v4,
+                ) {
+                    Ok(Some(allocated)) => allocated,
+                    Ok(None) => return self.flow_fail(cx, flow, (Code::SERVICE_UNAVAILABLE, POOL_EXHAUSTED.into())),
+                    Err(refusal) => return self.flow_fail_with(cx, flow, refusal),
                 };
                 // The cursor goes to the store before the address is used anywhere: never reused, even after
                 // a crash. It moves in memory now, and the group is reserved, so that no other creation takes
@@ -268,10 +154,12 @@ impl EntityManager {
         let pending = flow.old.is_none() && !flow.pending_saved;
         if pending {
             // Before any member joins: a crash from here on is undone at the next start-up.
-            let mut record = new.clone();
-            record.group = Some(group);
-            record.joined = vec![false; record.profile.er.len()];
-            record.pending = true;
+            let record = StoredEntity {
+                group: Some(group),
+                joined: vec![false; new.profile.er.len()],
+                pending: true,
+                ..new.clone()
+            };
             writes.push(Write::SaveEntity(record));
         }
         if writes.is_empty() {
@@ -283,35 +171,14 @@ impl EntityManager {
     /// A multicast flow's group is settled (and on disk): the mcstURI, then joins of the members not yet
     /// joined.
     pub(super) fn after_allocation(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>, group: IpAddr) {
-        let Some(new) = flow.new.as_mut() else { return };
-        new.group = Some(group);
-        let path = match flow.items.first().map(|i| &i.target) {
-            Some(Target::Remote { addr, path, query, .. }) => {
-                let port = self.config.multicast_port.unwrap_or(addr.port());
-                let mut s = uri::format_coap(SocketAddr::new(group, port), path);
-                if !query.is_empty() {
-                    s.push('?');
-                    s.push_str(&query.join("&"));
-                }
-                s
-            }
-            _ => String::new(),
-        };
-        if !path.is_empty() {
-            new.profile.mcst_uri = Some(path);
+        if flow.new.is_none() {
+            return;
         }
-        // Members already joined (update) keep their membership.
-        let old_joined: HashSet<String> = flow
-            .old
-            .as_ref()
-            .map(|o| o.profile.er.iter().zip(&o.joined).filter(|(_, j)| **j).map(|(m, _)| m.clone()).collect())
-            .unwrap_or_default();
-        let to_join: Vec<Item> = flow.items.iter().filter(|i| !old_joined.contains(&i.label)).cloned().collect();
-        new.joined = new.profile.er.iter().map(|m| old_joined.contains(m)).collect();
+        let to_join = flow.grouped(group, self.config.multicast_port);
         flow.stage = Stage::Joining;
         if to_join.is_empty() {
             // Nothing to join; go on as if the joins were done (leaves of removed members follow).
-            let removed = self.removed_items(&flow);
+            let removed = self.entities.removed_items(&flow);
             if !removed.is_empty() {
                 flow.stage = Stage::LeavingRemoved;
                 return self.flow_job(cx, flow, Kind::Leave(group), removed);
@@ -368,10 +235,10 @@ impl EntityManager {
                 self.release_group(cx, g);
             }
         }
-        self.schedule_reconcile(cx.now());
+        self.groups.schedule_reconcile(cx.now(), &self.entities);
         let Some(client) = flow.client else {
             if flow.action == Action::Update {
-                self.follow_failed(cx.now(), &flow.name, &msg);
+                self.follows.failed(cx.now(), &flow.name, &msg);
             }
             return;
         };
@@ -385,18 +252,8 @@ impl EntityManager {
     /// Writes the flow's result to the store; once it is done ([`EntityManager::committed`]) the in-memory
     /// copy changes and the client is answered.
     pub(super) fn commit(&mut self, cx: &mut Context<'_>, flow: Box<Flow>) {
-        let mut names_seq = None;
-        let writes = match (&flow.action, &flow.new) {
-            _ if flow.persisted => Vec::new(),
-            (Action::Reconcile, _) => Vec::new(),
-            (Action::Delete | Action::Recover, _) => vec![Write::DeleteEntity(flow.name.clone())],
-            (Action::Create { generated: true }, Some(new)) => {
-                let seq = self.counters.get(COUNTER_NAMES).copied().unwrap_or(0) + 1;
-                names_seq = Some(seq);
-                vec![Write::SetCounter(COUNTER_NAMES.into(), seq), Write::SaveEntity(new.clone())]
-            }
-            (_, Some(new)) => vec![Write::SaveEntity(new.clone())],
-            (_, None) => return self.commit_failed(cx, flow, StoreError::Internal("nothing to save")),
+        let Some((writes, names_seq)) = flow.commit_writes(self.counters.get(COUNTER_NAMES).copied()) else {
+            return self.commit_failed(cx, flow, StoreError::Internal("nothing to save"));
         };
         if writes.is_empty() {
             return self.committed(cx, flow);
@@ -436,37 +293,23 @@ impl EntityManager {
             (_, Some(new)) => {
                 // The entity records its joined members from now on.
                 if let Some(g) = new.group {
-                    let joined: Vec<SocketAddr> = flow
-                        .items
-                        .iter()
-                        .zip(&new.joined)
-                        .filter(|(_, j)| **j)
-                        .filter_map(|(it, _)| match &it.target {
-                            Target::Remote { addr, .. } => Some(*addr),
-                            Target::Local(_) => None,
-                        })
-                        .collect();
-                    self.journal_settle(cx, g, &joined);
+                    let joined: Vec<Item> = joined_of(&flow.items, &new.joined);
+                    self.journal_settle(cx, g, &remote_addrs(&joined));
                 }
             }
             (_, None) => {}
         }
-        self.schedule_reconcile(now);
+        self.groups.schedule_reconcile(now, &self.entities);
         self.follows.touch();
         self.announces.touch();
         // A creation or update installs its entity, whoever asked for it.
         let installed = match flow.action {
             Action::Create { .. } | Action::Update => {
                 let Some(new) = flow.new.take() else { return };
-                let profile = new.profile.to_json();
                 if let (Action::Update, Some(old)) = (flow.action, &flow.old) {
-                    self.note_change(now, &flow.name, &old.profile, &new.profile);
+                    self.watches.note_change(now, &flow.name, &old.profile, &new.profile);
                 }
-                let items = flow.items.clone();
-                let mut entity = Entity::new(new, items, None);
-                entity.unreachable = std::mem::take(&mut flow.offline);
-                self.entities.insert(flow.name.clone(), entity);
-                Some(profile)
+                Some(self.entities.install(&mut flow, new))
             }
             _ => None,
         };
@@ -476,9 +319,9 @@ impl EntityManager {
                 Action::Update => {
                     // The EM's own update (the entity follows a directory): its observers are told.
                     info!(entity = %flow.name, "entity change committed");
-                    self.publish();
-                    self.end_jobs_of(cx, &flow.name, None);
-                    if !self.end_watches_of(cx, &flow.name) {
+                    self.part.publish(&self.entities);
+                    self.with_jobs(cx, |jobs, j| jobs.end_jobs_of(j, &flow.name, None));
+                    if !self.watches.end_of(cx, &mut self.owners, &flow.name) {
                         cx.changed(&format!("/em/{}", flow.name));
                     }
                 }
@@ -487,42 +330,20 @@ impl EntityManager {
             return;
         };
         self.jobs.client_done();
-        let accept = flow.accept.unwrap_or(ContentFormat::JSON);
-        let (code, head) = match (flow.action, installed) {
-            (Action::Delete | Action::Recover | Action::Reconcile, _) | (_, None) => {
-                (Code::DELETED, json!({ "entity": flow.name, "message": format!("entity {} deleted", flow.name) }))
-            }
-            (action, Some(profile)) => {
-                let code = if matches!(action, Action::Update) { Code::CHANGED } else { Code::CREATED };
-                let msg = format!("entity {} {}", flow.name, if code == Code::CREATED { "created" } else { "updated" });
-                (
-                    code,
-                    json!({ "entity": flow.name, "message": msg, "location": format!("/em/{}", flow.name), "profile": profile }),
-                )
-            }
-        };
+        let resp = flow.answer(installed);
+        let code = resp.code;
         info!(entity = %flow.name, %code, "entity change committed");
-        self.publish();
+        self.part.publish(&self.entities);
         let end = (code == Code::DELETED).then_some("not finished: the entity was deleted meanwhile");
-        self.end_jobs_of(cx, &flow.name, end);
-        self.end_watches_of(cx, &flow.name);
-        let mut resp = Response::new(code).with_content_format(accept).with_payload(output::render_reports(
-            &head,
-            &flow.reports,
-            accept,
-        ));
-        if flow.action == (Action::Create { generated: true }) {
-            resp = resp
-                .with_option(OptionNumber::LOCATION_PATH, b"em")
-                .with_option(OptionNumber::LOCATION_PATH, flow.name.as_bytes());
-        }
+        self.with_jobs(cx, |jobs, j| jobs.end_jobs_of(j, &flow.name, end));
+        self.watches.end_of(cx, &mut self.owners, &flow.name);
         cx.respond(client, resp);
     }
 
     /// Undoes a multicast creation a crash interrupted: every member is asked to leave (those that never
     /// joined answer 4.04), then the pending record is removed. The name stays busy meanwhile.
     pub(super) fn recover(&mut self, cx: &mut Context<'_>, stored: StoredEntity) {
-        let items = match self.resolve_items(&stored.profile.er) {
+        let items = match self.config.resolve_items(&stored.profile.er) {
             Ok(items) => items,
             Err((_, why)) => {
                 warn!(entity = %stored.name, why = %why, "pending record unreadable; removing it");
@@ -553,22 +374,13 @@ impl EntityManager {
         inb: &IncomingRequest,
         name: Option<&str>,
     ) -> Result<(), Fail> {
-        self.may_change()?;
+        self.part.may_change()?;
         let req = &inb.request;
-        let accept = Self::report_accept(req)?;
-        let patch = Self::read_patch(req)?;
+        let accept = report_accept(req)?;
+        let patch = read_patch(req)?;
         let (name, generated) = match name {
             Some(n) => (n.to_string(), false),
-            None => {
-                let mut seq = self.counters.get(COUNTER_NAMES).copied().unwrap_or(0) + 1;
-                loop {
-                    let n = format!("e{seq}");
-                    if !self.entities.contains_key(&n) && !self.busy.contains(&n) {
-                        break (n, true);
-                    }
-                    seq += 1;
-                }
-            }
+            None => (self.entities.fresh_name(self.counters.get(COUNTER_NAMES).copied(), &self.busy), true),
         };
         if !valid_entity_name(&name) {
             return Err(bad(format!(
@@ -581,25 +393,10 @@ impl EntityManager {
         if self.entities.len() >= self.config.max_entities {
             return Err((Code::SERVICE_UNAVAILABLE, format!("entity limit ({}) reached", self.config.max_entities)));
         }
-        if patch.mcst_uri.is_some() {
-            return Err(bad("mcstURI is read-only: the EM assigns it"));
-        }
-        if patch.er.is_none() && patch.from_rd.is_none() {
-            return Err(bad("er: the member list is missing (or fromRd: a directory lookup that gives it)"));
-        }
-        if patch.from_rd.is_some() && patch.er.as_ref().is_some_and(|er| !er.is_empty()) {
-            return Err(bad("er and fromRd: an entity's members either are listed or follow the directory, not both"));
-        }
-        let mut profile = Profile::default();
-        profile.apply(&patch);
-        profile.check().map_err(|e| bad(e.to_string()))?;
-        self.check_window(&profile)?;
-        let items = self.resolve_items(&profile.er)?;
-        self.police(&items)?;
-        self.check_members(&name, &profile, &items)?;
-        self.check_budget(&name, &profile, &items).inspect_err(|_| self.stats.budget_refusals += 1)?;
-        self.check_store(&name, &profile)?;
-        let allow_offline = Self::allow_offline(req, &profile)?;
+        let profile = created_profile(&patch)?;
+        self.config.check_window(&profile)?;
+        let items = self.entities.admit(&self.config, &mut self.stats, &name, &profile)?;
+        let allow_offline = allow_offline(req, &profile)?;
         let new = StoredEntity { name: name.clone(), profile, group: None, joined: Vec::new(), pending: false };
         let action = Action::Create { generated };
         let mut flow = Flow::new(
@@ -633,7 +430,7 @@ impl EntityManager {
         name: &str,
         whole: bool,
     ) -> Result<(), Fail> {
-        self.may_change()?;
+        self.part.may_change()?;
         let req = &inb.request;
         let Some(ent) = self.entities.get(name) else {
             return Err((Code::NOT_FOUND, format!("no entity {name}")));
@@ -641,49 +438,13 @@ impl EntityManager {
         if self.busy.contains(name) {
             return Err((Code::CONFLICT, format!("entity {name}: another change is in progress")));
         }
-        let accept = Self::report_accept(req)?;
-        let patch = Self::read_patch(req)?;
+        let accept = report_accept(req)?;
+        let patch = read_patch(req)?;
         let old = ent.stored.clone();
-        if let Some(ect) = patch.ect {
-            if ect != old.profile.ect {
-                return Err((
-                    Code::CONFLICT,
-                    format!(
-                        "ect of {name} is {} and can only be set at creation (delete and re-create the entity)",
-                        old.profile.ect.as_str()
-                    ),
-                ));
-            }
-        }
-        if patch.mcst_uri.as_ref().is_some_and(|u| Some(u) != old.profile.mcst_uri.as_ref()) {
-            return Err(bad("mcstURI is read-only: the EM assigns it"));
-        }
-        let follows = patch.from_rd.as_ref().or(old.profile.from_rd.as_ref());
-        if let (Some(q), Some(er)) = (follows, &patch.er) {
-            if er != &old.profile.er {
-                return Err(bad(format!(
-                    "er: the members of {name} follow the directory (fromRd={q}); change the lookup instead"
-                )));
-            }
-        }
-        let mut profile = if whole {
-            if patch.er.is_none() {
-                return Err(bad("er: a whole profile (PUT) needs the member list; POST changes single fields"));
-            }
-            Profile { ect: old.profile.ect, ..Profile::default() }
-        } else {
-            old.profile.clone()
-        };
-        profile.apply(&patch);
-        profile.mcst_uri = old.profile.mcst_uri.clone();
-        profile.check().map_err(|e| bad(e.to_string()))?;
-        self.check_window(&profile)?;
-        let allow_offline = Self::allow_offline(req, &profile)?;
-        let items = self.resolve_items(&profile.er)?;
-        self.police(&items)?;
-        self.check_members(name, &profile, &items)?;
-        self.check_budget(name, &profile, &items).inspect_err(|_| self.stats.budget_refusals += 1)?;
-        self.check_store(name, &profile)?;
+        let profile = updated_profile(&old, &patch, whole)?;
+        self.config.check_window(&profile)?;
+        let allow_offline = allow_offline(req, &profile)?;
+        let items = self.entities.admit(&self.config, &mut self.stats, name, &profile)?;
         let same_members = {
             let a: BTreeSet<&String> = old.profile.er.iter().collect();
             let b: BTreeSet<&String> = profile.er.iter().collect();
@@ -703,7 +464,7 @@ impl EntityManager {
             Stage::Validating,
         );
         flow.allow_offline = allow_offline;
-        flow.offline = self.unreachable_kept(name, &items);
+        flow.offline = self.entities.unreachable_kept(name, &items);
         self.busy.insert(name.to_string());
         self.jobs.client_started();
         if same_members {
@@ -712,23 +473,6 @@ impl EntityManager {
             self.flow_job(cx, flow, Kind::Validate, items);
         }
         Ok(())
-    }
-
-    /// The writes of an update's new entity, or of a deletion, made before members are asked to leave (see
-    /// `flow_job`), with the release of a deleted entity's group: its quarantine starts now.
-    fn persist_writes(&self, now: Instant, flow: &Flow) -> (Vec<Write>, Option<(IpAddr, u64)>) {
-        match (flow.action, &flow.new) {
-            (Action::Update, Some(new)) => (vec![Write::SaveEntity(new.clone())], None),
-            (Action::Delete, _) => {
-                let mut writes = vec![Write::DeleteEntity(flow.name.clone())];
-                let released = flow.old.as_ref().and_then(|o| o.group).map(|g| (g, self.wall_ms(now)));
-                if let Some((g, at)) = released {
-                    writes.push(Write::ReleaseGroup(g, at));
-                }
-                (writes, released)
-            }
-            _ => (Vec::new(), None),
-        }
     }
 
     /// A store write a flow waited for is done (see `writes`): the flow goes on, or fails with what the
@@ -787,68 +531,25 @@ impl EntityManager {
         }
     }
 
-    /// Whether a creation or update lets members in that do not answer validation (`?offline=allow`, the
-    /// CLI's `--allow-offline`). Unicast entities only: a multicast member must join its group now.
-    pub(super) fn allow_offline(req: &Request, profile: &Profile) -> Result<bool, Fail> {
-        let allow = match req.options.query_pairs().find(|(k, _)| *k == "offline").map(|(_, v)| v) {
-            None => false,
-            Some("allow") => true,
-            Some(other) => return Err(bad(format!("offline={other:?}: the only value is allow"))),
-        };
-        if allow && profile.ect == Ect::Multicast {
-            return Err(bad(
-                "offline=allow applies to unicast entities: a multicast entity's members must join its group when it is created",
-            ));
-        }
-        Ok(allow)
-    }
-
-    /// A multicast entity's `timeout` must cover its window (the members' leisure and the slack), or the
-    /// members that answer late are lost without a word: 4.00 says what to set.
-    pub(super) fn check_window(&self, profile: &Profile) -> Result<(), Fail> {
-        let window = self.config.multicast_leisure + self.config.multicast_slack;
-        match profile.timeout {
-            Some(ms) if profile.ect == Ect::Multicast && Duration::from_millis(ms) < window => Err(bad(format!(
-                "timeout={ms} ms is shorter than the multicast window ({} ms: the members' leisure of {} ms plus \
-                 {} ms): members answering later would be lost; set timeout to at least {} ms, or leave it unset",
-                window.as_millis(),
-                self.config.multicast_leisure.as_millis(),
-                self.config.multicast_slack.as_millis(),
-                window.as_millis()
-            ))),
-            _ => Ok(()),
-        }
-    }
-
     pub(super) fn delete(&mut self, cx: &mut Context<'_>, inb: &IncomingRequest, name: &str) -> Result<(), Fail> {
-        self.may_change()?;
+        self.part.may_change()?;
         let Some(ent) = self.entities.get(name) else {
             return Err((Code::NOT_FOUND, format!("no entity {name}")));
         };
         if self.busy.contains(name) {
             return Err((Code::CONFLICT, format!("entity {name}: another change is in progress")));
         }
-        let parents: Vec<&str> = self
-            .entities
-            .values()
-            .filter(|e| e.local_members().any(|m| m == name))
-            .map(|e| e.stored.name.as_str())
-            .collect();
+        let parents = self.entities.parents_of(name);
         if !parents.is_empty() {
             return Err((
                 Code::CONFLICT,
                 format!("entity {name} is a member of {}; remove it there first", parents.join(", ")),
             ));
         }
-        let accept = Self::report_accept(&inb.request)?;
+        let accept = report_accept(&inb.request)?;
         let old = ent.stored.clone();
         let items = ent.items.clone();
-        let leave: Vec<Item> = items
-            .iter()
-            .zip(old.joined.iter().chain(std::iter::repeat(&false)))
-            .filter(|(_, j)| **j)
-            .map(|(i, _)| i.clone())
-            .collect();
+        let leave = ent.joined_items();
         let group = old.group;
         let flow = Flow::new(
             Action::Delete,
@@ -870,10 +571,29 @@ impl EntityManager {
     }
 }
 
-impl EntityManager {
+impl EmConfig {
+    /// A multicast entity's `timeout` must cover its window (the members' leisure and the slack), or the
+    /// members that answer late are lost without a word: 4.00 says what to set.
+    pub(super) fn check_window(&self, profile: &Profile) -> Result<(), Fail> {
+        let window = self.multicast_leisure + self.multicast_slack;
+        match profile.timeout {
+            Some(ms) if profile.ect == Ect::Multicast && Duration::from_millis(ms) < window => Err(bad(format!(
+                "timeout={ms} ms is shorter than the multicast window ({} ms: the members' leisure of {} ms plus \
+                 {} ms): members answering later would be lost; set timeout to at least {} ms, or leave it unset",
+                window.as_millis(),
+                self.multicast_leisure.as_millis(),
+                self.multicast_slack.as_millis(),
+                window.as_millis()
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Table {
     /// What is known of entity `name`'s members that stay among `items`: those that did not answer.
     pub(super) fn unreachable_kept(&self, name: &str, items: &[Item]) -> BTreeMap<String, String> {
-        let Some(e) = self.entities.get(name) else { return BTreeMap::new() };
+        let Some(e) = self.get(name) else { return BTreeMap::new() };
         e.unreachable
             .iter()
             .filter(|(m, _)| items.iter().any(|i| &i.label == *m))
@@ -887,4 +607,263 @@ pub(super) fn joined_kept(old: &StoredEntity, er: &[String]) -> Vec<bool> {
     er.iter()
         .map(|m| old.profile.er.iter().position(|o| o == m).and_then(|i| old.joined.get(i).copied()).unwrap_or(false))
         .collect()
+}
+
+/// Whether a creation or update lets members in that do not answer validation (`?offline=allow`, the
+/// CLI's `--allow-offline`). Unicast entities only: a multicast member must join its group now.
+pub(super) fn allow_offline(req: &Request, profile: &Profile) -> Result<bool, Fail> {
+    let allow = match req.options.query_pairs().find(|(k, _)| *k == "offline").map(|(_, v)| v) {
+        None => false,
+        Some("allow") => true,
+        Some(other) => return Err(bad(format!("offline={other:?}: the only value is allow"))),
+    };
+    if allow && profile.ect == Ect::Multicast {
+        return Err(bad(
+            "offline=allow applies to unicast entities: a multicast entity's members must join its group when it is created",
+        ));
+    }
+    Ok(allow)
+}
+
+impl Flow {
+    /// What committing this flow writes, with the new value of the names' counter (after `names_seq`, the
+    /// last name the EM gave) when it names the entity. `None`: nothing to save (no new entity).
+    fn commit_writes(&self, names_seq: Option<u64>) -> Option<(Vec<Write>, Option<u64>)> {
+        Some(match (&self.action, &self.new) {
+            _ if self.persisted => (Vec::new(), None),
+            (Action::Reconcile, _) => (Vec::new(), None),
+            (Action::Delete | Action::Recover, _) => (vec![Write::DeleteEntity(self.name.clone())], None),
+            (Action::Create { generated: true }, Some(new)) => {
+                let seq = names_seq.unwrap_or(0) + 1;
+                (vec![Write::SetCounter(COUNTER_NAMES.into(), seq), Write::SaveEntity(new.clone())], Some(seq))
+            }
+            (_, Some(new)) => (vec![Write::SaveEntity(new.clone())], None),
+            (_, None) => return None,
+        })
+    }
+
+    /// A multicast flow's group is `group`: the entity's `mcstURI` (`multicast_port`, or the members' own
+    /// port) and its members' memberships (those that joined before keep theirs). Returns the members
+    /// still to join.
+    fn grouped(&mut self, group: IpAddr, multicast_port: Option<u16>) -> Vec<Item> {
+        let Some(new) = self.new.as_mut() else { return Vec::new() };
+        new.group = Some(group);
+        let path = match self.items.first().map(|i| &i.target) {
+            Some(Target::Remote { addr, path, query, .. }) => {
+                let port = multicast_port.unwrap_or(addr.port());
+                let mut s = uri::format_coap(SocketAddr::new(group, port), path);
+                if !query.is_empty() {
+                    s.push('?');
+                    s.push_str(&query.join("&"));
+                }
+                s
+            }
+            _ => String::new(),
+        };
+        if !path.is_empty() {
+            new.profile.mcst_uri = Some(path);
+        }
+        // Members already joined (update) keep their membership.
+        let old_joined: HashSet<String> = self
+            .old
+            .as_ref()
+            .map(|o| o.profile.er.iter().zip(&o.joined).filter(|(_, j)| **j).map(|(m, _)| m.clone()).collect())
+            .unwrap_or_default();
+        let to_join: Vec<Item> = self.items.iter().filter(|i| !old_joined.contains(&i.label)).cloned().collect();
+        new.joined = new.profile.er.iter().map(|m| old_joined.contains(m)).collect();
+        to_join
+    }
+
+    /// Records validation's `results` in the reports (accepting silent members with `allow_offline`,
+    /// checking values are numeric under an arithmetic `op`); the first member that fails, if one does.
+    fn validated(&mut self, results: &[(String, Res)], op: Op) -> Option<String> {
+        let arithmetic = op.is_arithmetic();
+        let mut first_bad: Option<String> = None;
+        for (label, r) in results {
+            let mut text = r.describe();
+            let mut good = r.ok();
+            if good {
+                self.offline.remove(label);
+            }
+            if !good && r.code.is_none() && self.allow_offline {
+                // No answer at all (silent, unreachable): accepted, and shown as such.
+                self.offline.insert(label.clone(), text.clone());
+                text = format!("{text}; accepted offline (allow-offline)");
+                good = true;
+            } else if good && arithmetic {
+                if let Some(v) = output::single_number(&r.readings) {
+                    text = format!("{text}, value {v}");
+                } else {
+                    good = false;
+                    let shown = r
+                        .readings
+                        .first()
+                        .map(|x| match &x.value {
+                            crate::senml::Value::Num(v) => format!("{v}"),
+                            crate::senml::Value::Str(t) | crate::senml::Value::Data(t) => format!("{t:?}"),
+                            crate::senml::Value::Bool(b) => format!("{b}"),
+                        })
+                        .unwrap_or_else(|| "no value".into());
+                    text = format!("{text}, but not numeric ({shown}) as eo={} requires", op);
+                }
+            }
+            self.report(label).steps.push(("validate".into(), text.clone()));
+            if !good && first_bad.is_none() {
+                first_bad = Some(format!("member {label}: {text}"));
+            }
+        }
+        first_bad
+    }
+
+    /// Records the joins' `results`: the members that joined are marked in the new entity; the first that
+    /// did not, if one did not.
+    fn joined(&mut self, results: &[(String, Res)]) -> Option<String> {
+        let mut first_bad = None;
+        for (label, r) in results {
+            self.report(label).steps.push(("join".into(), r.describe()));
+            if r.ok() {
+                self.joined_now.push(label.clone());
+                if let Some(new) = self.new.as_mut() {
+                    if let Some(k) = new.profile.er.iter().position(|m| m == label) {
+                        new.joined[k] = true;
+                    }
+                }
+            } else if first_bad.is_none() {
+                first_bad = Some(format!("member {label}: join failed: {}", r.describe()));
+            }
+        }
+        first_bad
+    }
+
+    /// Records the `results` of a fan-out `step` (a leave, a rollback's leave) in the reports.
+    fn record(&mut self, step: &str, results: &[(String, Res)]) {
+        for (label, r) in results {
+            self.report(label).steps.push((step.into(), r.describe()));
+        }
+    }
+
+    /// The writes of an update's new entity, or of a deletion, made before members are asked to leave (see
+    /// `flow_job`), with the release of a deleted entity's group: its quarantine starts now.
+    fn persist_writes(&self, config: &EmConfig, now: Instant) -> (Vec<Write>, Option<(IpAddr, u64)>) {
+        match (self.action, &self.new) {
+            (Action::Update, Some(new)) => (vec![Write::SaveEntity(new.clone())], None),
+            (Action::Delete, _) => {
+                let mut writes = vec![Write::DeleteEntity(self.name.clone())];
+                let released = self.old.as_ref().and_then(|o| o.group).map(|g| (g, config.wall_ms(now)));
+                if let Some((g, at)) = released {
+                    writes.push(Write::ReleaseGroup(g, at));
+                }
+                (writes, released)
+            }
+            _ => (Vec::new(), None),
+        }
+    }
+
+    /// The client's answer to this committed flow: 2.01 (with its location when the EM named the entity),
+    /// 2.04 or 2.02, with the reports; `installed`: the profile of the entity it installed.
+    fn answer(&self, installed: Option<Json>) -> Response {
+        let accept = self.accept.unwrap_or(ContentFormat::JSON);
+        let (code, head) = match (self.action, installed) {
+            (Action::Delete | Action::Recover | Action::Reconcile, _) | (_, None) => {
+                (Code::DELETED, json!({ "entity": self.name, "message": format!("entity {} deleted", self.name) }))
+            }
+            (action, Some(profile)) => {
+                let code = if matches!(action, Action::Update) { Code::CHANGED } else { Code::CREATED };
+                let msg = format!("entity {} {}", self.name, if code == Code::CREATED { "created" } else { "updated" });
+                (
+                    code,
+                    json!({ "entity": self.name, "message": msg, "location": format!("/em/{}", self.name), "profile": profile }),
+                )
+            }
+        };
+        let mut resp = Response::new(code).with_content_format(accept).with_payload(output::render_reports(
+            &head,
+            &self.reports,
+            accept,
+        ));
+        if self.action == (Action::Create { generated: true }) {
+            resp = resp
+                .with_option(OptionNumber::LOCATION_PATH, b"em")
+                .with_option(OptionNumber::LOCATION_PATH, self.name.as_bytes());
+        }
+        resp
+    }
+}
+
+impl Table {
+    /// Old members no longer in the new member list (for multicast updates).
+    pub(super) fn removed_items(&self, flow: &Flow) -> Vec<Item> {
+        let (Some(old), Some(new)) = (&flow.old, &flow.new) else { return Vec::new() };
+        let Some(ent) = self.get(&old.name) else { return Vec::new() };
+        ent.items
+            .iter()
+            .enumerate()
+            .filter(|(i, it)| !new.profile.er.contains(&it.label) && old.joined.get(*i).copied().unwrap_or(false))
+            .map(|(_, it)| it.clone())
+            .collect()
+    }
+}
+
+/// The profile a creation asks for: `patch` over the defaults, with a member list or a directory lookup
+/// (not both), and no `mcstURI` (the EM assigns it).
+fn created_profile(patch: &ProfilePatch) -> Result<Profile, Fail> {
+    if patch.mcst_uri.is_some() {
+        return Err(bad("mcstURI is read-only: the EM assigns it"));
+    }
+    if patch.er.is_none() && patch.from_rd.is_none() {
+        return Err(bad("er: the member list is missing (or fromRd: a directory lookup that gives it)"));
+    }
+    if patch.from_rd.is_some() && patch.er.as_ref().is_some_and(|er| !er.is_empty()) {
+        return Err(bad("er and fromRd: an entity's members either are listed or follow the directory, not both"));
+    }
+    let mut profile = Profile::default();
+    profile.apply(patch);
+    profile.check().map_err(|e| bad(e.to_string()))?;
+    Ok(profile)
+}
+
+/// The profile an update of `old` asks for: `patch` over the old profile, or over the defaults when the
+/// client sends the `whole` profile (PUT). The type and `mcstURI` stay; members that follow a directory
+/// are changed through the lookup.
+fn updated_profile(old: &StoredEntity, patch: &ProfilePatch, whole: bool) -> Result<Profile, Fail> {
+    let name = &old.name;
+    if let Some(ect) = patch.ect {
+        if ect != old.profile.ect {
+            return Err((
+                Code::CONFLICT,
+                format!(
+                    "ect of {name} is {} and can only be set at creation (delete and re-create the entity)",
+                    old.profile.ect.as_str()
+                ),
+            ));
+        }
+    }
+    if patch.mcst_uri.as_ref().is_some_and(|u| Some(u) != old.profile.mcst_uri.as_ref()) {
+        return Err(bad("mcstURI is read-only: the EM assigns it"));
+    }
+    let follows = patch.from_rd.as_ref().or(old.profile.from_rd.as_ref());
+    if let (Some(q), Some(er)) = (follows, &patch.er) {
+        if er != &old.profile.er {
+            return Err(bad(format!(
+                "er: the members of {name} follow the directory (fromRd={q}); change the lookup instead"
+            )));
+        }
+    }
+    let mut profile = if whole {
+        if patch.er.is_none() {
+            return Err(bad("er: a whole profile (PUT) needs the member list; POST changes single fields"));
+        }
+        Profile { ect: old.profile.ect, ..Profile::default() }
+    } else {
+        old.profile.clone()
+    };
+    profile.apply(patch);
+    profile.mcst_uri = old.profile.mcst_uri.clone();
+    profile.check().map_err(|e| bad(e.to_string()))?;
+    Ok(profile)
+}
+
+/// The `items` whose flag in `flags` is set (members joined, or confirmed out).
+fn joined_of(items: &[Item], flags: &[bool]) -> Vec<Item> {
+    items.iter().zip(flags).filter(|(_, f)| **f).map(|(it, _)| it.clone()).collect()
 }

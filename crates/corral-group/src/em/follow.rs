@@ -11,11 +11,25 @@
 //! A result larger than [`EmConfig::rd_max_members`] is cut (WARN, and a note shown with the profile).
 //! Only the manager (or the only worker) follows; replicas take its table.
 //!
+//! `impl Follows` matches the follows against the table, registers the observations and takes their
+//! results; applying a result to its entity is an update flow, so that step is `impl EntityManager`.
+//!
 //! Owns: the follow table, its observations and timers, and the notes. Must never: grow an entity past its
 //! bound, change an entity while another flow runs on it (the result waits), or keep an observation whose
 //! entity stopped following.
 
-use super::*;
+use super::owners::Owner;
+use super::owners::Owners;
+use super::{bad, Action, Entity, EntityManager, Flow, Stage};
+use crate::profile::Profile;
+use crate::store::StoredEntity;
+use crate::uri;
+use crate::uri::MemberUri;
+use corral_proto::wire::{Code, ContentFormat, OptionNumber, OBSERVE_REGISTER};
+use corral_proto::{Context, Duration, Instant, Outcome, Request, RequestId, SendParams};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::SocketAddr;
+use tracing::{debug, info, warn};
 
 /// The first retry after a failed lookup.
 pub const RETRY_FIRST: Duration = Duration::from_secs(1);
@@ -53,7 +67,6 @@ struct Follow {
 #[derive(Debug, Default)]
 pub(super) struct Follows {
     by_name: BTreeMap<String, Follow>,
-    requests: HashMap<RequestId, String>,
     /// The entity table changed: the follows are matched against it at the next input.
     dirty: bool,
 }
@@ -105,9 +118,9 @@ pub fn members_from_lookup(text: &str, limit: usize) -> Result<(Vec<String>, Opt
     Ok((out, note))
 }
 
-impl EntityManager {
+impl Follows {
     /// Where entity `name`'s profile says to look, or why it cannot.
-    fn lookup_of(&self, profile: &Profile) -> Result<Option<Lookup>, String> {
+    fn lookup_of(profile: &Profile, default_rd: Option<SocketAddr>) -> Result<Option<Lookup>, String> {
         let Some(query) = profile.from_rd.clone() else { return Ok(None) };
         let (addr, path) = match &profile.rd {
             Some(text) => match uri::parse(text) {
@@ -115,7 +128,7 @@ impl EntityManager {
                 Ok(MemberUri::Relative { .. }) => return Err(format!("rd {text}: give coap://HOST[:PORT]")),
                 Err(e) => return Err(format!("rd {text}: {e}")),
             },
-            None => match self.config.rd {
+            None => match default_rd {
                 Some(addr) => (addr, Vec::new()),
                 None => {
                     return Err("no directory: give rd (--rd coap://HOST:PORT), or run the gateway with --rd".into())
@@ -128,23 +141,24 @@ impl EntityManager {
 
     /// Matches the follows against the entity table: a new or changed lookup is (re-)registered at once,
     /// the follow of an entity that is gone or follows no more ends.
-    fn follow_reconcile(&mut self, cx: &mut Context<'_>) {
-        self.follows.dirty = false;
-        if matches!(self.part, Part::Replica { .. }) {
-            return;
-        }
+    fn reconcile(
+        &mut self,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
+        entities: &BTreeMap<String, Entity>,
+        default_rd: Option<SocketAddr>,
+    ) {
         let now = cx.now();
         let mut wanted: BTreeMap<String, Result<Option<Lookup>, String>> = BTreeMap::new();
-        for (name, e) in &self.entities {
+        for (name, e) in entities {
             if e.stored.profile.from_rd.is_some() {
-                wanted.insert(name.clone(), self.lookup_of(&e.stored.profile));
+                wanted.insert(name.clone(), Self::lookup_of(&e.stored.profile, default_rd));
             }
         }
-        let gone: Vec<String> = self.follows.by_name.keys().filter(|n| !wanted.contains_key(*n)).cloned().collect();
+        let gone: Vec<String> = self.by_name.keys().filter(|n| !wanted.contains_key(*n)).cloned().collect();
         for name in gone {
-            if let Some(f) = self.follows.by_name.remove(&name) {
+            if let Some(f) = self.by_name.remove(&name) {
                 if let Some(rid) = f.rid {
-                    self.follows.requests.remove(&rid);
+                    owners.remove(rid);
                     cx.deregister(rid);
                 }
                 debug!(entity = %name, "entity no longer follows a directory");
@@ -155,14 +169,14 @@ impl EntityManager {
                 Ok(l) => (l, None),
                 Err(why) => (None, Some(why)),
             };
-            if let Some(f) = self.follows.by_name.get(&name) {
+            if let Some(f) = self.by_name.get(&name) {
                 if f.lookup == lookup {
                     continue;
                 }
             }
-            if let Some(old) = self.follows.by_name.remove(&name) {
+            if let Some(old) = self.by_name.remove(&name) {
                 if let Some(rid) = old.rid {
-                    self.follows.requests.remove(&rid);
+                    owners.remove(rid);
                     cx.deregister(rid);
                 }
             }
@@ -171,25 +185,20 @@ impl EntityManager {
             }
             let wake = lookup.is_some().then_some(now);
             let f = Follow { lookup, rid: None, wake, backoff: RETRY_FIRST, pending: None, note };
-            self.follows.by_name.insert(name, f);
+            self.by_name.insert(name, f);
         }
     }
 
     /// Registers the observations that are due (new, retried, or stale).
-    fn follow_due(&mut self, cx: &mut Context<'_>) {
+    fn due(&mut self, cx: &mut Context<'_>, owners: &mut Owners) {
         let now = cx.now();
-        let due: Vec<String> = self
-            .follows
-            .by_name
-            .iter()
-            .filter(|(_, f)| f.wake.is_some_and(|w| w <= now))
-            .map(|(n, _)| n.clone())
-            .collect();
+        let due: Vec<String> =
+            self.by_name.iter().filter(|(_, f)| f.wake.is_some_and(|w| w <= now)).map(|(n, _)| n.clone()).collect();
         for name in due {
-            let Some(f) = self.follows.by_name.get_mut(&name) else { continue };
+            let Some(f) = self.by_name.get_mut(&name) else { continue };
             f.wake = None;
             if let Some(rid) = f.rid.take() {
-                self.follows.requests.remove(&rid);
+                owners.remove(rid);
                 cx.cancel(rid);
             }
             let Some(l) = f.lookup.clone() else { continue };
@@ -206,19 +215,19 @@ impl EntityManager {
                 Ok(rid) => {
                     debug!(entity = %name, rd = %l.addr, query = %l.query, "observing the directory's lookup");
                     f.rid = Some(rid);
-                    self.follows.requests.insert(rid, name);
+                    owners.insert(rid, Owner::Follow(name));
                 }
                 Err(e) => {
                     let why = format!("cannot ask the directory {}: {e}", l.addr);
-                    self.follow_retry(now, &name, why);
+                    self.retry(now, &name, why);
                 }
             }
         }
     }
 
     /// The lookup of `name` failed: retried after the backoff, which doubles up to [`RETRY_MAX`].
-    fn follow_retry(&mut self, now: Instant, name: &str, why: String) {
-        let Some(f) = self.follows.by_name.get_mut(name) else { return };
+    fn retry(&mut self, now: Instant, name: &str, why: String) {
+        let Some(f) = self.by_name.get_mut(name) else { return };
         if f.note.as_deref() != Some(why.as_str()) {
             info!(entity = %name, why = %why, retry_in_s = f.backoff.as_secs(), "directory lookup failed; retrying");
         }
@@ -227,24 +236,29 @@ impl EntityManager {
         f.backoff = f.backoff.saturating_mul(2).min(RETRY_MAX);
     }
 
-    /// A response or notification of a follow's observation; `false` if `rid` is not one.
-    pub(super) fn follow_response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: &Outcome) -> bool {
-        let Some(name) = self.follows.requests.get(&rid).cloned() else { return false };
+    /// A response or notification of the observation `rid` of entity `name`'s lookup; a result beyond
+    /// `limit` members is cut.
+    pub(super) fn response(
+        &mut self,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
+        (rid, name): (RequestId, String),
+        outcome: &Outcome,
+        limit: usize,
+    ) {
         let now = cx.now();
         let active = cx.endpoint().is_active(rid);
         if !active {
-            self.follows.requests.remove(&rid);
-            if let Some(f) = self.follows.by_name.get_mut(&name) {
+            owners.remove(rid);
+            if let Some(f) = self.by_name.get_mut(&name) {
                 f.rid = f.rid.filter(|r| *r != rid);
             }
         }
-        let limit = self.config.rd_max_members.clamp(1, crate::profile::MAX_MEMBERS);
         let result = outcome
             .content_text("the directory")
             .and_then(|(text, max_age)| members_from_lookup(text, limit).map(|r| (r, max_age)));
         match result {
             Ok(((members, cut), max_age)) => {
-                let Some(f) = self.follows.by_name.get_mut(&name) else { return true };
+                let Some(f) = self.by_name.get_mut(&name) else { return };
                 if let Some(note) = &cut {
                     if f.note.as_ref() != Some(note) {
                         warn!(entity = %name, limit, "directory lookup larger than the entity's member limit; cut");
@@ -260,59 +274,67 @@ impl EntityManager {
             Err(why) => {
                 if active {
                     cx.cancel(rid);
-                    self.follows.requests.remove(&rid);
-                    if let Some(f) = self.follows.by_name.get_mut(&name) {
+                    owners.remove(rid);
+                    if let Some(f) = self.by_name.get_mut(&name) {
                         f.rid = None;
                     }
                 }
-                self.follow_retry(now, &name, why);
+                self.retry(now, &name, why);
             }
         }
-        true
     }
 
-    /// What follows an input: the follows are matched against a changed table, due observations are
-    /// registered, and results that wait are applied to entities no flow is changing.
-    pub(super) fn follow_tick(&mut self, cx: &mut Context<'_>) {
-        if self.follows.dirty {
-            self.follow_reconcile(cx);
+    /// What follows an input: the follows are matched against a changed table (`replica`: this worker
+    /// follows nothing, its manager does) and due observations are registered. Returns the results that
+    /// wait, for entities no flow is changing (`busy`), for the Entity Manager to apply.
+    pub(super) fn tick(
+        &mut self,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
+        entities: &BTreeMap<String, Entity>,
+        (default_rd, replica): (Option<SocketAddr>, bool),
+        busy: &HashSet<String>,
+    ) -> Vec<(String, Vec<String>)> {
+        if std::mem::take(&mut self.dirty) && !replica {
+            self.reconcile((cx, owners), entities, default_rd);
         }
-        if self.follows.by_name.is_empty() {
-            return;
+        if self.by_name.is_empty() {
+            return Vec::new();
         }
-        self.follow_due(cx);
-        let ready: Vec<String> = self
-            .follows
-            .by_name
-            .iter()
-            .filter(|(n, f)| f.pending.is_some() && !self.busy.contains(*n))
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in ready {
-            let Some(members) = self.follows.by_name.get_mut(&name).and_then(|f| f.pending.take()) else { continue };
-            self.follow_apply(cx, &name, members);
+        self.due(cx, owners);
+        self.by_name
+            .iter_mut()
+            .filter(|(n, f)| f.pending.is_some() && !busy.contains(*n))
+            .filter_map(|(n, f)| Some((n.clone(), f.pending.take()?)))
+            .collect()
+    }
+
+    /// The note shown with entity `name`'s profile becomes `note`; `log` runs when it is new.
+    pub(super) fn set_note(&mut self, name: &str, note: String, log: impl FnOnce()) {
+        if let Some(f) = self.by_name.get_mut(name) {
+            if f.note.as_ref() != Some(&note) {
+                log();
+            }
+            f.note = Some(note);
         }
     }
 
+    /// An update flow of a follow failed (a member did not join, the store refused): the lookup is taken
+    /// again after the backoff, so the entity catches up.
+    pub(super) fn failed(&mut self, now: Instant, name: &str, why: &str) {
+        if self.by_name.contains_key(name) {
+            self.retry(now, name, format!("the directory's members are not applied yet: {why}"));
+        }
+    }
+}
+
+impl EntityManager {
     /// Makes entity `name`'s members `members` (a lookup result): an update flow without a client when
     /// they differ. Members the EM cannot use (not an IP literal, outside the member policy) are skipped
     /// and named in the note.
-    fn follow_apply(&mut self, cx: &mut Context<'_>, name: &str, members: Vec<String>) {
+    pub(super) fn follow_apply(&mut self, cx: &mut Context<'_>, name: &str, members: Vec<String>) {
         let Some(ent) = self.entities.get(name) else { return };
         let old = ent.stored.clone();
-        let mut items = Vec::new();
-        let mut skipped = Vec::new();
-        for m in members {
-            let checked = self
-                .resolve_target(&m)
-                .map_err(|e| e.to_string())
-                .map(|target| Item { label: m.clone(), target })
-                .and_then(|it| self.police(std::slice::from_ref(&it)).map(|_| it).map_err(|(_, why)| why));
-            match checked {
-                Ok(it) => items.push(it),
-                Err(why) => skipped.push(format!("{m} ({why})")),
-            }
-        }
+        let (items, skipped) = self.config.usable_members(members);
         let same = {
             let a: BTreeSet<&String> = old.profile.er.iter().collect();
             let b: BTreeSet<&String> = items.iter().map(|i| &i.label).collect();
@@ -320,12 +342,12 @@ impl EntityManager {
         };
         if !skipped.is_empty() {
             let note = format!("members of the directory not followed: {}", skipped.join(", "));
-            if let Some(f) = self.follows.by_name.get_mut(name) {
-                if f.note.as_ref() != Some(&note) {
-                    warn!(entity = %name, skipped = skipped.len(), "directory members the EM cannot use");
-                }
-                f.note = Some(note);
-            }
+            let n = skipped.len();
+            self.follows.set_note(
+                name,
+                note,
+                || warn!(entity = %name, skipped = n, "directory members the EM cannot use"),
+            );
         }
         if same {
             return;
@@ -339,14 +361,12 @@ impl EntityManager {
         let checks = profile
             .check()
             .map_err(|e| bad(e.to_string()))
-            .and_then(|_| self.check_members(name, &profile, &items))
-            .and_then(|_| self.check_budget(name, &profile, &items))
-            .and_then(|_| self.check_store(name, &profile));
+            .and_then(|_| self.entities.check_members(&self.config, name, &profile, &items))
+            .and_then(|_| self.entities.check_budget(&self.config, name, &profile, &items))
+            .and_then(|_| self.entities.check_store(&self.config, name, &profile));
         if let Err((_, why)) = checks {
             warn!(entity = %name, why = %why, "directory lookup result not applied");
-            if let Some(f) = self.follows.by_name.get_mut(name) {
-                f.note = Some(format!("the directory's members are not applied: {why}"));
-            }
+            self.follows.set_note(name, format!("the directory's members are not applied: {why}"), || ());
             return;
         }
         let joined = super::flows::joined_kept(&old, &profile.er);
@@ -365,17 +385,9 @@ impl EntityManager {
         // The directory vouches for its members: no validation round; those that do not answer show as
         // unreachable at their first use, as offline members do.
         flow.allow_offline = true;
-        flow.offline = self.unreachable_kept(name, &flow.items);
+        flow.offline = self.entities.unreachable_kept(name, &flow.items);
         self.busy.insert(name.to_string());
         self.after_validation(cx, flow);
-    }
-
-    /// An update flow of a follow failed (a member did not join, the store refused): the lookup is taken
-    /// again after the backoff, so the entity catches up.
-    pub(super) fn follow_failed(&mut self, now: Instant, name: &str, why: &str) {
-        if self.follows.by_name.contains_key(name) {
-            self.follow_retry(now, name, format!("the directory's members are not applied yet: {why}"));
-        }
     }
 
     /// How many entities follow a directory.

@@ -9,8 +9,21 @@
 //! and again every [`RECONCILE_EVERY`] while any are left, and never allocates a group that still has one.
 //! A released group also rests for `quarantine` before reuse, and allocation is rate limited, so that
 //! create/delete cycles cannot run through the pool onto a device that missed its leave.
+//!
+//! `impl Groups` finds the strays, schedules their reconciliation and allocates addresses, given the
+//! entity table; what writes the store (settling the journal, a release) or starts a flow (asking strays
+//! to leave) is `impl EntityManager`.
 
-use super::*;
+use super::jobs::Kind;
+use super::writes::Wait;
+use super::{pool_key, Action, EmConfig, EntityManager, Flow, Item, Stage, Table, Target};
+use crate::store::Write;
+use crate::uri;
+use corral_proto::wire::{Code, OptionNumber};
+use corral_proto::{Context, Duration, Instant, Response};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use tracing::info;
 
 /// How often strays are asked to leave again while any are left.
 pub(super) const RECONCILE_EVERY: Duration = Duration::from_secs(300);
@@ -81,7 +94,7 @@ impl Groups {
 
     /// Takes one allocation from the rate limiter (a token bucket of `burst` refilled one per `every`), or
     /// says how long until the next.
-    fn allocation_token(&mut self, now: Instant, every: Duration, burst: u32) -> Result<(), Duration> {
+    pub(super) fn allocation_token(&mut self, now: Instant, every: Duration, burst: u32) -> Result<(), Duration> {
         let (tokens, since) = self.alloc_bucket.unwrap_or((burst, now));
         let (tokens, since) = if every.is_zero() {
             (burst, now)
@@ -97,6 +110,54 @@ impl Groups {
         self.alloc_bucket = Some((tokens - 1, since));
         Ok(())
     }
+
+    /// Journal entries no committed entity records and no flow in progress owns: memberships to undo.
+    pub(super) fn strays(&self, entities: &Table) -> BTreeMap<IpAddr, Vec<SocketAddr>> {
+        let mut recorded: HashSet<(IpAddr, SocketAddr)> = HashSet::new();
+        for e in entities.values() {
+            let Some(g) = e.stored.group else { continue };
+            for (it, joined) in e.items.iter().zip(&e.stored.joined) {
+                if let (Target::Remote { addr, .. }, true) = (&it.target, joined) {
+                    recorded.insert((g, *addr));
+                }
+            }
+        }
+        let mut out: BTreeMap<IpAddr, Vec<SocketAddr>> = BTreeMap::new();
+        for (g, a) in &self.journal {
+            if !recorded.contains(&(*g, *a)) && !self.reserved.contains(g) {
+                out.entry(*g).or_default().push(*a);
+            }
+        }
+        out
+    }
+
+    /// Schedules the next reconciliation if strays are left.
+    pub(super) fn schedule_reconcile(&mut self, now: Instant, entities: &Table) {
+        if self.next_reconcile.is_none() && !self.strays(entities).is_empty() {
+            self.next_reconcile = Some(now + RECONCILE_EVERY);
+        }
+    }
+
+    /// The groups that may not be allocated now: in use, reserved by a flow, with a stray member, or
+    /// quarantined since their release.
+    pub(super) fn unallocatable(&self, config: &EmConfig, entities: &Table, now: Instant) -> HashSet<IpAddr> {
+        let wall = config.wall_ms(now);
+        let q = config.quarantine.as_millis();
+        entities
+            .values()
+            .filter_map(|e| e.stored.group)
+            .chain(self.reserved.iter().copied())
+            .chain(self.journal.iter().map(|(g, _)| *g))
+            .chain(self.released.iter().filter(|(_, at)| wall < at.saturating_add(q)).map(|(g, _)| *g))
+            .collect()
+    }
+}
+
+impl EmConfig {
+    /// Wall-clock milliseconds now (see [`EmConfig::wall_clock_at_zero_ms`]).
+    pub(super) fn wall_ms(&self, now: Instant) -> u64 {
+        self.wall_clock_at_zero_ms.saturating_add(now.as_millis())
+    }
 }
 
 impl EntityManager {
@@ -109,33 +170,13 @@ impl EntityManager {
         self.write(cx, vec![Write::JournalRemove(group, addrs.to_vec())], Wait::Settled(group, addrs.to_vec()));
     }
 
-    /// Journal entries no committed entity records and no flow in progress owns: memberships to undo.
-    pub(super) fn strays(&self) -> BTreeMap<IpAddr, Vec<SocketAddr>> {
-        let mut recorded: HashSet<(IpAddr, SocketAddr)> = HashSet::new();
-        for e in self.entities.values() {
-            let Some(g) = e.stored.group else { continue };
-            for (it, joined) in e.items.iter().zip(&e.stored.joined) {
-                if let (Target::Remote { addr, .. }, true) = (&it.target, joined) {
-                    recorded.insert((g, *addr));
-                }
-            }
-        }
-        let mut out: BTreeMap<IpAddr, Vec<SocketAddr>> = BTreeMap::new();
-        for (g, a) in &self.groups.journal {
-            if !recorded.contains(&(*g, *a)) && !self.groups.reserved.contains(g) {
-                out.entry(*g).or_default().push(*a);
-            }
-        }
-        out
-    }
-
     /// Asks every stray member to leave its group (one flow per group), unless a reconciliation runs.
     pub(super) fn reconcile(&mut self, cx: &mut Context<'_>) {
         self.groups.next_reconcile = None;
         if self.busy.iter().any(|n| n.starts_with(RECONCILE_PREFIX)) {
             return;
         }
-        let strays = self.strays();
+        let strays = self.groups.strays(&self.entities);
         for (g, addrs) in strays {
             let name = format!("{RECONCILE_PREFIX}{g}");
             info!(group = %g, members = addrs.len(), "asking stray members to leave");
@@ -150,47 +191,16 @@ impl EntityManager {
         }
     }
 
-    /// Schedules the next reconciliation if strays are left.
-    pub(super) fn schedule_reconcile(&mut self, now: Instant) {
-        if self.groups.next_reconcile.is_none() && !self.strays().is_empty() {
-            self.groups.next_reconcile = Some(now + RECONCILE_EVERY);
-        }
-    }
-
-    /// Wall-clock milliseconds now (see [`EmConfig::wall_clock_at_zero_ms`]).
-    pub(super) fn wall_ms(&self, now: Instant) -> u64 {
-        self.config.wall_clock_at_zero_ms.saturating_add(now.as_millis())
-    }
-
     /// Records that `group` is free again: it rests in quarantine from now on (in memory at once; a store
     /// that fails to record it leaves it quarantined in memory only).
     pub(super) fn release_group(&mut self, cx: &mut Context<'_>, group: IpAddr) {
         if self.entities.values().any(|e| e.stored.group == Some(group)) {
             return;
         }
-        let at = self.wall_ms(cx.now());
+        let at = self.config.wall_ms(cx.now());
         let what = "release time not stored; the group is quarantined in memory only";
         self.write(cx, vec![Write::ReleaseGroup(group, at)], Wait::Detached(what));
         self.groups.released_at(group, at);
-    }
-
-    /// The groups that may not be allocated now: in use, reserved by a flow, with a stray member, or
-    /// quarantined since their release.
-    pub(super) fn unallocatable(&self, now: Instant) -> HashSet<IpAddr> {
-        let wall = self.wall_ms(now);
-        let q = self.config.quarantine.as_millis();
-        self.entities
-            .values()
-            .filter_map(|e| e.stored.group)
-            .chain(self.groups.reserved.iter().copied())
-            .chain(self.groups.journal.iter().map(|(g, _)| *g))
-            .chain(self.groups.released.iter().filter(|(_, at)| wall < at.saturating_add(q)).map(|(g, _)| *g))
-            .collect()
-    }
-
-    /// Takes one allocation from the rate limiter, or says how long until the next.
-    pub(super) fn allocation_token(&mut self, now: Instant) -> Result<(), Duration> {
-        self.groups.allocation_token(now, self.config.allocation_interval, self.config.allocation_burst.max(1))
     }
 }
 
@@ -209,4 +219,34 @@ pub(super) fn remote_addrs(items: &[Item]) -> Vec<SocketAddr> {
             Target::Local(_) => None,
         })
         .collect()
+}
+
+/// Why a multicast creation finds no address (5.03).
+pub(super) const POOL_EXHAUSTED: &str = "multicast address pool exhausted (addresses in use, quarantined after release, or with members that have not confirmed leaving)";
+
+impl Groups {
+    /// Allocates a group address for entity `name` (`v4`: its members are IPv4) from the pool after the
+    /// cursor in `counters`: the address, the cursor's counter and its new value. `Ok(None)`: the pool has
+    /// no free address; `Err`: the allocation rate limit, 5.03 with Max-Age.
+    pub(super) fn allocate(
+        &mut self,
+        (config, entities, counters): (&EmConfig, &Table, &BTreeMap<String, u64>),
+        now: Instant,
+        name: &str,
+        v4: bool,
+    ) -> Result<Option<(IpAddr, &'static str, u64)>, Response> {
+        let pool = if v4 { config.pool_v4 } else { config.pool_v6 };
+        let key = pool_key(&pool.base);
+        if let Err(wait) = self.allocation_token(now, config.allocation_interval, config.allocation_burst.max(1)) {
+            let mut r = Response::error(
+                Code::SERVICE_UNAVAILABLE,
+                format!("entity {} not created: multicast addresses are allocated at most {} at once and one per {} s; try again in {} s", name, config.allocation_burst, config.allocation_interval.as_secs(), wait.as_secs() + 1),
+            );
+            r.options.set_uint(OptionNumber::MAX_AGE, wait.as_secs() + 1);
+            return Err(r);
+        }
+        let mut cursor = counters.get(key).copied().unwrap_or(0);
+        let blocked = self.unallocatable(config, entities, now);
+        Ok(pool.allocate(&mut cursor, |a| blocked.contains(&a)).map(|g| (g, key, cursor)))
+    }
 }

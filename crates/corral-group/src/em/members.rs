@@ -1,10 +1,22 @@
-//! Members: member URIs resolved to targets, and the checks of a new member list (local members exist,
-//! no cycle of nested entities, the constraints of multicast entities).
+//! Members: member URIs resolved to targets and the member policy (`impl EmConfig`: they need only the
+//! configuration), and what the entity table answers about members (`impl Table`): the checks of a new
+//! member list (local members exist, no cycle of nested entities, the constraints of multicast entities),
+//! the admission of a change, loading a store's entities, installing a committed one.
 
-use super::*;
+use super::stats::EmStats;
+use super::{bad, EmConfig, Entity, Fail, Flow, HashMap, Item, Table, Target};
+use crate::profile::{Ect, Profile};
+use crate::store::{StoreError, StoredEntity};
+use crate::uri;
+use crate::uri::MemberUri;
+use corral_proto::wire::Code;
+use serde_json::Value as Json;
+use std::collections::HashSet;
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use tracing::warn;
 
-/// Why a member URI names no member ([`EntityManager::resolve_target`]).
+/// Why a member URI names no member ([`EmConfig::resolve_target`]).
 #[derive(Debug)]
 pub(super) enum BadMember {
     /// The URI does not parse.
@@ -32,29 +44,9 @@ impl fmt::Display for BadMember {
     }
 }
 
-impl EntityManager {
-    /// Records whether member `i` of job `id` answered its last request (`failure`: why not), for the
-    /// entity's profile to show (see `Entity::unreachable`). Only members of the entity as it is now.
-    pub(super) fn note_reach(&mut self, id: JobId, i: usize, failure: Option<String>) {
-        let Some(job) = self.jobs.get(&id) else { return };
-        let Some(item) = job.spec.items.get(i).filter(|it| matches!(it.target, Target::Remote { .. })) else { return };
-        let Some(e) = self.entities.get_mut(&job.spec.entity) else { return };
-        match failure {
-            None => {
-                if !e.unreachable.is_empty() {
-                    e.unreachable.remove(&item.label);
-                }
-            }
-            Some(why) => {
-                if e.items.iter().any(|it| it.label == item.label) {
-                    e.unreachable.insert(item.label.clone(), why);
-                }
-            }
-        }
-    }
-
+impl EmConfig {
     /// Parses a member URI into a target. The member policy is not applied here (entities loaded from the
-    /// store keep loading when the policy tightens); [`EntityManager::police`] applies it.
+    /// store keep loading when the policy tightens); [`EmConfig::police`] applies it.
     pub(super) fn resolve_target(&self, text: &str) -> Result<Target, BadMember> {
         match uri::parse(text).map_err(BadMember::Uri)? {
             MemberUri::Relative { path } => match path.as_slice() {
@@ -67,7 +59,7 @@ impl EntityManager {
                     return Err(BadMember::NotUnicast(addr.ip()));
                 }
                 let entity = path.len() == 2 && path[0] == "em";
-                if entity && (self.config.local_addrs.contains(&addr) || self.config.members.is_gateway(addr)) {
+                if entity && (self.local_addrs.contains(&addr) || self.members.is_gateway(addr)) {
                     if !query.is_empty() {
                         return Err(BadMember::LocalWithQuery);
                     }
@@ -78,7 +70,7 @@ impl EntityManager {
         }
     }
 
-    /// Parses a member list (no policy; see [`EntityManager::police`]).
+    /// Parses a member list (no policy; see [`EmConfig::police`]).
     pub(super) fn resolve_items(&self, er: &[String]) -> Result<Vec<Item>, Fail> {
         er.iter()
             .map(|m| {
@@ -97,18 +89,15 @@ impl EntityManager {
         let mut seen: HashMap<&Target, &str> = HashMap::default();
         for it in items {
             if let Target::Remote { addr, .. } = &it.target {
-                if self.config.local_addrs.contains(addr) {
+                if self.local_addrs.contains(addr) {
                     return Err((
                         Code::FORBIDDEN,
                         format!("member {}: {addr} is this gateway (name its entities as /em/<name>)", it.label),
                     ));
                 }
-                self.config
-                    .members
-                    .check(*addr)
-                    .map_err(|why| (Code::FORBIDDEN, format!("member {}: {why}", it.label)))?;
+                self.members.check(*addr).map_err(|why| (Code::FORBIDDEN, format!("member {}: {why}", it.label)))?;
                 let secure = matches!(uri::parse(&it.label), Ok(MemberUri::Coap { secure: true, .. }));
-                if secure && !self.config.dtls_members.contains(addr) {
+                if secure && !self.dtls_members.contains(addr) {
                     return Err((
                         Code::FORBIDDEN,
                         format!(
@@ -125,16 +114,24 @@ impl EntityManager {
         }
         Ok(())
     }
+}
 
+impl Table {
     /// Checks of a new member list against the other entities: local members exist, no cycle, and the
     /// constraints of multicast entities.
-    pub(super) fn check_members(&self, name: &str, profile: &Profile, items: &[Item]) -> Result<(), Fail> {
+    pub(super) fn check_members(
+        &self,
+        config: &EmConfig,
+        name: &str,
+        profile: &Profile,
+        items: &[Item],
+    ) -> Result<(), Fail> {
         for it in items {
             if let Target::Local(child) = &it.target {
                 if child == name {
                     return Err(bad(format!("cycle: entity {name} cannot be a member of itself ({})", it.label)));
                 }
-                if !self.entities.contains_key(child) {
+                if !self.contains_key(child) {
                     return Err(bad(format!("member {}: no entity {child} on this gateway", it.label)));
                 }
             }
@@ -148,7 +145,7 @@ impl EntityManager {
                 if !seen.insert(cur.clone()) {
                     continue;
                 }
-                let Some(e) = self.entities.get(&cur) else { continue };
+                let Some(e) = self.get(&cur) else { continue };
                 for next in e.local_members() {
                     let mut p = path.clone();
                     p.push(next.to_string());
@@ -184,7 +181,7 @@ impl EntityManager {
                             )));
                         }
                         let Target::Remote { addr: fa, .. } = &f.target else { continue };
-                        if self.config.multicast_port.is_none() && fa.port() != addr.port() {
+                        if config.multicast_port.is_none() && fa.port() != addr.port() {
                             return Err(bad(format!(
                                 "multicast members must listen on one port, the group's: {} uses {} and {} uses {} (give them one port, or use ect=unicast)",
                                 f.label,
@@ -204,5 +201,124 @@ impl EntityManager {
             }
         }
         Ok(())
+    }
+}
+
+impl Table {
+    /// The members of `profile` for entity `name`, if the change may be made: each member parsed and within
+    /// the member policy, the member list consistent with the other entities, the fan-out budget (a
+    /// refusal is counted in `stats`) and the store's bytes.
+    pub(super) fn admit(
+        &self,
+        config: &EmConfig,
+        stats: &mut EmStats,
+        name: &str,
+        profile: &Profile,
+    ) -> Result<Vec<Item>, Fail> {
+        let items = config.resolve_items(&profile.er)?;
+        config.police(&items)?;
+        self.check_members(config, name, profile, &items)?;
+        self.check_budget(config, name, profile, &items).inspect_err(|_| stats.budget_refusals += 1)?;
+        self.check_store(config, name, profile)?;
+        Ok(items)
+    }
+}
+
+impl EmConfig {
+    /// A stored entity with its members parsed; one that breaks the member policy is kept with the reason
+    /// (see `Entity::violation`). `Err`: a member URI does not parse.
+    pub(super) fn entity(&self, stored: StoredEntity) -> Result<Entity, String> {
+        let items = self.resolve_items(&stored.profile.er).map_err(|(_, why)| why)?;
+        let violation = self.police(&items).err().map(|(_, why)| why);
+        Ok(Entity::new(stored, items.into(), violation))
+    }
+}
+
+impl Table {
+    /// A name for an entity the client did not name: `e<seq>` after the last one the EM gave (`last`),
+    /// skipping names in use or in a change (`busy`).
+    pub(super) fn fresh_name(&self, last: Option<u64>, busy: &HashSet<String>) -> String {
+        let mut seq = last.unwrap_or(0) + 1;
+        loop {
+            let n = format!("e{seq}");
+            if !self.contains_key(&n) && !busy.contains(&n) {
+                return n;
+            }
+            seq += 1;
+        }
+    }
+
+    /// The entities that have `name` as a local member.
+    pub(super) fn parents_of(&self, name: &str) -> Vec<&str> {
+        self.values().filter(|e| e.local_members().any(|m| m == name)).map(|e| e.stored.name.as_str()).collect()
+    }
+}
+
+impl Entity {
+    /// The members recorded as joined to the entity's group.
+    pub(super) fn joined_items(&self) -> Vec<Item> {
+        self.items
+            .iter()
+            .zip(self.stored.joined.iter().chain(std::iter::repeat(&false)))
+            .filter(|(_, j)| **j)
+            .map(|(i, _)| i.clone())
+            .collect()
+    }
+}
+
+impl EmConfig {
+    /// The members of a directory's lookup result the EM can use, and those it skips (not an IP literal,
+    /// outside the member policy) with the reason.
+    pub(super) fn usable_members(&self, members: Vec<String>) -> (Vec<Item>, Vec<String>) {
+        let mut items = Vec::new();
+        let mut skipped = Vec::new();
+        for m in members {
+            let checked = self
+                .resolve_target(&m)
+                .map_err(|e| e.to_string())
+                .map(|target| Item { label: m.clone(), target })
+                .and_then(|it| self.police(std::slice::from_ref(&it)).map(|_| it).map_err(|(_, why)| why));
+            match checked {
+                Ok(it) => items.push(it),
+                Err(why) => skipped.push(format!("{m} ({why})")),
+            }
+        }
+        (items, skipped)
+    }
+}
+
+impl Table {
+    /// The table of the entities a store holds; the multicast creations a crash interrupted (pending
+    /// records) are returned apart, to be undone. Fails if an entity's member URI does not parse.
+    pub(super) fn load(
+        config: &EmConfig,
+        entities: Vec<StoredEntity>,
+    ) -> Result<(Table, Vec<StoredEntity>), StoreError> {
+        let mut table = Table::default();
+        let mut recovery = Vec::new();
+        for stored in entities {
+            if stored.pending {
+                warn!(entity = %stored.name, "multicast creation interrupted by a restart: members will be asked to leave");
+                recovery.push(stored);
+                continue;
+            }
+            let name = stored.name.clone();
+            let entity = config.entity(stored).map_err(|why| StoreError::Entity { name: name.clone(), why })?;
+            if let Some(why) = &entity.violation {
+                warn!(entity = %name, why = %why, "stored entity breaks the member policy: its uses are refused");
+            }
+            table.insert(name, entity);
+        }
+        Ok((table, recovery))
+    }
+
+    /// Installs the entity a committed creation or update `flow` made (`new`, the members it resolved and
+    /// those that did not answer); its profile, for the client's answer.
+    pub(super) fn install(&mut self, flow: &mut Flow, new: StoredEntity) -> Json {
+        let profile = new.profile.to_json();
+        let mut entity = Entity::new(new, flow.items.clone(), None);
+        entity.unreachable = std::mem::take(&mut flow.offline);
+        self.insert(flow.name.clone(), entity);
+        profile
     }
 }

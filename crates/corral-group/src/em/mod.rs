@@ -9,17 +9,31 @@
 //! store, or panic on anything a client or member sends.
 //!
 //! # Rooms
-//! This module holds the shared types (configuration, entities, flows), the service entry points and the
-//! routing. [`EntityManager`] groups its state in parts that own it, each in its own module with its own
-//! methods: `jobs` (`Jobs`: the fan-outs, their member requests and timers), `watch` (`Watches`: observed
-//! entities), `quotas` (`Quotas`: exchanges held per client, entity and in total), `groups` (`Groups`:
-//! multicast addresses, the membership journal, the quarantine), `follow` (`Follows`: entities whose members
-//! follow a Resource Directory lookup), `announce` (`Announces`: multicast entities' groups registered in
-//! the gateway's directory). The other modules add the behaviour that
-//! spans the parts, as `impl EntityManager` blocks: `access` (roles, proof of address, what a reader may
-//! ask for), `members` (member URIs and the checks of a member list), `budget` (what a use costs), `flows`
-//! (create, update, delete, recovery), `requests` (listing, profiles, starting a use), `shards` (a manager
-//! and its replicas on several workers).
+//! This module holds the shared types (configuration, entities, flows), the [`Service`] entry points and
+//! the routing. [`EntityManager`] groups its state in parts, and each part's behaviour is its own
+//! methods (as quinn-proto's `Connection` passes `&mut self.spaces` into the spaces' methods): `jobs`
+//! (`impl Jobs`: the fan-outs — starting, pacing, member answers, finishing, the answer — given a
+//! `JobCx` with what they borrow: the context, the configuration, the entity table, the quotas, the
+//! counters, the watches), `watch` (`impl Watches`: observed entities), `quotas` (`impl Quotas`: exchanges
+//! held per client, entity and in total), `groups` (`impl Groups`: multicast addresses, the membership
+//! journal, strays, the quarantine, allocation), `follow` (`impl Follows`: entities whose members follow
+//! a Resource Directory lookup), `announce` (`impl Announces`: multicast entities' groups registered in
+//! the gateway's directory), `shards` (`impl Part`: the only worker, the manager or a replica). The entity
+//! table is a part too (`Table`): `members` (member URIs and the checks of a member list, with
+//! `impl EmConfig` for what needs only the configuration), `budget` (what a use costs, the store's bytes),
+//! `access` (roles, proof of address, what a reader may ask for) and `requests` (listing, profiles, and
+//! the parsing of a request) add to it. A management flow's own bookkeeping (what it records of its
+//! members' answers, its writes, its answer) is `impl Flow` in `flows`.
+//!
+//! What stays `impl EntityManager` is what spans the parts: the entry points and the routing here, the
+//! management flows (`flows`: create, update, delete, recovery, reconciliation, which allocate groups,
+//! write the store, run jobs and change the table), a use's start (`requests`), a follow's update
+//! (`follow`) and a replica's sync (`shards`). A job never steps a flow itself: a finished flow job is
+//! queued and continued right after the jobs call that finished it. A response finds the part that sent
+//! its request with one lookup in `owners` (`Owners`: request id → `Owner`, the part and what it needs to
+//! find its state), where each part enters its requests and gives them back. Every input ends in `after_input`:
+//! finished children's results reach their parents, the follows and the directory registrations catch
+//! up with the table.
 //!
 //! # Several workers
 //! A gateway on N cores runs N Entity Managers on one port (corral-tokio's `steer` hands each worker the
@@ -82,6 +96,7 @@ mod follow;
 mod groups;
 mod jobs;
 mod members;
+mod owners;
 mod quotas;
 mod requests;
 mod shards;
@@ -93,27 +108,26 @@ pub use announce::{GROUP_ENDPOINT_TYPE, GROUP_LIFETIME};
 use follow::Follows;
 pub use follow::{members_from_lookup, REFRESH_SLACK, RETRY_FIRST, RETRY_MAX};
 use groups::Groups;
-use jobs::{member_result, Job, JobId, JobSpec, Jobs, Kind, Res, Sink, Slot};
-use quotas::{Client, Hold, Quotas};
+use jobs::{JobCx, JobId, Jobs};
+use owners::{Owner, Owners};
+use quotas::Quotas;
+use requests::is_profile_document;
 use shards::Part;
 pub use shards::{Directory, SYNC_PERIOD};
 pub use stats::{EmStats, EntityMember, Latency, MemberStats, LATENCY_BOUNDS_US};
 use watch::Watches;
-use writes::{Next, Wait, Writes};
+use writes::Writes;
 
-use crate::output::{self, Gap, MemberError, MemberReport, Reading, UseResult};
-use crate::policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Role};
+use crate::output::MemberReport;
+use crate::policy::{AccessPolicy, Budget, MemberPolicy};
 use crate::pool::AddressPool;
-use crate::profile::{Ect, Emt, Op, Profile, ProfilePatch, Repair, UseOverrides, MAX_VIA};
-use crate::store::{Snapshot, StoreError, StoredEntity, Write};
-use crate::uri::{self, MemberUri};
-use corral_proto::wire::{Code, ContentFormat, OptionNumber, OBSERVE_REGISTER};
+use crate::store::{Snapshot, StoreError, StoredEntity};
+use corral_proto::wire::{Code, ContentFormat, OptionNumber};
 use corral_proto::{
-    Context, Duration, EffectDone, EffectId, InboundId, IncomingRequest, Instant, Outcome, Request, RequestId,
-    ResourceLink, Response, SendParams, Service,
+    Context, Duration, EffectDone, EffectId, InboundId, IncomingRequest, Instant, Outcome, RequestId, ResourceLink,
+    Response, Service,
 };
-use serde_json::{json, Value as Json};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 use std::net::{IpAddr, SocketAddr};
@@ -290,6 +304,25 @@ impl Entity {
     }
 }
 
+/// The entity table: every entity this worker serves, by name, with the behaviour that reads the table as
+/// a whole — the checks of a new member list (`members`), what a use costs and what the store holds
+/// (`budget`), the role a request needs (`access`). It dereferences to its map.
+#[derive(Debug, Default)]
+struct Table(BTreeMap<String, Entity>);
+
+impl std::ops::Deref for Table {
+    type Target = BTreeMap<String, Entity>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Table {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
     Create {
@@ -419,7 +452,7 @@ pub struct EntityManager {
     config: EmConfig,
     /// Store writes in flight and what waits for each (see `writes`).
     writes: Writes,
-    entities: BTreeMap<String, Entity>,
+    entities: Table,
     counters: BTreeMap<String, u64>,
     /// Names with a management flow in progress.
     busy: HashSet<String>,
@@ -427,6 +460,8 @@ pub struct EntityManager {
     jobs: Jobs,
     /// Observed entities (see `watch`).
     watches: Watches,
+    /// Which part sent each request in flight (see `owners`).
+    owners: Owners,
     /// Entities that follow a Resource Directory (see `follow`).
     follows: Follows,
     /// Multicast entities' groups registered in the directory (see `announce`).
@@ -469,39 +504,25 @@ impl EntityManager {
         config.pool_v6.check().map_err(StoreError::Config)?;
         config.pool_v4.check().map_err(StoreError::Config)?;
         let gateway_id = config.gateway_id;
+        let (entities, recovery) = Table::load(&config, snap.entities)?;
         let mut em = EntityManager {
             config,
             writes: Writes::default(),
-            entities: BTreeMap::new(),
+            busy: recovery.iter().map(|s| s.name.clone()).collect(),
+            entities,
             counters: snap.counters,
-            busy: HashSet::new(),
             jobs: Jobs::new(),
             watches: Watches::default(),
+            owners: Owners::default(),
             follows: Follows::default(),
             announces: Announces::default(),
             quotas: Quotas::default(),
             groups: Groups::load(&snap.journal, &snap.released),
-            recovery: Vec::new(),
+            recovery,
             gateway_id,
             part: Part::Sole,
             stats: EmStats::default(),
         };
-        for stored in snap.entities {
-            if stored.pending {
-                warn!(entity = %stored.name, "multicast creation interrupted by a restart: members will be asked to leave");
-                em.busy.insert(stored.name.clone());
-                em.recovery.push(stored);
-                continue;
-            }
-            let items = em
-                .resolve_items(&stored.profile.er)
-                .map_err(|(_, why)| StoreError::Entity { name: stored.name.clone(), why })?;
-            let violation = em.police(&items).err().map(|(_, why)| why);
-            if let Some(why) = &violation {
-                warn!(entity = %stored.name, why = %why, "stored entity breaks the member policy: its uses are refused");
-            }
-            em.entities.insert(stored.name.clone(), Entity::new(stored, items.into(), violation));
-        }
         em.follows.touch();
         em.announces.touch();
         Ok(em)
@@ -557,13 +578,13 @@ impl EntityManager {
         if inb.request.options.get_all(OptionNumber::URI_QUERY).any(|q| std::str::from_utf8(q).is_err()) {
             return Err(bad("a Uri-Query option is not UTF-8 text"));
         }
-        let role = self.authorise(inb, m, &parts)?;
-        if self.must_prove_address(inb, m, &parts) {
+        let role = self.entities.authorise(&self.config.access, inb, m, &parts)?;
+        if self.config.must_prove_address(inb, m, &parts) {
             cx.challenge(inb.id);
             return Ok(());
         }
         match (m, parts.as_slice()) {
-            (Code::GET, []) => respond(cx, self.list(&inb.request)),
+            (Code::GET, []) => respond(cx, self.entities.list(&inb.request)),
             (Code::POST, []) => self.create(cx, inb, None),
             (_, []) => Err((Code::METHOD_NOT_ALLOWED, "/em supports GET (list) and POST (create)".into())),
             (Code::GET, [name]) => self.use_entity(cx, inb, name, false, role),
@@ -593,7 +614,7 @@ impl EntityManager {
                         ));
                     }
                     self.create(cx, inb, Some(name))
-                } else if Self::is_profile_document(&inb.request) {
+                } else if is_profile_document(&inb.request) {
                     self.update(cx, inb, name, true)
                 } else {
                     self.use_entity(cx, inb, name, true, role)
@@ -602,7 +623,9 @@ impl EntityManager {
             (Code::POST, [name]) => self.use_entity(cx, inb, name, true, role),
             (Code::DELETE, [name]) => self.delete(cx, inb, name),
             (_, [_]) => Err((Code::METHOD_NOT_ALLOWED, "an entity supports GET, PUT, POST and DELETE".into())),
-            (Code::GET, [name, "profile"]) => respond(cx, self.read_profile(name, &inb.request)),
+            (Code::GET, [name, "profile"]) => {
+                respond(cx, self.entities.read_profile(name, &inb.request, self.follows.note(name)))
+            }
             (Code::PUT, [name, "profile"]) => self.update(cx, inb, name, true),
             (Code::POST, [name, "profile"]) => self.update(cx, inb, name, false),
             (_, [_, "profile"]) => Err((Code::METHOD_NOT_ALLOWED, "a profile supports GET, PUT and POST".into())),
@@ -621,6 +644,47 @@ fn verb(a: Action) -> &'static str {
     }
 }
 
+impl EntityManager {
+    /// Runs `f` on the jobs with what they borrow ([`JobCx`]), then continues the management flows whose
+    /// jobs finished in it — in the order they finished, before anything else happens, as if the job had
+    /// stepped its flow itself.
+    fn with_jobs<R>(&mut self, cx: &mut Context<'_>, f: impl FnOnce(&mut Jobs, &mut JobCx<'_, '_>) -> R) -> R {
+        let mut j = JobCx {
+            cx,
+            config: &self.config,
+            entities: &mut self.entities,
+            quotas: &mut self.quotas,
+            stats: &mut self.stats,
+            watches: &mut self.watches,
+            owners: &mut self.owners,
+        };
+        let r = f(&mut self.jobs, &mut j);
+        while let Some(job) = self.jobs.take_finished_flow() {
+            self.flow_step(cx, job);
+        }
+        r
+    }
+
+    /// Sends what is due of job `id`, finishes it if it is complete (see [`Jobs::drive`]).
+    fn drive(&mut self, cx: &mut Context<'_>, id: JobId) {
+        self.with_jobs(cx, |jobs, j| jobs.drive(j, id));
+    }
+
+    /// What ends every input, whatever it was: finished children's results reach their parents, the
+    /// follows and the directory registrations catch up with the entity table.
+    fn after_input(&mut self, cx: &mut Context<'_>) {
+        while let Some(ready) = self.jobs.pop_ready() {
+            self.with_jobs(cx, |jobs, j| jobs.deliver(j, ready));
+        }
+        let replica = matches!(self.part, Part::Replica { .. });
+        let follow = (self.config.rd, replica);
+        for (name, members) in self.follows.tick((cx, &mut self.owners), &self.entities, follow, &self.busy) {
+            self.follow_apply(cx, &name, members);
+        }
+        self.announces.tick((cx, &mut self.owners), self.config.rd.filter(|_| !replica), &self.entities);
+    }
+}
+
 impl Service for EntityManager {
     fn handle_request(&mut self, cx: &mut Context<'_>, req: IncomingRequest) {
         self.sync(cx);
@@ -628,31 +692,38 @@ impl Service for EntityManager {
             debug!(%code, msg = %msg, "request refused");
             cx.respond(req.id, Response::error(code, msg));
         }
-        self.pump(cx);
-        self.follow_tick(cx);
-        self.announce_tick(cx);
+        self.after_input(cx);
     }
 
     fn handle_response(&mut self, cx: &mut Context<'_>, rid: RequestId, outcome: Outcome) {
         self.sync(cx);
-        if self.follow_response(cx, rid, &outcome) {
-            self.follow_tick(cx);
-            self.announce_tick(cx);
-            return;
+        // One lookup finds the part that sent the request.
+        match self.owners.get(rid).cloned() {
+            Some(Owner::Job { job, slot, watch }) => {
+                if let (Some(key), Some(i)) = (watch, slot) {
+                    self.watches.update((cx, &mut self.owners), &key, i, rid, &outcome);
+                }
+                self.with_jobs(cx, |jobs, j| jobs.member_response(j, rid, (job, slot), outcome));
+            }
+            Some(Owner::Follow(name)) => {
+                let limit = self.config.rd_max_members.clamp(1, crate::profile::MAX_MEMBERS);
+                self.follows.response((cx, &mut self.owners), (rid, name), &outcome, limit);
+            }
+            Some(Owner::Announce(name)) => {
+                self.owners.remove(rid);
+                self.announces.response(cx, name, &outcome);
+            }
+            Some(Owner::Unannounce) => drop(self.owners.remove(rid)),
+            owner => {
+                if let Some(Owner::Watch { key, slot }) = owner {
+                    self.watches.update((cx, &mut self.owners), &key, slot, rid, &outcome);
+                }
+                if cx.endpoint().is_active(rid) && !self.owners.observes(rid) {
+                    cx.cancel(rid); // an observation nobody wants any more: its next notification gets RST
+                }
+            }
         }
-        if self.announce_response(cx, rid, &outcome) {
-            self.announce_tick(cx);
-            return;
-        }
-        if let Some((key, i)) = self.watches.request(rid) {
-            self.watch_update(cx, &key, i, rid, &outcome);
-        }
-        if !self.member_response(cx, rid, outcome) && cx.endpoint().is_active(rid) && !self.watches.observes(rid) {
-            cx.cancel(rid); // an observation nobody wants any more: its next notification gets RST
-        }
-        self.pump(cx);
-        self.follow_tick(cx);
-        self.announce_tick(cx);
+        self.after_input(cx);
     }
 
     fn handle_effect(&mut self, cx: &mut Context<'_>, id: EffectId, done: EffectDone) {
@@ -665,9 +736,7 @@ impl Service for EntityManager {
             Some(wait) => self.write_done(cx, wait, result),
             None => warn!(?id, "completion of a store write nobody waits for"),
         }
-        self.pump(cx);
-        self.follow_tick(cx);
-        self.announce_tick(cx);
+        self.after_input(cx);
     }
 
     fn handle_timeout(&mut self, cx: &mut Context<'_>) {
@@ -684,9 +753,7 @@ impl Service for EntityManager {
                 self.drive(cx, id);
             }
         }
-        self.pump(cx);
-        self.follow_tick(cx);
-        self.announce_tick(cx);
+        self.after_input(cx);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -696,7 +763,7 @@ impl Service for EntityManager {
         [
             self.jobs.next_wake(),
             self.groups.next_reconcile(),
-            self.sync_timeout(),
+            self.part.sync_timeout(!self.watches.is_empty()),
             self.follows.next_wake(),
             self.announces.next_wake(),
         ]
@@ -710,7 +777,7 @@ impl Service for EntityManager {
         for e in self.entities.values() {
             let link =
                 ResourceLink::new(&e.stored.name).attr("rt", "core.entity").attr("ect", e.stored.profile.ect.as_str());
-            v.push(if self.observable(&e.stored.name) { link.flag("obs") } else { link });
+            v.push(if e.observable() { link.flag("obs") } else { link });
         }
         v
     }

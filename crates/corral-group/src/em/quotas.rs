@@ -1,6 +1,7 @@
 //! The exchange quotas (see [`crate::policy::Budget`]): the member exchanges that uses in progress hold,
 //! per client, per client address, per entity and in total, and the [`Hold`] each use keeps until it
-//! gives its share back.
+//! gives its share back. A use reserves through `impl Quotas`, given the budget, the jobs (for when to
+//! retry) and the counters.
 //!
 //! A client is its endpoint (address and port) when its source address is verified (it proved it, it is
 //! on loopback or in a verified network, or it came over coaps://): several applications on one host, or
@@ -10,7 +11,14 @@
 //! Owns: the counters of held exchanges. Must never: let a counter outlive its holds (a counter that
 //! reaches zero is forgotten, so a flood of clients leaves no state behind) or go below zero.
 
-use super::*;
+use super::jobs::Jobs;
+use super::stats::EmStats;
+use super::HashMap;
+use crate::policy::Budget;
+use corral_proto::wire::{Code, OptionNumber};
+use corral_proto::{Instant, Response};
+use std::net::{IpAddr, SocketAddr};
+use tracing::warn;
 
 /// A use's hold on the quotas, released when its top-level job ends.
 #[derive(Debug, Clone)]
@@ -121,32 +129,33 @@ impl Quotas {
     }
 }
 
-impl EntityManager {
+impl Quotas {
     /// Reserves `amount` member exchanges for a use by `client` of `entity` (see [`Quotas::refusal`]).
-    /// `Err`: 5.03 with Max-Age and the reason.
+    /// `Err`: 5.03 with Max-Age (when the oldest of the `jobs` in the way gives up) and the reason; a
+    /// refusal is counted in `stats`.
     pub(super) fn reserve(
         &mut self,
+        (budget, jobs, stats): (&Budget, &Jobs, &mut EmStats),
         now: Instant,
         client: Client,
         entity: &str,
         amount: usize,
     ) -> Result<Hold, Response> {
-        if let Some(why) = self.quotas.refusal(&self.config.budget, client, entity, amount) {
+        if let Some(why) = self.refusal(budget, client, entity, amount) {
             // Retry when the oldest use of this entity or client gives up at the latest.
-            let soonest = self
-                .jobs
+            let soonest = jobs
                 .values()
                 .filter(|j| j.hold.as_ref().is_some_and(|h| h.client == client || h.entity == entity))
                 .filter_map(|j| j.spec.deadline)
                 .min();
             let secs = soonest.map(|d| d.saturating_since(now).as_secs() + 1).unwrap_or(10).clamp(1, 300);
-            self.stats.quota_refusals += 1;
+            stats.quota_refusals += 1;
             warn!(%client, entity, "exchange quota reached: use refused");
             let mut r = Response::error(Code::SERVICE_UNAVAILABLE, format!("try again later: {why}"));
             r.options.set_uint(OptionNumber::MAX_AGE, secs);
             return Err(r);
         }
-        Ok(self.quotas.take(client, entity, amount))
+        Ok(self.take(client, entity, amount))
     }
 }
 

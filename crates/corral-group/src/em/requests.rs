@@ -1,14 +1,25 @@
-//! Requests to `/em`: listing, profiles (read, parse), and starting a use.
+//! Requests to `/em`: listing and profiles (`impl Table`), parsing a request (functions: profile
+//! documents, the report format, what a use asks for), and starting a use (`impl EntityManager`: it
+//! reserves quotas, starts a job and may attach a watch).
 
-use super::*;
+use super::jobs::{Kind, Sink};
+use super::quotas::Client;
+use super::{bad, Entity, EntityManager, Fail, Table};
+use crate::output;
+use crate::policy::Role;
+use crate::profile::{ProfilePatch, UseOverrides};
+use corral_proto::wire::{Code, ContentFormat, OptionNumber, OBSERVE_REGISTER};
+use corral_proto::{Context, IncomingRequest, Request, ResourceLink, Response};
+use serde_json::{json, Value as Json};
+use tracing::debug;
 
-impl EntityManager {
+impl Table {
+    /// The entity list (`GET /em`), in link-format.
     pub(super) fn list(&self, req: &Request) -> Response {
         if !matches!(req.options.accept().map(|c| c.0), None | Some(40)) {
             return Response::error(Code::NOT_ACCEPTABLE, "the entity list is link-format (40)");
         }
         let links: Vec<ResourceLink> = self
-            .entities
             .values()
             .map(|e| {
                 ResourceLink::new(&format!("em/{}", e.stored.name))
@@ -19,8 +30,10 @@ impl EntityManager {
         Response::content(ContentFormat::LINK_FORMAT, corral_proto::render_links(&links, None))
     }
 
-    pub(super) fn read_profile(&self, name: &str, req: &Request) -> Response {
-        let Some(e) = self.entities.get(name) else {
+    /// Entity `name`'s profile (`GET /em/<name>/profile`), with its members' reachability and the
+    /// directory's `note`, if it follows one.
+    pub(super) fn read_profile(&self, name: &str, req: &Request, note: Option<&str>) -> Response {
+        let Some(e) = self.get(name) else {
             return Response::error(Code::NOT_FOUND, format!("no entity {name}"));
         };
         let Some(cf) =
@@ -34,89 +47,15 @@ impl EntityManager {
             // their last request, and why.
             m.insert("unreachable".into(), json!(e.unreachable));
         }
-        if let (Json::Object(m), Some(note)) = (&mut doc, self.follows.note(name)) {
+        if let (Json::Object(m), Some(note)) = (&mut doc, note) {
             // Read-only status too: what the directory lookup last said, if something is amiss.
             m.insert("rdNote".into(), json!(note));
         }
         Response::content(cf, output::encode_doc(&doc, cf))
     }
+}
 
-    /// Reads the profile fields of a creation or update request (document or link-format, then queries).
-    pub(super) fn read_patch(req: &Request) -> Result<ProfilePatch, Fail> {
-        let cf = req.options.content_format();
-        let body = &req.payload;
-        let sniffed = match cf {
-            Some(c) => Some(c),
-            None if body.is_empty() => None,
-            None => match body.iter().find(|b| !b.is_ascii_whitespace()) {
-                Some(b'{') => Some(ContentFormat::JSON),
-                Some(b'<') => Some(ContentFormat::LINK_FORMAT),
-                _ => {
-                    return Err((
-                        Code::UNSUPPORTED_CONTENT_FORMAT,
-                        "profile documents are JSON (50), CBOR (60) or a link-format member list (40)".into(),
-                    ))
-                }
-            },
-        };
-        let mut patch = match sniffed.map(|c| c.0) {
-            None => ProfilePatch::default(),
-            Some(50) => {
-                let doc: Json = serde_json::from_slice(body)
-                    .map_err(|e| bad(format!("profile document is not valid JSON: {e}")))?;
-                ProfilePatch::from_json(&doc).map_err(|e| bad(e.to_string()))?
-            }
-            Some(60) => {
-                let doc: ciborium::Value = ciborium::from_reader(&body[..])
-                    .map_err(|e| bad(format!("profile document is not valid CBOR: {e}")))?;
-                let doc = output::cbor_to_json(&doc).map_err(|e| bad(format!("profile document: {e}")))?;
-                ProfilePatch::from_json(&doc).map_err(|e| bad(e.to_string()))?
-            }
-            Some(40) => {
-                let text = std::str::from_utf8(body).map_err(|_| bad("link-format is not UTF-8"))?;
-                ProfilePatch {
-                    er: Some(crate::profile::parse_link_members(text).map_err(|e| bad(e.to_string()))?),
-                    ..ProfilePatch::default()
-                }
-            }
-            Some(other) => {
-                return Err((
-                    Code::UNSUPPORTED_CONTENT_FORMAT,
-                    format!("content format {other}: profile documents are JSON (50), CBOR (60) or link-format (40)"),
-                ))
-            }
-        };
-        // `offline` is an option of the request, not a profile field (see `allow_offline`).
-        patch
-            .apply_queries(req.options.query_pairs().filter(|(k, _)| *k != "offline"))
-            .map_err(|e| bad(e.to_string()))?;
-        Ok(patch)
-    }
-
-    /// Whether a PUT to an existing entity carries a profile (an update) rather than an actuation value:
-    /// a link-format member list, or a JSON/CBOR map with an `er` field *(decision)*.
-    pub(super) fn is_profile_document(req: &Request) -> bool {
-        match req.options.content_format().map(|c| c.0) {
-            Some(40) => true,
-            Some(50) => serde_json::from_slice::<Json>(&req.payload).is_ok_and(|j| j.get("er").is_some()),
-            Some(60) => ciborium::from_reader::<ciborium::Value, _>(&req.payload[..])
-                .ok()
-                .and_then(|v| output::cbor_to_json(&v).ok())
-                .is_some_and(|j| j.get("er").is_some()),
-            _ => false,
-        }
-    }
-
-    pub(super) fn report_accept(req: &Request) -> Result<Option<ContentFormat>, Fail> {
-        match req.options.accept() {
-            None => Ok(None),
-            Some(a) if output::REPORT_FORMATS.contains(&a) => Ok(Some(a)),
-            Some(a) => {
-                Err((Code::NOT_ACCEPTABLE, format!("reports are text/plain (0), JSON (50) or CBOR (60), not {}", a.0)))
-            }
-        }
-    }
-
+impl EntityManager {
     pub(super) fn use_entity(
         &mut self,
         cx: &mut Context<'_>,
@@ -126,42 +65,10 @@ impl EntityManager {
         role: Role,
     ) -> Result<(), Fail> {
         let req = &inb.request;
-        let Some(e) = self.entities.get(name) else {
-            return Err((Code::NOT_FOUND, format!("no entity {name}")));
-        };
-        if e.items.is_empty() {
-            let q = e.stored.profile.from_rd.as_deref().unwrap_or("");
-            return Err((
-                Code::SERVICE_UNAVAILABLE,
-                format!("entity {name} has no members yet: no resource in the directory matches {q}"),
-            ));
-        }
-        let (accept, kind) = if actuate {
-            let accept = match req.options.accept() {
-                None => ContentFormat::TEXT_PLAIN,
-                Some(a) if output::USE_FORMATS.contains(&a) => a,
-                Some(a) => return Err((Code::NOT_ACCEPTABLE, format!("content format {} not offered", a.0))),
-            };
-            (
-                accept,
-                Kind::Actuate { method: req.method, payload: req.payload.clone(), cf: req.options.content_format() },
-            )
-        } else {
-            let Some(accept) = output::negotiate(req.options.accept(), &output::USE_FORMATS, ContentFormat::TEXT_PLAIN)
-            else {
-                return Err((
-                    Code::NOT_ACCEPTABLE,
-                    "offered: text/plain (0), JSON (50), CBOR (60), SenML JSON (110), SenML CBOR (112)".into(),
-                ));
-            };
-            (accept, Kind::Read)
-        };
-        let o = UseOverrides::parse(req.options.query_pairs()).map_err(|e| bad(e.to_string()))?;
-        if actuate && o.eo.is_some() {
-            return Err(bad("eo applies to reading an entity, not to actuation"));
-        }
+        self.entities.with_members(name)?;
+        let (accept, kind, o) = use_request(req, actuate)?;
         if role < Role::Manage {
-            self.check_reader_overrides(cx, name, &o)?;
+            self.entities.check_reader_overrides(&self.config, cx, name, &o)?;
         }
         if self.jobs.clients() >= self.config.max_jobs {
             return Err((Code::SERVICE_UNAVAILABLE, "too many entity requests in progress".into()));
@@ -178,32 +85,23 @@ impl EntityManager {
                 format!("loop: this request for entity {name} already passed this gateway (a cycle of entities across gateways)"),
             ));
         }
-        // The fan-out budget: this gateway's own, or the smaller share a parent gateway passed down.
-        let budget = u64::from(o.budget.map_or(self.config.budget.datagrams, |b| b.min(self.config.budget.datagrams)));
-        let cost = self.cost_of(name, None);
-        if cost.requests > budget {
-            self.stats.budget_refusals += 1;
-            return Err((
-                Code::FORBIDDEN,
-                format!(
-                    "a use of entity {name} sends {} member requests; this request may cause at most {budget}",
-                    cost.requests
-                ),
-            ));
-        }
-        let share = (budget - cost.requests)
-            .checked_div(cost.remote_entities)
-            .map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
+        let (requests, share) =
+            self.entities.use_cost(&self.config, name, o.budget).inspect_err(|_| self.stats.budget_refusals += 1)?;
         let client = Client::new(inb.from, inb.verified);
-        let hold = match self.reserve(cx.now(), client, name, usize::try_from(cost.requests).unwrap_or(usize::MAX)) {
+        let amount = usize::try_from(requests).unwrap_or(usize::MAX);
+        let parts = (&self.config.budget, &self.jobs, &mut self.stats);
+        let hold = match self.quotas.reserve(parts, cx.now(), client, name, amount) {
             Ok(h) => h,
             Err(resp) => {
                 cx.respond(inb.id, resp);
                 return Ok(());
             }
         };
-        let register = !actuate && req.options.observe() == Some(OBSERVE_REGISTER) && self.observable(name);
-        let id = match self.start_use(cx, name, Sink::Client { id: inb.id, accept }, &o, kind, hop, 0) {
+        let register = !actuate
+            && req.options.observe() == Some(OBSERVE_REGISTER)
+            && self.entities.get(name).is_some_and(Entity::observable);
+        let sink = Sink::Client { id: inb.id, accept };
+        let id = match self.with_jobs(cx, |jobs, j| jobs.start_use(j, name, sink, &o, kind, hop, 0)) {
             Ok(id) => id,
             Err(e) => {
                 self.quotas.release(hold);
@@ -220,10 +118,113 @@ impl EntityManager {
         }
         self.jobs.client_started();
         if register {
-            self.attach_watch(id, name, req.options.path());
+            if let Some(e) = self.entities.get(name) {
+                self.watches.attach(&mut self.jobs, e, id, req.options.path());
+            }
         }
         debug!(entity = %name, job = id, register, "use started");
         self.drive(cx, id);
         Ok(())
     }
+}
+
+/// Reads the profile fields of a creation or update request (document or link-format, then queries).
+pub(super) fn read_patch(req: &Request) -> Result<ProfilePatch, Fail> {
+    let cf = req.options.content_format();
+    let body = &req.payload;
+    let sniffed = match cf {
+        Some(c) => Some(c),
+        None if body.is_empty() => None,
+        None => match body.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{') => Some(ContentFormat::JSON),
+            Some(b'<') => Some(ContentFormat::LINK_FORMAT),
+            _ => {
+                return Err((
+                    Code::UNSUPPORTED_CONTENT_FORMAT,
+                    "profile documents are JSON (50), CBOR (60) or a link-format member list (40)".into(),
+                ))
+            }
+        },
+    };
+    let mut patch = match sniffed.map(|c| c.0) {
+        None => ProfilePatch::default(),
+        Some(50) => {
+            let doc: Json =
+                serde_json::from_slice(body).map_err(|e| bad(format!("profile document is not valid JSON: {e}")))?;
+            ProfilePatch::from_json(&doc).map_err(|e| bad(e.to_string()))?
+        }
+        Some(60) => {
+            let doc: ciborium::Value = ciborium::from_reader(&body[..])
+                .map_err(|e| bad(format!("profile document is not valid CBOR: {e}")))?;
+            let doc = output::cbor_to_json(&doc).map_err(|e| bad(format!("profile document: {e}")))?;
+            ProfilePatch::from_json(&doc).map_err(|e| bad(e.to_string()))?
+        }
+        Some(40) => {
+            let text = std::str::from_utf8(body).map_err(|_| bad("link-format is not UTF-8"))?;
+            ProfilePatch {
+                er: Some(crate::profile::parse_link_members(text).map_err(|e| bad(e.to_string()))?),
+                ..ProfilePatch::default()
+            }
+        }
+        Some(other) => {
+            return Err((
+                Code::UNSUPPORTED_CONTENT_FORMAT,
+                format!("content format {other}: profile documents are JSON (50), CBOR (60) or link-format (40)"),
+            ))
+        }
+    };
+    // `offline` is an option of the request, not a profile field (see `allow_offline`).
+    patch.apply_queries(req.options.query_pairs().filter(|(k, _)| *k != "offline")).map_err(|e| bad(e.to_string()))?;
+    Ok(patch)
+}
+
+/// Whether a PUT to an existing entity carries a profile (an update) rather than an actuation value:
+/// a link-format member list, or a JSON/CBOR map with an `er` field *(decision)*.
+pub(super) fn is_profile_document(req: &Request) -> bool {
+    match req.options.content_format().map(|c| c.0) {
+        Some(40) => true,
+        Some(50) => serde_json::from_slice::<Json>(&req.payload).is_ok_and(|j| j.get("er").is_some()),
+        Some(60) => ciborium::from_reader::<ciborium::Value, _>(&req.payload[..])
+            .ok()
+            .and_then(|v| output::cbor_to_json(&v).ok())
+            .is_some_and(|j| j.get("er").is_some()),
+        _ => false,
+    }
+}
+
+pub(super) fn report_accept(req: &Request) -> Result<Option<ContentFormat>, Fail> {
+    match req.options.accept() {
+        None => Ok(None),
+        Some(a) if output::REPORT_FORMATS.contains(&a) => Ok(Some(a)),
+        Some(a) => {
+            Err((Code::NOT_ACCEPTABLE, format!("reports are text/plain (0), JSON (50) or CBOR (60), not {}", a.0)))
+        }
+    }
+}
+
+/// What a use request asks for: the format of its answer, what to do with the members (read, or actuate
+/// with the request's method and payload), and the query's overrides.
+fn use_request(req: &Request, actuate: bool) -> Result<(ContentFormat, Kind, UseOverrides), Fail> {
+    let (accept, kind) = if actuate {
+        let accept = match req.options.accept() {
+            None => ContentFormat::TEXT_PLAIN,
+            Some(a) if output::USE_FORMATS.contains(&a) => a,
+            Some(a) => return Err((Code::NOT_ACCEPTABLE, format!("content format {} not offered", a.0))),
+        };
+        (accept, Kind::Actuate { method: req.method, payload: req.payload.clone(), cf: req.options.content_format() })
+    } else {
+        let Some(accept) = output::negotiate(req.options.accept(), &output::USE_FORMATS, ContentFormat::TEXT_PLAIN)
+        else {
+            return Err((
+                Code::NOT_ACCEPTABLE,
+                "offered: text/plain (0), JSON (50), CBOR (60), SenML JSON (110), SenML CBOR (112)".into(),
+            ));
+        };
+        (accept, Kind::Read)
+    };
+    let o = UseOverrides::parse(req.options.query_pairs()).map_err(|e| bad(e.to_string()))?;
+    if actuate && o.eo.is_some() {
+        return Err(bad("eo applies to reading an entity, not to actuation"));
+    }
+    Ok((accept, kind, o))
 }

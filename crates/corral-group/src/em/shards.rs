@@ -1,5 +1,7 @@
 //! One gateway, several workers: a *manager* EM that owns the store and makes every change, and *replica*
-//! EMs that serve uses from a copy of the entity table the manager publishes in a [`Directory`].
+//! EMs that serve uses from a copy of the entity table the manager publishes in a [`Directory`]. What a
+//! worker's role decides (may it change, publish, wake) is `impl Part`; a replica's sync, which changes
+//! the table, the jobs and the watches, is `impl EntityManager`.
 //!
 //! The workers share one port (corral-tokio's `steer`): the kernel hands a worker the answers to its own
 //! member requests, spreads GETs (reads and observations of entities, listings, profiles) over the
@@ -31,14 +33,19 @@
 //! A replica that receives a change anyway (the steering is off) answers 5.00 naming the worker, rather
 //! than write a store it does not own.
 
-use super::*;
+use super::{EmConfig, EntityManager, Fail};
+use crate::store::{Snapshot, StoreError, StoredEntity};
+use corral_proto::wire::Code;
+use corral_proto::{Context, Duration, Instant};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use tracing::{debug, warn};
 
 /// How often a replica with observed entities looks for changes when nothing else wakes it.
 pub const SYNC_PERIOD: Duration = Duration::from_millis(100);
 
-type Table = Arc<BTreeMap<String, StoredEntity>>;
+type Published = Arc<BTreeMap<String, StoredEntity>>;
 
 /// The entity table a manager publishes to its replicas. Cloning it shares it.
 #[derive(Debug, Clone, Default)]
@@ -49,7 +56,7 @@ pub struct Directory {
 #[derive(Debug, Default)]
 struct DirectoryInner {
     generation: AtomicU64,
-    table: Mutex<Table>,
+    table: Mutex<Published>,
 }
 
 impl Directory {
@@ -69,7 +76,7 @@ impl Directory {
     }
 
     /// The table and the generation it belongs to (read under the lock, so they match).
-    fn snapshot(&self) -> (u64, Table) {
+    fn snapshot(&self) -> (u64, Published) {
         let slot = self.inner.table.lock().unwrap_or_else(|p| p.into_inner());
         (self.generation(), slot.clone())
     }
@@ -97,7 +104,7 @@ impl EntityManager {
     pub fn manager(config: EmConfig, snapshot: Snapshot, directory: Directory) -> Result<Self, StoreError> {
         let mut em = EntityManager::new(config, snapshot)?;
         em.part = Part::Manager(directory);
-        em.publish();
+        em.part.publish(&em.entities);
         Ok(em)
     }
 
@@ -110,27 +117,6 @@ impl EntityManager {
         debug!(worker, entities = em.entities.len(), generation = seen, "replica loaded the manager's entities");
         em.part = Part::Replica { directory, worker, seen, last_input: Instant::ZERO };
         Ok(em)
-    }
-
-    /// Whether this EM makes changes (it is the only worker or the manager).
-    pub(super) fn may_change(&self) -> Result<(), Fail> {
-        match &self.part {
-            Part::Replica { worker, .. } => Err((
-                Code::INTERNAL_SERVER_ERROR,
-                format!(
-                    "entity changes are made by worker 0 of this gateway and this request reached worker {worker}: \
-                     the socket's steering is not working"
-                ),
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// The manager's table to its replicas, after a change.
-    pub(super) fn publish(&self) {
-        if let Part::Manager(d) = &self.part {
-            d.publish(self.entities.iter().map(|(n, e)| (n.clone(), e.stored.clone())).collect());
-        }
     }
 
     /// A replica takes the manager's changes, if there are any: entities added, replaced or gone; the
@@ -147,7 +133,9 @@ impl EntityManager {
         for name in &changed {
             self.entities.remove(name);
             self.stats.forget_entity(name);
-            self.end_jobs_of(cx, name, Some("not finished: the entity was deleted meanwhile"));
+            self.with_jobs(cx, |jobs, j| {
+                jobs.end_jobs_of(j, name, Some("not finished: the entity was deleted meanwhile"))
+            });
         }
         let now = cx.now();
         for (name, stored) in table.iter() {
@@ -155,15 +143,13 @@ impl EntityManager {
                 continue;
             }
             if let Some(old) = self.entities.get(name).map(|e| e.stored.profile.clone()) {
-                self.note_change(now, name, &old, &stored.profile);
+                self.watches.note_change(now, name, &old, &stored.profile);
             }
-            match self.resolve_items(&stored.profile.er) {
-                Ok(items) => {
-                    let violation = self.police(&items).err().map(|(_, why)| why);
-                    let entity = Entity::new(stored.clone(), items.into(), violation);
+            match self.config.entity(stored.clone()) {
+                Ok(entity) => {
                     self.entities.insert(name.clone(), entity);
                 }
-                Err((_, why)) => {
+                Err(why) => {
                     warn!(entity = %name, why = %why, "the manager's entity does not resolve here; left out");
                     self.entities.remove(name);
                 }
@@ -172,15 +158,38 @@ impl EntityManager {
         }
         debug!(generation, changed = changed.len(), "replica took the manager's changes");
         for name in changed {
-            self.end_jobs_of(cx, &name, None);
-            self.end_watches_of(cx, &name);
+            self.with_jobs(cx, |jobs, j| jobs.end_jobs_of(j, &name, None));
+            self.watches.end_of(cx, &mut self.owners, &name);
+        }
+    }
+}
+
+impl Part {
+    /// Whether this EM makes changes (it is the only worker or the manager).
+    pub(super) fn may_change(&self) -> Result<(), Fail> {
+        match self {
+            Part::Replica { worker, .. } => Err((
+                Code::INTERNAL_SERVER_ERROR,
+                format!(
+                    "entity changes are made by worker 0 of this gateway and this request reached worker {worker}: \
+                     the socket's steering is not working"
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 
-    /// A replica with observed entities wakes to look for changes (see the module docs).
-    pub(super) fn sync_timeout(&self) -> Option<Instant> {
-        match &self.part {
-            Part::Replica { last_input, .. } if !self.watches.is_empty() => Some(*last_input + SYNC_PERIOD),
+    /// The manager's table to its replicas, after a change.
+    pub(super) fn publish(&self, entities: &super::Table) {
+        if let Part::Manager(d) = self {
+            d.publish(entities.iter().map(|(n, e)| (n.clone(), e.stored.clone())).collect());
+        }
+    }
+
+    /// A replica with observed entities (`watching`) wakes to look for changes (see the module docs).
+    pub(super) fn sync_timeout(&self, watching: bool) -> Option<Instant> {
+        match self {
+            Part::Replica { last_input, .. } if watching => Some(*last_input + SYNC_PERIOD),
             _ => None,
         }
     }

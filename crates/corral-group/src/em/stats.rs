@@ -187,7 +187,7 @@ impl EmStats {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -213,7 +213,7 @@ mod tests {
     }
 
     /// Request ids as an endpoint hands them out.
-    fn rids(n: usize) -> Vec<RequestId> {
+    pub(in crate::em) fn rids(n: usize) -> Vec<RequestId> {
         use corral_proto::{Endpoint, EndpointConfig, Request, SendParams};
         let mut ep = Endpoint::new(EndpointConfig::with_seed(1));
         let dst = SocketAddr::from(([10, 0, 0, 9], 5683));

@@ -1,10 +1,18 @@
 //! Observed entities: watches over member observations (see the module docs of [`super`]), and
-//! [`Watches`], the table that owns them with the member observations and the latest change notes.
+//! [`Watches`], the table that owns them with the member observations and the latest change notes, and
+//! their behaviour (`impl Watches`: attaching a use, member notifications, ending). Whether an entity can
+//! be observed, and under which key, is the entity's own (`impl Entity`).
 //!
-//! Owns: each watch's member observations and latest results. Must never: keep a watch whose entity
+//! Owns: each watch's member observations (entered in `owners` as the watch's) and latest results. Must never: keep a watch whose entity
 //! changed or went away, or one no member notifies any more.
 
-use super::*;
+use super::jobs::{member_result, Job, JobId, Jobs, Res, Slot};
+use super::owners::Owners;
+use super::{Entity, EntityManager, HashMap, Target};
+use crate::profile::{Ect, Op, Profile};
+use corral_proto::{Context, Instant, Outcome, RequestId, SendParams};
+use std::sync::Arc;
+use tracing::debug;
 
 /// An observed entity: the member observations and each member's latest result (see the module docs).
 #[derive(Debug)]
@@ -31,24 +39,12 @@ impl Watch {
 #[derive(Debug, Default)]
 pub(super) struct Watches {
     by_key: HashMap<String, Watch>,
-    /// Member observations of the watches: watch key and member slot.
-    requests: HashMap<RequestId, (String, usize)>,
     /// The latest updates: the entity, when, and what changed — the observers' renderings at that instant
     /// (the endpoint replays their registrations right after the change) carry it.
     notes: Vec<(String, Instant, Arc<[String]>)>,
 }
 
 impl Watches {
-    /// The watch key and member slot of member observation `rid`.
-    pub(super) fn request(&self, rid: RequestId) -> Option<(String, usize)> {
-        self.requests.get(&rid).cloned()
-    }
-
-    /// Whether `rid` is a member observation of a watch (it outlives the job that started it).
-    pub(super) fn observes(&self, rid: RequestId) -> bool {
-        self.requests.contains_key(&rid)
-    }
-
     pub(super) fn is_empty(&self) -> bool {
         self.by_key.is_empty()
     }
@@ -57,11 +53,12 @@ impl Watches {
         self.by_key.len()
     }
 
-    /// Removes watch `key` and forgets its member observations; the caller deregisters them.
-    fn remove(&mut self, key: &str) -> Option<Watch> {
+    /// Removes watch `key` and gives its member observations back to `owners`; the caller deregisters
+    /// them.
+    fn remove(&mut self, owners: &mut Owners, key: &str) -> Option<Watch> {
         let w = self.by_key.remove(key)?;
         for rid in w.obs.iter().flatten() {
-            self.requests.remove(rid);
+            owners.watch_done_with(*rid);
         }
         Some(w)
     }
@@ -77,60 +74,57 @@ impl Watches {
     }
 }
 
-impl EntityManager {
-    /// Whether a registration on `name` can be kept: a unicast entity of remote members only.
-    pub(super) fn observable(&self, name: &str) -> bool {
-        self.entities.get(name).is_some_and(|e| {
-            e.stored.profile.ect == Ect::Unicast && e.items.iter().all(|i| matches!(i.target, Target::Remote { .. }))
-        })
+impl Entity {
+    /// Whether a registration on this entity can be kept: a unicast entity of remote members only.
+    pub(super) fn observable(&self) -> bool {
+        self.stored.profile.ect == Ect::Unicast && self.items.iter().all(|i| matches!(i.target, Target::Remote { .. }))
     }
 
-    /// The watch that serves observers of `name` with operation `op`. One per entity — the members'
+    /// The watch that serves this entity's observers with operation `op`. One per entity — the members'
     /// values do not depend on the operation — except for members that are other gateways' entities: they
     /// are asked for the operation's aggregate (avg of averages), so each arithmetic operation has its own.
-    pub(super) fn watch_key(&self, name: &str, op: Op) -> String {
-        let remote_entities = self
-            .entities
-            .get(name)
-            .is_some_and(|e| e.items.iter().any(|i| matches!(i.target, Target::Remote { entity: true, .. })));
+    pub(super) fn watch_key(&self, op: Op) -> String {
+        let name = &self.stored.name;
+        let remote_entities = self.items.iter().any(|i| matches!(i.target, Target::Remote { entity: true, .. }));
         if remote_entities && op.is_arithmetic() {
             format!("{name}?eo={op}")
         } else {
             name.to_string()
         }
     }
+}
 
-    /// Makes use job `id` answer an Observe registration (or render a notification): from the watch's
+impl Watches {
+    /// Makes use job `id` of `entity` answer an Observe registration (or render a notification): from the watch's
     /// cache when it is ready; else by asking the members, with Observe=0 when there is no watch yet.
-    pub(super) fn attach_watch(&mut self, id: JobId, name: &str, path: String) {
-        let Some((n, op)) = self.jobs.get(&id).map(|j| (j.slots.len(), j.spec.op)) else { return };
-        let key = self.watch_key(name, op);
+    pub(super) fn attach(&mut self, jobs: &mut Jobs, entity: &Entity, id: JobId, path: String) {
+        let Some((n, op)) = jobs.get(&id).map(|j| (j.slots.len(), j.spec.op)) else { return };
+        let (key, name) = (entity.watch_key(op), &entity.stored.name);
         let cached: Option<Vec<Res>> = self
-            .watches
             .by_key
             .get(&key)
             .filter(|w| w.ready() && w.job.is_none() && w.latest.len() == n)
             .map(|w| w.latest.iter().flatten().cloned().collect());
-        let first = !self.watches.by_key.contains_key(&key);
-        let Some(job) = self.jobs.get_mut(&id) else { return };
+        let first = !self.by_key.contains_key(&key);
+        let Some(job) = jobs.get_mut(&id) else { return };
         job.observable = true;
         if let Some(cached) = cached {
             job.next = n;
             for (i, res) in cached.into_iter().enumerate() {
-                self.jobs.set_slot(id, i, Slot::Done(res));
+                jobs.set_slot(id, i, Slot::Done(res));
             }
         } else if first {
             job.watch = Some(key.clone());
             let w = Watch { entity: name.to_string(), path, obs: vec![None; n], latest: vec![None; n], job: Some(id) };
-            self.watches.by_key.insert(key, w);
+            self.by_key.insert(key, w);
         }
         // Otherwise the first round is still running: this registration asks the members once more.
     }
 
     /// A member observation of watch `key` answered, notified, or ended.
-    pub(super) fn watch_update(
+    pub(super) fn update(
         &mut self,
-        cx: &mut Context<'_>,
+        (cx, owners): (&mut Context<'_>, &mut Owners),
         key: &str,
         i: usize,
         rid: RequestId,
@@ -143,9 +137,9 @@ impl EntityManager {
         };
         let active = cx.endpoint().is_active(rid);
         if !active {
-            self.watches.requests.remove(&rid);
+            owners.watch_done_with(rid);
         }
-        let Some(w) = self.watches.by_key.get_mut(key) else { return };
+        let Some(w) = self.by_key.get_mut(key) else { return };
         if let Some(latest) = w.latest.get_mut(i) {
             *latest = Some(res);
         }
@@ -159,7 +153,7 @@ impl EntityManager {
         }
         if cx.observer_count(&w.path) == 0 {
             debug!(entity = %w.entity, "nobody observes the entity any more; members deregistered");
-            self.end_watch(cx, key);
+            self.end(cx, owners, key);
             return;
         }
         if w.ready() {
@@ -167,21 +161,21 @@ impl EntityManager {
         }
         if w.obs.iter().all(Option::is_none) {
             // No member notifies any more: the observers' next rendering starts a new watch.
-            self.watches.by_key.remove(key);
+            self.by_key.remove(key);
         }
     }
 
     /// A watch's first use answered before asking every member (`enr` reached, or its timeout): the members
     /// it never asked are registered now, all at once, so that the watch covers the whole entity.
-    pub(super) fn watch_unasked(&mut self, cx: &mut Context<'_>, id: JobId, job: &Job) {
+    pub(super) fn unasked(&mut self, cx: &mut Context<'_>, owners: &mut Owners, mc_path: &str, id: JobId, job: &Job) {
         let Some(key) = job.watch.clone() else { return };
         for (i, item) in job.spec.items.iter().enumerate() {
             if !matches!(job.slots[i], Slot::Waiting) {
                 continue;
             }
-            let Some((addr, req, confirmable)) = self.member_request(job, i, &item.target) else { continue };
+            let Some((addr, req, confirmable)) = job.member_request(i, &item.target, mc_path) else { continue };
             if let Ok(rid) = cx.request(addr, req, SendParams { confirmable, ..SendParams::default() }) {
-                if !self.watch_track(id, &key, i, rid) {
+                if !self.track(owners, id, &key, i, rid) {
                     cx.cancel(rid);
                     return;
                 }
@@ -191,30 +185,29 @@ impl EntityManager {
 
     /// Records `rid` as member `i`'s observation in watch `key`, if that watch is still the one job `id`
     /// started (an entity changed meanwhile ends it, and a new watch may have taken the key).
-    pub(super) fn watch_track(&mut self, id: JobId, key: &str, i: usize, rid: RequestId) -> bool {
-        let Some(slot) = self.watches.by_key.get_mut(key).filter(|w| w.job == Some(id)).and_then(|w| w.obs.get_mut(i))
-        else {
+    pub(super) fn track(&mut self, owners: &mut Owners, id: JobId, key: &str, i: usize, rid: RequestId) -> bool {
+        let Some(slot) = self.by_key.get_mut(key).filter(|w| w.job == Some(id)).and_then(|w| w.obs.get_mut(i)) else {
             return false;
         };
         *slot = Some(rid);
-        self.watches.requests.insert(rid, (key.to_string(), i));
+        owners.watch(rid, key, i);
         true
     }
 
     /// The use job `id` that started watch `key` finished.
-    pub(super) fn watch_job_done(&mut self, id: JobId, key: &str) {
-        let Some(w) = self.watches.by_key.get_mut(key) else { return };
+    pub(super) fn job_done(&mut self, id: JobId, key: &str) {
+        let Some(w) = self.by_key.get_mut(key) else { return };
         if w.job == Some(id) {
             w.job = None;
             if w.obs.iter().all(Option::is_none) {
-                self.watches.by_key.remove(key); // no member is observable: nothing would ever refresh the cache
+                self.by_key.remove(key); // no member is observable: nothing would ever refresh the cache
             }
         }
     }
 
     /// Ends watch `key`: every member observation is deregistered (RFC 7641 §3.6). Returns its path.
-    pub(super) fn end_watch(&mut self, cx: &mut Context<'_>, key: &str) -> Option<String> {
-        let w = self.watches.remove(key)?;
+    pub(super) fn end(&mut self, cx: &mut Context<'_>, owners: &mut Owners, key: &str) -> Option<String> {
+        let w = self.remove(owners, key)?;
         for rid in w.obs.into_iter().flatten() {
             cx.deregister(rid);
         }
@@ -223,9 +216,9 @@ impl EntityManager {
 
     /// The entity `name` changed or went away: its watches end and its observers get a last rendering
     /// (the new entity, or 4.04). Returns whether it had any.
-    pub(super) fn end_watches_of(&mut self, cx: &mut Context<'_>, name: &str) -> bool {
-        let keys = self.watches.keys_of(name);
-        let mut paths: Vec<String> = keys.iter().filter_map(|k| self.end_watch(cx, k)).collect();
+    pub(super) fn end_of(&mut self, cx: &mut Context<'_>, owners: &mut Owners, name: &str) -> bool {
+        let keys = self.keys_of(name);
+        let mut paths: Vec<String> = keys.iter().filter_map(|k| self.end(cx, owners, k)).collect();
         paths.dedup();
         let any = !paths.is_empty();
         for path in paths {
@@ -237,18 +230,15 @@ impl EntityManager {
     /// Entity `name` changed from `old` to `new` at `now`: its observers' renderings at this instant say
     /// what changed (see `Job::note`). Notes of earlier instants are forgotten.
     pub(super) fn note_change(&mut self, now: Instant, name: &str, old: &Profile, new: &Profile) {
-        self.watches.notes.retain(|(_, at, _)| *at == now);
+        self.notes.retain(|(_, at, _)| *at == now);
         let changes = new.changes_from(old);
         if !changes.is_empty() {
-            self.watches.notes.push((name.to_string(), now, changes.into()));
+            self.notes.push((name.to_string(), now, changes.into()));
         }
     }
+}
 
-    /// Whether job `id` reads its members' values (reads and validation do; actuation and joins do not).
-    pub(super) fn parses(&self, id: JobId) -> bool {
-        self.jobs.get(&id).is_some_and(|j| matches!(j.spec.kind, Kind::Read | Kind::Validate))
-    }
-
+impl EntityManager {
     /// How many watches the EM keeps (one per observed entity; see `watch_key`).
     pub fn watched_entities(&self) -> usize {
         self.watches.len()

@@ -1,10 +1,17 @@
 //! A finished job's answer: the replies combined into a client's response, or into the result a parent
 //! job's slot takes.
 
-use super::*;
+use crate::em::jobs::{Job, JobCx, Jobs, Kind, Res, Sink, Slot};
+use crate::em::MIN_REPLIES;
+use crate::output;
+use crate::output::{Gap, MemberError, MemberReport, UseResult};
+use crate::profile::Op;
+use corral_proto::wire::{Code, ContentFormat};
+use corral_proto::Response;
+use serde_json::json;
 
-impl EntityManager {
-    pub(in crate::em) fn finish_use(&mut self, cx: &mut Context<'_>, job: Job, timed_out: bool) {
+impl Jobs {
+    pub(in crate::em) fn finish_use(&mut self, j: &mut JobCx<'_, '_>, job: Job, timed_out: bool) {
         let n = job.slots.len();
         let (code, payload_for, res_for_parent) = if let Kind::Actuate { .. } = job.spec.kind {
             let mut reports = Vec::with_capacity(n);
@@ -38,8 +45,8 @@ impl EntityManager {
                 Err(msg) => {
                     let code = Code::BAD_REQUEST;
                     if let Sink::Client { id, .. } = job.spec.sink {
-                        self.jobs.client_done();
-                        cx.respond(id, Response::error(code, msg.to_string()));
+                        self.client_done();
+                        j.cx.respond(id, Response::error(code, msg.to_string()));
                         return;
                     }
                     (code, None, Res::answered(code, Vec::new(), format!("{code:#}: {msg}")))
@@ -53,7 +60,7 @@ impl EntityManager {
                         Code::BAD_GATEWAY
                     };
                     if let Sink::Client { id, accept } = job.spec.sink {
-                        self.jobs.client_done();
+                        self.client_done();
                         // Not enough replies: JSON and CBOR carry the errors in the document; text and SenML
                         // cannot, so those get a diagnostic payload (RFC 7252 §5.5.2) naming each failure.
                         let structured = matches!(accept.0, 50 | 60);
@@ -63,7 +70,7 @@ impl EntityManager {
                             Response::new(code).with_payload(r.diagnostic(code))
                         };
                         let resp = if job.observable && code == Code::CONTENT { resp.observable() } else { resp };
-                        cx.respond(id, resp);
+                        j.cx.respond(id, resp);
                         return;
                     }
                     let text = if code == Code::CONTENT {
@@ -78,7 +85,7 @@ impl EntityManager {
         };
         match job.spec.sink {
             Sink::Client { id, accept } => {
-                self.jobs.client_done();
+                self.client_done();
                 let (head, reports) = payload_for.unwrap_or((json!({}), Vec::new()));
                 let accept = if output::REPORT_FORMATS.contains(&accept) || accept.0 >= 110 {
                     accept
@@ -88,9 +95,9 @@ impl EntityManager {
                 let resp = Response::new(code)
                     .with_content_format(accept)
                     .with_payload(output::render_reports(&head, &reports, accept));
-                cx.respond(id, resp);
+                j.cx.respond(id, resp);
             }
-            Sink::Parent { job: parent, slot } => self.jobs.push_ready(parent, slot, res_for_parent),
+            Sink::Parent { job: parent, slot } => self.push_ready(parent, slot, res_for_parent),
             Sink::Flow => {}
         }
     }

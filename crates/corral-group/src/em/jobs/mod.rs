@@ -1,17 +1,48 @@
 //! Jobs: the fan-outs in progress (see the module docs of [`super`]) — what one job is, and [`Jobs`], the
-//! table that owns them with their member requests, timers, the child results waiting for delivery and
-//! the count of client operations.
+//! table that owns them with their timers, the child results waiting for delivery and the count of client
+//! operations.
 //!
-//! Owns: the job table and its indexes, so that a job's state, its requests in flight and its timer change
-//! together. `drive` sends a job's member requests, paces and finishes it, and handles the answers;
-//! `answer` combines the replies into a client's answer or a parent's slot. Must never: call a job from
-//! another (a finished child's result waits in [`Jobs::push_ready`] until the current input is handled).
+//! Owns: the job table and its timers, so that a job's state and its timer change together (its requests
+//! in flight are entered in, and given back to, the EM's table of owners, `owners`), and the jobs' behaviour (`impl Jobs`, given a [`JobCx`]): `drive` starts uses and flow
+//! stages, sends a job's member requests, paces and finishes it, and handles the answers; `answer`
+//! combines the replies into a client's answer or a parent's slot. Must never: call a job from another (a
+//! finished child's result waits in [`Jobs::push_ready`] until the current input is handled), or step a
+//! management flow (a finished flow job waits in [`Jobs::take_finished_flow`] for the Entity Manager).
 
-use super::*;
+use super::quotas::{Hold, Quotas};
+use super::stats::EmStats;
+use super::watch::Watches;
+use super::{EmConfig, Flow, Item, Target};
+use crate::em::owners::Owners;
+use crate::em::Table;
+use crate::output::Reading;
+use crate::profile::Op;
+use corral_proto::wire::{Code, ContentFormat};
+use corral_proto::{Context, Duration, InboundId, Instant, RequestId};
+use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
 mod answer;
 mod drive;
 pub(super) use answer::member_result;
+
+/// What a job's behaviour borrows from the rest of the Entity Manager, passed into [`Jobs`]' methods as
+/// quinn-proto's `Connection` passes its spaces and streams: the node's context, the configuration, the
+/// entity table (a job reads its entities and notes which members answered, `Entity::unreachable`), the
+/// quotas its uses hold, the counters, the watches whose member observations its requests register, and
+/// the table of requests in flight, in which a job enters and gives back its own.
+pub(super) struct JobCx<'a, 'c> {
+    pub(super) cx: &'a mut Context<'c>,
+    pub(super) config: &'a EmConfig,
+    pub(super) entities: &'a mut Table,
+    pub(super) quotas: &'a mut Quotas,
+    pub(super) stats: &'a mut EmStats,
+    pub(super) watches: &'a mut Watches,
+    pub(super) owners: &'a mut Owners,
+}
 
 pub(super) type JobId = u64;
 
@@ -198,14 +229,15 @@ pub(super) struct JobSpec {
 pub(super) struct Jobs {
     table: HashMap<JobId, Job>,
     next_id: JobId,
-    /// Member requests in flight: the job and its slot (`None`: the job's multicast request).
-    requests: HashMap<RequestId, (JobId, Option<usize>)>,
     /// Each job's next wake-up (`Job::timer`), in time order.
     timers: BTreeSet<(Instant, JobId)>,
     /// Results of finished child jobs, to deliver to their parents after the current input.
     ready: Vec<(JobId, usize, Res)>,
     /// Client operations in progress (uses and management requests), bounded by `max_jobs`.
     clients: usize,
+    /// Finished jobs of management flows, for the Entity Manager to continue their flows (a flow spans
+    /// the parts, so a job never steps it itself).
+    finished_flows: Vec<Job>,
 }
 
 impl Jobs {
@@ -213,10 +245,10 @@ impl Jobs {
         Jobs {
             table: HashMap::default(),
             next_id: 1,
-            requests: HashMap::default(),
             timers: BTreeSet::new(),
             ready: Vec::new(),
             clients: 0,
+            finished_flows: Vec::new(),
         }
     }
 
@@ -282,30 +314,6 @@ impl Jobs {
 
     pub(super) fn len(&self) -> usize {
         self.table.len()
-    }
-
-    /// Records `rid` as job `id`'s request for `slot` (`None`: its multicast request).
-    pub(super) fn track(&mut self, rid: RequestId, id: JobId, slot: Option<usize>) {
-        self.requests.insert(rid, (id, slot));
-    }
-
-    /// The job and slot `rid` was sent for.
-    pub(super) fn request(&self, rid: RequestId) -> Option<(JobId, Option<usize>)> {
-        self.requests.get(&rid).copied()
-    }
-
-    pub(super) fn forget(&mut self, rid: RequestId) {
-        self.requests.remove(&rid);
-    }
-
-    /// Forgets job `id`'s multicast request(s) and returns them, for the caller to cancel.
-    pub(super) fn take_multicast(&mut self, id: JobId) -> Vec<RequestId> {
-        let mine: Vec<RequestId> =
-            self.requests.iter().filter(|(_, (j, s))| *j == id && s.is_none()).map(|(r, _)| *r).collect();
-        for rid in &mine {
-            self.requests.remove(rid);
-        }
-        mine
     }
 
     /// The slot of job `id` that a multicast reply from `from` answers: a member at that address that has
@@ -387,6 +395,11 @@ impl Jobs {
 
     pub(super) fn pop_ready(&mut self) -> Option<(JobId, usize, Res)> {
         self.ready.pop()
+    }
+
+    /// A finished job of a management flow, for its flow's next step.
+    pub(super) fn take_finished_flow(&mut self) -> Option<Job> {
+        self.finished_flows.pop()
     }
 
     /// Client operations in progress.

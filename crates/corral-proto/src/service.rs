@@ -7,12 +7,10 @@
 //! driver's time) and never touches a socket, so the tokio runtime and the simulator drive it unchanged.
 
 use crate::endpoint::Endpoint;
-use crate::message::{
-    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, Transport,
-};
+use crate::message::{InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError};
 use crate::rng::Rng;
-use crate::tcp::TcpEndpoint;
 use crate::time::Instant;
+use crate::transports::Transports;
 use std::any::Any;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -168,8 +166,7 @@ pub(crate) type Owners = HashMap<RequestId, usize, foldhash::fast::FixedState>;
 /// What a service may do while handling an input.
 pub struct Context<'a> {
     pub(crate) now: Instant,
-    pub(crate) endpoint: &'a mut Endpoint,
-    pub(crate) tcp: &'a mut TcpEndpoint,
+    pub(crate) transports: &'a mut Transports,
     pub(crate) owners: &'a mut Owners,
     pub(crate) commands: &'a mut Vec<NodeCommand>,
     pub(crate) changes: &'a mut Vec<(String, Option<bool>)>,
@@ -197,12 +194,7 @@ impl<'a> Context<'a> {
             Some(layer) => layer.outbound(self.now, id, response),
             None => response,
         };
-        let done = if id.transport() == Transport::Tcp {
-            self.tcp.respond(self.now, id, response)
-        } else {
-            self.endpoint.respond(self.now, id, response)
-        };
-        if done.is_err() {
+        if self.transports.respond(self.now, id, response).is_err() {
             tracing::debug!(?id, "response to an exchange that no longer exists");
         }
     }
@@ -210,14 +202,14 @@ impl<'a> Context<'a> {
     /// Sends one more response, a NON with `token`, to a UDP client already answered once (see
     /// [`Endpoint::respond_again`]): a proxy relaying a group's answers to one request.
     pub fn respond_again(&mut self, peer: SocketAddr, token: corral_wire::Token, response: Response) {
-        self.endpoint.respond_again(self.now, peer, token, response);
+        self.transports.udp_mut().respond_again(self.now, peer, token, response);
     }
 
     /// Answers a request from a source that has not proved its address with 4.01 Unauthorized and an Echo
     /// value (RFC 9175 §2.4) instead of serving it; see [`Endpoint::challenge`]. Requests over TCP are
     /// always verified and need no challenge.
     pub fn challenge(&mut self, id: InboundId) {
-        if id.transport() == Transport::Udp && self.endpoint.challenge(self.now, id).is_err() {
+        if self.transports.challenge(self.now, id).is_err() {
             tracing::debug!(?id, "challenge for an exchange that no longer exists");
         }
     }
@@ -225,25 +217,23 @@ impl<'a> Context<'a> {
     /// Ends a received request without answering it: it repeats one the service is already answering
     /// (see [`Endpoint::discard`]).
     pub fn discard(&mut self, id: InboundId) {
-        let _ = if id.transport() == Transport::Tcp { self.tcp.discard(id) } else { self.endpoint.discard(id) };
+        let _ = self.transports.discard(id);
     }
 
     /// Sends the empty ACK now; the response will go separately (UDP only; TCP has no ACKs).
     pub fn accept(&mut self, id: InboundId) {
-        if id.transport() == Transport::Udp {
-            let _ = self.endpoint.accept(id);
-        }
+        let _ = self.transports.accept(id);
     }
 
     /// Issues a request over UDP; its outcome comes back through `handle_response`.
     pub fn request(&mut self, dst: SocketAddr, request: Request, params: SendParams) -> Result<RequestId, StartError> {
-        let id = self.endpoint.request(self.now, dst, request, params)?;
+        let id = self.transports.udp_mut().request(self.now, dst, request, params)?;
         self.owners.insert(id, self.me);
         Ok(id)
     }
 
     pub fn ping(&mut self, dst: SocketAddr) -> Result<RequestId, StartError> {
-        let id = self.endpoint.ping(self.now, dst)?;
+        let id = self.transports.udp_mut().ping(self.now, dst)?;
         self.owners.insert(id, self.me);
         Ok(id)
     }
@@ -258,28 +248,20 @@ impl<'a> Context<'a> {
         request: Request,
         params: SendParams,
     ) -> Result<RequestId, StartError> {
-        let id = self.tcp.request_to(self.now, dst, request, params)?;
+        let id = self.transports.tcp_mut().request_to(self.now, dst, request, params)?;
         self.owners.insert(id, self.me);
         Ok(id)
     }
 
     /// Abandons a request; no outcome will be delivered for it.
     pub fn cancel(&mut self, id: RequestId) {
-        if id.transport() == Transport::Tcp {
-            self.tcp.cancel(self.now, id);
-        } else {
-            self.endpoint.cancel(self.now, id);
-        }
+        self.transports.cancel(self.now, id);
         self.owners.remove(&id);
     }
 
     /// Ends an observation this service registered (GET with Observe=1, RFC 7641 §3.6).
     pub fn deregister(&mut self, id: RequestId) {
-        if id.transport() == Transport::Tcp {
-            self.tcp.deregister(self.now, id);
-        } else {
-            self.endpoint.deregister(self.now, id);
-        }
+        self.transports.deregister(self.now, id, None);
     }
 
     /// The resource at `path` (e.g. `"/s/t"`) changed: every observer gets a notification, rendered by
@@ -296,15 +278,13 @@ impl<'a> Context<'a> {
     /// How many observers `path` has, over UDP and TCP: a resource nobody observes can stop watching
     /// whatever feeds its notifications.
     pub fn observer_count(&self, path: &str) -> usize {
-        let path = normalize_path(path);
-        self.endpoint.observer_count(&path) + self.tcp.observer_count(&path)
+        self.transports.observer_count(&normalize_path(path))
     }
 
     /// Forgets every observer of `path`, over UDP and TCP, without a last notification — a server
     /// reboot as far as they can tell (TD_COAP_OBS_04). Returns how many there were.
     pub fn drop_observers(&mut self, path: &str) -> usize {
-        let path = normalize_path(path);
-        self.endpoint.drop_observers(&path) + self.tcp.drop_observers(&path)
+        self.transports.drop_observers(&normalize_path(path))
     }
 
     pub fn join_group(&mut self, group: IpAddr) {
@@ -334,12 +314,12 @@ impl<'a> Context<'a> {
     /// still repeat there. Use this, never [`Context::rng`], for anything a peer could exploit by
     /// predicting it.
     pub fn secret_u64(&mut self) -> u64 {
-        self.endpoint.secret_u64()
+        self.transports.udp_mut().secret_u64()
     }
 
     /// Read access to the endpoint (configuration, statistics).
     pub fn endpoint(&self) -> &Endpoint {
-        self.endpoint
+        self.transports.udp()
     }
 
     /// How many leading Uri-Path segments the mount point consumed.

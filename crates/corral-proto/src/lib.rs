@@ -62,9 +62,11 @@ pub use message::{
 };
 pub use node::{Node, ServiceHandle};
 pub use params::TransmissionParams;
-pub use prefix::{canonical, Prefix};
+pub use prefix::{canonical, Prefix, PrefixError};
 pub use rng::{Rng, SecretRng};
-pub use service::{Context, Inbound, Layer, LayerCounter, NodeCommand, Outcome, ResourceLink, Service};
+pub use service::{
+    Context, Inbound, Layer, LayerCounter, NoContent, NoContentReason, NodeCommand, Outcome, ResourceLink, Service,
+};
 pub use shard::Shard;
 pub use tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 pub use time::{Duration, Instant};

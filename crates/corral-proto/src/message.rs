@@ -331,6 +331,7 @@ pub struct OscoreIdentity {
 
 /// Why a request ended without a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RequestError {
     /// No ACK after MAX_RETRANSMIT retransmissions, no response in time, or the request's own timeout.
     Timeout,
@@ -371,6 +372,7 @@ impl std::error::Error for RequestError {}
 
 /// Why a request could not be started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StartError {
     /// The limit on concurrent client exchanges is reached.
     TooManyExchanges,

@@ -30,26 +30,69 @@ pub enum Outcome {
 
 impl Outcome {
     /// The text of a 2.05 Content answer and how long it stays fresh (its Max-Age, 60 s unless given), or
-    /// why there is none, in words naming the peer as `who` ("the directory answered 4.04 …"): what a
-    /// service that follows a resource (an observed lookup) needs of each outcome.
-    pub fn content_text(&self, who: &str) -> Result<(&str, crate::Duration), String> {
-        match self {
+    /// why there is none, naming the peer as `who` ("the directory answered 4.04 …"): what a service that
+    /// follows a resource (an observed lookup) needs of each outcome.
+    pub fn content_text(&self, who: &str) -> Result<(&str, crate::Duration), NoContent> {
+        let reason = match self {
             Outcome::Response { response, .. } if response.code == corral_wire::Code::CONTENT => {
                 let max_age = crate::Duration::from_secs(u64::from(response.options.max_age().unwrap_or(60)));
-                std::str::from_utf8(&response.payload)
-                    .map(|text| (text, max_age))
-                    .map_err(|_| format!("the answer of {who} is not UTF-8"))
+                match std::str::from_utf8(&response.payload) {
+                    Ok(text) => return Ok((text, max_age)),
+                    Err(_) => NoContentReason::NotUtf8,
+                }
             }
-            Outcome::Response { response, .. } => Err(format!(
-                "{who} answered {} {}",
-                response.code,
-                String::from_utf8_lossy(&response.payload[..response.payload.len().min(120)])
-            )),
-            Outcome::Failed(e) => Err(format!("{who} did not answer: {e}")),
-            Outcome::MulticastDone | Outcome::Pong { .. } => Err(format!("{who} did not answer")),
+            Outcome::Response { response, .. } => NoContentReason::Answered {
+                code: response.code,
+                diagnostic: String::from_utf8_lossy(&response.payload[..response.payload.len().min(120)]).into_owned(),
+            },
+            Outcome::Failed(e) => NoContentReason::Failed(*e),
+            Outcome::MulticastDone | Outcome::Pong { .. } => NoContentReason::NoAnswer,
+        };
+        Err(NoContent { who: who.to_string(), reason })
+    }
+}
+
+/// Why an [`Outcome`] holds no text to read ([`Outcome::content_text`]), with whom it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoContent {
+    who: String,
+    pub reason: NoContentReason,
+}
+
+impl NoContent {
+    /// The peer as the caller named it.
+    pub fn who(&self) -> &str {
+        &self.who
+    }
+}
+
+/// What the peer did instead of answering 2.05 Content with text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NoContentReason {
+    /// It answered 2.05, but the payload is not UTF-8 (malformed input).
+    NotUtf8,
+    /// It answered with another code; `diagnostic` is the start of its payload (at most 120 bytes).
+    Answered { code: corral_wire::Code, diagnostic: String },
+    /// The request ended without an answer.
+    Failed(RequestError),
+    /// No answer came (a multicast window closed, a ping's Pong).
+    NoAnswer,
+}
+
+impl std::fmt::Display for NoContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = &self.who;
+        match &self.reason {
+            NoContentReason::NotUtf8 => write!(f, "the answer of {who} is not UTF-8"),
+            NoContentReason::Answered { code, diagnostic } => write!(f, "{who} answered {code} {diagnostic}"),
+            NoContentReason::Failed(e) => write!(f, "{who} did not answer: {e}"),
+            NoContentReason::NoAnswer => write!(f, "{who} did not answer"),
         }
     }
 }
+
+impl std::error::Error for NoContent {}
 
 /// Something a service asks of the driver that the endpoint cannot do itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

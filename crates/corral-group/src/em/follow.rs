@@ -241,6 +241,7 @@ impl EntityManager {
         let limit = self.config.rd_max_members.clamp(1, crate::profile::MAX_MEMBERS);
         let result = outcome
             .content_text("the directory")
+            .map_err(|e| e.to_string())
             .and_then(|(text, max_age)| members_from_lookup(text, limit).map(|r| (r, max_age)));
         match result {
             Ok(((members, cut), max_age)) => {

@@ -15,6 +15,8 @@
 //!   and reassembled without the application noticing.
 //! - [`TcpEndpoint`]: CoAP over TCP (RFC 8323): CSM, Ping/Pong, Release, Abort, no message layer; the
 //!   same block-wise and Observe processing.
+//! - [`Transports`]: the UDP endpoint and the TCP endpoint of a node or client, and the one place that
+//!   picks between them by the id an exchange carries.
 //! - [`Shard`]: the slice of message IDs and tokens of one endpoint among several sharing a port, so that
 //!   the socket can hand each answer back to the endpoint that asked.
 //! - [`TransmissionParams`]: ACK_TIMEOUT and friends, with the derived values of RFC 7252 §4.8.2.
@@ -46,6 +48,7 @@ pub mod tcp;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod time;
+mod transports;
 
 pub use effect::{EffectDone, EffectId, EffectOp, EffectRunner, InlineRunner};
 pub use endpoint::{
@@ -59,12 +62,15 @@ pub use message::{
 };
 pub use node::{Node, ServiceHandle};
 pub use params::TransmissionParams;
-pub use prefix::{canonical, Prefix};
+pub use prefix::{canonical, Prefix, PrefixError};
 pub use rng::{Rng, SecretRng};
-pub use service::{Context, Inbound, Layer, LayerCounter, NodeCommand, Outcome, ResourceLink, Service};
+pub use service::{
+    Context, Inbound, Layer, LayerCounter, NoContent, NoContentReason, NodeCommand, Outcome, ResourceLink, Service,
+};
 pub use shard::Shard;
 pub use tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 pub use time::{Duration, Instant};
+pub use transports::Transports;
 
 pub use corral_wire as wire;
 

@@ -238,6 +238,18 @@ impl RequestId {
     pub fn transport(self) -> Transport {
         Transport::of(self.0)
     }
+
+    /// Whether cancelling this request, while it registers an observation, also ends the observation at
+    /// the server: over UDP the first notification after a cancel is answered with a Reset, which
+    /// deregisters (RFC 7641 §3.6); over TCP there is no Reset, so only a deregistration ends it (RFC
+    /// 8323 §7.2) and a caller who leaves early must wait for the registration to deregister.
+    pub fn cancel_ends_observation(self) -> bool {
+        // A match, not a comparison: a new transport must answer the question.
+        match self.transport() {
+            Transport::Udp => true,
+            Transport::Tcp => false,
+        }
+    }
 }
 
 /// Identifies a request this endpoint received and has not answered yet.
@@ -253,6 +265,18 @@ impl InboundId {
     /// The transport the request came on.
     pub fn transport(self) -> Transport {
         Transport::of(self.0)
+    }
+
+    /// Whether the client can be sent more than one response to this request (see
+    /// [`crate::Endpoint::respond_again`]): over UDP, a NON with the request's token after the first
+    /// answer, as a group's answers are relayed (RFC 7390 §2.7); over TCP a request has exactly one
+    /// response (RFC 8323 §3.3), unless it registered an observation.
+    pub fn can_respond_again(self) -> bool {
+        // A match, not a comparison: a new transport must answer the question.
+        match self.transport() {
+            Transport::Udp => true,
+            Transport::Tcp => false,
+        }
     }
 }
 
@@ -307,6 +331,7 @@ pub struct OscoreIdentity {
 
 /// Why a request ended without a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RequestError {
     /// No ACK after MAX_RETRANSMIT retransmissions, no response in time, or the request's own timeout.
     Timeout,
@@ -347,6 +372,7 @@ impl std::error::Error for RequestError {}
 
 /// Why a request could not be started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StartError {
     /// The limit on concurrent client exchanges is reached.
     TooManyExchanges,

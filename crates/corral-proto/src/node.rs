@@ -7,11 +7,12 @@
 
 use crate::effect::{EffectDone, EffectId, EffectOp, EffectRunner};
 use crate::endpoint::{Endpoint, Event, Transmit};
-use crate::message::{IncomingRequest, RequestId, Transport};
+use crate::message::{IncomingRequest, RequestId};
 use crate::rng::Rng;
 use crate::service::{Context, Inbound, Layer, NodeCommand, Outcome, Owners, ResourceLink, Service};
 use crate::tcp::{ConnId, TcpConfig, TcpEndpoint, TcpTransmit};
 use crate::time::Instant;
+use crate::transports::Transports;
 use corral_wire::{Code, ContentFormat};
 use std::any::Any;
 use std::collections::VecDeque;
@@ -29,8 +30,8 @@ struct Mount {
 
 /// An endpoint and its services. See the module docs.
 pub struct Node {
-    endpoint: Endpoint,
-    tcp: TcpEndpoint,
+    /// The UDP and TCP endpoints; the node never picks between them itself.
+    transports: Transports,
     mounts: Vec<Mount>,
     owners: Owners,
     commands: Vec<NodeCommand>,
@@ -51,17 +52,8 @@ pub struct Node {
 impl Node {
     pub fn new(endpoint: Endpoint) -> Node {
         let seed = endpoint.config().seed;
-        let tcp = TcpEndpoint::new(TcpConfig {
-            seed,
-            secret_seed: endpoint.config().secret_seed,
-            block: endpoint.config().block,
-            observe: endpoint.config().observe,
-            extra_known_options: endpoint.config().extra_known_options.clone(),
-            ..TcpConfig::default()
-        });
         Node {
-            endpoint,
-            tcp,
+            transports: Transports::beside(endpoint),
             mounts: Vec::new(),
             owners: Owners::with_hasher(foldhash::fast::FixedState::with_seed(seed)),
             commands: Vec::new(),
@@ -155,7 +147,7 @@ impl Node {
     }
 
     pub fn endpoint(&self) -> &Endpoint {
-        &self.endpoint
+        self.transports.udp()
     }
 
     /// The UDP endpoint itself. A driver issues requests on it directly (their outcomes come back through
@@ -163,56 +155,66 @@ impl Node {
     /// node alike through it, for requests, cancellations and deregistrations; tests use it to inject what
     /// a driver would (an ICMP error, a request without a service).
     pub fn endpoint_mut(&mut self) -> &mut Endpoint {
-        &mut self.endpoint
+        self.transports.udp_mut()
     }
 
     /// The CoAP-over-TCP endpoint that serves this node's services to TCP connections.
     pub fn tcp(&self) -> &TcpEndpoint {
-        &self.tcp
+        self.transports.tcp()
     }
 
     /// The TCP endpoint, for a driver that answers TCP requests on behalf of async handlers (as
     /// [`Node::endpoint_mut`] does for UDP).
     pub fn tcp_mut(&mut self) -> &mut TcpEndpoint {
-        &mut self.tcp
+        self.transports.tcp_mut()
+    }
+
+    /// Both endpoints, for a driver that acts on an exchange by its id (cancel, deregister, respond)
+    /// without asking which transport it is on.
+    pub fn transports(&self) -> &Transports {
+        &self.transports
+    }
+
+    pub fn transports_mut(&mut self) -> &mut Transports {
+        &mut self.transports
     }
 
     /// An ICMP error for a datagram sent to `peer` (see [`Endpoint::handle_unreachable`]).
     pub fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: Option<&[u8]>) {
-        self.endpoint.handle_unreachable(now, peer, quoted);
+        self.transports.udp_mut().handle_unreachable(now, peer, quoted);
         self.dispatch(now);
     }
 
     /// Fails every unicast exchange with `peer` with `error` (see [`Endpoint::fail_peer`]: a failed DTLS
     /// handshake), and tells the services that were waiting.
     pub fn fail_peer(&mut self, now: Instant, peer: SocketAddr, error: crate::RequestError) {
-        self.endpoint.fail_peer(now, peer, error);
+        self.transports.udp_mut().fail_peer(now, peer, error);
         self.dispatch(now);
     }
 
     /// Replaces the TCP endpoint's configuration (before any connection).
     pub fn set_tcp_config(&mut self, config: TcpConfig) {
-        self.tcp = TcpEndpoint::new(config);
+        *self.transports.tcp_mut() = TcpEndpoint::new(config);
     }
 
     pub fn handle_tcp_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr) {
-        self.tcp.handle_connected(now, conn, peer);
+        self.transports.tcp_mut().handle_connected(now, conn, peer);
         self.dispatch(now);
     }
 
     pub fn handle_tcp_data(&mut self, now: Instant, conn: ConnId, data: &[u8]) {
-        self.tcp.handle_data(now, conn, data);
+        self.transports.tcp_mut().handle_data(now, conn, data);
         self.dispatch(now);
     }
 
     pub fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId) {
-        self.tcp.handle_closed(now, conn);
+        self.transports.tcp_mut().handle_closed(now, conn);
         self.dispatch(now);
     }
 
     /// A connection asked for with `poll_tcp_connect` cannot be made.
     pub fn handle_tcp_connect_failed(&mut self, now: Instant, dst: SocketAddr) {
-        self.tcp.handle_connect_failed(now, dst);
+        self.transports.tcp_mut().handle_connect_failed(now, dst);
         self.dispatch(now);
     }
 
@@ -220,19 +222,19 @@ impl Node {
     /// `handle_tcp_connected` (peer = this address) or `handle_tcp_connect_failed`.
     #[must_use]
     pub fn poll_tcp_connect(&mut self) -> Option<SocketAddr> {
-        self.tcp.poll_connect()
+        self.transports.tcp_mut().poll_connect()
     }
 
     /// Bytes to write to a TCP connection.
     #[must_use]
     pub fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit> {
-        self.tcp.poll_transmit()
+        self.transports.tcp_mut().poll_transmit()
     }
 
     /// A TCP connection the driver must close.
     #[must_use]
     pub fn poll_tcp_close(&mut self) -> Option<ConnId> {
-        self.tcp.poll_close()
+        self.transports.tcp_mut().poll_close()
     }
 
     pub fn service<S: Service>(&self, h: ServiceHandle) -> Option<&S> {
@@ -265,13 +267,12 @@ impl Node {
     }
 
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
-        self.endpoint.handle_datagram(now, from, dst_ip, data);
+        self.transports.udp_mut().handle_datagram(now, from, dst_ip, data);
         self.dispatch(now);
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.endpoint.handle_timeout(now);
-        self.tcp.handle_timeout(now);
+        self.transports.handle_timeout(now);
         self.dispatch(now);
         for i in 0..self.mounts.len() {
             if self.mounts[i].service.poll_timeout().is_some_and(|t| t <= now) {
@@ -284,14 +285,14 @@ impl Node {
 
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.endpoint.poll_transmit()
+        self.transports.udp_mut().poll_transmit()
     }
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let services = self.mounts.iter().filter_map(|m| m.service.poll_timeout()).min();
         let effects = self.effects.as_ref().and_then(|e| e.runner.as_ref()?.poll_timeout());
-        [self.endpoint.poll_timeout(), self.tcp.poll_timeout(), services, effects].into_iter().flatten().min()
+        [self.transports.poll_timeout(), services, effects].into_iter().flatten().min()
     }
 
     /// Multicast joins and leaves the services asked for; the driver applies them.
@@ -315,8 +316,7 @@ impl Node {
         let mount = &mut self.mounts[index];
         let cx = Context {
             now,
-            endpoint: &mut self.endpoint,
-            tcp: &mut self.tcp,
+            transports: &mut self.transports,
             owners: &mut self.owners,
             commands: &mut self.commands,
             changes: &mut self.changes,
@@ -348,9 +348,7 @@ impl Node {
             }
             let changes = std::mem::take(&mut self.changes);
             for (path, confirmable) in changes {
-                let mut requests = self.endpoint.notify(now, &path, confirmable);
-                requests.extend(self.tcp.notify(now, &path));
-                for req in requests {
+                for req in self.transports.notify(now, &path, confirmable) {
                     self.route(now, req);
                 }
             }
@@ -361,7 +359,7 @@ impl Node {
     }
 
     fn dispatch_events(&mut self, now: Instant) {
-        while let Some(event) = self.endpoint.poll_event().or_else(|| self.tcp.poll_event()) {
+        while let Some(event) = self.transports.poll_event() {
             let (id, outcome) = match event {
                 Event::Request(req) => {
                     self.route(now, req);
@@ -390,7 +388,7 @@ impl Node {
             });
             return;
         };
-        if !self.endpoint.is_active(id) && !self.tcp.is_active(id) {
+        if !self.transports.is_active(id) {
             self.owners.remove(&id);
         }
         let (service, mut cx) = self.parts(now, index);
@@ -402,11 +400,7 @@ impl Node {
         let req = match layer.inbound(now, req) {
             Inbound::Pass(req) => req,
             Inbound::Replaced(req) => {
-                if req.id.transport() == Transport::Tcp {
-                    self.tcp.retarget_observation(req.id, &req.request);
-                } else {
-                    self.endpoint.retarget_observation(req.id, &req.request);
-                }
+                self.transports.retarget_observation(req.id, &req.request);
                 req
             }
             Inbound::Answer(id, response) => {
@@ -523,10 +517,6 @@ impl Node {
             Some(layer) => layer.outbound(now, id, response),
             None => response,
         };
-        if id.transport() == Transport::Tcp {
-            self.tcp.respond(now, id, response)
-        } else {
-            self.endpoint.respond(now, id, response)
-        }
+        self.transports.respond(now, id, response)
     }
 }

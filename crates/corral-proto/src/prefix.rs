@@ -99,30 +99,54 @@ impl fmt::Display for Prefix {
 }
 
 impl FromStr for Prefix {
-    type Err = String;
+    type Err = PrefixError;
 
-    fn from_str(s: &str) -> Result<Prefix, String> {
+    fn from_str(s: &str) -> Result<Prefix, PrefixError> {
         let s = s.trim();
         let (a, len) = match s.split_once('/') {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
         };
         let a = a.trim_start_matches('[').trim_end_matches(']');
-        let addr: IpAddr =
-            a.parse().map_err(|_| format!("{s:?} is not an address prefix (e.g. 10.0.0.0/8, 2001:db8::/32)"))?;
+        let addr: IpAddr = a.parse().map_err(|_| PrefixError::NotAnAddress(s.to_string()))?;
         let addr = canonical(addr);
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len = match len {
             None => max,
-            Some(l) => l
-                .parse::<u8>()
-                .ok()
-                .filter(|l| *l <= max)
-                .ok_or_else(|| format!("{s:?}: prefix length {l:?} is not 0..={max}"))?,
+            Some(l) => l.parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(|| PrefixError::BadLength {
+                prefix: s.to_string(),
+                length: l.to_string(),
+                max,
+            })?,
         };
         Ok(Prefix { addr: mask(addr, len), len })
     }
 }
+
+/// Why a text is not an address prefix ([`Prefix`]'s `FromStr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PrefixError {
+    /// The part before `/` is not an IPv4 or IPv6 address.
+    NotAnAddress(String),
+    /// The length after `/` is not a number from 0 to `max` (32 for IPv4, 128 for IPv6).
+    BadLength { prefix: String, length: String, max: u8 },
+}
+
+impl fmt::Display for PrefixError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PrefixError::NotAnAddress(s) => {
+                write!(f, "{s:?} is not an address prefix (e.g. 10.0.0.0/8, 2001:db8::/32)")
+            }
+            PrefixError::BadLength { prefix, length, max } => {
+                write!(f, "{prefix:?}: prefix length {length:?} is not 0..={max}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PrefixError {}
 
 #[cfg(test)]
 mod tests {

@@ -7,12 +7,10 @@
 //! driver's time) and never touches a socket, so the tokio runtime and the simulator drive it unchanged.
 
 use crate::endpoint::Endpoint;
-use crate::message::{
-    InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError, Transport,
-};
+use crate::message::{InboundId, IncomingRequest, Request, RequestError, RequestId, Response, SendParams, StartError};
 use crate::rng::Rng;
-use crate::tcp::TcpEndpoint;
 use crate::time::Instant;
+use crate::transports::Transports;
 use std::any::Any;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -32,26 +30,69 @@ pub enum Outcome {
 
 impl Outcome {
     /// The text of a 2.05 Content answer and how long it stays fresh (its Max-Age, 60 s unless given), or
-    /// why there is none, in words naming the peer as `who` ("the directory answered 4.04 …"): what a
-    /// service that follows a resource (an observed lookup) needs of each outcome.
-    pub fn content_text(&self, who: &str) -> Result<(&str, crate::Duration), String> {
-        match self {
+    /// why there is none, naming the peer as `who` ("the directory answered 4.04 …"): what a service that
+    /// follows a resource (an observed lookup) needs of each outcome.
+    pub fn content_text(&self, who: &str) -> Result<(&str, crate::Duration), NoContent> {
+        let reason = match self {
             Outcome::Response { response, .. } if response.code == corral_wire::Code::CONTENT => {
                 let max_age = crate::Duration::from_secs(u64::from(response.options.max_age().unwrap_or(60)));
-                std::str::from_utf8(&response.payload)
-                    .map(|text| (text, max_age))
-                    .map_err(|_| format!("the answer of {who} is not UTF-8"))
+                match std::str::from_utf8(&response.payload) {
+                    Ok(text) => return Ok((text, max_age)),
+                    Err(_) => NoContentReason::NotUtf8,
+                }
             }
-            Outcome::Response { response, .. } => Err(format!(
-                "{who} answered {} {}",
-                response.code,
-                String::from_utf8_lossy(&response.payload[..response.payload.len().min(120)])
-            )),
-            Outcome::Failed(e) => Err(format!("{who} did not answer: {e}")),
-            Outcome::MulticastDone | Outcome::Pong { .. } => Err(format!("{who} did not answer")),
+            Outcome::Response { response, .. } => NoContentReason::Answered {
+                code: response.code,
+                diagnostic: String::from_utf8_lossy(&response.payload[..response.payload.len().min(120)]).into_owned(),
+            },
+            Outcome::Failed(e) => NoContentReason::Failed(*e),
+            Outcome::MulticastDone | Outcome::Pong { .. } => NoContentReason::NoAnswer,
+        };
+        Err(NoContent { who: who.to_string(), reason })
+    }
+}
+
+/// Why an [`Outcome`] holds no text to read ([`Outcome::content_text`]), with whom it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoContent {
+    who: String,
+    pub reason: NoContentReason,
+}
+
+impl NoContent {
+    /// The peer as the caller named it.
+    pub fn who(&self) -> &str {
+        &self.who
+    }
+}
+
+/// What the peer did instead of answering 2.05 Content with text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NoContentReason {
+    /// It answered 2.05, but the payload is not UTF-8 (malformed input).
+    NotUtf8,
+    /// It answered with another code; `diagnostic` is the start of its payload (at most 120 bytes).
+    Answered { code: corral_wire::Code, diagnostic: String },
+    /// The request ended without an answer.
+    Failed(RequestError),
+    /// No answer came (a multicast window closed, a ping's Pong).
+    NoAnswer,
+}
+
+impl std::fmt::Display for NoContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = &self.who;
+        match &self.reason {
+            NoContentReason::NotUtf8 => write!(f, "the answer of {who} is not UTF-8"),
+            NoContentReason::Answered { code, diagnostic } => write!(f, "{who} answered {code} {diagnostic}"),
+            NoContentReason::Failed(e) => write!(f, "{who} did not answer: {e}"),
+            NoContentReason::NoAnswer => write!(f, "{who} did not answer"),
         }
     }
 }
+
+impl std::error::Error for NoContent {}
 
 /// Something a service asks of the driver that the endpoint cannot do itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,8 +209,7 @@ pub(crate) type Owners = HashMap<RequestId, usize, foldhash::fast::FixedState>;
 /// What a service may do while handling an input.
 pub struct Context<'a> {
     pub(crate) now: Instant,
-    pub(crate) endpoint: &'a mut Endpoint,
-    pub(crate) tcp: &'a mut TcpEndpoint,
+    pub(crate) transports: &'a mut Transports,
     pub(crate) owners: &'a mut Owners,
     pub(crate) commands: &'a mut Vec<NodeCommand>,
     pub(crate) changes: &'a mut Vec<(String, Option<bool>)>,
@@ -197,12 +237,7 @@ impl<'a> Context<'a> {
             Some(layer) => layer.outbound(self.now, id, response),
             None => response,
         };
-        let done = if id.transport() == Transport::Tcp {
-            self.tcp.respond(self.now, id, response)
-        } else {
-            self.endpoint.respond(self.now, id, response)
-        };
-        if done.is_err() {
+        if self.transports.respond(self.now, id, response).is_err() {
             tracing::debug!(?id, "response to an exchange that no longer exists");
         }
     }
@@ -210,14 +245,14 @@ impl<'a> Context<'a> {
     /// Sends one more response, a NON with `token`, to a UDP client already answered once (see
     /// [`Endpoint::respond_again`]): a proxy relaying a group's answers to one request.
     pub fn respond_again(&mut self, peer: SocketAddr, token: corral_wire::Token, response: Response) {
-        self.endpoint.respond_again(self.now, peer, token, response);
+        self.transports.udp_mut().respond_again(self.now, peer, token, response);
     }
 
     /// Answers a request from a source that has not proved its address with 4.01 Unauthorized and an Echo
     /// value (RFC 9175 §2.4) instead of serving it; see [`Endpoint::challenge`]. Requests over TCP are
     /// always verified and need no challenge.
     pub fn challenge(&mut self, id: InboundId) {
-        if id.transport() == Transport::Udp && self.endpoint.challenge(self.now, id).is_err() {
+        if self.transports.challenge(self.now, id).is_err() {
             tracing::debug!(?id, "challenge for an exchange that no longer exists");
         }
     }
@@ -225,25 +260,23 @@ impl<'a> Context<'a> {
     /// Ends a received request without answering it: it repeats one the service is already answering
     /// (see [`Endpoint::discard`]).
     pub fn discard(&mut self, id: InboundId) {
-        let _ = if id.transport() == Transport::Tcp { self.tcp.discard(id) } else { self.endpoint.discard(id) };
+        let _ = self.transports.discard(id);
     }
 
     /// Sends the empty ACK now; the response will go separately (UDP only; TCP has no ACKs).
     pub fn accept(&mut self, id: InboundId) {
-        if id.transport() == Transport::Udp {
-            let _ = self.endpoint.accept(id);
-        }
+        let _ = self.transports.accept(id);
     }
 
     /// Issues a request over UDP; its outcome comes back through `handle_response`.
     pub fn request(&mut self, dst: SocketAddr, request: Request, params: SendParams) -> Result<RequestId, StartError> {
-        let id = self.endpoint.request(self.now, dst, request, params)?;
+        let id = self.transports.udp_mut().request(self.now, dst, request, params)?;
         self.owners.insert(id, self.me);
         Ok(id)
     }
 
     pub fn ping(&mut self, dst: SocketAddr) -> Result<RequestId, StartError> {
-        let id = self.endpoint.ping(self.now, dst)?;
+        let id = self.transports.udp_mut().ping(self.now, dst)?;
         self.owners.insert(id, self.me);
         Ok(id)
     }
@@ -258,28 +291,20 @@ impl<'a> Context<'a> {
         request: Request,
         params: SendParams,
     ) -> Result<RequestId, StartError> {
-        let id = self.tcp.request_to(self.now, dst, request, params)?;
+        let id = self.transports.tcp_mut().request_to(self.now, dst, request, params)?;
         self.owners.insert(id, self.me);
         Ok(id)
     }
 
     /// Abandons a request; no outcome will be delivered for it.
     pub fn cancel(&mut self, id: RequestId) {
-        if id.transport() == Transport::Tcp {
-            self.tcp.cancel(self.now, id);
-        } else {
-            self.endpoint.cancel(self.now, id);
-        }
+        self.transports.cancel(self.now, id);
         self.owners.remove(&id);
     }
 
     /// Ends an observation this service registered (GET with Observe=1, RFC 7641 §3.6).
     pub fn deregister(&mut self, id: RequestId) {
-        if id.transport() == Transport::Tcp {
-            self.tcp.deregister(self.now, id);
-        } else {
-            self.endpoint.deregister(self.now, id);
-        }
+        self.transports.deregister(self.now, id, None);
     }
 
     /// The resource at `path` (e.g. `"/s/t"`) changed: every observer gets a notification, rendered by
@@ -296,15 +321,13 @@ impl<'a> Context<'a> {
     /// How many observers `path` has, over UDP and TCP: a resource nobody observes can stop watching
     /// whatever feeds its notifications.
     pub fn observer_count(&self, path: &str) -> usize {
-        let path = normalize_path(path);
-        self.endpoint.observer_count(&path) + self.tcp.observer_count(&path)
+        self.transports.observer_count(&normalize_path(path))
     }
 
     /// Forgets every observer of `path`, over UDP and TCP, without a last notification — a server
     /// reboot as far as they can tell (TD_COAP_OBS_04). Returns how many there were.
     pub fn drop_observers(&mut self, path: &str) -> usize {
-        let path = normalize_path(path);
-        self.endpoint.drop_observers(&path) + self.tcp.drop_observers(&path)
+        self.transports.drop_observers(&normalize_path(path))
     }
 
     pub fn join_group(&mut self, group: IpAddr) {
@@ -334,12 +357,12 @@ impl<'a> Context<'a> {
     /// still repeat there. Use this, never [`Context::rng`], for anything a peer could exploit by
     /// predicting it.
     pub fn secret_u64(&mut self) -> u64 {
-        self.endpoint.secret_u64()
+        self.transports.udp_mut().secret_u64()
     }
 
     /// Read access to the endpoint (configuration, statistics).
     pub fn endpoint(&self) -> &Endpoint {
-        self.endpoint
+        self.transports.udp()
     }
 
     /// How many leading Uri-Path segments the mount point consumed.

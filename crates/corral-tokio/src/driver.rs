@@ -16,8 +16,8 @@ use crate::tcp::{ConnLink, Remote, TcpInput};
 use corral_dtls::{Plaintext, Port};
 use corral_proto::wire::Code;
 use corral_proto::{
-    ConnId, Endpoint, Event, InboundId, Instant, Node, NodeCommand, Request, RequestError, RequestId, Response,
-    SendParams, StartError, Stats, TcpEndpoint, TcpTransmit, Transmit, UnknownExchange,
+    ConnId, Event, InboundId, Instant, Node, NodeCommand, Request, RequestError, RequestId, Response, SendParams,
+    StartError, Stats, TcpTransmit, Transmit, Transports, UnknownExchange,
 };
 use std::collections::HashMap;
 use std::io;
@@ -114,107 +114,92 @@ pub(crate) trait Machine {
     fn poll_timeout(&self) -> Option<Instant>;
     fn poll_event(&mut self) -> Option<Event>;
     fn poll_command(&mut self) -> Option<NodeCommand>;
-    fn endpoint(&self) -> &Endpoint;
-    fn endpoint_mut(&mut self) -> &mut Endpoint;
-    fn tcp(&self) -> &TcpEndpoint;
-    fn tcp_mut(&mut self) -> &mut TcpEndpoint;
+    /// The UDP and TCP endpoints, which act on an exchange by its id whatever its transport.
+    fn transports(&self) -> &Transports;
+    fn transports_mut(&mut self) -> &mut Transports;
     /// Answers a received request (through the node's layer, for a node).
     fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange>;
 }
 
 /// A client: a UDP endpoint and a TCP endpoint, serving nothing.
-pub(crate) struct ClientMachine {
-    pub udp: Endpoint,
-    pub tcp: TcpEndpoint,
-}
+pub(crate) struct ClientMachine(pub Transports);
 
 impl Machine for ClientMachine {
     fn handle_datagram(&mut self, now: Instant, _: Port, from: SocketAddr, dst_ip: Option<IpAddr>, data: &[u8]) {
-        self.udp.handle_datagram(now, from, dst_ip, data)
+        self.0.udp_mut().handle_datagram(now, from, dst_ip, data)
     }
     fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: &[u8]) {
-        self.udp.handle_unreachable(now, peer, Some(quoted))
+        self.0.udp_mut().handle_unreachable(now, peer, Some(quoted))
     }
     fn handle_timeout(&mut self, now: Instant) {
         Plaintext::handle_timeout(self, now)
     }
     fn handle_tcp_connected(&mut self, now: Instant, conn: ConnId, peer: SocketAddr) {
-        self.tcp.handle_connected(now, conn, peer)
+        self.0.tcp_mut().handle_connected(now, conn, peer)
     }
     fn handle_tcp_data(&mut self, now: Instant, conn: ConnId, data: &[u8]) {
-        self.tcp.handle_data(now, conn, data)
+        self.0.tcp_mut().handle_data(now, conn, data)
     }
     fn handle_tcp_closed(&mut self, now: Instant, conn: ConnId) {
-        self.tcp.handle_closed(now, conn)
+        self.0.tcp_mut().handle_closed(now, conn)
     }
     fn handle_tcp_connect_failed(&mut self, now: Instant, dst: SocketAddr) {
-        self.tcp.handle_connect_failed(now, dst)
+        self.0.tcp_mut().handle_connect_failed(now, dst)
     }
     fn poll_tcp_connect(&mut self) -> Option<SocketAddr> {
-        self.tcp.poll_connect()
+        self.0.tcp_mut().poll_connect()
     }
     fn poll_transmit(&mut self, _: Instant) -> Option<(Port, Transmit)> {
-        self.udp.poll_transmit().map(|t| (Port::Main, t))
+        self.0.udp_mut().poll_transmit().map(|t| (Port::Main, t))
     }
     fn poll_tcp_transmit(&mut self) -> Option<TcpTransmit> {
-        self.tcp.poll_transmit()
+        self.0.tcp_mut().poll_transmit()
     }
     fn poll_tcp_close(&mut self) -> Option<ConnId> {
-        self.tcp.poll_close()
+        self.0.tcp_mut().poll_close()
     }
     fn poll_timeout(&self) -> Option<Instant> {
         Plaintext::poll_timeout(self)
     }
     fn poll_event(&mut self) -> Option<Event> {
-        self.udp.poll_event().or_else(|| self.tcp.poll_event())
+        self.0.poll_event()
     }
     fn poll_command(&mut self) -> Option<NodeCommand> {
         None
     }
-    fn endpoint(&self) -> &Endpoint {
-        &self.udp
+    fn transports(&self) -> &Transports {
+        &self.0
     }
-    fn endpoint_mut(&mut self) -> &mut Endpoint {
-        &mut self.udp
-    }
-    fn tcp(&self) -> &TcpEndpoint {
-        &self.tcp
-    }
-    fn tcp_mut(&mut self) -> &mut TcpEndpoint {
-        &mut self.tcp
+    fn transports_mut(&mut self) -> &mut Transports {
+        &mut self.0
     }
     fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
-        if id.transport() == corral_proto::Transport::Tcp {
-            self.tcp.respond(now, id, response)
-        } else {
-            self.udp.respond(now, id, response)
-        }
+        self.0.respond(now, id, response)
     }
 }
 
 /// A client's UDP endpoint behind DTLS (`ClientBuilder::dtls`).
 impl Plaintext for ClientMachine {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, local: Option<IpAddr>, data: &[u8]) {
-        self.udp.handle_datagram(now, from, local, data)
+        self.0.udp_mut().handle_datagram(now, from, local, data)
     }
     fn handle_unreachable(&mut self, now: Instant, peer: SocketAddr, quoted: Option<&[u8]>) {
-        self.udp.handle_unreachable(now, peer, quoted)
+        self.0.udp_mut().handle_unreachable(now, peer, quoted)
     }
     fn handle_timeout(&mut self, now: Instant) {
-        self.udp.handle_timeout(now);
-        self.tcp.handle_timeout(now);
+        self.0.handle_timeout(now)
     }
     fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.udp.poll_transmit()
+        self.0.udp_mut().poll_transmit()
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        [self.udp.poll_timeout(), self.tcp.poll_timeout()].into_iter().flatten().min()
+        self.0.poll_timeout()
     }
     fn fail_peer(&mut self, now: Instant, peer: SocketAddr, error: RequestError) {
-        self.udp.fail_peer(now, peer, error)
+        self.0.udp_mut().fail_peer(now, peer, error)
     }
     fn set_datagram_identity(&mut self, identity: Option<Arc<[u8]>>) {
-        self.udp.set_datagram_identity(identity)
+        self.0.udp_mut().set_datagram_identity(identity)
     }
 }
 
@@ -261,25 +246,15 @@ impl Machine for Node {
     fn poll_command(&mut self) -> Option<NodeCommand> {
         Node::poll_command(self)
     }
-    fn endpoint(&self) -> &Endpoint {
-        Node::endpoint(self)
+    fn transports(&self) -> &Transports {
+        Node::transports(self)
     }
-    fn endpoint_mut(&mut self) -> &mut Endpoint {
-        Node::endpoint_mut(self)
-    }
-    fn tcp(&self) -> &TcpEndpoint {
-        Node::tcp(self)
-    }
-    fn tcp_mut(&mut self) -> &mut TcpEndpoint {
-        Node::tcp_mut(self)
+    fn transports_mut(&mut self) -> &mut Transports {
+        Node::transports_mut(self)
     }
     fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
         Node::respond(self, now, id, response)
     }
-}
-
-fn is_tcp(id: RequestId) -> bool {
-    id.transport() == corral_proto::Transport::Tcp
 }
 
 /// A response, or why there is none, as delivered to a waiting caller.
@@ -546,7 +521,7 @@ impl<M: Machine> Driver<M> {
             match tokio::net::TcpListener::from_std(listener) {
                 Ok(l) => {
                     let (ids, tx) = (self.tcp.ids.clone(), self.tcp.tx.clone());
-                    let per_address = self.machine.tcp().config().max_connections_per_address;
+                    let per_address = self.machine.transports().tcp().config().max_connections_per_address;
                     let accepting = crate::tcp::accept_loop(l, ids, tx, tls, per_address);
                     self.tcp.accept.push(tokio::spawn(accepting).abort_handle());
                 }
@@ -589,7 +564,7 @@ impl<M: Machine> crate::event_loop::Drive for Driver<M> {
     async fn flush(&mut self, now: Instant) -> ControlFlow<()> {
         self.drain_outputs(now).await;
         if let Some(deadline) = self.draining {
-            let idle = self.machine.endpoint().table_sizes().inbound_exchanges == 0;
+            let idle = self.machine.transports().udp().table_sizes().inbound_exchanges == 0;
             if idle || now >= deadline {
                 debug!(idle, "driver stopped");
                 return ControlFlow::Break(());
@@ -764,7 +739,7 @@ impl<M: Machine> Driver<M> {
     }
 
     fn start_tcp(&mut self, now: Instant, conn: ConnId, q: Queued) {
-        match self.machine.tcp_mut().request(now, conn, q.request, q.params) {
+        match self.machine.transports_mut().tcp_mut().request(now, conn, q.request, q.params) {
             Ok(id) => self.track(id, q.ticket, q.reply),
             Err(e) => send_failure(q.reply, RequestFailure::Start(e)),
         }
@@ -776,28 +751,15 @@ impl<M: Machine> Driver<M> {
     }
 
     fn is_active(&self, id: RequestId) -> bool {
-        if is_tcp(id) {
-            self.machine.tcp().is_active(id)
-        } else {
-            self.machine.endpoint().is_active(id)
-        }
+        self.machine.transports().is_active(id)
     }
 
     fn cancel(&mut self, now: Instant, id: RequestId) {
-        if is_tcp(id) {
-            self.machine.tcp_mut().cancel(now, id)
-        } else {
-            self.machine.endpoint_mut().cancel(now, id)
-        }
+        self.machine.transports_mut().cancel(now, id)
     }
 
     fn deregister(&mut self, now: Instant, id: RequestId, deregistration: Option<Request>) {
-        match (is_tcp(id), deregistration) {
-            (true, None) => self.machine.tcp_mut().deregister(now, id),
-            (true, Some(r)) => self.machine.tcp_mut().deregister_with(now, id, r),
-            (false, None) => self.machine.endpoint_mut().deregister(now, id),
-            (false, Some(r)) => self.machine.endpoint_mut().deregister_with(now, id, r),
-        }
+        self.machine.transports_mut().deregister(now, id, deregistration)
     }
 
     fn handle_command(&mut self, cmd: Command) {
@@ -808,7 +770,7 @@ impl<M: Machine> Driver<M> {
                     send_failure(reply, RequestFailure::Unreachable);
                     return;
                 }
-                match self.machine.endpoint_mut().request(now, dst, request, params) {
+                match self.machine.transports_mut().udp_mut().request(now, dst, request, params) {
                     Ok(id) => self.track(id, ticket, reply),
                     Err(e) => send_failure(reply, RequestFailure::Start(e)),
                 }
@@ -849,12 +811,12 @@ impl<M: Machine> Driver<M> {
                     debug!(?id, "deregistering observation");
                     p.observing = false;
                     self.deregister(now, id, deregistration);
-                } else if is_tcp(id) {
-                    p.stop = Some(deregistration);
-                } else {
+                } else if id.cancel_ends_observation() {
                     self.tickets.remove(&ticket);
                     self.pending.remove(&id);
                     self.cancel(now, id);
+                } else {
+                    p.stop = Some(deregistration);
                 }
             }
             Command::Respond { id, response } => {
@@ -864,15 +826,15 @@ impl<M: Machine> Driver<M> {
                 }
             }
             Command::Stats { reply } => {
-                let e = self.machine.endpoint();
+                let e = self.machine.transports().udp();
                 let _ = reply.send(DriverStats {
                     stats: e.stats(),
                     table_sizes: e.table_sizes(),
-                    tcp_connections: self.machine.tcp().connections(),
+                    tcp_connections: self.machine.transports().tcp().connections(),
                 });
             }
             Command::Progress { ticket, reply } => {
-                let p = self.tickets.get(&ticket).and_then(|id| self.machine.endpoint().transfer_progress(*id));
+                let p = self.tickets.get(&ticket).and_then(|id| self.machine.transports().udp().transfer_progress(*id));
                 let _ = reply.send(p);
             }
             Command::Join { group, join, reply } => {

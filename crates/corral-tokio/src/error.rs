@@ -52,6 +52,9 @@ pub enum Error {
     /// coaps+tcp://: the TLS handshake with the server failed, or the server closed the connection with a
     /// TLS alert; the reason says why (unknown CA, name mismatch, no client certificate).
     Tls { addr: SocketAddr, reason: String },
+    /// The request ended without a response for a reason this version names no variant for (corral-proto's
+    /// [`RequestError`] can grow).
+    Failed(RequestError),
 }
 
 impl fmt::Display for Error {
@@ -73,6 +76,7 @@ impl fmt::Display for Error {
             Error::Connect { addr, reason } => write!(f, "cannot connect to {addr} over TCP: {reason}"),
             Error::Dtls { addr, reason } => write!(f, "DTLS handshake with {addr} failed: {reason}"),
             Error::Tls { addr, reason } => write!(f, "TLS handshake with {addr} failed: {reason}"),
+            Error::Failed(e) => write!(f, "request failed: {e}"),
         }
     }
 }
@@ -164,6 +168,7 @@ impl From<RequestFailure> for Error {
                 addr: SocketAddr::from(([0, 0, 0, 0], 0)),
                 reason: corral_dtls::HandshakeFailure::Other(why.into()),
             },
+            RequestFailure::Failed(e) => Error::Failed(e),
             RequestFailure::Start(e) => Error::Start(e),
             RequestFailure::Unreachable => Error::Unreachable(SocketAddr::from(([0, 0, 0, 0], 0))),
             RequestFailure::NoRoute => Error::NoRoute(SocketAddr::from(([0, 0, 0, 0], 0))),

@@ -72,7 +72,7 @@ pub use driver::{os_seed, os_seeded, Clock, DriverStats, OsSeeded};
 pub use secure::{DtlsMuxConfig, DtlsNumbers, DtlsWatch, DTLS_PUBLISH_PERIOD};
 pub use server::{RouteConfig, Server, ServerBuilder, ServerHandle, ServerRequest};
 pub use tcp::bind_listener;
-pub use tls::{TlsClientConfig, TlsServerConfig};
+pub use tls::{PemFile, TlsClientConfig, TlsConfigError, TlsServerConfig};
 pub use uri::{parse_uri, Scheme, Uri, UriError};
 
 pub use corral_proto;

@@ -15,7 +15,7 @@ use crate::driver::Machine;
 use corral_dtls::{DtlsConfig, DtlsEvent, HandshakeFailure, Plaintext, Port, SecureConfig, SecureEvent, SecureNode};
 use corral_proto::tcp::ConnId;
 use corral_proto::{
-    Endpoint, Event, InboundId, Instant, NodeCommand, Response, TcpEndpoint, TcpTransmit, Transmit, UnknownExchange,
+    Event, InboundId, Instant, NodeCommand, Response, TcpTransmit, Transmit, Transports, UnknownExchange,
 };
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -222,17 +222,11 @@ impl<M: Machine + Plaintext> Machine for SecureMachine<M> {
     fn poll_command(&mut self) -> Option<NodeCommand> {
         self.node.inner_mut().poll_command()
     }
-    fn endpoint(&self) -> &Endpoint {
-        self.node.inner().endpoint()
+    fn transports(&self) -> &Transports {
+        self.node.inner().transports()
     }
-    fn endpoint_mut(&mut self) -> &mut Endpoint {
-        self.node.inner_mut().endpoint_mut()
-    }
-    fn tcp(&self) -> &TcpEndpoint {
-        self.node.inner().tcp()
-    }
-    fn tcp_mut(&mut self) -> &mut TcpEndpoint {
-        self.node.inner_mut().tcp_mut()
+    fn transports_mut(&mut self) -> &mut Transports {
+        self.node.inner_mut().transports_mut()
     }
     fn respond(&mut self, now: Instant, id: InboundId, response: Response) -> Result<(), UnknownExchange> {
         self.node.inner_mut().respond(now, id, response)

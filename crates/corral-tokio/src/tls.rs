@@ -190,27 +190,90 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The certificates of a PEM text; `what` names the file in the error.
-fn certificates(pem: &str, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+/// Which of the PEM texts handed to [`TlsClientConfig::from_pem`] or [`TlsServerConfig::from_pem`] an error
+/// is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PemFile {
+    /// The CA that signs the peers' certificates.
+    Ca,
+    /// This side's certificate (chain).
+    Certificate,
+    /// This side's private key.
+    Key,
+}
+
+impl fmt::Display for PemFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PemFile::Ca => "the CA file",
+            PemFile::Certificate => "the certificate file",
+            PemFile::Key => "the key file",
+        })
+    }
+}
+
+/// Why TLS settings could not be made from PEM texts. Malformed input (a text that is not what it should
+/// be) is kept apart from credentials that parse but cannot serve (a CA that is not one, a key of
+/// another certificate), and both from rustls refusing the settings themselves (not the files' fault).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsConfigError {
+    /// The text is not PEM.
+    NotPem { file: PemFile, why: String },
+    /// The text is PEM but holds no certificate (`-----BEGIN CERTIFICATE-----`).
+    NoCertificate { file: PemFile },
+    /// The key text holds no private key.
+    NoPrivateKey { why: String },
+    /// A certificate of the CA text cannot be a trust anchor.
+    NotACa { why: String },
+    /// The CA text cannot verify client certificates.
+    CannotVerifyClients { why: String },
+    /// The certificate and the key parse but cannot be used together.
+    Unusable { why: String },
+    /// rustls refused the settings (its provider's protocol versions), whatever the files hold.
+    Rustls(String),
+}
+
+impl fmt::Display for TlsConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsConfigError::NotPem { file, why } => write!(f, "{file} is not PEM: {why}"),
+            TlsConfigError::NoCertificate { file } => {
+                write!(f, "{file} holds no certificate (-----BEGIN CERTIFICATE-----)")
+            }
+            TlsConfigError::NoPrivateKey { why } => write!(f, "the key file holds no private key: {why}"),
+            TlsConfigError::NotACa { why } => write!(f, "the CA file holds a certificate that cannot be a CA: {why}"),
+            TlsConfigError::CannotVerifyClients { why } => write!(f, "the CA file cannot verify clients: {why}"),
+            TlsConfigError::Unusable { why } => write!(f, "the certificate and key cannot be used: {why}"),
+            TlsConfigError::Rustls(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for TlsConfigError {}
+
+/// The certificates of a PEM text; `file` names it in the error.
+fn certificates(pem: &str, file: PemFile) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
     let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{what} is not PEM: {e}"))?;
+        .map_err(|e| TlsConfigError::NotPem { file, why: e.to_string() })?;
     if certs.is_empty() {
-        return Err(format!("{what} holds no certificate (-----BEGIN CERTIFICATE-----)"));
+        return Err(TlsConfigError::NoCertificate { file });
     }
     Ok(certs)
 }
 
-fn roots(pem: &str) -> Result<RootCertStore, String> {
+fn roots(pem: &str) -> Result<RootCertStore, TlsConfigError> {
     let mut store = RootCertStore::empty();
-    for cert in certificates(pem, "the CA file")? {
-        store.add(cert).map_err(|e| format!("the CA file holds a certificate that cannot be a CA: {e}"))?;
+    for cert in certificates(pem, PemFile::Ca)? {
+        store.add(cert).map_err(|e| TlsConfigError::NotACa { why: e.to_string() })?;
     }
     Ok(store)
 }
 
-fn private_key(pem: &str) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| format!("the key file holds no private key: {e}"))
+fn private_key(pem: &str) -> Result<PrivateKeyDer<'static>, TlsConfigError> {
+    PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| TlsConfigError::NoPrivateKey { why: e.to_string() })
 }
 
 /// A client's TLS settings for `coaps+tcp://` ([`crate::ClientBuilder::tls`]): the CA that must have signed
@@ -227,14 +290,14 @@ impl fmt::Debug for TlsClientConfig {
 impl TlsClientConfig {
     /// Trusts servers whose certificate chain `ca_pem` signed (and that name the URI's host); presents
     /// `identity` — a certificate (chain) and its private key, PEM — when the server asks for one.
-    pub fn from_pem(ca_pem: &str, identity: Option<(&str, &str)>) -> Result<TlsClientConfig, String> {
+    pub fn from_pem(ca_pem: &str, identity: Option<(&str, &str)>) -> Result<TlsClientConfig, TlsConfigError> {
         let builder = rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .map_err(|e| TlsConfigError::Rustls(e.to_string()))?
             .with_root_certificates(roots(ca_pem)?);
         let mut config = match identity {
             Some((cert, key)) => builder
-                .with_client_auth_cert(certificates(cert, "the certificate file")?, private_key(key)?)
+                .with_client_auth_cert(certificates(cert, PemFile::Certificate)?, private_key(key)?)
                 .map_err(unusable)?,
             None => builder.with_no_client_auth(),
         };
@@ -257,22 +320,26 @@ impl fmt::Debug for TlsServerConfig {
 impl TlsServerConfig {
     /// Serves with the certificate (chain) `cert_pem` and its key; with `client_ca_pem`, every client must
     /// present a certificate that CA signed, and a handshake without one fails.
-    pub fn from_pem(cert_pem: &str, key_pem: &str, client_ca_pem: Option<&str>) -> Result<TlsServerConfig, String> {
+    pub fn from_pem(
+        cert_pem: &str,
+        key_pem: &str,
+        client_ca_pem: Option<&str>,
+    ) -> Result<TlsServerConfig, TlsConfigError> {
         let builder = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| TlsConfigError::Rustls(e.to_string()))?;
         let builder = match client_ca_pem {
             Some(ca) => {
                 let verifier =
                     rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider())
                         .build()
-                        .map_err(|e| format!("the CA file cannot verify clients: {e}"))?;
+                        .map_err(|e| TlsConfigError::CannotVerifyClients { why: e.to_string() })?;
                 builder.with_client_cert_verifier(verifier)
             }
             None => builder.with_no_client_auth(),
         };
         let mut config = builder
-            .with_single_cert(certificates(cert_pem, "the certificate file")?, private_key(key_pem)?)
+            .with_single_cert(certificates(cert_pem, PemFile::Certificate)?, private_key(key_pem)?)
             .map_err(unusable)?;
         config.alpn_protocols = vec![ALPN.to_vec()];
         Ok(TlsServerConfig(Arc::new(config)))
@@ -281,7 +348,7 @@ impl TlsServerConfig {
 
 /// Why rustls refused a certificate and its key, in words: its own text for a key that is not the
 /// certificate's names the variant (`KeyMismatch`), which tells a user nothing.
-fn unusable(e: rustls::Error) -> String {
+fn unusable(e: rustls::Error) -> TlsConfigError {
     let why = match e {
         rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
             "the private key does not belong to the certificate (a key of another pair?)".to_string()
@@ -292,7 +359,7 @@ fn unusable(e: rustls::Error) -> String {
         rustls::Error::General(why) => why,
         e => e.to_string(),
     };
-    format!("the certificate and key cannot be used: {why}")
+    TlsConfigError::Unusable { why }
 }
 
 /// What a client's connection task needs for TLS: its connector and where to say why a handshake failed.
@@ -394,9 +461,13 @@ mod tests {
 
     #[test]
     fn files_that_are_not_pem_are_refused_with_what_is_wrong() {
-        let e = TlsClientConfig::from_pem("not a certificate", None).unwrap_err();
+        let err = TlsClientConfig::from_pem("not a certificate", None).unwrap_err();
+        assert_eq!(err, TlsConfigError::NoCertificate { file: PemFile::Ca });
+        let e = err.to_string();
         assert!(e.contains("CA file") && e.contains("no certificate"), "{e}");
-        let e = TlsServerConfig::from_pem("", "", None).unwrap_err();
+        let err = TlsServerConfig::from_pem("", "", None).unwrap_err();
+        assert_eq!(err, TlsConfigError::NoCertificate { file: PemFile::Certificate });
+        let e = err.to_string();
         assert!(e.contains("certificate file"), "{e}");
     }
 

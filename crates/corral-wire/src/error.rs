@@ -7,6 +7,7 @@ use core::fmt;
 
 /// Why bytes could not be decoded, or a message could not be encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Error {
     /// The input ends before the header, token, an option or a declared length is complete.
     Truncated,

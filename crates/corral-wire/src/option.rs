@@ -177,6 +177,7 @@ pub fn encode_uint(v: u64) -> ([u8; 8], usize) {
 
 /// The first problem an endpoint must act on among a message's options (RFC 7252 §5.4.1, §5.4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BadOption {
     /// A critical option corral does not recognise.
     Unrecognized(OptionNumber),

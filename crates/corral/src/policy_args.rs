@@ -42,7 +42,7 @@ pub struct PolicyArgs {
 }
 
 pub fn parse_prefix(s: &str) -> Result<Prefix, String> {
-    s.parse()
+    s.parse::<Prefix>().map_err(|e| e.to_string())
 }
 
 /// `--verified-net`, on every server verb that bounds what it reflects (serve, gateway, proxy, rd): the
@@ -85,7 +85,7 @@ impl std::str::FromStr for Subject {
         match s.trim().strip_prefix("psk:") {
             Some("") => Err(format!("`{s}`: psk: needs an identity, e.g. psk:alice")),
             Some(id) => Ok(Subject::Psk(id.as_bytes().to_vec())),
-            None => s.parse().map(Subject::Prefix),
+            None => parse_prefix(s).map(Subject::Prefix),
         }
     }
 }
@@ -117,7 +117,12 @@ struct PolicyFile {
 }
 
 /// A list of prefixes (or of access subjects, `"psk:alice"`) in a TOML file: `["10.0.0.0/8", "::1"]`.
-fn prefixes<'de, D: serde::Deserializer<'de>, T: std::str::FromStr<Err = String>>(d: D) -> Result<Vec<T>, D::Error> {
+fn prefixes<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
     let texts = Vec::<String>::deserialize(d)?;
     texts.iter().map(|t| t.parse().map_err(serde::de::Error::custom)).collect()
 }

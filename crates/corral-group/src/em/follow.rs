@@ -255,6 +255,7 @@ impl Follows {
         }
         let result = outcome
             .content_text("the directory")
+            .map_err(|e| e.to_string())
             .and_then(|(text, max_age)| members_from_lookup(text, limit).map(|r| (r, max_age)));
         match result {
             Ok(((members, cut), max_age)) => {

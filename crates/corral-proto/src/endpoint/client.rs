@@ -3,7 +3,18 @@
 //! of a block-wise notification), cancelling and deregistering. Methods of [`Endpoint`] over its tables
 //! (see `mod.rs`).
 
-use super::*;
+use super::block::{Step, Transfer};
+use super::observe::Freshness;
+use super::{
+    request_message, ClientExchange, ClientState, Endpoint, Event, Owner, Retransmit, Sent, Timer, TransferProgress,
+    Transmit,
+};
+use crate::message::{Request, RequestError, RequestId, Response, SendParams, StartError, Transport};
+use crate::time::{Duration, Instant};
+use corral_wire::{Code, Message, MessageId, MessageType, OptionNumber, Token};
+use std::cmp::Reverse;
+use std::net::SocketAddr;
+use tracing::{debug, info};
 
 impl Endpoint {
     // ---------------------------------------------------------------------------------------------

@@ -1,8 +1,12 @@
 //! What an endpoint is configured with: transmission parameters, table limits, the reflection bound,
 //! block-wise and Observe settings, and its shard of a shared port.
 
-use super::*;
+use super::{BlockConfig, ObservePolicy};
+use crate::params::TransmissionParams;
 use crate::prefix::Prefix;
+use crate::time::Duration;
+use corral_wire::OptionNumber;
+use std::net::IpAddr;
 
 /// Limits on every table the endpoint keeps, so that no peer can make it grow without bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +44,7 @@ impl Default for Limits {
     }
 }
 
-/// Configuration of an [`Endpoint`].
+/// Configuration of an [`Endpoint`](super::Endpoint).
 #[derive(Debug, Clone)]
 pub struct EndpointConfig {
     pub params: TransmissionParams,
@@ -81,7 +85,7 @@ pub struct EndpointConfig {
     /// Networks whose sources cannot be spoofed (BCP 38 source-address validation on the way in, e.g. a
     /// LAN behind filtering routers): a peer there counts as verified from its first datagram — its
     /// answers are not held to the reflection bound, and the application sees its requests as
-    /// [`IncomingRequest::verified`] (no Echo round trip to prove its address). Which peers, requests,
+    /// [`IncomingRequest::verified`](crate::IncomingRequest::verified) (no Echo round trip to prove its address). Which peers, requests,
     /// observations and uploads give way under a flood still goes by what a peer has proved. Loopback (`127.0.0.0/8`, `::1`) is always verified besides these: the kernel drops a datagram
     /// with a loopback source that arrives on any other interface (a "martian"; IPv4 unless an interface
     /// sets `route_localnet`, IPv6 always, RFC 4291 §2.5.3), so no host but this one can send one.

@@ -2,7 +2,14 @@
 //! Echo challenges, and the replies sent at once (errors, overload, RST) — within the reflection bound
 //! for unverified sources (`peers.rs`).
 
-use super::*;
+use super::server;
+use super::server::Incoming;
+use super::{echo_challenge, Endpoint, Event, Inbound, InboundKind, Reply, Transmit};
+use crate::message::{InboundId, IncomingRequest, Response, Transport, UnknownExchange};
+use crate::time::{Duration, Instant};
+use corral_wire::{Code, Message, MessageType, OptionNumber, Packet};
+use std::net::SocketAddr;
+use tracing::{debug, warn};
 
 impl Endpoint {
     pub(super) fn on_request(&mut self, now: Instant, from: SocketAddr, multicast: bool, packet: &Packet<&[u8]>) {

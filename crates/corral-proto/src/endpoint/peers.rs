@@ -12,7 +12,17 @@
 //! flood from spoofed source ports cannot keep new clients out after it ends. Peers we send requests to,
 //! and verified peers, are never forced out. Must never: touch an exchange this endpoint initiated.
 
-use super::*;
+use super::credit;
+
+use super::{new_map, AmplificationLimit, DedupEntry, Endpoint, Map, Transmit};
+use crate::message::RequestId;
+use crate::rng::SecretRng;
+use crate::time::{Duration, Instant};
+use corral_wire::{Code, Message, MessageId, OptionNumber};
+use std::collections::hash_map::Entry;
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use tracing::{debug, warn};
 
 /// The most credit an unverified peer can save up (bytes), so that a long quiet exchange cannot bank a
 /// burst.

@@ -2,7 +2,13 @@
 //! retransmission with exponential back-off (or giving up), and the end of an exchange's lifetime.
 //! Methods of [`Endpoint`] over its tables (see `mod.rs`, where `poll_timeout` is).
 
-use super::*;
+use super::{ClientState, Endpoint, Event, InboundKind, Owner, Retransmit, Sent, Timer, Transmit};
+use crate::message::{RequestError, RequestId};
+use crate::time::Instant;
+use corral_wire::MessageId;
+use std::cmp::Reverse;
+use std::net::SocketAddr;
+use tracing::{debug, info, warn};
 
 impl Endpoint {
     // ---------------------------------------------------------------------------------------------

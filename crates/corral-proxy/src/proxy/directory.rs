@@ -213,6 +213,7 @@ impl ProxyService {
         let allowed = |hop: SocketAddr| destinations.check_learnt_hop(clients, hop);
         let result = outcome
             .content_text("the directory")
+            .map_err(|e| e.to_string())
             .and_then(|(text, max_age)| hops_from_lookup(text, limit, allowed).map(|r| (r, max_age)));
         match result {
             Ok(((hops, note), max_age)) => {

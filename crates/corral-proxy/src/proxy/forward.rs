@@ -121,6 +121,7 @@ pub(crate) fn failure_response(error: RequestError, hop: &str) -> Response {
         RequestError::Dtls(why) => {
             Response::error(Code::BAD_GATEWAY, format!("DTLS handshake with {hop} failed: {why}"))
         }
+        e => Response::error(Code::BAD_GATEWAY, format!("{hop} did not answer: {e}")),
     }
 }
 

@@ -123,7 +123,7 @@ impl ProxyService {
             let r = Refusal::new(Code::BAD_OPTION, "Multicast-Timeout must be an unsigned integer of 0 to 4 bytes");
             return self.refuse(cx, req.id, r);
         };
-        if req.id.transport() != corral_proto::Transport::Udp {
+        if !req.id.can_respond_again() {
             let r = Refusal::new(Code::NOT_IMPLEMENTED, "a group request goes to this proxy over coap:// (UDP)");
             return self.refuse(cx, req.id, r);
         }

@@ -45,6 +45,7 @@ use crate::uri::{parse_scoped, Host, Scheme, Uri, UriError};
 use corral_proto::wire::{BlockValue, Code, ContentFormat, OptionNumber, Token};
 use corral_proto::{
     Endpoint, EndpointConfig, Request, RequestError, Response, SendParams, TcpConfig, TcpEndpoint, TransferProgress,
+    Transports,
 };
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -143,7 +144,7 @@ impl ClientBuilder {
         let socket = prepared.into_tokio()?;
         let config = os_seeded(self.config.unwrap_or_default());
         let tcp = os_seeded(self.tcp.unwrap_or_else(|| TcpConfig { block: config.block, ..TcpConfig::default() }));
-        let machine = ClientMachine { udp: Endpoint::new(config), tcp: TcpEndpoint::new(tcp) };
+        let machine = ClientMachine(Transports::new(Endpoint::new(config), TcpEndpoint::new(tcp)));
         let (tx, rx) = mpsc::unbounded_channel();
         let span = tracing::debug_span!("coap_client", local = %local);
         let tls = self.tls.as_ref().map(crate::tls::TlsConnect::new);

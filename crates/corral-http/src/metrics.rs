@@ -238,3 +238,31 @@ pub fn render(
     encode(&mut out, &reg)?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker() -> Snapshot<Extra> {
+        Snapshot { live: true, service: Extra::Em(EmNumbers::default()), ..Snapshot::default() }
+    }
+
+    #[test]
+    fn a_family_without_rows_is_announced_and_each_worker_labels_its_samples() {
+        let text = render(&[worker(), worker()], None).expect("a scrape");
+        // No member asked yet: the family is there, without a sample.
+        assert!(text.contains("# TYPE corral_em_member_requests_by_member counter\n# HELP"), "{text}");
+        assert!(text.contains("corral_up{worker=\"1\"} 1\n"), "{text}");
+        assert!(text.contains("corral_coap_table_entries{worker=\"0\",table=\"dedup\"} 0\n"), "{text}");
+        assert!(text.contains("corral_em_member_latency_seconds_bucket{le=\"+Inf\",worker=\"1\"} 0\n"), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn the_dtls_socket_has_no_worker_label() {
+        let d = corral_tokio::DtlsNumbers { sessions: 3, ..Default::default() };
+        let text = render(&[worker()], Some(d)).expect("a scrape");
+        assert!(text.contains("\ncorral_dtls_sessions 3\n"), "{text}");
+        assert!(text.contains("\ncorral_dtls_handshakes_failed_total{reason=\"timeout\"} 0\n"), "{text}");
+    }
+}

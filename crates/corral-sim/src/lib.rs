@@ -8,6 +8,7 @@
 //! | --- | --- |
 //! | [`engine`] | the event queue and its deterministic `(time, sequence)` order |
 //! | [`radio`] | IEEE 802.15.4 / 6LoWPAN constants, airtime, fragmentation arithmetic |
+//! | [`fault`] | network faults a driver injects while the simulation runs: partitions ([`fault::Cuts`]) |
 //! | [`loss`] | Bernoulli, Gilbert–Elliott and SNR (seed 002) loss; the Wi-Fi interferer |
 //! | [`propagation`] | received power per link (log-distance path loss, log-normal shadowing) for capture |
 //! | [`topology`] | network descriptions, builders (star, line, grid, random geometric, layered, Table 7), routing parents |
@@ -94,6 +95,7 @@
 
 pub mod app;
 pub mod engine;
+pub mod fault;
 pub mod http;
 pub mod loss;
 pub mod pcap;

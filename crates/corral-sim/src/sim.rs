@@ -347,12 +347,27 @@ enum Ev {
     Mac(u32, u32, MacStep),
     TxEnd(u32),
     AckStart(u32),
-    Arrive { node: u32, from: u32, dg: DgramRef, hops: u8 },
+    Arrive {
+        node: u32,
+        from: u32,
+        dg: DgramRef,
+        hops: u8,
+    },
     WifiStart(u16),
     WifiEnd(u16),
     ReasmTimeout(u32, DatagramId),
-    SmrfForward { node: u32, dg: DgramRef, hops: u8 },
+    SmrfForward {
+        node: u32,
+        dg: DgramRef,
+        hops: u8,
+    },
     Process(u32, DgramRef),
+    /// A datagram the datagram rule held back or copied (see [`crate::fault`]), delivered now.
+    Late {
+        node: u32,
+        dg: DgramRef,
+        hops: u8,
+    },
 }
 
 /// The simulator. See the module docs for the model, [`crate`] for an overview and an example.
@@ -367,6 +382,8 @@ pub struct Sim {
     /// What happened: datagram ids, records and their hash, datagrams as sent, node events, pcap.
     recorder: Recorder,
     rule: Option<FrameRule>,
+    /// Delays and duplicates of datagrams at their receiver (see [`crate::fault`]).
+    dgram_rule: Option<crate::fault::DatagramRule>,
 }
 
 fn default_addr(i: usize) -> IpAddr {
@@ -462,6 +479,7 @@ impl Sim {
             routing: Routing::new(seed, by_addr),
             recorder: Recorder::default(),
             rule: None,
+            dgram_rule: None,
             cfg,
         };
         for &(a, b, model) in &topo.link_models {
@@ -553,6 +571,21 @@ impl Sim {
         self.drain(id.0, false);
     }
 
+    /// Takes the CoAP node off simulated node `id`, as a process that dies: its timers stop, datagrams
+    /// that reach it from now on are lost, and the multicast groups its sockets had joined are left (the
+    /// kernel forgets them with the process). The radio and the routes stay, as a host's do when one of
+    /// its programs crashes. [`Sim::attach`] a new node to restart it.
+    pub fn detach(&mut self, id: NodeId) -> Option<Node> {
+        let node = self.nodes.get_mut(id.index())?;
+        node.timer_at = None;
+        let proto = node.proto.take()?;
+        let groups: Vec<IpAddr> = self.routing.groups.keys().copied().collect();
+        for g in groups {
+            self.apply_command(id.0, NodeCommand::LeaveGroup(g));
+        }
+        Some(*proto)
+    }
+
     /// The CoAP node attached to `id`.
     pub fn node(&self, id: NodeId) -> Option<&Node> {
         self.nodes.get(id.index())?.proto.as_deref()
@@ -594,6 +627,14 @@ impl Sim {
         id
     }
 
+    /// [`Sim::inject`] with source address `src` whatever the node's own: a spoofer on that node (the
+    /// network does no source-address validation, as most do not).
+    pub fn inject_as(&mut self, from: NodeId, src: SocketAddr, dst: SocketAddr, payload: Vec<u8>) -> DatagramId {
+        let id = self.recorder.peek_id();
+        self.submit_as(from.0, src, dst, payload);
+        id
+    }
+
     /// Makes a node a member of a multicast group, as a `NodeCommand::JoinGroup` from its services would.
     pub fn join_group(&mut self, id: NodeId, group: IpAddr) {
         self.apply_command(id.0, NodeCommand::JoinGroup(group));
@@ -626,6 +667,16 @@ impl Sim {
 
     pub fn clear_frame_rule(&mut self) {
         self.rule = None;
+    }
+
+    /// Installs a datagram rule: it sees every datagram about to be delivered to a node and may deliver
+    /// it, hold it back (reordering it behind later ones) or deliver it and a copy later (see
+    /// [`crate::fault`]).
+    pub fn set_datagram_rule(
+        &mut self,
+        rule: impl FnMut(&crate::fault::DatagramInfo) -> crate::fault::Mangle + 'static,
+    ) {
+        self.dgram_rule = Some(Box::new(rule));
     }
 
     /// Adds a Wi-Fi interferer; returns its index.
@@ -912,6 +963,7 @@ impl Sim {
             Ev::AckStart(j) => self.send_ack(j),
             Ev::Arrive { node, from, dg, hops } => self.arrive(node, from, dg, hops),
             Ev::SmrfForward { node, dg, hops } => self.enqueue(node, None, dg, hops),
+            Ev::Late { node, dg, hops } => self.deliver_now(node, &dg, hops),
             Ev::Process(node, dg) => {
                 let n = &mut self.nodes[node as usize];
                 n.cpu_backlog = n.cpu_backlog.saturating_sub(1);

@@ -181,8 +181,13 @@ impl Sim {
 
     /// [`Sim::submit`] from the node's port `sport`.
     pub(super) fn submit_from(&mut self, i: u32, sport: u16, dst: SocketAddr, payload: Vec<u8>) {
-        let now = self.now();
         let src = SocketAddr::new(self.nodes[i as usize].addr, sport);
+        self.submit_as(i, src, dst, payload);
+    }
+
+    /// A datagram leaves node `i` with source `src`, its own or not (a spoofer's).
+    pub(super) fn submit_as(&mut self, i: u32, src: SocketAddr, dst: SocketAddr, payload: Vec<u8>) {
+        let now = self.now();
         let id = self.recorder.next_id();
         self.recorder.capture(now, src, dst, &payload);
         if self.cfg.record {
@@ -298,6 +303,32 @@ impl Sim {
                 return self.drop_dgram(at, dg, DropReason::Discarded, hops);
             }
         }
+        if let Some(rule) = self.dgram_rule.as_mut() {
+            let info = crate::fault::DatagramInfo {
+                at: now,
+                to: NodeId(at),
+                src: dg.src,
+                dst: dg.dst,
+                id: dg.id,
+                len: dg.payload.len(),
+            };
+            match rule(&info) {
+                crate::fault::Mangle::Deliver => {}
+                crate::fault::Mangle::Delay(d) => {
+                    self.queue.schedule(now + d, Ev::Late { node: at, dg: dg.clone(), hops });
+                    return;
+                }
+                crate::fault::Mangle::Duplicate(d) => {
+                    self.queue.schedule(now + d, Ev::Late { node: at, dg: dg.clone(), hops });
+                }
+            }
+        }
+        self.deliver_now(at, dg, hops);
+    }
+
+    /// [`Sim::deliver_local`] past the datagram rule: the receiver's CPU and its node.
+    pub(super) fn deliver_now(&mut self, at: u32, dg: &DgramRef, hops: u8) {
+        let now = self.now();
         // The CPU model is a mote's: a wired host (a PC on the Ethernet side) hands a datagram over at once.
         // (Charging it a mote's 50 ms made an empty ACK followed closely by its separate response queue
         // up at the client: seed 000's fig14 "ACK_TIMEOUT 2 s is 35 ms slower" artefact.)

@@ -261,6 +261,33 @@ pub struct DtlsStats {
     pub flights_retransmitted: u64,
 }
 
+impl DtlsStats {
+    /// The counters as metrics (`docs/metrics.md`, "DTLS"), failures and drops labelled `reason`.
+    pub fn describe(&self, out: &mut corral_proto::MetricSink<'_>) {
+        let c = corral_proto::Metric::counter;
+        out(c(
+            "dtls_cookies_sent",
+            "HelloVerifyRequests sent: ClientHellos without a valid cookie, answered without keeping state",
+            self.cookies_sent,
+        ));
+        out(c("dtls_handshakes_completed", "DTLS handshakes completed", self.handshakes_done));
+        for (reason, v) in self.failures_by_reason() {
+            out(c("dtls_handshakes_failed", "DTLS handshakes failed, by reason", v).labelled(&[("reason", reason)]));
+        }
+        for (reason, v) in self.drops_by_reason() {
+            let m = c("dtls_records_dropped", "DTLS records and datagrams dropped without an answer, by reason", v);
+            out(m.labelled(&[("reason", reason)]));
+        }
+        out(c("dtls_sessions_evicted", "DTLS sessions evicted from a full session table", self.evicted));
+        out(c("dtls_sessions_idle_closed", "DTLS sessions closed after their idle timeout", self.idle_closed));
+        out(c(
+            "dtls_sessions_moved",
+            "DTLS sessions that followed their peer to a new address by Connection ID",
+            self.moved,
+        ));
+    }
+}
+
 /// Failed handshakes by [`HandshakeFailure`] (an untrusted certificate, and a raw public key untrusted,
 /// refused or not negotiated, count as a bad certificate; an alert or anything else as `other`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -140,6 +140,15 @@ pub struct DtlsNumbers {
     pub sessions: usize,
 }
 
+impl DtlsNumbers {
+    /// The sessions held and the layers' counters as metrics (`docs/metrics.md`, "DTLS").
+    pub fn describe(&self, out: &mut corral_proto::MetricSink<'_>) {
+        let sessions = corral_proto::metric::level(self.sessions);
+        out(corral_proto::Metric::gauge("dtls_sessions", "DTLS sessions held (handshakes included)", sessions));
+        self.stats.describe(out);
+    }
+}
+
 /// What a [`SecureNode`] tells its driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -8,6 +8,8 @@
 //!   that survive restarts: its writes are effects a [`Store`] does (see [`store`]). The wire interface is `docs/entity-manager.md` (at the repository root).
 //!   A gateway on several cores runs one [`EntityManager::manager`] and [`EntityManager::replica`]s that
 //!   follow its [`Directory`] (see [`em`], "Several workers").
+//! - [`entity_api`]: the Entity Manager's operations as a client asks them (typed requests, the listing),
+//!   shared by `corral entity` and the gateway's admin API.
 //! - [`McResource`] (mount at `mc`): the member-side multicast membership resource of seed 000 Table 4.
 //! - [`policy`]: who may use the gateway, where members may be, and how much one request may cost.
 //! - [`device`]: virtual sensors and actuators, the lab's constrained devices.
@@ -48,6 +50,7 @@
 
 pub mod device;
 pub mod em;
+pub mod entity_api;
 pub mod gateway;
 pub mod mc;
 pub mod output;

@@ -20,6 +20,7 @@
 //! - [`Shard`]: the slice of message IDs and tokens of one endpoint among several sharing a port, so that
 //!   the socket can hand each answer back to the endpoint that asked.
 //! - [`TransmissionParams`]: ACK_TIMEOUT and friends, with the derived values of RFC 7252 §4.8.2.
+//! - [`Metric`]: what a stats struct counts, as plain data (`describe` beside each), for an exporter.
 //! - `testing` (cargo feature `testing`, for the tests of this crate and the crates above it): an
 //!   in-memory network of nodes on virtual time. Not part of the protocol API.
 //!
@@ -38,6 +39,7 @@ mod effect;
 mod endpoint;
 mod links;
 mod message;
+pub mod metric;
 mod node;
 mod params;
 mod prefix;
@@ -60,6 +62,7 @@ pub use message::{
     InboundId, IncomingRequest, OscoreIdentity, Request, RequestError, RequestId, Response, SendParams, StartError,
     Transport, UnknownExchange,
 };
+pub use metric::{Metric, MetricSink, MetricUnit, MetricValue};
 pub use node::{Node, ServiceHandle};
 pub use params::TransmissionParams;
 pub use prefix::{canonical, Prefix, PrefixError};

@@ -1,5 +1,7 @@
-//! What the proxy counts, served as JSON at its status resource.
+//! What the proxy counts, served as JSON at its status resource and described as metrics
+//! ([`Stats::describe`]).
 
+use corral_proto::{Metric, MetricSink};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -69,4 +71,23 @@ pub struct Stats {
     /// Cached members' answers a member's 2.03 Valid refreshed (the proxy's ETags, §7.2.2).
     pub group_revalidated: u64,
     pub per_hop: BTreeMap<String, HopStats>,
+}
+
+impl Stats {
+    /// The proxy's counters as metrics (`docs/metrics.md`, "The proxy"), the next hops' labelled
+    /// `next_hop`.
+    pub fn describe(&self, out: &mut MetricSink<'_>) {
+        let c = Metric::counter;
+        out(c("proxy_requests", "proxied requests received", self.requests));
+        out(c("proxy_cache_hits", "requests answered from the cache", self.hits));
+        out(c("proxy_cache_misses", "requests forwarded upstream", self.misses));
+        out(c("proxy_aggregated", "requests attached to an identical pending one", self.aggregated));
+        out(c("proxy_refused", "requests refused before forwarding", self.refused));
+        out(c("proxy_overloaded", "requests refused with 5.03 at a bound", self.overloaded));
+        let upstream = |v| c("proxy_upstream_requests", "requests sent to each next hop", v);
+        out(upstream(0).announced());
+        for (hop, h) in &self.per_hop {
+            out(upstream(h.requests).labelled(&[("next_hop", hop.as_str())]));
+        }
+    }
 }

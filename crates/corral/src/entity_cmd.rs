@@ -1,6 +1,8 @@
 //! `corral entity …`: a front end to an Entity Manager gateway. Every verb is one or a few plain CoAP
 //! requests of `docs/entity-manager.md` (so `corral put coap://gw/em/room1 …` does the same), with
-//! readable output, `--json`, and the exit codes of the client verbs.
+//! readable output, `--json`, and the exit codes of the client verbs. The requests and the listing are
+//! corral-group's `entity_api` (the gateway's admin API asks through it too); this file owns the flags,
+//! the lines and the exit codes.
 //!
 //! | verb | requests |
 //! |---|---|
@@ -16,6 +18,7 @@
 use crate::client_cmd::Verbosity;
 use crate::exit::Failure;
 use clap::{Args, Subcommand};
+use corral_group::entity_api::{self, EntityRequest, EntityRow, ListError};
 use corral_group::profile::{Delay, Ect, Emt, Profile, ProfileError, ProfilePatch, Repair};
 use corral_tokio::{Client, Code, ContentFormat, Response};
 use serde_json::{json, Value as Json};
@@ -313,11 +316,7 @@ fn parse_format(s: &str) -> Result<ContentFormat, String> {
 
 /// Entity names as the EM accepts them; checked here so that a typo is a usage error, not a 4.04.
 fn check_name(name: &str) -> Result<(), Failure> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-    if ok {
+    if corral_group::em::valid_entity_name(name) {
         Ok(())
     } else {
         Err(Failure::usage(format!(
@@ -356,8 +355,9 @@ impl Gateway {
         Ok(Gateway { base, client, wait: args.wait, v })
     }
 
-    fn uri(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+    /// `r`, to this gateway.
+    fn ask(&self, r: EntityRequest) -> corral_tokio::RequestBuilder {
+        self.client.request_with(&self.base, r.to_request())
     }
 
     /// `timeout=MS` for a use or an actuation of entity `name`, when this command would stop waiting
@@ -398,21 +398,26 @@ impl Gateway {
     /// before the one error line.
     fn check_showing(r: Response, lines: bool) -> Result<Response, Failure> {
         if r.code.is_error() {
-            let text = r.payload_text();
-            let mut rest = text.lines();
-            let first = rest.next().unwrap_or("");
-            if lines {
-                for l in rest {
-                    say!("  {l}");
-                }
-            }
-            return Err(Failure::from_response(r.code, first.as_bytes()));
+            return Err(Gateway::refusal(&r, lines));
         }
         Ok(r)
     }
 
+    /// The failure an error response is: its first line, the rest shown first when `lines` says so.
+    fn refusal(r: &Response, lines: bool) -> Failure {
+        let text = r.payload_text();
+        let mut rest = text.lines();
+        let first = rest.next().unwrap_or("");
+        if lines {
+            for l in rest {
+                say!("  {l}");
+            }
+        }
+        Failure::from_response(r.code, first.as_bytes())
+    }
+
     async fn profile(&self, name: &str) -> Result<Response, Failure> {
-        self.send(self.client.get(&self.uri(&format!("/em/{name}/profile"))).accept(ContentFormat::JSON)).await
+        self.send(self.ask(EntityRequest::Profile { name: name.to_string() })).await
     }
 }
 
@@ -455,18 +460,9 @@ async fn create(gw: &Gateway, a: &CreateArgs, as_json: bool, v: Verbosity) -> Re
     if !v.quiet && !as_json && a.ect.as_deref() == Some("multicast") && patch.from_rd.is_none() {
         say!("creating {}: asking {} member(s) to join a multicast group…", a.name, a.members.len());
     }
-    let mut uri = gw.uri(&format!("/em/{}", a.name));
-    if a.allow_offline {
-        uri.push_str("?offline=allow");
-    }
-    // If-None-Match (RFC 7252 §5.10.8.2): an existing entity is refused (4.12), never replaced.
-    let req = gw
-        .client
-        .put(&uri)
-        .option(corral_tokio::OptionNumber::IF_NONE_MATCH, [])
-        .content_format(ContentFormat::JSON)
-        .accept(ContentFormat::JSON)
-        .payload(patch.to_json().to_string());
+    // An existing entity is refused (4.12), never replaced.
+    let profile = patch.to_json().to_string().into_bytes();
+    let req = gw.ask(EntityRequest::Create { name: a.name.clone(), profile, allow_offline: a.allow_offline });
     let r = Gateway::check(gw.send(req).await?, v)?;
     let report = parse_json(&r)?;
     if as_json {
@@ -536,23 +532,14 @@ fn print_members(report: &Json) {
 }
 
 async fn list(gw: &Gateway, as_json: bool, v: Verbosity) -> Result<(), Failure> {
-    let r = gw.send(gw.client.get(&gw.uri("/em")).accept(ContentFormat::LINK_FORMAT)).await?;
-    let r = Gateway::check(r, Verbosity { verbose: 0, quiet: false })?;
-    let text = r.payload_text().into_owned();
-    let mut rows = Vec::new();
-    for link in corral_proto::wire::link_format::parse(&text) {
-        let link = link.map_err(|e| Failure::other(format!("the gateway's entity list is not link-format: {e}")))?;
-        let name = link.target().trim_start_matches("/em/").to_string();
-        let ect = link.value("ect").unwrap_or("unicast").to_string();
-        let profile = match gw.profile(&name).await {
-            Ok(p) if p.code == Code::CONTENT => parse_json(&p).unwrap_or(Json::Null),
-            _ => Json::Null,
-        };
-        rows.push((name, ect, profile));
-    }
+    let rows = entity_api::list(|r| gw.send(gw.ask(r))).await.map_err(|e| match e {
+        ListError::Send(f) => f,
+        ListError::Refused(r) => Gateway::refusal(&r, false),
+        ListError::NotLinkFormat(e) => Failure::other(format!("the gateway's entity list is not link-format: {e}")),
+        _ => Failure::other("the gateway's entity list could not be read"),
+    })?;
     if as_json {
-        let all: Vec<Json> = rows.iter().map(|(n, e, p)| json!({"name": n, "ect": e, "profile": p})).collect();
-        print_json(&Json::Array(all));
+        print_json(&Json::Array(rows.iter().map(EntityRow::to_json).collect()));
         return Ok(());
     }
     if rows.is_empty() {
@@ -561,11 +548,11 @@ async fn list(gw: &Gateway, as_json: bool, v: Verbosity) -> Result<(), Failure> 
         }
         return Ok(());
     }
-    let width = rows.iter().map(|(n, _, _)| n.len()).max().unwrap_or(4).max(4);
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
     out!("{:<width$}  SUMMARY", "NAME");
-    for (name, ect, profile) in &rows {
-        let s = if profile.is_null() { ect.clone() } else { summary(profile) };
-        out!("{name:<width$}  {s}");
+    for r in &rows {
+        let s = r.profile.as_ref().map_or_else(|| r.ect.clone(), summary);
+        out!("{:<width$}  {s}", r.name);
     }
     Ok(())
 }
@@ -636,17 +623,8 @@ async fn use_entity(gw: &Gateway, a: &UseArgs, as_json: bool, v: Verbosity) -> R
     if a.overrides.timeout.is_none() {
         query.extend(gw.patience(&a.name).await?);
     }
-    let mut uri = gw.uri(&format!("/em/{}", a.name));
-    if !query.is_empty() {
-        uri.push('?');
-        uri.push_str(&query.join("&"));
-    }
     let accept = a.accept.or(as_json.then_some(ContentFormat::JSON));
-    let mut req = gw.client.get(&uri);
-    if let Some(cf) = accept {
-        req = req.accept(cf);
-    }
-    let r = gw.send(req).await?;
+    let r = gw.send(gw.ask(EntityRequest::Use { name: a.name.clone(), query, accept })).await?;
     // 5.04/5.02 name each member without a value (and carry what did arrive): shown without -v, since
     // they say what to look at.
     let r = Gateway::check_showing(r, !v.quiet)?;
@@ -710,16 +688,11 @@ fn silent_of(r: &Response, accept: Option<ContentFormat>) -> Vec<(String, String
 
 async fn actuate(gw: &Gateway, a: &ActuateArgs, as_json: bool, v: Verbosity) -> Result<(), Failure> {
     check_name(&a.name)?;
-    let mut uri = gw.uri(&format!("/em/{}", a.name));
-    if let Some(q) = gw.patience(&a.name).await? {
-        uri = format!("{uri}?{q}");
-    }
-    let req = if a.post { gw.client.post(&uri) } else { gw.client.put(&uri) };
-    let req = req
-        .content_format(ContentFormat::TEXT_PLAIN)
-        .accept(ContentFormat::JSON)
-        .payload(a.value.clone().or_else(|| a.payload.clone()).unwrap_or_default());
-    let r = gw.send(req).await?;
+    let query = gw.patience(&a.name).await?.into_iter().collect();
+    let value = a.value.clone().or_else(|| a.payload.clone()).unwrap_or_default().into_bytes();
+    let format = ContentFormat::TEXT_PLAIN;
+    let r =
+        gw.send(gw.ask(EntityRequest::Actuate { name: a.name.clone(), query, format, value, post: a.post })).await?;
     let report = serde_json::from_slice::<Json>(&r.payload).ok();
     if as_json {
         if let Some(j) = &report {
@@ -771,16 +744,8 @@ async fn update(gw: &Gateway, a: &UpdateArgs, as_json: bool, v: Verbosity) -> Re
     if patch == ProfilePatch::default() {
         return Err(Failure::usage("nothing to change: give --add, --remove or a profile field (--eo, --enr, …)"));
     }
-    let mut uri = gw.uri(&format!("/em/{}/profile", a.name));
-    if a.allow_offline {
-        uri.push_str("?offline=allow");
-    }
-    let req = gw
-        .client
-        .post(&uri)
-        .content_format(ContentFormat::JSON)
-        .accept(ContentFormat::JSON)
-        .payload(patch.to_json().to_string());
+    let fields = patch.to_json().to_string().into_bytes();
+    let req = gw.ask(EntityRequest::Update { name: a.name.clone(), fields, allow_offline: a.allow_offline });
     let r = Gateway::check(gw.send(req).await?, v)?;
     let report = parse_json(&r)?;
     if as_json {
@@ -797,8 +762,7 @@ async fn update(gw: &Gateway, a: &UpdateArgs, as_json: bool, v: Verbosity) -> Re
 
 async fn delete(gw: &Gateway, name: &str, as_json: bool, v: Verbosity) -> Result<(), Failure> {
     check_name(name)?;
-    let req = gw.client.delete(&gw.uri(&format!("/em/{name}"))).accept(ContentFormat::JSON);
-    let r = Gateway::check(gw.send(req).await?, v)?;
+    let r = Gateway::check(gw.send(gw.ask(EntityRequest::Delete { name: name.to_string() })).await?, v)?;
     let report = serde_json::from_slice::<Json>(&r.payload).unwrap_or_else(|_| json!({ "entity": name }));
     if as_json {
         print_json(&report);
@@ -835,7 +799,9 @@ async fn bench(gw: &Gateway, a: &BenchArgs, as_json: bool, v: Verbosity) -> Resu
     if members.iter().any(|m| !m.starts_with("coap://")) {
         return Err(Failure::usage("bench needs members that are coap:// URIs (no nested entities)"));
     }
-    let em_uri = gw.uri(&format!("/em/{}?eo={}&delay=0", a.name, a.eo));
+    let em_uri = format!("{}/em/{}?eo={}&delay=0", gw.base, a.name, a.eo);
+    let query = vec![format!("eo={}", a.eo), "delay=0".to_string()];
+    let use_it = || EntityRequest::Use { name: a.name.clone(), query: query.clone(), accept: None };
     // The direct client: its own socket, NSTART = 1 per member and all members at once, as the EM does.
     let direct = Client::builder()
         .timeout(Duration::from_secs_f64(gw.wait))
@@ -852,7 +818,7 @@ async fn bench(gw: &Gateway, a: &BenchArgs, as_json: bool, v: Verbosity) -> Resu
             let em_turn = (pass == 0) == (i % 2 == 0);
             let t0 = Instant::now();
             if em_turn {
-                let r = gw.send(gw.client.get(&em_uri)).await?;
+                let r = gw.send(gw.ask(use_it())).await?;
                 if r.code != Code::CONTENT {
                     return Err(Failure::from_response(r.code, &r.payload));
                 }

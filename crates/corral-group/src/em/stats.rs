@@ -8,7 +8,7 @@
 //! members go when the entity goes ([`EmStats::forget_entity`]), so that a later entity of the same name
 //! starts from zero.
 
-use corral_proto::{Instant, RequestId};
+use corral_proto::{Instant, Metric, MetricSink, MetricUnit, MetricValue, RequestId};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
@@ -184,6 +184,69 @@ impl EmStats {
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
     }
+}
+
+impl EmStats {
+    /// The Entity Manager's counters as metrics (`docs/metrics.md`, "The Entity Manager"), the members'
+    /// rows labelled `member`; the member answers' latency as a histogram in seconds.
+    pub fn describe(&self, out: &mut MetricSink<'_>) {
+        let c = Metric::counter;
+        out(c("em_member_requests", "unicast requests sent to members", self.member_requests));
+        out(c("em_multicast_requests", "group requests sent to multicast entities' members", self.multicast_requests));
+        out(c("em_member_answers", "member requests answered", self.member_answers));
+        out(c("em_multicast_answers", "members' answers to group requests", self.multicast_answers));
+        out(c("em_member_failures", "member requests that ended without an answer", self.member_failures));
+        out(c(
+            "em_budget_refusals",
+            "uses, creations and changes refused by the fan-out budget (4.03)",
+            self.budget_refusals,
+        ));
+        out(c(
+            "em_quota_refusals",
+            "uses refused by a client's or an entity's exchange quota (5.03)",
+            self.quota_refusals,
+        ));
+        let requests = |v| c("em_member_requests_by_member", "unicast requests sent to each member", v);
+        let failures = |v| c("em_member_failures_by_member", "requests to each member that ended without an answer", v);
+        let group_answers = |v| c("em_member_group_answers_by_member", "each member's answers to group requests", v);
+        let last = |us: u64| Metric {
+            value: MetricValue::GaugeF64(seconds(us)),
+            ..Metric::gauge("em_member_last_latency", "latency of each member's last answer", 0)
+                .in_unit(MetricUnit::Seconds)
+        };
+        for m in [requests(0), failures(0), group_answers(0), last(0)] {
+            out(m.announced());
+        }
+        for (member, s) in &self.members {
+            let labels = [("member", member.as_str())];
+            out(requests(s.requests).labelled(&labels));
+            out(failures(s.failures).labelled(&labels));
+            out(group_answers(s.group_answers).labelled(&labels));
+            if let Some(us) = s.last_latency_us {
+                out(last(us).labelled(&labels));
+            }
+        }
+        // The last bound is f64::MAX, which the encoder writes +Inf.
+        let buckets: Vec<(f64, u64)> = LATENCY_BOUNDS_US
+            .iter()
+            .map(|b| seconds(*b))
+            .chain([f64::MAX])
+            .zip(self.latency.counts.iter().copied())
+            .collect();
+        let value = MetricValue::Histogram {
+            sum: seconds(self.latency.sum_us),
+            count: self.latency.count(),
+            buckets: &buckets,
+        };
+        out(Metric {
+            value,
+            ..c("em_member_latency", "time from a member request to its answer", 0).in_unit(MetricUnit::Seconds)
+        });
+    }
+}
+
+fn seconds(us: u64) -> f64 {
+    us as f64 / 1e6
 }
 
 #[cfg(test)]

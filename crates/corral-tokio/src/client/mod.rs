@@ -249,6 +249,13 @@ impl Client {
         self.request(Code::IPATCH, uri)
     }
 
+    /// A ready-made request (its method, options and payload, its Uri-Path and Uri-Query among them: e.g.
+    /// corral-group's `EntityRequest::to_request`) to the origin `base` (`coap://HOST[:PORT]`, without a
+    /// path); finish it with the builder's methods and `.await` it.
+    pub fn request_with(&self, base: &str, request: Request) -> RequestBuilder {
+        RequestBuilder { request, ..self.request(Code::GET, base) }
+    }
+
     /// Sends a ready-made request to an address (no URI involved); returns the responder and the response.
     pub async fn send(
         &self,

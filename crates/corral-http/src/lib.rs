@@ -8,22 +8,22 @@
 //! names, the gateway's access roles applied to the HTTP client's address as to a CoAP client's, this
 //! machine only on the server and the proxy, Origin, an optional bearer token), and what the listener holds
 //! at most is [`bounds`]' (connections, header time, event streams, cross-proxy requests). It is a
-//! driver-level front end in the binary: the numbers come from the nodes' published snapshots ([`watch`]),
+//! driver-level front end, a library so that whoever runs a node (the `corral` command, a library user of
+//! `corral_tokio::Server`) serves the same window from a [`WindowConfig`]: the numbers come from the nodes'
+//! published snapshots ([`watch`]),
 //! never from a lock the data path takes; the admin API and the cross-proxy are CoAP requests to the
 //! gateway's own `/em` and to the members, through corral-tokio's client, so that the Entity Manager's code
 //! paths and the member policy decide as they do for CoAP. Must never: hold anything a worker waits for,
 //! or send a request the gateway's policy would refuse a CoAP client.
 
-use crate::exit::Failure;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use clap::Args;
 use corral_group::policy::{AccessPolicy, MemberPolicy};
 use corral_group::Prefix;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -45,35 +45,71 @@ pub use problem::Problem;
 /// window's rules (`rules`, which ask more of a change through it) both go by it.
 pub(crate) const HC_PREFIX: &str = "/hc/";
 
-/// `--http` and the options of its listener, the same on every verb that serves.
-#[derive(Args, Debug, Default, Clone)]
-pub struct HttpArgs {
-    /// Also serve HTTP on ADDR:PORT (off unless given): /metrics (Prometheus text format), /healthz,
-    /// /readyz; on the gateway also the admin API (/api, OpenAPI at /api/openapi.json) and the HTTP→CoAP
-    /// cross-proxy (/hc/coap://HOST/PATH, /hc/coaps://… with --peer-psk-file's credentials). Who may use
-    /// it: the gateway's --allow roles, applied to the HTTP client's address (read: GETs; actuate; manage:
-    /// changes), this machine only elsewhere. Requests must name the listener (Host: ADDR:PORT, localhost on
-    /// loopback, or a --http-host name); changes from a browser must come from its own pages (Origin).
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub http: Option<SocketAddr>,
-    /// With --http: the admin API (/api), the cross-proxy (/hc/) and the console's forms also need
-    /// `Authorization: Bearer TOKEN`, TOKEN being the first line of FILE (the forms are then off: a browser
-    /// form cannot send it).
-    #[arg(long, value_name = "FILE", requires = "http")]
-    pub http_token_file: Option<PathBuf>,
-    /// With --http: a name the listener is reached by (repeatable), e.g. gw.example.net, or
-    /// gw.example.net:8443 for that port only. A request whose Host is neither the listener's address nor
-    /// such a name is refused (421): that is what keeps a web page on another domain that re-resolves to
-    /// this machine (DNS rebinding) out.
-    #[arg(long, value_name = "NAME[:PORT]", requires = "http", value_parser = rules::parse_host)]
-    pub http_host: Vec<(String, Option<u16>)>,
-    /// With --http on the gateway: addresses of this host the cross-proxy may send changes to (non-GET), and
-    /// that HTTP clients from other hosts may reach through it (repeatable or comma-separated, still within
-    /// --member-net and --member-port) [default: none: this host is no destination for a change, nor for
-    /// a client from another host].
-    #[arg(long, value_name = "PREFIX", requires = "http", value_delimiter = ',',
-          value_parser = crate::policy_args::parse_prefix)]
-    pub http_hc_this_host: Vec<Prefix>,
+/// A window's listener and who may use it: what `--http` and its options say on the command line.
+#[derive(Debug, Clone)]
+pub struct WindowConfig {
+    /// Where the listener binds (port 0: any free port, see [`Bound::local_addr`]).
+    pub listen: SocketAddr,
+    /// With a token, the admin API, the cross-proxy and the console's forms also need
+    /// `Authorization: Bearer TOKEN` (the forms are then off: a browser form cannot send it).
+    pub token: Option<String>,
+    /// The names the listener is reached by besides its address (`NAME`, or `NAME:PORT` for that port
+    /// only; see [`parse_host`]): a request whose Host is neither is refused (DNS rebinding).
+    pub host_names: Vec<(String, Option<u16>)>,
+    /// Loopback and this host's addresses: a listener on a wildcard address answers to them, and the
+    /// cross-proxy sends no change to them unless [`WindowConfig::hc_this_host`] opens one.
+    pub this_machine: Vec<Prefix>,
+    /// The directed broadcast addresses of this host's networks, which the cross-proxy never sends to.
+    pub broadcasts: Vec<IpAddr>,
+    /// Addresses of this host the cross-proxy may send changes to, and that HTTP clients from other hosts
+    /// may reach through it (still within the gateway's member policy).
+    pub hc_this_host: Vec<Prefix>,
+}
+
+impl WindowConfig {
+    /// A window on `listen` that knows this machine as loopback only, without a token, names or openings.
+    pub fn new(listen: SocketAddr) -> WindowConfig {
+        WindowConfig {
+            listen,
+            token: None,
+            host_names: Vec::new(),
+            this_machine: Prefix::loopback().to_vec(),
+            broadcasts: Vec::new(),
+            hc_this_host: Vec::new(),
+        }
+    }
+}
+
+pub use rules::parse_host;
+
+/// Why a window could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum WindowError {
+    /// The listener could not bind its address.
+    Listen { addr: SocketAddr, source: std::io::Error },
+    /// The window's CoAP client (admin API, cross-proxy) could not open its socket.
+    CoapSocket(std::io::Error),
+    /// The bound listener could not join the tokio runtime.
+    Serve(std::io::Error),
+}
+
+impl std::fmt::Display for WindowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WindowError::Listen { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
+            WindowError::CoapSocket(e) => write!(f, "cannot open the HTTP side's CoAP socket: {e}"),
+            WindowError::Serve(e) => write!(f, "cannot serve HTTP: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WindowError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WindowError::Listen { source: e, .. } | WindowError::CoapSocket(e) | WindowError::Serve(e) => Some(e),
+        }
+    }
 }
 
 /// What the numbers of one worker's inner service are (published through [`watch::Board`]).
@@ -177,44 +213,34 @@ pub struct Bound {
     coap: std::net::UdpSocket,
 }
 
-impl HttpArgs {
-    /// Binds the listener if `--http` was given; `None` otherwise.
-    pub fn bind(&self, verb: &'static str, board: Arc<Board>, access: AccessPolicy) -> Result<Option<Bound>, Failure> {
-        let Some(addr) = self.http else { return Ok(None) };
-        let token = match &self.http_token_file {
-            None => None,
-            Some(f) => {
-                let text = std::fs::read_to_string(f)
-                    .map_err(|e| Failure::other(format!("cannot read --http-token-file {}: {e}", f.display())))?;
-                let t = text.lines().next().unwrap_or("").trim().to_string();
-                if t.is_empty() {
-                    return Err(Failure::usage(format!("--http-token-file {}: the first line is empty", f.display())));
-                }
-                Some(t)
-            }
-        };
+impl Bound {
+    /// Binds the listener and the window's CoAP socket, so that a port in use fails at start-up.
+    /// `verb` (`gateway`, `proxy`, `serve`) names the service; `access` says who may use which route.
+    pub fn bind(
+        config: WindowConfig,
+        verb: &'static str,
+        board: Arc<Board>,
+        access: AccessPolicy,
+    ) -> Result<Bound, WindowError> {
+        let addr = config.listen;
         let listener = std::net::TcpListener::bind(addr)
             .and_then(|l| l.set_nonblocking(true).map(|_| l))
-            .map_err(|e| Failure::other(format!("cannot listen on {addr} (--http): {e}")))?;
-        let this_machine = crate::policy_args::this_machine();
+            .map_err(|source| WindowError::Listen { addr, source })?;
         let names = rules::Names {
             listen: listener.local_addr().unwrap_or(addr),
-            this_machine: this_machine.clone(),
-            names: self.http_host.clone(),
+            this_machine: config.this_machine.clone(),
+            names: config.host_names,
         };
-        let broadcasts = crate::policy_args::host_networks().iter().filter_map(Prefix::broadcast).collect();
-        let reach = hc::Reach::new(this_machine, broadcasts, &self.http_hc_this_host);
+        let reach = hc::Reach::new(config.this_machine, config.broadcasts, &config.hc_this_host);
         // IPv4 and IPv6 on one socket where the host has IPv6.
         let opts = corral_tokio::socket::SocketOptions::default();
         let coap = corral_tokio::socket::bind_std("[::]:0".parse().expect("an address"), &opts)
             .or_else(|_| corral_tokio::socket::bind_std("0.0.0.0:0".parse().expect("an address"), &opts))
-            .map_err(|e| Failure::other(format!("cannot open the HTTP side's CoAP socket: {e}")))?;
-        let window = Window { verb, board, access, token, names, reach, gateway: None, proxy: None };
-        Ok(Some(Bound { listener, window, coap }))
+            .map_err(WindowError::CoapSocket)?;
+        let window = Window { verb, board, access, token: config.token, names, reach, gateway: None, proxy: None };
+        Ok(Bound { listener, window, coap })
     }
-}
 
-impl Bound {
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.listener.local_addr().ok()
     }
@@ -242,9 +268,8 @@ impl Bound {
     }
 
     /// Serves on the current tokio runtime until it ends.
-    pub async fn spawn(self) -> Result<(), Failure> {
-        let listener = tokio::net::TcpListener::from_std(self.listener)
-            .map_err(|e| Failure::other(format!("cannot serve HTTP: {e}")))?;
+    pub async fn spawn(self) -> Result<(), WindowError> {
+        let listener = tokio::net::TcpListener::from_std(self.listener).map_err(WindowError::Serve)?;
         let app = router(self.window, self.coap).await?;
         tokio::spawn(bounds::serve(listener, app));
         Ok(())
@@ -267,14 +292,10 @@ pub(crate) struct App {
 
 pub(crate) type Shared = Arc<App>;
 
-async fn router(window: Window, coap: std::net::UdpSocket) -> Result<Router, Failure> {
+async fn router(window: Window, coap: std::net::UdpSocket) -> Result<Router, WindowError> {
     let (gateway, proxy) = (window.gateway.is_some(), window.proxy.is_some());
     let client = match gateway || proxy {
-        true => Some(
-            client_builder(None)
-                .from_std(coap)
-                .map_err(|e| Failure::other(format!("cannot open the HTTP side's CoAP socket: {e}")))?,
-        ),
+        true => Some(client_builder(None).from_std(coap).map_err(WindowError::CoapSocket)?),
         false => None,
     };
     let app = Arc::new(App {
@@ -307,14 +328,11 @@ fn client_builder(dtls: Option<&corral_tokio::DtlsConfig>) -> corral_tokio::Clie
 }
 
 /// A coaps:// client of the cross-proxy (IPv4 and IPv6 on one socket where the host has IPv6).
-async fn client(dtls: Option<corral_tokio::DtlsConfig>) -> Result<corral_tokio::Client, Failure> {
+async fn client(dtls: Option<corral_tokio::DtlsConfig>) -> Result<corral_tokio::Client, WindowError> {
     let builder = || client_builder(dtls.as_ref());
     match builder().bind("[::]:0").await {
         Ok(c) => Ok(c),
-        Err(_) => builder()
-            .bind("0.0.0.0:0")
-            .await
-            .map_err(|e| Failure::other(format!("cannot open the HTTP side's CoAP socket: {e}"))),
+        Err(_) => builder().bind("0.0.0.0:0").await.map_err(WindowError::CoapSocket),
     }
 }
 

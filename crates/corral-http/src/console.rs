@@ -12,7 +12,7 @@
 //! another site is refused, and with `--http-token-file` the forms are off: a browser form cannot carry the
 //! bearer token); a refusal of a form is a page too ([`refused`]), not a problem document.
 
-use super::admin::{actuate_entity, create_entity, entities, entity, Em};
+use super::admin::{actuate_entity, ask, create_entity, entities, entity, observe};
 use super::page::{esc, STYLE};
 use super::rules::Caller;
 use super::watch::Snapshot;
@@ -23,6 +23,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use corral_group::em::{EntityMember, MemberStats};
+use corral_group::entity_api::EntityRequest;
 use corral_tokio::{Code, ContentFormat};
 use serde::Deserialize;
 use serde_json::Value;
@@ -172,8 +173,9 @@ async fn render(app: &Shared, view: View) -> Response {
         Ok(list) => {
             let mut rows = String::new();
             let mut groups = String::new();
-            for (name, ect, p) in &list {
-                rows.push_str(&row(name, ect, p, &members, view.editing.as_ref()));
+            for r in &list {
+                let (name, p) = (&r.name, r.profile.as_ref().unwrap_or(&Value::Null));
+                rows.push_str(&row(name, &r.ect, p, &members, view.editing.as_ref()));
                 if let Some(g) = p["mcstURI"].as_str() {
                     groups.push_str(&format!("<tr><td>{}</td><td>{}</td></tr>", esc(name), esc(g)));
                 }
@@ -326,10 +328,8 @@ async fn actuate(
 
 async fn edit(State(app): State<Shared>, Path(name): Path<String>, Form(f): Form<Fields>) -> Response {
     let r = async {
-        let name = entity(&name)?;
-        let mut em = Em::new(&app, Code::POST, format!("/em/{name}/profile"));
-        em.payload = Some((ContentFormat::JSON, f.profile(false).to_string().into_bytes()));
-        em.send().await
+        let fields = f.profile(false).to_string().into_bytes();
+        ask(&app, &EntityRequest::Update { name: entity(&name)?, fields, allow_offline: false }).await
     };
     match r.await {
         Ok(r) if r.code.is_success() => done("updated", &name, None),
@@ -340,7 +340,7 @@ async fn edit(State(app): State<Shared>, Path(name): Path<String>, Form(f): Form
 }
 
 async fn delete(State(app): State<Shared>, Path(name): Path<String>) -> Response {
-    let r = async { Em::new(&app, Code::DELETE, format!("/em/{}", entity(&name)?)).send().await };
+    let r = async { ask(&app, &EntityRequest::Delete { name: entity(&name)? }).await };
     match r.await {
         Ok(r) if r.code.is_success() => done("deleted", &name, None),
         other => failed(&app, &format!("Deleting {name}"), other, View::default()).await,
@@ -353,7 +353,8 @@ async fn live(State(app): State<Shared>, Extension(caller): Extension<Caller>, P
     let r = async {
         let name = entity(&name)?;
         let place = super::hc::place(&app.streams, &caller)?;
-        let obs = Em::new(&app, Code::GET, format!("/em/{name}")).observe().await?;
+        let use_it = EntityRequest::Use { name, query: Vec::new(), accept: Some(ContentFormat::TEXT_PLAIN) };
+        let obs = observe(&app, &use_it).await?;
         Ok::<_, Problem>(super::hc::events(obs, place))
     };
     match r.await {

@@ -14,7 +14,8 @@
 //! | `POST /api/entities/NAME/actuate` (any body) | `PUT /em/NAME` (actuate) |
 //! | `GET /api/groups` | the multicast entities' groups, from their profiles |
 //!
-//! Owns: that mapping and the OpenAPI document (`openapi.json`) that describes it.
+//! Owns: that mapping and the OpenAPI document (`openapi.json`) that describes it. The requests themselves
+//! and the listing are corral-group's `entity_api`, which `corral entity` asks through too.
 
 use super::mapping::{content_format_of, response_of};
 use super::{Problem, Shared};
@@ -24,8 +25,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use corral_group::entity_api::{self, EntityRequest, EntityRow, ListError};
 use corral_tokio::uri::base_uri;
-use corral_tokio::{Code, ContentFormat, OptionNumber};
+use corral_tokio::{Code, ContentFormat};
 use serde_json::{json, Value};
 
 /// The OpenAPI 3.1 document of the admin API, served at `/api/openapi.json`.
@@ -45,55 +47,26 @@ async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-/// A request to the gateway's own `/em…` (`path` starts with `/em`).
-pub(super) struct Em<'a> {
-    app: &'a Shared,
-    method: Code,
-    path: String,
-    pub payload: Option<(ContentFormat, Vec<u8>)>,
-    pub if_none_match: bool,
-    /// What to ask for [JSON; the entity list is link-format].
-    pub accept: ContentFormat,
+/// `r` to the gateway's own `/em`.
+fn em(app: &Shared, r: &EntityRequest) -> Result<corral_tokio::RequestBuilder, Problem> {
+    let none = || Problem::new(StatusCode::NOT_FOUND, "no Entity Manager here");
+    let gw = app.window.gateway.as_ref().ok_or_else(none)?;
+    let client = app.client.as_ref().ok_or_else(none)?;
+    Ok(client.request_with(&base_uri(gw.coap), r.to_request()).to(gw.coap))
 }
 
-impl<'a> Em<'a> {
-    pub fn new(app: &'a Shared, method: Code, path: String) -> Em<'a> {
-        Em { app, method, path, payload: None, if_none_match: false, accept: ContentFormat::JSON }
-    }
+fn no_answer(e: corral_tokio::Error) -> Problem {
+    Problem::new(StatusCode::BAD_GATEWAY, format!("the gateway's CoAP endpoint did not answer: {e}"))
+}
 
-    pub async fn send(self) -> Result<corral_tokio::Response, Problem> {
-        let accept = self.accept;
-        self.build(accept)?.send().await.map_err(|e| {
-            Problem::new(StatusCode::BAD_GATEWAY, format!("the gateway's CoAP endpoint did not answer: {e}"))
-        })
-    }
+/// Asks the gateway's own `/em` `r`.
+pub(super) async fn ask(app: &Shared, r: &EntityRequest) -> Result<corral_tokio::Response, Problem> {
+    em(app, r)?.send().await.map_err(no_answer)
+}
 
-    /// Observes the resource (a GET), its representation as text.
-    pub async fn observe(self) -> Result<corral_tokio::Observation, Problem> {
-        self.build(ContentFormat::TEXT_PLAIN)?.observe().await.map_err(|e| {
-            Problem::new(StatusCode::BAD_GATEWAY, format!("the gateway's CoAP endpoint did not answer: {e}"))
-        })
-    }
-
-    fn build(self, accept: ContentFormat) -> Result<corral_tokio::RequestBuilder, Problem> {
-        let gw = self
-            .app
-            .window
-            .gateway
-            .as_ref()
-            .ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "no Entity Manager here"))?;
-        let client =
-            self.app.client.as_ref().ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "no Entity Manager here"))?;
-        let uri = format!("{}{}", base_uri(gw.coap), self.path);
-        let mut rb = client.request(self.method, &uri).to(gw.coap).accept(accept);
-        if let Some((cf, body)) = self.payload {
-            rb = rb.content_format(cf).payload(body);
-        }
-        if self.if_none_match {
-            rb = rb.option(OptionNumber::IF_NONE_MATCH, []);
-        }
-        Ok(rb)
-    }
+/// Observes `r` (a use, a GET) on the gateway's own `/em`.
+pub(super) async fn observe(app: &Shared, r: &EntityRequest) -> Result<corral_tokio::Observation, Problem> {
+    em(app, r)?.observe().await.map_err(no_answer)
 }
 
 /// An entity name from the path, checked as the Entity Manager checks it (a `/` cannot sneak in).
@@ -105,10 +78,10 @@ pub(super) fn entity(name: &str) -> Result<String, Problem> {
     }
 }
 
-fn json_body(body: &[u8]) -> Result<(ContentFormat, Vec<u8>), Problem> {
+fn json_body(body: &[u8]) -> Result<Vec<u8>, Problem> {
     serde_json::from_slice::<Value>(body)
         .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, format!("the body is not JSON: {e}")))?;
-    Ok((ContentFormat::JSON, body.to_vec()))
+    Ok(body.to_vec())
 }
 
 fn reply(r: Result<corral_tokio::Response, Problem>) -> Response {
@@ -131,39 +104,23 @@ pub(super) fn json_line(value: impl serde::Serialize) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// Every entity (`GET /em`) with its type and profile (`Null` if it could not be read).
-pub(super) async fn entities(app: &Shared) -> Result<Vec<(String, String, Value)>, Problem> {
-    let mut em = Em::new(app, Code::GET, "/em".into());
-    em.accept = ContentFormat::LINK_FORMAT;
-    let r = em.send().await?;
-    if !r.code.is_success() {
-        return Err(Problem::from_coap(r.code, &r.payload));
-    }
-    let text = String::from_utf8_lossy(&r.payload).into_owned();
-    let mut rows = Vec::new();
-    for link in corral_tokio::corral_proto::wire::link_format::parse(&text).flatten() {
-        let name = link.target().trim_start_matches("/em/").to_string();
-        let ect = link.value("ect").unwrap_or("unicast").to_string();
-        let profile = profile(app, &name).await.unwrap_or(Value::Null);
-        rows.push((name, ect, profile));
-    }
-    Ok(rows)
+/// Every entity (`GET /em`) with its type and profile.
+pub(super) async fn entities(app: &Shared) -> Result<Vec<EntityRow>, Problem> {
+    entity_api::list(|r| async move { ask(app, &r).await }).await.map_err(|e| match e {
+        ListError::Send(p) => p,
+        ListError::Refused(r) => Problem::from_coap(r.code, &r.payload),
+        ListError::NotLinkFormat(e) => {
+            Problem::new(StatusCode::BAD_GATEWAY, format!("the gateway's entity list is not link-format: {e}"))
+        }
+        _ => Problem::new(StatusCode::BAD_GATEWAY, "the gateway's entity list could not be read"),
+    })
 }
 
 async fn list(State(app): State<Shared>) -> Response {
     match entities(&app).await {
-        Ok(rows) => json_line(
-            rows.into_iter()
-                .map(|(name, ect, profile)| json!({ "name": name, "ect": ect, "profile": profile }))
-                .collect::<Vec<_>>(),
-        ),
+        Ok(rows) => json_line(rows.iter().map(EntityRow::to_json).collect::<Vec<_>>()),
         Err(p) => p.into_response(),
     }
-}
-
-async fn profile(app: &Shared, name: &str) -> Option<Value> {
-    let r = Em::new(app, Code::GET, format!("/em/{name}/profile")).send().await.ok()?;
-    r.code.is_success().then(|| serde_json::from_slice(&r.payload).ok()).flatten()
 }
 
 async fn show(State(app): State<Shared>, Path(name): Path<String>) -> Response {
@@ -171,7 +128,7 @@ async fn show(State(app): State<Shared>, Path(name): Path<String>) -> Response {
         Ok(n) => n,
         Err(p) => return p.into_response(),
     };
-    reply(Em::new(&app, Code::GET, format!("/em/{name}/profile")).send().await)
+    reply(ask(&app, &EntityRequest::Profile { name }).await)
 }
 
 async fn create(State(app): State<Shared>, Path(name): Path<String>, body: Bytes) -> Response {
@@ -181,24 +138,19 @@ async fn create(State(app): State<Shared>, Path(name): Path<String>, body: Bytes
 /// `PUT /em/NAME` with If-None-Match and the JSON profile `body`.
 pub(super) async fn create_entity(app: &Shared, name: &str, body: &[u8]) -> Result<corral_tokio::Response, Problem> {
     let name = entity(name)?;
-    let mut em = Em::new(app, Code::PUT, format!("/em/{name}"));
-    em.payload = Some(json_body(body)?);
-    em.if_none_match = true;
-    em.send().await
+    ask(app, &EntityRequest::Create { name, profile: json_body(body)?, allow_offline: false }).await
 }
 
 async fn update(State(app): State<Shared>, Path(name): Path<String>, body: Bytes) -> Response {
     let r = async {
         let name = entity(&name)?;
-        let mut em = Em::new(&app, Code::POST, format!("/em/{name}/profile"));
-        em.payload = Some(json_body(&body)?);
-        em.send().await
+        ask(&app, &EntityRequest::Update { name, fields: json_body(&body)?, allow_offline: false }).await
     };
     reply(r.await)
 }
 
 async fn delete(State(app): State<Shared>, Path(name): Path<String>) -> Response {
-    let r = async { Em::new(&app, Code::DELETE, format!("/em/{}", entity(&name)?)).send().await };
+    let r = async { ask(&app, &EntityRequest::Delete { name: entity(&name)? }).await };
     match r.await {
         Ok(r) if r.code == Code::DELETED => StatusCode::NO_CONTENT.into_response(),
         other => reply(other),
@@ -208,8 +160,16 @@ async fn delete(State(app): State<Shared>, Path(name): Path<String>) -> Response
 async fn value(State(app): State<Shared>, Path(name): Path<String>, RawQuery(q): RawQuery) -> Response {
     let r = async {
         let name = entity(&name)?;
-        let query = q.filter(|q| !q.is_empty()).map(|q| format!("?{q}")).unwrap_or_default();
-        Em::new(&app, Code::GET, format!("/em/{name}{query}")).send().await
+        // The query's items as a CoAP URI reads them (split at `&`, percent-decoded).
+        let query = match q.filter(|q| !q.is_empty()) {
+            None => Vec::new(),
+            Some(q) => {
+                corral_tokio::parse_uri(&format!("coap://localhost/?{q}"))
+                    .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, format!("the query is not one: {e}")))?
+                    .query
+            }
+        };
+        ask(&app, &EntityRequest::Use { name, query, accept: Some(ContentFormat::JSON) }).await
     };
     reply(r.await)
 }
@@ -231,17 +191,18 @@ pub(super) async fn actuate_entity(
     value: Vec<u8>,
 ) -> Result<corral_tokio::Response, Problem> {
     let name = entity(name)?;
-    let mut em = Em::new(app, Code::PUT, format!("/em/{name}"));
-    em.payload = Some((cf, value));
-    em.send().await
+    ask(app, &EntityRequest::Actuate { name, query: Vec::new(), format: cf, value, post: false }).await
 }
 
 async fn groups(State(app): State<Shared>) -> Response {
     match entities(&app).await {
         Ok(rows) => json_line(
             rows.into_iter()
-                .filter(|(_, ect, _)| ect == "multicast")
-                .map(|(name, _, p)| json!({ "entity": name, "group": p.get("mcstURI").cloned().unwrap_or(Value::Null), "members": p.get("er").cloned().unwrap_or(Value::Null) }))
+                .filter(|r| r.ect == "multicast")
+                .map(|r| {
+                    let field = |k: &str| r.profile.as_ref().and_then(|p| p.get(k)).cloned().unwrap_or(Value::Null);
+                    json!({ "entity": r.name, "group": field("mcstURI"), "members": field("er") })
+                })
                 .collect::<Vec<_>>(),
         ),
         Err(p) => p.into_response(),

@@ -197,7 +197,7 @@ async fn coaps_client(app: &Shared, addr: SocketAddr) -> Result<corral_tokio::Cl
     }
     let c = super::client(Some(config.clone()))
         .await
-        .map_err(|e| Problem::new(StatusCode::SERVICE_UNAVAILABLE, e.message))?;
+        .map_err(|e| Problem::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
     clients.insert(canonical, c.clone());
     Ok(c)
 }

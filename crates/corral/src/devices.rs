@@ -1,7 +1,7 @@
-//! `corral device`: virtual constrained devices on real UDP sockets (corral-tokio's [`Fleet`]), one
+//! `corral device`: virtual constrained devices on real UDP sockets (corral-gateway's [`Fleet`]), one
 //! per address from `--bind` on, until Ctrl-C.
 
-pub use corral_tokio::fleet::{Fleet, FleetConfig};
+pub use corral_gateway::fleet::{Fleet, FleetConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -32,6 +32,16 @@ pub struct Failure {
     passed_through: Option<i32>,
 }
 
+/// A program of corral-gateway that could not start: settings that cannot go together are a usage error.
+impl From<corral_gateway::Error> for Failure {
+    fn from(e: corral_gateway::Error) -> Failure {
+        match e {
+            corral_gateway::Error::Config(m) => Failure::usage(m),
+            e => Failure::other(e.to_string()),
+        }
+    }
+}
+
 impl Failure {
     pub fn new(code: ExitCode, message: impl Into<String>) -> Failure {
         Failure { code, message: message.into(), passed_through: None }

@@ -64,10 +64,15 @@ impl VerifiedNetArgs {
     /// Sets the endpoint's verified networks, with a warning for one that is every address of a family
     /// (the reflection bound is then off for it).
     pub fn apply(&self, endpoint: &mut corral_tokio::EndpointConfig) {
+        endpoint.verified_nets = self.verified_nets();
+    }
+
+    /// The verified networks, with the same warning.
+    pub fn verified_nets(&self) -> Vec<Prefix> {
         for p in self.verified_net.iter().filter(|p| p.is_everything()) {
             tracing::warn!(prefix = %p, "--verified-net {p}: every such source counts as verified, so the reflection bound is off for them");
         }
-        endpoint.verified_nets = self.verified_net.clone();
+        self.verified_net.clone()
     }
 }
 
@@ -161,6 +166,8 @@ pub struct Policy {
     pub warnings: Vec<String>,
     /// Whether the access rules were given (`--allow`, `[access]`) rather than this machine's default.
     pub configured: bool,
+    /// Whether the member ports are the default (5683 and the testbed's) rather than given.
+    pub default_ports: bool,
 }
 
 impl Policy {
@@ -242,7 +249,8 @@ impl PolicyArgs {
             networks = host_networks();
         }
         let mut ports: Vec<u16> = file.members.ports.iter().chain(&self.member_port).copied().collect();
-        if ports.is_empty() {
+        let default_ports = ports.is_empty();
+        if default_ports {
             ports.push(corral_group::uri::COAP_PORT);
             ports.extend(testbed_port);
             ports.dedup();
@@ -279,7 +287,8 @@ impl PolicyArgs {
                 "listening on {local}, but only this machine may use the gateway; let clients in with --allow, e.g. --allow read=10.0.0.0/8"
             ));
         }
-        Ok(Policy { access, members, budget, quarantine: self.quarantine.or(file.quarantine), warnings, configured })
+        let quarantine = self.quarantine.or(file.quarantine);
+        Ok(Policy { access, members, budget, quarantine, warnings, configured, default_ports })
     }
 }
 

@@ -2,12 +2,8 @@
 //! SQLite file, until Ctrl-C or SIGTERM.
 
 use crate::exit::Failure;
-use crate::gateway::{
-    data_dir_for,
-    directory::{open_directory, RdPolicy},
-    lock::DataLock,
-};
 use clap::Args;
+use corral_gateway::{data_dir_for, directory::open_directory, lock::DataLock};
 use corral_rd::Limits;
 use corral_tokio::uri::base_uri;
 use corral_tokio::workers::{self, Sharing, WorkerConfig};
@@ -50,6 +46,28 @@ Examples:
 /// What --max-lifetime takes: a minute to the most `lt` can say (a u32 of seconds).
 const LIFETIMES: crate::units::Range =
     crate::units::Range::between(std::time::Duration::from_secs(60), std::time::Duration::from_secs(u32::MAX as u64));
+
+/// `--rd-policy` of `corral rd` and `corral gateway --rd`: which registrations the directory accepts
+/// (RFC 9176 §7).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RdPolicy {
+    /// Anyone may register; a name registered over coaps:// or OSCORE is bound to that identity, any other
+    /// to the address that registered it (first come, first remembered).
+    #[default]
+    FirstCome,
+    /// Only clients with an identity (coaps:// or OSCORE) may register, each name bound to it; plain CoAP
+    /// may look up.
+    Identity,
+}
+
+impl From<RdPolicy> for corral_rd::Policy {
+    fn from(p: RdPolicy) -> corral_rd::Policy {
+        match p {
+            RdPolicy::FirstCome => corral_rd::Policy::FirstCome,
+            RdPolicy::Identity => corral_rd::Policy::Identity,
+        }
+    }
+}
 
 #[derive(Args, Debug)]
 pub struct RdArgs {
@@ -109,7 +127,7 @@ pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure>
         ..Limits::default()
     };
     let dtls = args.dtls.mux()?;
-    let (service, store, db) = open_directory(&data, limits, args.rd_policy)?;
+    let (service, store, db) = open_directory(&data, limits, args.rd_policy.into())?;
     let runner = corral_store::Stores { em: None, rd: Some(Box::new(store)) }
         .spawn()
         .map_err(|e| Failure::other(format!("cannot start the database's thread: {e}")))?;

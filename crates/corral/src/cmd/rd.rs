@@ -1,7 +1,8 @@
 //! `corral rd`: a Resource Directory (RFC 9176, corral-rd) on a UDP socket, its registrations kept in an
 //! SQLite file, until Ctrl-C or SIGTERM.
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
+use crate::cli::server::RdPolicy;
 use clap::Args;
 use corral_gateway::{data_dir_for, directory::open_directory, lock::DataLock};
 use corral_rd::Limits;
@@ -44,30 +45,10 @@ Examples:
   corral rd --dtls --psk-file psk.json --rd-policy identity";
 
 /// What --max-lifetime takes: a minute to the most `lt` can say (a u32 of seconds).
-const LIFETIMES: crate::units::Range =
-    crate::units::Range::between(std::time::Duration::from_secs(60), std::time::Duration::from_secs(u32::MAX as u64));
-
-/// `--rd-policy` of `corral rd` and `corral gateway --rd`: which registrations the directory accepts
-/// (RFC 9176 §7).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RdPolicy {
-    /// Anyone may register; a name registered over coaps:// or OSCORE is bound to that identity, any other
-    /// to the address that registered it (first come, first remembered).
-    #[default]
-    FirstCome,
-    /// Only clients with an identity (coaps:// or OSCORE) may register, each name bound to it; plain CoAP
-    /// may look up.
-    Identity,
-}
-
-impl From<RdPolicy> for corral_rd::Policy {
-    fn from(p: RdPolicy) -> corral_rd::Policy {
-        match p {
-            RdPolicy::FirstCome => corral_rd::Policy::FirstCome,
-            RdPolicy::Identity => corral_rd::Policy::Identity,
-        }
-    }
-}
+const LIFETIMES: crate::cli::units::Range = crate::cli::units::Range::between(
+    std::time::Duration::from_secs(60),
+    std::time::Duration::from_secs(u32::MAX as u64),
+);
 
 #[derive(Args, Debug)]
 pub struct RdArgs {
@@ -95,7 +76,7 @@ pub struct RdArgs {
     /// The longest lifetime (lt) a registration may ask for, e.g. 90000, 25h; a longer one is refused
     /// 4.00 naming it [default: 90000 s, RFC 9176's default lifetime].
     #[arg(long, value_name = "DURATION", default_value = "90000",
-          value_parser = crate::units::secs(LIFETIMES))]
+          value_parser = crate::cli::units::secs(LIFETIMES))]
     pub max_lifetime: f64,
     /// Which registrations the directory accepts: `first-come` (anyone; a name is bound to the identity
     /// that registered it over coaps://, else to its address) or `identity` (coaps:// clients only).
@@ -105,12 +86,12 @@ pub struct RdArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub dtls: crate::dtls_args::DtlsNodeArgs,
+    pub dtls: crate::cli::dtls::DtlsNodeArgs,
     #[command(flatten)]
-    pub verified: crate::policy_args::VerifiedNetArgs,
+    pub verified: crate::cli::policy::VerifiedNetArgs,
 }
 
-pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
+pub fn run(args: RdArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     let bind: SocketAddr = args.bind.parse().map_err(|_| {
         Failure::usage(format!("`{}` is not ADDR:PORT for --bind (e.g. [::]:5683 or 127.0.0.1:5690)", args.bind))
     })?;
@@ -162,14 +143,14 @@ pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure>
         let workers =
             bound.start(vec![setup]).map_err(|e| Failure::other(format!("cannot start the directory: {e}")))?;
         announce(&args, local, &db, restored, v);
-        crate::wait_for_signal().await;
+        crate::cli::wait_for_signal().await;
         tracing::info!("shutting down");
         workers.stop().await;
         Ok::<(), Failure>(())
     })
 }
 
-fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: usize, v: crate::client_cmd::Verbosity) {
+fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: usize, v: crate::cli::Verbosity) {
     let base = base_uri(local);
     let mut out = std::io::stdout().lock();
     if args.json {

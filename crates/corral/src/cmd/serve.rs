@@ -2,7 +2,8 @@
 //! over DTLS, `--tls` over TLS) until Ctrl-C or SIGTERM. Every transport reaches the same node (the first
 //! worker's): a PUT over one is read back over another.
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
+use crate::cli::server::{listen_args, Driver};
 use clap::Args;
 use corral_services::{Echo, Hello, Plugtest, Stats};
 use corral_tokio::uri::base_uri;
@@ -46,7 +47,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "INDEX")]
     pub mcast_if6: Option<u32>,
     /// DEFAULT_LEISURE: the window over which multicast requests are answered, e.g. 5, 500ms [default: 5s].
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::secs(crate::units::Range::up_to(crate::units::HOUR)))]
+    #[arg(long, value_name = "DURATION", value_parser = crate::cli::units::secs(crate::cli::units::Range::up_to(crate::cli::units::HOUR)))]
     pub leisure: Option<f64>,
     /// Peers with state the server remembers (a flood from more sources evicts idle ones).
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_peers)]
@@ -58,12 +59,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
     pub tcp: Option<String>,
     #[command(flatten)]
-    pub dtls: crate::dtls_args::DtlsServeArgs,
+    pub dtls: crate::cli::dtls::DtlsServeArgs,
     #[command(flatten)]
-    pub tls: crate::tls_args::TlsServeArgs,
+    pub tls: crate::cli::tls::TlsServeArgs,
     /// How often /obs, /obs-non and /obs-large change (and notify their observers), e.g. 5, 200ms.
     #[arg(long, value_name = "DURATION", default_value = "5",
-          value_parser = crate::units::secs(crate::units::Range::between(std::time::Duration::from_millis(10), crate::units::DAY)))]
+          value_parser = crate::cli::units::secs(crate::cli::units::Range::between(std::time::Duration::from_millis(10), crate::cli::units::DAY)))]
     pub obs_period: f64,
     /// The largest request body accepted block-wise (bytes); larger uploads get 4.13 with Size1.
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
@@ -99,44 +100,10 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub http: crate::http::HttpArgs,
     #[command(flatten)]
-    pub verified: crate::policy_args::VerifiedNetArgs,
+    pub verified: crate::cli::policy::VerifiedNetArgs,
 }
 
-/// `--bind ADDR:PORT` and `--tcp [ADDR:PORT]` of a server command: the UDP address, and whether to listen
-/// on TCP too (`Some(None)`: on the UDP address and port).
-pub(crate) fn listen_args(bind: &str, tcp: Option<&str>) -> Result<(SocketAddr, Option<Option<SocketAddr>>), Failure> {
-    let udp: SocketAddr = bind
-        .parse()
-        .map_err(|_| Failure::usage(format!("`{bind}` is not ADDR:PORT (e.g. [::]:5683 or 127.0.0.1:5683)")))?;
-    let tcp = match tcp {
-        None => None,
-        Some("") => Some(None),
-        Some(a) => Some(Some(a.parse().map_err(|_| {
-            Failure::usage(format!("`{a}` is not ADDR:PORT for --tcp (e.g. [::]:5683 or 127.0.0.1:5683)"))
-        })?)),
-    };
-    Ok((udp, tcp))
-}
-
-/// How the workers are driven. `Blocking` (Linux, UDP only, the default there): each worker a thread
-/// asleep inside its receive call, the bare echo floor's shape (corral-tokio's `blocking` module);
-/// `Tokio`: each worker a tokio runtime (what CoAP over TCP and busy polling need).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Driver {
-    Blocking,
-    Tokio,
-}
-
-impl From<Driver> for workers::Driver {
-    fn from(d: Driver) -> workers::Driver {
-        match d {
-            Driver::Blocking => workers::Driver::Blocking,
-            Driver::Tokio => workers::Driver::Tokio,
-        }
-    }
-}
-
-pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
+pub fn run(args: ServeArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     let (bind, tcp) = listen_args(&args.bind, args.tcp.as_deref())?;
     let d = &args.dtls;
     let certificate = (d.server_cert.as_deref(), d.server_key.as_deref(), d.server_ca.as_deref());
@@ -172,7 +139,7 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
     };
     let oscore = match &args.credentials {
         Some(file) => Some(corral_oscore::OscoreLayer::serving(
-            crate::credentials::Credentials::load(file)?.all()?,
+            crate::cli::credentials::Credentials::load(file)?.all()?,
             args.require_oscore,
         )),
         None => None,
@@ -217,10 +184,10 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         announce(&args, local, tcp_local, http, v);
         // -q: nothing but errors (--json: its one line, and these).
         if !v.quiet || args.json {
-            crate::dtls_args::announce_as(secure.dtls, args.dtls.modes());
-            crate::tls_args::announce(secure.tls, client_certificates);
+            crate::cli::dtls::announce_as(secure.dtls, args.dtls.modes());
+            crate::cli::tls::announce(secure.tls, client_certificates);
         }
-        crate::wait_for_signal().await;
+        crate::cli::wait_for_signal().await;
         tracing::info!("shutting down");
         workers.stop().await;
         Ok::<(), Failure>(())
@@ -331,7 +298,7 @@ fn announce(
     local: SocketAddr,
     tcp_local: Option<SocketAddr>,
     http: Option<SocketAddr>,
-    v: crate::client_cmd::Verbosity,
+    v: crate::cli::Verbosity,
 ) {
     if args.json {
         let j = serde_json::json!({
@@ -372,7 +339,7 @@ impl OscoreHint {
         let dir = server_file.parent().unwrap_or(std::path::Path::new(""));
         let client = ["client.json", "client1.json"].iter().map(|n| dir.join(n)).find(|p| p.exists()).map(|p| {
             // A base URI the client's patterns cover (they name the address it was made for).
-            let base = crate::credentials::Credentials::load(&p)
+            let base = crate::cli::credentials::Credentials::load(&p)
                 .ok()
                 .and_then(|c| {
                     c.patterns()

@@ -5,9 +5,9 @@
 //! binding, workers, database, testbed — is [`Gateway::start`]'s), the HTTP window's side of it, the
 //! start-up warnings and summary, and waiting for Ctrl-C.
 
-use crate::client_cmd::Verbosity;
-use crate::devices::{describe_range, parse_bind, parse_leisure};
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
+use crate::cli::server::{describe_range, parse_bind, parse_leisure};
+use crate::cli::Verbosity;
 use clap::Args;
 use corral_gateway::gateway::{Oscore, Testbed};
 use corral_gateway::{Gateway, GatewayConfig};
@@ -144,7 +144,7 @@ pub struct GatewayArgs {
     /// How workers wait for datagrams: `blocking` (the default on Linux) sleeps inside the receive call;
     /// `tokio` runs an async runtime per worker. For comparing the two (scripts/bench-gateway.sh).
     #[arg(long, value_enum, value_name = "DRIVER", hide_short_help = true)]
-    pub driver: Option<crate::serve::Driver>,
+    pub driver: Option<crate::cli::server::Driver>,
     /// Print the start-up summary as one JSON object on stdout (addresses, database, entities).
     #[arg(long)]
     pub json: bool,
@@ -155,15 +155,15 @@ pub struct GatewayArgs {
     pub rd: bool,
     /// With --rd: which registrations the directory accepts (as `corral rd --rd-policy`).
     #[arg(long, value_enum, value_name = "POLICY", default_value_t, requires = "rd")]
-    pub rd_policy: crate::rd_cmd::RdPolicy,
+    pub rd_policy: crate::cli::server::RdPolicy,
     #[command(flatten)]
-    pub policy: crate::policy_args::PolicyArgs,
+    pub policy: crate::cli::policy::PolicyArgs,
     #[command(flatten)]
     pub http: crate::http::HttpArgs,
     #[command(flatten)]
-    pub dtls: crate::dtls_args::DtlsNodeArgs,
+    pub dtls: crate::cli::dtls::DtlsNodeArgs,
     #[command(flatten)]
-    pub verified: crate::policy_args::VerifiedNetArgs,
+    pub verified: crate::cli::policy::VerifiedNetArgs,
 }
 
 /// The default data directory (see [`AFTER_HELP`]).
@@ -229,7 +229,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
         } else if !v.quiet {
             banner(&args, &gateway, http);
         }
-        crate::wait_for_signal().await;
+        crate::cli::wait_for_signal().await;
         if !v.quiet && !args.json {
             say!("corral gateway: stopping (requests in progress get a second to finish)");
         }
@@ -239,12 +239,12 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
 }
 
 /// The gateway's configuration from its arguments and resolved policy.
-fn config(args: &GatewayArgs, bind: SocketAddr, policy: &crate::policy_args::Policy) -> Result<GatewayConfig, Failure> {
+fn config(args: &GatewayArgs, bind: SocketAddr, policy: &crate::cli::policy::Policy) -> Result<GatewayConfig, Failure> {
     let testbed = args.testbed.map(|n| n as usize);
     let data = args.data.clone().unwrap_or_else(|| default_data_dir(testbed.is_some()));
     let oscore = match &args.credentials {
         Some(file) => Some(Oscore {
-            contexts: crate::credentials::Credentials::load(file)?.all()?,
+            contexts: crate::cli::credentials::Credentials::load(file)?.all()?,
             require: args.require_oscore,
             require_remote: args.require_oscore_remote,
         }),
@@ -256,7 +256,7 @@ fn config(args: &GatewayArgs, bind: SocketAddr, policy: &crate::policy_args::Pol
             first: args.testbed_from.as_deref().map(parse_bind).transpose()?,
             mc_slots: args.mc_slots,
             seed: args.seed,
-            managers: crate::policy_args::this_machine(),
+            managers: crate::cli::policy::this_machine(),
             request_log: args.request_log.clone(),
         }),
         None => None,
@@ -283,7 +283,7 @@ fn config(args: &GatewayArgs, bind: SocketAddr, policy: &crate::policy_args::Pol
 }
 
 /// The start-up warnings: an open policy, remote roles resting on addresses, no end-to-end protection.
-fn warn(args: &GatewayArgs, policy: &crate::policy_args::Policy, local: SocketAddr) {
+fn warn(args: &GatewayArgs, policy: &crate::cli::policy::Policy, local: SocketAddr) {
     for w in &policy.warnings {
         tracing::warn!("{w}");
     }
@@ -303,7 +303,7 @@ fn warn(args: &GatewayArgs, policy: &crate::policy_args::Policy, local: SocketAd
 /// `--json`: the start-up summary as one object.
 fn summary(
     args: &GatewayArgs,
-    policy: &crate::policy_args::Policy,
+    policy: &crate::cli::policy::Policy,
     gateway: &Gateway,
     http: Option<SocketAddr>,
 ) -> serde_json::Value {

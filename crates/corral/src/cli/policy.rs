@@ -6,7 +6,7 @@
 //! default member policy, the TOML policy file, and the start-up warnings about an open gateway. The
 //! checks themselves are corral-group's (`corral_group::policy`).
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
 use clap::Args;
 use corral_group::{AccessPolicy, Budget, MemberPolicy, Prefix, Role};
 use serde::Deserialize;
@@ -33,7 +33,7 @@ pub struct PolicyArgs {
     pub budget: Option<u32>,
     /// How long a released multicast address rests before reuse, e.g. 600, 10m [default: 10m].
     #[arg(long, value_name = "DURATION",
-          value_parser = crate::units::whole_secs(crate::units::Range::up_to(7 * crate::units::DAY)))]
+          value_parser = crate::cli::units::whole_secs(crate::cli::units::Range::up_to(7 * crate::cli::units::DAY)))]
     pub quarantine: Option<u64>,
     /// Read the policy from a TOML file ([access], [members], [budget]; see the text below); options
     /// given on the command line add to it.

@@ -1,8 +1,8 @@
 //! `corral proxy`: the multiparty forward proxy of seed 001 (corral-proxy) on a UDP socket, and with
 //! `--tcp` over TCP too, until Ctrl-C or SIGTERM.
 
-use crate::exit::Failure;
-use crate::policy_args::parse_prefix;
+use crate::cli::exit::Failure;
+use crate::cli::policy::parse_prefix;
 use clap::Args;
 use corral_proxy::{Destinations, Fib, ProxyConfig, ProxyService};
 use corral_tokio::corral_proto::{Duration, Prefix};
@@ -172,9 +172,9 @@ pub struct ProxyArgs {
     #[command(flatten)]
     pub http: crate::http::HttpArgs,
     #[command(flatten)]
-    pub dtls: crate::dtls_args::DtlsNodeArgs,
+    pub dtls: crate::cli::dtls::DtlsNodeArgs,
     #[command(flatten)]
-    pub verified: crate::policy_args::VerifiedNetArgs,
+    pub verified: crate::cli::policy::VerifiedNetArgs,
 }
 
 fn system_resolve(name: &str) -> Option<IpAddr> {
@@ -193,8 +193,8 @@ fn destinations(args: &ProxyArgs, file: Option<Destinations>) -> (Destinations, 
         d.ports.push(corral_tokio::uri::Scheme::Coap.default_port());
     }
     d.this_host_open |= args.dest_this_host;
-    d.this_host = crate::policy_args::this_machine();
-    d.broadcasts = crate::policy_args::host_networks().iter().filter_map(Prefix::broadcast).collect();
+    d.this_host = crate::cli::policy::this_machine();
+    d.broadcasts = crate::cli::policy::host_networks().iter().filter_map(Prefix::broadcast).collect();
     (d, configured)
 }
 
@@ -204,8 +204,8 @@ fn load_fib(path: &std::path::Path) -> Result<Fib, Failure> {
     Fib::parse(&text, &system_resolve).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
 }
 
-pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
-    let (bind, tcp) = crate::serve::listen_args(&args.bind, args.tcp.as_deref())?;
+pub fn run(args: ProxyArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
+    let (bind, tcp) = crate::cli::server::listen_args(&args.bind, args.tcp.as_deref())?;
     let fib = match &args.fib {
         Some(p) => load_fib(p)?,
         None => Fib::default(),
@@ -226,7 +226,7 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
             hop.uri, hop.addr
         )));
     }
-    let rd = args.rd.as_deref().map(crate::devices::rd_addr).transpose()?;
+    let rd = args.rd.as_deref().map(crate::cli::server::rd_addr).transpose()?;
     if let Some(rule) = fib.rules.iter().find(|r| r.rd.is_some()).filter(|_| rd.is_none()) {
         return Err(Failure::usage(format!(
             "the FIB rule {:?} follows a directory (rd:…): name it with --rd URI",
@@ -338,7 +338,7 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
                 ports.join(", ")
             );
         }
-        crate::wait_for_signal().await;
+        crate::cli::wait_for_signal().await;
         tracing::info!("shutting down");
         handle.shutdown().await;
         Ok(())

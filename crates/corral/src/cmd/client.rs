@@ -1,8 +1,11 @@
 //! The client verbs (`get`, `post`, …, modelled on libcoap's coap-client) and `discover`.
 
-use crate::exit::{ExitCode, Failure};
-use crate::output;
-use crate::units;
+use crate::cli::exit::{ExitCode, Failure};
+use crate::cli::output;
+use crate::cli::parse_method;
+use crate::cli::units;
+// `corral entity` reaches these through this file until its own change moves it onto `cli`.
+pub use crate::cli::Verbosity;
 use clap::Args;
 use corral_tokio::corral_proto::wire::link_format;
 use corral_tokio::uri::{Host, Scheme};
@@ -47,12 +50,6 @@ Examples:
   corral discover coap://[::1]
   corral discover 'coap://[::1]?rt=Type1'   # RFC 6690 filtering on the server
   corral discover coap://127.0.0.1:5683 --json";
-
-#[derive(Debug, Clone, Copy)]
-pub struct Verbosity {
-    pub verbose: u8,
-    pub quiet: bool,
-}
 
 #[derive(Args, Debug)]
 pub struct RequestArgs {
@@ -165,7 +162,7 @@ pub struct RequestArgs {
     #[arg(long, value_name = "SENDER-ID", requires = "credentials", conflicts_with = "deterministic")]
     pub pairwise_with: Option<String>,
     #[command(flatten)]
-    pub dtls: crate::dtls_args::DtlsClientArgs,
+    pub dtls: crate::cli::dtls::DtlsClientArgs,
 }
 
 #[derive(Args, Debug)]
@@ -188,13 +185,6 @@ fn parse_format(s: &str) -> Result<ContentFormat, String> {
 
 fn parse_token(s: &str) -> Result<Token, String> {
     Token::from_hex(s).ok_or_else(|| format!("`{s}` is not a token: give up to 8 bytes in hex, e.g. a1b2"))
-}
-
-/// A request method by name (`get`, `POST`, …), as `-m` takes it.
-pub fn parse_method(s: &str) -> Result<Code, String> {
-    Code::parse(s)
-        .filter(|c| c.is_request())
-        .ok_or_else(|| format!("`{s}` is not a method: use get, post, put, delete, fetch, patch or ipatch"))
 }
 
 /// libcoap's `-b [num,]size`: size a power of two in 16..=1024; a start block other than 0 is not offered.
@@ -414,13 +404,13 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
     let hop = proxy.as_ref().map_or(uri.scheme, |p| p.scheme);
     args.dtls.check(hop)?;
     let credentials = match hop {
-        Scheme::CoapsTcp => (None, Some(crate::tls_args::client_config(&args.dtls)?)),
+        Scheme::CoapsTcp => (None, Some(crate::cli::tls::client_config(&args.dtls)?)),
         _ => (args.dtls.config(), None),
     };
     let oscore = match &args.credentials {
         None => None,
         Some(file) => {
-            let creds = crate::credentials::Credentials::load(file)?;
+            let creds = crate::cli::credentials::Credentials::load(file)?;
             let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
             if args.deterministic && !matches!(method, Code::GET | Code::FETCH) {
                 return Err(Failure::usage("--deterministic: only GET and FETCH (safe requests) can be deterministic"));
@@ -432,8 +422,8 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
                 ));
             }
             let ctx = match &args.pairwise_with {
-                Some(kid) => crate::credentials::pairwise_context(dir, kid)?,
-                None => crate::credentials::client_context(dir, args.deterministic)?,
+                Some(kid) => crate::cli::credentials::pairwise_context(dir, kid)?,
+                None => crate::cli::credentials::client_context(dir, args.deterministic)?,
             };
             if multicast && !ctx.protects_multicast() {
                 return Err(Failure::usage(format!(
@@ -536,7 +526,7 @@ pub(crate) async fn send_showing_progress(
             if started.elapsed() >= Duration::from_secs(2) {
                 shown = true;
                 let mut err = std::io::stderr();
-                let _ = write!(err, "\r\x1b[2K{}", crate::output::progress_line(started.elapsed(), p));
+                let _ = write!(err, "\r\x1b[2K{}", crate::cli::output::progress_line(started.elapsed(), p));
                 let _ = err.flush();
             }
         })
@@ -560,7 +550,7 @@ async fn observe(
     let mut obs = req.observe().await.map_err(fail)?;
     let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
     let mut first = true;
-    let interrupted = crate::wait_for_signal();
+    let interrupted = crate::cli::wait_for_signal();
     tokio::pin!(interrupted);
     let mut stopped = None;
     loop {
@@ -605,7 +595,7 @@ async fn observe(
         r = obs.cancel() => if let Err(e) = r {
             tracing::info!(error = %e, "deregistration got no answer");
         },
-        _ = crate::wait_for_signal(), if stopped.is_some() => {}
+        _ = crate::cli::wait_for_signal(), if stopped.is_some() => {}
     }
     stopped.map_or(Ok(()), Err)
 }

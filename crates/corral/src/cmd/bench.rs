@@ -2,10 +2,10 @@
 //! and its exit status. The clients run on as few threads as asked (`--threads`, default 1, leaving the
 //! other core of a small machine to the server under test).
 
-use crate::client_cmd::Verbosity;
-use crate::exit::{ExitCode, Failure};
-use crate::output;
-use crate::units;
+use crate::cli::exit::{ExitCode, Failure};
+use crate::cli::output;
+use crate::cli::units;
+use crate::cli::Verbosity;
 use clap::Args;
 use corral_tokio::corral_proto::Duration as CDuration;
 use corral_tokio::load::{self, ErrorAnswer, Shared, Template};
@@ -55,7 +55,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(0..=60000))]
     pub payload: Option<u32>,
     /// Request method (get, post, put, delete, fetch, patch, ipatch) [default: get].
-    #[arg(short, long, value_name = "METHOD", value_parser = crate::client_cmd::parse_method)]
+    #[arg(short, long, value_name = "METHOD", value_parser = crate::cli::parse_method)]
     pub method: Option<Code>,
     /// How long a request may wait for its answer before it counts as timed out, e.g. 5, 2s or 500ms; a
     /// bare number is seconds.
@@ -107,7 +107,7 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
             uri.scheme
         )));
     }
-    let dtls = crate::dtls_args::DtlsClientArgs {
+    let dtls = crate::cli::dtls::DtlsClientArgs {
         psk: args.psk.clone(),
         identity: args.identity.clone(),
         ..Default::default()
@@ -123,9 +123,9 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
     }
     let oscore = match &args.credentials {
         Some(file) => {
-            let creds = crate::credentials::Credentials::load(file)?;
+            let creds = crate::cli::credentials::Credentials::load(file)?;
             let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
-            Some(corral_tokio::oscore::shared(crate::credentials::client_context(dir, args.deterministic)?))
+            Some(corral_tokio::oscore::shared(crate::cli::credentials::client_context(dir, args.deterministic)?))
         }
         None => None,
     };
@@ -218,7 +218,7 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         let mut interrupted = false;
         let totals = tokio::select! {
             r = &mut run => r,
-            _ = crate::wait_for_signal() => {
+            _ = crate::cli::wait_for_signal() => {
                 interrupted = true;
                 shared.stop();
                 if !v.quiet {

@@ -78,7 +78,7 @@ impl Failure {
 
     pub fn from_client(e: corral_tokio::Error, timeout_secs: f64) -> Failure {
         use corral_tokio::Error as E;
-        let timeout = crate::units::show_secs(timeout_secs);
+        let timeout = crate::cli::units::show_secs(timeout_secs);
         match e {
             E::InvalidUri(u) => Failure::usage(u.to_string()),
             E::Timeout => Failure::new(ExitCode::Timeout, format!("no response within {timeout} (timeout)")),

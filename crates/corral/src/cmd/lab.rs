@@ -4,7 +4,7 @@
 //! Only the progress display reads the wall clock (for the ETA); the results never depend on it, on
 //! `--jobs` or on `--shard`.
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
 use corral_lab::scenario::{builtin, Scenario, BUILTINS};
 use corral_lab::sweep::{self, RunOptions};
 use std::io::IsTerminal;
@@ -305,10 +305,10 @@ fn stop_on_signal() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     let watcher = move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
         rt.block_on(async {
-            crate::wait_for_signal().await;
+            crate::cli::wait_for_signal().await;
             flag.store(true, Ordering::Relaxed);
             say!("interrupted: finishing the points running, then writing what finished (Ctrl-C again ends at once)");
-            crate::wait_for_signal().await;
+            crate::cli::wait_for_signal().await;
             std::process::exit(130);
         });
     };

@@ -7,6 +7,9 @@
 //! - [`gateway`]: the Entity Manager gateway — [`GatewayConfig`] and [`Gateway::start`]: its data
 //!   directory and lock, its database and store thread, its workers, the directory beside it (`--rd`),
 //!   OSCORE and DTLS, the testbed devices; a handle that reports what it bound and stops cleanly.
+//! - [`directory`]: a Resource Directory on a socket of its own — [`DirectoryConfig`] and
+//!   [`Directory::start`] — and the directory database the gateway opens for `rd`.
+//! - [`proxy`]: the multiparty forward proxy — [`ProxyConfig`] and [`Proxy::start`].
 //! - [`fleet`]: a fleet of corral-group's virtual devices on consecutive addresses, with their request
 //!   log (`corral device`, the gateway's testbed).
 //!
@@ -17,8 +20,11 @@ pub mod directory;
 pub mod fleet;
 pub mod gateway;
 pub mod lock;
+pub mod proxy;
 
+pub use directory::{Directory, DirectoryConfig};
 pub use gateway::{Gateway, GatewayConfig};
+pub use proxy::{Proxy, ProxyConfig};
 
 use std::path::PathBuf;
 

@@ -4,11 +4,10 @@
 use crate::cli::exit::Failure;
 use crate::cli::server::RdPolicy;
 use clap::Args;
-use corral_gateway::{data_dir_for, directory::open_directory, lock::DataLock};
+use corral_gateway::data_dir_for;
+use corral_gateway::directory::{Directory, DirectoryConfig};
 use corral_rd::Limits;
 use corral_tokio::uri::base_uri;
-use corral_tokio::workers::{self, Sharing, WorkerConfig};
-use corral_tokio::EndpointConfig;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -95,57 +94,30 @@ pub fn run(args: RdArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     let bind: SocketAddr = args.bind.parse().map_err(|_| {
         Failure::usage(format!("`{}` is not ADDR:PORT for --bind (e.g. [::]:5683 or 127.0.0.1:5690)", args.bind))
     })?;
-    let data = args.data.clone().unwrap_or_else(|| data_dir_for("rd"));
-    std::fs::create_dir_all(&data)
-        .map_err(|e| Failure::other(format!("cannot create the data directory {}: {e}", data.display())))?;
-    let _lock = DataLock::take(&data)?;
-    let limits = Limits {
-        registrations: args.max_registrations.max(1),
-        per_source: args.max_per_source.max(1),
-        per_network: args.max_per_network.max(1),
-        memory: args.max_memory,
-        max_lifetime: args.max_lifetime as u32,
-        ..Limits::default()
+    let config = DirectoryConfig {
+        limits: Limits {
+            registrations: args.max_registrations.max(1),
+            per_source: args.max_per_source.max(1),
+            per_network: args.max_per_network.max(1),
+            memory: args.max_memory,
+            max_lifetime: args.max_lifetime as u32,
+            ..Limits::default()
+        },
+        policy: args.rd_policy.into(),
+        verified_nets: args.verified.verified_nets(),
+        dtls: args.dtls.mux()?,
+        ..DirectoryConfig::new(bind, args.data.clone().unwrap_or_else(|| data_dir_for("rd")))
     };
-    let dtls = args.dtls.mux()?;
-    let (service, store, db) = open_directory(&data, limits, args.rd_policy.into())?;
-    let runner = corral_store::Stores { em: None, rd: Some(Box::new(store)) }
-        .spawn()
-        .map_err(|e| Failure::other(format!("cannot start the database's thread: {e}")))?;
-    let restored = service.directory().len();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
-    let mut endpoint = EndpointConfig::default();
-    args.verified.apply(&mut endpoint);
-    let config = WorkerConfig {
-        driver: workers::Driver::Tokio,
-        count: 1,
-        addr: bind,
-        socket: corral_tokio::socket::SocketOptions::default(),
-        endpoint,
-        sharing: Sharing::ReusePort,
-        tcp: None,
-        name: "corral-rd".into(),
-    };
     rt.block_on(async move {
-        let mut bound = workers::Bound::bind(config)
-            .map_err(|e| Failure::other(format!("cannot listen on {}: {}", e.addr, e.error)))?;
-        if let Some(mux) = dtls {
-            bound.set_dtls_mux(mux).map_err(|e| Failure::other(format!("cannot serve coaps://: {e}")))?;
-        }
-        let local = bound.local_addr();
-        let setup: workers::Setup = Box::new(move |node| {
-            node.mount("", service);
-            node.set_effect_runner(Box::new(runner));
-        });
-        let workers =
-            bound.start(vec![setup]).map_err(|e| Failure::other(format!("cannot start the directory: {e}")))?;
-        announce(&args, local, &db, restored, v);
+        let directory = Directory::start(config)?;
+        announce(&args, directory.local_addr(), directory.database(), directory.restored(), v);
         crate::cli::wait_for_signal().await;
         tracing::info!("shutting down");
-        workers.stop().await;
+        directory.stop().await;
         Ok::<(), Failure>(())
     })
 }

@@ -101,55 +101,15 @@ const MAX_RUN: Duration = Duration::from_secs(600);
 pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
     let (uri, scope_id) =
         corral_tokio::uri::parse_scoped(&args.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
-    if !matches!(uri.scheme, Scheme::Coap | Scheme::Coaps) && args.proxy.is_none() {
-        return Err(Failure::usage(format!(
-            "corral bench measures CoAP over UDP: use coap:// or coaps://, not {}://",
-            uri.scheme
-        )));
-    }
     let dtls = crate::cli::dtls::DtlsClientArgs {
         psk: args.psk.clone(),
         identity: args.identity.clone(),
         ..Default::default()
     };
-    if uri.scheme == Scheme::Coaps && args.proxy.is_some() {
-        return Err(Failure::usage("corral bench sends coaps:// to the server itself: drop --proxy"));
-    }
-    if args.proxy.is_none() {
-        dtls.check(uri.scheme)?;
-    }
-    if args.full_handshakes && uri.scheme != Scheme::Coaps {
-        return Err(Failure::usage("--full-handshakes measures DTLS handshakes: give a coaps:// URI with -k and -u"));
-    }
-    let oscore = match &args.credentials {
-        Some(file) => {
-            let creds = crate::cli::credentials::Credentials::load(file)?;
-            let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
-            Some(corral_tokio::oscore::shared(crate::cli::credentials::client_context(dir, args.deterministic)?))
-        }
-        None => None,
-    };
-    let proxy = match &args.proxy {
-        Some(p) => {
-            let (p, scope) = corral_tokio::uri::parse_scoped(p)
-                .map_err(|e| Failure::usage(format!("invalid --proxy (expected coap://HOST:PORT): {e}")))?;
-            if p.scheme != Scheme::Coap || !p.path.is_empty() {
-                return Err(Failure::usage("--proxy: give the proxy as coap://HOST:PORT (UDP, no path)"));
-            }
-            Some((p, scope))
-        }
-        None => None,
-    };
-    let method = match (args.method, args.payload) {
-        (Some(m), _) => m,
-        (None, Some(n)) if n > 0 => {
-            return Err(Failure::usage(format!(
-                "--payload {n} needs a method that carries it, e.g. -m post or -m put (bench sends a GET \
-                 unless -m says otherwise, and never changes the method by itself)"
-            )))
-        }
-        (None, _) => Code::GET,
-    };
+    check(&args, &uri, &dtls)?;
+    let oscore = oscore_of(&args, &uri)?;
+    let proxy = proxy_of(&args)?;
+    let method = method_of(&args)?;
     let duration = match (args.duration, args.requests) {
         (Some(d), _) => Duration::from_secs_f64(d).min(MAX_RUN),
         (None, Some(_)) => MAX_RUN,
@@ -162,32 +122,8 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
     }
     .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
-        let (send_to, send_scope) = match &proxy {
-            Some((p, scope)) => (p, *scope),
-            None => (&uri, scope_id),
-        };
-        let dst = match &send_to.host {
-            Host::Ip(IpAddr::V6(ip)) => SocketAddr::V6(std::net::SocketAddrV6::new(*ip, send_to.port, 0, send_scope)),
-            Host::Ip(ip) => SocketAddr::new(*ip, send_to.port),
-            Host::Name(name) => tokio::net::lookup_host((name.as_str(), send_to.port))
-                .await
-                .ok()
-                .and_then(|mut a| a.next())
-                .ok_or_else(|| Failure::other(format!("cannot resolve `{name}`")))?,
-        };
-        let mut request = Request::new(method);
-        if proxy.is_none() {
-            uri.to_options(&mut request.options);
-        }
-        request.payload = vec![b'x'; args.payload.unwrap_or(0) as usize];
-        let template = Template {
-            request,
-            proxy_uri: proxy.is_some().then(|| uri.to_string()),
-            distinct: args.distinct,
-            oscore: oscore.clone(),
-            dtls: dtls.config().filter(|_| uri.scheme == Scheme::Coaps),
-            full_handshakes: args.full_handshakes,
-        };
+        let dst = destination(proxy.as_ref(), (&uri, scope_id)).await?;
+        let template = template(&args, (method, &uri, proxy.is_some()), oscore, &dtls);
         let params = SendParams {
             confirmable: !args.non,
             timeout: Some(CDuration::from_secs_f64(args.timeout)),
@@ -199,16 +135,7 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         let sockets = load::client_sockets(dst, args.clients)
             .map_err(|e| Failure::other(format!("cannot open a socket: {e}")))?;
         if !v.quiet {
-            say!(
-                "bench: {} {} {}{} with {} clients for up to {:.1} s{}",
-                if args.non { "NON" } else { "CON" },
-                method,
-                uri,
-                args.proxy.as_ref().map(|p| format!(" via {p}")).unwrap_or_default(),
-                args.clients,
-                duration.as_secs_f64(),
-                args.requests.map(|n| format!(" or {n} requests")).unwrap_or_default()
-            );
+            say!("{}", starting(&args, method, &uri, duration));
         }
         let progress = (!v.quiet).then(|| tokio::spawn(progress(shared.clone(), start)));
         // Ctrl-C (or SIGTERM) ends the run early: the clients finish the requests they have in flight and the
@@ -231,7 +158,6 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
             load::RunError::Client(e) => Failure::other(format!("client failed: {e}")),
             load::RunError::Task(e) => Failure::other(format!("client task failed: {e}")),
         })?;
-        let (histogram, retransmissions) = (totals.histogram, totals.retransmissions);
         if let Some(p) = progress {
             p.abort();
         }
@@ -242,72 +168,218 @@ pub fn run(args: BenchArgs, v: Verbosity) -> Result<(), Failure> {
         let completed = shared.completed.load(Ordering::Relaxed);
         let errors = shared.errors.load(Ordering::Relaxed);
         let timeouts = shared.timeouts.load(Ordering::Relaxed);
-        let rate = completed as f64 / elapsed;
-        let ms = |us: u64| output::rounded(us as f64 / 1000.0, 3);
-        if args.json {
-            let out = json!({
-                "uri": uri.to_string(),
-                "proxy": args.proxy,
-                "distinct": args.distinct,
-                "oscore": args.credentials.is_some(),
-                "method": method.to_string(),
-                "confirmable": !args.non,
-                "clients": args.clients,
-                "elapsed_s": output::rounded(elapsed, 3),
-                "requests": completed,
-                "requests_per_s": output::rounded(rate, 1),
-                "latency_ms": {
-                    "p50": ms(histogram.quantile(0.50)),
-                    "p99": ms(histogram.quantile(0.99)),
-                    "max": ms(histogram.max),
-                    "mean": histogram.sum.checked_div(histogram.count).map_or(json!(0.0), ms),
-                },
-                "errors": errors,
-                "timeouts": timeouts,
-                "retransmissions": retransmissions,
-                "interrupted": interrupted,
-            });
-            out!("{out}");
-        } else {
-            out!(
-                "{completed} requests in {elapsed:.2} s: {rate:.0} requests/s\n\
-                 latency p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms\n\
-                 error responses {errors}, timeouts {timeouts}, retransmissions {retransmissions}",
-                histogram.quantile(0.50) as f64 / 1000.0,
-                histogram.quantile(0.99) as f64 / 1000.0,
-                histogram.max as f64 / 1000.0,
-            );
-        }
-        if interrupted {
-            return Err(Failure::interrupted(format!(
-                "interrupted after {elapsed:.2} s: the summary covers the {completed} requests measured until then"
-            )));
-        }
-        if completed == 0 {
-            return Err(Failure::new(
-                ExitCode::Timeout,
-                format!("no request completed: every one timed out (--timeout {})", units::show_secs(args.timeout)),
-            ));
-        }
-        let first = shared.first_error.lock().ok().and_then(|mut f| f.take()).map(|answer| match answer {
-            ErrorAnswer::Response { code, payload } => Failure::from_response(code, &payload),
-            ErrorAnswer::Unverified(e) => Failure::new(ExitCode::Security, format!("a response did not verify: {e}")),
-        });
-        match first {
-            // Every answer an error: the rate above measured error answers, not the resource.
-            Some(f) if errors == completed => Err(Failure::new(
-                f.code,
-                format!("every answer was an error ({errors} of {completed}), e.g. {}", f.message),
-            )),
-            Some(f) => {
-                if !v.quiet {
-                    say!("warning: {errors} of {completed} answers were errors, e.g. {}", f.message);
-                }
-                Ok(())
-            }
-            None => Ok(()),
-        }
+        let (rate, elapsed_s) = (completed as f64 / elapsed, elapsed);
+        summary(&args, &uri, method, &totals, (completed, errors, timeouts), (rate, elapsed_s), interrupted);
+        verdict(&args, &shared, (completed, errors), elapsed, interrupted, v)
     })
+}
+
+/// Every client's request: the method, the target's options (or a Proxy-Uri), the payload, the security.
+fn template(
+    args: &BenchArgs,
+    (method, uri, proxied): (Code, &corral_tokio::Uri, bool),
+    oscore: Option<corral_tokio::oscore::SharedContext>,
+    dtls: &crate::cli::dtls::DtlsClientArgs,
+) -> Template {
+    let mut request = Request::new(method);
+    if !proxied {
+        uri.to_options(&mut request.options);
+    }
+    request.payload = vec![b'x'; args.payload.unwrap_or(0) as usize];
+    Template {
+        request,
+        proxy_uri: proxied.then(|| uri.to_string()),
+        distinct: args.distinct,
+        oscore,
+        dtls: dtls.config().filter(|_| uri.scheme == Scheme::Coaps),
+        full_handshakes: args.full_handshakes,
+    }
+}
+
+/// The line that says what the run is about to measure.
+fn starting(args: &BenchArgs, method: Code, uri: &corral_tokio::Uri, duration: Duration) -> String {
+    format!(
+        "bench: {} {} {}{} with {} clients for up to {:.1} s{}",
+        if args.non { "NON" } else { "CON" },
+        method,
+        uri,
+        args.proxy.as_ref().map(|p| format!(" via {p}")).unwrap_or_default(),
+        args.clients,
+        duration.as_secs_f64(),
+        args.requests.map(|n| format!(" or {n} requests")).unwrap_or_default()
+    )
+}
+
+/// What bench cannot measure as asked.
+fn check(args: &BenchArgs, uri: &corral_tokio::Uri, dtls: &crate::cli::dtls::DtlsClientArgs) -> Result<(), Failure> {
+    if !matches!(uri.scheme, Scheme::Coap | Scheme::Coaps) && args.proxy.is_none() {
+        return Err(Failure::usage(format!(
+            "corral bench measures CoAP over UDP: use coap:// or coaps://, not {}://",
+            uri.scheme
+        )));
+    }
+    if uri.scheme == Scheme::Coaps && args.proxy.is_some() {
+        return Err(Failure::usage("corral bench sends coaps:// to the server itself: drop --proxy"));
+    }
+    if args.proxy.is_none() {
+        dtls.check(uri.scheme)?;
+    }
+    if args.full_handshakes && uri.scheme != Scheme::Coaps {
+        return Err(Failure::usage("--full-handshakes measures DTLS handshakes: give a coaps:// URI with -k and -u"));
+    }
+    Ok(())
+}
+
+/// `--credentials`: the OSCORE context of every request.
+fn oscore_of(
+    args: &BenchArgs,
+    uri: &corral_tokio::Uri,
+) -> Result<Option<corral_tokio::oscore::SharedContext>, Failure> {
+    Ok(match &args.credentials {
+        Some(file) => {
+            let creds = crate::cli::credentials::Credentials::load(file)?;
+            let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
+            Some(corral_tokio::oscore::shared(crate::cli::credentials::client_context(dir, args.deterministic)?))
+        }
+        None => None,
+    })
+}
+
+/// `--proxy`: a coap:// proxy and its IPv6 scope.
+fn proxy_of(args: &BenchArgs) -> Result<Option<(corral_tokio::Uri, u32)>, Failure> {
+    Ok(match &args.proxy {
+        Some(p) => {
+            let (p, scope) = corral_tokio::uri::parse_scoped(p)
+                .map_err(|e| Failure::usage(format!("invalid --proxy (expected coap://HOST:PORT): {e}")))?;
+            if p.scheme != Scheme::Coap || !p.path.is_empty() {
+                return Err(Failure::usage("--proxy: give the proxy as coap://HOST:PORT (UDP, no path)"));
+            }
+            Some((p, scope))
+        }
+        None => None,
+    })
+}
+
+/// The method: GET unless -m says otherwise (a payload needs a method that carries it).
+fn method_of(args: &BenchArgs) -> Result<Code, Failure> {
+    Ok(match (args.method, args.payload) {
+        (Some(m), _) => m,
+        (None, Some(n)) if n > 0 => {
+            return Err(Failure::usage(format!(
+                "--payload {n} needs a method that carries it, e.g. -m post or -m put (bench sends a GET \
+                 unless -m says otherwise, and never changes the method by itself)"
+            )))
+        }
+        (None, _) => Code::GET,
+    })
+}
+
+/// Where the datagrams go: the proxy, or the server (a name resolved once).
+async fn destination(
+    proxy: Option<&(corral_tokio::Uri, u32)>,
+    (uri, scope_id): (&corral_tokio::Uri, u32),
+) -> Result<SocketAddr, Failure> {
+    let (send_to, send_scope) = match proxy {
+        Some((p, scope)) => (p, *scope),
+        None => (uri, scope_id),
+    };
+    Ok(match &send_to.host {
+        Host::Ip(IpAddr::V6(ip)) => SocketAddr::V6(std::net::SocketAddrV6::new(*ip, send_to.port, 0, send_scope)),
+        Host::Ip(ip) => SocketAddr::new(*ip, send_to.port),
+        Host::Name(name) => tokio::net::lookup_host((name.as_str(), send_to.port))
+            .await
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| Failure::other(format!("cannot resolve `{name}`")))?,
+    })
+}
+
+/// The run's numbers: one JSON object with --json, else three lines.
+fn summary(
+    args: &BenchArgs,
+    uri: &corral_tokio::Uri,
+    method: Code,
+    totals: &load::Totals,
+    (completed, errors, timeouts): (u64, u64, u64),
+    (rate, elapsed): (f64, f64),
+    interrupted: bool,
+) {
+    let (histogram, retransmissions) = (&totals.histogram, totals.retransmissions);
+    let ms = |us: u64| output::rounded(us as f64 / 1000.0, 3);
+    if args.json {
+        let out = json!({
+            "uri": uri.to_string(),
+            "proxy": args.proxy,
+            "distinct": args.distinct,
+            "oscore": args.credentials.is_some(),
+            "method": method.to_string(),
+            "confirmable": !args.non,
+            "clients": args.clients,
+            "elapsed_s": output::rounded(elapsed, 3),
+            "requests": completed,
+            "requests_per_s": output::rounded(rate, 1),
+            "latency_ms": {
+                "p50": ms(histogram.quantile(0.50)),
+                "p99": ms(histogram.quantile(0.99)),
+                "max": ms(histogram.max),
+                "mean": histogram.sum.checked_div(histogram.count).map_or(json!(0.0), ms),
+            },
+            "errors": errors,
+            "timeouts": timeouts,
+            "retransmissions": retransmissions,
+            "interrupted": interrupted,
+        });
+        out!("{out}");
+    } else {
+        out!(
+            "{completed} requests in {elapsed:.2} s: {rate:.0} requests/s\n\
+             latency p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms\n\
+             error responses {errors}, timeouts {timeouts}, retransmissions {retransmissions}",
+            histogram.quantile(0.50) as f64 / 1000.0,
+            histogram.quantile(0.99) as f64 / 1000.0,
+            histogram.max as f64 / 1000.0,
+        );
+    }
+}
+
+/// The exit status: interrupted, nothing completed, every answer an error (a warning when some were).
+fn verdict(
+    args: &BenchArgs,
+    shared: &Shared,
+    (completed, errors): (u64, u64),
+    elapsed: f64,
+    interrupted: bool,
+    v: Verbosity,
+) -> Result<(), Failure> {
+    if interrupted {
+        return Err(Failure::interrupted(format!(
+            "interrupted after {elapsed:.2} s: the summary covers the {completed} requests measured until then"
+        )));
+    }
+    if completed == 0 {
+        return Err(Failure::new(
+            ExitCode::Timeout,
+            format!("no request completed: every one timed out (--timeout {})", units::show_secs(args.timeout)),
+        ));
+    }
+    let first = shared.first_error.lock().ok().and_then(|mut f| f.take()).map(|answer| match answer {
+        ErrorAnswer::Response { code, payload } => Failure::from_response(code, &payload),
+        ErrorAnswer::Unverified(e) => Failure::new(ExitCode::Security, format!("a response did not verify: {e}")),
+    });
+    match first {
+        // Every answer an error: the rate above measured error answers, not the resource.
+        Some(f) if errors == completed => Err(Failure::new(
+            f.code,
+            format!("every answer was an error ({errors} of {completed}), e.g. {}", f.message),
+        )),
+        Some(f) => {
+            if !v.quiet {
+                say!("warning: {errors} of {completed} answers were errors, e.g. {}", f.message);
+            }
+            Ok(())
+        }
+        None => Ok(()),
+    }
 }
 
 async fn progress(shared: Arc<Shared>, start: std::time::Instant) {

@@ -108,35 +108,9 @@ pub fn run(args: ServeArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     let d = &args.dtls;
     let certificate = (d.server_cert.as_deref(), d.server_key.as_deref(), d.server_ca.as_deref());
     let tls = args.tls.server(bind, certificate)?;
-    if d.server_cert.is_some() && d.dtls.is_none() && tls.is_none() {
-        return Err(Failure::usage("--cert/--key/--ca are for coaps:// (--dtls) or coaps+tcp:// (--tls): add one"));
-    }
-    if args.workers > 1 && args.credentials.is_some() {
-        return Err(Failure::usage(format!(
-            "--workers {} cannot be combined with --credentials: an OSCORE security context belongs to one \
-             endpoint (its sequence numbers are nonces)",
-            args.workers
-        )));
-    }
-    if args.workers > 1 && !args.join.is_empty() {
-        return Err(Failure::usage(format!(
-            "--workers {} cannot be combined with --join: a multicast datagram reaches every socket of a \
-             SO_REUSEPORT group, so every worker would answer it",
-            args.workers
-        )));
-    }
+    check(&args, d.server_cert.is_some() && d.dtls.is_none() && tls.is_none())?;
     let dtls = args.dtls.server(bind)?;
-    let udp_only = tcp.is_none() && tls.is_none() && dtls.is_none() && args.busy_poll == 0;
-    let driver = match args.driver {
-        Some(Driver::Blocking) if !udp_only || !cfg!(target_os = "linux") => {
-            return Err(Failure::usage(
-                "--driver blocking serves CoAP over UDP on Linux, without --tcp, --tls, --dtls or --busy-poll",
-            ))
-        }
-        Some(d) => d,
-        None if udp_only && cfg!(target_os = "linux") => Driver::Blocking,
-        None => Driver::Tokio,
-    };
+    let driver = driver(&args, tcp.is_none() && tls.is_none() && dtls.is_none() && args.busy_poll == 0)?;
     let oscore = match &args.credentials {
         Some(file) => Some(corral_oscore::OscoreLayer::serving(
             crate::cli::credentials::Credentials::load(file)?.all()?,
@@ -145,17 +119,6 @@ pub fn run(args: ServeArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
         None => None,
     };
     let config = endpoint_config(&args);
-    let socket = corral_tokio::socket::SocketOptions {
-        busy_poll: std::time::Duration::from_micros(args.busy_poll),
-        // --workers: one endpoint per worker on one port. --join: several servers of one user on one host
-        // can share a multicast group's port (each receives every multicast request; a unicast datagram
-        // reaches one of them). SO_REUSEPORT, not SO_REUSEADDR: the kernel lets only the same user join
-        // the port, so another local user cannot bind it and take the server's traffic.
-        reuse_port: args.workers > 1 || !args.join.is_empty(),
-        multicast_if_v4: args.mcast_if,
-        multicast_if_v6: args.mcast_if6.unwrap_or(0),
-        ..Default::default()
-    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -164,7 +127,7 @@ pub fn run(args: ServeArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
         driver: driver.into(),
         count: args.workers,
         addr: bind,
-        socket,
+        socket: socket_options(&args),
         endpoint: config,
         sharing: Sharing::ReusePort,
         tcp,
@@ -194,6 +157,56 @@ pub fn run(args: ServeArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     })
 }
 
+/// Options that cannot go together: a certificate without a secure transport (`lone_certificate`), and
+/// what one endpoint must own alone with --workers.
+fn check(args: &ServeArgs, lone_certificate: bool) -> Result<(), Failure> {
+    if lone_certificate {
+        return Err(Failure::usage("--cert/--key/--ca are for coaps:// (--dtls) or coaps+tcp:// (--tls): add one"));
+    }
+    if args.workers > 1 && args.credentials.is_some() {
+        return Err(Failure::usage(format!(
+            "--workers {} cannot be combined with --credentials: an OSCORE security context belongs to one \
+             endpoint (its sequence numbers are nonces)",
+            args.workers
+        )));
+    }
+    if args.workers > 1 && !args.join.is_empty() {
+        return Err(Failure::usage(format!(
+            "--workers {} cannot be combined with --join: a multicast datagram reaches every socket of a \
+             SO_REUSEPORT group, so every worker would answer it",
+            args.workers
+        )));
+    }
+    Ok(())
+}
+
+/// The driver: blocking where it can serve everything asked for (`udp_only`) on Linux, unless told.
+fn driver(args: &ServeArgs, udp_only: bool) -> Result<Driver, Failure> {
+    Ok(match args.driver {
+        Some(Driver::Blocking) if !udp_only || !cfg!(target_os = "linux") => {
+            return Err(Failure::usage(
+                "--driver blocking serves CoAP over UDP on Linux, without --tcp, --tls, --dtls or --busy-poll",
+            ))
+        }
+        Some(d) => d,
+        None if udp_only && cfg!(target_os = "linux") => Driver::Blocking,
+        None => Driver::Tokio,
+    })
+}
+
+fn socket_options(args: &ServeArgs) -> corral_tokio::socket::SocketOptions {
+    corral_tokio::socket::SocketOptions {
+        busy_poll: std::time::Duration::from_micros(args.busy_poll),
+        // --workers: one endpoint per worker on one port. --join: several servers of one user on one host
+        // can share a multicast group's port (each receives every multicast request; a unicast datagram
+        // reaches one of them). SO_REUSEPORT, not SO_REUSEADDR: the kernel lets only the same user join
+        // the port, so another local user cannot bind it and take the server's traffic.
+        reuse_port: args.workers > 1 || !args.join.is_empty(),
+        multicast_if_v4: args.mcast_if,
+        multicast_if_v6: args.mcast_if6.unwrap_or(0),
+        ..Default::default()
+    }
+}
 /// The endpoint configuration every worker gets from the command line.
 fn endpoint_config(args: &ServeArgs) -> EndpointConfig {
     let mut params = TransmissionParams::default();

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # Installs the real CoAP peers the interop tests run against: libcoap's command-line tools (Debian package
 # libcoap3-bin: coap-client-notls, coap-server-notls) and aiocoap with its OSCORE extra (pip, which brings
-# Group OSCORE's Ed25519 too), and Wireshark's tshark, which checks that the simulator's pcap files dissect
-# as IPv6 + TCP + HTTP. Idempotent; quiet when present.
+# Group OSCORE's Ed25519 too), PostgreSQL's server (the shared store's tests start one in a temporary
+# directory), and Wireshark's tshark, which checks that the simulator's pcap files dissect as IPv6 + TCP +
+# HTTP. Idempotent; quiet when present.
 set -euo pipefail
 if ! command -v coap-client-notls >/dev/null 2>&1; then
   echo "installing libcoap3-bin (apt)…" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libcoap3-bin >/dev/null
+fi
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "installing postgresql, the server corral-store's tests start in a temporary directory (apt)…" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
 fi
 if ! command -v tshark >/dev/null 2>&1; then
   echo "installing tshark (apt)…" >&2

@@ -64,6 +64,9 @@ pub enum StoreError {
     Io(String),
     /// The database refused an operation (locked, a constraint, not a database): SQLite's message.
     Sqlite(String),
+    /// PostgreSQL refused an operation or could not be reached: where (the URL without its password) and
+    /// the server's or the connection's message.
+    Postgres(String),
     /// A row that does not read back.
     Corrupt(CorruptRow),
     /// The database was written by a newer corral: its schema version and the newest this one knows.
@@ -95,6 +98,7 @@ impl fmt::Display for StoreError {
         f.write_str("store: ")?;
         match self {
             StoreError::Io(m) | StoreError::Sqlite(m) => f.write_str(m),
+            StoreError::Postgres(m) => write!(f, "PostgreSQL: {m}"),
             StoreError::Config(e) => write!(f, "{e}"),
             StoreError::Corrupt(CorruptRow::Entity { name, column }) => {
                 write!(f, "entity {name}: unreadable {column} in the database")

@@ -27,6 +27,22 @@ pub struct RunData {
     pub sensitivity: Vec<Variant>,
     /// Stopped by a signal before every point (or every sensitivity variant) ran: the report says so.
     pub interrupted: bool,
+    /// A shard's share of the points its sensitivity variants rerun (split over the shards as the base
+    /// points are), written beside its own points for `merge` to join; empty outside a shard.
+    pub shares: Vec<VariantShare>,
+    /// Points of the sensitivity variants that merged shards did not hold: their variants are left out of
+    /// the sensitivity table, and the report says so (PARTIAL).
+    pub variant_points_missing: usize,
+}
+
+/// One sensitivity variant's points that a shard ran: the variant by its position among the scenario's
+/// `[[sensitivity]]` tables, its scenario text (the base's with the variant's changes), and the results.
+#[derive(Debug, Clone)]
+pub struct VariantShare {
+    pub variant: usize,
+    pub text: String,
+    pub scenario: Scenario,
+    pub results: Vec<PointResult>,
 }
 
 /// One sensitivity variant (its type lives with the findings it holds, which link to it by name).

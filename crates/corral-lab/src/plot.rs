@@ -14,6 +14,8 @@ const LEFT: f64 = 72.0;
 const RIGHT: f64 = 190.0;
 const TOP: f64 = 44.0;
 const BOTTOM: f64 = 58.0;
+/// Series with more points than this are drawn without a marker per point.
+const MAX_MARKERS: usize = 40;
 
 /// One line of a chart.
 #[derive(Debug, Clone, Default)]
@@ -95,7 +97,9 @@ impl LineChart {
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.0))
             .chain(self.bands.iter().flat_map(|b| [b.from, b.to]));
-        let (x_lo, x_hi) = finite_range(xs).unwrap_or((0.0, 1.0));
+        let (x_lo, x_hi) = finite_range(xs.clone()).unwrap_or((0.0, 1.0));
+        // Hops, members, buffer slots: an axis of whole numbers gets no ticks between them.
+        let whole = xs.filter(|x| x.is_finite()).all(|x| x.fract() == 0.0);
         let ys = self
             .series
             .iter()
@@ -106,13 +110,14 @@ impl LineChart {
             Axis::decades(y_lo, y_hi)
         } else {
             let (mut y_lo, y_hi) = finite_range(ys).unwrap_or((0.0, 1.0));
-            if self.y_from_zero && y_lo > 0.0 && y_lo < 0.5 * y_hi {
+            // A flat series (every consumer answered: 100 %) sits on an axis from zero, not on 99-101.
+            if self.y_from_zero && y_lo > 0.0 && (y_lo < 0.5 * y_hi || y_lo == y_hi) {
                 y_lo = 0.0;
             }
             let (y_lo, y_hi) = self.y_range.unwrap_or((y_lo, y_hi));
-            Axis::new(y_lo, y_hi)
+            Axis::new(y_lo, y_hi, false)
         };
-        let xa = Axis::new(x_lo, x_hi);
+        let xa = Axis::new(x_lo, x_hi, whole);
         let mut svg = header(&self.title);
         frame(&mut svg, &xa, &ya, &self.x_label, &self.y_label);
         for b in &self.bands {
@@ -165,10 +170,14 @@ impl LineChart {
                     }
                 }
             }
-            for &(x, y) in &s.points {
-                let (px, py) = (xa.px(x), ya.py(y));
-                if px.is_finite() && py.is_finite() {
-                    marker(&mut svg, i, px, py, color);
+            // A marker per point shows where a curve was measured; on a dense one (a CDF, a time series of
+            // hundreds of points) the markers merge into a smear that hides the line.
+            if s.points.len() <= MAX_MARKERS {
+                for &(x, y) in &s.points {
+                    let (px, py) = (xa.px(x), ya.py(y));
+                    if px.is_finite() && py.is_finite() {
+                        marker(&mut svg, i, px, py, color);
+                    }
                 }
             }
             legend_entry(&mut svg, i, &s.label, color, dash);
@@ -208,7 +217,7 @@ impl BoxPlot {
 
     pub fn to_svg(&self) -> String {
         let (lo, hi) = finite_range(self.boxes.iter().flat_map(|b| b.five)).unwrap_or((0.0, 1.0));
-        let ya = Axis::new(lo.min(0.0), hi);
+        let ya = Axis::new(lo.min(0.0), hi, false);
         let n = self.boxes.len().max(1) as f64;
         let plot_w = W - LEFT - RIGHT;
         let mut svg = header(&self.title);
@@ -257,9 +266,20 @@ struct Axis {
 }
 
 impl Axis {
-    fn new(lo: f64, hi: f64) -> Axis {
-        let (lo, hi) = if (hi - lo).abs() < 1e-12 { (lo - 1.0, hi + 1.0) } else { (lo, hi) };
+    /// An axis over `lo..hi` with about five ticks at round values; `whole`: whole numbers only. A single
+    /// value gets an axis around it that keeps its sign (one error rate of 0.1: 0.05-0.15, not -1 to 1.5).
+    fn new(lo: f64, hi: f64, whole: bool) -> Axis {
+        let (lo, hi) = match ((hi - lo).abs() < 1e-12, lo) {
+            (false, _) => (lo, hi),
+            (true, v) if v == 0.0 || whole => (lo - 1.0, hi + 1.0),
+            (true, v) => (v - 0.5 * v.abs(), v + 0.5 * v.abs()),
+        };
         let step = nice_step((hi - lo) / 5.0);
+        let step = match whole {
+            true if step < 1.0 => 1.0,
+            true => step.floor(),
+            false => step,
+        };
         let start = (lo / step).floor() * step;
         let end = (hi / step).ceil() * step;
         let mut ticks = Vec::new();
@@ -334,7 +354,8 @@ fn fmt_tick(v: f64) -> String {
     } else if a >= 10.0 {
         format!("{v:.1}")
     } else if a >= 0.1 {
-        format!("{v:.2}").trim_end_matches('0').trim_end_matches('.').to_string()
+        // Three decimals, trimmed: a step of 0.025 shows 0.125, not 0.12.
+        format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
         format!("{v:.3}")
     }
@@ -344,10 +365,33 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
+/// About how wide `text` is at `size` px in Helvetica (an average glyph is ~0.55 em; bold ~0.6 em).
+fn text_width(text: &str, size: f64, bold: bool) -> f64 {
+    text.chars().count() as f64 * size * if bold { 0.6 } else { 0.55 }
+}
+
+/// The font size (px) at which `text` fits in `room` px: `size`, or smaller for a longer text (a font
+/// size works in every SVG renderer; `textLength` does not).
+fn fit(text: &str, size: f64, bold: bool, room: f64) -> f64 {
+    let wide = text_width(text, size, bold);
+    if wide <= room {
+        size
+    } else {
+        (size * room / wide * 10.0).floor() / 10.0
+    }
+}
+
 fn header(title: &str) -> String {
+    // Centred over the plot when it fits there, else over the whole figure, squeezed if need be: a long
+    // title must not run off the left edge.
+    let over_plot = (W - RIGHT + LEFT) / 2.0;
+    let (x, size) = if text_width(title, 15.0, true) <= 2.0 * over_plot - 12.0 {
+        (over_plot, 15.0)
+    } else {
+        (W / 2.0, fit(title, 15.0, true, W - 16.0))
+    };
     format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="Helvetica, Arial, sans-serif"><rect width="100%" height="100%" fill="#fff"/><text x="{:.1}" y="24" font-size="15" font-weight="bold" text-anchor="middle" fill="#111">{}</text>"##,
-        (W - RIGHT + LEFT) / 2.0,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="Helvetica, Arial, sans-serif"><rect width="100%" height="100%" fill="#fff"/><text x="{x:.1}" y="24" font-size="{size}" font-weight="bold" text-anchor="middle" fill="#111">{}</text>"##,
         esc(title)
     )
 }
@@ -425,9 +469,11 @@ fn legend_entry(svg: &mut String, i: usize, label: &str, color: &str, dash: &str
     let y = TOP + 10.0 + 20.0 * i as f64;
     let _ = write!(
         svg,
-        r##"<path d="M{x:.1},{y:.1}h26" stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#222">{}</text>"##,
+        r##"<path d="M{x:.1},{y:.1}h26" stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}" font-size="{}" fill="#222">{}</text>"##,
         x + 32.0,
         y + 4.0,
+        // A label longer than the legend's column is set smaller to fit it, not cut at the figure's edge.
+        fit(label, 11.0, false, W - x - 32.0 - 4.0),
         esc(label)
     );
     marker(svg, i, x + 13.0, y, color);
@@ -442,7 +488,7 @@ mod tests {
         assert_eq!(nice_step(0.23), 0.25);
         assert_eq!(nice_step(7.0), 10.0);
         assert_eq!(nice_step(1.4), 2.0);
-        let a = Axis::new(0.0, 97.0);
+        let a = Axis::new(0.0, 97.0, false);
         assert_eq!(a.ticks, vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
     }
 
@@ -473,6 +519,39 @@ mod tests {
         let svg = chart.to_svg();
         assert!(!svg.contains("NaN"), "{svg}");
         assert!(svg.contains(">1000<") && svg.contains(">100<"));
+    }
+
+    /// Issue 43's look at every figure: ext-dtls put ticks at 1.5 and 2.5 hops; seed003-delay's one error
+    /// rate (0.1) sat on an axis from -1 to 1.5; ext-proxy's flat 100 % sat on 99-101 %.
+    #[test]
+    fn axes_follow_what_the_data_can_be() {
+        assert_eq!(Axis::new(1.0, 3.0, true).ticks, vec![1.0, 2.0, 3.0], "whole hops");
+        assert!(Axis::new(0.0, 12.0, true).ticks.iter().all(|t| t.fract() == 0.0));
+        let one = Axis::new(0.1, 0.1, false);
+        assert!(one.lo >= 0.0 && one.lo < 0.1 && one.hi > 0.1, "one positive value keeps its sign: {:?}", one.ticks);
+        let flat = LineChart::new("answered", "consumers", "%")
+            .series(Series::new("cache", vec![(1.0, 100.0), (4.0, 100.0), (16.0, 100.0)]))
+            .to_svg();
+        assert!(flat.contains(">0<") && !flat.contains(">101<"), "{flat}");
+    }
+
+    /// seed 001's Fig. 9 cut "Det. OSCORE Proxy requests" at the figure's edge, a long title ran off the
+    /// left, and its Fig. 7 and 8 (hundreds of points per series) were smears of markers.
+    #[test]
+    fn long_labels_are_squeezed_in_and_dense_series_have_no_markers() {
+        let long = "a title as long as the one of ext-rd-churn's figure of member-seconds off the devices";
+        let svg = LineChart::new(long, "x", "y")
+            .series(Series::new("Det. OSCORE Proxy requests", vec![(1.0, 1.0), (2.0, 2.0)]))
+            .series(Series::new("NDN", (0..500).map(|i| (f64::from(i), f64::from(i % 7))).collect()))
+            .to_svg();
+        assert!(!svg.contains(r#"font-size="15" font-weight"#), "the long title is set smaller: {svg}");
+        assert_eq!(
+            svg.matches(r##"font-size="11" fill="#222""##).count(),
+            1,
+            "only NDN keeps the legend's size: {svg}"
+        );
+        // 2 markers of the short series and 2 in the legend; none of the dense series' 500 points.
+        assert_eq!(svg.matches("<circle").count() + svg.matches("<rect x=").count(), 4, "{svg}");
     }
 
     #[test]

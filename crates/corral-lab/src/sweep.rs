@@ -4,7 +4,7 @@
 //! count nor the shard split changes a single number; results are put back in point order before anything
 //! is written. A run can be stopped between points (`run_until`), keeping what finished.
 
-use crate::data::{RunData, Variant};
+use crate::data::{RunData, Variant, VariantShare};
 use crate::error::{DataError, RunError, ScenarioError};
 use crate::harness::point_seed;
 use crate::record::PointResult;
@@ -243,6 +243,8 @@ pub fn run_until(
         results,
         shard: o.shard,
         sensitivity: Vec::new(),
+        shares: Vec::new(),
+        variant_points_missing: 0,
     })
 }
 
@@ -266,9 +268,11 @@ pub fn variant_text(text: &str, changes: &BTreeMap<String, toml::Value>) -> Resu
 }
 
 /// Reruns the findings with each `[[sensitivity]]` variant of the scenario: the same points and mode
-/// with one replicate, the variant's parameters changed. (Not for shards: findings need every point.) The
-/// points every variant reruns go to the threads as one list, so a variant's last slow point runs beside
-/// the next variant's first instead of alone.
+/// with one replicate, the variant's parameters changed. The points every variant reruns go to the threads
+/// as one list, so a variant's last slow point runs beside the next variant's first instead of alone. A
+/// shard runs its share of that list (split as the base points are, continuing their count) and keeps the
+/// results in [`RunData::shares`], which `merge` joins ([`merge_sensitivity`]) to finish the variants
+/// without running anything: a Slurm array runs the wrong models in parallel too.
 pub fn run_sensitivity(
     d: &mut RunData,
     o: &RunOptions,
@@ -285,77 +289,154 @@ pub fn run_sensitivity_until(
     progress: &(dyn Fn(usize, usize) + Sync),
     stop: &AtomicBool,
 ) -> Result<(), RunError> {
-    if d.shard.is_some() {
-        return Ok(());
+    let variants = prepare_variants(d, o.quick).map_err(|(name, source)| RunError::Sensitivity { name, source })?;
+    // (variant, point) in an order every shard computes alike; a shard takes the positions that continue
+    // the base points' count modulo n.
+    let all: Vec<(usize, &Point)> =
+        variants.iter().enumerate().flat_map(|(v, p)| p.rerun.iter().map(move |pt| (v, pt))).collect();
+    let base = d.points.len();
+    let mine: Vec<(usize, &Point)> = match o.shard {
+        Some((i, n)) => all.into_iter().enumerate().filter(|(k, _)| (base + k) % n == i).map(|(_, x)| x).collect(),
+        None => all,
+    };
+    let jobs: Vec<(&Scenario, &Point)> = mine.iter().map(|&(v, p)| (&variants[v].scenario, p)).collect();
+    let ran = run_jobs(&jobs, o, progress, stop)?;
+    let mut results: Vec<Vec<PointResult>> = vec![Vec::new(); variants.len()];
+    let mut lost = vec![false; variants.len()];
+    for (&(v, _), r) in mine.iter().zip(ran) {
+        match r {
+            Some(r) => results[v].push(r),
+            None => lost[v] = true,
+        }
     }
-    struct Prepared {
-        name: String,
-        set: String,
-        scenario: Scenario,
-        text: String,
-        kept: Vec<PointResult>,
-        rerun: Vec<Point>,
-    }
-    let mut variants = Vec::new();
-    for spec in d.scenario.sensitivity.clone() {
-        let mut changes = spec.set.clone();
-        changes.insert("workload.replicates".into(), toml::Value::Integer(1));
-        changes.insert("workload.quick_replicates".into(), toml::Value::Integer(1));
-        let sensitivity = |source| RunError::Sensitivity { name: spec.name.clone(), source };
-        let text = variant_text(&d.scenario_text, &changes).map_err(sensitivity)?;
-        let s = load(&text).map_err(sensitivity)?;
-        let (_, points) = selected_points(&s, &RunOptions { shard: None, ..o.clone() });
-        let (kept, rerun): (Vec<PointResult>, Vec<Point>) =
-            points.into_iter().fold((Vec::new(), Vec::new()), |(mut kept, mut rerun), p| {
-                match unchanged_result(d, &s, &p, o.quick) {
-                    Some(r) => kept.push(r),
-                    None => rerun.push(p),
-                }
-                (kept, rerun)
-            });
-        let set = spec.set.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ");
-        variants.push(Prepared { name: spec.name.clone(), set, scenario: s, text, kept, rerun });
-    }
-    let jobs: Vec<(&Scenario, &Point)> =
-        variants.iter().flat_map(|v| v.rerun.iter().map(move |p| (&v.scenario, p))).collect();
-    let mut ran = run_jobs(&jobs, o, progress, stop)?.into_iter();
-    for v in variants {
-        let mut results = v.kept;
-        // Take all of this variant's slots before looking at them: the next variant's follow.
-        let slots: Vec<Option<PointResult>> = ran.by_ref().take(v.rerun.len()).collect();
-        let Some(rerun) = slots.into_iter().collect::<Option<Vec<PointResult>>>() else {
-            d.interrupted = true;
-            continue;
-        };
-        results.extend(rerun);
-        results.sort_by_key(|r| r.point.point);
-        let data = RunData {
-            scenario: v.scenario.clone(),
-            scenario_text: v.text,
-            seed: o.seed,
-            quick: o.quick,
-            points: v.scenario.points(o.quick),
-            results,
-            shard: None,
-            sensitivity: Vec::new(),
-            interrupted: false,
-        };
-        let aggs = data.aggregates();
-        let findings = crate::findings::evaluate(&v.scenario, &aggs);
-        d.sensitivity.push(Variant { name: v.name, changes: v.set, findings });
+    d.interrupted |= lost.contains(&true);
+    for (v, (prepared, (results, lost))) in variants.into_iter().zip(results.into_iter().zip(lost)).enumerate() {
+        if o.shard.is_some() {
+            // What ran is kept even when some did not: merge counts the points no shard holds.
+            d.shares.push(VariantShare { variant: v, text: prepared.text, scenario: prepared.scenario, results });
+        } else if !lost {
+            if let Some(variant) = prepared.finish(d, o.seed, o.quick, results) {
+                d.sensitivity.push(variant);
+            }
+        }
     }
     Ok(())
 }
 
-/// The base run's result for a variant's point that the variant leaves as it was: the same point (index
-/// and axes, so the same seed) resolving to the same [`Setup`](crate::scenario::Setup). A runner's only
-/// inputs are the setup and the seed, so running it again would repeat a simulated point exactly, or take
-/// another sample of an emulated one under the same procedure (seed 004's closed-loop variant changes the
-/// CoAP rows only: its HTTP rows took half a minute of real time for nothing).
-fn unchanged_result(base: &RunData, variant: &Scenario, p: &Point, quick: bool) -> Option<PointResult> {
-    let bp = base.points.iter().find(|b| b.index == p.index && b.label() == p.label())?;
-    let same = matches!((base.scenario.setup(bp, quick), variant.setup(p, quick)), (Ok(a), Ok(b)) if a == b);
-    same.then(|| base.results.iter().find(|r| r.point.point == p.index).cloned()).flatten()
+/// A sensitivity variant ready to run: its scenario, and the points its changes touch (every other point
+/// keeps the base run's result).
+struct Prepared {
+    name: String,
+    set: String,
+    scenario: Scenario,
+    text: String,
+    rerun: Vec<Point>,
+}
+
+/// The scenario's variants in order, each with the points it reruns; an error names the variant.
+fn prepare_variants(d: &RunData, quick: bool) -> Result<Vec<Prepared>, (String, ScenarioError)> {
+    let mut variants = Vec::new();
+    for spec in &d.scenario.sensitivity {
+        let mut changes = spec.set.clone();
+        changes.insert("workload.replicates".into(), toml::Value::Integer(1));
+        changes.insert("workload.quick_replicates".into(), toml::Value::Integer(1));
+        let text = variant_text(&d.scenario_text, &changes).map_err(|e| (spec.name.clone(), e))?;
+        let s = load(&text).map_err(|e| (spec.name.clone(), e))?;
+        let rerun = s.points(quick).into_iter().filter(|p| !unchanged(d, &s, p, quick)).collect();
+        let set = spec.set.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ");
+        variants.push(Prepared { name: spec.name.clone(), set, scenario: s, text, rerun });
+    }
+    Ok(variants)
+}
+
+impl Prepared {
+    /// The variant's findings from its rerun points and the base run's results for the others; `None` when
+    /// a point is in neither.
+    fn finish(self, base: &RunData, seed: u64, quick: bool, rerun: Vec<PointResult>) -> Option<Variant> {
+        let points = self.scenario.points(quick);
+        let mut results = Vec::with_capacity(points.len());
+        for p in &points {
+            let ran = if self.rerun.iter().any(|r| r.index == p.index) { &rerun } else { &base.results };
+            results.push(ran.iter().find(|r| r.point.point == p.index)?.clone());
+        }
+        let data = RunData {
+            scenario: self.scenario,
+            scenario_text: self.text,
+            seed,
+            quick,
+            points,
+            results,
+            shard: None,
+            sensitivity: Vec::new(),
+            interrupted: false,
+            shares: Vec::new(),
+            variant_points_missing: 0,
+        };
+        let findings = crate::findings::evaluate(&data.scenario, &data.aggregates());
+        Some(Variant { name: self.name, changes: self.set, findings })
+    }
+}
+
+/// Whether a variant leaves point `p` as the base run had it: the same point (index and axes, so the same
+/// seed) resolving to the same [`Setup`](crate::scenario::Setup). A runner's only inputs are the setup and
+/// the seed, so running it again would repeat a simulated point exactly, or take another sample of an
+/// emulated one under the same procedure (seed 004's closed-loop variant changes the CoAP rows only: its
+/// HTTP rows took half a minute of real time for nothing).
+fn unchanged(base: &RunData, variant: &Scenario, p: &Point, quick: bool) -> bool {
+    base.points
+        .iter()
+        .find(|b| b.index == p.index && b.label() == p.label())
+        .is_some_and(|bp| matches!((base.scenario.setup(bp, quick), variant.setup(p, quick)), (Ok(a), Ok(b)) if a == b))
+}
+
+/// The directory of a shard's report that holds its share of variant `v`'s points.
+pub fn share_dir(dir: &Path, v: usize) -> std::path::PathBuf {
+    dir.join("sensitivity").join(v.to_string())
+}
+
+/// Finishes the sensitivity variants of merged shards (`d` from [`merge`], every base point present) from
+/// the shares the shards wrote ([`share_dir`]); nothing runs again. A variant whose rerun points some
+/// shard did not hold is left out and counted in [`RunData::variant_points_missing`].
+pub fn merge_sensitivity(d: &mut RunData, dirs: &[&Path]) -> Result<(), DataError> {
+    let variants = prepare_variants(d, d.quick)
+        .map_err(|(_, source)| DataError::Scenario { path: dirs[0].join("scenario.toml"), source })?;
+    let (seed, quick) = (d.seed, d.quick);
+    for (v, prepared) in variants.into_iter().enumerate() {
+        let family = prepared
+            .scenario
+            .family()
+            .map_err(|source| DataError::Scenario { path: dirs[0].join("scenario.toml"), source })?;
+        let mut results: Vec<PointResult> = Vec::new();
+        for dir in dirs {
+            let share = share_dir(dir, v);
+            if !share.join("points.csv").exists() {
+                continue;
+            }
+            for r in crate::csv::read_results(&share, family)? {
+                join(&mut results, r, "a sensitivity variant's point")?;
+            }
+        }
+        let missing = prepared.rerun.iter().filter(|p| !results.iter().any(|r| r.point.point == p.index)).count();
+        d.variant_points_missing += missing;
+        if missing == 0 {
+            if let Some(variant) = prepared.finish(d, seed, quick, results) {
+                d.sensitivity.push(variant);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Adds a shard's result for one point to `results`; the same point from two shards must agree.
+fn join(results: &mut Vec<PointResult>, r: PointResult, what: &str) -> Result<(), DataError> {
+    match results.iter().find(|x| x.point.point == r.point.point) {
+        Some(x) if *x != r => Err(DataError::Mismatch(format!("{what} {} differs between shards", r.point.point))),
+        Some(_) => Ok(()),
+        None => {
+            results.push(r);
+            Ok(())
+        }
+    }
 }
 
 /// Joins shard directories (written by `run` with `--shard`) into one run's data. The shards must come
@@ -390,13 +471,7 @@ pub fn merge(dirs: &[&Path]) -> Result<RunData, DataError> {
         let family =
             scenario.family().map_err(|source| DataError::Scenario { path: dir.join("scenario.toml"), source })?;
         for r in crate::csv::read_results(dir, family)? {
-            match results.iter().find(|x| x.point.point == r.point.point) {
-                Some(x) if *x != r => {
-                    return Err(DataError::Mismatch(format!("point {} differs between shards", r.point.point)))
-                }
-                Some(_) => {}
-                None => results.push(r),
-            }
+            join(&mut results, r, "point")?;
         }
     }
     let (text, seed, quick) = base.ok_or(DataError::NoShards)?;
@@ -413,6 +488,8 @@ pub fn merge(dirs: &[&Path]) -> Result<RunData, DataError> {
         shard: None,
         sensitivity: Vec::new(),
         interrupted: false,
+        shares: Vec::new(),
+        variant_points_missing: 0,
     })
 }
 

@@ -173,11 +173,18 @@ impl SqliteStore {
     }
 }
 
-fn eo_text(eo: &[Op]) -> String {
+/// An entity's operations as stored: their names, space-separated (shared with the PostgreSQL store).
+pub(crate) fn eo_text(eo: &[Op]) -> String {
     eo.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(" ")
 }
 
-fn bad(column: &'static str, name: &str) -> StoreError {
+/// [`eo_text`] read back; an unknown name is a corrupt `eo` of entity `name`.
+pub(crate) fn parse_eo(text: &str, name: &str) -> Result<Vec<Op>, StoreError> {
+    text.split(' ').filter(|s| !s.is_empty()).map(Op::parse).collect::<Option<_>>().ok_or_else(|| bad("eo", name))
+}
+
+/// An unreadable `column` of entity `name`.
+pub(crate) fn bad(column: &'static str, name: &str) -> StoreError {
     StoreError::Corrupt(CorruptRow::Entity { name: name.to_string(), column })
 }
 
@@ -218,12 +225,7 @@ impl Store for SqliteStore {
                 .map_err(e)?
                 .collect::<Result<_, _>>()
                 .map_err(e)?;
-            let eo: Vec<Op> = eo
-                .split(' ')
-                .filter(|s| !s.is_empty())
-                .map(Op::parse)
-                .collect::<Option<_>>()
-                .ok_or_else(|| bad("eo", &name))?;
+            let eo = parse_eo(&eo, &name)?;
             let profile = Profile {
                 er: members.iter().map(|(u, _)| u.clone()).collect(),
                 emt: Emt::parse(&emt).ok_or_else(|| bad("emt", &name))?,

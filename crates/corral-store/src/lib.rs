@@ -7,7 +7,10 @@
 //! ([`corral_group::store`], [`corral_rd::store`]) and wait, parked, for each to be done. This crate is where they are done:
 //!
 //! - [`SqliteStore`]: the Entity Manager's embedded database (one file, WAL, `synchronous=FULL`).
-//! - [`RdSqliteStore`]: the Resource Directory's (corral-rd asks for its writes as effects too).
+//! - [`PgStore`]: the Entity Manager's store on a PostgreSQL server that several gateways can share
+//!   (issue 45; the same writes, with the constraints that keep them true across gateways in the schema).
+//! - [`RdSqliteStore`]: the Resource Directory's (corral-rd asks for its writes as effects too), and
+//!   [`RdPgStore`] on PostgreSQL.
 //! - [`Stores`]: the stores of one node, whose operations one runner dispatches by type.
 //! - [`StoreThread`]: an [`EffectRunner`](corral_proto::EffectRunner) that applies each operation on a
 //!   thread of its own, in the order the service started them, so that an fsync never holds up the
@@ -17,11 +20,16 @@
 //! writes. Must never: decide anything the services decide (what to write, when to answer).
 #![forbid(unsafe_code)]
 
+pub mod em_postgres;
 pub mod em_sqlite;
+pub mod rd_postgres;
 pub mod rd_sqlite;
+pub mod testing;
 mod thread;
 
+pub use em_postgres::PgStore;
 pub use em_sqlite::SqliteStore;
+pub use rd_postgres::RdPgStore;
 pub use rd_sqlite::RdSqliteStore;
 pub use thread::StoreThread;
 

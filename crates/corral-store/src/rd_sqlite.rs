@@ -171,11 +171,11 @@ fn unescape(s: &str) -> String {
     s.replace("%3D", "=").replace("%26", "&").replace("%25", "%")
 }
 
-fn encode_extra(extra: &[(String, String)]) -> String {
+pub(crate) fn encode_extra(extra: &[(String, String)]) -> String {
     extra.iter().map(|(k, v)| format!("{}={}", escape(k), escape(v))).collect::<Vec<_>>().join("&")
 }
 
-fn decode_extra(text: &str) -> Option<Vec<(String, String)>> {
+pub(crate) fn decode_extra(text: &str) -> Option<Vec<(String, String)>> {
     if text.is_empty() {
         return Some(Vec::new());
     }

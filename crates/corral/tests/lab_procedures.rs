@@ -170,6 +170,58 @@ fn a_merge_that_misses_a_shard_fails_unless_partial() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Issue 43: the sensitivity variants shard like the base points. `merge` reran every variant serially on
+/// one machine (19.9 s against 4–5 s per fig10 shard); now each shard runs its share of the variants'
+/// points (`sensitivity/<k>/` beside its own), the merge runs nothing and gives the unsharded run's
+/// sensitivity table byte for byte, and a shard's lost share fails the merge unless `--partial`.
+#[test]
+fn sensitivity_variants_shard_and_merge_without_rerunning() {
+    let dir = scratch("sharded-variants");
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec!["lab", "run", SMALL, "--quick", "--out", out.to_str().unwrap(), "-q"];
+        args.extend_from_slice(extra);
+        ok(&corral(&args));
+        out
+    };
+    let whole = run("whole", &[]);
+    let (s0, s1) = (run("s0", &["--shard", "0/2"]), run("s1", &["--shard", "1/2"]));
+    // Each shard holds part of the variants' points, and together they hold them all.
+    let rows = |d: &Path| -> usize {
+        (0..3)
+            .map(|v| d.join(format!("sensitivity/{v}/points.csv")))
+            .filter(|f| f.exists())
+            .map(|f| read(&f).lines().count() - 1)
+            .sum()
+    };
+    let (r0, r1) = (rows(&s0), rows(&s1));
+    assert!(r0 > 0 && r1 > 0, "each shard runs variant points: {r0} and {r1}");
+    let m = dir.join("m");
+    let merge = |extra: &[&str]| {
+        let mut args =
+            vec!["lab", "merge", s0.to_str().unwrap(), s1.to_str().unwrap(), "--out", m.to_str().unwrap(), "-q"];
+        args.extend_from_slice(extra);
+        corral(&args)
+    };
+    ok(&merge(&[]));
+    let table =
+        |d: &Path| read(&d.join("summary.txt")).split("sensitivity").skip(1).collect::<Vec<_>>().join("sensitivity");
+    assert!(!table(&whole).is_empty(), "the whole run has a sensitivity table");
+    assert_eq!(table(&whole), table(&m), "merged shards give the whole run's sensitivity table");
+    assert_eq!(read(&whole.join("summary.txt")), read(&m.join("summary.txt")));
+    // A shard whose variant share is lost: the merge fails, or says PARTIAL.
+    std::fs::remove_dir_all(s1.join("sensitivity")).unwrap();
+    let _ = std::fs::remove_dir_all(&m);
+    let o = merge(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("sensitivity variants") && err.contains("--partial"), "{err}");
+    assert!(!m.exists(), "nothing written");
+    let text = ok(&merge(&["--partial"]));
+    assert!(text.contains("PARTIAL: the merged shards miss"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Issue 46: `-q` printed the whole summary (procedure table, measures, points). It prints what ran, the
 /// notices and one line per finding; the full summary is summary.txt.
 #[test]

@@ -125,6 +125,13 @@ pub fn incomplete(d: &RunData) -> Option<String> {
         ))
     } else if d.shard.is_none() && done < all {
         Some(format!("PARTIAL: the merged shards cover {done} of {all} points; no findings (they need every point)"))
+    } else if d.variant_points_missing > 0 {
+        Some(format!(
+            "PARTIAL: the merged shards miss {} point(s) of the sensitivity variants: {} of {} variant(s) in the sensitivity table",
+            d.variant_points_missing,
+            d.sensitivity.len(),
+            d.scenario.sensitivity.len()
+        ))
     } else {
         None
     }
@@ -163,14 +170,24 @@ pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, DataError> 
         let path = dir.join(name);
         std::fs::write(&path, text).map_err(|source| DataError::Io { path, source })
     };
-    write("scenario.toml", &d.scenario_text)?;
-    write("queries.csv", &csv::queries_csv(d))?;
-    write("points.csv", &csv::points_csv(d))?;
-    write("links.csv", &csv::links_csv(d))?;
-    write("nodes.csv", &csv::nodes_csv(d))?;
+    write_results(dir, d)?;
     write("aggregates.csv", &csv::aggregates_csv(d))?;
-    if let Some(json) = csv::multiparty_json(&d.results) {
-        write(csv::MULTIPARTY_FILE, &json)?;
+    for share in &d.shares {
+        let points = share.scenario.points(d.quick);
+        let share_data = RunData {
+            scenario: share.scenario.clone(),
+            scenario_text: share.text.clone(),
+            points,
+            results: share.results.clone(),
+            seed: d.seed,
+            quick: d.quick,
+            shard: d.shard,
+            sensitivity: Vec::new(),
+            interrupted: d.interrupted,
+            shares: Vec::new(),
+            variant_points_missing: 0,
+        };
+        write_results(&crate::sweep::share_dir(dir, share.variant), &share_data)?;
     }
     let complete = d.results.len() == d.points.len();
     let aggs = d.aggregates();
@@ -205,6 +222,25 @@ pub fn write_report(dir: &Path, d: &RunData) -> Result<Vec<Finding>, DataError> 
     });
     write("run.json", &(serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n"))?;
     Ok(found)
+}
+
+/// The files `merge` reads back ([`csv::read_results`]): the scenario, the points', queries', links' and
+/// nodes' rows, and seed 001's statistics.
+fn write_results(dir: &Path, d: &RunData) -> Result<(), DataError> {
+    std::fs::create_dir_all(dir).map_err(|source| DataError::Io { path: dir.to_path_buf(), source })?;
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|source| DataError::Io { path, source })
+    };
+    write("scenario.toml", &d.scenario_text)?;
+    write("queries.csv", &csv::queries_csv(d))?;
+    write("points.csv", &csv::points_csv(d))?;
+    write("links.csv", &csv::links_csv(d))?;
+    write("nodes.csv", &csv::nodes_csv(d))?;
+    if let Some(json) = csv::multiparty_json(&d.results) {
+        write(csv::MULTIPARTY_FILE, &json)?;
+    }
+    Ok(())
 }
 
 /// `summary.json`, for scripts.

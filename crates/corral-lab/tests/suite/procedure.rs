@@ -66,6 +66,8 @@ fn a_procedure_row_whose_input_was_edited_says_what_this_run_set() {
         shard: None,
         sensitivity: Vec::new(),
         interrupted: false,
+        shares: Vec::new(),
+        variant_points_missing: 0,
     };
     let summary = summary_text(&d, &[]);
     let row = summary.split("  hardware and processing\n").nth(1).expect("the CPU row");

@@ -26,9 +26,11 @@
 //! from an address of its own: the proxy cannot tell a member from a forger by the answer. Every answer is
 //! relayed to the clients waiting (the client of a group request hears whoever answers, as it would
 //! without the proxy), but one is **kept** only if it comes from
-//! - an address the operator names as the groups' members ([`ProxyConfig::group_members`]), or
-//! - an address heard answering an *earlier* request to the same group ([`KnownMembers`]: a forger who
-//!   answers once, or only while it is there, leaves nothing behind for later clients), or
+//! - an address the operator names as the groups' members ([`ProxyConfig::group_members`]), or, only when
+//!   the operator names none, an address heard answering an *earlier* request to the same group
+//!   ([`KnownMembers`]: a forger who answers once, or only while it is there, leaves nothing behind for
+//!   later clients; once members are named, being heard earns nothing — a forger outside the named
+//!   networks that answers every request is never kept), or
 //! - Group OSCORE: the request was protected and so is the answer, which every client verifies end to end
 //!   (a forged one fails there, cached or not).
 //!
@@ -105,9 +107,12 @@ pub(super) fn trusted(
     protected: bool,
     answer: &Response,
 ) -> bool {
-    config.group_members.iter().any(|p| p.contains(member.ip()))
-        || known.contains(group, member)
-        || (protected && answer.options.contains(OptionNumber::OSCORE))
+    let named = if config.group_members.is_empty() {
+        known.contains(group, member)
+    } else {
+        config.group_members.iter().any(|p| p.contains(member.ip()))
+    };
+    named || (protected && answer.options.contains(OptionNumber::OSCORE))
 }
 
 /// `answer` (with Reply-From) as the cache keeps it: its Max-Age at most `cap`.
@@ -257,7 +262,15 @@ mod tests {
             trusted(&config, &known, (group, sa(member)), request_protected, answer)
         };
         assert!(trust("10.1.3.4:5683", false, &plain), "a network the operator names");
-        assert!(trust("10.9.0.2:5683", false, &plain), "heard answering an earlier request to the group");
+        // Issue 41's caveat: with members named, an address outside them earns nothing by being heard (a
+        // forger that answers every request); without names, being heard earlier is what the cache has.
+        assert!(!trust("10.9.0.2:5683", false, &plain), "heard before, but outside the named members");
+        let open = ProxyConfig::default();
+        assert!(
+            trusted(&open, &known, (group, sa("10.9.0.2:5683")), false, &plain),
+            "no members named: heard answering an earlier request to the group"
+        );
+        assert!(!trusted(&open, &known, (group, sa("10.9.0.3:5683")), false, &plain), "never heard, none named");
         assert!(trust("192.0.2.66:5683", true, &protected), "Group OSCORE both ways");
         assert!(!trust("192.0.2.66:5683", false, &plain), "a stranger in the clear");
         assert!(!trust("192.0.2.66:5683", true, &plain), "a plain answer to a protected request");

@@ -247,9 +247,11 @@ fn run_scenario(a: RunArgs, quiet: bool) -> Result<(), Failure> {
     let progress = Progress::new(s.name.clone(), quiet);
     let mut data = sweep::run_until(&s, &text, &opts, &|d, t| progress.report(d, t), &stop)
         .map_err(|e| Failure::other(e.to_string()))?;
-    if !s.sensitivity.is_empty() && shard.is_none() && !data.interrupted {
-        if !quiet {
+    if !s.sensitivity.is_empty() && !data.interrupted {
+        if !quiet && shard.is_none() {
             say!("sensitivity: rerunning the findings with {} wrong model(s)", s.sensitivity.len());
+        } else if !quiet {
+            say!("sensitivity: this shard's share of the points of {} wrong model(s)", s.sensitivity.len());
         }
         let progress = Progress::new(format!("{} sensitivity", s.name), quiet);
         sweep::run_sensitivity_until(&mut data, &opts, &|d, t| progress.report(d, t), &stop)
@@ -282,10 +284,15 @@ fn merge(dirs: &[PathBuf], out: Option<PathBuf>, json: bool, partial: bool, quie
             data.points.len()
         )));
     }
-    if !data.scenario.sensitivity.is_empty() && data.results.len() == data.points.len() {
-        // As the unsharded run does: the wrong models rerun here, on one machine (one replicate each).
-        let opts = RunOptions { seed: data.seed, quick: data.quick, shard: None, jobs: default_jobs() };
-        sweep::run_sensitivity(&mut data, &opts, &|_, _| {}).map_err(|e| Failure::other(e.to_string()))?;
+    if !data.scenario.sensitivity.is_empty() && missing == 0 {
+        // The wrong models' points ran in the shards too: their findings are joined here, nothing runs.
+        sweep::merge_sensitivity(&mut data, &refs).map_err(|e| Failure::other(e.to_string()))?;
+        let lost = data.variant_points_missing;
+        if lost > 0 && !partial {
+            return Err(Failure::other(format!(
+                "the shards miss {lost} point(s) of the sensitivity variants (a shard lost, interrupted, or written by an older corral?); nothing written (--partial writes a report marked PARTIAL, without those variants)"
+            )));
+        }
     }
     let out = out.unwrap_or_else(|| PathBuf::from("lab-out").join(&data.scenario.name));
     let found = corral_lab::report::write_report(&out, &data).map_err(|e| Failure::other(e.to_string()))?;

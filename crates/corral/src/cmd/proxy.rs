@@ -140,8 +140,9 @@ pub struct ProxyArgs {
           value_parser = crate::cli::units::secs(crate::cli::units::Range::up_to(crate::cli::units::DAY)))]
     pub group_cache_max_age: f64,
     /// Where the groups' members are (repeatable or comma-separated prefixes): their answers are cached
-    /// from the first. An answer from elsewhere is relayed, and cached only once its address answered an
-    /// earlier request to the group (anyone on the link can answer a group request) [default: none].
+    /// from the first, and an answer from elsewhere is relayed but never cached (anyone on the link can
+    /// answer a group request). Without it, an answer is cached once its address answered an earlier
+    /// request to the group [default: none].
     #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = parse_prefix, requires = "allow_group")]
     pub group_member: Vec<Prefix>,
     /// Requests outstanding to one next hop at once (NSTART, RFC 7252 §4.7). A proxy carries many

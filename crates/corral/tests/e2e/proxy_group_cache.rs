@@ -120,3 +120,31 @@ fn a_forger_on_the_link_is_relayed_once_and_not_cached() {
     assert_eq!(s["stats"]["group_cache_hits"], 0, "{s}");
     assert_eq!(s["group_cache"]["entries"], 3, "the members, heard before the second request: {s}");
 }
+
+/// Issue 41's caveat, closed: with the members named (`--group-member`), an address outside them earns
+/// nothing by being heard. A forger that answers every request was "heard answering an earlier request" from
+/// the second on, so its answer was kept (Max-Age capped at 60 s) and a later client got it from the cache
+/// after the forger had left; now it is relayed to the clients that asked while it answered, and never kept.
+#[test]
+fn a_forger_that_answers_every_request_is_never_cached_when_members_are_named() {
+    let group = [239, 255, 77, 39];
+    let m = Members::start("127.0.86.2", group);
+    let members = ["--group-member", "127.0.86.0/24"];
+    let (_p, proxy) = proxy(&[&["--allow-group", "239.255.77.39", "--mcast-if", "127.0.0.1"][..], &members].concat());
+    let uri = format!("coap://239.255.77.39:{}/s/t", m.port);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    forger(group, m.port, "127.0.87.66:0", stop.clone());
+    for round in 0..2 {
+        let heard = members_of(&get_via(&proxy, &uri, &["--mc-timeout", "2", "--json"]));
+        assert!(heard.iter().any(|a| a["payload"] == "phantom"), "round {round}: the client hears it: {heard:?}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let after = members_of(&get_via(&proxy, &uri, &["--mc-timeout", "2", "--json"]));
+    assert!(after.iter().all(|a| a["payload"] != "phantom"), "the forger's answer came from the cache: {after:?}");
+    let all: BTreeSet<String> = m.addrs.iter().cloned().collect();
+    assert_eq!(from(&after), all, "{after:?}");
+    let s = proxy_status(&proxy);
+    assert_eq!(s["group_cache"]["entries"], 3, "the named members only: {s}");
+    assert!(s["stats"]["group_answers_untrusted"].as_u64() >= Some(2), "both forged answers refused: {s}");
+}

@@ -1,0 +1,384 @@
+//! The Entity Manager's store on PostgreSQL (issue 45's first step: the same writes as the SQLite store,
+//! on a server several gateways can share).
+//!
+//! Owns: the schema in PostgreSQL, its version (row `em` of table `corral_schema`, which the directory's
+//! store shares) and migrations, and the mapping of
+//! [`StoredEntity`] onto tables. Every [`Store::apply`] is one transaction; a commit returns once the
+//! server has it on disk (`synchronous_commit` is left at its default, `on`).
+//!
+//! What the schema holds true by itself, so that no client can break it (a second gateway included):
+//! an entity name is unique (the primary key), **no multicast group is given to two entities** (`UNIQUE`
+//! on `entity.grp`), members go with their entity (`ON DELETE CASCADE`), and a journal row is one
+//! (group, member) pair. A write that breaks one of them fails its whole transaction: the EM answers 5.00
+//! and nothing of the operation stays.
+//!
+//! Connections: a URL (`postgresql://user:password@host:port/db?sslmode=…`) or key=value pairs, as
+//! libpq takes them; errors name the server without the password ([`redacted`]). Uses the `postgres`
+//! crate (the blocking face of tokio-postgres), which runs a small runtime of its own: call it from the
+//! store's thread ([`crate::StoreThread`]), never from inside an async runtime.
+//!
+//! # Schema (version 1)
+//! ```sql
+//! corral_schema(component TEXT PRIMARY KEY, version INTEGER)      -- 'em' (and 'rd': rd_postgres)
+//! entity(name TEXT PRIMARY KEY, emt TEXT, ect TEXT, enr BIGINT NULL, eo TEXT, delay TEXT,
+//!        timeout BIGINT NULL, mcst_uri TEXT NULL, grp TEXT NULL UNIQUE, pending BOOLEAN,
+//!        repair TEXT, from_rd TEXT NULL, rd TEXT NULL)
+//! member(entity TEXT REFERENCES entity(name) ON DELETE CASCADE, idx INTEGER, uri TEXT, joined BOOLEAN,
+//!        PRIMARY KEY (entity, idx))
+//! counter(key TEXT PRIMARY KEY, value BIGINT)
+//! journal(grp TEXT, member TEXT, PRIMARY KEY (grp, member))
+//! released(grp TEXT PRIMARY KEY, at_ms BIGINT)
+//! ```
+
+use crate::em_sqlite::{bad, eo_text, parse_eo};
+use corral_group::profile::{Delay, Ect, Emt, Profile, Repair};
+use corral_group::store::{CorruptRow, Snapshot, Store, StoreError, StoredEntity, Write};
+use postgres::{Client, NoTls, Transaction};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+
+/// The schema version this code writes.
+pub const SCHEMA_VERSION: i32 = 1;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE entity (
+    name     TEXT PRIMARY KEY NOT NULL,
+    emt      TEXT NOT NULL,
+    ect      TEXT NOT NULL,
+    enr      BIGINT,
+    eo       TEXT NOT NULL,
+    delay    TEXT NOT NULL,
+    timeout  BIGINT,
+    mcst_uri TEXT,
+    grp      TEXT UNIQUE,
+    pending  BOOLEAN NOT NULL DEFAULT FALSE,
+    repair   TEXT NOT NULL DEFAULT 'none',
+    from_rd  TEXT,
+    rd       TEXT
+);
+CREATE TABLE member (
+    entity TEXT NOT NULL REFERENCES entity(name) ON DELETE CASCADE,
+    idx    INTEGER NOT NULL,
+    uri    TEXT NOT NULL,
+    joined BOOLEAN NOT NULL DEFAULT FALSE,
+    PRIMARY KEY (entity, idx)
+);
+CREATE TABLE counter (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value BIGINT NOT NULL
+);
+CREATE TABLE journal (
+    grp    TEXT NOT NULL,
+    member TEXT NOT NULL,
+    PRIMARY KEY (grp, member)
+);
+CREATE TABLE released (
+    grp   TEXT PRIMARY KEY NOT NULL,
+    at_ms BIGINT NOT NULL
+);
+";
+
+/// `url` with its password (if any) replaced by `***`, for messages and logs.
+pub fn redacted(url: &str) -> String {
+    // URL form: scheme://user:password@host…
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if let Some((userinfo, host)) = rest.split_once('@') {
+            if let Some((user, _)) = userinfo.split_once(':') {
+                return format!("{scheme}://{user}:***@{host}");
+            }
+        }
+        return url.to_string();
+    }
+    // key=value form: password=… (possibly quoted) becomes password=***.
+    url.split_whitespace()
+        .map(|kv| if kv.starts_with("password=") { "password=***" } else { kv })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The Entity Manager's store on a PostgreSQL server. See the module docs.
+pub struct PgStore {
+    // `Store::load` takes `&self`; the client needs `&mut` for every query.
+    client: Mutex<Client>,
+    /// Where, without the password: every error names it.
+    at: String,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("at", &self.at).finish()
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` (without TLS) and brings the schema up to date; a schema newer than this code
+    /// is refused with both versions named.
+    pub fn connect(url: &str) -> Result<PgStore, StoreError> {
+        let at = redacted(url);
+        let mut client = Client::connect(url, NoTls).map_err(|err| StoreError::Postgres(format!("{at}: {err}")))?;
+        init(&mut client).map_err(|err| in_words(&at, err))?;
+        Ok(PgStore { client: Mutex::new(client), at })
+    }
+
+    /// The schema version of the database.
+    pub fn schema_version(&self) -> Result<i32, StoreError> {
+        let mut c = self.lock()?;
+        let mut tx = c.transaction().map_err(|err| self.err(err))?;
+        schema_version(&mut tx, "em").map_err(|err| self.err(err))
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Client>, StoreError> {
+        self.client.lock().map_err(|_| StoreError::Internal("the PostgreSQL connection's lock is poisoned"))
+    }
+
+    fn err(&self, err: postgres::Error) -> StoreError {
+        in_words(&self.at, Failure::Db(err))
+    }
+}
+
+/// What failed while setting up or writing.
+pub(crate) enum Failure {
+    Db(postgres::Error),
+    Store(StoreError),
+}
+
+impl From<postgres::Error> for Failure {
+    fn from(e: postgres::Error) -> Failure {
+        Failure::Db(e)
+    }
+}
+
+pub(crate) fn in_words(at: &str, f: Failure) -> StoreError {
+    match f {
+        Failure::Store(e) => e,
+        // The server's own message (a constraint by name, a lost connection), after where.
+        Failure::Db(e) => match e.as_db_error() {
+            Some(db) => StoreError::Postgres(format!("{at}: {}", db.message())),
+            None => StoreError::Postgres(format!("{at}: {e}")),
+        },
+    }
+}
+
+/// The schema version `component` (`em`, `rd`) has in the database, 0 for none; the version table is made
+/// if missing. Call inside [`lock_schema`]'s transaction.
+pub(crate) fn schema_version(tx: &mut Transaction<'_>, component: &str) -> Result<i32, postgres::Error> {
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS corral_schema (component TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL)",
+    )?;
+    let row = tx.query_opt("SELECT version FROM corral_schema WHERE component = $1", &[&component])?;
+    Ok(row.map_or(0, |r| r.get(0)))
+}
+
+/// Records `version` for `component`.
+pub(crate) fn set_schema_version(
+    tx: &mut Transaction<'_>,
+    component: &str,
+    version: i32,
+) -> Result<(), postgres::Error> {
+    tx.execute(
+        "INSERT INTO corral_schema (component, version) VALUES ($1, $2) ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+        &[&component, &version],
+    )?;
+    Ok(())
+}
+
+/// A transaction that holds the schema lock: gateways and directories starting at once make or migrate
+/// the schema one after the other (the second then finds it made).
+pub(crate) fn lock_schema(client: &mut Client) -> Result<Transaction<'_>, postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.batch_execute("SELECT pg_advisory_xact_lock(4711045)")?;
+    Ok(tx)
+}
+
+/// Creates or migrates the schema (see [`lock_schema`]).
+fn init(client: &mut Client) -> Result<(), Failure> {
+    let mut tx = lock_schema(client)?;
+    let version = schema_version(&mut tx, "em")?;
+    if version > SCHEMA_VERSION {
+        return Err(Failure::Store(StoreError::NewerSchema {
+            found: i64::from(version),
+            supported: i64::from(SCHEMA_VERSION),
+        }));
+    }
+    if version < 1 {
+        tx.batch_execute(SCHEMA_V1)?;
+        set_schema_version(&mut tx, "em", 1)?;
+    }
+    // Future migrations: `if version < 2 { …; set_schema_version(&mut tx, "em", 2) }`.
+    tx.commit()?;
+    Ok(())
+}
+
+impl Store for PgStore {
+    fn load(&self) -> Result<Snapshot, StoreError> {
+        let mut c = self.lock()?;
+        load(&mut c).map_err(|f| in_words(&self.at, f))
+    }
+
+    fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError> {
+        let at = self.at.clone();
+        let mut c = self.lock()?;
+        let run = |c: &mut Client| -> Result<(), Failure> {
+            let mut tx = c.transaction()?;
+            for w in writes {
+                apply_one(&mut tx, w)?;
+            }
+            tx.commit()?;
+            Ok(())
+        };
+        run(&mut c).map_err(|f| in_words(&at, f))
+    }
+}
+
+fn apply_one(tx: &mut Transaction<'_>, w: &Write) -> Result<(), Failure> {
+    match w {
+        Write::SaveEntity(ent) => save_entity(tx, ent)?,
+        Write::DeleteEntity(name) => {
+            tx.execute("DELETE FROM entity WHERE name = $1", &[name])?;
+        }
+        Write::SetCounter(key, value) => {
+            let v = i64::try_from(*value).map_err(|_| Failure::Store(StoreError::Internal("a counter past i64")))?;
+            tx.execute(
+                "INSERT INTO counter (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                &[key, &v],
+            )?;
+        }
+        Write::JournalAdd(group, members) => {
+            let st = tx.prepare("INSERT INTO journal (grp, member) VALUES ($1, $2) ON CONFLICT DO NOTHING")?;
+            for m in members {
+                tx.execute(&st, &[&group.to_string(), &m.to_string()])?;
+            }
+        }
+        Write::JournalRemove(group, members) => {
+            let st = tx.prepare("DELETE FROM journal WHERE grp = $1 AND member = $2")?;
+            for m in members {
+                tx.execute(&st, &[&group.to_string(), &m.to_string()])?;
+            }
+        }
+        Write::ReleaseGroup(group, at_ms) => {
+            let at = i64::try_from(*at_ms).map_err(|_| Failure::Store(StoreError::Internal("a time past i64")))?;
+            tx.execute(
+                "INSERT INTO released (grp, at_ms) VALUES ($1, $2) ON CONFLICT (grp) DO UPDATE SET at_ms = EXCLUDED.at_ms",
+                &[&group.to_string(), &at],
+            )?;
+        }
+        // The server reclaims deleted rows' space itself (autovacuum).
+        Write::Compact => {}
+    }
+    Ok(())
+}
+
+/// Replaces entity `ent`'s rows inside `tx`.
+fn save_entity(tx: &mut Transaction<'_>, ent: &StoredEntity) -> Result<(), Failure> {
+    tx.execute("DELETE FROM entity WHERE name = $1", &[&ent.name])?;
+    let p = &ent.profile;
+    let timeout = p
+        .timeout
+        .map(|t| i64::try_from(t).map_err(|_| Failure::Store(StoreError::Internal("a timeout past i64"))))
+        .transpose()?;
+    tx.execute(
+        "INSERT INTO entity (name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair, from_rd, rd) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)",
+        &[
+            &ent.name,
+            &p.emt.as_str(),
+            &p.ect.as_str(),
+            &p.enr.map(i64::from),
+            &eo_text(&p.eo),
+            &p.delay.to_string(),
+            &timeout,
+            &p.mcst_uri,
+            &ent.group.map(|g| g.to_string()),
+            &ent.pending,
+            &p.repair.as_str(),
+            &p.from_rd,
+            &p.rd,
+        ],
+    )?;
+    let st = tx.prepare("INSERT INTO member (entity, idx, uri, joined) VALUES ($1, $2, $3, $4)")?;
+    for (i, uri) in p.er.iter().enumerate() {
+        let joined = ent.joined.get(i).copied().unwrap_or(false);
+        let idx = i32::try_from(i).map_err(|_| Failure::Store(StoreError::Internal("a member index past i32")))?;
+        tx.execute(&st, &[&ent.name, &idx, uri, &joined])?;
+    }
+    Ok(())
+}
+
+fn load(c: &mut Client) -> Result<Snapshot, Failure> {
+    let mut snap = Snapshot::default();
+    // One snapshot of the database for every table: a concurrent writer's transaction is all in or out.
+    let mut tx =
+        c.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).read_only(true).start()?;
+    let members = tx.prepare("SELECT uri, joined FROM member WHERE entity = $1 ORDER BY idx")?;
+    let rows = tx.query(
+        "SELECT name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair, from_rd, rd FROM entity ORDER BY name",
+        &[],
+    )?;
+    for r in rows {
+        let name: String = r.get(0);
+        let (emt, ect, eo, delay, repair): (String, String, String, String, String) =
+            (r.get(1), r.get(2), r.get(4), r.get(5), r.get(10));
+        let (enr, timeout): (Option<i64>, Option<i64>) = (r.get(3), r.get(6));
+        let grp: Option<String> = r.get(8);
+        let list: Vec<(String, bool)> = tx.query(&members, &[&name])?.iter().map(|m| (m.get(0), m.get(1))).collect();
+        let store = |e: StoreError| Failure::Store(e);
+        let profile = Profile {
+            er: list.iter().map(|(u, _)| u.clone()).collect(),
+            emt: Emt::parse(&emt).ok_or_else(|| store(bad("emt", &name)))?,
+            ect: Ect::parse(&ect).ok_or_else(|| store(bad("ect", &name)))?,
+            enr: enr.map(|v| u32::try_from(v).map_err(|_| store(bad("enr", &name)))).transpose()?,
+            eo: parse_eo(&eo, &name).map_err(store)?,
+            delay: Delay::parse(&delay).ok_or_else(|| store(bad("delay", &name)))?,
+            timeout: timeout.map(|v| u64::try_from(v).map_err(|_| store(bad("timeout", &name)))).transpose()?,
+            mcst_uri: r.get(7),
+            repair: Repair::parse(&repair).ok_or_else(|| store(bad("repair", &name)))?,
+            from_rd: r.get(11),
+            rd: r.get(12),
+        };
+        let group = grp.map(|g| g.parse::<IpAddr>().map_err(|_| store(bad("group", &name)))).transpose()?;
+        snap.entities.push(StoredEntity {
+            name,
+            profile,
+            group,
+            joined: list.iter().map(|(_, j)| *j).collect(),
+            pending: r.get(9),
+        });
+    }
+    for r in tx.query("SELECT key, value FROM counter", &[])? {
+        let v: i64 = r.get(1);
+        snap.counters.insert(r.get(0), v.max(0) as u64);
+    }
+    for r in tx.query("SELECT grp, member FROM journal ORDER BY grp, member", &[])? {
+        let (g, m): (String, String) = (r.get(0), r.get(1));
+        match (g.parse::<IpAddr>(), m.parse::<SocketAddr>()) {
+            (Ok(g), Ok(m)) => snap.journal.push((g, m)),
+            _ => return Err(Failure::Store(StoreError::Corrupt(CorruptRow::Journal { group: g, member: m }))),
+        }
+    }
+    for r in tx.query("SELECT grp, at_ms FROM released", &[])? {
+        let (g, at): (String, i64) = (r.get(0), r.get(1));
+        let g = g
+            .parse::<IpAddr>()
+            .map_err(|_| Failure::Store(StoreError::Corrupt(CorruptRow::Released { group: g.clone() })))?;
+        snap.released.insert(g, at.max(0) as u64);
+    }
+    tx.commit()?;
+    Ok(snap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn a_password_never_reaches_a_message() {
+        assert_eq!(
+            redacted("postgresql://corral:s3cret@db.example:5432/corral"),
+            "postgresql://corral:***@db.example:5432/corral"
+        );
+        assert_eq!(redacted("postgresql://corral@db.example/corral"), "postgresql://corral@db.example/corral");
+        assert_eq!(
+            redacted("host=/tmp/x user=corral password=s3cret dbname=c"),
+            "host=/tmp/x user=corral password=*** dbname=c"
+        );
+    }
+}

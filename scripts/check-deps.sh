@@ -20,5 +20,11 @@ if cargo tree -p corral-dtls -e normal -i libc --depth 1 --prefix none 2>/dev/nu
   echo "error: corral-dtls reaches libc other than through getrandom (listed above)" >&2
   bad=1
 fi
-[ $bad -eq 0 ] && echo "dependency check: corral-wire, corral-proto, corral-dtls (libc only through getrandom), corral-group, corral-proxy, corral-oscore, corral-stream, corral-services and corral-rd are free of runtimes and sockets"
+# corral-tokio is a runtime for any node: the applications it runs (the Entity Manager, the directory, the
+# fleet of virtual devices) sit above it, in corral-gateway.
+if cargo tree -p corral-tokio -e normal --prefix none 2>/dev/null | grep -E '^(corral-group|corral-rd|corral-proxy|corral-services) '; then
+  echo "error: corral-tokio depends on an application crate (listed above): that belongs in corral-gateway" >&2
+  bad=1
+fi
+[ $bad -eq 0 ] && echo "dependency check: corral-wire, corral-proto, corral-dtls (libc only through getrandom), corral-group, corral-proxy, corral-oscore, corral-stream, corral-services and corral-rd are free of runtimes and sockets; corral-tokio runs no application"
 exit $bad

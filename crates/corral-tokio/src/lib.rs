@@ -30,8 +30,7 @@
 //!   `/.well-known/core`, UDP and optionally TCP, graceful shutdown.
 //! - [`uri`]: corral-wire's [`Uri`] plus the OS lookup of IPv6 zones.
 //! - [`group_node`]: a node on one unicast socket that opens a socket per multicast group it joins
-//!   (a group member, such as `corral device`'s virtual devices); `fleet` (feature `fleet`): a fleet of
-//!   corral-group's virtual devices on consecutive addresses, with their request log.
+//!   (a group member, such as `corral device`'s virtual devices, which corral-gateway's `fleet` runs).
 //!
 //! This crate never implements protocol behaviour: retransmission, deduplication, separate responses and
 //! leisure all happen in corral-proto, identically under the simulator.
@@ -46,8 +45,6 @@ mod client;
 mod driver;
 mod error;
 pub mod event_loop;
-#[cfg(feature = "fleet")]
-pub mod fleet;
 pub mod group_node;
 #[cfg(target_os = "linux")]
 mod icmp;

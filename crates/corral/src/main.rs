@@ -20,30 +20,19 @@ macro_rules! say {
     }};
 }
 
-mod bench;
-mod client_cmd;
-mod credentials;
-mod devices;
-mod dtls_args;
-mod entity_cmd;
-mod exit;
-mod gateway;
+mod cli;
+mod cmd;
 mod http;
-mod lab;
-mod link;
-mod oscore_cmd;
-mod output;
-mod policy_args;
-mod proxy_cmd;
-mod rd_cmd;
-mod serve;
-mod stream_cmd;
-mod tls_args;
-mod units;
-mod wait_cmd;
+
+// The paths the HTTP window (`http/`) and `corral entity` use; they move onto `cli::…` with the window's own
+// change.
+use cli::{exit, output, policy as policy_args, units};
+use cmd::client as client_cmd;
+use cmd::{bench, device, gateway, lab, link, oscore, proxy, rd, serve, stream, wait};
+use cmd::{client, entity};
 
 use clap::{Parser, Subcommand};
-use exit::Failure;
+use cli::exit::Failure;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -97,32 +86,32 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// GET a resource.
-    #[command(after_help = client_cmd::AFTER_HELP)]
-    Get(client_cmd::RequestArgs),
+    #[command(after_help = client::AFTER_HELP)]
+    Get(client::RequestArgs),
     /// POST to a resource.
-    #[command(after_help = client_cmd::AFTER_HELP)]
-    Post(client_cmd::RequestArgs),
+    #[command(after_help = client::AFTER_HELP)]
+    Post(client::RequestArgs),
     /// PUT a representation.
-    #[command(after_help = client_cmd::AFTER_HELP)]
-    Put(client_cmd::RequestArgs),
+    #[command(after_help = client::AFTER_HELP)]
+    Put(client::RequestArgs),
     /// DELETE a resource.
-    #[command(after_help = client_cmd::AFTER_HELP)]
-    Delete(client_cmd::RequestArgs),
+    #[command(after_help = client::AFTER_HELP)]
+    Delete(client::RequestArgs),
     /// FETCH (RFC 8132): GET with a request payload.
-    #[command(after_help = client_cmd::AFTER_HELP)]
-    Fetch(client_cmd::RequestArgs),
+    #[command(after_help = client::AFTER_HELP)]
+    Fetch(client::RequestArgs),
     /// PATCH (RFC 8132).
-    #[command(after_help = client_cmd::AFTER_HELP)]
-    Patch(client_cmd::RequestArgs),
+    #[command(after_help = client::AFTER_HELP)]
+    Patch(client::RequestArgs),
     /// iPATCH (RFC 8132): idempotent PATCH.
-    #[command(after_help = client_cmd::AFTER_HELP)]
-    Ipatch(client_cmd::RequestArgs),
+    #[command(after_help = client::AFTER_HELP)]
+    Ipatch(client::RequestArgs),
     /// Any method, chosen with -m METHOD (GET without it), as libcoap's coap-client takes it.
-    #[command(after_help = client_cmd::AFTER_HELP)]
-    Request(client_cmd::RequestArgs),
+    #[command(after_help = client::AFTER_HELP)]
+    Request(client::RequestArgs),
     /// List a server's resources (/.well-known/core) as a table.
-    #[command(after_help = client_cmd::DISCOVER_HELP)]
-    Discover(client_cmd::DiscoverArgs),
+    #[command(after_help = client::DISCOVER_HELP)]
+    Discover(client::DiscoverArgs),
     /// Run a CoAP server with demo resources and the ETSI CoAP plugtest resource set.
     #[command(after_help = serve::AFTER_HELP)]
     Serve(serve::ServeArgs),
@@ -130,12 +119,12 @@ enum Command {
     /// real programs, without `tc netem`: `link run -- SERVER ::: CLIENT`, `link up`.
     Link(link::LinkArgs),
     /// Stream readings with CoAP-SC (seed 003) or its CoAP over UDP/TCP baselines: `stream send`, `stream recv`.
-    Stream(stream_cmd::StreamArgs),
+    Stream(stream::StreamArgs),
     /// OSCORE (RFC 8613) security contexts: `oscore new` makes a client/server pair and credentials files.
-    Oscore(oscore_cmd::OscoreArgs),
+    Oscore(oscore::OscoreArgs),
     /// Run the multiparty forward proxy (seed 001): FIB with several next hops, aggregation, caching.
-    #[command(after_help = proxy_cmd::AFTER_HELP)]
-    Proxy(proxy_cmd::ProxyArgs),
+    #[command(after_help = proxy::AFTER_HELP)]
+    Proxy(proxy::ProxyArgs),
     /// Load-test a CoAP server: N client endpoints in a closed loop, then requests/s and latency.
     #[command(after_help = bench::AFTER_HELP)]
     Bench(bench::BenchArgs),
@@ -146,34 +135,18 @@ enum Command {
     #[command(after_help = gateway::AFTER_HELP)]
     Gateway(gateway::GatewayArgs),
     /// Run a Resource Directory (RFC 9176): devices register their resources, clients look them up.
-    #[command(after_help = rd_cmd::AFTER_HELP)]
-    Rd(rd_cmd::RdArgs),
+    #[command(after_help = rd::AFTER_HELP)]
+    Rd(rd::RdArgs),
     /// Run virtual constrained devices (sensors, actuators, /mc) on loopback addresses.
-    #[command(after_help = devices::AFTER_HELP)]
-    Device(devices::DeviceArgs),
+    #[command(after_help = device::AFTER_HELP)]
+    Device(device::DeviceArgs),
     /// Create, list, show, use, actuate, update and delete a gateway's entities.
-    #[command(after_help = entity_cmd::AFTER_HELP)]
-    Entity(entity_cmd::EntityArgs),
+    #[command(after_help = entity::AFTER_HELP)]
+    Entity(entity::EntityArgs),
     /// Wait until servers answer (a CoAP ping, a TCP connection, a DTLS hello) or a GET answers 2.xx:
     /// for scripts that start a server in the background.
-    #[command(after_help = wait_cmd::AFTER_HELP)]
-    Wait(wait_cmd::WaitArgs),
-}
-
-/// Waits for Ctrl-C or SIGTERM: how `serve`, `gateway` and `device` are told to stop.
-pub(crate) async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
+    #[command(after_help = wait::AFTER_HELP)]
+    Wait(wait::WaitArgs),
 }
 
 fn init_logging(verbose: u8, quiet: bool) {
@@ -231,29 +204,29 @@ fn main() {
     // A server's log is its progress (entity changes, group joins): INFO unless -q.
     let serving = matches!(cli.command, Command::Gateway(_) | Command::Device(_) | Command::Proxy(_) | Command::Rd(_));
     init_logging(if serving { cli.verbose.max(1) } else { cli.verbose }, cli.quiet);
-    let verbosity = client_cmd::Verbosity { verbose: cli.verbose, quiet: cli.quiet };
+    let verbosity = cli::Verbosity { verbose: cli.verbose, quiet: cli.quiet };
     let result: Result<(), Failure> = match cli.command {
-        Command::Get(a) => client_cmd::run(Some(corral_tokio::Code::GET), a, verbosity),
-        Command::Post(a) => client_cmd::run(Some(corral_tokio::Code::POST), a, verbosity),
-        Command::Put(a) => client_cmd::run(Some(corral_tokio::Code::PUT), a, verbosity),
-        Command::Delete(a) => client_cmd::run(Some(corral_tokio::Code::DELETE), a, verbosity),
-        Command::Fetch(a) => client_cmd::run(Some(corral_tokio::Code::FETCH), a, verbosity),
-        Command::Patch(a) => client_cmd::run(Some(corral_tokio::Code::PATCH), a, verbosity),
-        Command::Ipatch(a) => client_cmd::run(Some(corral_tokio::Code::IPATCH), a, verbosity),
-        Command::Request(a) => client_cmd::run(None, a, verbosity),
-        Command::Discover(a) => client_cmd::discover(a, verbosity),
+        Command::Get(a) => client::run(Some(corral_tokio::Code::GET), a, verbosity),
+        Command::Post(a) => client::run(Some(corral_tokio::Code::POST), a, verbosity),
+        Command::Put(a) => client::run(Some(corral_tokio::Code::PUT), a, verbosity),
+        Command::Delete(a) => client::run(Some(corral_tokio::Code::DELETE), a, verbosity),
+        Command::Fetch(a) => client::run(Some(corral_tokio::Code::FETCH), a, verbosity),
+        Command::Patch(a) => client::run(Some(corral_tokio::Code::PATCH), a, verbosity),
+        Command::Ipatch(a) => client::run(Some(corral_tokio::Code::IPATCH), a, verbosity),
+        Command::Request(a) => client::run(None, a, verbosity),
+        Command::Discover(a) => client::discover(a, verbosity),
         Command::Serve(a) => serve::run(a, verbosity),
-        Command::Proxy(a) => proxy_cmd::run(a, verbosity),
-        Command::Oscore(a) => oscore_cmd::run(a, cli.quiet),
-        Command::Stream(a) => stream_cmd::run(a, verbosity),
+        Command::Proxy(a) => proxy::run(a, verbosity),
+        Command::Oscore(a) => oscore::run(a, cli.quiet),
+        Command::Stream(a) => stream::run(a, verbosity),
         Command::Link(a) => link::run(a),
         Command::Bench(a) => bench::run(a, verbosity),
         Command::Lab(a) => lab::run(a, cli.quiet),
         Command::Gateway(a) => gateway::run(a, verbosity),
-        Command::Device(a) => devices::run(a, verbosity),
-        Command::Rd(a) => rd_cmd::run(a, verbosity),
-        Command::Entity(a) => entity_cmd::run(a, verbosity),
-        Command::Wait(a) => wait_cmd::run(a, verbosity),
+        Command::Device(a) => device::run(a, verbosity),
+        Command::Rd(a) => rd::run(a, verbosity),
+        Command::Entity(a) => entity::run(a, verbosity),
+        Command::Wait(a) => wait::run(a, verbosity),
     };
     if let Err(failure) = result {
         if !failure.message.is_empty() {

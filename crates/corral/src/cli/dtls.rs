@@ -8,7 +8,7 @@
 //! credential formats and their loaders are corral-dtls's (`PskKeys::load`, `load_peer_psks`,
 //! `X509::load`, `Rpk::load`), as is the DTLS itself.
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
 use clap::Args;
 use corral_dtls::{CredentialError, CredentialErrorKind};
 use corral_tokio::{DtlsConfig, DtlsRole, PskKeys, Rpk, X509};
@@ -67,7 +67,7 @@ impl DtlsClientArgs {
                 Err(Failure::usage("coaps:// takes -C CA with -c CERT -j KEY (DTLS with certificates)"))
             }
             Scheme::Coaps => self.x509().and_then(|_| self.raw_public_key()).map(|_| ()),
-            // TLS's credentials are tls_args::client_config's to check: the caller builds the client with it.
+            // TLS's credentials are tls::client_config's to check: the caller builds the client with it.
             Scheme::CoapsTcp => Ok(()),
             _ if self.psk.is_some() || self.cert.is_some() || self.ca.is_some() || self.rpk.is_some() => {
                 Err(Failure::usage(format!(

@@ -4,7 +4,7 @@
 //! Only the progress display reads the wall clock (for the ETA); the results never depend on it, on
 //! `--jobs` or on `--shard`.
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
 use corral_lab::scenario::{builtin, Scenario, BUILTINS};
 use corral_lab::sweep::{self, RunOptions};
 use std::io::IsTerminal;
@@ -174,120 +174,133 @@ fn default_jobs() -> usize {
 
 pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
     match args.command {
-        LabCommand::List { json } => {
-            let mut rows = Vec::new();
-            for b in BUILTINS {
-                let s = sweep::load(b.text).map_err(|e| Failure::other(format!("built-in {}: {e}", b.name)))?;
-                rows.push((b.name, s.reference.clone(), s.title.clone(), s.points(false).len()));
-            }
-            if json {
-                let all: Vec<serde_json::Value> = rows
-                    .iter()
-                    .map(|(n, r, t, p)| serde_json::json!({"name": n, "reference": r, "title": t, "points": p}))
-                    .collect();
-                out!("{}", serde_json::Value::Array(all));
-                return Ok(());
-            }
-            let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(4);
-            out!("{:<w$}  {:>6}  title — reproduces", "name", "points");
-            for (name, reference, title, points) in rows {
-                out!("{name:<w$}  {points:>6}  {title} — {reference}");
-            }
+        LabCommand::List { json } => list(json),
+        LabCommand::Show { name } => show(&name),
+        LabCommand::Run(a) => run_scenario(a, quiet),
+        LabCommand::Merge { dirs, out, json, partial } => merge(&dirs, out, json, partial, quiet),
+    }
+}
+
+/// `lab list`: the built-in scenarios.
+fn list(json: bool) -> Result<(), Failure> {
+    let mut rows = Vec::new();
+    for b in BUILTINS {
+        let s = sweep::load(b.text).map_err(|e| Failure::other(format!("built-in {}: {e}", b.name)))?;
+        rows.push((b.name, s.reference.clone(), s.title.clone(), s.points(false).len()));
+    }
+    if json {
+        let all: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(n, r, t, p)| serde_json::json!({"name": n, "reference": r, "title": t, "points": p}))
+            .collect();
+        out!("{}", serde_json::Value::Array(all));
+        return Ok(());
+    }
+    let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(4);
+    out!("{:<w$}  {:>6}  title — reproduces", "name", "points");
+    for (name, reference, title, points) in rows {
+        out!("{name:<w$}  {points:>6}  {title} — {reference}");
+    }
+    Ok(())
+}
+
+/// `lab show NAME`: a built-in scenario's file.
+fn show(name: &str) -> Result<(), Failure> {
+    match builtin(name) {
+        Some(t) => {
+            out!("{}", t.trim_end());
             Ok(())
         }
-        LabCommand::Show { name } => match builtin(&name) {
-            Some(t) => {
-                out!("{}", t.trim_end());
-                Ok(())
+        None => Err(Failure::usage(format!("{name}: no such built-in scenario (see corral lab list)"))),
+    }
+}
+
+/// `lab run`: one scenario (or one shard of its sweep), its report and findings.
+fn run_scenario(a: RunArgs, quiet: bool) -> Result<(), Failure> {
+    let (s, text) = load(&a.scenario)?;
+    let shard = match a.shard.as_deref() {
+        Some(given) => Some(sweep::parse_shard(given).map_err(|e| Failure::usage(e.to_string()))?),
+        None => {
+            let env = |k: &str| std::env::var(k).ok();
+            let picked = sweep::shard_from_env(&env, a.shard_count).map_err(|e| Failure::usage(e.to_string()))?;
+            if let Some(p) = &picked {
+                // Said even with -q: a run that covers part of a sweep must never look like the whole.
+                say!("shard {}/{}: from {}", p.shard.0, p.shard.1, p.from);
             }
-            None => Err(Failure::usage(format!("{name}: no such built-in scenario (see corral lab list)"))),
-        },
-        LabCommand::Run(a) => {
-            let (s, text) = load(&a.scenario)?;
-            let shard = match a.shard.as_deref() {
-                Some(given) => Some(sweep::parse_shard(given).map_err(|e| Failure::usage(e.to_string()))?),
-                None => {
-                    let env = |k: &str| std::env::var(k).ok();
-                    let picked =
-                        sweep::shard_from_env(&env, a.shard_count).map_err(|e| Failure::usage(e.to_string()))?;
-                    if let Some(p) = &picked {
-                        // Said even with -q: a run that covers part of a sweep must never look like the whole.
-                        say!("shard {}/{}: from {}", p.shard.0, p.shard.1, p.from);
-                    }
-                    picked.map(|p| p.shard)
-                }
-            };
-            let jobs = a.jobs.unwrap_or_else(default_jobs).max(1);
-            let opts = RunOptions { seed: a.seed, quick: a.quick, shard, jobs };
-            let out = a.out.unwrap_or_else(|| {
-                let mut name = s.name.clone();
-                if a.quick {
-                    name.push_str("-quick");
-                }
-                if let Some((i, n)) = shard {
-                    name.push_str(&format!("-shard-{i}-of-{n}"));
-                }
-                PathBuf::from("lab-out").join(name)
-            });
-            let start = Instant::now();
-            let stop = stop_on_signal();
-            let progress = Progress::new(s.name.clone(), quiet);
-            let mut data = sweep::run_until(&s, &text, &opts, &|d, t| progress.report(d, t), &stop)
-                .map_err(|e| Failure::other(e.to_string()))?;
-            if !s.sensitivity.is_empty() && !data.interrupted {
-                if !quiet && shard.is_none() {
-                    say!("sensitivity: rerunning the findings with {} wrong model(s)", s.sensitivity.len());
-                } else if !quiet {
-                    say!("sensitivity: this shard's share of the points of {} wrong model(s)", s.sensitivity.len());
-                }
-                let progress = Progress::new(format!("{} sensitivity", s.name), quiet);
-                sweep::run_sensitivity_until(&mut data, &opts, &|d, t| progress.report(d, t), &stop)
-                    .map_err(|e| Failure::other(e.to_string()))?;
-            }
-            let found = corral_lab::report::write_report(&out, &data).map_err(|e| Failure::other(e.to_string()))?;
-            print_summary(&data, &found, a.json, quiet);
-            let index = out.join("index.html");
-            if data.interrupted {
-                return Err(Failure::passing_through(
-                    130,
-                    format!("interrupted: the report {} holds what finished", index.display()),
-                ));
-            }
-            if !quiet {
-                say!("report: {} ({:.1} s)", index.display(), start.elapsed().as_secs_f64());
-            }
-            Ok(())
+            picked.map(|p| p.shard)
         }
-        LabCommand::Merge { dirs, out, json, partial } => {
-            let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
-            let mut data = sweep::merge(&refs).map_err(|e| Failure::other(e.to_string()))?;
-            let missing = data.points.len() - data.results.len();
-            if missing > 0 && !partial {
-                return Err(Failure::other(format!(
-                    "the shards cover {} of {} points ({missing} missing: a shard lost or not given?); nothing written (--partial writes a report marked PARTIAL, without findings)",
-                    data.results.len(),
-                    data.points.len()
-                )));
-            }
-            if !data.scenario.sensitivity.is_empty() && missing == 0 {
-                // The wrong models' points ran in the shards too: their findings are joined here, nothing runs.
-                sweep::merge_sensitivity(&mut data, &refs).map_err(|e| Failure::other(e.to_string()))?;
-                let lost = data.variant_points_missing;
-                if lost > 0 && !partial {
-                    return Err(Failure::other(format!(
-                        "the shards miss {lost} point(s) of the sensitivity variants (a shard lost, interrupted, or written by an older corral?); nothing written (--partial writes a report marked PARTIAL, without those variants)"
-                    )));
-                }
-            }
-            let out = out.unwrap_or_else(|| PathBuf::from("lab-out").join(&data.scenario.name));
-            let found = corral_lab::report::write_report(&out, &data).map_err(|e| Failure::other(e.to_string()))?;
-            print_summary(&data, &found, json, quiet);
-            if !quiet {
-                say!("report: {}", out.join("index.html").display());
-            }
-            Ok(())
+    };
+    let jobs = a.jobs.unwrap_or_else(default_jobs).max(1);
+    let opts = RunOptions { seed: a.seed, quick: a.quick, shard, jobs };
+    let out = a.out.unwrap_or_else(|| {
+        let mut name = s.name.clone();
+        if a.quick {
+            name.push_str("-quick");
+        }
+        if let Some((i, n)) = shard {
+            name.push_str(&format!("-shard-{i}-of-{n}"));
+        }
+        PathBuf::from("lab-out").join(name)
+    });
+    let start = Instant::now();
+    let stop = stop_on_signal();
+    let progress = Progress::new(s.name.clone(), quiet);
+    let mut data = sweep::run_until(&s, &text, &opts, &|d, t| progress.report(d, t), &stop)
+        .map_err(|e| Failure::other(e.to_string()))?;
+    if !s.sensitivity.is_empty() && !data.interrupted {
+        if !quiet && shard.is_none() {
+            say!("sensitivity: rerunning the findings with {} wrong model(s)", s.sensitivity.len());
+        } else if !quiet {
+            say!("sensitivity: this shard's share of the points of {} wrong model(s)", s.sensitivity.len());
+        }
+        let progress = Progress::new(format!("{} sensitivity", s.name), quiet);
+        sweep::run_sensitivity_until(&mut data, &opts, &|d, t| progress.report(d, t), &stop)
+            .map_err(|e| Failure::other(e.to_string()))?;
+    }
+    let found = corral_lab::report::write_report(&out, &data).map_err(|e| Failure::other(e.to_string()))?;
+    print_summary(&data, &found, a.json, quiet);
+    let index = out.join("index.html");
+    if data.interrupted {
+        return Err(Failure::passing_through(
+            130,
+            format!("interrupted: the report {} holds what finished", index.display()),
+        ));
+    }
+    if !quiet {
+        say!("report: {} ({:.1} s)", index.display(), start.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+/// `lab merge`: the shards of one sweep as one report.
+fn merge(dirs: &[PathBuf], out: Option<PathBuf>, json: bool, partial: bool, quiet: bool) -> Result<(), Failure> {
+    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let mut data = sweep::merge(&refs).map_err(|e| Failure::other(e.to_string()))?;
+    let missing = data.points.len() - data.results.len();
+    if missing > 0 && !partial {
+        return Err(Failure::other(format!(
+            "the shards cover {} of {} points ({missing} missing: a shard lost or not given?); nothing written (--partial writes a report marked PARTIAL, without findings)",
+            data.results.len(),
+            data.points.len()
+        )));
+    }
+    if !data.scenario.sensitivity.is_empty() && missing == 0 {
+        // The wrong models' points ran in the shards too: their findings are joined here, nothing runs.
+        sweep::merge_sensitivity(&mut data, &refs).map_err(|e| Failure::other(e.to_string()))?;
+        let lost = data.variant_points_missing;
+        if lost > 0 && !partial {
+            return Err(Failure::other(format!(
+                "the shards miss {lost} point(s) of the sensitivity variants (a shard lost, interrupted, or written by an older corral?); nothing written (--partial writes a report marked PARTIAL, without those variants)"
+            )));
         }
     }
+    let out = out.unwrap_or_else(|| PathBuf::from("lab-out").join(&data.scenario.name));
+    let found = corral_lab::report::write_report(&out, &data).map_err(|e| Failure::other(e.to_string()))?;
+    print_summary(&data, &found, json, quiet);
+    if !quiet {
+        say!("report: {}", out.join("index.html").display());
+    }
+    Ok(())
 }
 
 /// The summary on stdout: summary.json with `--json`; with `-q` what ran and one line per finding;
@@ -312,10 +325,10 @@ fn stop_on_signal() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     let watcher = move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
         rt.block_on(async {
-            crate::wait_for_signal().await;
+            crate::cli::wait_for_signal().await;
             flag.store(true, Ordering::Relaxed);
             say!("interrupted: finishing the points running, then writing what finished (Ctrl-C again ends at once)");
-            crate::wait_for_signal().await;
+            crate::cli::wait_for_signal().await;
             std::process::exit(130);
         });
     };

@@ -1,13 +1,12 @@
 //! `corral proxy`: the multiparty forward proxy of seed 001 (corral-proxy) on a UDP socket, and with
 //! `--tcp` over TCP too, until Ctrl-C or SIGTERM.
 
-use crate::exit::Failure;
-use crate::policy_args::parse_prefix;
+use crate::cli::exit::Failure;
+use crate::cli::policy::parse_prefix;
 use clap::Args;
-use corral_proxy::{Destinations, Fib, ProxyConfig, ProxyService};
+use corral_gateway::proxy::{Proxy, ProxyConfig as Config};
+use corral_proxy::{Destinations, Fib, ProxyConfig};
 use corral_tokio::corral_proto::{Duration, Prefix};
-use corral_tokio::{EndpointConfig, Server, TransmissionParams};
-use std::io::Write;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
@@ -138,7 +137,7 @@ pub struct ProxyArgs {
     pub group_cache_bytes: usize,
     /// The longest a member's answer stays in that cache, whatever Max-Age it carried, e.g. 60, 5m.
     #[arg(long, value_name = "DURATION", default_value = "60",
-          value_parser = crate::units::secs(crate::units::Range::up_to(crate::units::DAY)))]
+          value_parser = crate::cli::units::secs(crate::cli::units::Range::up_to(crate::cli::units::DAY)))]
     pub group_cache_max_age: f64,
     /// Where the groups' members are (repeatable or comma-separated prefixes): their answers are cached
     /// from the first, and an answer from elsewhere is relayed but never cached (anyone on the link can
@@ -153,7 +152,7 @@ pub struct ProxyArgs {
     /// Give up on a next hop after this long and answer 5.04, e.g. 8, 2.5s. Keep it below your clients'
     /// patience (corral get waits 10s), or they time out before the proxy can tell them why.
     #[arg(long, value_name = "DURATION", default_value = "8",
-          value_parser = crate::units::secs(crate::units::Range::positive(crate::units::DAY)))]
+          value_parser = crate::cli::units::secs(crate::cli::units::Range::positive(crate::cli::units::DAY)))]
     pub upstream_timeout: f64,
     /// Send upstream requests as NON instead of CON (no hop-wise retransmission).
     #[arg(long)]
@@ -173,9 +172,9 @@ pub struct ProxyArgs {
     #[command(flatten)]
     pub http: crate::http::HttpArgs,
     #[command(flatten)]
-    pub dtls: crate::dtls_args::DtlsNodeArgs,
+    pub dtls: crate::cli::dtls::DtlsNodeArgs,
     #[command(flatten)]
-    pub verified: crate::policy_args::VerifiedNetArgs,
+    pub verified: crate::cli::policy::VerifiedNetArgs,
 }
 
 fn system_resolve(name: &str) -> Option<IpAddr> {
@@ -194,8 +193,8 @@ fn destinations(args: &ProxyArgs, file: Option<Destinations>) -> (Destinations, 
         d.ports.push(corral_tokio::uri::Scheme::Coap.default_port());
     }
     d.this_host_open |= args.dest_this_host;
-    d.this_host = crate::policy_args::this_machine();
-    d.broadcasts = crate::policy_args::host_networks().iter().filter_map(Prefix::broadcast).collect();
+    d.this_host = crate::cli::policy::this_machine();
+    d.broadcasts = crate::cli::policy::host_networks().iter().filter_map(Prefix::broadcast).collect();
     (d, configured)
 }
 
@@ -205,103 +204,37 @@ fn load_fib(path: &std::path::Path) -> Result<Fib, Failure> {
     Fib::parse(&text, &system_resolve).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
 }
 
-pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
-    let (bind, tcp) = crate::serve::listen_args(&args.bind, args.tcp.as_deref())?;
-    let fib = match &args.fib {
-        Some(p) => load_fib(p)?,
-        None => Fib::default(),
-    };
-    let upstream_timeout = match args.upstream_timeout {
-        s if s > 0.0 && s <= 86_400.0 => Some(Duration::from_secs_f64(s)),
-        s => return Err(Failure::usage(format!("--upstream-timeout {s}: give 0 to 86400 seconds"))),
-    };
-    let dtls = args.dtls.mux()?;
-    let dtls_peers: Vec<std::net::SocketAddr> = dtls.iter().flat_map(|m| m.peers.iter().map(|(a, _)| *a)).collect();
-    if let Some(hop) =
-        fib.rules.iter().flat_map(|r| &r.next).find(|h| {
-            h.uri.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("coaps://")) && !dtls_peers.contains(&h.addr)
-        })
-    {
-        return Err(Failure::usage(format!(
-            "next hop {}: no DTLS credentials for {} (give them with --peer-psk-file)",
-            hop.uri, hop.addr
-        )));
-    }
-    let rd = args.rd.as_deref().map(crate::devices::rd_addr).transpose()?;
-    if let Some(rule) = fib.rules.iter().find(|r| r.rd.is_some()).filter(|_| rd.is_none()) {
-        return Err(Failure::usage(format!(
-            "the FIB rule {:?} follows a directory (rd:…): name it with --rd URI",
-            rule.pattern
-        )));
-    }
-    let clients = if args.allow.is_empty() { Prefix::loopback().to_vec() } else { args.allow.clone() };
-    let (destinations, configured) = destinations(&args, fib.destinations.clone());
-    let config = ProxyConfig {
-        name: args.name.clone().unwrap_or_else(|| format!("proxy@{bind}")),
-        cache_entries: args.cache_entries,
-        cache_bytes: args.cache_bytes,
-        max_pending: args.max_pending.max(1),
-        max_waiters: args.max_waiters.max(1),
-        upstream_confirmable: !args.non_upstream,
-        upstream_timeout,
-        clients: clients.clone(),
-        destinations: destinations.clone(),
-        groups: args.allow_group.clone(),
-        max_group_answers: usize::from(args.group_answers),
-        group_cache_entries: args.group_cache_entries,
-        group_cache_bytes: args.group_cache_bytes,
-        group_cache_max_age: args.group_cache_max_age as u32,
-        group_members: args.group_member.clone(),
-        dtls_peers,
-        rd,
-        max_rd_next_hops: args.rd_max_next_hops.max(1),
-        ..ProxyConfig::default()
-    };
-    let rules = fib.rules.len();
+pub fn run(args: ProxyArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
+    let (mut config, configured) = config(&args)?;
+    let (rules, clients, destinations) =
+        (config.fib.rules.len(), config.service.clients.clone(), config.service.destinations.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
-        let params = TransmissionParams { nstart: args.nstart, ..TransmissionParams::default() };
-        let mut endpoint = EndpointConfig { params, ..EndpointConfig::default() };
-        args.verified.apply(&mut endpoint);
-        let mut builder = Server::builder().endpoint_config(endpoint);
-        if let Some(addr) = tcp {
-            builder = builder.tcp(addr);
-        }
-        if let Some(ifaddr) = args.mcast_if {
-            builder = builder.multicast_interface_v4(ifaddr);
-        }
-        let mut server =
-            builder.bind_addr(bind).map_err(|e| Failure::other(format!("cannot listen on {bind}: {e}")))?;
         let board = crate::http::Board::new(1);
-        if let Some(mut mux) = dtls {
+        if let Some(mux) = &mut config.dtls {
             mux.watch = Some(board.dtls());
-            server.set_dtls_mux(mux);
         }
         let window = args.http.bind("proxy", board.clone(), crate::http::this_machine())?;
-        let proxy = ProxyService::new(config, fib);
-        match &window {
-            Some(_) => server.mount_forward_proxy(
-                "proxy",
-                crate::http::watch::Watched::new(proxy, board.slot(0), crate::http::ProxyNumbers::of),
-            ),
-            None => server.mount_forward_proxy("proxy", proxy),
-        };
-        let local = server.local_addr();
+        if window.is_some() {
+            config.mount = Some(std::sync::Arc::new(move |server, proxy| {
+                let watched = crate::http::watch::Watched::new(proxy, board.slot(0), crate::http::ProxyNumbers::of);
+                server.mount_forward_proxy("proxy", watched);
+            }));
+        }
+        let proxy = Proxy::start(config)?;
+        let local = proxy.local_addr();
         let http = window.as_ref().and_then(|w| w.local_addr());
         if let Some(w) = window {
             w.proxy(crate::http::ProxySide { coap: crate::http::on_this_machine(local) }).spawn().await?;
         }
-        let tcp_local = server.tcp_local_addr();
-        let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the proxy: {e}")))?;
         let proxy_uri = corral_tokio::uri::base_uri(local);
-        let mut out = std::io::stdout().lock();
         if args.json {
             let j = serde_json::json!({
                 "udp": local.to_string(),
-                "tcp": tcp_local.map(|t| t.to_string()),
+                "tcp": proxy.tcp_local_addr().map(|t| t.to_string()),
                 "proxy_uri": proxy_uri,
                 "rules": rules,
                 "clients": clients.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
@@ -312,36 +245,90 @@ pub fn run(args: ProxyArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
                 },
                 "http": http.map(|a| a.to_string()),
             });
-            let _ = writeln!(out, "{j}");
+            out!("{j}");
         } else if !v.quiet {
-            let _ = writeln!(out, "corral proxy: listening on {local}, {rules} FIB rule(s)");
-            if let Some(t) = tcp_local {
-                let _ = writeln!(out, "corral proxy: CoAP over TCP on {t}");
-            }
-            let who: Vec<String> = clients.iter().map(|p| p.to_string()).collect();
-            let _ = writeln!(out, "  clients allowed: {}", who.join(", "));
-            let _ = writeln!(
-                out,
-                "try:\n  corral get coap://HOST/PATH -P {proxy_uri}\n  corral get {proxy_uri}/proxy     # counters (Ctrl-C stops)"
-            );
+            banner(&proxy, rules, &clients);
         }
-        let _ = out.flush();
-        drop(out);
-        if clients.iter().any(Prefix::is_everything) {
-            tracing::warn!("the proxy admits every client: anybody who reaches it can make it fetch on their behalf");
-        }
-        if destinations.admits_other_hosts(&clients) && !configured {
-            let ports: Vec<String> = destinations.ports.iter().map(u16::to_string).collect();
-            tracing::warn!(
-                "clients from other hosts may use the proxy and no destination policy is given: they may make it \
-                 send to port {} of any address but this host's; say where with --dest-net and --dest-port (or \
-                 [destinations] in the FIB)",
-                ports.join(", ")
-            );
-        }
-        crate::wait_for_signal().await;
+        warn(&clients, &destinations, configured);
+        crate::cli::wait_for_signal().await;
         tracing::info!("shutting down");
-        handle.shutdown().await;
+        proxy.stop().await;
         Ok(())
     })
+}
+
+/// The proxy's configuration from its arguments, and whether a destination policy was given.
+fn config(args: &ProxyArgs) -> Result<(Config, bool), Failure> {
+    let (bind, tcp) = crate::cli::server::listen_args(&args.bind, args.tcp.as_deref())?;
+    let fib = match &args.fib {
+        Some(p) => load_fib(p)?,
+        None => Fib::default(),
+    };
+    let upstream_timeout = match args.upstream_timeout {
+        s if s > 0.0 && s <= 86_400.0 => Some(Duration::from_secs_f64(s)),
+        s => return Err(Failure::usage(format!("--upstream-timeout {s}: give 0 to 86400 seconds"))),
+    };
+    let dtls = args.dtls.mux()?;
+    let rd = args.rd.as_deref().map(crate::cli::server::rd_addr).transpose()?;
+    let clients = if args.allow.is_empty() { Prefix::loopback().to_vec() } else { args.allow.clone() };
+    let (destinations, configured) = destinations(args, fib.destinations.clone());
+    let service = ProxyConfig {
+        name: args.name.clone().unwrap_or_else(|| format!("proxy@{bind}")),
+        cache_entries: args.cache_entries,
+        cache_bytes: args.cache_bytes,
+        max_pending: args.max_pending.max(1),
+        max_waiters: args.max_waiters.max(1),
+        upstream_confirmable: !args.non_upstream,
+        upstream_timeout,
+        clients,
+        destinations,
+        groups: args.allow_group.clone(),
+        max_group_answers: usize::from(args.group_answers),
+        group_cache_entries: args.group_cache_entries,
+        group_cache_bytes: args.group_cache_bytes,
+        group_cache_max_age: args.group_cache_max_age as u32,
+        group_members: args.group_member.clone(),
+        rd,
+        max_rd_next_hops: args.rd_max_next_hops.max(1),
+        ..ProxyConfig::default()
+    };
+    let config = Config {
+        tcp,
+        service,
+        nstart: args.nstart,
+        verified_nets: args.verified.verified_nets(),
+        mcast_if: args.mcast_if,
+        dtls,
+        ..Config::new(bind, fib)
+    };
+    Ok((config, configured))
+}
+
+/// The start-up summary for people.
+fn banner(proxy: &Proxy, rules: usize, clients: &[Prefix]) {
+    let local = proxy.local_addr();
+    let proxy_uri = corral_tokio::uri::base_uri(local);
+    out!("corral proxy: listening on {local}, {rules} FIB rule(s)");
+    if let Some(t) = proxy.tcp_local_addr() {
+        out!("corral proxy: CoAP over TCP on {t}");
+    }
+    let who: Vec<String> = clients.iter().map(|p| p.to_string()).collect();
+    out!("  clients allowed: {}", who.join(", "));
+    out!("try:\n  corral get coap://HOST/PATH -P {proxy_uri}\n  corral get {proxy_uri}/proxy     # counters (Ctrl-C stops)");
+}
+
+/// The start-up warnings: a proxy open to everyone, or to other hosts with no destination policy.
+fn warn(clients: &[Prefix], destinations: &Destinations, configured: bool) {
+    if clients.iter().any(Prefix::is_everything) {
+        tracing::warn!("the proxy admits every client: anybody who reaches it can make it fetch on their behalf");
+    }
+    if destinations.admits_other_hosts(clients) && !configured {
+        let ports: Vec<String> = destinations.ports.iter().map(u16::to_string).collect();
+        tracing::warn!(
+            "clients from other hosts may use the proxy and no destination policy is given: they may make it \
+             send to port {} of any address but this host's; say where with --dest-net and --dest-port (or \
+             [destinations] in the FIB)",
+            ports.join(", ")
+        );
+    }
 }

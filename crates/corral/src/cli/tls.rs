@@ -4,8 +4,8 @@
 //! Owns turning these PEM files into corral-tokio's [`TlsClientConfig`] / [`TlsServerConfig`] and the
 //! one-line errors about them; TLS itself is rustls's, driven by corral-tokio's `tls` module.
 
-use crate::dtls_args::DtlsClientArgs;
-use crate::exit::Failure;
+use crate::cli::dtls::DtlsClientArgs;
+use crate::cli::exit::Failure;
 use clap::Args;
 use corral_tokio::{TlsClientConfig, TlsServerConfig};
 use std::net::SocketAddr;
@@ -68,7 +68,7 @@ impl TlsServeArgs {
         (cert, key, ca): (Option<&Path>, Option<&Path>, Option<&Path>),
     ) -> Result<Option<(SocketAddr, TlsServerConfig)>, Failure> {
         let Some(at) = &self.tls else { return Ok(None) };
-        let addr = crate::dtls_args::flag_addr("--tls", at, udp, COAPS_TCP_PORT)?;
+        let addr = crate::cli::dtls::flag_addr("--tls", at, udp, COAPS_TCP_PORT)?;
         let (Some(cert), Some(key)) = (cert, key) else {
             return Err(Failure::usage(
                 "--tls needs --cert CERT --key KEY (PEM; and --ca CA to require client certificates)",

@@ -1,8 +1,8 @@
 //! `corral stream send` and `corral stream recv`: CoAP-SC streaming (seed 003, corral-stream) over real
 //! sockets, with its two baselines, and the paper's metrics at the end.
 
-use crate::exit::{ExitCode, Failure};
-use crate::output::{fixed, rounded};
+use crate::cli::exit::{ExitCode, Failure};
+use crate::cli::output::{fixed, rounded};
 use clap::{Args, Subcommand};
 use corral_stream::{Metrics, Scheme, StreamConfig, StreamReceiver, StreamSender};
 use corral_tokio::corral_proto::Duration as CDuration;
@@ -58,14 +58,14 @@ pub struct SendArgs {
     pub size: u32,
     /// Time between readings, e.g. 500ms, 10ms, 2s (a bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = "500ms",
-          value_parser = crate::units::millis(crate::units::Range::between(std::time::Duration::from_millis(1), crate::units::HOUR)))]
+          value_parser = crate::cli::units::millis(crate::cli::units::Range::between(std::time::Duration::from_millis(1), crate::cli::units::HOUR)))]
     pub interval: u64,
     /// Readings kept until acknowledged (the sender's buffer).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub buffer: u32,
     /// Give up (exit status 3) when the collector has not answered for this many seconds while the stream
     /// waits for it: its creation, a full buffer, the last readings.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::secs(crate::units::Range::positive(crate::units::DAY)))]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::cli::units::secs(crate::cli::units::Range::positive(crate::cli::units::DAY)))]
     pub timeout: f64,
     /// Print the result as one JSON object on stdout.
     #[arg(long)]
@@ -96,15 +96,15 @@ fn rt() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))
 }
 
-pub fn run(args: StreamArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
+pub fn run(args: StreamArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     match args.command {
         StreamCommand::Send(a) => send(a, v),
         StreamCommand::Recv(a) => recv(a, v),
     }
 }
 
-fn recv(a: RecvArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
-    let (bind, tcp) = crate::serve::listen_args(&a.bind, a.tcp.as_deref())?;
+fn recv(a: RecvArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
+    let (bind, tcp) = crate::cli::server::listen_args(&a.bind, a.tcp.as_deref())?;
     rt()?.block_on(async move {
         let mut builder = Server::builder();
         if let Some(t) = tcp {
@@ -131,7 +131,7 @@ fn recv(a: RecvArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
         }
         let _ = out.flush();
         drop(out);
-        crate::wait_for_signal().await;
+        crate::cli::wait_for_signal().await;
         handle.shutdown().await;
         Ok(())
     })
@@ -144,7 +144,7 @@ fn summary(m: &Metrics) -> (f64, f64) {
     (mean, max)
 }
 
-fn send(a: SendArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
+fn send(a: SendArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     let uri = corral_tokio::parse_uri(&a.uri).map_err(|e| Failure::usage(format!("invalid URI: {e}")))?;
     let ip = match &uri.host {
         corral_tokio::uri::Host::Ip(ip) => *ip,
@@ -182,7 +182,7 @@ fn send(a: SendArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
         let handle = server.spawn().map_err(|e| Failure::other(format!("cannot start the sender: {e}")))?;
         let mut last_print = std::time::Instant::now();
         // Ctrl-C (or SIGTERM) ends the stream where it is: the summary covers the readings sent so far.
-        let interrupt = crate::wait_for_signal();
+        let interrupt = crate::cli::wait_for_signal();
         tokio::pin!(interrupt);
         let mut interrupted = false;
         let m = loop {

@@ -2,7 +2,8 @@
 //! over DTLS, `--tls` over TLS) until Ctrl-C or SIGTERM. Every transport reaches the same node (the first
 //! worker's): a PUT over one is read back over another.
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
+use crate::cli::server::{listen_args, Driver};
 use clap::Args;
 use corral_services::{Echo, Hello, Plugtest, Stats};
 use corral_tokio::uri::base_uri;
@@ -46,7 +47,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "INDEX")]
     pub mcast_if6: Option<u32>,
     /// DEFAULT_LEISURE: the window over which multicast requests are answered, e.g. 5, 500ms [default: 5s].
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::secs(crate::units::Range::up_to(crate::units::HOUR)))]
+    #[arg(long, value_name = "DURATION", value_parser = crate::cli::units::secs(crate::cli::units::Range::up_to(crate::cli::units::HOUR)))]
     pub leisure: Option<f64>,
     /// Peers with state the server remembers (a flood from more sources evicts idle ones).
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_peers)]
@@ -58,12 +59,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = "")]
     pub tcp: Option<String>,
     #[command(flatten)]
-    pub dtls: crate::dtls_args::DtlsServeArgs,
+    pub dtls: crate::cli::dtls::DtlsServeArgs,
     #[command(flatten)]
-    pub tls: crate::tls_args::TlsServeArgs,
+    pub tls: crate::cli::tls::TlsServeArgs,
     /// How often /obs, /obs-non and /obs-large change (and notify their observers), e.g. 5, 200ms.
     #[arg(long, value_name = "DURATION", default_value = "5",
-          value_parser = crate::units::secs(crate::units::Range::between(std::time::Duration::from_millis(10), crate::units::DAY)))]
+          value_parser = crate::cli::units::secs(crate::cli::units::Range::between(std::time::Duration::from_millis(10), crate::cli::units::DAY)))]
     pub obs_period: f64,
     /// The largest request body accepted block-wise (bytes); larger uploads get 4.13 with Size1.
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
@@ -99,96 +100,25 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub http: crate::http::HttpArgs,
     #[command(flatten)]
-    pub verified: crate::policy_args::VerifiedNetArgs,
+    pub verified: crate::cli::policy::VerifiedNetArgs,
 }
 
-/// `--bind ADDR:PORT` and `--tcp [ADDR:PORT]` of a server command: the UDP address, and whether to listen
-/// on TCP too (`Some(None)`: on the UDP address and port).
-pub(crate) fn listen_args(bind: &str, tcp: Option<&str>) -> Result<(SocketAddr, Option<Option<SocketAddr>>), Failure> {
-    let udp: SocketAddr = bind
-        .parse()
-        .map_err(|_| Failure::usage(format!("`{bind}` is not ADDR:PORT (e.g. [::]:5683 or 127.0.0.1:5683)")))?;
-    let tcp = match tcp {
-        None => None,
-        Some("") => Some(None),
-        Some(a) => Some(Some(a.parse().map_err(|_| {
-            Failure::usage(format!("`{a}` is not ADDR:PORT for --tcp (e.g. [::]:5683 or 127.0.0.1:5683)"))
-        })?)),
-    };
-    Ok((udp, tcp))
-}
-
-/// How the workers are driven. `Blocking` (Linux, UDP only, the default there): each worker a thread
-/// asleep inside its receive call, the bare echo floor's shape (corral-tokio's `blocking` module);
-/// `Tokio`: each worker a tokio runtime (what CoAP over TCP and busy polling need).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Driver {
-    Blocking,
-    Tokio,
-}
-
-impl From<Driver> for workers::Driver {
-    fn from(d: Driver) -> workers::Driver {
-        match d {
-            Driver::Blocking => workers::Driver::Blocking,
-            Driver::Tokio => workers::Driver::Tokio,
-        }
-    }
-}
-
-pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
+pub fn run(args: ServeArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     let (bind, tcp) = listen_args(&args.bind, args.tcp.as_deref())?;
     let d = &args.dtls;
     let certificate = (d.server_cert.as_deref(), d.server_key.as_deref(), d.server_ca.as_deref());
     let tls = args.tls.server(bind, certificate)?;
-    if d.server_cert.is_some() && d.dtls.is_none() && tls.is_none() {
-        return Err(Failure::usage("--cert/--key/--ca are for coaps:// (--dtls) or coaps+tcp:// (--tls): add one"));
-    }
-    if args.workers > 1 && args.credentials.is_some() {
-        return Err(Failure::usage(format!(
-            "--workers {} cannot be combined with --credentials: an OSCORE security context belongs to one \
-             endpoint (its sequence numbers are nonces)",
-            args.workers
-        )));
-    }
-    if args.workers > 1 && !args.join.is_empty() {
-        return Err(Failure::usage(format!(
-            "--workers {} cannot be combined with --join: a multicast datagram reaches every socket of a \
-             SO_REUSEPORT group, so every worker would answer it",
-            args.workers
-        )));
-    }
+    check(&args, d.server_cert.is_some() && d.dtls.is_none() && tls.is_none())?;
     let dtls = args.dtls.server(bind)?;
-    let udp_only = tcp.is_none() && tls.is_none() && dtls.is_none() && args.busy_poll == 0;
-    let driver = match args.driver {
-        Some(Driver::Blocking) if !udp_only || !cfg!(target_os = "linux") => {
-            return Err(Failure::usage(
-                "--driver blocking serves CoAP over UDP on Linux, without --tcp, --tls, --dtls or --busy-poll",
-            ))
-        }
-        Some(d) => d,
-        None if udp_only && cfg!(target_os = "linux") => Driver::Blocking,
-        None => Driver::Tokio,
-    };
+    let driver = driver(&args, tcp.is_none() && tls.is_none() && dtls.is_none() && args.busy_poll == 0)?;
     let oscore = match &args.credentials {
         Some(file) => Some(corral_oscore::OscoreLayer::serving(
-            crate::credentials::Credentials::load(file)?.all()?,
+            crate::cli::credentials::Credentials::load(file)?.all()?,
             args.require_oscore,
         )),
         None => None,
     };
     let config = endpoint_config(&args);
-    let socket = corral_tokio::socket::SocketOptions {
-        busy_poll: std::time::Duration::from_micros(args.busy_poll),
-        // --workers: one endpoint per worker on one port. --join: several servers of one user on one host
-        // can share a multicast group's port (each receives every multicast request; a unicast datagram
-        // reaches one of them). SO_REUSEPORT, not SO_REUSEADDR: the kernel lets only the same user join
-        // the port, so another local user cannot bind it and take the server's traffic.
-        reuse_port: args.workers > 1 || !args.join.is_empty(),
-        multicast_if_v4: args.mcast_if,
-        multicast_if_v6: args.mcast_if6.unwrap_or(0),
-        ..Default::default()
-    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -197,7 +127,7 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         driver: driver.into(),
         count: args.workers,
         addr: bind,
-        socket,
+        socket: socket_options(&args),
         endpoint: config,
         sharing: Sharing::ReusePort,
         tcp,
@@ -217,16 +147,66 @@ pub fn run(args: ServeArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failu
         announce(&args, local, tcp_local, http, v);
         // -q: nothing but errors (--json: its one line, and these).
         if !v.quiet || args.json {
-            crate::dtls_args::announce_as(secure.dtls, args.dtls.modes());
-            crate::tls_args::announce(secure.tls, client_certificates);
+            crate::cli::dtls::announce_as(secure.dtls, args.dtls.modes());
+            crate::cli::tls::announce(secure.tls, client_certificates);
         }
-        crate::wait_for_signal().await;
+        crate::cli::wait_for_signal().await;
         tracing::info!("shutting down");
         workers.stop().await;
         Ok::<(), Failure>(())
     })
 }
 
+/// Options that cannot go together: a certificate without a secure transport (`lone_certificate`), and
+/// what one endpoint must own alone with --workers.
+fn check(args: &ServeArgs, lone_certificate: bool) -> Result<(), Failure> {
+    if lone_certificate {
+        return Err(Failure::usage("--cert/--key/--ca are for coaps:// (--dtls) or coaps+tcp:// (--tls): add one"));
+    }
+    if args.workers > 1 && args.credentials.is_some() {
+        return Err(Failure::usage(format!(
+            "--workers {} cannot be combined with --credentials: an OSCORE security context belongs to one \
+             endpoint (its sequence numbers are nonces)",
+            args.workers
+        )));
+    }
+    if args.workers > 1 && !args.join.is_empty() {
+        return Err(Failure::usage(format!(
+            "--workers {} cannot be combined with --join: a multicast datagram reaches every socket of a \
+             SO_REUSEPORT group, so every worker would answer it",
+            args.workers
+        )));
+    }
+    Ok(())
+}
+
+/// The driver: blocking where it can serve everything asked for (`udp_only`) on Linux, unless told.
+fn driver(args: &ServeArgs, udp_only: bool) -> Result<Driver, Failure> {
+    Ok(match args.driver {
+        Some(Driver::Blocking) if !udp_only || !cfg!(target_os = "linux") => {
+            return Err(Failure::usage(
+                "--driver blocking serves CoAP over UDP on Linux, without --tcp, --tls, --dtls or --busy-poll",
+            ))
+        }
+        Some(d) => d,
+        None if udp_only && cfg!(target_os = "linux") => Driver::Blocking,
+        None => Driver::Tokio,
+    })
+}
+
+fn socket_options(args: &ServeArgs) -> corral_tokio::socket::SocketOptions {
+    corral_tokio::socket::SocketOptions {
+        busy_poll: std::time::Duration::from_micros(args.busy_poll),
+        // --workers: one endpoint per worker on one port. --join: several servers of one user on one host
+        // can share a multicast group's port (each receives every multicast request; a unicast datagram
+        // reaches one of them). SO_REUSEPORT, not SO_REUSEADDR: the kernel lets only the same user join
+        // the port, so another local user cannot bind it and take the server's traffic.
+        reuse_port: args.workers > 1 || !args.join.is_empty(),
+        multicast_if_v4: args.mcast_if,
+        multicast_if_v6: args.mcast_if6.unwrap_or(0),
+        ..Default::default()
+    }
+}
 /// The endpoint configuration every worker gets from the command line.
 fn endpoint_config(args: &ServeArgs) -> EndpointConfig {
     let mut params = TransmissionParams::default();
@@ -331,7 +311,7 @@ fn announce(
     local: SocketAddr,
     tcp_local: Option<SocketAddr>,
     http: Option<SocketAddr>,
-    v: crate::client_cmd::Verbosity,
+    v: crate::cli::Verbosity,
 ) {
     if args.json {
         let j = serde_json::json!({
@@ -372,7 +352,7 @@ impl OscoreHint {
         let dir = server_file.parent().unwrap_or(std::path::Path::new(""));
         let client = ["client.json", "client1.json"].iter().map(|n| dir.join(n)).find(|p| p.exists()).map(|p| {
             // A base URI the client's patterns cover (they name the address it was made for).
-            let base = crate::credentials::Credentials::load(&p)
+            let base = crate::cli::credentials::Credentials::load(&p)
                 .ok()
                 .and_then(|c| {
                     c.patterns()

@@ -7,7 +7,7 @@
 //! ends (kill -9 included), so a stale lock file never blocks a restart. Must never: remove the file (a
 //! second gateway may be waiting to read whose it is).
 
-use crate::exit::Failure;
+use crate::Error;
 use std::path::Path;
 
 /// The lock, held while this value lives.
@@ -19,11 +19,11 @@ pub struct DataLock {
 impl DataLock {
     /// Takes the lock of `dir`, or fails with one line naming the gateway that holds it.
     #[cfg(unix)]
-    pub fn take(dir: &Path) -> Result<DataLock, Failure> {
+    pub fn take(dir: &Path) -> Result<DataLock, Error> {
         use nix::fcntl::{Flock, FlockArg};
         use std::io::{Read, Seek, Write};
         let path = dir.join("gateway.lock");
-        let cannot = |e: std::io::Error| Failure::other(format!("cannot open {}: {e}", path.display()));
+        let cannot = |e: std::io::Error| Error::Start(format!("cannot open {}: {e}", path.display()));
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -45,19 +45,19 @@ impl DataLock {
                     "" => "another process".to_string(),
                     pid => format!("PID {pid}"),
                 };
-                Err(Failure::other(format!(
+                Err(Error::Start(format!(
                     "the data directory {} is already in use by {by} (another corral gateway); stop it or give this one \
                      another --data",
                     dir.display()
                 )))
             }
-            Err((_, e)) => Err(Failure::other(format!("cannot lock {}: {e}", path.display()))),
+            Err((_, e)) => Err(Error::Start(format!("cannot lock {}: {e}", path.display()))),
         }
     }
 
     /// Elsewhere there is no lock (documented: run one gateway per directory).
     #[cfg(not(unix))]
-    pub fn take(_dir: &Path) -> Result<DataLock, Failure> {
+    pub fn take(_dir: &Path) -> Result<DataLock, Error> {
         Ok(DataLock {})
     }
 }

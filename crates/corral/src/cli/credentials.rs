@@ -5,7 +5,7 @@
 //! credentials file. A directory may hold a pairwise context or a Group OSCORE member's context (its
 //! settings name a group: `corral oscore group` writes them).
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
 use corral_oscore::served::Served;
 use corral_oscore::store::{is_group_dir, ContextDir, GroupDir};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! the same for a Group OSCORE group (a server and N clients, with a Deterministic Client), as a Group
 //! Manager would provision it.
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
 use clap::{Args, Subcommand};
 use corral_oscore::group::{ccs_for, GroupParams};
 use corral_oscore::store::{ContextDir, GroupDir};

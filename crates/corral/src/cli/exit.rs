@@ -32,6 +32,16 @@ pub struct Failure {
     passed_through: Option<i32>,
 }
 
+/// A program of corral-gateway that could not start: settings that cannot go together are a usage error.
+impl From<corral_gateway::Error> for Failure {
+    fn from(e: corral_gateway::Error) -> Failure {
+        match e {
+            corral_gateway::Error::Config(m) => Failure::usage(m),
+            e => Failure::other(e.to_string()),
+        }
+    }
+}
+
 impl Failure {
     pub fn new(code: ExitCode, message: impl Into<String>) -> Failure {
         Failure { code, message: message.into(), passed_through: None }
@@ -68,7 +78,7 @@ impl Failure {
 
     pub fn from_client(e: corral_tokio::Error, timeout_secs: f64) -> Failure {
         use corral_tokio::Error as E;
-        let timeout = crate::units::show_secs(timeout_secs);
+        let timeout = crate::cli::units::show_secs(timeout_secs);
         match e {
             E::InvalidUri(u) => Failure::usage(u.to_string()),
             E::Timeout => Failure::new(ExitCode::Timeout, format!("no response within {timeout} (timeout)")),

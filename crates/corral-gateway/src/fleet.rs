@@ -13,13 +13,13 @@
 //! All devices of a fleet run on one thread: a current-thread runtime with a `LocalSet`, since a `Node`
 //! is not `Send`. Must never: implement protocol behaviour (that is corral-proto's and corral-group's).
 
-use crate::group_node::GroupNode;
-use crate::socket::{PreparedSocket, SocketOptions};
-use crate::{os_seeded, Clock};
 use corral_group::device::{mount_device, DeviceConfig};
 use corral_proto::wire::{Message, MessageType, Packet};
 use corral_proto::{Endpoint, EndpointConfig, Node};
 use corral_rd::Registrant;
+use corral_tokio::group_node::GroupNode;
+use corral_tokio::socket::{PreparedSocket, SocketOptions};
+use corral_tokio::{os_seed, os_seeded, Clock};
 use std::cell::RefCell;
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -245,7 +245,7 @@ fn device_node(cfg: &FleetConfig, i: usize, addr: SocketAddr) -> (Node, Option<c
         // Its address for people, and 48 random bits so that nobody can register the name first (issue 41
         // item 8: a squatter holding `dev-ADDR-PORT` kept the device out of the directory). A new name at
         // each start: a clean stop removes the old registration, a crash leaves it until its lifetime ends.
-        let ep = format!("dev-{}-{}-{:012x}", addr.ip(), addr.port(), crate::driver::os_seed() >> 16);
+        let ep = format!("dev-{}-{}-{:012x}", addr.ip(), addr.port(), os_seed() >> 16);
         node.mount("_rd", Registrant::new(rd, &ep, None, lt, links))
     });
     (node, registrant)

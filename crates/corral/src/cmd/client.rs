@@ -1,8 +1,11 @@
 //! The client verbs (`get`, `post`, …, modelled on libcoap's coap-client) and `discover`.
 
-use crate::exit::{ExitCode, Failure};
-use crate::output;
-use crate::units;
+use crate::cli::exit::{ExitCode, Failure};
+use crate::cli::output;
+use crate::cli::parse_method;
+use crate::cli::units;
+// `corral entity` reaches these through this file until its own change moves it onto `cli`.
+pub use crate::cli::Verbosity;
 use clap::Args;
 use corral_tokio::corral_proto::wire::link_format;
 use corral_tokio::uri::{Host, Scheme};
@@ -47,12 +50,6 @@ Examples:
   corral discover coap://[::1]
   corral discover 'coap://[::1]?rt=Type1'   # RFC 6690 filtering on the server
   corral discover coap://127.0.0.1:5683 --json";
-
-#[derive(Debug, Clone, Copy)]
-pub struct Verbosity {
-    pub verbose: u8,
-    pub quiet: bool,
-}
 
 #[derive(Args, Debug)]
 pub struct RequestArgs {
@@ -165,7 +162,7 @@ pub struct RequestArgs {
     #[arg(long, value_name = "SENDER-ID", requires = "credentials", conflicts_with = "deterministic")]
     pub pairwise_with: Option<String>,
     #[command(flatten)]
-    pub dtls: crate::dtls_args::DtlsClientArgs,
+    pub dtls: crate::cli::dtls::DtlsClientArgs,
 }
 
 #[derive(Args, Debug)]
@@ -188,13 +185,6 @@ fn parse_format(s: &str) -> Result<ContentFormat, String> {
 
 fn parse_token(s: &str) -> Result<Token, String> {
     Token::from_hex(s).ok_or_else(|| format!("`{s}` is not a token: give up to 8 bytes in hex, e.g. a1b2"))
-}
-
-/// A request method by name (`get`, `POST`, …), as `-m` takes it.
-pub fn parse_method(s: &str) -> Result<Code, String> {
-    Code::parse(s)
-        .filter(|c| c.is_request())
-        .ok_or_else(|| format!("`{s}` is not a method: use get, post, put, delete, fetch, patch or ipatch"))
 }
 
 /// libcoap's `-b [num,]size`: size a power of two in 16..=1024; a start block other than 0 is not offered.
@@ -390,61 +380,16 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
     if multicast && (uri.scheme != Scheme::Coap || args.observe.is_some()) {
         return Err(Failure::usage("a multicast request goes over coap:// (UDP) and cannot be observed"));
     }
-    let proxy = match &args.proxy {
-        None => None,
-        Some(p) => {
-            let proxy = corral_tokio::parse_uri(p)
-                .map_err(|e| Failure::usage(format!("invalid --proxy (expected coap://HOST:PORT): {e}")))?;
-            if proxy.scheme == Scheme::CoapsTcp || !proxy.path.is_empty() {
-                return Err(Failure::usage(format!(
-                    "--proxy {p}: give the proxy as coap://, coaps:// or coap+tcp://HOST:PORT, without a path"
-                )));
-            }
-            if (multicast || args.mc_timeout.is_some()) && (proxy.scheme != Scheme::Coap || args.credentials.is_some())
-            {
-                return Err(Failure::usage(
-                    "a group request goes to the proxy over coap:// (UDP), without OSCORE (not supported yet)",
-                ));
-            }
-            Some(proxy)
-        }
-    };
+    let proxy = proxy_of(&args, multicast)?;
     // -k/-u are for the hop this client talks to: the proxy's scheme when there is one (the proxy reaches
     // a coaps:// target with credentials of its own).
     let hop = proxy.as_ref().map_or(uri.scheme, |p| p.scheme);
     args.dtls.check(hop)?;
     let credentials = match hop {
-        Scheme::CoapsTcp => (None, Some(crate::tls_args::client_config(&args.dtls)?)),
+        Scheme::CoapsTcp => (None, Some(crate::cli::tls::client_config(&args.dtls)?)),
         _ => (args.dtls.config(), None),
     };
-    let oscore = match &args.credentials {
-        None => None,
-        Some(file) => {
-            let creds = crate::credentials::Credentials::load(file)?;
-            let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
-            if args.deterministic && !matches!(method, Code::GET | Code::FETCH) {
-                return Err(Failure::usage("--deterministic: only GET and FETCH (safe requests) can be deterministic"));
-            }
-            if multicast && args.deterministic {
-                return Err(Failure::usage(
-                    "--deterministic: a deterministic request goes to one server (or a proxy), not to a multicast \
-                     group; without --deterministic a group member's request is signed in group mode",
-                ));
-            }
-            let ctx = match &args.pairwise_with {
-                Some(kid) => crate::credentials::pairwise_context(dir, kid)?,
-                None => crate::credentials::client_context(dir, args.deterministic)?,
-            };
-            if multicast && !ctx.protects_multicast() {
-                return Err(Failure::usage(format!(
-                    "{}: OSCORE protects a multicast request only in Group OSCORE's group mode: a group \
-                     member's context (corral oscore group makes a group), without --pairwise-with",
-                    file.display()
-                )));
-            }
-            Some(corral_tokio::oscore::shared(ctx))
-        }
-    };
+    let oscore = oscore_of(&args, &uri, method, multicast)?;
     let payload = read_payload(&args)?;
     let timeout = Duration::from_secs_f64(args.timeout);
     let peer = peer_of(proxy.as_ref().unwrap_or(&uri));
@@ -461,30 +406,7 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
         if let Some(ctx) = oscore {
             req = req.oscore(ctx);
         }
-        for (n, value) in &args.options {
-            req = req.option(*n, value);
-        }
-        if let Some(hops) = args.hop_limit {
-            req = req.option_uint(OptionNumber::HOP_LIMIT, u64::from(hops));
-        }
-        if let Some(cf) = args.content_format {
-            req = req.content_format(cf);
-        }
-        if let Some(cf) = args.accept {
-            req = req.accept(cf);
-        }
-        if let Some(p) = payload {
-            req = req.payload(p);
-        }
-        if let Some(t) = args.token {
-            req = req.token(t);
-        }
-        if args.non {
-            req = req.non();
-        }
-        if let Some(size) = args.block_size {
-            req = req.block_size(size);
-        }
+        req = with_options(req, &args, payload);
         if let Some(secs) = args.observe {
             return observe(req, &args, secs, (v, &mut sink), &fail).await;
         }
@@ -518,6 +440,99 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
     })
 }
 
+/// `--proxy`: the proxy's URI, checked against what goes through it.
+fn proxy_of(args: &RequestArgs, multicast: bool) -> Result<Option<corral_tokio::Uri>, Failure> {
+    Ok(match &args.proxy {
+        None => None,
+        Some(p) => {
+            let proxy = corral_tokio::parse_uri(p)
+                .map_err(|e| Failure::usage(format!("invalid --proxy (expected coap://HOST:PORT): {e}")))?;
+            if proxy.scheme == Scheme::CoapsTcp || !proxy.path.is_empty() {
+                return Err(Failure::usage(format!(
+                    "--proxy {p}: give the proxy as coap://, coaps:// or coap+tcp://HOST:PORT, without a path"
+                )));
+            }
+            if (multicast || args.mc_timeout.is_some()) && (proxy.scheme != Scheme::Coap || args.credentials.is_some())
+            {
+                return Err(Failure::usage(
+                    "a group request goes to the proxy over coap:// (UDP), without OSCORE (not supported yet)",
+                ));
+            }
+            Some(proxy)
+        }
+    })
+}
+
+/// `--credentials`: the OSCORE context that protects this request, checked against the method and group.
+fn oscore_of(
+    args: &RequestArgs,
+    uri: &corral_tokio::Uri,
+    method: Code,
+    multicast: bool,
+) -> Result<Option<corral_tokio::oscore::SharedContext>, Failure> {
+    Ok(match &args.credentials {
+        None => None,
+        Some(file) => {
+            let creds = crate::cli::credentials::Credentials::load(file)?;
+            let dir = creds.for_uri(&args.uri).or_else(|_| creds.for_uri(&uri.to_string()))?;
+            if args.deterministic && !matches!(method, Code::GET | Code::FETCH) {
+                return Err(Failure::usage("--deterministic: only GET and FETCH (safe requests) can be deterministic"));
+            }
+            if multicast && args.deterministic {
+                return Err(Failure::usage(
+                    "--deterministic: a deterministic request goes to one server (or a proxy), not to a multicast \
+                     group; without --deterministic a group member's request is signed in group mode",
+                ));
+            }
+            let ctx = match &args.pairwise_with {
+                Some(kid) => crate::cli::credentials::pairwise_context(dir, kid)?,
+                None => crate::cli::credentials::client_context(dir, args.deterministic)?,
+            };
+            if multicast && !ctx.protects_multicast() {
+                return Err(Failure::usage(format!(
+                    "{}: OSCORE protects a multicast request only in Group OSCORE's group mode: a group \
+                     member's context (corral oscore group makes a group), without --pairwise-with",
+                    file.display()
+                )));
+            }
+            Some(corral_tokio::oscore::shared(ctx))
+        }
+    })
+}
+
+/// The request's options, formats, payload, token, type and block size from the arguments.
+fn with_options(
+    mut req: corral_tokio::RequestBuilder,
+    args: &RequestArgs,
+    payload: Option<Vec<u8>>,
+) -> corral_tokio::RequestBuilder {
+    for (n, value) in &args.options {
+        req = req.option(*n, value);
+    }
+    if let Some(hops) = args.hop_limit {
+        req = req.option_uint(OptionNumber::HOP_LIMIT, u64::from(hops));
+    }
+    if let Some(cf) = args.content_format {
+        req = req.content_format(cf);
+    }
+    if let Some(cf) = args.accept {
+        req = req.accept(cf);
+    }
+    if let Some(p) = payload {
+        req = req.payload(p);
+    }
+    if let Some(t) = args.token {
+        req = req.token(t);
+    }
+    if args.non {
+        req = req.non();
+    }
+    if let Some(size) = args.block_size {
+        req = req.block_size(size);
+    }
+    req
+}
+
 /// Sends the request; on a terminal, a request still running after two seconds (a block-wise transfer over
 /// a slow network, a server that is slow to answer) shows one line of progress on stderr, which is cleared
 /// when the response arrives.
@@ -536,7 +551,7 @@ pub(crate) async fn send_showing_progress(
             if started.elapsed() >= Duration::from_secs(2) {
                 shown = true;
                 let mut err = std::io::stderr();
-                let _ = write!(err, "\r\x1b[2K{}", crate::output::progress_line(started.elapsed(), p));
+                let _ = write!(err, "\r\x1b[2K{}", crate::cli::output::progress_line(started.elapsed(), p));
                 let _ = err.flush();
             }
         })
@@ -560,7 +575,7 @@ async fn observe(
     let mut obs = req.observe().await.map_err(fail)?;
     let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
     let mut first = true;
-    let interrupted = crate::wait_for_signal();
+    let interrupted = crate::cli::wait_for_signal();
     tokio::pin!(interrupted);
     let mut stopped = None;
     loop {
@@ -605,7 +620,7 @@ async fn observe(
         r = obs.cancel() => if let Err(e) = r {
             tracing::info!(error = %e, "deregistration got no answer");
         },
-        _ = crate::wait_for_signal(), if stopped.is_some() => {}
+        _ = crate::cli::wait_for_signal(), if stopped.is_some() => {}
     }
     stopped.map_or(Ok(()), Err)
 }

@@ -1,7 +1,7 @@
 //! How responses are shown: readable text for people, JSON for scripts; where they go (standard output
 //! or `-o FILE`); progress lines on a terminal; numbers rounded to what was measured.
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
 use corral_tokio::corral_proto::wire::{BlockValue, OptionFormat, Options};
 use corral_tokio::{ContentFormat, OptionNumber, Response, TransferProgress};
 use serde_json::{json, Value};

@@ -5,11 +5,11 @@
 //! bind or start.
 
 use super::guard::Guard;
-use crate::exit::Failure;
-use crate::serve::Driver;
+use super::MountEm;
+use crate::Error;
 use corral_tokio::corral_proto::EndpointConfig;
 use corral_tokio::socket::SocketOptions;
-use corral_tokio::workers::{self as w, Sharing, WorkerConfig};
+use corral_tokio::workers::{self as w, Driver, Sharing, WorkerConfig};
 use std::net::SocketAddr;
 
 /// What worker `i` serves: its Entity Manager and, if any, the layer in front of it (OSCORE, and the rule
@@ -17,8 +17,8 @@ use std::net::SocketAddr;
 pub struct Part {
     pub em: corral_group::EntityManager,
     pub guard: Option<Guard>,
-    /// With --http: where the worker publishes its snapshots (`crate::http::watch`).
-    pub watch: Option<std::sync::Arc<std::sync::Mutex<crate::http::watch::Snapshot<crate::http::Extra>>>>,
+    /// How the worker mounts its Entity Manager at `/em` (as it is, or watched: `GatewayConfig::mount_em`).
+    pub mount: Option<MountEm>,
     /// With --rd (worker 0 only): the Resource Directory beside the Entity Manager.
     pub rd: Option<corral_rd::RdService>,
     /// Worker 0 (the only one that writes): what does the Entity Manager's store writes.
@@ -49,13 +49,13 @@ pub fn bind(
     endpoint: EndpointConfig,
     workers: u8,
     testbed: bool,
-) -> Result<Bound, Failure> {
+) -> Result<Bound, Error> {
     #[cfg(not(target_os = "linux"))]
     if workers > 1 || driver == Driver::Blocking {
-        return Err(Failure::usage("--workers and --driver blocking need Linux"));
+        return Err(Error::Config("--workers and --driver blocking need Linux".into()));
     }
     let config = WorkerConfig {
-        driver: driver.into(),
+        driver,
         count: u16::from(workers),
         addr: bind,
         // The tokio driver makes them a server's itself.
@@ -71,7 +71,7 @@ pub fn bind(
         } else {
             ""
         };
-        Failure::other(format!("cannot listen on {bind}: {e}{hint}"))
+        Error::Start(format!("cannot listen on {bind}: {e}{hint}"))
     })
 }
 
@@ -81,20 +81,22 @@ impl Bound {
     }
 
     /// Makes the socket speak coaps:// beside coap:// (`--dtls`, `--peer-psk-file`).
-    pub fn set_dtls_mux(&mut self, mux: corral_tokio::DtlsMuxConfig) -> Result<(), Failure> {
-        self.0.set_dtls_mux(mux).map_err(|e| Failure::usage(format!("--dtls, --peer-psk-file: {e}")))
+    pub fn set_dtls_mux(&mut self, mux: corral_tokio::DtlsMuxConfig) -> Result<(), Error> {
+        self.0.set_dtls_mux(mux).map_err(|e| Error::Config(format!("--dtls, --peer-psk-file: {e}")))
     }
 
     /// Serves `parts[i]` on worker `i` (one part per socket).
-    pub fn start(self, parts: Vec<Part>) -> Result<Running, Failure> {
+    pub fn start(self, parts: Vec<Part>) -> Result<Running, Error> {
         let setups = parts
             .into_iter()
-            .map(|part| -> w::Setup {
+            .enumerate()
+            .map(|(i, part)| -> w::Setup {
                 Box::new(move |node| {
-                    match part.watch {
-                        Some(slot) => node
-                            .mount("em", crate::http::watch::Watched::new(part.em, slot, crate::http::EmNumbers::of)),
-                        None => node.mount("em", part.em),
+                    match part.mount {
+                        Some(mount) => mount(i, node, part.em),
+                        None => {
+                            node.mount("em", part.em);
+                        }
                     };
                     if let Some(store) = part.store {
                         node.set_effect_runner(store);
@@ -108,7 +110,7 @@ impl Bound {
                 })
             })
             .collect();
-        self.0.start(setups).map(Running).map_err(|e| Failure::other(format!("cannot start the gateway: {e}")))
+        self.0.start(setups).map(Running).map_err(|e| Error::Start(format!("cannot start the gateway: {e}")))
     }
 }
 

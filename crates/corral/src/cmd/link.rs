@@ -2,7 +2,7 @@
 //! without `tc netem`. The link itself is corral-link's; this verb is its arguments, its output (the
 //! namespaces of `up`, the counters of `--json`) and its exit codes (the client's status is the run's).
 
-use crate::exit::{ExitCode, Failure};
+use crate::cli::exit::{ExitCode, Failure};
 use clap::{Args, Subcommand};
 use corral_link::impair::Impairments;
 use corral_link::{Config, Link, LinkCounts, LinkError, Toward};
@@ -93,7 +93,7 @@ pub struct RunArgs {
 
 /// `--delay`, `--jitter` and `--settle`: up to an hour (a bare number is seconds).
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    crate::units::Range::up_to(crate::units::HOUR).parse(s)
+    crate::cli::units::Range::up_to(crate::cli::units::HOUR).parse(s)
 }
 
 fn parse_fraction(s: &str) -> Result<f64, String> {
@@ -186,7 +186,7 @@ fn up(args: ImpairArgs) -> Result<(), Failure> {
         out!(
             "corral link: {a} (10.213.0.1, fd77::1) <-> {b} (10.213.0.2, fd77::2); Ctrl-C removes them\n  ip netns exec {a} <server>\n  ip netns exec {b} <client>"
         );
-        crate::wait_for_signal().await;
+        crate::cli::wait_for_signal().await;
     });
     let counts = link.counts();
     drop(link);
@@ -209,7 +209,7 @@ fn run_pair(r: RunArgs) -> Result<(), Failure> {
     let link = Link::up(&r.impair.config()).map_err(failure)?;
     // Ctrl-C or SIGTERM stops both programs and still removes the namespaces.
     let status = rt
-        .block_on(link.run_pair(server, client, corral_link::Settle::Fixed(r.settle), crate::wait_for_signal()))
+        .block_on(link.run_pair(server, client, corral_link::Settle::Fixed(r.settle), crate::cli::wait_for_signal()))
         .map_err(failure)?;
     let counts = link.counts();
     drop(link);

@@ -6,7 +6,7 @@
 //! default member policy, the TOML policy file, and the start-up warnings about an open gateway. The
 //! checks themselves are corral-group's (`corral_group::policy`).
 
-use crate::exit::Failure;
+use crate::cli::exit::Failure;
 use clap::Args;
 use corral_group::{AccessPolicy, Budget, MemberPolicy, Prefix, Role};
 use serde::Deserialize;
@@ -33,7 +33,7 @@ pub struct PolicyArgs {
     pub budget: Option<u32>,
     /// How long a released multicast address rests before reuse, e.g. 600, 10m [default: 10m].
     #[arg(long, value_name = "DURATION",
-          value_parser = crate::units::whole_secs(crate::units::Range::up_to(7 * crate::units::DAY)))]
+          value_parser = crate::cli::units::whole_secs(crate::cli::units::Range::up_to(7 * crate::cli::units::DAY)))]
     pub quarantine: Option<u64>,
     /// Read the policy from a TOML file ([access], [members], [budget]; see the text below); options
     /// given on the command line add to it.
@@ -64,10 +64,15 @@ impl VerifiedNetArgs {
     /// Sets the endpoint's verified networks, with a warning for one that is every address of a family
     /// (the reflection bound is then off for it).
     pub fn apply(&self, endpoint: &mut corral_tokio::EndpointConfig) {
+        endpoint.verified_nets = self.verified_nets();
+    }
+
+    /// The verified networks, with the same warning.
+    pub fn verified_nets(&self) -> Vec<Prefix> {
         for p in self.verified_net.iter().filter(|p| p.is_everything()) {
             tracing::warn!(prefix = %p, "--verified-net {p}: every such source counts as verified, so the reflection bound is off for them");
         }
-        endpoint.verified_nets = self.verified_net.clone();
+        self.verified_net.clone()
     }
 }
 
@@ -166,6 +171,8 @@ pub struct Policy {
     pub warnings: Vec<String>,
     /// Whether the access rules were given (`--allow`, `[access]`) rather than this machine's default.
     pub configured: bool,
+    /// Whether the member ports are the default (5683 and the testbed's) rather than given.
+    pub default_ports: bool,
 }
 
 impl Policy {
@@ -247,7 +254,8 @@ impl PolicyArgs {
             networks = host_networks();
         }
         let mut ports: Vec<u16> = file.members.ports.iter().chain(&self.member_port).copied().collect();
-        if ports.is_empty() {
+        let default_ports = ports.is_empty();
+        if default_ports {
             ports.push(corral_group::uri::COAP_PORT);
             ports.extend(testbed_port);
             ports.dedup();
@@ -284,7 +292,8 @@ impl PolicyArgs {
                 "listening on {local}, but only this machine may use the gateway; let clients in with --allow, e.g. --allow read=10.0.0.0/8"
             ));
         }
-        Ok(Policy { access, members, budget, quarantine: self.quarantine.or(file.quarantine), warnings, configured })
+        let quarantine = self.quarantine.or(file.quarantine);
+        Ok(Policy { access, members, budget, quarantine, warnings, configured, default_ports })
     }
 }
 

@@ -1,17 +1,13 @@
 //! `corral rd`: a Resource Directory (RFC 9176, corral-rd) on a UDP socket, its registrations kept in an
 //! SQLite file, until Ctrl-C or SIGTERM.
 
-use crate::exit::Failure;
-use crate::gateway::{
-    data_dir_for,
-    directory::{open_directory, RdPolicy},
-    lock::DataLock,
-};
+use crate::cli::exit::Failure;
+use crate::cli::server::RdPolicy;
 use clap::Args;
+use corral_gateway::data_dir_for;
+use corral_gateway::directory::{Directory, DirectoryConfig};
 use corral_rd::Limits;
 use corral_tokio::uri::base_uri;
-use corral_tokio::workers::{self, Sharing, WorkerConfig};
-use corral_tokio::EndpointConfig;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -48,8 +44,10 @@ Examples:
   corral rd --dtls --psk-file psk.json --rd-policy identity";
 
 /// What --max-lifetime takes: a minute to the most `lt` can say (a u32 of seconds).
-const LIFETIMES: crate::units::Range =
-    crate::units::Range::between(std::time::Duration::from_secs(60), std::time::Duration::from_secs(u32::MAX as u64));
+const LIFETIMES: crate::cli::units::Range = crate::cli::units::Range::between(
+    std::time::Duration::from_secs(60),
+    std::time::Duration::from_secs(u32::MAX as u64),
+);
 
 #[derive(Args, Debug)]
 pub struct RdArgs {
@@ -77,7 +75,7 @@ pub struct RdArgs {
     /// The longest lifetime (lt) a registration may ask for, e.g. 90000, 25h; a longer one is refused
     /// 4.00 naming it [default: 90000 s, RFC 9176's default lifetime].
     #[arg(long, value_name = "DURATION", default_value = "90000",
-          value_parser = crate::units::secs(LIFETIMES))]
+          value_parser = crate::cli::units::secs(LIFETIMES))]
     pub max_lifetime: f64,
     /// Which registrations the directory accepts: `first-come` (anyone; a name is bound to the identity
     /// that registered it over coaps://, else to its address) or `identity` (coaps:// clients only).
@@ -87,71 +85,44 @@ pub struct RdArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub dtls: crate::dtls_args::DtlsNodeArgs,
+    pub dtls: crate::cli::dtls::DtlsNodeArgs,
     #[command(flatten)]
-    pub verified: crate::policy_args::VerifiedNetArgs,
+    pub verified: crate::cli::policy::VerifiedNetArgs,
 }
 
-pub fn run(args: RdArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
+pub fn run(args: RdArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     let bind: SocketAddr = args.bind.parse().map_err(|_| {
         Failure::usage(format!("`{}` is not ADDR:PORT for --bind (e.g. [::]:5683 or 127.0.0.1:5690)", args.bind))
     })?;
-    let data = args.data.clone().unwrap_or_else(|| data_dir_for("rd"));
-    std::fs::create_dir_all(&data)
-        .map_err(|e| Failure::other(format!("cannot create the data directory {}: {e}", data.display())))?;
-    let _lock = DataLock::take(&data)?;
-    let limits = Limits {
-        registrations: args.max_registrations.max(1),
-        per_source: args.max_per_source.max(1),
-        per_network: args.max_per_network.max(1),
-        memory: args.max_memory,
-        max_lifetime: args.max_lifetime as u32,
-        ..Limits::default()
+    let config = DirectoryConfig {
+        limits: Limits {
+            registrations: args.max_registrations.max(1),
+            per_source: args.max_per_source.max(1),
+            per_network: args.max_per_network.max(1),
+            memory: args.max_memory,
+            max_lifetime: args.max_lifetime as u32,
+            ..Limits::default()
+        },
+        policy: args.rd_policy.into(),
+        verified_nets: args.verified.verified_nets(),
+        dtls: args.dtls.mux()?,
+        ..DirectoryConfig::new(bind, args.data.clone().unwrap_or_else(|| data_dir_for("rd")))
     };
-    let dtls = args.dtls.mux()?;
-    let (service, store, db) = open_directory(&data, limits, args.rd_policy)?;
-    let runner = corral_store::Stores { em: None, rd: Some(Box::new(store)) }
-        .spawn()
-        .map_err(|e| Failure::other(format!("cannot start the database's thread: {e}")))?;
-    let restored = service.directory().len();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
-    let mut endpoint = EndpointConfig::default();
-    args.verified.apply(&mut endpoint);
-    let config = WorkerConfig {
-        driver: workers::Driver::Tokio,
-        count: 1,
-        addr: bind,
-        socket: corral_tokio::socket::SocketOptions::default(),
-        endpoint,
-        sharing: Sharing::ReusePort,
-        tcp: None,
-        name: "corral-rd".into(),
-    };
     rt.block_on(async move {
-        let mut bound = workers::Bound::bind(config)
-            .map_err(|e| Failure::other(format!("cannot listen on {}: {}", e.addr, e.error)))?;
-        if let Some(mux) = dtls {
-            bound.set_dtls_mux(mux).map_err(|e| Failure::other(format!("cannot serve coaps://: {e}")))?;
-        }
-        let local = bound.local_addr();
-        let setup: workers::Setup = Box::new(move |node| {
-            node.mount("", service);
-            node.set_effect_runner(Box::new(runner));
-        });
-        let workers =
-            bound.start(vec![setup]).map_err(|e| Failure::other(format!("cannot start the directory: {e}")))?;
-        announce(&args, local, &db, restored, v);
-        crate::wait_for_signal().await;
+        let directory = Directory::start(config)?;
+        announce(&args, directory.local_addr(), directory.database(), directory.restored(), v);
+        crate::cli::wait_for_signal().await;
         tracing::info!("shutting down");
-        workers.stop().await;
+        directory.stop().await;
         Ok::<(), Failure>(())
     })
 }
 
-fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: usize, v: crate::client_cmd::Verbosity) {
+fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: usize, v: crate::cli::Verbosity) {
     let base = base_uri(local);
     let mut out = std::io::stdout().lock();
     if args.json {

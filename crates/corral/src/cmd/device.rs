@@ -1,8 +1,8 @@
-//! `corral device`: virtual constrained devices on real UDP sockets (corral-tokio's [`Fleet`]), one
+//! `corral device`: virtual constrained devices on real UDP sockets (corral-gateway's [`Fleet`]), one
 //! per address from `--bind` on, until Ctrl-C.
 
-pub use corral_tokio::fleet::{Fleet, FleetConfig};
-use std::net::SocketAddr;
+use crate::cli::server::{describe_range, parse_bind, parse_leisure, rd_addr};
+pub use corral_gateway::fleet::{Fleet, FleetConfig};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -50,7 +50,7 @@ pub struct DeviceArgs {
     /// Who may change the devices' multicast groups through /mc: address prefixes of the managing
     /// gateway(s), repeatable or comma-separated [default: this machine: loopback and its addresses]. Anyone
     /// else gets 4.03. `--manager 0.0.0.0/0,::/0` lets everyone in.
-    #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = crate::policy_args::parse_prefix)]
+    #[arg(long, value_name = "PREFIX", value_delimiter = ',', value_parser = crate::cli::policy::parse_prefix)]
     pub manager: Vec<corral_group::Prefix>,
     /// Register every device with this Resource Directory (RFC 9176), e.g. coap://127.0.0.1:5690, as
     /// `dev-ADDR-PORT-RANDOM` with its resources (48 random bits, new at each start, so that nobody can
@@ -61,67 +61,32 @@ pub struct DeviceArgs {
     /// Lifetime of the registrations (--rd), 10 s to a day, e.g. 600, 10m, 1h; each is refreshed at 90 %
     /// of it.
     #[arg(long, value_name = "DURATION", default_value = "3600", requires = "rd",
-          value_parser = crate::units::secs(crate::units::Range::between(MIN_RD_LIFETIME, crate::units::DAY)))]
+          value_parser = crate::cli::units::secs(crate::cli::units::Range::between(MIN_RD_LIFETIME, crate::cli::units::DAY)))]
     pub rd_lifetime: f64,
     /// Print the started devices as one JSON object on stdout instead of the banner.
     #[arg(long)]
     pub json: bool,
 }
 
-/// The directory of `--rd URI` (`corral device`, `corral proxy`): a coap:// URI whose host is an IP
-/// address (the devices send from their own sockets, so a name would be resolved once here).
-pub(crate) fn rd_addr(uri: &str) -> Result<SocketAddr, crate::exit::Failure> {
-    let u = corral_tokio::parse_uri(uri).map_err(|e| crate::exit::Failure::usage(format!("--rd {uri}: {e}")))?;
-    if u.scheme != corral_proto::wire::Scheme::Coap {
-        return Err(crate::exit::Failure::usage(format!(
-            "--rd {uri}: a coap:// directory (the devices speak CoAP over UDP)"
-        )));
-    }
-    match &u.host {
-        corral_proto::wire::Host::Ip(ip) => Ok(SocketAddr::new(*ip, u.port)),
-        corral_proto::wire::Host::Name(name) => corral_tokio::socket::resolve((name.as_str(), u.port))
-            .map_err(|e| crate::exit::Failure::usage(format!("--rd {uri}: cannot resolve {name}: {e}"))),
-    }
-}
-
-/// A multicast leisure (`--leisure` of `device` and `gateway`): 0 to an hour, as seconds.
-pub fn parse_leisure(s: &str) -> Result<f64, String> {
-    crate::units::secs(crate::units::Range::up_to(crate::units::HOUR))(s)
-}
-
-pub fn parse_bind(s: &str) -> Result<SocketAddr, crate::exit::Failure> {
-    s.parse()
-        .map_err(|_| crate::exit::Failure::usage(format!("`{s}` is not ADDR:PORT (e.g. 127.0.0.2:5683 or [::1]:5683)")))
-}
-
-/// Describes a range of device addresses in one phrase.
-pub fn describe_range(addrs: &[SocketAddr]) -> String {
-    match addrs {
-        [] => "no devices".into(),
-        [one] => one.to_string(),
-        [first, .., last] => format!("{first} … {last}"),
-    }
-}
-
-pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crate::exit::Failure> {
-    use crate::exit::Failure;
+pub fn run(args: DeviceArgs, v: crate::cli::Verbosity) -> Result<(), crate::cli::exit::Failure> {
+    use crate::cli::exit::Failure;
     let first = parse_bind(&args.bind)?;
     let cfg = FleetConfig {
         mc_slots: args.mc_slots,
         seed: args.seed,
         leisure: args.leisure.map(Duration::from_secs_f64),
         request_log: args.request_log.clone(),
-        ..FleetConfig::new(first, args.count as usize, crate::policy_args::this_machine())
+        ..FleetConfig::new(first, args.count as usize, crate::cli::policy::this_machine())
     };
     let mut cfg = if args.manager.is_empty() { cfg } else { FleetConfig { managers: args.manager.clone(), ..cfg } };
     if let Some(uri) = &args.rd {
         cfg.rd = Some((rd_addr(uri)?, args.rd_lifetime as u32));
     }
     let managers: Vec<String> = cfg.managers.iter().map(|p| p.to_string()).collect();
-    for p in args.manager.iter().filter(|p| !crate::policy_args::within_loopback(p)) {
+    for p in args.manager.iter().filter(|p| !crate::cli::policy::within_loopback(p)) {
         tracing::warn!(
             "{}",
-            crate::policy_args::address_only_warning(
+            crate::cli::policy::address_only_warning(
                 &format!("--manager {p}"),
                 "change the devices' groups",
                 "give --manager the managing gateway's address only, on a network you trust"
@@ -158,7 +123,7 @@ pub fn run(args: DeviceArgs, v: crate::client_cmd::Verbosity) -> Result<(), crat
         out!("resources: /s/t /s/h /s/l (observable), /a/shutter /a/light, /mc, /.well-known/core (Ctrl-C stops)");
         out!("try:\n  corral discover {b}\n  corral get {b}/s/t\n  corral put {b}/a/light -e on");
     }
-    rt.block_on(crate::wait_for_signal());
+    rt.block_on(crate::cli::wait_for_signal());
     tracing::info!("stopping the devices");
     fleet.shutdown();
     Ok(())

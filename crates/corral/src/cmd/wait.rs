@@ -11,8 +11,8 @@
 //! Owns: the probes and the retry loop (port unreachable and silence are retried until `-B`). Never
 //! sends anything but those probes and GETs; never prints on success unless asked (`-v`).
 
-use crate::exit::{ExitCode, Failure};
-use crate::units;
+use crate::cli::exit::{ExitCode, Failure};
+use crate::cli::units;
 use clap::Args;
 use corral_tokio::corral_proto::wire::{Message, MessageId, MessageType};
 use corral_tokio::uri::{Host, Scheme, Uri};
@@ -53,7 +53,7 @@ const PROBE_WAIT: Duration = Duration::from_millis(250);
 /// The pause after a probe that failed at once (port unreachable, connection refused).
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
-pub fn run(args: WaitArgs, v: crate::client_cmd::Verbosity) -> Result<(), Failure> {
+pub fn run(args: WaitArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(args.timeout);
     let mut targets = Vec::new();

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use corral_http::{
-    on_this_machine, this_machine, watch, Board, Bound, EmNumbers, Extra, GatewaySide, ProxyNumbers, ProxySide,
-    WindowConfig, WindowError,
+    on_this_machine, this_machine, watch, Board, Bound, EmNumbers, GatewaySide, ProxyNumbers, ProxySide, WindowConfig,
+    WindowError,
 };
 
 /// `--http` and the options of its listener, the same on every verb that serves.

@@ -9,9 +9,12 @@
 //! Owns: the request table. Must never: keep a request no part owns any more (each part gives its
 //! requests back when they end or it cancels them, so the table is bounded by the requests in flight).
 
-use super::jobs::JobId;
 use super::HashMap;
 use corral_proto::RequestId;
+
+/// A use job's id (the jobs' own numbering; named here so that the table below the jobs need not know
+/// them).
+pub(super) type JobId = u64;
 
 /// The part a request belongs to, with what that part needs to find its state.
 #[derive(Debug, Clone, PartialEq, Eq)]

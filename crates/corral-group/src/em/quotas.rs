@@ -11,7 +11,6 @@
 //! Owns: the counters of held exchanges. Must never: let a counter outlive its holds (a counter that
 //! reaches zero is forgotten, so a flood of clients leaves no state behind) or go below zero.
 
-use super::jobs::Jobs;
 use super::stats::EmStats;
 use super::HashMap;
 use crate::policy::Budget;
@@ -131,23 +130,20 @@ impl Quotas {
 
 impl Quotas {
     /// Reserves `amount` member exchanges for a use by `client` of `entity` (see [`Quotas::refusal`]).
-    /// `Err`: 5.03 with Max-Age (when the oldest of the `jobs` in the way gives up) and the reason; a
-    /// refusal is counted in `stats`.
+    /// `Err`: 5.03 with Max-Age (`soonest`: when the oldest use in the way gives up at the latest, which the
+    /// jobs know) and the reason; a refusal is counted in `stats`.
     pub(super) fn reserve(
         &mut self,
-        (budget, jobs, stats): (&Budget, &Jobs, &mut EmStats),
+        (budget, stats): (&Budget, &mut EmStats),
         now: Instant,
         client: Client,
         entity: &str,
         amount: usize,
+        soonest: impl FnOnce() -> Option<Instant>,
     ) -> Result<Hold, Response> {
         if let Some(why) = self.refusal(budget, client, entity, amount) {
             // Retry when the oldest use of this entity or client gives up at the latest.
-            let soonest = jobs
-                .values()
-                .filter(|j| j.hold.as_ref().is_some_and(|h| h.client == client || h.entity == entity))
-                .filter_map(|j| j.spec.deadline)
-                .min();
+            let soonest = soonest();
             let secs = soonest.map(|d| d.saturating_since(now).as_secs() + 1).unwrap_or(10).clamp(1, 300);
             stats.quota_refusals += 1;
             warn!(%client, entity, "exchange quota reached: use refused");

@@ -89,14 +89,16 @@ impl EntityManager {
             self.entities.use_cost(&self.config, name, o.budget).inspect_err(|_| self.stats.budget_refusals += 1)?;
         let client = Client::new(inb.from, inb.verified);
         let amount = usize::try_from(requests).unwrap_or(usize::MAX);
-        let parts = (&self.config.budget, &self.jobs, &mut self.stats);
-        let hold = match self.quotas.reserve(parts, cx.now(), client, name, amount) {
-            Ok(h) => h,
-            Err(resp) => {
-                cx.respond(inb.id, resp);
-                return Ok(());
-            }
-        };
+        let jobs = &self.jobs;
+        let parts = (&self.config.budget, &mut self.stats);
+        let hold =
+            match self.quotas.reserve(parts, cx.now(), client, name, amount, || jobs.soonest_deadline(client, name)) {
+                Ok(h) => h,
+                Err(resp) => {
+                    cx.respond(inb.id, resp);
+                    return Ok(());
+                }
+            };
         let register = !actuate
             && req.options.observe() == Some(OBSERVE_REGISTER)
             && self.entities.get(name).is_some_and(Entity::observable);

@@ -9,7 +9,7 @@
 //! finished child's result waits in [`Jobs::push_ready`] until the current input is handled), or step a
 //! management flow (a finished flow job waits in [`Jobs::take_finished_flow`] for the Entity Manager).
 
-use super::quotas::{Hold, Quotas};
+use super::quotas::{Client, Hold, Quotas};
 use super::stats::EmStats;
 use super::watch::Watches;
 use super::{EmConfig, Flow, Item, Target};
@@ -44,7 +44,7 @@ pub(super) struct JobCx<'a, 'c> {
     pub(super) owners: &'a mut Owners,
 }
 
-pub(super) type JobId = u64;
+pub(super) use super::owners::JobId;
 
 /// One member's result in a job.
 #[derive(Debug, Clone)]
@@ -306,6 +306,15 @@ impl Jobs {
 
     pub(super) fn iter(&self) -> impl Iterator<Item = (&JobId, &Job)> {
         self.table.iter()
+    }
+
+    /// When the oldest use held by `client` or of `entity` gives up at the latest (a quota refusal's
+    /// Max-Age).
+    pub(super) fn soonest_deadline(&self, client: Client, entity: &str) -> Option<Instant> {
+        self.values()
+            .filter(|j| j.hold.as_ref().is_some_and(|h| h.client == client || h.entity == entity))
+            .filter_map(|j| j.spec.deadline)
+            .min()
     }
 
     pub(super) fn values(&self) -> impl Iterator<Item = &Job> {

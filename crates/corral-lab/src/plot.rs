@@ -245,10 +245,12 @@ impl BoxPlot {
             if b.mean.is_finite() {
                 let _ = write!(svg, r#"<circle cx="{cx:.1}" cy="{:.1}" r="3.5" fill="{color}"/>"#, ya.py(b.mean));
             }
+            // Ten boxes of "d100 CoAP/UDP" ran into each other (seed 004): a label takes at most its slot.
             let _ = write!(
                 svg,
-                r##"<text x="{cx:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#222">{}</text>"##,
+                r##"<text x="{cx:.1}" y="{:.1}" font-size="{}" text-anchor="middle" fill="#222">{}</text>"##,
                 H - BOTTOM + 16.0,
+                fit(&b.label, 11.0, false, plot_w / n - 6.0),
                 esc(&b.label)
             );
         }
@@ -552,6 +554,19 @@ mod tests {
         );
         // 2 markers of the short series and 2 in the legend; none of the dense series' 500 points.
         assert_eq!(svg.matches("<circle").count() + svg.matches("<rect x=").count(), 4, "{svg}");
+    }
+
+    #[test]
+    fn box_labels_never_run_into_each_other() {
+        let mut plot = BoxPlot::new("seed 004", "B/s");
+        for i in 0..10 {
+            plot = plot.entry(format!("d{i}00 CoAP/UDP"), [1.0, 2.0, 3.0, 4.0, 5.0], 3.0);
+        }
+        let svg = plot.to_svg();
+        let slot = (W - LEFT - RIGHT) / 10.0;
+        let at = svg.find(">d100 CoAP/UDP<").expect("the label, whole");
+        let size: f64 = svg[..at].rsplit("font-size=\"").next().unwrap().split('"').next().unwrap().parse().unwrap();
+        assert!(size < 11.0 && text_width("d100 CoAP/UDP", size, false) <= slot, "{size} px in a {slot} px slot");
     }
 
     #[test]

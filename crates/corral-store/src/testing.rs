@@ -26,6 +26,21 @@ pub fn available() -> bool {
     bin_dir().is_some()
 }
 
+/// A server for a test, or `None` with a note on stderr when this machine has none. Under
+/// `CORRAL_INTEROP=1` (the test command, which installs PostgreSQL first) a missing server panics instead,
+/// so the test command never passes by skipping.
+pub fn for_test() -> Option<TempPostgres> {
+    if !available() {
+        assert!(
+            std::env::var("CORRAL_INTEROP").is_err(),
+            "CORRAL_INTEROP=1 but PostgreSQL is not installed: run scripts/install-peers.sh"
+        );
+        eprintln!("skipped: PostgreSQL is not installed (apt-get install postgresql, or scripts/install-peers.sh)");
+        return None;
+    }
+    Some(TempPostgres::start_new().expect("a throwaway PostgreSQL starts"))
+}
+
 /// A PostgreSQL server of a test's own. See the module docs.
 pub struct TempPostgres {
     dir: tempfile::TempDir,

@@ -7,21 +7,12 @@
 
 use corral_group::profile::{Delay, Ect, Emt, Profile, Repair};
 use corral_group::store::{Store, StoreError, StoredEntity, Write};
-use corral_store::testing::{available, TempPostgres};
+use corral_store::testing::TempPostgres;
 use corral_store::PgStore;
 
-/// The server, or `None` with a note when this machine has none (the test command installs it and sets
-/// CORRAL_INTEROP=1, where a missing server fails the test instead).
+/// The server, or `None` with a note when this machine has none (see `testing::for_test`).
 fn server() -> Option<TempPostgres> {
-    if !available() {
-        assert!(
-            std::env::var("CORRAL_INTEROP").is_err(),
-            "CORRAL_INTEROP=1 but PostgreSQL is not installed: run scripts/install-peers.sh"
-        );
-        eprintln!("skipped: PostgreSQL is not installed (apt-get install postgresql, or scripts/install-peers.sh)");
-        return None;
-    }
-    Some(TempPostgres::start_new().expect("a throwaway PostgreSQL starts"))
+    corral_store::testing::for_test()
 }
 
 fn entity(name: &str, group: Option<&str>) -> StoredEntity {

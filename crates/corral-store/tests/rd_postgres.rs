@@ -5,19 +5,11 @@
 
 use corral_rd::store::{Store, Stored};
 use corral_rd::Registration;
-use corral_store::testing::{available, TempPostgres};
+use corral_store::testing::TempPostgres;
 use corral_store::{PgStore, RdPgStore};
 
 fn server() -> Option<TempPostgres> {
-    if !available() {
-        assert!(
-            std::env::var("CORRAL_INTEROP").is_err(),
-            "CORRAL_INTEROP=1 but PostgreSQL is not installed: run scripts/install-peers.sh"
-        );
-        eprintln!("skipped: PostgreSQL is not installed (apt-get install postgresql, or scripts/install-peers.sh)");
-        return None;
-    }
-    Some(TempPostgres::start_new().expect("a throwaway PostgreSQL starts"))
+    corral_store::testing::for_test()
 }
 
 fn stored(id: &str, ep: &str, d: Option<&str>) -> Stored {

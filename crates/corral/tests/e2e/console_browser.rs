@@ -20,6 +20,7 @@ import re, subprocess, sys, time
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 base, member, light0, light1, corral, shot = sys.argv[1:7]
@@ -28,6 +29,15 @@ for a in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window
     opts.add_argument(a)
 d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
 wait = lambda what: WebDriverWait(d, 30).until(what)
+
+def submit(button, confirm=False):
+    # Clicks a form's button and waits until the page it was on is gone: the notice read next must be
+    # the new page's, not the old page's (which may carry one of its own and go stale under the read).
+    old = d.find_element(By.TAG_NAME, "html")
+    button.click()
+    if confirm:
+        wait(EC.alert_is_present()).accept()
+    wait(EC.staleness_of(old))
 
 def notice(kind):
     # The page's notice once a form led to it: kind "status" (done) or "alert" (failed).
@@ -38,12 +48,12 @@ def fill(name, eo, er, ect="unicast"):
     e = d.find_element(By.CSS_SELECTOR, '#create input[name="eo"]'); e.clear(); e.send_keys(eo)
     Select(d.find_element(By.CSS_SELECTOR, '#create select[name="ect"]')).select_by_visible_text(ect)
     r = d.find_element(By.CSS_SELECTOR, '#create textarea[name="er"]'); r.clear(); r.send_keys(er)
-    d.find_element(By.CSS_SELECTOR, "#create button").click()
+    submit(d.find_element(By.CSS_SELECTOR, "#create button"))
 
 def send(entity, value):
     row = 'tr[data-entity="%s"] ' % entity
     d.find_element(By.CSS_SELECTOR, row + 'form[action$="/actuate"] input[name="value"]').send_keys(value)
-    d.find_element(By.CSS_SELECTOR, row + 'form[action$="/actuate"] button').click()
+    submit(d.find_element(By.CSS_SELECTOR, row + 'form[action$="/actuate"] button'))
 
 def members(entity):
     return [li.text for li in d.find_elements(By.CSS_SELECTOR, 'tr[data-entity="%s"] ul.members li' % entity)]
@@ -97,16 +107,15 @@ try:
     d.find_element(By.XPATH, '//summary[text()="Edit lamp"]').click()
     form = 'tr[data-entity="lamp"] form.edit '
     r = d.find_element(By.CSS_SELECTOR, form + 'textarea[name="er"]'); r.clear(); r.send_keys(light0 + "\ncoap://127.0.0.1:9/x")
-    d.find_element(By.CSS_SELECTOR, form + "button").click()
+    submit(d.find_element(By.CSS_SELECTOR, form + "button"))
     print("edit refused:", notice("alert").replace("\n", " "), flush=True)
     print("edit kept:", d.find_element(By.CSS_SELECTOR, form + 'textarea[name="er"]').get_attribute("value").split(), flush=True)
     r = d.find_element(By.CSS_SELECTOR, form + 'textarea[name="er"]'); r.clear(); r.send_keys(light0 + "\n" + light1)
-    d.find_element(By.CSS_SELECTOR, form + "button").click()
+    submit(d.find_element(By.CSS_SELECTOR, form + "button"))
     print("edited:", notice("status"), flush=True)
     print("members of lamp now:", len(members("lamp")), flush=True)
 
-    d.find_element(By.CSS_SELECTOR, 'tr[data-entity="lamp"] form.delete button').click()
-    d.switch_to.alert.accept()
+    submit(d.find_element(By.CSS_SELECTOR, 'tr[data-entity="lamp"] form.delete button'), confirm=True)
     print("deleted:", notice("status"), flush=True)
     print("rows:", ",".join(r.get_attribute("data-entity") for r in d.find_elements(By.CSS_SELECTOR, "tr[data-entity]")), flush=True)
     d.save_screenshot(shot)

@@ -89,15 +89,26 @@ fn enr_1_answers_with_the_first_reply() {
 
 #[test]
 fn delay_spaces_member_requests_exactly_on_virtual_time() {
-    for (delay, expected_ms) in [("100", 100u64), ("auto", 100)] {
+    // The delay given in the use's query, and the one stored in the profile (used when the query has none).
+    for (profile, query, expected_ms) in [
+        (None, Some("100"), 100u64),
+        (None, Some("auto"), 100),
+        (Some("100"), None, 100),
+        (Some("250"), Some("100"), 100),
+    ] {
         let mut lab = lab(5);
         let er = lab.uris(0..5, "s/t");
-        assert_eq!(lab.create("room", json!({ "er": er })).code, Code::CREATED);
-        let r = lab.get("em/room", &[&format!("delay={delay}")], None);
+        let mut doc = json!({ "er": er });
+        if let Some(d) = profile {
+            doc["delay"] = json!(d);
+        }
+        assert_eq!(lab.create("room", doc).code, Code::CREATED);
+        let q = query.map(|d| format!("delay={d}"));
+        let r = lab.get("em/room", &q.iter().map(String::as_str).collect::<Vec<_>>(), None);
         assert_eq!(r.code, Code::CONTENT);
         let sent: Vec<_> = (0..5).map(|i| lab.requests_to(i).last().unwrap().0).collect();
         for w in sent.windows(2) {
-            assert_eq!(w[1] - w[0], Duration::from_millis(expected_ms), "delay={delay}: {sent:?}");
+            assert_eq!(w[1] - w[0], Duration::from_millis(expected_ms), "{profile:?}/{query:?}: {sent:?}");
         }
     }
     // Eq. (2) for 40 members: 82.051 ms.

@@ -351,8 +351,13 @@ fn unicast_entity_answers_with_the_values_the_devices_report() {
     }
 }
 
+/// The delay, from the profile and from the query, reaches the real gateway: each member is asked once per
+/// use, and the spacing the devices saw is printed as a measurement. That the requests are spaced exactly
+/// by the delay is proven on virtual time (corral-group's `delay_spaces_member_requests_exactly_on_virtual_time`):
+/// gaps measured on a loaded machine's real clock are no assertion (they shrank below 90 ms under CI load
+/// when one request's delivery was late and the next one's was not).
 #[test]
-fn delay_spaces_member_requests_at_the_devices() {
+fn a_paced_use_asks_each_member_once_and_the_devices_spacing_is_printed() {
     let tb = testbed(5, 12, &[]);
     tb.create("paced", &tb.members(0..5, "/s/t"), &["--eo", "avg", "--delay", "100ms"]);
     for query in ["", "delay=100"] {
@@ -371,9 +376,6 @@ fn delay_spaces_member_requests_at_the_devices() {
             "delay=100 ({}): gaps at the devices {gaps:.1?} ms",
             if query.is_empty() { "profile" } else { "query" }
         );
-        for g in &gaps {
-            assert!(*g >= 90.0, "requests spaced by at least ~100 ms: {gaps:?}");
-        }
     }
 }
 

@@ -47,6 +47,8 @@ const BODY_LIFETIME: corral_proto::Duration = corral_proto::Duration::from_secs(
 /// own, whether it may carry Observe (a registration this layer keeps, a notification), and (a request
 /// outside an observation) where a response cut into inner blocks is kept.
 struct Pending {
+    /// The method of the request inside ([`Layer::protects`]).
+    method: Code,
     ci: usize,
     binding: Binding,
     own_piv: bool,
@@ -60,6 +62,12 @@ struct Cut {
     peer: SocketAddr,
     key: u64,
     want: Option<BlockValue>,
+    /// The client has not proved its address: a body larger than one inner block goes in inner blocks,
+    /// so that each later block is a protected request of its own that the reflection bound can
+    /// challenge through this layer ([`Layer::protects`]). Outer blocks are the endpoint's, answered from
+    /// its cache without this layer, so the bound could only answer them with a challenge in the clear,
+    /// which an OSCORE client cannot read (aiocoap fails the transfer).
+    unproven: bool,
 }
 
 /// An inner Block1 upload being assembled: the body so far and the next block number expected.
@@ -98,6 +106,9 @@ pub struct OscoreLayer {
     /// The Echo value each peer (context and Sender ID: a group has many) must return before its window is
     /// trusted again, and when it was given.
     challenges: HashMap<(usize, Vec<u8>), (Vec<u8>, Instant)>,
+    /// The endpoint's Echo value found inside the request just unprotected, for the node to take
+    /// ([`Layer::address_proof`]).
+    proof: Option<(InboundId, Vec<u8>)>,
     /// Inner block-wise uploads by (context, client, resource).
     uploads: HashMap<(usize, SocketAddr, String), Upload>,
     /// Block1 values to echo in the final response of an upload (RFC 7959 §2.3).
@@ -141,6 +152,7 @@ impl OscoreLayer {
             pending: table(),
             observers: table(),
             challenges: HashMap::new(),
+            proof: None,
             uploads: HashMap::new(),
             block1_echo: table(),
             bodies: BodyCache::new(0),
@@ -218,8 +230,10 @@ impl Layer for OscoreLayer {
     fn inbound(&mut self, now: Instant, req: IncomingRequest) -> Inbound {
         if req.notification {
             if let Some((ci, b)) = self.observers.get(&(req.from, req.token)) {
-                self.pending
-                    .insert(req.id, Pending { ci: *ci, binding: b.clone(), own_piv: true, observe: true, cut: None });
+                self.pending.insert(
+                    req.id,
+                    Pending { method: Code::GET, ci: *ci, binding: b.clone(), own_piv: true, observe: true, cut: None },
+                );
             }
             return Inbound::Pass(req);
         }
@@ -254,6 +268,10 @@ impl Layer for OscoreLayer {
             Ok(x) => x,
             Err(e) => return self.answer(req.id, &e),
         };
+        // An Echo value inside that this layer did not give (for its replay window) is the endpoint's: the
+        // proof of the client's address after the reflection bound challenged it through this layer
+        // (`Layer::protects`), kept for the node to take (`Layer::address_proof`).
+        let mut own_echo = false;
         match window {
             Ok(()) => ctx.replay_accept(&binding),
             Err(crate::Refusal::Unsynchronised) => {
@@ -263,12 +281,16 @@ impl Layer for OscoreLayer {
                 if echoed.is_some() && echoed == given.map(|(v, _)| v.as_slice()) {
                     ctx.resynchronise(&binding);
                     self.challenges.remove(&peer);
+                    own_echo = true;
                 } else {
                     // Authentic, but it could be a replay from before the restart: challenge it, with the
                     // Echo option alone (Appendix B.1.2: no diagnostic payload).
                     self.stats.echo_challenges += 1;
                     let echo = self.challenge(now, peer);
-                    self.pending.insert(req.id, Pending { ci, binding, own_piv: true, observe: false, cut: None });
+                    self.pending.insert(
+                        req.id,
+                        Pending { method: inner.code, ci, binding, own_piv: true, observe: false, cut: None },
+                    );
                     let r = Response::new(Code::UNAUTHORIZED).with_option(OptionNumber::ECHO, &echo).with_max_age(0);
                     return Inbound::Answer(req.id, r);
                 }
@@ -287,8 +309,12 @@ impl Layer for OscoreLayer {
             }
             _ => false,
         };
-        self.pending.insert(req.id, Pending { ci, binding, own_piv: false, observe: registers, cut: None });
+        self.pending
+            .insert(req.id, Pending { method: inner.code, ci, binding, own_piv: false, observe: registers, cut: None });
         let mut options = inner.options;
+        if let Some(echo) = options.get(OptionNumber::ECHO).filter(|_| !own_echo) {
+            self.proof = Some((req.id, echo.to_vec()));
+        }
         options.remove(OptionNumber::ECHO);
         let mut payload = inner.payload;
         if let Some(block) = options.block1() {
@@ -329,7 +355,7 @@ impl Layer for OscoreLayer {
             // Inner Block2 is the layer's (see the module docs): the services render the whole body.
             let want = request.options.block2();
             request.options.remove(OptionNumber::BLOCK2);
-            let cut = Cut { peer: req.from, key: self.body_key(ci, &request), want };
+            let cut = Cut { peer: req.from, key: self.body_key(ci, &request), want, unproven: !req.verified };
             if let Some(later) = want.filter(|b| b.num > 0) {
                 let kept = self.bodies.get(now, cut.peer, cut.key);
                 let answer = match kept {
@@ -355,7 +381,9 @@ impl Layer for OscoreLayer {
         if let Some(echo) = self.block1_echo.remove(&id) {
             response.options.set(OptionNumber::BLOCK1, &echo);
         }
-        let Some(Pending { ci, binding, own_piv, observe, cut }) = self.pending.remove(&id) else { return response };
+        let Some(Pending { ci, binding, own_piv, observe, cut, .. }) = self.pending.remove(&id) else {
+            return response;
+        };
         if !observe {
             // A service marks a resource observable whoever asks; the endpoint drops the mark from an answer
             // that registers nothing, but only outside: inside, the client would read a registration (or, not
@@ -368,12 +396,14 @@ impl Layer for OscoreLayer {
             self.observers.retain(|_, (c, b)| !(*c == ci && *b == binding));
         }
         if let Some(cut) = &cut {
-            // The block the client asked for; else block 0 of a body one protected message cannot hold.
+            // The block the client asked for; else block 0 of a body one protected message cannot hold, or
+            // of one larger than a block to a client that has not proved its address.
             let max = self.contexts[ci].max_plaintext();
             let want = cut.want.or_else(|| {
                 let szx = BlockValue::szx_for_size(crate::INNER_BLOCK);
                 let fits = crate::protect::fits(&response.options, response.payload.len(), max);
-                (!fits).then_some(BlockValue { num: 0, more: false, szx })
+                let beyond_a_block = cut.unproven && response.payload.len() > crate::INNER_BLOCK;
+                (!fits || beyond_a_block).then_some(BlockValue { num: 0, more: false, szx })
             });
             if let Some(want) = want {
                 response = self.cut(now, cut, want, response);
@@ -397,6 +427,14 @@ impl Layer for OscoreLayer {
                 refusal(Code::INTERNAL_SERVER_ERROR, "cannot protect the response")
             }
         }
+    }
+
+    fn protects(&self, id: InboundId) -> Option<Code> {
+        self.pending.get(&id).map(|p| p.method)
+    }
+
+    fn address_proof(&mut self, id: InboundId) -> Option<Vec<u8>> {
+        self.proof.take().filter(|(of, _)| *of == id).map(|(_, echo)| echo)
     }
 
     fn counters(&self) -> Vec<LayerCounter> {

@@ -397,10 +397,18 @@ impl Node {
 
     fn route(&mut self, now: Instant, req: IncomingRequest) {
         let Some(layer) = self.layer.as_mut() else { return self.route_inner(now, req) };
-        let req = match layer.inbound(now, req) {
+        let id = req.id;
+        let inbound = layer.inbound(now, req);
+        // The client's answer to a challenge sent through the layer proves its address before anything is
+        // answered (see `Layer::protects`).
+        let proved = layer.address_proof(id).is_some_and(|echo| self.transports.prove_address(now, id, &echo));
+        let req = match inbound {
             Inbound::Pass(req) => req,
-            Inbound::Replaced(req) => {
+            Inbound::Replaced(mut req) => {
                 self.transports.retarget_observation(req.id, &req.request);
+                if proved {
+                    (req.verified, req.echoed) = (true, true);
+                }
                 req
             }
             Inbound::Answer(id, response) => {
@@ -514,7 +522,7 @@ impl Node {
         response: crate::Response,
     ) -> Result<(), crate::UnknownExchange> {
         let response = match self.layer.as_mut() {
-            Some(layer) => layer.outbound(now, id, response),
+            Some(layer) => crate::service::through_layer(layer.as_mut(), &mut self.transports, now, id, response),
             None => response,
         };
         self.transports.respond(now, id, response)

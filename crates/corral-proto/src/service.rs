@@ -11,6 +11,7 @@ use crate::message::{InboundId, IncomingRequest, Request, RequestError, RequestI
 use crate::rng::Rng;
 use crate::time::Instant;
 use crate::transports::Transports;
+use corral_wire::Code;
 use std::any::Any;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -178,6 +179,25 @@ pub trait Layer {
     /// The response to `id` on its way out.
     fn outbound(&mut self, now: Instant, id: InboundId, response: Response) -> Response;
 
+    /// The method of the request inside `id` if this layer protects its response (it unprotected the
+    /// request; outside, every protected request is a POST or FETCH). The reflection bound's Echo
+    /// challenge for such a request is then given to [`Layer::outbound`] in place of the response, so that
+    /// it leaves protected (see [`crate::Endpoint::challenge_for`]); whether the request may be challenged
+    /// at all is its inner method's (a safe one is repeated harmlessly). None by default.
+    fn protects(&self, id: InboundId) -> Option<Code> {
+        let _ = id;
+        None
+    }
+
+    /// The Echo value the layer found inside request `id` (the one [`Layer::inbound`] just took) and did
+    /// not use itself: the client's answer to a challenge sent through the layer, checked by the endpoint
+    /// as the proof of its address ([`crate::Endpoint::prove_address`]). Asked once per request, right
+    /// after `inbound`. None by default.
+    fn address_proof(&mut self, id: InboundId) -> Option<Vec<u8>> {
+        let _ = id;
+        None
+    }
+
     /// What the layer counted so far, for whoever watches the node (`/metrics`); none by default.
     fn counters(&self) -> Vec<LayerCounter> {
         Vec::new()
@@ -191,6 +211,28 @@ pub struct LayerCounter {
     pub name: &'static str,
     pub help: &'static str,
     pub value: u64,
+}
+
+/// A response on its way out through `layer`: the reflection bound's Echo challenge in its place when the
+/// layer protects it and it would not fit what an unverified source may be sent (see [`Layer::protects`]).
+pub(crate) fn through_layer(
+    layer: &mut dyn Layer,
+    transports: &mut Transports,
+    now: Instant,
+    id: InboundId,
+    response: Response,
+) -> Response {
+    let challenge = match layer.protects(id) {
+        Some(method @ (Code::GET | Code::FETCH)) => {
+            // The response with its options, and what protecting it adds (the OSCORE option, the tag, the
+            // outer code): enough that an answer this check lets through is not replaced after all.
+            let len = response.payload.len() + response.options.iter().map(|(_, v)| v.len() + 3).sum::<usize>() + 32;
+            tracing::trace!(?id, %method, len, "protected answer: within the reflection bound?");
+            transports.challenge_for(now, id, len)
+        }
+        _ => None,
+    };
+    layer.outbound(now, id, challenge.unwrap_or(response))
 }
 
 /// What a [`Layer`] makes of a received request.
@@ -234,7 +276,7 @@ impl<'a> Context<'a> {
     /// too late is logged and ignored.
     pub fn respond(&mut self, id: InboundId, response: Response) {
         let response = match self.layer.as_mut() {
-            Some(layer) => layer.outbound(self.now, id, response),
+            Some(layer) => through_layer(layer.as_mut(), self.transports, self.now, id, response),
             None => response,
         };
         if self.transports.respond(self.now, id, response).is_err() {

@@ -96,6 +96,24 @@ impl Transports {
         }
     }
 
+    /// The Echo challenge a layer sends protected in place of an answer of about `len` bytes (see
+    /// [`Endpoint::challenge_for`]). A TCP connection has proved its source already: none.
+    pub fn challenge_for(&mut self, now: Instant, id: InboundId, len: usize) -> Option<Response> {
+        match id.transport() {
+            Transport::Udp => self.udp.challenge_for(now, id, len),
+            Transport::Tcp => None,
+        }
+    }
+
+    /// An Echo value a layer found inside protected request `id` (see [`Endpoint::prove_address`]). Over
+    /// TCP there is nothing to prove.
+    pub fn prove_address(&mut self, now: Instant, id: InboundId, echo: &[u8]) -> bool {
+        match id.transport() {
+            Transport::Udp => self.udp.prove_address(now, id, echo),
+            Transport::Tcp => false,
+        }
+    }
+
     /// Sends the empty ACK of a received CON now, the response to follow separately (see
     /// [`Endpoint::accept`]). TCP has no ACKs: nothing to do.
     pub fn accept(&mut self, id: InboundId) -> Result<(), UnknownExchange> {

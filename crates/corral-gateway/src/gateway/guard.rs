@@ -57,4 +57,12 @@ impl Layer for Guard {
             None => response,
         }
     }
+
+    fn protects(&self, id: InboundId) -> Option<Code> {
+        self.oscore.as_ref().and_then(|o| o.protects(id))
+    }
+
+    fn address_proof(&mut self, id: InboundId) -> Option<Vec<u8>> {
+        self.oscore.as_mut().and_then(|o| o.address_proof(id))
+    }
 }

@@ -154,6 +154,49 @@ impl Endpoint {
         self.respond(now, id, echo_challenge(value))
     }
 
+    /// The Echo challenge (4.01 with an Echo value, RFC 9175 §2.4) that the reflection bound would put in
+    /// place of an answer of about `len` bytes to received request `id`, a safe request inside a protected
+    /// one (the caller knows its method; outside it is a POST), or `None` if the answer may go: the source
+    /// is verified, the request multicast, or the answer fits what the source may still be sent. Of a
+    /// body larger than one block only that block counts, as only it goes out now.
+    ///
+    /// For a layer that protects responses (OSCORE): an answer the endpoint replaced after the layer
+    /// protected it would reach the client unprotected, which an OSCORE client refuses (aiocoap: "No
+    /// Object-Security option present"). The layer sends this challenge protected instead, the Echo option
+    /// inside (Class E, RFC 9175 §2.2.1), and hands the value the client returns to
+    /// [`Endpoint::prove_address`].
+    pub fn challenge_for(&mut self, now: Instant, id: InboundId, len: usize) -> Option<Response> {
+        let limit = self.config.amplification?;
+        let inb = self.inbound.get(&id)?;
+        if inb.kind != InboundKind::Request || inb.multicast {
+            return None;
+        }
+        let (peer, block2) = (inb.peer, inb.meta.block2);
+        let slot = self.peers.slot_of(&peer)?;
+        if self.peers.get_mut(slot).trusted() {
+            return None;
+        }
+        let szx = block2.map_or(self.config.block.szx, |b| b.szx.min(self.config.block.szx)).min(6);
+        let block = corral_wire::BlockValue { num: 0, more: false, szx }.size();
+        // A block goes with its header and options: a generous allowance for them.
+        let size = len.min(block + 64);
+        if size <= self.peers.answer_credit(&limit, now, slot, peer) {
+            return None;
+        }
+        debug!(%peer, ?id, size, "answer too large for an unverified source: Echo challenge through the layer");
+        Some(echo_challenge(self.give_echo(now, slot)))
+    }
+
+    /// A layer found `echo` inside the protected request `id` (see [`Endpoint::challenge_for`]): if it is
+    /// the value given to that request's source and still fresh, the source has shown it receives at its
+    /// address and counts as verified from now on, exactly as if the value had come outside. Returns
+    /// whether it did.
+    pub fn prove_address(&mut self, now: Instant, id: InboundId, echo: &[u8]) -> bool {
+        let Some(peer) = self.inbound.get(&id).map(|inb| inb.peer) else { return false };
+        let Some(slot) = self.peers.slot_of(&peer) else { return false };
+        self.check_echo(now, slot, echo)
+    }
+
     /// Answers a request on the spot, without involving the application (protocol-level replies such as
     /// 2.31 Continue, 4.08, or a cached block): piggybacked for a CON, as a NON otherwise.
     fn reply_now(

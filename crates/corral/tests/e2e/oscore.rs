@@ -493,3 +493,39 @@ fn oscore_replays_and_failed_verifications_are_counted_in_metrics() {
         assert!(text.lines().any(|l| l == sample), "{sample} in\n{text}");
     }
 }
+
+/// A client neither on loopback nor in a verified network (two namespaces joined by a veth pair) reads a
+/// 40,000-byte body over OSCORE. The reflection bound challenges it after the first few kilobytes, and the
+/// challenge must arrive protected — the Echo option inside (RFC 9175 §2.2.1) — or an OSCORE client cannot
+/// read it: aiocoap failed every such read ("No Object-Security option present") while the endpoint put a
+/// 4.01 in the clear in place of an outer block. Now a response larger than a block to a client that has
+/// not proved its address goes in inner blocks, each the answer to a protected request of its own that the
+/// challenge can replace, and the Echo value the client returns inside proves its address.
+#[test]
+fn a_large_oscore_body_reaches_a_client_beyond_the_verified_networks() {
+    if !enabled(&["aiocoap-client", "python3"]) {
+        return;
+    }
+    let Some((a, b)) = netns_pair("osc", 173, &[]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let base = "coap://10.173.0.1:5683";
+    keys(dir.path(), base);
+    let (server, client) = (dir.path().join("server.json"), dir.path().join("client.json"));
+    let (server, c) = (server.to_str().unwrap(), client.to_str().unwrap());
+    let _s =
+        spawn_with_port(a.command(CORRAL).args(["serve", "--bind", "10.173.0.1:5683", "--credentials", server]), |l| {
+            l.strip_prefix("corral serve: listening on ")?.split_whitespace().next()?.rsplit_once(':')?.1.parse().ok()
+        });
+    let body: Vec<u8> = (0..40_000u32).map(|i| b'a' + (i * 7 % 26) as u8).collect();
+    let f = dir.path().join("body.txt");
+    std::fs::write(&f, &body).unwrap();
+    let uri = format!("{base}/large-update");
+    let o = run(b.command(CORRAL).args(["put", &uri, "-f", f.to_str().unwrap(), "--credentials", c]), LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    for read in 1..=3 {
+        let o = run(b.command("aiocoap-client").args(["--credentials", c, &uri]), LIMIT);
+        assert!(o.stdout == body, "aiocoap's read {read}: {} bytes; {}", o.stdout.len(), stderr(&o));
+        let o = run(b.command(CORRAL).args(["get", &uri, "--credentials", c]), LIMIT);
+        assert!(o.stdout == body, "corral's read {read}: {} bytes; {}", o.stdout.len(), stderr(&o));
+    }
+}

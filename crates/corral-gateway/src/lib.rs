@@ -10,10 +10,13 @@
 //! - [`directory`]: a Resource Directory on a socket of its own — [`DirectoryConfig`] and
 //!   [`Directory::start`] — and the directory database the gateway opens for `rd`.
 //! - [`proxy`]: the multiparty forward proxy — [`ProxyConfig`] and [`Proxy::start`].
+//! - [`serve`]: the demo and ETSI plugtest resources on N workers, over UDP, TCP, TLS and DTLS —
+//!   [`ServeConfig`] and [`Serve::start`].
 //! - [`fleet`]: a fleet of corral-group's virtual devices on consecutive addresses, with their request
 //!   log (`corral device`, the gateway's testbed).
 //!
-//! This crate sits above corral-tokio (the drivers) and the services (corral-group, corral-rd, corral-store)
+//! This crate sits above corral-tokio (the drivers) and the services (corral-group, corral-rd, corral-store,
+//! corral-services, corral-stream)
 //! and never implements protocol behaviour, nor parses command lines: its configs are typed.
 
 pub mod directory;
@@ -21,10 +24,12 @@ pub mod fleet;
 pub mod gateway;
 pub mod lock;
 pub mod proxy;
+pub mod serve;
 
 pub use directory::{Directory, DirectoryConfig};
 pub use gateway::{Gateway, GatewayConfig};
 pub use proxy::{Proxy, ProxyConfig};
+pub use serve::{Serve, ServeConfig};
 
 use std::path::PathBuf;
 

@@ -63,7 +63,7 @@ pub mod uri;
 
 pub use em::{Directory, EmConfig, EntityManager};
 pub use mc::McResource;
-pub use policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Prefix, Role};
+pub use policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Prefix, Role, UnknownRole};
 pub use pool::AddressPool;
 pub use profile::{Delay, Ect, Emt, Op, Profile};
 pub use store::{

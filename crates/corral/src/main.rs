@@ -27,7 +27,6 @@ mod http;
 // The paths the HTTP window (`http/`) and `corral entity` use; they move onto `cli::…` with the window's own
 // change.
 use cli::{exit, output, policy as policy_args, units};
-use cmd::client as client_cmd;
 use cmd::{bench, device, gateway, lab, link, oscore, proxy, rd, serve, stream, wait};
 use cmd::{client, entity};
 

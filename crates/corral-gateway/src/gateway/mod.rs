@@ -15,7 +15,7 @@ use corral_proto::{EndpointConfig, Node};
 use corral_store::SqliteStore;
 use corral_tokio::uri::base_uri;
 use corral_tokio::workers::Driver;
-use corral_tokio::{Client, Code, DtlsMuxConfig};
+use corral_tokio::{on_this_machine, Client, Code, DtlsMuxConfig};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -415,15 +415,6 @@ fn parts(
         });
     }
     Ok(parts)
-}
-
-/// Where a client on this machine reaches an endpoint bound to `local` (an unspecified address is
-/// loopback's).
-fn on_this_machine(local: SocketAddr) -> SocketAddr {
-    match local.ip() {
-        ip if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), local.port()),
-        _ => local,
-    }
 }
 
 /// The addresses clients use for a gateway bound to `local`: members `coap://<one of these>/em/<name>`

@@ -42,6 +42,16 @@ impl From<corral_gateway::Error> for Failure {
     }
 }
 
+/// A credentials file (`--credentials`) that cannot be used: its content is a usage error.
+impl From<corral_oscore::credentials::CredentialsError> for Failure {
+    fn from(e: corral_oscore::credentials::CredentialsError) -> Failure {
+        match e.is_content() {
+            true => Failure::usage(e.to_string()),
+            false => Failure::other(e.to_string()),
+        }
+    }
+}
+
 impl Failure {
     pub fn new(code: ExitCode, message: impl Into<String>) -> Failure {
         Failure { code, message: message.into(), passed_through: None }

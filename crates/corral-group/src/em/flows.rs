@@ -160,7 +160,8 @@ impl EntityManager {
                 pending: true,
                 ..new.clone()
             };
-            writes.push(Write::SaveEntity(record));
+            // Create-only: a name another gateway sharing the store created meanwhile fails the write.
+            writes.push(Write::CreateEntity(record));
         }
         if writes.is_empty() {
             return self.after_allocation(cx, flow, group);
@@ -268,7 +269,7 @@ impl EntityManager {
             self.busy.remove(&flow.name);
             return; // still pending in the store: retried at the next start-up
         }
-        flow.failure = Some((Code::INTERNAL_SERVER_ERROR, format!("entity {} unchanged: {e}", flow.name)));
+        flow.failure = Some((store_failure(&e), format!("entity {} unchanged: {e}", flow.name)));
         self.rollback(cx, flow)
     }
 
@@ -519,7 +520,7 @@ impl EntityManager {
                     self.groups.unreserve(group);
                 }
                 let msg = format!("entity {} not {}: {e}", flow.name, verb(flow.action));
-                self.flow_fail(cx, flow, (Code::INTERNAL_SERVER_ERROR, msg));
+                self.flow_fail(cx, flow, (store_failure(&e), msg));
             }
             (Wait::Flow { flow, next: Next::Committed { names_seq } }, Ok(())) => {
                 if let Some(seq) = names_seq {
@@ -603,6 +604,18 @@ impl Table {
 }
 
 /// Per member of `er`: whether it joined `old`'s group already (members that stay keep their membership).
+/// How a change whose write failed is answered: a name that another gateway sharing the store created
+/// first is 4.12, as a creation of a name this gateway knows is (create-only across the cluster); a
+/// multicast group another gateway's entity took meanwhile is 5.03 (try again: a new address is drawn);
+/// any other failure 5.00.
+fn store_failure(e: &StoreError) -> Code {
+    match e {
+        StoreError::Exists(_) => Code::PRECONDITION_FAILED,
+        StoreError::Conflict(_) => Code::SERVICE_UNAVAILABLE,
+        _ => Code::INTERNAL_SERVER_ERROR,
+    }
+}
+
 pub(super) fn joined_kept(old: &StoredEntity, er: &[String]) -> Vec<bool> {
     er.iter()
         .map(|m| old.profile.er.iter().position(|o| o == m).and_then(|i| old.joined.get(i).copied()).unwrap_or(false))
@@ -633,9 +646,16 @@ impl Flow {
             _ if self.persisted => (Vec::new(), None),
             (Action::Reconcile, _) => (Vec::new(), None),
             (Action::Delete | Action::Recover, _) => (vec![Write::DeleteEntity(self.name.clone())], None),
-            (Action::Create { generated: true }, Some(new)) => {
+            // A creation is create-only in the store (unless its pending record made the row already): a
+            // gateway sharing the store that created the name first wins (`store_failure`).
+            (Action::Create { generated }, Some(new)) => {
+                let save =
+                    if self.pending_saved { Write::SaveEntity(new.clone()) } else { Write::CreateEntity(new.clone()) };
+                if !generated {
+                    return Some((vec![save], None));
+                }
                 let seq = names_seq.unwrap_or(0) + 1;
-                (vec![Write::SetCounter(COUNTER_NAMES.into(), seq), Write::SaveEntity(new.clone())], Some(seq))
+                (vec![Write::SetCounter(COUNTER_NAMES.into(), seq), save], Some(seq))
             }
             (_, Some(new)) => (vec![Write::SaveEntity(new.clone())], None),
             (_, None) => return None,

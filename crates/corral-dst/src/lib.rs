@@ -56,12 +56,14 @@
 //!   joining, while the update is still in progress (an old member's leave timed out in a partition), and
 //!   the update then answers 2.04 recording them as joined. `CORRAL_DST_LOG=1` shows every group change.
 //!
-//! Not tagged (it fails the seed): **K5** (seeds 2184 and 2243 of `scripts/dst.sh 2400`; minimised:
-//! `CORRAL_DST_SEED=2184 scripts/dst.sh --faults partition`): an update whose removed members' leaves time
-//! out in a partition (seed 2184: e2's update sent at 3505 s, answered 2.04 at 3595 s) leaves them as
-//! strays in the journal, and they are still in the group ten minutes after the partition healed, though
-//! the update's commit schedules a reconciliation 5 minutes later (`schedule_reconcile`). Why it does not
-//! undo them is not established yet; `CORRAL_DST_LOG=1` on the minimised run is where to start.
+//! # Defects found and fixed
+//! Each keeps its regression test in `tests/known.rs`, naming its seed.
+//!
+//! - **K5** (seeds 2184 and 2243 of `scripts/dst.sh 2400`; minimised: `CORRAL_DST_SEED=2184 scripts/dst.sh
+//!   --faults partition`): an update whose removed members' leaves timed out in a partition left them in
+//!   the group for ever. The commit scheduled the reconciliation before it installed the new entity, so
+//!   the strays were counted against the old one, which still recorded them as joined: none were found
+//!   and nothing was scheduled. The schedule is now taken after the table changes.
 
 pub mod check;
 pub mod client;

@@ -1,6 +1,6 @@
-//! Regression tests of the defects the harness found in the gateway and that are not fixed yet (the crate
-//! docs list them): each runs the seed that found it and fails while that defect (and only that one)
-//! shows; it is ignored until its fix lands — then it passes and loses its `#[ignore]`.
+//! Regression tests of the defects the harness found in the gateway (the crate docs list them): each runs
+//! the seed that found it and fails while that defect (and only that one) shows; one whose fix has not
+//! landed is ignored — once fixed it passes and loses its `#[ignore]`.
 
 use corral_dst::check::{KNOWN_JOURNAL, KNOWN_LEFT, KNOWN_PENDING, KNOWN_REBOOT};
 use corral_dst::{replay_command, run_seed, Options};
@@ -44,7 +44,6 @@ fn k4_every_member_recorded_as_joined_is_in_its_group_seeds_79_and_86() {
 }
 
 #[test]
-#[ignore = "K5: strays left by an update's timed-out leaves are still in their group after the settling"]
 fn k5_strays_of_an_updates_timed_out_leaves_are_undone_seed_2184() {
     let opts = Options { faults: corral_dst::fault::parse("partition").expect("a kind"), ..Options::default() };
     let r = run_seed(2184, opts);

@@ -299,7 +299,6 @@ impl EntityManager {
             }
             (_, None) => {}
         }
-        self.groups.schedule_reconcile(now, &self.entities);
         self.follows.touch();
         self.announces.touch();
         // A creation or update installs its entity, whoever asked for it.
@@ -313,6 +312,9 @@ impl EntityManager {
             }
             _ => None,
         };
+        // Strays are counted against the table as it is now: an update's removed members whose leaves
+        // failed are strays only once the new entity no longer records them.
+        self.groups.schedule_reconcile(now, &self.entities);
         let Some(client) = flow.client else {
             match flow.action {
                 Action::Reconcile => debug!(flow = %flow.name, "stray memberships asked to leave"),

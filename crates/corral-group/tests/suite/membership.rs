@@ -137,3 +137,28 @@ fn allocation_is_rate_limited() {
     // Unicast entities allocate nothing and are never limited.
     assert_eq!(lab.create("u", json!({ "er": er })).code, Code::CREATED);
 }
+
+/// K5 of corral-dst (seed 2184): an update's removed member whose leave times out is a stray of the new
+/// entity, and the reconciliation its commit schedules asks it to leave again.
+#[test]
+fn an_updates_removed_member_that_missed_its_leave_is_reconciled() {
+    let mut lab = lab_with(LabConfig { devices: 3, ..LabConfig::default() });
+    let r = lab.create("a", json!({ "er": lab.uris(0..3, "a/light"), "ect": "multicast" }));
+    assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
+    let g = mcst_group(&r);
+    // Whatever the creation scheduled has run.
+    lab.net.run_for(Duration::from_secs(310));
+    // Device 2 is unreachable while the update removes it: its leave times out.
+    let d2 = dev_addr(2, false);
+    lab.net.set_drop(move |r| r.to == d2);
+    let r = lab.send_json(Code::POST, "em/a/profile", json!({ "er": lab.uris(0..2, "a/light") }));
+    assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
+    lab.net.clear_drop();
+    assert_eq!(lab.mc(2).groups(), &[g], "the leave never arrived");
+    assert_eq!(lab.store().load().unwrap().journal, vec![(g, d2)]);
+    // The reconciliation the commit scheduled asks device 2 again.
+    lab.net.run_for(Duration::from_secs(310));
+    assert!(lab.mc(2).groups().is_empty(), "the stray member left");
+    assert_eq!(lab.mc(0).groups(), &[g], "the entity's members stay");
+    assert!(lab.store().load().unwrap().journal.is_empty());
+}

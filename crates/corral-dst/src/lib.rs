@@ -31,12 +31,6 @@
 //! everything else; `CORRAL_DST_STRICT=1` fails on them too, and each has an ignored regression test
 //! naming its seed (`tests/known.rs`) that passes once it is fixed.
 //!
-//! - **K1** (seed 72; minimised: `CORRAL_DST_STRICT=1 CORRAL_DST_SEED=72 scripts/dst.sh --faults
-//!   crash,partition`): journal entries of memberships a committed entity records stay in the store for
-//!   ever. A committed join's entries are removed by a write of their own after the answer
-//!   (`Wait::Settled`); a crash before that write is durable, or a store error on it, leaves them — they are
-//!   not strays (an entity records the membership), so no reconciliation removes them, and each keeps its
-//!   group unallocatable.
 //! - **K2** (seed 1, and a quarter of all seeds): a member that reboots forgets its groups, and nothing
 //!   brings it back: the entity still records it as joined, and its multicast uses miss it (or repair it
 //!   by unicast, every time) until the entity is re-created. The invariant — each member's groups
@@ -64,6 +58,16 @@
 //!   the group for ever. The commit scheduled the reconciliation before it installed the new entity, so
 //!   the strays were counted against the old one, which still recorded them as joined: none were found
 //!   and nothing was scheduled. The schedule is now taken after the table changes.
+//! - **K1** (seed 72; minimised: `CORRAL_DST_STRICT=1 CORRAL_DST_SEED=72 scripts/dst.sh --faults
+//!   crash,partition`): journal entries of memberships a committed entity records stayed in the store for
+//!   ever. A committed join's entries are removed by a write of their own after the answer
+//!   (`Wait::Settled`); a crash before that write was durable, or a store error on it, left them — not
+//!   strays (an entity records the membership), so no reconciliation removed them, and each kept its
+//!   group unallocatable. The reconciliation now removes such *unsettled* entries again (at start-up, and
+//!   after a failed removal). Doing so showed that an update's or a deletion's fan-out left its group
+//!   open to the reconciliation: it settled the entries the deletion had just journaled for its leaves, and
+//!   a member whose leave then timed out stayed in the group unjournaled. Every flow that asks members to
+//!   join or leave now reserves its group until it ends, as creations and reconciliations did.
 
 pub mod check;
 pub mod client;

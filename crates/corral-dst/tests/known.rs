@@ -19,7 +19,6 @@ fn clean_of(seed: u64, tag: &str) {
 }
 
 #[test]
-#[ignore = "K1: a committed join's journal entries outlive a crash before their removal is durable"]
 fn k1_a_committed_joins_journal_entries_settle_after_a_crash_seed_72() {
     clean_of(72, KNOWN_JOURNAL);
 }

@@ -27,10 +27,16 @@ use tracing::{debug, info, warn};
 
 impl EntityManager {
     /// Starts a flow's fan-out stage over `items`, once what must be on disk first is (see `writes`).
-    pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
+    pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
         let mut writes = Vec::new();
         let mut journal = None;
         if let Kind::Join(g) | Kind::Leave(g) = kind {
+            if flow.allocated.is_none() {
+                // The group's journal entries are this flow's until it ends: no reconciliation settles them
+                // or asks their members to leave meanwhile.
+                flow.allocated = Some(g);
+                self.groups.reserve(g);
+            }
             // Journaled before the first request goes out: after a crash the EM knows whom to ask to leave.
             let addrs = remote_addrs(&items);
             writes.push(Write::JournalAdd(g, addrs.clone()));
@@ -266,6 +272,9 @@ impl EntityManager {
         warn!(entity = %flow.name, error = %e, "store write failed");
         if flow.action == Action::Recover {
             self.busy.remove(&flow.name);
+            if let Some(g) = flow.allocated {
+                self.groups.unreserve(g);
+            }
             return; // still pending in the store: retried at the next start-up
         }
         flow.failure = Some((Code::INTERNAL_SERVER_ERROR, format!("entity {} unchanged: {e}", flow.name)));
@@ -483,9 +492,13 @@ impl EntityManager {
         match (wait, result) {
             (Wait::Detached(what), Err(e)) => warn!(error = %e, "{what}"),
             (Wait::Detached(_), Ok(())) => {}
-            (Wait::Settled(group, addrs), Ok(())) => self.groups.settled(group, &addrs),
-            // Kept in memory too: the next reconciliation asks again, which is harmless.
-            (Wait::Settled(group, _), Err(e)) => warn!(%group, error = %e, "journal entry not removed"),
+            (Wait::Settled(group, addrs), Ok(())) => self.groups.settled(group, &addrs, true),
+            // Kept in memory too: the next reconciliation removes it again (or asks a stray again).
+            (Wait::Settled(group, addrs), Err(e)) => {
+                warn!(%group, error = %e, "journal entry not removed");
+                self.groups.settled(group, &addrs, false);
+                self.groups.schedule_reconcile(cx.now(), &self.entities);
+            }
             (Wait::Flow { mut flow, next: Next::Job { kind, items, journal, persisted } }, Ok(())) => {
                 if let Some((g, addrs)) = journal {
                     self.groups.noted(g, &addrs);

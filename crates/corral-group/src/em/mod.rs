@@ -365,7 +365,8 @@ struct Flow {
     /// Members (labels) asked to join in this flow: a rollback asks them all to leave (a join whose
     /// answer was lost may have happened).
     join_asked: Vec<String>,
-    /// The group allocated by this flow (kept reserved while it runs).
+    /// The group allocated by this flow, or whose members it asks to join or leave (kept reserved while it
+    /// runs).
     allocated: Option<IpAddr>,
     failure: Option<(Code, String)>,
     /// The client allowed members that do not answer validation (`allow-offline`): they are accepted and

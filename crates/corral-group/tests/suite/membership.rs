@@ -4,9 +4,10 @@
 use crate::common;
 
 use common::*;
-use corral_group::{AddressPool, EmConfig};
+use corral_group::store::{run_op, StoreOp, Write};
+use corral_group::{AddressPool, EmConfig, StoreDone, StoreError};
 use corral_proto::wire::{Code, OptionNumber};
-use corral_proto::Duration;
+use corral_proto::{Duration, EffectDone, EffectId, EffectOp, EffectRunner, Instant};
 use corral_store::SqliteStore;
 use serde_json::json;
 use std::net::IpAddr;
@@ -161,4 +162,61 @@ fn an_updates_removed_member_that_missed_its_leave_is_reconciled() {
     assert!(lab.mc(2).groups().is_empty(), "the stray member left");
     assert_eq!(lab.mc(0).groups(), &[g], "the entity's members stay");
     assert!(lab.store().load().unwrap().journal.is_empty());
+}
+
+/// A store that fails (without applying them) the operations `fails` picks, and applies the others at
+/// once.
+struct Failing<F> {
+    store: std::sync::Arc<std::sync::Mutex<Box<dyn corral_group::Store>>>,
+    fails: F,
+    done: Vec<(EffectId, StoreDone)>,
+}
+
+impl<F: FnMut(&[Write]) -> bool + Send + 'static> EffectRunner for Failing<F> {
+    fn start(&mut self, _now: Instant, id: EffectId, op: EffectOp) {
+        let Ok(op) = op.downcast::<StoreOp>() else { panic!("a store operation") };
+        let done = if (self.fails)(&op.0) {
+            StoreDone(Err(StoreError::Io("the disk is gone".into())))
+        } else {
+            run_op(&mut **self.store.lock().unwrap(), op)
+        };
+        self.done.push((id, done));
+    }
+
+    fn poll_done(&mut self, _now: Instant) -> Option<(EffectId, EffectDone)> {
+        (!self.done.is_empty()).then(|| {
+            let (id, done) = self.done.remove(0);
+            (id, Box::new(done) as EffectDone)
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        (!self.done.is_empty()).then_some(Instant::ZERO)
+    }
+}
+
+fn failing(lab: &mut Lab, fails: impl FnMut(&[Write]) -> bool + Send + 'static) {
+    let runner = Failing { store: lab.store.clone(), fails, done: Vec::new() };
+    lab.net.node(lab.gw).set_effect_runner(Box::new(runner));
+}
+
+/// K1 of corral-dst (seed 72): a committed join's journal entries whose removal failed (or was lost to a
+/// crash) are removed again by the reconciliation, so that they do not keep the group out of the pool.
+#[test]
+fn a_committed_joins_journal_entries_whose_removal_failed_are_removed_again() {
+    let mut lab = lab_with(LabConfig { devices: 2, ..LabConfig::default() });
+    let mut first = true;
+    failing(&mut lab, move |w| {
+        let fail = first && w.iter().any(|w| matches!(w, Write::JournalRemove(..)));
+        first &= !fail;
+        fail
+    });
+    let r = lab.create("a", json!({ "er": lab.uris(0..2, "a/light"), "ect": "multicast" }));
+    assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
+    let g = mcst_group(&r);
+    lab.net.run_for(Duration::from_secs(1));
+    assert_eq!(lab.store().load().unwrap().journal.len(), 2, "the removal failed");
+    lab.net.run_for(Duration::from_secs(300));
+    assert!(lab.store().load().unwrap().journal.is_empty(), "removed again");
+    assert!((0..2).all(|i| lab.mc(i).groups() == [g]), "the members stay in the group");
 }

@@ -234,6 +234,9 @@ impl EntityManager {
             self.write(cx, vec![Write::DeleteEntity(flow.name.clone())], Wait::Detached(what));
         }
         self.busy.remove(&flow.name);
+        if let Some(holder) = &flow.holder {
+            self.busy.remove(holder);
+        }
         if let Some(g) = flow.allocated {
             self.groups.unreserve(g);
             if flow.action != Action::Reconcile {
@@ -284,6 +287,9 @@ impl EntityManager {
     /// The flow's result is on disk: the in-memory copy changes, the client is answered.
     pub(super) fn committed(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
         self.busy.remove(&flow.name);
+        if let Some(holder) = &flow.holder {
+            self.busy.remove(holder);
+        }
         if let Some(g) = flow.allocated {
             self.groups.unreserve(g);
         }

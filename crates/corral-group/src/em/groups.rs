@@ -215,15 +215,21 @@ impl EntityManager {
         }
         let strays = self.groups.strays(&self.entities);
         for (g, addrs) in strays {
+            let holder = self.entities.values().find(|e| e.stored.group == Some(g)).map(|e| e.stored.name.clone());
+            if holder.as_ref().is_some_and(|h| self.busy.contains(h)) {
+                continue; // the change in progress schedules the next reconciliation when it ends
+            }
             let name = format!("{RECONCILE_PREFIX}{g}");
             info!(group = %g, members = addrs.len(), "asking stray members to leave");
             let items: Vec<Item> =
                 addrs.iter().map(|a| Item { label: uri::format_coap(*a, &[]), target: remote_target(*a) }).collect();
             self.busy.insert(name.clone());
+            self.busy.extend(holder.clone());
             self.groups.reserve(g);
             let mut flow =
                 Flow::new(Action::Reconcile, name, None, None, None, None, items.clone().into(), Stage::LeavingAll);
             flow.allocated = Some(g);
+            flow.holder = holder;
             self.flow_job(cx, flow, Kind::Leave(g), items);
         }
     }

@@ -220,3 +220,33 @@ fn a_committed_joins_journal_entries_whose_removal_failed_are_removed_again() {
     assert!(lab.store().load().unwrap().journal.is_empty(), "removed again");
     assert!((0..2).all(|i| lab.mc(i).groups() == [g]), "the members stay in the group");
 }
+
+/// K4 of corral-dst (seed 86): a change of an entity waits for the reconciliation of its group, so that a
+/// member it asks to join is not met by a stray leave still on its way to the same member.
+#[test]
+fn a_change_waits_for_the_reconciliation_of_its_entitys_group() {
+    let mut lab = lab_with(LabConfig { devices: 3, ..LabConfig::default() });
+    let r = lab.create("a", json!({ "er": lab.uris(0..3, "a/light"), "ect": "multicast" }));
+    let g = mcst_group(&r);
+    lab.net.run_for(Duration::from_secs(310));
+    // Device 2 misses its leave when an update removes it: a stray.
+    let d2 = dev_addr(2, false);
+    lab.net.set_drop(move |r| r.to == d2);
+    let r = lab.send_json(Code::POST, "em/a/profile", json!({ "er": lab.uris(0..2, "a/light") }));
+    assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
+    // The reconciliation asks it to leave; the leave is lost and retransmitted.
+    let leave = |m: &corral_proto::wire::Message| m.options.get_all(OptionNumber::URI_QUERY).any(|q| q == b"act=del");
+    lab.net.set_drop(move |r| r.to == d2 && r.message().is_some_and(|m| leave(&m)));
+    lab.net.run_for(Duration::from_secs(301));
+    // Adding device 2 back meanwhile would race that leave: the change is refused until it ends.
+    let r = lab.send_json(Code::POST, "em/a/profile", json!({ "er": lab.uris(0..3, "a/light") }));
+    assert_eq!(r.code, Code::CONFLICT, "{}", r.payload_text());
+    lab.net.clear_drop();
+    lab.net.run_for(Duration::from_secs(100));
+    assert!(lab.mc(2).groups().is_empty(), "the stray left");
+    let r = lab.send_json(Code::POST, "em/a/profile", json!({ "er": lab.uris(0..3, "a/light") }));
+    assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
+    lab.net.run_for(Duration::from_secs(400));
+    assert_eq!(lab.em().entity("a").unwrap().joined, vec![true; 3]);
+    assert_eq!(lab.mc(2).groups(), &[g], "recorded as joined, and in the group");
+}

@@ -27,10 +27,16 @@ use tracing::{debug, info, warn};
 
 impl EntityManager {
     /// Starts a flow's fan-out stage over `items`, once what must be on disk first is (see `writes`).
-    pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
+    pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
         let mut writes = Vec::new();
         let mut journal = None;
         if let Kind::Join(g) | Kind::Leave(g) = kind {
+            if flow.allocated.is_none() {
+                // The group's journal entries are this flow's until it ends: no reconciliation settles them
+                // or asks their members to leave meanwhile.
+                flow.allocated = Some(g);
+                self.groups.reserve(g);
+            }
             // Journaled before the first request goes out: after a crash the EM knows whom to ask to leave.
             let addrs = remote_addrs(&items);
             writes.push(Write::JournalAdd(g, addrs.clone()));
@@ -229,6 +235,9 @@ impl EntityManager {
             self.write(cx, vec![Write::DeleteEntity(flow.name.clone())], Wait::Detached(what));
         }
         self.busy.remove(&flow.name);
+        if let Some(holder) = &flow.holder {
+            self.busy.remove(holder);
+        }
         if let Some(g) = flow.allocated {
             self.groups.unreserve(g);
             if flow.action != Action::Reconcile {
@@ -267,6 +276,9 @@ impl EntityManager {
         warn!(entity = %flow.name, error = %e, "store write failed");
         if flow.action == Action::Recover {
             self.busy.remove(&flow.name);
+            if let Some(g) = flow.allocated {
+                self.groups.unreserve(g);
+            }
             return; // still pending in the store: retried at the next start-up
         }
         flow.failure = Some((store_failure(&e), format!("entity {} unchanged: {e}", flow.name)));
@@ -276,6 +288,9 @@ impl EntityManager {
     /// The flow's result is on disk: the in-memory copy changes, the client is answered.
     pub(super) fn committed(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
         self.busy.remove(&flow.name);
+        if let Some(holder) = &flow.holder {
+            self.busy.remove(holder);
+        }
         if let Some(g) = flow.allocated {
             self.groups.unreserve(g);
         }
@@ -300,7 +315,6 @@ impl EntityManager {
             }
             (_, None) => {}
         }
-        self.groups.schedule_reconcile(now, &self.entities);
         self.follows.touch();
         self.announces.touch();
         // A creation or update installs its entity, whoever asked for it.
@@ -314,6 +328,9 @@ impl EntityManager {
             }
             _ => None,
         };
+        // Strays are counted against the table as it is now: an update's removed members whose leaves
+        // failed are strays only once the new entity no longer records them.
+        self.groups.schedule_reconcile(now, &self.entities);
         let Some(client) = flow.client else {
             match flow.action {
                 Action::Reconcile => debug!(flow = %flow.name, "stray memberships asked to leave"),
@@ -482,9 +499,13 @@ impl EntityManager {
         match (wait, result) {
             (Wait::Detached(what), Err(e)) => warn!(error = %e, "{what}"),
             (Wait::Detached(_), Ok(())) => {}
-            (Wait::Settled(group, addrs), Ok(())) => self.groups.settled(group, &addrs),
-            // Kept in memory too: the next reconciliation asks again, which is harmless.
-            (Wait::Settled(group, _), Err(e)) => warn!(%group, error = %e, "journal entry not removed"),
+            (Wait::Settled(group, addrs), Ok(())) => self.groups.settled(group, &addrs, true),
+            // Kept in memory too: the next reconciliation removes it again (or asks a stray again).
+            (Wait::Settled(group, addrs), Err(e)) => {
+                warn!(%group, error = %e, "journal entry not removed");
+                self.groups.settled(group, &addrs, false);
+                self.groups.schedule_reconcile(cx.now(), &self.entities);
+            }
             (Wait::Flow { mut flow, next: Next::Job { kind, items, journal, persisted } }, Ok(())) => {
                 if let Some((g, addrs)) = journal {
                     self.groups.noted(g, &addrs);

@@ -368,8 +368,12 @@ struct Flow {
     /// Members (labels) asked to join in this flow: a rollback asks them all to leave (a join whose
     /// answer was lost may have happened).
     join_asked: Vec<String>,
-    /// The group allocated by this flow (kept reserved while it runs).
+    /// The group allocated by this flow, or whose members it asks to join or leave (kept reserved while it
+    /// runs).
     allocated: Option<IpAddr>,
+    /// A reconciliation's group belongs to this entity: its name is busy while the strays leave, so that
+    /// no change of it asks a member to join while a leave to the same member is on its way.
+    holder: Option<String>,
     failure: Option<(Code, String)>,
     /// The client allowed members that do not answer validation (`allow-offline`): they are accepted and
     /// listed in `offline` (unicast entities only).
@@ -409,6 +413,7 @@ impl Flow {
             joined_now: Vec::new(),
             join_asked: Vec::new(),
             allocated: None,
+            holder: None,
             failure: None,
             allow_offline: false,
             offline: BTreeMap::new(),

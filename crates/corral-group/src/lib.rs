@@ -67,7 +67,8 @@ pub use policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Prefix, Rol
 pub use pool::AddressPool;
 pub use profile::{Delay, Ect, Emt, Op, Profile};
 pub use store::{
-    CorruptRow, MemStore, Snapshot, Store, StoreDone, StoreError, StoreOp, StoreRunner, StoredEntity, Write,
+    ChangeFeed, Changes, ChangesSince, CorruptRow, Feed, MemStore, Snapshot, Store, StoreDone, StoreError, StoreOp,
+    StoreRunner, StoredEntity, Write,
 };
 
 #[doc(no_inline)]

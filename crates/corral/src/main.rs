@@ -59,6 +59,7 @@ Exit status:
   6  a block-wise transfer failed (nothing partial is written)
   7  OSCORE: the response did not verify, or the server refused it
   8  coaps://: the DTLS handshake failed
+  9  gateway, rd --store: the database cannot be used at start
   130  interrupted (Ctrl-C): what was done is printed first (bench and
        stream send summaries; an observation is deregistered)
 

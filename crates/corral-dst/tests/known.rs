@@ -1,6 +1,6 @@
-//! Regression tests of the defects the harness found in the gateway and that are not fixed yet (the crate
-//! docs list them): each runs the seed that found it and fails while that defect (and only that one)
-//! shows; it is ignored until its fix lands — then it passes and loses its `#[ignore]`.
+//! Regression tests of the defects the harness found in the gateway (the crate docs list them): each runs
+//! the seed that found it and fails while that defect (and only that one) shows; one whose fix has not
+//! landed is ignored — once fixed it passes and loses its `#[ignore]`.
 
 use corral_dst::check::{KNOWN_JOURNAL, KNOWN_LEFT, KNOWN_PENDING, KNOWN_REBOOT};
 use corral_dst::{replay_command, run_seed, Options};
@@ -19,7 +19,6 @@ fn clean_of(seed: u64, tag: &str) {
 }
 
 #[test]
-#[ignore = "K1: a committed join's journal entries outlive a crash before their removal is durable"]
 fn k1_a_committed_joins_journal_entries_settle_after_a_crash_seed_72() {
     clean_of(72, KNOWN_JOURNAL);
 }
@@ -31,20 +30,18 @@ fn k2_a_rebooted_member_is_back_in_its_group_at_quiescence_seed_1() {
 }
 
 #[test]
-#[ignore = "K3: a failed multicast creation's pending record stays in the store while the store is down"]
+#[ignore = "K3: a failed multicast creation's pending record stays in the store while the store is down (seed 1 no longer meets it since K1 and K4 changed its course, but the cause stands)"]
 fn k3_a_failed_multicast_creation_leaves_no_pending_record_seed_1() {
     clean_of(1, KNOWN_PENDING);
 }
 
 #[test]
-#[ignore = "K4: a member recorded as joined is not in its group (reconciliation and update races)"]
 fn k4_every_member_recorded_as_joined_is_in_its_group_seeds_79_and_86() {
     clean_of(86, KNOWN_LEFT);
     clean_of(79, KNOWN_LEFT);
 }
 
 #[test]
-#[ignore = "K5: strays left by an update's timed-out leaves are still in their group after the settling"]
 fn k5_strays_of_an_updates_timed_out_leaves_are_undone_seed_2184() {
     let opts = Options { faults: corral_dst::fault::parse("partition").expect("a kind"), ..Options::default() };
     let r = run_seed(2184, opts);

@@ -1,27 +1,39 @@
 //! The Resource Directory a data directory keeps: opened here for both programs that serve one (`corral
 //! gateway --rd` beside the Entity Manager, and [`Directory::start`] on a socket of its own: `corral rd`).
 //!
-//! Owns: the registrations' database, its lock, and the directory's own socket with a clean stop. The
+//! Owns: the registrations' database (SQLite in the data directory, or PostgreSQL), the SQLite file's lock, and the directory's own socket with a clean stop. The
 //! directory itself is corral-rd's [`RdService`]. Must never: parse a command line or print.
 
-use crate::{lock::DataLock, Error};
+use crate::{lock::DataLock, Error, StoreLocation};
 use corral_rd::{Limits, Policy, RdService, Store};
-use corral_store::RdSqliteStore;
+use corral_store::{RdPgStore, RdSqliteStore};
 use corral_tokio::workers::{self, Sharing, WorkerConfig};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-/// The directory whose registrations `DIR/rd.db` keeps (`corral rd`, `corral gateway --rd`), the store
-/// its writes go to (its node's effect runner does them: `corral_store::Stores`), and the database's path.
-/// Rows that cannot be restored are skipped with a WARN.
+/// The directory whose registrations `store` keeps (`DIR/rd.db`, or a PostgreSQL database) for `corral rd`
+/// and `corral gateway --rd`, the store its writes go to (its node's effect runner does them:
+/// `corral_store::Stores`), and how messages name the store. Rows that cannot be restored are skipped
+/// with a WARN. Blocking: call it off the async runtime ([`crate::off_runtime`]).
 pub fn open_directory(
     data: &Path,
+    store: &StoreLocation,
     limits: Limits,
     policy: Policy,
-) -> Result<(RdService, RdSqliteStore, PathBuf), Error> {
-    let db = data.join("rd.db");
-    let mut store = RdSqliteStore::open(&db).map_err(|e| Error::Start(format!("cannot open {}: {e}", db.display())))?;
-    let (rows, unreadable) = store.load().map_err(|e| Error::Start(format!("cannot read {}: {e}", db.display())))?;
+) -> Result<(RdService, Box<dyn Store>, String), Error> {
+    let at = store.describe(data, "rd.db");
+    let (mut store, failed): (Box<dyn Store>, fn(String) -> Error) = match store {
+        StoreLocation::Sqlite => {
+            let db = data.join("rd.db");
+            let s = RdSqliteStore::open(&db).map_err(|e| Error::Start(format!("cannot open {at}: {e}")))?;
+            (Box::new(s), Error::Start)
+        }
+        StoreLocation::Postgres(t) => {
+            let s = RdPgStore::open(t).map_err(|e| Error::Store(format!("cannot use the directory's store: {e}")))?;
+            (Box::new(s), Error::Store)
+        }
+    };
+    let (rows, unreadable) = store.load().map_err(|e| failed(format!("cannot read {at}: {e}")))?;
     // The driver's clock starts with its worker, a moment after this: lifetimes are seconds, so the
     // moment does not matter.
     let unix_ms = std::time::SystemTime::now()
@@ -35,15 +47,17 @@ pub fn open_directory(
             "registrations in the database that could not be restored (unreadable or over a bound)"
         );
     }
-    Ok((service.with_policy(policy), store, db))
+    Ok((service.with_policy(policy), store, at))
 }
 
 /// What a Resource Directory on its own socket runs with (`corral rd`).
 pub struct DirectoryConfig {
     /// Address and port to listen on (port 0: any free port).
     pub bind: SocketAddr,
-    /// The data directory: `rd.db` and the lock; created if missing.
+    /// The data directory: `rd.db` and the lock; created if missing (unused with a PostgreSQL store).
     pub data: PathBuf,
+    /// Where the registrations are kept [SQLite in `data`].
+    pub store: StoreLocation,
     pub limits: Limits,
     pub policy: Policy,
     /// The networks whose sources count as verified from their first datagram.
@@ -58,6 +72,7 @@ impl DirectoryConfig {
         DirectoryConfig {
             bind,
             data: data.into(),
+            store: StoreLocation::Sqlite,
             limits: Limits::default(),
             policy: Policy::default(),
             verified_nets: Vec::new(),
@@ -69,24 +84,26 @@ impl DirectoryConfig {
 /// A running directory. [`Directory::stop`] ends it as Ctrl-C does.
 pub struct Directory {
     local: SocketAddr,
-    database: PathBuf,
+    store: String,
     restored: usize,
     workers: workers::Workers,
-    _lock: DataLock,
+    _lock: Option<DataLock>,
 }
 
 impl Directory {
     /// Opens the data directory (one program per directory) and its database, binds and starts serving, on
     /// the current tokio runtime.
     pub fn start(config: DirectoryConfig) -> Result<Directory, Error> {
-        let data = &config.data;
-        std::fs::create_dir_all(data)
-            .map_err(|e| Error::Start(format!("cannot create the data directory {}: {e}", data.display())))?;
-        let lock = DataLock::take(data)?;
-        let (service, store, database) = open_directory(data, config.limits, config.policy)?;
-        let runner = corral_store::Stores { em: None, rd: Some(Box::new(store)) }
-            .spawn()
-            .map_err(|e| Error::Start(format!("cannot start the database's thread: {e}")))?;
+        let data = config.data.clone();
+        let lock = config.store.lock(&data)?;
+        let (limits, policy, location) = (config.limits, config.policy, config.store.clone());
+        let (service, runner, store) = crate::off_runtime(move || {
+            let (service, store, at) = open_directory(&data, &location, limits, policy)?;
+            let runner = corral_store::Stores { rd: Some(store), ..Default::default() }
+                .spawn()
+                .map_err(|e| Error::Start(format!("cannot start the database's thread: {e}")))?;
+            Ok::<_, Error>((service, runner, at))
+        })??;
         let restored = service.directory().len();
         let endpoint = corral_proto::EndpointConfig { verified_nets: config.verified_nets, ..Default::default() };
         let workers = WorkerConfig {
@@ -110,7 +127,7 @@ impl Directory {
             node.set_effect_runner(Box::new(runner));
         });
         let workers = bound.start(vec![setup]).map_err(|e| Error::Start(format!("cannot start the directory: {e}")))?;
-        Ok(Directory { local, database, restored, workers, _lock: lock })
+        Ok(Directory { local, store, restored, workers, _lock: lock })
     }
 
     /// The address the directory listens on.
@@ -118,9 +135,9 @@ impl Directory {
         self.local
     }
 
-    /// The registrations' database.
-    pub fn database(&self) -> &Path {
-        &self.database
+    /// Where the registrations are kept: the SQLite file, or the PostgreSQL URL without its password.
+    pub fn store(&self) -> &str {
+        &self.store
     }
 
     /// How many registrations were restored from the database at start.

@@ -63,11 +63,12 @@ pub mod uri;
 
 pub use em::{Directory, EmConfig, EntityManager};
 pub use mc::McResource;
-pub use policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Prefix, Role};
+pub use policy::{AccessPolicy, Budget, ClientIdentity, MemberPolicy, Prefix, Role, UnknownRole};
 pub use pool::AddressPool;
 pub use profile::{Delay, Ect, Emt, Op, Profile};
 pub use store::{
-    CorruptRow, MemStore, Snapshot, Store, StoreDone, StoreError, StoreOp, StoreRunner, StoredEntity, Write,
+    ChangeFeed, Changes, ChangesSince, CorruptRow, Feed, MemStore, Snapshot, Store, StoreDone, StoreError, StoreOp,
+    StoreRunner, StoredEntity, Write,
 };
 
 #[doc(no_inline)]

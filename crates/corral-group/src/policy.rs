@@ -43,19 +43,30 @@ impl Role {
     }
 }
 
-/// The error is a String: it is only ever shown to a person (a `--allow` option or a policy file that
-/// names a role that does not exist), and the CLI's option parsers are `Result<_, String>`.
 impl FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Role, String> {
+    type Err = UnknownRole;
+    fn from_str(s: &str) -> Result<Role, UnknownRole> {
         match s {
             "read" => Ok(Role::Read),
             "actuate" => Ok(Role::Actuate),
             "manage" => Ok(Role::Manage),
-            other => Err(format!("role {other:?}: expected read, actuate or manage")),
+            other => Err(UnknownRole(other.to_owned())),
         }
     }
 }
+
+/// A role name that is none of `read`, `actuate`, `manage` (a `--allow` option or a policy file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownRole(pub String);
+
+impl fmt::Display for UnknownRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Quoted as Rust quotes a string, as the message always read.
+        write!(f, "role {:?}: expected read, actuate or manage", self.0)
+    }
+}
+
+impl std::error::Error for UnknownRole {}
 
 /// Who is asking: the transport source address and, for a request that came inside a DTLS session
 /// (`coaps://`), the PSK identity its handshake proved ([`corral_proto::IncomingRequest::peer_identity`]).

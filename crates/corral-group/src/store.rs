@@ -53,6 +53,9 @@ pub struct Snapshot {
     pub journal: Vec<(IpAddr, SocketAddr)>,
     /// Released multicast groups and when (Unix ms), for the quarantine.
     pub released: BTreeMap<IpAddr, u64>,
+    /// A store that several gateways share: the version of its change feed this snapshot was read at
+    /// (see [`ChangesSince`]); `None` for a store of one gateway's own.
+    pub feed: Option<u64>,
 }
 
 /// A store failure, by fault; the EM answers 5.00 and changes nothing. Shown as `store: <what>`.
@@ -77,6 +80,10 @@ pub enum StoreError {
     Config(PoolError),
     /// A write refused on purpose ([`MemStore::fail_writes`]).
     Refused,
+    /// [`Write::CreateEntity`] of a name that exists: another gateway sharing the store created it first.
+    Exists(String),
+    /// A write that another gateway's committed first made impossible (a multicast group it took): what.
+    Conflict(String),
     /// A bug: what was asked of the store makes no sense.
     Internal(&'static str),
 }
@@ -115,6 +122,8 @@ impl fmt::Display for StoreError {
             ),
             StoreError::Entity { name, why } => write!(f, "entity {name}: {why}"),
             StoreError::Refused => f.write_str("write refused (fail_writes is set)"),
+            StoreError::Exists(name) => write!(f, "entity {name} exists (created through another gateway)"),
+            StoreError::Conflict(what) => write!(f, "{what}"),
             StoreError::Internal(m) => write!(f, "internal: {m}"),
         }
     }
@@ -127,6 +136,9 @@ impl std::error::Error for StoreError {}
 pub enum Write {
     /// Inserts or replaces an entity (profile, members, memberships) as a whole.
     SaveEntity(StoredEntity),
+    /// Inserts an entity that must not exist yet: the whole operation fails with [`StoreError::Exists`] if
+    /// it does (create-only across gateways sharing a store), and otherwise is [`Write::SaveEntity`].
+    CreateEntity(StoredEntity),
     /// Removes an entity; absent is not an error.
     DeleteEntity(String),
     /// Sets a counter (allocator cursors, name sequence).
@@ -150,6 +162,43 @@ pub struct StoreOp(pub Vec<Write>);
 /// What came of a [`StoreOp`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreDone(pub Result<(), StoreError>);
+
+/// How long a [`ChangesSince`] waits at most for a change before it is completed with none: a change made
+/// through another gateway reaches this one within it even when the store's wake-up is lost.
+pub const FEED_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The change feed of a store several gateways share (issue 45): an effect the EM keeps in flight to learn
+/// of the changes other gateways commit. The runner completes it with the entities changed after version
+/// `.0`, re-read from the store as they are now, as soon as there are any — a wake-up from the store
+/// (PostgreSQL's LISTEN/NOTIFY) only says "look" — or with none after at most [`FEED_WAIT`]; or with
+/// everything when the store no longer holds every change since `.0` (the gateway fell too far behind).
+///
+/// This effect is the seam a simulation uses to stand in for PostgreSQL: a simulated shared store answers
+/// `ChangesSince` from its own versioned model (and [`Write::CreateEntity`] with [`StoreError::Exists`]),
+/// and the EM cannot tell the difference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangesSince(pub u64);
+
+/// What came of a [`ChangesSince`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changes(pub Result<Feed, StoreError>);
+
+/// What the change feed says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Feed {
+    /// The entities other gateways changed since the version asked about, as they are now (`None`:
+    /// deleted), and the version this brings the reader to.
+    Changed { version: u64, entities: Vec<(String, Option<StoredEntity>)> },
+    /// Too far behind to catch up change by change: everything, at its version ([`Snapshot::feed`]).
+    Resync(Snapshot),
+}
+
+/// The reading side of a shared store's change feed, on a connection of its own: its runner keeps it on a
+/// thread of its own, so that a wait never holds up a write.
+pub trait ChangeFeed: Send + 'static {
+    /// See [`ChangesSince`]; waits at most `wait` for a change.
+    fn changes_since(&mut self, version: u64, wait: std::time::Duration) -> Result<Feed, StoreError>;
+}
 
 /// Where the EM keeps its state: it loads everything once and applies the EM's operations.
 pub trait Store: Send + 'static {
@@ -195,14 +244,30 @@ impl<S: Store + ?Sized> Store for Box<S> {
 }
 
 impl Snapshot {
-    /// `writes` applied to this snapshot, as a store applies them (the model every store follows).
+    /// Why `writes` cannot be applied to this snapshot as one transaction, if they cannot: a
+    /// [`Write::CreateEntity`] of a name that exists (the model every store follows).
+    pub fn check(&self, writes: &[Write]) -> Result<(), StoreError> {
+        for w in writes {
+            if let Write::CreateEntity(e) = w {
+                if self.entities.iter().any(|x| x.name == e.name) {
+                    return Err(StoreError::Exists(e.name.clone()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `writes` applied to this snapshot, as a store applies them (the model every store follows; they
+    /// passed [`Snapshot::check`]).
     pub fn apply(&mut self, writes: &[Write]) {
         for w in writes {
             match w {
-                Write::SaveEntity(entity) => match self.entities.iter_mut().find(|e| e.name == entity.name) {
-                    Some(e) => *e = entity.clone(),
-                    None => self.entities.push(entity.clone()),
-                },
+                Write::SaveEntity(entity) | Write::CreateEntity(entity) => {
+                    match self.entities.iter_mut().find(|e| e.name == entity.name) {
+                        Some(e) => *e = entity.clone(),
+                        None => self.entities.push(entity.clone()),
+                    }
+                }
                 Write::DeleteEntity(name) => self.entities.retain(|e| e.name != *name),
                 Write::SetCounter(key, value) => {
                     self.counters.insert(key.clone(), *value);
@@ -256,6 +321,7 @@ impl Store for MemStore {
         if self.fail_writes {
             return Err(StoreError::Refused);
         }
+        self.snapshot.check(writes)?;
         self.snapshot.apply(writes);
         Ok(())
     }

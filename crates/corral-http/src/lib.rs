@@ -181,13 +181,7 @@ pub struct ProxySide {
     pub coap: SocketAddr,
 }
 
-/// Where a CoAP endpoint bound to `local` answers on this machine (an unspecified address is loopback's).
-pub fn on_this_machine(local: SocketAddr) -> SocketAddr {
-    match local.ip() {
-        ip if ip.is_unspecified() => SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), local.port()),
-        _ => local,
-    }
-}
+pub use corral_tokio::on_this_machine;
 
 /// Everything a running window knows.
 pub struct Window {

@@ -4,19 +4,26 @@
 Usage: findings-table.py DIR...   (each DIR a report directory of `corral lab run NAME` without --quick)
 
 One row per claim: the verdict in the full run; whether the variant its `reason` names behaves (an AGREES
-must fail without its cause, a DISAGREES must turn AGREES under its stated reason); and what may be cited,
+must fail without its cause, a DISAGREES must turn AGREES under its stated reason; of two stated reasons,
+one that behaves is enough and is the one shown); and what may be cited,
 which follows from those two. Then the count of unexplained DISAGREES. Markdown on stdout.
 """
 import json
 import sys
 
 
+def behaves(kind, k):
+    """Whether a finding of `kind` behaves in a variant where it is `k`: an AGREES fails without its cause,
+    a DISAGREES turns AGREES under its stated reason."""
+    return (kind == "AGREES" and k == "DISAGREES") or (kind == "DISAGREES" and k == "AGREES")
+
+
 def there(f):
-    """The kind of the finding in its reason variant, or None."""
-    for r in f.get("reasons", []):
-        if r.get("kind"):
-            return r["variant"], r["kind"]
-    return None
+    """The reason variant to show and the finding's kind there, or None. A claim may state two reasons (a
+    list): one that behaves decides — a disagreement with two stated reasons is explained when either is
+    confirmed — else the first that ran."""
+    ran = [(r["variant"], r["kind"]) for r in f.get("reasons", []) if r.get("kind")]
+    return next((t for t in ran if behaves(f["kind"], t[1])), ran[0] if ran else None)
 
 
 def cite(kind, behaves, variant):
@@ -44,16 +51,16 @@ def main(dirs):
             counts[kind] = counts.get(kind, 0) + 1
             t = there(f)
             if t is None:
-                behaves, variant, shown = False, "", "–"
+                ok, variant, shown = False, "", "–"
             else:
                 variant, k = t
-                behaves = (kind == "AGREES" and k == "DISAGREES") or (kind == "DISAGREES" and k == "AGREES")
-                shown = f"*{variant}*: {k} ({'behaves' if behaves else 'does not'})"
+                ok = behaves(kind, k)
+                shown = f"*{variant}*: {k} ({'behaves' if ok else 'does not'})"
             if kind in ("FITTED", "CONSEQUENCE", "INCONCLUSIVE"):
                 shown = shown if t else "–"
-            if kind == "DISAGREES" and not behaves:
+            if kind == "DISAGREES" and not ok:
                 unexplained.append(f"{j['scenario']} `{f['check']}`")
-            rows.append(f"| {j['scenario']} | `{f['check']}` | {f['status']} | {shown} | {cite(kind, behaves, variant)} |")
+            rows.append(f"| {j['scenario']} | `{f['check']}` | {f['status']} | {shown} | {cite(kind, ok, variant)} |")
     print("| scenario | claim | verdict (full run) | its reason variant → the claim there | may be cited |")
     print("|---|---|---|---|---|")
     print("\n".join(rows))

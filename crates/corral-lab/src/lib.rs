@@ -21,6 +21,7 @@
 //! | [`csv`] | the raw files of a run, written and read back through one column list each |
 //! | [`report`] | the report directory: figures, HTML, `summary.txt`, `summary.json` |
 //! | [`sweep`] | loading a scenario, points on threads, shards, sensitivity variants, merging shards |
+//! | [`job`] | what `corral lab` decides between its flags and its printing: the scenario by name or file, the shard, a run's phases, a checked merge |
 //! | [`error`] | the lab's errors, by whose fault |
 //! | [`stats`], [`plot`] | summaries (Tukey five-point) and SVG charts |
 //!
@@ -39,6 +40,7 @@ pub mod error;
 pub mod family;
 pub mod findings;
 pub mod harness;
+pub mod job;
 pub mod plot;
 pub mod record;
 pub mod report;

@@ -15,7 +15,8 @@
 //!   Appendix B.1.1): a restart never reuses a nonce; a server that lost its window refuses requests until
 //!   freshness is proven with Echo (Appendix B.1.2, RFC 9175).
 //! - [`store`]: security contexts in the context-directory format aiocoap uses (`settings.json`,
-//!   `secret.json`, `sequence.json`), so both tools can be pointed at the same files.
+//!   `secret.json`, `sequence.json`), so both tools can be pointed at the same files; [`credentials`]:
+//!   aiocoap's credentials file, which names a context directory for each URI pattern.
 //! - [`group`]: Group OSCORE (group and pairwise mode) and the deterministic requests of
 //!   draft-ietf-core-cacheable-oscore, which let a proxy aggregate and cache end-to-end protected requests.
 //! - [`Error::response_code`]: the unprotected error answers of §8.2.
@@ -26,6 +27,7 @@
 
 use corral_wire::cbor;
 mod context;
+pub mod credentials;
 mod error;
 pub mod group;
 mod layer;

@@ -29,16 +29,56 @@
 //! journal(grp TEXT, member TEXT, PRIMARY KEY (grp, member))
 //! released(grp TEXT PRIMARY KEY, at_ms BIGINT)
 //! ```
+//! # Version 2: the change feed of several gateways
+//! ```sql
+//! em_clock(one BOOLEAN PRIMARY KEY CHECK (one), version BIGINT)   -- the last change's version
+//! em_change(version BIGINT, entity TEXT, origin BIGINT, PRIMARY KEY (version, entity))
+//! ```
+//! Every [`Store::apply`] that changes entities takes `em_clock` up by one — its row lock orders such
+//! transactions, so a reader never sees version N+1 committed before N — and records the entities with the
+//! gateway that made the change, then `NOTIFY corral_em`, all in the same transaction. [`PgFeed`] answers
+//! corral-group's [`ChangesSince`](corral_group::ChangesSince): it re-reads `em_change` from the last version
+//! its gateway saw (the NOTIFY is only a wake-up: one lost while disconnected costs nothing) and the entities
+//! named there as they are now; older than the [`FEED_KEEP`] changes kept, it reads everything again.
+//! Creation is create-only across gateways ([`Write::CreateEntity`], and the primary key for two at once:
+//! [`StoreError::Exists`]); a multicast group taken by another gateway's commit is
+//! [`StoreError::Conflict`].
 
 use crate::em_sqlite::{bad, eo_text, parse_eo};
+use crate::pg_target::PgTarget;
 use corral_group::profile::{Delay, Ect, Emt, Profile, Repair};
-use corral_group::store::{CorruptRow, Snapshot, Store, StoreError, StoredEntity, Write};
-use postgres::{Client, NoTls, Transaction};
+use corral_group::store::{ChangeFeed, CorruptRow, Feed, Snapshot, Store, StoreError, StoredEntity, Write};
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, Transaction};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
+
+/// Version 2: the change feed of several gateways (issue 45). `em_clock` is one row, the version of the
+/// last change to any entity; every transaction that changes entities takes it up by one (its row lock
+/// orders such transactions, so versions commit in order) and records the entities in `em_change` with
+/// the gateway that made the change, in the same transaction.
+const SCHEMA_V2: &str = "
+CREATE TABLE em_clock (
+    one     BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    version BIGINT NOT NULL
+);
+INSERT INTO em_clock (one, version) VALUES (TRUE, 0);
+CREATE TABLE em_change (
+    version BIGINT NOT NULL,
+    entity  TEXT NOT NULL,
+    origin  BIGINT NOT NULL,
+    PRIMARY KEY (version, entity)
+);
+";
+
+/// The channel of the feed's wake-up (`NOTIFY corral_em`, the payload the version).
+const CHANNEL: &str = "corral_em";
+
+/// Changes kept in `em_change`: a gateway that fell further behind reads everything again.
+pub const FEED_KEEP: i64 = 4096;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE entity (
@@ -102,6 +142,8 @@ pub struct PgStore {
     client: Mutex<Client>,
     /// Where, without the password: every error names it.
     at: String,
+    /// This gateway in `em_change.origin`: its own feed skips its own changes.
+    origin: i64,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -114,10 +156,15 @@ impl PgStore {
     /// Connects to `url` (without TLS) and brings the schema up to date; a schema newer than this code
     /// is refused with both versions named.
     pub fn connect(url: &str) -> Result<PgStore, StoreError> {
-        let at = redacted(url);
-        let mut client = Client::connect(url, NoTls).map_err(|err| StoreError::Postgres(format!("{at}: {err}")))?;
+        PgStore::open(&PgTarget::new(url, None).map_err(StoreError::Postgres)?)
+    }
+
+    /// [`PgStore::connect`] to a target already read (`--store`, the `PG*` variables, a password file).
+    pub fn open(target: &PgTarget) -> Result<PgStore, StoreError> {
+        let at = target.shown().to_string();
+        let mut client = target.connect().map_err(|err| StoreError::Postgres(format!("{at}: {err}")))?;
         init(&mut client).map_err(|err| in_words(&at, err))?;
-        Ok(PgStore { client: Mutex::new(client), at })
+        Ok(PgStore { client: Mutex::new(client), at, origin: origin() })
     }
 
     /// The schema version of the database.
@@ -204,7 +251,10 @@ fn init(client: &mut Client) -> Result<(), Failure> {
         tx.batch_execute(SCHEMA_V1)?;
         set_schema_version(&mut tx, "em", 1)?;
     }
-    // Future migrations: `if version < 2 { …; set_schema_version(&mut tx, "em", 2) }`.
+    if version < 2 {
+        tx.batch_execute(SCHEMA_V2)?;
+        set_schema_version(&mut tx, "em", 2)?;
+    }
     tx.commit()?;
     Ok(())
 }
@@ -218,21 +268,176 @@ impl Store for PgStore {
     fn apply(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         let at = self.at.clone();
         let mut c = self.lock()?;
+        let origin = self.origin;
         let run = |c: &mut Client| -> Result<(), Failure> {
             let mut tx = c.transaction()?;
             for w in writes {
                 apply_one(&mut tx, w)?;
             }
+            record_changes(&mut tx, writes, origin)?;
             tx.commit()?;
             Ok(())
         };
-        run(&mut c).map_err(|f| in_words(&at, f))
+        run(&mut c).map_err(|f| conflict(f).unwrap_or_else(|f| in_words(&at, f)))
     }
+}
+
+impl PgStore {
+    /// The reading side of this store's change feed, on a connection of its own (see [`PgFeed`]).
+    pub fn feed(&self, target: &PgTarget) -> PgFeed {
+        PgFeed { target: target.clone(), client: None, origin: self.origin, at: self.at.clone() }
+    }
+}
+
+/// An id for this gateway's changes, distinct from every other gateway's with overwhelming odds: the
+/// process, the time and an address of the heap, hashed (no CSPRNG is needed, nothing rests on it).
+fn origin() -> i64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.finish() as i64
+}
+
+/// A write refused by a constraint another gateway's commit made binding, in the EM's words: an entity
+/// name that exists (create-only), or a multicast group an entity of another gateway holds.
+fn conflict(f: Failure) -> Result<StoreError, Failure> {
+    let Failure::Db(e) = &f else { return Err(f) };
+    match e.as_db_error() {
+        Some(db) if *db.code() == postgres::error::SqlState::UNIQUE_VIOLATION => match db.constraint() {
+            Some("entity_pkey") => {
+                // "Key (name)=(room) already exists."
+                let name = db.detail().and_then(|d| d.split_once("=(")).and_then(|(_, r)| r.rsplit_once(") already"));
+                Ok(StoreError::Exists(name.map(|(n, _)| n.to_string()).unwrap_or_default()))
+            }
+            Some("entity_grp_key") => Ok(StoreError::Conflict(
+                "its multicast group was just given to an entity through another gateway; try again".into(),
+            )),
+            _ => Err(f),
+        },
+        _ => Err(f),
+    }
+}
+
+/// The entities `writes` change, recorded in the change feed under the next version, with a wake-up for
+/// every gateway's feed at commit.
+fn record_changes(tx: &mut Transaction<'_>, writes: &[Write], origin: i64) -> Result<(), Failure> {
+    let names: Vec<&String> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::SaveEntity(e) | Write::CreateEntity(e) => Some(&e.name),
+            Write::DeleteEntity(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let version: i64 = tx.query_one("UPDATE em_clock SET version = version + 1 RETURNING version", &[])?.get(0);
+    let st =
+        tx.prepare("INSERT INTO em_change (version, entity, origin) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING")?;
+    for n in names {
+        tx.execute(&st, &[&version, n, &origin])?;
+    }
+    if version % 256 == 0 {
+        tx.execute("DELETE FROM em_change WHERE version <= $1", &[&(version - FEED_KEEP)])?;
+    }
+    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &version.to_string()])?;
+    Ok(())
+}
+
+/// The reading side of a [`PgStore`]'s change feed: a connection of its own that LISTENs for the wake-up
+/// and reads `em_change` from the last version seen (a wake-up lost while disconnected costs nothing: the
+/// next read finds the changes). Reconnects at the next read after an error.
+pub struct PgFeed {
+    target: PgTarget,
+    client: Option<Client>,
+    origin: i64,
+    at: String,
+}
+
+impl ChangeFeed for PgFeed {
+    fn changes_since(&mut self, version: u64, wait: std::time::Duration) -> Result<Feed, StoreError> {
+        let at = self.at.clone();
+        let result = self.read(version, wait);
+        result.map_err(|f| {
+            // Reconnect next time; wait here, so that the EM asking again at once backs off.
+            self.client = None;
+            std::thread::sleep(wait);
+            in_words(&at, f)
+        })
+    }
+}
+
+impl PgFeed {
+    fn read(&mut self, since: u64, wait: std::time::Duration) -> Result<Feed, Failure> {
+        if self.client.is_none() {
+            let mut c = self.target.connect()?;
+            c.batch_execute(&format!("LISTEN {CHANNEL}"))?;
+            self.client = Some(c);
+        }
+        let origin = self.origin;
+        let Some(c) = self.client.as_mut() else { return Err(Failure::Store(StoreError::Internal("no connection"))) };
+        // Wake-ups of changes the read below sees anyway must not end the wait after it.
+        while c.notifications().iter().next()?.is_some() {}
+        let feed = changes(c, since, origin)?;
+        if !matches!(&feed, Feed::Changed { version, .. } if *version == since) {
+            return Ok(feed);
+        }
+        // Nothing new: wait for a wake-up (or the end of `wait`), then look again.
+        c.notifications().timeout_iter(wait).next()?;
+        changes(c, since, origin)
+    }
+}
+
+/// What changed after `since`, in one snapshot of the database.
+fn changes(c: &mut Client, since: u64, origin: i64) -> Result<Feed, Failure> {
+    let since = i64::try_from(since).map_err(|_| Failure::Store(StoreError::Internal("a version past i64")))?;
+    let mut tx =
+        c.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).read_only(true).start()?;
+    let now: i64 = tx.query_one("SELECT version FROM em_clock", &[])?.get(0);
+    if now == since {
+        tx.commit()?;
+        return Ok(Feed::Changed { version: since as u64, entities: Vec::new() });
+    }
+    let oldest: Option<i64> = tx.query_one("SELECT min(version) FROM em_change", &[])?.get(0);
+    if now < since || oldest.is_none_or(|o| o > since + 1) {
+        // Behind the oldest change kept (or ahead of a store that was replaced): everything again.
+        let snap = load_in(&mut tx)?;
+        tx.commit()?;
+        return Ok(Feed::Resync(snap));
+    }
+    let names: Vec<String> = tx
+        .query(
+            "SELECT DISTINCT entity FROM em_change WHERE version > $1 AND origin <> $2 ORDER BY entity",
+            &[&since, &origin],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut found = read_entities(&mut tx, Some(&names))?;
+    let entities = names
+        .into_iter()
+        .map(|n| {
+            let e = found.iter().position(|e| e.name == n).map(|i| found.swap_remove(i));
+            (n, e)
+        })
+        .collect();
+    tx.commit()?;
+    Ok(Feed::Changed { version: now as u64, entities })
 }
 
 fn apply_one(tx: &mut Transaction<'_>, w: &Write) -> Result<(), Failure> {
     match w {
         Write::SaveEntity(ent) => save_entity(tx, ent)?,
+        Write::CreateEntity(ent) => {
+            if tx.query_opt("SELECT 1 FROM entity WHERE name = $1", &[&ent.name])?.is_some() {
+                return Err(Failure::Store(StoreError::Exists(ent.name.clone())));
+            }
+            // A creation of the same name by another gateway at this very moment: the primary key
+            // refuses the second commit (`conflict`).
+            save_entity(tx, ent)?
+        }
         Write::DeleteEntity(name) => {
             tx.execute("DELETE FROM entity WHERE name = $1", &[name])?;
         }
@@ -304,15 +509,50 @@ fn save_entity(tx: &mut Transaction<'_>, ent: &StoredEntity) -> Result<(), Failu
 }
 
 fn load(c: &mut Client) -> Result<Snapshot, Failure> {
-    let mut snap = Snapshot::default();
     // One snapshot of the database for every table: a concurrent writer's transaction is all in or out.
     let mut tx =
         c.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).read_only(true).start()?;
+    let snap = load_in(&mut tx)?;
+    tx.commit()?;
+    Ok(snap)
+}
+
+/// Everything, with the change feed's version, inside a repeatable-read transaction.
+fn load_in(tx: &mut Transaction<'_>) -> Result<Snapshot, Failure> {
+    let mut snap = Snapshot { entities: read_entities(tx, None)?, ..Snapshot::default() };
+    let version: i64 = tx.query_one("SELECT version FROM em_clock", &[])?.get(0);
+    snap.feed = Some(version.max(0) as u64);
+    for r in tx.query("SELECT key, value FROM counter", &[])? {
+        let v: i64 = r.get(1);
+        snap.counters.insert(r.get(0), v.max(0) as u64);
+    }
+    for r in tx.query("SELECT grp, member FROM journal ORDER BY grp, member", &[])? {
+        let (g, m): (String, String) = (r.get(0), r.get(1));
+        match (g.parse::<IpAddr>(), m.parse::<SocketAddr>()) {
+            (Ok(g), Ok(m)) => snap.journal.push((g, m)),
+            _ => return Err(Failure::Store(StoreError::Corrupt(CorruptRow::Journal { group: g, member: m }))),
+        }
+    }
+    for r in tx.query("SELECT grp, at_ms FROM released", &[])? {
+        let (g, at): (String, i64) = (r.get(0), r.get(1));
+        let g = g
+            .parse::<IpAddr>()
+            .map_err(|_| Failure::Store(StoreError::Corrupt(CorruptRow::Released { group: g.clone() })))?;
+        snap.released.insert(g, at.max(0) as u64);
+    }
+    Ok(snap)
+}
+
+/// The entities named (all without `names`), by name.
+fn read_entities(tx: &mut Transaction<'_>, names: Option<&[String]>) -> Result<Vec<StoredEntity>, Failure> {
+    let mut out = Vec::new();
     let members = tx.prepare("SELECT uri, joined FROM member WHERE entity = $1 ORDER BY idx")?;
-    let rows = tx.query(
-        "SELECT name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair, from_rd, rd FROM entity ORDER BY name",
-        &[],
-    )?;
+    const COLUMNS: &str =
+        "SELECT name, emt, ect, enr, eo, delay, timeout, mcst_uri, grp, pending, repair, from_rd, rd FROM entity";
+    let rows = match names {
+        None => tx.query(&format!("{COLUMNS} ORDER BY name"), &[])?,
+        Some(names) => tx.query(&format!("{COLUMNS} WHERE name = ANY($1) ORDER BY name"), &[&names])?,
+    };
     for r in rows {
         let name: String = r.get(0);
         let (emt, ect, eo, delay, repair): (String, String, String, String, String) =
@@ -335,7 +575,7 @@ fn load(c: &mut Client) -> Result<Snapshot, Failure> {
             rd: r.get(12),
         };
         let group = grp.map(|g| g.parse::<IpAddr>().map_err(|_| store(bad("group", &name)))).transpose()?;
-        snap.entities.push(StoredEntity {
+        out.push(StoredEntity {
             name,
             profile,
             group,
@@ -343,26 +583,7 @@ fn load(c: &mut Client) -> Result<Snapshot, Failure> {
             pending: r.get(9),
         });
     }
-    for r in tx.query("SELECT key, value FROM counter", &[])? {
-        let v: i64 = r.get(1);
-        snap.counters.insert(r.get(0), v.max(0) as u64);
-    }
-    for r in tx.query("SELECT grp, member FROM journal ORDER BY grp, member", &[])? {
-        let (g, m): (String, String) = (r.get(0), r.get(1));
-        match (g.parse::<IpAddr>(), m.parse::<SocketAddr>()) {
-            (Ok(g), Ok(m)) => snap.journal.push((g, m)),
-            _ => return Err(Failure::Store(StoreError::Corrupt(CorruptRow::Journal { group: g, member: m }))),
-        }
-    }
-    for r in tx.query("SELECT grp, at_ms FROM released", &[])? {
-        let (g, at): (String, i64) = (r.get(0), r.get(1));
-        let g = g
-            .parse::<IpAddr>()
-            .map_err(|_| Failure::Store(StoreError::Corrupt(CorruptRow::Released { group: g.clone() })))?;
-        snap.released.insert(g, at.max(0) as u64);
-    }
-    tx.commit()?;
-    Ok(snap)
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -277,6 +277,14 @@ impl Store for SqliteStore {
         for w in writes {
             match w {
                 Write::SaveEntity(ent) => save_entity(&tx, ent)?,
+                Write::CreateEntity(ent) => {
+                    let exists = tx
+                        .query_row("SELECT COUNT(*) FROM entity WHERE name = ?1", [&ent.name], |r| r.get::<_, i64>(0));
+                    if exists.map_err(e)? > 0 {
+                        return Err(StoreError::Exists(ent.name.clone()));
+                    }
+                    save_entity(&tx, ent)?
+                }
                 Write::DeleteEntity(name) => {
                     tx.execute("DELETE FROM entity WHERE name = ?1", [name]).map_err(e)?;
                 }

@@ -11,6 +11,8 @@
 //!   (issue 45; the same writes, with the constraints that keep them true across gateways in the schema).
 //! - [`RdSqliteStore`]: the Resource Directory's (corral-rd asks for its writes as effects too), and
 //!   [`RdPgStore`] on PostgreSQL.
+//! - [`PgTarget`]: where a PostgreSQL store connects (`--store postgres://…`, libpq's `PG*` variables,
+//!   a password file), named in every message without the password.
 //! - [`Stores`]: the stores of one node, whose operations one runner dispatches by type.
 //! - [`StoreThread`]: an [`EffectRunner`](corral_proto::EffectRunner) that applies each operation on a
 //!   thread of its own, in the order the service started them, so that an fsync never holds up the
@@ -22,13 +24,15 @@
 
 pub mod em_postgres;
 pub mod em_sqlite;
+pub mod pg_target;
 pub mod rd_postgres;
 pub mod rd_sqlite;
 pub mod testing;
 mod thread;
 
-pub use em_postgres::PgStore;
+pub use em_postgres::{PgFeed, PgStore};
 pub use em_sqlite::SqliteStore;
+pub use pg_target::PgTarget;
 pub use rd_postgres::RdPgStore;
 pub use rd_sqlite::RdSqliteStore;
 pub use thread::StoreThread;
@@ -41,6 +45,9 @@ use corral_proto::{EffectDone, EffectOp};
 pub struct Stores {
     pub em: Option<Box<dyn corral_group::Store>>,
     pub rd: Option<Box<dyn corral_rd::Store>>,
+    /// The change feed of a store several gateways share ([`PgStore::feed`]): its waits on a thread of
+    /// their own.
+    pub feed: Option<Box<dyn corral_group::ChangeFeed>>,
 }
 
 impl Stores {
@@ -67,16 +74,25 @@ impl Stores {
         Box::new(())
     }
 
-    /// These stores' writes on a thread of their own: the runner a node takes (`Node::set_effect_runner`).
+    /// These stores' writes on a thread of their own (and the feed's waits on another): the runner a node
+    /// takes (`Node::set_effect_runner`).
     pub fn spawn(mut self) -> std::io::Result<StoreThread> {
-        StoreThread::spawn("corral-store", move |op| self.run(op))
+        let side = self.feed.take().map(|mut feed| {
+            let picks: fn(&EffectOp) -> bool = |op| op.is::<corral_group::ChangesSince>();
+            let exec = move |op: EffectOp| -> EffectDone {
+                let since = op.downcast::<corral_group::ChangesSince>().map(|c| c.0).unwrap_or(0);
+                Box::new(corral_group::Changes(feed.changes_since(since, corral_group::store::FEED_WAIT)))
+            };
+            (picks, Box::new(exec) as Box<dyn FnMut(EffectOp) -> EffectDone + Send>)
+        });
+        StoreThread::spawn_with("corral-store", Box::new(move |op| self.run(op)), side)
     }
 }
 
 /// The Entity Manager's writes on `store`, on a thread of their own: the runner a gateway node takes
 /// (`Node::set_effect_runner`).
 pub fn em_store_thread<S: corral_group::Store>(store: S) -> std::io::Result<StoreThread> {
-    Stores { em: Some(Box::new(store)), rd: None }.spawn()
+    Stores { em: Some(Box::new(store)), ..Stores::default() }.spawn()
 }
 
 #[cfg(test)]
@@ -88,13 +104,14 @@ mod tests {
         let mut both = Stores {
             em: Some(Box::new(corral_group::MemStore::new())),
             rd: Some(Box::new(corral_rd::MemStore::default())),
+            feed: None,
         };
         let em = both.run(Box::new(corral_group::StoreOp(Vec::new())));
         assert!(em.downcast::<corral_group::StoreDone>().unwrap().0.is_ok());
         let rd = both.run(Box::new(corral_rd::StoreOp(vec![corral_rd::Write::Remove("x".into())])));
         assert_eq!(rd.downcast::<corral_rd::StoreDone>().unwrap().0, Ok(()));
 
-        let mut em_only = Stores { em: Some(Box::new(corral_group::MemStore::new())), rd: None };
+        let mut em_only = Stores { em: Some(Box::new(corral_group::MemStore::new())), ..Stores::default() };
         let rd = em_only.run(Box::new(corral_rd::StoreOp(Vec::new())));
         let err = rd.downcast::<corral_rd::StoreDone>().unwrap().0.unwrap_err();
         assert!(err.to_string().contains("no directory store"), "{err}");

@@ -15,12 +15,13 @@
 //! ```
 //! `extra` and `links` as in the SQLite store; `seq` keeps the order registrations arrived in.
 
-use crate::em_postgres::{in_words, lock_schema, redacted, schema_version, set_schema_version, Failure};
+use crate::em_postgres::{in_words, lock_schema, schema_version, set_schema_version, Failure};
+use crate::pg_target::PgTarget;
 use crate::rd_sqlite::{decode_extra, encode_extra};
 use corral_proto::wire::link_format;
 use corral_rd::store::{Store, StoreError, Stored, Write};
 use corral_rd::Registration;
-use postgres::{Client, NoTls, Transaction};
+use postgres::{Client, Transaction};
 use std::net::IpAddr;
 
 /// The schema version of `rd_registration` this code writes.
@@ -63,8 +64,13 @@ fn words(at: &str, f: Failure) -> StoreError {
 impl RdPgStore {
     /// Connects to `url` and makes or migrates the table; a newer schema is refused naming both versions.
     pub fn connect(url: &str) -> Result<RdPgStore, StoreError> {
-        let at = redacted(url);
-        let mut client = Client::connect(url, NoTls).map_err(|e| words(&at, Failure::Db(e)))?;
+        RdPgStore::open(&PgTarget::new(url, None).map_err(StoreError)?)
+    }
+
+    /// [`RdPgStore::connect`] to a target already read (`--store`, the `PG*` variables, a password file).
+    pub fn open(target: &PgTarget) -> Result<RdPgStore, StoreError> {
+        let at = target.shown().to_string();
+        let mut client = target.connect().map_err(|e| words(&at, Failure::Db(e)))?;
         let init = |client: &mut Client| -> Result<(), Failure> {
             let mut tx = lock_schema(client)?;
             let version = schema_version(&mut tx, "rd")?;

@@ -51,6 +51,6 @@ fn registrations_round_trip_and_a_name_is_one_row() {
 
     // The Entity Manager's store shares the database and the version table.
     let em = PgStore::connect(&pg.url()).unwrap();
-    assert_eq!(em.schema_version().unwrap(), 1);
+    assert_eq!(em.schema_version().unwrap(), corral_store::em_postgres::SCHEMA_VERSION);
     assert_eq!(RdPgStore::connect(&pg.url()).unwrap().load().unwrap().0.len(), 1);
 }

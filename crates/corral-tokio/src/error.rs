@@ -1,11 +1,11 @@
 //! The client's error: why a request produced no response, whatever part of the client found it (the
 //! driver, the URI, OSCORE, a block-wise transfer).
 //!
-//! Owns: the [`Error`] type and its words. Used by [`crate::client`] and [`crate::oscore`], which need
+//! Owns: the [`Error`] type and its words. Used by [`crate::app::client`] and [`crate::oscore`], which need
 //! nothing else of each other's for it.
 
 use crate::driver::RequestFailure;
-use crate::uri::UriError;
+use crate::net::uri::UriError;
 use corral_proto::{RequestError, StartError};
 use std::fmt;
 use std::net::SocketAddr;

@@ -32,45 +32,44 @@
 //! - [`group_node`]: a node on one unicast socket that opens a socket per multicast group it joins
 //!   (a group member, such as `corral device`'s virtual devices, which corral-gateway's `fleet` runs).
 //!
+//! The source is in four rooms, one folder each: `driver/` (the driver, its loop, the blocking driver,
+//! steering), `net/` (sockets, addresses, ICMP, TCP, TLS, URIs), `secure/` (`coaps://` and the client's
+//! OSCORE) and `app/` (client, server, workers, group node, load generator); floors go
+//! app → secure → driver → net, never back. The public modules keep their flat paths.
+//!
 //! This crate never implements protocol behaviour: retransmission, deduplication, separate responses and
 //! leisure all happen in corral-proto, identically under the simulator.
 //!
 //! Why the drivers look as they do (measurements, CPU per request against the bare echo floor): `PERF.md`
 //! beside this crate's `Cargo.toml`.
 
-mod addr;
-#[cfg(target_os = "linux")]
-pub mod blocking;
-mod client;
+mod app;
 mod driver;
 mod error;
-pub mod event_loop;
-pub mod group_node;
-#[cfg(target_os = "linux")]
-mod icmp;
-pub mod load;
-pub mod oscore;
+mod net;
 mod secure;
-mod server;
-pub mod socket;
-#[cfg(target_os = "linux")]
-pub mod steer;
-mod tcp;
-pub mod tls;
-pub mod uri;
-pub mod workers;
 
-pub use client::{
+// The rooms are folders by concern (`driver/`, `net/`, `secure/`, `app/`); the public modules keep their
+// flat paths (`corral_tokio::socket`, `corral_tokio::workers`, …) so that users need not know the rooms.
+pub use app::{group_node, load, workers};
+pub use driver::event_loop;
+#[cfg(target_os = "linux")]
+pub use driver::{blocking, steer};
+pub use net::{socket, tls, uri};
+pub use secure::oscore;
+
+pub use app::client::{
     Client, ClientBuilder, Collected, Error, MulticastResponse, MulticastResponses, Observation, OscoreError,
     RequestBuilder,
 };
+pub use app::server::{RouteConfig, Server, ServerBuilder, ServerHandle, ServerRequest};
 pub use corral_dtls::{DtlsConfig, DtlsStats, HandshakeFailure, PeerKeys, PskKeys, Role as DtlsRole, Rpk, X509};
 pub use driver::{os_seed, os_seeded, Clock, DriverStats, OsSeeded};
+pub use net::addr::on_this_machine;
+pub use net::tcp::bind_listener;
+pub use net::tls::{PemFile, TlsClientConfig, TlsConfigError, TlsServerConfig};
+pub use net::uri::{parse_uri, Scheme, Uri, UriError};
 pub use secure::{DtlsMuxConfig, DtlsNumbers, DtlsWatch, DTLS_PUBLISH_PERIOD};
-pub use server::{RouteConfig, Server, ServerBuilder, ServerHandle, ServerRequest};
-pub use tcp::bind_listener;
-pub use tls::{PemFile, TlsClientConfig, TlsConfigError, TlsServerConfig};
-pub use uri::{parse_uri, Scheme, Uri, UriError};
 
 pub use corral_proto;
 pub use corral_proto::wire::{Code, ContentFormat, OptionNumber, Token};

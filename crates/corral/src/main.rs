@@ -27,7 +27,6 @@ mod http;
 // The paths the HTTP window (`http/`) and `corral entity` use; they move onto `cli::…` with the window's own
 // change.
 use cli::{exit, output, policy as policy_args, units};
-use cmd::client as client_cmd;
 use cmd::{bench, device, gateway, lab, link, oscore, proxy, rd, serve, stream, wait};
 use cmd::{client, entity};
 
@@ -60,6 +59,7 @@ Exit status:
   6  a block-wise transfer failed (nothing partial is written)
   7  OSCORE: the response did not verify, or the server refused it
   8  coaps://: the DTLS handshake failed
+  9  gateway, rd --store: the database cannot be used at start
   130  interrupted (Ctrl-C): what was done is printed first (bench and
        stream send summaries; an observation is deregistered)
 

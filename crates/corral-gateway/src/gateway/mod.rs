@@ -9,13 +9,13 @@
 //! (the binary turns its arguments into a [`GatewayConfig`] and prints what the handle reports).
 
 use crate::fleet::{Fleet, FleetConfig};
-use crate::{lock::DataLock, Error};
-use corral_group::{AccessPolicy, Budget, EmConfig, EntityManager, MemberPolicy, Prefix, Store};
+use crate::{lock::DataLock, Error, StoreLocation};
+use corral_group::{AccessPolicy, Budget, EmConfig, EntityManager, MemberPolicy, Prefix, Snapshot, Store};
 use corral_proto::{EndpointConfig, Node};
-use corral_store::SqliteStore;
+use corral_store::{PgStore, SqliteStore, StoreThread};
 use corral_tokio::uri::base_uri;
 use corral_tokio::workers::Driver;
-use corral_tokio::{Client, Code, DtlsMuxConfig};
+use corral_tokio::{on_this_machine, Client, Code, DtlsMuxConfig};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,8 +36,12 @@ const TESTBED_RD_LIFETIME: u32 = 3600;
 pub struct GatewayConfig {
     /// Address and port to listen on (port 0: any free port; [`Gateway::local_addr`] says which).
     pub bind: SocketAddr,
-    /// The data directory: `em.db` (entities), `rd.db` (with `rd`), `gateway.lock`; created if missing.
+    /// The data directory: `em.db` (entities), `rd.db` (with `rd`), `gateway.lock`; created if missing
+    /// (unused with a PostgreSQL store).
     pub data: PathBuf,
+    /// Where entities, groups, the journal and counters (and with `rd`, registrations) are kept [SQLite in
+    /// `data`]. Several gateways may share one PostgreSQL store.
+    pub store: StoreLocation,
     /// Who may read, actuate and manage.
     pub access: AccessPolicy,
     /// Where members may be. The gateway fills in its own port (`gateway_port`); the addresses it answers
@@ -111,6 +115,7 @@ impl GatewayConfig {
         GatewayConfig {
             bind,
             data: data.into(),
+            store: StoreLocation::Sqlite,
             access: AccessPolicy {
                 rules: loopback.iter().map(|p| (*p, corral_group::Role::Manage)).collect(),
                 ..AccessPolicy::default()
@@ -162,13 +167,14 @@ impl GatewayConfig {
 pub struct Gateway {
     local: SocketAddr,
     database: PathBuf,
+    store: String,
     entities: Vec<String>,
     members: MemberPolicy,
     fleet: Option<Fleet>,
     running: Option<workers::Running>,
     to_rejoin: usize,
     rejoined: usize,
-    _lock: DataLock,
+    _lock: Option<DataLock>,
 }
 
 impl Gateway {
@@ -177,24 +183,14 @@ impl Gateway {
     /// entities.
     pub async fn start(mut config: GatewayConfig) -> Result<Gateway, Error> {
         config.check()?;
-        let data = &config.data;
-        std::fs::create_dir_all(data)
-            .map_err(|e| Error::Start(format!("cannot create the data directory {}: {e}", data.display())))?;
-        // One gateway per directory: held while the handle lives (the kernel drops it even after kill -9).
-        let lock = DataLock::take(data)?;
+        let data = config.data.clone();
+        // One gateway per data directory: held while the handle lives (the kernel drops it even after
+        // kill -9).
+        let lock = config.store.lock(&data)?;
         let database = data.join("em.db");
-        let store = SqliteStore::open(&database)
-            .map_err(|e| Error::Start(format!("cannot open the entity database {}: {e}", database.display())))?;
-        let snapshot = store
-            .load()
-            .map_err(|e| Error::Start(format!("cannot load the entities of {}: {e}", database.display())))?;
-        let rd = match config.rd {
-            Some(policy) => {
-                let (service, store, _) = crate::directory::open_directory(data, corral_rd::Limits::default(), policy)?;
-                Some((service, Box::new(store) as Box<dyn corral_rd::Store>))
-            }
-            None => None,
-        };
+        let store_name = config.store.describe(&data, "em.db");
+        let (location, rd_policy) = (config.store.clone(), config.rd);
+        let (snapshot, rd, stores) = crate::off_runtime(move || open_stores(&data, &location, rd_policy))??;
         // The testbed first, so that entities loaded from the store find their members answering.
         let fleet = start_testbed(&config)?;
         let mut bound = bind(&mut config, fleet.is_some())?;
@@ -209,17 +205,18 @@ impl Gateway {
         let mut ems = corral_group::gateway::entity_managers(em_config.clone(), snapshot, config.workers, || {
             corral_tokio::os_seed() as u32
         })
-        .map_err(|e| Error::Start(format!("cannot load the entities of {}: {e}", database.display())))?
+        .map_err(|e| Error::Start(format!("cannot load the entities of {store_name}: {e}")))?
         .into_iter();
         let em = ems.next().ok_or_else(|| Error::Start("a gateway has a worker 0".into()))?;
         let entities = em.entity_names();
         let rejoin = fleet.as_ref().map(|f| memberships(&em, f.addrs())).unwrap_or_default();
-        let parts = parts(&mut config, em, ems, rd, store)?;
+        let parts = parts(&mut config, em, ems, rd, stores);
         let running = bound.start(parts)?;
         let rejoined = rejoin_groups(&rejoin).await;
         Ok(Gateway {
             local,
             database,
+            store: store_name,
             entities,
             members: em_config.members,
             fleet,
@@ -245,9 +242,14 @@ impl Gateway {
         base_uri(self.contact())
     }
 
-    /// The entity database.
+    /// The entity database's file (`DATA/em.db`; with a PostgreSQL store, a file that is not used).
     pub fn database(&self) -> &std::path::Path {
         &self.database
+    }
+
+    /// Where the entities are kept: the SQLite file, or the PostgreSQL URL without its password.
+    pub fn store(&self) -> &str {
+        &self.store
     }
 
     /// The entities loaded from the database at start.
@@ -371,19 +373,52 @@ fn em_config(
     em
 }
 
+/// The entity store (and with `rd`, the directory's) opened and loaded, and the thread that does their
+/// writes. Blocking: runs off the async runtime ([`crate::off_runtime`]), as the PostgreSQL driver must.
+fn open_stores(
+    data: &std::path::Path,
+    location: &StoreLocation,
+    rd: Option<corral_rd::Policy>,
+) -> Result<(Snapshot, Option<corral_rd::RdService>, StoreThread), Error> {
+    let at = location.describe(data, "em.db");
+    type Opened = (Box<dyn Store>, Option<Box<dyn corral_group::ChangeFeed>>, fn(String) -> Error);
+    let (store, feed, failed): Opened = match location {
+        StoreLocation::Sqlite => {
+            let s = SqliteStore::open(data.join("em.db"))
+                .map_err(|e| Error::Start(format!("cannot open the entity database {at}: {e}")))?;
+            (Box::new(s), None, Error::Start)
+        }
+        StoreLocation::Postgres(t) => {
+            let s = PgStore::open(t).map_err(|e| Error::Store(format!("cannot use the entity store: {e}")))?;
+            // Changes through other gateways sharing the store reach this one through its feed.
+            let feed = s.feed(t);
+            (Box::new(s), Some(Box::new(feed) as Box<dyn corral_group::ChangeFeed>), Error::Store)
+        }
+    };
+    let snapshot = store.load().map_err(|e| failed(format!("cannot load the entities of {at}: {e}")))?;
+    let (rd, rd_store) = match rd {
+        Some(policy) => {
+            let (service, store, _) =
+                crate::directory::open_directory(data, location, corral_rd::Limits::default(), policy)?;
+            (Some(service), Some(store))
+        }
+        None => (None, None),
+    };
+    let stores = corral_store::Stores { em: Some(store), rd: rd_store, feed }
+        .spawn()
+        .map_err(|e| Error::Start(format!("cannot start the database's thread: {e}")))?;
+    Ok((snapshot, rd, stores))
+}
+
 /// What each worker serves: worker 0 the OSCORE contexts, the directory and the store (it alone writes);
 /// the others serve reads from the table worker 0 publishes.
 fn parts(
     config: &mut GatewayConfig,
     em: EntityManager,
     others: impl Iterator<Item = EntityManager>,
-    rd: Option<(corral_rd::RdService, Box<dyn corral_rd::Store>)>,
-    store: SqliteStore,
-) -> Result<Vec<workers::Part>, Error> {
-    let (rd, rd_store) = rd.unzip();
-    let stores = corral_store::Stores { em: Some(Box::new(store)), rd: rd_store }
-        .spawn()
-        .map_err(|e| Error::Start(format!("cannot start the database's thread: {e}")))?;
+    rd: Option<corral_rd::RdService>,
+    stores: StoreThread,
+) -> Vec<workers::Part> {
     let guard = |oscore: Option<corral_oscore::OscoreLayer>, o: &Oscore| guard::Guard {
         oscore,
         require_remote: o.require_remote,
@@ -414,16 +449,7 @@ fn parts(
             store: None,
         });
     }
-    Ok(parts)
-}
-
-/// Where a client on this machine reaches an endpoint bound to `local` (an unspecified address is
-/// loopback's).
-fn on_this_machine(local: SocketAddr) -> SocketAddr {
-    match local.ip() {
-        ip if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), local.port()),
-        _ => local,
-    }
+    parts
 }
 
 /// The addresses clients use for a gateway bound to `local`: members `coap://<one of these>/em/<name>`

@@ -27,10 +27,16 @@ use tracing::{debug, info, warn};
 
 impl EntityManager {
     /// Starts a flow's fan-out stage over `items`, once what must be on disk first is (see `writes`).
-    pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
+    pub(super) fn flow_job(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>, kind: Kind, items: Vec<Item>) {
         let mut writes = Vec::new();
         let mut journal = None;
         if let Kind::Join(g) | Kind::Leave(g) = kind {
+            if flow.allocated.is_none() {
+                // The group's journal entries are this flow's until it ends: no reconciliation settles them
+                // or asks their members to leave meanwhile.
+                flow.allocated = Some(g);
+                self.groups.reserve(g);
+            }
             // Journaled before the first request goes out: after a crash the EM knows whom to ask to leave.
             let addrs = remote_addrs(&items);
             writes.push(Write::JournalAdd(g, addrs.clone()));
@@ -160,7 +166,8 @@ impl EntityManager {
                 pending: true,
                 ..new.clone()
             };
-            writes.push(Write::SaveEntity(record));
+            // Create-only: a name another gateway sharing the store created meanwhile fails the write.
+            writes.push(Write::CreateEntity(record));
         }
         if writes.is_empty() {
             return self.after_allocation(cx, flow, group);
@@ -228,6 +235,9 @@ impl EntityManager {
             self.write(cx, vec![Write::DeleteEntity(flow.name.clone())], Wait::Detached(what));
         }
         self.busy.remove(&flow.name);
+        if let Some(holder) = &flow.holder {
+            self.busy.remove(holder);
+        }
         if let Some(g) = flow.allocated {
             self.groups.unreserve(g);
             if flow.action != Action::Reconcile {
@@ -266,15 +276,21 @@ impl EntityManager {
         warn!(entity = %flow.name, error = %e, "store write failed");
         if flow.action == Action::Recover {
             self.busy.remove(&flow.name);
+            if let Some(g) = flow.allocated {
+                self.groups.unreserve(g);
+            }
             return; // still pending in the store: retried at the next start-up
         }
-        flow.failure = Some((Code::INTERNAL_SERVER_ERROR, format!("entity {} unchanged: {e}", flow.name)));
+        flow.failure = Some((store_failure(&e), format!("entity {} unchanged: {e}", flow.name)));
         self.rollback(cx, flow)
     }
 
     /// The flow's result is on disk: the in-memory copy changes, the client is answered.
     pub(super) fn committed(&mut self, cx: &mut Context<'_>, mut flow: Box<Flow>) {
         self.busy.remove(&flow.name);
+        if let Some(holder) = &flow.holder {
+            self.busy.remove(holder);
+        }
         if let Some(g) = flow.allocated {
             self.groups.unreserve(g);
         }
@@ -299,7 +315,6 @@ impl EntityManager {
             }
             (_, None) => {}
         }
-        self.groups.schedule_reconcile(now, &self.entities);
         self.follows.touch();
         self.announces.touch();
         // A creation or update installs its entity, whoever asked for it.
@@ -313,6 +328,9 @@ impl EntityManager {
             }
             _ => None,
         };
+        // Strays are counted against the table as it is now: an update's removed members whose leaves
+        // failed are strays only once the new entity no longer records them.
+        self.groups.schedule_reconcile(now, &self.entities);
         let Some(client) = flow.client else {
             match flow.action {
                 Action::Reconcile => debug!(flow = %flow.name, "stray memberships asked to leave"),
@@ -481,9 +499,13 @@ impl EntityManager {
         match (wait, result) {
             (Wait::Detached(what), Err(e)) => warn!(error = %e, "{what}"),
             (Wait::Detached(_), Ok(())) => {}
-            (Wait::Settled(group, addrs), Ok(())) => self.groups.settled(group, &addrs),
-            // Kept in memory too: the next reconciliation asks again, which is harmless.
-            (Wait::Settled(group, _), Err(e)) => warn!(%group, error = %e, "journal entry not removed"),
+            (Wait::Settled(group, addrs), Ok(())) => self.groups.settled(group, &addrs, true),
+            // Kept in memory too: the next reconciliation removes it again (or asks a stray again).
+            (Wait::Settled(group, addrs), Err(e)) => {
+                warn!(%group, error = %e, "journal entry not removed");
+                self.groups.settled(group, &addrs, false);
+                self.groups.schedule_reconcile(cx.now(), &self.entities);
+            }
             (Wait::Flow { mut flow, next: Next::Job { kind, items, journal, persisted } }, Ok(())) => {
                 if let Some((g, addrs)) = journal {
                     self.groups.noted(g, &addrs);
@@ -519,7 +541,7 @@ impl EntityManager {
                     self.groups.unreserve(group);
                 }
                 let msg = format!("entity {} not {}: {e}", flow.name, verb(flow.action));
-                self.flow_fail(cx, flow, (Code::INTERNAL_SERVER_ERROR, msg));
+                self.flow_fail(cx, flow, (store_failure(&e), msg));
             }
             (Wait::Flow { flow, next: Next::Committed { names_seq } }, Ok(())) => {
                 if let Some(seq) = names_seq {
@@ -603,6 +625,18 @@ impl Table {
 }
 
 /// Per member of `er`: whether it joined `old`'s group already (members that stay keep their membership).
+/// How a change whose write failed is answered: a name that another gateway sharing the store created
+/// first is 4.12, as a creation of a name this gateway knows is (create-only across the cluster); a
+/// multicast group another gateway's entity took meanwhile is 5.03 (try again: a new address is drawn);
+/// any other failure 5.00.
+fn store_failure(e: &StoreError) -> Code {
+    match e {
+        StoreError::Exists(_) => Code::PRECONDITION_FAILED,
+        StoreError::Conflict(_) => Code::SERVICE_UNAVAILABLE,
+        _ => Code::INTERNAL_SERVER_ERROR,
+    }
+}
+
 pub(super) fn joined_kept(old: &StoredEntity, er: &[String]) -> Vec<bool> {
     er.iter()
         .map(|m| old.profile.er.iter().position(|o| o == m).and_then(|i| old.joined.get(i).copied()).unwrap_or(false))
@@ -633,9 +667,16 @@ impl Flow {
             _ if self.persisted => (Vec::new(), None),
             (Action::Reconcile, _) => (Vec::new(), None),
             (Action::Delete | Action::Recover, _) => (vec![Write::DeleteEntity(self.name.clone())], None),
-            (Action::Create { generated: true }, Some(new)) => {
+            // A creation is create-only in the store (unless its pending record made the row already): a
+            // gateway sharing the store that created the name first wins (`store_failure`).
+            (Action::Create { generated }, Some(new)) => {
+                let save =
+                    if self.pending_saved { Write::SaveEntity(new.clone()) } else { Write::CreateEntity(new.clone()) };
+                if !generated {
+                    return Some((vec![save], None));
+                }
                 let seq = names_seq.unwrap_or(0) + 1;
-                (vec![Write::SetCounter(COUNTER_NAMES.into(), seq), Write::SaveEntity(new.clone())], Some(seq))
+                (vec![Write::SetCounter(COUNTER_NAMES.into(), seq), save], Some(seq))
             }
             (_, Some(new)) => (vec![Write::SaveEntity(new.clone())], None),
             (_, None) => return None,

@@ -7,6 +7,8 @@
 //! member confirmed it is out (2.02, or 4.04 "not a member"). Whatever is left after a crash, a failed
 //! rollback or a silent member is a *stray* membership: the EM asks those members to leave at start-up
 //! and again every [`RECONCILE_EVERY`] while any are left, and never allocates a group that still has one.
+//! An entry an entity records whose removal was lost (a crash before it was durable, a store error) is
+//! *unsettled*: the same reconciliation removes it again.
 //! A released group also rests for `quarantine` before reuse, and allocation is rate limited, so that
 //! create/delete cycles cannot run through the pool onto a device that missed its leave.
 //!
@@ -36,6 +38,8 @@ pub(super) struct Groups {
     reserved: HashSet<IpAddr>,
     /// The membership journal, mirrored from the store.
     journal: BTreeSet<(IpAddr, SocketAddr)>,
+    /// Journal entries whose removal is on its way to the store.
+    settling: BTreeSet<(IpAddr, SocketAddr)>,
     /// Released groups and when (Unix ms): the quarantine.
     released: BTreeMap<IpAddr, u64>,
     /// When stray memberships are next asked to leave.
@@ -51,6 +55,7 @@ impl Groups {
         Groups {
             reserved: HashSet::new(),
             journal: journal.iter().copied().collect(),
+            settling: BTreeSet::new(),
             released: released.clone(),
             next_reconcile: (!journal.is_empty()).then_some(Instant::ZERO),
             alloc_bucket: None,
@@ -71,10 +76,19 @@ impl Groups {
         self.journal.extend(addrs.iter().map(|a| (group, *a)));
     }
 
-    /// The journal entries of `addrs` in `group` are gone from the store.
-    pub(super) fn settled(&mut self, group: IpAddr, addrs: &[SocketAddr]) {
+    /// The removal of the journal entries of `addrs` in `group` is on its way to the store.
+    pub(super) fn settling(&mut self, group: IpAddr, addrs: &[SocketAddr]) {
+        self.settling.extend(addrs.iter().map(|a| (group, *a)));
+    }
+
+    /// The removal of the journal entries of `addrs` in `group` is done: `gone` from the store, or failed
+    /// (they stay, and a reconciliation removes them again).
+    pub(super) fn settled(&mut self, group: IpAddr, addrs: &[SocketAddr], gone: bool) {
         for a in addrs {
-            self.journal.remove(&(group, *a));
+            self.settling.remove(&(group, *a));
+            if gone {
+                self.journal.remove(&(group, *a));
+            }
         }
     }
 
@@ -113,6 +127,18 @@ impl Groups {
 
     /// Journal entries no committed entity records and no flow in progress owns: memberships to undo.
     pub(super) fn strays(&self, entities: &Table) -> BTreeMap<IpAddr, Vec<SocketAddr>> {
+        self.journal_entries(entities, false)
+    }
+
+    /// Journal entries a committed entity records, which no flow in progress owns and whose removal is
+    /// not on its way: a removal lost to a crash or a store error, to write again.
+    pub(super) fn unsettled(&self, entities: &Table) -> BTreeMap<IpAddr, Vec<SocketAddr>> {
+        self.journal_entries(entities, true)
+    }
+
+    /// The journal entries outside groups reserved by flows, by group: those an entity records (and whose
+    /// removal is not on its way), or those none records.
+    fn journal_entries(&self, entities: &Table, recorded_ones: bool) -> BTreeMap<IpAddr, Vec<SocketAddr>> {
         let mut recorded: HashSet<(IpAddr, SocketAddr)> = HashSet::new();
         for e in entities.values() {
             let Some(g) = e.stored.group else { continue };
@@ -123,17 +149,22 @@ impl Groups {
             }
         }
         let mut out: BTreeMap<IpAddr, Vec<SocketAddr>> = BTreeMap::new();
-        for (g, a) in &self.journal {
-            if !recorded.contains(&(*g, *a)) && !self.reserved.contains(g) {
+        for entry @ (g, a) in &self.journal {
+            let wanted = if recorded_ones {
+                recorded.contains(entry) && !self.settling.contains(entry)
+            } else {
+                !recorded.contains(entry)
+            };
+            if wanted && !self.reserved.contains(g) {
                 out.entry(*g).or_default().push(*a);
             }
         }
         out
     }
 
-    /// Schedules the next reconciliation if strays are left.
+    /// Schedules the next reconciliation if strays or unsettled entries are left.
     pub(super) fn schedule_reconcile(&mut self, now: Instant, entities: &Table) {
-        if self.next_reconcile.is_none() && !self.strays(entities).is_empty() {
+        if self.next_reconcile.is_none() && !(self.strays(entities).is_empty() && self.unsettled(entities).is_empty()) {
             self.next_reconcile = Some(now + RECONCILE_EVERY);
         }
     }
@@ -167,26 +198,38 @@ impl EntityManager {
         if addrs.is_empty() {
             return;
         }
+        self.groups.settling(group, addrs);
         self.write(cx, vec![Write::JournalRemove(group, addrs.to_vec())], Wait::Settled(group, addrs.to_vec()));
     }
 
-    /// Asks every stray member to leave its group (one flow per group), unless a reconciliation runs.
+    /// Removes again the journal entries whose removal was lost, and asks every stray member to leave its
+    /// group (one flow per group), unless a reconciliation runs.
     pub(super) fn reconcile(&mut self, cx: &mut Context<'_>) {
         self.groups.next_reconcile = None;
+        for (g, addrs) in self.groups.unsettled(&self.entities) {
+            info!(group = %g, members = addrs.len(), "removing journal entries of recorded memberships again");
+            self.journal_settle(cx, g, &addrs);
+        }
         if self.busy.iter().any(|n| n.starts_with(RECONCILE_PREFIX)) {
             return;
         }
         let strays = self.groups.strays(&self.entities);
         for (g, addrs) in strays {
+            let holder = self.entities.values().find(|e| e.stored.group == Some(g)).map(|e| e.stored.name.clone());
+            if holder.as_ref().is_some_and(|h| self.busy.contains(h)) {
+                continue; // the change in progress schedules the next reconciliation when it ends
+            }
             let name = format!("{RECONCILE_PREFIX}{g}");
             info!(group = %g, members = addrs.len(), "asking stray members to leave");
             let items: Vec<Item> =
                 addrs.iter().map(|a| Item { label: uri::format_coap(*a, &[]), target: remote_target(*a) }).collect();
             self.busy.insert(name.clone());
+            self.busy.extend(holder.clone());
             self.groups.reserve(g);
             let mut flow =
                 Flow::new(Action::Reconcile, name, None, None, None, None, items.clone().into(), Stage::LeavingAll);
             flow.allocated = Some(g);
+            flow.holder = holder;
             self.flow_job(cx, flow, Kind::Leave(g), items);
         }
     }

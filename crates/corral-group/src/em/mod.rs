@@ -22,7 +22,8 @@
 //! table is a part too (`Table`): `members` (member URIs and the checks of a member list, with
 //! `impl EmConfig` for what needs only the configuration), `budget` (what a use costs, the store's bytes),
 //! `access` (roles, proof of address, what a reader may ask for) and `requests` (listing, profiles, and
-//! the parsing of a request) add to it. A management flow's own bookkeeping (what it records of its
+//! the parsing of a request) add to it; `cluster` takes changes made elsewhere into it (the change feed of
+//! a store several gateways share, and a replica's sync). A management flow's own bookkeeping (what it records of its
 //! members' answers, its writes, its answer) is `impl Flow` in `flows`.
 //!
 //! What stays `impl EntityManager` is what spans the parts: the entry points and the routing here, the
@@ -91,6 +92,7 @@
 mod access;
 mod announce;
 mod budget;
+mod cluster;
 mod flows;
 mod follow;
 mod groups;
@@ -105,6 +107,7 @@ mod watch;
 mod writes;
 use announce::Announces;
 pub use announce::{GROUP_ENDPOINT_TYPE, GROUP_LIFETIME};
+use cluster::Feed;
 use follow::Follows;
 pub use follow::{members_from_lookup, REFRESH_SLACK, RETRY_FIRST, RETRY_MAX};
 use groups::Groups;
@@ -365,8 +368,12 @@ struct Flow {
     /// Members (labels) asked to join in this flow: a rollback asks them all to leave (a join whose
     /// answer was lost may have happened).
     join_asked: Vec<String>,
-    /// The group allocated by this flow (kept reserved while it runs).
+    /// The group allocated by this flow, or whose members it asks to join or leave (kept reserved while it
+    /// runs).
     allocated: Option<IpAddr>,
+    /// A reconciliation's group belongs to this entity: its name is busy while the strays leave, so that
+    /// no change of it asks a member to join while a leave to the same member is on its way.
+    holder: Option<String>,
     failure: Option<(Code, String)>,
     /// The client allowed members that do not answer validation (`allow-offline`): they are accepted and
     /// listed in `offline` (unicast entities only).
@@ -406,6 +413,7 @@ impl Flow {
             joined_now: Vec::new(),
             join_asked: Vec::new(),
             allocated: None,
+            holder: None,
             failure: None,
             allow_offline: false,
             offline: BTreeMap::new(),
@@ -478,6 +486,8 @@ pub struct EntityManager {
     part: Part,
     /// What operators see (see `stats`).
     stats: EmStats,
+    /// The change feed of a store several gateways share (see `cluster`).
+    feed: Feed,
 }
 
 impl std::fmt::Debug for EntityManager {
@@ -504,6 +514,7 @@ impl EntityManager {
         config.pool_v6.check().map_err(StoreError::Config)?;
         config.pool_v4.check().map_err(StoreError::Config)?;
         let gateway_id = config.gateway_id;
+        let feed = Feed::of(&snap);
         let (entities, recovery) = Table::load(&config, snap.entities)?;
         let mut em = EntityManager {
             config,
@@ -522,6 +533,7 @@ impl EntityManager {
             gateway_id,
             part: Part::Sole,
             stats: EmStats::default(),
+            feed,
         };
         em.follows.touch();
         em.announces.touch();
@@ -682,6 +694,7 @@ impl EntityManager {
             self.follow_apply(cx, &name, members);
         }
         self.announces.tick((cx, &mut self.owners), self.config.rd.filter(|_| !replica), &self.entities);
+        self.feed_ask(cx);
     }
 }
 
@@ -728,6 +741,7 @@ impl Service for EntityManager {
 
     fn handle_effect(&mut self, cx: &mut Context<'_>, id: EffectId, done: EffectDone) {
         self.sync(cx);
+        let Some(done) = self.feed_done(cx, id, done) else { return self.after_input(cx) };
         let result = match done.downcast::<crate::store::StoreDone>() {
             Ok(done) => done.0,
             Err(_) => Err(StoreError::Internal("a completion that is not the store's")),
@@ -757,7 +771,7 @@ impl Service for EntityManager {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        if !self.recovery.is_empty() {
+        if !self.recovery.is_empty() || self.feed.is_due() {
             return Some(Instant::ZERO); // at once: the driver's first wake-up
         }
         [

@@ -40,7 +40,7 @@ use corral_proto::{Context, Duration, Instant};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tracing::{debug, warn};
+use tracing::debug;
 
 /// How often a replica with observed entities looks for changes when nothing else wakes it.
 pub const SYNC_PERIOD: Duration = Duration::from_millis(100);
@@ -120,7 +120,8 @@ impl EntityManager {
     }
 
     /// A replica takes the manager's changes, if there are any: entities added, replaced or gone; the
-    /// observers of those that changed get their last rendering.
+    /// observers of those that changed get their last rendering (`cluster`'s `take_changes`, as changes
+    /// through another gateway do).
     pub(super) fn sync(&mut self, cx: &mut Context<'_>) {
         let Part::Replica { directory, seen, last_input, .. } = &mut self.part else { return };
         *last_input = cx.now();
@@ -129,38 +130,10 @@ impl EntityManager {
         }
         let (generation, table) = directory.snapshot();
         *seen = generation;
-        let mut changed: Vec<String> = self.entities.keys().filter(|n| !table.contains_key(*n)).cloned().collect();
-        for name in &changed {
-            self.entities.remove(name);
-            self.stats.forget_entity(name);
-            self.with_jobs(cx, |jobs, j| {
-                jobs.end_jobs_of(j, name, Some("not finished: the entity was deleted meanwhile"))
-            });
-        }
-        let now = cx.now();
-        for (name, stored) in table.iter() {
-            if self.entities.get(name).is_some_and(|e| e.stored == *stored) {
-                continue;
-            }
-            if let Some(old) = self.entities.get(name).map(|e| e.stored.profile.clone()) {
-                self.watches.note_change(now, name, &old, &stored.profile);
-            }
-            match self.config.entity(stored.clone()) {
-                Ok(entity) => {
-                    self.entities.insert(name.clone(), entity);
-                }
-                Err(why) => {
-                    warn!(entity = %name, why = %why, "the manager's entity does not resolve here; left out");
-                    self.entities.remove(name);
-                }
-            }
-            changed.push(name.clone());
-        }
-        debug!(generation, changed = changed.len(), "replica took the manager's changes");
-        for name in changed {
-            self.with_jobs(cx, |jobs, j| jobs.end_jobs_of(j, &name, None));
-            self.watches.end_of(cx, &mut self.owners, &name);
-        }
+        let changes = self.entities.difference(table.values().cloned().collect());
+        debug!(generation, changed = changes.len(), "replica took the manager's changes");
+        // A replica changes nothing itself: it leaves nothing alone.
+        self.take_changes(cx, changes);
     }
 }
 

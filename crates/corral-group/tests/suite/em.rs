@@ -750,6 +750,31 @@ impl corral_group::Store for FailingSaves {
 }
 
 #[test]
+fn a_name_another_gateway_created_first_in_the_shared_store_answers_4_12_and_changes_nothing() {
+    let mut lab = lab_with(LabConfig { devices: 3, v6: true, ..LabConfig::default() });
+    let er = lab.uris(0..3, "s/t");
+    // Another gateway sharing the store created the name after this one loaded (issue 45).
+    let theirs = corral_group::StoredEntity {
+        name: "x".into(),
+        profile: corral_group::profile::Profile { er: er.clone(), ..Default::default() },
+        group: None,
+        joined: Vec::new(),
+        pending: false,
+    };
+    lab.store().apply(&[corral_group::Write::SaveEntity(theirs.clone())]).unwrap();
+    for ect in ["unicast", "multicast"] {
+        let r = lab.create("x", json!({ "er": er, "ect": ect }));
+        assert_eq!(r.code, Code::PRECONDITION_FAILED, "{ect}: {}", r.payload_text());
+        assert!(r.payload_text().contains("created through another gateway"), "{}", r.payload_text());
+        assert!(lab.em().entity_names().is_empty());
+        assert_eq!(lab.store().load().unwrap().entities, vec![theirs.clone()], "theirs is untouched");
+        for i in 0..3 {
+            assert!(lab.mc(i).groups().is_empty(), "no member joined");
+        }
+    }
+}
+
+#[test]
 fn store_failure_at_commit_rolls_the_joins_back_and_answers_5_00() {
     let store = FailingSaves(corral_group::MemStore::new());
     let mut lab = lab_with(LabConfig { devices: 3, v6: true, store: Some(Box::new(store)), ..LabConfig::default() });

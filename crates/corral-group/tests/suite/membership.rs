@@ -4,9 +4,10 @@
 use crate::common;
 
 use common::*;
-use corral_group::{AddressPool, EmConfig};
+use corral_group::store::{run_op, StoreOp, Write};
+use corral_group::{AddressPool, EmConfig, StoreDone, StoreError};
 use corral_proto::wire::{Code, OptionNumber};
-use corral_proto::Duration;
+use corral_proto::{Duration, EffectDone, EffectId, EffectOp, EffectRunner, Instant};
 use corral_store::SqliteStore;
 use serde_json::json;
 use std::net::IpAddr;
@@ -136,4 +137,116 @@ fn allocation_is_rate_limited() {
     assert_eq!(lab.create("c", json!({ "er": er, "ect": "multicast" })).code, Code::CREATED);
     // Unicast entities allocate nothing and are never limited.
     assert_eq!(lab.create("u", json!({ "er": er })).code, Code::CREATED);
+}
+
+/// K5 of corral-dst (seed 2184): an update's removed member whose leave times out is a stray of the new
+/// entity, and the reconciliation its commit schedules asks it to leave again.
+#[test]
+fn an_updates_removed_member_that_missed_its_leave_is_reconciled() {
+    let mut lab = lab_with(LabConfig { devices: 3, ..LabConfig::default() });
+    let r = lab.create("a", json!({ "er": lab.uris(0..3, "a/light"), "ect": "multicast" }));
+    assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
+    let g = mcst_group(&r);
+    // Whatever the creation scheduled has run.
+    lab.net.run_for(Duration::from_secs(310));
+    // Device 2 is unreachable while the update removes it: its leave times out.
+    let d2 = dev_addr(2, false);
+    lab.net.set_drop(move |r| r.to == d2);
+    let r = lab.send_json(Code::POST, "em/a/profile", json!({ "er": lab.uris(0..2, "a/light") }));
+    assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
+    lab.net.clear_drop();
+    assert_eq!(lab.mc(2).groups(), &[g], "the leave never arrived");
+    assert_eq!(lab.store().load().unwrap().journal, vec![(g, d2)]);
+    // The reconciliation the commit scheduled asks device 2 again.
+    lab.net.run_for(Duration::from_secs(310));
+    assert!(lab.mc(2).groups().is_empty(), "the stray member left");
+    assert_eq!(lab.mc(0).groups(), &[g], "the entity's members stay");
+    assert!(lab.store().load().unwrap().journal.is_empty());
+}
+
+/// A store that fails (without applying them) the operations `fails` picks, and applies the others at
+/// once.
+struct Failing<F> {
+    store: std::sync::Arc<std::sync::Mutex<Box<dyn corral_group::Store>>>,
+    fails: F,
+    done: Vec<(EffectId, StoreDone)>,
+}
+
+impl<F: FnMut(&[Write]) -> bool + Send + 'static> EffectRunner for Failing<F> {
+    fn start(&mut self, _now: Instant, id: EffectId, op: EffectOp) {
+        let Ok(op) = op.downcast::<StoreOp>() else { panic!("a store operation") };
+        let done = if (self.fails)(&op.0) {
+            StoreDone(Err(StoreError::Io("the disk is gone".into())))
+        } else {
+            run_op(&mut **self.store.lock().unwrap(), op)
+        };
+        self.done.push((id, done));
+    }
+
+    fn poll_done(&mut self, _now: Instant) -> Option<(EffectId, EffectDone)> {
+        (!self.done.is_empty()).then(|| {
+            let (id, done) = self.done.remove(0);
+            (id, Box::new(done) as EffectDone)
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        (!self.done.is_empty()).then_some(Instant::ZERO)
+    }
+}
+
+fn failing(lab: &mut Lab, fails: impl FnMut(&[Write]) -> bool + Send + 'static) {
+    let runner = Failing { store: lab.store.clone(), fails, done: Vec::new() };
+    lab.net.node(lab.gw).set_effect_runner(Box::new(runner));
+}
+
+/// K1 of corral-dst (seed 72): a committed join's journal entries whose removal failed (or was lost to a
+/// crash) are removed again by the reconciliation, so that they do not keep the group out of the pool.
+#[test]
+fn a_committed_joins_journal_entries_whose_removal_failed_are_removed_again() {
+    let mut lab = lab_with(LabConfig { devices: 2, ..LabConfig::default() });
+    let mut first = true;
+    failing(&mut lab, move |w| {
+        let fail = first && w.iter().any(|w| matches!(w, Write::JournalRemove(..)));
+        first &= !fail;
+        fail
+    });
+    let r = lab.create("a", json!({ "er": lab.uris(0..2, "a/light"), "ect": "multicast" }));
+    assert_eq!(r.code, Code::CREATED, "{}", r.payload_text());
+    let g = mcst_group(&r);
+    lab.net.run_for(Duration::from_secs(1));
+    assert_eq!(lab.store().load().unwrap().journal.len(), 2, "the removal failed");
+    lab.net.run_for(Duration::from_secs(300));
+    assert!(lab.store().load().unwrap().journal.is_empty(), "removed again");
+    assert!((0..2).all(|i| lab.mc(i).groups() == [g]), "the members stay in the group");
+}
+
+/// K4 of corral-dst (seed 86): a change of an entity waits for the reconciliation of its group, so that a
+/// member it asks to join is not met by a stray leave still on its way to the same member.
+#[test]
+fn a_change_waits_for_the_reconciliation_of_its_entitys_group() {
+    let mut lab = lab_with(LabConfig { devices: 3, ..LabConfig::default() });
+    let r = lab.create("a", json!({ "er": lab.uris(0..3, "a/light"), "ect": "multicast" }));
+    let g = mcst_group(&r);
+    lab.net.run_for(Duration::from_secs(310));
+    // Device 2 misses its leave when an update removes it: a stray.
+    let d2 = dev_addr(2, false);
+    lab.net.set_drop(move |r| r.to == d2);
+    let r = lab.send_json(Code::POST, "em/a/profile", json!({ "er": lab.uris(0..2, "a/light") }));
+    assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
+    // The reconciliation asks it to leave; the leave is lost and retransmitted.
+    let leave = |m: &corral_proto::wire::Message| m.options.get_all(OptionNumber::URI_QUERY).any(|q| q == b"act=del");
+    lab.net.set_drop(move |r| r.to == d2 && r.message().is_some_and(|m| leave(&m)));
+    lab.net.run_for(Duration::from_secs(301));
+    // Adding device 2 back meanwhile would race that leave: the change is refused until it ends.
+    let r = lab.send_json(Code::POST, "em/a/profile", json!({ "er": lab.uris(0..3, "a/light") }));
+    assert_eq!(r.code, Code::CONFLICT, "{}", r.payload_text());
+    lab.net.clear_drop();
+    lab.net.run_for(Duration::from_secs(100));
+    assert!(lab.mc(2).groups().is_empty(), "the stray left");
+    let r = lab.send_json(Code::POST, "em/a/profile", json!({ "er": lab.uris(0..3, "a/light") }));
+    assert_eq!(r.code, Code::CHANGED, "{}", r.payload_text());
+    lab.net.run_for(Duration::from_secs(400));
+    assert_eq!(lab.em().entity("a").unwrap().joined, vec![true; 3]);
+    assert_eq!(lab.mc(2).groups(), &[g], "recorded as joined, and in the group");
 }

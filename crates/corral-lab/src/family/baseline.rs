@@ -7,7 +7,9 @@
 //! - `coapblip`: the same endpoints with the server on CoapBlip's profile, the implementation the paper
 //!   measures TinyCoAP against (see "Server profiles");
 //! - `http-tcp`, `http-persistent`, `http-udp`: the HTTP/1.1 baselines of `corral_sim::http` over the
-//!   simulated TCP (smoltcp) or over UDP. Lab baselines, not corral features.
+//!   simulated TCP (smoltcp) or over UDP. Lab baselines, not corral features;
+//! - `coap-aa`: `coap` again on a second sequence of draws ([`aa_seed`]), the A/A baseline whose spread
+//!   against `coap` is the noise the findings compare solutions beside.
 //!
 //! Loss, for `snr_db` (none at 0), two procedures:
 //! - `loss_model = "message"`, the paper's (§6.5): "Should the random number be less than or equal to the
@@ -64,7 +66,7 @@
 use crate::error::{RunError, ScenarioError};
 use crate::harness::{query_row, totals, Exchange, Network, PointRun, Trace};
 use crate::record::{BaselineFacts, Facts, LinkRow, NodeRole, NodeRow, PointResult, PointRow, QueryRow};
-use crate::scenario::{BaselineSpec, Common};
+use crate::scenario::{BaselineSpec, Common, AA_TWIN};
 use corral_proto::wire::Code;
 use corral_proto::{Context, Duration, Endpoint, IncomingRequest, Instant, Node, Response, SendParams, Service};
 use corral_sim::http::{HttpClient, HttpServer, HttpTransport, HTTP_PORT};
@@ -89,6 +91,7 @@ type Tx = (Instant, Option<Instant>, usize);
 /// Runs one point. The simulator always keeps its records: energy is computed from them. Of the common
 /// setup it models the CPU.
 pub fn run(c: &Common, b: &BaselineSpec, index: usize, seed: u64) -> Result<PointRun, RunError> {
+    let seed = if b.solution == AA_TWIN { aa_seed(seed) } else { seed };
     let topo = Topology::star(1);
     let mut cfg = SimConfig::new(seed);
     cfg.record = true;
@@ -122,7 +125,7 @@ pub fn run(c: &Common, b: &BaselineSpec, index: usize, seed: u64) -> Result<Poin
     }
     let limit = Instant::ZERO + Duration::from_secs(b.limit_s);
     let interval = (b.rate > 0.0).then(|| Duration::from_micros((1e6 / b.rate).round() as u64));
-    let txs: Vec<Tx> = if matches!(b.solution.as_str(), "coap" | "coapblip") {
+    let txs: Vec<Tx> = if matches!(b.solution.as_str(), "coap" | "coapblip" | AA_TWIN) {
         let blip = b.solution == "coapblip";
         let mut sc = sim.endpoint_config(server);
         sc.params.ack_timeout = Duration::from_millis(b.ack_timeout_ms);
@@ -182,6 +185,16 @@ pub fn run(c: &Common, b: &BaselineSpec, index: usize, seed: u64) -> Result<Poin
     };
     let facts = facts(&sim, server, &txs);
     Ok(point(sim, index, seed, &txs, facts))
+}
+
+/// The A/A twin's seed: its point's (the one `coap` draws from in the same replicate, common random
+/// numbers) mixed with a constant, so that the twin meets a second sequence of draws. Deterministic: the
+/// run stays byte-identical from its seed.
+pub fn aa_seed(seed: u64) -> u64 {
+    let mut z = seed ^ 0x4141_5f74_7769_6e00; // "AA_twin"
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// A server profile's resource when the body asked for exceeds what the profile can build: 5.00 with a

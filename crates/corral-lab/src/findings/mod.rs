@@ -188,9 +188,34 @@ pub enum Tolerance {
 }
 
 impl Tolerance {
+    #[cfg(test)]
     fn holds(self, corral: f64, paper: Option<f64>) -> bool {
+        self.holds_beyond(corral, paper, None)
+    }
+
+    /// Whether corral's number is within the tolerance once the A/A `noise` is allowed for: a tolerance
+    /// that claims a direction (its bound on the far side of a tie: `Above(1.0)` of a ratio, `Below(0.0)` of
+    /// a difference, `AtMost(0.9)` of a ratio) must be met by more than the noise — the bound moves away
+    /// from the tie by the noise. A bound on the near side (`AtMost(1.25)`: "close to") is left as it is.
+    fn holds_beyond(self, corral: f64, paper: Option<f64>, noise: Option<Noise>) -> bool {
         if !corral.is_finite() {
             return false;
+        }
+        if let Some(noise) = noise {
+            let tie = noise.tie();
+            let (far, moved) = match self {
+                Tolerance::Above(x) | Tolerance::AtLeast(x) => (x >= tie, noise.up(x)),
+                Tolerance::Below(x) | Tolerance::AtMost(x) => (x <= tie, noise.down(x)),
+                _ => (false, 0.0),
+            };
+            if far {
+                return match self {
+                    Tolerance::Above(_) => corral > moved,
+                    Tolerance::AtLeast(_) => corral >= moved,
+                    Tolerance::Below(_) => corral < moved,
+                    _ => corral <= moved,
+                };
+            }
         }
         match (self, paper) {
             (Tolerance::AtLeast(x), _) => corral >= x,
@@ -256,6 +281,63 @@ pub struct Variant {
     pub findings: Vec<Finding>,
 }
 
+/// The noise a comparison of two solutions sits in, from an A/A baseline: the same profile run twice in
+/// the same run, on two sequences of random draws, and compared as the check compares the solutions. Under
+/// common random numbers two *identical* profiles on one sequence agree exactly, which says nothing; two
+/// different solutions meet the same draws only until their first different message (each datagram takes
+/// the next draws), so what separates them beyond their difference is what separates one profile on two
+/// sequences. A claim that one is higher or lower must exceed it ([`Tolerance::holds_beyond`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Noise {
+    /// Of a ratio: the A/A pair's larger over its smaller (≥ 1; infinite when one side measured nothing).
+    Factor(f64),
+    /// Of a difference: the A/A pair's absolute difference, in the measure's unit.
+    Difference(f64),
+}
+
+impl Noise {
+    /// The A/A factor of two measurements of one profile: `max(a/b, b/a)`; infinite when either is not a
+    /// positive finite number (a profile that measured nothing on one sequence bounds no comparison).
+    pub fn factor(a: f64, b: f64) -> Noise {
+        let f = if a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite() { (a / b).max(b / a) } else { f64::INFINITY };
+        Noise::Factor(f)
+    }
+
+    /// The A/A difference of two measurements of one profile; infinite when either is not finite.
+    pub fn difference(a: f64, b: f64) -> Noise {
+        let d = (a - b).abs();
+        Noise::Difference(if d.is_finite() { d } else { f64::INFINITY })
+    }
+
+    fn value(self) -> f64 {
+        match self {
+            Noise::Factor(x) | Noise::Difference(x) => x,
+        }
+    }
+
+    /// The value of a tie in the measure this noise goes with: 1 for a ratio, 0 for a difference.
+    fn tie(self) -> f64 {
+        match self {
+            Noise::Factor(_) => 1.0,
+            Noise::Difference(_) => 0.0,
+        }
+    }
+
+    fn up(self, x: f64) -> f64 {
+        match self {
+            Noise::Factor(f) => x * f,
+            Noise::Difference(d) => x + d,
+        }
+    }
+
+    fn down(self, x: f64) -> f64 {
+        match self {
+            Noise::Factor(f) => x / f,
+            Noise::Difference(d) => x - d,
+        }
+    }
+}
+
 /// One number a check compares.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Measure {
@@ -264,6 +346,8 @@ pub struct Measure {
     pub paper: Option<f64>,
     pub unit: &'static str,
     pub tolerance: Tolerance,
+    /// The A/A noise beside a comparison of solutions, when the run measured one ([`Noise`]).
+    pub noise: Option<Noise>,
 }
 
 impl Measure {
@@ -274,11 +358,38 @@ impl Measure {
         unit: &'static str,
         tol: Tolerance,
     ) -> Measure {
-        Measure { what: what.into(), corral, paper, unit, tolerance: tol }
+        Measure { what: what.into(), corral, paper, unit, tolerance: tol, noise: None }
+    }
+
+    /// The same measure beside the A/A noise of its comparison: a directional claim must exceed it.
+    pub fn beyond(self, noise: Option<Noise>) -> Measure {
+        Measure { noise, ..self }
     }
 
     pub fn holds(&self) -> bool {
-        self.tolerance.holds(self.corral, self.paper)
+        self.tolerance.holds_beyond(self.corral, self.paper, self.noise)
+    }
+}
+
+/// The A/A noise of a measure over the replicates: its kind, mean and range.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NoiseSpread {
+    pub ratio: bool,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl fmt::Display for NoiseSpread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A factor reads "×1.12" (the pair differs by up to that factor), a difference "±3".
+        let sign = if self.ratio { "×" } else { "±" };
+        let mean = if self.mean.is_finite() { short(self.mean) } else { non_finite(self.mean).into() };
+        write!(f, "A/A noise {sign}{mean}")?;
+        if self.min != self.max && self.min.is_finite() && self.max.is_finite() {
+            write!(f, " ({}–{})", short(self.min), short(self.max))?;
+        }
+        Ok(())
     }
 }
 
@@ -295,6 +406,8 @@ pub struct Spread {
     /// Replicates in which it held, of how many.
     pub held: usize,
     pub of: usize,
+    /// The A/A noise beside it, when the run measured one.
+    pub noise: Option<NoiseSpread>,
 }
 
 impl Spread {
@@ -332,7 +445,13 @@ impl fmt::Display for Spread {
         if let Some(p) = self.paper {
             write!(f, ", paper {}, {}", number(p, self.unit), self.distance())?;
         }
+        if let Some(n) = self.noise {
+            write!(f, ", {n}")?;
+        }
         write!(f, "; tolerance {}", self.tolerance.describe(self.unit))?;
+        if self.noise.is_some() {
+            f.write_str(" beyond the A/A noise")?;
+        }
         if self.of > 1 {
             write!(f, ", held {}/{}", self.held, self.of)
         } else {
@@ -447,6 +566,7 @@ fn combine(spec: &FindingSpec, title: &str, per_rep: Vec<Result<Vec<Measure>, St
                         max: f64::NEG_INFINITY,
                         held: 0,
                         of: 0,
+                        noise: None,
                     });
                     measures.last_mut().expect("just pushed")
                 }
@@ -456,10 +576,25 @@ fn combine(spec: &FindingSpec, title: &str, per_rep: Vec<Result<Vec<Measure>, St
             sp.max = sp.max.max(m.corral);
             sp.held += usize::from(m.holds());
             sp.of += 1;
+            if let Some(n) = m.noise {
+                let x = n.value();
+                let ns = sp.noise.get_or_insert(NoiseSpread {
+                    ratio: matches!(n, Noise::Factor(_)),
+                    mean: 0.0,
+                    min: f64::INFINITY,
+                    max: f64::NEG_INFINITY,
+                });
+                ns.mean += x;
+                ns.min = ns.min.min(x);
+                ns.max = ns.max.max(x);
+            }
         }
     }
     for sp in &mut measures {
         sp.mean /= sp.of.max(1) as f64;
+        if let Some(ns) = &mut sp.noise {
+            ns.mean /= sp.of.max(1) as f64;
+        }
     }
     let arithmetic = arithmetic(&spec.check);
     let kind = if replicates == 0 {
@@ -867,6 +1002,7 @@ mod tests {
             max: f64::INFINITY,
             held: 0,
             of: 1,
+            noise: None,
         };
         let text = sp.to_string();
         assert!(text.contains("corral infinite") && !text.contains('–'), "{text}");

@@ -55,6 +55,7 @@ fn paper_name(axis: &str, v: &str) -> String {
         ("solution", "http-tcp") => "HTTP/TCP",
         ("solution", "http-persistent") => "HTTP persistent",
         ("solution", "http-udp") => "HTTP/UDP",
+        ("solution", "coap-aa") => "TinyCoAP, A/A twin",
         ("scheme", "sc") => "CoAP-SC",
         ("scheme", "udp") => "CoAP over UDP",
         ("scheme", "tcp") => "CoAP over TCP",

@@ -317,6 +317,28 @@ fn finite(x: f64) -> serde_json::Value {
     }
 }
 
+/// One measure of a finding; its A/A noise only where the run measured one (a comparison of solutions).
+fn measure_json(m: &findings::Spread) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "what": m.what,
+        "corral": finite(m.mean),
+        "corral_min": finite(m.min),
+        "corral_max": finite(m.max),
+        "paper": m.paper.map(finite),
+        "unit": m.unit,
+        "distance": m.distance(),
+        "held": m.held,
+        "of": m.of,
+    });
+    if let (Some(n), Some(o)) = (m.noise, v.as_object_mut()) {
+        let kind = if n.ratio { "factor" } else { "difference" };
+        let noise =
+            serde_json::json!({ "kind": kind, "mean": finite(n.mean), "min": finite(n.min), "max": finite(n.max) });
+        o.insert("aa_noise".into(), noise);
+    }
+    v
+}
+
 fn finding_json(f: &Finding) -> serde_json::Value {
     serde_json::json!({
         "check": f.check,
@@ -328,17 +350,7 @@ fn finding_json(f: &Finding) -> serde_json::Value {
         "corral": f.corral(),
         "replicates": f.replicates,
         "held": f.held,
-        "measures": f.measures.iter().map(|m| serde_json::json!({
-            "what": m.what,
-            "corral": finite(m.mean),
-            "corral_min": finite(m.min),
-            "corral_max": finite(m.max),
-            "paper": m.paper.map(finite),
-            "unit": m.unit,
-            "distance": m.distance(),
-            "held": m.held,
-            "of": m.of,
-        })).collect::<Vec<_>>(),
+        "measures": f.measures.iter().map(measure_json).collect::<Vec<_>>(),
         "explain": if matches!(f.kind, Kind::Disagrees | Kind::Fitted) { f.explain.as_str() } else { "" },
         "reasons": f.reasons.iter().map(|r| serde_json::json!({
             "variant": r.variant,

@@ -9,8 +9,14 @@ use serde::{Deserialize, Serialize};
 
 /// The solutions (the `solution` axis; seed 002's word): CoAP (corral's endpoint; CON, or NON when `rate` >
 /// 0) on one of the paper's two server profiles — `coap` TinyCoAP's, `coapblip` CoapBlip's (see
-/// `crate::family::baseline`) — and the HTTP baselines of `corral_sim::http`.
-pub const SOLUTIONS: [&str; 5] = ["coap", "coapblip", "http-tcp", "http-persistent", "http-udp"];
+/// `crate::family::baseline`) — and the HTTP baselines of `corral_sim::http`; and [`AA_TWIN`].
+pub const SOLUTIONS: [&str; 6] = ["coap", "coapblip", "http-tcp", "http-persistent", "http-udp", AA_TWIN];
+
+/// The A/A twin: TinyCoAP's profile again, on a second sequence of random draws (its point's seed mixed
+/// with a constant, `crate::family::baseline::aa_seed`). Not a solution of the paper: its spread against
+/// `coap` in the same run is the noise every comparison of solutions is reported beside and must exceed
+/// (`crate::findings::Noise`).
+pub const AA_TWIN: &str = "coap-aa";
 
 /// How a CoAP server holds a request it received (seed 002 §4.3): `copied` (TinyCoAP: the PDU is copied
 /// into its pool and the UDP buffer freed at once) or `held` (CoapBlip: the PDU stays in its malloc'd
@@ -107,8 +113,8 @@ impl BaselineSpec {
         if !SOLUTIONS.contains(&self.solution.as_str()) {
             return err(format!("baseline.solution {:?}: one of {}", self.solution, SOLUTIONS.join(", ")));
         }
-        if self.rate > 0.0 && !matches!(self.solution.as_str(), "coap" | "coapblip" | "http-udp") {
-            return err("baseline.rate: an open loop needs coap, coapblip or http-udp (TCP paces itself)");
+        if self.rate > 0.0 && !matches!(self.solution.as_str(), "coap" | "coapblip" | AA_TWIN | "http-udp") {
+            return err("baseline.rate: an open loop needs coap, coapblip, coap-aa or http-udp (TCP paces itself)");
         }
         if !BUFFERS.contains(&self.coapblip_buffer.as_str()) {
             return err(format!("baseline.coapblip_buffer {:?}: one of {}", self.coapblip_buffer, BUFFERS.join(", ")));

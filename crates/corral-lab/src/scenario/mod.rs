@@ -39,7 +39,7 @@ mod stream;
 mod sweep;
 
 pub use crate::error::ScenarioError;
-pub use baseline::{BaselineSpec, SOLUTIONS};
+pub use baseline::{BaselineSpec, AA_TWIN, SOLUTIONS};
 pub use churn::{ChurnSetup, ChurnSpec, Vanish};
 pub use dtls::{DtlsSetup, DtlsSpec, Security};
 pub use emulated::EmulatedSpec;

@@ -18,6 +18,9 @@ pub enum ExitCode {
     /// coaps://: the DTLS handshake failed (unknown identity, keys that do not match, no shared suite, no
     /// answer to the handshake).
     Handshake = 8,
+    /// `corral gateway`/`corral rd --store postgres://…`: the store cannot be reached at start, or holds a
+    /// schema newer than this corral. The message names it by URL, without the password, and says why.
+    Store = 9,
     /// Ctrl-C or SIGTERM stopped the command after it kept what was done (a summary printed, an
     /// observation deregistered): 128 + SIGINT, as a shell reports a command Ctrl-C ended.
     Interrupted = 130,
@@ -37,7 +40,18 @@ impl From<corral_gateway::Error> for Failure {
     fn from(e: corral_gateway::Error) -> Failure {
         match e {
             corral_gateway::Error::Config(m) => Failure::usage(m),
+            corral_gateway::Error::Store(m) => Failure::new(ExitCode::Store, m),
             e => Failure::other(e.to_string()),
+        }
+    }
+}
+
+/// A credentials file (`--credentials`) that cannot be used: its content is a usage error.
+impl From<corral_oscore::credentials::CredentialsError> for Failure {
+    fn from(e: corral_oscore::credentials::CredentialsError) -> Failure {
+        match e.is_content() {
+            true => Failure::usage(e.to_string()),
+            false => Failure::other(e.to_string()),
         }
     }
 }

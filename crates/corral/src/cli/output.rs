@@ -131,6 +131,34 @@ pub fn response_head(r: &Response) -> String {
     s
 }
 
+/// Sends the request; on a terminal, a request still running after two seconds (a block-wise transfer over
+/// a slow network, a server that is slow to answer) shows one line of progress on stderr, which is cleared
+/// when the response arrives.
+pub async fn send_showing_progress(
+    req: corral_tokio::RequestBuilder,
+    v: crate::cli::Verbosity,
+) -> Result<(std::net::SocketAddr, corral_tokio::Response), corral_tokio::Error> {
+    if v.quiet || !std::io::stderr().is_terminal() {
+        return req.send_from().await;
+    }
+    let started = std::time::Instant::now();
+    let mut shown = false;
+    let result = req
+        .send_with_progress(Duration::from_millis(500), |p| {
+            if started.elapsed() >= Duration::from_secs(2) {
+                shown = true;
+                let mut err = std::io::stderr();
+                let _ = write!(err, "\r\x1b[2K{}", progress_line(started.elapsed(), p));
+                let _ = err.flush();
+            }
+        })
+        .await;
+    if shown {
+        eprint!("\r\x1b[2K");
+    }
+    result
+}
+
 /// One line of progress for a request that is taking a while: how far its block-wise transfer has come.
 pub fn progress_line(elapsed: std::time::Duration, p: Option<TransferProgress>) -> String {
     let secs = elapsed.as_secs();

@@ -99,7 +99,7 @@ fn parse_allow(s: &str) -> Result<(Role, Vec<Subject>), String> {
     let (role, prefixes) = s
         .split_once('=')
         .ok_or_else(|| format!("`{s}`: expected ROLE=PREFIX[,PREFIX…] or ROLE=psk:IDENTITY, e.g. read=10.0.0.0/8"))?;
-    let role: Role = role.trim().parse()?;
+    let role: Role = role.trim().parse().map_err(|e: corral_group::UnknownRole| e.to_string())?;
     let prefixes =
         prefixes.split(',').filter(|p| !p.trim().is_empty()).map(str::parse).collect::<Result<Vec<_>, _>>()?;
     if prefixes.is_empty() {

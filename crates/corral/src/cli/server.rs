@@ -92,3 +92,43 @@ impl From<RdPolicy> for corral_rd::Policy {
         }
     }
 }
+
+/// `--store` and `--store-password-file` of `corral gateway` and `corral rd`: where their state is kept.
+#[derive(clap::Args, Debug, Default)]
+pub struct StoreArgs {
+    /// Keep the state in a PostgreSQL database that several gateways (or directories) share, instead of
+    /// SQLite in --data: a URL (postgresql://USER@HOST:PORT/DB, or `postgres://` alone to take all from
+    /// PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD) or libpq's key=value pairs ('host=/run/postgresql
+    /// dbname=corral'). Unreachable, or a schema newer than this corral: exit status 9, naming the URL
+    /// without its password. No TLS to the database (use a Unix socket or a trusted network).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// With --store: read the database password from the first line of FILE, so that it is in no
+    /// command line nor environment.
+    #[arg(long, value_name = "FILE", requires = "store")]
+    pub store_password_file: Option<std::path::PathBuf>,
+}
+
+impl StoreArgs {
+    /// Where the program keeps its state: SQLite in its data directory unless --store names a database.
+    pub fn location(&self) -> Result<corral_gateway::StoreLocation, Failure> {
+        match &self.store {
+            None => Ok(corral_gateway::StoreLocation::Sqlite),
+            Some(url) if url.starts_with("sqlite") || url.starts_with('/') || url.starts_with('.') => {
+                Err(Failure::usage(format!(
+                    "--store takes a PostgreSQL connection string (postgresql://…); SQLite is the default, in --data \
+                     (`{url}`)"
+                )))
+            }
+            Some(url) => corral_gateway::PgTarget::new(url, self.store_password_file.as_deref())
+                .map(|t| corral_gateway::StoreLocation::Postgres(Box::new(t)))
+                .map_err(|e| {
+                    if e.starts_with("cannot read") || e.contains("is empty") {
+                        Failure::other(e)
+                    } else {
+                        Failure::usage(e)
+                    }
+                }),
+        }
+    }
+}

@@ -12,7 +12,7 @@ use corral_tokio::load::{self, ErrorAnswer, Shared, Template};
 use corral_tokio::uri::{Host, Scheme};
 use corral_tokio::{Code, Request, SendParams};
 use serde_json::json;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -279,18 +279,10 @@ async fn destination(
     proxy: Option<&(corral_tokio::Uri, u32)>,
     (uri, scope_id): (&corral_tokio::Uri, u32),
 ) -> Result<SocketAddr, Failure> {
-    let (send_to, send_scope) = match proxy {
-        Some((p, scope)) => (p, *scope),
-        None => (uri, scope_id),
-    };
-    Ok(match &send_to.host {
-        Host::Ip(IpAddr::V6(ip)) => SocketAddr::V6(std::net::SocketAddrV6::new(*ip, send_to.port, 0, send_scope)),
-        Host::Ip(ip) => SocketAddr::new(*ip, send_to.port),
-        Host::Name(name) => tokio::net::lookup_host((name.as_str(), send_to.port))
-            .await
-            .ok()
-            .and_then(|mut a| a.next())
-            .ok_or_else(|| Failure::other(format!("cannot resolve `{name}`")))?,
+    let (send_to, scope) = proxy.map_or((uri, scope_id), |(p, scope)| (p, *scope));
+    corral_tokio::uri::lookup(send_to, scope).await.ok_or_else(|| match &send_to.host {
+        Host::Name(name) => Failure::other(format!("cannot resolve `{name}`")),
+        Host::Ip(ip) => Failure::other(format!("cannot resolve `{ip}`")),
     })
 }
 

@@ -252,30 +252,6 @@ fn read_payload(args: &RequestArgs) -> Result<Option<Vec<u8>>, Failure> {
     Ok(Some(buf))
 }
 
-/// A request verb's busy polling (`--busy-poll`) when not given: measured with `scripts/bench-blockwise.sh`,
-/// 200 µs takes a lock-step block-wise transfer's next block on loopback without a wake-up. Never on a
-/// machine with one CPU, where the spinning client would hold up the very server it waits for. The CPUs
-/// online count, not this process's affinity: a client pinned to one core still has its peer elsewhere.
-fn default_busy_poll() -> u64 {
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .map(|s| {
-            s.trim()
-                .split(',')
-                .map(|r| match r.split_once('-') {
-                    Some((a, b)) => b.parse::<usize>().unwrap_or(0).saturating_sub(a.parse().unwrap_or(0)) + 1,
-                    None => 1,
-                })
-                .sum::<usize>()
-        })
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if online >= 2 {
-        200
-    } else {
-        0
-    }
-}
-
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -316,17 +292,9 @@ async fn client_for(
     }
     let port = local.port.unwrap_or(0);
     let cannot = |at: SocketAddr, e: std::io::Error| Failure::other(format!("cannot open a UDP socket on {at}: {e}"));
-    if let Some(ip) = local.addr {
-        let at = SocketAddr::new(ip, port);
-        return builder.bind(at).await.map_err(|e| cannot(at, e));
-    }
-    let v4_only = matches!(uri.host, Host::Ip(IpAddr::V4(_)));
-    let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
-    let first = if v4_only { v4 } else { SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), port) };
-    match builder.clone().bind(first).await {
-        Ok(c) => Ok(c),
-        Err(_) if !v4_only => builder.bind(v4).await.map_err(|e| cannot(v4, e)),
-        Err(e) => Err(cannot(first, e)),
+    match local.addr {
+        Some(ip) => builder.bind((ip, port)).await.map_err(|e| cannot(SocketAddr::new(ip, port), e)),
+        None => builder.bind_reaching(&uri.host, port).await.map_err(|(at, e)| cannot(at, e)),
     }
 }
 
@@ -396,7 +364,7 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
     let fail = |e| failed(e, &peer, args.timeout);
     let mut sink = output::Sink::new(args.output.as_deref(), args.newline);
     runtime()?.block_on(async {
-        let busy = Duration::from_micros(args.busy_poll.unwrap_or_else(default_busy_poll));
+        let busy = args.busy_poll.map_or_else(corral_tokio::socket::client_busy_poll, Duration::from_micros);
         let at = proxy.as_ref().unwrap_or(&uri);
         let client = client_for(at, timeout, (args.mcast_if, local), busy, credentials).await?;
         let mut req = client.request(method, &args.uri);
@@ -435,7 +403,7 @@ pub fn run(verb: Option<Code>, args: RequestArgs, v: Verbosity) -> Result<(), Fa
             .map_err(fail)?;
             return show_multicast(&collected, (sent, args.timeout), &args, v, &mut sink);
         }
-        let (from, response) = send_showing_progress(req, v).await.map_err(fail)?;
+        let (from, response) = output::send_showing_progress(req, v).await.map_err(fail)?;
         show((from, &response), &args, v, &mut sink, None)
     })
 }
@@ -531,35 +499,6 @@ fn with_options(
         req = req.block_size(size);
     }
     req
-}
-
-/// Sends the request; on a terminal, a request still running after two seconds (a block-wise transfer over
-/// a slow network, a server that is slow to answer) shows one line of progress on stderr, which is cleared
-/// when the response arrives.
-pub(crate) async fn send_showing_progress(
-    req: RequestBuilder,
-    v: Verbosity,
-) -> Result<(std::net::SocketAddr, corral_tokio::Response), corral_tokio::Error> {
-    use std::io::IsTerminal;
-    if v.quiet || !std::io::stderr().is_terminal() {
-        return req.send_from().await;
-    }
-    let started = std::time::Instant::now();
-    let mut shown = false;
-    let result = req
-        .send_with_progress(Duration::from_millis(500), |p| {
-            if started.elapsed() >= Duration::from_secs(2) {
-                shown = true;
-                let mut err = std::io::stderr();
-                let _ = write!(err, "\r\x1b[2K{}", crate::cli::output::progress_line(started.elapsed(), p));
-                let _ = err.flush();
-            }
-        })
-        .await;
-    if shown {
-        eprint!("\r\x1b[2K");
-    }
-    result
 }
 
 /// `-s DURATION`: the registration's response and each notification, until the time is up (then
@@ -741,24 +680,7 @@ fn show_group(
     v: Verbosity,
     sink: &mut output::Sink,
 ) -> Result<(), Failure> {
-    let mut own = None;
-    collected.responses.retain_mut(|r| {
-        match r.response.options.get(OptionNumber::REPLY_FROM).map(corral_tokio::corral_proto::wire::decode_reply_from)
-        {
-            Some(Ok((_, member))) => {
-                r.from = member;
-                true
-            }
-            Some(Err(e)) => {
-                tracing::warn!(proxy = %r.from, "answer with a bad Reply-From dropped: {e}");
-                false
-            }
-            None => {
-                own.get_or_insert_with(|| r.response.clone());
-                false
-            }
-        }
-    });
+    let own = collected.attribute_relayed();
     if collected.responses.is_empty() {
         if let Some(r) = own.filter(|r| r.code.is_error()) {
             return Err(Failure::from_response(r.code, &r.payload));
@@ -778,7 +700,7 @@ pub fn discover(args: DiscoverArgs, v: Verbosity) -> Result<(), Failure> {
     let peer = peer_of(&uri);
     let (from, r) = runtime()?.block_on(async {
         let client = client_for(&uri, timeout, (None, Local::default()), Duration::ZERO, (None, None)).await?;
-        send_showing_progress(client.get(&uri.to_string()), v).await.map_err(|e| failed(e, &peer, args.timeout))
+        output::send_showing_progress(client.get(&uri.to_string()), v).await.map_err(|e| failed(e, &peer, args.timeout))
     })?;
     if v.verbose > 0 {
         say!("{}\n  (from {from})", output::response_head(&r));

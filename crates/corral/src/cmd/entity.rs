@@ -15,7 +15,7 @@
 //! | `delete NAME` | `DELETE /em/NAME` |
 //! | `bench NAME` | `GET /em/NAME` against the same GETs sent to the members directly |
 
-use crate::client_cmd::Verbosity;
+use crate::cli::Verbosity;
 use crate::exit::Failure;
 use clap::{Args, Subcommand};
 use corral_group::entity_api::{self, EntityRequest, EntityRow, ListError};
@@ -344,14 +344,11 @@ impl Gateway {
             )));
         }
         let base = args.gateway.trim_end_matches('/').to_string();
-        let v4 = matches!(uri.host, corral_tokio::uri::Host::Ip(std::net::IpAddr::V4(_)));
-        let builder = Client::builder().timeout(Duration::from_secs_f64(args.wait));
-        let client = match builder.clone().bind(if v4 { "0.0.0.0:0" } else { "[::]:0" }).await {
-            Ok(c) => Ok(c),
-            Err(_) if !v4 => builder.bind("0.0.0.0:0").await,
-            Err(e) => Err(e),
-        }
-        .map_err(|e| Failure::other(format!("cannot open a UDP socket: {e}")))?;
+        let client = Client::builder()
+            .timeout(Duration::from_secs_f64(args.wait))
+            .bind_reaching(&uri.host, 0)
+            .await
+            .map_err(|(_, e)| Failure::other(format!("cannot open a UDP socket: {e}")))?;
         Ok(Gateway { base, client, wait: args.wait, v })
     }
 
@@ -382,7 +379,7 @@ impl Gateway {
     /// Sends a request; on a terminal, one still running after two seconds (a multicast entity's window,
     /// a paced fan-out, a creation waiting for its members) shows a line of progress, as the client verbs do.
     async fn send(&self, req: corral_tokio::RequestBuilder) -> Result<Response, Failure> {
-        crate::client_cmd::send_showing_progress(req, self.v)
+        crate::cli::output::send_showing_progress(req, self.v)
             .await
             .map(|(_, r)| r)
             .map_err(|e| Failure::from_client(e, self.wait))

@@ -37,6 +37,14 @@ or kill -9 loses nothing. Default DIR: $XDG_DATA_HOME/corral/gateway, i.e. \
 ~/.local/share/corral/gateway, or …/corral/testbed with --testbed, so that the demo building never \
 mixes with a real one. One gateway per DIR: a second one exits naming the first's PID.
 
+Several gateways, one truth (--store postgresql://…): the entities, groups, journal and counters (and \
+with --rd, the registrations) live in a PostgreSQL database instead, which any number of gateways \
+share; --data is then unused. The schema is made or migrated at start. A database that cannot be \
+reached at start, or whose schema is newer than this corral, ends the gateway with exit status 9 and \
+the URL (without its password) and the reason. E.g.
+  corral gateway --store 'postgresql://corral@db.example/corral' --store-password-file /run/secrets/pg
+  PGHOST=/var/run/postgresql PGDATABASE=corral corral gateway --store postgres://
+
 Testbed: devices are volatile (a restart starts them with an empty /mc); the gateway re-joins them \
 to the groups of its stored multicast entities when it starts. They accept /mc changes from this \
 machine only.
@@ -157,6 +165,8 @@ pub struct GatewayArgs {
     #[arg(long, value_enum, value_name = "POLICY", default_value_t, requires = "rd")]
     pub rd_policy: crate::cli::server::RdPolicy,
     #[command(flatten)]
+    pub store: crate::cli::server::StoreArgs,
+    #[command(flatten)]
     pub policy: crate::cli::policy::PolicyArgs,
     #[command(flatten)]
     pub http: crate::http::HttpArgs,
@@ -213,7 +223,7 @@ pub fn run(args: GatewayArgs, v: Verbosity) -> Result<(), Failure> {
                 let side = crate::http::GatewaySide {
                     coap: gateway.contact(),
                     members: gateway.members().clone(),
-                    store: gateway.database().to_path_buf(),
+                    store: PathBuf::from(gateway.store()),
                     coaps_peers,
                 };
                 let w = w.gateway(side);
@@ -278,6 +288,7 @@ fn config(args: &GatewayArgs, bind: SocketAddr, policy: &crate::cli::policy::Pol
         verified_nets: args.verified.verified_nets(),
         rd: args.rd.then(|| args.rd_policy.into()),
         oscore,
+        store: args.store.location()?,
         ..GatewayConfig::new(bind, data)
     })
 }
@@ -320,13 +331,13 @@ fn summary(
         "gateway": gateway.local_addr().to_string(),
         "workers": args.workers,
         "uri": gateway.uri(),
-        "data": gateway.database().display().to_string(),
+        "data": gateway.store(),
         "entities": gateway.entities(),
         "devices": gateway.devices().iter().map(|a| a.to_string()).collect::<Vec<_>>(),
         "mcast_port": args.mcast_port,
         "rejoined": gateway.rejoined().0,
         "http": http.map(|a| a.to_string()),
-        "rd": args.rd.then(|| gateway.database().with_file_name("rd.db").display().to_string()),
+        "rd": args.rd.then(|| rd_store(args, gateway)),
     })
 }
 
@@ -339,7 +350,7 @@ fn banner(args: &GatewayArgs, gateway: &Gateway, http: Option<SocketAddr>) {
     };
     let shards = if args.workers > 1 { format!(", {} workers", args.workers) } else { String::new() };
     out!("corral gateway: listening on {local}{families}{shards}");
-    out!("  entities: {} in {}", gateway.entities().len(), gateway.database().display());
+    out!("  entities: {} in {}", gateway.entities().len(), gateway.store());
     let devices = gateway.devices();
     if !devices.is_empty() {
         out!("  testbed: {} virtual device(s) on {}", devices.len(), describe_range(devices));
@@ -352,13 +363,20 @@ fn banner(args: &GatewayArgs, gateway: &Gateway, http: Option<SocketAddr>) {
         out!("  http: http://{a}/ (/metrics, /healthz, /readyz, /api, /hc/coap://…)");
     }
     if args.rd {
-        let db = gateway.database().with_file_name("rd.db");
-        out!("  resource directory: /rd, /rd-lookup/res (registrations in {})", db.display());
+        out!("  resource directory: /rd, /rd-lookup/res (registrations in {})", rd_store(args, gateway));
     }
     if args.dtls.dtls {
         out!("  coaps: DTLS 1.2 PSK on the same port ({})", gateway.uri().replacen("coap", "coaps", 1));
     }
     try_these(gateway);
+}
+
+/// Where the directory beside the gateway (`--rd`) keeps its registrations.
+fn rd_store(args: &GatewayArgs, gateway: &Gateway) -> String {
+    match args.store.store {
+        Some(_) => gateway.store().to_string(),
+        None => gateway.database().with_file_name("rd.db").display().to_string(),
+    }
 }
 
 /// The commands to try on a gateway just started.

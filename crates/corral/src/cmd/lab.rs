@@ -1,12 +1,14 @@
 //! `corral lab`: list, show, run and merge the experiments of corral-lab (scenario files → simulated
 //! network with the real Entity Manager → CSV, HTML with SVG figures, a text summary).
 //!
-//! Only the progress display reads the wall clock (for the ETA); the results never depend on it, on
-//! `--jobs` or on `--shard`.
+//! Flags, the progress line, Ctrl-C and the printed summary; what a run or a merge decides is
+//! `corral_lab::job`'s. Only the progress display reads the wall clock (for the ETA); the results never
+//! depend on it, on `--jobs` or on `--shard`.
 
 use crate::cli::exit::Failure;
-use corral_lab::scenario::{builtin, Scenario, BUILTINS};
-use corral_lab::sweep::{self, RunOptions};
+use corral_lab::job::{self, JobError};
+use corral_lab::scenario::builtin;
+use corral_lab::sweep::RunOptions;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -103,24 +105,13 @@ struct RunArgs {
     json: bool,
 }
 
-/// Reads a scenario: a built-in name, or a file.
-fn load(spec: &str) -> Result<(Scenario, String), Failure> {
-    let text = match builtin(spec) {
-        Some(t) => t.to_string(),
-        None => {
-            let path = Path::new(spec);
-            if !path.exists() {
-                let names: Vec<&str> = BUILTINS.iter().map(|b| b.name).collect();
-                return Err(Failure::usage(format!(
-                    "{spec}: no such built-in scenario or file (built-in: {})",
-                    names.join(", ")
-                )));
-            }
-            std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("{spec}: {e}")))?
-        }
-    };
-    let s = sweep::load(&text).map_err(|e| Failure::usage(format!("{spec}: {e}")))?;
-    Ok((s, text))
+/// A job's error as the CLI's failure: a mistake in what was asked is a usage error.
+fn failure(e: JobError) -> Failure {
+    if e.is_usage() {
+        Failure::usage(e.to_string())
+    } else {
+        Failure::other(e.to_string())
+    }
 }
 
 /// The progress of one phase of a run (its points, then its sensitivity variants' points: each phase
@@ -168,8 +159,29 @@ impl Progress {
     }
 }
 
-fn default_jobs() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// A run's progress, phase by phase: the base points, then the sensitivity variants' (announced with
+/// how many wrong models, and whether this shard runs only its share).
+struct Phases {
+    name: String,
+    quiet: bool,
+    shard: bool,
+    current: std::sync::Mutex<Progress>,
+}
+
+impl job::Watch for Phases {
+    fn progress(&self, done: usize, total: usize) {
+        self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner).report(done, total);
+    }
+
+    fn variants(&self, variants: usize) {
+        if !self.quiet && !self.shard {
+            say!("sensitivity: rerunning the findings with {variants} wrong model(s)");
+        } else if !self.quiet {
+            say!("sensitivity: this shard's share of the points of {variants} wrong model(s)");
+        }
+        *self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Progress::new(format!("{} sensitivity", self.name), self.quiet);
+    }
 }
 
 pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
@@ -183,23 +195,21 @@ pub fn run(args: LabArgs, quiet: bool) -> Result<(), Failure> {
 
 /// `lab list`: the built-in scenarios.
 fn list(json: bool) -> Result<(), Failure> {
-    let mut rows = Vec::new();
-    for b in BUILTINS {
-        let s = sweep::load(b.text).map_err(|e| Failure::other(format!("built-in {}: {e}", b.name)))?;
-        rows.push((b.name, s.reference.clone(), s.title.clone(), s.points(false).len()));
-    }
+    let rows = job::catalogue().map_err(|e| Failure::other(e.to_string()))?;
     if json {
         let all: Vec<serde_json::Value> = rows
             .iter()
-            .map(|(n, r, t, p)| serde_json::json!({"name": n, "reference": r, "title": t, "points": p}))
+            .map(
+                |l| serde_json::json!({"name": l.name, "reference": l.reference, "title": l.title, "points": l.points}),
+            )
             .collect();
         out!("{}", serde_json::Value::Array(all));
         return Ok(());
     }
-    let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(4);
+    let w = rows.iter().map(|l| l.name.len()).max().unwrap_or(4);
     out!("{:<w$}  {:>6}  title — reproduces", "name", "points");
-    for (name, reference, title, points) in rows {
-        out!("{name:<w$}  {points:>6}  {title} — {reference}");
+    for l in rows {
+        out!("{:<w$}  {:>6}  {} — {}", l.name, l.points, l.title, l.reference);
     }
     Ok(())
 }
@@ -217,46 +227,26 @@ fn show(name: &str) -> Result<(), Failure> {
 
 /// `lab run`: one scenario (or one shard of its sweep), its report and findings.
 fn run_scenario(a: RunArgs, quiet: bool) -> Result<(), Failure> {
-    let (s, text) = load(&a.scenario)?;
-    let shard = match a.shard.as_deref() {
-        Some(given) => Some(sweep::parse_shard(given).map_err(|e| Failure::usage(e.to_string()))?),
-        None => {
-            let env = |k: &str| std::env::var(k).ok();
-            let picked = sweep::shard_from_env(&env, a.shard_count).map_err(|e| Failure::usage(e.to_string()))?;
-            if let Some(p) = &picked {
-                // Said even with -q: a run that covers part of a sweep must never look like the whole.
-                say!("shard {}/{}: from {}", p.shard.0, p.shard.1, p.from);
-            }
-            picked.map(|p| p.shard)
-        }
-    };
-    let jobs = a.jobs.unwrap_or_else(default_jobs).max(1);
+    let (s, text) = job::resolve(&a.scenario).map_err(failure)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let picked = job::choose_shard(a.shard.as_deref(), &env, a.shard_count).map_err(failure)?;
+    if let (None, Some(p)) = (&a.shard, &picked) {
+        // Said even with -q: a run that covers part of a sweep must never look like the whole.
+        say!("shard {}/{}: from {}", p.shard.0, p.shard.1, p.from);
+    }
+    let shard = picked.map(|p| p.shard);
+    let jobs = a.jobs.unwrap_or_else(job::default_jobs).max(1);
     let opts = RunOptions { seed: a.seed, quick: a.quick, shard, jobs };
-    let out = a.out.unwrap_or_else(|| {
-        let mut name = s.name.clone();
-        if a.quick {
-            name.push_str("-quick");
-        }
-        if let Some((i, n)) = shard {
-            name.push_str(&format!("-shard-{i}-of-{n}"));
-        }
-        PathBuf::from("lab-out").join(name)
-    });
+    let out = a.out.unwrap_or_else(|| job::default_out(&s.name, &opts));
     let start = Instant::now();
     let stop = stop_on_signal();
-    let progress = Progress::new(s.name.clone(), quiet);
-    let mut data = sweep::run_until(&s, &text, &opts, &|d, t| progress.report(d, t), &stop)
-        .map_err(|e| Failure::other(e.to_string()))?;
-    if !s.sensitivity.is_empty() && !data.interrupted {
-        if !quiet && shard.is_none() {
-            say!("sensitivity: rerunning the findings with {} wrong model(s)", s.sensitivity.len());
-        } else if !quiet {
-            say!("sensitivity: this shard's share of the points of {} wrong model(s)", s.sensitivity.len());
-        }
-        let progress = Progress::new(format!("{} sensitivity", s.name), quiet);
-        sweep::run_sensitivity_until(&mut data, &opts, &|d, t| progress.report(d, t), &stop)
-            .map_err(|e| Failure::other(e.to_string()))?;
-    }
+    let phases = Phases {
+        name: s.name.clone(),
+        quiet,
+        shard: shard.is_some(),
+        current: std::sync::Mutex::new(Progress::new(s.name.clone(), quiet)),
+    };
+    let data = job::run(&s, &text, &opts, &phases, &stop).map_err(failure)?;
     let found = corral_lab::report::write_report(&out, &data).map_err(|e| Failure::other(e.to_string()))?;
     print_summary(&data, &found, a.json, quiet);
     let index = out.join("index.html");
@@ -275,25 +265,7 @@ fn run_scenario(a: RunArgs, quiet: bool) -> Result<(), Failure> {
 /// `lab merge`: the shards of one sweep as one report.
 fn merge(dirs: &[PathBuf], out: Option<PathBuf>, json: bool, partial: bool, quiet: bool) -> Result<(), Failure> {
     let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
-    let mut data = sweep::merge(&refs).map_err(|e| Failure::other(e.to_string()))?;
-    let missing = data.points.len() - data.results.len();
-    if missing > 0 && !partial {
-        return Err(Failure::other(format!(
-            "the shards cover {} of {} points ({missing} missing: a shard lost or not given?); nothing written (--partial writes a report marked PARTIAL, without findings)",
-            data.results.len(),
-            data.points.len()
-        )));
-    }
-    if !data.scenario.sensitivity.is_empty() && missing == 0 {
-        // The wrong models' points ran in the shards too: their findings are joined here, nothing runs.
-        sweep::merge_sensitivity(&mut data, &refs).map_err(|e| Failure::other(e.to_string()))?;
-        let lost = data.variant_points_missing;
-        if lost > 0 && !partial {
-            return Err(Failure::other(format!(
-                "the shards miss {lost} point(s) of the sensitivity variants (a shard lost, interrupted, or written by an older corral?); nothing written (--partial writes a report marked PARTIAL, without those variants)"
-            )));
-        }
-    }
+    let data = job::merge(&refs, partial).map_err(|e| Failure::other(e.to_string()))?;
     let out = out.unwrap_or_else(|| PathBuf::from("lab-out").join(&data.scenario.name));
     let found = corral_lab::report::write_report(&out, &data).map_err(|e| Failure::other(e.to_string()))?;
     print_summary(&data, &found, json, quiet);

@@ -1,5 +1,5 @@
 //! `corral rd`: a Resource Directory (RFC 9176, corral-rd) on a UDP socket, its registrations kept in an
-//! SQLite file, until Ctrl-C or SIGTERM.
+//! SQLite file (or a PostgreSQL database several directories share: `--store`), until Ctrl-C or SIGTERM.
 
 use crate::cli::exit::Failure;
 use crate::cli::server::RdPolicy;
@@ -41,7 +41,12 @@ Examples:
   corral get 'coap://127.0.0.1:5690/rd-lookup/res?rt=temp*'
   corral get 'coap://127.0.0.1:5690/rd-lookup/ep' -s 60     # observe
   corral device --rd coap://127.0.0.1:5690    # devices that register
-  corral rd --dtls --psk-file psk.json --rd-policy identity";
+  corral rd --dtls --psk-file psk.json --rd-policy identity
+  corral rd --store 'postgresql://corral@db.example/corral'   # several directories, one database
+
+Several directories, one database (--store postgresql://…, as `corral gateway --store`): the \
+registrations live in PostgreSQL, which any number of directories share; --data is then unused. \
+Unreachable at start, or a newer schema: exit status 9, naming the URL without its password.";
 
 /// What --max-lifetime takes: a minute to the most `lt` can say (a u32 of seconds).
 const LIFETIMES: crate::cli::units::Range = crate::cli::units::Range::between(
@@ -85,6 +90,8 @@ pub struct RdArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
+    pub store: crate::cli::server::StoreArgs,
+    #[command(flatten)]
     pub dtls: crate::cli::dtls::DtlsNodeArgs,
     #[command(flatten)]
     pub verified: crate::cli::policy::VerifiedNetArgs,
@@ -106,6 +113,7 @@ pub fn run(args: RdArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
         policy: args.rd_policy.into(),
         verified_nets: args.verified.verified_nets(),
         dtls: args.dtls.mux()?,
+        store: args.store.location()?,
         ..DirectoryConfig::new(bind, args.data.clone().unwrap_or_else(|| data_dir_for("rd")))
     };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -114,7 +122,7 @@ pub fn run(args: RdArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
         let directory = Directory::start(config)?;
-        announce(&args, directory.local_addr(), directory.database(), directory.restored(), v);
+        announce(&args, directory.local_addr(), directory.store(), directory.restored(), v);
         crate::cli::wait_for_signal().await;
         tracing::info!("shutting down");
         directory.stop().await;
@@ -122,16 +130,16 @@ pub fn run(args: RdArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     })
 }
 
-fn announce(args: &RdArgs, local: SocketAddr, db: &std::path::Path, restored: usize, v: crate::cli::Verbosity) {
+fn announce(args: &RdArgs, local: SocketAddr, db: &str, restored: usize, v: crate::cli::Verbosity) {
     let base = base_uri(local);
     let mut out = std::io::stdout().lock();
     if args.json {
-        let j = serde_json::json!({ "udp": local.to_string(), "uri": base, "database": db.display().to_string(),
+        let j = serde_json::json!({ "udp": local.to_string(), "uri": base, "database": db,
             "registrations": restored, "dtls": args.dtls.dtls, "policy": policy_name(args.rd_policy) });
         let _ = writeln!(out, "{j}");
     } else if !v.quiet {
         let _ = writeln!(out, "corral rd: listening on {local}");
-        let _ = writeln!(out, "  registrations in {} ({restored} restored)", db.display());
+        let _ = writeln!(out, "  registrations in {db} ({restored} restored)");
         if args.dtls.dtls {
             let _ = writeln!(out, "  coaps:// (DTLS 1.2, PSK) on the same port: coaps://{}", &base["coap://".len()..]);
         }

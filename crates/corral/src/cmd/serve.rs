@@ -5,12 +5,13 @@
 use crate::cli::exit::Failure;
 use crate::cli::server::{listen_args, Driver};
 use clap::Args;
-use corral_services::{Echo, Hello, Plugtest, Stats};
+use corral_gateway::serve::{check_workers, MountServe, Serve, ServeConfig};
+use corral_tokio::corral_proto::Node;
 use corral_tokio::uri::base_uri;
-use corral_tokio::workers::{self, Sharing, WorkerConfig, Workers};
 use corral_tokio::{BlockConfig, EndpointConfig, Limits, TransmissionParams};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
 pub const AFTER_HELP: &str = "\
 Resources: /hello /echo /stats (demo) and the ETSI plugtest set: /test /separate /seg1/seg2/seg3 \
@@ -108,7 +109,10 @@ pub fn run(args: ServeArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
     let d = &args.dtls;
     let certificate = (d.server_cert.as_deref(), d.server_key.as_deref(), d.server_ca.as_deref());
     let tls = args.tls.server(bind, certificate)?;
-    check(&args, d.server_cert.is_some() && d.dtls.is_none() && tls.is_none())?;
+    if d.server_cert.is_some() && d.dtls.is_none() && tls.is_none() {
+        return Err(Failure::usage("--cert/--key/--ca are for coaps:// (--dtls) or coaps+tcp:// (--tls): add one"));
+    }
+    check_workers(args.workers, args.credentials.is_some(), &args.join)?;
     let dtls = args.dtls.server(bind)?;
     let driver = driver(&args, tcp.is_none() && tls.is_none() && dtls.is_none() && args.busy_poll == 0)?;
     let oscore = match &args.credentials {
@@ -118,66 +122,49 @@ pub fn run(args: ServeArgs, v: crate::cli::Verbosity) -> Result<(), Failure> {
         )),
         None => None,
     };
-    let config = endpoint_config(&args);
+    let config = ServeConfig {
+        tcp,
+        workers: args.workers,
+        driver: driver.into(),
+        join: args.join.clone(),
+        mcast_if: args.mcast_if,
+        mcast_if6: args.mcast_if6.unwrap_or(0),
+        busy_poll: std::time::Duration::from_micros(args.busy_poll),
+        endpoint: endpoint_config(&args),
+        obs_period: corral_tokio::corral_proto::Duration::from_secs_f64(args.obs_period),
+        oscore,
+        tls,
+        dtls,
+        ..ServeConfig::new(bind)
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::other(format!("cannot start the runtime: {e}")))?;
-    let workers = WorkerConfig {
-        driver: driver.into(),
-        count: args.workers,
-        addr: bind,
-        socket: socket_options(&args),
-        endpoint: config,
-        sharing: Sharing::ReusePort,
-        tcp,
-        name: "corral-serve".into(),
-    };
     rt.block_on(async move {
         let board = crate::http::Board::new(usize::from(args.workers));
         let window = args.http.bind("serve", board.clone(), crate::http::this_machine())?;
-        let dtls = dtls.map(|(at, config)| (at, config, board.dtls()));
-        let watch = window.as_ref().map(|_| board);
         let http = window.as_ref().and_then(|w| w.local_addr());
-        let client_certificates = args.dtls.server_ca.is_some();
-        let (local, tcp_local, secure, workers) = start(&args, workers, (oscore, tls, dtls), watch)?;
+        let mount: Option<MountServe> = window.as_ref().map(|_| {
+            let board = board.clone();
+            Arc::new(move |i: usize, node: &mut Node| crate::http::watch::mount_probe(node, board.slot(i)))
+                as MountServe
+        });
+        let serve = Serve::start(ServeConfig { dtls_watch: Some(board.dtls()), mount, ..config })?;
         if let Some(w) = window {
             w.spawn().await?;
         }
-        announce(&args, local, tcp_local, http, v);
+        announce(&args, serve.local_addr(), serve.tcp_local_addr(), http, v);
         // -q: nothing but errors (--json: its one line, and these).
         if !v.quiet || args.json {
-            crate::cli::dtls::announce_as(secure.dtls, args.dtls.modes());
-            crate::cli::tls::announce(secure.tls, client_certificates);
+            crate::cli::dtls::announce_as(serve.dtls_local_addr(), args.dtls.modes());
+            crate::cli::tls::announce(serve.tls_local_addr(), args.dtls.server_ca.is_some());
         }
         crate::cli::wait_for_signal().await;
         tracing::info!("shutting down");
-        workers.stop().await;
+        serve.stop().await;
         Ok::<(), Failure>(())
     })
-}
-
-/// Options that cannot go together: a certificate without a secure transport (`lone_certificate`), and
-/// what one endpoint must own alone with --workers.
-fn check(args: &ServeArgs, lone_certificate: bool) -> Result<(), Failure> {
-    if lone_certificate {
-        return Err(Failure::usage("--cert/--key/--ca are for coaps:// (--dtls) or coaps+tcp:// (--tls): add one"));
-    }
-    if args.workers > 1 && args.credentials.is_some() {
-        return Err(Failure::usage(format!(
-            "--workers {} cannot be combined with --credentials: an OSCORE security context belongs to one \
-             endpoint (its sequence numbers are nonces)",
-            args.workers
-        )));
-    }
-    if args.workers > 1 && !args.join.is_empty() {
-        return Err(Failure::usage(format!(
-            "--workers {} cannot be combined with --join: a multicast datagram reaches every socket of a \
-             SO_REUSEPORT group, so every worker would answer it",
-            args.workers
-        )));
-    }
-    Ok(())
 }
 
 /// The driver: blocking where it can serve everything asked for (`udp_only`) on Linux, unless told.
@@ -194,19 +181,6 @@ fn driver(args: &ServeArgs, udp_only: bool) -> Result<Driver, Failure> {
     })
 }
 
-fn socket_options(args: &ServeArgs) -> corral_tokio::socket::SocketOptions {
-    corral_tokio::socket::SocketOptions {
-        busy_poll: std::time::Duration::from_micros(args.busy_poll),
-        // --workers: one endpoint per worker on one port. --join: several servers of one user on one host
-        // can share a multicast group's port (each receives every multicast request; a unicast datagram
-        // reaches one of them). SO_REUSEPORT, not SO_REUSEADDR: the kernel lets only the same user join
-        // the port, so another local user cannot bind it and take the server's traffic.
-        reuse_port: args.workers > 1 || !args.join.is_empty(),
-        multicast_if_v4: args.mcast_if,
-        multicast_if_v6: args.mcast_if6.unwrap_or(0),
-        ..Default::default()
-    }
-}
 /// The endpoint configuration every worker gets from the command line.
 fn endpoint_config(args: &ServeArgs) -> EndpointConfig {
     let mut params = TransmissionParams::default();
@@ -226,83 +200,6 @@ fn endpoint_config(args: &ServeArgs) -> EndpointConfig {
     let mut config = EndpointConfig { params, limits, block, ..EndpointConfig::default() };
     args.verified.apply(&mut config);
     config
-}
-
-/// The resources of `corral serve`, on a node or a server builder (both have `mount`).
-macro_rules! mount_resources {
-    ($target:expr, $period:expr) => {{
-        $target.mount("", Plugtest::new($period));
-        $target.mount("hello", Hello);
-        $target.mount("echo", Echo);
-        $target.mount("stats", Stats);
-        $target.mount("stream", corral_stream::StreamReceiver::default());
-    }};
-}
-
-fn obs_period(args: &ServeArgs) -> corral_tokio::corral_proto::Duration {
-    corral_tokio::corral_proto::Duration::from_secs_f64(args.obs_period)
-}
-
-/// Where the first worker serves the secure transports: coaps+tcp:// (`--tls`) and coaps:// (`--dtls`).
-#[derive(Default)]
-struct Secure {
-    tls: Option<SocketAddr>,
-    dtls: Option<SocketAddr>,
-}
-
-/// coaps:// as `--dtls` asks for it: where, with which configuration, and where its counters go.
-type DtlsServe = (SocketAddr, corral_tokio::DtlsConfig, corral_tokio::DtlsWatch);
-
-/// Binds the workers (the first with the coaps+tcp:// listener of `tls` and the coaps:// socket of
-/// `dtls`, on its own node: one set of resources for every scheme), joins the groups and starts serving:
-/// the UDP address, the TCP one, the secure ones, the workers.
-fn start(
-    args: &ServeArgs,
-    config: WorkerConfig,
-    (mut oscore, tls, dtls): (
-        Option<corral_oscore::OscoreLayer>,
-        Option<(SocketAddr, corral_tokio::TlsServerConfig)>,
-        Option<DtlsServe>,
-    ),
-    watch: Option<std::sync::Arc<crate::http::Board>>,
-) -> Result<(SocketAddr, Option<SocketAddr>, Secure, Workers), Failure> {
-    let driver = config.driver;
-    let mut bound = workers::Bound::bind(config)
-        .map_err(|e| Failure::other(format!("cannot listen on {}: {}", e.addr, e.error)))?;
-    for g in &args.join {
-        bound.join(*g).map_err(|e| Failure::other(format!("cannot join multicast group {g}: {e}")))?;
-    }
-    let (local, tcp_local) = (bound.local_addr(), bound.tcp_local_addr());
-    let mut secure = Secure::default();
-    if let Some((at, config)) = tls {
-        let listening = bound.listen_tls(at, config);
-        secure.tls =
-            Some(listening.map_err(|e| Failure::other(format!("cannot listen on {at} for coaps+tcp://: {e}")))?);
-    }
-    if let Some((at, config, watch)) = dtls {
-        let listening = bound.listen_dtls(at, config, Some(watch));
-        secure.dtls = Some(listening.map_err(|e| Failure::other(format!("cannot listen on {at} for coaps://: {e}")))?);
-    }
-    let setups = (0..args.workers)
-        .map(|i| -> workers::Setup {
-            let (layer, period) = (oscore.take(), obs_period(args));
-            let slot = watch.as_ref().map(|b| b.slot(usize::from(i)));
-            Box::new(move |node| {
-                mount_resources!(node, period);
-                if let Some(slot) = slot {
-                    crate::http::watch::mount_probe(node, slot);
-                }
-                if let Some(layer) = layer {
-                    node.set_layer(Box::new(layer));
-                }
-            })
-        })
-        .collect();
-    let workers = bound.start(setups).map_err(|e| match driver {
-        workers::Driver::Tokio => Failure::other(format!("cannot start the server: {e}")),
-        workers::Driver::Blocking => Failure::other(format!("cannot start a worker: {e}")),
-    })?;
-    Ok((local, tcp_local, secure, workers))
 }
 
 /// The start-up summary: JSON with --json, else the banner; nothing with -q (errors only).

@@ -24,6 +24,7 @@ mod attack_proxy_cache;
 mod attack_stream;
 mod attack_window;
 mod cli;
+mod cluster;
 mod console_browser;
 mod dead_peer;
 mod dtls;

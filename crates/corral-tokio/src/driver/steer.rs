@@ -21,7 +21,7 @@
 //! probes to the shared port and fails if one arrives at the wrong socket, so that a kernel that numbers
 //! the group differently (or another process's socket in it) is an error at start-up, not lost answers.
 
-use crate::socket::{bind_std, SocketOptions};
+use crate::net::socket::{bind_std, SocketOptions};
 use nix::libc::{sock_filter, sock_fprog};
 use nix::sys::socket::{setsockopt, sockopt::AttachReusePortCbpf};
 use std::io;

@@ -8,7 +8,7 @@
 //! within [`MAX_WAIT`].
 
 use crate::driver::Clock;
-use crate::socket::{
+use crate::net::socket::{
     canonical, canonical_ip, send_run, to_socket_addr, MmsgHeaders, OutDatagram, SendHeaders, SocketOptions,
 };
 use corral_proto::{Node, NodeCommand};
@@ -78,7 +78,7 @@ impl BoundSocket {
     /// Binds `addr` (as [`crate::socket::bind_std`] does, then blocking, with the destination address of
     /// every datagram known: see [`BoundSocket::from_std`]).
     pub fn bind(addr: SocketAddr, opts: SocketOptions) -> io::Result<BoundSocket> {
-        BoundSocket::from_std(crate::socket::bind_std(addr, &opts)?, opts)
+        BoundSocket::from_std(crate::net::socket::bind_std(addr, &opts)?, opts)
     }
 
     /// `steering.count` sockets on `addr` as shards of one port (see [`crate::steer`]): socket `i` is for
@@ -86,9 +86,9 @@ impl BoundSocket {
     pub fn bind_group(
         addr: SocketAddr,
         opts: SocketOptions,
-        steering: crate::steer::Steering,
+        steering: crate::driver::steer::Steering,
     ) -> io::Result<Vec<BoundSocket>> {
-        let sockets = crate::steer::bind_group(addr, &opts, steering)?;
+        let sockets = crate::driver::steer::bind_group(addr, &opts, steering)?;
         let shards = (0..steering.count).filter_map(|i| corral_proto::Shard::new(i, steering.count));
         sockets
             .into_iter()
@@ -121,7 +121,7 @@ impl BoundSocket {
             setsockopt(&socket, sockopt::Ipv6RecvPacketInfo, &true).map_err(io::Error::from)?;
         }
         let dual_stack = local.is_ipv6() && !SockRef::from(&socket).only_v6().unwrap_or(true);
-        crate::icmp::enable(&socket, local, dual_stack);
+        crate::net::icmp::enable(&socket, local, dual_stack);
         Ok(BoundSocket { socket, opts, local, shard: corral_proto::Shard::ALONE, mixed_destinations: v4 && v6 })
     }
 
@@ -131,7 +131,7 @@ impl BoundSocket {
 
     /// Joins a multicast group on the configured interface.
     pub fn join(&self, group: IpAddr) -> io::Result<()> {
-        crate::socket::membership(SockRef::from(&self.socket), &self.opts, group, true)
+        crate::net::socket::membership(SockRef::from(&self.socket), &self.opts, group, true)
     }
 }
 
@@ -273,12 +273,12 @@ impl BlockingServer {
         n
     }
 
-    /// Feeds the ICMP errors queued on the socket to the node (see `crate::icmp`).
+    /// Feeds the ICMP errors queued on the socket to the node (see `crate::net::icmp`).
     fn take_errors(&mut self, now: corral_proto::Instant) {
         self.errors_pending = false;
         self.errors_read_at = now;
         let node = &mut self.node;
-        let _ = crate::icmp::drain(&self.socket, |peer, quoted| node.handle_unreachable(now, peer, Some(quoted)));
+        let _ = crate::net::icmp::drain(&self.socket, |peer, quoted| node.handle_unreachable(now, peer, Some(quoted)));
     }
 
     fn set_timeout(&mut self, wait: Duration) {
@@ -307,7 +307,7 @@ impl BlockingServer {
                 NodeCommand::JoinGroup(g) => (g, true),
                 NodeCommand::LeaveGroup(g) => (g, false),
             };
-            if let Err(e) = crate::socket::membership(SockRef::from(&self.socket), &self.opts, group, join) {
+            if let Err(e) = crate::net::socket::membership(SockRef::from(&self.socket), &self.opts, group, join) {
                 warn!(%group, error = %e, "multicast join/leave failed");
             }
         }
@@ -328,11 +328,11 @@ impl BlockingServer {
             let (batch, n) = OutDatagram::batch(&out[sent..]);
             match send_run(fd, self.local, &batch[..n], &mut self.send_headers) {
                 Ok(k) => sent += k,
-                Err(e) if crate::icmp::unreachable_send(&e) => {
-                    // No route: as the ICMP error would say, at once (see `crate::icmp::unreachable_send`).
+                Err(e) if crate::net::icmp::unreachable_send(&e) => {
+                    // No route: as the ICMP error would say, at once (see `crate::net::icmp::unreachable_send`).
                     let t = &out[sent];
                     debug!(dst = %t.dst, error = %e, "send failed: no route; the exchange fails now");
-                    self.node.handle_unreachable(self.clock.now(), t.dst, Some(crate::icmp::quote(&t.payload)));
+                    self.node.handle_unreachable(self.clock.now(), t.dst, Some(crate::net::icmp::quote(&t.payload)));
                     bounced = true;
                     sent += 1;
                 }

@@ -9,8 +9,8 @@
 //! size in bytes is bounded: a peer that stops reading is disconnected when its queue is over
 //! [`MAX_WRITE_QUEUE`], and a write that makes no progress for [`WRITE_STALL`] ends the connection.
 
-use crate::socket::canonical;
-use crate::tls::{describe, tls_error, Established, Handshakes, TlsConnect, TlsFailures, HANDSHAKE_TIMEOUT};
+use crate::net::socket::canonical;
+use crate::net::tls::{describe, tls_error, Established, Handshakes, TlsConnect, TlsFailures, HANDSHAKE_TIMEOUT};
 use corral_proto::ConnId;
 use rustls::pki_types::ServerName;
 use std::io;

@@ -14,8 +14,29 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 #[cfg(target_os = "linux")]
-pub(crate) use crate::addr::to_socket_addr;
-pub use crate::addr::{canonical, canonical_ip};
+pub(crate) use crate::net::addr::to_socket_addr;
+pub use crate::net::addr::{canonical, canonical_ip};
+
+/// A client's busy polling ([`SocketOptions::busy_poll`]) when its user does not choose one (`corral get`'s
+/// `--busy-poll`): measured with `scripts/bench-blockwise.sh`, 200 µs takes a lock-step block-wise
+/// transfer's next block on loopback without a wake-up. Never on a machine with one CPU, where the spinning
+/// client would hold up the very server it waits for. The CPUs online count, not this process's affinity:
+/// a client pinned to one core still has its peer elsewhere.
+pub fn client_busy_poll() -> std::time::Duration {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .map(|s| {
+            s.trim()
+                .split(',')
+                .map(|r| match r.split_once('-') {
+                    Some((a, b)) => b.parse::<usize>().unwrap_or(0).saturating_sub(a.parse().unwrap_or(0)) + 1,
+                    None => 1,
+                })
+                .sum::<usize>()
+        })
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    std::time::Duration::from_micros(if online >= 2 { 200 } else { 0 })
+}
 
 /// How a socket is set up.
 #[derive(Debug, Clone)]
@@ -145,7 +166,7 @@ impl PreparedSocket {
         let local = socket.local_addr()?;
         let dual_stack = local.is_ipv6() && !SockRef::from(&socket).only_v6().unwrap_or(true);
         #[cfg(target_os = "linux")]
-        crate::icmp::enable(&socket, local, dual_stack);
+        crate::net::icmp::enable(&socket, local, dual_stack);
         Ok(PreparedSocket { socket, state, local, dual_stack, opts })
     }
 
@@ -258,7 +279,7 @@ impl CoapSocket {
             let mut total = 0;
             // Until the queue is empty (`WouldBlock` clears the error readiness), at most a few rounds.
             for _ in 0..4 {
-                match self.io.try_io(Interest::ERROR, |sock| crate::icmp::drain(sock, &mut f)) {
+                match self.io.try_io(Interest::ERROR, |sock| crate::net::icmp::drain(sock, &mut f)) {
                     Ok(n) => total += n,
                     Err(_) => break,
                 }

@@ -26,7 +26,7 @@
 //! empty ACK and a separate response (RFC 7252 §5.2.2) from the endpoint.
 
 use crate::driver::{os_seeded, Clock, Command, Driver, DriverStats, TcpSide};
-use crate::socket::{PreparedSocket, SocketOptions};
+use crate::net::socket::{PreparedSocket, SocketOptions};
 use corral_dtls::SecureConfig;
 use corral_proto::wire::{Code, ContentFormat, Options};
 use corral_proto::{
@@ -126,8 +126,8 @@ impl ServerBuilder {
         let socket = PreparedSocket::bind(addr, self.socket.clone())?;
         let tcp = match self.tcp {
             None => None,
-            Some(TcpBind::SameAsUdp) => Some(crate::tcp::bind_listener(socket.local_addr())?),
-            Some(TcpBind::At(a)) => Some(crate::tcp::bind_listener(a)?),
+            Some(TcpBind::SameAsUdp) => Some(crate::net::tcp::bind_listener(socket.local_addr())?),
+            Some(TcpBind::At(a)) => Some(crate::net::tcp::bind_listener(a)?),
         };
         let config = self.config.clone().unwrap_or_default();
         let mut server = Server::new(socket, tcp, self.tcp_config, config);
@@ -145,8 +145,8 @@ impl ServerBuilder {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "sharded servers serve CoAP over UDP only"));
         }
         let opts = self.socket.for_server();
-        let steering = crate::steer::Steering { count, manager };
-        let sockets = crate::steer::bind_group(addr, &opts, steering)?;
+        let steering = crate::driver::steer::Steering { count, manager };
+        let sockets = crate::driver::steer::bind_group(addr, &opts, steering)?;
         let config = self.config.unwrap_or_default();
         let mut servers = Vec::with_capacity(sockets.len());
         for (i, std) in sockets.into_iter().enumerate() {
@@ -176,7 +176,7 @@ pub struct Server {
     /// Where the coaps:// layers publish their counters.
     dtls_watch: Option<crate::DtlsWatch>,
     /// coaps+tcp:// (see [`Server::listen_tls`]).
-    tls: Option<(std::net::TcpListener, crate::tls::TlsServerConfig)>,
+    tls: Option<(std::net::TcpListener, crate::net::tls::TlsServerConfig)>,
 }
 
 impl Server {
@@ -226,8 +226,8 @@ impl Server {
     /// whose connections make a TLS handshake first, then speak CoAP over TCP to the same services, within
     /// the same connection limits and idle timeout ([`ServerBuilder::tcp_config`]) as `coap+tcp://`. Returns
     /// the listener's address.
-    pub fn listen_tls(&mut self, addr: SocketAddr, config: crate::tls::TlsServerConfig) -> io::Result<SocketAddr> {
-        let listener = crate::tcp::bind_listener(addr)?;
+    pub fn listen_tls(&mut self, addr: SocketAddr, config: crate::net::tls::TlsServerConfig) -> io::Result<SocketAddr> {
+        let listener = crate::net::tcp::bind_listener(addr)?;
         let local = listener.local_addr()?;
         self.tls = Some((listener, config));
         Ok(local)

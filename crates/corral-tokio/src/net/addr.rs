@@ -1,5 +1,5 @@
 //! Socket addresses as the endpoints see them: IPv4-mapped IPv6 addresses (a dual-stack socket's view of
-//! an IPv4 peer) made IPv4, and addresses from `nix`'s storage. Used by [`crate::socket`], the blocking
+//! an IPv4 peer) made IPv4, the address a local client reaches a bound endpoint at, and addresses from `nix`'s storage. Used by [`crate::socket`], the blocking
 //! driver and the ICMP error queue alike.
 
 use std::net::{IpAddr, SocketAddr};
@@ -16,6 +16,15 @@ pub fn canonical(addr: SocketAddr) -> SocketAddr {
             None => addr,
         },
         v4 => v4,
+    }
+}
+
+/// Where a client on this machine reaches an endpoint bound to `local`: an unspecified address is
+/// loopback's (the gateway's own directory, the window's routes, a testbed's devices).
+pub fn on_this_machine(local: SocketAddr) -> SocketAddr {
+    match local.ip() {
+        ip if ip.is_unspecified() => SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), local.port()),
+        _ => local,
     }
 }
 

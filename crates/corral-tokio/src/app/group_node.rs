@@ -13,7 +13,7 @@
 //! Owns: the sockets and what the driver loop ([`crate::event_loop`]) does with them for one node. Must never: implement protocol
 //! behaviour (corral-proto's and the services'). A `Node` is not `Send`: run it in a `LocalSet`.
 
-use crate::socket::{CoapSocket, PreparedSocket, SocketOptions};
+use crate::net::socket::{CoapSocket, PreparedSocket, SocketOptions};
 use crate::Clock;
 use corral_proto::{Instant, Node, NodeCommand};
 use std::collections::HashMap;
@@ -70,7 +70,7 @@ struct Running {
     /// The group sockets' reading tasks send what they read here.
     mc_tx: mpsc::UnboundedSender<GroupDatagram>,
     mc_rx: mpsc::UnboundedReceiver<GroupDatagram>,
-    bufs: crate::socket::RecvBuffers,
+    bufs: crate::net::socket::RecvBuffers,
     /// Told to stop, saying farewell until this time or until it is done.
     leaving: Option<Instant>,
 }
@@ -83,7 +83,7 @@ enum Input {
     Group(GroupDatagram),
 }
 
-impl crate::event_loop::Drive for Running {
+impl crate::driver::event_loop::Drive for Running {
     type Input = Input;
     type Output = ();
 
@@ -213,7 +213,7 @@ impl GroupNode {
         let (mc_tx, mc_rx) = mpsc::unbounded_channel();
         let bufs = self.socket.recv_buffers();
         let mut running = Running { node: self, stop, mc_tx, mc_rx, bufs, leaving: None };
-        crate::event_loop::run(&mut running).await;
+        crate::driver::event_loop::run(&mut running).await;
         for (_, task) in running.node.groups.drain() {
             task.abort();
         }

@@ -1,6 +1,7 @@
 //! CoAP URIs for the runtime. Parsing, normalisation and the Uri-* options are corral-wire's [`Uri`]; this
 //! module only adds what needs the operating system: the interface index of an IPv6 zone
-//! (`coap://[fe80::1%25eth0]/`, RFC 6874), which corral-wire rejects because it never asks the OS.
+//! (`coap://[fe80::1%25eth0]/`, RFC 6874), which corral-wire rejects because it never asks the OS, and
+//! the address a URI's host resolves to.
 
 pub use corral_proto::wire::uri::{Host, Scheme, Uri};
 use std::fmt;
@@ -41,6 +42,25 @@ pub fn parse_scoped(text: &str) -> Result<(Uri, u32), UriError> {
         Some(z) => zone_index(&z)?,
     };
     Ok((uri, scope_id))
+}
+
+/// Where an IP-literal `uri` points, with the interface index of an IPv6 zone (see [`parse_scoped`]);
+/// `None` for a host name.
+pub fn literal_addr(uri: &Uri, scope_id: u32) -> Option<SocketAddr> {
+    match &uri.host {
+        Host::Ip(IpAddr::V6(ip)) => Some(SocketAddr::V6(std::net::SocketAddrV6::new(*ip, uri.port, 0, scope_id))),
+        Host::Ip(ip) => Some(SocketAddr::new(*ip, uri.port)),
+        Host::Name(_) => None,
+    }
+}
+
+/// Where `uri` points: its IP literal ([`literal_addr`]), or the first address the OS resolves its name
+/// to (`None` if it resolves to none).
+pub async fn lookup(uri: &Uri, scope_id: u32) -> Option<SocketAddr> {
+    match &uri.host {
+        Host::Name(name) => tokio::net::lookup_host((name.as_str(), uri.port)).await.ok()?.next(),
+        Host::Ip(_) => literal_addr(uri, scope_id),
+    }
 }
 
 /// Removes `%25zone` (or a bare `%zone`) from a bracketed IPv6 literal in the authority.

@@ -1,10 +1,10 @@
 //! The responses to a multicast request: a stream that verifies each one with Group OSCORE when the request
 //! was protected, and a collection that keeps the verified ones (with the member that signed each) and
-//! counts the rest.
+//! counts the rest, and reads a proxy's relayed answers as their members'.
 
 use super::{CancelGuard, Error, OscoreError};
 use crate::driver::Outcome;
-use crate::oscore::{verify, Binding, SharedContext};
+use crate::secure::oscore::{verify, Binding, SharedContext};
 use corral_proto::wire::OptionNumber;
 use corral_proto::Response;
 use std::net::SocketAddr;
@@ -27,6 +27,33 @@ pub struct Collected {
     pub responses: Vec<MulticastResponse>,
     /// Responses that failed OSCORE verification (each logged at WARN with its source).
     pub refused: usize,
+}
+
+impl Collected {
+    /// Reads the answers a forward proxy relayed for a group request (seed 001): each names the member
+    /// that sent it in Reply-From and becomes that member's answer; one without Reply-From is the proxy's
+    /// own (a refusal, or 5.04 when no member answered) and is taken out and returned (the first such);
+    /// one with a malformed Reply-From is dropped (logged at WARN).
+    pub fn attribute_relayed(&mut self) -> Option<Response> {
+        let mut own = None;
+        self.responses.retain_mut(|r| {
+            match r.response.options.get(OptionNumber::REPLY_FROM).map(corral_proto::wire::decode_reply_from) {
+                Some(Ok((_, member))) => {
+                    r.from = member;
+                    true
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(proxy = %r.from, "answer with a bad Reply-From dropped: {e}");
+                    false
+                }
+                None => {
+                    own.get_or_insert_with(|| r.response.clone());
+                    false
+                }
+            }
+        });
+        own
+    }
 }
 
 /// The responses to a multicast request, as they arrive.

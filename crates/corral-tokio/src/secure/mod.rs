@@ -10,6 +10,13 @@
 //! configurations a library user gives ([`DtlsMuxConfig`], [`crate::ServerBuilder::dtls`],
 //! [`crate::Server::listen_dtls`]). Never implements DTLS (corral-dtls and dimpl do), CoAP (corral-proto)
 //! nor the composition of the two (corral-dtls' `SecureNode`).
+//!
+//! # The room
+//! The secured transports' client and server sides on the driver: this module (`coaps://`) and the
+//! client's OSCORE (`oscore`: protect a request, verify its response). TLS (`coaps+tcp://`) is a
+//! connection's concern and lives with the connections (`crate::tls`).
+
+pub mod oscore;
 
 use crate::driver::Machine;
 use corral_dtls::{DtlsConfig, DtlsEvent, HandshakeFailure, Plaintext, Port, SecureConfig, SecureEvent, SecureNode};

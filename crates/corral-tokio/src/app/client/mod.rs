@@ -39,9 +39,9 @@ use crate::driver::{
     OBSERVE_QUEUE,
 };
 pub use crate::error::{Error, OscoreError};
-use crate::oscore::{protect, verify, SharedContext};
-use crate::socket::{can_reach, PreparedSocket, SocketOptions};
-use crate::uri::{parse_scoped, Host, Scheme, Uri, UriError};
+use crate::net::socket::{can_reach, PreparedSocket, SocketOptions};
+use crate::net::uri::{parse_scoped, Host, Scheme, Uri, UriError};
+use crate::secure::oscore::{protect, verify, SharedContext};
 use corral_proto::wire::{BlockValue, Code, ContentFormat, OptionNumber, Token};
 use corral_proto::{
     Endpoint, EndpointConfig, Request, RequestError, Response, SendParams, TcpConfig, TcpEndpoint, TransferProgress,
@@ -50,7 +50,7 @@ use corral_proto::{
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV6};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -66,7 +66,7 @@ pub struct ClientBuilder {
     socket: SocketOptions,
     timeout: Option<Duration>,
     dtls: Option<corral_dtls::DtlsConfig>,
-    tls: Option<crate::tls::TlsClientConfig>,
+    tls: Option<crate::net::tls::TlsClientConfig>,
 }
 
 impl ClientBuilder {
@@ -110,7 +110,7 @@ impl ClientBuilder {
 
     /// Speaks `coaps+tcp://` (CoAP over TLS, RFC 8323 §9) with these settings: the CA that verifies
     /// servers, and this client's certificate if it has one.
-    pub fn tls(mut self, config: crate::tls::TlsClientConfig) -> Self {
+    pub fn tls(mut self, config: crate::net::tls::TlsClientConfig) -> Self {
         self.tls = Some(config);
         self
     }
@@ -131,6 +131,21 @@ impl ClientBuilder {
         self.start(prepared)
     }
 
+    /// Binds a wildcard socket on `port` (0: any) of a family that reaches `host`: IPv4 for an IPv4 literal,
+    /// else dual-stack `[::]`, falling back to IPv4 where the host has no IPv6. The error names the
+    /// address that could not be bound.
+    pub async fn bind_reaching(self, host: &Host, port: u16) -> Result<Client, (SocketAddr, io::Error)> {
+        let v4 = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port);
+        if matches!(host, Host::Ip(std::net::IpAddr::V4(_))) {
+            return self.bind(v4).await.map_err(|e| (v4, e));
+        }
+        let v6 = SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), port);
+        match self.clone().bind(v6).await {
+            Ok(c) => Ok(c),
+            Err(_) => self.bind(v4).await.map_err(|e| (v4, e)),
+        }
+    }
+
     /// Starts the client on a socket bound beforehand (e.g. by [`crate::socket::bind_std`], when its
     /// address must be known before a runtime exists). Must be called inside a tokio runtime.
     pub fn from_std(self, socket: std::net::UdpSocket) -> io::Result<Client> {
@@ -147,7 +162,7 @@ impl ClientBuilder {
         let machine = ClientMachine(Transports::new(Endpoint::new(config), TcpEndpoint::new(tcp)));
         let (tx, rx) = mpsc::unbounded_channel();
         let span = tracing::debug_span!("coap_client", local = %local);
-        let tls = self.tls.as_ref().map(crate::tls::TlsConnect::new);
+        let tls = self.tls.as_ref().map(crate::net::tls::TlsConnect::new);
         let tls_failures = tls.as_ref().map(|t| t.failures.clone());
         let (clock, tcp) = (Clock::new(), TcpSide::new(None).with_tls(tls));
         let dtls = match self.dtls {
@@ -178,7 +193,7 @@ struct Inner {
     /// coaps://: why handshakes failed, by server (`None`: this client speaks no DTLS).
     dtls: Option<Arc<crate::secure::DtlsFailures>>,
     /// coaps+tcp://: why TLS handshakes failed, by server (`None`: this client speaks no TLS).
-    tls: Option<Arc<crate::tls::TlsFailures>>,
+    tls: Option<Arc<crate::net::tls::TlsFailures>>,
 }
 
 /// An async CoAP client. Cheap to clone; all clones share one socket and endpoint. The driver stops when
@@ -339,7 +354,7 @@ impl Client {
                 "coaps+tcp:// needs TLS settings: the CA that signed the server's certificate (-C CA)".into(),
             ))),
             (Scheme::CoapsTcp, _) => {
-                crate::tls::server_name(&uri.host).map(Transport::Tls).map_err(|e| Error::InvalidUri(UriError(e)))
+                crate::net::tls::server_name(&uri.host).map(Transport::Tls).map_err(|e| Error::InvalidUri(UriError(e)))
             }
             (Scheme::Coaps, Some(_)) => Ok(Transport::Udp),
             (Scheme::Coap, Some(_)) => Err(Error::InvalidUri(UriError(
@@ -436,8 +451,10 @@ impl Client {
 
     /// Like [`Client::resolve`], with the interface index of an IPv6 zone (see [`crate::uri::parse_scoped`]).
     pub async fn resolve_scoped(&self, uri: &Uri, scope_id: u32) -> Result<SocketAddr, Error> {
+        if let Some(addr) = crate::net::uri::literal_addr(uri, scope_id) {
+            return Ok(addr);
+        }
         match &uri.host {
-            Host::Ip(std::net::IpAddr::V6(ip)) => Ok(SocketAddr::V6(SocketAddrV6::new(*ip, uri.port, 0, scope_id))),
             Host::Ip(ip) => Ok(SocketAddr::new(*ip, uri.port)),
             Host::Name(name) => {
                 let addrs = tokio::net::lookup_host((name.as_str(), uri.port))
@@ -467,7 +484,7 @@ fn failure_for(f: RequestFailure, dst: SocketAddr) -> Error {
 
 /// A connection to `dst` that could not be made or closed at once, said as the TLS handshake's failure
 /// when one with `dst` failed.
-fn said_by_tls(e: Error, tls: Option<&crate::tls::TlsFailures>, dst: SocketAddr) -> Error {
+fn said_by_tls(e: Error, tls: Option<&crate::net::tls::TlsFailures>, dst: SocketAddr) -> Error {
     match (&e, tls.and_then(|t| t.get(dst))) {
         (Error::Connect { .. } | Error::ConnectionClosed, Some(reason)) => Error::Tls { addr: dst, reason },
         _ => e,
@@ -807,7 +824,7 @@ struct Prepared {
     params: SendParams,
     /// The context, the binding of the protected request, and the request before protection (an inner
     /// block of `upload` when there is one).
-    oscore: Option<(SharedContext, crate::oscore::Binding, Request)>,
+    oscore: Option<(SharedContext, crate::secure::oscore::Binding, Request)>,
     /// OSCORE: the whole body of an upload in inner Block1 blocks, each protected on its own (RFC 8613
     /// §4.1.3.4.1): one protected message holds at most 64 KiB (AES-CCM's 16-bit length), and aiocoap,
     /// for one, does not reassemble outer blocks of an OSCORE request.
@@ -914,7 +931,7 @@ pub struct Observation {
     /// The first response, already read (and verified) while meeting an Echo challenge.
     peeked: Option<Option<Result<(SocketAddr, Response), Error>>>,
     /// coaps+tcp://: the client's TLS handshake failures, to say why the connection failed.
-    tls: Option<Arc<crate::tls::TlsFailures>>,
+    tls: Option<Arc<crate::net::tls::TlsFailures>>,
 }
 
 impl Observation {
@@ -1017,13 +1034,13 @@ impl Observation {
 struct ObservedOscore {
     ctx: SharedContext,
     /// The registration's binding: its notifications verify with it.
-    binding: crate::oscore::Binding,
+    binding: crate::secure::oscore::Binding,
     /// The highest notification number seen.
     highest: Option<u64>,
     /// The registration before protection, to deregister with.
     registration: Request,
     /// The deregistration's binding, once it is made: the observation's last response verifies with it.
-    deregistration: Option<crate::oscore::Binding>,
+    deregistration: Option<crate::secure::oscore::Binding>,
 }
 
 impl ObservedOscore {

@@ -12,7 +12,7 @@
 //! Owns: the clients, their sockets and what they count. Must never: print or decide exit codes (the
 //! binary's).
 
-use crate::socket::{CoapSocket, SocketOptions};
+use crate::net::socket::{CoapSocket, SocketOptions};
 use crate::{Clock, Code, EndpointConfig, OptionNumber, Request, SendParams};
 use corral_dtls::{DtlsConfig, Port, SecureConfig, SecureNode};
 use corral_proto::{Duration as CDuration, Endpoint, Event, Instant, RequestId};
@@ -84,7 +84,7 @@ pub struct Template {
     /// Each request asks for a different resource (a unique `bench=` query item).
     pub distinct: bool,
     /// Protect every request with this context; answers must verify.
-    pub oscore: Option<crate::oscore::SharedContext>,
+    pub oscore: Option<crate::secure::oscore::SharedContext>,
     /// coaps://: each client's DTLS configuration (client role).
     pub dtls: Option<DtlsConfig>,
     /// With `dtls`: close the session after each answer, so that every request pays a full handshake.
@@ -237,10 +237,10 @@ struct ClientResult {
 /// as an error, so that such a run ends at once instead of timing out every request.
 pub fn client_socket(bind: SocketAddr, dst: SocketAddr) -> io::Result<ClientSocket> {
     let opts = SocketOptions { batch: 4, ..SocketOptions::default() };
-    let socket = crate::socket::bind_std(bind, &opts)?;
+    let socket = crate::net::socket::bind_std(bind, &opts)?;
     socket.connect(dst)?;
     let errors = watch_errors(socket.try_clone()?)?;
-    Ok((crate::socket::PreparedSocket::from_std(socket, opts)?.into_tokio()?, errors))
+    Ok((crate::net::socket::PreparedSocket::from_std(socket, opts)?.into_tokio()?, errors))
 }
 
 /// A client's socket and the handle that wakes on its errors (see [`client_socket`]).
@@ -301,7 +301,7 @@ async fn client_loop(
         echoed: false,
         sent: 0,
     };
-    crate::event_loop::run(&mut c).await?;
+    crate::driver::event_loop::run(&mut c).await?;
     Ok(ClientResult { histogram: c.histogram, retransmissions: c.node.inner().stats().retransmissions })
 }
 
@@ -312,7 +312,7 @@ struct Emulated {
     socket: CoapSocket,
     /// Wakes on the socket's errors (see [`client_socket`]).
     errors: tokio::io::unix::AsyncFd<std::net::UdpSocket>,
-    bufs: crate::socket::RecvBuffers,
+    bufs: crate::net::socket::RecvBuffers,
     dst: SocketAddr,
     client: u32,
     template: Template,
@@ -324,7 +324,7 @@ struct Emulated {
     end: Instant,
     histogram: Histogram,
     outstanding: Option<(RequestId, Instant)>,
-    binding: Option<crate::oscore::Binding>,
+    binding: Option<crate::secure::oscore::Binding>,
     /// An OSCORE server that lost its replay window (a restart) answers 4.01 with an Echo value inside the
     /// protection (RFC 8613 B.1.2, RFC 9175): the request goes again with it, once, and is not counted.
     echo: Option<Vec<u8>>,
@@ -338,7 +338,7 @@ enum Input {
     SocketError(io::Result<io::Error>),
 }
 
-impl crate::event_loop::Drive for Emulated {
+impl crate::driver::event_loop::Drive for Emulated {
     type Input = Input;
     type Output = io::Result<()>;
 
@@ -441,7 +441,7 @@ impl Emulated {
             let (id, outcome) = match event {
                 Event::Response { id, response, .. } => {
                     let answer = match (&self.template.oscore, &self.binding) {
-                        (Some(ctx), Some(b)) => crate::oscore::verify(ctx, b, response).map(|(r, _)| r),
+                        (Some(ctx), Some(b)) => crate::secure::oscore::verify(ctx, b, response).map(|(r, _)| r),
                         _ => Ok(response),
                     };
                     let challenge = match &answer {
@@ -507,7 +507,8 @@ impl Emulated {
             self.echoed = true;
         }
         if let Some(ctx) = &self.template.oscore {
-            let (protected, b) = crate::oscore::protect(ctx, &request).map_err(|e| io::Error::other(e.to_string()))?;
+            let (protected, b) =
+                crate::secure::oscore::protect(ctx, &request).map_err(|e| io::Error::other(e.to_string()))?;
             request = protected;
             self.binding = Some(b);
         }

@@ -3,16 +3,29 @@
 //!
 //! One task owns the state machine and the UDP socket; everything else talks to it through channels:
 //! commands (requests from [`crate::Client`], responses from async handlers, shutdown) and the input of the
-//! TCP connection tasks ([`crate::tcp`]). After every input it drains the machine's outputs — events to the
+//! TCP connection tasks ([`crate::net::tcp`]). After every input it drains the machine's outputs — events to the
 //! waiting requests and observations, multicast joins to the socket, frames to connections, connections to
 //! close, datagrams to the wire — then sleeps until the next datagram, command, TCP input or
 //! `poll_timeout` (the turn is [`crate::event_loop`]'s; this module says what each step does).
 //!
 //! Time: corral's [`Instant`] is microseconds since a `std::time::Instant` taken when the driver is
 //! created (its [`Clock`]).
+//!
+//! # The room
+//! Everything that turns a sans-IO machine over on real sockets lives in this folder: this driver, the
+//! loop it and the other tokio drivers run (`event_loop`), the driver without a runtime (`blocking`,
+//! Linux) and the steering of datagrams among the sockets of one port (`steer`, Linux).
+//! They use `crate::net`'s sockets and connections; nothing here names a client, a server's routes or
+//! an application (`crate::app` sits above).
 
-use crate::socket::{CoapSocket, OutDatagram, RecvBuffers};
-use crate::tcp::{ConnLink, Remote, TcpInput};
+#[cfg(target_os = "linux")]
+pub mod blocking;
+pub mod event_loop;
+#[cfg(target_os = "linux")]
+pub mod steer;
+
+use crate::net::socket::{CoapSocket, OutDatagram, RecvBuffers};
+use crate::net::tcp::{ConnLink, Remote, TcpInput};
 use corral_dtls::{Plaintext, Port};
 use corral_proto::wire::Code;
 use corral_proto::{
@@ -375,10 +388,10 @@ struct Queued {
 pub(crate) struct TcpSide {
     listener: Option<std::net::TcpListener>,
     /// `coaps+tcp://` (servers): a listener whose connections start with a TLS handshake.
-    tls_listener: Option<(std::net::TcpListener, crate::tls::TlsServerConfig)>,
+    tls_listener: Option<(std::net::TcpListener, crate::net::tls::TlsServerConfig)>,
     accept: Vec<tokio::task::AbortHandle>,
     /// `coaps+tcp://` (clients): the TLS settings connections to servers are made with.
-    tls: Option<crate::tls::TlsConnect>,
+    tls: Option<crate::net::tls::TlsConnect>,
     tx: mpsc::Sender<TcpInput>,
     rx: mpsc::Receiver<TcpInput>,
     ids: Arc<AtomicU64>,
@@ -391,7 +404,7 @@ pub(crate) struct TcpSide {
 
 impl TcpSide {
     pub(crate) fn new(listener: Option<std::net::TcpListener>) -> TcpSide {
-        let (tx, rx) = mpsc::channel(crate::tcp::INPUT_QUEUE);
+        let (tx, rx) = mpsc::channel(crate::net::tcp::INPUT_QUEUE);
         TcpSide {
             listener,
             tls_listener: None,
@@ -411,14 +424,14 @@ impl TcpSide {
     /// Also accepts `coaps+tcp://` connections on `listener`, each after a TLS handshake with `config`.
     pub(crate) fn with_tls_listener(
         mut self,
-        listener: Option<(std::net::TcpListener, crate::tls::TlsServerConfig)>,
+        listener: Option<(std::net::TcpListener, crate::net::tls::TlsServerConfig)>,
     ) -> TcpSide {
         self.tls_listener = listener;
         self
     }
 
     /// Makes `coaps+tcp://` connections to servers with these TLS settings.
-    pub(crate) fn with_tls(mut self, tls: Option<crate::tls::TlsConnect>) -> TcpSide {
+    pub(crate) fn with_tls(mut self, tls: Option<crate::net::tls::TlsConnect>) -> TcpSide {
         self.tls = tls;
         self
     }
@@ -435,7 +448,7 @@ impl TcpSide {
             std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().extend(queued),
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(queued.into_iter().collect());
-                crate::tcp::connect(dst, timeout, self.ids.clone(), self.tx.clone(), self.tls.clone());
+                crate::net::tcp::connect(dst, timeout, self.ids.clone(), self.tx.clone(), self.tls.clone());
             }
         }
     }
@@ -522,13 +535,13 @@ impl<M: Machine> Driver<M> {
                 Ok(l) => {
                     let (ids, tx) = (self.tcp.ids.clone(), self.tcp.tx.clone());
                     let per_address = self.machine.transports().tcp().config().max_connections_per_address;
-                    let accepting = crate::tcp::accept_loop(l, ids, tx, tls, per_address);
+                    let accepting = crate::net::tcp::accept_loop(l, ids, tx, tls, per_address);
                     self.tcp.accept.push(tokio::spawn(accepting).abort_handle());
                 }
                 Err(e) => warn!(error = %e, "cannot register a TCP listener; not serving on it"),
             }
         }
-        crate::event_loop::run(&mut self).await
+        crate::driver::event_loop::run(&mut self).await
     }
 }
 
@@ -541,7 +554,7 @@ pub(crate) enum Input {
     Tcp(TcpInput),
 }
 
-impl<M: Machine> crate::event_loop::Drive for Driver<M> {
+impl<M: Machine> crate::driver::event_loop::Drive for Driver<M> {
     type Input = Input;
     type Output = ();
 
@@ -919,7 +932,7 @@ impl<M: Machine> Driver<M> {
     /// A datagram to `t.dst` could not go for want of a route: its exchange fails now, said as no route
     /// rather than as an ICMP refusal.
     fn no_route(&mut self, now: Instant, t: &Transmit) {
-        self.machine.handle_unreachable(now, t.dst, crate::icmp::quote(&t.payload));
+        self.machine.handle_unreachable(now, t.dst, crate::net::icmp::quote(&t.payload));
         while let Some(event) = self.machine.poll_event() {
             match event {
                 Event::Failed { id, error: RequestError::Unreachable } => {
@@ -1007,7 +1020,7 @@ async fn send_all<'a>(socket: &CoapSocket, out: &'a [Transmit]) -> Vec<&'a Trans
                     Err(e)
                 };
                 match r {
-                    Err(e) if crate::icmp::unreachable_send(&e) => {
+                    Err(e) if crate::net::icmp::unreachable_send(&e) => {
                         debug!(dst = %t.dst, error = %e, "send failed: no route; the exchange fails now");
                         unroutable.push(t);
                     }

@@ -62,7 +62,7 @@ pub(crate) fn drain<F: AsFd>(socket: &F, mut f: impl FnMut(SocketAddr, &[u8])) -
         let flags = MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT;
         let (peer, len, reachability) = match recvmsg::<SockaddrStorage>(fd, &mut iov, Some(&mut cmsg), flags) {
             Ok(msg) => {
-                let peer = msg.address.as_ref().and_then(crate::addr::to_socket_addr);
+                let peer = msg.address.as_ref().and_then(crate::net::addr::to_socket_addr);
                 let mut reachability = false;
                 if let Ok(cmsgs) = msg.cmsgs() {
                     for c in cmsgs {
@@ -85,7 +85,7 @@ pub(crate) fn drain<F: AsFd>(socket: &F, mut f: impl FnMut(SocketAddr, &[u8])) -
         match peer {
             Some(peer) if reachability => {
                 trace!(%peer, "ICMP: unreachable");
-                f(crate::addr::canonical(peer), &data[..len.min(QUOTE)]);
+                f(crate::net::addr::canonical(peer), &data[..len.min(QUOTE)]);
             }
             _ => trace!(?peer, "error-queue entry that is not about reachability; skipped"),
         }

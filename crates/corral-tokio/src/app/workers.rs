@@ -9,7 +9,7 @@
 //! Owns: binding the sockets, the endpoint configuration of each worker (its seed and its shard), starting
 //! and stopping the threads. Must never: decide what a worker serves (the caller's `setup`).
 
-use crate::socket::SocketOptions;
+use crate::net::socket::SocketOptions;
 use crate::{Server, ServerHandle};
 use corral_proto::{EndpointConfig, Node};
 use std::io;
@@ -73,14 +73,14 @@ pub struct Bound {
 enum Sockets {
     Tokio(Vec<Server>),
     #[cfg(target_os = "linux")]
-    Blocking(Vec<crate::blocking::BoundSocket>),
+    Blocking(Vec<crate::driver::blocking::BoundSocket>),
 }
 
 /// The running workers.
 pub enum Workers {
     Tokio(Vec<ServerHandle>),
     #[cfg(target_os = "linux")]
-    Blocking(crate::blocking::Workers),
+    Blocking(crate::driver::blocking::Workers),
 }
 
 impl Bound {
@@ -184,7 +184,7 @@ impl Bound {
             }
             #[cfg(target_os = "linux")]
             Sockets::Blocking(sockets) => {
-                let mut workers = crate::blocking::Workers::new();
+                let mut workers = crate::driver::blocking::Workers::new();
                 for (i, (bound, setup)) in sockets.into_iter().zip(setups).enumerate() {
                     let config =
                         crate::os_seeded(EndpointConfig { shard: bound.shard(), ..self.config.endpoint.clone() });
@@ -237,12 +237,12 @@ fn bind_tokio(config: &WorkerConfig) -> Result<Vec<Server>, BindError> {
 }
 
 #[cfg(target_os = "linux")]
-fn bind_blocking(config: &WorkerConfig) -> Result<Vec<crate::blocking::BoundSocket>, BindError> {
-    use crate::blocking::BoundSocket;
+fn bind_blocking(config: &WorkerConfig) -> Result<Vec<crate::driver::blocking::BoundSocket>, BindError> {
+    use crate::driver::blocking::BoundSocket;
     let opts = config.socket.clone();
     if let (Sharing::Shards { manager }, n @ 2..) = (config.sharing, config.count) {
         let count = u8::try_from(n).unwrap_or(u8::MAX);
-        return BoundSocket::bind_group(config.addr, opts, crate::steer::Steering { count, manager })
+        return BoundSocket::bind_group(config.addr, opts, crate::driver::steer::Steering { count, manager })
             .map_err(|error| BindError { addr: config.addr, error });
     }
     let mut sockets: Vec<BoundSocket> = Vec::with_capacity(usize::from(config.count));

@@ -446,10 +446,10 @@ pub(crate) fn describe(e: &rustls::Error, name: &ServerName<'_>) -> String {
 }
 
 /// The name a server's certificate must carry for a URI's host (RFC 8323 §9.1: as for https).
-pub(crate) fn server_name(host: &crate::uri::Host) -> Result<ServerName<'static>, String> {
+pub(crate) fn server_name(host: &crate::net::uri::Host) -> Result<ServerName<'static>, String> {
     match host {
-        crate::uri::Host::Ip(ip) => Ok(ServerName::IpAddress((*ip).into())),
-        crate::uri::Host::Name(name) => {
+        crate::net::uri::Host::Ip(ip) => Ok(ServerName::IpAddress((*ip).into())),
+        crate::net::uri::Host::Name(name) => {
             ServerName::try_from(name.clone()).map_err(|_| format!("`{name}` is not a DNS name TLS can verify"))
         }
     }

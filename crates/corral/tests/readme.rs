@@ -49,6 +49,12 @@ fn blocks(text: &str) -> Vec<(String, String)> {
 /// each of `promises` is in the output. After each block, nothing it started in the background may still
 /// run: a block stops what it started (`kill $server; wait $server`), as a reader's next paste expects.
 fn the_page_runs_as_written(page: &str, promises: &[&str]) {
+    the_page_runs_with(page, promises, "")
+}
+
+/// [`the_page_runs_as_written`] with `exports` (`NAME=value …`) set in the page's shell: what a reader
+/// sets up before pasting (a database to use).
+fn the_page_runs_with(page: &str, promises: &[&str], exports: &str) {
     let text = std::fs::read_to_string(format!("{}/../../{page}", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let blocks = blocks(&text);
     assert!(!blocks.is_empty(), "no sh block in {page}");
@@ -58,7 +64,7 @@ fn the_page_runs_as_written(page: &str, promises: &[&str]) {
         "set -eE -o pipefail\n\
          trap 'echo \"{page}: exit status $? from: $BASH_COMMAND\" >&2' ERR\n\
          trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n\
-         export PATH={bin}:$PATH XDG_DATA_HOME={dir}/data HOME={dir}\n\
+         export PATH={bin}:$PATH XDG_DATA_HOME={dir}/data HOME={dir} {exports}\n\
          cd {dir}\n",
         dir = dir.path().display()
     );
@@ -126,6 +132,7 @@ const RUN: &[&str] = &[
     "docs/dtls.md",
     "docs/link.md",
     "docs/lab.md",
+    "docs/cluster.md",
 ];
 
 #[test]
@@ -206,6 +213,29 @@ fn the_link_page_runs_as_written() {
     }
     peers_when_interop(&["coap-server-notls", "coap-client-notls"]);
     the_page_runs_as_written("docs/link.md", &["Hello from corral!"]);
+}
+
+/// docs/cluster.md's one-machine block against a throwaway PostgreSQL (a Unix socket, which the page's
+/// network namespace does not hide), named by the `PG*` variables as the page tells a reader to set them.
+#[test]
+fn the_cluster_page_runs_as_written() {
+    let Some(pg) = corral_store::testing::for_test() else { return };
+    let exports: Vec<String> = pg
+        .url()
+        .split_whitespace()
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            let name = match k {
+                "host" => "PGHOST",
+                "port" => "PGPORT",
+                "user" => "PGUSER",
+                "dbname" => "PGDATABASE",
+                _ => return None,
+            };
+            Some(format!("{name}={v}"))
+        })
+        .collect();
+    the_page_runs_with("docs/cluster.md", &["deleted"], &exports.join(" "));
 }
 
 #[test]

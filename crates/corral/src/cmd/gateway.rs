@@ -42,8 +42,10 @@ with --rd, the registrations) live in a PostgreSQL database instead, which any n
 share; --data is then unused. The schema is made or migrated at start. A database that cannot be \
 reached at start, or whose schema is newer than this corral, ends the gateway with exit status 9 and \
 the URL (without its password) and the reason. E.g.
-  corral gateway --store 'postgresql://corral@db.example/corral' --store-password-file /run/secrets/pg
-  PGHOST=/var/run/postgresql PGDATABASE=corral corral gateway --store postgres://
+  corral gateway --store 'postgresql://corral@db.example/corral' \\
+      --store-password-file /run/secrets/pg
+  export PGHOST=/var/run/postgresql PGDATABASE=corral
+  corral gateway --store postgres://    # all from the PG* variables
 
 Testbed: devices are volatile (a restart starts them with an empty /mc); the gateway re-joins them \
 to the groups of its stored multicast entities when it starts. They accept /mc changes from this \

@@ -42,7 +42,7 @@ Examples:
   corral get 'coap://127.0.0.1:5690/rd-lookup/ep' -s 60     # observe
   corral device --rd coap://127.0.0.1:5690    # devices that register
   corral rd --dtls --psk-file psk.json --rd-policy identity
-  corral rd --store 'postgresql://corral@db.example/corral'   # several directories, one database
+  corral rd --store 'postgresql://corral@db.example/corral'  # shared
 
 Several directories, one database (--store postgresql://…, as `corral gateway --store`): the \
 registrations live in PostgreSQL, which any number of directories share; --data is then unused. \

@@ -230,11 +230,12 @@ impl EntityManager {
             self.stats.forget_entity(&flow.name);
         }
         if flow.pending_saved {
-            // If this fails too, the record stays pending and the next start-up undoes it.
-            let what = "could not remove the pending record";
-            self.write(cx, vec![Write::DeleteEntity(flow.name.clone())], Wait::Detached(what));
+            // The name stays busy until the record is gone (retried at each reconciliation while the store
+            // refuses it).
+            self.remove_pending_record(cx, flow.name.clone());
+        } else {
+            self.busy.remove(&flow.name);
         }
-        self.busy.remove(&flow.name);
         if let Some(holder) = &flow.holder {
             self.busy.remove(holder);
         }
@@ -358,6 +359,13 @@ impl EntityManager {
         cx.respond(client, resp);
     }
 
+    /// Removes `name`'s pending record from the store; the name is busy until it is gone (see
+    /// [`Wait::PendingRemoved`]).
+    pub(super) fn remove_pending_record(&mut self, cx: &mut Context<'_>, name: String) {
+        self.busy.insert(name.clone());
+        self.write(cx, vec![Write::DeleteEntity(name.clone())], Wait::PendingRemoved(name));
+    }
+
     /// Undoes a multicast creation a crash interrupted: every member is asked to leave (those that never
     /// joined answer 4.04), then the pending record is removed. The name stays busy meanwhile.
     pub(super) fn recover(&mut self, cx: &mut Context<'_>, stored: StoredEntity) {
@@ -365,9 +373,7 @@ impl EntityManager {
             Ok(items) => items,
             Err((_, why)) => {
                 warn!(entity = %stored.name, why = %why, "pending record unreadable; removing it");
-                let what = "could not remove an unreadable pending record";
-                self.write(cx, vec![Write::DeleteEntity(stored.name.clone())], Wait::Detached(what));
-                self.busy.remove(&stored.name);
+                self.remove_pending_record(cx, stored.name);
                 return;
             }
         };
@@ -499,6 +505,14 @@ impl EntityManager {
         match (wait, result) {
             (Wait::Detached(what), Err(e)) => warn!(error = %e, "{what}"),
             (Wait::Detached(_), Ok(())) => {}
+            (Wait::PendingRemoved(name), Ok(())) => {
+                self.busy.remove(&name);
+            }
+            (Wait::PendingRemoved(name), Err(e)) => {
+                warn!(entity = %name, error = %e, "could not remove the pending record; trying again later");
+                self.groups.pending_record_left(name);
+                self.groups.schedule_reconcile(cx.now(), &self.entities);
+            }
             (Wait::Settled(group, addrs), Ok(())) => self.groups.settled(group, &addrs, true),
             // Kept in memory too: the next reconciliation removes it again (or asks a stray again).
             (Wait::Settled(group, addrs), Err(e)) => {

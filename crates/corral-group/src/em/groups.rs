@@ -44,6 +44,9 @@ pub(super) struct Groups {
     released: BTreeMap<IpAddr, u64>,
     /// When stray memberships are next asked to leave.
     next_reconcile: Option<Instant>,
+    /// Pending records (of refused or unreadable multicast creations) whose removal from the store failed:
+    /// removed again at the next reconciliation; their names stay busy until they are gone.
+    unremoved: BTreeSet<String>,
     /// The allocation rate limiter: tokens left and when they were last counted.
     alloc_bucket: Option<(u32, Instant)>,
 }
@@ -56,6 +59,7 @@ impl Groups {
             reserved: HashSet::new(),
             journal: journal.iter().copied().collect(),
             settling: BTreeSet::new(),
+            unremoved: BTreeSet::new(),
             released: released.clone(),
             next_reconcile: (!journal.is_empty()).then_some(Instant::ZERO),
             alloc_bucket: None,
@@ -162,11 +166,18 @@ impl Groups {
         out
     }
 
-    /// Schedules the next reconciliation if strays or unsettled entries are left.
+    /// Schedules the next reconciliation if strays, unsettled entries or unremoved pending records are left.
     pub(super) fn schedule_reconcile(&mut self, now: Instant, entities: &Table) {
-        if self.next_reconcile.is_none() && !(self.strays(entities).is_empty() && self.unsettled(entities).is_empty()) {
+        let left =
+            !self.unremoved.is_empty() || !(self.strays(entities).is_empty() && self.unsettled(entities).is_empty());
+        if self.next_reconcile.is_none() && left {
             self.next_reconcile = Some(now + RECONCILE_EVERY);
         }
+    }
+
+    /// The removal of `name`'s pending record failed: the next reconciliation removes it again.
+    pub(super) fn pending_record_left(&mut self, name: String) {
+        self.unremoved.insert(name);
     }
 
     /// The groups that may not be allocated now: in use, reserved by a flow, with a stray member, or
@@ -202,10 +213,14 @@ impl EntityManager {
         self.write(cx, vec![Write::JournalRemove(group, addrs.to_vec())], Wait::Settled(group, addrs.to_vec()));
     }
 
-    /// Removes again the journal entries whose removal was lost, and asks every stray member to leave its
-    /// group (one flow per group), unless a reconciliation runs.
+    /// Removes again the pending records and journal entries whose removal was lost, and asks every stray
+    /// member to leave its group (one flow per group), unless a reconciliation runs.
     pub(super) fn reconcile(&mut self, cx: &mut Context<'_>) {
         self.groups.next_reconcile = None;
+        for name in std::mem::take(&mut self.groups.unremoved) {
+            info!(entity = %name, "removing a pending record again");
+            self.remove_pending_record(cx, name);
+        }
         for (g, addrs) in self.groups.unsettled(&self.entities) {
             info!(group = %g, members = addrs.len(), "removing journal entries of recorded memberships again");
             self.journal_settle(cx, g, &addrs);

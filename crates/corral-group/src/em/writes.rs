@@ -25,6 +25,10 @@ pub(super) enum Wait {
     Settled(IpAddr, Vec<SocketAddr>),
     /// Nothing waits: a failure is logged, naming what the write was for.
     Detached(&'static str),
+    /// A pending record being removed (a refused multicast creation's, an unreadable one): its name stays
+    /// busy until it is gone from the store, so that no creation of the name meanwhile is deleted by a
+    /// retry; a failure leaves it to the next reconciliation.
+    PendingRemoved(String),
 }
 
 /// A flow's next step once its write is done.

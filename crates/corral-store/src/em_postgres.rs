@@ -13,7 +13,7 @@
 //! and nothing of the operation stays.
 //!
 //! Connections: a URL (`postgresql://user:password@host:port/db?sslmode=…`) or key=value pairs, as
-//! libpq takes them; errors name the server without the password ([`redacted`]). Uses the `postgres`
+//! libpq takes them; errors name the server without the password ([`crate::pg_target::redacted`]). Uses the `postgres`
 //! crate (the blocking face of tokio-postgres), which runs a small runtime of its own: call it from the
 //! store's thread ([`crate::StoreThread`]), never from inside an async runtime.
 //!
@@ -117,24 +117,6 @@ CREATE TABLE released (
     at_ms BIGINT NOT NULL
 );
 ";
-
-/// `url` with its password (if any) replaced by `***`, for messages and logs.
-pub fn redacted(url: &str) -> String {
-    // URL form: scheme://user:password@host…
-    if let Some((scheme, rest)) = url.split_once("://") {
-        if let Some((userinfo, host)) = rest.split_once('@') {
-            if let Some((user, _)) = userinfo.split_once(':') {
-                return format!("{scheme}://{user}:***@{host}");
-            }
-        }
-        return url.to_string();
-    }
-    // key=value form: password=… (possibly quoted) becomes password=***.
-    url.split_whitespace()
-        .map(|kv| if kv.starts_with("password=") { "password=***" } else { kv })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 /// The Entity Manager's store on a PostgreSQL server. See the module docs.
 pub struct PgStore {
@@ -584,22 +566,4 @@ fn read_entities(tx: &mut Transaction<'_>, names: Option<&[String]>) -> Result<V
         });
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redacted;
-
-    #[test]
-    fn a_password_never_reaches_a_message() {
-        assert_eq!(
-            redacted("postgresql://corral:s3cret@db.example:5432/corral"),
-            "postgresql://corral:***@db.example:5432/corral"
-        );
-        assert_eq!(redacted("postgresql://corral@db.example/corral"), "postgresql://corral@db.example/corral");
-        assert_eq!(
-            redacted("host=/tmp/x user=corral password=s3cret dbname=c"),
-            "host=/tmp/x user=corral password=*** dbname=c"
-        );
-    }
 }

@@ -49,9 +49,9 @@ impl PgTarget {
         password: Option<String>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<PgTarget, String> {
-        let mut config: Config = conninfo.parse().map_err(|e| {
-            format!("`{}` is not a PostgreSQL connection string: {e}", crate::em_postgres::redacted(conninfo))
-        })?;
+        let mut config: Config = conninfo
+            .parse()
+            .map_err(|e| format!("`{}` is not a PostgreSQL connection string: {e}", redacted(conninfo)))?;
         if config.get_hosts().is_empty() {
             match env("PGHOST") {
                 Some(h) => {
@@ -140,6 +140,24 @@ fn show(c: &Config) -> String {
     }
 }
 
+/// `url` with its password (if any) replaced by `***`, for messages and logs.
+pub fn redacted(url: &str) -> String {
+    // URL form: scheme://user:password@host…
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if let Some((userinfo, host)) = rest.split_once('@') {
+            if let Some((user, _)) = userinfo.split_once(':') {
+                return format!("{scheme}://{user}:***@{host}");
+            }
+        }
+        return url.to_string();
+    }
+    // key=value form: password=… (possibly quoted) becomes password=***.
+    url.split_whitespace()
+        .map(|kv| if kv.starts_with("password=") { "password=***" } else { kv })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +208,18 @@ mod tests {
         assert!(e.contains("is empty"), "{e}");
         std::fs::write(&file, "pa ss\n").unwrap();
         assert_eq!(read_password(&file).unwrap(), "pa ss");
+    }
+
+    #[test]
+    fn a_password_never_reaches_a_message() {
+        assert_eq!(
+            redacted("postgresql://corral:s3cret@db.example:5432/corral"),
+            "postgresql://corral:***@db.example:5432/corral"
+        );
+        assert_eq!(redacted("postgresql://corral@db.example/corral"), "postgresql://corral@db.example/corral");
+        assert_eq!(
+            redacted("host=/tmp/x user=corral password=s3cret dbname=c"),
+            "host=/tmp/x user=corral password=*** dbname=c"
+        );
     }
 }

@@ -34,7 +34,7 @@ build_coap_load
 OUT=$(mktemp -d)
 PORT=$(free_port)
 "${PIN_SERVER[@]}" valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out" \
-  --toggle-collect='corral_tokio::blocking::BlockingServer::run' \
+  --toggle-collect='corral_tokio::*BlockingServer::run' \
   "$BIN" serve --bind "127.0.0.1:$PORT" -q ${SERVE_EXTRA:-} >/dev/null 2>"$OUT/valgrind.err" &
 SERVER_PID=$!
 trap 'kill $SERVER_PID 2>/dev/null || true' EXIT

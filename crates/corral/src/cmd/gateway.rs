@@ -92,8 +92,9 @@ pub struct GatewayArgs {
     /// Address and port to listen on [default: [::]:5683 (IPv4 and IPv6); with --testbed 127.0.0.1:5683].
     #[arg(long, value_name = "ADDR:PORT")]
     pub bind: Option<String>,
-    /// Directory of the entity database (DIR/em.db); created if missing.
-    #[arg(long, value_name = "DIR")]
+    /// Directory of the entity database (DIR/em.db); created if missing. Not with --store (the database
+    /// keeps the state).
+    #[arg(long, value_name = "DIR", conflicts_with = "store")]
     pub data: Option<PathBuf>,
     /// Serve OSCORE-protected requests (RFC 8613) from the clients this credentials file (aiocoap's
     /// format) lists.

@@ -61,7 +61,7 @@ pub struct RdArgs {
     pub bind: String,
     /// Directory of the registration database (DIR/rd.db); created if missing [default:
     /// $XDG_DATA_HOME/corral/rd, else ~/.local/share/corral/rd].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "store")]
     pub data: Option<PathBuf>,
     /// Registrations in all; a full directory answers 5.03.
     #[arg(long, value_name = "N", default_value_t = Limits::default().registrations)]
